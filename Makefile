@@ -1,0 +1,38 @@
+# troupe — see README.md. `make demo` and `make test` are the two commands
+# a newcomer needs.
+
+GO       ?= go
+BIN      := bin
+CMDS     := bsub bqueue bkill bjob bhosts schedd nodelet troupe-init
+STATICCHECK_VERSION := v0.8.2
+TEST_FLAGS ?= -timeout 30m
+
+.PHONY: all build deps demo test lint clean
+
+all: build
+
+# Static binaries: troupe-init is mounted into containers whatever their
+# libc, and the daemons copy cleanly onto nodes.
+build:
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+
+# System packages the runtime and the tests need (runc, iproute2, groff…);
+# installs only what is missing, and only as root.
+deps:
+	@contrib/dev/install-deps
+
+demo: build deps
+	@contrib/dev/demo
+
+# The tests use the binaries in bin/ for the end-to-end cluster.
+test: build deps
+	$(GO) test $(TEST_FLAGS) ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+clean:
+	rm -rf $(BIN)

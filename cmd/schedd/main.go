@@ -1,0 +1,195 @@
+// Command schedd is troupe's queue controller. With --dev it also starts
+// nodelets on this machine: a whole cluster in one command.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/troupe-hpc/troupe/sched"
+)
+
+type options struct {
+	dataDir   string
+	socket    string
+	listen    string
+	dev       bool
+	nodes     int
+	nodeCPU   float64
+	nodeMem   string
+	runtime   string
+	stopGrace time.Duration
+	verbose   bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "schedd: %v\n", err)
+		return 2
+	}
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, o, log, stdout); err != nil {
+		fmt.Fprintf(stderr, "schedd: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("schedd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `usage: schedd [flags]
+
+troupe's queue controller: keeps the queue in a raft log on disk, schedules
+gangs of containers, and serves the /v1 API on a unix socket (and TCP).
+
+  schedd --dev --data-dir /tmp/troupe --nodes 2   # controller + 2 local nodelets
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.dataDir, "data-dir", "/var/lib/troupe/schedd", "raft log, snapshots and the dev cluster's node state")
+	fs.StringVar(&o.socket, "socket", "", "unix socket to serve on (default /run/troupe/schedd.sock; DATA-DIR/schedd.sock with --dev)")
+	fs.StringVar(&o.listen, "listen", "", "also serve the API on this TCP address, e.g. 127.0.0.1:7946")
+	fs.BoolVar(&o.dev, "dev", false, "run a development cluster: this controller plus --nodes nodelets on this machine")
+	fs.IntVar(&o.nodes, "nodes", 2, "nodelets to start with --dev")
+	fs.Float64Var(&o.nodeCPU, "node-cpu", 0, "CPUs each dev nodelet offers (default: this machine's)")
+	fs.StringVar(&o.nodeMem, "node-memory", "", "memory each dev nodelet offers, e.g. 8GiB (default: this machine's)")
+	fs.StringVar(&o.runtime, "runtime", "auto", "dev nodelets' runtime: auto, runc or process")
+	fs.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "dev nodelets: time between SIGTERM and SIGKILL when a container is stopped")
+	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q (see schedd -h)", fs.Arg(0))
+	}
+	if o.dev && o.nodes < 1 {
+		return o, fmt.Errorf("--nodes must be at least 1, got %d", o.nodes)
+	}
+	if o.socket == "" {
+		o.socket = "/run/troupe/schedd.sock"
+		if o.dev {
+			o.socket = filepath.Join(o.dataDir, "schedd.sock")
+		}
+	}
+	abs, err := filepath.Abs(o.socket)
+	if err != nil {
+		return o, err
+	}
+	o.socket = abs
+	return o, nil
+}
+
+func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) error {
+	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	lns, err := listen(o)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	for _, ln := range lns {
+		go func() {
+			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("serving", "addr", ln.Addr(), "err", err)
+			}
+		}()
+	}
+	loopDone := make(chan struct{})
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	go func() {
+		srv.Run(loopCtx)
+		close(loopDone)
+	}()
+	addr := "unix://" + o.socket
+	log.Info("schedd serving", "addr", addr, "tcp", o.listen, "data_dir", o.dataDir)
+
+	var cluster *devCluster
+	if o.dev {
+		cluster, err = startDev(ctx, o, addr, srv, log)
+		if err == nil {
+			fmt.Fprintf(stdout, "troupe dev cluster is up: %d nodes.\nexport TROUPE_ADDR=%s\n", o.nodes, addr)
+		}
+	} else {
+		fmt.Fprintf(stdout, "export TROUPE_ADDR=%s\n", addr)
+	}
+	if err == nil {
+		<-ctx.Done()
+		log.Info("shutting down")
+	}
+	// Nodelets go first: they stop their containers and report while the
+	// controller still listens.
+	if cluster != nil {
+		cluster.stop(o.stopGrace + 10*time.Second)
+	}
+	stopLoop()
+	<-loopDone
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	os.Remove(o.socket)
+	return err
+}
+
+func listen(o options) ([]net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(o.socket), 0o755); err != nil {
+		return nil, err
+	}
+	if c, err := net.Dial("unix", o.socket); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("another schedd already serves %s", o.socket)
+	}
+	os.Remove(o.socket)
+	ul, err := net.Listen("unix", o.socket)
+	if err != nil {
+		return nil, err
+	}
+	// Local users reach the socket; identity checks come from peer
+	// credentials (see DESIGN.md, security).
+	if err := os.Chmod(o.socket, 0o666); err != nil {
+		ul.Close()
+		return nil, err
+	}
+	lns := []net.Listener{ul}
+	if o.listen != "" {
+		tl, err := net.Listen("tcp", o.listen)
+		if err != nil {
+			ul.Close()
+			return nil, err
+		}
+		lns = append(lns, tl)
+	}
+	return lns, nil
+}

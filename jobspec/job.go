@@ -1,0 +1,98 @@
+package jobspec
+
+import (
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Cluster modes a job may ask for.
+const (
+	ModeSingleNode = "single-node"
+	ModeMultiNode  = "multi-node"
+)
+
+// Role names. main has exactly one container (main1); sub has the rest
+// unless role blocks name other roles.
+const (
+	RoleMain = "main"
+	RoleSub  = "sub"
+)
+
+// Job is a decoded, validated job file. It is plain data: it travels to
+// schedd as JSON and is stored there. Fields left empty in the file keep
+// their zero value; schedd fills partition defaults. Parse fills the
+// defaults listed in the package documentation (size 1, single-node,
+// 1 cpu, 1 GiB, workdir /home/work).
+type Job struct {
+	Name      string            `json:"name"`
+	Partition string            `json:"partition,omitempty"`
+	Account   string            `json:"account,omitempty"`
+	Walltime  time.Duration     `json:"walltime,omitempty"` // 0: partition default
+	Priority  int               `json:"priority,omitempty"` // nice; <= 0 lowers
+	Cluster   Cluster           `json:"cluster"`
+	Resources Resources         `json:"resources"` // per container
+	Image     string            `json:"image"`
+	Command   []string          `json:"command,omitempty"` // runs in main1
+	Workdir   string            `json:"workdir,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Mounts    []Mount           `json:"mounts,omitempty"`
+	Output    string            `json:"output,omitempty"` // %j job id, %h host, %u user
+	Roles     []Role            `json:"roles,omitempty"`
+
+	// Ranges records where each setting was written, keyed by its JSON
+	// path: "cluster.size", "resources.gpu", "env.EPOCHS",
+	// "mounts.0.target", "roles.1.replicas"; "" is the job block's
+	// header. It is filled by Parse, is not serialized, and may be nil
+	// (a Job decoded from JSON). Use Range to look a setting up, so that
+	// later checks (partition limits in schedd) can point at the file.
+	Ranges map[string]hcl.Range `json:"-"`
+}
+
+// Cluster is the shape of the session.
+type Cluster struct {
+	Size int    `json:"size"` // total containers, main1 included
+	Mode string `json:"mode"` // ModeSingleNode | ModeMultiNode
+}
+
+// Resources are per container.
+type Resources struct {
+	CPU    float64 `json:"cpu"`    // cores, may be fractional (0.5)
+	Memory int64   `json:"memory"` // bytes
+	GPU    float64 `json:"gpu,omitempty"`
+}
+
+// Mount is a data folder mounted at the same target in every container.
+type Mount struct {
+	Name     string `json:"name"`
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readonly,omitempty"`
+}
+
+// Role overrides settings for the containers of one role. Zero fields
+// inherit the job's: an empty Image or Command, and a nil Resources. A
+// non-nil Resources replaces the job's for the role; Parse fills the
+// fields the role's resources block leaves out from the job's, and a
+// zero CPU or Memory inherits the job's too (GPU 0 means no GPU).
+//
+// Replicas is the number of containers of the role: always 1 for main;
+// for sub, Parse sets it to the number of subs; other roles default to 1.
+type Role struct {
+	Name      string     `json:"name"`
+	Replicas  int        `json:"replicas,omitempty"`
+	Command   []string   `json:"command,omitempty"`
+	Image     string     `json:"image,omitempty"`
+	Resources *Resources `json:"resources,omitempty"`
+}
+
+// Container is one member of the expanded session, in rank order.
+type Container struct {
+	Host      string    `json:"host"` // main1, sub1, ...
+	Role      string    `json:"role"` // main, sub, ...
+	Idx       int       `json:"idx"`  // 1-based within its role
+	Rank      int       `json:"rank"` // 0-based in the session
+	Image     string    `json:"image"`
+	Command   []string  `json:"command,omitempty"` // empty: wait (subs)
+	Resources Resources `json:"resources"`
+}

@@ -1,0 +1,226 @@
+package sched
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/raftlog"
+	"github.com/troupe-hpc/troupe/sched/state"
+)
+
+const (
+	maxBody     = 4 << 20
+	defaultWait = 30 * time.Second
+	maxWait     = 5 * time.Minute
+)
+
+// Handler serves the /v1 API (see internal/api for the endpoints).
+func (s *Server) Handler() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("POST /v1/jobs", s.handleSubmit)
+	m.HandleFunc("GET /v1/jobs", s.handleJobs)
+	m.HandleFunc("GET /v1/jobs/{id}", s.handleJob)
+	m.HandleFunc("POST /v1/jobs/{id}/kill", s.handleKill)
+	m.HandleFunc("GET /v1/nodes", s.handleNodes)
+	m.HandleFunc("POST /v1/nodes/register", s.handleRegister)
+	m.HandleFunc("POST /v1/nodes/{name}/heartbeat", s.handleHeartbeat)
+	m.HandleFunc("GET /v1/nodes/{name}/assignments", s.handleAssignments)
+	m.HandleFunc("POST /v1/nodes/{name}/status", s.handleStatus)
+	return m
+}
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	var req api.SubmitRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	res, err := s.Submit(r.Context(), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, 0, res)
+}
+
+func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
+	v, idx, ok := s.block(w, r)
+	if !ok {
+		return
+	}
+	list := api.JobList{Jobs: []api.Job{}, Index: idx}
+	for _, j := range v.Jobs() {
+		list.Jobs = append(list.Jobs, *j)
+	}
+	writeJSON(w, http.StatusOK, idx, list)
+}
+
+func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
+	id, ok := jobID(w, r)
+	if !ok {
+		return
+	}
+	v, idx, ok := s.block(w, r)
+	if !ok {
+		return
+	}
+	j := v.Job(id)
+	if j == nil {
+		writeErr(w, fmt.Errorf("job %d: %w", id, state.ErrNotFound))
+		return
+	}
+	writeJSON(w, http.StatusOK, idx, j)
+}
+
+func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
+	id, ok := jobID(w, r)
+	if !ok {
+		return
+	}
+	j, err := s.Kill(r.Context(), id)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, j)
+}
+
+func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) {
+	v, idx, ok := s.block(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, idx, api.NodeList{Nodes: s.Nodes(v), Index: idx})
+}
+
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
+	var reg api.NodeRegister
+	if !decode(w, r, &reg) {
+		return
+	}
+	n, err := s.Register(r.Context(), reg)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, n)
+}
+
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if s.st.Snapshot().Node(name) == nil {
+		writeErr(w, fmt.Errorf("node %q: %w; register first", name, state.ErrNotFound))
+		return
+	}
+	s.Heartbeat(name)
+	writeJSON(w, http.StatusOK, 0, struct{}{})
+}
+
+func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
+	v, idx, ok := s.block(w, r)
+	if !ok {
+		return
+	}
+	s.Heartbeat(r.PathValue("name"))
+	writeJSON(w, http.StatusOK, idx, api.Assignments{Assignments: Assignments(v, r.PathValue("name")), Index: idx})
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	var rep api.ContainerReport
+	if !decode(w, r, &rep) {
+		return
+	}
+	if err := s.Report(r.Context(), r.PathValue("name"), rep); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, struct{}{})
+}
+
+// block serves a blocking query: with ?index=N it waits (up to ?wait=,
+// default 30s, at most 5m) until the state index passes N, then returns a
+// snapshot. Without index it returns at once.
+func (s *Server) block(w http.ResponseWriter, r *http.Request) (*state.Snapshot, uint64, bool) {
+	q := r.URL.Query()
+	var min uint64
+	if v := q.Get("index"); v != "" {
+		var err error
+		if min, err = strconv.ParseUint(v, 10, 64); err != nil {
+			writeErr(w, fmt.Errorf("%w: index %q is not a number", ErrInvalid, v))
+			return nil, 0, false
+		}
+	}
+	wait := defaultWait
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeErr(w, fmt.Errorf("%w: wait %q is not a duration such as 30s", ErrInvalid, v))
+			return nil, 0, false
+		}
+		wait = min64(d, maxWait)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	for {
+		v := s.st.Snapshot()
+		idx, ws := v.Index()
+		if min == 0 || idx > min || ws.WatchCtx(ctx) != nil {
+			return v, idx, true
+		}
+	}
+}
+
+func min64(a, b time.Duration) time.Duration {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func jobID(w http.ResponseWriter, r *http.Request) (uint64, bool) {
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil || id == 0 {
+		writeErr(w, fmt.Errorf("%w: job id %q is not a positive number", ErrInvalid, r.PathValue("id")))
+		return 0, false
+	}
+	return id, true
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeErr(w, fmt.Errorf("%w: request body: %v", ErrInvalid, err))
+		return false
+	}
+	return true
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrInvalid):
+		code = http.StatusBadRequest
+	case errors.Is(err, state.ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, state.ErrEnded):
+		code = http.StatusConflict
+	case errors.Is(err, raftlog.ErrNotLeader):
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, 0, api.Error{Error: err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, idx uint64, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if idx > 0 {
+		w.Header().Set(api.IndexHeader, strconv.FormatUint(idx, 10))
+	}
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

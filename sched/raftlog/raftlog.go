@@ -1,0 +1,196 @@
+// Package raftlog is schedd's durable, replicated log: hashicorp/raft with
+// a bbolt-backed log and stable store and file snapshots, and the FSM that
+// applies committed entries to the state store. A write is acknowledged
+// only once its entry is committed (fsynced) and applied.
+//
+// With no peers the node bootstraps a one-server cluster on first start
+// and elects itself; on later starts raft replays the snapshot and the log
+// tail into a fresh state store.
+package raftlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/troupe-hpc/troupe/sched/state"
+)
+
+// ErrNotLeader is returned by Apply on a server that cannot take writes.
+var ErrNotLeader = errors.New("not the raft leader")
+
+// Config sets up a log.
+type Config struct {
+	Dir       string    // raft.db and snapshots/ live here
+	ID        string    // server id; default "schedd1"
+	LogOutput io.Writer // raft's own logging (warnings and up); default stderr
+}
+
+// Log is an open replicated log feeding a state store.
+type Log struct {
+	raft  *raft.Raft
+	bolt  *raftboltdb.BoltStore
+	trans *raft.InmemTransport
+}
+
+// Open opens (or creates) the log in cfg.Dir, restores st from it, and
+// waits until this server leads (a lone server elects itself at once).
+func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
+	if cfg.ID == "" {
+		cfg.ID = "schedd1"
+	}
+	if cfg.LogOutput == nil {
+		cfg.LogOutput = os.Stderr
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("opening raft store in %s: %w", cfg.Dir, err)
+	}
+	snaps, err := raft.NewFileSnapshotStore(cfg.Dir, 2, cfg.LogOutput)
+	if err != nil {
+		bolt.Close()
+		return nil, fmt.Errorf("opening snapshots in %s: %w", cfg.Dir, err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: cfg.LogOutput})
+	rc.HeartbeatTimeout = 200 * time.Millisecond
+	rc.ElectionTimeout = 200 * time.Millisecond
+	rc.LeaderLeaseTimeout = 100 * time.Millisecond
+	rc.SnapshotThreshold = 8192
+	rc.TrailingLogs = 10240
+	addr, trans := raft.NewInmemTransport(raft.ServerAddress(cfg.ID))
+
+	has, err := raft.HasExistingState(bolt, bolt, snaps)
+	if err != nil {
+		bolt.Close()
+		return nil, err
+	}
+	if !has {
+		boot := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: addr}}}
+		if err := raft.BootstrapCluster(rc, bolt, bolt, snaps, trans, boot); err != nil {
+			bolt.Close()
+			return nil, fmt.Errorf("bootstrapping raft: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, &fsm{st: st}, bolt, bolt, snaps, trans)
+	if err != nil {
+		bolt.Close()
+		return nil, fmt.Errorf("starting raft: %w", err)
+	}
+	l := &Log{raft: r, bolt: bolt, trans: trans}
+	if err := l.waitLeader(ctx); err != nil {
+		l.Close()
+		return nil, err
+	}
+	// Apply everything already in the log before serving reads.
+	if err := r.Barrier(0).Error(); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("replaying raft log: %w", err)
+	}
+	return l, nil
+}
+
+func (l *Log) waitLeader(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for l.raft.State() != raft.Leader {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for raft leadership: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// IsLeader reports whether this server takes writes and schedules.
+func (l *Log) IsLeader() bool { return l.raft.State() == raft.Leader }
+
+// Apply commits cmd and returns what the state store answered. The
+// command is durable on disk when Apply returns without error.
+func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
+	b, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	f := l.raft.Apply(b, timeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
+		}
+		return nil, err
+	}
+	r := f.Response().(result)
+	return r.value, r.err
+}
+
+// Snapshot forces a snapshot and log compaction now.
+func (l *Log) Snapshot() error { return l.raft.Snapshot().Error() }
+
+// Close stops raft and closes the store.
+func (l *Log) Close() error {
+	err := l.raft.Shutdown().Error()
+	if cerr := l.bolt.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type result struct {
+	value any
+	err   error
+}
+
+// fsm applies committed entries to the state store.
+type fsm struct{ st *state.Store }
+
+func (f *fsm) Apply(e *raft.Log) any {
+	var c state.Command
+	if err := json.Unmarshal(e.Data, &c); err != nil {
+		return result{err: fmt.Errorf("raft entry %d: %w", e.Index, err)}
+	}
+	v, err := f.st.Apply(e.Index, c)
+	return result{value: v, err: err}
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	return dump(f.st.Snapshot().Dump()), nil
+}
+
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var d state.Dump
+	if err := json.NewDecoder(rc).Decode(&d); err != nil {
+		return fmt.Errorf("reading raft snapshot: %w", err)
+	}
+	return f.st.Restore(d)
+}
+
+type dump state.Dump
+
+func (d dump) Persist(sink raft.SnapshotSink) error {
+	if err := json.NewEncoder(sink).Encode(state.Dump(d)); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (d dump) Release() {}

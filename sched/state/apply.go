@@ -1,0 +1,302 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+// Errors Apply returns; the API maps them to HTTP statuses.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrEnded    = errors.New("already ended")
+)
+
+// Command kinds.
+const (
+	CmdSubmit   = "submit"
+	CmdRegister = "register"
+	CmdPlan     = "plan"
+	CmdReport   = "report"
+	CmdKill     = "kill"
+)
+
+// Command is one raft log entry. Time is the leader's clock when it
+// proposed the entry, so every replica stamps the same times.
+type Command struct {
+	Kind     string    `json:"kind"`
+	Time     time.Time `json:"time"`
+	Submit   *api.Job  `json:"submit,omitempty"`
+	Register *api.Node `json:"register,omitempty"`
+	Plan     *Plan     `json:"plan,omitempty"`
+	Report   *Report   `json:"report,omitempty"`
+	Kill     uint64    `json:"kill,omitempty"`
+}
+
+// Plan is the scheduler core's answer, as the log carries it.
+type Plan struct {
+	Placements []Placement `json:"placements,omitempty"`
+	Reasons    []Reason    `json:"reasons,omitempty"`
+}
+
+// Placement puts container i of a job on Nodes[i].
+type Placement struct {
+	JobID uint64   `json:"job_id"`
+	Nodes []string `json:"nodes"`
+}
+
+// Reason sets a pending job's reason.
+type Reason struct {
+	JobID  uint64 `json:"job_id"`
+	Reason string `json:"reason"`
+}
+
+// Report is a nodelet's container report.
+type Report struct {
+	Node    string                `json:"node"`
+	Updates []api.ContainerUpdate `json:"updates"`
+}
+
+// Apply applies one committed command at raft index. It returns the new
+// job's id for a submit, the job for a kill, nil otherwise; or an error
+// that leaves the state unchanged.
+func (s *Store) Apply(index uint64, c Command) (any, error) {
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	var (
+		res any
+		err error
+	)
+	switch c.Kind {
+	case CmdSubmit:
+		res, err = submit(txn, index, c.Time, c.Submit)
+	case CmdRegister:
+		err = register(txn, c.Time, c.Register)
+	case CmdPlan:
+		err = applyPlan(txn, index, c.Plan)
+	case CmdReport:
+		err = report(txn, index, c.Time, c.Report)
+	case CmdKill:
+		res, err = kill(txn, index, c.Time, c.Kill)
+	default:
+		err = fmt.Errorf("unknown command %q", c.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range touched(c.Kind) {
+		if err := txn.Insert(tableIndexes, &indexEntry{Table: t, Index: index}); err != nil {
+			return nil, err
+		}
+	}
+	txn.Commit()
+	return res, nil
+}
+
+func touched(kind string) []string {
+	if kind == CmdRegister {
+		return []string{tableNodes}
+	}
+	return []string{tableJobs}
+}
+
+func getJob(txn *memdb.Txn, id uint64) (*api.Job, error) {
+	raw, err := txn.First(tableJobs, "id", id)
+	if err != nil {
+		return nil, err
+	}
+	if raw == nil {
+		return nil, fmt.Errorf("job %d: %w", id, ErrNotFound)
+	}
+	return clone(raw.(*api.Job)), nil
+}
+
+// clone copies what writers change: the job and its containers.
+func clone(j *api.Job) *api.Job {
+	c := *j
+	c.Containers = append([]api.Container(nil), j.Containers...)
+	return &c
+}
+
+func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, error) {
+	if in == nil {
+		return 0, errors.New("submit without a job")
+	}
+	last, err := txn.Last(tableJobs, "id")
+	if err != nil {
+		return 0, err
+	}
+	j := clone(in)
+	j.ID = 1
+	if last != nil {
+		j.ID = last.(*api.Job).ID + 1
+	}
+	j.State, j.Submitted, j.ModifyIndex = api.JobPending, now, index
+	return j.ID, txn.Insert(tableJobs, j)
+}
+
+func register(txn *memdb.Txn, now time.Time, in *api.Node) error {
+	if in == nil || in.Name == "" {
+		return errors.New("register without a node name")
+	}
+	n := *in
+	n.State, n.LastHeartbeat = api.NodeUp, now
+	if raw, _ := txn.First(tableNodes, "id", n.Name); raw != nil {
+		n.Registered = raw.(*api.Node).Registered
+	} else {
+		n.Registered = now
+	}
+	return txn.Insert(tableNodes, &n)
+}
+
+func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
+	if p == nil {
+		return errors.New("empty plan")
+	}
+	for _, pl := range p.Placements {
+		j, err := getJob(txn, pl.JobID)
+		if err != nil {
+			return err
+		}
+		if j.State != api.JobPending || len(pl.Nodes) != len(j.Containers) {
+			continue // changed since the scheduler's snapshot: skip, it will retry
+		}
+		for i := range j.Containers {
+			c := &j.Containers[i]
+			c.Node, c.State = pl.Nodes[i], api.ContainerAssigned
+			if raw, _ := txn.First(tableNodes, "id", c.Node); raw != nil {
+				c.NodeAddr = raw.(*api.Node).Addr
+			}
+		}
+		j.State, j.Reason, j.ModifyIndex = api.JobScheduled, "", index
+		if err := txn.Insert(tableJobs, j); err != nil {
+			return err
+		}
+	}
+	for _, r := range p.Reasons {
+		j, err := getJob(txn, r.JobID)
+		if err != nil {
+			return err
+		}
+		if j.State != api.JobPending {
+			continue
+		}
+		j.Reason, j.ModifyIndex = r.Reason, index
+		if err := txn.Insert(tableJobs, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) error {
+	if r == nil {
+		return errors.New("empty report")
+	}
+	changed := map[uint64]*api.Job{}
+	for _, u := range r.Updates {
+		j := changed[u.JobID]
+		if j == nil {
+			var err error
+			if j, err = getJob(txn, u.JobID); err != nil {
+				continue // a job schedd forgot: the nodelet stops it anyway
+			}
+		}
+		if j.State.Terminal() {
+			continue
+		}
+		for i := range j.Containers {
+			c := &j.Containers[i]
+			if c.Host != u.Host || c.Node != r.Node || c.State.Ended() {
+				continue
+			}
+			c.State, c.ExitCode, c.Message = u.State, u.ExitCode, u.Message
+			changed[j.ID] = j
+		}
+	}
+	for _, j := range changed {
+		advance(j, now)
+		j.ModifyIndex = index
+		if err := txn.Insert(tableJobs, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// advance derives the job's state from its containers' (DESIGN.md, Job
+// lifecycle): the session ends when main1 ends or a container fails; the
+// job ends when every container has.
+func advance(j *api.Job, now time.Time) {
+	all, running, active := true, true, false
+	for _, c := range j.Containers {
+		switch {
+		case c.State == api.ContainerFailed:
+			j.KillWanted = true
+			if j.Reason == "" {
+				j.Reason = c.Host + ": " + c.Message
+			}
+		case c.Role == jobspec.RoleMain && c.Idx == 1 && c.State.Ended():
+			j.KillWanted = true
+			if c.State == api.ContainerExited {
+				j.ExitCode = c.ExitCode
+			}
+		}
+		if !c.State.Ended() {
+			all = false
+		}
+		if c.State != api.ContainerRunning {
+			running = false
+		}
+		if c.State == api.ContainerPreparing || c.State == api.ContainerRunning || c.State.Ended() {
+			active = true
+		}
+	}
+	switch {
+	case all:
+		j.State, j.Ended = finalState(j), now
+	case running && !j.KillWanted:
+		if j.State != api.JobRunning {
+			j.State, j.Started = api.JobRunning, now
+		}
+	case active && j.State == api.JobScheduled:
+		j.State = api.JobPreparing
+	}
+}
+
+func finalState(j *api.Job) api.JobState {
+	main := j.Containers[0]
+	switch {
+	case j.Cancelled:
+		return api.JobCancelled
+	case main.State == api.ContainerExited && main.ExitCode == 0 && j.Reason == "":
+		return api.JobCompleted
+	default:
+		if j.ExitCode == 0 {
+			j.ExitCode = 1
+		}
+		return api.JobFailed
+	}
+}
+
+func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64) (*api.Job, error) {
+	j, err := getJob(txn, id)
+	if err != nil {
+		return nil, err
+	}
+	if j.State.Terminal() {
+		return nil, fmt.Errorf("job %d: %w (%s)", id, ErrEnded, j.State)
+	}
+	j.Cancelled, j.ModifyIndex = true, index
+	if j.State == api.JobPending || j.State == api.JobHeld {
+		j.State, j.Ended, j.Reason = api.JobCancelled, now, ""
+	} else {
+		j.KillWanted = true
+	}
+	return j, txn.Insert(tableJobs, j)
+}

@@ -1,0 +1,172 @@
+package state
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+// session builds a valid job of n containers: main1, sub1…
+func session(n int) *api.Job {
+	j := &api.Job{Name: "t", Partition: "default", State: api.JobPending}
+	for i := 0; i < n; i++ {
+		c := jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1, Rank: i,
+			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}
+		if i > 0 {
+			c.Host, c.Role, c.Idx = "sub"+string(rune('0'+i)), jobspec.RoleSub, i
+		}
+		j.Containers = append(j.Containers, api.Container{Container: c, KernelID: c.Host + "-k", State: api.ContainerPending})
+	}
+	j.SessionID = j.Containers[0].KernelID
+	return j
+}
+
+type harness struct {
+	t   *testing.T
+	st  *Store
+	idx uint64
+}
+
+func (h *harness) apply(c Command) any {
+	h.t.Helper()
+	h.idx++
+	c.Time = t0.Add(time.Duration(h.idx) * time.Second)
+	v, err := h.st.Apply(h.idx, c)
+	if err != nil {
+		h.t.Fatalf("apply %s: %v", c.Kind, err)
+	}
+	return v
+}
+
+func (h *harness) job(id uint64) *api.Job { return h.st.Snapshot().Job(id) }
+
+func (h *harness) report(node string, id uint64, host string, s api.ContainerState, code int) {
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: node, Updates: []api.ContainerUpdate{{JobID: id, Host: host, State: s, ExitCode: code}}}})
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, st: New()}
+	h.apply(Command{Kind: CmdRegister, Register: &api.Node{Name: "n1", Addr: "10.0.0.1", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	return h
+}
+
+func TestLifecycle(t *testing.T) {
+	tests := []struct {
+		name      string
+		mainExit  int
+		subFails  bool
+		wantState api.JobState
+		wantCode  int
+	}{
+		{"main exits 0", 0, false, api.JobCompleted, 0},
+		{"main exits 3", 3, false, api.JobFailed, 3},
+		{"sub fails to start", 0, true, api.JobFailed, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			id := h.apply(Command{Kind: CmdSubmit, Submit: session(2)}).(uint64)
+			if id != 1 || h.job(1).State != api.JobPending {
+				t.Fatalf("submitted id %d state %s", id, h.job(1).State)
+			}
+			h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}}}})
+			j := h.job(1)
+			if j.State != api.JobScheduled || j.Containers[1].NodeAddr != "10.0.0.1" {
+				t.Fatalf("after plan: %s, addr %q", j.State, j.Containers[1].NodeAddr)
+			}
+			if a := h.st.Snapshot().Allocated()["n1"]; a.CPUMilli != 2000 {
+				t.Fatalf("allocated %+v, want 2 cpus", a)
+			}
+			h.report("n1", 1, "main1", api.ContainerPreparing, 0)
+			if s := h.job(1).State; s != api.JobPreparing {
+				t.Fatalf("state %s, want PREPARING", s)
+			}
+			h.report("n1", 1, "main1", api.ContainerRunning, 0)
+			if tt.subFails {
+				h.report("n1", 1, "sub1", api.ContainerFailed, 0)
+				if !h.job(1).KillWanted {
+					t.Fatal("a failed container must end the session")
+				}
+				h.report("n1", 1, "main1", api.ContainerKilled, 0)
+			} else {
+				h.report("n1", 1, "sub1", api.ContainerRunning, 0)
+				if j := h.job(1); j.State != api.JobRunning || j.Started.IsZero() {
+					t.Fatalf("state %s started %v, want RUNNING", j.State, j.Started)
+				}
+				h.report("n1", 1, "main1", api.ContainerExited, tt.mainExit)
+				if j := h.job(1); !j.KillWanted || j.State.Terminal() {
+					t.Fatalf("main1 exit: kill wanted %v state %s", j.KillWanted, j.State)
+				}
+				h.report("n1", 1, "sub1", api.ContainerKilled, 0)
+			}
+			j = h.job(1)
+			if j.State != tt.wantState || j.ExitCode != tt.wantCode || j.Ended.IsZero() {
+				t.Fatalf("end: %s code %d ended %v; want %s code %d", j.State, j.ExitCode, j.Ended, tt.wantState, tt.wantCode)
+			}
+			if a := h.st.Snapshot().Allocated()["n1"]; a.CPUMilli != 0 {
+				t.Fatalf("ended job still holds %+v", a)
+			}
+		})
+	}
+}
+
+func TestKill(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+
+	if j := h.apply(Command{Kind: CmdKill, Kill: 2}).(*api.Job); j.State != api.JobCancelled {
+		t.Fatalf("pending job killed: %s, want CANCELLED at once", j.State)
+	}
+	j := h.apply(Command{Kind: CmdKill, Kill: 1}).(*api.Job)
+	if j.State.Terminal() || !j.KillWanted {
+		t.Fatalf("placed job killed: %s kill wanted %v; want it to wait for its nodelet", j.State, j.KillWanted)
+	}
+	h.report("n1", 1, "main1", api.ContainerKilled, 0)
+	if s := h.job(1).State; s != api.JobCancelled {
+		t.Fatalf("state %s, want CANCELLED", s)
+	}
+	h.idx++
+	if _, err := h.st.Apply(h.idx, Command{Kind: CmdKill, Kill: 1}); !errors.Is(err, ErrEnded) {
+		t.Fatalf("killing an ended job: %v, want ErrEnded", err)
+	}
+	if _, err := h.st.Apply(h.idx, Command{Kind: CmdKill, Kill: 9}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("killing a missing job: %v, want ErrNotFound", err)
+	}
+}
+
+func TestReportsCannotRewriteHistory(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	h.report("other-node", 1, "main1", api.ContainerRunning, 0)
+	if s := h.job(1).Containers[0].State; s != api.ContainerAssigned {
+		t.Fatalf("a node reported on a container it does not hold: %s", s)
+	}
+	h.report("n1", 1, "main1", api.ContainerExited, 0)
+	h.report("n1", 1, "main1", api.ContainerRunning, 0)
+	if j := h.job(1); j.State != api.JobCompleted || j.Containers[0].State != api.ContainerExited {
+		t.Fatalf("late report revived an ended job: %s/%s", j.State, j.Containers[0].State)
+	}
+}
+
+func TestDumpRestore(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdSubmit, Submit: session(3)})
+	d := h.st.Snapshot().Dump()
+	st := New()
+	if err := st.Restore(d); err != nil {
+		t.Fatal(err)
+	}
+	v := st.Snapshot()
+	idx, _ := v.Index()
+	if len(v.Jobs()) != 1 || len(v.Nodes()) != 1 || idx != h.idx || v.LastJobID() != 1 {
+		t.Fatalf("restored %d jobs %d nodes index %d", len(v.Jobs()), len(v.Nodes()), idx)
+	}
+}

@@ -1,0 +1,221 @@
+// Package state is schedd's replicated state: jobs and nodes in
+// hashicorp/go-memdb tables. Only the raft FSM writes it (through Apply),
+// so every replica that applies the same log holds the same state. Readers
+// take a Snapshot, a consistent read-only view that also yields watch
+// channels for blocking queries.
+//
+// Objects handed out are shared with the store: callers must not modify
+// them. Writers copy before they change (see Job.clone).
+package state
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+const (
+	tableJobs    = "jobs"
+	tableNodes   = "nodes"
+	tableIndexes = "indexes"
+)
+
+// indexEntry records the raft index of a table's last change.
+type indexEntry struct {
+	Table string `json:"table"`
+	Index uint64 `json:"index"`
+}
+
+var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+	tableJobs: {Name: tableJobs, Indexes: map[string]*memdb.IndexSchema{
+		"id": {Name: "id", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "ID"}},
+	}},
+	tableNodes: {Name: tableNodes, Indexes: map[string]*memdb.IndexSchema{
+		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Name"}},
+	}},
+	tableIndexes: {Name: tableIndexes, Indexes: map[string]*memdb.IndexSchema{
+		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Table"}},
+	}},
+}}
+
+// Store holds the tables.
+type Store struct {
+	db *memdb.MemDB
+}
+
+// New returns an empty store.
+func New() *Store {
+	db, err := memdb.NewMemDB(schema)
+	if err != nil {
+		panic(fmt.Sprintf("state schema: %v", err)) // a bug, caught by every test
+	}
+	return &Store{db: db}
+}
+
+// Snapshot is a consistent read-only view.
+type Snapshot struct {
+	txn *memdb.Txn
+}
+
+// Snapshot opens a read view.
+func (s *Store) Snapshot() *Snapshot { return &Snapshot{txn: s.db.Txn(false)} }
+
+// Index is the raft index of the last change to any table, with a watch
+// set that fires at the next change (memdb.WatchSet.WatchCtx).
+func (v *Snapshot) Index() (uint64, memdb.WatchSet) {
+	ws := memdb.NewWatchSet()
+	var max uint64
+	for _, t := range []string{tableJobs, tableNodes} {
+		ch, raw, err := v.txn.FirstWatch(tableIndexes, "id", t)
+		if err != nil {
+			panic(err)
+		}
+		ws.Add(ch)
+		if raw != nil && raw.(*indexEntry).Index > max {
+			max = raw.(*indexEntry).Index
+		}
+	}
+	return max, ws
+}
+
+// Jobs returns every job in id order.
+func (v *Snapshot) Jobs() []*api.Job {
+	it, err := v.txn.Get(tableJobs, "id")
+	if err != nil {
+		panic(err)
+	}
+	var out []*api.Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*api.Job))
+	}
+	return out
+}
+
+// Job returns one job, or nil.
+func (v *Snapshot) Job(id uint64) *api.Job {
+	raw, err := v.txn.First(tableJobs, "id", id)
+	if err != nil {
+		panic(err)
+	}
+	if raw == nil {
+		return nil
+	}
+	return raw.(*api.Job)
+}
+
+// Nodes returns every node in name order.
+func (v *Snapshot) Nodes() []*api.Node {
+	it, err := v.txn.Get(tableNodes, "id")
+	if err != nil {
+		panic(err)
+	}
+	var out []*api.Node
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*api.Node))
+	}
+	return out
+}
+
+// Node returns one node, or nil.
+func (v *Snapshot) Node(name string) *api.Node {
+	raw, err := v.txn.First(tableNodes, "id", name)
+	if err != nil {
+		panic(err)
+	}
+	if raw == nil {
+		return nil
+	}
+	return raw.(*api.Node)
+}
+
+// LastJobID is the highest job id ever given (0 when none).
+func (v *Snapshot) LastJobID() uint64 {
+	raw, err := v.txn.Last(tableJobs, "id")
+	if err != nil {
+		panic(err)
+	}
+	if raw == nil {
+		return 0
+	}
+	return raw.(*api.Job).ID
+}
+
+// Allocated sums what live containers hold on each node: every container
+// placed on a node and not ended, of a job not ended. It is derived, never
+// stored, so it cannot drift.
+func (v *Snapshot) Allocated() map[string]api.Resources {
+	out := map[string]api.Resources{}
+	for _, j := range v.Jobs() {
+		if j.State.Terminal() {
+			continue
+		}
+		for _, c := range j.Containers {
+			if c.Node == "" || c.State.Ended() {
+				continue
+			}
+			r := out[c.Node]
+			cr := ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)
+			r.CPUMilli += cr.CPUMilli
+			r.Memory += cr.Memory
+			r.GPU += cr.GPU
+			out[c.Node] = r
+		}
+	}
+	return out
+}
+
+// ContainerResources converts a job file's request into schedulable units.
+func ContainerResources(cpu float64, memory int64, gpu float64) api.Resources {
+	return api.Resources{CPUMilli: int64(cpu*1000 + 0.5), Memory: memory, GPU: gpu}
+}
+
+// Dump is the whole state, for raft snapshots.
+type Dump struct {
+	Jobs    []*api.Job    `json:"jobs"`
+	Nodes   []*api.Node   `json:"nodes"`
+	Indexes []*indexEntry `json:"indexes"`
+}
+
+// Dump copies out the state as of v.
+func (v *Snapshot) Dump() Dump {
+	d := Dump{Jobs: v.Jobs(), Nodes: v.Nodes()}
+	it, err := v.txn.Get(tableIndexes, "id")
+	if err != nil {
+		panic(err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		d.Indexes = append(d.Indexes, raw.(*indexEntry))
+	}
+	return d
+}
+
+// Restore replaces the whole state with d in one transaction, so that
+// blocking queries wake up rather than hang on a dropped database.
+func (s *Store) Restore(d Dump) error {
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	for _, t := range []string{tableJobs, tableNodes, tableIndexes} {
+		if _, err := txn.DeleteAll(t, "id"); err != nil {
+			return err
+		}
+	}
+	for _, j := range d.Jobs {
+		if err := txn.Insert(tableJobs, j); err != nil {
+			return err
+		}
+	}
+	for _, n := range d.Nodes {
+		if err := txn.Insert(tableNodes, n); err != nil {
+			return err
+		}
+	}
+	for _, e := range d.Indexes {
+		if err := txn.Insert(tableIndexes, e); err != nil {
+			return err
+		}
+	}
+	txn.Commit()
+	return nil
+}
