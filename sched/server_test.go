@@ -1,0 +1,177 @@
+package sched
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+// cluster is a real controller (raft on disk) behind a real HTTP server.
+func cluster(t *testing.T) (*Server, *client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := Open(ctx, Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); cancel(); <-done; srv.Close() })
+	c, err := client.New(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
+func spec(size int, mode string, cpu float64) jobspec.Job {
+	return jobspec.Job{Name: "t", Image: "host", Command: []string{"true"},
+		Cluster:   jobspec.Cluster{Size: size, Mode: mode},
+		Resources: jobspec.Resources{CPU: cpu, Memory: 1 << 30}}
+}
+
+func register(t *testing.T, c *client.Client, name string, cpus int64) {
+	t.Helper()
+	_, err := c.Register(context.Background(), api.NodeRegister{Name: name, Addr: "127.0.0.1",
+		Capacity: api.Resources{CPUMilli: cpus * 1000, Memory: 16 << 30}, Runtime: "process"})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitJob blocks on the job until cond holds.
+func waitJob(t *testing.T, c *client.Client, id uint64, cond func(api.Job) bool) api.Job {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var idx uint64
+	for {
+		j, i, err := c.Job(ctx, id, idx, 5*time.Second)
+		if err != nil {
+			t.Fatalf("waiting for job %d: %v", id, err)
+		}
+		if cond(j) {
+			return j
+		}
+		idx = i
+	}
+}
+
+func TestSubmitPlaceAndEnd(t *testing.T) {
+	_, c := cluster(t)
+	ctx := context.Background()
+	register(t, c, "n1", 4)
+	register(t, c, "n2", 4)
+
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(6, jobspec.ModeMultiNode, 1), UID: 1000, GID: 1000, User: "ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.JobID != 1 || res.Partition != DefaultPartition {
+		t.Fatalf("submit answered %+v", res)
+	}
+	j := waitJob(t, c, 1, func(j api.Job) bool { return j.State == api.JobScheduled })
+	if j.SessionID == "" || j.SessionID != j.Containers[0].KernelID {
+		t.Fatalf("session id %q, main1 kernel id %q", j.SessionID, j.Containers[0].KernelID)
+	}
+	perNode := map[string]int{}
+	for _, ct := range j.Containers {
+		perNode[ct.Node]++
+	}
+	if perNode["n1"]+perNode["n2"] != 6 || perNode["n1"] == 0 || perNode["n2"] == 0 {
+		t.Fatalf("6-container multi-node gang over two 4-cpu nodes placed as %v", perNode)
+	}
+
+	// The second job cannot fit until the first ends.
+	res2, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(3, jobspec.ModeSingleNode, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, res2.JobID, func(j api.Job) bool { return j.State == api.JobPending && j.Reason == api.ReasonResources })
+
+	// A nodelet's blocking poll sees its part of job 1.
+	as, err := c.Assignments(ctx, "n1", 0, 0)
+	if err != nil || len(as.Assignments) != 1 || len(as.Assignments[0].Hosts) != perNode["n1"] {
+		t.Fatalf("assignments of n1: %+v, %v", as, err)
+	}
+	// Both nodes report; main1 exits; the subs are told to stop.
+	var ups []api.ContainerUpdate
+	for _, ct := range j.Containers {
+		ups = append(ups, api.ContainerUpdate{JobID: 1, Host: ct.Host, State: api.ContainerRunning})
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if err := c.Report(ctx, n, api.ContainerReport{Updates: ups}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJob(t, c, 1, func(j api.Job) bool { return j.State == api.JobRunning })
+	main := j.Containers[0]
+	if err := c.Report(ctx, main.Node, api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", State: api.ContainerExited}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, 1, func(j api.Job) bool { return j.KillWanted })
+	for _, ct := range j.Containers[1:] {
+		if err := c.Report(ctx, ct.Node, api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: 1, Host: ct.Host, State: api.ContainerKilled}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j := waitJob(t, c, 1, func(j api.Job) bool { return j.State.Terminal() }); j.State != api.JobCompleted {
+		t.Fatalf("job 1 ended %s", j.State)
+	}
+	// Room is free: job 2 starts by itself.
+	waitJob(t, c, res2.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+}
+
+func TestSubmitRefusals(t *testing.T) {
+	_, c := cluster(t)
+	register(t, c, "n1", 2)
+	tests := []struct {
+		name string
+		spec jobspec.Job
+		want string
+	}{
+		{"never fits", spec(3, jobspec.ModeSingleNode, 1), "can never run in partition default"},
+		{"unknown partition", func() jobspec.Job { s := spec(1, "", 1); s.Partition = "gpu"; return s }(), `partition "gpu" does not exist`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := c.Submit(context.Background(), api.SubmitRequest{Spec: tt.spec})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("submit: %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if l, _ := c.Jobs(context.Background(), 0, 0); len(l.Jobs) != 0 {
+		t.Fatalf("refused submissions left %d jobs", len(l.Jobs))
+	}
+}
+
+func TestBadBodies(t *testing.T) {
+	_, c := cluster(t)
+	ctx := context.Background()
+	for _, tt := range []struct{ method, path, body, want string }{
+		{"POST", "/v1/jobs", `{"spec": 3}`, "request body"},
+		{"POST", "/v1/jobs", `{"nope": 1}`, "unknown field"},
+		{"GET", "/v1/jobs/abc", ``, "not a positive number"},
+		{"GET", "/v1/jobs/7", ``, "job 7: not found"},
+		{"GET", "/v1/jobs?index=x", ``, "not a number"},
+	} {
+		var in any
+		if tt.body != "" {
+			in = jsonRaw(tt.body)
+		}
+		_, err := c.Do(ctx, tt.method, tt.path[:strings.IndexAny(tt.path+"?", "?")], query(tt.path), in, nil)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s %s %s: %v, want %q", tt.method, tt.path, tt.body, err, tt.want)
+		}
+	}
+}
