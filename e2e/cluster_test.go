@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// bin holds the binaries TestMain builds from this tree.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "troupe-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = dir
+	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/bsub", "../cmd/bqueue", "../cmd/bkill",
+		"../cmd/bjob", "../cmd/bhosts", "../cmd/schedd", "../cmd/nodelet", "../cmd/troupe-init")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building troupe:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func needRunc(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: end-to-end runc tests need root (run `sudo make test`)")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("SKIP: end-to-end runc tests need runc (`make deps` installs it)")
+	}
+}
+
+// devCluster is `schedd --dev` with its nodelets.
+type devCluster struct {
+	t    *testing.T
+	dir  string
+	addr string
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+	done chan struct{}
+}
+
+func startCluster(t *testing.T, nodes int, cpu string) *devCluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "troupe-e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &devCluster{t: t, dir: dir, log: &bytes.Buffer{}, done: make(chan struct{})}
+	c.cmd = exec.Command(bin+"/schedd", "--dev", "--data-dir", dir, "--nodes", strconv.Itoa(nodes),
+		"--node-cpu", cpu, "--node-memory", "4GiB", "--runtime", "runc", "--stop-grace", "2s")
+	c.cmd.Stderr = c.log
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "export TROUPE_ADDR="); ok {
+				addr <- v
+			}
+		}
+	}()
+	go func() { _ = c.cmd.Wait(); close(c.done) }()
+	select {
+	case c.addr = <-addr:
+	case <-c.done:
+		t.Fatalf("schedd --dev exited:\n%s", c.log)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("schedd --dev did not print TROUPE_ADDR in 60s:\n%s", c.log)
+	}
+	t.Cleanup(c.stop)
+	return c
+}
+
+// stop sends SIGTERM, as Ctrl-C would, and checks nothing is left behind.
+func (c *devCluster) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(60 * time.Second):
+		_ = c.cmd.Process.Kill()
+		c.t.Errorf("schedd --dev did not stop within 60s of SIGTERM:\n%s", c.log)
+	}
+	if left := leftovers(c.dir, true); left != "" {
+		c.t.Errorf("left behind after the cluster stopped:\n%s", left)
+	}
+	if c.t.Failed() {
+		c.t.Logf("schedd log:\n%s", c.log)
+	}
+	os.RemoveAll(c.dir)
+}
+
+// leftovers lists the runc containers and mounts of the cluster in dir,
+// and with procs its processes (the daemons' command lines name dir).
+func leftovers(dir string, procs bool) string {
+	var b strings.Builder
+	if procs {
+		out, _ := exec.Command("pgrep", "-a", "-f", dir).Output()
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if l != "" {
+				fmt.Fprintf(&b, "process: %s\n", l)
+			}
+		}
+	}
+	roots, _ := filepath.Glob(filepath.Join(dir, "nodes", "*", "runc"))
+	for _, r := range roots {
+		out, _ := exec.Command("runc", "--root", r, "list", "-q").Output()
+		if s := strings.TrimSpace(string(out)); s != "" {
+			fmt.Fprintf(&b, "runc containers in %s: %s\n", r, s)
+		}
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, l := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(l, dir) {
+			fmt.Fprintf(&b, "mount: %s\n", l)
+		}
+	}
+	return b.String()
+}
+
+// run runs a troupe command against the cluster in dir.
+func (c *devCluster) run(dir string, name string, args ...string) (string, string, int) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin+"/"+name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TROUPE_ADDR="+c.addr)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			c.t.Fatalf("%s %v: %v", name, args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+var submitted = regexp.MustCompile(`^Job <(\d+)> is submitted to partition <(\w+)>\.`)
+
+// submit writes a job file into dir, submits it and returns the job id.
+func (c *devCluster) submit(dir, name, hcl string, flags ...string) (uint64, int) {
+	c.t.Helper()
+	path := filepath.Join(dir, name+".hcl")
+	if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	out, errOut, code := c.run(dir, "bsub", append(flags, path)...)
+	m := submitted.FindStringSubmatch(out)
+	if m == nil {
+		c.t.Fatalf("bsub %s: exit %d, stdout %q, stderr %q", name, code, out, errOut)
+	}
+	id, _ := strconv.ParseUint(m[1], 10, 64)
+	return id, code
+}
+
+func (c *devCluster) job(id uint64) api.Job {
+	c.t.Helper()
+	out, errOut, code := c.run(c.dir, "bjob", "-o", "json", strconv.FormatUint(id, 10))
+	var j api.Job
+	if code != 0 || json.Unmarshal([]byte(out), &j) != nil {
+		c.t.Fatalf("bjob %d: exit %d: %s%s", id, code, out, errOut)
+	}
+	return j
+}
+
+func (c *devCluster) waitState(id uint64, timeout time.Duration, ok func(api.Job) bool) api.Job {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		j := c.job(id)
+		if ok(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("job %d: still %s (%s) after %s: %+v", id, j.State, j.Reason, timeout, j.Containers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
