@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,6 +96,9 @@ func (s *Server) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 
 func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 	spec := req.Spec
+	if diags := spec.Validate(); diags.HasErrors() {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.ReplaceAll(strings.TrimSpace(jobspec.FormatDiagnostics(diags)), "\n", "; "))
+	}
 	part := spec.Partition
 	if part == "" {
 		part = DefaultPartition

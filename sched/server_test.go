@@ -140,7 +140,7 @@ func TestSubmitRefusals(t *testing.T) {
 		want string
 	}{
 		{"never fits", spec(3, jobspec.ModeSingleNode, 1), "can never run in partition default"},
-		{"unknown partition", func() jobspec.Job { s := spec(1, "", 1); s.Partition = "gpu"; return s }(), `partition "gpu" does not exist`},
+		{"unknown partition", func() jobspec.Job { s := spec(1, jobspec.ModeSingleNode, 1); s.Partition = "gpu"; return s }(), `partition "gpu" does not exist`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,5 +173,14 @@ func TestBadBodies(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s %s %s: %v, want %q", tt.method, tt.path, tt.body, err, tt.want)
 		}
+	}
+}
+
+func TestSubmitValidatesBodies(t *testing.T) {
+	_, c := cluster(t)
+	s := spec(0, "ring", -1)
+	_, err := c.Submit(context.Background(), api.SubmitRequest{Spec: s})
+	if err == nil || !strings.Contains(err.Error(), "cluster mode \"ring\" is not valid") {
+		t.Fatalf("submit of an invalid spec through the API: %v", err)
 	}
 }

@@ -65,7 +65,7 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: cfg.LogOutput})
+	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: cfg.LogOutput})
 	rc.HeartbeatTimeout = 200 * time.Millisecond
 	rc.ElectionTimeout = 200 * time.Millisecond
 	rc.LeaderLeaseTimeout = 100 * time.Millisecond

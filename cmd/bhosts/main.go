@@ -1,0 +1,60 @@
+// Command bhosts lists the nodes schedd knows, as LSF's bhosts and Slurm's
+// sinfo -N do.
+package main
+
+import (
+	"io"
+	"os"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli"
+)
+
+const prog = "bhosts"
+
+var command = cli.Command{
+	Name: prog,
+	Summary: "List nodes with their state, runtime, allocated and total CPU cores, memory\n" +
+		"(GiB) and GPUs, and the address their containers are reached at.",
+	Examples: []string{
+		"bhosts",
+		"bhosts -o json | jq '.[] | select(.state == \"DOWN\") | .name'",
+	},
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet(command, stdout, stderr)
+	fs.OutputFlag()
+	pos, err := fs.Parse(args)
+	if err != nil {
+		return fs.Exit(err)
+	}
+	if len(pos) > 0 {
+		return fs.UsageError("unexpected argument %q", pos[0])
+	}
+	c, err := fs.Client()
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	ctx, stop := cli.SignalContext()
+	defer stop()
+	list, err := c.Nodes(ctx)
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	nodes := cli.SortNodes(list.Nodes)
+	if nodes == nil {
+		nodes = []api.Node{}
+	}
+	if fs.Format() == cli.FormatJSON {
+		err = cli.WriteJSON(stdout, nodes)
+	} else {
+		err = cli.WriteHosts(stdout, nodes)
+	}
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	return cli.ExitOK
+}

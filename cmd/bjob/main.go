@@ -1,0 +1,69 @@
+// Command bjob shows one job in detail, as LSF's bjobs -l and Slurm's
+// scontrol show job do.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
+)
+
+const prog = "bjob"
+
+var command = cli.Command{
+	Name:     prog,
+	Synopsis: "JOBID",
+	Summary: "Show one job in detail: who, where, state and reason, exit code, session id,\n" +
+		"times, and each container with its node, state, exit code and kernel id.",
+	Examples: []string{
+		"bjob 42",
+		"bjob -o json 42 | jq .containers",
+	},
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet(command, stdout, stderr)
+	fs.OutputFlag()
+	pos, err := fs.Parse(args)
+	if err != nil {
+		return fs.Exit(err)
+	}
+	switch {
+	case len(pos) == 0:
+		return fs.UsageError("missing job id")
+	case len(pos) > 1:
+		return fs.UsageError("one job id at a time (bqueue lists many)")
+	}
+	id, err := cli.ParseJobID(pos[0])
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	c, err := fs.Client()
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	ctx, stop := cli.SignalContext()
+	defer stop()
+	j, _, err := c.Job(ctx, id, 0, 0)
+	switch {
+	case client.IsNotFound(err):
+		return cli.Fail(stderr, prog, fmt.Errorf("job %d: not found", id))
+	case err != nil:
+		return cli.Fail(stderr, prog, err)
+	}
+	if fs.Format() == cli.FormatJSON {
+		err = cli.WriteJSON(stdout, j)
+	} else {
+		err = cli.WriteJob(stdout, j, time.Now())
+	}
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	return cli.ExitOK
+}

@@ -1,0 +1,156 @@
+// Command bqueue lists jobs, as LSF's bjobs and Slurm's squeue do.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
+)
+
+const prog = "bqueue"
+
+var command = cli.Command{
+	Name: prog,
+	Summary: "List jobs: by default those not yet ended (pending, starting, running).\n" +
+		"TIME is the time since start for a running job, since submission for a\n" +
+		"waiting one, and the run time of an ended one.",
+	Examples: []string{
+		"bqueue",
+		"bqueue -a -u alice          # all of alice's jobs, ended ones too",
+		"bqueue --watch              # redraw on every change until Ctrl-C",
+		"bqueue -o json | jq '.[].id'",
+	},
+}
+
+// Blocking queries wait this long for a change.
+var blockWait = 30 * time.Second
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet(command, stdout, stderr)
+	fs.OutputFlag()
+	all := fs.Bool("a", false, "show ended jobs too")
+	userName := fs.String("u", "", "show only the jobs of `user` (\"all\": everyone's, the default)")
+	watch := fs.Bool("watch", false, "redraw on every change until Ctrl-C")
+	fs.Alias("w", "watch")
+	pos, err := fs.Parse(args)
+	if err != nil {
+		return fs.Exit(err)
+	}
+	if len(pos) > 0 {
+		return fs.UsageError("unexpected argument %q", pos[0])
+	}
+	c, err := fs.Client()
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	ctx, stop := cli.SignalContext()
+	defer stop()
+	q := query{all: *all, user: *userName, format: fs.Format()}
+	if !*watch {
+		list, err := c.Jobs(ctx, 0, 0)
+		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+		if err := q.render(stdout, list.Jobs, time.Now()); err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+		return cli.ExitOK
+	}
+	if err := q.watch(ctx, c, stdout); err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	return cli.ExitOK
+}
+
+type query struct {
+	all    bool
+	user   string
+	format cli.Format
+}
+
+func (q query) filter(jobs []api.Job) []api.Job {
+	out := []api.Job{}
+	for _, j := range jobs {
+		if !q.all && j.State.Terminal() {
+			continue
+		}
+		if q.user != "" && q.user != "all" && j.User != q.user {
+			continue
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+func (q query) render(w io.Writer, jobs []api.Job, now time.Time) error {
+	jobs = cli.SortJobs(q.filter(jobs))
+	if q.format == cli.FormatJSON {
+		return cli.WriteJSON(w, jobs) // api.Job list, id order
+	}
+	return cli.WriteQueue(w, jobs, now)
+}
+
+// watch redraws the queue after every change (blocking queries) until ctx
+// ends. On a terminal it clears the screen and also redraws when a wait
+// times out, so that TIME moves; elsewhere it appends one rendering per
+// change.
+func (q query) watch(ctx context.Context, c *client.Client, w io.Writer) error {
+	tty := cli.IsTerminal(w)
+	list, err := c.Jobs(ctx, 0, 0)
+	for first := true; ; first = false {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var b strings.Builder
+		now := time.Now()
+		switch {
+		case tty:
+			fmt.Fprintf(&b, "\x1b[H\x1b[2J%s  %s  (Ctrl-C to stop)\n\n", prog, now.Format(cli.TimeLayout))
+		case !first && q.format == cli.FormatTable:
+			b.WriteString("\n")
+		}
+		if err := q.render(&b, list.Jobs, now); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return err
+		}
+		for {
+			if list.Index == 0 {
+				// schedd gave no index to block on: poll.
+				sleep(ctx, 2*time.Second)
+			}
+			var next api.JobList
+			next, err = c.Jobs(ctx, list.Index, blockWait)
+			if ctx.Err() != nil || err != nil {
+				break
+			}
+			changed := next.Index != list.Index || list.Index == 0
+			list = next
+			if changed || tty {
+				break
+			}
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli/clitest"
+)
+
+func runBqueue(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func queueSchedd(t *testing.T) *clitest.Schedd {
+	s := clitest.NewSchedd(t)
+	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		clitest.JSON(w, http.StatusOK, 50, api.JobList{Jobs: clitest.Jobs(), Index: 50})
+	})
+	return s
+}
+
+// ids reads the JOBID column of a table.
+func ids(table string) []string {
+	var out []string
+	for i, l := range strings.Split(strings.TrimSpace(table), "\n") {
+		if i > 0 {
+			out = append(out, strings.Fields(l)[0])
+		}
+	}
+	return out
+}
+
+func TestFilters(t *testing.T) {
+	s := queueSchedd(t)
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"12", "15", "16"}},
+		{[]string{"-a"}, []string{"3", "7", "9", "12", "15", "16"}},
+		{[]string{"-u", "alice"}, []string{"12"}},
+		{[]string{"-a", "-u", "alice"}, []string{"3", "9", "12"}},
+		{[]string{"-u", "all"}, []string{"12", "15", "16"}},
+		{[]string{"-u", "nobody"}, nil},
+	}
+	for _, tt := range tests {
+		code, out, errs := runBqueue(append([]string{"--addr", s.Addr}, tt.args...)...)
+		if code != 0 || errs != "" {
+			t.Fatalf("%q: exit %d, stderr %q", tt.args, code, errs)
+		}
+		if !strings.HasPrefix(out, "JOBID  USER") {
+			t.Errorf("%q: no header:\n%s", tt.args, out)
+		}
+		if got := ids(out); !slices.Equal(got, tt.want) {
+			t.Errorf("%q: jobs %q, want %q", tt.args, got, tt.want)
+		}
+	}
+}
+
+func TestJSON(t *testing.T) {
+	s := queueSchedd(t)
+	code, out, errs := runBqueue("--addr", s.Addr, "-o", "json", "-u", "alice")
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	var jobs []api.Job
+	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].ID != 12 || len(jobs[0].Containers) != 4 {
+		t.Errorf("jobs %+v", jobs)
+	}
+	code, out, _ = runBqueue("--addr", s.Addr, "-o", "json", "-u", "nobody")
+	if code != 0 || out != "[]\n" {
+		t.Errorf("empty: exit %d, %q", code, out)
+	}
+}
+
+// Watch redraws once per change of index and stops with schedd's error.
+func TestWatch(t *testing.T) {
+	s := clitest.NewSchedd(t)
+	var n atomic.Int64
+	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		jobs := clitest.Jobs()
+		switch n.Add(1) {
+		case 1:
+			clitest.JSON(w, http.StatusOK, 50, api.JobList{Jobs: jobs[:1], Index: 50})
+		case 2: // wait timed out: same index, no redraw off a terminal
+			clitest.JSON(w, http.StatusOK, 50, api.JobList{Jobs: jobs[:1], Index: 50})
+		case 3:
+			clitest.JSON(w, http.StatusOK, 51, api.JobList{Jobs: jobs[:2], Index: 51})
+		default:
+			clitest.Error(w, http.StatusServiceUnavailable, "schedd is shutting down")
+		}
+	})
+	code, out, errs := runBqueue("--addr", s.Addr, "--watch")
+	if code != 1 || errs != "bqueue: schedd is shutting down\n" {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if got := strings.Count(out, "JOBID"); got != 2 {
+		t.Errorf("%d renderings, want 2:\n%s", got, out)
+	}
+	want := []string{"GET /v1/jobs", "GET /v1/jobs?index=50&wait=30s", "GET /v1/jobs?index=50&wait=30s", "GET /v1/jobs?index=51&wait=30s"}
+	if got := s.Requests(); !slices.Equal(got, want) {
+		t.Errorf("requests %q, want %q", got, want)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	addr := clitest.Unreachable(t)
+	for _, args := range [][]string{{"--addr", addr}, {"--watch", "--addr", addr}} {
+		code, out, errs := runBqueue(args...)
+		want := "bqueue: cannot reach schedd at " + addr + ": connect: no such file or directory\n"
+		if code != 1 || out != "" || errs != want {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q, want %q", args, code, out, errs, want)
+		}
+	}
+}
+
+func TestAddrFromEnv(t *testing.T) {
+	addr := clitest.Unreachable(t)
+	t.Setenv("TROUPE_ADDR", addr)
+	code, _, errs := runBqueue()
+	if code != 1 || !strings.Contains(errs, addr) {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	tests := []struct {
+		args []string
+		errs string
+	}{
+		{[]string{"12"}, `bqueue: unexpected argument "12"`},
+		{[]string{"-o", "yaml"}, `bqueue: invalid value "yaml" for flag -o: want table or json`},
+		{[]string{"-u"}, "bqueue: flag needs an argument: -u"},
+		{[]string{"--nope"}, "bqueue: flag provided but not defined: -nope"},
+	}
+	for _, tt := range tests {
+		code, out, errs := runBqueue(tt.args...)
+		if code != 2 || out != "" || errs != tt.errs+"\nRun 'bqueue -h' for usage.\n" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", tt.args, code, out, errs)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	code, out, errs := runBqueue("-h")
+	if code != 0 || errs != "" || !strings.Contains(out, "Usage: bqueue [flags]") || !strings.Contains(out, "--watch, -w") || !strings.Contains(out, "Examples:") {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+}
+
+// bqueue -a -o json prints what the golden file holds.
+func TestJSONGolden(t *testing.T) {
+	s := queueSchedd(t)
+	_, out, _ := runBqueue("--addr", s.Addr, "-a", "-o", "json")
+	if want := clitest.Golden(t, "queue.json.golden"); out != want {
+		t.Errorf("got\n%s\nwant testdata/cli/queue.json.golden", out)
+	}
+}

@@ -1,0 +1,249 @@
+// Command bsub submits a job file to schedd, as LSF's bsub does.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+const prog = "bsub"
+
+var command = cli.Command{
+	Name:     prog,
+	Synopsis: "JOBFILE",
+	Summary: "Submit the job described by JOBFILE (HCL, see troupe-job(5)) and print its id.\n" +
+		"With --wait, wait until the job ends and exit with its exit code.",
+	Examples: []string{
+		"bsub train.hcl",
+		"bsub -K train.hcl && echo done      # wait; exit status is the job's",
+		"bsub --addr unix:///run/troupe/schedd.sock train.hcl",
+	},
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet(command, stdout, stderr)
+	wait := fs.Bool("wait", false, "wait until the job ends; exit 0 if it COMPLETED, its exit code if it FAILED,\n1 if it was CANCELLED, timed out or lost its node")
+	fs.Alias("K", "wait")
+	pos, err := fs.Parse(args)
+	if err != nil {
+		return fs.Exit(err)
+	}
+	switch {
+	case len(pos) == 0:
+		return fs.UsageError("missing job file")
+	case len(pos) > 1:
+		return fs.UsageError("one job file at a time, got %d: %s", len(pos), strings.Join(pos, " "))
+	}
+	path := pos[0]
+
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	spec, diags := jobspec.ParseFile(path)
+	if len(diags) > 0 {
+		if werr := jobspec.WriteDiagnostics(stderr, path, src, diags); werr != nil {
+			return cli.Fail(stderr, prog, werr)
+		}
+	}
+	if diags.HasErrors() {
+		// hcl's text names "file line N"; add the compiler-style
+		// file:line:col that editors jump to, one line per error.
+		for _, d := range diags {
+			if d.Severity == hcl.DiagError {
+				fmt.Fprintf(stderr, "%s: %s\n", prog, position(d, path))
+			}
+		}
+		return cli.ExitFail
+	}
+	if spec == nil {
+		return cli.Fail(stderr, prog, fmt.Errorf("%s: no job in file", path))
+	}
+
+	c, err := fs.Client()
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	req, err := request(*spec, path)
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	ctx, stop := cli.SignalContext()
+	defer stop()
+	resp, err := c.Submit(ctx, req)
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	fmt.Fprintf(stdout, "Job <%d> is submitted to partition <%s>.\n", resp.JobID, resp.Partition)
+	if !*wait {
+		return cli.ExitOK
+	}
+	return waitJob(ctx, c, resp.JobID, stderr)
+}
+
+// request builds the submission: the spec and who submits it from where.
+func request(spec jobspec.Job, path string) (api.SubmitRequest, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return api.SubmitRequest{}, err
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	name := os.Getenv("USER")
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		name = u.Username
+	}
+	if name == "" {
+		name = strconv.Itoa(uid)
+	}
+	return api.SubmitRequest{Spec: spec, Cwd: cwd, User: name, UID: uid, GID: gid, Source: path}, nil
+}
+
+// Waiting tolerates schedd being away (a restart) this long.
+var (
+	unreachableGrace = 2 * time.Minute
+	retryDelay       = time.Second
+	blockWait        = 30 * time.Second
+)
+
+// waitJob follows job id with blocking queries until it ends and returns
+// the exit status bsub --wait gives.
+func waitJob(ctx context.Context, c *client.Client, id uint64, stderr io.Writer) int {
+	status := newStatusLine(stderr, id)
+	var (
+		index     uint64
+		awaySince time.Time
+	)
+	for {
+		j, next, err := c.Job(ctx, id, index, blockWait)
+		switch {
+		case ctx.Err() != nil:
+			status.done()
+			fmt.Fprintf(stderr, "%s: stopped waiting; job %d goes on (bkill %d stops it)\n", prog, id, id)
+			return 130
+		case errors.Is(err, client.ErrUnreachable):
+			if awaySince.IsZero() {
+				awaySince = time.Now()
+			}
+			if time.Since(awaySince) > unreachableGrace {
+				status.done()
+				return cli.Fail(stderr, prog, err)
+			}
+			sleep(ctx, retryDelay)
+			continue
+		case err != nil:
+			status.done()
+			return cli.Fail(stderr, prog, fmt.Errorf("job %d: %w", id, err))
+		}
+		awaySince = time.Time{}
+		status.show(cli.StateWithReason(j))
+		if j.State.Terminal() {
+			status.done()
+			return exitStatus(j, stderr)
+		}
+		if next == 0 || next == index {
+			// No blocking support or nothing moved: do not spin.
+			sleep(ctx, retryDelay)
+		}
+		index = next
+	}
+}
+
+// exitStatus maps an ended job to bsub --wait's exit status, naming the
+// state on stderr when it is not COMPLETED.
+func exitStatus(j api.Job, stderr io.Writer) int {
+	cause := ""
+	if j.Reason != "" {
+		cause = " (" + j.Reason + ")"
+	}
+	switch j.State {
+	case api.JobCompleted:
+		return cli.ExitOK
+	case api.JobFailed:
+		code := j.ExitCode
+		if code <= 0 || code > 255 {
+			code = 1
+		}
+		fmt.Fprintf(stderr, "%s: job %d %s with exit code %d%s\n", prog, j.ID, j.State, j.ExitCode, cause)
+		return code
+	}
+	fmt.Fprintf(stderr, "%s: job %d %s%s\n", prog, j.ID, j.State, cause)
+	return cli.ExitFail
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// statusLine shows a job's state changes on one line of a terminal:
+// "Job 7: PENDING (Resources) → RUNNING". Off a terminal it shows nothing.
+type statusLine struct {
+	w      io.Writer
+	tty    bool
+	id     uint64
+	states []string
+	shown  bool
+}
+
+func newStatusLine(w io.Writer, id uint64) *statusLine {
+	return &statusLine{w: w, tty: cli.IsTerminal(w), id: id}
+}
+
+const statusMax = 100 // characters before older states are elided
+
+func (s *statusLine) show(state string) {
+	if n := len(s.states); n > 0 && s.states[n-1] == state {
+		return
+	}
+	s.states = append(s.states, state)
+	if !s.tty {
+		return
+	}
+	head := fmt.Sprintf("Job %d: ", s.id)
+	line := strings.Join(s.states, " → ")
+	for i := 1; len(head)+len(line) > statusMax && i < len(s.states); i++ {
+		line = "… → " + strings.Join(s.states[i:], " → ")
+	}
+	fmt.Fprintf(s.w, "\r%s%s\x1b[K", head, line)
+	s.shown = true
+}
+
+func (s *statusLine) done() {
+	if s.shown {
+		fmt.Fprintln(s.w)
+		s.shown = false
+	}
+}
+
+// position is "file:line:col: summary" for d, or "file: summary" when d
+// has no position.
+func position(d *hcl.Diagnostic, path string) string {
+	if d.Subject == nil {
+		return fmt.Sprintf("%s: %s", path, d.Summary)
+	}
+	r := d.Subject
+	file := r.Filename
+	if file == "" {
+		file = path
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", file, r.Start.Line, r.Start.Column, d.Summary)
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli/clitest"
+)
+
+const goodJob = `job "hello" {
+  partition = "cpu"
+  cluster {
+    size = 2
+  }
+  resources {
+    cpu    = 1
+    memory = "1GiB"
+  }
+  image   = "host"
+  command = ["hostname"]
+}
+`
+
+func writeJob(t *testing.T, src string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "job.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runBsub(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestSubmit(t *testing.T) {
+	s := clitest.NewSchedd(t)
+	var got api.SubmitRequest
+	s.Handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			clitest.Error(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		clitest.JSON(w, http.StatusOK, 5, api.SubmitResponse{JobID: 7, Partition: "cpu"})
+	})
+	path := writeJob(t, goodJob)
+	code, out, errs := runBsub("--addr", s.Addr, path)
+	if code != 0 || out != "Job <7> is submitted to partition <cpu>.\n" || errs != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	cwd, _ := os.Getwd()
+	if got.Spec.Name != "hello" || got.Source != path || got.Cwd != cwd || got.UID != os.Getuid() || got.GID != os.Getgid() || got.User == "" {
+		t.Errorf("request %+v", got)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	s := clitest.NewSchedd(t)
+	s.Handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		clitest.Error(w, http.StatusUnprocessableEntity, "cluster size 64 can never fit partition cpu (largest node: 16 containers)")
+	})
+	code, out, errs := runBsub("--addr", s.Addr, writeJob(t, goodJob))
+	if code != 1 || out != "" || errs != "bsub: cluster size 64 can never fit partition cpu (largest node: 16 containers)\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+func TestBrokenJobFileSubmitsNothing(t *testing.T) {
+	s := clitest.NewSchedd(t)
+	path := writeJob(t, "job \"x\" {\n  cluster {\n    size = = 2\n  }\n}\n")
+	code, out, errs := runBsub("--addr", s.Addr, path)
+	if code != 1 || out != "" {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+	if !regexp.MustCompile(regexp.QuoteMeta(path) + `:3:\d+: `).MatchString(errs) {
+		t.Errorf("stderr names no %s:3:col:\n%s", path, errs)
+	}
+	if reqs := s.Requests(); len(reqs) != 0 {
+		t.Errorf("schedd was contacted: %q", reqs)
+	}
+}
+
+func TestMissingJobFile(t *testing.T) {
+	code, out, errs := runBsub("--addr", clitest.Unreachable(t), filepath.Join(t.TempDir(), "nope.hcl"))
+	if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "nope.hcl") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	addr := clitest.Unreachable(t)
+	code, out, errs := runBsub("--addr", addr, writeJob(t, goodJob))
+	want := "bsub: cannot reach schedd at " + addr + ": connect: no such file or directory\n"
+	if code != 1 || out != "" || errs != want {
+		t.Errorf("exit %d, stdout %q, stderr %q, want %q", code, out, errs, want)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		errs string // first line of stderr
+	}{
+		{"no file", nil, 2, "bsub: missing job file"},
+		{"two files", []string{"a.hcl", "b.hcl"}, 2, "bsub: one job file at a time, got 2: a.hcl b.hcl"},
+		{"unknown flag", []string{"-q", "normal", "a.hcl"}, 2, "bsub: flag provided but not defined: -q"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errs := runBsub(tt.args...)
+			lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
+			if code != tt.code || out != "" || lines[0] != tt.errs || len(lines) != 2 || lines[1] != "Run 'bsub -h' for usage." {
+				t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	code, out, errs := runBsub("-h")
+	if code != 0 || errs != "" || !strings.Contains(out, "Usage: bsub [flags] JOBFILE") || !strings.Contains(out, "--wait, -K") || !strings.Contains(out, "bsub train.hcl") {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+}
+
+// waitSchedd accepts one job and then serves states in turn, one per
+// blocking query.
+func waitSchedd(t *testing.T, states ...api.Job) *clitest.Schedd {
+	s := clitest.NewSchedd(t)
+	s.Handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		clitest.JSON(w, http.StatusOK, 1, api.SubmitResponse{JobID: 7, Partition: "gpu"})
+	})
+	var n atomic.Int64
+	s.Handle("GET /v1/jobs/7", func(w http.ResponseWriter, r *http.Request) {
+		i := min(int(n.Add(1))-1, len(states)-1)
+		j := states[i]
+		j.ID = 7
+		clitest.JSON(w, http.StatusOK, uint64(10+i), j)
+	})
+	return s
+}
+
+func TestWaitExitStatus(t *testing.T) {
+	pending := api.Job{State: api.JobPending, Reason: api.ReasonResources}
+	running := api.Job{State: api.JobRunning}
+	tests := []struct {
+		name string
+		end  api.Job
+		code int
+		errs string
+	}{
+		{"completed", api.Job{State: api.JobCompleted}, 0, ""},
+		{"failed", api.Job{State: api.JobFailed, ExitCode: 3}, 3, "bsub: job 7 FAILED with exit code 3\n"},
+		{"failed without code", api.Job{State: api.JobFailed}, 1, "bsub: job 7 FAILED with exit code 0\n"},
+		{"failed code out of range", api.Job{State: api.JobFailed, ExitCode: 256}, 1, "bsub: job 7 FAILED with exit code 256\n"},
+		{"cancelled", api.Job{State: api.JobCancelled, Reason: "cancelled by alice"}, 1, "bsub: job 7 CANCELLED (cancelled by alice)\n"},
+		{"timeout", api.Job{State: api.JobTimeout}, 1, "bsub: job 7 TIMEOUT\n"},
+		{"node fail", api.Job{State: api.JobNodeFail}, 1, "bsub: job 7 NODE_FAIL\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := waitSchedd(t, pending, running, tt.end)
+			for _, flag := range []string{"--wait", "-K"} {
+				code, out, errs := runBsub(flag, "--addr", s.Addr, writeJob(t, goodJob))
+				if code != tt.code || out != "Job <7> is submitted to partition <gpu>.\n" || errs != tt.errs {
+					t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d, stderr %q", flag, code, out, errs, tt.code, tt.errs)
+				}
+			}
+		})
+	}
+}
+
+func TestWaitUsesBlockingQueries(t *testing.T) {
+	s := waitSchedd(t, api.Job{State: api.JobPending}, api.Job{State: api.JobRunning}, api.Job{State: api.JobCompleted})
+	if code, _, errs := runBsub("-K", "--addr", s.Addr, writeJob(t, goodJob)); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want := []string{"POST /v1/jobs", "GET /v1/jobs/7", "GET /v1/jobs/7?index=10&wait=30s", "GET /v1/jobs/7?index=11&wait=30s"}
+	if got := s.Requests(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("requests %q, want %q", got, want)
+	}
+}
+
+func TestStatusLine(t *testing.T) {
+	var b bytes.Buffer
+	s := &statusLine{w: &b, tty: true, id: 7}
+	s.show("PENDING (Resources)")
+	s.show("PENDING (Resources)")
+	s.show("RUNNING")
+	s.done()
+	want := "\rJob 7: PENDING (Resources)\x1b[K\rJob 7: PENDING (Resources) → RUNNING\x1b[K\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	s = &statusLine{w: &b, tty: false, id: 7}
+	s.show("RUNNING")
+	s.done()
+	if b.Len() != 0 {
+		t.Errorf("off a terminal: %q", b.String())
+	}
+}

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/troupe-hpc/troupe/internal/client"
+)
+
+// Exit statuses every tool uses.
+const (
+	ExitOK    = 0
+	ExitFail  = 1
+	ExitUsage = 2
+)
+
+// Command describes a tool for its usage text.
+type Command struct {
+	Name     string // program name: "bqueue"
+	Synopsis string // after the name and flags: "JOBID..."
+	Summary  string // what it does, one or two sentences
+	Examples []string
+}
+
+// Format is the value of -o.
+type Format string
+
+// Output formats.
+const (
+	FormatTable Format = "table"
+	FormatJSON  Format = "json"
+)
+
+// String implements flag.Value.
+func (f *Format) String() string { return string(*f) }
+
+// Set implements flag.Value.
+func (f *Format) Set(s string) error {
+	switch Format(s) {
+	case FormatTable, FormatJSON:
+		*f = Format(s)
+		return nil
+	}
+	return fmt.Errorf("want table or json")
+}
+
+// FlagSet is a flag.FlagSet with the flags every tool shares, long flags
+// shown as --name, aliases shown together, and exit handling.
+type FlagSet struct {
+	*flag.FlagSet
+	cmd            Command
+	stdout, stderr io.Writer
+	addr           string
+	format         Format
+	aliasOf        map[string]string   // alias → primary
+	aliases        map[string][]string // primary → aliases
+}
+
+// NewFlagSet returns the flags of cmd with --addr already defined. Help
+// goes to stdout, errors to stderr.
+func NewFlagSet(cmd Command, stdout, stderr io.Writer) *FlagSet {
+	fs := &FlagSet{
+		FlagSet: flag.NewFlagSet(cmd.Name, flag.ContinueOnError),
+		cmd:     cmd,
+		stdout:  stdout,
+		stderr:  stderr,
+		format:  FormatTable,
+		aliasOf: map[string]string{},
+		aliases: map[string][]string{},
+	}
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&fs.addr, "addr", "", "schedd `address`: unix:///path/sock or host:port\n(default: $"+client.EnvAddr+", else "+client.DefaultAddr+")")
+	return fs
+}
+
+// OutputFlag defines -o table|json; read the choice with Format.
+func (fs *FlagSet) OutputFlag() {
+	fs.Var(&fs.format, "o", "output `format`: table or json")
+}
+
+// Format is the -o choice (table when not given or not defined).
+func (fs *FlagSet) Format() Format { return fs.format }
+
+// Addr is where schedd is: --addr, else $TROUPE_ADDR, else the default.
+func (fs *FlagSet) Addr() string { return client.ResolveAddr(fs.addr) }
+
+// Client returns a client for Addr.
+func (fs *FlagSet) Client() (*client.Client, error) { return client.New(fs.Addr()) }
+
+// Alias makes alias another name of the already defined flag primary.
+func (fs *FlagSet) Alias(alias, primary string) {
+	f := fs.Lookup(primary)
+	if f == nil {
+		panic("cli: alias of undefined flag " + primary)
+	}
+	fs.FlagSet.Var(f.Value, alias, f.Usage)
+	fs.aliasOf[alias] = primary
+	fs.aliases[primary] = append(fs.aliases[primary], alias)
+}
+
+// Parse parses args, allowing flags after positional arguments ("bkill 5
+// -addr x"); "--" ends the flags. It returns the positional arguments.
+// On error, pass the error to Exit.
+func (fs *FlagSet) Parse(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.FlagSet.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// Exit handles an error of Parse: for -h it prints the usage to stdout and
+// returns 0; otherwise it prints the error as one line and a hint, and
+// returns 2.
+func (fs *FlagSet) Exit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fs.PrintUsage(fs.stdout)
+		return ExitOK
+	}
+	return fs.UsageError("%s", err.Error())
+}
+
+// UsageError prints "prog: message" and a hint to run -h, and returns 2.
+func (fs *FlagSet) UsageError(format string, args ...any) int {
+	fmt.Fprintf(fs.stderr, "%s: %s\n", fs.cmd.Name, oneLine(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(fs.stderr, "Run '%s -h' for usage.\n", fs.cmd.Name)
+	return ExitUsage
+}
+
+// PrintUsage writes the full usage text to w.
+func (fs *FlagSet) PrintUsage(w io.Writer) {
+	c := fs.cmd
+	fmt.Fprintf(w, "Usage: %s [flags]", c.Name)
+	if c.Synopsis != "" {
+		fmt.Fprintf(w, " %s", c.Synopsis)
+	}
+	fmt.Fprintf(w, "\n\n%s\n\nFlags:\n", c.Summary)
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := fs.aliasOf[f.Name]; !ok {
+			names = append(names, f.Name)
+		}
+	})
+	sort.Strings(names)
+	for _, name := range names {
+		f := fs.Lookup(name)
+		all := append([]string{name}, fs.aliases[name]...)
+		var shown []string
+		for _, n := range all {
+			shown = append(shown, dashed(n))
+		}
+		head := strings.Join(shown, ", ")
+		arg, usage := flag.UnquoteUsage(f)
+		if arg != "" {
+			head += " " + arg
+		}
+		fmt.Fprintf(w, "  %s\n", head)
+		for line := range strings.SplitSeq(usage, "\n") {
+			fmt.Fprintf(w, "        %s\n", line)
+		}
+	}
+	if len(c.Examples) > 0 {
+		fmt.Fprintf(w, "\nExamples:\n")
+		for _, e := range c.Examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+}
+
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}

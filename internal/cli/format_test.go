@@ -1,0 +1,125 @@
+package cli_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
+)
+
+func TestElapsed(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "0:00"},
+		{0, "0:00"},
+		{5*time.Second + 900*time.Millisecond, "0:05"},
+		{12*time.Minute + 34*time.Second, "12:34"},
+		{time.Hour + 2*time.Minute + 3*time.Second, "1:02:03"},
+		{23*time.Hour + 59*time.Minute + 59*time.Second, "23:59:59"},
+		{2*24*time.Hour + 3*time.Hour + 4*time.Minute + 5*time.Second, "2-03:04:05"},
+	}
+	for _, tt := range tests {
+		if got := cli.Elapsed(tt.d); got != tt.want {
+			t.Errorf("Elapsed(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestAmounts(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{cli.GiB(0), "0"},
+		{cli.GiB(16 << 30), "16"},
+		{cli.GiB(15<<30 + 1<<29), "15.5"},
+		{cli.GiB(1 << 20), "<0.1"},
+		{cli.Cores(4000), "4"},
+		{cli.Cores(500), "0.5"},
+		{cli.Cores(1250), "1.25"},
+		{cli.Number(0.1+0.2, 2), "0.3"},
+	}
+	for i, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("case %d: got %q, want %q", i, tt.got, tt.want)
+		}
+	}
+}
+
+func TestTimestamp(t *testing.T) {
+	loc := time.FixedZone("X", -5*3600)
+	if got := cli.Timestamp(time.Time{}, loc); got != "-" {
+		t.Errorf("zero time: %q", got)
+	}
+	ts := time.Date(2025, 1, 2, 8, 4, 5, 0, time.UTC)
+	if got, want := cli.Timestamp(ts, loc), "2025-01-02 03:04:05"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	got := cli.ShellJoin([]string{"python", "-c", "print('hi')", "a b", "--lr=0.1"})
+	want := `python -c 'print('\''hi'\'')' 'a b' --lr=0.1`
+	if got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+func TestFailPrintsOneLine(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"plain", errors.New("boom"), "bqueue: boom\n"},
+		{"multi-line", errors.New("job.hcl:3:1: bad\n\n  more\n"), "bqueue: job.hcl:3:1: bad; more\n"},
+		{"unreachable", fmt.Errorf("%w at unix:///tmp/x.sock: %v", client.ErrUnreachable, errors.New("connect: no such file or directory")),
+			"bqueue: cannot reach schedd at unix:///tmp/x.sock: connect: no such file or directory\n"},
+		{"refusal", &client.APIError{Status: 400, Message: "can never fit partition gpu"}, "bqueue: can never fit partition gpu\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if code := cli.Fail(&b, "bqueue", tt.err); code != 1 {
+				t.Errorf("code %d, want 1", code)
+			}
+			if b.String() != tt.want {
+				t.Errorf("got %q, want %q", b.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestTableCells(t *testing.T) {
+	var b bytes.Buffer
+	tb := cli.NewTable(&b, "A", "BB")
+	tb.Row("", "x\ty\nz")
+	tb.Row("long cell", "1")
+	if err := tb.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := "A          BB\n-          x y z\nlong cell  1\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	if strings.Count(b.String(), "\n") != 3 {
+		t.Error("a row spans lines")
+	}
+}
+
+func TestParseJobID(t *testing.T) {
+	for _, s := range []string{"1", "42", "18446744073709551615"} {
+		if _, err := cli.ParseJobID(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	for _, s := range []string{"", "0", "-1", "x", "4.2", "99999999999999999999"} {
+		if _, err := cli.ParseJobID(s); err == nil {
+			t.Errorf("%q: no error", s)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package cli_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"testing"
+
+	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/cli/clitest"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/cli/*.golden from the current output")
+
+// golden compares got with testdata/cli/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := clitest.GoldenPath(name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/cli -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test ./internal/cli -update rewrites it)\ngot:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	now := clitest.Now
+	tests := []struct {
+		name   string
+		render func(*bytes.Buffer) error
+	}{
+		{"queue.golden", func(b *bytes.Buffer) error { return cli.WriteQueue(b, clitest.Jobs(), now) }},
+		{"queue_empty.golden", func(b *bytes.Buffer) error { return cli.WriteQueue(b, nil, now) }},
+		{"queue.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, cli.SortJobs(clitest.Jobs())) }},
+		{"job_running.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.Job(12), now) }},
+		{"job_pending.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.Job(15), now) }},
+		{"job_failed.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.Job(7), now) }},
+		{"job_cancelled.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.Job(9), now) }},
+		{"job.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, clitest.Job(12)) }},
+		{"hosts.golden", func(b *bytes.Buffer) error { return cli.WriteHosts(b, clitest.Nodes()) }},
+		{"hosts.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, cli.SortNodes(clitest.Nodes())) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tt.render(&b); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tt.name, b.Bytes())
+		})
+	}
+}
+
+// Renderings must not move with the machine's zone: only now's location
+// counts.
+func TestRenderIgnoresLocalZone(t *testing.T) {
+	var a, b bytes.Buffer
+	if err := cli.WriteJob(&a, clitest.Job(12), clitest.Now); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.WriteJob(&b, clitest.Job(12), clitest.Now.UTC()); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Error("timestamps did not follow now's location")
+	}
+}

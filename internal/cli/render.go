@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Table writes aligned columns: a header row, then rows, two spaces
+// between columns. Empty cells show as "-"; tabs and newlines in cells
+// become spaces so that one row stays one line.
+type Table struct {
+	tw *tabwriter.Writer
+}
+
+// NewTable starts a table on w with the given column names.
+func NewTable(w io.Writer, header ...string) *Table {
+	t := &Table{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)}
+	t.Row(header...)
+	return t
+}
+
+// Row adds one row.
+func (t *Table) Row(cells ...string) {
+	var b strings.Builder
+	for i, c := range cells {
+		if i > 0 {
+			b.WriteByte('\t')
+		}
+		b.WriteString(cell(c))
+	}
+	b.WriteByte('\n')
+	io.WriteString(t.tw, b.String())
+}
+
+// Flush writes the table out.
+func (t *Table) Flush() error { return t.tw.Flush() }
+
+var cellReplacer = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ")
+
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return cellReplacer.Replace(s)
+}
+
+// WriteJSON writes v as indented JSON (two spaces) and a newline. Field
+// order follows the Go types and map keys are sorted, so the output is
+// stable for the same value.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

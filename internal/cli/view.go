@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// QueueHeader are the columns of bqueue.
+var QueueHeader = []string{"JOBID", "USER", "PARTITION", "NAME", "STATE", "SIZE", "NODES", "TIME", "REASON"}
+
+// SortJobs returns jobs in id order (a sorted copy).
+func SortJobs(jobs []api.Job) []api.Job {
+	jobs = slices.Clone(jobs)
+	slices.SortFunc(jobs, func(a, b api.Job) int { return cmp.Compare(a.ID, b.ID) })
+	return jobs
+}
+
+// SortNodes returns nodes in name order (a sorted copy).
+func SortNodes(nodes []api.Node) []api.Node {
+	nodes = slices.Clone(nodes)
+	slices.SortFunc(nodes, func(a, b api.Node) int { return cmp.Compare(a.Name, b.Name) })
+	return nodes
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// WriteQueue writes jobs as bqueue's table, in job id order.
+func WriteQueue(w io.Writer, jobs []api.Job, now time.Time) error {
+	jobs = SortJobs(jobs)
+	t := NewTable(w, QueueHeader...)
+	for _, j := range jobs {
+		t.Row(
+			strconv.FormatUint(j.ID, 10),
+			j.User,
+			j.Partition,
+			j.Name,
+			string(j.State),
+			strconv.Itoa(JobSize(j)),
+			strings.Join(JobNodes(j), ","),
+			Elapsed(JobTime(j, now)),
+			JobReason(j),
+		)
+	}
+	return t.Flush()
+}
+
+// JobSize is the number of containers of j's session.
+func JobSize(j api.Job) int {
+	if len(j.Containers) > 0 {
+		return len(j.Containers)
+	}
+	return j.Spec.Cluster.Size
+}
+
+// JobNodes are the distinct nodes j's containers are placed on, in rank
+// order.
+func JobNodes(j api.Job) []string {
+	var nodes []string
+	for _, c := range j.Containers {
+		if c.Node != "" && !slices.Contains(nodes, c.Node) {
+			nodes = append(nodes, c.Node)
+		}
+	}
+	return nodes
+}
+
+// JobTime is what bqueue's TIME shows: the run time of an ended job, the
+// time since start of a started one, the time since submission otherwise.
+func JobTime(j api.Job, now time.Time) time.Duration {
+	switch {
+	case j.State.Terminal():
+		if j.Started.IsZero() {
+			return 0
+		}
+		end := j.Ended
+		if end.IsZero() {
+			end = now
+		}
+		return end.Sub(j.Started)
+	case !j.Started.IsZero():
+		return now.Sub(j.Started)
+	}
+	return now.Sub(j.Submitted)
+}
+
+// JobReason is the pending reason of a waiting job, the end cause of an
+// ended one, and "" (shown "-") otherwise.
+func JobReason(j api.Job) string {
+	if j.State == api.JobPending || j.State == api.JobHeld || j.State.Terminal() {
+		return j.Reason
+	}
+	return ""
+}
+
+// StateWithReason is "PENDING (Resources)", or the bare state when there
+// is no reason to show.
+func StateWithReason(j api.Job) string {
+	if r := JobReason(j); r != "" {
+		return fmt.Sprintf("%s (%s)", j.State, r)
+	}
+	return string(j.State)
+}
+
+// ContainerHeader are the columns of bjob's per-container table.
+var ContainerHeader = []string{"HOST", "ROLE", "NODE", "STATE", "EXIT", "KERNEL_ID"}
+
+// WriteJob writes bjob's detail view of j; timestamps are shown in now's
+// location.
+func WriteJob(w io.Writer, j api.Job, now time.Time) error {
+	s := j.Spec
+	exit := "-"
+	if j.State.Terminal() && !j.Started.IsZero() {
+		exit = strconv.Itoa(j.ExitCode)
+	}
+	walltime := "partition default"
+	if s.Walltime > 0 {
+		walltime = Elapsed(s.Walltime)
+	}
+	res := fmt.Sprintf("%s cpu, %s GiB memory", Number(s.Resources.CPU, 3), GiB(s.Resources.Memory))
+	if s.Resources.GPU > 0 {
+		res += fmt.Sprintf(", %s gpu", Number(s.Resources.GPU, 3))
+	}
+	res += " per container"
+	mode := s.Cluster.Mode
+	if mode == "" {
+		mode = "-"
+	}
+
+	fmt.Fprintf(w, "Job %d: %s\n", j.ID, cell(j.Name))
+	kv := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+	pair := func(k, v string) { fmt.Fprintf(kv, "  %s:\t%s\n", k, cell(v)) }
+	pair("User", fmt.Sprintf("%s (uid %d, gid %d)", cell(j.User), j.UID, j.GID))
+	pair("Partition", j.Partition)
+	pair("Account", s.Account)
+	pair("State", StateWithReason(j))
+	pair("Exit code", exit)
+	pair("Session", j.SessionID)
+	pair("Cluster", fmt.Sprintf("%s, %s", plural(JobSize(j), "container"), mode))
+	pair("Resources", res)
+	pair("Image", s.Image)
+	pair("Command", ShellJoin(s.Command))
+	pair("Walltime", walltime)
+	pair("Cwd", j.Cwd)
+	pair("Output", s.Output)
+	pair("Submitted", Timestamp(j.Submitted, now.Location()))
+	pair("Started", Timestamp(j.Started, now.Location()))
+	pair("Ended", Timestamp(j.Ended, now.Location()))
+	pair("Time", Elapsed(JobTime(j, now)))
+	if err := kv.Flush(); err != nil {
+		return err
+	}
+	if len(j.Containers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t := NewTable(w, ContainerHeader...)
+	var msgs []string
+	for _, c := range j.Containers {
+		cexit := "-"
+		if c.State.Ended() {
+			cexit = strconv.Itoa(c.ExitCode)
+		}
+		t.Row(c.Host, c.Role, c.Node, string(c.State), cexit, c.KernelID)
+		if c.Message != "" {
+			msgs = append(msgs, fmt.Sprintf("  %s: %s", c.Host, oneLine(c.Message)))
+		}
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if len(msgs) > 0 {
+		fmt.Fprintf(w, "\nMessages:\n%s\n", strings.Join(msgs, "\n"))
+	}
+	return nil
+}
+
+// HostsHeader are the columns of bhosts.
+var HostsHeader = []string{"HOST", "STATE", "RUNTIME", "CPU(alloc/total)", "MEMORY(alloc/total)", "GPU", "ADDR"}
+
+// WriteHosts writes nodes as bhosts' table, in name order.
+func WriteHosts(w io.Writer, nodes []api.Node) error {
+	nodes = SortNodes(nodes)
+	t := NewTable(w, HostsHeader...)
+	for _, n := range nodes {
+		gpu := "-"
+		if n.Capacity.GPU > 0 {
+			gpu = Number(n.Allocated.GPU, 2) + "/" + Number(n.Capacity.GPU, 2)
+		}
+		t.Row(
+			n.Name,
+			string(n.State),
+			n.Runtime,
+			Cores(n.Allocated.CPUMilli)+"/"+Cores(n.Capacity.CPUMilli),
+			GiB(n.Allocated.Memory)+"/"+GiB(n.Capacity.Memory)+"GiB",
+			gpu,
+			n.Addr,
+		)
+	}
+	return t.Flush()
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// ShellJoin joins argv as a shell would need it typed.
+func ShellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if shellSafe.MatchString(a) {
+			q[i] = a
+		} else {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
+}

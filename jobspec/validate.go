@@ -1,0 +1,336 @@
+package jobspec
+
+import (
+	"fmt"
+	"math"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Limits checked by Validate.
+const (
+	MaxClusterSize = 1024
+	MinPriority    = -10000 // the lowest nice a user may give
+	maxNameLen     = 63
+	maxRoleNameLen = 32
+)
+
+var (
+	jobNameRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	roleNameRe = regexp.MustCompile(`^[a-z]+$`)
+	mountRe    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+	envKeyRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// Range returns where the setting at path (a JSON path such as
+// "cluster.size", "resources.gpu", "env.EPOCHS", "mounts.0.target" or
+// "roles.1.replicas") was written. A setting the file left out falls
+// back to its enclosing block, then to the job block's header; nil means
+// the Job carries no ranges (it did not come from Parse). The result is
+// fit for hcl.Diagnostic.Subject.
+func (j *Job) Range(path string) *hcl.Range {
+	if j.Ranges == nil {
+		return nil
+	}
+	for {
+		if r, ok := j.Ranges[path]; ok {
+			return &r
+		}
+		if path == "" {
+			return nil
+		}
+		i := strings.LastIndexByte(path, '.')
+		if i < 0 {
+			i = 0
+		}
+		path = path[:i]
+	}
+}
+
+// Validate checks the rules a job must follow whatever its source (a
+// file through Parse, or JSON through the API) and returns an error for
+// each broken one, pointing at the setting through Range. Parse calls it;
+// a Job from elsewhere should be validated before it is used.
+func (j *Job) Validate() hcl.Diagnostics {
+	return j.validate(nil)
+}
+
+// validate is Validate, quiet about the settings at the paths in skip
+// (and below them): the decoder has reported those already.
+func (j *Job) validate(skip map[string]bool) hcl.Diagnostics {
+	v := &validator{j: j, skip: skip}
+	v.name()
+	v.top()
+	v.cluster()
+	v.resources("resources", j.Resources, false)
+	v.command("command", j.Command)
+	v.env()
+	v.mounts()
+	v.output()
+	v.roles()
+	return v.diags
+}
+
+type validator struct {
+	j     *Job
+	skip  map[string]bool
+	diags hcl.Diagnostics
+}
+
+func (v *validator) errorf(path, summary, detail string, args ...any) {
+	if v.skipped(path) {
+		return
+	}
+	v.diags = append(v.diags, errorAt(v.j.Range(path), summary, detail, args...))
+}
+
+func (v *validator) name() {
+	n := v.j.Name
+	if n == "" || len(n) > maxNameLen || !jobNameRe.MatchString(n) {
+		v.errorf("name", "Invalid job name",
+			"job name %q is not valid; use 1 to %d letters, digits, '.', '_' or '-', starting with a letter or digit.", n, maxNameLen)
+	}
+}
+
+func (v *validator) top() {
+	j := v.j
+	if j.Walltime < 0 {
+		v.errorf("walltime", "Invalid walltime", "walltime %s is negative; give a positive limit such as \"2h\".", j.Walltime)
+	}
+	if j.Priority > 0 || j.Priority < MinPriority {
+		v.errorf("priority", "Invalid priority",
+			"priority %d is not valid; like Slurm's --nice, a user may only lower a job's priority: use 0 (the default) down to %d.",
+			j.Priority, MinPriority)
+	}
+	if j.Image == "" {
+		v.errorf("image", "Missing image",
+			`a job needs an image: image = "NAME", a catalog alias, "host", a rootfs directory, a .sif file or an OCI layout or archive.`)
+	}
+	if j.Workdir != "" && !path.IsAbs(j.Workdir) {
+		v.errorf("workdir", "Invalid workdir", "workdir %q is not valid; it must be an absolute path such as %q.", j.Workdir, DefaultWorkdir)
+	}
+	if j.mainCommand() == nil {
+		v.errorf("command", "Missing command",
+			`main1 has no command; give the job one: command = ["python", "train.py"] (or a role "main" block with a command).`)
+	}
+}
+
+func (v *validator) cluster() {
+	c := v.j.Cluster
+	if c.Size < 1 || c.Size > MaxClusterSize {
+		v.errorf("cluster.size", "Invalid cluster size",
+			"cluster size %d is not valid; use 1 (main1 alone) to %d containers.", c.Size, MaxClusterSize)
+	}
+	if c.Mode != ModeSingleNode && c.Mode != ModeMultiNode {
+		v.errorf("cluster.mode", "Invalid cluster mode",
+			"cluster mode %q is not valid; use %q or %q.", c.Mode, ModeSingleNode, ModeMultiNode)
+	}
+}
+
+// resources checks a resources setting at path. inherit allows a zero
+// CPU or Memory (a role's, taken from the job's).
+func (v *validator) resources(path string, r Resources, inherit bool) {
+	if bad(r.CPU) || r.CPU < 0 || (r.CPU == 0 && !inherit) {
+		v.errorf(path+".cpu", "Invalid cpu",
+			"cpu %g is not valid; give the cores each container needs, more than 0 (fractions such as 0.5 are fine).", r.CPU)
+	}
+	if r.Memory < 0 || (r.Memory == 0 && !inherit) {
+		v.errorf(path+".memory", "Invalid memory",
+			`memory %d is not valid; give the memory each container needs, more than 0, such as "16GiB".`, r.Memory)
+	}
+	switch {
+	case bad(r.GPU) || r.GPU < 0:
+		v.errorf(path+".gpu", "Invalid gpu",
+			"gpu %g is not valid; use 0 (none), a fraction of one GPU (0 < gpu <= 1), or a whole number of GPUs.", r.GPU)
+	case r.GPU > 1 && r.GPU != math.Trunc(r.GPU):
+		v.errorf(path+".gpu", "Invalid gpu",
+			"gpu %g is not valid; a request above one GPU must be whole (%g or %g); fractions are for one shared GPU (0 < gpu <= 1).",
+			r.GPU, math.Floor(r.GPU), math.Ceil(r.GPU))
+	}
+}
+
+func bad(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) }
+
+func (v *validator) command(path string, cmd []string) {
+	if len(cmd) > 0 && cmd[0] == "" {
+		v.errorf(path+".0", "Invalid command", "the program name, %s[0], is empty; name a program such as \"python\".", path)
+	}
+}
+
+func (v *validator) env() {
+	for _, k := range sortedKeys(v.j.Env) {
+		switch {
+		case !envKeyRe.MatchString(k):
+			v.errorf("env."+k, "Invalid environment variable name",
+				"env %q is not a valid variable name; use letters, digits and _, not starting with a digit.", k)
+		case strings.HasPrefix(k, "BACKENDAI_"):
+			v.errorf("env."+k, "Reserved environment variable",
+				"env %s is set by troupe in every container; choose a name that does not start with BACKENDAI_.", k)
+		}
+	}
+}
+
+// forbiddenTargets are kernel filesystems a mount may not cover.
+var forbiddenTargets = []string{"/proc", "/sys", "/dev"}
+
+func (v *validator) mounts() {
+	names := map[string]int{}
+	targets := map[string]int{}
+	for i, m := range v.j.Mounts {
+		p := fmt.Sprintf("mounts.%d", i)
+		if !mountRe.MatchString(m.Name) {
+			v.errorf(p+".name", "Invalid mount name",
+				"mount name %q is not valid; use letters, digits, '_' and '-', starting with a letter.", m.Name)
+		} else if first, dup := names[m.Name]; dup {
+			v.errorf(p+".name", "Duplicate mount name",
+				"mount %q is already defined%s; give each mount its own name.", m.Name, v.at(fmt.Sprintf("mounts.%d", first)))
+		} else {
+			names[m.Name] = i
+		}
+		if !path.IsAbs(m.Source) {
+			v.errorf(p+".source", "Invalid mount source",
+				"mount %q source %q is not valid; it must be an absolute path on the nodes, such as \"/shared/datasets\".", m.Name, m.Source)
+		}
+		v.mountTarget(p, m, i, targets)
+	}
+}
+
+func (v *validator) mountTarget(p string, m Mount, i int, targets map[string]int) {
+	t := path.Clean(m.Target)
+	switch {
+	case !path.IsAbs(m.Target):
+		v.errorf(p+".target", "Invalid mount target",
+			"mount %q target %q is not valid; it must be an absolute path in the container, such as %q.", m.Name, m.Target, DefaultWorkdir+"/data")
+		return
+	case t == "/":
+		v.errorf(p+".target", "Invalid mount target",
+			"mount %q target %q would hide the image's root; mount at a folder such as %q.", m.Name, m.Target, DefaultWorkdir+"/data")
+		return
+	}
+	for _, f := range forbiddenTargets {
+		if t == f || strings.HasPrefix(t, f+"/") {
+			v.errorf(p+".target", "Invalid mount target",
+				"mount %q target %q is inside %s, which troupe sets up; mount elsewhere, such as %q.", m.Name, m.Target, f, DefaultWorkdir+"/data")
+			return
+		}
+	}
+	if first, dup := targets[t]; dup {
+		v.errorf(p+".target", "Duplicate mount target",
+			"mount %q target %q is already used by mount %q%s; give each mount its own target.",
+			m.Name, m.Target, v.j.Mounts[first].Name, v.at(fmt.Sprintf("mounts.%d.target", first)))
+		return
+	}
+	targets[t] = i
+}
+
+// skipped says whether path or a prefix of it is in skip.
+func (v *validator) skipped(path string) bool {
+	for p := path; len(v.skip) > 0; {
+		if v.skip[p] {
+			return true
+		}
+		i := strings.LastIndexByte(p, '.')
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
+	}
+	return false
+}
+
+// at writes " at file:line:col" for the setting at path, if known.
+func (v *validator) at(path string) string {
+	if r := v.j.Range(path); r != nil {
+		return " at " + posString(*r)
+	}
+	return ""
+}
+
+func (v *validator) output() {
+	o := v.j.Output
+	for i := 0; i < len(o); i++ {
+		if o[i] != '%' {
+			continue
+		}
+		esc := "%"
+		if i+1 < len(o) {
+			esc = o[i : i+2]
+		}
+		switch esc {
+		case "%j", "%h", "%u", "%%":
+			i++
+			continue
+		}
+		what := fmt.Sprintf("holds %q, which is not a valid escape", esc)
+		if esc == "%" {
+			what = "ends with a lone %"
+		}
+		v.diags = append(v.diags, errorAt(v.within("output", o, i, len(esc)), "Invalid output pattern",
+			"output %q %s; use %%j (job id), %%h (container host), %%u (user) or %%%% (a literal %%).", o, what))
+	}
+}
+
+// within narrows the range of the string s at path to its bytes
+// [i, i+n) when s is written as a plain one-line literal (quotes, then s
+// verbatim); otherwise it is the whole value's range.
+func (v *validator) within(path, s string, i, n int) *hcl.Range {
+	r, ok := v.j.Ranges[path]
+	if !ok {
+		return v.j.Range(path)
+	}
+	plain := r.Start.Line == r.End.Line && r.End.Byte-r.Start.Byte == len(s)+2
+	for _, c := range []byte(s) {
+		plain = plain && c >= 0x20 && c < 0x7f
+	}
+	if !plain {
+		return &r
+	}
+	r.Start.Byte += 1 + i
+	r.Start.Column += 1 + i
+	r.End = r.Start
+	r.End.Byte += n
+	r.End.Column += n
+	return &r
+}
+
+func (v *validator) roles() {
+	j := v.j
+	seen := map[string]int{}
+	others := 0
+	for i, r := range j.Roles {
+		p := fmt.Sprintf("roles.%d", i)
+		if len(r.Name) > maxRoleNameLen || !roleNameRe.MatchString(r.Name) {
+			v.errorf(p+".name", "Invalid role name",
+				"role name %q is not valid; use 1 to %d lowercase letters (hosts are named role+index, like worker1).", r.Name, maxRoleNameLen)
+		} else if first, dup := seen[r.Name]; dup {
+			v.errorf(p+".name", "Duplicate role",
+				"role %q is already defined%s; give each role one block.", r.Name, v.at(fmt.Sprintf("roles.%d", first)))
+		}
+		seen[r.Name] = i
+		switch {
+		case r.Name == RoleMain && r.Replicas != 0 && r.Replicas != 1:
+			v.errorf(p+".replicas", "Invalid replicas",
+				"role main has exactly one container, main1; remove replicas or set it to 1 (use cluster size or role \"sub\" for more).")
+		case r.Replicas < 0:
+			v.errorf(p+".replicas", "Invalid replicas", "role %q replicas %d is not valid; use 0 or more.", r.Name, r.Replicas)
+		case r.Name != RoleMain && r.Name != RoleSub:
+			others += r.Replicas
+		}
+		if r.Resources != nil {
+			v.resources(p+".resources", *r.Resources, true)
+		}
+		v.command(p+".command", r.Command)
+	}
+	subs := j.Cluster.Size - 1 - others
+	if subs < 0 && j.Cluster.Size >= 1 {
+		v.errorf("cluster.size", "Cluster size does not match roles",
+			"cluster size %d is too small: main1 and the other roles' %d replicas need %d containers.", j.Cluster.Size, others, others+1)
+	} else if i, ok := seen[RoleSub]; ok && j.Roles[i].Replicas > 0 && j.Roles[i].Replicas != subs {
+		v.errorf("cluster.size", "Cluster size does not match roles",
+			"cluster size %d leaves %d sub containers, but role sub has replicas = %d; set size = %d.",
+			j.Cluster.Size, subs, j.Roles[i].Replicas, j.Cluster.Size-subs+j.Roles[i].Replicas)
+	}
+}

@@ -1,0 +1,8 @@
+job "memory" {
+  image   = "host"
+  command = ["hostname"]
+
+  resources {
+    memory = "16GX"
+  }
+}

@@ -1,0 +1,5 @@
+job "output" {
+  image   = "host"
+  command = ["hostname"]
+  output  = "run-%j-%x.out"
+}

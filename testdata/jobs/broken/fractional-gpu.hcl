@@ -1,0 +1,8 @@
+job "gpu" {
+  image   = "host"
+  command = ["nvidia-smi"]
+
+  resources {
+    gpu = 1.5
+  }
+}

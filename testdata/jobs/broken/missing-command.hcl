@@ -1,0 +1,7 @@
+job "nocommand" {
+  image = "host"
+
+  role "sub" {
+    command = ["sleep", "60"]
+  }
+}

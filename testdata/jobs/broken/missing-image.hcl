@@ -1,0 +1,3 @@
+job "noimage" {
+  command = ["hostname"]
+}

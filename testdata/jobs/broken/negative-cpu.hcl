@@ -1,0 +1,8 @@
+job "cpu" {
+  image   = "host"
+  command = ["hostname"]
+
+  resources {
+    cpu = -2
+  }
+}

@@ -1,0 +1,4 @@
+job "syntax" {
+  image   = "host"
+  command = ["echo", "hi"
+}
