@@ -1,0 +1,104 @@
+// Command nodelet is troupe's node agent: it registers with schedd, runs
+// the containers assigned to this node and reports on them. SIGINT or
+// SIGTERM stops and destroys every container it runs, then it exits.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/nodelet"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	cfg, verbose, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "nodelet: %v\n", err)
+		return 1
+	}
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := nodelet.Run(ctx, cfg, log); err != nil {
+		fmt.Fprintf(stderr, "nodelet: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// parseFlags turns the command line into a Config.
+func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
+	fs := flag.NewFlagSet("nodelet", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		cfg     nodelet.Config
+		memory  string
+		verbose bool
+	)
+	fs.StringVar(&cfg.Addr, "addr", "", "schedd address (default $"+client.EnvAddr+", else "+client.DefaultAddr+")")
+	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
+	fs.StringVar(&cfg.StateDir, "state-dir", nodelet.DefaultStateDir, "state directory")
+	fs.StringVar(&cfg.Runtime, "runtime", nodelet.RuntimeAuto, "container runtime: auto, runc or process")
+	fs.Float64Var(&cfg.CPU, "cpu", 0, "cores offered (default: all)")
+	fs.StringVar(&memory, "memory", "", "memory offered, e.g. 8GiB (default: MemTotal)")
+	fs.StringVar(&cfg.Advertise, "advertise", "", "IP containers are reached at (default 127.0.0.1 for a local schedd, else the first non-loopback)")
+	fs.StringVar(&cfg.InitBinary, "init", "", "troupe-init binary (default: next to nodelet)")
+	fs.DurationVar(&cfg.StopGrace, "stop-grace", nodelet.DefaultStopGrace, "SIGTERM to SIGKILL grace period")
+	fs.BoolVar(&verbose, "v", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+		}
+		return cfg, false, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, false, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg.Addr = client.ResolveAddr(cfg.Addr)
+	if err := checkFlags(&cfg, memory); err != nil {
+		return cfg, false, err
+	}
+	return cfg, verbose, nil
+}
+
+func checkFlags(cfg *nodelet.Config, memory string) error {
+	switch cfg.Runtime {
+	case nodelet.RuntimeAuto, nodelet.RuntimeRunc, nodelet.RuntimeProcess:
+	default:
+		return fmt.Errorf("--runtime %q: want auto, runc or process", cfg.Runtime)
+	}
+	if cfg.CPU < 0 {
+		return fmt.Errorf("--cpu %g: must not be negative", cfg.CPU)
+	}
+	if cfg.StopGrace < 0 {
+		return fmt.Errorf("--stop-grace %s: must not be negative", cfg.StopGrace)
+	}
+	if memory != "" {
+		n, err := parseBytes(memory)
+		if err != nil {
+			return fmt.Errorf("--memory: %w", err)
+		}
+		cfg.Memory = n
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseBytes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"8GiB", 8 << 30, true},
+		{"512MiB", 512 << 20, true},
+		{"1.5G", 1_500_000_000, true},
+		{"1073741824", 1 << 30, true},
+		{"2 gib", 2 << 30, true},
+		{"", 0, false},
+		{"-1G", 0, false},
+		{"8XB", 0, false},
+		{"GiB", 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := parseBytes(tc.in)
+			if (err == nil) != tc.ok || got != tc.want {
+				t.Errorf("parseBytes(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"UnknownFlag", []string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{"BadRuntime", []string{"--runtime", "crun"}, `--runtime "crun": want auto, runc or process`},
+		{"BadMemory", []string{"--memory", "lots"}, "--memory"},
+		{"NegativeCPU", []string{"--cpu", "-2"}, "--cpu -2"},
+		{"BadGrace", []string{"--stop-grace", "soon"}, "invalid value"},
+		{"StrayArg", []string{"extra"}, `unexpected argument "extra"`},
+		{"MissingInit", []string{"--addr", "127.0.0.1:1", "--init", "/nonexistent/troupe-init", "--state-dir", os.TempDir()}, "troupe-init not found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(tc.args, &stderr); code != 1 {
+				t.Errorf("exit = %d, want 1", code)
+			}
+			out := stderr.String()
+			if strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "nodelet: ") || !strings.Contains(out, tc.want) {
+				t.Errorf("stderr = %q, want one line containing %q", out, tc.want)
+			}
+		})
+	}
+}
+
+// TestMain lets the test binary act as the nodelet (helper pattern).
+func TestMain(m *testing.M) {
+	if os.Getenv("NODELET_TEST_MAIN") == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// TestSIGTERMStopsWhileRegistering: a nodelet whose schedd is away
+// still exits 0 promptly on SIGTERM.
+func TestSIGTERMStopsWhileRegistering(t *testing.T) {
+	init := os.Args[0] // any executable file will do as --init here
+	cmd := exec.Command(os.Args[0], "--addr", "127.0.0.1:1", "--runtime", "process",
+		"--init", init, "--state-dir", t.TempDir())
+	cmd.Env = append(os.Environ(), "NODELET_TEST_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	_ = cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("nodelet ignored SIGINT")
+	}
+	if !strings.Contains(stderr.String(), "register failed") {
+		t.Errorf("log does not mention the failed registration:\n%s", stderr.String())
+	}
+}

@@ -1,0 +1,122 @@
+// Command troupe-init is the first process of every troupe container. It is
+// built static (CGO_ENABLED=0) and mounted read-only at
+// /.troupe/bin/troupe-init.
+//
+//	troupe-init wait            block until SIGTERM or SIGINT, then exit 0
+//	troupe-init run -- CMD ...  run CMD in its own process group, forward
+//	                            signals to that group, exit with CMD's status
+//
+// In both modes it reaps every zombie it inherits, as pid 1 must.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+)
+
+// forwarded are the signals "run" passes on to the command's group.
+var forwarded = []os.Signal{
+	syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2,
+}
+
+func main() {
+	os.Exit(realMain(os.Args[1:]))
+}
+
+func realMain(args []string) int {
+	if len(args) == 0 {
+		return usage()
+	}
+	switch args[0] {
+	case "wait":
+		return waitForever()
+	case "run":
+		rest := args[1:]
+		if len(rest) > 0 && rest[0] == "--" {
+			rest = rest[1:]
+		}
+		if len(rest) == 0 {
+			return usage()
+		}
+		return run(rest)
+	}
+	return usage()
+}
+
+func usage() int {
+	fmt.Fprintln(os.Stderr, "usage: troupe-init wait | troupe-init run -- COMMAND [ARG...]")
+	return 2
+}
+
+// waitForever blocks until SIGTERM or SIGINT, reaping children meanwhile.
+func waitForever() int {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
+	for sig := range sigs {
+		if sig == syscall.SIGCHLD {
+			reap(-1)
+			continue
+		}
+		return 0
+	}
+	return 0
+}
+
+// run starts args in a new process group and supervises it.
+func run(args []string) int {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD}, forwarded...)...)
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "troupe-init: %v\n", err)
+		return 127
+	}
+	proc, err := os.StartProcess(path, args, &os.ProcAttr{
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "troupe-init: %v\n", err)
+		if errors.Is(err, os.ErrPermission) {
+			return 126
+		}
+		return 127
+	}
+	for sig := range sigs {
+		if sig != syscall.SIGCHLD {
+			_ = syscall.Kill(-proc.Pid, sig.(syscall.Signal))
+			continue
+		}
+		if code, done := reap(proc.Pid); done {
+			return code
+		}
+	}
+	return 0
+}
+
+// reap collects every exited child. When main (> 0) is among them it
+// returns main's exit status, shell style, and true.
+func reap(main int) (int, bool) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return 0, false
+		}
+		if pid != main {
+			continue
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal()), true
+		}
+		return ws.ExitStatus(), true
+	}
+}

@@ -1,0 +1,183 @@
+package nodelet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/nodelet/runtime"
+)
+
+// assignmentsWait is how long one blocking assignments query may wait.
+const assignmentsWait = 30 * time.Second
+
+// key names one container of one job.
+type key struct {
+	job  uint64
+	host string
+}
+
+// agent is the state of one Run.
+type agent struct {
+	cfg Config
+	log *slog.Logger
+	cli *client.Client
+	rt  runtime.Runtime
+	rep *reporter
+
+	mu       sync.Mutex
+	running  map[key]*task // started here, not yet destroyed
+	finished map[key]bool  // ended here; kept while schedd still assigns it
+	tasks    sync.WaitGroup
+}
+
+// Run is the node agent: see the package documentation for its loop. It
+// returns nil after ctx is cancelled and every container it ran is
+// destroyed, or an error when it cannot start at all.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	a, err := newAgent(cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := a.cleanLeftovers(ctx); err != nil {
+		return err
+	}
+	if err := a.register(ctx); err != nil {
+		return nil // ctx cancelled while schedd was away
+	}
+	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))
+	go a.rep.run(repCtx)
+	go a.heartbeat(ctx)
+	a.loop(ctx)
+	a.tasks.Wait() // every task stops and destroys on ctx cancel
+	stopRep()
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	if err := a.rep.drain(drainCtx); err != nil {
+		a.log.Warn("final reports not delivered", "err", err, "queued", a.rep.pending())
+	}
+	a.log.Info("nodelet stopped")
+	return nil
+}
+
+func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cli, err := client.New(cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, err
+	}
+	rt, err := newRuntime(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &agent{
+		cfg: cfg, log: log, cli: cli, rt: rt,
+		running: map[key]*task{}, finished: map[key]bool{},
+	}
+	a.rep = newReporter(func(ctx context.Context, r api.ContainerReport) error {
+		return cli.Report(ctx, cfg.Name, r)
+	}, log)
+	log.Info("nodelet starting", "name", cfg.Name, "schedd", cfg.Addr, "runtime", rt.Name(),
+		"cpu", cfg.CPU, "memory", cfg.Memory, "advertise", cfg.Advertise, "init", cfg.InitBinary)
+	return a, nil
+}
+
+// cleanLeftovers removes what a previous run left: the runtime's
+// containers, then bundles and per-container files.
+func (a *agent) cleanLeftovers(ctx context.Context) error {
+	if err := a.rt.Cleanup(ctx); err != nil {
+		return fmt.Errorf("cleaning leftovers: %w", err)
+	}
+	for _, d := range []string{a.containersDir(), a.filesDir()} {
+		if err := os.RemoveAll(d); err != nil {
+			return fmt.Errorf("cleaning leftovers: %w", err)
+		}
+	}
+	return nil
+}
+
+func (a *agent) containersDir() string { return filepath.Join(a.cfg.StateDir, "containers") }
+func (a *agent) filesDir() string      { return filepath.Join(a.cfg.StateDir, "files") }
+
+// register announces the node, retrying with backoff until schedd
+// answers; it fails only when ctx ends.
+func (a *agent) register(ctx context.Context) error {
+	reg := api.NodeRegister{
+		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(),
+		Capacity: api.Resources{CPUMilli: int64(a.cfg.CPU * 1000), Memory: a.cfg.Memory},
+	}
+	b := newBackoff()
+	for {
+		_, err := a.cli.Register(ctx, reg)
+		if err == nil {
+			a.log.Info("registered", "schedd", a.cfg.Addr)
+			return nil
+		}
+		a.log.Warn("register failed, retrying", "err", err)
+		if !b.sleep(ctx) {
+			return ctx.Err()
+		}
+	}
+}
+
+// heartbeat tells schedd the node lives; a schedd that forgot the node
+// (404) gets a new registration.
+func (a *agent) heartbeat(ctx context.Context) {
+	t := time.NewTicker(a.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := a.cli.Heartbeat(ctx, a.cfg.Name)
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case client.IsNotFound(err):
+			a.log.Warn("schedd does not know this node, registering again")
+			_ = a.register(ctx)
+		default:
+			a.log.Warn("heartbeat failed", "err", err)
+		}
+	}
+}
+
+// loop follows the node's assignments with blocking queries until ctx
+// ends.
+func (a *agent) loop(ctx context.Context) {
+	var index uint64
+	b := newBackoff()
+	for ctx.Err() == nil {
+		as, err := a.cli.Assignments(ctx, a.cfg.Name, index, assignmentsWait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.log.Warn("assignments query failed", "err", err)
+			b.sleep(ctx)
+			continue
+		}
+		b.reset()
+		if as.Index < index {
+			a.log.Info("schedd index went back, resyncing", "was", index, "now", as.Index)
+		}
+		a.reconcile(ctx, as)
+		if as.Index == 0 || as.Index == index {
+			b.sleep(ctx) // a schedd without blocking queries: do not spin
+		}
+		index = as.Index
+	}
+}

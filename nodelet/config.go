@@ -1,0 +1,193 @@
+package nodelet
+
+import (
+	"bufio"
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/troupe-hpc/troupe/nodelet/runtime"
+	"github.com/troupe-hpc/troupe/nodelet/runtime/process"
+	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
+)
+
+// Runtime choices for Config.Runtime.
+const (
+	RuntimeAuto    = "auto" // runc when root and runc is installed, else process
+	RuntimeRunc    = runc.Name
+	RuntimeProcess = process.Name
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultStateDir  = "/var/lib/troupe/nodelet"
+	DefaultHeartbeat = 10 * time.Second
+	DefaultStopGrace = 10 * time.Second
+	InitName         = "troupe-init"
+)
+
+// Config configures the agent. Zero fields get the defaults noted.
+type Config struct {
+	Name      string  // node name; default: the hostname
+	Addr      string  // schedd address (see client.New); required
+	StateDir  string  // default DefaultStateDir
+	Runtime   string  // RuntimeAuto (default), RuntimeRunc, RuntimeProcess
+	CPU       float64 // cores offered; 0: runtime.NumCPU()
+	Memory    int64   // bytes offered; 0: MemTotal of /proc/meminfo
+	Advertise string  // IP containers are reached at; see advertise()
+	// InitBinary is the host path of troupe-init; default: next to the
+	// running executable.
+	InitBinary string
+	Heartbeat  time.Duration // default DefaultHeartbeat
+	StopGrace  time.Duration // SIGTERM → SIGKILL; default DefaultStopGrace
+}
+
+// withDefaults fills zero fields and checks the rest.
+func (c Config) withDefaults() (Config, error) {
+	var err error
+	if c.Addr == "" {
+		return c, errors.New("no schedd address")
+	}
+	if c.Name == "" {
+		if c.Name, err = os.Hostname(); err != nil {
+			return c, fmt.Errorf("node name: %w", err)
+		}
+	}
+	c.StateDir = cmp.Or(c.StateDir, DefaultStateDir)
+	c.Runtime = cmp.Or(c.Runtime, RuntimeAuto)
+	c.Heartbeat = cmp.Or(c.Heartbeat, DefaultHeartbeat)
+	c.StopGrace = cmp.Or(c.StopGrace, DefaultStopGrace)
+	if c.CPU == 0 {
+		c.CPU = float64(goruntime.NumCPU())
+	}
+	if c.Memory == 0 {
+		if c.Memory, err = memTotal(); err != nil {
+			return c, err
+		}
+	}
+	if c.CPU < 0 || c.Memory < 0 {
+		return c, errors.New("negative cpu or memory")
+	}
+	if c.Advertise == "" {
+		c.Advertise = advertise(c.Addr)
+	} else if net.ParseIP(c.Advertise) == nil {
+		return c, fmt.Errorf("advertise %q: not an IP address", c.Advertise)
+	}
+	if c.InitBinary, err = findInit(c.InitBinary); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// newRuntime picks the container runtime Config.Runtime names.
+func newRuntime(c Config) (runtime.Runtime, error) {
+	switch c.Runtime {
+	case RuntimeProcess:
+		return process.New(), nil
+	case RuntimeRunc:
+		if os.Geteuid() != 0 {
+			return nil, errors.New("runtime runc needs root (rootless runc is not supported)")
+		}
+		return runc.New("", c.StateDir)
+	case RuntimeAuto:
+		if os.Geteuid() == 0 {
+			if r, err := runc.New("", c.StateDir); err == nil {
+				return r, nil
+			}
+		}
+		return process.New(), nil
+	}
+	return nil, fmt.Errorf("unknown runtime %q: want auto, runc or process", c.Runtime)
+}
+
+// findInit returns the troupe-init to mount into containers.
+func findInit(path string) (string, error) {
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("locating %s: %w", InitName, err)
+		}
+		path = filepath.Join(filepath.Dir(exe), InitName)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%s not found or not executable at %s (build cmd/troupe-init or pass --init)", InitName, abs)
+	}
+	return abs, nil
+}
+
+// memTotal reads MemTotal from /proc/meminfo, in bytes.
+func memTotal() (int64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("reading node memory: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("meminfo: %w", err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, errors.New("meminfo: no MemTotal")
+}
+
+// advertise picks the address containers are reached at: 127.0.0.1 when
+// schedd is local (a unix socket or a loopback host: a dev cluster on one
+// machine), else the first non-loopback IPv4 address of this node.
+func advertise(addr string) string {
+	const loop = "127.0.0.1"
+	if isLocal(addr) {
+		return loop
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+			return ipn.IP.String()
+		}
+	}
+	return loop
+}
+
+func isLocal(addr string) bool {
+	if strings.HasPrefix(addr, "unix://") || strings.HasPrefix(addr, "/") {
+		return true
+	}
+	host := addr
+	if u, err := url.Parse(addr); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,35 @@
+// Package nodelet is the node agent: it runs the containers schedd
+// assigns to this node and reports how they fare.
+//
+//	schedd ──assignments (blocking query)──▶ loop ──▶ reconcile
+//	   ▲                                               │ one task per container
+//	   └──────── reporter (queue, retried) ◀── task: preparing → running → exited|killed|failed
+//
+// What Run does, step by step:
+//
+//  1. Fill Config defaults: node name, CPU and memory from the node,
+//     advertised IP, troupe-init next to the executable, runtime (runc
+//     when root and runc is installed, else process).
+//  2. Clean what a previous run left under StateDir: the runtime's
+//     containers (runc delete --force), bundles, hosts files. Re-attaching
+//     to them instead is future work.
+//  3. Register with schedd, retrying with backoff until it answers.
+//  4. Start the heartbeat (re-registering if schedd forgot the node) and
+//     the reporter, which delivers container updates in order and retries
+//     until schedd takes them.
+//  5. Loop on GET assignments?index=N (blocking up to 30s). Each answer
+//     is the complete desired state of the node; reconcile compares it
+//     with the tasks running here (see reconcile for the table):
+//     new containers get a task, containers of a job that is KillWanted
+//     or gone are asked to stop.
+//  6. A task reports preparing, builds the container's view (package
+//     session: env, /etc/hosts, /etc/hostname, output file), starts it
+//     (command, or troupe-init wait when the container has none) and
+//     reports running, or failed with the error. It then waits: an exit
+//     is reported exited with its code; a stop request sends SIGTERM,
+//     waits StopGrace, sends SIGKILL and is reported killed. Either way
+//     the container is destroyed (processes, mounts, cgroup, bundle).
+//  7. When ctx is cancelled (SIGTERM to the nodelet) every task stops and
+//     destroys its container, the last reports get a few seconds to
+//     reach schedd, and Run returns nil.
+package nodelet

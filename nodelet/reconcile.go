@@ -1,0 +1,68 @@
+package nodelet
+
+import (
+	"context"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/nodelet/session"
+)
+
+// reconcile makes the containers of this node match as:
+//
+//	running here, job gone or KillWanted      → stop (task reports killed)
+//	not here, KillWanted, state not ended     → report killed (never started)
+//	not here, state assigned (or pending)     → start a task
+//	not here, state preparing/running         → report failed: lost (a
+//	                                            previous nodelet ran it)
+//	ended here already, or state ended        → nothing
+func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
+	want := map[key]api.Job{}
+	for _, asg := range as.Assignments {
+		for _, h := range asg.Hosts {
+			want[key{asg.Job.ID, h}] = asg.Job
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, t := range a.running {
+		if job, ok := want[k]; !ok || job.KillWanted {
+			t.requestStop()
+		}
+	}
+	for k := range a.finished {
+		if _, ok := want[k]; !ok {
+			delete(a.finished, k)
+		}
+	}
+	for k, job := range want {
+		if a.running[k] == nil && !a.finished[k] {
+			a.admit(ctx, k, job)
+		}
+	}
+}
+
+// admit decides about one container not running here. a.mu is held.
+func (a *agent) admit(ctx context.Context, k key, job api.Job) {
+	c, err := session.Container(job, k.host)
+	if err != nil {
+		a.log.Error("assignment names a host the job lacks", "job", k.job, "host", k.host)
+		return
+	}
+	switch {
+	case c.State.Ended():
+		return
+	case job.KillWanted:
+		a.endHere(k, api.ContainerKilled, 0, "killed before it started")
+	case c.State == api.ContainerAssigned || c.State == api.ContainerPending || c.State == "":
+		a.startTask(ctx, k, job)
+	default:
+		a.endHere(k, api.ContainerFailed, 0, "container lost: the nodelet restarted while it was "+string(c.State))
+	}
+}
+
+// endHere reports a final state for a container that has no task. a.mu
+// is held.
+func (a *agent) endHere(k key, state api.ContainerState, code int, msg string) {
+	a.finished[k] = true
+	a.rep.add(api.ContainerUpdate{JobID: k.job, Host: k.host, State: state, ExitCode: code, Message: msg})
+}

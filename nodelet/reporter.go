@@ -1,0 +1,127 @@
+package nodelet
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// maxBatch caps the updates sent in one report.
+const maxBatch = 256
+
+// reporter queues container updates and delivers them to schedd in
+// order, retrying until schedd takes them.
+type reporter struct {
+	send func(context.Context, api.ContainerReport) error
+	log  *slog.Logger
+
+	sendMu sync.Mutex // one flush at a time: keeps order, no double send
+	mu     sync.Mutex
+	queue  []api.ContainerUpdate
+	kick   chan struct{} // buffered 1: something was queued
+}
+
+func newReporter(send func(context.Context, api.ContainerReport) error, log *slog.Logger) *reporter {
+	return &reporter{send: send, log: log, kick: make(chan struct{}, 1)}
+}
+
+// add queues u; it never blocks.
+func (r *reporter) add(u api.ContainerUpdate) {
+	r.mu.Lock()
+	r.queue = append(r.queue, u)
+	r.mu.Unlock()
+	r.log.Info("container state", "job", u.JobID, "host", u.Host, "state", u.State,
+		"exit_code", u.ExitCode, "message", u.Message)
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run delivers the queue until ctx ends.
+func (r *reporter) run(ctx context.Context) {
+	b := newBackoff()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.kick:
+		}
+		for r.pending() > 0 {
+			if err := r.flushOnce(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				r.log.Warn("report not taken, retrying", "err", err, "queued", r.pending())
+				if !b.sleep(ctx) {
+					return
+				}
+				continue
+			}
+			b.reset()
+		}
+	}
+}
+
+// drain delivers what is queued, retrying until ctx ends.
+func (r *reporter) drain(ctx context.Context) error {
+	b := newBackoff()
+	for r.pending() > 0 {
+		if err := r.flushOnce(ctx); err != nil {
+			if !b.sleep(ctx) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *reporter) pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue)
+}
+
+// flushOnce sends the head of the queue and drops it once taken.
+func (r *reporter) flushOnce(ctx context.Context) error {
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	r.mu.Lock()
+	n := min(len(r.queue), maxBatch)
+	if n == 0 {
+		r.mu.Unlock()
+		return nil
+	}
+	batch := append([]api.ContainerUpdate(nil), r.queue[:n]...)
+	r.mu.Unlock()
+	if err := r.send(ctx, api.ContainerReport{Updates: batch}); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.queue = r.queue[n:]
+	r.mu.Unlock()
+	return nil
+}
+
+// backoff doubles from 100ms to 5s.
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{d: 100 * time.Millisecond} }
+
+func (b *backoff) reset() { b.d = 100 * time.Millisecond }
+
+// sleep waits the current delay, then doubles it; false if ctx ended.
+func (b *backoff) sleep(ctx context.Context) bool {
+	t := time.NewTimer(b.d)
+	defer t.Stop()
+	b.d = min(2*b.d, 5*time.Second)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,144 @@
+package process
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/troupe-hpc/troupe/nodelet/runtime"
+)
+
+// container is one process group.
+type container struct {
+	id   string
+	dir  string
+	cmd  *exec.Cmd
+	pgid int
+
+	done chan struct{} // closed once the leader is reaped; exit set
+	exit runtime.Exit
+
+	mu        sync.Mutex
+	destroyed bool
+}
+
+func (c *container) ID() string { return c.id }
+
+func (c *container) watch() {
+	_ = c.cmd.Wait()
+	ws, _ := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		c.exit = runtime.Exit{Code: 128 + int(ws.Signal()), Signal: ws.Signal()}
+	} else {
+		c.exit = runtime.Exit{Code: ws.ExitStatus()}
+	}
+	close(c.done)
+}
+
+// Wait implements runtime.Container.
+func (c *container) Wait(ctx context.Context) (runtime.Exit, error) {
+	select {
+	case <-c.done:
+		return c.exit, nil
+	case <-ctx.Done():
+		return runtime.Exit{}, ctx.Err()
+	}
+}
+
+// Signal implements runtime.Container: the whole group gets sig.
+func (c *container) Signal(sig syscall.Signal) error {
+	select {
+	case <-c.done:
+		return fmt.Errorf("container %s: %w", c.id, runtime.ErrNotRunning)
+	default:
+	}
+	if err := syscall.Kill(-c.pgid, sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("container %s: %w", c.id, runtime.ErrNotRunning)
+		}
+		return fmt.Errorf("signal %s: %w", c.id, err)
+	}
+	return nil
+}
+
+// Destroy implements runtime.Container: SIGKILL to the group, reap the
+// leader, remove Spec.Dir.
+func (c *container) Destroy(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.destroyed {
+		return nil
+	}
+	_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Members outliving the leader keep the group alive: kill again and
+	// wait until none runs (zombies awaiting their new parent's reaping
+	// hold nothing).
+	for groupAlive(c.pgid) {
+		_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		return err
+	}
+	c.destroyed = true
+	return nil
+}
+
+// groupAlive reports whether a non-zombie process of group pgid exists.
+func groupAlive(pgid int) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) >= 3 && f[0] != "Z" && f[0] != "X" && f[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
+}
+
+// lookPath resolves a bare command name against the container's PATH,
+// not the nodelet's.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, kv := range env {
+		if dirs, ok := strings.CutPrefix(kv, "PATH="); ok {
+			for _, d := range filepath.SplitList(dirs) {
+				p := filepath.Join(d, name)
+				if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+					return p, nil
+				}
+			}
+			break
+		}
+	}
+	return exec.LookPath(name)
+}

@@ -1,0 +1,163 @@
+package runc
+
+import (
+	"path/filepath"
+	"syscall"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/troupe-hpc/troupe/nodelet/runtime"
+)
+
+// cpuPeriod is the CFS period, in microseconds, quotas are expressed in.
+const cpuPeriod = 100000
+
+// pidsLimit caps the number of tasks in one container.
+const pidsLimit = 4096
+
+// rootCaps is the capability set of `runc spec`, kept for uid 0 only.
+var rootCaps = []string{"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"}
+
+// Masked and read-only paths, as in runc's default template.
+var (
+	maskedPaths = []string{
+		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys",
+		"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+		"/proc/sched_debug", "/sys/firmware", "/proc/scsi",
+	}
+	readonlyPaths = []string{
+		"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+	}
+)
+
+// layout is where one container's files live on the host, under Spec.Dir.
+type layout struct {
+	dir string
+}
+
+func (l layout) bundle() string { return filepath.Join(l.dir, "bundle") }
+func (l layout) rootfs() string { return filepath.Join(l.dir, "bundle", "rootfs") }
+func (l layout) home() string   { return filepath.Join(l.dir, "home") }
+
+// ociSpec builds the OCI config for s. hostDirs are the image's read-only
+// bind mounts (empty for a rootfs image).
+func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Spec {
+	hostname := s.Hostname
+	if hostname == "" {
+		hostname = s.ID
+	}
+	return &specs.Spec{
+		Version:  specs.Version,
+		Hostname: hostname,
+		Root:     &specs.Root{Path: root, Readonly: len(hostDirs) > 0},
+		Process:  process(s),
+		Mounts:   mounts(s, l, hostDirs),
+		Linux: &specs.Linux{
+			CgroupsPath: "/troupe/" + s.ID,
+			Resources:   resources(s),
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.MountNamespace},
+				{Type: specs.UTSNamespace}, {Type: specs.IPCNamespace},
+			},
+			MaskedPaths:   maskedPaths,
+			ReadonlyPaths: readonlyPaths,
+		},
+	}
+}
+
+func process(s runtime.Spec) *specs.Process {
+	args := []string{runtime.InitPath, "wait"}
+	if len(s.Args) > 0 {
+		args = append([]string{runtime.InitPath, "run", "--"}, s.Args...)
+	}
+	caps := &specs.LinuxCapabilities{}
+	if s.UID == 0 {
+		caps = &specs.LinuxCapabilities{
+			Bounding: rootCaps, Effective: rootCaps, Permitted: rootCaps,
+		}
+	}
+	return &specs.Process{
+		User:            specs.User{UID: uint32(s.UID), GID: uint32(s.GID)},
+		Args:            args,
+		Env:             s.Env,
+		Cwd:             s.WorkdirOrHome(),
+		Capabilities:    caps,
+		NoNewPrivileges: true,
+		Rlimits:         nofile(),
+	}
+}
+
+// nofile raises the open-files soft limit to the nodelet's own hard
+// limit (MPI and data loaders open many files); it cannot go higher.
+func nofile() []specs.POSIXRlimit {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return nil
+	}
+	return []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: rl.Max, Soft: rl.Max}}
+}
+
+func resources(s runtime.Spec) *specs.LinuxResources {
+	pids := int64(pidsLimit)
+	r := &specs.LinuxResources{
+		Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+		Pids:    &specs.LinuxPids{Limit: &pids},
+	}
+	if s.CPU > 0 {
+		quota := int64(s.CPU * cpuPeriod)
+		period := uint64(cpuPeriod)
+		r.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+	}
+	if s.Memory > 0 {
+		limit := s.Memory
+		r.Memory = &specs.LinuxMemory{Limit: &limit}
+	}
+	return r
+}
+
+func mounts(s runtime.Spec, l layout, hostDirs []string) []specs.Mount {
+	ms := standardMounts()
+	for _, d := range hostDirs {
+		ms = append(ms, bind(d, d, true))
+	}
+	ms = append(ms,
+		specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
+			Options: []string{"nosuid", "nodev", "mode=1777"}},
+		bind(l.home(), runtime.HomeDir, false),
+		bind(s.Init, runtime.InitPath, true),
+	)
+	for _, m := range s.Mounts {
+		ms = append(ms, bind(m.Source, m.Target, m.ReadOnly))
+	}
+	return ms
+}
+
+func bind(src, dst string, ro bool) specs.Mount {
+	opts := []string{"bind", "nosuid", "nodev"}
+	if ro {
+		opts = append(opts, "ro")
+	}
+	return specs.Mount{Destination: dst, Type: "bind", Source: src, Options: opts}
+}
+
+// standardMounts are /proc, /dev and /sys as in runc's default template.
+func standardMounts() []specs.Mount {
+	return []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc"},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs",
+			Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts",
+			Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm",
+			Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue",
+			Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs",
+			Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup",
+			Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+	}
+}
+
+func (l layout) log() string     { return filepath.Join(l.dir, "bundle", "runc.log") }
+func (l layout) pidFile() string { return filepath.Join(l.dir, "bundle", "pid") }

@@ -1,0 +1,127 @@
+// Package runtime defines the one interface every container runtime of the
+// nodelet implements (runc, process, later apptainer and SIF), and the Spec
+// a container is started from.
+//
+// Ownership and lifetime, for every driver:
+//
+//   - Start returns only once the container's process exists (or failed to);
+//     a nil error means the caller now owns a Container and must call
+//     Destroy on it exactly when it no longer needs it (Destroy is
+//     idempotent, so calling it again is harmless).
+//   - Spec.Stdout and Spec.Stderr stay owned by the caller: the driver hands
+//     duplicates to the container, so the caller may close its files as
+//     soon as Start returns.
+//   - Spec.Dir is owned by the driver from Start on: it writes the bundle,
+//     rootfs and home there, and Destroy removes it.
+//   - Wait may be called any number of times, from any goroutine; every
+//     call returns the same Exit.
+//   - Destroy kills whatever still runs, releases every kernel object the
+//     container held (processes, mounts, cgroups) and removes Spec.Dir.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+)
+
+// ImageHost names the node's own tree, mounted read-only.
+const ImageHost = "host"
+
+// InitPath is where troupe-init is mounted inside every isolated container.
+const InitPath = "/.troupe/bin/troupe-init"
+
+// HomeDir is the per-container writable home inside the container.
+const HomeDir = "/home/work"
+
+// Errors drivers wrap so that callers can tell cases apart with errors.Is.
+var (
+	// ErrNotRunning: the container's process has already exited.
+	ErrNotRunning = errors.New("container not running")
+	// ErrUnsupported: the driver cannot honour this part of the Spec.
+	ErrUnsupported = errors.New("not supported by this runtime")
+	// ErrInvalidSpec: the Spec is missing a required field or is malformed.
+	ErrInvalidSpec = errors.New("invalid container spec")
+)
+
+// Runtime starts containers on this node.
+type Runtime interface {
+	// Name is the runtime's name as schedd shows it ("runc", "process").
+	Name() string
+	// Start creates and starts a container. ctx bounds the start only;
+	// cancelling it later does not stop the container.
+	Start(ctx context.Context, spec Spec) (Container, error)
+	// Cleanup removes what a previous nodelet run left behind under this
+	// runtime's state (containers it cannot re-attach to). Call it before
+	// the first Start.
+	Cleanup(ctx context.Context) error
+}
+
+// Container is one started container.
+type Container interface {
+	// ID is Spec.ID.
+	ID() string
+	// Wait blocks until the container's main process exits or ctx ends.
+	Wait(ctx context.Context) (Exit, error)
+	// Signal sends sig to the container's main process (for isolated
+	// runtimes troupe-init, which forwards it to the command's process
+	// group). It returns an error wrapping ErrNotRunning once the
+	// container has exited.
+	Signal(sig syscall.Signal) error
+	// Destroy kills every process of the container, waits for them,
+	// and releases mounts, cgroups and Spec.Dir. It is idempotent and
+	// safe to call concurrently with Wait.
+	Destroy(ctx context.Context) error
+}
+
+// Exit is how a container ended.
+type Exit struct {
+	// Code is the exit status; 128+n when killed by signal n (as shells
+	// report it).
+	Code int
+	// Signal is the signal that killed the main process, when the runtime
+	// can tell; 0 otherwise.
+	Signal syscall.Signal
+}
+
+// Mount is a bind mount of a host file or directory into the container.
+type Mount struct {
+	Source   string // absolute host path (file or directory)
+	Target   string // absolute path in the container
+	ReadOnly bool
+}
+
+// Spec describes a container to start. Zero values are noted per field.
+type Spec struct {
+	// ID names the container on this node; unique among live containers.
+	// Letters, digits, '-', '_' and '.' only. Required.
+	ID string
+	// Hostname inside the container (main1, sub1, ...). Empty: the ID.
+	Hostname string
+	// Image is ImageHost or an absolute rootfs directory. Empty: ImageHost.
+	Image string
+	// Args is the command. Empty: wait until signalled (troupe-init wait).
+	Args []string
+	// Env is the complete environment, "KEY=value" entries.
+	Env []string
+	// Workdir is the working directory inside. Empty: HomeDir.
+	Workdir string
+	// UID and GID the process runs as.
+	UID, GID int
+	// CPU limit in cores (0.5 = half a core). 0: unlimited.
+	CPU float64
+	// Memory limit in bytes. 0: unlimited.
+	Memory int64
+	// Mounts are bind mounts, applied in order after the image's own.
+	Mounts []Mount
+	// Stdout and Stderr receive the container's output. Nil: discarded.
+	Stdout, Stderr *os.File
+	// Dir is a directory the driver owns for this container (bundle,
+	// rootfs, home). It is created when missing; Destroy removes it.
+	// Required.
+	Dir string
+	// Init is the host path of the troupe-init binary. Required by
+	// isolated runtimes, and by every runtime when Args is empty.
+	Init string
+}

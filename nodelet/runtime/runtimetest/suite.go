@@ -1,0 +1,177 @@
+package runtimetest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	rt "github.com/troupe-hpc/troupe/nodelet/runtime"
+)
+
+// Run runs the behaviour suite against r, one subtest per behaviour.
+func Run(t *testing.T, r rt.Runtime) {
+	skipUnlessLinux(t)
+	init := BuildInit(t)
+	cases := []struct {
+		name string
+		fn   func(*testing.T, rt.Runtime, string)
+	}{
+		{"ExitCode", testExitCode},
+		{"Output", testOutput},
+		{"Env", testEnv},
+		{"Workdir", testWorkdir},
+		{"SignalWait", testSignalWait},
+		{"WaitForeverStopsOnSIGTERM", testWaitForever},
+		{"DestroyIdempotentLeavesNothing", testDestroy},
+		{"DestroyAfterExit", testDestroyAfterExit},
+		{"InvalidSpec", testInvalidSpec},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, r, init) })
+	}
+}
+
+func testExitCode(t *testing.T, r rt.Runtime, init string) {
+	spec, _ := NewSpec(t, init, "sh", "-c", "exit 3")
+	c := Start(t, r, spec)
+	if e := WaitExit(t, c, 10*time.Second); e.Code != 3 {
+		t.Fatalf("exit = %+v, want code 3", e)
+	}
+	// Wait again: same answer.
+	if e := WaitExit(t, c, time.Second); e.Code != 3 {
+		t.Fatalf("second wait = %+v, want code 3", e)
+	}
+}
+
+func testOutput(t *testing.T, r rt.Runtime, init string) {
+	spec, _ := NewSpec(t, init, "sh", "-c", "echo to-out; echo to-err >&2")
+	dir := t.TempDir()
+	out, _ := os.Create(dir + "/stdout")
+	errf, _ := os.Create(dir + "/stderr")
+	spec.Stdout, spec.Stderr = out, errf
+	c := Start(t, r, spec)
+	out.Close() // the caller may close its copies right after Start
+	errf.Close()
+	WaitExit(t, c, 10*time.Second)
+	if got := ReadFile(t, dir+"/stdout"); got != "to-out" {
+		t.Errorf("stdout = %q, want to-out", got)
+	}
+	if got := ReadFile(t, dir+"/stderr"); got != "to-err" {
+		t.Errorf("stderr = %q, want to-err", got)
+	}
+}
+
+func testEnv(t *testing.T, r rt.Runtime, init string) {
+	spec, outPath := NewSpec(t, init, "sh", "-c", `echo "$FOO|$BAR"`)
+	spec.Env = append(spec.Env, "FOO=hello world", "BAR=b=c")
+	WaitExit(t, Start(t, r, spec), 10*time.Second)
+	if got := ReadFile(t, outPath); got != "hello world|b=c" {
+		t.Errorf("env seen = %q, want %q", got, "hello world|b=c")
+	}
+}
+
+func testWorkdir(t *testing.T, r rt.Runtime, init string) {
+	spec, outPath := NewSpec(t, init, "pwd")
+	spec.Workdir = "/usr"
+	WaitExit(t, Start(t, r, spec), 10*time.Second)
+	if got := ReadFile(t, outPath); got != "/usr" {
+		t.Errorf("pwd = %q, want /usr", got)
+	}
+}
+
+func testSignalWait(t *testing.T, r rt.Runtime, init string) {
+	spec, outPath := NewSpec(t, init, "sh", "-c", "echo ready; exec sleep 60")
+	c := Start(t, r, spec)
+	if !WaitFor(10*time.Second, func() bool { b, _ := os.ReadFile(outPath); return len(b) > 0 }) {
+		t.Fatal("command never printed ready")
+	}
+	if err := c.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("signal: %v", err)
+	}
+	e := WaitExit(t, c, 10*time.Second)
+	if e.Code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit = %+v, want code %d", e, 128+int(syscall.SIGTERM))
+	}
+	if err := c.Signal(syscall.SIGTERM); !errors.Is(err, rt.ErrNotRunning) {
+		t.Errorf("signal after exit = %v, want ErrNotRunning", err)
+	}
+}
+
+// testWaitForever: no Args means troupe-init wait, which ends cleanly on
+// SIGTERM. The signal is repeated because the runtime may deliver it
+// before init has installed its handler.
+func testWaitForever(t *testing.T, r rt.Runtime, init string) {
+	spec, _ := NewSpec(t, init)
+	c := Start(t, r, spec)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	if _, err := c.Wait(ctx); err == nil {
+		t.Fatal("wait-forever container exited by itself")
+	}
+	cancel()
+	exited := WaitFor(10*time.Second, func() bool {
+		_ = c.Signal(syscall.SIGTERM)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err := c.Wait(ctx)
+		return err == nil
+	})
+	if !exited {
+		t.Fatal("wait-forever container ignored SIGTERM")
+	}
+	if e := WaitExit(t, c, time.Second); e.Code != 0 {
+		t.Errorf("exit = %+v, want 0", e)
+	}
+}
+
+func testDestroy(t *testing.T, r rt.Runtime, init string) {
+	spec, _ := NewSpec(t, init, "sh", "-c", "sleep 60 & sleep 60 & wait")
+	c, err := r.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !WaitFor(10*time.Second, func() bool { return len(FindProcs(spec.ID)) >= 3 }) {
+		t.Fatalf("processes of %s never showed up: %v", spec.ID, FindProcs(spec.ID))
+	}
+	for i := range 2 {
+		if err := c.Destroy(context.Background()); err != nil {
+			t.Fatalf("destroy #%d: %v", i+1, err)
+		}
+	}
+	if pids := FindProcs(spec.ID); len(pids) > 0 {
+		t.Errorf("processes left after destroy: %v", pids)
+	}
+	if _, err := os.Stat(spec.Dir); !os.IsNotExist(err) {
+		t.Errorf("dir %s left after destroy (stat: %v)", spec.Dir, err)
+	}
+	WaitExit(t, c, time.Second)
+	if err := c.Signal(syscall.SIGTERM); !errors.Is(err, rt.ErrNotRunning) {
+		t.Errorf("signal after destroy = %v, want ErrNotRunning", err)
+	}
+}
+
+func testDestroyAfterExit(t *testing.T, r rt.Runtime, init string) {
+	spec, _ := NewSpec(t, init, "true")
+	c, err := r.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	WaitExit(t, c, 10*time.Second)
+	if err := c.Destroy(context.Background()); err != nil {
+		t.Fatalf("destroy: %v", err)
+	}
+	if _, err := os.Stat(spec.Dir); !os.IsNotExist(err) {
+		t.Errorf("dir %s left after destroy", spec.Dir)
+	}
+}
+
+func testInvalidSpec(t *testing.T, r rt.Runtime, init string) {
+	spec, _ := NewSpec(t, init, "true")
+	spec.ID = "bad id/" + strconv.Itoa(1)
+	if _, err := r.Start(context.Background(), spec); !errors.Is(err, rt.ErrInvalidSpec) {
+		t.Errorf("start with bad id = %v, want ErrInvalidSpec", err)
+	}
+}

@@ -1,0 +1,121 @@
+package session
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+// DefaultPath is the PATH a container gets unless the job sets its own.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// MasterPort is the PyTorch rendezvous port in MASTER_PORT.
+const MasterPort = 29500
+
+// Env returns the environment of job's container host as sorted
+// "KEY=value" entries. Three layers, later ones winning:
+//
+//  1. defaults the job may override: HOME=/home/work, USER, LOGNAME,
+//     PATH=DefaultPath;
+//  2. the job's own env (Spec.Env);
+//  3. what describes the session, which the job cannot override:
+//     BACKENDAI_*, TROUPE_JOB_ID, LSB_JOBID, and the PyTorch rendezvous
+//     variables MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK.
+func Env(job api.Job, host string) ([]string, error) {
+	self, err := Container(job, host)
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{
+		"HOME":    "/home/work",
+		"USER":    job.User,
+		"LOGNAME": job.User,
+		"PATH":    DefaultPath,
+	}
+	maps.Copy(env, job.Spec.Env)
+	maps.Copy(env, sessionEnv(job, self))
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// sessionEnv is layer 3 of Env.
+func sessionEnv(job api.Job, self api.Container) map[string]string {
+	ordered := byRank(job.Containers)
+	hosts := make([]string, len(ordered))
+	for i, c := range ordered {
+		hosts[i] = c.Host
+	}
+	size := strconv.Itoa(len(ordered))
+	rank := strconv.Itoa(self.Rank)
+	return map[string]string{
+		"BACKENDAI_CLUSTER_SIZE":       size,
+		"BACKENDAI_CLUSTER_HOSTS":      strings.Join(hosts, ","),
+		"BACKENDAI_CLUSTER_REPLICAS":   replicas(ordered),
+		"BACKENDAI_CLUSTER_HOST":       self.Host,
+		"BACKENDAI_CLUSTER_IDX":        strconv.Itoa(self.Idx),
+		"BACKENDAI_CLUSTER_ROLE":       self.Role,
+		"BACKENDAI_CLUSTER_LOCAL_RANK": rank,
+		"BACKENDAI_CLUSTER_MODE":       mode(job),
+		"BACKENDAI_KERNEL_ID":          self.KernelID,
+		"BACKENDAI_SESSION_ID":         job.SessionID,
+		"TROUPE_JOB_ID":                strconv.FormatUint(job.ID, 10),
+		"LSB_JOBID":                    strconv.FormatUint(job.ID, 10),
+		"MASTER_ADDR":                  mainHost(ordered),
+		"MASTER_PORT":                  strconv.Itoa(MasterPort),
+		"WORLD_SIZE":                   size,
+		"RANK":                         rank,
+		"NODE_RANK":                    rank,
+	}
+}
+
+// byRank returns the containers sorted by Rank (a copy).
+func byRank(cs []api.Container) []api.Container {
+	out := slices.Clone(cs)
+	slices.SortStableFunc(out, func(a, b api.Container) int { return a.Rank - b.Rank })
+	return out
+}
+
+// replicas is "role:count" pairs in the order roles first appear by rank
+// (main first, as main1 is rank 0).
+func replicas(ordered []api.Container) string {
+	var roles []string
+	count := map[string]int{}
+	for _, c := range ordered {
+		if count[c.Role] == 0 {
+			roles = append(roles, c.Role)
+		}
+		count[c.Role]++
+	}
+	parts := make([]string, len(roles))
+	for i, r := range roles {
+		parts[i] = r + ":" + strconv.Itoa(count[r])
+	}
+	return strings.Join(parts, ",")
+}
+
+func mode(job api.Job) string {
+	if job.Spec.Cluster.Mode == "" {
+		return jobspec.ModeSingleNode
+	}
+	return job.Spec.Cluster.Mode
+}
+
+func mainHost(ordered []api.Container) string {
+	for _, c := range ordered {
+		if c.Role == jobspec.RoleMain {
+			return c.Host
+		}
+	}
+	if len(ordered) > 0 {
+		return ordered[0].Host
+	}
+	return ""
+}

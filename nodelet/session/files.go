@@ -1,0 +1,71 @@
+package session
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// DefaultOutput is the output pattern of a job that names none.
+const DefaultOutput = "troupe-%j.%h.out"
+
+// Hosts returns /etc/hosts for every container of job: localhost first,
+// then one line per container, in rank order, with the address its node
+// advertises. Containers not placed yet (no NodeAddr) are left out.
+func Hosts(job api.Job) string {
+	var b strings.Builder
+	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+	for _, c := range byRank(job.Containers) {
+		if c.NodeAddr == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "%s\t%s\n", c.NodeAddr, c.Host)
+	}
+	return b.String()
+}
+
+// Hostname returns /etc/hostname for host.
+func Hostname(host string) string { return host + "\n" }
+
+// OutputPath expands job's output pattern for host: %j job id, %h host,
+// %u user name, %% a literal %; an unknown %x stays as written. A
+// relative result is resolved against the job's submit directory.
+func OutputPath(job api.Job, host string) (string, error) {
+	pattern := job.Spec.Output
+	if pattern == "" {
+		pattern = DefaultOutput
+	}
+	p := expand(pattern, map[byte]string{
+		'j': strconv.FormatUint(job.ID, 10),
+		'h': host,
+		'u': job.User,
+		'%': "%",
+	})
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p), nil
+	}
+	if !filepath.IsAbs(job.Cwd) {
+		return "", fmt.Errorf("output %q is relative and job %d has no absolute cwd (%q)", p, job.ID, job.Cwd)
+	}
+	return filepath.Join(job.Cwd, p), nil
+}
+
+func expand(pattern string, subst map[byte]string) string {
+	var b strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		if pattern[i] != '%' || i+1 == len(pattern) {
+			b.WriteByte(pattern[i])
+			continue
+		}
+		if v, ok := subst[pattern[i+1]]; ok {
+			b.WriteString(v)
+			i++
+			continue
+		}
+		b.WriteByte('%')
+	}
+	return b.String()
+}

@@ -1,0 +1,25 @@
+// Package session turns a job and one of its hostnames into what that
+// container sees: its environment, /etc/hosts, /etc/hostname and the
+// path its output goes to. Everything here is a pure function of
+// (api.Job, host); the nodelet writes the files and opens the output.
+package session
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// ErrNoSuchHost: the job has no container with that hostname.
+var ErrNoSuchHost = errors.New("no such container in session")
+
+// Container returns the container of job named host.
+func Container(job api.Job, host string) (api.Container, error) {
+	for _, c := range job.Containers {
+		if c.Host == host {
+			return c, nil
+		}
+	}
+	return api.Container{}, fmt.Errorf("job %d host %s: %w", job.ID, host, ErrNoSuchHost)
+}

@@ -1,0 +1,132 @@
+package nodelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/nodelet/runtime"
+)
+
+// startTimeout bounds preparing and starting one container.
+const startTimeout = 2 * time.Minute
+
+// killWait is how long a container may take to die after SIGKILL before
+// Destroy is tried anyway.
+const killWait = 5 * time.Second
+
+// task supervises one container from preparing to destroyed.
+type task struct {
+	key      key
+	job      api.Job
+	stop     chan struct{} // closed by requestStop
+	stopOnce sync.Once
+}
+
+func (t *task) requestStop() { t.stopOnce.Do(func() { close(t.stop) }) }
+
+// startTask registers and launches the task for k. a.mu is held.
+func (a *agent) startTask(ctx context.Context, k key, job api.Job) {
+	t := &task{key: k, job: job, stop: make(chan struct{})}
+	a.running[k] = t
+	a.tasks.Add(1)
+	go func() {
+		defer a.tasks.Done()
+		a.runTask(ctx, t)
+		a.mu.Lock()
+		delete(a.running, k)
+		a.finished[k] = true
+		a.mu.Unlock()
+	}()
+}
+
+func (a *agent) report(t *task, state api.ContainerState, code int, msg string) {
+	a.rep.add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, State: state, ExitCode: code, Message: msg})
+}
+
+// runTask: preparing → running → exited | killed | failed, then destroy.
+func (a *agent) runTask(ctx context.Context, t *task) {
+	a.report(t, api.ContainerPreparing, 0, "")
+	began := time.Now()
+	c, err := a.startContainer(ctx, t)
+	if err != nil {
+		a.report(t, api.ContainerFailed, 0, err.Error())
+		a.removeFiles(t)
+		return
+	}
+	a.log.Debug("container started", "id", c.ID(), "took", time.Since(began))
+	a.report(t, api.ContainerRunning, 0, "")
+	state, exit, msg := a.supervise(ctx, t, c)
+	if err := c.Destroy(context.WithoutCancel(ctx)); err != nil {
+		a.log.Error("destroying container", "id", c.ID(), "err", err)
+	}
+	a.removeFiles(t)
+	a.report(t, state, exit.Code, msg)
+}
+
+// supervise waits for the container to exit, or for a stop request or
+// shutdown; it returns the state to report.
+func (a *agent) supervise(ctx context.Context, t *task, c runtime.Container) (api.ContainerState, runtime.Exit, string) {
+	exited := make(chan runtime.Exit, 1)
+	go func() {
+		e, _ := c.Wait(context.Background())
+		exited <- e
+	}()
+	select {
+	case e := <-exited:
+		return api.ContainerExited, e, ""
+	case <-t.stop:
+		return a.stopContainer(c, exited, "stopped: job ended or was killed")
+	case <-ctx.Done():
+		return a.stopContainer(c, exited, "stopped: nodelet shutting down")
+	}
+}
+
+// stopContainer sends SIGTERM, waits StopGrace, then SIGKILL. A
+// container that had exited by itself before the stop is reported exited.
+func (a *agent) stopContainer(c runtime.Container, exited <-chan runtime.Exit, msg string) (api.ContainerState, runtime.Exit, string) {
+	select {
+	case e := <-exited:
+		return api.ContainerExited, e, ""
+	default:
+	}
+	if err := c.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, runtime.ErrNotRunning) {
+		a.log.Warn("SIGTERM failed", "id", c.ID(), "err", err)
+	}
+	grace := time.NewTimer(a.cfg.StopGrace)
+	defer grace.Stop()
+	select {
+	case e := <-exited:
+		return api.ContainerKilled, e, msg
+	case <-grace.C:
+	}
+	a.log.Info("grace period over, sending SIGKILL", "id", c.ID(), "grace", a.cfg.StopGrace)
+	_ = c.Signal(syscall.SIGKILL)
+	select {
+	case e := <-exited:
+		return api.ContainerKilled, e, msg + " (SIGKILL after grace)"
+	case <-time.After(killWait):
+		return api.ContainerKilled, runtime.Exit{Code: 128 + int(syscall.SIGKILL)}, msg + " (SIGKILL after grace)"
+	}
+}
+
+// startContainer builds the spec and starts it; a stop requested
+// meanwhile is honoured by supervise right after.
+func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container, error) {
+	spec, out, err := a.buildSpec(t)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close() // the runtime holds its own copy
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	c, err := a.rt.Start(sctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	return c, nil
+}
