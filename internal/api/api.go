@@ -101,6 +101,7 @@ type SubmitResponse struct {
 type Job struct {
 	ID          uint64      `json:"id"`
 	SessionID   string      `json:"session_id"` // equals main1's kernel id
+	Network     *Network    `json:"network,omitempty"`
 	Name        string      `json:"name"`
 	User        string      `json:"user"`
 	UID         int         `json:"uid"`
@@ -126,9 +127,19 @@ type Container struct {
 	KernelID string         `json:"kernel_id"`
 	Node     string         `json:"node,omitempty"`
 	NodeAddr string         `json:"node_addr,omitempty"` // address other containers reach it at
+	Addr     string         `json:"addr,omitempty"`      // the container's address on its session network
 	State    ContainerState `json:"state"`
 	ExitCode int            `json:"exit_code"`
 	Message  string         `json:"message,omitempty"`
+}
+
+// Network is a session's private network, allocated by schedd: a Linux
+// bridge when the session sits on one node, a VXLAN overlay (VNI) between
+// its nodes otherwise. Container i has address Containers[i].Addr in
+// Subnet.
+type Network struct {
+	VNI    uint32 `json:"vni"`
+	Subnet string `json:"subnet"` // CIDR, e.g. 10.64.0.0/24
 }
 
 // JobList is the queue.

@@ -136,7 +136,11 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 	if last != nil {
 		j.ID = last.(*api.Job).ID + 1
 	}
+	if len(j.Containers) > MaxSessionSize {
+		return 0, fmt.Errorf("a session holds at most %d containers, not %d", MaxSessionSize, len(j.Containers))
+	}
 	j.State, j.Submitted, j.ModifyIndex = api.JobPending, now, index
+	sessionNetwork(j)
 	return j.ID, txn.Insert(tableJobs, j)
 }
 

@@ -170,3 +170,22 @@ func TestDumpRestore(t *testing.T) {
 		t.Fatalf("restored %d jobs %d nodes index %d", len(v.Jobs()), len(v.Nodes()), idx)
 	}
 }
+
+func TestSessionNetworks(t *testing.T) {
+	h := newHarness(t)
+	seen := map[string]bool{}
+	for i := 0; i < 300; i++ {
+		id := h.apply(Command{Kind: CmdSubmit, Submit: session(3)}).(uint64)
+		j := h.job(id)
+		if j.Network == nil || seen[j.Network.Subnet] {
+			t.Fatalf("job %d: network %+v (reused or missing)", id, j.Network)
+		}
+		seen[j.Network.Subnet] = true
+		if id == 1 && (j.Network.Subnet != "10.64.0.0/24" || j.Containers[0].Addr != "10.64.0.2" || j.Containers[2].Addr != "10.64.0.4") {
+			t.Fatalf("job 1: %+v, addrs %s %s", j.Network, j.Containers[0].Addr, j.Containers[2].Addr)
+		}
+		if id == 300 && j.Network.Subnet != "10.65.43.0/24" {
+			t.Fatalf("job 300: subnet %s", j.Network.Subnet)
+		}
+	}
+}
