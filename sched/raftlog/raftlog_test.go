@@ -10,7 +10,7 @@ import (
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
-func open(t *testing.T, dir string) (*Log, *state.Store) {
+func open(t testing.TB, dir string) (*Log, *state.Store) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
