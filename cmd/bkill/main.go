@@ -59,8 +59,8 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return cli.Fail(stderr, prog, err)
 		case client.IsNotFound(err):
 			code = cli.Fail(stderr, prog, fmt.Errorf("job %d: not found", id))
-		default:
-			code = cli.Fail(stderr, prog, fmt.Errorf("job %d: %w", id, err))
+		default: // schedd's refusal names the job already
+			code = cli.Fail(stderr, prog, err)
 		}
 	}
 	return code

@@ -24,7 +24,7 @@ func TestKill(t *testing.T) {
 		case "99":
 			clitest.Error(w, http.StatusNotFound, "no job 99")
 		case "3":
-			clitest.Error(w, http.StatusConflict, "job 3 already ended COMPLETED")
+			clitest.Error(w, http.StatusConflict, "job 3: already ended (COMPLETED)")
 		default:
 			clitest.JSON(w, http.StatusOK, 60, api.Job{State: api.JobRunning, KillWanted: true})
 		}
@@ -36,7 +36,7 @@ func TestKill(t *testing.T) {
 	if want := "Job <12> is being terminated.\nJob <15> is being terminated.\n"; out != want {
 		t.Errorf("stdout %q, want %q", out, want)
 	}
-	if want := "bkill: job 99: not found\nbkill: job 3: job 3 already ended COMPLETED\n"; errs != want {
+	if want := "bkill: job 99: not found\nbkill: job 3: already ended (COMPLETED)\n"; errs != want {
 		t.Errorf("stderr %q, want %q", errs, want)
 	}
 	want := []string{"POST /v1/jobs/12/kill", "POST /v1/jobs/99/kill", "POST /v1/jobs/3/kill", "POST /v1/jobs/15/kill"}

@@ -123,7 +123,8 @@ var ContainerHeader = []string{"HOST", "ROLE", "NODE", "STATE", "EXIT", "KERNEL_
 func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 	s := j.Spec
 	exit := "-"
-	if j.State.Terminal() && !j.Started.IsZero() {
+	// Only a job whose main1 ran to its end has an exit code of its own.
+	if j.State == api.JobCompleted || j.State == api.JobFailed {
 		exit = strconv.Itoa(j.ExitCode)
 	}
 	walltime := "partition default"
