@@ -39,6 +39,8 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
 	wait := fs.Bool("wait", false, "wait until the job ends; exit 0 if it COMPLETED, its exit code if it FAILED,\n1 if it was CANCELLED, timed out or lost its node")
 	fs.Alias("K", "wait")
+	vars := varFlag{}
+	fs.Var(vars, "var", "set the job file's `name=value` variable (repeatable), as terraform -var does")
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
@@ -55,7 +57,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
-	spec, diags := jobspec.ParseFile(path)
+	spec, diags := jobspec.ParseWith(path, src, jobspec.Options{Vars: vars})
 	if len(diags) > 0 {
 		if werr := jobspec.WriteDiagnostics(stderr, path, src, diags); werr != nil {
 			return cli.Fail(stderr, prog, werr)
@@ -246,4 +248,18 @@ func position(d *hcl.Diagnostic, path string) string {
 		file = path
 	}
 	return fmt.Sprintf("%s:%d:%d: %s", file, r.Start.Line, r.Start.Column, d.Summary)
+}
+
+// varFlag collects -var name=value pairs.
+type varFlag map[string]string
+
+func (v varFlag) String() string { return "" }
+
+func (v varFlag) Set(s string) error {
+	name, value, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("-var %q: want name=value", s)
+	}
+	v[name] = value
+	return nil
 }

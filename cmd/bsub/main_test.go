@@ -213,3 +213,27 @@ func TestStatusLine(t *testing.T) {
 		t.Errorf("off a terminal: %q", b.String())
 	}
 }
+
+func TestVarFlag(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "v.hcl")
+	src := "variable \"n\" {}\njob \"v\" {\n  image = \"host\"\n  command = [\"echo\", var.n]\n}\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Without -var the job file is incomplete: diagnostics, exit 1.
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--addr", "unix:///nonexistent.sock", path}, nil, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "v.hcl:1:") {
+		t.Fatalf("without -var: exit %d, stderr %q", code, stderr.String())
+	}
+	// With it the file parses and bsub goes on to contact schedd.
+	stdout.Reset()
+	stderr.Reset()
+	code := run([]string{"--addr", "unix:///nonexistent.sock", "-var", "n=hi", path}, nil, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "cannot reach schedd at unix:///nonexistent.sock") {
+		t.Fatalf("with -var: exit %d, stderr %q", code, stderr.String())
+	}
+	if code := run([]string{"-var", "novalue", path}, nil, &stdout, &stderr); code != 2 {
+		t.Fatalf("-var without =: exit %d, want 2", code)
+	}
+}
