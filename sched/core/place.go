@@ -1,126 +1,198 @@
 package core
 
-import "sort"
+import "math"
 
-// Place finds nodes for every container of j, or reports false: all or
-// nothing. single-node puts the whole gang on one node; multi-node does
-// too when one node can hold it (less network), else spreads it over the
-// fewest nodes. Among candidates it prefers the best fit: the node left
-// with the least free CPU, then memory, then the lowest name, so big holes
-// stay open for big jobs. nodes is not modified.
-func Place(nodes []Node, j Job) ([]string, bool) {
-	if len(j.Containers) == 0 {
-		return nil, false
-	}
-	if n, ok := bestSingle(nodes, j); ok {
-		hosts := make([]string, len(j.Containers))
-		for i := range hosts {
-			hosts[i] = n
-		}
-		return hosts, true
-	}
-	if j.Mode != ModeMultiNode {
-		return nil, false
-	}
-	return spread(nodes, j)
+// Gang placement: feasibility (partition, GPU nodes) → fit (fill, one node
+// at a time) → rank (best fit through the node index). All containers or
+// none:
+//
+//   - single-node: the best-fit node that holds the whole gang;
+//   - multi-node: the same when one node can hold it all (less network);
+//     else, repeatedly, the node that holds the most of what is left (ties:
+//     the most free), until what is left fits one node, which is then
+//     chosen best fit. For gangs of equal containers this is the fewest
+//     nodes possible.
+//
+// "Best fit" is the node left with the least free CPU, then memory, then
+// the lowest name, so big holes stay open for big jobs. refPlace is the
+// plain O(nodes) statement of the same rules that the property tests
+// compare with.
+
+// gangFit is a placement found but not yet committed.
+type gangFit struct {
+	hosts  []int32
+	shares [][]GPUShare // nil when no container got devices
 }
 
-// bestSingle is the best-fit node that holds the whole gang.
-func bestSingle(nodes []Node, j Job) (string, bool) {
-	var total Res
-	for _, c := range j.Containers {
-		total = total.Add(c)
-	}
-	best := -1
-	for i, n := range nodes {
-		if !n.Free.Covers(total) {
-			continue
-		}
-		if best < 0 || tighter(n.Free.Sub(total), nodes[best].Free.Sub(total), n.Name, nodes[best].Name) {
-			best = i
-		}
-	}
-	if best < 0 {
-		return "", false
-	}
-	return nodes[best].Name, true
+// placer finds gang placements over a cluster, optionally limited by
+// backfill reservations for a job that would run until end.
+type placer struct {
+	c       *cluster
+	bf      *backfill
+	end     int64
+	quantum float64
+	gpu     bool // placing in the GPU nodes' index
 }
 
-// tighter orders leftovers: less CPU, then less memory, then name.
-func tighter(a, b Res, an, bn string) bool {
-	if a.CPUMilli != b.CPUMilli {
-		return a.CPUMilli < b.CPUMilli
+// avail is what node i offers the job being placed.
+func (p *placer) avail(i int32) (Res, []float64) {
+	n := &p.c.nodes[i]
+	if p.bf == nil {
+		return n.free, n.dev
 	}
-	if a.Memory != b.Memory {
-		return a.Memory < b.Memory
-	}
-	return an < bn
+	return p.bf.limit(i, n, p.end)
 }
 
-// spread places the gang over the fewest nodes: it repeatedly takes the
-// node that holds the most of the containers still unplaced (ties: best
-// fit), fills it, and goes on. For gangs of equal containers, which is
-// the common case, this is the fewest nodes possible.
-func spread(nodes []Node, j Job) ([]string, bool) {
-	free := make([]Res, len(nodes))
-	for i, n := range nodes {
-		free[i] = n.Free
+// place finds a placement of j in part, or reports false.
+func (p *placer) place(part string, j *Job) (gangFit, bool) {
+	cs := j.Containers
+	if len(cs) == 0 {
+		return gangFit{}, false
 	}
-	hosts := make([]string, len(j.Containers))
-	left := make([]int, len(j.Containers))
+	p.gpu = allGPU(cs)
+	t := p.c.index(part, p.gpu)
+	left := make([]int, len(cs))
 	for i := range left {
 		left[i] = i
 	}
-	used := make([]bool, len(nodes))
+	g := gangFit{hosts: make([]int32, len(cs))}
+	if i, f, ok := p.holdsAll(t, cs, left, nil); ok {
+		g.assign(i, f, len(cs))
+		return g, true
+	}
+	if j.Mode != ModeMultiNode {
+		return gangFit{}, false
+	}
+	var used []int32
 	for len(left) > 0 {
-		best, bestTaken, bestFree := -1, []int(nil), Res{}
-		for i := range nodes {
-			if used[i] {
-				continue
-			}
-			taken, rest := fill(free[i], j.Containers, left)
-			if len(taken) == 0 {
-				continue
-			}
-			if best < 0 || len(taken) > len(bestTaken) ||
-				(len(taken) == len(bestTaken) && tighter(rest, bestFree, nodes[i].Name, nodes[best].Name)) {
-				best, bestTaken, bestFree = i, taken, rest
-			}
+		if i, f, ok := p.holdsAll(t, cs, left, used); ok {
+			g.assign(i, f, len(cs))
+			return g, true
 		}
-		if best < 0 {
-			return nil, false
+		i, f, ok := p.most(t, cs, left, used)
+		if !ok {
+			return gangFit{}, false
 		}
-		used[best] = true
-		for _, c := range bestTaken {
-			hosts[c] = nodes[best].Name
-		}
-		left = without(left, bestTaken)
+		g.assign(i, f, len(cs))
+		used = append(used, i)
+		left = without(left, f.taken)
 	}
-	return hosts, true
+	return g, true
 }
 
-// fill takes, in rank order, the unplaced containers that fit in free.
-func fill(free Res, cs []Res, left []int) (taken []int, rest Res) {
-	for _, c := range left {
-		if free.Covers(cs[c]) {
-			free = free.Sub(cs[c])
-			taken = append(taken, c)
-		}
+// holdsAll is the best-fit unused node that takes every container of left.
+func (p *placer) holdsAll(t *index, cs []Res, left []int, used []int32) (int32, nodeFit, bool) {
+	tot := sumOf(cs, left)
+	var best nodeFit
+	found := int32(-1)
+	pivot := nodeKey{cpu: tot.CPUMilli, mem: math.MinInt64, i: -1}
+	if p.gpu {
+		pivot = nodeKey{gpu: tot.GPU - gpuEps, cpu: math.MinInt64, mem: math.MinInt64, i: -1}
 	}
-	return taken, free
+	t.AscendGreaterOrEqual(pivot, func(k nodeKey) bool {
+		if k.cpu < tot.CPUMilli || k.mem < tot.Memory || isUsed(used, k.i) {
+			return true
+		}
+		free, dev := p.avail(k.i)
+		if !coversCM(free, tot) {
+			return true
+		}
+		f := fill(free, dev, p.c.nodes[k.i].devID, cs, left, p.quantum, true)
+		if len(f.taken) == len(left) {
+			found, best = k.i, f
+			return false
+		}
+		return true
+	})
+	return found, best, found >= 0
 }
 
-func without(left, taken []int) []int {
-	drop := make(map[int]bool, len(taken))
-	for _, t := range taken {
-		drop[t] = true
-	}
-	out := left[:0]
-	for _, l := range left {
-		if !drop[l] {
-			out = append(out, l)
+// most is the unused node that takes the most containers of left, ties to
+// the most free; it stops as soon as no node further down the index can
+// take more by CPU alone.
+func (p *placer) most(t *index, cs []Res, left []int, used []int32) (int32, nodeFit, bool) {
+	mc := minCPU(cs, left)
+	mg := minEach(pick(cs, left)).GPU
+	var best nodeFit
+	found := int32(-1)
+	t.Descend(func(k nodeKey) bool {
+		bound := int64(len(left))
+		switch {
+		case p.gpu && mg > gpuEps:
+			bound = min(bound, int64((k.gpu+gpuEps)/mg))
+		case !p.gpu && mc > 0:
+			bound = min(bound, k.cpu/mc)
+		}
+		if bound <= int64(len(best.taken)) {
+			return false
+		}
+		if isUsed(used, k.i) {
+			return true
+		}
+		free, dev := p.avail(k.i)
+		f := fill(free, dev, p.c.nodes[k.i].devID, cs, left, p.quantum, false)
+		if len(f.taken) > len(best.taken) {
+			found, best = k.i, f
+		}
+		return true
+	})
+	return found, best, found >= 0
+}
+
+func (g *gangFit) assign(node int32, f nodeFit, n int) {
+	for k, c := range f.taken {
+		g.hosts[c] = node
+		if f.shares != nil && f.shares[k] != nil {
+			if g.shares == nil {
+				g.shares = make([][]GPUShare, n)
+			}
+			g.shares[c] = f.shares[k]
 		}
 	}
-	sort.Ints(out)
+}
+
+func pick(cs []Res, left []int) []Res {
+	out := make([]Res, len(left))
+	for k, c := range left {
+		out[k] = cs[c]
+	}
 	return out
+}
+
+func isUsed(used []int32, i int32) bool {
+	for _, u := range used {
+		if u == i {
+			return true
+		}
+	}
+	return false
+}
+
+// without returns left minus taken; both are in ascending order.
+func without(left, taken []int) []int {
+	out := make([]int, 0, len(left)-len(taken))
+	k := 0
+	for _, l := range left {
+		if k < len(taken) && taken[k] == l {
+			k++
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// commit charges a found placement to the cluster.
+func (c *cluster) commit(j *Job, g gangFit, quantum float64) {
+	for ci, h := range g.hosts {
+		r := j.Containers[ci]
+		var sh []GPUShare
+		if g.shares != nil {
+			sh = g.shares[ci]
+		}
+		if sh != nil || c.nodes[h].dev != nil {
+			r.GPU = roundedGPU(r.GPU, quantum, c.nodes[h].dev != nil)
+		}
+		c.take(h, r, sh)
+	}
 }

@@ -1,0 +1,135 @@
+// Command bsim replays an SWF workload trace through troupe's scheduler
+// core in virtual time and prints JSON: jobs, mean wait, mean bounded
+// slowdown (τ = 10 s), utilization, makespan and placements per second.
+//
+//	bsim [--policy fcfs|easy|default] [--procs N] [--nodes N] [--depth N] trace.swf[.gz]
+//	bsim --synthetic place|gang|pass [--nodes 10000] [--jobs 100000]
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/troupe-hpc/troupe/sched/sim"
+	"github.com/troupe-hpc/troupe/sched/swf"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bsim:", err)
+		os.Exit(2)
+	}
+}
+
+// Output is the JSON bsim prints for a trace.
+type Output struct {
+	Trace   string `json:"trace"`
+	Policy  string `json:"policy"`
+	Dropped int    `json:"dropped"`
+	sim.Result
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bsim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	policy := fs.String("policy", "default", "scheduling policy: fcfs, easy or default (fair share + backfill)")
+	procs := fs.Int("procs", 0, "machine processors (default: the trace's MaxProcs)")
+	nodes := fs.Int("nodes", 0, "split the machine into this many nodes (jobs become multi-node gangs of 1-cpu containers)")
+	depth := fs.Int("depth", -1, "backfill reservation depth (default: the policy's)")
+	synthetic := fs.String("synthetic", "", "run a synthetic speed benchmark instead: place, gang or pass")
+	jobs := fs.Int("jobs", 100000, "synthetic: queued jobs")
+	quiet := fs.Bool("q", false, "no progress bar")
+	weights := fs.String("weights", "", "priority weights age,fairshare,jobsize (default: the policy's)")
+	maxAge := fs.Duration("max-age", 0, "age where the age factor saturates (default: the policy's)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *synthetic != "" {
+		n := *nodes
+		if n == 0 {
+			n = 10000
+		}
+		r, err := sim.RunSynthetic(*synthetic, n, *jobs, time.Now)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, r)
+	}
+	if fs.NArg() != 1 {
+		return errors.New("want one trace file (SWF, plain or .gz); see -h")
+	}
+	pol, fair, err := sim.Policy(*policy)
+	if err != nil {
+		return err
+	}
+	if *depth >= 0 {
+		pol.ReservationDepth = *depth
+	}
+	if *weights != "" {
+		if _, err := fmt.Sscanf(*weights, "%g,%g,%g", &pol.Weights.Age, &pol.Weights.FairShare, &pol.Weights.JobSize); err != nil {
+			return fmt.Errorf("--weights %q: want age,fairshare,jobsize: %w", *weights, err)
+		}
+	}
+	if *maxAge > 0 {
+		pol.MaxAge = *maxAge
+	}
+	l, err := swf.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	p := *procs
+	if p == 0 {
+		p = int(l.Header.MaxProcs)
+	}
+	if p == 0 {
+		p = int(l.Header.MaxNodes)
+	}
+	if p <= 0 {
+		return errors.New("the trace names no MaxProcs or MaxNodes; give --procs")
+	}
+	js, dropped := sim.FromSWF(l.Jobs, p)
+	o := sim.Options{Procs: p, Nodes: *nodes, Policy: pol, FairShare: fair}
+	if !*quiet {
+		o.Progress = progress(stderr, time.Now())
+	}
+	res, err := sim.Run(js, o, time.Now)
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, Output{Trace: fs.Arg(0), Policy: *policy, Dropped: dropped, Result: res})
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// progress draws a bar on w once the run has taken more than a second.
+func progress(w io.Writer, start time.Time) func(done, total int) {
+	shown := false
+	return func(done, total int) {
+		if time.Since(start) < time.Second || total == 0 {
+			return
+		}
+		const width = 40
+		k := done * width / total
+		bar := make([]byte, width)
+		for i := range bar {
+			bar[i] = ' '
+			if i < k {
+				bar[i] = '#'
+			}
+		}
+		fmt.Fprintf(w, "\r[%s] %d/%d jobs", bar, done, total)
+		shown = true
+		if done == total && shown {
+			fmt.Fprintln(w)
+		}
+	}
+}

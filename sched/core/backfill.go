@@ -1,0 +1,344 @@
+package core
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// The backfill stage. A pass walks the queue in priority order; the first
+// ReservationDepth jobs that do not fit now get a reservation: the
+// earliest time, given the walltimes of what runs (and of what this pass
+// started), at which they fit, and the nodes they would take then. Every
+// later job may start now only where it delays no reservation: on a
+// reserved node, a job that runs past the reservation's start may use no
+// more than the reservation leaves there (its slack). With one
+// reservation and one node this is textbook EASY: a job starts early if it
+// ends by the head's shadow time or needs no more than the extra
+// processors free then.
+//
+// Toward conservative: a later reservation treats earlier ones as holding
+// their nodes from now until they end, so it never overlaps them.
+
+// use is what one container holds on one node.
+type use struct {
+	node   int32
+	res    Res
+	shares []GPUShare
+}
+
+// event is resources coming back at a time (unix nanoseconds).
+type event struct {
+	at   int64
+	uses []use
+}
+
+type slack struct {
+	res Res
+	dev []float64
+}
+
+type reservation struct {
+	jobID      uint64
+	start, end int64
+	slack      map[int32]*slack
+}
+
+type backfill struct {
+	c        *cluster
+	now      int64
+	running  []event // from the snapshot, sorted by time
+	placed   []event // this pass's placements and the reservations
+	resv     []reservation
+	nodeResv [][]int32 // node → its reservations (indexes into resv)
+	reserved []use     // what the reservations hold, for projections
+}
+
+func newBackfill(c *cluster, s *Snapshot, now time.Time) *backfill {
+	b := &backfill{c: c, now: now.UnixNano()}
+	for _, r := range s.Running {
+		end := r.Start.Add(walltime(s, r.Walltime, r.Partition)).UnixNano()
+		ev := event{at: max(end, b.now)}
+		for i, name := range r.Nodes {
+			n, ok := c.byName[name]
+			if !ok || i >= len(r.Containers) {
+				continue
+			}
+			u := use{node: n, res: r.Containers[i]}
+			if i < len(r.GPUs) {
+				u.shares = r.GPUs[i]
+			}
+			ev.uses = append(ev.uses, u)
+		}
+		b.running = append(b.running, ev)
+	}
+	slices.SortStableFunc(b.running, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	return b
+}
+
+// walltime resolves a job's walltime: its own, its partition's default,
+// the policy's default, else a year.
+func walltime(s *Snapshot, w time.Duration, part string) time.Duration {
+	if w > 0 {
+		return w
+	}
+	if d := s.Partitions[part].DefaultWalltime; d > 0 {
+		return d
+	}
+	if s.Policy.DefaultWalltime > 0 {
+		return s.Policy.DefaultWalltime
+	}
+	return 365 * 24 * time.Hour
+}
+
+func gangUses(j *Job, g gangFit, c *cluster, quantum float64) []use {
+	us := make([]use, len(g.hosts))
+	for ci, h := range g.hosts {
+		r := j.Containers[ci]
+		u := use{node: h}
+		if g.shares != nil {
+			u.shares = g.shares[ci]
+		}
+		r.GPU = roundedGPU(r.GPU, quantum, c.nodes[h].dev != nil)
+		u.res = r
+		us[ci] = u
+	}
+	return us
+}
+
+// started records a job placed now that runs until end: its resources
+// come back then, and it eats the slack of reservations it overlaps.
+func (b *backfill) started(us []use, end int64) {
+	b.placed = append(b.placed, event{at: end, uses: us})
+	if len(b.resv) == 0 {
+		return
+	}
+	for _, u := range us {
+		for _, ri := range b.nodeResv[u.node] {
+			r := &b.resv[ri]
+			if r.start >= end {
+				continue
+			}
+			s := r.slack[u.node]
+			s.res = s.res.Sub(u.res)
+			n := &b.c.nodes[u.node]
+			for _, sh := range u.shares {
+				if d := n.devIndex(sh.Device); d >= 0 && s.dev != nil {
+					s.dev[d] -= sh.Share
+				}
+			}
+		}
+	}
+}
+
+// limit is what node i offers a job that would run until end: its free
+// resources, capped by the slack of every reservation on it that starts
+// before end.
+func (b *backfill) limit(i int32, n *nstate, end int64) (Res, []float64) {
+	free, dev := n.free, n.dev
+	if len(b.nodeResv) == 0 || len(b.nodeResv[i]) == 0 {
+		return free, dev
+	}
+	copied := false
+	for _, ri := range b.nodeResv[i] {
+		r := &b.resv[ri]
+		if r.start >= end {
+			continue
+		}
+		s := r.slack[i]
+		free = minRes(free, s.res)
+		if dev != nil && s.dev != nil {
+			if !copied {
+				dev = append([]float64(nil), dev...)
+				copied = true
+			}
+			for d := range dev {
+				dev[d] = math.Min(dev[d], s.dev[d])
+			}
+		}
+	}
+	return free, dev
+}
+
+func minRes(a, b Res) Res {
+	return Res{min(a.CPUMilli, b.CPUMilli), min(a.Memory, b.Memory), math.Min(a.GPU, b.GPU)}
+}
+
+// project is a copy of the pass's nodes with the reservations taken out.
+func (b *backfill) project() []nstate {
+	proj := make([]nstate, len(b.c.nodes))
+	copy(proj, b.c.nodes)
+	for i := range proj {
+		if proj[i].dev != nil {
+			proj[i].dev = append([]float64(nil), proj[i].dev...)
+		}
+	}
+	for _, u := range b.reserved {
+		n := &proj[u.node]
+		n.free = n.free.Sub(u.res)
+		takeShares(n, u.shares)
+	}
+	return proj
+}
+
+func giveBack(n *nstate, u use) {
+	n.free = n.free.Add(u.res)
+	for _, sh := range u.shares {
+		if d := n.devIndex(sh.Device); d >= 0 {
+			n.dev[d] = math.Min(1, n.dev[d]+sh.Share)
+		}
+	}
+}
+
+// reserve finds the earliest time j fits, given when resources come back,
+// and reserves the nodes it would take then for w. It reports false when
+// j fits nowhere even once everything known has ended.
+func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64) (int64, gangFit, bool) {
+	proj := b.project()
+	placed := slices.Clone(b.placed)
+	slices.SortStableFunc(placed, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	at, g, ok := b.earliest(proj, part, j, quantum, placed)
+	if !ok {
+		return 0, gangFit{}, false
+	}
+	r := reservation{jobID: j.ID, start: at, end: at + int64(w), slack: map[int32]*slack{}}
+	us := gangUses(j, g, b.c, quantum)
+	for _, u := range us {
+		n := &proj[u.node]
+		n.free = n.free.Sub(u.res)
+		takeShares(n, u.shares)
+	}
+	if b.nodeResv == nil {
+		b.nodeResv = make([][]int32, len(b.c.nodes))
+	}
+	ri := int32(len(b.resv))
+	for _, u := range us {
+		if _, ok := r.slack[u.node]; ok {
+			continue
+		}
+		n := &proj[u.node]
+		r.slack[u.node] = &slack{res: n.free, dev: n.dev}
+		b.nodeResv[u.node] = append(b.nodeResv[u.node], ri)
+	}
+	b.resv = append(b.resv, r)
+	b.reserved = append(b.reserved, us...)
+	b.placed = append(b.placed, event{at: r.end, uses: us})
+	return at, g, true
+}
+
+// earliest walks the events in time order over the projection until j
+// fits. Single-node jobs re-test only the nodes that changed; multi-node
+// ones run the full placement once the sum of what every node could hold
+// reaches the gang's size.
+func (b *backfill) earliest(proj []nstate, part string, j *Job, quantum float64, placed []event) (int64, gangFit, bool) {
+	if g, ok := refPlace(proj, part, j, quantum); ok {
+		return b.now, g, true
+	}
+	cs := j.Containers
+	gpuOnly := allGPU(cs)
+	cand := func(i int32) bool { return proj[i].inPartition(part) && (!gpuOnly || proj[i].hasGPU()) }
+	multi := j.Mode == ModeMultiNode
+	var unit Res
+	var k []int
+	total := 0
+	if multi {
+		unit = minEach(cs)
+		k = make([]int, len(proj))
+		for i := range proj {
+			if cand(int32(i)) {
+				k[i] = holds(&proj[i], unit, len(cs))
+				total += k[i]
+			}
+		}
+	}
+	left := make([]int, len(cs))
+	for i := range left {
+		left[i] = i
+	}
+	var touched []int32
+	ri, pi := 0, 0
+	for ri < len(b.running) || pi < len(placed) {
+		var at int64
+		switch {
+		case pi >= len(placed) || (ri < len(b.running) && b.running[ri].at <= placed[pi].at):
+			at = b.running[ri].at
+		default:
+			at = placed[pi].at
+		}
+		touched = touched[:0]
+		for ri < len(b.running) && b.running[ri].at == at {
+			touched = applyEvent(proj, b.running[ri], touched)
+			ri++
+		}
+		for pi < len(placed) && placed[pi].at == at {
+			touched = applyEvent(proj, placed[pi], touched)
+			pi++
+		}
+		if multi {
+			for _, i := range touched {
+				if cand(i) {
+					total -= k[i]
+					k[i] = holds(&proj[i], unit, len(cs))
+					total += k[i]
+				}
+			}
+			if total >= len(cs) {
+				if g, ok := refPlace(proj, part, j, quantum); ok {
+					return at, g, true
+				}
+			}
+			continue
+		}
+		best, bestF := int32(-1), nodeFit{}
+		for _, i := range touched {
+			n := &proj[i]
+			if !cand(i) || (best >= 0 && !keyLess(n.key(i, gpuOnly), proj[best].key(best, gpuOnly))) {
+				continue
+			}
+			if f := fill(n.free, n.dev, n.devID, cs, left, quantum, true); len(f.taken) == len(cs) {
+				best, bestF = i, f
+			}
+		}
+		if best >= 0 {
+			g := gangFit{hosts: make([]int32, len(cs))}
+			g.assign(best, bestF, len(cs))
+			return at, g, true
+		}
+	}
+	return 0, gangFit{}, false
+}
+
+func applyEvent(proj []nstate, ev event, touched []int32) []int32 {
+	for _, u := range ev.uses {
+		giveBack(&proj[u.node], u)
+		if !slices.Contains(touched, u.node) {
+			touched = append(touched, u.node)
+		}
+	}
+	return touched
+}
+
+// minEach is the smallest request of the gang in each resource.
+func minEach(cs []Res) Res {
+	m := cs[0]
+	for _, c := range cs[1:] {
+		m = minRes(m, c)
+	}
+	return m
+}
+
+// holds bounds how many containers of size unit node n could take.
+func holds(n *nstate, unit Res, most int) int {
+	h := most
+	if unit.CPUMilli > 0 {
+		h = min(h, int(max(0, n.free.CPUMilli/unit.CPUMilli)))
+	}
+	if unit.Memory > 0 {
+		h = min(h, int(max(0, n.free.Memory/unit.Memory)))
+	}
+	if unit.GPU > gpuEps {
+		h = min(h, int(math.Max(0, (n.free.GPU+gpuEps)/unit.GPU)))
+	}
+	return h
+}

@@ -1,0 +1,231 @@
+package core
+
+import "time"
+
+// Pending reasons. The core gives Priority and Resources itself; the
+// others are the caller's (partition and account limits, holds,
+// dependencies), handed in through Job.Ineligible and passed through.
+// The strings equal api.Reason*.
+const (
+	ReasonResources      = "Resources"
+	ReasonPriority       = "Priority"
+	ReasonPartitionLimit = "PartitionLimit"
+	ReasonAccountLimit   = "AccountLimit"
+	ReasonDependency     = "Dependency"
+	ReasonHeld           = "Held"
+)
+
+// Cluster modes (the same strings as jobspec.Mode*).
+const (
+	ModeSingleNode = "single-node"
+	ModeMultiNode  = "multi-node"
+)
+
+// Res is an amount of schedulable resources.
+type Res struct {
+	CPUMilli int64
+	Memory   int64   // bytes
+	GPU      float64 // GPUs; fractions are shares of one device
+}
+
+// Add returns r + o.
+func (r Res) Add(o Res) Res {
+	return Res{r.CPUMilli + o.CPUMilli, r.Memory + o.Memory, r.GPU + o.GPU}
+}
+
+// Sub returns r - o.
+func (r Res) Sub(o Res) Res {
+	return Res{r.CPUMilli - o.CPUMilli, r.Memory - o.Memory, r.GPU - o.GPU}
+}
+
+// Covers reports whether r has room for o.
+func (r Res) Covers(o Res) bool {
+	return r.CPUMilli >= o.CPUMilli && r.Memory >= o.Memory && r.GPU+gpuEps >= o.GPU
+}
+
+// gpuEps absorbs float rounding in GPU shares (quanta are ≥ 0.01).
+const gpuEps = 1e-9
+
+// Device is one GPU of a node as the core sees it.
+type Device struct {
+	// ID is the node-local device index (the CUDA_VISIBLE_DEVICES ordinal).
+	ID int
+	// Free is the unallocated share of the device, in [0, 1].
+	Free float64
+}
+
+// GPUShare is a slice of one device given to one container.
+type GPUShare struct {
+	Device int     // Device.ID on the container's node
+	Share  float64 // in (0, 1]; 1 is the whole device
+}
+
+// Node is a node that may take work.
+type Node struct {
+	// Name is unique in the snapshot.
+	Name string
+	// Capacity is what the node has in all.
+	Capacity Res
+	// Free is what is not allocated now. When Devices is set, Free.GPU
+	// should be the sum of their Free; the core trusts Devices for GPUs.
+	Free Res
+	// Devices lists the node's GPUs with their free shares. Nil means
+	// GPUs are one undivided pool (Free.GPU), as before fGPU; placements
+	// on such a node name no devices.
+	Devices []Device
+	// Partitions the node belongs to. Empty: every partition.
+	Partitions []string
+}
+
+// Job is a pending job.
+type Job struct {
+	// ID is the job id; ids grow with submission.
+	ID uint64
+	// Mode is ModeSingleNode (the default when empty) or ModeMultiNode.
+	Mode string
+	// Containers are per-container requests in rank order (main1 first).
+	// GPU requests ≤ 1 come from one device, > 1 in whole devices.
+	Containers []Res
+	// Reason is the job's current pending reason; the plan reports only
+	// changes to it.
+	Reason string
+	// Partition the job runs in. Empty: any node.
+	Partition string
+	// User and Account are informational for the core (fair share is
+	// already in FairShare); they show in transcripts and simulations.
+	User, Account string
+	// Submit is when the job was queued; the age factor grows from it.
+	Submit time.Time
+	// Walltime is the job's limit. Zero: the partition's DefaultWalltime,
+	// else the snapshot's Policy.DefaultWalltime.
+	Walltime time.Duration
+	// Nice lowers the priority by that many points (Slurm --nice); ≥ 0.
+	Nice float64
+	// FairShare is the fair-share factor F = 2^(−U/S) of the job's
+	// association, in [0, 1], as sched/fairshare computes it.
+	FairShare float64
+	// Ineligible, when set, is a reason the caller computed (Held,
+	// Dependency, PartitionLimit, AccountLimit): the job is not
+	// considered, blocks nobody, and gets this reason.
+	Ineligible string
+}
+
+// Running is a job that holds resources now. Backfill uses it to know
+// when resources come back.
+type Running struct {
+	JobID uint64
+	// Start is when the job was placed.
+	Start time.Time
+	// Walltime is its limit; zero as for Job.Walltime. The job is
+	// expected to end at Start+Walltime; one past that is expected any
+	// moment (now).
+	Walltime time.Duration
+	// Partition the job runs in (for its default walltime).
+	Partition string
+	// Nodes[i] holds container i, which uses Containers[i].
+	Nodes      []string
+	Containers []Res
+	// GPUs[i] are container i's device shares; nil when none or unknown.
+	GPUs [][]GPUShare
+}
+
+// Partition is what the core needs of a partition.
+type Partition struct {
+	// Tier is the partition's priority tier (Slurm PriorityJobFactor);
+	// the partition factor is Tier over the highest Tier in the snapshot.
+	Tier float64
+	// DefaultWalltime is the walltime of its jobs that give none.
+	DefaultWalltime time.Duration
+	// GPUQuantum is the fGPU step: requests ≤ 1 round up to a multiple of
+	// it. Zero: no rounding.
+	GPUQuantum float64
+}
+
+// Weights are the multifactor priority weights (Slurm PriorityWeight*).
+// A job's priority is Σ weight × factor − Nice, each factor in [0, 1].
+type Weights struct {
+	Age       float64
+	FairShare float64
+	JobSize   float64
+	Partition float64
+}
+
+// Policy is the scheduling policy. The zero Policy is strict FIFO in
+// queue order without backfill, the skeleton's behaviour.
+type Policy struct {
+	// Weights of the priority factors. All zero: queue order as given.
+	Weights Weights
+	// MaxAge is where the age factor reaches 1. Zero: 7 days.
+	MaxAge time.Duration
+	// FavorSmall makes the job-size factor favour small jobs (Slurm
+	// PriorityFavorSmall); otherwise it favours large ones.
+	FavorSmall bool
+	// ReservationDepth is how many blocked jobs, in priority order, get a
+	// reservation that lower jobs may not delay. 0: no backfill (the
+	// first blocked job blocks all behind it); 1: EASY; larger: toward
+	// conservative backfill.
+	ReservationDepth int
+	// DefaultWalltime is the walltime of jobs (pending or running) whose
+	// own and partition's are zero. Zero: such jobs are expected to run
+	// for a year, which makes them never backfill ahead of a reservation.
+	DefaultWalltime time.Duration
+	// MaxBackfillJobs bounds how many jobs below the first reservation a
+	// pass tries (Slurm bf_max_job_test). Zero: all.
+	MaxBackfillJobs int
+}
+
+// Snapshot is everything the core may look at. The core does not modify
+// it or keep references into it after Schedule returns.
+type Snapshot struct {
+	// Nodes that may take work (up, not drained). Order is irrelevant.
+	Nodes []Node
+	// Queue is the pending jobs; ties in priority keep this order.
+	Queue []Job
+	// Running jobs; needed for backfill only.
+	Running []Running
+	// Partitions by name; a name missing here has the zero Partition.
+	Partitions map[string]Partition
+	// Policy is how to order and backfill.
+	Policy Policy
+}
+
+// Placement puts every container of one job: Nodes[i] holds container i.
+type Placement struct {
+	JobID uint64
+	Nodes []string
+	// GPUs[i] are the device shares of container i (nil: no devices
+	// named, either no GPU or a node without Devices). Nil when no
+	// container got devices.
+	GPUs [][]GPUShare
+	// Backfilled marks a job that started ahead of a reserved one.
+	Backfilled bool
+}
+
+// ReasonChange sets a pending job's reason.
+type ReasonChange struct {
+	JobID  uint64
+	Reason string
+}
+
+// StartEstimate is when a reserved job is expected to start and where,
+// given the walltimes of what runs (bqueue --start).
+type StartEstimate struct {
+	JobID uint64
+	Start time.Time
+	Nodes []string
+}
+
+// Plan is the core's answer.
+type Plan struct {
+	// Placements to commit, in the order they were decided.
+	Placements []Placement
+	// Reasons that change.
+	Reasons []ReasonChange
+	// Starts of the reserved jobs. Informational and recomputed on every
+	// pass (they move with now); Empty ignores them, so callers keep them
+	// out of the replicated log.
+	Starts []StartEstimate
+}
+
+// Empty reports whether the plan changes nothing that must be committed.
+func (p Plan) Empty() bool { return len(p.Placements) == 0 && len(p.Reasons) == 0 }

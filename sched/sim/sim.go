@@ -1,0 +1,371 @@
+// Package sim replays a workload through the scheduler core in virtual
+// time: the same core.Schedule that schedd calls, fed snapshots built from
+// the simulated machine. Events are handled one at a time, as pyss does:
+// at equal times terminations come before submissions, and a scheduling
+// pass follows every event.
+package sim
+
+import (
+	"cmp"
+	"container/heap"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/troupe-hpc/troupe/sched/core"
+	"github.com/troupe-hpc/troupe/sched/fairshare"
+	"github.com/troupe-hpc/troupe/sched/swf"
+)
+
+// ErrNoMachine is returned when the machine has no processors.
+var ErrNoMachine = errors.New("machine has no processors")
+
+// Job is one simulated job. Times are whole seconds.
+type Job struct {
+	ID       uint64
+	User     string
+	Submit   int64
+	Run      int64 // actual runtime, ≥ 1
+	Estimate int64 // the walltime the scheduler sees, ≥ Run
+	Procs    int
+}
+
+// FromSWF converts trace records as the archive's simulators read them:
+// runtime 0 counts as 1 s; processors are the allocated count, else the
+// requested; the estimate is the requested time, else the runtime, never
+// below the runtime. Jobs without runtime or processors, and jobs wider
+// than procs (when procs > 0), are dropped and counted.
+func FromSWF(recs []swf.Job, procs int) (jobs []Job, dropped int) {
+	for _, r := range recs {
+		run := r.Run
+		if run == 0 {
+			run = 1
+		}
+		p := r.Procs
+		if p <= 0 {
+			p = r.ReqProcs
+		}
+		if run < 0 || p <= 0 || (procs > 0 && p > int64(procs)) {
+			dropped++
+			continue
+		}
+		est := r.ReqTime
+		if est <= 0 {
+			est = run
+		}
+		est = max(est, run)
+		jobs = append(jobs, Job{ID: uint64(r.ID), User: fmt.Sprint(r.User), Submit: r.Submit, Run: run, Estimate: est, Procs: int(p)})
+	}
+	return jobs, dropped
+}
+
+// Options shape the machine and the policy.
+type Options struct {
+	// Procs is the machine's processors (the trace's MaxProcs).
+	Procs int
+	// Nodes splits them into that many equal nodes; jobs then become
+	// multi-node gangs of 1-CPU containers. 0 or 1: one node, each job a
+	// single container.
+	Nodes int
+	// Policy is handed to the core as is.
+	Policy core.Policy
+	// FairShare charges CPU-seconds per user (equal shares) and feeds the
+	// factor to the core.
+	FairShare bool
+	// HalfLife of usage decay; zero: fairshare.DefaultHalfLife.
+	HalfLife time.Duration
+	// Progress, when set, is called now and then with jobs done and total.
+	Progress func(done, total int)
+}
+
+// Result is what bsim prints.
+type Result struct {
+	Jobs             int     `json:"jobs"`
+	MeanWait         float64 `json:"mean_wait_s"`
+	MeanBSLD         float64 `json:"mean_bounded_slowdown"`
+	MaxWait          float64 `json:"max_wait_s"`
+	WideMeanWait     float64 `json:"wide_mean_wait_s"` // jobs using over a quarter of the machine
+	Utilization      float64 `json:"utilization"`
+	Makespan         float64 `json:"makespan_s"`
+	Placements       int     `json:"placements"`
+	Passes           int     `json:"passes"`
+	PlacementsPerSec float64 `json:"placements_per_sec"`
+	WallSeconds      float64 `json:"wall_s"`
+}
+
+// Tau is the bounded-slowdown threshold (s).
+const Tau = 10
+
+// epoch is virtual time zero.
+var epoch = time.Unix(0, 0).UTC()
+
+func at(s int64) time.Time { return epoch.Add(time.Duration(s) * time.Second) }
+
+type running struct {
+	job   *Job
+	start int64
+	end   int64
+}
+
+type endHeap []*running
+
+func (h endHeap) Len() int { return len(h) }
+func (h endHeap) Less(i, k int) bool {
+	if h[i].end != h[k].end {
+		return h[i].end < h[k].end
+	}
+	return h[i].job.ID < h[k].job.ID
+}
+func (h endHeap) Swap(i, k int) { h[i], h[k] = h[k], h[i] }
+func (h *endHeap) Push(x any)   { *h = append(*h, x.(*running)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// machine is the simulated cluster and queue between passes.
+type machine struct {
+	o       Options
+	nodes   []core.Node
+	nodeIdx map[string]int
+	queue   []core.Job // pending, submit order
+	byID    map[uint64]*Job
+	run     map[uint64]*running
+	runs    []core.Running
+	ends    endHeap
+	fs      *fairshare.Tree
+	users   map[string]bool
+	usage   map[string]fairshare.Usage
+	perUser map[string]int // processors in use
+	charged int64          // when usage was last charged
+	starts  map[uint64]int64
+}
+
+// Run simulates jobs (in any order) and measures the outcome.
+func Run(jobs []Job, o Options, wall func() time.Time) (Result, error) {
+	if o.Procs <= 0 {
+		return Result{}, ErrNoMachine
+	}
+	if o.HalfLife == 0 {
+		o.HalfLife = fairshare.DefaultHalfLife
+	}
+	m := newMachine(o)
+	js := slices.Clone(jobs)
+	slices.SortStableFunc(js, func(a, b Job) int { return cmp.Compare(a.Submit, b.Submit) })
+	t0 := wall()
+	var res Result
+	next := 0
+	done := 0
+	for next < len(js) || len(m.ends) > 0 {
+		var now int64
+		if len(m.ends) > 0 && (next >= len(js) || m.ends[0].end <= js[next].Submit) {
+			r := heap.Pop(&m.ends).(*running)
+			now = r.end
+			m.finish(r)
+			done++
+			if o.Progress != nil && done%1000 == 0 {
+				o.Progress(done, len(js))
+			}
+		} else {
+			j := &js[next]
+			next++
+			now = j.Submit
+			m.submit(j)
+		}
+		res.Placements += m.schedule(now)
+		res.Passes++
+	}
+	elapsed := wall().Sub(t0).Seconds()
+	m.measure(js, &res)
+	res.WallSeconds = elapsed
+	if elapsed > 0 {
+		res.PlacementsPerSec = float64(res.Placements) / elapsed
+	}
+	if o.Progress != nil {
+		o.Progress(len(js), len(js))
+	}
+	return res, nil
+}
+
+func newMachine(o Options) *machine {
+	m := &machine{o: o, byID: map[uint64]*Job{}, run: map[uint64]*running{}, starts: map[uint64]int64{},
+		users: map[string]bool{}, usage: map[string]fairshare.Usage{}, perUser: map[string]int{},
+		nodeIdx: map[string]int{}}
+	n := max(1, o.Nodes)
+	for i := 0; i < n; i++ {
+		cpu := int64(o.Procs / n)
+		if i < o.Procs%n {
+			cpu++
+		}
+		r := core.Res{CPUMilli: cpu * 1000}
+		name := fmt.Sprintf("n%05d", i)
+		m.nodeIdx[name] = i
+		m.nodes = append(m.nodes, core.Node{Name: name, Capacity: r, Free: r})
+	}
+	return m
+}
+
+func (m *machine) submit(j *Job) {
+	m.byID[j.ID] = j
+	cj := core.Job{ID: j.ID, User: j.User, Account: j.User, Submit: at(j.Submit),
+		Walltime: time.Duration(j.Estimate) * time.Second, Mode: core.ModeSingleNode}
+	if m.o.Nodes > 1 {
+		cj.Mode = core.ModeMultiNode
+		cj.Containers = make([]core.Res, j.Procs)
+		for i := range cj.Containers {
+			cj.Containers[i] = core.Res{CPUMilli: 1000}
+		}
+	} else {
+		cj.Containers = []core.Res{{CPUMilli: int64(j.Procs) * 1000}}
+	}
+	m.queue = append(m.queue, cj)
+	m.users[j.User] = true
+}
+
+func (m *machine) finish(r *running) {
+	m.charge(r.end)
+	delete(m.run, r.job.ID)
+	for i := range m.runs {
+		if m.runs[i].JobID == r.job.ID {
+			for k, n := range m.runs[i].Nodes {
+				ni := m.nodeIndex(n)
+				m.nodes[ni].Free = m.nodes[ni].Free.Add(m.runs[i].Containers[k])
+			}
+			m.runs = slices.Delete(m.runs, i, i+1)
+			break
+		}
+	}
+	m.perUser[r.job.User] -= r.job.Procs
+}
+
+func (m *machine) nodeIndex(name string) int { return m.nodeIdx[name] }
+
+// charge bills every running job's CPU-seconds since the last charge.
+func (m *machine) charge(now int64) {
+	if !m.o.FairShare {
+		return
+	}
+	dt := now - m.charged
+	m.charged = now
+	if dt <= 0 {
+		return
+	}
+	for u, p := range m.perUser {
+		if p > 0 {
+			m.usage[u] = m.usage[u].Add(at(now), float64(p)*float64(dt), m.o.HalfLife)
+		}
+	}
+}
+
+// fairShare sets every queued job's factor from the users' usage.
+func (m *machine) fairShare(now int64) {
+	if !m.o.FairShare {
+		return
+	}
+	m.charge(now)
+	// A flat tree of users with equal shares: S = 1/N, Ue = Un, the
+	// classic algorithm's depth-0 case (fairshare.Tree computes the same).
+	total := 0.0
+	for _, us := range m.usage {
+		total += us.To(at(now), m.o.HalfLife).Value
+	}
+	s := 1 / float64(len(m.users))
+	f := make(map[string]float64, len(m.usage))
+	for u, us := range m.usage {
+		un := 0.0
+		if total > 0 {
+			un = us.To(at(now), m.o.HalfLife).Value / total
+		}
+		f[u] = fairshare.Factor(un, s)
+	}
+	for i := range m.queue {
+		if v, ok := f[m.queue[i].User]; ok {
+			m.queue[i].FairShare = v
+		} else {
+			m.queue[i].FairShare = 1
+		}
+	}
+}
+
+// schedule runs one pass at now and applies its plan.
+func (m *machine) schedule(now int64) int {
+	m.fairShare(now)
+	snap := core.Snapshot{Nodes: m.nodes, Queue: m.queue, Running: m.runs, Policy: m.o.Policy}
+	plan := core.Schedule(snap, at(now))
+	if len(plan.Reasons) > 0 {
+		pos := make(map[uint64]int, len(m.queue))
+		for i := range m.queue {
+			pos[m.queue[i].ID] = i
+		}
+		for _, r := range plan.Reasons {
+			m.queue[pos[r.JobID]].Reason = r.Reason
+		}
+	}
+	if len(plan.Placements) == 0 {
+		return 0
+	}
+	placed := make(map[uint64]core.Placement, len(plan.Placements))
+	for _, p := range plan.Placements {
+		placed[p.JobID] = p
+	}
+	q := m.queue[:0]
+	for _, cj := range m.queue {
+		p, ok := placed[cj.ID]
+		if !ok {
+			q = append(q, cj)
+			continue
+		}
+		j := m.byID[cj.ID]
+		for k, n := range p.Nodes {
+			ni := m.nodeIndex(n)
+			m.nodes[ni].Free = m.nodes[ni].Free.Sub(cj.Containers[k])
+		}
+		r := &running{job: j, start: now, end: now + j.Run}
+		m.run[j.ID] = r
+		heap.Push(&m.ends, r)
+		m.runs = append(m.runs, core.Running{JobID: j.ID, Start: at(now), Walltime: cj.Walltime, Nodes: p.Nodes, Containers: cj.Containers})
+		m.starts[j.ID] = now
+		m.charge(now)
+		m.perUser[j.User] += j.Procs
+	}
+	clear(m.queue[len(q):])
+	m.queue = q
+	return len(plan.Placements)
+}
+
+func (m *machine) measure(js []Job, res *Result) {
+	if len(js) == 0 {
+		return
+	}
+	first, last := js[0].Submit, int64(0)
+	var wait, bsld, busy, wideWait float64
+	wide := 0
+	for i := range js {
+		j := &js[i]
+		s := m.starts[j.ID]
+		w := float64(s - j.Submit)
+		wait += w
+		if j.Procs*4 > m.o.Procs {
+			wide++
+			wideWait += w
+		}
+		res.MaxWait = max(res.MaxWait, w)
+		bsld += max(1, (w+float64(j.Run))/max(float64(j.Run), Tau))
+		busy += float64(j.Run) * float64(j.Procs)
+		last = max(last, s+j.Run)
+	}
+	n := float64(len(js))
+	res.Jobs = len(js)
+	res.MeanWait = wait / n
+	res.MeanBSLD = bsld / n
+	if wide > 0 {
+		res.WideMeanWait = wideWait / float64(wide)
+	}
+	res.Makespan = float64(last - first)
+	if res.Makespan > 0 {
+		res.Utilization = busy / (res.Makespan * float64(m.o.Procs))
+	}
+}

@@ -1,0 +1,60 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/sched/swf"
+)
+
+func TestFromSWF(t *testing.T) {
+	recs := []swf.Job{
+		{ID: 1, Submit: 0, Run: 0, Procs: 4, ReqTime: -1},                // runtime 0 → 1 s, estimate = runtime
+		{ID: 2, Submit: 1, Run: 50, Procs: -1, ReqProcs: 8, ReqTime: 10}, // requested procs; estimate never below runtime
+		{ID: 3, Submit: 2, Run: 5, Procs: 200, ReqTime: 100},             // too wide
+		{ID: 4, Submit: 3, Run: -1, Procs: 2},                            // no runtime
+	}
+	js, dropped := FromSWF(recs, 100)
+	if dropped != 2 || len(js) != 2 {
+		t.Fatalf("%d jobs, %d dropped", len(js), dropped)
+	}
+	if js[0].Run != 1 || js[0].Estimate != 1 || js[1].Procs != 8 || js[1].Estimate != 50 {
+		t.Fatalf("jobs %+v", js)
+	}
+}
+
+// A hand-checked trace on 10 processors: job 1 holds 6 until 100; job 2
+// (8 procs) must wait for it; job 3 (4 procs, 50 s) ends before job 2's
+// shadow time and backfills under EASY but not under FCFS.
+func TestEasyVersusFCFS(t *testing.T) {
+	js := []Job{
+		{ID: 1, User: "a", Submit: 0, Run: 100, Estimate: 100, Procs: 6},
+		{ID: 2, User: "b", Submit: 10, Run: 100, Estimate: 100, Procs: 8},
+		{ID: 3, User: "c", Submit: 20, Run: 50, Estimate: 50, Procs: 4},
+	}
+	for _, tt := range []struct {
+		policy   string
+		wantWait float64
+	}{
+		{"easy", (0 + 90 + 0) / 3.0},
+		{"fcfs", (0 + 90 + 180) / 3.0},
+	} {
+		pol, fair, _ := Policy(tt.policy)
+		r, err := Run(js, Options{Procs: 10, Policy: pol, FairShare: fair}, time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.MeanWait != tt.wantWait || r.Jobs != 3 {
+			t.Errorf("%s: mean wait %g, want %g", tt.policy, r.MeanWait, tt.wantWait)
+		}
+	}
+}
+
+func TestMultiNodeShape(t *testing.T) {
+	js := []Job{{ID: 1, Submit: 0, Run: 10, Estimate: 10, Procs: 6}, {ID: 2, Submit: 0, Run: 10, Estimate: 10, Procs: 2}}
+	pol, _, _ := Policy("easy")
+	r, err := Run(js, Options{Procs: 8, Nodes: 4, Policy: pol}, time.Now)
+	if err != nil || r.MeanWait != 0 || r.Placements != 2 {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
