@@ -32,6 +32,9 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST /v1/nodes/{name}/heartbeat", s.handleHeartbeat)
 	m.HandleFunc("GET /v1/nodes/{name}/assignments", s.handleAssignments)
 	m.HandleFunc("POST /v1/nodes/{name}/status", s.handleStatus)
+	m.HandleFunc("GET /v1/partitions", s.handlePartitions)
+	m.HandleFunc("GET /v1/fairshare", s.handleFairShare)
+	m.HandleFunc("POST /v1/reconfig", s.handleReconfig)
 	return m
 }
 
@@ -55,7 +58,7 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	list := api.JobList{Jobs: []api.Job{}, Index: idx}
 	for _, j := range v.Jobs() {
-		list.Jobs = append(list.Jobs, *j)
+		list.Jobs = append(list.Jobs, s.withStart(*j))
 	}
 	writeJSON(w, http.StatusOK, idx, list)
 }
@@ -74,7 +77,7 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("job %d: %w", id, state.ErrNotFound))
 		return
 	}
-	writeJSON(w, http.StatusOK, idx, j)
+	writeJSON(w, http.StatusOK, idx, s.withStart(*j))
 }
 
 func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
@@ -140,6 +143,39 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, 0, struct{}{})
+}
+
+func (s *Server) handlePartitions(w http.ResponseWriter, r *http.Request) {
+	v, idx, ok := s.block(w, r)
+	if !ok {
+		return
+	}
+	list := Partitions(v)
+	list.Index = idx
+	writeJSON(w, http.StatusOK, idx, list)
+}
+
+func (s *Server) handleFairShare(w http.ResponseWriter, r *http.Request) {
+	v, idx, ok := s.block(w, r)
+	if !ok {
+		return
+	}
+	list := FairShare(v)
+	list.Index = idx
+	writeJSON(w, http.StatusOK, idx, list)
+}
+
+func (s *Server) handleReconfig(w http.ResponseWriter, r *http.Request) {
+	var body struct{}
+	if r.ContentLength != 0 && !decode(w, r, &body) {
+		return
+	}
+	res, err := s.Reconfig(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, res)
 }
 
 // block serves a blocking query: with ?index=N it waits (up to ?wait=,

@@ -13,12 +13,22 @@ import (
 const idlePass = 5 * time.Second
 
 // Run schedules until ctx ends: on every state change it hands a snapshot
-// and the time to the pure core and commits the plan it returns.
+// and the time to the pure core and commits the plan it returns; every
+// ChargeEvery it charges running jobs' usage (a raft command, so every
+// replica charges the same).
 func (s *Server) Run(ctx context.Context) {
 	for {
+		if now := s.cfg.Clock(); now.Sub(s.charged) >= s.cfg.ChargeEvery {
+			if err := s.ChargeUsage(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("charging usage", "err", err)
+			}
+			s.charged = now
+		}
 		v := s.st.Snapshot()
 		_, ws := v.Index()
-		plan := core.Schedule(s.coreSnapshot(v), s.cfg.Clock())
+		now := s.cfg.Clock()
+		plan := enforceUserLimits(v, core.Schedule(coreSnapshot(v, now), now))
+		s.setStarts(plan.Starts)
 		if !plan.Empty() {
 			if _, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: fromCore(plan)}); err != nil {
 				if ctx.Err() != nil {
@@ -51,25 +61,23 @@ func watch(ctx context.Context, ws interface{ WatchCtx(context.Context) error })
 	return ch
 }
 
-// coreSnapshot is the core's input: nodes that take work and the queue in
-// FIFO order (job ids grow with submission).
-func (s *Server) coreSnapshot(v *state.Snapshot) core.Snapshot {
-	snap := core.Snapshot{Nodes: s.coreNodes(v)}
-	for _, j := range v.Jobs() {
-		if j.State == api.JobPending {
-			snap.Queue = append(snap.Queue, coreJob(j))
-		}
+// setStarts keeps the last pass's start estimates of reserved jobs.
+func (s *Server) setStarts(est []core.StartEstimate) {
+	m := make(map[uint64]time.Time, len(est))
+	for _, e := range est {
+		m[e.JobID] = e.Start
 	}
-	return snap
+	s.mu.Lock()
+	s.starts = m
+	s.mu.Unlock()
 }
 
-func fromCore(p core.Plan) *state.Plan {
-	out := &state.Plan{}
-	for _, pl := range p.Placements {
-		out.Placements = append(out.Placements, state.Placement{JobID: pl.JobID, Nodes: pl.Nodes})
+// withStart fills j's EstimatedStart from the last pass (j is a copy).
+func (s *Server) withStart(j api.Job) api.Job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.starts[j.ID]; ok && j.State == api.JobPending {
+		j.EstimatedStart = t
 	}
-	for _, r := range p.Reasons {
-		out.Reasons = append(out.Reasons, state.Reason{JobID: r.JobID, Reason: r.Reason})
-	}
-	return out
+	return j
 }

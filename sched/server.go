@@ -1,27 +1,34 @@
 package sched
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hashicorp/hcl/v2"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/core"
+	"github.com/troupe-hpc/troupe/sched/partition"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // DefaultPartition is the partition every node belongs to until
 // partitions.hcl says otherwise.
-const DefaultPartition = "default"
+const DefaultPartition = partition.DefaultName
+
+// DefaultChargeEvery is how often the leader charges usage.
+const DefaultChargeEvery = time.Minute
 
 // ErrInvalid marks a request that can never succeed as sent.
 var ErrInvalid = errors.New("invalid request")
@@ -33,18 +40,28 @@ type Config struct {
 	// Clock is the controller's time source; tests may fix it. The core
 	// never reads it: the loop passes now in.
 	Clock func() time.Time
+	// PartitionsFile is the partitions.hcl schedd reads at start and on
+	// reconfig; "" runs the built-in one-partition configuration.
+	PartitionsFile string
+	// ChargeEvery is how often the leader charges running jobs' usage
+	// (default DefaultChargeEvery).
+	ChargeEvery time.Duration
 }
 
 // Server is a running controller: state, raft log and scheduler loop.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	st    *state.Store
-	raft  *raftlog.Log
-	mu    sync.Mutex
-	seen  map[string]time.Time // node heartbeats: leader-local, not replicated
-	kick  chan struct{}
-	close sync.Once
+	cfg  Config
+	log  *slog.Logger
+	st   *state.Store
+	raft *raftlog.Log
+	mu   sync.Mutex
+	seen map[string]time.Time // node heartbeats: leader-local, not replicated
+	// starts are the reserved jobs' estimated starts of the last pass:
+	// leader-local, recomputed every pass, kept out of the raft log.
+	starts  map[uint64]time.Time
+	charged time.Time // when this leader last charged usage
+	kick    chan struct{}
+	close   sync.Once
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
@@ -55,13 +72,85 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.ChargeEvery <= 0 {
+		cfg.ChargeEvery = DefaultChargeEvery
+	}
+	pc := partition.Default()
+	if cfg.PartitionsFile != "" {
+		c, diags := partition.ParseFile(cfg.PartitionsFile)
+		if diags.HasErrors() {
+			return nil, &ConfigError{Diags: diags}
+		}
+		pc = c
+	}
 	st := state.New()
 	rl, err := raftlog.Open(ctx, raftlog.Config{Dir: cfg.DataDir}, st)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl,
-		seen: map[string]time.Time{}, kick: make(chan struct{}, 1)}, nil
+	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl,
+		seen: map[string]time.Time{}, starts: map[uint64]time.Time{}, kick: make(chan struct{}, 1)}
+	if err := s.putConfig(ctx, pc); err != nil {
+		rl.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// ConfigError is a partitions file that does not parse or validate.
+type ConfigError struct {
+	Diags hcl.Diagnostics
+}
+
+func (e *ConfigError) Error() string {
+	return "partitions file refused: " + strings.TrimSpace(partition.FormatDiagnostics(e.Diags))
+}
+
+// Unwrap makes a ConfigError an ErrInvalid for the API.
+func (e *ConfigError) Unwrap() error { return ErrInvalid }
+
+// putConfig commits c unless the state already holds the same one.
+func (s *Server) putConfig(ctx context.Context, c *partition.Config) error {
+	cur := s.st.Snapshot().Config()
+	a, err1 := json.Marshal(cur)
+	b, err2 := json.Marshal(c)
+	if err1 == nil && err2 == nil && bytes.Equal(a, b) {
+		return nil
+	}
+	if _, err := s.apply(ctx, state.Command{Kind: state.CmdConfig, Config: c}); err != nil {
+		return fmt.Errorf("committing the partitions config: %w", err)
+	}
+	s.wake()
+	return nil
+}
+
+// Reconfig re-reads the partitions file schedd was started with and puts
+// it in force on every replica (through raft). A file with errors is
+// refused with its diagnostics and the running config stays.
+func (s *Server) Reconfig(ctx context.Context) (api.ReconfigResponse, error) {
+	if s.cfg.PartitionsFile == "" {
+		return api.ReconfigResponse{}, fmt.Errorf("%w: schedd was started without --partitions; there is no file to re-read", ErrInvalid)
+	}
+	c, diags := partition.ParseFile(s.cfg.PartitionsFile)
+	if diags.HasErrors() {
+		return api.ReconfigResponse{}, &ConfigError{Diags: diags}
+	}
+	if err := s.putConfig(ctx, c); err != nil {
+		return api.ReconfigResponse{}, err
+	}
+	res := api.ReconfigResponse{Source: s.cfg.PartitionsFile, Partitions: c.PartitionNames()}
+	for _, d := range diags {
+		res.Warnings = append(res.Warnings, jobspec.FormatDiagnostic(d))
+	}
+	s.log.Info("partitions reconfigured", "file", s.cfg.PartitionsFile, "partitions", res.Partitions)
+	return res, nil
+}
+
+// ChargeUsage charges running jobs' usage up to now (the loop calls it
+// every ChargeEvery on the leader).
+func (s *Server) ChargeUsage(ctx context.Context) error {
+	_, err := s.apply(ctx, state.Command{Kind: state.CmdCharge})
+	return err
 }
 
 // Close stops raft. Call after Run has returned.
@@ -99,43 +188,131 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 	if diags := spec.Validate(); diags.HasErrors() {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.ReplaceAll(strings.TrimSpace(jobspec.FormatDiagnostics(diags)), "\n", "; "))
 	}
-	part := spec.Partition
-	if part == "" {
-		part = DefaultPartition
-	}
-	if part != DefaultPartition {
-		return nil, fmt.Errorf("%w: partition %q does not exist; known partitions: %s", ErrInvalid, part, DefaultPartition)
-	}
 	cs := spec.Containers()
 	if len(cs) == 0 {
 		return nil, fmt.Errorf("%w: the job has no containers", ErrInvalid)
 	}
+	v := s.st.Snapshot()
+	cfg := v.Config()
+	name := spec.Partition
+	if name == "" {
+		name = cfg.DefaultPartition
+	}
+	p := cfg.Partition(name)
+	if p == nil {
+		return nil, fmt.Errorf("%w: partition %q does not exist; known partitions: %s", ErrInvalid, name, strings.Join(cfg.PartitionNames(), ", "))
+	}
+	account, err := cfg.ResolveAccount(req.User, spec.Account)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	j := &api.Job{
 		Name: spec.Name, User: req.User, UID: req.UID, GID: req.GID, Cwd: req.Cwd,
-		Partition: part, Spec: spec, State: api.JobPending, Reason: api.ReasonPriority,
+		Partition: name, Account: account, Walltime: p.Walltime(spec.Walltime),
+		Spec: spec, State: api.JobPending, Reason: api.ReasonPriority,
 	}
 	for _, c := range cs {
 		j.Containers = append(j.Containers, api.Container{Container: c, KernelID: uuid.NewString(), State: api.ContainerPending})
 	}
 	j.SessionID = j.Containers[0].KernelID
-	nodes := s.coreNodes(s.st.Snapshot())
-	if len(nodes) > 0 && !core.CanEverFit(nodes, coreJob(j)) {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, neverFits(j, nodes))
+	if why := partitionLimit(cfg, p, j); why != "" {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, why)
+	}
+	if why := userCaps(p, j); why != "" {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, why)
+	}
+	if max := p.UserLimits.MaxSubmitJobs; max > 0 {
+		n := 0
+		for _, o := range v.Jobs() {
+			if !o.State.Terminal() && o.User == j.User && o.Partition == j.Partition {
+				n++
+			}
+		}
+		if n >= max {
+			return nil, fmt.Errorf("%w: user %s already has %d jobs queued or running in partition %s, its limit (user_limits.max_submit_jobs %d)",
+				ErrInvalid, j.User, n, j.Partition, max)
+		}
+	}
+	nodes := coreNodes(v, cfg, nil)
+	mine := nodes[:0:0]
+	for _, n := range nodes {
+		if slices.Contains(n.Partitions, name) {
+			mine = append(mine, n)
+		}
+	}
+	if len(mine) > 0 && !core.CanEverFit(mine, coreJob(j)) {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, neverFits(j, mine))
 	}
 	return j, nil
+}
+
+// partitionLimit says which of p's static limits j breaks ("" none): an
+// account or cluster mode the partition does not take, a cluster size or
+// walltime above its maximum. Submit refuses such a job; a queued job
+// that breaks one after a reconfig waits with reason PartitionLimit.
+func partitionLimit(cfg *partition.Config, p *partition.Partition, j *api.Job) string {
+	mode := j.Spec.Cluster.Mode
+	if mode == "" {
+		mode = jobspec.ModeSingleNode
+	}
+	switch {
+	case cfg.HasTree() && !p.Allows(cfg.AccountPath(j.Account)):
+		return fmt.Sprintf("partition %s does not take jobs of account %s; allowed accounts: %s", p.Name, j.Account, strings.Join(p.AllowedAccounts, ", "))
+	case !p.AllowsMode(mode):
+		return fmt.Sprintf("cluster mode %s is not allowed in partition %s; allowed modes: %s", mode, p.Name, strings.Join(p.AllowedModes, ", "))
+	case p.MaxClusterSize > 0 && len(j.Containers) > p.MaxClusterSize:
+		return fmt.Sprintf("cluster size %d exceeds partition %s's limit of %d (max_cluster_size)", len(j.Containers), p.Name, p.MaxClusterSize)
+	case p.MaxWalltime > 0 && j.Spec.Walltime > p.MaxWalltime:
+		return fmt.Sprintf("walltime %s exceeds partition %s's limit of %s (max_walltime)", partition.ShowDuration(j.Spec.Walltime), p.Name, partition.ShowDuration(p.MaxWalltime))
+	}
+	return ""
+}
+
+// userCaps says which per-user resource cap j alone exceeds ("" none): a
+// job that could never start within its user's limits.
+func userCaps(p *partition.Partition, j *api.Job) string {
+	need := jobResources(j)
+	l := p.UserLimits
+	cpu := float64(need.CPUMilli) / 1000
+	switch {
+	case l.MaxCPU > 0 && cpu > l.MaxCPU+1e-9:
+		return fmt.Sprintf("the job needs %g cpus; partition %s lets one user hold %g (user_limits.max_cpu)", cpu, p.Name, l.MaxCPU)
+	case l.MaxMemory > 0 && need.Memory > l.MaxMemory:
+		return fmt.Sprintf("the job needs %s of memory; partition %s lets one user hold %s (user_limits.max_memory)", humanBytes(need.Memory), p.Name, humanBytes(l.MaxMemory))
+	case l.MaxGPU > 0 && need.GPU > l.MaxGPU+1e-9:
+		return fmt.Sprintf("the job needs %g gpus; partition %s lets one user hold %g (user_limits.max_gpu)", need.GPU, p.Name, l.MaxGPU)
+	}
+	return ""
+}
+
+// jobResources is what all of j's containers hold together.
+func jobResources(j *api.Job) api.Resources {
+	var r api.Resources
+	for _, c := range j.Containers {
+		cr := state.ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)
+		r.CPUMilli += cr.CPUMilli
+		r.Memory += cr.Memory
+		r.GPU += cr.GPU
+	}
+	return r
 }
 
 func neverFits(j *api.Job, nodes []core.Node) string {
 	var big core.Node
 	for _, n := range nodes {
-		if n.Capacity.CPUMilli > big.Capacity.CPUMilli {
+		if n.Capacity.CPUMilli > big.Capacity.CPUMilli || (n.Capacity.CPUMilli == big.Capacity.CPUMilli && n.Capacity.GPU > big.Capacity.GPU) {
 			big = n
 		}
 	}
 	r := j.Spec.Resources
-	return fmt.Sprintf("job can never run in partition %s: %d × (cpu %g, memory %s) %s does not fit; the largest node, %s, has cpu %g and memory %s",
-		j.Partition, len(j.Containers), r.CPU, humanBytes(r.Memory), j.Spec.Cluster.Mode,
-		big.Name, float64(big.Capacity.CPUMilli)/1000, humanBytes(big.Capacity.Memory))
+	want := fmt.Sprintf("cpu %g, memory %s", r.CPU, humanBytes(r.Memory))
+	has := fmt.Sprintf("cpu %g and memory %s", float64(big.Capacity.CPUMilli)/1000, humanBytes(big.Capacity.Memory))
+	if r.GPU > 0 {
+		want += fmt.Sprintf(", gpu %g", r.GPU)
+		has = fmt.Sprintf("cpu %g, memory %s and %g gpus", float64(big.Capacity.CPUMilli)/1000, humanBytes(big.Capacity.Memory), big.Capacity.GPU)
+	}
+	return fmt.Sprintf("job can never run in partition %s: %d × (%s) %s does not fit; the largest node, %s, has %s",
+		j.Partition, len(j.Containers), want, j.Spec.Cluster.Mode, big.Name, has)
 }
 
 func humanBytes(b int64) string {
@@ -162,7 +339,7 @@ func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*api.Node,
 	if reg.Name == "" || reg.Capacity.CPUMilli <= 0 || reg.Capacity.Memory <= 0 {
 		return nil, fmt.Errorf("%w: a node needs a name, cpu and memory", ErrInvalid)
 	}
-	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, Capacity: reg.Capacity}
+	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, Capacity: reg.Capacity, Labels: reg.Labels}
 	if _, err := s.apply(ctx, state.Command{Kind: state.CmdRegister, Register: n}); err != nil {
 		return nil, err
 	}
@@ -231,34 +408,4 @@ func (s *Server) wake() {
 	case s.kick <- struct{}{}:
 	default:
 	}
-}
-
-// coreNodes is the core's view of the nodes that take work.
-func (s *Server) coreNodes(v *state.Snapshot) []core.Node {
-	alloc := v.Allocated()
-	var out []core.Node
-	for _, n := range v.Nodes() {
-		if n.State != api.NodeUp {
-			continue
-		}
-		c := toCore(n.Capacity)
-		out = append(out, core.Node{Name: n.Name, Capacity: c, Free: c.Sub(toCore(alloc[n.Name]))})
-	}
-	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
-	return out
-}
-
-func toCore(r api.Resources) core.Res {
-	return core.Res{CPUMilli: r.CPUMilli, Memory: r.Memory, GPU: r.GPU}
-}
-
-func coreJob(j *api.Job) core.Job {
-	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason}
-	if cj.Mode == "" {
-		cj.Mode = jobspec.ModeSingleNode
-	}
-	for _, c := range j.Containers {
-		cj.Containers = append(cj.Containers, toCore(state.ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)))
-	}
-	return cj
 }

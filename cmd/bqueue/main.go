@@ -25,6 +25,7 @@ var command = cli.Command{
 		"bqueue",
 		"bqueue -a -u alice          # all of alice's jobs, ended ones too",
 		"bqueue --watch              # redraw on every change until Ctrl-C",
+		"bqueue --start              # pending jobs with their expected start",
 		"bqueue -o json | jq '.[].id'",
 	},
 }
@@ -41,6 +42,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	userName := fs.String("u", "", "show only the jobs of `user` (\"all\": everyone's, the default)")
 	watch := fs.Bool("watch", false, "redraw on every change until Ctrl-C")
 	fs.Alias("w", "watch")
+	start := fs.Bool("start", false, "list pending jobs with the scheduler's expected start (START_TIME)\nfor those that hold a backfill reservation")
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
@@ -54,7 +56,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
-	q := query{all: *all, user: *userName, format: fs.Format()}
+	q := query{all: *all, user: *userName, format: fs.Format(), start: *start}
 	if !*watch {
 		list, err := c.Jobs(ctx, 0, 0)
 		if err != nil {
@@ -75,6 +77,7 @@ type query struct {
 	all    bool
 	user   string
 	format cli.Format
+	start  bool // --start: pending jobs and their expected start
 }
 
 func (q query) filter(jobs []api.Job) []api.Job {
@@ -95,6 +98,9 @@ func (q query) render(w io.Writer, jobs []api.Job, now time.Time) error {
 	jobs = cli.SortJobs(q.filter(jobs))
 	if q.format == cli.FormatJSON {
 		return cli.WriteJSON(w, jobs) // api.Job list, id order
+	}
+	if q.start {
+		return cli.WriteQueueStart(w, jobs, now)
 	}
 	return cli.WriteQueue(w, jobs, now)
 }

@@ -20,7 +20,10 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "bsim:", err)
 		os.Exit(2)
 	}
@@ -37,6 +40,19 @@ type Output struct {
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bsim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: bsim [flags] trace.swf[.gz]
+       bsim --synthetic place|gang|pass [--nodes N] [--jobs N]
+
+Replays an SWF workload trace through troupe's scheduler core in virtual
+time and prints JSON (mean wait, bounded slowdown, utilization, makespan).
+
+  bsim --policy easy ../shared/traces/KTH-SP2-1996-2.1-cln.swf.gz
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
 	policy := fs.String("policy", "default", "scheduling policy: fcfs, easy or default (fair share + backfill)")
 	procs := fs.Int("procs", 0, "machine processors (default: the trace's MaxProcs)")
 	nodes := fs.Int("nodes", 0, "split the machine into this many nodes (jobs become multi-node gangs of 1-cpu containers)")

@@ -31,6 +31,7 @@ type options struct {
 	runtime   string
 	stopGrace time.Duration
 	verbose   bool
+	parts     string
 }
 
 func main() {
@@ -85,6 +86,7 @@ flags:
 	fs.StringVar(&o.nodeMem, "node-memory", "", "memory each dev nodelet offers, e.g. 8GiB (default: this machine's)")
 	fs.StringVar(&o.runtime, "runtime", "auto", "dev nodelets' runtime: auto, runc or process")
 	fs.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "dev nodelets: time between SIGTERM and SIGKILL when a container is stopped")
+	fs.StringVar(&o.parts, "partitions", "", "partitions `file` (see troupe-partitions(5)), re-read on badmin reconfig\n(default: one partition, \"default\", of every node)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -106,11 +108,16 @@ flags:
 		return o, err
 	}
 	o.socket = abs
+	if o.parts != "" {
+		if o.parts, err = filepath.Abs(o.parts); err != nil {
+			return o, err
+		}
+	}
 	return o, nil
 }
 
 func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) error {
-	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log})
+	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log, PartitionsFile: o.parts})
 	if err != nil {
 		return err
 	}
@@ -134,7 +141,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		close(loopDone)
 	}()
 	addr := "unix://" + o.socket
-	log.Info("schedd serving", "addr", addr, "tcp", o.listen, "data_dir", o.dataDir)
+	log.Info("schedd serving", "addr", addr, "tcp", o.listen, "data_dir", o.dataDir, "partitions", o.parts)
 
 	var cluster *devCluster
 	if o.dev {

@@ -12,6 +12,9 @@
 //	POST /v1/nodes/{name}/heartbeat    → {}
 //	GET  /v1/nodes/{name}/assignments?index=N&wait=30s → Assignments
 //	POST /v1/nodes/{name}/status       ContainerReport → {}
+//	GET  /v1/partitions                → PartitionList
+//	GET  /v1/fairshare                 → FairShareList
+//	POST /v1/reconfig                  {} → ReconfigResponse (schedd re-reads its partitions file)
 //
 // Blocking queries: the response carries header X-Troupe-Index; a request
 // with ?index=N waits (up to wait) until the state index exceeds N.
@@ -99,26 +102,32 @@ type SubmitResponse struct {
 
 // Job is a job as schedd keeps it.
 type Job struct {
-	ID          uint64      `json:"id"`
-	SessionID   string      `json:"session_id"` // equals main1's kernel id
-	Network     *Network    `json:"network,omitempty"`
-	Name        string      `json:"name"`
-	User        string      `json:"user"`
-	UID         int         `json:"uid"`
-	GID         int         `json:"gid"`
-	Cwd         string      `json:"cwd"`
-	Partition   string      `json:"partition"`
-	Spec        jobspec.Job `json:"spec"`
-	State       JobState    `json:"state"`
-	Reason      string      `json:"reason,omitempty"`      // pending reason or end cause
-	ExitCode    int         `json:"exit_code"`             // main1's, once ended
-	KillWanted  bool        `json:"kill_wanted,omitempty"` // bkill or session end: nodelets stop containers
-	Cancelled   bool        `json:"cancelled,omitempty"`   // bkill asked for it; the job ends CANCELLED
-	Containers  []Container `json:"containers"`
-	Submitted   time.Time   `json:"submitted"`
-	Started     time.Time   `json:"started,omitzero"`
-	Ended       time.Time   `json:"ended,omitzero"`
-	ModifyIndex uint64      `json:"modify_index"`
+	ID          uint64        `json:"id"`
+	SessionID   string        `json:"session_id"` // equals main1's kernel id
+	Network     *Network      `json:"network,omitempty"`
+	Name        string        `json:"name"`
+	User        string        `json:"user"`
+	UID         int           `json:"uid"`
+	GID         int           `json:"gid"`
+	Cwd         string        `json:"cwd"`
+	Partition   string        `json:"partition"`
+	Account     string        `json:"account,omitempty"`  // fair-share account, resolved at submit
+	Walltime    time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
+	Spec        jobspec.Job   `json:"spec"`
+	State       JobState      `json:"state"`
+	Reason      string        `json:"reason,omitempty"`      // pending reason or end cause
+	ExitCode    int           `json:"exit_code"`             // main1's, once ended
+	KillWanted  bool          `json:"kill_wanted,omitempty"` // bkill or session end: nodelets stop containers
+	Cancelled   bool          `json:"cancelled,omitempty"`   // bkill asked for it; the job ends CANCELLED
+	Containers  []Container   `json:"containers"`
+	Submitted   time.Time     `json:"submitted"`
+	Started     time.Time     `json:"started,omitzero"`
+	Ended       time.Time     `json:"ended,omitzero"`
+	ModifyIndex uint64        `json:"modify_index"`
+	// EstimatedStart is when a pending job that holds a backfill
+	// reservation is expected to start. The scheduler recomputes it on
+	// every pass (it is not in the raft log); zero when unknown.
+	EstimatedStart time.Time `json:"estimated_start,omitzero"`
 }
 
 // Container is one container of a job's session.
@@ -131,6 +140,16 @@ type Container struct {
 	State    ContainerState `json:"state"`
 	ExitCode int            `json:"exit_code"`
 	Message  string         `json:"message,omitempty"`
+	// GPUs are the device shares the container holds on its node (nil
+	// without GPUs, or on a node that reported no devices). The nodelet
+	// enforces them: CUDA_VISIBLE_DEVICES and MPS limits.
+	GPUs []GPUShare `json:"gpus,omitempty"`
+}
+
+// GPUShare is a slice of one GPU device of a node.
+type GPUShare struct {
+	Device int     `json:"device"` // node-local index, the CUDA_VISIBLE_DEVICES ordinal
+	Share  float64 `json:"share"`  // (0, 1]; 1 is the whole device
 }
 
 // Network is a session's private network, allocated by schedd: a Linux
@@ -169,7 +188,8 @@ type NodeRegister struct {
 	Name     string    `json:"name"`
 	Addr     string    `json:"addr"` // IP other nodes reach its containers at
 	Capacity Resources `json:"capacity"`
-	Runtime  string    `json:"runtime"` // runc | process
+	Runtime  string    `json:"runtime"`          // runc | process
+	Labels   []string  `json:"labels,omitempty"` // partitions.hcl selects nodes by them
 }
 
 // Node is a node as schedd keeps it.
@@ -178,6 +198,7 @@ type Node struct {
 	Addr          string    `json:"addr"`
 	State         NodeState `json:"state"`
 	Runtime       string    `json:"runtime"`
+	Labels        []string  `json:"labels,omitempty"`
 	Capacity      Resources `json:"capacity"`
 	Allocated     Resources `json:"allocated"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
@@ -218,6 +239,76 @@ type ContainerUpdate struct {
 	State    ContainerState `json:"state"`
 	ExitCode int            `json:"exit_code"`
 	Message  string         `json:"message,omitempty"`
+}
+
+// PartitionInfo is a partition as badmin partitions shows it: its
+// settings from partitions.hcl and what it holds now.
+type PartitionInfo struct {
+	Name            string        `json:"name"`
+	Default         bool          `json:"default,omitempty"`
+	Nodes           []string      `json:"nodes"` // nodes that belong to it now, by name
+	NodePatterns    []string      `json:"node_patterns,omitempty"`
+	Labels          []string      `json:"labels,omitempty"`
+	MaxWalltime     time.Duration `json:"max_walltime,omitempty"`
+	DefaultWalltime time.Duration `json:"default_walltime,omitempty"`
+	MaxClusterSize  int           `json:"max_cluster_size,omitempty"`
+	PriorityTier    int           `json:"priority_tier,omitempty"`
+	AllowedAccounts []string      `json:"allowed_accounts,omitempty"`
+	AllowedModes    []string      `json:"allowed_modes,omitempty"`
+	GPUQuantum      float64       `json:"gpu_quantum"`
+	UserLimits      UserLimits    `json:"user_limits"`
+	Capacity        Resources     `json:"capacity"` // of its up nodes
+	Pending         int           `json:"pending"`
+	Running         int           `json:"running"` // started, not ended
+}
+
+// UserLimits cap what one user holds in a partition; zero is unlimited.
+type UserLimits struct {
+	MaxJobs       int     `json:"max_jobs,omitempty"`
+	MaxSubmitJobs int     `json:"max_submit_jobs,omitempty"`
+	MaxCPU        float64 `json:"max_cpu,omitempty"`
+	MaxMemory     int64   `json:"max_memory,omitempty"`
+	MaxGPU        float64 `json:"max_gpu,omitempty"`
+}
+
+// PartitionList is the answer of GET /v1/partitions.
+type PartitionList struct {
+	Source     string          `json:"source,omitempty"` // the partitions file; "" built in
+	Policy     string          `json:"policy"`
+	Partitions []PartitionInfo `json:"partitions"`
+	Index      uint64          `json:"index"`
+}
+
+// FairShareRow is one line of badmin fairshare, as Slurm's sshare prints
+// it: an account (User empty) or a user's association under an account.
+type FairShareRow struct {
+	Account string `json:"account"`
+	User    string `json:"user,omitempty"`
+	Depth   int    `json:"depth"` // 0 for top-level accounts
+	// RawShares as configured; NormShares is the fraction of the whole
+	// cluster they amount to.
+	RawShares  float64 `json:"raw_shares"`
+	NormShares float64 `json:"norm_shares"`
+	// RawUsage is decayed, billed TRES-seconds; EffectvUsage the fraction
+	// of the whole cluster's.
+	RawUsage     float64 `json:"raw_usage"`
+	EffectvUsage float64 `json:"effectv_usage"`
+	// FairShare is the factor F = 2^(-U/S) in [0, 1]; set on users.
+	FairShare float64 `json:"fair_share"`
+}
+
+// FairShareList is the answer of GET /v1/fairshare.
+type FairShareList struct {
+	HalfLife time.Duration  `json:"usage_half_life"`
+	Rows     []FairShareRow `json:"rows"`
+	Index    uint64         `json:"index"`
+}
+
+// ReconfigResponse answers a reconfig that was applied.
+type ReconfigResponse struct {
+	Source     string   `json:"source"`
+	Partitions []string `json:"partitions"`
+	Warnings   []string `json:"warnings,omitempty"`
 }
 
 // Error is the body of every non-2xx response.

@@ -58,6 +58,25 @@ func WriteQueue(w io.Writer, jobs []api.Job, now time.Time) error {
 	return t.Flush()
 }
 
+// StartHeader are the columns of bqueue --start, as squeue --start shows.
+var StartHeader = []string{"JOBID", "USER", "PARTITION", "NAME", "STATE", "SIZE", "START_TIME", "REASON"}
+
+// WriteQueueStart writes pending jobs with their expected start: the
+// scheduler's estimate for jobs that hold a backfill reservation, "-"
+// (unknown) for the others. Times show in now's location.
+func WriteQueueStart(w io.Writer, jobs []api.Job, now time.Time) error {
+	jobs = SortJobs(jobs)
+	t := NewTable(w, StartHeader...)
+	for _, j := range jobs {
+		if j.State != api.JobPending {
+			continue
+		}
+		t.Row(strconv.FormatUint(j.ID, 10), j.User, j.Partition, j.Name, string(j.State),
+			strconv.Itoa(JobSize(j)), Timestamp(j.EstimatedStart, now.Location()), JobReason(j))
+	}
+	return t.Flush()
+}
+
 // JobSize is the number of containers of j's session.
 func JobSize(j api.Job) int {
 	if len(j.Containers) > 0 {

@@ -210,6 +210,28 @@ func (c *Client) Report(ctx context.Context, node string, rep api.ContainerRepor
 	return err
 }
 
+// Partitions lists the partitions in force.
+func (c *Client) Partitions(ctx context.Context) (api.PartitionList, error) {
+	var r api.PartitionList
+	_, err := c.Do(ctx, http.MethodGet, "/v1/partitions", nil, nil, &r)
+	return r, err
+}
+
+// FairShare returns the fair-share table (sshare's).
+func (c *Client) FairShare(ctx context.Context) (api.FairShareList, error) {
+	var r api.FairShareList
+	_, err := c.Do(ctx, http.MethodGet, "/v1/fairshare", nil, nil, &r)
+	return r, err
+}
+
+// Reconfig makes schedd re-read its partitions file. A broken file is an
+// *APIError whose message holds the diagnostics (file:line:col).
+func (c *Client) Reconfig(ctx context.Context) (api.ReconfigResponse, error) {
+	var r api.ReconfigResponse
+	_, err := c.Do(ctx, http.MethodPost, "/v1/reconfig", nil, struct{}{}, &r)
+	return r, err
+}
+
 func blocking(index uint64, wait time.Duration) url.Values {
 	if index == 0 {
 		return nil

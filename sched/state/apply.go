@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/partition"
 )
 
 // Errors Apply returns; the API maps them to HTTP statuses.
@@ -24,6 +25,8 @@ const (
 	CmdPlan     = "plan"
 	CmdReport   = "report"
 	CmdKill     = "kill"
+	CmdConfig   = "config" // a new partitions config (schedd start, badmin reconfig)
+	CmdCharge   = "charge" // charge usage up to Time (the leader, periodically)
 )
 
 // Command is one raft log entry. Time is the leader's clock when it
@@ -36,6 +39,8 @@ type Command struct {
 	Plan     *Plan     `json:"plan,omitempty"`
 	Report   *Report   `json:"report,omitempty"`
 	Kill     uint64    `json:"kill,omitempty"`
+	// Config is the partitions config to put in force.
+	Config *partition.Config `json:"config,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -44,10 +49,12 @@ type Plan struct {
 	Reasons    []Reason    `json:"reasons,omitempty"`
 }
 
-// Placement puts container i of a job on Nodes[i].
+// Placement puts container i of a job on Nodes[i], with the GPU device
+// shares GPUs[i] (GPUs nil: none named).
 type Placement struct {
-	JobID uint64   `json:"job_id"`
-	Nodes []string `json:"nodes"`
+	JobID uint64           `json:"job_id"`
+	Nodes []string         `json:"nodes"`
+	GPUs  [][]api.GPUShare `json:"gpus,omitempty"`
 }
 
 // Reason sets a pending job's reason.
@@ -83,6 +90,10 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = report(txn, index, c.Time, c.Report)
 	case CmdKill:
 		res, err = kill(txn, index, c.Time, c.Kill)
+	case CmdConfig:
+		err = setConfig(txn, c.Config)
+	case CmdCharge:
+		err = charge(txn, c.Time)
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
 	}
@@ -99,8 +110,13 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 }
 
 func touched(kind string) []string {
-	if kind == CmdRegister {
+	switch kind {
+	case CmdRegister:
 		return []string{tableNodes}
+	case CmdConfig:
+		return []string{tableSettings}
+	case CmdCharge:
+		return []string{tableUsage}
 	}
 	return []string{tableJobs}
 }
@@ -173,6 +189,9 @@ func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
 		for i := range j.Containers {
 			c := &j.Containers[i]
 			c.Node, c.State = pl.Nodes[i], api.ContainerAssigned
+			if i < len(pl.GPUs) {
+				c.GPUs = pl.GPUs[i]
+			}
 			if raw, _ := txn.First(tableNodes, "id", c.Node); raw != nil {
 				c.NodeAddr = raw.(*api.Node).Addr
 			}

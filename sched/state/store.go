@@ -17,9 +17,11 @@ import (
 )
 
 const (
-	tableJobs    = "jobs"
-	tableNodes   = "nodes"
-	tableIndexes = "indexes"
+	tableJobs     = "jobs"
+	tableNodes    = "nodes"
+	tableIndexes  = "indexes"
+	tableSettings = "settings"
+	tableUsage    = "usage"
 )
 
 // indexEntry records the raft index of a table's last change.
@@ -37,6 +39,12 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 	}},
 	tableIndexes: {Name: tableIndexes, Indexes: map[string]*memdb.IndexSchema{
 		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Table"}},
+	}},
+	tableSettings: {Name: tableSettings, Indexes: map[string]*memdb.IndexSchema{
+		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
+	}},
+	tableUsage: {Name: tableUsage, Indexes: map[string]*memdb.IndexSchema{
+		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
 	}},
 }}
 
@@ -67,7 +75,7 @@ func (s *Store) Snapshot() *Snapshot { return &Snapshot{txn: s.db.Txn(false)} }
 func (v *Snapshot) Index() (uint64, memdb.WatchSet) {
 	ws := memdb.NewWatchSet()
 	var max uint64
-	for _, t := range []string{tableJobs, tableNodes} {
+	for _, t := range []string{tableJobs, tableNodes, tableSettings} {
 		ch, raw, err := v.txn.FirstWatch(tableIndexes, "id", t)
 		if err != nil {
 			panic(err)
@@ -173,14 +181,17 @@ func ContainerResources(cpu float64, memory int64, gpu float64) api.Resources {
 
 // Dump is the whole state, for raft snapshots.
 type Dump struct {
-	Jobs    []*api.Job    `json:"jobs"`
-	Nodes   []*api.Node   `json:"nodes"`
-	Indexes []*indexEntry `json:"indexes"`
+	Jobs     []*api.Job    `json:"jobs"`
+	Nodes    []*api.Node   `json:"nodes"`
+	Indexes  []*indexEntry `json:"indexes"`
+	Settings *settings     `json:"settings,omitempty"`
+	Usage    []*Usage      `json:"usage,omitempty"`
 }
 
 // Dump copies out the state as of v.
 func (v *Snapshot) Dump() Dump {
-	d := Dump{Jobs: v.Jobs(), Nodes: v.Nodes()}
+	s := getSettings(v.txn)
+	d := Dump{Jobs: v.Jobs(), Nodes: v.Nodes(), Settings: &s, Usage: v.Usage()}
 	it, err := v.txn.Get(tableIndexes, "id")
 	if err != nil {
 		panic(err)
@@ -196,7 +207,7 @@ func (v *Snapshot) Dump() Dump {
 func (s *Store) Restore(d Dump) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	for _, t := range []string{tableJobs, tableNodes, tableIndexes} {
+	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage} {
 		if _, err := txn.DeleteAll(t, "id"); err != nil {
 			return err
 		}
@@ -213,6 +224,22 @@ func (s *Store) Restore(d Dump) error {
 	}
 	for _, e := range d.Indexes {
 		if err := txn.Insert(tableIndexes, e); err != nil {
+			return err
+		}
+	}
+	if s := d.Settings; s != nil {
+		if s.Config != nil {
+			if err := s.Config.Prepare(); err != nil {
+				return fmt.Errorf("snapshot's partitions config: %w", err)
+			}
+		}
+		s.ID = settingsID
+		if err := txn.Insert(tableSettings, s); err != nil {
+			return err
+		}
+	}
+	for _, u := range d.Usage {
+		if err := txn.Insert(tableUsage, u); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,168 @@
+// Command badmin is the administrator's tool, as LSF's badmin and Slurm's
+// scontrol/sshare are: it shows the partitions in force, re-reads the
+// partitions file, and shows fair share.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/sched/partition"
+)
+
+const prog = "badmin"
+
+var command = cli.Command{
+	Name:     prog,
+	Synopsis: "partitions | reconfig | fairshare",
+	Summary: "Administer schedd.\n" +
+		"  partitions  list the partitions in force: nodes, limits, queued and started jobs\n" +
+		"              (the default partition is marked *)\n" +
+		"  reconfig    make schedd re-read its partitions file (schedd --partitions) and put\n" +
+		"              it in force on every replica; a broken file is refused with\n" +
+		"              file:line:col and the running configuration stays\n" +
+		"  fairshare   show fair share as sshare does: shares, decayed usage and the factor",
+	Examples: []string{
+		"badmin partitions",
+		"vi /etc/troupe/partitions.hcl && badmin reconfig",
+		"badmin fairshare -o json | jq '.rows[] | select(.user == \"alice\")'",
+	},
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet(command, stdout, stderr)
+	fs.OutputFlag()
+	pos, err := fs.Parse(args)
+	if err != nil {
+		return fs.Exit(err)
+	}
+	if len(pos) == 0 {
+		return fs.UsageError("missing subcommand: partitions, reconfig or fairshare")
+	}
+	if len(pos) > 1 {
+		return fs.UsageError("unexpected argument %q", pos[1])
+	}
+	sub := pos[0]
+	switch sub {
+	case "partitions", "reconfig", "fairshare":
+	default:
+		return fs.UsageError("unknown subcommand %q: want partitions, reconfig or fairshare", sub)
+	}
+	c, err := fs.Client()
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	ctx, stop := cli.SignalContext()
+	defer stop()
+	json := fs.Format() == cli.FormatJSON
+	switch sub {
+	case "partitions":
+		list, err := c.Partitions(ctx)
+		if err == nil {
+			if json {
+				err = cli.WriteJSON(stdout, list)
+			} else {
+				err = writePartitions(stdout, list)
+			}
+		}
+		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+	case "reconfig":
+		res, err := c.Reconfig(ctx)
+		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+		if json {
+			err = cli.WriteJSON(stdout, res)
+		} else {
+			for _, w := range res.Warnings {
+				fmt.Fprintf(stderr, "%s: %s\n", prog, w)
+			}
+			_, err = fmt.Fprintf(stdout, "reconfigured from %s: partitions %s\n", res.Source, strings.Join(res.Partitions, ", "))
+		}
+		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+	case "fairshare":
+		list, err := c.FairShare(ctx)
+		if err == nil {
+			if json {
+				err = cli.WriteJSON(stdout, list)
+			} else {
+				err = writeFairShare(stdout, list)
+			}
+		}
+		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+	}
+	return cli.ExitOK
+}
+
+var partitionHeader = []string{"PARTITION", "NODES", "CPUS", "MEMORY(GiB)", "GPUS", "MAX_WALLTIME", "DEFAULT_WALLTIME",
+	"MAX_SIZE", "TIER", "PENDING", "RUNNING", "ACCOUNTS", "MODES"}
+
+func writePartitions(w io.Writer, list api.PartitionList) error {
+	t := cli.NewTable(w, partitionHeader...)
+	for _, p := range list.Partitions {
+		name := p.Name
+		if p.Default {
+			name += "*"
+		}
+		gpus := "-"
+		if p.Capacity.GPU > 0 {
+			gpus = cli.Number(p.Capacity.GPU, 2)
+		}
+		size := "-"
+		if p.MaxClusterSize > 0 {
+			size = strconv.Itoa(p.MaxClusterSize)
+		}
+		t.Row(name, strconv.Itoa(len(p.Nodes)), cli.Cores(p.Capacity.CPUMilli), cli.GiB(p.Capacity.Memory), gpus,
+			duration(p.MaxWalltime), duration(p.DefaultWalltime),
+			size, strconv.Itoa(p.PriorityTier), strconv.Itoa(p.Pending), strconv.Itoa(p.Running),
+			orAll(p.AllowedAccounts), orAll(p.AllowedModes))
+	}
+	return t.Flush()
+}
+
+// duration shows a limit, "-" for none.
+func duration(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return partition.ShowDuration(d)
+}
+
+func orAll(ss []string) string {
+	if len(ss) == 0 {
+		return "all"
+	}
+	return strings.Join(ss, ",")
+}
+
+var fairShareHeader = []string{"Account", "User", "RawShares", "NormShares", "RawUsage", "EffectvUsage", "FairShare"}
+
+// writeFairShare prints sshare's columns; accounts are indented by depth
+// as sshare does, users sit under their account.
+func writeFairShare(w io.Writer, list api.FairShareList) error {
+	t := cli.NewTable(w, fairShareHeader...)
+	for _, r := range list.Rows {
+		acct := r.Account
+		if acct != "" {
+			acct = strings.Repeat(" ", r.Depth) + acct
+		}
+		t.Row(acct, r.User, cli.Number(r.RawShares, 3), strconv.FormatFloat(r.NormShares, 'f', 6, 64),
+			strconv.FormatFloat(r.RawUsage, 'f', 0, 64), strconv.FormatFloat(r.EffectvUsage, 'f', 6, 64),
+			strconv.FormatFloat(r.FairShare, 'f', 6, 64))
+	}
+	return t.Flush()
+}

@@ -1,0 +1,583 @@
+package partition
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+var (
+	fileSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "default_partition"}, {Name: "default_account"}, {Name: "policy"},
+			{Name: "reservation_depth"}, {Name: "usage_half_life"},
+		},
+		Blocks: []hcl.BlockHeaderSchema{
+			{Type: "partition", LabelNames: []string{"name"}},
+			{Type: "account", LabelNames: []string{"name"}},
+			{Type: "priority"}, {Type: "billing"},
+		},
+	}
+	partitionSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "default"}, {Name: "nodes"}, {Name: "labels"}, {Name: "max_walltime"},
+			{Name: "default_walltime"}, {Name: "max_cluster_size"}, {Name: "priority_tier"},
+			{Name: "allowed_accounts"}, {Name: "allowed_modes"}, {Name: "gpu_quantum"},
+		},
+		Blocks: []hcl.BlockHeaderSchema{{Type: "user_limits"}},
+	}
+	limitsSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "max_jobs"}, {Name: "max_submit_jobs"}, {Name: "max_cpu"}, {Name: "max_memory"}, {Name: "max_gpu"},
+		},
+	}
+	accountSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "shares"}, {Name: "users"}},
+		Blocks: []hcl.BlockHeaderSchema{
+			{Type: "account", LabelNames: []string{"name"}},
+			{Type: "user", LabelNames: []string{"name"}},
+		},
+	}
+	userSchema     = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "shares"}, {Name: "default"}}}
+	prioritySchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "age"}, {Name: "fair_share"}, {Name: "job_size"}, {Name: "tier"}, {Name: "max_age"}, {Name: "favor_small"},
+		},
+	}
+	billingSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "cpu"}, {Name: "memory"}, {Name: "gpu"}}}
+)
+
+// ParseFile reads and parses the partitions file at path.
+func ParseFile(path string) (*Config, hcl.Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read partitions file", Detail: err.Error()}}
+	}
+	return Parse(path, src)
+}
+
+// Parse decodes and validates a partitions file. filename names it in
+// diagnostics. The Config is nil if and only if diags.HasErrors(); every
+// problem found is reported, in source order, with its position.
+func Parse(filename string, src []byte) (*Config, hcl.Diagnostics) {
+	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if diags.HasErrors() || file == nil {
+		return nil, tidy(diags)
+	}
+	d := &decoder{}
+	c := d.file(file.Body)
+	c.Source = filename
+	diags = tidy(append(diags, d.diags...))
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if err := c.Prepare(); err != nil {
+		// Validation catches what Prepare checks; this is a bug if reached.
+		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid partitions file", Detail: err.Error()})
+	}
+	return c, diags
+}
+
+// FormatDiagnostics writes diags one a line, "file:line:col: summary;
+// detail", as jobspec does for job files.
+func FormatDiagnostics(diags hcl.Diagnostics) string { return jobspec.FormatDiagnostics(diags) }
+
+type decoder struct {
+	diags hcl.Diagnostics
+}
+
+func (d *decoder) errorf(rng hcl.Range, summary, detail string, args ...any) {
+	d.diags = append(d.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError, Summary: summary, Detail: fmt.Sprintf(detail, args...), Subject: rng.Ptr(),
+	})
+}
+
+func (d *decoder) content(body hcl.Body, schema *hcl.BodySchema) *hcl.BodyContent {
+	c, diags := body.Content(schema)
+	d.diags = append(d.diags, diags...)
+	return c
+}
+
+func (d *decoder) file(body hcl.Body) *Config {
+	c := &Config{
+		Policy: PolicyFairShare, ReservationDepth: DefaultReservationDepth, HalfLife: DefaultHalfLife,
+		Weights: DefaultWeights(), Billing: DefaultBilling(),
+	}
+	ct := d.content(body, fileSchema)
+	attrs := ct.Attributes
+	d.str(attrs, "default_partition", &c.DefaultPartition)
+	d.str(attrs, "default_account", &c.DefaultAccount)
+	if a, ok := d.str(attrs, "policy", &c.Policy); ok && !slices.Contains([]string{PolicyFairShare, PolicyEASY, PolicyFCFS}, c.Policy) {
+		d.errorf(a.Expr.Range(), "Invalid policy", "policy %q is not known; write %q (multifactor priority and backfill, the default), %q (first come, first served with EASY backfill) or %q (strict first come, first served).",
+			c.Policy, PolicyFairShare, PolicyEASY, PolicyFCFS)
+	}
+	if a, ok := d.whole(attrs, "reservation_depth", &c.ReservationDepth); ok && c.ReservationDepth < 0 {
+		d.errorf(a.Expr.Range(), "Invalid reservation_depth", "reservation_depth %d is negative; 0 turns backfill off, 1 is EASY backfill, more reserves for more jobs.", c.ReservationDepth)
+	}
+	d.duration(attrs, "usage_half_life", &c.HalfLife, true)
+
+	var parts []*hcl.Block
+	for _, b := range ct.Blocks {
+		switch b.Type {
+		case "partition":
+			parts = append(parts, b)
+		case "priority":
+			d.priority(b, &c.Weights)
+		case "billing":
+			d.billing(b, &c.Billing)
+		}
+	}
+	d.once(ct.Blocks, "priority")
+	d.once(ct.Blocks, "billing")
+
+	seenAcct := map[string]hcl.Range{}
+	seenUser := map[string]hcl.Range{}
+	for _, b := range ct.Blocks {
+		if b.Type == "account" {
+			if a, ok := d.account(b, seenAcct, seenUser); ok {
+				c.Accounts = append(c.Accounts, a)
+			}
+		}
+	}
+
+	if len(parts) == 0 {
+		d.errorf(ct.MissingItemRange, "Missing partition block",
+			`A partitions file defines at least one partition: partition "batch" { nodes = ["node[01-16]"] }.`)
+		return c
+	}
+	where := map[string]hcl.Range{}
+	var defaults []*hcl.Block
+	for _, b := range parts {
+		p, isDefault := d.partition(b, seenAcct)
+		if first, dup := where[p.Name]; dup {
+			d.errorf(b.LabelRanges[0], "Duplicate partition", "Partition %q was already defined at %s; give each partition one block.", p.Name, pos(first))
+			continue
+		}
+		where[p.Name] = b.LabelRanges[0]
+		if isDefault {
+			defaults = append(defaults, b)
+		}
+		c.Partitions = append(c.Partitions, p)
+	}
+	for _, b := range defaults[min(1, len(defaults)):] {
+		d.errorf(b.LabelRanges[0], "Two default partitions", "Partition %q says default = true, and so does %q at %s; one partition is the default.",
+			b.Labels[0], defaults[0].Labels[0], pos(defaults[0].LabelRanges[0]))
+	}
+	if a := attrs["default_partition"]; a != nil && c.DefaultPartition != "" {
+		if _, ok := where[c.DefaultPartition]; !ok {
+			d.errorf(a.Expr.Range(), "Unknown default partition", "default_partition %q is not defined; defined partitions: %s.", c.DefaultPartition, strings.Join(c.PartitionNames(), ", "))
+		}
+		if len(defaults) > 0 && defaults[0].Labels[0] != c.DefaultPartition {
+			d.errorf(defaults[0].LabelRanges[0], "Two default partitions", "Partition %q says default = true, but default_partition at %s names %q; keep one.",
+				defaults[0].Labels[0], pos(a.Expr.Range()), c.DefaultPartition)
+		}
+	}
+	switch {
+	case c.DefaultPartition != "":
+	case len(defaults) > 0:
+		c.DefaultPartition = defaults[0].Labels[0]
+	case len(c.Partitions) > 0:
+		c.DefaultPartition = c.Partitions[0].Name
+	}
+	if a := attrs["default_account"]; a != nil && c.DefaultAccount != "" {
+		if _, ok := seenAcct[c.DefaultAccount]; !ok {
+			d.errorf(a.Expr.Range(), "Unknown default account", "default_account %q is not an account of this file; known accounts: %s.", c.DefaultAccount, listOrNone(sortedKeys(seenAcct)))
+		}
+	}
+	return c
+}
+
+func (d *decoder) once(blocks hcl.Blocks, typ string) {
+	var first *hcl.Block
+	for _, b := range blocks {
+		if b.Type != typ {
+			continue
+		}
+		if first == nil {
+			first = b
+			continue
+		}
+		d.errorf(b.DefRange, "Duplicate "+typ+" block", "A partitions file has at most one %s block; the first is at %s. Merge them.", typ, pos(first.DefRange))
+	}
+}
+
+func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partition, bool) {
+	p := Partition{Name: b.Labels[0], GPUQuantum: DefaultGPUQuantum}
+	if !nameRe(p.Name) {
+		d.errorf(b.LabelRanges[0], "Invalid partition name", "Partition name %q is not valid; a name starts with a letter and holds letters, digits, '_' and '-'.", p.Name)
+	}
+	ct := d.content(b.Body, partitionSchema)
+	attrs := ct.Attributes
+	var isDefault bool
+	d.boolean(attrs, "default", &isDefault)
+	if a, ok := d.strList(attrs, "nodes", &p.Nodes); ok {
+		d.nodePatterns(a, p.Nodes)
+	}
+	d.strList(attrs, "labels", &p.Labels)
+	if attrs["nodes"] == nil && attrs["labels"] == nil {
+		d.errorf(b.DefRange, "Partition without nodes", `Partition %q names no nodes; set nodes (names, ranges such as "gpu[01-16]", or "*" for every node) or labels.`, p.Name)
+	}
+	maxA, _ := d.duration(attrs, "max_walltime", &p.MaxWalltime, false)
+	if a, ok := d.duration(attrs, "default_walltime", &p.DefaultWalltime, false); ok && maxA != nil && p.MaxWalltime > 0 && p.DefaultWalltime > p.MaxWalltime {
+		d.errorf(a.Expr.Range(), "Default walltime above the maximum", "default_walltime %s exceeds max_walltime %s (at %s); jobs without a walltime would be refused.",
+			ShowDuration(p.DefaultWalltime), ShowDuration(p.MaxWalltime), pos(maxA.Expr.Range()))
+	}
+	if a, ok := d.whole(attrs, "max_cluster_size", &p.MaxClusterSize); ok && (p.MaxClusterSize < 1 || p.MaxClusterSize > jobspec.MaxClusterSize) {
+		d.errorf(a.Expr.Range(), "Invalid max_cluster_size", "max_cluster_size %d is not valid; it is between 1 and %d.", p.MaxClusterSize, jobspec.MaxClusterSize)
+	}
+	d.whole(attrs, "priority_tier", &p.PriorityTier)
+	if a, ok := d.strList(attrs, "allowed_accounts", &p.AllowedAccounts); ok {
+		d.known(a, p.AllowedAccounts, accounts, "account")
+	}
+	if a, ok := d.strList(attrs, "allowed_modes", &p.AllowedModes); ok {
+		for i, m := range p.AllowedModes {
+			if m != jobspec.ModeSingleNode && m != jobspec.ModeMultiNode {
+				d.errorf(elemRange(a, i), "Invalid cluster mode", "allowed_modes holds %q; the modes are %q and %q.", m, jobspec.ModeSingleNode, jobspec.ModeMultiNode)
+			}
+		}
+	}
+	if a, ok := d.number(attrs, "gpu_quantum", &p.GPUQuantum); ok {
+		steps := 1 / p.GPUQuantum
+		if !(p.GPUQuantum > 0 && p.GPUQuantum <= 1) || math.Abs(steps-math.Round(steps)) > 1e-9 {
+			d.errorf(a.Expr.Range(), "Invalid gpu_quantum", "gpu_quantum %g is not valid; it is a fraction of one GPU that divides it evenly, such as 0.1, 0.25, 0.5 or 1.", p.GPUQuantum)
+		}
+	}
+	for _, lb := range ct.Blocks {
+		d.limits(lb, &p.UserLimits)
+	}
+	d.once(ct.Blocks, "user_limits")
+	return p, isDefault
+}
+
+func (d *decoder) nodePatterns(a *hcl.Attribute, pats []string) {
+	for i, pat := range pats {
+		rng := elemRange(a, i)
+		if isGlob(pat) {
+			if strings.ContainsAny(pat, "[]") {
+				d.errorf(rng, "Invalid node pattern", "%q mixes a glob (* or ?) with a range; write one or the other.", pat)
+			} else if _, err := pathMatch(pat); err != nil {
+				d.errorf(rng, "Invalid node pattern", "%q is not a valid glob: %v.", pat, err)
+			}
+			continue
+		}
+		if _, err := Expand(pat); err != nil {
+			d.errorf(rng, "Invalid node range", "%s; write names, ranges such as \"gpu[01-16]\" or \"n[1-4,8]\", or globs such as \"cpu*\".", strings.TrimPrefix(err.Error(), ErrRange.Error()+": "))
+		}
+	}
+}
+
+func (d *decoder) known(a *hcl.Attribute, names []string, defined map[string]hcl.Range, what string) {
+	for i, n := range names {
+		if _, ok := defined[n]; !ok {
+			d.errorf(elemRange(a, i), "Unknown "+what, "%s %q is not defined in this file; known %ss: %s.", what, n, what, listOrNone(sortedKeys(defined)))
+		}
+	}
+}
+
+func (d *decoder) limits(b *hcl.Block, l *Limits) {
+	attrs := d.content(b.Body, limitsSchema).Attributes
+	for _, name := range []string{"max_jobs", "max_submit_jobs"} {
+		dst := &l.MaxJobs
+		if name == "max_submit_jobs" {
+			dst = &l.MaxSubmitJobs
+		}
+		if a, ok := d.whole(attrs, name, dst); ok && *dst < 1 {
+			d.errorf(a.Expr.Range(), "Invalid "+name, "%s %d is not valid; it is at least 1 (leave it out for no limit).", name, *dst)
+		}
+	}
+	for _, name := range []string{"max_cpu", "max_gpu"} {
+		dst := &l.MaxCPU
+		if name == "max_gpu" {
+			dst = &l.MaxGPU
+		}
+		if a, ok := d.number(attrs, name, dst); ok && !(*dst > 0) {
+			d.errorf(a.Expr.Range(), "Invalid "+name, "%s %g is not valid; it is above 0 (leave it out for no limit).", name, *dst)
+		}
+	}
+	if a := attrs["max_memory"]; a != nil {
+		d.memory(a, &l.MaxMemory)
+	}
+}
+
+func (d *decoder) account(b *hcl.Block, seen, users map[string]hcl.Range) (Account, bool) {
+	a := Account{Name: b.Labels[0], Shares: 1}
+	ok := true
+	if !nameRe(a.Name) {
+		d.errorf(b.LabelRanges[0], "Invalid account name", "Account name %q is not valid; a name starts with a letter and holds letters, digits, '_' and '-'.", a.Name)
+	}
+	if first, dup := seen[a.Name]; dup {
+		d.errorf(b.LabelRanges[0], "Duplicate account", "Account %q was already defined at %s; account names are unique in the whole tree.", a.Name, pos(first))
+		ok = false
+	} else {
+		seen[a.Name] = b.LabelRanges[0]
+	}
+	ct := d.content(b.Body, accountSchema)
+	d.shares(ct.Attributes, &a.Shares)
+	var listed []string
+	la, _ := d.strList(ct.Attributes, "users", &listed)
+	inAcct := map[string]hcl.Range{}
+	addUser := func(u User, rng hcl.Range) {
+		if first, dup := inAcct[u.Name]; dup {
+			d.errorf(rng, "Duplicate user", "User %q is already a member of account %q (at %s).", u.Name, a.Name, pos(first))
+			return
+		}
+		inAcct[u.Name] = rng
+		a.Users = append(a.Users, u)
+	}
+	for i, u := range listed {
+		addUser(User{Name: u, Shares: 1}, elemRange(la, i))
+	}
+	for _, cb := range ct.Blocks {
+		switch cb.Type {
+		case "user":
+			u := User{Name: cb.Labels[0], Shares: 1}
+			attrs := d.content(cb.Body, userSchema).Attributes
+			d.shares(attrs, &u.Shares)
+			d.boolean(attrs, "default", &u.Default)
+			if u.Default {
+				if first, dup := users[u.Name]; dup {
+					d.errorf(cb.LabelRanges[0], "Two default accounts", "User %q already has a default account (at %s); a user has one.", u.Name, pos(first))
+				} else {
+					users[u.Name] = cb.LabelRanges[0]
+				}
+			}
+			addUser(u, cb.LabelRanges[0])
+		case "account":
+			if child, ok := d.account(cb, seen, users); ok {
+				a.Children = append(a.Children, child)
+			}
+		}
+	}
+	return a, ok
+}
+
+func (d *decoder) shares(attrs hcl.Attributes, dst *float64) {
+	if a, ok := d.number(attrs, "shares", dst); ok && !(*dst > 0) {
+		d.errorf(a.Expr.Range(), "Invalid shares", "shares %g is not valid; shares are above 0.", *dst)
+	}
+}
+
+func (d *decoder) priority(b *hcl.Block, w *Weights) {
+	attrs := d.content(b.Body, prioritySchema).Attributes
+	for _, f := range []struct {
+		name string
+		dst  *float64
+	}{{"age", &w.Age}, {"fair_share", &w.FairShare}, {"job_size", &w.JobSize}, {"tier", &w.Tier}} {
+		if a, ok := d.number(attrs, f.name, f.dst); ok && (*f.dst < 0 || *f.dst > 1e9) {
+			d.errorf(a.Expr.Range(), "Invalid weight", "weight %s = %g is not valid; weights are between 0 and 1e9.", f.name, *f.dst)
+		}
+	}
+	d.boolean(attrs, "favor_small", &w.FavorSmall)
+	if a, ok := d.duration(attrs, "max_age", &w.MaxAge, false); ok && w.MaxAge == 0 {
+		d.errorf(a.Expr.Range(), "Invalid max_age", "max_age is the wait at which the age factor reaches 1; it is above 0.")
+	}
+}
+
+func (d *decoder) billing(b *hcl.Block, bl *Billing) {
+	attrs := d.content(b.Body, billingSchema).Attributes
+	for _, f := range []struct {
+		name string
+		dst  *float64
+	}{{"cpu", &bl.CPU}, {"memory", &bl.Memory}, {"gpu", &bl.GPU}} {
+		if a, ok := d.number(attrs, f.name, f.dst); ok && !(*f.dst >= 0 && *f.dst <= 1e9) {
+			d.errorf(a.Expr.Range(), "Invalid billing weight", "billing weight %s = %g is not valid; it is between 0 and 1e9.", f.name, *f.dst)
+		}
+	}
+}
+
+// eval evaluates an attribute as type ty; ok is false when it is absent,
+// null, or broken (reported).
+func (d *decoder) eval(attrs hcl.Attributes, name string, ty cty.Type) (cty.Value, *hcl.Attribute, bool) {
+	a := attrs[name]
+	if a == nil {
+		return cty.NilVal, nil, false
+	}
+	v, diags := a.Expr.Value(nil)
+	d.diags = append(d.diags, diags...)
+	if diags.HasErrors() || !v.IsWhollyKnown() || v.IsNull() {
+		return cty.NilVal, a, false
+	}
+	v, err := convert.Convert(v, ty)
+	if err != nil {
+		d.errorf(a.Expr.Range(), "Incorrect attribute value type", "Inappropriate value for attribute %q: %s.", name, err)
+		return cty.NilVal, a, false
+	}
+	return v, a, true
+}
+
+func (d *decoder) str(attrs hcl.Attributes, name string, dst *string) (*hcl.Attribute, bool) {
+	v, a, ok := d.eval(attrs, name, cty.String)
+	if ok {
+		*dst = v.AsString()
+	}
+	return a, ok
+}
+
+func (d *decoder) boolean(attrs hcl.Attributes, name string, dst *bool) {
+	if v, _, ok := d.eval(attrs, name, cty.Bool); ok {
+		*dst = v.True()
+	}
+}
+
+func (d *decoder) number(attrs hcl.Attributes, name string, dst *float64) (*hcl.Attribute, bool) {
+	v, a, ok := d.eval(attrs, name, cty.Number)
+	if ok {
+		*dst, _ = v.AsBigFloat().Float64()
+	}
+	return a, ok
+}
+
+func (d *decoder) whole(attrs hcl.Attributes, name string, dst *int) (*hcl.Attribute, bool) {
+	v, a, ok := d.eval(attrs, name, cty.Number)
+	if !ok {
+		return a, false
+	}
+	bf := v.AsBigFloat()
+	i, acc := bf.Int64()
+	if !bf.IsInt() || acc != big.Exact || i != int64(int32(i)) {
+		d.errorf(a.Expr.Range(), "Invalid "+name, "%s %s is not valid; it must be a whole number.", name, bf.Text('g', -1))
+		return a, false
+	}
+	*dst = int(i)
+	return a, true
+}
+
+func (d *decoder) strList(attrs hcl.Attributes, name string, dst *[]string) (*hcl.Attribute, bool) {
+	v, a, ok := d.eval(attrs, name, cty.List(cty.String))
+	if !ok {
+		return a, false
+	}
+	out := []string{}
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() {
+			d.errorf(a.Expr.Range(), "Invalid "+name, "%s holds a null element; every element must be a string.", name)
+			return a, false
+		}
+		out = append(out, e.AsString())
+	}
+	*dst = out
+	return a, true
+}
+
+// duration reads a time such as "2h", "7d" or Slurm's "2-00:00:00".
+func (d *decoder) duration(attrs hcl.Attributes, name string, dst *time.Duration, zeroOK bool) (*hcl.Attribute, bool) {
+	var s string
+	a, ok := d.str(attrs, name, &s)
+	if !ok {
+		return a, false
+	}
+	v, err := jobspec.ParseWalltime(s)
+	if err != nil || v < 0 || (v == 0 && !zeroOK) {
+		d.errorf(a.Expr.Range(), "Invalid "+name, `%s %q is not valid; write a positive duration such as "90m", "12h", "7d" or "2-00:00:00".`, name, s)
+		return a, false
+	}
+	*dst = v
+	return a, true
+}
+
+func (d *decoder) memory(a *hcl.Attribute, dst *int64) {
+	v, diags := a.Expr.Value(nil)
+	d.diags = append(d.diags, diags...)
+	if diags.HasErrors() || v.IsNull() || !v.IsWhollyKnown() {
+		return
+	}
+	var n int64
+	var err error
+	switch v.Type() {
+	case cty.String:
+		n, err = jobspec.ParseMemory(v.AsString())
+	case cty.Number:
+		f, _ := v.AsBigFloat().Float64()
+		n = int64(f)
+	default:
+		err = fmt.Errorf("not a size")
+	}
+	if err != nil || n <= 0 {
+		d.errorf(a.Expr.Range(), "Invalid "+a.Name, `%s is not a valid size; write a number with a unit, such as "512GiB" or "2TiB".`, a.Name)
+		return
+	}
+	*dst = n
+}
+
+// elemRange is the range of element i of a list attribute, else the
+// attribute's.
+func elemRange(a *hcl.Attribute, i int) hcl.Range {
+	if elems, diags := hcl.ExprList(a.Expr); !diags.HasErrors() && i < len(elems) {
+		return elems[i].Range()
+	}
+	return a.Expr.Range()
+}
+
+func pos(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+}
+
+func nameRe(s string) bool {
+	if s == "" || len(s) > 63 || !(s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z') {
+		return false
+	}
+	return validNodeName(s) && !strings.Contains(s, ".")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// tidy drops repeated diagnostics and sorts the rest by position.
+func tidy(diags hcl.Diagnostics) hcl.Diagnostics {
+	seen := map[string]bool{}
+	var out hcl.Diagnostics
+	for _, d := range diags {
+		k := d.Summary + "\x00" + d.Detail
+		if d.Subject != nil {
+			k += fmt.Sprintf("\x00%d", d.Subject.Start.Byte)
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, d)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *hcl.Diagnostic) int {
+		ab, bb := -1, -1
+		if a.Subject != nil {
+			ab = a.Subject.Start.Byte
+		}
+		if b.Subject != nil {
+			bb = b.Subject.Start.Byte
+		}
+		return ab - bb
+	})
+	return out
+}
+
+// ShowDuration writes d briefly: "2h", "1h30m", "45s", "7d".
+func ShowDuration(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

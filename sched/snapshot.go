@@ -1,0 +1,282 @@
+package sched
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/core"
+	"github.com/troupe-hpc/troupe/sched/partition"
+	"github.com/troupe-hpc/troupe/sched/state"
+)
+
+// coreSnapshot is the core's input, built from the state alone (and the
+// config in it):
+//
+//   - nodes that are up and belong to a partition, with their free
+//     resources, GPU devices and partitions;
+//   - pending jobs with their submit time, walltime, fair-share factor,
+//     nice, partition, and a reason when a limit keeps them out now
+//     (PartitionLimit, AccountLimit);
+//   - started jobs with their start and walltime, for backfill;
+//   - each partition's tier, default walltime and GPU quantum, and the
+//     policy (weights, reservation depth).
+func coreSnapshot(v *state.Snapshot, now time.Time) core.Snapshot {
+	cfg := v.Config()
+	jobs := v.Jobs()
+	snap := core.Snapshot{
+		Nodes:      coreNodes(v, cfg, jobs),
+		Partitions: map[string]core.Partition{},
+		Policy:     corePolicy(cfg),
+	}
+	for _, p := range cfg.Partitions {
+		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), DefaultWalltime: p.Walltime(0), GPUQuantum: p.GPUQuantum}
+	}
+	held := heldByUser(jobs)
+	var users []string
+	for _, j := range jobs {
+		if j.State == api.JobPending {
+			users = append(users, j.User)
+		}
+	}
+	_, factors := fairShare(cfg, v.Usage(), users)
+	for _, j := range jobs {
+		switch {
+		case j.State == api.JobPending:
+			cj := coreJob(j)
+			cj.FairShare = jobFactor(factors, j.Account, j.User)
+			cj.Ineligible = ineligible(cfg, held, j)
+			snap.Queue = append(snap.Queue, cj)
+		case !j.State.Terminal() && j.State != api.JobHeld:
+			snap.Running = append(snap.Running, coreRunning(j, now))
+		}
+	}
+	return snap
+}
+
+// corePolicy turns the config's policy into the core's.
+func corePolicy(cfg *partition.Config) core.Policy {
+	p := core.Policy{ReservationDepth: cfg.ReservationDepth, MaxAge: cfg.Weights.MaxAge}
+	switch cfg.Policy {
+	case partition.PolicyFCFS:
+		p.ReservationDepth = 0
+	case partition.PolicyEASY:
+		p.ReservationDepth = max(1, cfg.ReservationDepth)
+	default:
+		w := cfg.Weights
+		p.Weights = core.Weights{Age: w.Age, FairShare: w.FairShare, JobSize: w.JobSize, Partition: w.Tier}
+		p.FavorSmall = w.FavorSmall
+	}
+	return p
+}
+
+// ineligible is the reason a pending job may not start now, "" if it may.
+func ineligible(cfg *partition.Config, held map[userPart]holding, j *api.Job) string {
+	p := cfg.Partition(j.Partition)
+	if p == nil || partitionLimit(cfg, p, j) != "" {
+		return api.ReasonPartitionLimit
+	}
+	if held[userPart{j.User, j.Partition}].over(p, j) {
+		return api.ReasonAccountLimit
+	}
+	return ""
+}
+
+// userPart keys what one user holds in one partition.
+type userPart struct{ user, partition string }
+
+// holding is what one user's started jobs hold in one partition.
+type holding struct {
+	res  api.Resources
+	jobs int
+}
+
+func (h holding) plus(j *api.Job) holding {
+	need := jobResources(j)
+	h.res.CPUMilli += need.CPUMilli
+	h.res.Memory += need.Memory
+	h.res.GPU += need.GPU
+	h.jobs++
+	return h
+}
+
+// over reports whether starting j would take its user past one of p's
+// per-user limits.
+func (h holding) over(p *partition.Partition, j *api.Job) bool {
+	l, n := p.UserLimits, h.plus(j)
+	return (l.MaxJobs > 0 && n.jobs > l.MaxJobs) ||
+		(l.MaxCPU > 0 && float64(n.res.CPUMilli)/1000 > l.MaxCPU+1e-9) ||
+		(l.MaxMemory > 0 && n.res.Memory > l.MaxMemory) ||
+		(l.MaxGPU > 0 && n.res.GPU > l.MaxGPU+1e-9)
+}
+
+// heldByUser sums what each user's started jobs hold per partition.
+func heldByUser(jobs []*api.Job) map[userPart]holding {
+	out := map[userPart]holding{}
+	for _, j := range jobs {
+		if j.State == api.JobPending || j.State == api.JobHeld || j.State.Terminal() {
+			continue
+		}
+		k := userPart{j.User, j.Partition}
+		out[k] = out[k].plus(j)
+	}
+	return out
+}
+
+// enforceUserLimits drops placements that, together with earlier ones of
+// the same pass, would take a user past a per-user limit (the core sees
+// each job's eligibility alone); those jobs wait with AccountLimit.
+func enforceUserLimits(v *state.Snapshot, plan core.Plan) core.Plan {
+	cfg := v.Config()
+	held := heldByUser(v.Jobs())
+	kept := plan.Placements[:0:0]
+	dropped := map[uint64]bool{}
+	for _, pl := range plan.Placements {
+		j := v.Job(pl.JobID)
+		if j == nil {
+			continue
+		}
+		k := userPart{j.User, j.Partition}
+		if p := cfg.Partition(j.Partition); p != nil && held[k].over(p, j) {
+			dropped[j.ID] = true
+			continue
+		}
+		held[k] = held[k].plus(j)
+		kept = append(kept, pl)
+	}
+	if len(dropped) == 0 {
+		return plan
+	}
+	plan.Placements = kept
+	var reasons []core.ReasonChange
+	for _, r := range plan.Reasons {
+		if !dropped[r.JobID] {
+			reasons = append(reasons, r)
+		}
+	}
+	for id := range dropped {
+		if v.Job(id).Reason != api.ReasonAccountLimit {
+			reasons = append(reasons, core.ReasonChange{JobID: id, Reason: api.ReasonAccountLimit})
+		}
+	}
+	sort.Slice(reasons, func(a, b int) bool { return reasons[a].JobID < reasons[b].JobID })
+	plan.Reasons = reasons
+	return plan
+}
+
+// coreNodes is the core's view of the nodes that take work: up, in at
+// least one partition, with free resources and GPU devices after what
+// live containers hold. jobs may be nil (they are read from v).
+func coreNodes(v *state.Snapshot, cfg *partition.Config, jobs []*api.Job) []core.Node {
+	if jobs == nil {
+		jobs = v.Jobs()
+	}
+	alloc := v.Allocated()
+	devUsed := map[string]map[int]float64{}
+	for _, j := range jobs {
+		if j.State.Terminal() {
+			continue
+		}
+		for _, c := range j.Containers {
+			if c.Node == "" || c.State.Ended() {
+				continue
+			}
+			for _, g := range c.GPUs {
+				if devUsed[c.Node] == nil {
+					devUsed[c.Node] = map[int]float64{}
+				}
+				devUsed[c.Node][g.Device] += g.Share
+			}
+		}
+	}
+	var out []core.Node
+	for _, n := range v.Nodes() {
+		if n.State != api.NodeUp {
+			continue
+		}
+		var parts []string
+		for i := range cfg.Partitions {
+			if p := &cfg.Partitions[i]; p.Has(n.Name, n.Labels) {
+				parts = append(parts, p.Name)
+			}
+		}
+		if len(parts) == 0 {
+			continue // in no partition: takes no work (the core reads an empty list as "all")
+		}
+		c := toCore(n.Capacity)
+		cn := core.Node{Name: n.Name, Capacity: c, Free: c.Sub(toCore(alloc[n.Name])), Partitions: parts}
+		if whole := int(math.Floor(n.Capacity.GPU + 1e-9)); whole >= 1 {
+			cn.Free.GPU = 0
+			for d := 0; d < whole; d++ {
+				free := math.Max(0, 1-devUsed[n.Name][d])
+				cn.Devices = append(cn.Devices, core.Device{ID: d, Free: free})
+				cn.Free.GPU += free
+			}
+		}
+		out = append(out, cn)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
+	return out
+}
+
+func toCore(r api.Resources) core.Res {
+	return core.Res{CPUMilli: r.CPUMilli, Memory: r.Memory, GPU: r.GPU}
+}
+
+func coreJob(j *api.Job) core.Job {
+	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason, Partition: j.Partition,
+		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime}
+	if cj.Mode == "" {
+		cj.Mode = jobspec.ModeSingleNode
+	}
+	if j.Spec.Priority < 0 {
+		cj.Nice = float64(-j.Spec.Priority)
+	}
+	for _, c := range j.Containers {
+		cj.Containers = append(cj.Containers, toCore(state.ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)))
+	}
+	return cj
+}
+
+// coreRunning is a started (or placed) job for backfill: a job still
+// starting counts from now.
+func coreRunning(j *api.Job, now time.Time) core.Running {
+	r := core.Running{JobID: j.ID, Start: j.Started, Walltime: j.Walltime, Partition: j.Partition}
+	if r.Start.IsZero() {
+		r.Start = now
+	}
+	for _, c := range j.Containers {
+		if c.Node == "" || c.State.Ended() {
+			continue
+		}
+		r.Nodes = append(r.Nodes, c.Node)
+		r.Containers = append(r.Containers, toCore(state.ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)))
+		var gs []core.GPUShare
+		for _, g := range c.GPUs {
+			gs = append(gs, core.GPUShare{Device: g.Device, Share: g.Share})
+		}
+		r.GPUs = append(r.GPUs, gs)
+	}
+	return r
+}
+
+func fromCore(p core.Plan) *state.Plan {
+	out := &state.Plan{}
+	for _, pl := range p.Placements {
+		sp := state.Placement{JobID: pl.JobID, Nodes: pl.Nodes}
+		for _, gs := range pl.GPUs {
+			var row []api.GPUShare
+			for _, g := range gs {
+				row = append(row, api.GPUShare{Device: g.Device, Share: g.Share})
+			}
+			sp.GPUs = append(sp.GPUs, row)
+		}
+		out.Placements = append(out.Placements, sp)
+	}
+	for _, r := range p.Reasons {
+		out.Reasons = append(out.Reasons, state.Reason{JobID: r.JobID, Reason: r.Reason})
+	}
+	return out
+}

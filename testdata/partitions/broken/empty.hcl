@@ -1,0 +1,2 @@
+# nothing here
+usage_half_life = "soon"

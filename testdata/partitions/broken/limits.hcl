@@ -1,0 +1,15 @@
+policy = "lottery"
+reservation_depth = -1
+
+partition "cpu" {
+  nodes            = ["n1"]
+  max_walltime     = "1h"
+  default_walltime = "2h"
+  max_cluster_size = 0
+  gpu_quantum      = 0.3
+  allowed_modes    = ["single-node", "ring"]
+  user_limits {
+    max_jobs   = 0
+    max_memory = "lots"
+  }
+}

@@ -1,0 +1,3 @@
+partition "cpu" {
+  nodes = ["n1"
+}

@@ -1,0 +1,4 @@
+partition "cpu" {
+  nodes   = ["n1"]
+  max_wall = "1h"
+}

@@ -1,0 +1,3 @@
+partition "all" {
+  nodes = ["*"]
+}

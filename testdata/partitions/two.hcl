@@ -1,0 +1,21 @@
+partition "cpu" {
+  nodes            = ["n[1-4]"]
+  max_walltime     = "1h"
+  max_cluster_size = 8
+}
+
+partition "gpu" {
+  default      = true
+  labels       = ["gpu"]
+  gpu_quantum  = 0.5
+  allowed_accounts = ["lab"]
+}
+
+account "lab" {
+  shares = 2
+  users  = ["ada"]
+}
+
+account "other" {
+  users = ["bob"]
+}
