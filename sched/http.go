@@ -150,7 +150,7 @@ func (s *Server) handlePartitions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	list := Partitions(v)
+	list := Partitions(v, s.nodes.empty(v))
 	list.Index = idx
 	writeJSON(w, http.StatusOK, idx, list)
 }

@@ -27,7 +27,7 @@ func (s *Server) Run(ctx context.Context) {
 		v := s.st.Snapshot()
 		_, ws := v.Index()
 		now := s.cfg.Clock()
-		plan := enforceUserLimits(v, core.Schedule(coreSnapshot(v, now), now))
+		plan := enforceUserLimits(v, core.Schedule(coreSnapshot(v, s.nodes.empty(v), now), now))
 		s.setStarts(plan.Starts)
 		if !plan.Empty() {
 			if _, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: fromCore(plan)}); err != nil {

@@ -2,16 +2,17 @@ package sched
 
 import (
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // Partitions describes the partitions in force as of v: their settings
 // and the up nodes, pending and started jobs each holds now.
-func Partitions(v *state.Snapshot) api.PartitionList {
+func Partitions(v *state.Snapshot, empty []core.Node) api.PartitionList {
 	cfg := v.Config()
 	out := api.PartitionList{Source: cfg.Source, Policy: cfg.Policy, Partitions: []api.PartitionInfo{}}
-	nodes := coreNodes(v, cfg, nil)
 	jobs := v.Jobs()
+	nodes := coreNodes(empty, jobs)
 	for i := range cfg.Partitions {
 		p := &cfg.Partitions[i]
 		l := p.UserLimits

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +61,7 @@ type Server struct {
 	charged time.Time // when this leader last charged usage
 	kick    chan struct{}
 	close   sync.Once
+	nodes   nodeCache // empty nodes and submit's can-ever-fit answers
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
@@ -233,15 +233,8 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 				ErrInvalid, j.User, n, j.Partition, max)
 		}
 	}
-	nodes := coreNodes(v, cfg, nil)
-	mine := nodes[:0:0]
-	for _, n := range nodes {
-		if slices.Contains(n.Partitions, name) {
-			mine = append(mine, n)
-		}
-	}
-	if len(mine) > 0 && !core.CanEverFit(mine, coreJob(j)) {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, neverFits(j, mine))
+	if why := s.nodes.check(v, j); why != "" {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, why)
 	}
 	return j, nil
 }

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -23,11 +24,11 @@ import (
 //   - started jobs with their start and walltime, for backfill;
 //   - each partition's tier, default walltime and GPU quantum, and the
 //     policy (weights, reservation depth).
-func coreSnapshot(v *state.Snapshot, now time.Time) core.Snapshot {
+func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snapshot {
 	cfg := v.Config()
 	jobs := v.Jobs()
 	snap := core.Snapshot{
-		Nodes:      coreNodes(v, cfg, jobs),
+		Nodes:      coreNodes(empty, jobs),
 		Partitions: map[string]core.Partition{},
 		Policy:     corePolicy(cfg),
 	}
@@ -166,15 +167,15 @@ func enforceUserLimits(v *state.Snapshot, plan core.Plan) core.Plan {
 	return plan
 }
 
-// coreNodes is the core's view of the nodes that take work: up, in at
-// least one partition, with free resources and GPU devices after what
-// live containers hold. jobs may be nil (they are read from v).
-func coreNodes(v *state.Snapshot, cfg *partition.Config, jobs []*api.Job) []core.Node {
-	if jobs == nil {
-		jobs = v.Jobs()
+// coreNodes is the core's view of the nodes that take work: empty (from
+// the node cache) less what the live containers of jobs hold, GPU devices
+// included.
+func coreNodes(empty []core.Node, jobs []*api.Job) []core.Node {
+	type held struct {
+		res  core.Res
+		devs map[int]float64
 	}
-	alloc := v.Allocated()
-	devUsed := map[string]map[int]float64{}
+	use := map[string]*held{}
 	for _, j := range jobs {
 		if j.State.Terminal() {
 			continue
@@ -183,14 +184,45 @@ func coreNodes(v *state.Snapshot, cfg *partition.Config, jobs []*api.Job) []core
 			if c.Node == "" || c.State.Ended() {
 				continue
 			}
+			h := use[c.Node]
+			if h == nil {
+				h = &held{}
+				use[c.Node] = h
+			}
+			h.res = h.res.Add(toCore(state.ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)))
 			for _, g := range c.GPUs {
-				if devUsed[c.Node] == nil {
-					devUsed[c.Node] = map[int]float64{}
+				if h.devs == nil {
+					h.devs = map[int]float64{}
 				}
-				devUsed[c.Node][g.Device] += g.Share
+				h.devs[g.Device] += g.Share
 			}
 		}
 	}
+	out := make([]core.Node, len(empty))
+	copy(out, empty)
+	for i := range out {
+		h := use[out[i].Name]
+		if h == nil {
+			continue
+		}
+		n := &out[i]
+		n.Free = n.Free.Sub(h.res)
+		if len(n.Devices) > 0 {
+			n.Devices = slices.Clone(n.Devices)
+			n.Free.GPU = 0
+			for d := range n.Devices {
+				n.Devices[d].Free = math.Max(0, 1-h.devs[n.Devices[d].ID])
+				n.Free.GPU += n.Devices[d].Free
+			}
+		}
+	}
+	return out
+}
+
+// partitionedNodes lists the nodes that take work, empty: up and in at
+// least one partition (the core reads an empty list as "all"), whole GPUs
+// as devices. The node cache keeps its answer.
+func partitionedNodes(v *state.Snapshot, cfg *partition.Config) []core.Node {
 	var out []core.Node
 	for _, n := range v.Nodes() {
 		if n.State != api.NodeUp {
@@ -203,16 +235,15 @@ func coreNodes(v *state.Snapshot, cfg *partition.Config, jobs []*api.Job) []core
 			}
 		}
 		if len(parts) == 0 {
-			continue // in no partition: takes no work (the core reads an empty list as "all")
+			continue
 		}
 		c := toCore(n.Capacity)
-		cn := core.Node{Name: n.Name, Capacity: c, Free: c.Sub(toCore(alloc[n.Name])), Partitions: parts}
+		cn := core.Node{Name: n.Name, Capacity: c, Free: c, Partitions: parts}
 		if whole := int(math.Floor(n.Capacity.GPU + 1e-9)); whole >= 1 {
 			cn.Free.GPU = 0
 			for d := 0; d < whole; d++ {
-				free := math.Max(0, 1-devUsed[n.Name][d])
-				cn.Devices = append(cn.Devices, core.Device{ID: d, Free: free})
-				cn.Free.GPU += free
+				cn.Devices = append(cn.Devices, core.Device{ID: d, Free: 1})
+				cn.Free.GPU++
 			}
 		}
 		out = append(out, cn)

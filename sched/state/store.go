@@ -246,3 +246,21 @@ func (s *Store) Restore(d Dump) error {
 	txn.Commit()
 	return nil
 }
+
+// tableIndex is the raft index of table's last change (0: never).
+func (v *Snapshot) tableIndex(table string) uint64 {
+	raw, err := v.txn.First(tableIndexes, "id", table)
+	if err != nil {
+		panic(err)
+	}
+	if raw == nil {
+		return 0
+	}
+	return raw.(*indexEntry).Index
+}
+
+// NodesIndex is the raft index of the last change to any node, and
+// ConfigIndex that of the settings (partitions config, charge time):
+// what caches of node-derived views key on.
+func (v *Snapshot) NodesIndex() uint64  { return v.tableIndex(tableNodes) }
+func (v *Snapshot) ConfigIndex() uint64 { return v.tableIndex(tableSettings) }
