@@ -30,19 +30,20 @@ func TestMain(m *testing.M) {
 	}
 	bin = dir
 	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/bsub", "../cmd/bqueue", "../cmd/bkill",
-		"../cmd/bjob", "../cmd/bhosts", "../cmd/schedd", "../cmd/nodelet", "../cmd/troupe-init")
+		"../cmd/bjob", "../cmd/bhosts", "../cmd/schedd", "../cmd/nodelet", "../cmd/troupe-init", "../cmd/troupe-ssh")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building troupe:", err)
 		os.Exit(1)
 	}
+	_ = os.Chmod(dir, 0o755) // tests run bsub as other users too
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-func needRunc(t *testing.T) {
+func needRunc(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP: end-to-end runc tests need root (run `sudo make test`)")
@@ -54,7 +55,7 @@ func needRunc(t *testing.T) {
 
 // devCluster is `schedd --dev` with its nodelets.
 type devCluster struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	addr string
 	cmd  *exec.Cmd
@@ -62,12 +63,13 @@ type devCluster struct {
 	done chan struct{}
 }
 
-func startCluster(t *testing.T, nodes int, cpu string) *devCluster {
+func startCluster(t testing.TB, nodes int, cpu string) *devCluster {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "troupe-e2e")
 	if err != nil {
 		t.Fatal(err)
 	}
+	_ = os.Chmod(dir, 0o755) // the socket is there, for every user
 	c := &devCluster{t: t, dir: dir, log: &bytes.Buffer{}, done: make(chan struct{})}
 	c.cmd = exec.Command(bin+"/schedd", "--dev", "--data-dir", dir, "--nodes", strconv.Itoa(nodes),
 		"--node-cpu", cpu, "--node-memory", "4GiB", "--runtime", "runc", "--stop-grace", "2s")

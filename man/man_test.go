@@ -17,6 +17,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/session"
 )
 
@@ -26,6 +27,18 @@ const cmdDir = "../cmd"
 // noPage are binaries under cmdDir that need no page, and why.
 var noPage = map[string]string{
 	"troupe-init": "internal: the init process nodelet mounts into containers; no one runs it by hand",
+}
+
+// handParsed names, per command, the functions that parse a command line
+// by hand instead of with package flag; flagsOf counts the option letters
+// of their `case 'x':` clauses as flags. Only troupe-ssh has one: invoked
+// as `ssh` inside containers, its client must take OpenSSH's getopt-style
+// command line (-tt, -p2200, -oPort=2200, the destination and the remote
+// command after the options), which package flag cannot parse. The
+// letters that switch does not decide on are OpenSSH options it accepts
+// and ignores; its page names those in prose, not as OPTIONS.
+var handParsed = map[string][]string{
+	"troupe-ssh": {"parseClientArgs"},
 }
 
 // requiredSections are the sections every page of a section must have.
@@ -259,7 +272,11 @@ func TestJobExamplesParse(t *testing.T) {
 }
 
 // TestContainerVariables: the variables troupe-job.5 lists under INSIDE
-// EVERY CONTAINER are exactly those nodelet/session sets.
+// EVERY CONTAINER are exactly those nodelet/session sets for a container
+// with every feature: runc on a session network with troupe-ssh, as
+// nodelet's setupNetwork (nodelet/agent.go) configures it and buildSpec
+// (nodelet/spec.go) passes to session.EnvWith. Containers with fewer
+// features get a subset, which the page says in words.
 func TestContainerVariables(t *testing.T) {
 	src, err := os.ReadFile("troupe-job.5")
 	if err != nil {
@@ -278,7 +295,8 @@ func TestContainerVariables(t *testing.T) {
 	for _, c := range spec.Containers() {
 		job.Containers = append(job.Containers, api.Container{Container: c, KernelID: c.Host + "-id"})
 	}
-	env, err := session.Env(job, "sub1")
+	full := session.Features{SessionNet: true, Iface: network.Iface, Tools: true}
+	env, err := session.EnvWith(job, "sub1", full)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,10 +307,10 @@ func TestContainerVariables(t *testing.T) {
 	text := unroff(section(string(src), "INSIDE EVERY CONTAINER"))
 	for _, k := range set {
 		if !regexp.MustCompile(`\b` + k + `\b`).MatchString(text) {
-			t.Errorf("troupe-job.5 INSIDE EVERY CONTAINER does not mention %s, which every container gets", k)
+			t.Errorf("troupe-job.5 INSIDE EVERY CONTAINER does not mention %s, which nodelet/session sets (with runc on a session network)", k)
 		}
 	}
-	for _, k := range regexp.MustCompile(`\b(?:BACKENDAI|TROUPE|LSB)_[A-Z_]+\b`).FindAllString(text, -1) {
+	for _, k := range regexp.MustCompile(`\b(?:BACKENDAI|TROUPE|LSB|OMPI|PRTE|HYDRA|NCCL|GLOO)_[A-Za-z0-9_]+\b`).FindAllString(text, -1) {
 		if !slices.Contains(set, k) {
 			t.Errorf("troupe-job.5 INSIDE EVERY CONTAINER names %s, which nodelet/session does not set", k)
 		}
@@ -326,9 +344,14 @@ func exists(path string) bool {
 // flagsOf reads the flag names a main package defines: the literal name
 // argument of fs.Bool("x", …), fs.StringVar(&v, "x", …), fs.Var(v, "x",
 // …), fs.Alias("x", …) and kin, plus the flags internal/cli defines for
-// it (--addr with cli.NewFlagSet, -o with OutputFlag).
+// it (--addr with cli.NewFlagSet, -o with OutputFlag), plus the option
+// letters of the hand-written parsers handParsed names for it.
 func flagsOf(t *testing.T, dir string) []string {
 	t.Helper()
+	byHand := map[string]bool{} // function name → found
+	for _, fn := range handParsed[filepath.Base(dir)] {
+		byHand[fn] = false
+	}
 	// Method name → index of the name argument.
 	nameArg := map[string]int{
 		"Bool": 0, "String": 0, "Int": 0, "Int64": 0, "Uint": 0, "Uint64": 0,
@@ -354,6 +377,30 @@ func flagsOf(t *testing.T, dir string) []string {
 		file, err := parser.ParseFile(fset, f, nil, 0)
 		if err != nil {
 			t.Fatalf("reading flags: %v", err)
+		}
+		for _, d := range file.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || fn.Body == nil {
+				continue
+			}
+			if _, want := byHand[fn.Name.Name]; !want {
+				continue
+			}
+			byHand[fn.Name.Name] = true
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				cc, ok := n.(*ast.CaseClause)
+				if !ok {
+					return true
+				}
+				for _, e := range cc.List {
+					if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.CHAR {
+						if s, err := strconv.Unquote(lit.Value); err == nil {
+							add(s)
+						}
+					}
+				}
+				return true
+			})
 		}
 		ast.Inspect(file, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
@@ -386,6 +433,11 @@ func flagsOf(t *testing.T, dir string) []string {
 			}
 			return true
 		})
+	}
+	for fn, found := range byHand {
+		if !found {
+			t.Errorf("handParsed names %s in %s, which is not there any more", fn, dir)
+		}
 	}
 	return out
 }

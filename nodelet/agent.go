@@ -11,7 +11,11 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
+	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
+	"github.com/troupe-hpc/troupe/nodelet/session"
+	"github.com/troupe-hpc/troupe/nodelet/sshkey"
 )
 
 // assignmentsWait is how long one blocking assignments query may wait.
@@ -30,6 +34,10 @@ type agent struct {
 	cli *client.Client
 	rt  runtime.Runtime
 	rep *reporter
+	net *network.Manager // nil: containers share the node's network
+	// feat is what containers get beyond the environment.
+	feat   session.Features
+	secret []byte // session keys derive from it (package sshkey)
 
 	mu       sync.Mutex
 	running  map[key]*task // started here, not yet destroyed
@@ -86,12 +94,54 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 		cfg: cfg, log: log, cli: cli, rt: rt,
 		running: map[key]*task{}, finished: map[key]bool{},
 	}
+	if err := a.setupNetwork(); err != nil {
+		return nil, err
+	}
 	a.rep = newReporter(func(ctx context.Context, r api.ContainerReport) error {
 		return cli.Report(ctx, cfg.Name, r)
 	}, log)
 	log.Info("nodelet starting", "name", cfg.Name, "schedd", cfg.Addr, "runtime", rt.Name(),
-		"cpu", cfg.CPU, "memory", cfg.Memory, "advertise", cfg.Advertise, "init", cfg.InitBinary)
+		"cpu", cfg.CPU, "memory", cfg.Memory, "advertise", cfg.Advertise, "init", cfg.InitBinary,
+		"network", a.net != nil, "ssh", a.feat.Tools)
 	return a, nil
+}
+
+// setupNetwork decides the containers' network and tools: with an
+// isolating runtime, session networks (package network), troupe-ssh and
+// the session keys.
+func (a *agent) setupNetwork() error {
+	isolated := a.rt.Name() == runc.Name
+	switch a.cfg.Network {
+	case NetworkHost:
+		return nil
+	case NetworkSession:
+		if !isolated {
+			return fmt.Errorf("session networks need an isolating runtime (runc), not %s", a.rt.Name())
+		}
+	case NetworkAuto:
+		if !isolated {
+			return nil
+		}
+	}
+	m, err := network.New(filepath.Join(a.cfg.StateDir, "netns"), a.cfg.Name, a.cfg.Advertise)
+	if err != nil {
+		return err
+	}
+	a.net = m
+	a.feat = session.Features{SessionNet: true, Iface: network.Iface}
+	if a.cfg.SSHBinary == "" {
+		a.log.Warn("no troupe-ssh: containers get no ssh, hostfiles or session keys", "want", SSHName)
+		return nil
+	}
+	path, create := a.cfg.SessionSecret, false
+	if path == "" {
+		path, create = filepath.Join(a.cfg.StateDir, "session-secret"), true
+	}
+	if a.secret, err = sshkey.LoadSecret(path, create); err != nil {
+		return err
+	}
+	a.feat.Tools = true
+	return nil
 }
 
 // cleanLeftovers removes what a previous run left: the runtime's
@@ -99,6 +149,11 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 func (a *agent) cleanLeftovers(ctx context.Context) error {
 	if err := a.rt.Cleanup(ctx); err != nil {
 		return fmt.Errorf("cleaning leftovers: %w", err)
+	}
+	if a.net != nil {
+		if err := a.net.Cleanup(); err != nil {
+			return fmt.Errorf("cleaning leftovers: %w", err)
+		}
 	}
 	for _, d := range []string{a.containersDir(), a.filesDir()} {
 		if err := os.RemoveAll(d); err != nil {

@@ -2,17 +2,20 @@ package nodelet
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
@@ -35,18 +38,18 @@ func forEachRuntime(t *testing.T, fn func(t *testing.T, rt string)) {
 	}
 }
 
-// startAgent runs an agent against f until the test ends; it returns
+// startAgent runs an agent against s until the test ends; it returns
 // the config and a stop function that cancels and waits for Run.
-func startAgent(t *testing.T, f *fakeSchedd, rt string) (Config, func()) {
+func startAgent(t *testing.T, s *testSchedd, rt string) (Config, func()) {
 	t.Helper()
-	return startAgentIn(t, f, rt, t.TempDir())
+	return startAgentIn(t, s, rt, t.TempDir())
 }
 
-func startAgentIn(t *testing.T, f *fakeSchedd, rt, stateDir string) (Config, func()) {
+func startAgentIn(t *testing.T, s *testSchedd, rt, stateDir string) (Config, func()) {
 	t.Helper()
 	cfg := Config{
-		Name: "node1", Addr: f.srv.URL, StateDir: stateDir, Runtime: rt,
-		CPU: 2, Memory: 1 << 30, InitBinary: runtimetest.BuildInit(t),
+		Name: "node1", Addr: s.hs.URL, StateDir: stateDir, Runtime: rt,
+		CPU: 2, Memory: 1 << 30, InitBinary: runtimetest.BuildInit(t), SSHBinary: buildSSH(t),
 		Heartbeat: 50 * time.Millisecond, StopGrace: time.Second,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -76,70 +79,46 @@ func startAgentIn(t *testing.T, f *fakeSchedd, rt, stateDir string) (Config, fun
 	return cfg, stop
 }
 
-// testJob is a session of size len(cmds): main1 runs cmds[0], subN cmds[N].
-func testJob(t *testing.T, id uint64, cmds ...[]string) api.Job {
-	j := api.Job{
-		ID: id, SessionID: "kid-main1", User: "alice", UID: os.Getuid(), GID: os.Getgid(),
-		Cwd: t.TempDir(), State: api.JobScheduled,
-		Spec: jobspec.Job{Image: "host", Cluster: jobspec.Cluster{Size: len(cmds), Mode: "single-node"},
-			Env: map[string]string{"EPOCHS": "10"}},
-	}
-	for i, cmd := range cmds {
-		c := jobspec.Container{Host: "main1", Role: "main", Idx: 1, Rank: i, Command: cmd,
-			Resources: jobspec.Resources{CPU: 0.5, Memory: 64 << 20}}
-		if i > 0 {
-			c.Host, c.Role, c.Idx = "sub"+string(rune('0'+i)), "sub", i
-		}
-		j.Containers = append(j.Containers, api.Container{Container: c, KernelID: "kid-" + c.Host,
-			Node: "node1", NodeAddr: "127.0.0.1", State: api.ContainerAssigned})
-	}
-	return j
-}
-
-func hosts(j api.Job) []string {
-	var hs []string
-	for _, c := range j.Containers {
-		hs = append(hs, c.Host)
-	}
-	return hs
-}
+func uid() int { return os.Getuid() }
+func gid() int { return os.Getgid() }
 
 func sh(script string) []string { return []string{"sh", "-c", script} }
 
 func TestAgentSessionLifecycle(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt string) {
-		f := newFakeSchedd(t)
-		cfg, _ := startAgent(t, f, rt)
-		job := testJob(t, 7,
+		s := newTestSchedd(t)
+		cfg, _ := startAgent(t, s, rt)
+		cwd := t.TempDir()
+		id := s.submit(t, cwd, nil,
 			sh(`echo "$BACKENDAI_CLUSTER_HOST $BACKENDAI_CLUSTER_SIZE $EPOCHS $(hostname)"; grep sub1 /etc/hosts; exit 3`),
 			nil)
-		f.set(api.Assignment{Job: job, Hosts: hosts(job)})
 
-		u := f.waitState(t, 7, "main1", api.ContainerExited)
+		u := s.waitState(t, id, "main1", api.ContainerExited)
 		if u.ExitCode != 3 {
 			t.Errorf("main1 exit code = %d, want 3", u.ExitCode)
 		}
-		f.waitState(t, 7, "sub1", api.ContainerRunning)
-		wantOrder(t, f.states(7, "main1"), api.ContainerPreparing, api.ContainerRunning, api.ContainerExited)
+		s.waitState(t, id, "sub1", api.ContainerRunning)
+		wantOrder(t, s.states(id, "main1"), api.ContainerPreparing, api.ContainerRunning, api.ContainerExited)
 
-		out := runtimetest.ReadFile(t, filepath.Join(job.Cwd, "troupe-7.main1.out"))
+		// main1 exited: schedd ends the session, the nodelet stops sub1.
+		k := s.waitState(t, id, "sub1", api.ContainerKilled)
+		if k.Message == "" {
+			t.Error("killed report carries no message")
+		}
+		j := s.waitJob(t, id, func(j api.Job) bool { return j.State.Terminal() })
+		if j.State != api.JobFailed || j.ExitCode != 3 {
+			t.Errorf("job ended %s exit %d, want FAILED 3", j.State, j.ExitCode)
+		}
+		out := runtimetest.ReadFile(t, filepath.Join(cwd, fmt.Sprintf("troupe-%d.main1.out", id)))
 		want := "main1 2 10"
 		if rt == RuntimeRunc {
-			want += " main1\n127.0.0.1\tsub1"
+			// Each container has its own address on the session network.
+			want += " main1\n" + j.Containers[1].Addr + "\tsub1"
 		}
 		if !strings.HasPrefix(out, want) {
 			t.Errorf("main1 output = %q, want prefix %q", out, want)
 		}
-
-		// main1 exited: schedd ends the session.
-		job.KillWanted = true
-		f.set(api.Assignment{Job: job, Hosts: hosts(job)})
-		k := f.waitState(t, 7, "sub1", api.ContainerKilled)
-		if k.Message == "" {
-			t.Error("killed report carries no message")
-		}
-		f.set()
-		assertNothingLeft(t, cfg, rt, "j7-")
+		assertNothingLeft(t, cfg, rt, s.containerIDs(t, id))
 	})
 }
 
@@ -164,7 +143,7 @@ func toStrings(ss []api.ContainerState) []string {
 
 // assertNothingLeft checks the state dir and, for runc, runc's list and
 // the processes of containers named with prefix.
-func assertNothingLeft(t *testing.T, cfg Config, rt, prefix string) {
+func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 	t.Helper()
 	empty := func() bool {
 		for _, d := range []string{"containers", "files"} {
@@ -181,11 +160,17 @@ func assertNothingLeft(t *testing.T, cfg Config, rt, prefix string) {
 	if rt != RuntimeRunc {
 		return
 	}
+	if links, _ := network.Links(); len(links) > 0 {
+		t.Errorf("session links left: %v", links)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(cfg.StateDir, "netns")); len(ents) > 0 {
+		t.Errorf("pinned netns left: %v", ents)
+	}
 	out, _ := exec.Command("runc", "--root", filepath.Join(cfg.StateDir, "runc"), "list", "-q").Output()
 	if s := strings.TrimSpace(string(out)); s != "" {
 		t.Errorf("runc still lists %q", s)
 	}
-	for _, id := range []string{prefix + "main1", prefix + "sub1"} {
+	for _, id := range ids {
 		for _, p := range runc.CgroupPaths(id) {
 			if _, err := os.Stat(p); err == nil {
 				t.Errorf("cgroup %s left", p)
@@ -205,94 +190,124 @@ func lsR(dir string) string {
 
 func TestAgentBkillStopsRunningSession(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt string) {
-		f := newFakeSchedd(t)
-		cfg, _ := startAgent(t, f, rt)
+		s := newTestSchedd(t)
+		cfg, _ := startAgent(t, s, rt)
+		cwd := t.TempDir()
 		// main1 ignores SIGTERM: the grace period and SIGKILL must end it.
-		job := testJob(t, 8, sh(`trap "" TERM; echo up; while :; do sleep 0.1; done`), nil)
-		f.set(api.Assignment{Job: job, Hosts: hosts(job)})
-		f.waitState(t, 8, "sub1", api.ContainerRunning)
-		out := filepath.Join(job.Cwd, "troupe-8.main1.out")
+		id := s.submit(t, cwd, nil, sh(`trap "" TERM; echo up; while :; do sleep 0.1; done`), nil)
+		s.waitState(t, id, "sub1", api.ContainerRunning)
+		out := filepath.Join(cwd, fmt.Sprintf("troupe-%d.main1.out", id))
 		if !runtimetest.WaitFor(10*time.Second, func() bool { b, _ := os.ReadFile(out); return len(b) > 0 }) {
 			t.Fatal("main1 never said up")
 		}
-		job.KillWanted = true
-		f.set(api.Assignment{Job: job, Hosts: hosts(job)})
-		m := f.waitState(t, 8, "main1", api.ContainerKilled)
+		if _, err := s.cli.Kill(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		m := s.waitState(t, id, "main1", api.ContainerKilled)
 		if !strings.Contains(m.Message, "SIGKILL") {
 			t.Errorf("main1 killed message = %q, want the SIGKILL escalation", m.Message)
 		}
-		f.waitState(t, 8, "sub1", api.ContainerKilled)
-		assertNothingLeft(t, cfg, rt, "j8-")
+		s.waitState(t, id, "sub1", api.ContainerKilled)
+		if j := s.waitJob(t, id, func(j api.Job) bool { return j.State.Terminal() }); j.State != api.JobCancelled {
+			t.Errorf("killed job ended %s", j.State)
+		}
+		assertNothingLeft(t, cfg, rt, s.containerIDs(t, id))
 	})
 }
 
 func TestAgentShutdownDestroysEverything(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt string) {
-		f := newFakeSchedd(t)
-		cfg, stop := startAgent(t, f, rt)
-		job := testJob(t, 9, nil, nil)
-		f.set(api.Assignment{Job: job, Hosts: hosts(job)})
-		f.waitState(t, 9, "main1", api.ContainerRunning)
-		f.waitState(t, 9, "sub1", api.ContainerRunning)
+		s := newTestSchedd(t)
+		cfg, stop := startAgent(t, s, rt)
+		id := s.submit(t, t.TempDir(), nil, sh("sleep 600"), nil)
+		s.waitState(t, id, "main1", api.ContainerRunning)
+		s.waitState(t, id, "sub1", api.ContainerRunning)
 		stop()
-		assertNothingLeft(t, cfg, rt, "j9-")
+		assertNothingLeft(t, cfg, rt, s.containerIDs(t, id))
 		for _, h := range []string{"main1", "sub1"} {
-			if u := f.waitState(t, 9, h, api.ContainerKilled); !strings.Contains(u.Message, "shutting down") {
+			if u := s.waitState(t, id, h, api.ContainerKilled); !strings.Contains(u.Message, "shutting down") {
 				t.Errorf("%s: message %q", h, u.Message)
 			}
 		}
 	})
 }
 
+// TestAgentReconcileEdges drives the reconcile table through the real
+// scheduler: a job killed before its nodelet came, containers a crashed
+// nodelet left running (lost) or ended, and starts that fail.
 func TestAgentReconcileEdges(t *testing.T) {
-	f := newFakeSchedd(t)
-	startAgent(t, f, RuntimeProcess)
-	killed := testJob(t, 20, sh("exit 0"))
-	killed.KillWanted = true
-	lost := testJob(t, 21, sh("exit 0"))
-	lost.Containers[0].State = api.ContainerRunning
-	done := testJob(t, 22, sh("exit 0"))
-	done.Containers[0].State = api.ContainerExited
-	badImage := testJob(t, 23, sh("exit 0"))
-	badImage.Spec.Image = "pytorch-2.3"
-	badOutput := testJob(t, 24, sh("exit 0"))
-	badOutput.Spec.Output = "/nonexistent-dir/x.out"
-	f.set(
-		api.Assignment{Job: killed, Hosts: []string{"main1"}},
-		api.Assignment{Job: lost, Hosts: []string{"main1"}},
-		api.Assignment{Job: done, Hosts: []string{"main1"}},
-		api.Assignment{Job: badImage, Hosts: []string{"main1"}},
-		api.Assignment{Job: badOutput, Hosts: []string{"main1"}},
-	)
-	wantOrder(t, []api.ContainerUpdate{f.waitState(t, 20, "main1", api.ContainerKilled)}, api.ContainerKilled)
-	if u := f.waitState(t, 21, "main1", api.ContainerFailed); !strings.Contains(u.Message, "lost") {
+	s := newTestSchedd(t)
+	ctx := context.Background()
+	// Killed before start: node1 is known (registered as a previous
+	// nodelet would have) but no agent runs when the job is placed and
+	// killed.
+	if _, err := s.cli.Register(ctx, api.NodeRegister{Name: "node1", Addr: "127.0.0.1", Runtime: RuntimeProcess,
+		Capacity: api.Resources{CPUMilli: 2000, Memory: 1 << 30}}); err != nil {
+		t.Fatal(err)
+	}
+	killed := s.submit(t, t.TempDir(), nil, sh("exit 0"))
+	s.waitJob(t, killed, func(j api.Job) bool { return j.State == api.JobScheduled })
+	if _, err := s.cli.Kill(ctx, killed); err != nil {
+		t.Fatal(err)
+	}
+	// A first agent starts two sessions, then dies without a word: its
+	// last reports never reach schedd.
+	_, crash := startAgent(t, s, RuntimeProcess)
+	wantOrder(t, []api.ContainerUpdate{s.waitState(t, killed, "main1", api.ContainerKilled)}, api.ContainerKilled)
+	lost := s.submit(t, t.TempDir(), nil, sh("sleep 60"))
+	// done's main1 exits; its sub1 takes the whole grace period to stop,
+	// and the agent dies meanwhile.
+	done := s.submit(t, t.TempDir(), func(j *jobspec.Job) {
+		j.Roles = []jobspec.Role{{Name: jobspec.RoleSub, Command: sh(`trap "" TERM; sleep 60`)}}
+	}, sh("sleep 0.5"), nil)
+	s.waitState(t, lost, "main1", api.ContainerRunning)
+	s.waitState(t, done, "sub1", api.ContainerRunning)
+	s.waitState(t, done, "main1", api.ContainerExited)
+	s.dropStatus.Store(true)
+	crash()
+	s.dropStatus.Store(false)
+	nDone := len(s.states(done, "main1"))
+
+	startAgent(t, s, RuntimeProcess)
+	badImage := s.submit(t, t.TempDir(), func(j *jobspec.Job) { j.Image = "pytorch-2.3" }, sh("exit 0"))
+	badOutput := s.submit(t, t.TempDir(), func(j *jobspec.Job) { j.Output = "/nonexistent-dir/x.out" }, sh("exit 0"))
+	if u := s.waitState(t, lost, "main1", api.ContainerFailed); !strings.Contains(u.Message, "lost") {
 		t.Errorf("lost container message = %q", u.Message)
 	}
-	if u := f.waitState(t, 23, "main1", api.ContainerFailed); !strings.Contains(u.Message, "catalog") {
+	// The session is ending (KillWanted): its sub is reported killed.
+	if u := s.waitState(t, done, "sub1", api.ContainerKilled); !strings.Contains(u.Message, "before it started") {
+		t.Errorf("sub of an ending session: message = %q", u.Message)
+	}
+	if u := s.waitState(t, badImage, "main1", api.ContainerFailed); !strings.Contains(u.Message, "catalog") {
 		t.Errorf("bad image message = %q", u.Message)
 	}
-	if u := f.waitState(t, 24, "main1", api.ContainerFailed); !strings.Contains(u.Message, "output") {
+	if u := s.waitState(t, badOutput, "main1", api.ContainerFailed); !strings.Contains(u.Message, "output") {
 		t.Errorf("bad output message = %q", u.Message)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if got := f.states(22, "main1"); len(got) != 0 {
-		t.Errorf("ended container got reports %+v", got)
+	if got := s.states(done, "main1"); len(got) != nDone {
+		t.Errorf("ended container got reports after the restart: %+v", got[nDone:])
 	}
-	if got := f.states(20, "main1"); len(got) != 1 {
+	if got := s.states(killed, "main1"); len(got) != 1 {
 		t.Errorf("kill-before-start reported %d times: %+v", len(got), got)
+	}
+	for _, id := range []uint64{killed, lost, done, badImage, badOutput} {
+		s.waitJob(t, id, func(j api.Job) bool { return j.State.Terminal() })
 	}
 }
 
 func TestAgentRetriesReports(t *testing.T) {
-	f := newFakeSchedd(t)
-	f.failStatus = 3
-	startAgent(t, f, RuntimeProcess)
-	job := testJob(t, 30, sh("exit 5"))
-	f.set(api.Assignment{Job: job, Hosts: hosts(job)})
-	if u := f.waitState(t, 30, "main1", api.ContainerExited); u.ExitCode != 5 {
+	s := newTestSchedd(t)
+	s.failStatus.Store(3)
+	startAgent(t, s, RuntimeProcess)
+	id := s.submit(t, t.TempDir(), nil, sh("exit 5"))
+	if u := s.waitState(t, id, "main1", api.ContainerExited); u.ExitCode != 5 {
 		t.Errorf("exit code = %d, want 5", u.ExitCode)
 	}
-	wantOrder(t, f.states(30, "main1"), api.ContainerPreparing, api.ContainerRunning, api.ContainerExited)
+	wantOrder(t, s.states(id, "main1"), api.ContainerPreparing, api.ContainerRunning, api.ContainerExited)
+	if j := s.waitJob(t, id, func(j api.Job) bool { return j.State.Terminal() }); j.ExitCode != 5 {
+		t.Errorf("job exit code = %d, want 5", j.ExitCode)
+	}
 }
 
 func TestAgentCleansLeftovers(t *testing.T) {
@@ -313,18 +328,127 @@ func TestAgentCleansLeftovers(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(state, "files", "j98-sub1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f := newFakeSchedd(t)
-	cfg, _ := startAgentIn(t, f, RuntimeRunc, state)
-	f.set()
-	if !runtimetest.WaitFor(10*time.Second, func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return f.registered > 0
-	}) {
+	// Its session network: a bridge, a VXLAN with an FDB entry, a veth,
+	// a pinned namespace.
+	pin := filepath.Join(state, "netns", "j99-main1")
+	for _, c := range [][]string{
+		{"ip", "link", "add", "trb9999", "type", "bridge"},
+		{"ip", "link", "add", "trx9999", "type", "vxlan", "id", "9999", "local", "127.0.0.1", "dstport", "4789"},
+		{"bridge", "fdb", "append", "00:00:00:00:00:00", "dev", "trx9999", "dst", "127.0.0.2"},
+		{"ip", "link", "add", "trv9999-0", "type", "veth", "peer", "name", "trv9999-p"},
+		{"mkdir", "-p", filepath.Dir(pin)}, {"touch", pin},
+		{"unshare", "--net=" + pin, "true"},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", c, err, out)
+		}
+	}
+	s := newTestSchedd(t)
+	cfg, _ := startAgentIn(t, s, RuntimeRunc, state)
+	if !runtimetest.WaitFor(10*time.Second, func() bool { return s.registered("node1") }) {
 		t.Fatal("agent never registered")
 	}
-	assertNothingLeft(t, cfg, RuntimeRunc, "j99-")
+	assertNothingLeft(t, cfg, RuntimeRunc, []string{spec.ID})
 	if pids := runtimetest.FindProcs(spec.ID); len(pids) > 0 {
 		t.Errorf("leftover processes alive: %v", pids)
 	}
+}
+
+// busyboxRootfs is an image holding nothing but busybox (Debian's
+// busybox-static) and its applet links.
+func busyboxRootfs(t *testing.T) string {
+	t.Helper()
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("SKIP: needs busybox-static (`make deps` installs it)")
+	}
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bb, "--list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, applet := range strings.Fields(string(out)) {
+		if applet != "busybox" && applet != "ssh" {
+			_ = os.Symlink("busybox", filepath.Join(root, "bin", applet))
+		}
+	}
+	return root
+}
+
+// TestAgentSSHInBusybox: in an image with nothing but busybox, main1
+// reaches sub1 by name over troupe's ssh with no prompt, passes
+// environment, and gets the remote exit status; the key files are the
+// job user's alone.
+func TestAgentSSHInBusybox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: session networks need root")
+	}
+	if _, err := runc.Find(""); err != nil {
+		t.Skip("SKIP: needs runc")
+	}
+	root := busyboxRootfs(t)
+	s := newTestSchedd(t)
+	cfg, _ := startAgent(t, s, RuntimeRunc)
+	cwd := t.TempDir()
+	if err := os.Chmod(cwd, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.cli.Submit(context.Background(), api.SubmitRequest{Cwd: cwd, User: "bob", UID: 1000, GID: 1000,
+		Spec: jobspec.Job{Name: "ssh", Image: root, Cluster: jobspec.Cluster{Size: 2, Mode: jobspec.ModeSingleNode},
+			Resources: jobspec.Resources{CPU: 0.5, Memory: 64 << 20},
+			Command: sh(`set -e; ls -ln ~/.ssh | sed 1d | awk '{print $1, $3, $9}' | sort
+ssh sub1 hostname
+FOO=bar ssh -o SendEnv=FOO sub1 'echo foo=$FOO uid=$(id -u) rank=$RANK'
+ssh sub1 exit 7 || echo status=$?
+echo tty=$(ssh -t sub1 tty)
+printf 'hostname\nexit 4\n' | ssh -t sub1 >/dev/null || echo shell=$?`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.JobID
+	if !runtimetest.WaitFor(10*time.Second, func() bool {
+		ents, _ := os.ReadDir(filepath.Join(cfg.StateDir, "files"))
+		return len(ents) > 0
+	}) {
+		t.Fatal("no container files")
+	}
+	// On the node, the key is readable by the job's user (and root) only.
+	keys, _ := filepath.Glob(filepath.Join(cfg.StateDir, "files", "*", "ssh", "id_cluster"))
+	for _, k := range keys {
+		fi, err := os.Stat(k)
+		if err != nil {
+			continue // the container already ended
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm() != 0o600 || st.Uid != 1000 {
+			t.Errorf("%s: mode %v uid %d, want 0600 uid 1000", k, fi.Mode().Perm(), st.Uid)
+		}
+	}
+	j := s.waitJob(t, id, func(j api.Job) bool { return j.State.Terminal() })
+	out := runtimetest.ReadFile(t, filepath.Join(cwd, fmt.Sprintf("troupe-%d.main1.out", id)))
+	if j.State != api.JobCompleted {
+		t.Fatalf("job ended %s (%s):\n%s", j.State, j.Reason, out)
+	}
+	want := "-rw------- 1000 authorized_keys\n-rw------- 1000 config\n-rw------- 1000 id_cluster\n-rw-r--r-- 1000 id_cluster.pub\n" +
+		"sub1\nfoo=bar uid=1000 rank=1\nstatus=7\ntty=/dev/pts/0\nshell=4"
+	if out = strings.ReplaceAll(out, "\r", ""); out != want { // the pty's ONLCR
+		t.Errorf("main1 output:\n%q\nwant:\n%q", out, want)
+	}
+	if strings.Contains(runtimetest.ReadFile(t, filepath.Join(cwd, fmt.Sprintf("troupe-%d.sub1.out", id))), "PRIVATE KEY") {
+		t.Error("the private key reached the job's output")
+	}
+	assertNothingLeft(t, cfg, RuntimeRunc, s.containerIDs(t, id))
 }

@@ -26,12 +26,20 @@ const (
 	RuntimeProcess = process.Name
 )
 
+// Network choices for Config.Network.
+const (
+	NetworkAuto    = "auto"    // session with an isolating runtime (runc), else host
+	NetworkSession = "session" // private session networks (bridge / VXLAN), package network
+	NetworkHost    = "host"    // containers share the node's network
+)
+
 // Defaults for zero Config fields.
 const (
 	DefaultStateDir  = "/var/lib/troupe/nodelet"
 	DefaultHeartbeat = 10 * time.Second
 	DefaultStopGrace = 10 * time.Second
 	InitName         = "troupe-init"
+	SSHName          = "troupe-ssh"
 )
 
 // Config configures the agent. Zero fields get the defaults noted.
@@ -46,8 +54,19 @@ type Config struct {
 	// InitBinary is the host path of troupe-init; default: next to the
 	// running executable.
 	InitBinary string
-	Heartbeat  time.Duration // default DefaultHeartbeat
-	StopGrace  time.Duration // SIGTERM → SIGKILL; default DefaultStopGrace
+	// SSHBinary is the host path of troupe-ssh, the SSH server and client
+	// mounted into isolated containers; default: next to the running
+	// executable. Only isolating runtimes (runc) need it.
+	SSHBinary string
+	// Network is NetworkAuto (default), NetworkSession or NetworkHost.
+	Network string
+	// SessionSecret is the file session SSH keys are derived from (see
+	// package sshkey); every nodelet of a cluster needs the same one for
+	// multi-node sessions. Default: StateDir/session-secret, made when
+	// missing (right for a one-node cluster only).
+	SessionSecret string
+	Heartbeat     time.Duration // default DefaultHeartbeat
+	StopGrace     time.Duration // SIGTERM → SIGKILL; default DefaultStopGrace
 }
 
 // withDefaults fills zero fields and checks the rest.
@@ -63,6 +82,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.StateDir = cmp.Or(c.StateDir, DefaultStateDir)
 	c.Runtime = cmp.Or(c.Runtime, RuntimeAuto)
+	c.Network = cmp.Or(c.Network, NetworkAuto)
+	switch c.Network {
+	case NetworkAuto, NetworkSession, NetworkHost:
+	default:
+		return c, fmt.Errorf("network %q: want auto, session or host", c.Network)
+	}
 	c.Heartbeat = cmp.Or(c.Heartbeat, DefaultHeartbeat)
 	c.StopGrace = cmp.Or(c.StopGrace, DefaultStopGrace)
 	if c.CPU == 0 {
@@ -81,18 +106,15 @@ func (c Config) withDefaults() (Config, error) {
 	} else if net.ParseIP(c.Advertise) == nil {
 		return c, fmt.Errorf("advertise %q: not an IP address", c.Advertise)
 	}
-	if c.InitBinary, err = findInit(c.InitBinary); err != nil {
+	if c.InitBinary, err = findTool(InitName, c.InitBinary); err != nil {
 		return c, err
 	}
-	return c, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
+	if c.SSHBinary != "" || c.Runtime != RuntimeProcess {
+		if c.SSHBinary, err = findTool(SSHName, c.SSHBinary); err != nil && c.Runtime == RuntimeRunc {
+			return c, err
+		}
 	}
-	return v
+	return c, nil
 }
 
 // newRuntime picks the container runtime Config.Runtime names.
@@ -116,14 +138,15 @@ func newRuntime(c Config) (runtime.Runtime, error) {
 	return nil, fmt.Errorf("unknown runtime %q: want auto, runc or process", c.Runtime)
 }
 
-// findInit returns the troupe-init to mount into containers.
-func findInit(path string) (string, error) {
+// findTool returns the host path of one of troupe's container tools
+// (troupe-init, troupe-ssh): path, else name next to the executable.
+func findTool(name, path string) (string, error) {
 	if path == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return "", fmt.Errorf("locating %s: %w", InitName, err)
+			return "", fmt.Errorf("locating %s: %w", name, err)
 		}
-		path = filepath.Join(filepath.Dir(exe), InitName)
+		path = filepath.Join(filepath.Dir(exe), name)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -131,7 +154,7 @@ func findInit(path string) (string, error) {
 	}
 	fi, err := os.Stat(abs)
 	if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return "", fmt.Errorf("%s not found or not executable at %s (build cmd/troupe-init or pass --init)", InitName, abs)
+		return "", fmt.Errorf("%s not found or not executable at %s (build cmd/%s or name it with a flag)", name, abs, name)
 	}
 	return abs, nil
 }

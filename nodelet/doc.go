@@ -11,8 +11,9 @@
 //     advertised IP, troupe-init next to the executable, runtime (runc
 //     when root and runc is installed, else process).
 //  2. Clean what a previous run left under StateDir: the runtime's
-//     containers (runc delete --force), bundles, hosts files. Re-attaching
-//     to them instead is future work.
+//     containers (runc delete --force), then the session networks
+//     (links named trb*/trx*/trv*, pinned namespaces under netns/), bundles,
+//     per-container files. Re-attaching to them instead is future work.
 //  3. Register with schedd, retrying with backoff until it answers.
 //  4. Start the heartbeat (re-registering if schedd forgot the node) and
 //     the reporter, which delivers container updates in order and retries
@@ -23,12 +24,20 @@
 //     new containers get a task, containers of a job that is KillWanted
 //     or gone are asked to stop.
 //  6. A task reports preparing, builds the container's view (package
-//     session: env, /etc/hosts, /etc/hostname, output file), starts it
-//     (command, or troupe-init wait when the container has none) and
+//     session: env, /etc/hosts, /etc/hostname, output file; with runc also
+//     the hostfiles under /.troupe/session and ~/.ssh with the session key
+//     of package sshkey, readable only by the job's user), attaches it to
+//     its session network (package network: the session's bridge, and a
+//     VXLAN to the session's other nodes, made with its first container
+//     here; the container's own namespace and address), starts it
+//     (command, or troupe-init wait when the container has none; with
+//     runc troupe-init first starts troupe-ssh's sshd on port 2200) and
 //     reports running, or failed with the error. It then waits: an exit
 //     is reported exited with its code; a stop request sends SIGTERM,
 //     waits StopGrace, sends SIGKILL and is reported killed. Either way
-//     the container is destroyed (processes, mounts, cgroup, bundle).
+//     the container is destroyed (processes, mounts, cgroup, bundle),
+//     taken off its network (the session's links go with its last
+//     container here) and its files removed.
 //  7. When ctx is cancelled (SIGTERM to the nodelet) every task stops and
 //     destroys its container, the last reports get a few seconds to
 //     reach schedd, and Run returns nil.

@@ -5,18 +5,33 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/session"
+	"github.com/troupe-hpc/troupe/nodelet/sshkey"
 )
 
-// containerID is the runtime ID of a job's container on this node.
-func containerID(k key) string { return fmt.Sprintf("j%d-%s", k.job, k.host) }
+// ContainerID is the runtime ID (and cgroup name) of a job's container:
+// "troupe-" and its kernel id, unique across jobs, nodelets and clusters
+// that share a machine. (A name made of the job id and host collides
+// between two clusters' job 1.)
+func ContainerID(j *api.Job, host string) string {
+	for _, c := range j.Containers {
+		if c.Host == host && c.KernelID != "" {
+			return "troupe-" + c.KernelID
+		}
+	}
+	return fmt.Sprintf("troupe-j%d-%s", j.ID, host)
+}
+
+// id is the task's container ID.
+func (t *task) id() string { return ContainerID(&t.job, t.key.host) }
 
 // filesOf is where the /etc/hosts and /etc/hostname of a container live.
-func (a *agent) filesOf(k key) string { return filepath.Join(a.filesDir(), containerID(k)) }
+func (a *agent) filesOf(t *task) string { return filepath.Join(a.filesDir(), t.id()) }
 
 func (a *agent) removeFiles(t *task) {
-	if err := os.RemoveAll(a.filesOf(t.key)); err != nil {
+	if err := os.RemoveAll(a.filesOf(t)); err != nil {
 		a.log.Warn("removing container files", "err", err)
 	}
 }
@@ -29,7 +44,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
-	env, err := session.Env(job, host)
+	env, err := session.EnvWith(job, host, a.feat)
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
@@ -40,6 +55,13 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
 	mounts, err := a.writeFiles(t)
 	if err != nil {
 		return runtime.Spec{}, nil, err
+	}
+	var initArgs []string
+	if a.feat.Tools {
+		initArgs = []string{"--sshd", session.SSHDPath}
+		mounts = append(mounts,
+			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHDPath, ReadOnly: true},
+			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHPath, ReadOnly: true})
 	}
 	for _, m := range job.Spec.Mounts {
 		mounts = append(mounts, runtime.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
@@ -53,13 +75,13 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
 		return runtime.Spec{}, nil, err
 	}
 	return runtime.Spec{
-		ID: containerID(t.key), Hostname: host, Image: image,
+		ID: t.id(), Hostname: host, Image: image,
 		Args: c.Command, Env: env, Workdir: job.Spec.Workdir,
 		UID: job.UID, GID: job.GID,
 		CPU: c.Resources.CPU, Memory: c.Resources.Memory,
 		Mounts: mounts, Stdout: out, Stderr: out,
-		Dir:  filepath.Join(a.containersDir(), containerID(t.key)),
-		Init: a.cfg.InitBinary,
+		Dir:  filepath.Join(a.containersDir(), t.id()),
+		Init: a.cfg.InitBinary, InitArgs: initArgs,
 	}, out, nil
 }
 
@@ -76,15 +98,17 @@ func resolveImage(own, job string) (string, error) {
 	return "", fmt.Errorf("image %q: catalog images are not supported on this node yet (use \"host\" or a rootfs directory)", img)
 }
 
-// writeFiles writes /etc/hosts and /etc/hostname for the container and
-// returns their mounts.
+// writeFiles writes the container's files under filesOf and returns
+// their mounts: /etc/hosts and /etc/hostname always; with troupe's tools
+// the session's hostfiles (session.SessionDir) and its SSH keys and
+// config (session.SSHDir), the latter readable only by the job's user.
 func (a *agent) writeFiles(t *task) ([]runtime.Mount, error) {
-	dir := a.filesOf(t.key)
+	dir := a.filesOf(t)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	files := []struct{ name, target, content string }{
-		{"hosts", "/etc/hosts", session.Hosts(t.job)},
+		{"hosts", "/etc/hosts", session.HostsWith(t.job, a.feat)},
 		{"hostname", "/etc/hostname", session.Hostname(t.key.host)},
 	}
 	var ms []runtime.Mount
@@ -95,5 +119,52 @@ func (a *agent) writeFiles(t *task) ([]runtime.Mount, error) {
 		}
 		ms = append(ms, runtime.Mount{Source: p, Target: f.target, ReadOnly: true})
 	}
-	return ms, nil
+	if !a.feat.Tools {
+		return ms, nil
+	}
+	sess := filepath.Join(dir, "session")
+	if err := writeDir(sess, 0o755, 0, 0, []sshkey.File{
+		{Name: "hostfile", Data: []byte(session.HostfileOpenMPIText(t.job)), Mode: 0o644},
+		{Name: "hostfile.mpich", Data: []byte(session.HostfileMPICHText(t.job)), Mode: 0o644},
+		{Name: "djob_hostfile", Data: []byte(session.HostfileLSFText(t.job)), Mode: 0o644},
+	}); err != nil {
+		return nil, err
+	}
+	key, err := sshkey.Derive(a.secret, t.job.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	sshFiles, err := sshkey.Files(key, fmt.Sprintf("troupe-job-%d", t.job.ID), session.SSHPort)
+	if err != nil {
+		return nil, err
+	}
+	ssh := filepath.Join(dir, "ssh")
+	if err := writeDir(ssh, 0o700, t.job.UID, t.job.GID, sshFiles); err != nil {
+		return nil, err
+	}
+	return append(ms,
+		runtime.Mount{Source: sess, Target: session.SessionDir, ReadOnly: true},
+		runtime.Mount{Source: ssh, Target: session.SSHDir, ReadOnly: true}), nil
+}
+
+// writeDir creates dir (mode, owned by uid:gid) holding files, each
+// owned by uid:gid too. It is created empty first, so no file is ever
+// readable by others on the way.
+func writeDir(dir string, mode os.FileMode, uid, gid int, files []sshkey.File) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, f.Name)
+		if err := os.WriteFile(p, f.Data, f.Mode); err != nil {
+			return err
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return err
+		}
+	}
+	if err := os.Lchown(dir, uid, gid); err != nil {
+		return err
+	}
+	return os.Chmod(dir, mode)
 }

@@ -55,6 +55,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	c, err := a.startContainer(ctx, t)
 	if err != nil {
 		a.report(t, api.ContainerFailed, 0, err.Error())
+		a.detach(t)
 		a.removeFiles(t)
 		return
 	}
@@ -64,6 +65,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	if err := c.Destroy(context.WithoutCancel(ctx)); err != nil {
 		a.log.Error("destroying container", "id", c.ID(), "err", err)
 	}
+	a.detach(t)
 	a.removeFiles(t)
 	a.report(t, state, exit.Code, msg)
 }
@@ -121,6 +123,14 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 	if err != nil {
 		return nil, err
 	}
+	if a.net != nil {
+		ep, err := a.net.Attach(t.job, t.key.host, spec.ID)
+		if err != nil {
+			out.Close()
+			return nil, err
+		}
+		spec.NetNS = ep.NetNS
+	}
 	defer out.Close() // the runtime holds its own copy
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
@@ -129,4 +139,15 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	return c, nil
+}
+
+// detach takes the container off its session network, once its
+// processes are gone.
+func (a *agent) detach(t *task) {
+	if a.net == nil {
+		return
+	}
+	if err := a.net.Detach(t.job, t.key.host, t.id()); err != nil {
+		a.log.Warn("removing container network", "id", t.id(), "err", err)
+	}
 }

@@ -62,6 +62,9 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.StringVar(&memory, "memory", "", "memory offered, e.g. 8GiB (default: MemTotal)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "IP containers are reached at (default 127.0.0.1 for a local schedd, else the first non-loopback)")
 	fs.StringVar(&cfg.InitBinary, "init", "", "troupe-init binary (default: next to nodelet)")
+	fs.StringVar(&cfg.SSHBinary, "ssh", "", "troupe-ssh binary mounted into containers (default: next to nodelet)")
+	fs.StringVar(&cfg.Network, "network", nodelet.NetworkAuto, "containers' network: auto (session with runc), session or host")
+	fs.StringVar(&cfg.SessionSecret, "session-secret", "", "file session SSH keys derive from; the same on every node (default: STATE-DIR/session-secret, made if missing)")
 	fs.DurationVar(&cfg.StopGrace, "stop-grace", nodelet.DefaultStopGrace, "SIGTERM to SIGKILL grace period")
 	fs.BoolVar(&verbose, "v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
@@ -86,6 +89,11 @@ func checkFlags(cfg *nodelet.Config, memory string) error {
 	case nodelet.RuntimeAuto, nodelet.RuntimeRunc, nodelet.RuntimeProcess:
 	default:
 		return fmt.Errorf("--runtime %q: want auto, runc or process", cfg.Runtime)
+	}
+	switch cfg.Network {
+	case nodelet.NetworkAuto, nodelet.NetworkSession, nodelet.NetworkHost:
+	default:
+		return fmt.Errorf("--network %q: want auto, session or host", cfg.Network)
 	}
 	if cfg.CPU < 0 {
 		return fmt.Errorf("--cpu %g: must not be negative", cfg.CPU)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/troupe-hpc/troupe/nodelet/sshkey"
+	"github.com/troupe-hpc/troupe/nodelet/testhosts"
 	"github.com/troupe-hpc/troupe/sched"
 )
 
@@ -19,6 +21,27 @@ type devCluster struct {
 	procs []*exec.Cmd
 	done  []chan struct{}
 	log   *slog.Logger
+	hosts *testhosts.Hosts // nil: nodelets share this machine's network
+}
+
+// useNetnsHosts decides where dev nodelets run (--dev-hosts): "netns"
+// puts each in its own test host (package testhosts: a network namespace
+// on an underlay bridge, its own address), so multi-node sessions cross a
+// real VXLAN overlay as on separate machines; "shared" runs them all in
+// this machine's network, where only one-node sessions get a private
+// network; "auto" is netns when root with runc, else shared.
+func useNetnsHosts(o options) bool {
+	switch o.devHosts {
+	case "netns":
+		return true
+	case "shared":
+		return false
+	}
+	if os.Geteuid() != 0 || o.runtime == "process" {
+		return false
+	}
+	_, err := exec.LookPath("runc")
+	return err == nil
 }
 
 // startDev starts o.nodes nodelets (the `nodelet` binary next to this
@@ -28,13 +51,37 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 	if err != nil {
 		return nil, err
 	}
+	netnsHosts := useNetnsHosts(o)
+	secret := filepath.Join(o.dataDir, "session-secret")
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	if _, err := sshkey.LoadSecret(secret, true); err != nil {
+		return nil, err
+	}
 	c := &devCluster{log: log}
+	if netnsHosts {
+		if c.hosts, err = testhosts.Create(o.nodes); err != nil {
+			return nil, fmt.Errorf("dev test hosts: %w", err)
+		}
+		log.Info("dev nodelets run in test hosts", "underlay", testhosts.Subnet, "bridge", c.hosts.Bridge)
+	}
 	for i := 1; i <= o.nodes; i++ {
 		name := "node" + strconv.Itoa(i)
+		advertise := "127.0.0.1"
+		if c.hosts != nil {
+			advertise = c.hosts.Hosts[i-1].IP
+		}
 		args := []string{"--addr", addr, "--name", name,
 			"--state-dir", filepath.Join(o.dataDir, "nodes", name),
-			"--runtime", o.runtime, "--advertise", "127.0.0.1",
+			"--runtime", o.runtime, "--advertise", advertise,
+			"--session-secret", secret,
 			"--stop-grace", o.stopGrace.String()}
+		if c.hosts == nil && o.nodes > 1 {
+			// Nodelets sharing one network cannot build overlays
+			// between themselves: containers use the node's network.
+			args = append(args, "--network", "host")
+		}
 		if o.nodeCPU > 0 {
 			args = append(args, "--cpu", strconv.FormatFloat(o.nodeCPU, 'g', -1, 64))
 		}
@@ -45,6 +92,9 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 			args = append(args, "-v")
 		}
 		cmd := exec.Command(bin, args...)
+		if c.hosts != nil {
+			cmd = c.hosts.Command(i-1, bin, args...) // nsenter execs the nodelet: same pid
+		}
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		// Own process group: a terminal's Ctrl-C reaches schedd, which
 		// stops the nodelets in order. If schedd dies, they get SIGTERM.
@@ -92,6 +142,11 @@ func (c *devCluster) stop(grace time.Duration) {
 			c.log.Warn("nodelet did not stop in time; killing it", "node", i+1)
 			_ = c.procs[i].Process.Kill()
 			<-d
+		}
+	}
+	if c.hosts != nil {
+		if err := c.hosts.Close(); err != nil {
+			c.log.Warn("removing dev test hosts", "err", err)
 		}
 	}
 }

@@ -32,6 +32,7 @@ type options struct {
 	stopGrace time.Duration
 	verbose   bool
 	parts     string
+	devHosts  string
 }
 
 func main() {
@@ -87,12 +88,18 @@ flags:
 	fs.StringVar(&o.runtime, "runtime", "auto", "dev nodelets' runtime: auto, runc or process")
 	fs.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "dev nodelets: time between SIGTERM and SIGKILL when a container is stopped")
 	fs.StringVar(&o.parts, "partitions", "", "partitions `file` (see troupe-partitions(5)), re-read on badmin reconfig\n(default: one partition, \"default\", of every node)")
+	fs.StringVar(&o.devHosts, "dev-hosts", "auto", "where dev nodelets run: netns (each in its own network namespace, a test host),\nshared (this machine's network) or auto (netns when root with runc)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q (see schedd -h)", fs.Arg(0))
+	}
+	switch o.devHosts {
+	case "auto", "netns", "shared":
+	default:
+		return o, fmt.Errorf("--dev-hosts %q: want auto, netns or shared", o.devHosts)
 	}
 	if o.dev && o.nodes < 1 {
 		return o, fmt.Errorf("--nodes must be at least 1, got %d", o.nodes)

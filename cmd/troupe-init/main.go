@@ -2,11 +2,13 @@
 // built static (CGO_ENABLED=0) and mounted read-only at
 // /.troupe/bin/troupe-init.
 //
-//	troupe-init wait            block until SIGTERM or SIGINT, then exit 0
-//	troupe-init run -- CMD ...  run CMD in its own process group, forward
-//	                            signals to that group, exit with CMD's status
+//	troupe-init [--sshd PATH] wait            block until SIGTERM or SIGINT, then exit 0
+//	troupe-init [--sshd PATH] run -- CMD ...  run CMD in its own process group, forward
+//	                                          signals to that group, exit with CMD's status
 //
-// In both modes it reaps every zombie it inherits, as pid 1 must.
+// With --sshd it first starts `PATH server` (troupe-ssh's SSH server) in
+// its own process group, and stops it on the way out. In both modes it
+// reaps every zombie it inherits, as pid 1 must.
 package main
 
 import (
@@ -29,8 +31,20 @@ func main() {
 }
 
 func realMain(args []string) int {
+	var sshd string
+	for len(args) > 1 && args[0] == "--sshd" {
+		sshd, args = args[1], args[2:]
+	}
 	if len(args) == 0 {
 		return usage()
+	}
+	if sshd != "" {
+		stop, err := startDaemon(sshd, "server")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "troupe-init: sshd: %v\n", err)
+			return 127
+		}
+		defer stop()
 	}
 	switch args[0] {
 	case "wait":
@@ -49,8 +63,26 @@ func realMain(args []string) int {
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "usage: troupe-init wait | troupe-init run -- COMMAND [ARG...]")
+	fmt.Fprintln(os.Stderr, "usage: troupe-init [--sshd PATH] wait | troupe-init [--sshd PATH] run -- COMMAND [ARG...]")
 	return 2
+}
+
+// startDaemon starts path args... in its own process group with stdin
+// from /dev/null; stop sends its group SIGTERM.
+func startDaemon(path string, args ...string) (stop func(), err error) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer null.Close()
+	p, err := os.StartProcess(path, append([]string{path}, args...), &os.ProcAttr{
+		Files: []*os.File{null, os.Stdout, os.Stderr},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = syscall.Kill(-p.Pid, syscall.SIGTERM) }, nil
 }
 
 // waitForever blocks until SIGTERM or SIGINT, reaping children meanwhile.

@@ -124,4 +124,10 @@ type Spec struct {
 	// Init is the host path of the troupe-init binary. Required by
 	// isolated runtimes, and by every runtime when Args is empty.
 	Init string
+	// InitArgs are extra troupe-init options put before its mode (e.g.
+	// --sshd PATH); isolated runtimes only.
+	InitArgs []string
+	// NetNS is the path of a network namespace the container joins (a
+	// pinned one, see package network). Empty: the node's own network.
+	NetNS string
 }

@@ -16,7 +16,13 @@ const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // MasterPort is the PyTorch rendezvous port in MASTER_PORT.
 const MasterPort = 29500
 
-// Env returns the environment of job's container host as sorted
+// Env returns the environment every container of job gets, whatever
+// its runtime: EnvWith with no Features.
+func Env(job api.Job, host string) ([]string, error) {
+	return EnvWith(job, host, Features{})
+}
+
+// EnvWith returns the environment of job's container host as sorted
 // "KEY=value" entries. Three layers, later ones winning:
 //
 //  1. defaults the job may override: HOME=/home/work, USER, LOGNAME,
@@ -25,7 +31,11 @@ const MasterPort = 29500
 //  3. what describes the session, which the job cannot override:
 //     BACKENDAI_*, TROUPE_JOB_ID, LSB_JOBID, and the PyTorch rendezvous
 //     variables MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK.
-func Env(job api.Job, host string) ([]string, error) {
+//
+// Features add what the container's runtime provides (see Features and
+// clusterEnv): the LSF host lists and hostfiles, the MPI launcher
+// settings, troupe's ssh first on PATH.
+func EnvWith(job api.Job, host string, f Features) ([]string, error) {
 	self, err := Container(job, host)
 	if err != nil {
 		return nil, err
@@ -36,8 +46,18 @@ func Env(job api.Job, host string) ([]string, error) {
 		"LOGNAME": job.User,
 		"PATH":    DefaultPath,
 	}
+	if f.Tools {
+		env["PATH"] = ToolsDir + ":" + DefaultPath
+	}
+	maps.Copy(env, mpiDefaults(f))
 	maps.Copy(env, job.Spec.Env)
 	maps.Copy(env, sessionEnv(job, self))
+	if f.Tools {
+		maps.Copy(env, clusterEnv(job))
+		if !slices.Contains(strings.Split(env["PATH"], ":"), ToolsDir) {
+			env["PATH"] += ":" + ToolsDir
+		}
+	}
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)

@@ -15,14 +15,23 @@ const DefaultOutput = "troupe-%j.%h.out"
 // Hosts returns /etc/hosts for every container of job: localhost first,
 // then one line per container, in rank order, with the address its node
 // advertises. Containers not placed yet (no NodeAddr) are left out.
-func Hosts(job api.Job) string {
+func Hosts(job api.Job) string { return HostsWith(job, Features{}) }
+
+// HostsWith is Hosts for a container with features f: on a session
+// network every container is named by its session address
+// (Container.Addr) instead of its node's.
+func HostsWith(job api.Job, f Features) string {
 	var b strings.Builder
 	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
 	for _, c := range byRank(job.Containers) {
-		if c.NodeAddr == "" {
+		addr := c.NodeAddr
+		if f.SessionNet {
+			addr = c.Addr
+		}
+		if addr == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "%s\t%s\n", c.NodeAddr, c.Host)
+		fmt.Fprintf(&b, "%s\t%s\n", addr, c.Host)
 	}
 	return b.String()
 }

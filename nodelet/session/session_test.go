@@ -168,3 +168,69 @@ func TestOutputPath(t *testing.T) {
 		})
 	}
 }
+
+func TestClusterEnvAndHostfiles(t *testing.T) {
+	j := fixture()
+	j.Containers[0].Resources.CPU = 2   // sub2: 2 slots
+	j.Containers[1].Resources.CPU = 0.5 // main1: 1 slot at least
+	j.Containers[2].Resources.CPU = 3.9 // sub1: whole cores only
+	f := Features{SessionNet: true, Iface: "eth0", Tools: true}
+	env, err := EnvWith(j, "sub3", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := envMap(t, env)
+	for k, v := range map[string]string{
+		"LSB_JOBID":                   "42",
+		"LSB_HOSTS":                   "main1 sub1 sub1 sub1 sub2 sub2 sub3",
+		"LSB_MCPU_HOSTS":              "main1 1 sub1 3 sub2 2 sub3 1",
+		"LSB_DJOB_HOSTFILE":           HostfileLSF,
+		"LSB_DJOB_NUMPROC":            "7",
+		"TROUPE_HOSTFILE":             HostfileOpenMPI,
+		"TROUPE_MPICH_HOSTFILE":       HostfileMPICH,
+		"MASTER_ADDR":                 "main1",
+		"MASTER_PORT":                 "29500",
+		"WORLD_SIZE":                  "4",
+		"RANK":                        "3",
+		"NODE_RANK":                   "3",
+		"OMPI_MCA_plm_rsh_agent":      SSHPath,
+		"PRTE_MCA_plm_ssh_agent":      SSHPath,
+		"OMPI_MCA_btl_tcp_if_include": "eth0",
+		"NCCL_SOCKET_IFNAME":          "eth0",
+		"HYDRA_HOST_FILE":             HostfileMPICH,
+		"PATH":                        "/opt/bin:/usr/bin:" + ToolsDir, // the job's PATH, our tools last
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	j.Spec.Env = map[string]string{"OMPI_MCA_btl_tcp_if_include": "ib0", "LSB_HOSTS": "x"}
+	env, _ = EnvWith(j, "main1", f)
+	got = envMap(t, env)
+	if got["OMPI_MCA_btl_tcp_if_include"] != "ib0" || got["LSB_HOSTS"] == "x" || got["PATH"] != ToolsDir+":"+DefaultPath {
+		t.Errorf("MPI settings are the job's to change, LSF's are not; PATH starts with the tools: %v", got)
+	}
+	// Without features: exactly what every runtime gives, no more.
+	j.Spec.Env = nil
+	plain, _ := Env(j, "main1")
+	for _, kv := range plain {
+		if strings.HasPrefix(kv, "LSB_HOSTS=") || strings.HasPrefix(kv, "OMPI_") || strings.Contains(kv, ToolsDir) {
+			t.Errorf("plain env has %s", kv)
+		}
+	}
+	if got, want := HostfileOpenMPIText(j), "main1 slots=1\nsub1 slots=3\nsub2 slots=2\nsub3 slots=1\n"; got != want {
+		t.Errorf("OpenMPI hostfile %q, want %q", got, want)
+	}
+	if got, want := HostfileMPICHText(j), "main1:1\nsub1:3\nsub2:2\nsub3:1\n"; got != want {
+		t.Errorf("MPICH hostfile %q, want %q", got, want)
+	}
+	if got, want := HostfileLSFText(j), "main1\nsub1\nsub1\nsub1\nsub2\nsub2\nsub3\n"; got != want {
+		t.Errorf("LSF hostfile %q, want %q", got, want)
+	}
+	for i := range j.Containers {
+		j.Containers[i].Addr = "10.64.0." + string(rune('2'+j.Containers[i].Rank))
+	}
+	if got := HostsWith(j, f); !strings.Contains(got, "10.64.0.2\tmain1\n10.64.0.3\tsub1\n") || strings.Contains(got, "10.0.0.1") {
+		t.Errorf("hosts on a session network:\n%s", got)
+	}
+}

@@ -136,7 +136,6 @@ type machine struct {
 	run     map[uint64]*running
 	runs    []core.Running
 	ends    endHeap
-	fs      *fairshare.Tree
 	users   map[string]bool
 	usage   map[string]fairshare.Usage
 	perUser map[string]int // processors in use

@@ -79,6 +79,9 @@ func check(s runtime.Spec) error {
 	if s.ImageOrHost() != runtime.ImageHost {
 		return fmt.Errorf("image %s: %w (process runs on the host's tree)", s.Image, runtime.ErrUnsupported)
 	}
+	if s.NetNS != "" {
+		return fmt.Errorf("network namespace %s: %w (process shares the node's network)", s.NetNS, runtime.ErrUnsupported)
+	}
 	for _, m := range s.Mounts {
 		skip := m.Target == "/etc/hosts" || m.Target == "/etc/hostname" || m.Source == m.Target
 		if !skip {

@@ -46,6 +46,13 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 	if hostname == "" {
 		hostname = s.ID
 	}
+	ns := []specs.LinuxNamespace{
+		{Type: specs.PIDNamespace}, {Type: specs.MountNamespace},
+		{Type: specs.UTSNamespace}, {Type: specs.IPCNamespace},
+	}
+	if s.NetNS != "" {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: s.NetNS})
+	}
 	return &specs.Spec{
 		Version:  specs.Version,
 		Hostname: hostname,
@@ -53,12 +60,9 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 		Process:  process(s),
 		Mounts:   mounts(s, l, hostDirs),
 		Linux: &specs.Linux{
-			CgroupsPath: "/troupe/" + s.ID,
-			Resources:   resources(s),
-			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace}, {Type: specs.MountNamespace},
-				{Type: specs.UTSNamespace}, {Type: specs.IPCNamespace},
-			},
+			CgroupsPath:   "/troupe/" + s.ID,
+			Resources:     resources(s),
+			Namespaces:    ns,
 			MaskedPaths:   maskedPaths,
 			ReadonlyPaths: readonlyPaths,
 		},
@@ -66,9 +70,11 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 }
 
 func process(s runtime.Spec) *specs.Process {
-	args := []string{runtime.InitPath, "wait"}
+	args := append([]string{runtime.InitPath}, s.InitArgs...)
 	if len(s.Args) > 0 {
-		args = append([]string{runtime.InitPath, "run", "--"}, s.Args...)
+		args = append(append(args, "run", "--"), s.Args...)
+	} else {
+		args = append(args, "wait")
 	}
 	caps := &specs.LinuxCapabilities{}
 	if s.UID == 0 {

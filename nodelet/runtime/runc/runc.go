@@ -12,7 +12,8 @@
 // The container runs under `runc --root <state>/runc run` in the
 // foreground, so its exit status is runc's; troupe-init is its pid 1 and
 // forwards signals to the command's process group. Namespaces: pid,
-// mount, uts, ipc (the network is the host's for now). Cgroup
+// mount, uts, ipc, and the network namespace Spec.NetNS names (the
+// node's network when empty). Cgroup
 // /troupe/<id> gets the CPU quota, memory limit and a pids limit.
 package runc
 

@@ -30,11 +30,18 @@ const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // and returns its path.
 func BuildInit(t testing.TB) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "troupe-init")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/troupe-hpc/troupe/cmd/troupe-init")
+	return BuildCmd(t, "troupe-init")
+}
+
+// BuildCmd builds cmd/name (static) into a temporary directory and
+// returns its path.
+func BuildCmd(t testing.TB, name string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", out, "github.com/troupe-hpc/troupe/cmd/"+name)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building troupe-init: %v\n%s", err, b)
+		t.Fatalf("building %s: %v\n%s", name, err, b)
 	}
 	return out
 }

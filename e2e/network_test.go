@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// hostNamespaces are the network namespaces of the cluster's test hosts
+// (schedd --dev logs the underlay bridge tu<tag>; host i is tr-<tag>-h<i>).
+func (c *devCluster) hostNamespaces(nodes int) []string {
+	m := regexp.MustCompile(`bridge=tu([0-9a-f]+)`).FindStringSubmatch(c.log.String())
+	if m == nil {
+		c.t.Fatalf("schedd --dev did not put its nodelets in test hosts:\n%s", c.log)
+	}
+	var out []string
+	for i := 1; i <= nodes; i++ {
+		out = append(out, fmt.Sprintf("tr-%s-h%d", m[1], i))
+	}
+	return out
+}
+
+// sessionLinks lists troupe's session links (trb*, trx*, trv*) and
+// pinned namespaces left in the test hosts.
+func sessionLinks(nss []string) string {
+	var b strings.Builder
+	for _, ns := range nss {
+		out, _ := exec.Command("ip", "-n", ns, "-o", "link").Output()
+		for _, l := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && regexp.MustCompile(`^tr[bxv][0-9]`).MatchString(f[1]) {
+				fmt.Fprintf(&b, "%s: %s\n", ns, strings.TrimSuffix(f[1], ":"))
+			}
+		}
+	}
+	return b.String()
+}
+
+// waitOutput waits until the file at path contains want.
+func waitOutput(t *testing.T, path, want string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), want) {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no %q after %s; it holds:\n%s", path, want, timeout, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestSessionNetworks: a multi-node session's containers reach each
+// other by name across test hosts (bridge + VXLAN); a container of
+// another session reaches none of them; nothing of either network
+// outlives its session.
+func TestSessionNetworks(t *testing.T) {
+	needRunc(t)
+	if _, err := exec.LookPath("busybox"); err != nil {
+		t.Skip("SKIP: needs busybox (busybox-static; `make deps` installs it)")
+	}
+	c := startCluster(t, 2, "2.5")
+	nss := c.hostNamespaces(2)
+	dir := t.TempDir()
+	// Four 1-cpu containers over two 2.5-cpu hosts: two per host. Every sub
+	// serves "hi-<host>" on TCP 5000; main1 asks sub2, on the other host.
+	a, _ := c.submit(dir, "a", `
+job "a" {
+  cluster {
+    size = 4
+    mode = "multi-node"
+  }
+  resources { cpu = 1 }
+  image   = "host"
+  command = ["sh", "-c", "for i in $(seq 100); do r=$(sleep 0.5 | busybox nc sub2 5000 2>/dev/null); case \"$r\" in hi-*) echo \"$r\"; break;; esac; sleep 0.1; done; echo done; sleep 600"]
+  role "sub" {
+    command = ["sh", "-c", "while :; do echo hi-$(hostname) | busybox nc -l -p 5000; done"]
+  }
+  output = "a-%j.%h.out"
+}`)
+	ja := c.waitState(a, 30*time.Second, func(j api.Job) bool { return j.State == api.JobRunning })
+	out := waitOutput(t, filepath.Join(dir, fmt.Sprintf("a-%d.main1.out", a)), "done", 30*time.Second)
+	if !strings.Contains(out, "hi-sub2") {
+		t.Errorf("main1 did not reach sub2 over TCP:\n%s", out)
+	}
+	main1, sub2 := ja.Containers[0], ja.Containers[2]
+	if main1.Node == sub2.Node {
+		t.Errorf("main1 and sub2 both on %s; the test wants them on different hosts", main1.Node)
+	}
+	if ja.Network == nil || sub2.Addr == "" {
+		t.Fatalf("job %d has no session network: %+v", a, ja.Network)
+	}
+
+	// Another session, one container in each host's remaining half cpu,
+	// tries session a's addresses: unreachable.
+	var tries []string
+	for _, ct := range ja.Containers[1:] {
+		tries = append(tries, fmt.Sprintf("busybox nc -w 2 %s 5000 </dev/null && echo reached-%s || echo blocked-%s", ct.Addr, ct.Host, ct.Host))
+	}
+	b, code := c.submit(dir, "b", fmt.Sprintf(`
+job "b" {
+  cluster {
+    size = 2
+    mode = "multi-node"
+  }
+  resources { cpu = 0.5 }
+  image   = "host"
+  command = ["sh", "-c", %q]
+  output  = "b-%%j.%%h.out"
+}`, strings.Join(tries, "; ")), "--wait")
+	if code != 0 {
+		t.Fatalf("session b exited %d", code)
+	}
+	outB, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("b-%d.main1.out", b)))
+	if strings.Contains(string(outB), "reached") || strings.Count(string(outB), "blocked") != 3 {
+		t.Errorf("a container of session b reached session a:\n%s", outB)
+	}
+
+	if _, _, code := c.run(dir, "bkill", strconv.FormatUint(a, 10)); code != 0 {
+		t.Fatalf("bkill exited %d", code)
+	}
+	c.waitState(a, 30*time.Second, func(j api.Job) bool { return j.State.Terminal() })
+	if left := sessionLinks(nss); left != "" {
+		t.Errorf("session links left after both sessions ended:\n%s", left)
+	}
+}
+
+// TestSessionSSHAndMPI: in a 4-container session over two test hosts,
+// run as an unprivileged user, main1 reaches every container with
+// troupe's ssh, sees the LSF and PyTorch variables and the hostfiles,
+// and Debian's OpenMPI runs hostname and an allreduce on all four.
+func TestSessionSSHAndMPI(t *testing.T) {
+	needRunc(t)
+	for _, p := range []string{"mpirun", "mpicc"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("SKIP: needs %s (openmpi-bin, libopenmpi-dev; `make deps` installs them)", p)
+		}
+	}
+	c := startCluster(t, 2, "2")
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} { // the job's user works there
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := filepath.Join(dir, "allreduce.c")
+	if err := os.WriteFile(src, []byte(allreduceC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mpicc", "-o", filepath.Join(dir, "allreduce"), src).CombinedOutput(); err != nil {
+		t.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	script := strings.Join([]string{
+		`set -e`,
+		`echo "lsb: $LSB_JOBID|$LSB_HOSTS|$LSB_MCPU_HOSTS|$(cat $LSB_DJOB_HOSTFILE | tr '\n' ,)"`,
+		`echo "ompi: $(cat $TROUPE_HOSTFILE | tr '\n' ,)"`,
+		`echo "mpich: $(cat $TROUPE_MPICH_HOSTFILE | tr '\n' ,)"`,
+		`for h in sub1 sub2 sub3; do ssh $h 'echo "torch: $(hostname) $MASTER_ADDR:$MASTER_PORT $WORLD_SIZE $RANK $NODE_RANK $(id -u)"'; done`,
+		`mpirun --hostfile $TROUPE_HOSTFILE -np 4 hostname | sort | tr '\n' , | sed 's/^/mpi-hostname: /'; echo`,
+		`mpirun -np 4 /data/allreduce`,
+	}, "\n")
+	id, code := c.submitAs(65534, 65534, dir, "mpi", fmt.Sprintf(`
+job "mpi" {
+  cluster {
+    size = 4
+    mode = "multi-node"
+  }
+  resources {
+    cpu    = 1
+    memory = "512MiB"
+  }
+  image   = "host"
+  command = ["sh", "-c", %q]
+  mount "data" {
+    source   = %q
+    target   = "/data"
+    readonly = true
+  }
+  output = "mpi-%%j.out"
+}`, script, dir), "--wait")
+	out, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("mpi-%d.out", id)))
+	if code != 0 {
+		t.Fatalf("mpi job exited %d:\n%s", code, out)
+	}
+	j := c.job(id)
+	nodes := map[string]bool{}
+	for _, ct := range j.Containers {
+		nodes[ct.Node] = true
+	}
+	if len(nodes) != 2 {
+		t.Errorf("session spans %v, want both hosts", nodes)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("lsb: %d|main1 sub1 sub2 sub3|main1 1 sub1 1 sub2 1 sub3 1|main1,sub1,sub2,sub3,", id),
+		"ompi: main1 slots=1,sub1 slots=1,sub2 slots=1,sub3 slots=1,",
+		"mpich: main1:1,sub1:1,sub2:1,sub3:1,",
+		"torch: sub1 main1:29500 4 1 1 65534",
+		"torch: sub3 main1:29500 4 3 3 65534",
+		"mpi-hostname: main1,sub1,sub2,sub3,",
+		"allreduce: size 4 sum 10",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("main1 output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// allreduceC sums rank+1 over every rank.
+const allreduceC = `#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+	int rank, size, mine, sum = 0;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	mine = rank + 1;
+	MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	if (rank == 0) printf("allreduce: size %d sum %d\n", size, sum);
+	MPI_Finalize();
+	return sum == size * (size + 1) / 2 ? 0 : 1;
+}
+`
+
+// submitAs is submit run by uid:gid instead of the test's user.
+func (c *devCluster) submitAs(uid, gid uint32, dir, name, hcl string, flags ...string) (uint64, int) {
+	c.t.Helper()
+	path := filepath.Join(dir, name+".hcl")
+	if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(bin+"/bsub", append(flags, path)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TROUPE_ADDR="+c.addr)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("bsub: %v", err)
+	}
+	m := submitted.FindStringSubmatch(string(out))
+	if m == nil {
+		c.t.Fatalf("bsub %s as %d: exit %d: %s%s", name, uid, code, out, stderr.String())
+	}
+	id, _ := strconv.ParseUint(m[1], 10, 64)
+	return id, code
+}

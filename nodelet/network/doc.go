@@ -1,0 +1,46 @@
+// Package network gives every session a private network on the nodes it
+// spans, and every container its own network namespace on it.
+//
+//	node A (its own netns on a test host)        node B
+//	┌──────────────────────────────────┐         ┌──────────────────────────┐
+//	│ main1 netns        sub1 netns     │         │ sub2 netns               │
+//	│  eth0 10.64.0.2     eth0 10.64.0.3│         │  eth0 10.64.0.4          │
+//	│   │ veth            │ veth        │         │   │ veth                 │
+//	│  trv4096-0         trv4096-1      │         │  trv4096-2               │
+//	│     └──── trb4096 (bridge) ───┐   │         │   └── trb4096 ──┐        │
+//	│                      trx4096 (vxlan, VNI)──UDP 4789──trx4096 ─┘        │
+//	└──────────────────────────────────┘         └──────────────────────────┘
+//
+// One bridge per session per node (trb<VNI>). A session placed on one
+// node needs nothing else; a session spread over several nodes gets a
+// VXLAN device (trx<VNI>) with the session's VNI on that bridge, its
+// local end on the node's advertised address, and one all-zero FDB
+// entry per other node of the session, so broadcast (ARP) reaches them
+// by head-end replication; unicast MACs are learned. Containers get a
+// veth pair: trv<VNI>-<rank> on the bridge, eth0 with the address schedd
+// allocated (api.Container.Addr, a /24 per session) in a network
+// namespace the nodelet creates and pins under its state directory, and
+// hands to the runtime (runc joins it through the OCI spec's network
+// namespace path).
+//
+// Isolation: bridges carry no address and the nodes route nothing into
+// them, containers have no route beyond their /24, and two sessions
+// never share a bridge or a VNI: there is no path between sessions and
+// no filter inside one. (A node that loads br_netfilter with a FORWARD
+// DROP policy, as Docker sets, filters bridged traffic too: allow the
+// trb+ bridges there.)
+//
+// Lifetime: the session's bridge and VXLAN are created with its first
+// container on the node and deleted with its last. Every object is
+// named with a prefix that belongs to troupe (trb, trx, trv) or lives
+// under the state directory (pinned namespaces), so Cleanup after a
+// crash removes exactly what a previous nodelet left: the FDB entries,
+// addresses and routes go with their links, the namespaces with their
+// pins and their last process.
+//
+// Why vishvananda/netlink rather than the CNI plugins: the nodelet would
+// have to install and exec plugin binaries and keep CNI's cache to
+// delete what it added, and no reference plugin builds a VXLAN with a
+// per-session VNI and static FDB entries; the whole job is a dozen
+// netlink calls, made in-process, with errors we can wrap and test.
+package network

@@ -1,0 +1,371 @@
+package network
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// Names and numbers of the session network.
+const (
+	// Iface is the session interface inside every container.
+	Iface = "eth0"
+	// VXLANPort is the UDP port of the overlay (IANA's).
+	VXLANPort = 4789
+	// vxlanOverhead is what VXLAN over IPv4 adds to a frame.
+	vxlanOverhead = 50
+
+	prefixBridge = "trb"
+	prefixVXLAN  = "trx"
+	prefixVeth   = "trv"
+)
+
+// ErrNoNetwork: the job carries no session network (a schedd that
+// allocates none, or a container without an address).
+var ErrNoNetwork = errors.New("job has no session network")
+
+// Manager creates and removes session networks on this node. It is safe
+// for concurrent use; netlink calls are serialised.
+type Manager struct {
+	dir   string // pinned container namespaces
+	node  string // this node's name in schedd
+	local net.IP // VXLAN source: the node's advertised address
+	mtu   int    // of the underlay link holding local
+
+	mu       sync.Mutex
+	sessions map[uint32]*session // by VNI
+}
+
+// session is one session's network on this node.
+type session struct {
+	bridge string
+	vxlan  string // "" when the session is on this node only
+	mtu    int    // of the containers' links
+	users  int    // containers attached here
+}
+
+// Endpoint is a container's place on its session network.
+type Endpoint struct {
+	NetNS string // pinned namespace path, for the runtime
+	Addr  string // its address (no prefix)
+}
+
+// New returns a Manager for node, pinning namespaces under dir and
+// sending VXLAN from advertise.
+func New(dir, node, advertise string) (*Manager, error) {
+	ip := net.ParseIP(advertise)
+	if ip == nil || ip.To4() == nil {
+		return nil, fmt.Errorf("session networks: advertise %q is not an IPv4 address", advertise)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Manager{dir: dir, node: node, local: ip, mtu: underlayMTU(ip), sessions: map[uint32]*session{}}, nil
+}
+
+// underlayMTU is the MTU of the link that holds ip; 1500 when unknown.
+func underlayMTU(ip net.IP) int {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return 1500
+	}
+	for _, a := range addrs {
+		if a.IP.Equal(ip) {
+			if l, err := netlink.LinkByIndex(a.LinkIndex); err == nil && l.Attrs().MTU > 0 {
+				return l.Attrs().MTU
+			}
+		}
+	}
+	return 1500
+}
+
+func bridgeName(vni uint32) string { return prefixBridge + strconv.FormatUint(uint64(vni), 10) }
+func vxlanName(vni uint32) string  { return prefixVXLAN + strconv.FormatUint(uint64(vni), 10) }
+func vethName(vni uint32, rank int) string {
+	return prefixVeth + strconv.FormatUint(uint64(vni), 10) + "-" + strconv.Itoa(rank)
+}
+
+// nsPath is where container id's namespace is pinned.
+func (m *Manager) nsPath(id string) string { return filepath.Join(m.dir, id) }
+
+// Attach puts job's container host on the session network: the
+// session's bridge (and overlay) on this node when it is the first, a
+// new namespace named id, and a veth into it with the container's
+// address. Undo it with Detach, after the container's processes are gone.
+func (m *Manager) Attach(job api.Job, host, id string) (Endpoint, error) {
+	c, ok := container(job, host)
+	if !ok || job.Network == nil || c.Addr == "" {
+		return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, ErrNoNetwork)
+	}
+	_, subnet, err := net.ParseCIDR(job.Network.Subnet)
+	ip := net.ParseIP(c.Addr).To4()
+	if err != nil || ip == nil || !subnet.Contains(ip) {
+		return Endpoint{}, fmt.Errorf("job %d %s: address %q not in subnet %q", job.ID, host, c.Addr, job.Network.Subnet)
+	}
+	vni := job.Network.VNI
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.acquire(job)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("session network of job %d: %w", job.ID, err)
+	}
+	ep := Endpoint{NetNS: m.nsPath(id), Addr: c.Addr}
+	if err := m.plug(s, vni, c.Rank, ep.NetNS, &net.IPNet{IP: ip, Mask: subnet.Mask}); err != nil {
+		_ = m.unplug(vni, c.Rank, ep.NetNS)
+		m.release(vni)
+		return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, err)
+	}
+	return ep, nil
+}
+
+// Detach removes what Attach made for the container, and the session's
+// links with its last container on this node.
+func (m *Manager) Detach(job api.Job, host, id string) error {
+	c, ok := container(job, host)
+	if !ok || job.Network == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	err := m.unplug(job.Network.VNI, c.Rank, m.nsPath(id))
+	return errors.Join(err, m.release(job.Network.VNI))
+}
+
+// acquire returns the session's network on this node, creating it for
+// the first container. m.mu is held.
+func (m *Manager) acquire(job api.Job) (*session, error) {
+	vni := job.Network.VNI
+	if s := m.sessions[vni]; s != nil {
+		s.users++
+		return s, nil
+	}
+	s := &session{bridge: bridgeName(vni), mtu: 1500, users: 1}
+	remotes := remoteNodes(job, m.node, m.local)
+	if len(remotes) > 0 {
+		s.vxlan, s.mtu = vxlanName(vni), min(1500, m.mtu-vxlanOverhead)
+	}
+	if err := m.create(s, vni, remotes); err != nil {
+		_ = deleteLinks(s.vxlan, s.bridge)
+		return nil, err
+	}
+	m.sessions[vni] = s
+	return s, nil
+}
+
+func (m *Manager) create(s *session, vni uint32, remotes []net.IP) error {
+	// Stale links of the same name (a session whose VNI came round
+	// again while a crash left them) are replaced.
+	_ = deleteLinks(s.vxlan, s.bridge)
+	la := netlink.NewLinkAttrs()
+	la.Name, la.MTU = s.bridge, s.mtu
+	br := &netlink.Bridge{LinkAttrs: la}
+	if err := netlink.LinkAdd(br); err != nil {
+		return fmt.Errorf("bridge %s: %w", s.bridge, err)
+	}
+	if s.vxlan != "" {
+		la := netlink.NewLinkAttrs()
+		la.Name, la.MTU, la.MasterIndex = s.vxlan, s.mtu, br.Index
+		vx := &netlink.Vxlan{LinkAttrs: la, VxlanId: int(vni), SrcAddr: m.local, Port: VXLANPort, Learning: true}
+		if err := netlink.LinkAdd(vx); err != nil {
+			return fmt.Errorf("vxlan %s (VNI %d): %w", s.vxlan, vni, err)
+		}
+		for _, r := range remotes {
+			// All-zero MAC: flood broadcast and unknown unicast to r.
+			err := netlink.NeighAppend(&netlink.Neigh{
+				LinkIndex: vx.Index, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
+				State: netlink.NUD_PERMANENT | netlink.NUD_NOARP, IP: r, HardwareAddr: make(net.HardwareAddr, 6),
+			})
+			if err != nil {
+				return fmt.Errorf("vxlan %s: fdb entry for %s: %w", s.vxlan, r, err)
+			}
+		}
+		if err := netlink.LinkSetUp(vx); err != nil {
+			return err
+		}
+	}
+	return netlink.LinkSetUp(br)
+}
+
+// release drops one container's hold on the session's network and
+// deletes its links with the last. m.mu is held.
+func (m *Manager) release(vni uint32) error {
+	s := m.sessions[vni]
+	if s == nil {
+		return nil
+	}
+	if s.users--; s.users > 0 {
+		return nil
+	}
+	delete(m.sessions, vni)
+	return deleteLinks(s.vxlan, s.bridge)
+}
+
+// plug makes the container's namespace and its veth pair, eth0 inside
+// with addr, the other end on the session's bridge.
+func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr *net.IPNet) error {
+	_ = deleteLinks(vethName(vni, rank))
+	_ = removeNetNS(nsPath)
+	if err := newNetNS(nsPath); err != nil {
+		return err
+	}
+	ns, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		return fmt.Errorf("opening netns: %w", err)
+	}
+	defer ns.Close()
+	br, err := netlink.LinkByName(s.bridge)
+	if err != nil {
+		return fmt.Errorf("bridge %s: %w", s.bridge, err)
+	}
+	la := netlink.NewLinkAttrs()
+	la.Name, la.MTU, la.MasterIndex = vethName(vni, rank), s.mtu, br.Attrs().Index
+	veth := &netlink.Veth{LinkAttrs: la, PeerName: Iface, PeerNamespace: netlink.NsFd(int(ns)), PeerMTU: uint32(s.mtu)}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fmt.Errorf("veth %s: %w", la.Name, err)
+	}
+	if err := netlink.LinkSetUp(veth); err != nil {
+		return err
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in container netns: %w", err)
+	}
+	defer h.Close()
+	for _, name := range []string{"lo", Iface} {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return fmt.Errorf("%s in container netns: %w", name, err)
+		}
+		if name == Iface {
+			if err := h.AddrAdd(l, &netlink.Addr{IPNet: addr}); err != nil {
+				return fmt.Errorf("address %s: %w", addr, err)
+			}
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			return fmt.Errorf("%s up: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// unplug deletes the container's veth (its peer goes with it) and
+// unpins its namespace.
+func (m *Manager) unplug(vni uint32, rank int, nsPath string) error {
+	return errors.Join(deleteLinks(vethName(vni, rank)), removeNetNS(nsPath))
+}
+
+// Cleanup removes every session link and pinned namespace a previous
+// nodelet left on this node. Call it before the first Attach, after the
+// runtime's own cleanup has killed the old containers.
+func (m *Manager) Cleanup() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	links, err := netlink.LinkList()
+	if err != nil {
+		return fmt.Errorf("listing links: %w", err)
+	}
+	var errs []error
+	for _, l := range links {
+		if n := l.Attrs().Name; isOurs(n) {
+			if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting %s: %w", n, err))
+			}
+		}
+	}
+	ents, err := os.ReadDir(m.dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	for _, e := range ents {
+		errs = append(errs, removeNetNS(filepath.Join(m.dir, e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
+// isOurs tells troupe's link names (trb4096, trx4096, trv4096-2).
+func isOurs(name string) bool {
+	for _, p := range []string{prefixBridge, prefixVXLAN, prefixVeth} {
+		rest, ok := strings.CutPrefix(name, p)
+		if ok && rest != "" && rest[0] >= '0' && rest[0] <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteLinks deletes the named links; missing ones are no error.
+func deleteLinks(names ...string) error {
+	var errs []error
+	for _, n := range names {
+		if n == "" {
+			continue
+		}
+		l, err := netlink.LinkByName(n)
+		if err != nil {
+			if !isNotFound(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", n, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isNotFound(err error) bool {
+	var nf netlink.LinkNotFoundError
+	return errors.As(err, &nf) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT)
+}
+
+func container(job api.Job, host string) (api.Container, bool) {
+	for _, c := range job.Containers {
+		if c.Host == host {
+			return c, true
+		}
+	}
+	return api.Container{}, false
+}
+
+// remoteNodes are the addresses of the other nodes job spans.
+func remoteNodes(job api.Job, node string, local net.IP) []net.IP {
+	var out []net.IP
+	seen := map[string]bool{}
+	for _, c := range job.Containers {
+		ip := net.ParseIP(c.NodeAddr)
+		if c.Node == node || ip == nil || ip.Equal(local) || seen[ip.String()] {
+			continue
+		}
+		seen[ip.String()] = true
+		out = append(out, ip)
+	}
+	return out
+}
+
+// Links lists the names of the session links on this node, for tests
+// and diagnostics.
+func Links() ([]string, error) {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range links {
+		if isOurs(l.Attrs().Name) {
+			out = append(out, l.Attrs().Name)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,129 @@
+package session
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// Where troupe puts its tools and the session's files inside an
+// isolated container (runc), and the port its sshd listens on.
+const (
+	ToolsDir   = "/.troupe/bin"
+	SSHPath    = ToolsDir + "/ssh"        // troupe-ssh as the ssh client
+	SSHDPath   = ToolsDir + "/troupe-ssh" // troupe-ssh; `troupe-ssh server` is sshd
+	SessionDir = "/.troupe/session"
+	// HostfileOpenMPI is "main1 slots=4", one line per container.
+	HostfileOpenMPI = SessionDir + "/hostfile"
+	// HostfileMPICH is "main1:4", one line per container.
+	HostfileMPICH = SessionDir + "/hostfile.mpich"
+	// HostfileLSF is LSB_DJOB_HOSTFILE: one line per slot.
+	HostfileLSF = SessionDir + "/djob_hostfile"
+	SSHDir      = "/home/work/.ssh"
+	SSHPort     = 2200
+)
+
+// Features is what the container's runtime provides beyond the
+// environment.
+type Features struct {
+	// SessionNet: the container is on its session's private network at
+	// its Container.Addr, interface Iface; /etc/hosts names those
+	// addresses.
+	SessionNet bool
+	Iface      string
+	// Tools: troupe-ssh is at SSHPath with sshd on SSHPort, the hostfiles
+	// at SessionDir and the session's key in SSHDir.
+	Tools bool
+}
+
+// Slots is how many MPI slots a container offers: its whole cores, at
+// least one.
+func Slots(c api.Container) int {
+	return max(1, int(c.Resources.CPU))
+}
+
+// clusterEnv is what the hostfiles and ssh make possible, in layer 3
+// (the job cannot override it): LSF's host lists, the hostfile paths.
+func clusterEnv(job api.Job) map[string]string {
+	var hosts, mcpu []string
+	total := 0
+	for _, c := range byRank(job.Containers) {
+		n := Slots(c)
+		total += n
+		for range n {
+			hosts = append(hosts, c.Host)
+		}
+		mcpu = append(mcpu, c.Host, strconv.Itoa(n))
+	}
+	return map[string]string{
+		"LSB_HOSTS":             strings.Join(hosts, " "),
+		"LSB_MCPU_HOSTS":        strings.Join(mcpu, " "),
+		"LSB_DJOB_HOSTFILE":     HostfileLSF,
+		"LSB_DJOB_NUMPROC":      strconv.Itoa(total),
+		"TROUPE_HOSTFILE":       HostfileOpenMPI,
+		"TROUPE_MPICH_HOSTFILE": HostfileMPICH,
+	}
+}
+
+// mpiDefaults are layer 1 (the job may override them): OpenMPI (ORTE,
+// 4.x), PRRTE (OpenMPI 5) and MPICH's Hydra launch through troupe's ssh
+// with the session's hostfile by default; MPI and NCCL/Gloo traffic
+// stays on the session interface.
+func mpiDefaults(f Features) map[string]string {
+	env := map[string]string{}
+	if f.Tools {
+		for k, v := range map[string]string{
+			"OMPI_MCA_plm_rsh_agent":                   SSHPath,
+			"OMPI_MCA_orte_default_hostfile":           HostfileOpenMPI,
+			"PRTE_MCA_plm_ssh_agent":                   SSHPath,
+			"PRTE_MCA_prte_default_hostfile":           HostfileOpenMPI,
+			"HYDRA_LAUNCHER":                           "ssh",
+			"HYDRA_LAUNCHER_EXEC":                      SSHPath,
+			"HYDRA_HOST_FILE":                          HostfileMPICH,
+			"OMPI_MCA_btl_vader_single_copy_mechanism": "none", // no CMA across a container's pid namespace
+		} {
+			env[k] = v
+		}
+	}
+	if f.SessionNet && f.Iface != "" {
+		for _, k := range []string{
+			"OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include",
+			"PRTE_MCA_oob_tcp_if_include", "HYDRA_IFACE",
+			"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME",
+		} {
+			env[k] = f.Iface
+		}
+	}
+	return env
+}
+
+// HostfileOpenMPIText is the OpenMPI hostfile of job.
+func HostfileOpenMPIText(job api.Job) string {
+	var b strings.Builder
+	for _, c := range byRank(job.Containers) {
+		fmt.Fprintf(&b, "%s slots=%d\n", c.Host, Slots(c))
+	}
+	return b.String()
+}
+
+// HostfileMPICHText is the MPICH (Hydra) hostfile of job.
+func HostfileMPICHText(job api.Job) string {
+	var b strings.Builder
+	for _, c := range byRank(job.Containers) {
+		fmt.Fprintf(&b, "%s:%d\n", c.Host, Slots(c))
+	}
+	return b.String()
+}
+
+// HostfileLSFText is LSB_DJOB_HOSTFILE's content: a host per slot.
+func HostfileLSFText(job api.Job) string {
+	var b strings.Builder
+	for _, c := range byRank(job.Containers) {
+		for range Slots(c) {
+			b.WriteString(c.Host + "\n")
+		}
+	}
+	return b.String()
+}

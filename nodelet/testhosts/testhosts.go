@@ -1,0 +1,114 @@
+// Package testhosts makes "hosts" on one machine for multi-node tests and
+// `schedd --dev`: each host is a network namespace with one interface,
+// eth0, on an underlay bridge in the machine's own namespace, with its
+// own address (the nodelet's --advertise). A nodelet run in a host (see
+// Command) sees only that interface, builds its sessions' bridges and
+// VXLAN tunnels there, and reaches the others' over the underlay as
+// separate machines would. schedd is reached through its unix socket,
+// which namespaces do not hide.
+//
+//	root netns:  tu<tag> (bridge, no address)
+//	              ├── tu<tag>h1 ══ eth0 10.250.0.1/24   netns tr-<tag>-h1
+//	              └── tu<tag>h2 ══ eth0 10.250.0.2/24   netns tr-<tag>-h2
+//
+// It drives iproute2 (`ip`) and util-linux (`nsenter`), which the
+// nodelet already needs, and needs root.
+package testhosts
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// Subnet is the underlay's network; host i (from 1) has .i.
+const Subnet = "10.250.0.0/24"
+
+// Hosts is a set of test hosts on one underlay.
+type Hosts struct {
+	Bridge string
+	Hosts  []Host
+}
+
+// Host is one test host.
+type Host struct {
+	Name  string // node name: host1, host2…
+	NetNS string // `ip netns` name
+	IP    string // its underlay address, the nodelet's --advertise
+}
+
+// Create makes n hosts on a fresh underlay. Close removes them.
+func Create(n int) (*Hosts, error) {
+	if n < 1 || n > 200 {
+		return nil, fmt.Errorf("test hosts: %d hosts, want 1..200", n)
+	}
+	tag := randTag()
+	h := &Hosts{Bridge: "tu" + tag}
+	if err := ip("link", "add", h.Bridge, "type", "bridge"); err != nil {
+		return nil, err
+	}
+	if err := ip("link", "set", h.Bridge, "up"); err != nil {
+		h.Close()
+		return nil, err
+	}
+	for i := 1; i <= n; i++ {
+		host := Host{Name: "host" + strconv.Itoa(i), NetNS: "tr-" + tag + "-h" + strconv.Itoa(i), IP: "10.250.0." + strconv.Itoa(i)}
+		h.Hosts = append(h.Hosts, host)
+		veth := h.Bridge + "h" + strconv.Itoa(i)
+		steps := [][]string{
+			{"netns", "add", host.NetNS},
+			{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", host.NetNS},
+			{"link", "set", veth, "master", h.Bridge, "up"},
+			{"-n", host.NetNS, "addr", "add", host.IP + "/24", "dev", "eth0"},
+			{"-n", host.NetNS, "link", "set", "eth0", "up"},
+			{"-n", host.NetNS, "link", "set", "lo", "up"},
+		}
+		for _, s := range steps {
+			if err := ip(s...); err != nil {
+				h.Close()
+				return nil, err
+			}
+		}
+	}
+	return h, nil
+}
+
+// Command returns cmd run inside host i (0-based): in its network
+// namespace only. (Not `ip netns exec`, whose fresh /sys hides the
+// cgroup v1 mounts runc needs.) nsenter execs cmd: its pid is cmd's.
+func (h *Hosts) Command(i int, name string, args ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"--net=/run/netns/" + h.Hosts[i].NetNS, "--", name}, args...)...)
+}
+
+// Close deletes the hosts' namespaces (and with them their links) and
+// the underlay bridge. Run it after the processes in the hosts ended.
+func (h *Hosts) Close() error {
+	var errs []error
+	for _, host := range h.Hosts {
+		if err := ip("netns", "del", host.NetNS); err != nil && !strings.Contains(err.Error(), "No such file") {
+			errs = append(errs, err)
+		}
+	}
+	if err := ip("link", "del", h.Bridge); err != nil && !strings.Contains(err.Error(), "Cannot find") {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func ip(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func randTag() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
