@@ -121,6 +121,31 @@ job "fail" {
 		}
 	})
 
+	t.Run("walltime", func(t *testing.T) {
+		dir := t.TempDir()
+		start := time.Now()
+		id, code := c.submit(dir, "late", `
+job "late" {
+  walltime = "2s"
+  cluster {
+    size = 2
+    mode = "multi-node"
+  }
+  image   = "host"
+  command = ["sleep", "4343"]
+}`, "--wait")
+		j := c.job(id)
+		if code != 1 || j.State != api.JobTimeout {
+			t.Fatalf("bsub --wait exited %d, job %s (%s); want 1 and TIMEOUT", code, j.State, j.Reason)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("a 2s walltime ended the job after %v", d)
+		}
+		if running("sleep 4343") {
+			t.Error("the timed-out job's process is still running")
+		}
+	})
+
 	t.Run("pending until room frees", func(t *testing.T) {
 		dir := t.TempDir()
 		big, _ := c.submit(dir, "big", `

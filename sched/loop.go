@@ -27,6 +27,17 @@ func (s *Server) Run(ctx context.Context) {
 		v := s.st.Snapshot()
 		_, ws := v.Index()
 		now := s.cfg.Clock()
+		late, nextLate := v.Late(now)
+		if len(late) > 0 {
+			if _, err := s.apply(ctx, state.Command{Kind: state.CmdTimeout, Timeout: late}); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				s.log.Error("ending jobs past their walltime", "err", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
 		plan := enforceUserLimits(v, core.Schedule(coreSnapshot(v, s.nodes.empty(v), now), now))
 		s.setStarts(plan.Starts)
 		if !plan.Empty() {
@@ -39,7 +50,11 @@ func (s *Server) Run(ctx context.Context) {
 			}
 			continue
 		}
-		wctx, cancel := context.WithTimeout(ctx, idlePass)
+		wait := idlePass
+		if !nextLate.IsZero() && nextLate.Sub(now) < wait {
+			wait = max(nextLate.Sub(now), 10*time.Millisecond)
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
 		select {
 		case <-s.kick:
 		case <-wctx.Done():

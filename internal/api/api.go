@@ -77,11 +77,12 @@ const (
 	ContainerExited    ContainerState = "exited" // ExitCode set
 	ContainerFailed    ContainerState = "failed" // could not start; Message says why
 	ContainerKilled    ContainerState = "killed" // stopped by the session's end or bkill
+	ContainerOOM       ContainerState = "oom"    // killed by the kernel for exceeding its memory limit
 )
 
 // Ended reports whether the container is no longer running.
 func (s ContainerState) Ended() bool {
-	return s == ContainerExited || s == ContainerFailed || s == ContainerKilled
+	return s == ContainerExited || s == ContainerFailed || s == ContainerKilled || s == ContainerOOM
 }
 
 // SubmitRequest is what bsub sends.
@@ -119,6 +120,7 @@ type Job struct {
 	ExitCode    int           `json:"exit_code"`             // main1's, once ended
 	KillWanted  bool          `json:"kill_wanted,omitempty"` // bkill or session end: nodelets stop containers
 	Cancelled   bool          `json:"cancelled,omitempty"`   // bkill asked for it; the job ends CANCELLED
+	TimedOut    bool          `json:"timed_out,omitempty"`   // ran past its walltime; the job ends TIMEOUT
 	Containers  []Container   `json:"containers"`
 	Submitted   time.Time     `json:"submitted"`
 	Started     time.Time     `json:"started,omitzero"`

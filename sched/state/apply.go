@@ -25,8 +25,9 @@ const (
 	CmdPlan     = "plan"
 	CmdReport   = "report"
 	CmdKill     = "kill"
-	CmdConfig   = "config" // a new partitions config (schedd start, badmin reconfig)
-	CmdCharge   = "charge" // charge usage up to Time (the leader, periodically)
+	CmdConfig   = "config"  // a new partitions config (schedd start, badmin reconfig)
+	CmdCharge   = "charge"  // charge usage up to Time (the leader, periodically)
+	CmdTimeout  = "timeout" // end jobs past their walltime (the leader)
 )
 
 // Command is one raft log entry. Time is the leader's clock when it
@@ -39,6 +40,8 @@ type Command struct {
 	Plan     *Plan     `json:"plan,omitempty"`
 	Report   *Report   `json:"report,omitempty"`
 	Kill     uint64    `json:"kill,omitempty"`
+	// Timeout lists the jobs the leader found past their walltime.
+	Timeout []uint64 `json:"timeout,omitempty"`
 	// Config is the partitions config to put in force.
 	Config *partition.Config `json:"config,omitempty"`
 }
@@ -94,6 +97,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = setConfig(txn, c.Config)
 	case CmdCharge:
 		err = charge(txn, c.Time)
+	case CmdTimeout:
+		err = timeout(txn, index, c.Time, c.Timeout)
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
 	}
@@ -259,14 +264,15 @@ func advance(j *api.Job, now time.Time) {
 	all, running, active := true, true, false
 	for _, c := range j.Containers {
 		switch {
-		case c.State == api.ContainerFailed:
+		case c.State == api.ContainerFailed || c.State == api.ContainerOOM:
 			j.KillWanted = true
 			if j.Reason == "" {
 				j.Reason = c.Host + ": " + c.Message
 			}
-		case c.Role == jobspec.RoleMain && c.Idx == 1 && c.State.Ended():
+		}
+		if c.Role == jobspec.RoleMain && c.Idx == 1 && c.State.Ended() {
 			j.KillWanted = true
-			if c.State == api.ContainerExited {
+			if c.State == api.ContainerExited || c.State == api.ContainerOOM {
 				j.ExitCode = c.ExitCode
 			}
 		}
@@ -297,6 +303,8 @@ func finalState(j *api.Job) api.JobState {
 	switch {
 	case j.Cancelled:
 		return api.JobCancelled
+	case j.TimedOut:
+		return api.JobTimeout
 	case main.State == api.ContainerExited && main.ExitCode == 0 && j.Reason == "":
 		return api.JobCompleted
 	default:
@@ -322,4 +330,43 @@ func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64) (*api.Job, err
 		j.KillWanted = true
 	}
 	return j, txn.Insert(tableJobs, j)
+}
+
+// timeout ends the jobs in ids that still run: their nodelets stop them
+// and they end TIMEOUT. The leader decides who is late (Started +
+// Walltime <= its clock) and logs the list, so replicas agree.
+func timeout(txn *memdb.Txn, index uint64, now time.Time, ids []uint64) error {
+	for _, id := range ids {
+		j, err := getJob(txn, id)
+		if err != nil {
+			continue
+		}
+		if j.State.Terminal() || j.Started.IsZero() || j.KillWanted {
+			continue
+		}
+		j.TimedOut, j.KillWanted, j.ModifyIndex = true, true, index
+		j.Reason = fmt.Sprintf("walltime %s exceeded", j.Walltime)
+		if err := txn.Insert(tableJobs, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Late lists the running jobs whose walltime has passed at now, and the
+// earliest time another one will (zero when none runs with a walltime).
+func (v *Snapshot) Late(now time.Time) (late []uint64, next time.Time) {
+	for _, j := range v.Jobs() {
+		if j.State.Terminal() || j.Started.IsZero() || j.Walltime <= 0 || j.KillWanted {
+			continue
+		}
+		end := j.Started.Add(j.Walltime)
+		switch {
+		case !end.After(now):
+			late = append(late, j.ID)
+		case next.IsZero() || end.Before(next):
+			next = end
+		}
+	}
+	return late, next
 }

@@ -189,3 +189,41 @@ func TestSessionNetworks(t *testing.T) {
 		}
 	}
 }
+
+func TestTimeoutAndOOM(t *testing.T) {
+	h := newHarness(t)
+	j := session(2)
+	j.Walltime = time.Minute
+	h.apply(Command{Kind: CmdSubmit, Submit: j})
+	h.apply(Command{Kind: CmdSubmit, Submit: session(2)})
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}, {JobID: 2, Nodes: []string{"n1", "n1"}}}}})
+	for _, id := range []uint64{1, 2} {
+		h.report("n1", id, "main1", api.ContainerRunning, 0)
+		h.report("n1", id, "sub1", api.ContainerRunning, 0)
+	}
+	started := h.job(1).Started
+	if late, next := h.st.Snapshot().Late(started.Add(59 * time.Second)); len(late) != 0 || !next.Equal(started.Add(time.Minute)) {
+		t.Fatalf("before the walltime: late %v, next %v", late, next)
+	}
+	late, _ := h.st.Snapshot().Late(started.Add(time.Minute))
+	if len(late) != 1 || late[0] != 1 {
+		t.Fatalf("late %v, want [1] (job 2 has no walltime)", late)
+	}
+	h.apply(Command{Kind: CmdTimeout, Timeout: late})
+	if j := h.job(1); !j.KillWanted || !j.TimedOut || j.State.Terminal() {
+		t.Fatalf("timed out job: %+v", j)
+	}
+	h.report("n1", 1, "main1", api.ContainerKilled, 143)
+	h.report("n1", 1, "sub1", api.ContainerKilled, 143)
+	if j := h.job(1); j.State != api.JobTimeout || j.Reason != "walltime 1m0s exceeded" {
+		t.Fatalf("job 1 ended %s (%s), want TIMEOUT", j.State, j.Reason)
+	}
+
+	// The kernel kills sub1 of job 2 for memory: the session ends FAILED
+	// with the reason.
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 2, Host: "sub1", State: api.ContainerOOM, ExitCode: 137, Message: "out of memory (limit 1GiB)"}}}})
+	h.report("n1", 2, "main1", api.ContainerKilled, 143)
+	if j := h.job(2); j.State != api.JobFailed || j.Reason != "sub1: out of memory (limit 1GiB)" {
+		t.Fatalf("job 2 ended %s (%s), want FAILED with the OOM reason", j.State, j.Reason)
+	}
+}
