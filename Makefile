@@ -3,7 +3,7 @@
 
 GO       ?= go
 BIN      := bin
-CMDS     := bsub bqueue bkill bjob bhosts schedd nodelet troupe-init troupe-ssh
+CMDS     := $(notdir $(wildcard cmd/*))
 STATICCHECK_VERSION := v0.8.2
 TEST_FLAGS ?= -timeout 30m
 
