@@ -40,7 +40,7 @@ func TestShow(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 	for _, want := range []string{"Job 12: train", "State:", "RUNNING", "Session:", "00000000-0000-4000-8000-120000000000",
-		"HOST   ROLE  NODE    STATE    EXIT  KERNEL_ID", "sub3   sub   node02  running  -"} {
+		"HOST   ROLE  NODE    ADDR       STATE    EXIT  KERNEL_ID", "sub3   sub   node02  10.64.0.5  running  -"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -65,9 +65,10 @@ func TestArgs(t *testing.T) {
 		args []string
 		errs string
 	}{
-		{nil, "bkill: missing job id"},
+		{nil, "bkill: missing job id (or -u, -t, -p, -J to choose jobs)"},
+		{[]string{"-t", "SLEEPY"}, `bkill: -t: unknown job state "SLEEPY"; use PENDING, HELD, SCHEDULED, PREPARING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT or NODE_FAIL (or LSF's PEND, RUN, DONE, EXIT, or Slurm's PD, R, CD, F, CA, TO, NF)`},
 		{[]string{"12", "abc"}, `bkill: invalid job id "abc": want a number such as 42`},
-		{[]string{"-s", "KILL", "12"}, "bkill: flag provided but not defined: -s"},
+		{[]string{"-x", "12"}, "bkill: flag provided but not defined: -x"},
 	}
 	for _, tt := range tests {
 		code, out, errs := runBkill(append(tt.args, "--addr", s.Addr)...)
@@ -82,7 +83,68 @@ func TestArgs(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	code, out, errs := runBkill("-h")
-	if code != 0 || errs != "" || !strings.Contains(out, "Usage: bkill [flags] JOBID...") || !strings.Contains(out, "bkill 42 43 44") {
+	if code != 0 || errs != "" || !strings.Contains(out, "Usage: bkill [flags] [JOBID...]") || !strings.Contains(out, "bkill 42 43 44") {
 		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+}
+
+func killSchedd(t *testing.T) *clitest.Schedd {
+	s := clitest.NewSchedd(t)
+	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		clitest.JSON(w, http.StatusOK, 50, api.JobList{Jobs: clitest.Jobs(), Index: 50})
+	})
+	s.Handle("POST /v1/jobs/{id}/kill", func(w http.ResponseWriter, r *http.Request) {
+		clitest.JSON(w, http.StatusOK, 60, api.Job{State: api.JobCancelled})
+	})
+	return s
+}
+
+func TestKillSelected(t *testing.T) {
+	tests := []struct {
+		args  []string
+		kills []string
+	}{
+		{[]string{"-u", "bob"}, []string{"POST /v1/jobs/15/kill", "POST /v1/jobs/16/kill"}},
+		{[]string{"-u", "all", "-t", "PEND,HELD"}, []string{"POST /v1/jobs/15/kill", "POST /v1/jobs/16/kill"}},
+		{[]string{"-u", "all", "--state", "R"}, []string{"POST /v1/jobs/12/kill"}},
+		{[]string{"-u", "all", "-p", "cpu"}, []string{"POST /v1/jobs/16/kill"}},
+		{[]string{"-u", "bob", "16", "12"}, []string{"POST /v1/jobs/16/kill"}},
+		{[]string{"-u", "alice", "-J", "train", "-s", "TERM"}, []string{"POST /v1/jobs/12/kill"}},
+	}
+	for _, tt := range tests {
+		s := killSchedd(t)
+		code, _, errs := runBkill(append(tt.args, "--addr", s.Addr)...)
+		want := append([]string{"GET /v1/jobs"}, tt.kills...)
+		if got := s.Requests(); code != 0 || !slices.Equal(got, want) {
+			t.Errorf("%q: exit %d, stderr %q, requests %q, want %q", tt.args, code, errs, got, want)
+		}
+	}
+	s := killSchedd(t)
+	code, out, errs := runBkill("-u", "nobody-here", "--addr", s.Addr)
+	if code != 1 || out != "" || errs != "bkill: no job matches\n" {
+		t.Errorf("no match: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+func TestSignalRefused(t *testing.T) {
+	s := killSchedd(t)
+	for _, sig := range []string{"USR1", "SIGINT", "10"} {
+		code, out, errs := runBkill("-s", sig, "12", "--addr", s.Addr)
+		if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "takes no signal") {
+			t.Errorf("-s %s: exit %d, stdout %q, stderr %q", sig, code, out, errs)
+		}
+	}
+	code, _, errs := runBkill("-s", "BOGUS", "12", "--addr", s.Addr)
+	if code != 1 || errs != "bkill: -s BOGUS: unknown signal\n" {
+		t.Errorf("bogus: exit %d, stderr %q", code, errs)
+	}
+	if reqs := s.Requests(); len(reqs) != 0 {
+		t.Errorf("refused signals reached schedd: %q", reqs)
+	}
+	for _, sig := range []string{"KILL", "9", "sigterm"} {
+		s := killSchedd(t)
+		if code, _, errs := runBkill("-s", sig, "12", "--addr", s.Addr); code != 0 {
+			t.Errorf("-s %s: exit %d, stderr %q", sig, code, errs)
+		}
 	}
 }

@@ -26,6 +26,9 @@ var command = cli.Command{
 		"bqueue -a -u alice          # all of alice's jobs, ended ones too",
 		"bqueue --watch              # redraw on every change until Ctrl-C",
 		"bqueue --start              # pending jobs with their expected start",
+		"bqueue -s PEND -p gpu       # pending jobs of partition gpu",
+		"bqueue -o wide              # more columns: limits, resources, times",
+		"bqueue -O jobid,user,state,time_limit,reason",
 		"bqueue -o json | jq '.[].id'",
 	},
 }
@@ -37,9 +40,17 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
-	fs.OutputFlag()
+	fs.OutputFlag(cli.FormatWide)
 	all := fs.Bool("a", false, "show ended jobs too")
 	userName := fs.String("u", "", "show only the jobs of `user` (\"all\": everyone's, the default)")
+	partition := fs.String("p", "", "show only the jobs of these `partitions` (comma-separated)")
+	fs.Alias("partition", "p")
+	states := fs.String("s", "", "show only jobs in these `states` (comma-separated: PENDING, RUNNING, …, LSF's\nPEND, RUN, DONE, EXIT or Slurm's PD, R, CD, F); naming an ended state shows ended jobs")
+	account := fs.String("A", "", "show only the jobs charged to these `accounts` (comma-separated)")
+	fs.Alias("account", "A")
+	columns := fs.String("O", "", "show these `columns`, comma- or space-separated, as squeue -O and bjobs -o do:\n"+
+		strings.ToLower(strings.Join(cli.ColumnNames(), ",")))
+	fs.Alias("format", "O")
 	watch := fs.Bool("watch", false, "redraw on every change until Ctrl-C")
 	fs.Alias("w", "watch")
 	start := fs.Bool("start", false, "list pending jobs with the scheduler's expected start (START_TIME)\nfor those that hold a backfill reservation")
@@ -50,13 +61,38 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(pos) > 0 {
 		return fs.UsageError("unexpected argument %q", pos[0])
 	}
+	q := query{format: fs.Format(), start: *start}
+	q.filter = cli.JobFilter{Ended: *all, Partitions: cli.SplitList(*partition), Accounts: cli.SplitList(*account)}
+	if *userName != "" {
+		q.filter.Users = []string{*userName}
+	}
+	if *states != "" {
+		if q.filter.States, err = cli.ParseStates(*states); err != nil {
+			return fs.UsageError("-s: %v", err)
+		}
+	}
+	switch {
+	case *columns != "":
+		if q.start || q.format != cli.FormatTable {
+			return fs.UsageError("-O chooses the table's columns; it goes with neither --start nor -o %s", q.format)
+		}
+		if q.columns, err = cli.LookupColumns(*columns); err != nil {
+			return fs.UsageError("-O: %v", err)
+		}
+	case q.format == cli.FormatWide:
+		if q.start {
+			return fs.UsageError("--start has its own columns; it goes with -o table or json")
+		}
+		q.columns = cli.MustColumns(cli.WideColumns)
+	default:
+		q.columns = cli.MustColumns(cli.QueueColumns)
+	}
 	c, err := fs.Client()
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
-	q := query{all: *all, user: *userName, format: fs.Format(), start: *start}
 	if !*watch {
 		list, err := c.Jobs(ctx, 0, 0)
 		if err != nil {
@@ -74,35 +110,23 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 type query struct {
-	all    bool
-	user   string
-	format cli.Format
-	start  bool // --start: pending jobs and their expected start
+	filter  cli.JobFilter
+	format  cli.Format
+	columns []cli.Column
+	start   bool // --start: pending jobs and their expected start
 }
 
-func (q query) filter(jobs []api.Job) []api.Job {
-	out := []api.Job{}
-	for _, j := range jobs {
-		if !q.all && j.State.Terminal() {
-			continue
-		}
-		if q.user != "" && q.user != "all" && j.User != q.user {
-			continue
-		}
-		out = append(out, j)
-	}
-	return out
-}
-
+// render writes the jobs that pass the filter in job id order: schedd's
+// answer carries no priority yet to sort by or to number positions with.
 func (q query) render(w io.Writer, jobs []api.Job, now time.Time) error {
-	jobs = cli.SortJobs(q.filter(jobs))
+	jobs = cli.SortJobs(q.filter.Filter(jobs))
 	if q.format == cli.FormatJSON {
 		return cli.WriteJSON(w, jobs) // api.Job list, id order
 	}
 	if q.start {
 		return cli.WriteQueueStart(w, jobs, now)
 	}
-	return cli.WriteQueue(w, jobs, now)
+	return cli.WriteJobColumns(w, jobs, q.columns, now)
 }
 
 // watch redraws the queue after every change (blocking queries) until ctx

@@ -140,7 +140,7 @@ func TestArgs(t *testing.T) {
 		errs string
 	}{
 		{[]string{"12"}, `bqueue: unexpected argument "12"`},
-		{[]string{"-o", "yaml"}, `bqueue: invalid value "yaml" for flag -o: want table or json`},
+		{[]string{"-o", "yaml"}, `bqueue: invalid value "yaml" for flag -o: want table, json or wide`},
 		{[]string{"-u"}, "bqueue: flag needs an argument: -u"},
 		{[]string{"--nope"}, "bqueue: flag provided but not defined: -nope"},
 	}
@@ -165,5 +165,42 @@ func TestJSONGolden(t *testing.T) {
 	_, out, _ := runBqueue("--addr", s.Addr, "-a", "-o", "json")
 	if want := clitest.Golden(t, "queue.json.golden"); out != want {
 		t.Errorf("got\n%s\nwant testdata/cli/queue.json.golden", out)
+	}
+}
+
+func TestFiltersAndColumns(t *testing.T) {
+	s := clitest.NewSchedd(t)
+	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		clitest.JSON(w, http.StatusOK, 50, api.JobList{Jobs: clitest.Jobs(), Index: 50})
+	})
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-p", "cpu"}, []string{"16"}},
+		{[]string{"-s", "PD,held"}, []string{"15", "16"}},
+		{[]string{"-s", "DONE"}, []string{"3"}},
+		{[]string{"-A", "vision", "-u", "alice"}, []string{"12"}},
+		{[]string{"-A", "physics"}, nil},
+		{[]string{"-o", "wide"}, []string{"12", "15", "16"}},
+	}
+	for _, tt := range tests {
+		code, out, errs := runBqueue(append(tt.args, "--addr", s.Addr)...)
+		if code != 0 || errs != "" {
+			t.Fatalf("%q: exit %d, stderr %q", tt.args, code, errs)
+		}
+		if got := ids(out); !slices.Equal(got, tt.want) {
+			t.Errorf("%q: jobs %q, want %q", tt.args, got, tt.want)
+		}
+	}
+	code, out, _ := runBqueue("-O", "jobid,stat,time_limit", "--addr", s.Addr)
+	if code != 0 || !strings.HasPrefix(out, "JOBID  STATE    TIME_LIMIT\n12     RUNNING  2:00:00\n") {
+		t.Errorf("-O: exit %d:\n%s", code, out)
+	}
+	for _, bad := range [][]string{{"-O", "jobid,colour"}, {"-s", "SLEEPY"}, {"-o", "xml"}, {"-O", "jobid", "--start"}} {
+		code, out, errs := runBqueue(append(bad, "--addr", s.Addr)...)
+		if code != 2 || out != "" || !strings.HasSuffix(errs, "Run 'bqueue -h' for usage.\n") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", bad, code, out, errs)
+		}
 	}
 }

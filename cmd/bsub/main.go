@@ -28,6 +28,9 @@ var command = cli.Command{
 		"With --wait, wait until the job ends and exit with its exit code.",
 	Examples: []string{
 		"bsub train.hcl",
+		"bsub -q gpu -n 8 -W 4:00 -J big train.hcl   # LSF-style overrides of the file",
+		"bsub --env EPOCHS=20 -o 'train-%J.out' train.hcl",
+		"bsub --dry-run -q gpu train.hcl             # check, show, submit nothing",
 		"bsub -K train.hcl && echo done      # wait; exit status is the job's",
 		"bsub --addr unix:///run/troupe/schedd.sock train.hcl",
 	},
@@ -41,6 +44,11 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.Alias("K", "wait")
 	vars := varFlag{}
 	fs.Var(vars, "var", "set the job file's `name=value` variable (repeatable), as terraform -var does")
+	var ov overrides
+	ov.define(fs)
+	dry := &dryRunFlag{}
+	fs.Var(dry, "dry-run", "parse, apply the overrides and validate, then show what would be submitted and\n"+
+		"the partition's verdict; submit nothing (--dry-run=json: as JSON)")
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
@@ -52,6 +60,10 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fs.UsageError("one job file at a time, got %d: %s", len(pos), strings.Join(pos, " "))
 	}
 	path := pos[0]
+	ov.parsed(fs)
+	if dry.on && *wait {
+		return fs.UsageError("--dry-run submits nothing for --wait to wait for")
+	}
 
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -76,6 +88,9 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if spec == nil {
 		return cli.Fail(stderr, prog, fmt.Errorf("%s: no job in file", path))
 	}
+	if err := ov.apply(spec); err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
 
 	c, err := fs.Client()
 	if err != nil {
@@ -87,6 +102,9 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
+	if dry.on {
+		return dryRun(ctx, c, req, dry.format, stdout, stderr)
+	}
 	resp, err := c.Submit(ctx, req)
 	if err != nil {
 		return cli.Fail(stderr, prog, err)

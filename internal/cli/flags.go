@@ -33,19 +33,54 @@ type Format string
 const (
 	FormatTable Format = "table"
 	FormatJSON  Format = "json"
+	FormatWide  Format = "wide" // the table with more columns (bqueue)
 )
 
+// formatValue is the flag.Value of -o: one of the allowed formats.
+type formatValue struct {
+	f       *Format
+	allowed []Format
+}
+
+func (v formatValue) String() string {
+	if v.f == nil {
+		return ""
+	}
+	return string(*v.f)
+}
+
+func (v formatValue) Set(s string) error {
+	for _, a := range v.allowed {
+		if Format(s) == a {
+			*v.f = a
+			return nil
+		}
+	}
+	names := make([]string, len(v.allowed))
+	for i, a := range v.allowed {
+		names[i] = string(a)
+	}
+	return fmt.Errorf("want %s", orList(names))
+}
+
+// orList is "a", "a or b", "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+// StringList is a repeatable flag's values, in the order given.
+type StringList []string
+
 // String implements flag.Value.
-func (f *Format) String() string { return string(*f) }
+func (l *StringList) String() string { return strings.Join(*l, ",") }
 
 // Set implements flag.Value.
-func (f *Format) Set(s string) error {
-	switch Format(s) {
-	case FormatTable, FormatJSON:
-		*f = Format(s)
-		return nil
-	}
-	return fmt.Errorf("want table or json")
+func (l *StringList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
 }
 
 // FlagSet is a flag.FlagSet with the flags every tool shares, long flags
@@ -78,9 +113,22 @@ func NewFlagSet(cmd Command, stdout, stderr io.Writer) *FlagSet {
 	return fs
 }
 
-// OutputFlag defines -o table|json; read the choice with Format.
-func (fs *FlagSet) OutputFlag() {
-	fs.Var(&fs.format, "o", "output `format`: table or json")
+// OutputFlag defines -o table|json, plus the extra formats given (such as
+// FormatWide); read the choice with Format. The first line of its usage
+// stays "output format: table or json", which completion reads choices
+// from; extra formats are named on the next line.
+func (fs *FlagSet) OutputFlag(extra ...Format) {
+	usage := "output `format`: table or json"
+	for _, e := range extra {
+		switch e {
+		case FormatWide:
+			usage += "\nor wide: the table with more columns"
+		default:
+			usage += "\nor " + string(e)
+		}
+	}
+	allowed := append([]Format{FormatTable, FormatJSON}, extra...)
+	fs.Var(formatValue{f: &fs.format, allowed: allowed}, "o", usage)
 }
 
 // Format is the -o choice (table when not given or not defined).

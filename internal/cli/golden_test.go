@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
@@ -45,6 +46,33 @@ func TestGolden(t *testing.T) {
 		{"job_failed.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.Job(7), now) }},
 		{"job_cancelled.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.Job(9), now) }},
 		{"job.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, clitest.Job(12)) }},
+		{"queue_wide.golden", func(b *bytes.Buffer) error {
+			return cli.WriteJobColumns(b, cli.SortJobs(clitest.Jobs()), cli.MustColumns(cli.WideColumns), now)
+		}},
+		{"queue_columns.golden", func(b *bytes.Buffer) error {
+			cols, err := cli.LookupColumns("jobid,stat user  queue,time_limit,exit_code,end_time")
+			if err != nil {
+				return err
+			}
+			return cli.WriteJobColumns(b, cli.SortJobs(clitest.Jobs()), cols, now)
+		}},
+		{"queue_start.golden", func(b *bytes.Buffer) error { return cli.WriteQueueStart(b, clitest.Jobs(), now) }},
+		{"dryrun.golden", func(b *bytes.Buffer) error {
+			req := clitest.Submission()
+			return cli.WriteDryRun(b, req, cli.CheckPartition(req.Spec, clitest.Partitions()))
+		}},
+		{"dryrun_refused.golden", func(b *bytes.Buffer) error {
+			req := clitest.Submission()
+			req.Spec.Walltime, req.Spec.Cluster.Size, req.Spec.Account = 100*time.Hour, 64, "physics"
+			return cli.WriteDryRun(b, req, cli.CheckPartition(req.Spec, clitest.Partitions()))
+		}},
+		{"dryrun_unchecked.golden", func(b *bytes.Buffer) error {
+			return cli.WriteDryRun(b, clitest.Submission(), cli.Verdict{Error: "cannot reach schedd at unix:///run/troupe/schedd.sock: connect: no such file or directory"})
+		}},
+		{"dryrun.json.golden", func(b *bytes.Buffer) error {
+			req := clitest.Submission()
+			return cli.WriteJSON(b, cli.DryRun{Submit: req, Verdict: cli.CheckPartition(req.Spec, clitest.Partitions())})
+		}},
 		{"hosts.golden", func(b *bytes.Buffer) error { return cli.WriteHosts(b, clitest.Nodes()) }},
 		{"hosts.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, cli.SortNodes(clitest.Nodes())) }},
 	}

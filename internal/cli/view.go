@@ -15,7 +15,7 @@ import (
 )
 
 // QueueHeader are the columns of bqueue.
-var QueueHeader = []string{"JOBID", "USER", "PARTITION", "NAME", "STATE", "SIZE", "NODES", "TIME", "REASON"}
+var QueueHeader = QueueColumns
 
 // SortJobs returns jobs in id order (a sorted copy).
 func SortJobs(jobs []api.Job) []api.Job {
@@ -40,22 +40,7 @@ func plural(n int, noun string) string {
 
 // WriteQueue writes jobs as bqueue's table, in job id order.
 func WriteQueue(w io.Writer, jobs []api.Job, now time.Time) error {
-	jobs = SortJobs(jobs)
-	t := NewTable(w, QueueHeader...)
-	for _, j := range jobs {
-		t.Row(
-			strconv.FormatUint(j.ID, 10),
-			j.User,
-			j.Partition,
-			j.Name,
-			string(j.State),
-			strconv.Itoa(JobSize(j)),
-			strings.Join(JobNodes(j), ","),
-			Elapsed(JobTime(j, now)),
-			JobReason(j),
-		)
-	}
-	return t.Flush()
+	return WriteJobColumns(w, SortJobs(jobs), MustColumns(QueueColumns), now)
 }
 
 // StartHeader are the columns of bqueue --start, as squeue --start shows.
@@ -135,20 +120,20 @@ func StateWithReason(j api.Job) string {
 }
 
 // ContainerHeader are the columns of bjob's per-container table.
-var ContainerHeader = []string{"HOST", "ROLE", "NODE", "STATE", "EXIT", "KERNEL_ID"}
+var ContainerHeader = []string{"HOST", "ROLE", "NODE", "ADDR", "STATE", "EXIT", "KERNEL_ID"}
 
 // WriteJob writes bjob's detail view of j; timestamps are shown in now's
 // location.
 func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 	s := j.Spec
-	exit := "-"
 	// Only a job whose main1 ran to its end has an exit code of its own.
-	if j.State == api.JobCompleted || j.State == api.JobFailed {
-		exit = strconv.Itoa(j.ExitCode)
-	}
+	exit := JobExitCode(j)
 	walltime := "partition default"
-	if s.Walltime > 0 {
+	switch {
+	case s.Walltime > 0:
 		walltime = Elapsed(s.Walltime)
+	case j.Walltime > 0:
+		walltime = Elapsed(j.Walltime) + " (partition default)"
 	}
 	res := fmt.Sprintf("%s cpu, %s GiB memory", Number(s.Resources.CPU, 3), GiB(s.Resources.Memory))
 	if s.Resources.GPU > 0 {
@@ -165,10 +150,13 @@ func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 	pair := func(k, v string) { fmt.Fprintf(kv, "  %s:\t%s\n", k, cell(v)) }
 	pair("User", fmt.Sprintf("%s (uid %d, gid %d)", cell(j.User), j.UID, j.GID))
 	pair("Partition", j.Partition)
-	pair("Account", s.Account)
+	pair("Account", JobAccount(j))
 	pair("State", StateWithReason(j))
 	pair("Exit code", exit)
 	pair("Session", j.SessionID)
+	if j.Network != nil {
+		pair("Network", fmt.Sprintf("%s (vni %d)", j.Network.Subnet, j.Network.VNI))
+	}
 	pair("Cluster", fmt.Sprintf("%s, %s", plural(JobSize(j), "container"), mode))
 	pair("Resources", res)
 	pair("Image", s.Image)
@@ -177,6 +165,9 @@ func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 	pair("Cwd", j.Cwd)
 	pair("Output", s.Output)
 	pair("Submitted", Timestamp(j.Submitted, now.Location()))
+	if j.State == api.JobPending && !j.EstimatedStart.IsZero() {
+		pair("Expected start", Timestamp(j.EstimatedStart, now.Location()))
+	}
 	pair("Started", Timestamp(j.Started, now.Location()))
 	pair("Ended", Timestamp(j.Ended, now.Location()))
 	pair("Time", Elapsed(JobTime(j, now)))
@@ -194,7 +185,7 @@ func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 		if c.State.Ended() {
 			cexit = strconv.Itoa(c.ExitCode)
 		}
-		t.Row(c.Host, c.Role, c.Node, string(c.State), cexit, c.KernelID)
+		t.Row(c.Host, c.Role, c.Node, c.Addr, string(c.State), cexit, c.KernelID)
 		if c.Message != "" {
 			msgs = append(msgs, fmt.Sprintf("  %s: %s", c.Host, oneLine(c.Message)))
 		}

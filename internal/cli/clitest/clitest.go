@@ -111,6 +111,7 @@ func Jobs() []api.Job {
 				KernelID: fmt.Sprintf("%08d-0000-4000-8000-%012d", id, i),
 				Node:     n,
 				NodeAddr: "10.0.0." + strconv.Itoa(len(n)),
+				Addr:     addr(n, i),
 				State:    state,
 				ExitCode: exit,
 			})
@@ -118,6 +119,7 @@ func Jobs() []api.Job {
 		return cs
 	}
 	running := api.Job{
+		Network: &api.Network{VNI: 4012, Subnet: "10.64.12.0/24"}, Account: "vision", Walltime: 2 * time.Hour,
 		ID: 12, SessionID: "00000000-0000-4000-8000-120000000000", Name: "train", User: "alice", UID: 1000, GID: 1000,
 		Cwd: "/home/alice/proj", Partition: "gpu", Spec: spec("train", 4), State: api.JobRunning,
 		Containers: containers(12, []string{"node01", "node01", "node02", "node02"}, api.ContainerRunning, 0),
@@ -127,7 +129,7 @@ func Jobs() []api.Job {
 		ID: 15, Name: "sweep", User: "bob", UID: 1001, GID: 1001, Cwd: "/home/bob", Partition: "gpu",
 		Spec: spec("sweep", 2), State: api.JobPending, Reason: api.ReasonResources,
 		Containers: containers(15, []string{"", ""}, api.ContainerPending, 0),
-		Submitted:  at(5*time.Minute + 7*time.Second), ModifyIndex: 41,
+		Submitted:  at(5*time.Minute + 7*time.Second), ModifyIndex: 41, EstimatedStart: at(-45 * time.Minute),
 	}
 	held := api.Job{
 		ID: 16, Name: "later", User: "bob", UID: 1001, GID: 1001, Cwd: "/home/bob", Partition: "cpu",
@@ -159,6 +161,14 @@ func Jobs() []api.Job {
 	return []api.Job{running, pending, held, completed, failed, cancelled}
 }
 
+// addr is a placed container's session address, "" before placement.
+func addr(node string, rank int) string {
+	if node == "" {
+		return ""
+	}
+	return "10.64.0." + strconv.Itoa(rank+2)
+}
+
 // Job returns the fixture with id; it panics if there is none.
 func Job(id uint64) api.Job {
 	for _, j := range Jobs() {
@@ -185,6 +195,27 @@ func Nodes() []api.Node {
 			Capacity:      api.Resources{CPUMilli: 2000, Memory: 4 * gib},
 			LastHeartbeat: at(10 * time.Minute), Registered: at(72 * time.Hour)},
 	}
+}
+
+// Partitions are partition fixtures: cpu (the default) and gpu with
+// limits on walltime, size, accounts and modes.
+func Partitions() api.PartitionList {
+	const gib = 1 << 30
+	return api.PartitionList{Policy: "fairshare", Index: 3, Partitions: []api.PartitionInfo{
+		{Name: "cpu", Default: true, Nodes: []string{"node03"}, GPUQuantum: 0.25,
+			Capacity: api.Resources{CPUMilli: 2000, Memory: 4 * gib}},
+		{Name: "gpu", Nodes: []string{"node01", "node02"}, MaxWalltime: 72 * time.Hour, MaxClusterSize: 16,
+			AllowedAccounts: []string{"vision", "nlp"}, GPUQuantum: 0.25,
+			Capacity: api.Resources{CPUMilli: 128000, Memory: 512 * gib, GPU: 8}},
+	}}
+}
+
+// Submission is a fixed bsub request for dry-run renderings.
+func Submission() api.SubmitRequest {
+	j := Job(12)
+	j.Spec.Mounts = []jobspec.Mount{{Name: "data", Source: "/shared/imagenet", Target: "/home/work/data", ReadOnly: true}}
+	j.Spec.Workdir = "/home/work"
+	return api.SubmitRequest{Spec: j.Spec, Cwd: j.Cwd, User: j.User, UID: j.UID, GID: j.GID, Source: "train.hcl"}
 }
 
 // GoldenPath is the path of testdata/cli/name in the repository.

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+// overrides are bsub's LSF-style flags that change the parsed job file.
+// Each is validated on its own with jobspec's Validate, so an error names
+// the flag that caused it.
+type overrides struct {
+	partition, name, walltime, output, account string
+	size                                       int
+	sizeSet                                    bool // -n given, even as 0
+	env                                        cli.StringList
+}
+
+// parsed notes which flags were given, once fs is parsed.
+func (o *overrides) parsed(fs *cli.FlagSet) {
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "n" || f.Name == "cluster-size" {
+			o.sizeSet = true
+		}
+	})
+}
+
+func (o *overrides) define(fs *cli.FlagSet) {
+	fs.StringVar(&o.partition, "q", "", "submit to `partition` instead of the job file's (LSF -q, Slurm --partition)")
+	fs.Alias("partition", "q")
+	fs.IntVar(&o.size, "n", 0, "cluster size: the number of `containers`, main1 included (overrides cluster.size)")
+	fs.Alias("cluster-size", "n")
+	fs.StringVar(&o.name, "J", "", "job `name` (overrides the job block's label)")
+	fs.StringVar(&o.walltime, "W", "", "walltime `limit`: LSF's [HH:]MM (\"90\", \"1:30\"), days-HH:MM:SS or a duration\n(\"2h\", \"1d12h\"); overrides walltime")
+	fs.StringVar(&o.output, "o", "", "output file `pattern` of each container, stdout and stderr together: %j (or LSF's\n%J) job id, %h container host, %u user (overrides output)")
+	fs.StringVar(&o.account, "P", "", "fair-share `account` to charge (LSF -P project, Slurm -A)")
+	fs.Alias("A", "P")
+	fs.Var(&o.env, "env", "set `NAME=value` in every container's environment (repeatable; overrides env)")
+}
+
+// lsfWalltime is LSF's -W [HH:]MM: one colon means hours:minutes (Slurm's
+// and jobspec's M:SS would read it as minutes:seconds).
+var lsfWalltime = regexp.MustCompile(`^([0-9]+):([0-9]+)$`)
+
+// parseW reads -W.
+func parseW(s string) (time.Duration, error) {
+	if m := lsfWalltime.FindStringSubmatch(strings.TrimSpace(s)); m != nil {
+		h, _ := strconv.Atoi(m[1])
+		mi, _ := strconv.Atoi(m[2])
+		if mi >= 60 {
+			return 0, fmt.Errorf("minutes %d out of range in HH:MM", mi)
+		}
+		return time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute, nil
+	}
+	d, err := jobspec.ParseWalltime(s)
+	if err != nil {
+		return 0, errors.New("want [HH:]MM, days-HH:MM:SS or a duration such as 2h")
+	}
+	return d, nil
+}
+
+// apply changes spec as the flags say, in a fixed order, checking each
+// change with spec.Validate.
+func (o *overrides) apply(spec *jobspec.Job) error {
+	type change struct {
+		flag, value, path string
+		set               func() error
+	}
+	var changes []change
+	if o.partition != "" {
+		changes = append(changes, change{"-q", o.partition, "partition", func() error { spec.Partition = o.partition; return nil }})
+	}
+	if o.sizeSet {
+		changes = append(changes, change{"-n", strconv.Itoa(o.size), "cluster.size", func() error { return setSize(spec, o.size) }})
+	}
+	if o.name != "" {
+		changes = append(changes, change{"-J", o.name, "name", func() error { spec.Name = o.name; return nil }})
+	}
+	if o.walltime != "" {
+		changes = append(changes, change{"-W", o.walltime, "walltime", func() error {
+			d, err := parseW(o.walltime)
+			if err != nil {
+				return err
+			}
+			if d <= 0 {
+				return errors.New("the limit must be more than 0")
+			}
+			spec.Walltime = d
+			return nil
+		}})
+	}
+	if o.output != "" {
+		changes = append(changes, change{"-o", o.output, "output", func() error {
+			spec.Output = strings.ReplaceAll(o.output, "%J", "%j")
+			return nil
+		}})
+	}
+	if o.account != "" {
+		changes = append(changes, change{"-P", o.account, "account", func() error { spec.Account = o.account; return nil }})
+	}
+	for _, kv := range o.env {
+		k, v, ok := strings.Cut(kv, "=")
+		changes = append(changes, change{"--env", kv, "env." + k, func() error {
+			if !ok || k == "" {
+				return errors.New("want NAME=value")
+			}
+			if spec.Env == nil {
+				spec.Env = map[string]string{}
+			}
+			spec.Env[k] = v
+			return nil
+		}})
+	}
+	for _, c := range changes {
+		if err := c.set(); err != nil {
+			return fmt.Errorf("%s %s: %v", c.flag, c.value, err)
+		}
+		// The setting no longer comes from the file: errors must not
+		// point there.
+		delete(spec.Ranges, c.path)
+		if diags := spec.Validate(); diags.HasErrors() {
+			return fmt.Errorf("%s %s: %s", c.flag, c.value, firstError(diags))
+		}
+	}
+	return nil
+}
+
+// setSize sets the cluster size; a sub role's replicas follow, as when
+// the file's size is changed.
+func setSize(spec *jobspec.Job, n int) error {
+	others := 0
+	for _, r := range spec.Roles {
+		if r.Name != jobspec.RoleMain && r.Name != jobspec.RoleSub {
+			others += r.Replicas
+		}
+	}
+	spec.Cluster.Size = n
+	for i, r := range spec.Roles {
+		if r.Name == jobspec.RoleSub {
+			spec.Roles[i].Replicas = max(n-1-others, 0)
+		}
+	}
+	return nil
+}
+
+func firstError(diags hcl.Diagnostics) string {
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			if d.Detail != "" {
+				return d.Detail
+			}
+			return d.Summary
+		}
+	}
+	return diags.Error()
+}
+
+// dryRunFlag is --dry-run (a table) or --dry-run=json.
+type dryRunFlag struct {
+	on     bool
+	format cli.Format
+}
+
+func (d *dryRunFlag) IsBoolFlag() bool { return true }
+
+func (d *dryRunFlag) String() string {
+	if d == nil || !d.on {
+		return ""
+	}
+	return string(d.format)
+}
+
+func (d *dryRunFlag) Set(s string) error {
+	switch s {
+	case "true", "table":
+		d.on, d.format = true, cli.FormatTable
+	case "json":
+		d.on, d.format = true, cli.FormatJSON
+	case "false":
+		d.on = false
+	default:
+		return errors.New("want --dry-run or --dry-run=json")
+	}
+	return nil
+}
+
+// verdictWait bounds how long --dry-run waits for schedd's partitions.
+var verdictWait = 5 * time.Second
+
+// dryRun shows req and the partition's verdict, submitting nothing. The
+// verdict comes from GET /v1/partitions; without schedd it says why it is
+// missing, and the dry run still succeeds. It exits 1 when schedd would
+// refuse the job.
+func dryRun(ctx context.Context, c *client.Client, req api.SubmitRequest, format cli.Format, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithTimeout(ctx, verdictWait)
+	defer cancel()
+	var v cli.Verdict
+	list, err := c.Partitions(ctx)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		v.Error = fmt.Sprintf("schedd at %s did not answer in %s", c.Addr(), verdictWait)
+	case err != nil:
+		v.Error = err.Error()
+	default:
+		v = cli.CheckPartition(req.Spec, list)
+	}
+	if format == cli.FormatJSON {
+		err = cli.WriteJSON(stdout, cli.DryRun{Submit: req, Verdict: v})
+	} else {
+		err = cli.WriteDryRun(stdout, req, v)
+	}
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	if v.Checked && !v.OK {
+		return cli.Fail(stderr, prog, fmt.Errorf("dry run: schedd would refuse the job: %s", strings.Join(v.Problems, "; ")))
+	}
+	return cli.ExitOK
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/cli/clitest"
+)
+
+const rolesJob = `job "hello" {
+  cluster {
+    size = 3
+  }
+  image   = "host"
+  command = ["hostname"]
+  env     = { A = "1" }
+  output  = "x-%j.out"
+  role "sub" {
+    command = ["sleep", "1"]
+  }
+}
+`
+
+func captureSubmit(t *testing.T) (*clitest.Schedd, *api.SubmitRequest) {
+	s := clitest.NewSchedd(t)
+	var got api.SubmitRequest
+	s.Handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			clitest.Error(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		clitest.JSON(w, http.StatusOK, 5, api.SubmitResponse{JobID: 7, Partition: got.Spec.Partition})
+	})
+	return s, &got
+}
+
+func TestOverridesApplied(t *testing.T) {
+	s, got := captureSubmit(t)
+	code, out, errs := runBsub("--addr", s.Addr, "-q", "gpu", "-n", "4", "-J", "big", "-W", "1:30", "-o", "out-%J.%h",
+		"-A", "vision", "--env", "EPOCHS=20", "--env", "A=2", rolesJob2(t))
+	if code != 0 || errs != "" || out != "Job <7> is submitted to partition <gpu>.\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	sp := got.Spec
+	if sp.Partition != "gpu" || sp.Cluster.Size != 4 || sp.Name != "big" || sp.Walltime != 90*time.Minute ||
+		sp.Output != "out-%j.%h" || sp.Account != "vision" || sp.Env["EPOCHS"] != "20" || sp.Env["A"] != "2" {
+		t.Errorf("spec %+v", sp)
+	}
+	if len(sp.Roles) != 1 || sp.Roles[0].Replicas != 3 {
+		t.Errorf("sub replicas did not follow -n: %+v", sp.Roles)
+	}
+	// Long names are the same flags.
+	s, got = captureSubmit(t)
+	if code, _, errs := runBsub("--addr", s.Addr, "--partition", "cpu", "--cluster-size", "2", "-P", "p1", rolesJob2(t)); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if got.Spec.Partition != "cpu" || got.Spec.Cluster.Size != 2 || got.Spec.Account != "p1" || got.Spec.Roles[0].Replicas != 1 {
+		t.Errorf("spec %+v", got.Spec)
+	}
+}
+
+func rolesJob2(t *testing.T) string { return writeJob(t, rolesJob) }
+
+func TestParseW(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"30", 30 * time.Minute},
+		{"1:30", 90 * time.Minute},
+		{"10:00", 10 * time.Hour},
+		{"1:30:00", 90 * time.Minute},
+		{"2-00:00:00", 48 * time.Hour},
+		{"2h", 2 * time.Hour},
+		{"1d12h", 36 * time.Hour},
+	}
+	for _, tt := range tests {
+		if got, err := parseW(tt.in); err != nil || got != tt.want {
+			t.Errorf("parseW(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "1:60", "abc", "1h-"} {
+		if _, err := parseW(bad); err == nil {
+			t.Errorf("parseW(%q): no error", bad)
+		}
+	}
+}
+
+func TestOverrideErrorsNameTheFlag(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-n", "0"}, "bsub: -n 0: cluster size 0 is not valid; use 1 (main1 alone) to 1024 containers.\n"},
+		{[]string{"-n", "5000"}, "bsub: -n 5000: cluster size 5000 is not valid; use 1 (main1 alone) to 1024 containers.\n"},
+		{[]string{"-J", "bad name"}, `bsub: -J bad name: job name "bad name" is not valid; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit.` + "\n"},
+		{[]string{"-W", "soon"}, "bsub: -W soon: want [HH:]MM, days-HH:MM:SS or a duration such as 2h\n"},
+		{[]string{"-W", "0"}, "bsub: -W 0: the limit must be more than 0\n"},
+		{[]string{"-o", "out-%x"}, `bsub: -o out-%x: output "out-%x" holds "%x", which is not a valid escape; use %j (job id), %h (container host), %u (user) or %% (a literal %).` + "\n"},
+		{[]string{"--env", "NOVALUE"}, "bsub: --env NOVALUE: want NAME=value\n"},
+		{[]string{"--env", "BACKENDAI_X=1"}, "bsub: --env BACKENDAI_X=1: env BACKENDAI_X is set by troupe in every container; choose a name that does not start with BACKENDAI_.\n"},
+		{[]string{"--env", "1X=1"}, `bsub: --env 1X=1: env "1X" is not a valid variable name; use letters, digits and _, not starting with a digit.` + "\n"},
+	}
+	for _, tt := range tests {
+		s := clitest.NewSchedd(t)
+		args := append(append([]string{"--addr", s.Addr}, tt.args...), writeJob(t, goodJob))
+		code, out, errs := runBsub(args...)
+		if code != 1 || out != "" || errs != tt.want {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %q", tt.args, code, out, errs, tt.want)
+		}
+		if reqs := s.Requests(); len(reqs) != 0 {
+			t.Errorf("%q: schedd was contacted: %q", tt.args, reqs)
+		}
+	}
+}
+
+func partitionsSchedd(t *testing.T) *clitest.Schedd {
+	s := clitest.NewSchedd(t)
+	s.Handle("GET /v1/partitions", func(w http.ResponseWriter, r *http.Request) {
+		clitest.JSON(w, http.StatusOK, 3, clitest.Partitions())
+	})
+	return s
+}
+
+func TestDryRun(t *testing.T) {
+	s := partitionsSchedd(t)
+	code, out, errs := runBsub("--addr", s.Addr, "--dry-run", "-q", "gpu", "-W", "2h", writeJob(t, goodJob))
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{"Job hello from ", "(dry run: nothing submitted)", "Partition: gpu", "Walltime:  2:00:00",
+		"2 containers, single-node: main1,sub1", "Verdict: within partition gpu's limits"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if reqs := s.Requests(); strings.Join(reqs, "|") != "GET /v1/partitions" {
+		t.Errorf("requests %q: a dry run must only read partitions", reqs)
+	}
+
+	// JSON: the request that would be sent, and the verdict.
+	code, out, errs = runBsub("--addr", s.Addr, "--dry-run=json", "-q", "gpu", writeJob(t, goodJob))
+	var dr cli.DryRun
+	if code != 0 || json.Unmarshal([]byte(out), &dr) != nil || dr.Submit.Spec.Partition != "gpu" || !dr.Verdict.OK || dr.Submit.UID == 0 && dr.Submit.User == "" {
+		t.Errorf("exit %d, stderr %q, stdout %s", code, errs, out)
+	}
+
+	// A limit the partition refuses: shown, and exit 1 with one line.
+	code, out, errs = runBsub("--addr", s.Addr, "--dry-run", "-q", "gpu", "-W", "5d", writeJob(t, goodJob))
+	if code != 1 || !strings.Contains(out, "refused: walltime 5-00:00:00 exceeds partition gpu's limit of 3-00:00:00") ||
+		errs != "bsub: dry run: schedd would refuse the job: walltime 5-00:00:00 exceeds partition gpu's limit of 3-00:00:00\n" {
+		t.Errorf("exit %d, stdout %s, stderr %q", code, out, errs)
+	}
+	code, _, errs = runBsub("--addr", s.Addr, "--dry-run", "-q", "nope", writeJob(t, goodJob))
+	if code != 1 || errs != "bsub: dry run: schedd would refuse the job: partition \"nope\" does not exist; partitions: cpu, gpu\n" {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestDryRunWithoutSchedd(t *testing.T) {
+	addr := clitest.Unreachable(t)
+	code, out, errs := runBsub("--addr", addr, "--dry-run", writeJob(t, goodJob))
+	if code != 0 || errs != "" || !strings.Contains(out, "Verdict: not checked (cannot reach schedd at "+addr) {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+}

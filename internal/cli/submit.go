@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+// Verdict is what bsub --dry-run can say of a job against its partition.
+// Today it is judged here, from GET /v1/partitions (limits: existence,
+// walltime, cluster size, account, mode, capacity of the up nodes); the
+// node-by-node fit schedd checks at submit needs a verdict endpoint.
+type Verdict struct {
+	Checked   bool     `json:"checked"`             // partitions could be read
+	Partition string   `json:"partition,omitempty"` // the one the job would go to
+	OK        bool     `json:"ok"`                  // no problem found
+	Problems  []string `json:"problems,omitempty"`  // why schedd would refuse it
+	Notes     []string `json:"notes,omitempty"`     // what may keep it pending
+	Error     string   `json:"error,omitempty"`     // why it was not checked
+}
+
+// DryRun is bsub --dry-run=json's output.
+type DryRun struct {
+	Submit  api.SubmitRequest `json:"submit"`
+	Verdict Verdict           `json:"verdict"`
+}
+
+// CheckPartition judges spec against the partitions schedd has in force.
+func CheckPartition(spec jobspec.Job, list api.PartitionList) Verdict {
+	v := Verdict{Checked: true, Partition: spec.Partition}
+	var p *api.PartitionInfo
+	var names []string
+	for i := range list.Partitions {
+		q := &list.Partitions[i]
+		names = append(names, q.Name)
+		if (spec.Partition == "" && q.Default) || (spec.Partition != "" && q.Name == spec.Partition) {
+			p = q
+		}
+	}
+	if p == nil {
+		if spec.Partition == "" {
+			v.Problems = append(v.Problems, fmt.Sprintf("no partition named and schedd has no default; partitions: %s", strings.Join(names, ", ")))
+		} else {
+			v.Problems = append(v.Problems, fmt.Sprintf("partition %q does not exist; partitions: %s", spec.Partition, strings.Join(names, ", ")))
+		}
+		return v
+	}
+	v.Partition = p.Name
+	problem := func(format string, args ...any) { v.Problems = append(v.Problems, fmt.Sprintf(format, args...)) }
+	if p.MaxWalltime > 0 && spec.Walltime > p.MaxWalltime {
+		problem("walltime %s exceeds partition %s's limit of %s", Elapsed(spec.Walltime), p.Name, Elapsed(p.MaxWalltime))
+	}
+	if p.MaxClusterSize > 0 && spec.Cluster.Size > p.MaxClusterSize {
+		problem("cluster size %d exceeds partition %s's limit of %d containers", spec.Cluster.Size, p.Name, p.MaxClusterSize)
+	}
+	if len(p.AllowedAccounts) > 0 && spec.Account != "" && !slices.Contains(p.AllowedAccounts, spec.Account) {
+		problem("account %q may not use partition %s; allowed: %s", spec.Account, p.Name, strings.Join(p.AllowedAccounts, ", "))
+	}
+	if len(p.AllowedModes) > 0 && !slices.Contains(p.AllowedModes, spec.Cluster.Mode) {
+		problem("cluster mode %s is not allowed in partition %s; allowed: %s", spec.Cluster.Mode, p.Name, strings.Join(p.AllowedModes, ", "))
+	}
+	if len(p.Nodes) == 0 {
+		v.Notes = append(v.Notes, fmt.Sprintf("partition %s has no nodes now", p.Name))
+	} else {
+		n := float64(spec.Cluster.Size)
+		r := spec.Resources
+		if n*r.CPU*1000 > float64(p.Capacity.CPUMilli) || n*float64(r.Memory) > float64(p.Capacity.Memory) || n*r.GPU > p.Capacity.GPU+1e-9 {
+			v.Notes = append(v.Notes, fmt.Sprintf("the job needs more than partition %s's up nodes hold (%s cpu, %s GiB, %s gpu)",
+				p.Name, Cores(p.Capacity.CPUMilli), GiB(p.Capacity.Memory), Number(p.Capacity.GPU, 2)))
+		}
+	}
+	v.OK = len(v.Problems) == 0
+	return v
+}
+
+// WriteDryRun writes what bsub would submit and the verdict on it.
+func WriteDryRun(w io.Writer, req api.SubmitRequest, v Verdict) error {
+	s := req.Spec
+	fmt.Fprintf(w, "Job %s from %s (dry run: nothing submitted)\n", cell(s.Name), cell(req.Source))
+	kv := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+	pair := func(k, val string) { fmt.Fprintf(kv, "  %s:\t%s\n", k, cell(val)) }
+	part := s.Partition
+	if part == "" {
+		part = "(schedd's default)"
+	}
+	account := s.Account
+	if account == "" {
+		account = "(the user's default)"
+	}
+	walltime := "partition default"
+	if s.Walltime > 0 {
+		walltime = Elapsed(s.Walltime)
+	}
+	res := fmt.Sprintf("%s cpu, %s GiB memory", Number(s.Resources.CPU, 3), GiB(s.Resources.Memory))
+	if s.Resources.GPU > 0 {
+		res += fmt.Sprintf(", %s gpu", Number(s.Resources.GPU, 3))
+	}
+	res += " per container"
+	pair("User", fmt.Sprintf("%s (uid %d, gid %d)", cell(req.User), req.UID, req.GID))
+	pair("Cwd", req.Cwd)
+	pair("Partition", part)
+	pair("Account", account)
+	pair("Cluster", fmt.Sprintf("%s, %s: %s", plural(s.Cluster.Size, "container"), s.Cluster.Mode, shortHosts(s.Hosts())))
+	pair("Resources", res)
+	pair("Image", s.Image)
+	pair("Command", ShellJoin(s.Command))
+	pair("Workdir", s.Workdir)
+	pair("Walltime", walltime)
+	if s.Priority != 0 {
+		pair("Nice", fmt.Sprint(s.Priority))
+	}
+	pair("Output", s.Output)
+	var env []string
+	for k, val := range s.Env {
+		env = append(env, k+"="+ShellJoin([]string{val}))
+	}
+	slices.Sort(env)
+	pair("Env", strings.Join(env, " "))
+	for _, m := range s.Mounts {
+		ro := ""
+		if m.ReadOnly {
+			ro = " (read-only)"
+		}
+		pair("Mount "+m.Name, m.Source+" -> "+m.Target+ro)
+	}
+	if err := kv.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, VerdictLine(v)+"\n")
+	for _, p := range v.Problems {
+		fmt.Fprintf(w, "  refused: %s\n", oneLine(p))
+	}
+	for _, n := range v.Notes {
+		fmt.Fprintf(w, "  note: %s\n", oneLine(n))
+	}
+	return err
+}
+
+// VerdictLine sums v up in one line.
+func VerdictLine(v Verdict) string {
+	switch {
+	case !v.Checked:
+		return "Verdict: not checked (" + oneLine(v.Error) + ")"
+	case !v.OK:
+		return fmt.Sprintf("Verdict: schedd would refuse it (partition %s)", cell(v.Partition))
+	}
+	return fmt.Sprintf("Verdict: within partition %s's limits (checked against GET /v1/partitions; node fit is judged at submit)", v.Partition)
+}
+
+// shortHosts elides the middle of a long host list.
+func shortHosts(hosts string) string {
+	h := strings.Split(hosts, ",")
+	if len(h) <= 6 {
+		return hosts
+	}
+	return strings.Join(h[:4], ",") + ",…," + h[len(h)-1]
+}
