@@ -1,28 +1,43 @@
 // Package sched is schedd, the queue controller. Read this first.
 //
-//	bsub/bqueue/bkill/nodelets ──HTTP/JSON /v1──► Server (http.go)
-//	                                                 │ reads: state.Snapshot (memdb), blocking on watch sets
-//	                                                 │ writes: state.Command
-//	                                                 ▼
-//	                                  raftlog.Log.Apply ── bbolt fsync ──► FSM ──► state.Store.Apply
-//	                                                 ▲
-//	scheduler loop (loop.go), leader only:           │ state.Plan
-//	  snapshot + now ──► core.Schedule (pure) ───────┘
+//		bsub/bqueue/bkill/nodelets ──HTTP/JSON /v1──► Server (http.go)
+//		                                                 │ reads: state.Snapshot (memdb), blocking on watch sets
+//		                                                 │ writes: state.Command
+//		                                                 ▼
+//		                                  raftlog.Log.Apply ── bbolt fsync ──► FSM ──► state.Store.Apply
+//		                                                 ▲
+//		scheduler loop (loop.go), leader only:           │ state.Plan
+//		  snapshot + now ──► core.Schedule (pure) ───────┘
 //
-//	 1. A client's write (submit, kill, node register, container report)
-//	    becomes a state.Command. The Server stamps it with the leader's time
-//	    and hands it to raft; it answers only once the entry is on disk and
-//	    applied, so an acknowledged job survives a crash.
-//	 2. Every replica applies the same entries to its memdb store in the same
-//	    order; Apply is deterministic (ids, times and UUIDs come in the
-//	    command, not from the replica).
-//	 3. The scheduler loop wakes on any state change (or every few seconds),
-//	    builds a core.Snapshot (free resources per node, the queue in order),
-//	    calls core.Schedule and commits the plan it returns. Placement is
-//	    gang: all containers of a session or none.
-//	 4. Nodelets long-poll their assignments (a blocking query), run the
-//	    containers, and report their states; the store derives each job's
-//	    state from its containers' (state.advance).
+//		 1. A client's write (submit, kill, node register, container report)
+//		    becomes a state.Command. The Server stamps it with the leader's time
+//		    and hands it to raft; it answers only once the entry is on disk and
+//		    applied, so an acknowledged job survives a crash.
+//		 2. Every replica applies the same entries to its memdb store in the same
+//		    order; Apply is deterministic (ids, times and UUIDs come in the
+//		    command, not from the replica).
+//		 3. The scheduler loop wakes on any state change (or every few seconds),
+//		    builds a core.Snapshot (free resources per node, the queue in order),
+//		    calls core.Schedule and commits the plan it returns. Placement is
+//		    gang: all containers of a session or none.
+//		 4. Nodelets long-poll their assignments (a blocking query), run the
+//		    containers, and report their states; the store derives each job's
+//		    state from its containers' (state.advance).
+//
+//	 5. Node failure (nodefail.go): the leader notes every heartbeat and
+//	    assignments query; a node silent past Config.NodeTimeout is marked
+//	    DOWN through raft (state.CmdNodeDown). Its jobs end NODE_FAIL, or
+//	    go back to PENDING (containers unplaced, Requeues counted) when the
+//	    job file or the partition says requeue; their resources are free at
+//	    once. A DOWN node heard from again is marked UP (CmdNodeUp); its
+//	    assignments no longer hold those jobs, so its nodelet stops them.
+//	 6. Identity (authz.go, internal/auth): unix-socket callers carry their
+//	    peer credentials; submit runs the job as the caller, others' jobs
+//	    are shown redacted, kill is for the owner or an admin, the nodes'
+//	    endpoints, reconfig and snapshots are for admins.
+//	 7. Snapshot files (snapfile.go): GET/POST /v1/snapshot stream the FSM
+//	    state with a sha256 header; a restore is checked whole before raft
+//	    installs it on every replica.
 //
 // Subpackages: core (the pure scheduler), state (tables and transitions),
 // raftlog (durability).

@@ -2,8 +2,12 @@ package sched
 
 import (
 	"encoding/json"
+	"errors"
 	"net/url"
+	"os"
 	"strings"
+
+	"github.com/troupe-hpc/troupe/internal/client"
 )
 
 type jsonRaw string
@@ -18,3 +22,15 @@ func query(path string) url.Values {
 	q, _ := url.ParseQuery(path[i+1:])
 	return q
 }
+
+func writeFile(t interface {
+	Helper()
+	Fatal(...any)
+}, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func asAPI(err error, ae **client.APIError) bool { return errors.As(err, ae) }

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,13 +29,15 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("GET /v1/jobs/{id}", s.handleJob)
 	m.HandleFunc("POST /v1/jobs/{id}/kill", s.handleKill)
 	m.HandleFunc("GET /v1/nodes", s.handleNodes)
-	m.HandleFunc("POST /v1/nodes/register", s.handleRegister)
-	m.HandleFunc("POST /v1/nodes/{name}/heartbeat", s.handleHeartbeat)
-	m.HandleFunc("GET /v1/nodes/{name}/assignments", s.handleAssignments)
-	m.HandleFunc("POST /v1/nodes/{name}/status", s.handleStatus)
+	m.HandleFunc("POST /v1/nodes/register", adminOnly(s.handleRegister))
+	m.HandleFunc("POST /v1/nodes/{name}/heartbeat", adminOnly(s.handleHeartbeat))
+	m.HandleFunc("GET /v1/nodes/{name}/assignments", adminOnly(s.handleAssignments))
+	m.HandleFunc("POST /v1/nodes/{name}/status", adminOnly(s.handleStatus))
 	m.HandleFunc("GET /v1/partitions", s.handlePartitions)
 	m.HandleFunc("GET /v1/fairshare", s.handleFairShare)
-	m.HandleFunc("POST /v1/reconfig", s.handleReconfig)
+	m.HandleFunc("POST /v1/reconfig", adminOnly(s.handleReconfig))
+	m.HandleFunc("GET /v1/snapshot", adminOnly(s.handleSnapshotSave))
+	m.HandleFunc("POST /v1/snapshot", adminOnly(s.handleSnapshotRestore))
 	return m
 }
 
@@ -43,6 +46,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
+	asCaller(r.Context(), &req)
 	res, err := s.Submit(r.Context(), req)
 	if err != nil {
 		writeErr(w, err)
@@ -58,7 +62,7 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	list := api.JobList{Jobs: []api.Job{}, Index: idx}
 	for _, j := range v.Jobs() {
-		list.Jobs = append(list.Jobs, s.withStart(*j))
+		list.Jobs = append(list.Jobs, visible(r.Context(), s.withStart(*j)))
 	}
 	writeJSON(w, http.StatusOK, idx, list)
 }
@@ -77,13 +81,19 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("job %d: %w", id, state.ErrNotFound))
 		return
 	}
-	writeJSON(w, http.StatusOK, idx, s.withStart(*j))
+	writeJSON(w, http.StatusOK, idx, visible(r.Context(), s.withStart(*j)))
 }
 
 func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
 	id, ok := jobID(w, r)
 	if !ok {
 		return
+	}
+	if j := s.st.Snapshot().Job(id); j != nil {
+		if err := mayControl(r.Context(), j); err != nil {
+			writeErr(w, err)
+			return
+		}
 	}
 	j, err := s.Kill(r.Context(), id)
 	if err != nil {
@@ -120,16 +130,24 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("node %q: %w; register first", name, state.ErrNotFound))
 		return
 	}
-	s.Heartbeat(name)
+	if err := s.Heartbeat(r.Context(), name); err != nil {
+		writeErr(w, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, 0, struct{}{})
 }
 
 func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
+	if s.st.Snapshot().Node(r.PathValue("name")) != nil {
+		if err := s.Heartbeat(r.Context(), r.PathValue("name")); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
 	v, idx, ok := s.block(w, r)
 	if !ok {
 		return
 	}
-	s.Heartbeat(r.PathValue("name"))
 	writeJSON(w, http.StatusOK, idx, api.Assignments{Assignments: Assignments(v, r.PathValue("name")), Index: idx})
 }
 
@@ -242,6 +260,8 @@ func writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrInvalid):
 		code = http.StatusBadRequest
+	case errors.Is(err, ErrForbidden):
+		code = http.StatusForbidden
 	case errors.Is(err, state.ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, state.ErrEnded):
@@ -259,4 +279,24 @@ func writeJSON(w http.ResponseWriter, code int, idx uint64, v any) {
 	}
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
+	var buf bytes.Buffer
+	if err := s.SaveSnapshot(&buf); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	_, _ = buf.WriteTo(w)
+}
+
+func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
+	d, err := s.RestoreSnapshot(r.Context(), http.MaxBytesReader(w, r.Body, maxSnapshot+4096))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, api.SnapshotRestored{Jobs: len(d.Jobs), Nodes: len(d.Nodes)})
 }

@@ -27,6 +27,16 @@ func (s *Server) Run(ctx context.Context) {
 		v := s.st.Snapshot()
 		_, ws := v.Index()
 		now := s.cfg.Clock()
+		if silent := s.silentNodes(v, now); len(silent) > 0 {
+			if err := s.failNodes(ctx, v, silent); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				s.log.Error("marking silent nodes down", "err", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
 		late, nextLate := v.Late(now)
 		if len(late) > 0 {
 			if _, err := s.apply(ctx, state.Command{Kind: state.CmdTimeout, Timeout: late}); err != nil {
@@ -50,7 +60,7 @@ func (s *Server) Run(ctx context.Context) {
 			}
 			continue
 		}
-		wait := idlePass
+		wait := min(idlePass, s.cfg.NodeTimeout/4)
 		if !nextLate.IsZero() && nextLate.Sub(now) < wait {
 			wait = max(nextLate.Sub(now), 10*time.Millisecond)
 		}

@@ -44,7 +44,8 @@ func partitioned(t *testing.T, src string, clock *fakeClock) (*Server, *client.C
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PartitionsFile: path, ChargeEvery: time.Hour}
+	cfg := Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PartitionsFile: path, ChargeEvery: time.Hour,
+		NodeTimeout: 1000 * time.Hour} // the tests move a fake clock by hours; nodes stay up
 	if clock != nil {
 		cfg.Clock = clock.Now
 	}

@@ -45,6 +45,10 @@ type Config struct {
 	// ChargeEvery is how often the leader charges running jobs' usage
 	// (default DefaultChargeEvery).
 	ChargeEvery time.Duration
+	// NodeTimeout is how long a node may stay silent (no heartbeat, no
+	// assignments query) before the leader marks it DOWN (default
+	// DefaultNodeTimeout).
+	NodeTimeout time.Duration
 }
 
 // Server is a running controller: state, raft log and scheduler loop.
@@ -59,9 +63,12 @@ type Server struct {
 	// leader-local, recomputed every pass, kept out of the raft log.
 	starts  map[uint64]time.Time
 	charged time.Time // when this leader last charged usage
-	kick    chan struct{}
-	close   sync.Once
-	nodes   nodeCache // empty nodes and submit's can-ever-fit answers
+	// leadSince is when this server started leading: nodes it has not
+	// heard from yet count as heard from then.
+	leadSince time.Time
+	kick      chan struct{}
+	close     sync.Once
+	nodes     nodeCache // empty nodes and submit's can-ever-fit answers
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
@@ -74,6 +81,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.ChargeEvery <= 0 {
 		cfg.ChargeEvery = DefaultChargeEvery
+	}
+	if cfg.NodeTimeout <= 0 {
+		cfg.NodeTimeout = DefaultNodeTimeout
 	}
 	pc := partition.Default()
 	if cfg.PartitionsFile != "" {
@@ -89,7 +99,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl,
-		seen: map[string]time.Time{}, starts: map[uint64]time.Time{}, kick: make(chan struct{}, 1)}
+		seen: map[string]time.Time{}, starts: map[uint64]time.Time{}, kick: make(chan struct{}, 1),
+		leadSince: cfg.Clock()}
 	if err := s.putConfig(ctx, pc); err != nil {
 		rl.Close()
 		return nil, err
@@ -329,24 +340,18 @@ func (s *Server) Kill(ctx context.Context, id uint64) (*api.Job, error) {
 
 // Register records a nodelet and its capacity.
 func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*api.Node, error) {
-	if reg.Name == "" || reg.Capacity.CPUMilli <= 0 || reg.Capacity.Memory <= 0 {
-		return nil, fmt.Errorf("%w: a node needs a name, cpu and memory", ErrInvalid)
+	if err := checkRegister(reg); err != nil {
+		return nil, err
 	}
 	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, Capacity: reg.Capacity, Labels: reg.Labels}
 	if _, err := s.apply(ctx, state.Command{Kind: state.CmdRegister, Register: n}); err != nil {
 		return nil, err
 	}
-	s.Heartbeat(reg.Name)
+	s.mu.Lock()
+	s.seen[reg.Name] = s.cfg.Clock()
+	s.mu.Unlock()
 	s.wake()
 	return s.st.Snapshot().Node(reg.Name), nil
-}
-
-// Heartbeat notes that a node is alive.
-func (s *Server) Heartbeat(node string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seen[node] = s.cfg.Clock()
-	return true
 }
 
 // Report commits a nodelet's container updates.
@@ -401,4 +406,24 @@ func (s *Server) wake() {
 	case s.kick <- struct{}{}:
 	default:
 	}
+}
+
+// maxNodeGPUs bounds the GPUs one node may offer.
+const maxNodeGPUs = 64
+
+// checkRegister refuses a registration schedd cannot keep: a node needs
+// a name usable in a URL path and a hostname, positive cpu and memory,
+// and a GPU count in [0, maxNodeGPUs].
+func checkRegister(reg api.NodeRegister) error {
+	switch {
+	case reg.Name == "" || reg.Capacity.CPUMilli <= 0 || reg.Capacity.Memory <= 0:
+		return fmt.Errorf("%w: a node needs a name, cpu and memory", ErrInvalid)
+	case len(reg.Name) > 253 || strings.ContainsFunc(reg.Name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_')
+	}):
+		return fmt.Errorf("%w: node name %q: use letters, digits, '-', '.' and '_' (at most 253)", ErrInvalid, reg.Name)
+	case !(reg.Capacity.GPU >= 0 && reg.Capacity.GPU <= maxNodeGPUs):
+		return fmt.Errorf("%w: node %s offers %g gpus; a node offers 0 to %d", ErrInvalid, reg.Name, reg.Capacity.GPU, maxNodeGPUs)
+	}
+	return nil
 }

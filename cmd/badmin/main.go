@@ -4,15 +4,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/sched/partition"
 )
 
@@ -20,18 +23,23 @@ const prog = "badmin"
 
 var command = cli.Command{
 	Name:     prog,
-	Synopsis: "partitions | reconfig | fairshare",
+	Synopsis: "partitions | reconfig | fairshare | snapshot save|restore FILE",
 	Summary: "Administer schedd.\n" +
 		"  partitions  list the partitions in force: nodes, limits, queued and started jobs\n" +
 		"              (the default partition is marked *)\n" +
 		"  reconfig    make schedd re-read its partitions file (schedd --partitions) and put\n" +
 		"              it in force on every replica; a broken file is refused with\n" +
 		"              file:line:col and the running configuration stays\n" +
-		"  fairshare   show fair share as sshare does: shares, decayed usage and the factor",
+		"  fairshare   show fair share as sshare does: shares, decayed usage and the factor\n" +
+		"  snapshot save FILE     write schedd's whole state to FILE (a header with a sha256\n" +
+		"                         of the body, then the raft FSM state); - is stdout\n" +
+		"  snapshot restore FILE  put FILE's state in force on every replica; a damaged or\n" +
+		"                         truncated file is refused and the live state stays",
 	Examples: []string{
 		"badmin partitions",
 		"vi /etc/troupe/partitions.hcl && badmin reconfig",
 		"badmin fairshare -o json | jq '.rows[] | select(.user == \"alice\")'",
+		"badmin snapshot save /backup/troupe-$(date +%F).snap",
 	},
 }
 
@@ -47,14 +55,17 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(pos) == 0 {
 		return fs.UsageError("missing subcommand: partitions, reconfig or fairshare")
 	}
-	if len(pos) > 1 {
-		return fs.UsageError("unexpected argument %q", pos[1])
-	}
 	sub := pos[0]
-	switch sub {
-	case "partitions", "reconfig", "fairshare":
+	switch {
+	case sub == "snapshot":
+		if len(pos) != 3 || (pos[1] != "save" && pos[1] != "restore") {
+			return fs.UsageError("usage: badmin snapshot save|restore FILE")
+		}
+	case len(pos) > 1:
+		return fs.UsageError("unexpected argument %q", pos[1])
+	case sub == "partitions", sub == "reconfig", sub == "fairshare":
 	default:
-		return fs.UsageError("unknown subcommand %q: want partitions, reconfig or fairshare", sub)
+		return fs.UsageError("unknown subcommand %q: want partitions, reconfig, fairshare or snapshot", sub)
 	}
 	c, err := fs.Client()
 	if err != nil {
@@ -90,6 +101,10 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			_, err = fmt.Fprintf(stdout, "reconfigured from %s: partitions %s\n", res.Source, strings.Join(res.Partitions, ", "))
 		}
 		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+	case "snapshot":
+		if err := snapshot(ctx, c, pos[1], pos[2], stdout, stderr); err != nil {
 			return cli.Fail(stderr, prog, err)
 		}
 	case "fairshare":
@@ -165,4 +180,47 @@ func writeFairShare(w io.Writer, list api.FairShareList) error {
 			strconv.FormatFloat(r.FairShare, 'f', 6, 64))
 	}
 	return t.Flush()
+}
+
+// snapshot saves schedd's state to file or restores it from file ("-"
+// is stdout for save). A save goes to a temporary file renamed into
+// place, so an interrupted save leaves no partial FILE.
+func snapshot(ctx context.Context, c *client.Client, op, file string, stdout, stderr io.Writer) error {
+	if op == "restore" {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		res, err := c.RestoreSnapshot(ctx, f)
+		if err != nil {
+			return fmt.Errorf("restoring %s: %w", file, err)
+		}
+		_, err = fmt.Fprintf(stdout, "restored %s: %d jobs, %d nodes\n", file, res.Jobs, res.Nodes)
+		return err
+	}
+	if file == "-" {
+		return c.SaveSnapshot(ctx, stdout)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".badmin-snapshot-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := c.SaveSnapshot(ctx, tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%s: saved schedd's state to %s\n", prog, file)
+	return nil
 }

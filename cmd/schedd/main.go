@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/sched"
 )
 
@@ -33,6 +34,8 @@ type options struct {
 	verbose   bool
 	parts     string
 	devHosts  string
+	nodeTO    time.Duration
+	adminGrp  string
 }
 
 func main() {
@@ -89,6 +92,8 @@ flags:
 	fs.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "dev nodelets: time between SIGTERM and SIGKILL when a container is stopped")
 	fs.StringVar(&o.parts, "partitions", "", "partitions `file` (see troupe-partitions(5)), re-read on badmin reconfig\n(default: one partition, \"default\", of every node)")
 	fs.StringVar(&o.devHosts, "dev-hosts", "auto", "where dev nodelets run: netns (each in its own network namespace, a test host),\nshared (this machine's network) or auto (netns when root with runc)")
+	fs.DurationVar(&o.nodeTO, "node-timeout", sched.DefaultNodeTimeout, "mark a node DOWN when silent this long; its jobs end NODE_FAIL or are requeued")
+	fs.StringVar(&o.adminGrp, "admin-group", "", "`group` whose members administer schedd as root does (see all jobs in full, kill any)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -124,7 +129,7 @@ flags:
 }
 
 func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) error {
-	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log, PartitionsFile: o.parts})
+	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log, PartitionsFile: o.parts, NodeTimeout: o.nodeTO})
 	if err != nil {
 		return err
 	}
@@ -133,7 +138,14 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	adminGID := -1
+	if o.adminGrp != "" {
+		if adminGID, err = auth.GroupID(o.adminGrp); err != nil {
+			return fmt.Errorf("--admin-group %q: %w", o.adminGrp, err)
+		}
+	}
+	// Unix-socket callers are who the kernel says (SO_PEERCRED).
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: auth.PeerCreds(adminGID)}
 	for _, ln := range lns {
 		go func() {
 			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -14,6 +14,8 @@
 //	POST /v1/nodes/{name}/status       ContainerReport → {}
 //	GET  /v1/partitions                → PartitionList
 //	GET  /v1/fairshare                 → FairShareList
+//	GET  /v1/snapshot                  → snapshot file (badmin snapshot save)
+//	POST /v1/snapshot                  snapshot file → SnapshotRestored
 //	POST /v1/reconfig                  {} → ReconfigResponse (schedd re-reads its partitions file)
 //
 // Blocking queries: the response carries header X-Troupe-Index; a request
@@ -103,29 +105,33 @@ type SubmitResponse struct {
 
 // Job is a job as schedd keeps it.
 type Job struct {
-	ID          uint64        `json:"id"`
-	SessionID   string        `json:"session_id"` // equals main1's kernel id
-	Network     *Network      `json:"network,omitempty"`
-	Name        string        `json:"name"`
-	User        string        `json:"user"`
-	UID         int           `json:"uid"`
-	GID         int           `json:"gid"`
-	Cwd         string        `json:"cwd"`
-	Partition   string        `json:"partition"`
-	Account     string        `json:"account,omitempty"`  // fair-share account, resolved at submit
-	Walltime    time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
-	Spec        jobspec.Job   `json:"spec"`
-	State       JobState      `json:"state"`
-	Reason      string        `json:"reason,omitempty"`      // pending reason or end cause
-	ExitCode    int           `json:"exit_code"`             // main1's, once ended
-	KillWanted  bool          `json:"kill_wanted,omitempty"` // bkill or session end: nodelets stop containers
-	Cancelled   bool          `json:"cancelled,omitempty"`   // bkill asked for it; the job ends CANCELLED
-	TimedOut    bool          `json:"timed_out,omitempty"`   // ran past its walltime; the job ends TIMEOUT
-	Containers  []Container   `json:"containers"`
-	Submitted   time.Time     `json:"submitted"`
-	Started     time.Time     `json:"started,omitzero"`
-	Ended       time.Time     `json:"ended,omitzero"`
-	ModifyIndex uint64        `json:"modify_index"`
+	ID         uint64        `json:"id"`
+	SessionID  string        `json:"session_id"` // equals main1's kernel id
+	Network    *Network      `json:"network,omitempty"`
+	Name       string        `json:"name"`
+	User       string        `json:"user"`
+	UID        int           `json:"uid"`
+	GID        int           `json:"gid"`
+	Cwd        string        `json:"cwd"`
+	Partition  string        `json:"partition"`
+	Account    string        `json:"account,omitempty"`  // fair-share account, resolved at submit
+	Walltime   time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
+	Spec       jobspec.Job   `json:"spec"`
+	State      JobState      `json:"state"`
+	Reason     string        `json:"reason,omitempty"`      // pending reason or end cause
+	ExitCode   int           `json:"exit_code"`             // main1's, once ended
+	KillWanted bool          `json:"kill_wanted,omitempty"` // bkill or session end: nodelets stop containers
+	Cancelled  bool          `json:"cancelled,omitempty"`   // bkill asked for it; the job ends CANCELLED
+	TimedOut   bool          `json:"timed_out,omitempty"`   // ran past its walltime; the job ends TIMEOUT
+	// Requeues counts the times a node failure put the job back in the
+	// queue; LastRequeue says why the last time.
+	Requeues    int         `json:"requeues,omitempty"`
+	LastRequeue string      `json:"last_requeue,omitempty"`
+	Containers  []Container `json:"containers"`
+	Submitted   time.Time   `json:"submitted"`
+	Started     time.Time   `json:"started,omitzero"`
+	Ended       time.Time   `json:"ended,omitzero"`
+	ModifyIndex uint64      `json:"modify_index"`
 	// EstimatedStart is when a pending job that holds a backfill
 	// reservation is expected to start. The scheduler recomputes it on
 	// every pass (it is not in the raft log); zero when unknown.
@@ -316,4 +322,10 @@ type ReconfigResponse struct {
 // Error is the body of every non-2xx response.
 type Error struct {
 	Error string `json:"error"`
+}
+
+// SnapshotRestored answers a snapshot restore that was applied.
+type SnapshotRestored struct {
+	Jobs  int `json:"jobs"`
+	Nodes int `json:"nodes"`
 }

@@ -242,3 +242,58 @@ func blocking(index uint64, wait time.Duration) url.Values {
 	}
 	return q
 }
+
+// SaveSnapshot streams schedd's state, in the snapshot file format
+// (header line with a sha256 of the body, then the body), to w.
+func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/snapshot", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// RestoreSnapshot sends a snapshot file; schedd checks it whole before it
+// changes anything and refuses a damaged one (an *APIError, 400).
+func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader) (api.SnapshotRestored, error) {
+	var out api.SnapshotRestored
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/snapshot", r)
+	if err != nil {
+		return out, err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.send(req)
+	if err != nil {
+		return out, err
+	}
+	defer resp.Body.Close()
+	return out, json.NewDecoder(resp.Body).Decode(&out)
+}
+
+// send does req and turns transport failures and non-2xx answers into
+// errors; on success the caller closes the body.
+func (c *Client) send(req *http.Request) (*http.Response, error) {
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if req.Context().Err() != nil {
+			return nil, req.Context().Err()
+		}
+		return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.addr, unwrapDial(err))
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		var e api.Error
+		b, _ := io.ReadAll(resp.Body)
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		return nil, &APIError{Status: resp.StatusCode, Message: e.Error}
+	}
+	return resp, nil
+}

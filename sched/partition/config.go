@@ -79,6 +79,9 @@ type Partition struct {
 	AllowedModes    []string      `json:"allowed_modes,omitempty"`    // empty: both
 	GPUQuantum      float64       `json:"gpu_quantum"`
 	UserLimits      Limits        `json:"user_limits"`
+	// Requeue puts jobs whose node fails back in the queue instead of
+	// ending them NODE_FAIL, whatever the job file says.
+	Requeue bool `json:"requeue,omitempty"`
 
 	names map[string]bool // expanded plain names and ranges
 	globs []string

@@ -34,6 +34,7 @@ var (
 			{Name: "default"}, {Name: "nodes"}, {Name: "labels"}, {Name: "max_walltime"},
 			{Name: "default_walltime"}, {Name: "max_cluster_size"}, {Name: "priority_tier"},
 			{Name: "allowed_accounts"}, {Name: "allowed_modes"}, {Name: "gpu_quantum"},
+			{Name: "requeue"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "user_limits"}},
 	}
@@ -253,6 +254,7 @@ func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partit
 			d.errorf(a.Expr.Range(), "Invalid gpu_quantum", "gpu_quantum %g is not valid; it is a fraction of one GPU that divides it evenly, such as 0.1, 0.25, 0.5 or 1.", p.GPUQuantum)
 		}
 	}
+	d.boolean(attrs, "requeue", &p.Requeue)
 	for _, lb := range ct.Blocks {
 		d.limits(lb, &p.UserLimits)
 	}

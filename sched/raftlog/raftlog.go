@@ -9,6 +9,7 @@
 package raftlog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,6 +140,29 @@ func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
 	}
 	r := f.Response().(result)
 	return r.value, r.err
+}
+
+// Restore replaces the state of every replica with d: a raft user
+// restore (the leader installs it as a snapshot, followers receive it).
+// d must have been checked: the FSM replaces its state only once d has
+// decoded in full.
+func (l *Log) Restore(ctx context.Context, d state.Dump) error {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: int64(len(b))}
+	if err := l.raft.Restore(meta, bytes.NewReader(b), timeout); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) {
+			return fmt.Errorf("%w: %v", ErrNotLeader, err)
+		}
+		return err
+	}
+	return nil
 }
 
 // Snapshot forces a snapshot and log compaction now.

@@ -25,9 +25,12 @@ const (
 	CmdPlan     = "plan"
 	CmdReport   = "report"
 	CmdKill     = "kill"
-	CmdConfig   = "config"  // a new partitions config (schedd start, badmin reconfig)
-	CmdCharge   = "charge"  // charge usage up to Time (the leader, periodically)
-	CmdTimeout  = "timeout" // end jobs past their walltime (the leader)
+	CmdConfig   = "config"    // a new partitions config (schedd start, badmin reconfig)
+	CmdCharge   = "charge"    // charge usage up to Time (the leader, periodically)
+	CmdTimeout  = "timeout"   // end jobs past their walltime (the leader)
+	CmdNodeDown = "node-down" // nodes silent past the node timeout (the leader)
+	CmdNodeUp   = "node-up"   // a DOWN node heard from again
+	CmdTouch    = "touch"     // changes nothing, moves every table's index (after a restore)
 )
 
 // Command is one raft log entry. Time is the leader's clock when it
@@ -44,6 +47,10 @@ type Command struct {
 	Timeout []uint64 `json:"timeout,omitempty"`
 	// Config is the partitions config to put in force.
 	Config *partition.Config `json:"config,omitempty"`
+	// NodeDown names the nodes the leader found silent; NodeUp one heard
+	// from again.
+	NodeDown *NodeDown `json:"node_down,omitempty"`
+	NodeUp   string    `json:"node_up,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -99,6 +106,11 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = charge(txn, c.Time)
 	case CmdTimeout:
 		err = timeout(txn, index, c.Time, c.Timeout)
+	case CmdNodeDown:
+		err = nodeDown(txn, index, c.Time, c.NodeDown)
+	case CmdNodeUp:
+		err = nodeUp(txn, c.NodeUp)
+	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
 	}
@@ -116,8 +128,12 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 
 func touched(kind string) []string {
 	switch kind {
-	case CmdRegister:
+	case CmdRegister, CmdNodeUp:
 		return []string{tableNodes}
+	case CmdNodeDown:
+		return []string{tableNodes, tableJobs}
+	case CmdTouch:
+		return []string{tableJobs, tableNodes, tableSettings, tableUsage}
 	case CmdConfig:
 		return []string{tableSettings}
 	case CmdCharge:

@@ -97,7 +97,11 @@ func Read(r io.Reader) (*Log, error) {
 		}
 		l.Jobs = append(l.Jobs, j)
 	}
-	return l, sc.Err()
+	if err := sc.Err(); err != nil {
+		// A truncated gzip stream or an over-long line: no partial log.
+		return nil, fmt.Errorf("after line %d: reading the trace: %w", line, err)
+	}
+	return l, nil
 }
 
 func (h *Header) parse(s string) {

@@ -1,0 +1,129 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// NodeDown is the leader's finding that nodes went silent past the node
+// timeout (CmdNodeDown). Requeue lists the partitions that requeue their
+// jobs; the leader reads them from the config it proposes under, so every
+// replica decides alike.
+type NodeDown struct {
+	Nodes   []string `json:"nodes"`
+	Requeue []string `json:"requeue_partitions,omitempty"`
+}
+
+// nodeDown marks the nodes DOWN and ends every job that holds a live
+// container on one of them: NODE_FAIL, or back to PENDING (containers
+// reset, Requeues counted) when the job or its partition asks for
+// requeue. Containers of such a job on other nodes leave those nodes'
+// assignments, so their nodelets stop them; their resources are free at
+// once (Allocated counts only live containers of live jobs).
+func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown) error {
+	if d == nil || len(d.Nodes) == 0 {
+		return errors.New("node down without nodes")
+	}
+	down := map[string]bool{}
+	for _, name := range d.Nodes {
+		raw, err := txn.First(tableNodes, "id", name)
+		if err != nil {
+			return err
+		}
+		if raw == nil {
+			continue
+		}
+		n := *raw.(*api.Node)
+		if n.State == api.NodeDown {
+			continue
+		}
+		n.State = api.NodeDown
+		if err := txn.Insert(tableNodes, &n); err != nil {
+			return err
+		}
+		down[name] = true
+	}
+	requeue := map[string]bool{}
+	for _, p := range d.Requeue {
+		requeue[p] = true
+	}
+	it, err := txn.Get(tableJobs, "id")
+	if err != nil {
+		return err
+	}
+	var hit []*api.Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		j := raw.(*api.Job)
+		if j.State.Terminal() || j.State == api.JobPending || j.State == api.JobHeld {
+			continue
+		}
+		for _, c := range j.Containers {
+			if down[c.Node] && !c.State.Ended() {
+				hit = append(hit, j)
+				break
+			}
+		}
+	}
+	for _, old := range hit {
+		j := clone(old)
+		var failed string
+		for _, c := range j.Containers {
+			if down[c.Node] && !c.State.Ended() {
+				failed = c.Node
+				break
+			}
+		}
+		j.ModifyIndex = index
+		if (j.Spec.Requeue || requeue[j.Partition]) && !j.Cancelled && !j.TimedOut {
+			requeueJob(j, fmt.Sprintf("requeued: node %s failed", failed))
+		} else {
+			j.State, j.Ended, j.KillWanted = api.JobNodeFail, now, true
+			j.Reason = fmt.Sprintf("node %s failed (no heartbeat)", failed)
+			if j.ExitCode == 0 {
+				j.ExitCode = 1
+			}
+		}
+		if err := txn.Insert(tableJobs, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// requeueJob puts j back in the queue as if just submitted (its id,
+// submit time and kernel ids kept): every container unplaced.
+func requeueJob(j *api.Job, why string) {
+	j.State, j.Reason = api.JobPending, api.ReasonPriority
+	j.Requeues++
+	j.LastRequeue = why
+	j.KillWanted, j.ExitCode = false, 0
+	j.Started, j.Ended = time.Time{}, time.Time{}
+	for i := range j.Containers {
+		c := &j.Containers[i]
+		c.Node, c.NodeAddr, c.GPUs = "", "", nil
+		c.State, c.ExitCode, c.Message = api.ContainerPending, 0, ""
+	}
+}
+
+// nodeUp marks a DOWN node UP again (it heartbeats or asks for its
+// assignments after the leader declared it down).
+func nodeUp(txn *memdb.Txn, name string) error {
+	raw, err := txn.First(tableNodes, "id", name)
+	if err != nil {
+		return err
+	}
+	if raw == nil {
+		return fmt.Errorf("node %q: %w", name, ErrNotFound)
+	}
+	n := *raw.(*api.Node)
+	if n.State == api.NodeUp {
+		return nil
+	}
+	n.State = api.NodeUp
+	return txn.Insert(tableNodes, &n)
+}
