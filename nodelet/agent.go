@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/nodelet/gpu"
 	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
@@ -36,8 +38,10 @@ type agent struct {
 	rep *reporter
 	net *network.Manager // nil: containers share the node's network
 	// feat is what containers get beyond the environment.
-	feat   session.Features
-	secret []byte // session keys derive from it (package sshkey)
+	feat    session.Features
+	secret  []byte           // session keys derive from it (package sshkey)
+	catalog *catalog.Catalog // image names; nil: none known
+	gpus    []gpu.Device
 
 	mu       sync.Mutex
 	running  map[key]*task // started here, not yet destroyed
@@ -94,6 +98,12 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 		cfg: cfg, log: log, cli: cli, rt: rt,
 		running: map[key]*task{}, finished: map[key]bool{},
 	}
+	if cfg.Images != "" {
+		if a.catalog, err = catalog.Load(cfg.Images); err != nil {
+			return nil, err
+		}
+	}
+	a.gpus = gpu.Discover(cfg.FakeGPUs, log)
 	if err := a.setupNetwork(); err != nil {
 		return nil, err
 	}
@@ -171,7 +181,7 @@ func (a *agent) filesDir() string      { return filepath.Join(a.cfg.StateDir, "f
 func (a *agent) register(ctx context.Context) error {
 	reg := api.NodeRegister{
 		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(),
-		Capacity: api.Resources{CPUMilli: int64(a.cfg.CPU * 1000), Memory: a.cfg.Memory},
+		Capacity: api.Resources{CPUMilli: int64(a.cfg.CPU * 1000), Memory: a.cfg.Memory, GPU: float64(len(a.gpus))},
 	}
 	b := newBackoff()
 	for {

@@ -15,15 +15,17 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
+	"github.com/troupe-hpc/troupe/nodelet/runtime/apptainer"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/process"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
 )
 
 // Runtime choices for Config.Runtime.
 const (
-	RuntimeAuto    = "auto" // runc when root and runc is installed, else process
-	RuntimeRunc    = runc.Name
-	RuntimeProcess = process.Name
+	RuntimeAuto      = "auto" // runc when root and runc is installed, else process
+	RuntimeRunc      = runc.Name
+	RuntimeProcess   = process.Name
+	RuntimeApptainer = apptainer.Name
 )
 
 // Network choices for Config.Network.
@@ -65,8 +67,20 @@ type Config struct {
 	// multi-node sessions. Default: StateDir/session-secret, made when
 	// missing (right for a one-node cluster only).
 	SessionSecret string
-	Heartbeat     time.Duration // default DefaultHeartbeat
-	StopGrace     time.Duration // SIGTERM → SIGKILL; default DefaultStopGrace
+	// Images is the image catalog (etc/images.hcl) job image names are
+	// resolved with; empty: names are refused, paths and "host" work.
+	Images string
+	// AllowedMountRoots are the host directories job mount sources must
+	// lie under; nil: DevMountRoots (/tmp and the invoking user's home).
+	AllowedMountRoots []string
+	// FakeGPUs, when > 0, replaces GPU discovery with that many fake
+	// devices (tests and dev clusters).
+	FakeGPUs int
+	// PidsLimit caps the tasks of one container; 0: the runtime's
+	// default (4096).
+	PidsLimit int64
+	Heartbeat time.Duration // default DefaultHeartbeat
+	StopGrace time.Duration // SIGTERM → SIGKILL; default DefaultStopGrace
 }
 
 // withDefaults fills zero fields and checks the rest.
@@ -87,6 +101,9 @@ func (c Config) withDefaults() (Config, error) {
 	case NetworkAuto, NetworkSession, NetworkHost:
 	default:
 		return c, fmt.Errorf("network %q: want auto, session or host", c.Network)
+	}
+	if c.AllowedMountRoots == nil {
+		c.AllowedMountRoots = DevMountRoots()
 	}
 	c.Heartbeat = cmp.Or(c.Heartbeat, DefaultHeartbeat)
 	c.StopGrace = cmp.Or(c.StopGrace, DefaultStopGrace)
@@ -122,6 +139,8 @@ func newRuntime(c Config) (runtime.Runtime, error) {
 	switch c.Runtime {
 	case RuntimeProcess:
 		return process.New(), nil
+	case RuntimeApptainer:
+		return apptainer.New("")
 	case RuntimeRunc:
 		if os.Geteuid() != 0 {
 			return nil, errors.New("runtime runc needs root (rootless runc is not supported)")
@@ -135,7 +154,7 @@ func newRuntime(c Config) (runtime.Runtime, error) {
 		}
 		return process.New(), nil
 	}
-	return nil, fmt.Errorf("unknown runtime %q: want auto, runc or process", c.Runtime)
+	return nil, fmt.Errorf("unknown runtime %q: want auto, runc, apptainer or process", c.Runtime)
 }
 
 // findTool returns the host path of one of troupe's container tools

@@ -9,7 +9,10 @@
 //
 //  1. Fill Config defaults: node name, CPU and memory from the node,
 //     advertised IP, troupe-init next to the executable, runtime (runc
-//     when root and runc is installed, else process).
+//     when root and runc is installed, else process; apptainer when
+//     asked), allowed mount roots (nodelet.hcl, else /tmp and the
+//     invoking user's home). Load the image catalog (internal/catalog)
+//     and find the GPUs (package gpu: NVML, fake_gpus, or none).
 //  2. Clean what a previous run left under StateDir: the runtime's
 //     containers (runc delete --force), then the session networks
 //     (links named trb*/trx*/trv*, pinned namespaces under netns/), bundles,
@@ -23,7 +26,12 @@
 //     with the tasks running here (see reconcile for the table):
 //     new containers get a task, containers of a job that is KillWanted
 //     or gone are asked to stop.
-//  6. A task reports preparing, builds the container's view (package
+//  6. A task reports preparing, resolves its image (catalog name → SIF,
+//     OCI layout or archive, rootfs; runc unpacks them once per digest
+//     with package image) and checks its mounts (absolute, no "..", under
+//     an allowed root once symlinks are resolved: otherwise it fails
+//     before anything exists), adds the GPU variables of its shares
+//     (CUDA_VISIBLE_DEVICES, MPS limits for fractions), builds the container's view (package
 //     session: env, /etc/hosts, /etc/hostname, output file; with runc also
 //     the hostfiles under /.troupe/session and ~/.ssh with the session key
 //     of package sshkey, readable only by the job's user), attaches it to
@@ -33,7 +41,8 @@
 //     (command, or troupe-init wait when the container has none; with
 //     runc troupe-init first starts troupe-ssh's sshd on port 2200) and
 //     reports running, or failed with the error. It then waits: an exit
-//     is reported exited with its code; a stop request sends SIGTERM,
+//     is reported exited with its code (oom, "out of memory (limit
+//     256MiB)", when the kernel's OOM killer ended it); a stop request sends SIGTERM,
 //     waits StopGrace, sends SIGKILL and is reported killed. Either way
 //     the container is destroyed (processes, mounts, cgroup, bundle),
 //     taken off its network (the session's links go with its last

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/catalog"
+	"github.com/troupe-hpc/troupe/nodelet/gpu"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/session"
 	"github.com/troupe-hpc/troupe/nodelet/sshkey"
@@ -48,7 +50,14 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
-	image, err := resolveImage(c.Image, job.Spec.Image)
+	if len(a.gpus) > 0 || len(c.GPUs) > 0 {
+		env = append(env, gpu.Env(a.gpus, c.GPUs, "")...)
+	}
+	image, err := a.resolveImage(c.Image, job.Spec.Image)
+	if err != nil {
+		return runtime.Spec{}, nil, err
+	}
+	dataMounts, err := checkMounts(job.Spec.Mounts, a.cfg.AllowedMountRoots)
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
@@ -63,9 +72,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
 			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHDPath, ReadOnly: true},
 			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHPath, ReadOnly: true})
 	}
-	for _, m := range job.Spec.Mounts {
-		mounts = append(mounts, runtime.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
-	}
+	mounts = append(mounts, dataMounts...)
 	outPath, err := session.OutputPath(job, host)
 	if err != nil {
 		return runtime.Spec{}, nil, err
@@ -78,24 +85,29 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
 		ID: t.id(), Hostname: host, Image: image,
 		Args: c.Command, Env: env, Workdir: job.Spec.Workdir,
 		UID: job.UID, GID: job.GID,
-		CPU: c.Resources.CPU, Memory: c.Resources.Memory,
+		CPU: c.Resources.CPU, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
 		Mounts: mounts, Stdout: out, Stderr: out,
 		Dir:  filepath.Join(a.containersDir(), t.id()),
 		Init: a.cfg.InitBinary, InitArgs: initArgs,
 	}, out, nil
 }
 
-// resolveImage picks the container's image, else the job's; only "host"
-// and rootfs directories exist on a node for now.
-func resolveImage(own, job string) (string, error) {
+// resolveImage picks the container's image, else the job's, and turns a
+// catalog name into its source path. "host" and paths (rootfs, OCI
+// layout or archive, SIF) go to the runtime as they are.
+func (a *agent) resolveImage(own, job string) (string, error) {
 	img := own
 	if img == "" {
 		img = job
 	}
-	if img == "" || img == runtime.ImageHost || filepath.IsAbs(img) {
+	if !catalog.IsName(img) {
 		return img, nil
 	}
-	return "", fmt.Errorf("image %q: catalog images are not supported on this node yet (use \"host\" or a rootfs directory)", img)
+	src, err := a.catalog.Resolve(img)
+	if err != nil {
+		return "", err
+	}
+	return src.Path, nil
 }
 
 // writeFiles writes the container's files under filesOf and returns

@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
+	"github.com/troupe-hpc/troupe/nodelet/session"
 )
 
 // startTimeout bounds preparing and starting one container.
@@ -62,6 +63,9 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	a.log.Debug("container started", "id", c.ID(), "took", time.Since(began))
 	a.report(t, api.ContainerRunning, 0, "")
 	state, exit, msg := a.supervise(ctx, t, c)
+	if exit.OOM && state == api.ContainerExited {
+		state, msg = api.ContainerOOM, oomMessage(t)
+	}
 	if err := c.Destroy(context.WithoutCancel(ctx)); err != nil {
 		a.log.Error("destroying container", "id", c.ID(), "err", err)
 	}
@@ -150,4 +154,13 @@ func (a *agent) detach(t *task) {
 	if err := a.net.Detach(t.job, t.key.host, t.id()); err != nil {
 		a.log.Warn("removing container network", "id", t.id(), "err", err)
 	}
+}
+
+// oomMessage explains an OOM kill with the container's limit.
+func oomMessage(t *task) string {
+	c, err := session.Container(t.job, t.key.host)
+	if err != nil || c.Resources.Memory <= 0 {
+		return "out of memory"
+	}
+	return fmt.Sprintf("out of memory (limit %dMiB)", c.Resources.Memory>>20)
 }

@@ -50,14 +50,15 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs := flag.NewFlagSet("nodelet", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
-		cfg     nodelet.Config
-		memory  string
-		verbose bool
+		cfg        nodelet.Config
+		memory     string
+		configPath string
+		verbose    bool
 	)
 	fs.StringVar(&cfg.Addr, "addr", "", "schedd address (default $"+client.EnvAddr+", else "+client.DefaultAddr+")")
 	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
 	fs.StringVar(&cfg.StateDir, "state-dir", nodelet.DefaultStateDir, "state directory")
-	fs.StringVar(&cfg.Runtime, "runtime", nodelet.RuntimeAuto, "container runtime: auto, runc or process")
+	fs.StringVar(&cfg.Runtime, "runtime", nodelet.RuntimeAuto, "container runtime: auto, runc, apptainer or process")
 	fs.Float64Var(&cfg.CPU, "cpu", 0, "cores offered (default: all)")
 	fs.StringVar(&memory, "memory", "", "memory offered, e.g. 8GiB (default: MemTotal)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "IP containers are reached at (default 127.0.0.1 for a local schedd, else the first non-loopback)")
@@ -66,6 +67,9 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.StringVar(&cfg.Network, "network", nodelet.NetworkAuto, "containers' network: auto (session with runc), session or host")
 	fs.StringVar(&cfg.SessionSecret, "session-secret", "", "file session SSH keys derive from; the same on every node (default: STATE-DIR/session-secret, made if missing)")
 	fs.DurationVar(&cfg.StopGrace, "stop-grace", nodelet.DefaultStopGrace, "SIGTERM to SIGKILL grace period")
+	fs.StringVar(&configPath, "config", "", "nodelet.hcl with the node's settings (default $"+nodelet.EnvConfig+", else "+nodelet.DefaultConfigFile+" if it exists)")
+	fs.StringVar(&cfg.Images, "images", "", "image catalog (etc/images.hcl) job image names resolve in")
+	fs.IntVar(&cfg.FakeGPUs, "fake-gpus", 0, "report this many fake GPUs instead of discovering them (tests)")
 	fs.BoolVar(&verbose, "v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -78,6 +82,13 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 		return cfg, false, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg.Addr = client.ResolveAddr(cfg.Addr)
+	if p := nodelet.ConfigPath(configPath); p != "" {
+		f, err := nodelet.LoadFile(p)
+		if err != nil {
+			return cfg, false, err
+		}
+		f.Apply(&cfg)
+	}
 	if err := checkFlags(&cfg, memory); err != nil {
 		return cfg, false, err
 	}
@@ -86,9 +97,9 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 
 func checkFlags(cfg *nodelet.Config, memory string) error {
 	switch cfg.Runtime {
-	case nodelet.RuntimeAuto, nodelet.RuntimeRunc, nodelet.RuntimeProcess:
+	case nodelet.RuntimeAuto, nodelet.RuntimeRunc, nodelet.RuntimeApptainer, nodelet.RuntimeProcess:
 	default:
-		return fmt.Errorf("--runtime %q: want auto, runc or process", cfg.Runtime)
+		return fmt.Errorf("--runtime %q: want auto, runc, apptainer or process", cfg.Runtime)
 	}
 	switch cfg.Network {
 	case nodelet.NetworkAuto, nodelet.NetworkSession, nodelet.NetworkHost:

@@ -42,7 +42,7 @@ func TestBadFlags(t *testing.T) {
 		want string
 	}{
 		{"UnknownFlag", []string{"--bogus"}, "flag provided but not defined: -bogus"},
-		{"BadRuntime", []string{"--runtime", "crun"}, `--runtime "crun": want auto, runc or process`},
+		{"BadRuntime", []string{"--runtime", "crun"}, `--runtime "crun": want auto, runc, apptainer or process`},
 		{"BadMemory", []string{"--memory", "lots"}, "--memory"},
 		{"NegativeCPU", []string{"--cpu", "-2"}, "--cpu -2"},
 		{"BadGrace", []string{"--stop-grace", "soon"}, "invalid value"},

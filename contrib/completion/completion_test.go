@@ -289,7 +289,7 @@ _troupe_specs nodelet; print -rl -- $reply`)
 			"-o[output format: table or json]:format:(table json)",
 			"-u[show only the jobs of user",
 			"partitions:list the partitions in force\\: nodes",
-			"--runtime[container runtime: auto, runc or process (default \"auto\")]:string:(auto runc process)",
+			"--runtime[container runtime: auto, runc, apptainer or process (default \"auto\")]:string:(auto runc apptainer process)",
 			"--state-dir[state directory (default \"/var/lib/troupe/nodelet\")]:string:_directories",
 		} {
 			if !strings.Contains(out, want) {

@@ -1,5 +1,6 @@
 // Package runtime defines the one interface every container runtime of the
-// nodelet implements (runc, process, later apptainer and SIF), and the Spec
+// nodelet implements (runc, which also runs OCI and SIF images; apptainer;
+// process), and the Spec
 // a container is started from.
 //
 // Ownership and lifetime, for every driver:
@@ -83,6 +84,9 @@ type Exit struct {
 	// Signal is the signal that killed the main process, when the runtime
 	// can tell; 0 otherwise.
 	Signal syscall.Signal
+	// OOM is set when the kernel's OOM killer killed a process of the
+	// container for exceeding its memory limit (runtimes with cgroups).
+	OOM bool
 }
 
 // Mount is a bind mount of a host file or directory into the container.
@@ -99,7 +103,9 @@ type Spec struct {
 	ID string
 	// Hostname inside the container (main1, sub1, ...). Empty: the ID.
 	Hostname string
-	// Image is ImageHost or an absolute rootfs directory. Empty: ImageHost.
+	// Image is ImageHost or an absolute path: a rootfs directory, an OCI
+	// layout, a docker-save or OCI archive, or a SIF (see package image;
+	// process supports ImageHost only). Empty: ImageHost.
 	Image string
 	// Args is the command. Empty: wait until signalled (troupe-init wait).
 	Args []string
@@ -113,6 +119,9 @@ type Spec struct {
 	CPU float64
 	// Memory limit in bytes. 0: unlimited.
 	Memory int64
+	// Pids caps the container's tasks (fork bombs). 0: the driver's
+	// default (runc: 4096).
+	Pids int64
 	// Mounts are bind mounts, applied in order after the image's own.
 	Mounts []Mount
 	// Stdout and Stderr receive the container's output. Nil: discarded.

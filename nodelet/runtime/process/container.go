@@ -142,3 +142,6 @@ func lookPath(name string, env []string) (string, error) {
 	}
 	return exec.LookPath(name)
 }
+
+// Pid is the pid of the container's leader (the command's first process).
+func (c *container) Pid() int { return c.pgid }

@@ -56,7 +56,7 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 	return &specs.Spec{
 		Version:  specs.Version,
 		Hostname: hostname,
-		Root:     &specs.Root{Path: root, Readonly: len(hostDirs) > 0},
+		Root:     &specs.Root{Path: root, Readonly: true},
 		Process:  process(s),
 		Mounts:   mounts(s, l, hostDirs),
 		Linux: &specs.Linux{
@@ -105,6 +105,9 @@ func nofile() []specs.POSIXRlimit {
 
 func resources(s runtime.Spec) *specs.LinuxResources {
 	pids := int64(pidsLimit)
+	if s.Pids > 0 {
+		pids = s.Pids
+	}
 	r := &specs.LinuxResources{
 		Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
 		Pids:    &specs.LinuxPids{Limit: &pids},

@@ -1,14 +1,18 @@
 package runc
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
@@ -23,6 +27,9 @@ type container struct {
 	done chan struct{} // closed when runc run has exited; exit is set
 	exit runtime.Exit
 
+	oom    atomic.Bool   // runc events reported an OOM kill
+	events chan struct{} // closed when runc events has ended; nil if never started
+
 	mu        sync.Mutex // serialises Destroy
 	destroyed bool
 }
@@ -34,7 +41,15 @@ func (c *container) ID() string { return c.id }
 // watch reaps runc run; its status is the container's.
 func (c *container) watch() {
 	err := c.cmd.Wait()
-	c.exit = exitOf(c.cmd.ProcessState, err)
+	exit := exitOf(c.cmd.ProcessState, err)
+	if c.events != nil && exit.Code != 0 {
+		select { // the OOM event may trail the exit a little
+		case <-c.events:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	exit.OOM = c.oom.Load() && exit.Code != 0
+	c.exit = exit
 	close(c.done)
 }
 
@@ -137,4 +152,26 @@ func removeCgroups(id string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// watchEvents (when c.events was made) follows `runc events` for OOM notifications until the
+// container is gone.
+func (c *container) watchEvents() {
+	cmd := exec.Command(c.rt.binary, "--root", c.rt.root, "events", "--interval", "1h", c.id)
+	out, err := cmd.StdoutPipe()
+	if err != nil || cmd.Start() != nil {
+		close(c.events)
+		return
+	}
+	go func() {
+		defer close(c.events)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var ev struct{ Type string }
+			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Type == "oom" {
+				c.oom.Store(true)
+			}
+		}
+		_ = cmd.Wait()
+	}()
 }

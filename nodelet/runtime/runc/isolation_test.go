@@ -56,6 +56,7 @@ func TestIsolation(t *testing.T) {
 			"cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max",
 			func(s *runtime.Spec) { s.CPU = 1.5 }, "150000"},
 		{"PidsLimit", "cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max", nil, "4096"},
+		{"PidsLimitSet", "cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max", func(s *runtime.Spec) { s.Pids = 64 }, "64"},
 		{"EtcHostsBind", "cat /etc/hosts",
 			func(s *runtime.Spec) {
 				s.Mounts = append(s.Mounts, runtime.Mount{Source: hosts, Target: "/etc/hosts", ReadOnly: true})
@@ -113,7 +114,7 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new nodelet process: same state dir, no Container handle.
-	r2 := &Runtime{binary: r.binary, root: r.root}
+	r2 := &Runtime{binary: r.binary, root: r.root, images: r.images}
 	if err := r2.Cleanup(context.Background()); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}
@@ -123,5 +124,24 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 	}
 	if !runtimetest.WaitFor(5*time.Second, func() bool { return len(runtimetest.FindProcs(spec.ID)) == 0 }) {
 		t.Errorf("processes left: %v", runtimetest.FindProcs(spec.ID))
+	}
+}
+
+// TestOOMKillReported: a command past its memory limit is killed by the
+// kernel, and the exit says so.
+func TestOOMKillReported(t *testing.T) {
+	r := newTestRuntime(t)
+	init := runtimetest.BuildInit(t)
+	spec, out := runtimetest.NewSpec(t, init, "sh", "-c", "echo start; x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived")
+	spec.Memory = 32 << 20
+	c := runtimetest.Start(t, r, spec)
+	e := runtimetest.WaitExit(t, c, 30*time.Second)
+	if !e.OOM || e.Code == 0 {
+		t.Errorf("exit = %+v, want OOM with a non-zero code; output %q", e, runtimetest.ReadFile(t, out))
+	}
+	spec2, _ := runtimetest.NewSpec(t, init, "sh", "-c", "exit 3")
+	spec2.Memory = 32 << 20
+	if e := runtimetest.WaitExit(t, runtimetest.Start(t, r, spec2), 10*time.Second); e.OOM || e.Code != 3 {
+		t.Errorf("plain exit = %+v, want code 3 and no OOM", e)
 	}
 }

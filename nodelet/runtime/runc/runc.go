@@ -13,7 +13,10 @@
 // foreground, so its exit status is runc's; troupe-init is its pid 1 and
 // forwards signals to the command's process group. Namespaces: pid,
 // mount, uts, ipc, and the network namespace Spec.NetNS names (the
-// node's network when empty). Cgroup
+// node's network when empty). Images other than "host" and rootfs
+// directories (OCI layouts and archives, SIFs) are unpacked once into
+// <state>/images by package image; every image's root is read-only (as
+// with Apptainer): /tmp and /home/work are the writable places. Cgroup
 // /troupe/<id> gets the CPU quota, memory limit and a pids limit.
 package runc
 
@@ -27,6 +30,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/troupe-hpc/troupe/nodelet/image"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -39,7 +43,8 @@ var ErrNoRunc = errors.New("runc binary not found")
 // Runtime starts containers with runc. It is safe for concurrent use.
 type Runtime struct {
 	binary string
-	root   string // runc --root: runc's state of our containers
+	root   string       // runc --root: runc's state of our containers
+	images *image.Store // unpacked OCI and SIF images, by digest
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -69,7 +74,11 @@ func New(binary, stateDir string) (*Runtime, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
-	return &Runtime{binary: bin, root: root}, nil
+	images, err := image.NewStore(filepath.Join(stateDir, "images"))
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{binary: bin, root: root, images: images}, nil
 }
 
 // Name implements runtime.Runtime.

@@ -38,6 +38,9 @@ func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container,
 		_ = c.Destroy(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	if c.events != nil {
+		c.watchEvents()
+	}
 	return c, nil
 }
 
@@ -59,8 +62,15 @@ func (r *Runtime) writeBundle(s runtime.Spec, l layout) error {
 			return err
 		}
 		root, hostDirs = l.rootfs(), dirs
-	} else if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
-		return fmt.Errorf("image %s: not a rootfs directory", root)
+	} else {
+		images := r.images
+		if images == nil {
+			return fmt.Errorf("image %s: this runtime has no image store", root)
+		}
+		var err error
+		if root, err = images.Rootfs(root); err != nil {
+			return err
+		}
 	}
 	b, err := json.MarshalIndent(ociSpec(s, l, root, hostDirs), "", "  ")
 	if err != nil {
@@ -86,6 +96,9 @@ func (r *Runtime) launch(s runtime.Spec, l layout) (*container, error) {
 		return nil, fmt.Errorf("starting runc: %w", err)
 	}
 	c := &container{rt: r, id: s.ID, l: l, cmd: cmd, done: make(chan struct{})}
+	if s.Memory > 0 {
+		c.events = make(chan struct{})
+	}
 	go c.watch()
 	return c, nil
 }

@@ -12,10 +12,29 @@ import (
 	rt "github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
+// Options adjust the suite to a driver.
+type Options struct {
+	// Image, when set, is put in every Spec instead of ImageHost: a
+	// rootfs, OCI layout or archive, or SIF holding /bin/sh, sleep, pwd,
+	// true and an /usr directory (see BusyboxRootfs).
+	Image string
+	// Init is a troupe-init binary already built; empty: BuildInit.
+	Init string
+}
+
 // Run runs the behaviour suite against r, one subtest per behaviour.
-func Run(t *testing.T, r rt.Runtime) {
+func Run(t *testing.T, r rt.Runtime) { RunWith(t, r, Options{}) }
+
+// RunWith is Run with options.
+func RunWith(t *testing.T, r rt.Runtime, o Options) {
 	skipUnlessLinux(t)
-	init := BuildInit(t)
+	init := o.Init
+	if init == "" {
+		init = BuildInit(t)
+	}
+	if o.Image != "" {
+		r = imageRuntime{r, o.Image}
+	}
 	cases := []struct {
 		name string
 		fn   func(*testing.T, rt.Runtime, string)
@@ -33,6 +52,17 @@ func Run(t *testing.T, r rt.Runtime) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, r, init) })
 	}
+}
+
+// imageRuntime sets Image on every Spec it starts.
+type imageRuntime struct {
+	rt.Runtime
+	image string
+}
+
+func (r imageRuntime) Start(ctx context.Context, s rt.Spec) (rt.Container, error) {
+	s.Image = r.image
+	return r.Runtime.Start(ctx, s)
 }
 
 func testExitCode(t *testing.T, r rt.Runtime, init string) {

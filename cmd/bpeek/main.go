@@ -1,0 +1,140 @@
+// Command bpeek shows the output of a job's container, as LSF's bpeek
+// does: while the job runs and after it ended. It reads the job from
+// schedd, expands its output pattern for the container
+// (session.OutputPath: relative patterns resolve in the submit
+// directory, a shared file system) and prints the file; with -f it
+// follows it until the job ends.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/nodelet/session"
+)
+
+const prog = "bpeek"
+
+var command = cli.Command{
+	Name:     prog,
+	Synopsis: "JOBID",
+	Summary: "Show the output (stdout and stderr) of a job's container, main1 unless --host\n" +
+		"names another; -f follows it until the job ends.",
+	Examples: []string{
+		"bpeek 42",
+		"bpeek --host sub1 -f 42",
+	},
+}
+
+// pollEvery is how often -f looks for new output and the job's state.
+const pollEvery = 200 * time.Millisecond
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fset := cli.NewFlagSet(command, stdout, stderr)
+	host := fset.String("host", "main1", "the container `host` whose output to show (main1, sub1, ...)")
+	follow := fset.Bool("f", false, "follow the output until the job ends")
+	pos, err := fset.Parse(args)
+	if err != nil {
+		return fset.Exit(err)
+	}
+	switch {
+	case len(pos) == 0:
+		return fset.UsageError("missing job id")
+	case len(pos) > 1:
+		return fset.UsageError("one job id at a time")
+	}
+	id, err := cli.ParseJobID(pos[0])
+	if err != nil {
+		return fset.UsageError("%v", err)
+	}
+	c, err := fset.Client()
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
+	ctx, stop := cli.SignalContext()
+	defer stop()
+	if err := peek(ctx, c, id, *host, *follow, stdout); err != nil {
+		if ctx.Err() != nil {
+			return cli.ExitOK // ^C while following
+		}
+		return cli.Fail(stderr, prog, err)
+	}
+	return cli.ExitOK
+}
+
+func peek(ctx context.Context, c *client.Client, id uint64, host string, follow bool, w io.Writer) error {
+	job, err := getJob(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	if _, err := session.Container(job, host); err != nil {
+		return fmt.Errorf("job %d has no container %s", id, host)
+	}
+	path, err := session.OutputPath(job, host)
+	if err != nil {
+		return err
+	}
+	var off int64
+	for {
+		n, err := copyFrom(path, off, w)
+		off += n
+		if err != nil && !(errors.Is(err, fs.ErrNotExist) && !job.State.Terminal()) {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("job %d (%s): no output at %s", id, job.State, path)
+			}
+			return err
+		}
+		if !follow || job.State.Terminal() {
+			if errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintf(w, "job %d is %s: no output yet at %s\n", id, job.State, path)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pollEvery):
+		}
+		ended := job.State.Terminal()
+		if job, err = getJob(ctx, c, id); err != nil {
+			return err
+		}
+		if !ended && job.State.Terminal() {
+			// One last read after the end: the last lines are in now.
+			n, _ := copyFrom(path, off, w)
+			off += n
+			return nil
+		}
+	}
+}
+
+func getJob(ctx context.Context, c *client.Client, id uint64) (api.Job, error) {
+	j, _, err := c.Job(ctx, id, 0, 0)
+	if client.IsNotFound(err) {
+		return j, fmt.Errorf("job %d: not found", id)
+	}
+	return j, err
+}
+
+// copyFrom copies path from offset off to w and returns the bytes copied.
+func copyFrom(path string, off int64, w io.Writer) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return io.Copy(w, f)
+}

@@ -1,0 +1,16 @@
+# nodelet.hcl: one node's settings (nodelet --config, $TROUPE_NODELET_CONFIG,
+# else /etc/troupe/nodelet.hcl). Command-line flags override these.
+
+# The image catalog: job files name images from it ("pytorch-2.3").
+images = "images.hcl"
+
+# Job `mount` blocks may only mount sources under these directories (after
+# resolving symlinks; ".." is refused). Unset: /tmp and the invoking
+# user's home, for a dev cluster. [] refuses every mount.
+allowed_mount_roots = ["/shared", "/scratch", "/home"]
+
+# Report this many fake GPUs instead of discovering them with NVML (tests).
+# fake_gpus = 4
+
+# Most tasks (processes and threads) one container may hold.
+pids_limit = 4096

@@ -1,0 +1,45 @@
+package catalog
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLoadResolve(t *testing.T) {
+	c, err := Load("../../etc/images.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Resolve("pytorch-2.3")
+	if err != nil || !strings.HasSuffix(s.Path, ".sif") {
+		t.Fatalf("pytorch-2.3 = %+v, %v", s, err)
+	}
+	_, err = c.Resolve("pytorch-9")
+	if !errors.Is(err, ErrUnknownImage) || !strings.Contains(err.Error(), "known images: ") ||
+		!strings.Contains(err.Error(), "pytorch-2.3") {
+		t.Errorf("unknown name: %v", err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct{ name, src, want string }{
+		{"Syntax", "image \"a\" {\n  source = \n}\n", "images.hcl line 2"},
+		{"Relative", "image \"a\" { source = \"x.sif\" }\n", "must be an absolute path"},
+		{"Dup", "image \"a\" { source = \"/a\" }\nimage \"a\" { source = \"/b\" }\n", "defined twice"},
+		{"Missing", "image \"a\" {}\n", "source"},
+		{"Host", "image \"host\" { source = \"/a\" }\n", "not \\\"host\\\""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "images.hcl")
+			_ = os.WriteFile(p, []byte(tc.src), 0o644)
+			_, err := Load(p)
+			if err == nil || !strings.Contains(err.Error(), strings.ReplaceAll(tc.want, `\"`, `"`)) {
+				t.Errorf("Load = %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,100 @@
+package nodelet
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+)
+
+// EnvConfig names the nodelet's config file when --config is not given.
+const EnvConfig = "TROUPE_NODELET_CONFIG"
+
+// DefaultConfigFile is read when it exists and neither --config nor
+// $TROUPE_NODELET_CONFIG names another.
+const DefaultConfigFile = "/etc/troupe/nodelet.hcl"
+
+// File is nodelet.hcl: the admin's settings for one node. Command-line
+// flags override it.
+type File struct {
+	// Images is the image catalog; relative paths are relative to the
+	// config file.
+	Images string `hcl:"images,optional"`
+	// AllowedMountRoots are the only host directories job mount sources
+	// may lie under. Unset: /tmp and the invoking user's home (a dev
+	// cluster); an empty list refuses every mount.
+	AllowedMountRoots *[]string `hcl:"allowed_mount_roots,optional"`
+	// FakeGPUs replaces GPU discovery with that many fake devices.
+	FakeGPUs int `hcl:"fake_gpus,optional"`
+	// PidsLimit caps the tasks of one container; 0: 4096.
+	PidsLimit int64 `hcl:"pids_limit,optional"`
+}
+
+// LoadFile reads a nodelet.hcl. Errors carry file, line and column.
+func LoadFile(path string) (File, error) {
+	p := hclparse.NewParser()
+	f, diags := p.ParseHCLFile(path)
+	var fc File
+	if !diags.HasErrors() {
+		diags = gohcl.DecodeBody(f.Body, nil, &fc)
+	}
+	if diags.HasErrors() {
+		var b strings.Builder
+		_ = hcl.NewDiagnosticTextWriter(&b, p.Files(), 0, false).WriteDiagnostics(diags)
+		return File{}, errors.New(strings.TrimSpace(b.String()))
+	}
+	if fc.Images != "" && !filepath.IsAbs(fc.Images) {
+		abs, err := filepath.Abs(filepath.Join(filepath.Dir(path), fc.Images))
+		if err != nil {
+			return File{}, err
+		}
+		fc.Images = abs
+	}
+	if fc.AllowedMountRoots != nil {
+		for _, r := range *fc.AllowedMountRoots {
+			if !filepath.IsAbs(r) {
+				return File{}, fmt.Errorf("%s: allowed_mount_roots: %q is not an absolute path", path, r)
+			}
+		}
+	}
+	if fc.FakeGPUs < 0 || fc.PidsLimit < 0 {
+		return File{}, fmt.Errorf("%s: fake_gpus and pids_limit must not be negative", path)
+	}
+	return fc, nil
+}
+
+// ConfigPath picks the config file: flag, else $TROUPE_NODELET_CONFIG,
+// else DefaultConfigFile when it exists; "" for none.
+func ConfigPath(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if env := os.Getenv(EnvConfig); env != "" {
+		return env
+	}
+	if _, err := os.Stat(DefaultConfigFile); err == nil {
+		return DefaultConfigFile
+	}
+	return ""
+}
+
+// Apply copies the file's settings into c where c leaves them unset.
+func (f File) Apply(c *Config) {
+	if c.Images == "" {
+		c.Images = f.Images
+	}
+	if c.AllowedMountRoots == nil && f.AllowedMountRoots != nil {
+		c.AllowedMountRoots = append([]string{}, *f.AllowedMountRoots...)
+	}
+	if c.FakeGPUs == 0 {
+		c.FakeGPUs = f.FakeGPUs
+	}
+	if c.PidsLimit == 0 {
+		c.PidsLimit = f.PidsLimit
+	}
+}

@@ -1,0 +1,46 @@
+//go:build cgo && linux
+
+package gpu
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+func discoverNVML() (devs []Device, err error) {
+	defer func() {
+		if r := recover(); r != nil { // no libnvidia-ml.so
+			devs, err = nil, fmt.Errorf("nvml: %v", r)
+		}
+	}()
+	if ret := nvml.Init(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("nvml init: %s", nvml.ErrorString(ret))
+	}
+	defer nvml.Shutdown()
+	n, ret := nvml.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, errors.New("nvml device count: " + nvml.ErrorString(ret))
+	}
+	for i := range n {
+		d, ret := nvml.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("nvml device %d: %s", i, nvml.ErrorString(ret))
+		}
+		dev := Device{Index: i}
+		dev.UUID, _ = d.GetUUID()
+		dev.Name, _ = d.GetName()
+		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
+			dev.Memory = int64(m.Total)
+		}
+		if attr, ret := d.GetAttributes(); ret == nvml.SUCCESS {
+			dev.SMs = int(attr.MultiprocessorCount)
+		}
+		if cur, _, ret := d.GetMigMode(); ret == nvml.SUCCESS {
+			dev.MIG = cur == nvml.DEVICE_MIG_ENABLE
+		}
+		devs = append(devs, dev)
+	}
+	return devs, nil
+}

@@ -1,0 +1,9 @@
+//go:build !cgo || !linux
+
+package gpu
+
+import "errors"
+
+func discoverNVML() ([]Device, error) {
+	return nil, errors.New("built without cgo: NVML discovery unavailable (set fake_gpus for tests)")
+}

@@ -1,0 +1,95 @@
+package nodelet
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/nodelet/runtime"
+)
+
+// ErrMountRefused: a job's mount block names a source this node does not
+// allow, or a target it cannot honour.
+var ErrMountRefused = errors.New("mount refused")
+
+// reservedTargets may not be mounted over (troupe's own files and the
+// kernel's).
+var reservedTargets = []string{"/", "/proc", "/sys", "/dev", "/.troupe", "/etc/hosts", "/etc/hostname"}
+
+// DevMountRoots are the roots a node allows when its config names none:
+// /tmp and the invoking user's home (SUDO_USER's under sudo), what a dev
+// cluster on a workstation needs.
+func DevMountRoots() []string {
+	roots := []string{"/tmp"}
+	if name := os.Getenv("SUDO_USER"); name != "" {
+		if u, err := user.Lookup(name); err == nil && u.HomeDir != "" {
+			return append(roots, u.HomeDir)
+		}
+	}
+	if h, err := os.UserHomeDir(); err == nil && h != "/" {
+		roots = append(roots, h)
+	}
+	return roots
+}
+
+// checkMounts resolves the job's mounts against the allowed roots, before
+// anything of the container exists. A source must be an absolute path
+// with no ".." component, exist, and lie under an allowed root once every
+// symlink is resolved; the resolved path is what gets mounted, so a
+// symlink swapped in later cannot redirect it.
+func checkMounts(ms []jobspec.Mount, roots []string) ([]runtime.Mount, error) {
+	var resolved []string
+	for _, r := range roots {
+		if rr, err := filepath.EvalSymlinks(r); err == nil {
+			resolved = append(resolved, rr)
+		}
+	}
+	var out []runtime.Mount
+	for _, m := range ms {
+		src, err := checkMount(m, resolved)
+		if err != nil {
+			return nil, fmt.Errorf("mount %q: %w", m.Name, err)
+		}
+		out = append(out, runtime.Mount{Source: src, Target: filepath.Clean(m.Target), ReadOnly: m.ReadOnly})
+	}
+	return out, nil
+}
+
+func checkMount(m jobspec.Mount, roots []string) (string, error) {
+	refuse := func(format string, a ...any) (string, error) {
+		return "", fmt.Errorf("%w: %s", ErrMountRefused, fmt.Sprintf(format, a...))
+	}
+	for _, p := range []string{m.Source, m.Target} {
+		if !filepath.IsAbs(p) {
+			return refuse("%q is not an absolute path", p)
+		}
+		if slices.Contains(strings.Split(p, "/"), "..") {
+			return refuse("%q contains \"..\"", p)
+		}
+	}
+	target := filepath.Clean(m.Target)
+	for _, r := range reservedTargets {
+		if target == r || (r != "/" && strings.HasPrefix(target, r+"/")) {
+			return refuse("target %s is reserved", target)
+		}
+	}
+	real, err := filepath.EvalSymlinks(m.Source)
+	if err != nil {
+		return refuse("source %s: %v", m.Source, errors.Unwrap(err))
+	}
+	for _, r := range roots {
+		if real == r || strings.HasPrefix(real, r+"/") || r == "/" {
+			return real, nil
+		}
+	}
+	if real != filepath.Clean(m.Source) {
+		return refuse("source %s resolves through a symlink to %s, outside the allowed roots (%s)",
+			m.Source, real, strings.Join(roots, ", "))
+	}
+	return refuse("source %s is outside the allowed roots (%s)", m.Source, strings.Join(roots, ", "))
+}
