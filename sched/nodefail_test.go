@@ -2,36 +2,11 @@ package sched
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/internal/client"
 )
-
-// clusterWith is cluster with a config of the test's.
-func clusterWith(t *testing.T, cfg Config) (*Server, *client.Client) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cfg.DataDir = t.TempDir()
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { srv.Run(ctx); close(done) }()
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { hs.Close(); cancel(); <-done; srv.Close() })
-	c, err := client.New(hs.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv, c
-}
 
 // TestNodeFailure: a node silent past the node timeout goes DOWN; its
 // plain job ends NODE_FAIL, its requeue job goes back to the queue and

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/partition"
@@ -42,6 +43,10 @@ type Config struct {
 	// PartitionsFile is the partitions.hcl schedd reads at start and on
 	// reconfig; "" runs the built-in one-partition configuration.
 	PartitionsFile string
+	// Images is the cluster's image catalog: a job naming an image by a
+	// name it lacks is refused at submit, with the known names. nil lets
+	// every name through (the nodes resolve it).
+	Images *catalog.Catalog
 	// ChargeEvery is how often the leader charges running jobs' usage
 	// (default DefaultChargeEvery).
 	ChargeEvery time.Duration
@@ -202,6 +207,16 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 	cs := spec.Containers()
 	if len(cs) == 0 {
 		return nil, fmt.Errorf("%w: the job has no containers", ErrInvalid)
+	}
+	if s.cfg.Images != nil {
+		for _, c := range cs {
+			if !catalog.IsName(c.Image) {
+				continue
+			}
+			if _, err := s.cfg.Images.Resolve(c.Image); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			}
+		}
 	}
 	v := s.st.Snapshot()
 	cfg := v.Config()

@@ -5,11 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
@@ -17,8 +19,15 @@ import (
 // cluster is a real controller (raft on disk) behind a real HTTP server.
 func cluster(t *testing.T) (*Server, *client.Client) {
 	t.Helper()
+	return clusterWith(t, Config{})
+}
+
+// clusterWith is cluster with cfg's settings (DataDir and Logger filled).
+func clusterWith(t *testing.T, cfg Config) (*Server, *client.Client) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := Open(ctx, Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.DataDir, cfg.Logger = t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,5 +191,28 @@ func TestSubmitValidatesBodies(t *testing.T) {
 	_, err := c.Submit(context.Background(), api.SubmitRequest{Spec: s})
 	if err == nil || !strings.Contains(err.Error(), "cluster mode \"ring\" is not valid") {
 		t.Fatalf("submit of an invalid spec through the API: %v", err)
+	}
+}
+
+func TestSubmitRefusesUnknownCatalogImage(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/images.hcl"
+	if err := os.WriteFile(path, []byte("image \"pytorch-2.3\" {\n  source = \"/srv/images/pytorch-2.3.sif\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	images, err := catalog.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, c := clusterWith(t, Config{Images: images})
+	s := spec(1, jobspec.ModeSingleNode, 1)
+	s.Image = "tf-2.15"
+	_, err = c.Submit(context.Background(), api.SubmitRequest{Spec: s, Cwd: "/tmp"})
+	if err == nil || !strings.Contains(err.Error(), `image "tf-2.15": unknown image (known images: pytorch-2.3`) {
+		t.Fatalf("submit of an unknown image: %v", err)
+	}
+	s.Image = "pytorch-2.3"
+	if _, err := c.Submit(context.Background(), api.SubmitRequest{Spec: s, Cwd: "/tmp"}); err != nil {
+		t.Fatalf("submit of a catalog image: %v", err)
 	}
 }

@@ -82,6 +82,9 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 			// between themselves: containers use the node's network.
 			args = append(args, "--network", "host")
 		}
+		if o.images != "" {
+			args = append(args, "--images", o.images)
+		}
 		if o.nodeCPU > 0 {
 			args = append(args, "--cpu", strconv.FormatFloat(o.nodeCPU, 'g', -1, 64))
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/sched"
 )
 
@@ -33,6 +34,7 @@ type options struct {
 	stopGrace time.Duration
 	verbose   bool
 	parts     string
+	images    string
 	devHosts  string
 	nodeTO    time.Duration
 	adminGrp  string
@@ -90,6 +92,7 @@ flags:
 	fs.StringVar(&o.nodeMem, "node-memory", "", "memory each dev nodelet offers, e.g. 8GiB (default: this machine's)")
 	fs.StringVar(&o.runtime, "runtime", "auto", "dev nodelets' runtime: auto, runc or process")
 	fs.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "dev nodelets: time between SIGTERM and SIGKILL when a container is stopped")
+	fs.StringVar(&o.images, "images", "", "image catalog `file` (see etc/images.hcl): a job naming an image it lacks is refused;\nwith --dev the nodelets resolve names in it too")
 	fs.StringVar(&o.parts, "partitions", "", "partitions `file` (see troupe-partitions(5)), re-read on badmin reconfig\n(default: one partition, \"default\", of every node)")
 	fs.StringVar(&o.devHosts, "dev-hosts", "auto", "where dev nodelets run: netns (each in its own network namespace, a test host),\nshared (this machine's network) or auto (netns when root with runc)")
 	fs.DurationVar(&o.nodeTO, "node-timeout", sched.DefaultNodeTimeout, "mark a node DOWN when silent this long; its jobs end NODE_FAIL or are requeued")
@@ -120,16 +123,26 @@ flags:
 		return o, err
 	}
 	o.socket = abs
-	if o.parts != "" {
-		if o.parts, err = filepath.Abs(o.parts); err != nil {
-			return o, err
+	for _, p := range []*string{&o.parts, &o.images} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return o, err
+			}
 		}
 	}
 	return o, nil
 }
 
 func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) error {
-	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log, PartitionsFile: o.parts, NodeTimeout: o.nodeTO})
+	var images *catalog.Catalog
+	if o.images != "" {
+		var err error
+		if images, err = catalog.Load(o.images); err != nil {
+			return err
+		}
+	}
+	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log,
+		PartitionsFile: o.parts, Images: images, NodeTimeout: o.nodeTO})
 	if err != nil {
 		return err
 	}
