@@ -27,6 +27,7 @@ const assignmentsWait = 30 * time.Second
 type key struct {
 	job  uint64
 	host string
+	run  int // the job's Requeues: a requeued job is a new run
 }
 
 // agent is the state of one Run.
@@ -44,8 +45,9 @@ type agent struct {
 	gpus    []gpu.Device
 
 	mu       sync.Mutex
-	running  map[key]*task // started here, not yet destroyed
-	finished map[key]bool  // ended here; kept while schedd still assigns it
+	running  map[key]*task   // started here, not yet destroyed
+	finished map[key]bool    // ended here; kept while schedd still assigns it
+	last     api.Assignments // the last answer reconciled: a task that ends reconciles it again
 	tasks    sync.WaitGroup
 }
 

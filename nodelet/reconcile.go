@@ -15,15 +15,27 @@ import (
 //	not here, state preparing/running         → report failed: lost (a
 //	                                            previous nodelet ran it)
 //	ended here already, or state ended        → nothing
+//	an earlier run (before a requeue) still   → wait until it has stopped
+//	stopping here
+//
+// A container is keyed by job, host and run (the job's Requeues), and
+// reports name the run, so schedd drops those about an earlier one.
 func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
-	want := map[key]api.Job{}
-	for _, asg := range as.Assignments {
-		for _, h := range asg.Hosts {
-			want[key{asg.Job.ID, h}] = asg.Job
-		}
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.last = as
+	a.reconcileLocked(ctx)
+}
+
+// reconcileLocked reconciles the last assignments; a.mu is held. A task
+// that ends calls it too: a later run of its container may be waiting.
+func (a *agent) reconcileLocked(ctx context.Context) {
+	want := map[key]api.Job{}
+	for _, asg := range a.last.Assignments {
+		for _, h := range asg.Hosts {
+			want[key{asg.Job.ID, h, asg.Job.Requeues}] = asg.Job
+		}
+	}
 	for k, t := range a.running {
 		if job, ok := want[k]; !ok || job.KillWanted {
 			t.requestStop()
@@ -35,10 +47,22 @@ func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
 		}
 	}
 	for k, job := range want {
-		if a.running[k] == nil && !a.finished[k] {
+		if a.running[k] == nil && !a.finished[k] && !a.earlierRunHere(k) {
 			a.admit(ctx, k, job)
 		}
 	}
+}
+
+// earlierRunHere reports whether an earlier run of k's container (before
+// a requeue) is still stopping here: the new run waits for it, so the
+// two never run at once. a.mu is held.
+func (a *agent) earlierRunHere(k key) bool {
+	for r := range a.running {
+		if r.job == k.job && r.host == k.host && r.run != k.run {
+			return true
+		}
+	}
+	return false
 }
 
 // admit decides about one container not running here. a.mu is held.
@@ -64,5 +88,5 @@ func (a *agent) admit(ctx context.Context, k key, job api.Job) {
 // is held.
 func (a *agent) endHere(k key, state api.ContainerState, code int, msg string) {
 	a.finished[k] = true
-	a.rep.add(api.ContainerUpdate{JobID: k.job, Host: k.host, State: state, ExitCode: code, Message: msg})
+	a.rep.add(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg})
 }

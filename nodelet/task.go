@@ -39,14 +39,17 @@ func (a *agent) startTask(ctx context.Context, k key, job api.Job) {
 		defer a.tasks.Done()
 		a.runTask(ctx, t)
 		a.mu.Lock()
+		defer a.mu.Unlock()
 		delete(a.running, k)
 		a.finished[k] = true
-		a.mu.Unlock()
+		if ctx.Err() == nil {
+			a.reconcileLocked(ctx) // a later run may have waited for this one
+		}
 	}()
 }
 
 func (a *agent) report(t *task, state api.ContainerState, code int, msg string) {
-	a.rep.add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, State: state, ExitCode: code, Message: msg})
+	a.rep.add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state, ExitCode: code, Message: msg})
 }
 
 // runTask: preparing → running → exited | killed | failed, then destroy.

@@ -67,6 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.StringVar(&cfg.Network, "network", nodelet.NetworkAuto, "containers' network: auto (session with runc), session or host")
 	fs.StringVar(&cfg.SessionSecret, "session-secret", "", "file session SSH keys derive from; the same on every node (default: STATE-DIR/session-secret, made if missing)")
 	fs.DurationVar(&cfg.StopGrace, "stop-grace", nodelet.DefaultStopGrace, "SIGTERM to SIGKILL grace period")
+	fs.DurationVar(&cfg.Heartbeat, "heartbeat", nodelet.DefaultHeartbeat, "how often to tell schedd the node is alive; keep it well under schedd's --node-timeout")
 	fs.StringVar(&configPath, "config", "", "nodelet.hcl with the node's settings (default $"+nodelet.EnvConfig+", else "+nodelet.DefaultConfigFile+" if it exists)")
 	fs.StringVar(&cfg.Images, "images", "", "image catalog (etc/images.hcl) job image names resolve in")
 	fs.IntVar(&cfg.FakeGPUs, "fake-gpus", 0, "report this many fake GPUs instead of discovering them (tests)")
@@ -108,6 +109,9 @@ func checkFlags(cfg *nodelet.Config, memory string) error {
 	}
 	if cfg.CPU < 0 {
 		return fmt.Errorf("--cpu %g: must not be negative", cfg.CPU)
+	}
+	if cfg.Heartbeat <= 0 {
+		return fmt.Errorf("--heartbeat %s: must be positive", cfg.Heartbeat)
 	}
 	if cfg.StopGrace < 0 {
 		return fmt.Errorf("--stop-grace %s: must not be negative", cfg.StopGrace)

@@ -242,8 +242,12 @@ type ContainerReport struct {
 
 // ContainerUpdate reports one container's state.
 type ContainerUpdate struct {
-	JobID    uint64         `json:"job_id"`
-	Host     string         `json:"host"`
+	JobID uint64 `json:"job_id"`
+	Host  string `json:"host"`
+	// Requeues is the run of the job the update is about (its Requeues
+	// when the nodelet started it): schedd drops reports about an earlier
+	// run of a requeued job.
+	Requeues int            `json:"requeues,omitempty"`
 	State    ContainerState `json:"state"`
 	ExitCode int            `json:"exit_code"`
 	Message  string         `json:"message,omitempty"`

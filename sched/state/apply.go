@@ -251,8 +251,8 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) error {
 				continue // a job schedd forgot: the nodelet stops it anyway
 			}
 		}
-		if j.State.Terminal() {
-			continue
+		if j.State.Terminal() || u.Requeues != j.Requeues {
+			continue // ended, or about an earlier run of a requeued job
 		}
 		for i := range j.Containers {
 			c := &j.Containers[i]

@@ -227,3 +227,30 @@ func TestTimeoutAndOOM(t *testing.T) {
 		t.Fatalf("job 2 ended %s (%s), want FAILED with the OOM reason", j.State, j.Reason)
 	}
 }
+
+// A report about an earlier run of a requeued job changes nothing.
+func TestStaleRunReportsDropped(t *testing.T) {
+	h := newHarness(t)
+	j := session(1)
+	j.Spec.Requeue = true
+	h.apply(Command{Kind: CmdSubmit, Submit: j})
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	h.report("n1", 1, "main1", api.ContainerRunning, 0) // run 0
+	// n1 fails; the job asks for requeue, goes back to PENDING and is
+	// placed again (on n1, back up): run 1.
+	h.apply(Command{Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+	if j := h.job(1); j.State != api.JobPending || j.Requeues != 1 {
+		t.Fatalf("after the node failure: %s, requeues %d", j.State, j.Requeues)
+	}
+	h.apply(Command{Kind: CmdNodeUp, NodeUp: "n1"})
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	// The old run's nodelet reports its container killed: dropped.
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 0, State: api.ContainerKilled}}}})
+	if c := h.job(1).Containers[0]; c.State != api.ContainerAssigned {
+		t.Fatalf("an earlier run's report moved the new run's container to %s", c.State)
+	}
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerRunning}}}})
+	if j := h.job(1); j.State != api.JobRunning {
+		t.Fatalf("the new run's report: job %s", j.State)
+	}
+}
