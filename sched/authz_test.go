@@ -74,7 +74,9 @@ func TestPeerIdentity(t *testing.T) {
 		t.Fatalf("alice kills her job: %d %s", code, body)
 	}
 	code, body = as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1)})
-	_ = json.Unmarshal(body, &res)
+	if code != http.StatusCreated || json.Unmarshal(body, &res) != nil {
+		t.Fatalf("alice submits again: %d %s", code, body)
+	}
 	if code, body := as(srv, root, "POST", "/v1/jobs/"+jsonNum(res.JobID)+"/kill", struct{}{}); code != http.StatusOK {
 		t.Fatalf("root kills alice's job: %d %s", code, body)
 	}
