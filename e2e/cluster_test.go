@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,15 +82,7 @@ func startCluster(t testing.TB, nodes int, cpu string) *devCluster {
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "export TROUPE_ADDR="); ok {
-				addr <- v
-			}
-		}
-	}()
+	addr := scanAddr(out)
 	go func() { _ = c.cmd.Wait(); close(c.done) }()
 	select {
 	case c.addr = <-addr:
@@ -100,6 +93,21 @@ func startCluster(t testing.TB, nodes int, cpu string) *devCluster {
 	}
 	t.Cleanup(c.stop)
 	return c
+}
+
+// scanAddr reads schedd's standard output and sends the TROUPE_ADDR it
+// prints; it reads on to the end so schedd never blocks on a full pipe.
+func scanAddr(out io.Reader) <-chan string {
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "export TROUPE_ADDR="); ok {
+				addr <- v
+			}
+		}
+	}()
+	return addr
 }
 
 // stop sends SIGTERM, as Ctrl-C would, and checks nothing is left behind.

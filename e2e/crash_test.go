@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -31,15 +29,7 @@ func startSchedd(t *testing.T, dir string) (*exec.Cmd, string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "export TROUPE_ADDR="); ok {
-				addr <- v
-			}
-		}
-	}()
+	addr := scanAddr(out)
 	select {
 	case a := <-addr:
 		return cmd, a

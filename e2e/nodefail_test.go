@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -34,15 +33,7 @@ func startScheddArgs(t *testing.T, dir string, args ...string) (*exec.Cmd, strin
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "export TROUPE_ADDR="); ok {
-				addr <- v
-			}
-		}
-	}()
+	addr := scanAddr(out)
 	select {
 	case a := <-addr:
 		return cmd, a

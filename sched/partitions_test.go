@@ -2,9 +2,6 @@ package sched
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,24 +41,12 @@ func partitioned(t *testing.T, src string, clock *fakeClock) (*Server, *client.C
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), PartitionsFile: path, ChargeEvery: time.Hour,
+	cfg := Config{PartitionsFile: path, ChargeEvery: time.Hour,
 		NodeTimeout: 1000 * time.Hour} // the tests move a fake clock by hours; nodes stay up
 	if clock != nil {
 		cfg.Clock = clock.Now
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { srv.Run(ctx); close(done) }()
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { hs.Close(); cancel(); <-done; srv.Close() })
-	c, err := client.New(hs.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, c := clusterWith(t, cfg)
 	return srv, c, path
 }
 
