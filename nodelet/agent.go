@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/nodelet/gpu"
@@ -43,6 +44,8 @@ type agent struct {
 	secret  []byte           // session keys derive from it (package sshkey)
 	catalog *catalog.Catalog // image names; nil: none known
 	gpus    []gpu.Device
+	mps     *mpsDaemon // the MPS control daemon of fractional GPU shares
+	metrics *metrics
 
 	mu       sync.Mutex
 	running  map[key]*task   // started here, not yet destroyed
@@ -59,17 +62,27 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := a.cleanLeftovers(ctx); err != nil {
+	if a.cfg.MetricsAddr != "" {
+		addr, err := a.metrics.serve(ctx, a.cfg.MetricsAddr, a.log)
+		if err != nil {
+			return err
+		}
+		a.log.Info("serving metrics", "addr", "http://"+addr.String()+"/metrics")
+	}
+	recs, err := a.recoverLeftovers(ctx)
+	if err != nil {
 		return err
 	}
+	a.adopt(ctx, recs)
 	if err := a.register(ctx); err != nil {
+		a.tasks.Wait()
 		return nil // ctx cancelled while schedd was away
 	}
 	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))
 	go a.rep.run(repCtx)
 	go a.heartbeat(ctx)
 	a.loop(ctx)
-	a.tasks.Wait() // every task stops and destroys on ctx cancel
+	a.tasks.Wait() // every task stops and destroys on ctx cancel, or detaches
 	stopRep()
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
@@ -99,7 +112,9 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	a := &agent{
 		cfg: cfg, log: log, cli: cli, rt: rt,
 		running: map[key]*task{}, finished: map[key]bool{},
+		mps: &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
 	}
+	a.metrics = newMetrics(a)
 	if cfg.Images != "" {
 		if a.catalog, err = catalog.Load(cfg.Images); err != nil {
 			return nil, err
@@ -156,25 +171,6 @@ func (a *agent) setupNetwork() error {
 	return nil
 }
 
-// cleanLeftovers removes what a previous run left: the runtime's
-// containers, then bundles and per-container files.
-func (a *agent) cleanLeftovers(ctx context.Context) error {
-	if err := a.rt.Cleanup(ctx); err != nil {
-		return fmt.Errorf("cleaning leftovers: %w", err)
-	}
-	if a.net != nil {
-		if err := a.net.Cleanup(); err != nil {
-			return fmt.Errorf("cleaning leftovers: %w", err)
-		}
-	}
-	for _, d := range []string{a.containersDir(), a.filesDir()} {
-		if err := os.RemoveAll(d); err != nil {
-			return fmt.Errorf("cleaning leftovers: %w", err)
-		}
-	}
-	return nil
-}
-
 func (a *agent) containersDir() string { return filepath.Join(a.cfg.StateDir, "containers") }
 func (a *agent) filesDir() string      { return filepath.Join(a.cfg.StateDir, "files") }
 
@@ -185,10 +181,25 @@ func (a *agent) register(ctx context.Context) error {
 		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(),
 		Capacity: api.Resources{CPUMilli: int64(a.cfg.CPU * 1000), Memory: a.cfg.Memory, GPU: float64(len(a.gpus))},
 	}
+	regCli := a.cli
+	if a.cfg.JoinTokenFile != "" {
+		// Over TCP: the join token registers; the answer is the node's
+		// own credential for everything after.
+		join, err := auth.ReadSecretFile(a.cfg.JoinTokenFile)
+		if err == nil {
+			regCli, err = client.NewWith(a.cfg.Addr, client.Options{CA: a.cfg.CA, Token: join})
+		}
+		if err != nil {
+			return fmt.Errorf("join token: %w", err)
+		}
+	}
 	b := newBackoff()
 	for {
-		_, err := a.cli.Register(ctx, reg)
+		n, err := regCli.Register(ctx, reg)
 		if err == nil {
+			if n.Credential != "" {
+				a.cli.SetToken(n.Credential)
+			}
 			a.log.Info("registered", "schedd", a.cfg.Addr)
 			return nil
 		}
@@ -213,8 +224,8 @@ func (a *agent) heartbeat(ctx context.Context) {
 		err := a.cli.Heartbeat(ctx, a.cfg.Name)
 		switch {
 		case err == nil || ctx.Err() != nil:
-		case client.IsNotFound(err):
-			a.log.Warn("schedd does not know this node, registering again")
+		case client.IsNotFound(err) || (client.IsUnauthorized(err) && a.cfg.JoinTokenFile != ""):
+			a.log.Warn("schedd does not know this node (or its credential), registering again", "err", err)
 			_ = a.register(ctx)
 		default:
 			a.log.Warn("heartbeat failed", "err", err)

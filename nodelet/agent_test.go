@@ -47,12 +47,24 @@ func startAgent(t *testing.T, s *testSchedd, rt string) (Config, func()) {
 
 func startAgentIn(t *testing.T, s *testSchedd, rt, stateDir string) (Config, func()) {
 	t.Helper()
+	cfg, stop, _ := startAgentCause(t, s, rt, stateDir)
+	return cfg, stop
+}
+
+// startAgentCause is startAgentIn that also returns detach, which stops
+// the agent with ErrDetach (its containers keep running).
+func startAgentCause(t *testing.T, s *testSchedd, rt, stateDir string, mods ...func(*Config)) (Config, func(), func()) {
+	t.Helper()
 	cfg := Config{
 		Name: "node1", Addr: s.hs.URL, StateDir: stateDir, Runtime: rt,
 		CPU: 2, Memory: 1 << 30, InitBinary: runtimetest.BuildInit(t), SSHBinary: buildSSH(t),
 		Heartbeat: 50 * time.Millisecond, StopGrace: time.Second,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	for _, m := range mods {
+		m(&cfg)
+	}
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	cancel := func() { cancelCause(nil) }
 	done := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
@@ -60,12 +72,12 @@ func startAgentIn(t *testing.T, s *testSchedd, rt, stateDir string) (Config, fun
 	}
 	go func() { done <- Run(ctx, cfg, log) }()
 	stopped := false
-	stop := func() {
+	stopWith := func(cause error) {
 		if stopped {
 			return
 		}
 		stopped = true
-		cancel()
+		cancelCause(cause)
 		select {
 		case err := <-done:
 			if err != nil {
@@ -75,8 +87,10 @@ func startAgentIn(t *testing.T, s *testSchedd, rt, stateDir string) (Config, fun
 			t.Fatal("Run did not return after cancel")
 		}
 	}
+	stop := func() { stopWith(nil) }
+	_ = cancel
 	t.Cleanup(stop)
-	return cfg, stop
+	return cfg, stop, func() { stopWith(ErrDetach) }
 }
 
 func uid() int { return os.Getuid() }

@@ -81,6 +81,17 @@ type Config struct {
 	PidsLimit int64
 	Heartbeat time.Duration // default DefaultHeartbeat
 	StopGrace time.Duration // SIGTERM → SIGKILL; default DefaultStopGrace
+	// MetricsAddr is where /metrics (Prometheus) is served, e.g.
+	// 127.0.0.1:9101; "": no metrics server.
+	MetricsAddr string
+	// JoinTokenFile holds the cluster's join token (schedd
+	// --join-token-file): registration presents it and gets the node's
+	// own credential, which every later request carries. "": register
+	// with the client's own identity (the unix socket's root).
+	JoinTokenFile string
+	// CA is a PEM file of the CA that signed schedd's TLS certificate
+	// ("": the system's CAs and $TROUPE_CA).
+	CA string
 }
 
 // withDefaults fills zero fields and checks the rest.

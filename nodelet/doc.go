@@ -13,10 +13,19 @@
 //     asked), allowed mount roots (nodelet.hcl, else /tmp and the
 //     invoking user's home). Load the image catalog (internal/catalog)
 //     and find the GPUs (package gpu: NVML, fake_gpus, or none).
-//  2. Clean what a previous run left under StateDir: the runtime's
-//     containers (runc delete --force), then the session networks
-//     (links named trb*/trx*/trv*, pinned namespaces under netns/), bundles,
-//     per-container files. Re-attaching to them instead is future work.
+//  2. Re-attach to what a previous run left running (recover.go): each
+//     record under records/ (job, host, run, container id, bundle, netns,
+//     exit file; written once a container has started) whose container
+//     the runtime still knows (runtime Recover: runc state, then a pidfd
+//     on its init; process and apptainer say ErrUnsupported) becomes a
+//     task again, its session network adopted (network.Adopt) and its
+//     MPS hold counted. Then clean everything else: the runtime's other
+//     containers (runc delete --force), session links and pinned
+//     namespaces of sessions with no re-attached container, bundles,
+//     records and per-container files. Start the metrics server when
+//     --metrics-addr is set (metrics.go: starts, failures by reason,
+//     running containers, allocatable vs allocated CPU, memory and GPUs,
+//     per-GPU shares and NVML use).
 //  3. Register with schedd, retrying with backoff until it answers.
 //  4. Start the heartbeat (re-registering if schedd forgot the node) and
 //     the reporter, which delivers container updates in order and retries
@@ -31,7 +40,9 @@
 //     with package image) and checks its mounts (absolute, no "..", under
 //     an allowed root once symlinks are resolved: otherwise it fails
 //     before anything exists), adds the GPU variables of its shares
-//     (CUDA_VISIBLE_DEVICES, MPS limits for fractions), builds the container's view (package
+//     (CUDA_VISIBLE_DEVICES, MPS limits for fractions; the MPS control
+//     daemon runs while fractional containers do, where its binary
+//     exists, see mps.go) and their device nodes (runc), builds the container's view (package
 //     session: env, /etc/hosts, /etc/hostname, output file; with runc also
 //     the hostfiles under /.troupe/session and ~/.ssh with the session key
 //     of package sshkey, readable only by the job's user), attaches it to
@@ -40,7 +51,9 @@
 //     here; the container's own namespace and address), starts it
 //     (command, or troupe-init wait when the container has none; with
 //     runc troupe-init first starts troupe-ssh's sshd on port 2200) and
-//     reports running, or failed with the error. It then waits: an exit
+//     reports running, or failed with the error. runc containers run
+//     detached, their output going straight to the output file, so they
+//     outlive the nodelet. It then waits: an exit
 //     is reported exited with its code (oom, "out of memory (limit
 //     256MiB)", when the kernel's OOM killer ended it); a stop request sends SIGTERM,
 //     waits StopGrace, sends SIGKILL and is reported killed. Either way
@@ -49,5 +62,9 @@
 //     container here) and its files removed.
 //  7. When ctx is cancelled (SIGTERM to the nodelet) every task stops and
 //     destroys its container, the last reports get a few seconds to
-//     reach schedd, and Run returns nil.
+//     reach schedd, and Run returns nil. When its cause is ErrDetach
+//     (SIGQUIT) runc containers are left running, with their records,
+//     for the next nodelet on the same state dir (step 2); a re-attached
+//     container is reported running again, and reconcile stops it when
+//     schedd no longer assigns it.
 package nodelet

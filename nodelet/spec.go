@@ -50,8 +50,27 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
+	var (
+		devices  []runtime.Device
+		mpsMount []runtime.Mount
+	)
 	if len(a.gpus) > 0 || len(c.GPUs) > 0 {
-		env = append(env, gpu.Env(a.gpus, c.GPUs, "")...)
+		pipe := ""
+		if fractional(c.GPUs) && !t.mpsHeld {
+			t.mpsHeld = true
+			pipe = a.mps.acquire()
+			if pipe != "" && a.rt.Name() == RuntimeRunc {
+				mpsMount = []runtime.Mount{{Source: pipe, Target: pipe}}
+			}
+		}
+		env = append(env, gpu.Env(a.gpus, c.GPUs, pipe)...)
+		for _, p := range gpu.DeviceNodes(c.GPUs) {
+			d, err := runtime.DeviceAt(p)
+			if err != nil {
+				return runtime.Spec{}, nil, err
+			}
+			devices = append(devices, d)
+		}
 	}
 	image, err := a.resolveImage(c.Image, job.Spec.Image)
 	if err != nil {
@@ -73,6 +92,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
 			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHPath, ReadOnly: true})
 	}
 	mounts = append(mounts, dataMounts...)
+	mounts = append(mounts, mpsMount...)
 	outPath, err := session.OutputPath(job, host)
 	if err != nil {
 		return runtime.Spec{}, nil, err
@@ -88,7 +108,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
 		CPU: c.Resources.CPU, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
 		Mounts: mounts, Stdout: out, Stderr: out,
 		Dir:  filepath.Join(a.containersDir(), t.id()),
-		Init: a.cfg.InitBinary, InitArgs: initArgs,
+		Init: a.cfg.InitBinary, InitArgs: initArgs, Devices: devices,
 	}, out, nil
 }
 

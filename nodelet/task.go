@@ -26,13 +26,33 @@ type task struct {
 	job      api.Job
 	stop     chan struct{} // closed by requestStop
 	stopOnce sync.Once
+	// adopted is the container a previous nodelet started, re-attached
+	// to: the task skips preparing and starting.
+	adopted runtime.Container
+	// mpsHeld: the task counts in the MPS daemon's users (a fraction
+	// of a GPU); it releases it once its container is destroyed.
+	mpsHeld bool
+}
+
+// releaseMPS drops the task's hold on the MPS daemon.
+func (a *agent) releaseMPS(t *task) {
+	if t.mpsHeld {
+		t.mpsHeld = false
+		a.mps.release()
+	}
 }
 
 func (t *task) requestStop() { t.stopOnce.Do(func() { close(t.stop) }) }
 
 // startTask registers and launches the task for k. a.mu is held.
 func (a *agent) startTask(ctx context.Context, k key, job api.Job) {
-	t := &task{key: k, job: job, stop: make(chan struct{})}
+	a.startTaskWith(ctx, k, job, nil, false)
+}
+
+// startTaskWith is startTask, for a re-attached container when c is not
+// nil (holding the MPS daemon when mpsHeld). a.mu is held.
+func (a *agent) startTaskWith(ctx context.Context, k key, job api.Job, c runtime.Container, mpsHeld bool) {
+	t := &task{key: k, job: job, stop: make(chan struct{}), adopted: c, mpsHeld: mpsHeld}
 	a.running[k] = t
 	a.tasks.Add(1)
 	go func() {
@@ -41,6 +61,9 @@ func (a *agent) startTask(ctx context.Context, k key, job api.Job) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		delete(a.running, k)
+		if detaching(ctx) && a.canDetach() {
+			return
+		}
 		a.finished[k] = true
 		if ctx.Err() == nil {
 			a.reconcileLocked(ctx) // a later run may have waited for this one
@@ -54,31 +77,53 @@ func (a *agent) report(t *task, state api.ContainerState, code int, msg string) 
 
 // runTask: preparing → running → exited | killed | failed, then destroy.
 func (a *agent) runTask(ctx context.Context, t *task) {
-	a.report(t, api.ContainerPreparing, 0, "")
-	began := time.Now()
-	c, err := a.startContainer(ctx, t)
-	if err != nil {
-		a.report(t, api.ContainerFailed, 0, err.Error())
-		a.detach(t)
-		a.removeFiles(t)
-		return
+	c := t.adopted
+	if c == nil {
+		a.report(t, api.ContainerPreparing, 0, "")
+		began := time.Now()
+		var err error
+		c, err = a.startContainer(ctx, t)
+		if err != nil {
+			a.report(t, api.ContainerFailed, 0, err.Error())
+			a.metrics.failures.WithLabelValues(failStart).Inc()
+			a.detach(t)
+			a.removeFiles(t)
+			a.releaseMPS(t)
+			return
+		}
+		a.log.Debug("container started", "id", c.ID(), "took", time.Since(began))
+		a.metrics.starts.Inc()
 	}
-	a.log.Debug("container started", "id", c.ID(), "took", time.Since(began))
+	a.metrics.running.Inc()
+	defer a.metrics.running.Dec()
 	a.report(t, api.ContainerRunning, 0, "")
 	state, exit, msg := a.supervise(ctx, t, c)
+	if state == "" {
+		a.log.Info("leaving container running", "id", c.ID())
+		return // detaching: the next nodelet re-attaches to it
+	}
 	if exit.OOM && state == api.ContainerExited {
 		state, msg = api.ContainerOOM, oomMessage(t)
+	}
+	switch {
+	case state == api.ContainerOOM:
+		a.metrics.failures.WithLabelValues(failOOM).Inc()
+	case state == api.ContainerExited && exit.Code != 0:
+		a.metrics.failures.WithLabelValues(failExit).Inc()
 	}
 	if err := c.Destroy(context.WithoutCancel(ctx)); err != nil {
 		a.log.Error("destroying container", "id", c.ID(), "err", err)
 	}
 	a.detach(t)
 	a.removeFiles(t)
+	a.removeRecord(t)
+	a.releaseMPS(t)
 	a.report(t, state, exit.Code, msg)
 }
 
 // supervise waits for the container to exit, or for a stop request or
-// shutdown; it returns the state to report.
+// shutdown; it returns the state to report, "" when the nodelet detaches
+// and leaves the container running.
 func (a *agent) supervise(ctx context.Context, t *task, c runtime.Container) (api.ContainerState, runtime.Exit, string) {
 	exited := make(chan runtime.Exit, 1)
 	go func() {
@@ -91,6 +136,9 @@ func (a *agent) supervise(ctx context.Context, t *task, c runtime.Container) (ap
 	case <-t.stop:
 		return a.stopContainer(c, exited, "stopped: job ended or was killed")
 	case <-ctx.Done():
+		if detaching(ctx) && a.canDetach() {
+			return "", runtime.Exit{}, ""
+		}
 		return a.stopContainer(c, exited, "stopped: nodelet shutting down")
 	}
 }
@@ -144,6 +192,9 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 	c, err := a.rt.Start(sctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
+	}
+	if err := a.writeRecord(t, spec); err != nil {
+		a.log.Warn("container record not written: a restarted nodelet will not re-attach to it", "id", spec.ID, "err", err)
 	}
 	return c, nil
 }

@@ -29,10 +29,14 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("GET /v1/jobs/{id}", s.handleJob)
 	m.HandleFunc("POST /v1/jobs/{id}/kill", s.handleKill)
 	m.HandleFunc("GET /v1/nodes", s.handleNodes)
-	m.HandleFunc("POST /v1/nodes/register", adminOnly(s.handleRegister))
-	m.HandleFunc("POST /v1/nodes/{name}/heartbeat", adminOnly(s.handleHeartbeat))
-	m.HandleFunc("GET /v1/nodes/{name}/assignments", adminOnly(s.handleAssignments))
-	m.HandleFunc("POST /v1/nodes/{name}/status", adminOnly(s.handleStatus))
+	m.HandleFunc("POST /v1/nodes/register", s.handleRegister)
+	m.HandleFunc("POST /v1/nodes/{name}/heartbeat", nodeOnly(s.handleHeartbeat))
+	m.HandleFunc("GET /v1/nodes/{name}/assignments", nodeOnly(s.handleAssignments))
+	m.HandleFunc("POST /v1/nodes/{name}/status", nodeOnly(s.handleStatus))
+	m.HandleFunc("POST /v1/raft/join", adminOnly(s.handleRaftJoin))
+	m.HandleFunc("POST /v1/tokens", s.handleTokenCreate)
+	m.HandleFunc("GET /v1/tokens", s.handleTokens)
+	m.HandleFunc("POST /v1/tokens/{id}/revoke", s.handleTokenRevoke)
 	m.HandleFunc("GET /v1/partitions", s.handlePartitions)
 	m.HandleFunc("GET /v1/fairshare", s.handleFairShare)
 	m.HandleFunc("POST /v1/reconfig", adminOnly(s.handleReconfig))
@@ -116,10 +120,27 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &reg) {
 		return
 	}
+	id, ok := caller(r.Context())
+	switch {
+	case !ok || id.Admin || id.Join:
+	case id.Node != "" && id.Node == reg.Name:
+	default:
+		writeErr(w, fmt.Errorf("%w: registering node %q needs the cluster's join token, that node's credential, or an administrator; you are %s",
+			ErrForbidden, reg.Name, id.User))
+		return
+	}
 	n, err := s.Register(r.Context(), reg)
 	if err != nil {
 		writeErr(w, err)
 		return
+	}
+	if ok && id.Join {
+		c := *n
+		if c.Credential, err = s.nodeCredential(r.Context(), reg.Name); err != nil {
+			writeErr(w, err)
+			return
+		}
+		n = &c
 	}
 	writeJSON(w, http.StatusOK, 0, n)
 }
@@ -260,6 +281,8 @@ func writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrInvalid):
 		code = http.StatusBadRequest
+	case errors.Is(err, ErrUnauthenticated):
+		code = http.StatusUnauthorized
 	case errors.Is(err, ErrForbidden):
 		code = http.StatusForbidden
 	case errors.Is(err, state.ErrNotFound):
@@ -268,6 +291,7 @@ func writeErr(w http.ResponseWriter, err error) {
 		code = http.StatusConflict
 	case errors.Is(err, raftlog.ErrNotLeader):
 		code = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "1") // an election: clients retry
 	}
 	writeJSON(w, code, 0, api.Error{Error: err.Error()})
 }

@@ -12,11 +12,11 @@ import (
 // idlePass bounds how long the loop sleeps without a state change.
 const idlePass = 5 * time.Second
 
-// Run schedules until ctx ends: on every state change it hands a snapshot
+// schedule runs the leader's loop until ctx ends: on every state change it hands a snapshot
 // and the time to the pure core and commits the plan it returns; every
 // ChargeEvery it charges running jobs' usage (a raft command, so every
 // replica charges the same).
-func (s *Server) Run(ctx context.Context) {
+func (s *Server) schedule(ctx context.Context) {
 	for {
 		if now := s.cfg.Clock(); now.Sub(s.charged) >= s.cfg.ChargeEvery {
 			if err := s.ChargeUsage(ctx); err != nil && ctx.Err() == nil {

@@ -54,6 +54,16 @@ type Config struct {
 	// assignments query) before the leader marks it DOWN (default
 	// DefaultNodeTimeout).
 	NodeTimeout time.Duration
+	// JoinToken is the cluster's join token: a nodelet presenting it
+	// over TCP may register and gets its own credential. "" refuses
+	// registration over TCP except to admins.
+	JoinToken string
+	// Raft is the replication setup (zero: a lone server).
+	Raft raftlog.Config
+	// APIAddr is the address clients reach this server's API at (its
+	// TCP listener, e.g. https://host:7946): recorded in the state when
+	// it leads, so that followers can send clients to it.
+	APIAddr string
 }
 
 // Server is a running controller: state, raft log and scheduler loop.
@@ -73,7 +83,8 @@ type Server struct {
 	leadSince time.Time
 	kick      chan struct{}
 	close     sync.Once
-	nodes     nodeCache // empty nodes and submit's can-ever-fit answers
+	nodes     nodeCache         // empty nodes and submit's can-ever-fit answers
+	config    *partition.Config // the partitions config read at start
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
@@ -99,13 +110,18 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		pc = c
 	}
 	st := state.New()
-	rl, err := raftlog.Open(ctx, raftlog.Config{Dir: cfg.DataDir}, st)
+	rcfg := cfg.Raft
+	rcfg.Dir = cfg.DataDir
+	rl, err := raftlog.Open(ctx, rcfg, st)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl,
 		seen: map[string]time.Time{}, starts: map[uint64]time.Time{}, kick: make(chan struct{}, 1),
-		leadSince: cfg.Clock()}
+		leadSince: cfg.Clock(), config: pc}
+	if rl.Multi() {
+		return s, nil // the leader puts its config in force when it takes office
+	}
 	if err := s.putConfig(ctx, pc); err != nil {
 		rl.Close()
 		return nil, err
@@ -181,7 +197,13 @@ func (s *Server) Store() *state.Store { return s.st }
 
 func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 	c.Time = s.cfg.Clock().UTC()
-	return s.raft.Apply(ctx, c)
+	v, err := s.raft.Apply(ctx, c)
+	if errors.Is(err, raftlog.ErrNotLeader) {
+		if api := s.leaderAPI(); api != "" {
+			err = fmt.Errorf("%w; the leader serves at %s", err, api)
+		}
+	}
+	return v, err
 }
 
 // Submit validates a submission, fills in what schedd decides (partition,
@@ -233,7 +255,8 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	j := &api.Job{
-		Name: spec.Name, User: req.User, UID: req.UID, GID: req.GID, Cwd: req.Cwd,
+		RequestID: req.RequestID,
+		Name:      spec.Name, User: req.User, UID: req.UID, GID: req.GID, Cwd: req.Cwd,
 		Partition: name, Account: account, Walltime: p.Walltime(spec.Walltime),
 		Spec: spec, State: api.JobPending, Reason: api.ReasonPriority,
 	}

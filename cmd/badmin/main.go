@@ -23,7 +23,7 @@ const prog = "badmin"
 
 var command = cli.Command{
 	Name:     prog,
-	Synopsis: "partitions | reconfig | fairshare | snapshot save|restore FILE",
+	Synopsis: "partitions | reconfig | fairshare | snapshot save|restore FILE | token create|list|revoke ID",
 	Summary: "Administer schedd.\n" +
 		"  partitions  list the partitions in force: nodes, limits, queued and started jobs\n" +
 		"              (the default partition is marked *)\n" +
@@ -34,12 +34,17 @@ var command = cli.Command{
 		"  snapshot save FILE     write schedd's whole state to FILE (a header with a sha256\n" +
 		"                         of the body, then the raft FSM state); - is stdout\n" +
 		"  snapshot restore FILE  put FILE's state in force on every replica; a damaged or\n" +
-		"                         truncated file is refused and the live state stays",
+		"                         truncated file is refused and the live state stays\n" +
+		"  token create [--user U] [--admin]  issue a bearer token for schedd over TCP (TLS);\n" +
+		"                         the secret is printed once, schedd keeps only its SHA-256\n" +
+		"  token list             list tokens (id, user, uid, admin, node, created)\n" +
+		"  token revoke ID        revoke a token at once on every replica",
 	Examples: []string{
 		"badmin partitions",
 		"vi /etc/troupe/partitions.hcl && badmin reconfig",
 		"badmin fairshare -o json | jq '.rows[] | select(.user == \"alice\")'",
 		"badmin snapshot save /backup/troupe-$(date +%F).snap",
+		"badmin token create --user alice > /home/alice/.troupe/token",
 	},
 }
 
@@ -48,6 +53,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
 	fs.OutputFlag()
+	tokUser := fs.String("user", "", "token create: the token's `user` (default: you)")
+	tokAdmin := fs.Bool("admin", false, "token create: an administrator's token")
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
@@ -60,6 +67,13 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	case sub == "snapshot":
 		if len(pos) != 3 || (pos[1] != "save" && pos[1] != "restore") {
 			return fs.UsageError("usage: badmin snapshot save|restore FILE")
+		}
+	case sub == "token":
+		switch {
+		case len(pos) == 2 && (pos[1] == "create" || pos[1] == "list"):
+		case len(pos) == 3 && pos[1] == "revoke":
+		default:
+			return fs.UsageError("usage: badmin token create [--user U] [--admin] | list | revoke ID")
 		}
 	case len(pos) > 1:
 		return fs.UsageError("unexpected argument %q", pos[1])
@@ -101,6 +115,10 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			_, err = fmt.Fprintf(stdout, "reconfigured from %s: partitions %s\n", res.Source, strings.Join(res.Partitions, ", "))
 		}
 		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+	case "token":
+		if err := token(ctx, c, pos[1:], *tokUser, *tokAdmin, json, stdout); err != nil {
 			return cli.Fail(stderr, prog, err)
 		}
 	case "snapshot":
@@ -222,5 +240,47 @@ func snapshot(ctx context.Context, c *client.Client, op, file string, stdout, st
 		return err
 	}
 	fmt.Fprintf(stderr, "%s: saved schedd's state to %s\n", prog, file)
+	return nil
+}
+
+// token runs badmin token create|list|revoke.
+func token(ctx context.Context, c *client.Client, args []string, user string, admin, json bool, stdout io.Writer) error {
+	switch args[0] {
+	case "create":
+		t, err := c.CreateToken(ctx, api.TokenCreate{User: user, Admin: admin})
+		if err != nil {
+			return err
+		}
+		if json {
+			return cli.WriteJSON(stdout, t)
+		}
+		_, err = fmt.Fprintln(stdout, t.Secret)
+		return err
+	case "revoke":
+		if err := c.RevokeToken(ctx, args[1]); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(stdout, "token %s revoked\n", args[1])
+		return err
+	}
+	list, err := c.Tokens(ctx)
+	if err != nil {
+		return err
+	}
+	if json {
+		return cli.WriteJSON(stdout, list)
+	}
+	fmt.Fprintf(stdout, "%-16s %-12s %6s %-5s %-12s %s\n", "ID", "USER", "UID", "ADMIN", "NODE", "CREATED")
+	for _, t := range list.Tokens {
+		admin := "no"
+		if t.Admin {
+			admin = "yes"
+		}
+		node := t.Node
+		if node == "" {
+			node = "-"
+		}
+		fmt.Fprintf(stdout, "%-16s %-12s %6d %-5s %-12s %s\n", t.ID, t.User, t.UID, admin, node, t.Created.Format(time.RFC3339))
+	}
 	return nil
 }

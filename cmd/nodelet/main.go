@@ -1,6 +1,8 @@
 // Command nodelet is troupe's node agent: it registers with schedd, runs
 // the containers assigned to this node and reports on them. SIGINT or
-// SIGTERM stops and destroys every container it runs, then it exits.
+// SIGTERM stops and destroys every container it runs, then it exits;
+// SIGQUIT exits leaving runc containers running, for the next nodelet on
+// the same state dir to re-attach to (an upgrade, a restart).
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/nodelet"
 )
@@ -36,13 +39,33 @@ func run(args []string, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	if err := nodelet.Run(ctx, cfg, log); err != nil {
 		fmt.Fprintf(stderr, "nodelet: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// signalContext ends on SIGINT or SIGTERM (stop everything) or SIGQUIT
+// (detach: cause nodelet.ErrDetach).
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT)
+	go func() {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGQUIT {
+				cancel(nodelet.ErrDetach)
+			} else {
+				cancel(nil)
+			}
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel(nil) }
 }
 
 // parseFlags turns the command line into a Config.
@@ -71,6 +94,9 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.StringVar(&configPath, "config", "", "nodelet.hcl with the node's settings (default $"+nodelet.EnvConfig+", else "+nodelet.DefaultConfigFile+" if it exists)")
 	fs.StringVar(&cfg.Images, "images", "", "image catalog (etc/images.hcl) job image names resolve in")
 	fs.IntVar(&cfg.FakeGPUs, "fake-gpus", 0, "report this many fake GPUs instead of discovering them (tests)")
+	fs.StringVar(&cfg.JoinTokenFile, "join-token-file", "", "file with the cluster's join token (schedd --join-token-file): register over TCP with it")
+	fs.StringVar(&cfg.CA, "ca", "", "PEM file of the CA that signed schedd's TLS certificate (default: system CAs and $TROUPE_CA)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9101 (default: off)")
 	fs.BoolVar(&verbose, "v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -112,6 +138,17 @@ func checkFlags(cfg *nodelet.Config, memory string) error {
 	}
 	if cfg.Heartbeat <= 0 {
 		return fmt.Errorf("--heartbeat %s: must be positive", cfg.Heartbeat)
+	}
+	if cfg.JoinTokenFile != "" {
+		if _, err := auth.ReadSecretFile(cfg.JoinTokenFile); err != nil {
+			return fmt.Errorf("--join-token-file: %w", err)
+		}
+	}
+	if cfg.CA != "" {
+		// The agent's client reads the CA as every troupe client does.
+		if err := os.Setenv(client.EnvCA, cfg.CA); err != nil {
+			return err
+		}
 	}
 	if cfg.StopGrace < 0 {
 		return fmt.Errorf("--stop-grace %s: must not be negative", cfg.StopGrace)

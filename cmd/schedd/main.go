@@ -14,12 +14,16 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/catalog"
+	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/sched"
+	"github.com/troupe-hpc/troupe/sched/raftlog"
 )
 
 type options struct {
@@ -38,6 +42,15 @@ type options struct {
 	devHosts  string
 	nodeTO    time.Duration
 	adminGrp  string
+	tlsCert   string
+	tlsKey    string
+	insecure  bool
+	joinFile  string
+	raftAddr  string
+	peers     string
+	id        string
+	apiAddr   string
+	join      string
 }
 
 func main() {
@@ -97,6 +110,15 @@ flags:
 	fs.StringVar(&o.devHosts, "dev-hosts", "auto", "where dev nodelets run: netns (each in its own network namespace, a test host),\nshared (this machine's network) or auto (netns when root with runc)")
 	fs.DurationVar(&o.nodeTO, "node-timeout", sched.DefaultNodeTimeout, "mark a node DOWN when silent this long; its jobs end NODE_FAIL or are requeued")
 	fs.StringVar(&o.adminGrp, "admin-group", "", "`group` whose members administer schedd as root does (see all jobs in full, kill any)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate `file` (PEM) for --listen; with --dev a self-signed pair is made in DATA-DIR/tls when omitted")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "TLS private key `file` (PEM) for --tls-cert")
+	fs.BoolVar(&o.insecure, "insecure-tcp", false, "DEV ONLY: serve --listen as plain HTTP, trusting callers without a token as root")
+	fs.StringVar(&o.joinFile, "join-token-file", "", "cluster join token `file` nodelets register with over TCP; made (0600) when missing\n(default DATA-DIR/join-token)")
+	fs.StringVar(&o.raftAddr, "raft-addr", "", "HOST:PORT raft listens on for its peers (HA; with --peers)")
+	fs.StringVar(&o.peers, "peers", "", "the HA cluster's raft servers, this one included: a `list` of id=host:port, comma-separated")
+	fs.StringVar(&o.join, "join", "", "HA: join the running cluster at this API `address` (with --raft-addr and --id; an admin token in TROUPE_TOKEN)")
+	fs.StringVar(&o.id, "id", "", "this server's raft id among --peers (default: the peer whose address is --raft-addr)")
+	fs.StringVar(&o.apiAddr, "advertise", "", "`URL` peers send clients to when this server leads (default https://LISTEN, http:// with --insecure-tcp)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -123,7 +145,27 @@ flags:
 		return o, err
 	}
 	o.socket = abs
-	for _, p := range []*string{&o.parts, &o.images} {
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return o, errors.New("--tls-cert and --tls-key go together")
+	}
+	if o.listen != "" && o.tlsCert == "" && !o.insecure && !o.dev {
+		return o, errors.New("--listen needs TLS (--tls-cert and --tls-key); plain TCP is not trusted: add --insecure-tcp for a dev cluster only")
+	}
+	ha := o.peers != "" || o.join != ""
+	switch {
+	case o.peers != "" && o.join != "":
+		return o, errors.New("--peers bootstraps a new cluster, --join enters a running one: give one")
+	case ha != (o.raftAddr != ""):
+		return o, errors.New("--raft-addr goes with --peers or --join")
+	case ha && o.listen == "":
+		return o, errors.New("--peers and --join need --listen: followers send clients to the leader's TCP address")
+	case o.join != "" && o.id == "":
+		return o, errors.New("--join needs --id, this server's raft id")
+	}
+	if o.joinFile == "" {
+		o.joinFile = filepath.Join(o.dataDir, "join-token")
+	}
+	for _, p := range []*string{&o.parts, &o.images, &o.tlsCert, &o.tlsKey, &o.joinFile} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
 				return o, err
@@ -141,8 +183,31 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 			return err
 		}
 	}
+	rc, err := raftConfig(o)
+	if err != nil {
+		return err
+	}
+	var join string
+	if o.listen != "" {
+		if join, err = auth.JoinToken(o.joinFile); err != nil {
+			return fmt.Errorf("--join-token-file: %w", err)
+		}
+	}
+	if o.listen != "" && o.tlsCert == "" && !o.insecure {
+		// --dev: a self-signed pair the clients trust with TROUPE_CA.
+		if o.tlsCert, o.tlsKey, err = auth.SelfSigned(filepath.Join(o.dataDir, "tls"), nil); err != nil {
+			return err
+		}
+		log.Info("made a self-signed TLS certificate", "cert", o.tlsCert)
+	}
+	if o.apiAddr == "" && o.listen != "" {
+		o.apiAddr = "https://" + o.listen
+		if o.insecure {
+			o.apiAddr = "http://" + o.listen
+		}
+	}
 	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log,
-		PartitionsFile: o.parts, Images: images, NodeTimeout: o.nodeTO})
+		PartitionsFile: o.parts, Images: images, NodeTimeout: o.nodeTO, JoinToken: join, Raft: rc, APIAddr: o.apiAddr})
 	if err != nil {
 		return err
 	}
@@ -159,12 +224,29 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	}
 	// Unix-socket callers are who the kernel says (SO_PEERCRED).
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: auth.PeerCreds(adminGID)}
-	for _, ln := range lns {
+	go func() {
+		if err := hs.Serve(lns[0]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("serving", "addr", lns[0].Addr(), "err", err)
+		}
+	}()
+	// TCP callers are who their bearer token says; over TLS unless the
+	// dev-only --insecure-tcp.
+	ts := &http.Server{Handler: srv.TCPHandler(o.insecure), ReadHeaderTimeout: 10 * time.Second}
+	if len(lns) > 1 {
 		go func() {
-			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("serving", "addr", ln.Addr(), "err", err)
+			var err error
+			if o.tlsCert != "" {
+				err = ts.ServeTLS(lns[1], o.tlsCert, o.tlsKey)
+			} else {
+				err = ts.Serve(lns[1])
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("serving", "addr", lns[1].Addr(), "err", err)
 			}
 		}()
+	}
+	if o.join != "" {
+		go joinCluster(ctx, o, log)
 	}
 	loopDone := make(chan struct{})
 	loopCtx, stopLoop := context.WithCancel(context.Background())
@@ -173,7 +255,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		close(loopDone)
 	}()
 	addr := "unix://" + o.socket
-	log.Info("schedd serving", "addr", addr, "tcp", o.listen, "data_dir", o.dataDir, "partitions", o.parts)
+	log.Info("schedd serving", "addr", addr, "tcp", o.listen, "tls", o.tlsCert != "", "data_dir", o.dataDir, "partitions", o.parts)
 
 	var cluster *devCluster
 	if o.dev {
@@ -198,6 +280,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(sctx)
+	_ = ts.Shutdown(sctx)
 	os.Remove(o.socket)
 	return err
 }
@@ -231,4 +314,56 @@ func listen(o options) ([]net.Listener, error) {
 		lns = append(lns, tl)
 	}
 	return lns, nil
+}
+
+// raftConfig turns --raft-addr, --peers and --id into raft's setup.
+func raftConfig(o options) (raftlog.Config, error) {
+	var rc raftlog.Config
+	if o.join != "" {
+		return raftlog.Config{Bind: o.raftAddr, ID: o.id, Join: true}, nil
+	}
+	if o.peers == "" {
+		return rc, nil
+	}
+	rc.Bind = o.raftAddr
+	for _, p := range strings.Split(o.peers, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok || id == "" || addr == "" {
+			return rc, fmt.Errorf("--peers %q: want id=host:port,…", o.peers)
+		}
+		rc.Peers = append(rc.Peers, raftlog.Peer{ID: id, Addr: addr})
+		if o.id == "" && addr == o.raftAddr {
+			rc.ID = id
+		}
+	}
+	if o.id != "" {
+		rc.ID = o.id
+	}
+	if rc.ID == "" {
+		return rc, fmt.Errorf("--peers names no server at --raft-addr %s; give --id", o.raftAddr)
+	}
+	return rc, nil
+}
+
+// joinCluster asks the cluster at --join to add this server, retrying
+// until it is added or ctx ends (the leader may be in an election).
+func joinCluster(ctx context.Context, o options, log *slog.Logger) {
+	c, err := client.New(o.join)
+	if err != nil {
+		log.Error("--join", "err", err)
+		return
+	}
+	for {
+		err := c.RaftJoin(ctx, api.RaftJoin{ID: o.id, Addr: o.raftAddr})
+		if err == nil {
+			log.Info("joined the raft cluster", "via", o.join, "id", o.id)
+			return
+		}
+		log.Warn("joining the raft cluster, retrying", "via", o.join, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -2,12 +2,15 @@
 // built static (CGO_ENABLED=0) and mounted read-only at
 // /.troupe/bin/troupe-init.
 //
-//	troupe-init [--sshd PATH] wait            block until SIGTERM or SIGINT, then exit 0
-//	troupe-init [--sshd PATH] run -- CMD ...  run CMD in its own process group, forward
-//	                                          signals to that group, exit with CMD's status
+//	troupe-init [OPTIONS] wait            block until SIGTERM or SIGINT, then exit 0
+//	troupe-init [OPTIONS] run -- CMD ...  run CMD in its own process group, forward
+//	                                      signals to that group, exit with CMD's status
 //
-// With --sshd it first starts `PATH server` (troupe-ssh's SSH server) in
-// its own process group, and stops it on the way out. In both modes it
+// Options: --sshd PATH first starts `PATH server` (troupe-ssh's SSH
+// server) in its own process group, and stops it on the way out;
+// --exit-file PATH writes the exit status (decimal, newline) to PATH
+// before exiting, so that a nodelet that was not the container's parent
+// (it restarted meanwhile) learns how it ended. In both modes it
 // reaps every zombie it inherits, as pid 1 must.
 package main
 
@@ -17,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 )
 
@@ -31,13 +35,38 @@ func main() {
 }
 
 func realMain(args []string) int {
-	var sshd string
-	for len(args) > 1 && args[0] == "--sshd" {
-		sshd, args = args[1], args[2:]
+	var sshd, exitFile string
+	for len(args) > 1 && (args[0] == "--sshd" || args[0] == "--exit-file") {
+		if args[0] == "--sshd" {
+			sshd = args[1]
+		} else {
+			exitFile = args[1]
+		}
+		args = args[2:]
 	}
 	if len(args) == 0 {
 		return usage()
 	}
+	code := realRun(sshd, args)
+	if exitFile != "" {
+		writeExit(exitFile, code)
+	}
+	return code
+}
+
+// writeExit records code in path, atomically (a temporary file renamed).
+func writeExit(path string, code int) {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(code)+"\n"), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "troupe-init: exit file: %v\n", err)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		fmt.Fprintf(os.Stderr, "troupe-init: exit file: %v\n", err)
+	}
+}
+
+func realRun(sshd string, args []string) int {
 	if sshd != "" {
 		stop, err := startDaemon(sshd, "server")
 		if err != nil {
@@ -63,7 +92,7 @@ func realMain(args []string) int {
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "usage: troupe-init [--sshd PATH] wait | troupe-init [--sshd PATH] run -- COMMAND [ARG...]")
+	fmt.Fprintln(os.Stderr, "usage: troupe-init [--sshd PATH] [--exit-file PATH] wait | troupe-init [--sshd PATH] [--exit-file PATH] run -- COMMAND [ARG...]")
 	return 2
 }
 

@@ -100,3 +100,21 @@ func TestSignalsEndWaitAndRun(t *testing.T) {
 		})
 	}
 }
+
+func TestExitFile(t *testing.T) {
+	bin := build(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--", "sh", "-c", "exit 7"}, "7\n"},
+		{[]string{"run", "--", "sh", "-c", "kill -TERM $$"}, "143\n"},
+	} {
+		f := filepath.Join(t.TempDir(), "exit")
+		_ = exec.Command(bin, append([]string{"--exit-file", f}, tc.args...)...).Run()
+		b, err := os.ReadFile(f)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("%v: exit file = %q (%v), want %q", tc.args, b, err, tc.want)
+		}
+	}
+}

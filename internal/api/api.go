@@ -95,6 +95,10 @@ type SubmitRequest struct {
 	UID    int         `json:"uid"`
 	GID    int         `json:"gid"`
 	Source string      `json:"source,omitempty"` // job file name, for messages
+	// RequestID makes a submission idempotent: a retry with the same id
+	// (the client's, after a lost answer or a leader change) gets the
+	// job the first try made instead of a second one.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // SubmitResponse answers a submission.
@@ -106,7 +110,8 @@ type SubmitResponse struct {
 // Job is a job as schedd keeps it.
 type Job struct {
 	ID         uint64        `json:"id"`
-	SessionID  string        `json:"session_id"` // equals main1's kernel id
+	SessionID  string        `json:"session_id"`           // equals main1's kernel id
+	RequestID  string        `json:"request_id,omitempty"` // the submission's idempotency key
 	Network    *Network      `json:"network,omitempty"`
 	Name       string        `json:"name"`
 	User       string        `json:"user"`
@@ -211,6 +216,10 @@ type Node struct {
 	Allocated     Resources `json:"allocated"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
 	Registered    time.Time `json:"registered"`
+	// Credential is set only in the answer to a registration made with
+	// the cluster's join token: the node's own bearer token, bound to its
+	// name, for its heartbeats, assignments and status reports.
+	Credential string `json:"credential,omitempty"`
 }
 
 // NodeList lists nodes.
@@ -332,4 +341,43 @@ type Error struct {
 type SnapshotRestored struct {
 	Jobs  int `json:"jobs"`
 	Nodes int `json:"nodes"`
+}
+
+// Token is a bearer token's record (the secret itself is never stored:
+// Hash is its SHA-256, hex). Node is set for a node credential, which
+// acts only for that node.
+type Token struct {
+	ID      string    `json:"id"`
+	Hash    string    `json:"hash,omitempty"`
+	UID     int       `json:"uid"`
+	GID     int       `json:"gid"`
+	User    string    `json:"user"`
+	Admin   bool      `json:"admin,omitempty"`
+	Node    string    `json:"node,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// TokenCreate asks for a user token (POST /v1/tokens). User "" is the
+// caller; only admins name another user or ask for Admin.
+type TokenCreate struct {
+	User  string `json:"user,omitempty"`
+	Admin bool   `json:"admin,omitempty"`
+}
+
+// TokenCreated answers TokenCreate: the secret is shown this once.
+type TokenCreated struct {
+	Token
+	Secret string `json:"secret"`
+}
+
+// TokenList lists tokens (GET /v1/tokens), without their hashes.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// RaftJoin asks the leader to add a schedd peer (POST /v1/raft/join,
+// administrators only; schedd --join sends it).
+type RaftJoin struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr"` // its raft address, host:port
 }

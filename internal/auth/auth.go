@@ -22,6 +22,13 @@ type Identity struct {
 	User     string // login name, or the uid in decimal when it has none
 	Admin    bool   // root, or a member of the admin group
 	PID      int    // the peer's pid at connect time (unix socket), 0 otherwise
+	// Node is set for a node credential: it acts for that node only.
+	Node string
+	// Join marks the bearer of the cluster's join token: it may only
+	// register a node.
+	Join bool
+	// TokenID is the bearer token the caller presented ("" on the socket).
+	TokenID string
 }
 
 type ctxKey struct{}
@@ -79,6 +86,22 @@ func Lookup(uid, gid, pid, adminGID int) Identity {
 		}
 	}
 	return id
+}
+
+// LookupName builds the identity of the login name (or decimal uid) name.
+func LookupName(name string, adminGID int) (Identity, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		if _, nerr := strconv.Atoi(name); nerr == nil {
+			u, err = user.LookupId(name)
+		}
+		if err != nil {
+			return Identity{}, err
+		}
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return Lookup(uid, gid, 0, adminGID), nil
 }
 
 // GroupID resolves a group name (or number) to its gid.

@@ -4,6 +4,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +14,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/auth"
 )
 
 // EnvAddr names the environment variable that tells tools where schedd is.
@@ -42,11 +47,30 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
 
+// Environment variables the client reads besides EnvAddr.
+const (
+	EnvCA    = "TROUPE_CA"    // PEM file of the CA that signed schedd's TLS certificate
+	EnvToken = "TROUPE_TOKEN" // bearer token for TCP addresses (else ~/.troupe/token)
+)
+
+// retryFor bounds how long a request keeps retrying across addresses
+// on connection errors and 503s (leader elections).
+var retryFor = 20 * time.Second
+
+// IsUnauthorized reports whether err is schedd saying 401 (a missing,
+// unknown or revoked bearer token).
+func IsUnauthorized(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusUnauthorized
+}
+
 // Client is safe for concurrent use.
 type Client struct {
-	addr string
-	base string
-	http *http.Client
+	addr  string
+	bases []string // one per address, in the order given
+	cur   atomic.Int32
+	token atomic.Pointer[string]
+	http  *http.Client
 }
 
 // ResolveAddr picks the flag value, else $TROUPE_ADDR, else DefaultAddr.
@@ -61,28 +85,80 @@ func ResolveAddr(flag string) string {
 }
 
 // New returns a client for addr: "unix:///path/sock", "/path/sock",
-// "http://host:port" or "host:port".
+// "http://host:port", "https://host:port" or "host:port" (http), or a
+// comma-separated list of TCP addresses (the peers of an HA schedd): the
+// client tries them in turn on connection errors and 503s, and follows
+// a follower's redirect to the leader. For https it trusts the system's
+// CAs and the PEM file $TROUPE_CA; to TCP addresses it sends the bearer
+// token $TROUPE_TOKEN, else the first line of ~/.troupe/token.
 func New(addr string) (*Client, error) {
-	c := &Client{addr: addr}
-	tr := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}
-	switch {
-	case strings.HasPrefix(addr, "unix://") || strings.HasPrefix(addr, "/"):
-		path := strings.TrimPrefix(addr, "unix://")
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
+	tok := os.Getenv(EnvToken)
+	if tok == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			if b, err := os.ReadFile(filepath.Join(home, ".troupe", "token")); err == nil {
+				tok = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+			}
 		}
-		c.base = "http://schedd"
-	case strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://"):
-		c.base = strings.TrimRight(addr, "/")
-	case addr != "":
-		c.base = "http://" + addr
-	default:
+	}
+	return NewWith(addr, Options{CA: os.Getenv(EnvCA), Token: tok})
+}
+
+// Options are what New takes from the environment, for programs that
+// take them otherwise (nodelet's --ca and credential).
+type Options struct {
+	CA    string // PEM file of a CA to trust besides the system's
+	Token string // bearer token for TCP addresses
+}
+
+// NewWith is New with the CA and token given rather than read from the
+// environment.
+func NewWith(addr string, o Options) (*Client, error) {
+	c := &Client{addr: addr}
+	tr := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext, TLSHandshakeTimeout: 10 * time.Second}
+	for _, a := range strings.Split(addr, ",") {
+		a = strings.TrimSpace(a)
+		switch {
+		case strings.HasPrefix(a, "unix://") || strings.HasPrefix(a, "/"):
+			if strings.Contains(addr, ",") {
+				return nil, fmt.Errorf("schedd address %q: a unix socket cannot be part of an address list", addr)
+			}
+			path := strings.TrimPrefix(a, "unix://")
+			tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", path)
+			}
+			c.bases = append(c.bases, "http://schedd")
+		case strings.HasPrefix(a, "http://") || strings.HasPrefix(a, "https://"):
+			c.bases = append(c.bases, strings.TrimRight(a, "/"))
+		case a != "":
+			c.bases = append(c.bases, "http://"+a)
+		}
+	}
+	if len(c.bases) == 0 {
 		return nil, fmt.Errorf("empty schedd address")
 	}
-	c.http = &http.Client{Transport: tr}
+	if ca := o.CA; ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("CA file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA file %s holds no PEM certificate", ca)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	c.SetToken(o.Token)
+	c.http = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return c, nil
 }
+
+// SetToken sets the bearer token sent to TCP addresses ("" none).
+func (c *Client) SetToken(t string) { c.token.Store(&t) }
 
 // Addr is the address the client was made for.
 func (c *Client) Addr() string { return c.addr }
@@ -90,48 +166,118 @@ func (c *Client) Addr() string { return c.addr }
 // Do sends in (if non-nil) as JSON and decodes the answer into out (if
 // non-nil). It returns the X-Troupe-Index of the answer.
 func (c *Client) Do(ctx context.Context, method, path string, query url.Values, in, out any) (uint64, error) {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return 0, err
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	u := c.base + path
+	target := path
 	if len(query) > 0 {
-		u += "?" + query.Encode()
+		target += "?" + query.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	resp, err := c.roundTrip(ctx, method, target, body, "application/json")
 	if err != nil {
 		return 0, err
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		return 0, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.addr, unwrapDial(err))
-	}
 	defer resp.Body.Close()
 	idx, _ := strconv.ParseUint(resp.Header.Get(api.IndexHeader), 10, 64)
-	if resp.StatusCode/100 != 2 {
-		var e api.Error
-		b, _ := io.ReadAll(resp.Body)
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(b))
-		}
-		return idx, &APIError{Status: resp.StatusCode, Message: e.Error}
-	}
 	if out != nil {
 		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 			return idx, fmt.Errorf("decoding answer of %s %s: %w", method, path, err)
 		}
 	}
 	return idx, nil
+}
+
+// roundTrip sends one request, following redirects to the leader and
+// retrying across the addresses on connection errors and 503s (for up
+// to retryFor when there are several addresses; with one, only on a 503
+// with Retry-After, a peer without a leader yet). A 2xx answer comes back open; others become errors.
+func (c *Client) roundTrip(ctx context.Context, method, target string, body []byte, ctype string) (*http.Response, error) {
+	deadline := time.Now().Add(retryFor)
+	n := len(c.bases)
+	start := int(c.cur.Load())
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		i := (start + attempt) % n
+		base := c.bases[i]
+		u := base + target
+		var resp *http.Response
+		var err error
+		for hop := 0; hop < 5; hop++ {
+			resp, err = c.send1(ctx, method, u, body, ctype)
+			if err != nil || (resp.StatusCode != http.StatusTemporaryRedirect && resp.StatusCode != http.StatusPermanentRedirect) {
+				break
+			}
+			loc, lerr := resp.Location()
+			resp.Body.Close()
+			if lerr != nil {
+				err = fmt.Errorf("schedd redirected without a usable Location: %v", lerr)
+				break
+			}
+			u = loc.String()
+		}
+		retry := false
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			lastErr = fmt.Errorf("%w at %s: %v", ErrUnreachable, c.addr, unwrapDial(err))
+			retry = n > 1
+		case resp.StatusCode/100 == 2:
+			if attempt > 0 {
+				c.cur.Store(int32(i))
+			}
+			return resp, nil
+		default:
+			// 503: no leader right now. With one address, retry only when
+			// schedd says it is worth it (Retry-After: an election).
+			retry = resp.StatusCode == http.StatusServiceUnavailable && (n > 1 || resp.Header.Get("Retry-After") != "")
+			lastErr = apiError(resp)
+		}
+		if !retry || time.Now().After(deadline) {
+			return nil, lastErr
+		}
+		if (attempt+1)%n == 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func (c *Client) send1(ctx context.Context, method, u string, body []byte, ctype string) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if t := *c.token.Load(); t != "" && req.URL.Host != "schedd" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	return c.http.Do(req)
+}
+
+func apiError(resp *http.Response) error {
+	defer resp.Body.Close()
+	var e api.Error
+	b, _ := io.ReadAll(resp.Body)
+	if json.Unmarshal(b, &e) != nil || e.Error == "" {
+		e.Error = strings.TrimSpace(string(b))
+	}
+	return &APIError{Status: resp.StatusCode, Message: e.Error}
 }
 
 func unwrapDial(err error) error {
@@ -145,6 +291,9 @@ func unwrapDial(err error) error {
 // Submit sends a job.
 func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	var r api.SubmitResponse
+	if req.RequestID == "" {
+		req.RequestID = auth.NewID() + auth.NewID() // retries (across peers too) make one job
+	}
 	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs", nil, req, &r)
 	return r, err
 }
@@ -246,11 +395,7 @@ func blocking(index uint64, wait time.Duration) url.Values {
 // SaveSnapshot streams schedd's state, in the snapshot file format
 // (header line with a sha256 of the body, then the body), to w.
 func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/snapshot", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.send(req)
+	resp, err := c.roundTrip(ctx, http.MethodGet, "/v1/snapshot", nil, "")
 	if err != nil {
 		return err
 	}
@@ -263,12 +408,11 @@ func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
 // changes anything and refuses a damaged one (an *APIError, 400).
 func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader) (api.SnapshotRestored, error) {
 	var out api.SnapshotRestored
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/snapshot", r)
+	b, err := io.ReadAll(r)
 	if err != nil {
 		return out, err
 	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := c.send(req)
+	resp, err := c.roundTrip(ctx, http.MethodPost, "/v1/snapshot", b, "application/octet-stream")
 	if err != nil {
 		return out, err
 	}
@@ -276,24 +420,28 @@ func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader) (api.Snapshot
 	return out, json.NewDecoder(resp.Body).Decode(&out)
 }
 
-// send does req and turns transport failures and non-2xx answers into
-// errors; on success the caller closes the body.
-func (c *Client) send(req *http.Request) (*http.Response, error) {
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if req.Context().Err() != nil {
-			return nil, req.Context().Err()
-		}
-		return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.addr, unwrapDial(err))
-	}
-	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
-		var e api.Error
-		b, _ := io.ReadAll(resp.Body)
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(b))
-		}
-		return nil, &APIError{Status: resp.StatusCode, Message: e.Error}
-	}
-	return resp, nil
+// CreateToken asks schedd for a bearer token.
+func (c *Client) CreateToken(ctx context.Context, req api.TokenCreate) (api.TokenCreated, error) {
+	var r api.TokenCreated
+	_, err := c.Do(ctx, http.MethodPost, "/v1/tokens", nil, req, &r)
+	return r, err
+}
+
+// Tokens lists the tokens the caller may see.
+func (c *Client) Tokens(ctx context.Context) (api.TokenList, error) {
+	var r api.TokenList
+	_, err := c.Do(ctx, http.MethodGet, "/v1/tokens", nil, nil, &r)
+	return r, err
+}
+
+// RevokeToken revokes a token by id.
+func (c *Client) RevokeToken(ctx context.Context, id string) error {
+	_, err := c.Do(ctx, http.MethodPost, "/v1/tokens/"+url.PathEscape(id)+"/revoke", nil, struct{}{}, nil)
+	return err
+}
+
+// RaftJoin asks the leader to add a schedd peer.
+func (c *Client) RaftJoin(ctx context.Context, req api.RaftJoin) error {
+	_, err := c.Do(ctx, http.MethodPost, "/v1/raft/join", nil, req, nil)
+	return err
 }

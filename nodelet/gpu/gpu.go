@@ -142,3 +142,9 @@ func (m MPS) Stop() error {
 	cmd.Stdin = strings.NewReader("quit\n")
 	return cmd.Run()
 }
+
+// Use is what NVML says of a device's use right now.
+type Use struct {
+	Utilization float64 // 0..1, of the last sample period
+	MemoryUsed  int64   // bytes
+}

@@ -44,3 +44,37 @@ func discoverNVML() (devs []Device, err error) {
 	}
 	return devs, nil
 }
+
+// Usage reads each device's utilization and memory in use from NVML;
+// nil without a driver.
+func Usage() (use map[int]Use) {
+	defer func() {
+		if r := recover(); r != nil {
+			use = nil
+		}
+	}()
+	if ret := nvml.Init(); ret != nvml.SUCCESS {
+		return nil
+	}
+	defer nvml.Shutdown()
+	n, ret := nvml.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil
+	}
+	use = map[int]Use{}
+	for i := range n {
+		d, ret := nvml.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		var u Use
+		if r, ret := d.GetUtilizationRates(); ret == nvml.SUCCESS {
+			u.Utilization = float64(r.Gpu) / 100
+		}
+		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
+			u.MemoryUsed = int64(m.Used)
+		}
+		use[i] = u
+	}
+	return use
+}

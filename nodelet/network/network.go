@@ -45,6 +45,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[uint32]*session // by VNI
+	adopted  map[string]bool     // container ids whose namespace Cleanup keeps
 }
 
 // session is one session's network on this node.
@@ -71,7 +72,7 @@ func New(dir, node, advertise string) (*Manager, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Manager{dir: dir, node: node, local: ip, mtu: underlayMTU(ip), sessions: map[uint32]*session{}}, nil
+	return &Manager{dir: dir, node: node, local: ip, mtu: underlayMTU(ip), sessions: map[uint32]*session{}, adopted: map[string]bool{}}, nil
 }
 
 // underlayMTU is the MTU of the link that holds ip; 1500 when unknown.
@@ -265,9 +266,37 @@ func (m *Manager) unplug(vni uint32, rank int, nsPath string) error {
 	return errors.Join(deleteLinks(vethName(vni, rank)), removeNetNS(nsPath))
 }
 
+// Adopt takes over the network a previous nodelet attached container id
+// (job's host) to, as if Attach had made it here: Detach undoes it, and
+// Cleanup keeps it and its session's links. Call it before Cleanup.
+func (m *Manager) Adopt(job api.Job, host, id string) error {
+	c, ok := container(job, host)
+	if !ok || job.Network == nil || c.Addr == "" {
+		return fmt.Errorf("job %d %s: %w", job.ID, host, ErrNoNetwork)
+	}
+	if _, err := os.Stat(m.nsPath(id)); err != nil {
+		return fmt.Errorf("job %d %s: pinned namespace: %w", job.ID, host, err)
+	}
+	vni := job.Network.VNI
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sessions[vni]
+	if s == nil {
+		s = &session{bridge: bridgeName(vni), mtu: 1500}
+		if len(remoteNodes(job, m.node, m.local)) > 0 {
+			s.vxlan, s.mtu = vxlanName(vni), min(1500, m.mtu-vxlanOverhead)
+		}
+		m.sessions[vni] = s
+	}
+	s.users++
+	m.adopted[id] = true
+	return nil
+}
+
 // Cleanup removes every session link and pinned namespace a previous
-// nodelet left on this node. Call it before the first Attach, after the
-// runtime's own cleanup has killed the old containers.
+// nodelet left on this node, but those of adopted containers and their
+// sessions. Call it before the first Attach, after the runtime's own
+// cleanup has killed the old containers.
 func (m *Manager) Cleanup() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -277,7 +306,7 @@ func (m *Manager) Cleanup() error {
 	}
 	var errs []error
 	for _, l := range links {
-		if n := l.Attrs().Name; isOurs(n) {
+		if n := l.Attrs().Name; isOurs(n) && !m.keepsLink(n) {
 			if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
 				errs = append(errs, fmt.Errorf("deleting %s: %w", n, err))
 			}
@@ -288,9 +317,23 @@ func (m *Manager) Cleanup() error {
 		errs = append(errs, err)
 	}
 	for _, e := range ents {
-		errs = append(errs, removeNetNS(filepath.Join(m.dir, e.Name())))
+		if !m.adopted[e.Name()] {
+			errs = append(errs, removeNetNS(filepath.Join(m.dir, e.Name())))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// keepsLink tells the links of adopted sessions (their bridge, VXLAN and
+// containers' veths). m.mu is held.
+func (m *Manager) keepsLink(name string) bool {
+	for vni := range m.sessions {
+		v := strconv.FormatUint(uint64(vni), 10)
+		if name == bridgeName(vni) || name == vxlanName(vni) || strings.HasPrefix(name, prefixVeth+v+"-") {
+			return true
+		}
+	}
+	return false
 }
 
 // isOurs tells troupe's link names (trb4096, trx4096, trv4096-2).

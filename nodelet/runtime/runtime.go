@@ -44,6 +44,8 @@ var (
 	ErrUnsupported = errors.New("not supported by this runtime")
 	// ErrInvalidSpec: the Spec is missing a required field or is malformed.
 	ErrInvalidSpec = errors.New("invalid container spec")
+	// ErrNotFound: Recover found no such container (it is gone).
+	ErrNotFound = errors.New("no such container")
 )
 
 // Runtime starts containers on this node.
@@ -53,9 +55,17 @@ type Runtime interface {
 	// Start creates and starts a container. ctx bounds the start only;
 	// cancelling it later does not stop the container.
 	Start(ctx context.Context, spec Spec) (Container, error)
+	// Recover re-attaches to container id, started with Spec.Dir dir by
+	// an earlier nodelet (or an earlier Runtime value) on this node. The
+	// Container behaves as the one Start returned: Wait returns its exit,
+	// even when it ended while nobody watched, Signal and Destroy work.
+	// Errors wrap ErrNotFound when the runtime no longer knows id, and
+	// ErrUnsupported when the driver's containers do not outlive the
+	// nodelet (process, apptainer).
+	Recover(ctx context.Context, id, dir string) (Container, error)
 	// Cleanup removes what a previous nodelet run left behind under this
-	// runtime's state (containers it cannot re-attach to). Call it before
-	// the first Start.
+	// runtime's state: every container it knows except those this value
+	// started or recovered. Call it after Recover, before the first Start.
 	Cleanup(ctx context.Context) error
 }
 
@@ -139,4 +149,18 @@ type Spec struct {
 	// NetNS is the path of a network namespace the container joins (a
 	// pinned one, see package network). Empty: the node's own network.
 	NetNS string
+	// Devices are host device nodes (GPUs) the container may use: runc
+	// creates them at the same path and allows them in the device
+	// cgroup; the process and apptainer drivers see the host's /dev
+	// anyway.
+	Devices []Device
+}
+
+// Device is a host device node, as DeviceAt reads it.
+type Device struct {
+	Path         string // absolute, the same inside the container
+	Type         string // "c" or "b"
+	Major, Minor int64
+	Mode         os.FileMode // permission bits
+	UID, GID     uint32
 }

@@ -2,9 +2,31 @@ package runtime
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
+
+	"golang.org/x/sys/unix"
 )
+
+// DeviceAt reads the device node at path (following symlinks).
+func DeviceAt(path string) (Device, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return Device{}, fmt.Errorf("device %s: %w", path, err)
+	}
+	d := Device{Path: path, Mode: os.FileMode(st.Mode & 0o777), UID: st.Uid, GID: st.Gid,
+		Major: int64(unix.Major(uint64(st.Rdev))), Minor: int64(unix.Minor(uint64(st.Rdev)))}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFCHR:
+		d.Type = "c"
+	case unix.S_IFBLK:
+		d.Type = "b"
+	default:
+		return Device{}, fmt.Errorf("device %s: not a device node", path)
+	}
+	return d, nil
+}
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
@@ -27,6 +49,11 @@ func (s Spec) Validate() error {
 		return bad("negative resource limit")
 	case len(s.Args) == 0 && s.Init == "":
 		return bad("no command and no init binary to wait with")
+	}
+	for _, d := range s.Devices {
+		if !filepath.IsAbs(d.Path) || (d.Type != "c" && d.Type != "b") {
+			return bad("device %s: want an absolute path and type c or b", d.Path)
+		}
 	}
 	for _, m := range s.Mounts {
 		if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {

@@ -34,13 +34,29 @@ type Config struct {
 	Dir       string    // raft.db and snapshots/ live here
 	ID        string    // server id; default "schedd1"
 	LogOutput io.Writer // raft's own logging (warnings and up); default stderr
+	// Bind is the TCP address raft listens on for its peers (HOST:PORT);
+	// "" keeps raft in memory (a lone server).
+	Bind string
+	// Peers is the whole cluster, this server included, bootstrapped on
+	// first start when the log is empty.
+	Peers []Peer
+	// Join starts without bootstrapping: the server waits for a leader
+	// to add it (schedd --join).
+	Join bool
+}
+
+// Peer is one raft server.
+type Peer struct {
+	ID   string
+	Addr string // raft TCP address
 }
 
 // Log is an open replicated log feeding a state store.
 type Log struct {
 	raft  *raft.Raft
 	bolt  *raftboltdb.BoltStore
-	trans *raft.InmemTransport
+	trans raft.Transport
+	multi bool
 }
 
 // Open opens (or creates) the log in cfg.Dir, restores st from it, and
@@ -72,15 +88,40 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	rc.LeaderLeaseTimeout = 100 * time.Millisecond
 	rc.SnapshotThreshold = 8192
 	rc.TrailingLogs = 10240
-	addr, trans := raft.NewInmemTransport(raft.ServerAddress(cfg.ID))
+	var (
+		addr  raft.ServerAddress
+		trans raft.Transport
+	)
+	if cfg.Bind == "" {
+		addr, trans = raft.NewInmemTransport(raft.ServerAddress(cfg.ID))
+	} else {
+		// Real peers: a little slack against a loaded machine's pauses;
+		// a dead leader is still replaced within about a second.
+		rc.HeartbeatTimeout = 500 * time.Millisecond
+		rc.ElectionTimeout = 500 * time.Millisecond
+		rc.LeaderLeaseTimeout = 250 * time.Millisecond
+		tt, err := raft.NewTCPTransport(cfg.Bind, nil, 3, 5*time.Second, cfg.LogOutput)
+		if err != nil {
+			bolt.Close()
+			return nil, fmt.Errorf("raft transport on %s: %w", cfg.Bind, err)
+		}
+		addr, trans = tt.LocalAddr(), tt
+	}
+	multi := cfg.Bind != ""
 
 	has, err := raft.HasExistingState(bolt, bolt, snaps)
 	if err != nil {
 		bolt.Close()
 		return nil, err
 	}
-	if !has {
+	if !has && !cfg.Join {
 		boot := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: addr}}}
+		if len(cfg.Peers) > 0 {
+			boot.Servers = nil
+			for _, p := range cfg.Peers {
+				boot.Servers = append(boot.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+			}
+		}
 		if err := raft.BootstrapCluster(rc, bolt, bolt, snaps, trans, boot); err != nil {
 			bolt.Close()
 			return nil, fmt.Errorf("bootstrapping raft: %w", err)
@@ -91,7 +132,11 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		bolt.Close()
 		return nil, fmt.Errorf("starting raft: %w", err)
 	}
-	l := &Log{raft: r, bolt: bolt, trans: trans}
+	l := &Log{raft: r, bolt: bolt, trans: trans, multi: multi}
+	if multi {
+		// Peers: leadership comes and goes; the server follows it.
+		return l, nil
+	}
 	if err := l.waitLeader(ctx); err != nil {
 		l.Close()
 		return nil, err
@@ -119,6 +164,36 @@ func (l *Log) waitLeader(ctx context.Context) error {
 
 // IsLeader reports whether this server takes writes and schedules.
 func (l *Log) IsLeader() bool { return l.raft.State() == raft.Leader }
+
+// AddVoter adds (or re-addresses) a raft server; the leader only.
+func (l *Log) AddVoter(id, addr string) error {
+	if err := l.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second).Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) {
+			return fmt.Errorf("%w: %v", ErrNotLeader, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// Multi reports whether this log has peers.
+func (l *Log) Multi() bool { return l.multi }
+
+// Leader is the current leader's raft id ("" none known).
+func (l *Log) Leader() string {
+	_, id := l.raft.LeaderWithID()
+	return string(id)
+}
+
+// Barrier waits until everything committed before it is applied here
+// (a new leader calls it before acting on the state).
+func (l *Log) Barrier(ctx context.Context) error {
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	return l.raft.Barrier(timeout).Error()
+}
 
 // Apply commits cmd and returns what the state store answered. The
 // command is durable on disk when Apply returns without error.
@@ -171,6 +246,9 @@ func (l *Log) Snapshot() error { return l.raft.Snapshot().Error() }
 // Close stops raft and closes the store.
 func (l *Log) Close() error {
 	err := l.raft.Shutdown().Error()
+	if c, ok := l.trans.(io.Closer); ok {
+		_ = c.Close()
+	}
 	if cerr := l.bolt.Close(); err == nil {
 		err = cerr
 	}

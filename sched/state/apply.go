@@ -31,6 +31,9 @@ const (
 	CmdNodeDown = "node-down" // nodes silent past the node timeout (the leader)
 	CmdNodeUp   = "node-up"   // a DOWN node heard from again
 	CmdTouch    = "touch"     // changes nothing, moves every table's index (after a restore)
+	CmdToken    = "token"     // add (or replace, same id) a bearer token record
+	CmdRevoke   = "revoke"    // delete a bearer token record
+	CmdServer   = "server"    // a raft server's API address (the leader, on taking office)
 )
 
 // Command is one raft log entry. Time is the leader's clock when it
@@ -51,6 +54,11 @@ type Command struct {
 	// from again.
 	NodeDown *NodeDown `json:"node_down,omitempty"`
 	NodeUp   string    `json:"node_up,omitempty"`
+	// Token is a token record to store, Revoke the id of one to delete.
+	Token  *api.Token `json:"token,omitempty"`
+	Revoke string     `json:"revoke,omitempty"`
+	// Server maps a raft server id to its API address.
+	Server *Server `json:"server,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -110,6 +118,12 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = nodeDown(txn, index, c.Time, c.NodeDown)
 	case CmdNodeUp:
 		err = nodeUp(txn, c.NodeUp)
+	case CmdToken:
+		err = putToken(txn, c.Token)
+	case CmdRevoke:
+		err = revokeToken(txn, c.Revoke)
+	case CmdServer:
+		err = putServer(txn, c.Server)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
@@ -138,6 +152,10 @@ func touched(kind string) []string {
 		return []string{tableSettings}
 	case CmdCharge:
 		return []string{tableUsage}
+	case CmdToken, CmdRevoke:
+		return []string{tableTokens}
+	case CmdServer:
+		return []string{tableServers}
 	}
 	return []string{tableJobs}
 }
@@ -167,6 +185,11 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 	last, err := txn.Last(tableJobs, "id")
 	if err != nil {
 		return 0, err
+	}
+	if in.RequestID != "" {
+		if raw, _ := txn.First(tableJobs, "request", in.RequestID); raw != nil {
+			return raw.(*api.Job).ID, nil // a retried submission: the job it made
+		}
 	}
 	j := clone(in)
 	j.ID = 1

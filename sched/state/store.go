@@ -22,6 +22,8 @@ const (
 	tableIndexes  = "indexes"
 	tableSettings = "settings"
 	tableUsage    = "usage"
+	tableTokens   = "tokens"
+	tableServers  = "servers"
 )
 
 // indexEntry records the raft index of a table's last change.
@@ -32,7 +34,15 @@ type indexEntry struct {
 
 var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 	tableJobs: {Name: tableJobs, Indexes: map[string]*memdb.IndexSchema{
-		"id": {Name: "id", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "ID"}},
+		"id":      {Name: "id", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "ID"}},
+		"request": {Name: "request", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "RequestID"}},
+	}},
+	tableTokens: {Name: tableTokens, Indexes: map[string]*memdb.IndexSchema{
+		"id":   {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
+		"hash": {Name: "hash", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Hash"}},
+	}},
+	tableServers: {Name: tableServers, Indexes: map[string]*memdb.IndexSchema{
+		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
 	}},
 	tableNodes: {Name: tableNodes, Indexes: map[string]*memdb.IndexSchema{
 		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Name"}},
@@ -186,12 +196,14 @@ type Dump struct {
 	Indexes  []*indexEntry `json:"indexes"`
 	Settings *settings     `json:"settings,omitempty"`
 	Usage    []*Usage      `json:"usage,omitempty"`
+	Tokens   []*api.Token  `json:"tokens,omitempty"`
+	Servers  []*Server     `json:"servers,omitempty"`
 }
 
 // Dump copies out the state as of v.
 func (v *Snapshot) Dump() Dump {
 	s := getSettings(v.txn)
-	d := Dump{Jobs: v.Jobs(), Nodes: v.Nodes(), Settings: &s, Usage: v.Usage()}
+	d := Dump{Jobs: v.Jobs(), Nodes: v.Nodes(), Settings: &s, Usage: v.Usage(), Tokens: v.Tokens(), Servers: v.Servers()}
 	it, err := v.txn.Get(tableIndexes, "id")
 	if err != nil {
 		panic(err)
@@ -207,7 +219,7 @@ func (v *Snapshot) Dump() Dump {
 func (s *Store) Restore(d Dump) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage} {
+	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers} {
 		if _, err := txn.DeleteAll(t, "id"); err != nil {
 			return err
 		}
@@ -240,6 +252,16 @@ func (s *Store) Restore(d Dump) error {
 	}
 	for _, u := range d.Usage {
 		if err := txn.Insert(tableUsage, u); err != nil {
+			return err
+		}
+	}
+	for _, t := range d.Tokens {
+		if err := txn.Insert(tableTokens, t); err != nil {
+			return err
+		}
+	}
+	for _, sv := range d.Servers {
+		if err := txn.Insert(tableServers, sv); err != nil {
 			return err
 		}
 	}

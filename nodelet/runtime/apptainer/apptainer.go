@@ -78,6 +78,12 @@ func (r *Runtime) Name() string { return Name }
 // Cleanup implements runtime.Runtime: apptainer keeps no state of ours.
 func (r *Runtime) Cleanup(context.Context) error { return nil }
 
+// Recover implements runtime.Runtime: apptainer containers run as the
+// nodelet's children and are not re-attached to.
+func (r *Runtime) Recover(context.Context, string, string) (runtime.Container, error) {
+	return nil, fmt.Errorf("recover: %w", runtime.ErrUnsupported)
+}
+
 // Start implements runtime.Runtime.
 func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container, error) {
 	if err := s.Validate(); err != nil {

@@ -49,6 +49,12 @@ func (Runtime) Name() string { return Name }
 // are not tracked; there is nothing to clean.
 func (Runtime) Cleanup(context.Context) error { return nil }
 
+// Recover implements runtime.Runtime: process containers are the
+// nodelet's children and are not re-attached to.
+func (Runtime) Recover(context.Context, string, string) (runtime.Container, error) {
+	return nil, fmt.Errorf("recover: %w", runtime.ErrUnsupported)
+}
+
 // Start implements runtime.Runtime.
 func (Runtime) Start(_ context.Context, s runtime.Spec) (runtime.Container, error) {
 	if err := check(s); err != nil {

@@ -39,6 +39,14 @@ func (l layout) bundle() string { return filepath.Join(l.dir, "bundle") }
 func (l layout) rootfs() string { return filepath.Join(l.dir, "bundle", "rootfs") }
 func (l layout) home() string   { return filepath.Join(l.dir, "home") }
 
+// status is the writable directory troupe-init writes its exit status
+// in (mounted at statusDir): the container's exit outlives the nodelet.
+func (l layout) status() string   { return filepath.Join(l.dir, "status") }
+func (l layout) exitFile() string { return filepath.Join(l.status(), "exit") }
+
+// statusDir is where layout.status is mounted inside the container.
+const statusDir = "/.troupe/status"
+
 // ociSpec builds the OCI config for s. hostDirs are the image's read-only
 // bind mounts (empty for a rootfs image).
 func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Spec {
@@ -60,6 +68,7 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 		Process:  process(s),
 		Mounts:   mounts(s, l, hostDirs),
 		Linux: &specs.Linux{
+			Devices:       devices(s.Devices),
 			CgroupsPath:   "/troupe/" + s.ID,
 			Resources:     resources(s),
 			Namespaces:    ns,
@@ -71,6 +80,7 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 
 func process(s runtime.Spec) *specs.Process {
 	args := append([]string{runtime.InitPath}, s.InitArgs...)
+	args = append(args, "--exit-file", statusDir+"/exit")
 	if len(s.Args) > 0 {
 		args = append(append(args, "run", "--"), s.Args...)
 	} else {
@@ -103,6 +113,17 @@ func nofile() []specs.POSIXRlimit {
 	return []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: rl.Max, Soft: rl.Max}}
 }
 
+// devices are the GPU device nodes runc creates in the container.
+func devices(ds []runtime.Device) []specs.LinuxDevice {
+	var out []specs.LinuxDevice
+	for _, d := range ds {
+		mode, uid, gid := d.Mode, d.UID, d.GID
+		out = append(out, specs.LinuxDevice{Path: d.Path, Type: d.Type, Major: d.Major, Minor: d.Minor,
+			FileMode: &mode, UID: &uid, GID: &gid})
+	}
+	return out
+}
+
 func resources(s runtime.Spec) *specs.LinuxResources {
 	pids := int64(pidsLimit)
 	if s.Pids > 0 {
@@ -111,6 +132,11 @@ func resources(s runtime.Spec) *specs.LinuxResources {
 	r := &specs.LinuxResources{
 		Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
 		Pids:    &specs.LinuxPids{Limit: &pids},
+	}
+	for _, d := range s.Devices {
+		major, minor := d.Major, d.Minor
+		r.Devices = append(r.Devices, specs.LinuxDeviceCgroup{
+			Allow: true, Type: d.Type, Major: &major, Minor: &minor, Access: "rwm"})
 	}
 	if s.CPU > 0 {
 		quota := int64(s.CPU * cpuPeriod)
@@ -134,6 +160,7 @@ func mounts(s runtime.Spec, l layout, hostDirs []string) []specs.Mount {
 			Options: []string{"nosuid", "nodev", "mode=1777"}},
 		bind(l.home(), runtime.HomeDir, false),
 		bind(s.Init, runtime.InitPath, true),
+		bind(l.status(), statusDir, false),
 	)
 	for _, m := range s.Mounts {
 		ms = append(ms, bind(m.Source, m.Target, m.ReadOnly))

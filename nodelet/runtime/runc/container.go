@@ -2,6 +2,7 @@ package runc
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,22 +10,29 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
-// container is one `runc run` and its bundle.
+// container is one detached runc container and its bundle. Its init
+// process is not the nodelet's child (runc run -d), so a restarted
+// nodelet watches it the same way: a pidfd on the init pid, and the exit
+// status troupe-init writes to layout.exitFile.
 type container struct {
 	rt  *Runtime
 	id  string
 	l   layout
-	cmd *exec.Cmd
+	pid int // init's pid on the host; 0: it had exited when found
 
-	done chan struct{} // closed when runc run has exited; exit is set
+	done chan struct{} // closed when init has exited; exit is set
 	exit runtime.Exit
 
 	oom    atomic.Bool   // runc events reported an OOM kill
@@ -38,35 +46,72 @@ var _ runtime.Container = (*container)(nil)
 
 func (c *container) ID() string { return c.id }
 
-// watch reaps runc run; its status is the container's.
-func (c *container) watch() {
-	err := c.cmd.Wait()
-	exit := exitOf(c.cmd.ProcessState, err)
+// watch waits for init (pid) to exit through a pidfd and sets the exit
+// from troupe-init's exit file. pid 0 means it has already exited.
+func (c *container) watch(pidfd int) {
+	if pidfd >= 0 {
+		for {
+			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, -1)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || n > 0 {
+				break
+			}
+		}
+		_ = unix.Close(pidfd)
+	}
+	exit := readExit(c.l.exitFile())
 	if c.events != nil && exit.Code != 0 {
 		select { // the OOM event may trail the exit a little
 		case <-c.events:
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	exit.OOM = c.oom.Load() && exit.Code != 0
+	exit.OOM = (c.oom.Load() || oomKilled(c.id)) && exit.Code != 0
 	c.exit = exit
 	close(c.done)
 }
 
-func exitOf(ps *os.ProcessState, err error) runtime.Exit {
-	if ps == nil {
+// readExit turns troupe-init's exit file into an Exit. No file means init
+// itself was killed, by SIGKILL (runc kill, delete --force, the OOM
+// killer) as nothing else ends it without it writing the file.
+func readExit(path string) runtime.Exit {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return runtime.Exit{Code: 128 + int(syscall.SIGKILL), Signal: syscall.SIGKILL}
+	}
+	code, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
 		return runtime.Exit{Code: 255}
 	}
-	ws, ok := ps.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
-		return runtime.Exit{Code: 128 + int(ws.Signal()), Signal: ws.Signal()}
+	e := runtime.Exit{Code: code}
+	if code > 128 && code < 128+65 {
+		e.Signal = syscall.Signal(code - 128)
 	}
-	e := runtime.Exit{Code: ps.ExitCode()}
-	if e.Code > 128 && e.Code < 128+65 {
-		e.Signal = syscall.Signal(e.Code - 128) // runc reports 128+n
-	}
-	_ = err
 	return e
+}
+
+// oomKilled reads the container's memory cgroup's OOM-kill counter (v1
+// memory.oom_control, v2 memory.events), before runc deletes it.
+func oomKilled(id string) bool {
+	const base = "/sys/fs/cgroup"
+	for _, f := range []string{
+		filepath.Join(base, "memory", "troupe", id, "memory.oom_control"),
+		filepath.Join(base, "troupe", id, "memory.events"),
+	} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if n, ok := strings.CutPrefix(line, "oom_kill "); ok && strings.TrimSpace(n) != "0" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Wait implements runtime.Container.
@@ -93,13 +138,16 @@ func (c *container) Signal(sig syscall.Signal) error {
 			return fmt.Errorf("container %s: %w", c.id, runtime.ErrNotRunning)
 		default:
 		}
+		if bytes.Contains(out, []byte("not running")) {
+			return fmt.Errorf("container %s: %w", c.id, runtime.ErrNotRunning)
+		}
 		return fmt.Errorf("runc kill %s: %w: %s", c.id, err, out)
 	}
 	return nil
 }
 
 // Destroy implements runtime.Container: runc delete --force, wait for
-// runc run, make sure the cgroups are gone, remove Spec.Dir.
+// init to be gone, make sure the cgroups are gone, remove Spec.Dir.
 func (c *container) Destroy(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -122,6 +170,9 @@ func (c *container) Destroy(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	c.destroyed = len(errs) == 0
+	if c.destroyed {
+		c.rt.forget(c.id)
+	}
 	return errors.Join(errs...)
 }
 
@@ -174,4 +225,51 @@ func (c *container) watchEvents() {
 		}
 		_ = cmd.Wait()
 	}()
+}
+
+// state is what `runc state` says of a container.
+type state struct {
+	Status string `json:"status"`
+	Pid    int    `json:"pid"`
+}
+
+// state asks runc about id; errors wrap runtime.ErrNotFound when runc
+// does not know it.
+func (r *Runtime) state(ctx context.Context, id string) (state, error) {
+	cmd := exec.CommandContext(ctx, r.binary, "--root", r.root, "state", id)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if notExist(stderr.Bytes()) {
+			return state{}, fmt.Errorf("container %s: %w", id, runtime.ErrNotFound)
+		}
+		return state{}, fmt.Errorf("runc state %s: %w: %s", id, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	var st state
+	if err := json.Unmarshal(out, &st); err != nil {
+		return state{}, fmt.Errorf("runc state %s: %w", id, err)
+	}
+	return st, nil
+}
+
+// attach makes the container value for id, whose init is pid (0: it has
+// exited), and starts watching it.
+func (r *Runtime) attach(id string, l layout, pid int, oomEvents bool) *container {
+	c := &container{rt: r, id: id, l: l, pid: pid, done: make(chan struct{})}
+	pidfd := -1
+	if pid > 0 {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err == nil {
+			pidfd = fd
+		}
+		// ESRCH: it has already exited (and was reaped).
+	}
+	if oomEvents && pidfd >= 0 {
+		c.events = make(chan struct{})
+		c.watchEvents()
+	}
+	r.remember(id)
+	go c.watch(pidfd)
+	return c
 }

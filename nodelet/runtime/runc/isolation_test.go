@@ -69,9 +69,15 @@ func TestIsolation(t *testing.T) {
 			"echo a > /tmp/x && echo b > /home/work/y && cat /tmp/x /home/work/y | tr -d '\\n'",
 			func(s *runtime.Spec) { s.UID, s.GID = 1234, 2345 }, "ab"},
 		{"PidNamespaceInitIsPID1", "tr '\\0' ' ' < /proc/1/cmdline", nil,
-			runtime.InitPath + " run -- sh -c tr '\\0' ' ' < /proc/1/cmdline"},
+			runtime.InitPath + " --exit-file /.troupe/status/exit run -- sh -c tr '\\0' ' ' < /proc/1/cmdline"},
 		{"NoCapsForUsers", "grep CapEff /proc/self/status | tr -d '\\t'",
 			func(s *runtime.Spec) { s.UID = 1234 }, "CapEff:0000000000000000"},
+		{"DeviceNode", "test -c /dev/kmsg && echo device || echo missing",
+			func(s *runtime.Spec) {
+				if d, err := runtime.DeviceAt("/dev/kmsg"); err == nil {
+					s.Devices = append(s.Devices, d)
+				}
+			}, "device"},
 		{"MergedUsrSymlink", "readlink /bin", nil, mustReadlink("/bin")},
 	}
 	for _, tc := range tests {

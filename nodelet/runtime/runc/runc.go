@@ -9,9 +9,13 @@
 //	bundle/runc.log      runc's own log, quoted in start errors
 //	home/                bind-mounted writable at /home/work, owned by UID
 //
-// The container runs under `runc --root <state>/runc run` in the
-// foreground, so its exit status is runc's; troupe-init is its pid 1 and
-// forwards signals to the command's process group. Namespaces: pid,
+//	status/              writable, at /.troupe/status: troupe-init's exit file
+//
+// The container runs detached (`runc --root <state>/runc run -d`) with
+// the output file as its stdout and stderr, so it outlives the nodelet:
+// Recover re-attaches to it by id. troupe-init is its pid 1, forwards
+// signals to the command's process group and writes the exit status to
+// status/exit; the nodelet waits on a pidfd of the init's pid. Namespaces: pid,
 // mount, uts, ipc, and the network namespace Spec.NetNS names (the
 // node's network when empty). Images other than "host" and rootfs
 // directories (OCI layouts and archives, SIFs) are unpacked once into
@@ -29,6 +33,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/troupe-hpc/troupe/nodelet/image"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
@@ -45,6 +50,27 @@ type Runtime struct {
 	binary string
 	root   string       // runc --root: runc's state of our containers
 	images *image.Store // unpacked OCI and SIF images, by digest
+
+	mu   sync.Mutex
+	live map[string]bool // started or recovered, not destroyed: Cleanup keeps them
+}
+
+func (r *Runtime) remember(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.live[id] = true
+}
+
+func (r *Runtime) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.live, id)
+}
+
+func (r *Runtime) isLive(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live[id]
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -78,14 +104,15 @@ func New(binary, stateDir string) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{binary: bin, root: root, images: images}, nil
+	return &Runtime{binary: bin, root: root, images: images, live: map[string]bool{}}, nil
 }
 
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return Name }
 
-// Cleanup force-deletes every container runc knows under our root and
-// any cgroup they left.
+// Cleanup force-deletes every container runc knows under our root,
+// except those this Runtime started or recovered, and any cgroup they
+// left.
 func (r *Runtime) Cleanup(ctx context.Context) error {
 	out, err := r.runc(ctx, "list", "-q")
 	if err != nil {
@@ -93,6 +120,9 @@ func (r *Runtime) Cleanup(ctx context.Context) error {
 	}
 	var errs []error
 	for _, id := range strings.Fields(string(out)) {
+		if r.isLive(id) {
+			continue
+		}
 		if err := r.delete(ctx, id); err != nil {
 			errs = append(errs, err)
 		}

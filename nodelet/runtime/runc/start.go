@@ -8,15 +8,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
-// Start implements runtime.Runtime. It returns once runc has created the
-// container (its pid file exists) or has failed.
+// Start implements runtime.Runtime. It returns once runc has started the
+// container, detached (runc run -d): its stdio are Spec.Stdout and
+// Spec.Stderr themselves, not pipes through the nodelet, and it outlives
+// the nodelet (see Recover).
 func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -29,31 +31,70 @@ func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container,
 		_ = os.RemoveAll(s.Dir)
 		return nil, err
 	}
-	c, err := r.launch(s, l)
+	pid, err := r.launch(ctx, s, l)
 	if err != nil {
+		_ = r.delete(context.WithoutCancel(ctx), s.ID)
 		_ = os.RemoveAll(s.Dir)
 		return nil, err
 	}
-	if err := c.awaitCreated(ctx); err != nil {
-		_ = c.Destroy(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	if c.events != nil {
-		c.watchEvents()
-	}
-	return c, nil
+	return r.attach(s.ID, l, pid, s.Memory > 0), nil
 }
 
-// writeBundle prepares home, rootfs and config.json.
+// Recover implements runtime.Runtime: runc state tells whether id still
+// exists and its init's pid.
+func (r *Runtime) Recover(ctx context.Context, id, dir string) (runtime.Container, error) {
+	if !idOK(id) || !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("%w: recover %q in %q", runtime.ErrInvalidSpec, id, dir)
+	}
+	st, err := r.state(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	l := layout{dir: dir}
+	if _, err := os.Stat(l.bundle()); err != nil {
+		return nil, fmt.Errorf("container %s: bundle: %w", id, err)
+	}
+	pid := st.Pid
+	if st.Status == "stopped" {
+		pid = 0
+	}
+	return r.attach(id, l, pid, memoryLimited(l)), nil
+}
+
+// idOK is runtime.Spec's id rule.
+func idOK(id string) bool {
+	return runtime.Spec{ID: id, Dir: "/", Init: "x"}.Validate() == nil
+}
+
+// memoryLimited tells from the bundle whether the container had a
+// memory limit (and so may be OOM-killed).
+func memoryLimited(l layout) bool {
+	b, err := os.ReadFile(filepath.Join(l.bundle(), "config.json"))
+	if err != nil {
+		return false
+	}
+	var sp struct {
+		Linux struct {
+			Resources struct {
+				Memory *struct{ Limit *int64 } `json:"memory"`
+			} `json:"resources"`
+		} `json:"linux"`
+	}
+	return json.Unmarshal(b, &sp) == nil && sp.Linux.Resources.Memory != nil && sp.Linux.Resources.Memory.Limit != nil
+}
+
+// writeBundle prepares home, status, rootfs and config.json.
 func (r *Runtime) writeBundle(s runtime.Spec, l layout) error {
 	if err := os.MkdirAll(l.bundle(), 0o700); err != nil {
 		return err
 	}
-	if err := os.Mkdir(l.home(), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	if err := os.Chown(l.home(), s.UID, s.GID); err != nil {
-		return err
+	for _, d := range []string{l.home(), l.status()} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		if err := os.Chown(d, s.UID, s.GID); err != nil {
+			return err
+		}
 	}
 	root, hostDirs := s.ImageOrHost(), []string(nil)
 	if root == runtime.ImageHost {
@@ -79,11 +120,11 @@ func (r *Runtime) writeBundle(s runtime.Spec, l layout) error {
 	return os.WriteFile(filepath.Join(l.bundle(), "config.json"), b, 0o600)
 }
 
-// launch starts `runc run` in the foreground, in its own process group so
-// that a terminal's ^C reaches the nodelet only.
-func (r *Runtime) launch(s runtime.Spec, l layout) (*container, error) {
-	cmd := exec.Command(r.binary, "--root", r.root, "--log", l.log(),
-		"run", "--bundle", l.bundle(), "--pid-file", l.pidFile(), s.ID)
+// launch runs `runc run -d`, in its own process group so that a
+// terminal's ^C reaches the nodelet only, and returns the init's pid.
+func (r *Runtime) launch(ctx context.Context, s runtime.Spec, l layout) (int, error) {
+	cmd := exec.CommandContext(ctx, r.binary, "--root", r.root, "--log", l.log(),
+		"run", "-d", "--bundle", l.bundle(), "--pid-file", l.pidFile(), s.ID)
 	cmd.Dir = l.bundle()
 	if s.Stdout != nil {
 		cmd.Stdout = s.Stdout
@@ -92,37 +133,21 @@ func (r *Runtime) launch(s runtime.Spec, l layout) (*container, error) {
 		cmd.Stderr = s.Stderr
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting runc: %w", err)
-	}
-	c := &container{rt: r, id: s.ID, l: l, cmd: cmd, done: make(chan struct{})}
-	if s.Memory > 0 {
-		c.events = make(chan struct{})
-	}
-	go c.watch()
-	return c, nil
-}
-
-// awaitCreated polls for runc's pid file; runc exiting first is a failed
-// start, explained by runc's log.
-func (c *container) awaitCreated(ctx context.Context) error {
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, err := os.Stat(c.l.pidFile()); err == nil {
-			return nil
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
 		}
-		select {
-		case <-c.done:
-			if _, err := os.Stat(c.l.pidFile()); err == nil {
-				return nil // started and already exited
-			}
-			return fmt.Errorf("runc run %s: exit %d: %s", c.id, c.exit.Code, lastLogError(c.l.log()))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+		return 0, fmt.Errorf("runc run %s: %v: %s", s.ID, err, lastLogError(l.log()))
 	}
+	b, err := os.ReadFile(l.pidFile())
+	if err != nil {
+		return 0, fmt.Errorf("runc run %s: pid file: %w", s.ID, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("runc run %s: bad pid file %q", s.ID, b)
+	}
+	return pid, nil
 }
 
 // lastLogError digs the last error message out of runc's JSON log.

@@ -48,6 +48,9 @@ func RunWith(t *testing.T, r rt.Runtime, o Options) {
 		{"DestroyIdempotentLeavesNothing", testDestroy},
 		{"DestroyAfterExit", testDestroyAfterExit},
 		{"InvalidSpec", testInvalidSpec},
+		{"RecoverRunning", testRecoverRunning},
+		{"RecoverExited", testRecoverExited},
+		{"RecoverUnknown", testRecoverUnknown},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, r, init) })
@@ -203,5 +206,83 @@ func testInvalidSpec(t *testing.T, r rt.Runtime, init string) {
 	spec.ID = "bad id/" + strconv.Itoa(1)
 	if _, err := r.Start(context.Background(), spec); !errors.Is(err, rt.ErrInvalidSpec) {
 		t.Errorf("start with bad id = %v, want ErrInvalidSpec", err)
+	}
+}
+
+// recoverOrSkip calls Recover, skipping loudly for drivers whose
+// containers do not outlive the nodelet.
+func recoverOrSkip(t *testing.T, r rt.Runtime, id, dir string) rt.Container {
+	t.Helper()
+	c, err := r.Recover(context.Background(), id, dir)
+	if errors.Is(err, rt.ErrUnsupported) {
+		t.Skipf("SKIP: %s cannot re-attach to containers (Recover: %v)", r.Name(), err)
+	}
+	if err != nil {
+		t.Fatalf("recover %s: %v", id, err)
+	}
+	t.Cleanup(func() { _ = c.Destroy(context.Background()) })
+	return c
+}
+
+// testRecoverRunning: a second Container value for a running container
+// waits for, signals and destroys the same container.
+func testRecoverRunning(t *testing.T, r rt.Runtime, init string) {
+	spec, outPath := NewSpec(t, init, "sh", "-c", "echo ready; exec sleep 60")
+	c := Start(t, r, spec)
+	if !WaitFor(10*time.Second, func() bool { b, _ := os.ReadFile(outPath); return len(b) > 0 }) {
+		t.Fatal("command never printed ready")
+	}
+	again := recoverOrSkip(t, r, spec.ID, spec.Dir)
+	if again.ID() != spec.ID {
+		t.Errorf("recovered id = %q, want %q", again.ID(), spec.ID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := again.Wait(ctx); err == nil {
+		t.Fatal("recovered container reported an exit while running")
+	}
+	if err := again.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("signal: %v", err)
+	}
+	for _, w := range []rt.Container{again, c} {
+		if e := WaitExit(t, w, 10*time.Second); e.Code != 128+int(syscall.SIGTERM) {
+			t.Errorf("exit = %+v, want code %d", e, 128+int(syscall.SIGTERM))
+		}
+	}
+	if err := again.Destroy(context.Background()); err != nil {
+		t.Fatalf("destroy: %v", err)
+	}
+	if pids := FindProcs(spec.ID); len(pids) > 0 {
+		t.Errorf("processes left after destroy: %v", pids)
+	}
+	if _, err := os.Stat(spec.Dir); !os.IsNotExist(err) {
+		t.Errorf("dir %s left after destroy (stat: %v)", spec.Dir, err)
+	}
+}
+
+// testRecoverExited: a container that exited while nobody watched still
+// tells its exit code.
+func testRecoverExited(t *testing.T, r rt.Runtime, init string) {
+	spec, _ := NewSpec(t, init, "sh", "-c", "exit 4")
+	c := Start(t, r, spec)
+	WaitExit(t, c, 10*time.Second)
+	again := recoverOrSkip(t, r, spec.ID, spec.Dir)
+	if e := WaitExit(t, again, 5*time.Second); e.Code != 4 {
+		t.Errorf("recovered exit = %+v, want code 4", e)
+	}
+	if err := again.Signal(syscall.SIGTERM); !errors.Is(err, rt.ErrNotRunning) {
+		t.Errorf("signal after exit = %v, want ErrNotRunning", err)
+	}
+}
+
+// testRecoverUnknown: a container the runtime does not know is
+// ErrNotFound.
+func testRecoverUnknown(t *testing.T, r rt.Runtime, init string) {
+	_, err := r.Recover(context.Background(), "troupe-never-started-"+randHex(4), t.TempDir())
+	switch {
+	case errors.Is(err, rt.ErrUnsupported):
+		t.Skipf("SKIP: %s cannot re-attach to containers (Recover: %v)", r.Name(), err)
+	case !errors.Is(err, rt.ErrNotFound):
+		t.Errorf("recover of an unknown container = %v, want ErrNotFound", err)
 	}
 }

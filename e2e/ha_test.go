@@ -1,0 +1,247 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+// TestHALeaderFailover: three schedd peers (raft over TCP), one nodelet
+// and a stream of submissions over https through TROUPE_ADDR's list of
+// the three. The leader is killed with SIGKILL mid-stream: a new one
+// takes writes within 5s, the clients retry on their own, every
+// acknowledged job is there once, and no job runs twice.
+func TestHALeaderFailover(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, err := auth.SelfSigned(filepath.Join(dir, "tls"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := filepath.Join(dir, "join-token")
+	if _, err := auth.JoinToken(join); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	var apis, rafts, peers []string
+	for i := range n {
+		apis = append(apis, freeAddr(t))
+		rafts = append(rafts, freeAddr(t))
+		peers = append(peers, fmt.Sprintf("s%d=%s", i+1, rafts[i]))
+	}
+	cmds := make([]*exec.Cmd, n)
+	socks := make([]string, n)
+	var urls []string
+	for i := range n {
+		urls = append(urls, "https://"+apis[i])
+		cmds[i], socks[i] = startPlain(t, filepath.Join(dir, fmt.Sprint("s", i+1)), "--listen", apis[i],
+			"--tls-cert", cert, "--tls-key", key, "--join-token-file", join,
+			"--raft-addr", rafts[i], "--peers", strings.Join(peers, ","), "--node-timeout", "10s")
+	}
+	ctx := context.Background()
+	// The leader's socket issues the admin token (followers answer 503).
+	var secret string
+	leader := -1
+	for deadline := time.Now().Add(20 * time.Second); leader < 0; {
+		for i, s := range socks {
+			c, _ := client.New(s)
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			tok, err := c.CreateToken(cctx, api.TokenCreate{User: "root", Admin: true})
+			cancel()
+			if err == nil {
+				secret, leader = tok.Secret, i
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no leader in 20s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	list := strings.Join(urls, ",")
+	cli, err := client.NewWith(list, client.Options{CA: cert, Token: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	nl := exec.Command(bin+"/nodelet", "--addr", list, "--ca", cert, "--join-token-file", join, "--name", "ha-n1",
+		"--state-dir", filepath.Join(dir, "n1"), "--runtime", "process", "--cpu", "4", "--memory", "4GiB", "--heartbeat", "500ms")
+	nl.Env = append(os.Environ(), "TROUPE_TOKEN=", "TROUPE_CA=")
+	nl.Stderr = os.Stderr
+	if err := nl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nl.Process.Signal(syscall.SIGTERM); _ = nl.Wait() })
+
+	ran := filepath.Join(dir, "ran")
+	spec := func(name string) jobspec.Job {
+		return jobspec.Job{Name: name, Image: "host", Command: []string{"sh", "-c", "echo $LSB_JOBID >> " + ran},
+			Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}}
+	}
+	const workers, total, killAt = 4, 300, 100
+	var (
+		mu      sync.Mutex
+		acked   = map[uint64]string{}
+		ackedAt []time.Time
+		failed  int
+		killed  time.Time
+		wg      sync.WaitGroup
+	)
+	next := make(chan int)
+	go func() {
+		for i := range total {
+			next <- i
+		}
+		close(next)
+	}()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				name := "ha-" + strconv.Itoa(i)
+				start := time.Now()
+				res, err := cli.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: spec(name)})
+				mu.Lock()
+				if err != nil {
+					failed++
+					t.Logf("submit %s: %v", name, err)
+				} else {
+					if _, dup := acked[res.JobID]; dup {
+						t.Errorf("job %d acknowledged twice (%s and %s)", res.JobID, acked[res.JobID], name)
+					}
+					acked[res.JobID] = name
+					if !killed.IsZero() && start.After(killed) {
+						ackedAt = append(ackedAt, time.Now())
+					}
+					if len(acked) == killAt {
+						killed = time.Now()
+						_ = cmds[leader].Process.Signal(syscall.SIGKILL)
+						t.Logf("SIGKILL to the leader s%d after %d acknowledged submissions", leader+1, killAt)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	_ = cmds[leader].Wait()
+	var failover time.Duration
+	for _, at := range ackedAt {
+		if d := at.Sub(killed); failover == 0 || d < failover {
+			failover = d
+		}
+	}
+	t.Logf("failover: the first submission sent after the SIGKILL was acknowledged %v after it; %d acknowledged, %d failed", failover, len(acked), failed)
+	if failover <= 0 || failover > 5*time.Second {
+		t.Errorf("no write acknowledged within 5s of killing the leader (%v)", failover)
+	}
+	if failed > 0 {
+		t.Errorf("%d submissions failed: the clients should have retried", failed)
+	}
+
+	// Every acknowledged job, once; every one runs to the end once.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		jl, err := cli.Jobs(ctx, 0, 0)
+		done := 0
+		byName := map[string]int{}
+		for _, j := range jl.Jobs {
+			byName[j.Name]++
+			if j.State.Terminal() {
+				done++
+			}
+		}
+		if err == nil && done == len(jl.Jobs) {
+			for id, name := range acked {
+				if byName[name] != 1 {
+					t.Errorf("acknowledged job %d (%s) is there %d times", id, name, byName[name])
+				}
+			}
+			for _, j := range jl.Jobs {
+				if _, ok := acked[j.ID]; ok && j.State != api.JobCompleted {
+					t.Errorf("job %d ended %s (%s)", j.ID, j.State, j.Reason)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs not all ended in 90s: %d of %d (%v)", done, len(jl.Jobs), err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(ran)
+	seen := map[string]int{}
+	for _, l := range strings.Fields(string(b)) {
+		seen[l]++
+	}
+	for id, k := range seen {
+		if k > 1 {
+			t.Errorf("job %s ran %d times", id, k)
+		}
+	}
+	for id := range acked {
+		if seen[strconv.FormatUint(id, 10)] != 1 {
+			t.Errorf("acknowledged job %d ran %d times, want once", id, seen[strconv.FormatUint(id, 10)])
+		}
+	}
+}
+
+// TestHAJoin: a second schedd enters a running one-peer cluster with
+// --join; it receives the state, and a write sent to it reaches the
+// leader (307, followed by the client).
+func TestHAJoin(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, err := auth.SelfSigned(filepath.Join(dir, "tls"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api1, api2, r1, r2 := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	_, sock1 := startPlain(t, filepath.Join(dir, "s1"), "--listen", api1, "--tls-cert", cert, "--tls-key", key,
+		"--raft-addr", r1, "--peers", "s1="+r1)
+	ctx := context.Background()
+	c1, _ := client.New(sock1)
+	var tok api.TokenCreated
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if tok, err = c1.CreateToken(ctx, api.TokenCreate{User: "root", Admin: true}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("s1 never led: %v", err)
+		}
+	}
+	t.Setenv("TROUPE_TOKEN", tok.Secret)
+	t.Setenv("TROUPE_CA", cert)
+	_, sock2 := startPlain(t, filepath.Join(dir, "s2"), "--listen", api2, "--tls-cert", cert, "--tls-key", key,
+		"--raft-addr", r2, "--join", "https://"+api1, "--id", "s2")
+	c2, err := client.NewWith("https://"+api2, client.Options{CA: cert, Token: tok.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c2.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: jobspec.Job{Name: "via-follower", Image: "host", Command: []string{"true"},
+		Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}}})
+	if err != nil {
+		t.Fatalf("submit through the joined follower: %v", err)
+	}
+	s2, _ := client.New(sock2)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if j, _, err := s2.Job(ctx, res.JobID, 0, 0); err == nil && j.Name == "via-follower" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the joined peer never received the job")
+		}
+	}
+}

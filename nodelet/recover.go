@@ -1,0 +1,169 @@
+package nodelet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/nodelet/runtime"
+	"github.com/troupe-hpc/troupe/nodelet/session"
+)
+
+// ErrDetach, as the cause of Run's context (context.WithCancelCause),
+// stops the nodelet without stopping its containers: they keep running,
+// and the next nodelet on the same state dir re-attaches to them
+// (SIGQUIT to the nodelet; SIGTERM stops everything).
+var ErrDetach = errors.New("nodelet detaching: containers keep running")
+
+// detaching tells whether ctx ended with ErrDetach.
+func detaching(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrDetach)
+}
+
+// canDetach tells whether containers outlive the nodelet (runc): other
+// runtimes' containers are stopped even when detaching.
+func (a *agent) canDetach() bool { return a.rt.Name() == RuntimeRunc }
+
+// record is what the state dir keeps of a started container, so that a
+// restarted nodelet can re-attach to it (records/<id>.json).
+type record struct {
+	Job      api.Job `json:"job"` // as assigned when it started
+	Host     string  `json:"host"`
+	Run      int     `json:"run"` // the job's Requeues
+	ID       string  `json:"id"`
+	Dir      string  `json:"dir"`                 // the runtime's Spec.Dir (bundle)
+	NetNS    string  `json:"netns,omitempty"`     // pinned namespace, when on a session network
+	ExitFile string  `json:"exit_file,omitempty"` // where troupe-init writes the exit status (runc)
+}
+
+func (a *agent) recordsDir() string { return filepath.Join(a.cfg.StateDir, "records") }
+
+func (a *agent) recordPath(id string) string { return filepath.Join(a.recordsDir(), id+".json") }
+
+// writeRecord persists the record of a started container.
+func (a *agent) writeRecord(t *task, spec runtime.Spec) error {
+	r := record{Job: t.job, Host: t.key.host, Run: t.key.run, ID: spec.ID, Dir: spec.Dir, NetNS: spec.NetNS}
+	if a.rt.Name() == RuntimeRunc {
+		r.ExitFile = filepath.Join(spec.Dir, "status", "exit")
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(a.recordsDir(), 0o700); err != nil {
+		return err
+	}
+	tmp := a.recordPath(spec.ID) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, a.recordPath(spec.ID))
+}
+
+func (a *agent) removeRecord(t *task) {
+	if err := os.Remove(a.recordPath(t.id())); err != nil && !errors.Is(err, os.ErrNotExist) {
+		a.log.Warn("removing container record", "err", err)
+	}
+}
+
+// readRecords loads every record; unreadable ones are logged and dropped.
+func (a *agent) readRecords() []record {
+	ents, err := os.ReadDir(a.recordsDir())
+	if err != nil {
+		return nil
+	}
+	var rs []record
+	for _, e := range ents {
+		p := filepath.Join(a.recordsDir(), e.Name())
+		var r record
+		b, err := os.ReadFile(p)
+		if err == nil {
+			err = json.Unmarshal(b, &r)
+		}
+		if err != nil || !strings.HasSuffix(e.Name(), ".json") || r.ID+".json" != e.Name() {
+			a.log.Warn("dropping unreadable container record", "file", p, "err", err)
+			_ = os.Remove(p)
+			continue
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// recovered is a container a previous nodelet started and this one
+// re-attached to.
+type recovered struct {
+	rec record
+	c   runtime.Container
+}
+
+// recoverLeftovers re-attaches to the containers of the records the
+// runtime still knows, then removes everything else a previous run left:
+// the runtime's other containers, session links and namespaces of
+// sessions with no re-attached container, bundles, files and records.
+func (a *agent) recoverLeftovers(ctx context.Context) ([]recovered, error) {
+	var (
+		got  []recovered
+		keep = map[string]bool{}
+	)
+	for _, r := range a.readRecords() {
+		c, err := a.rt.Recover(ctx, r.ID, r.Dir)
+		if err != nil {
+			a.log.Info("not re-attaching to container", "id", r.ID, "job", r.Job.ID, "host", r.Host, "err", err)
+			_ = os.Remove(a.recordPath(r.ID))
+			continue
+		}
+		if a.net != nil && r.NetNS != "" {
+			if err := a.net.Adopt(r.Job, r.Host, r.ID); err != nil {
+				a.log.Warn("re-attached container's network not adopted", "id", r.ID, "err", err)
+			}
+		}
+		a.log.Info("re-attached to container", "id", r.ID, "job", r.Job.ID, "host", r.Host, "run", r.Run)
+		keep[r.ID] = true
+		got = append(got, recovered{rec: r, c: c})
+	}
+	if err := a.rt.Cleanup(ctx); err != nil {
+		return got, fmt.Errorf("cleaning leftovers: %w", err)
+	}
+	if a.net != nil {
+		if err := a.net.Cleanup(); err != nil {
+			return got, fmt.Errorf("cleaning leftovers: %w", err)
+		}
+	}
+	for _, d := range []string{a.containersDir(), a.filesDir(), a.recordsDir()} {
+		ents, err := os.ReadDir(d)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return got, fmt.Errorf("cleaning leftovers: %w", err)
+		}
+		for _, e := range ents {
+			if keep[strings.TrimSuffix(e.Name(), ".json")] {
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(d, e.Name())); err != nil {
+				return got, fmt.Errorf("cleaning leftovers: %w", err)
+			}
+		}
+	}
+	return got, nil
+}
+
+// adopt gives each re-attached container a task, as if this nodelet had
+// started it; the first reconcile stops those schedd no longer wants.
+func (a *agent) adopt(ctx context.Context, rs []recovered) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range rs {
+		k := key{r.rec.Job.ID, r.rec.Host, r.rec.Run}
+		held := false
+		if c, err := session.Container(r.rec.Job, r.rec.Host); err == nil && fractional(c.GPUs) {
+			held = true
+			a.mps.adopt()
+		}
+		a.startTaskWith(ctx, k, r.rec.Job, r.c, held)
+	}
+}

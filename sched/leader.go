@@ -1,0 +1,137 @@
+package sched
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/raftlog"
+	"github.com/troupe-hpc/troupe/sched/state"
+)
+
+// IsLeader reports whether this server leads (takes writes, schedules).
+func (s *Server) IsLeader() bool { return s.raft.IsLeader() }
+
+// leaderAPI is the API address of the current leader, as it recorded it
+// in the state when it took office ("" unknown).
+func (s *Server) leaderAPI() string {
+	id := s.raft.Leader()
+	if id == "" {
+		return ""
+	}
+	return s.st.Snapshot().ServerAPI(id)
+}
+
+// redirectToLeader answers a request a follower must not serve itself:
+// writes, and the nodes' endpoints (heartbeats are leader-local). It
+// answers 307 to the leader's API address, or 503 while none is known;
+// true when it answered. A lone server and the leader serve everything.
+func (s *Server) redirectToLeader(w http.ResponseWriter, r *http.Request) bool {
+	if !s.raft.Multi() || s.raft.IsLeader() {
+		return false
+	}
+	if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/v1/nodes/") && r.URL.Path != "/v1/snapshot" {
+		return false // reads come from this replica's state
+	}
+	api := s.leaderAPI()
+	if api == "" {
+		w.Header().Set("Retry-After", "1")
+		writeErr(w, fmt.Errorf("%w: no leader elected yet; retry", raftlog.ErrNotLeader))
+		return true
+	}
+	http.Redirect(w, r, strings.TrimRight(api, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	return true
+}
+
+// Run does the leader's work until ctx ends: while this server leads it
+// schedules, charges usage and checks node timeouts (schedule); when it
+// loses leadership it stops, and starts afresh when it leads again.
+func (s *Server) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if !s.raft.IsLeader() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		go func() {
+			t := time.NewTicker(20 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-lctx.Done():
+					return
+				case <-t.C:
+					if !s.raft.IsLeader() {
+						cancel()
+						return
+					}
+				}
+			}
+		}()
+		if err := s.takeOffice(lctx); err != nil {
+			if lctx.Err() == nil {
+				s.log.Error("taking office as leader", "err", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+		} else {
+			s.schedule(lctx)
+		}
+		cancel()
+		if ctx.Err() == nil {
+			s.log.Info("no longer the raft leader: stopped scheduling")
+		}
+	}
+}
+
+// takeOffice prepares a new leader: it applies everything committed,
+// gives every node a full timeout from now, records its API address for
+// the followers and puts its partitions config in force.
+func (s *Server) takeOffice(ctx context.Context) error {
+	if !s.raft.Multi() {
+		return nil
+	}
+	if err := s.raft.Barrier(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.leadSince = s.cfg.Clock()
+	s.seen = map[string]time.Time{}
+	s.charged = time.Time{}
+	s.mu.Unlock()
+	if id := s.cfg.Raft.ID; id != "" && s.cfg.APIAddr != "" && s.st.Snapshot().ServerAPI(id) != s.cfg.APIAddr {
+		if _, err := s.apply(ctx, state.Command{Kind: state.CmdServer, Server: &state.Server{ID: id, API: s.cfg.APIAddr}}); err != nil {
+			return err
+		}
+	}
+	if s.config != nil {
+		if err := s.putConfig(ctx, s.config); err != nil {
+			return err
+		}
+	}
+	s.log.Info("leading the raft cluster", "id", s.cfg.Raft.ID, "api", s.cfg.APIAddr)
+	return nil
+}
+
+func (s *Server) handleRaftJoin(w http.ResponseWriter, r *http.Request) {
+	var req api.RaftJoin
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.ID == "" || req.Addr == "" {
+		writeErr(w, fmt.Errorf("%w: a joining peer needs an id and a raft address", ErrInvalid))
+		return
+	}
+	if err := s.raft.AddVoter(req.ID, req.Addr); err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.log.Info("raft peer joined", "id", req.ID, "addr", req.Addr)
+	writeJSON(w, http.StatusOK, 0, struct{}{})
+}

@@ -1,0 +1,97 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// Server is a raft server's API address, so that followers can send
+// clients (or their requests) to the leader.
+type Server struct {
+	ID  string `json:"id"`
+	API string `json:"api"`
+}
+
+func putToken(txn *memdb.Txn, t *api.Token) error {
+	if t == nil || t.ID == "" || len(t.Hash) != 64 {
+		return errors.New("token without an id or a sha-256 hash")
+	}
+	c := *t
+	return txn.Insert(tableTokens, &c)
+}
+
+func revokeToken(txn *memdb.Txn, id string) error {
+	raw, err := txn.First(tableTokens, "id", id)
+	if err != nil {
+		return err
+	}
+	if raw == nil {
+		return fmt.Errorf("token %q: %w", id, ErrNotFound)
+	}
+	return txn.Delete(tableTokens, raw)
+}
+
+func putServer(txn *memdb.Txn, s *Server) error {
+	if s == nil || s.ID == "" {
+		return errors.New("server without an id")
+	}
+	c := *s
+	return txn.Insert(tableServers, &c)
+}
+
+// Tokens lists the token records by id.
+func (v *Snapshot) Tokens() []*api.Token {
+	it, err := v.txn.Get(tableTokens, "id")
+	if err != nil {
+		panic(err)
+	}
+	var out []*api.Token
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*api.Token))
+	}
+	return out
+}
+
+// TokenByHash finds the token whose secret hashes to hash (hex).
+func (v *Snapshot) TokenByHash(hash string) *api.Token {
+	raw, err := v.txn.First(tableTokens, "hash", hash)
+	if err != nil || raw == nil {
+		return nil
+	}
+	return raw.(*api.Token)
+}
+
+// Token finds a token by id.
+func (v *Snapshot) Token(id string) *api.Token {
+	raw, err := v.txn.First(tableTokens, "id", id)
+	if err != nil || raw == nil {
+		return nil
+	}
+	return raw.(*api.Token)
+}
+
+// Servers lists the raft servers' API addresses.
+func (v *Snapshot) Servers() []*Server {
+	it, err := v.txn.Get(tableServers, "id")
+	if err != nil {
+		panic(err)
+	}
+	var out []*Server
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*Server))
+	}
+	return out
+}
+
+// ServerAPI is the API address of raft server id ("" unknown).
+func (v *Snapshot) ServerAPI(id string) string {
+	raw, err := v.txn.First(tableServers, "id", id)
+	if err != nil || raw == nil {
+		return ""
+	}
+	return raw.(*Server).API
+}
