@@ -11,11 +11,15 @@ TEST_FLAGS ?= -timeout 30m
 
 all: build
 
-# Static binaries: troupe-init is mounted into containers whatever their
-# libc, and the daemons copy cleanly onto nodes.
+# Static binaries: troupe-init and troupe-ssh are mounted into containers
+# whatever their libc, and the tools copy cleanly onto any node. nodelet
+# is built with cgo so that go-nvml can load the NVIDIA driver's
+# libnvidia-ml where there is one (without it, the node reports no GPUs).
+STATIC   := $(filter-out nodelet,$(CMDS))
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(STATIC))
+	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/ ./cmd/nodelet
 
 # System packages the runtime and the tests need (runc, iproute2, groff…);
 # installs only what is missing, and only as root.

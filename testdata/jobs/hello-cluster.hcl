@@ -1,5 +1,6 @@
-# A 3-container cluster session: main1 greets its subs, each sub says who
-# it is. Run it with `make demo`, or by hand:  bsub --wait hello-cluster.hcl
+# A 3-container cluster session: main1 greets the cluster and asks each
+# sub over ssh who it is. Run it with `make demo`, or by hand:
+#   bsub --wait hello-cluster.hcl
 job "hello-cluster" {
   walltime = "5m"
 
@@ -18,12 +19,11 @@ job "hello-cluster" {
     echo "hello from $BACKENDAI_CLUSTER_HOST ($(hostname)), rank $BACKENDAI_CLUSTER_LOCAL_RANK of $BACKENDAI_CLUSTER_SIZE"
     echo "session $BACKENDAI_SESSION_ID: hosts $BACKENDAI_CLUSTER_HOSTS, replicas $BACKENDAI_CLUSTER_REPLICAS, mode $BACKENDAI_CLUSTER_MODE"
     grep -E 'main|sub' /etc/hosts
+    for h in sub1 sub2; do
+      ssh $h 'echo "ssh $(hostname): $BACKENDAI_CLUSTER_ROLE #$BACKENDAI_CLUSTER_IDX, rank $BACKENDAI_CLUSTER_LOCAL_RANK"'
+    done
   EOT
   ]
-
-  role "sub" {
-    command = ["sh", "-c", "echo \"$BACKENDAI_CLUSTER_HOST is $BACKENDAI_CLUSTER_ROLE #$BACKENDAI_CLUSTER_IDX\""]
-  }
 
   output = "hello-%j.%h.out"
 }
