@@ -64,7 +64,9 @@ type devCluster struct {
 	done chan struct{}
 }
 
-func startCluster(t testing.TB, nodes int, cpu string) *devCluster {
+// startCluster starts `schedd --dev` with nodes runc nodelets of cpu
+// CPUs each; extra are more schedd flags.
+func startCluster(t testing.TB, nodes int, cpu string, extra ...string) *devCluster {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "troupe-e2e")
 	if err != nil {
@@ -72,8 +74,8 @@ func startCluster(t testing.TB, nodes int, cpu string) *devCluster {
 	}
 	_ = os.Chmod(dir, 0o755) // the socket is there, for every user
 	c := &devCluster{t: t, dir: dir, log: &bytes.Buffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(bin+"/schedd", "--dev", "--data-dir", dir, "--nodes", strconv.Itoa(nodes),
-		"--node-cpu", cpu, "--node-memory", "4GiB", "--runtime", "runc", "--stop-grace", "2s")
+	c.cmd = exec.Command(bin+"/schedd", append([]string{"--dev", "--data-dir", dir, "--nodes", strconv.Itoa(nodes),
+		"--node-cpu", cpu, "--node-memory", "4GiB", "--runtime", "runc", "--stop-grace", "2s"}, extra...)...)
 	c.cmd.Stderr = c.log
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {

@@ -42,10 +42,10 @@ func TestNodeRuntime(t *testing.T) {
 		}
 		return p
 	}
-	write("images.hcl", fmt.Sprintf("image \"busybox\" {\n  source = %q\n}\n", sif))
+	images := write("images.hcl", fmt.Sprintf("image \"busybox\" {\n  source = %q\n}\n", sif))
 	t.Setenv("TROUPE_NODELET_CONFIG", write("nodelet.hcl", fmt.Sprintf(
 		"images = \"images.hcl\"\nallowed_mount_roots = [%q]\nfake_gpus = 2\n", allowed)))
-	c := startCluster(t, 1, "2")
+	c := startCluster(t, 1, "2", "--images", images)
 
 	out, errOut, code := c.run(c.dir, "bhosts", "-o", "json")
 	if code != 0 || !regexp.MustCompile(`"gpu":\s*2\b`).MatchString(out) {
@@ -90,20 +90,26 @@ job "rt" {
 		}
 	})
 
-	refused := []struct{ name, mounts, image, want string }{
-		{"MountOutsideRoots", mount("/etc", true), "busybox", "outside the allowed roots"},
-		{"MountSymlinkEscape", mount(filepath.Join(allowed, "escape"), true), "busybox", "resolves through a symlink"},
-		{"MountDotDot", mount(data+"/../../etc", true), "busybox", `contains ".."`},
-		{"UnknownImage", "", "pytorch-9", "known images: busybox"},
+	refused := []struct {
+		name, mounts, image, want string
+		atSubmit                  bool // bsub refuses; else the job fails before it runs
+	}{
+		{"MountOutsideRoots", mount("/etc", true), "busybox", "outside the allowed roots", false},
+		{"MountSymlinkEscape", mount(filepath.Join(allowed, "escape"), true), "busybox", "resolves through a symlink", false},
+		{"MountDotDot", mount(data+"/../../etc", true), "busybox", `contains ".."`, false},
+		{"UnknownImage", "", "pytorch-9", `image "pytorch-9": unknown image (known images: busybox`, true},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "j.hcl")
 			_ = os.WriteFile(path, []byte(job(tc.image, "echo started", tc.mounts, "")), 0o644)
-			out, errOut, _ := c.run(dir, "bsub", "--wait", path)
-			if strings.Contains(errOut, tc.want) {
-				return // refused at submit (bsub knows the catalog): as good
+			out, errOut, code := c.run(dir, "bsub", "--wait", path)
+			if tc.atSubmit {
+				if code != 1 || out != "" || !strings.Contains(errOut, tc.want) {
+					t.Errorf("bsub: exit %d, stdout %q, stderr %q; want exit 1 with %q and nothing submitted", code, out, errOut, tc.want)
+				}
+				return
 			}
 			m := submitted.FindStringSubmatch(out)
 			if m == nil {
