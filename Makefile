@@ -7,7 +7,7 @@ CMDS     := $(notdir $(wildcard cmd/*))
 STATICCHECK_VERSION := v0.8.2
 TEST_FLAGS ?= -timeout 30m
 
-.PHONY: all build deps demo test lint clean
+.PHONY: all build deps demo test fuzz lint clean
 
 all: build
 
@@ -29,9 +29,22 @@ deps:
 demo: build deps
 	@contrib/dev/demo
 
-# The tests use the binaries in bin/ for the end-to-end cluster.
+# Every test (the end-to-end ones build the binaries themselves and run
+# real clusters), then each fuzz target briefly: the parsers of everything
+# users and nodes send must not panic or hang.
 test: build deps
 	$(GO) test $(TEST_FLAGS) ./...
+	@$(MAKE) --no-print-directory fuzz
+
+# Each native fuzz target for FUZZTIME (its seed corpus runs in `go test`).
+FUZZTIME ?= 5s
+FUZZ     := ./jobspec:FuzzParse ./sched/partition:FuzzParse ./sched/swf:FuzzRead \
+	./sched:FuzzSubmitBody ./sched:FuzzReportBody ./sched:FuzzRegisterBody
+fuzz:
+	@set -e; for t in $(FUZZ); do \
+		echo "fuzz $${t%%:*} $${t##*:} ($(FUZZTIME))"; \
+		out=$$($(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}" 2>&1) || { echo "$$out"; exit 1; }; \
+	done
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
