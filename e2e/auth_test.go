@@ -9,16 +9,17 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
-// TestOtherUserCannotKill: on the unix socket schedd knows callers by
+// TestOtherUserCannotKillOrPeek: on the unix socket schedd knows callers by
 // their peer credentials. A job root submitted cannot be killed by
 // another uid running the real bkill; root's own bkill works.
-func TestOtherUserCannotKill(t *testing.T) {
+func TestOtherUserCannotKillOrPeek(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run bkill as another uid")
 	}
@@ -33,7 +34,7 @@ func TestOtherUserCannotKill(t *testing.T) {
 	}
 	ctx := context.Background()
 	res, err := c.Submit(ctx, api.SubmitRequest{Cwd: dir, UID: 4242, User: "mallory", Spec: jobspec.Job{Name: "mine", Image: "host",
-		Command: []string{"sleep", "300"}, Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
+		Command: []string{"sh", "-c", "echo secret-output; sleep 300"}, Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
 		Resources: jobspec.Resources{CPU: 1, Memory: 64 << 20}}})
 	if err != nil {
 		t.Fatal(err)
@@ -52,9 +53,47 @@ func TestOtherUserCannotKill(t *testing.T) {
 	if j, _, _ := c.Job(ctx, res.JobID, 0, 0); j.Cancelled || j.State.Terminal() {
 		t.Fatalf("the refused bkill changed the job: %s", j.State)
 	}
+	// Nor peek into it: bpeek refuses, and the output file is the
+	// owner's alone.
+	outFile := filepath.Join(dir, "troupe-"+id+".main1.out")
+	if !waitFor(30*time.Second, func() bool { b, _ := os.ReadFile(outFile); return len(b) > 0 }) {
+		t.Fatal("the job wrote no output")
+	}
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{bin + "/bpeek", id}, "only its owner or an admin may peek"},
+		{[]string{"cat", outFile}, "Permission denied"},
+	} {
+		cmd = exec.Command(tc.argv[0], tc.argv[1:]...)
+		cmd.Env = append(os.Environ(), "TROUPE_ADDR="+addr)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "secret-output") {
+			t.Errorf("%s as uid 65534: err %v, output %q; want a refusal saying %q", filepath.Base(tc.argv[0]), err, out, tc.want)
+		}
+	}
+	cmd = exec.Command(bin+"/bpeek", id)
+	cmd.Env = append(os.Environ(), "TROUPE_ADDR="+addr)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "secret-output") {
+		t.Errorf("root's bpeek: %v %q", err, out)
+	}
 	cmd = exec.Command(bin+"/bkill", id)
 	cmd.Env = append(os.Environ(), "TROUPE_ADDR="+addr)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("root's bkill: %v %s", err, out)
 	}
+}
+
+// waitFor polls cond every 50 ms until it holds or timeout passes.
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
 }

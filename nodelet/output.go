@@ -14,7 +14,7 @@ import (
 // to append to an existing file that is not the user's.
 func openOutput(path string, uid, gid int) (*os.File, error) {
 	const flags = os.O_WRONLY | os.O_APPEND | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
-	f, err := os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o600) // the job's owner alone reads it
 	if err == nil {
 		if err := f.Chown(uid, gid); err != nil && os.Geteuid() == 0 {
 			f.Close()

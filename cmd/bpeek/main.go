@@ -77,6 +77,10 @@ func peek(ctx context.Context, c *client.Client, id uint64, host string, follow 
 	if err != nil {
 		return err
 	}
+	if job.Cwd == "" && job.User != "" {
+		// schedd shows other users' jobs without their directories.
+		return fmt.Errorf("job %d belongs to %s: only its owner or an admin may peek into it", id, job.User)
+	}
 	if _, err := session.Container(job, host); err != nil {
 		return fmt.Errorf("job %d has no container %s", id, host)
 	}
