@@ -53,6 +53,39 @@ func TestOtherUserCannotKillOrPeek(t *testing.T) {
 	if j, _, _ := c.Job(ctx, res.JobID, 0, 0); j.Cancelled || j.State.Terminal() {
 		t.Fatalf("the refused bkill changed the job: %s", j.State)
 	}
+	// Nor hold or release it: a second job, submitted held, waits
+	// behind the first; uid 65534 may neither hold the one nor release
+	// the other.
+	res2, err := c.Submit(ctx, api.SubmitRequest{Cwd: dir, Hold: true, Spec: jobspec.Job{Name: "later", Image: "host",
+		Command: []string{"true"}, Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
+		Resources: jobspec.Resources{CPU: 1, Memory: 64 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2 := strconv.FormatUint(res2.JobID, 10)
+	for _, argv := range [][]string{{"bhold", id}, {"brelease", id2}} {
+		cmd := exec.Command(bin+"/"+argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), "TROUPE_ADDR="+addr)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "permission denied") {
+			t.Fatalf("%s as uid 65534: err %v, output %q; want a refusal", argv[0], err, out)
+		}
+	}
+	if j, _, _ := c.Job(ctx, res2.JobID, 0, 0); j.State != api.JobHeld {
+		t.Fatalf("the refused brelease changed job %s: %s", id2, j.State)
+	}
+	if j, _, _ := c.Job(ctx, res.JobID, 0, 0); j.State == api.JobHeld || j.State.Terminal() {
+		t.Fatalf("the refused bhold changed job %s: %s", id, j.State)
+	}
+	// Its owner may: released, it waits for room; then cancelled.
+	for _, argv := range [][]string{{"brelease", id2}, {"bhold", id2}, {"bkill", id2}} {
+		cmd := exec.Command(bin+"/"+argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), "TROUPE_ADDR="+addr)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("root's %s: %v %s", argv[0], err, out)
+		}
+	}
 	// Nor peek into it: bpeek refuses, and the output file is the
 	// owner's alone.
 	outFile := filepath.Join(dir, "troupe-"+id+".main1.out")

@@ -344,7 +344,8 @@ func exists(path string) bool {
 // flagsOf reads the flag names a main package defines: the literal name
 // argument of fs.Bool("x", …), fs.StringVar(&v, "x", …), fs.Var(v, "x",
 // …), fs.Alias("x", …) and kin, plus the flags internal/cli defines for
-// it (--addr with cli.NewFlagSet, -o with OutputFlag), plus the option
+// it (--addr with cli.NewFlagSet, -o with OutputFlag, -u -t -p -J and
+// their long names with SelectFlags), plus the option
 // letters of the hand-written parsers handParsed names for it.
 func flagsOf(t *testing.T, dir string) []string {
 	t.Helper()
@@ -418,6 +419,10 @@ func flagsOf(t *testing.T, dir string) []string {
 				}
 			case name == "OutputFlag":
 				add("o")
+			case name == "SelectFlags":
+				for _, f := range []string{"u", "t", "state", "p", "partition", "J", "name"} {
+					add(f)
+				}
 			default:
 				i, ok := nameArg[name]
 				if !ok || len(call.Args) <= i {

@@ -19,7 +19,7 @@ var ErrForbidden = errors.New("permission denied")
 //
 //	submit                  anyone; the job runs as the caller's uid/gid
 //	list / show jobs        anyone; others' jobs come redacted
-//	kill                    the job's owner, or an admin
+//	kill, hold, release     the job's owner, or an admin
 //	nodes' endpoints        admins (nodelets run as root)
 //	reconfig, snapshots     admins
 

@@ -28,6 +28,8 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("GET /v1/jobs", s.handleJobs)
 	m.HandleFunc("GET /v1/jobs/{id}", s.handleJob)
 	m.HandleFunc("POST /v1/jobs/{id}/kill", s.handleKill)
+	m.HandleFunc("POST /v1/jobs/{id}/hold", s.handleControl(s.Hold))
+	m.HandleFunc("POST /v1/jobs/{id}/release", s.handleControl(s.Release))
 	m.HandleFunc("GET /v1/nodes", s.handleNodes)
 	m.HandleFunc("POST /v1/nodes/register", s.handleRegister)
 	m.HandleFunc("POST /v1/nodes/{name}/heartbeat", nodeOnly(s.handleHeartbeat))
@@ -89,22 +91,30 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
-	id, ok := jobID(w, r)
-	if !ok {
-		return
-	}
-	if j := s.st.Snapshot().Job(id); j != nil {
-		if err := mayControl(r.Context(), j); err != nil {
+	s.handleControl(s.Kill)(w, r)
+}
+
+// handleControl serves POST /v1/jobs/{id}/kill, hold and release: the
+// job's owner or an admin may; the answer is the job.
+func (s *Server) handleControl(do func(context.Context, uint64) (*api.Job, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := jobID(w, r)
+		if !ok {
+			return
+		}
+		if j := s.st.Snapshot().Job(id); j != nil {
+			if err := mayControl(r.Context(), j); err != nil {
+				writeErr(w, err)
+				return
+			}
+		}
+		j, err := do(r.Context(), id)
+		if err != nil {
 			writeErr(w, err)
 			return
 		}
+		writeJSON(w, http.StatusOK, 0, j)
 	}
-	j, err := s.Kill(r.Context(), id)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, 0, j)
 }
 
 func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) {
@@ -287,7 +297,7 @@ func writeErr(w http.ResponseWriter, err error) {
 		code = http.StatusForbidden
 	case errors.Is(err, state.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, state.ErrEnded):
+	case errors.Is(err, state.ErrEnded), errors.Is(err, state.ErrConflict):
 		code = http.StatusConflict
 	case errors.Is(err, raftlog.ErrNotLeader):
 		code = http.StatusServiceUnavailable

@@ -260,6 +260,9 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 		Partition: name, Account: account, Walltime: p.Walltime(spec.Walltime),
 		Spec: spec, State: api.JobPending, Reason: api.ReasonPriority,
 	}
+	if req.Hold {
+		j.State, j.Reason = api.JobHeld, api.ReasonHeld
+	}
 	for _, c := range cs {
 		j.Containers = append(j.Containers, api.Container{Container: c, KernelID: uuid.NewString(), State: api.ContainerPending})
 	}
@@ -369,6 +372,25 @@ func humanBytes(b int64) string {
 // nodelets have stopped its containers.
 func (s *Server) Kill(ctx context.Context, id uint64) (*api.Job, error) {
 	v, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id})
+	if err != nil {
+		return nil, err
+	}
+	s.wake()
+	return v.(*api.Job), nil
+}
+
+// Hold keeps a pending job out of scheduling until Release.
+func (s *Server) Hold(ctx context.Context, id uint64) (*api.Job, error) {
+	v, err := s.apply(ctx, state.Command{Kind: state.CmdHold, Hold: id})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*api.Job), nil
+}
+
+// Release puts a held job back in the queue.
+func (s *Server) Release(ctx context.Context, id uint64) (*api.Job, error) {
+	v, err := s.apply(ctx, state.Command{Kind: state.CmdRelease, Release: id})
 	if err != nil {
 		return nil, err
 	}

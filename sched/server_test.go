@@ -216,3 +216,89 @@ func TestSubmitRefusesUnknownCatalogImage(t *testing.T) {
 		t.Fatalf("submit of a catalog image: %v", err)
 	}
 }
+
+func TestHoldRelease(t *testing.T) {
+	_, c := cluster(t)
+	ctx := context.Background()
+	register(t, c, "n1", 4)
+
+	// Submitted held (bsub -H): it never starts, though room is free.
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res2, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, res2.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+	if j, _, _ := c.Job(ctx, res.JobID, 0, 0); j.State != api.JobHeld || j.Reason != api.ReasonHeld {
+		t.Fatalf("held job after a pass: %s (%s), want HELD (Held)", j.State, j.Reason)
+	}
+
+	// A pending job (waiting for room) is held, and stays so once room frees.
+	res3, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, res3.JobID, func(j api.Job) bool { return j.Reason == api.ReasonResources })
+	if j, err := c.Hold(ctx, res3.JobID); err != nil || j.State != api.JobHeld || j.Reason != api.ReasonHeld {
+		t.Fatalf("hold: %s (%s), %v", j.State, j.Reason, err)
+	}
+
+	wantErr := func(err error, status int, msg string) {
+		t.Helper()
+		var ae *client.APIError
+		if !asAPI(err, &ae) || ae.Status != status || !strings.Contains(ae.Message, msg) {
+			t.Fatalf("got %v, want %d %q", err, status, msg)
+		}
+	}
+	_, err = c.Hold(ctx, res2.JobID)
+	wantErr(err, 409, "job 2 is SCHEDULED: only pending jobs can be held")
+	_, err = c.Release(ctx, res2.JobID)
+	wantErr(err, 409, "job 2 is SCHEDULED: only held jobs can be released")
+	_, err = c.Hold(ctx, res3.JobID)
+	wantErr(err, 409, "job 3 is already held")
+	_, err = c.Release(ctx, 99)
+	wantErr(err, 404, "not found")
+
+	// Released, job 1 starts in the room left.
+	if j, err := c.Release(ctx, res.JobID); err != nil || j.State != api.JobPending {
+		t.Fatalf("release: %s, %v", j.State, err)
+	}
+	waitJob(t, c, res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+
+	// Job 3 needs the whole node: held, it does not start when the node
+	// empties; released, it does.
+	if _, err := c.Kill(ctx, res.JobID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kill(ctx, res2.JobID); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{res.JobID, res2.JobID} {
+		if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerKilled}}}); err != nil {
+			t.Fatal(err)
+		}
+		waitJob(t, c, id, func(j api.Job) bool { return j.State == api.JobCancelled })
+	}
+	res4, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, res4.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+	if j, _, _ := c.Job(ctx, res3.JobID, 0, 0); j.State != api.JobHeld {
+		t.Fatalf("held job 3 after a pass with room: %s", j.State)
+	}
+	if _, err := c.Kill(ctx, res4.JobID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: res4.JobID, Host: "main1", State: api.ContainerKilled}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, res4.JobID, func(j api.Job) bool { return j.State == api.JobCancelled })
+	if _, err := c.Release(ctx, res3.JobID); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, res3.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+}

@@ -2,18 +2,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/user"
 	"strconv"
 	"strings"
 	"syscall"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
-	"github.com/troupe-hpc/troupe/internal/client"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,36 +35,21 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
-	userName := fs.String("u", "", "cancel the jobs of `user` (\"all\": everyone's jobs you may cancel)")
-	states := fs.String("t", "", "cancel only jobs in these `states` (comma-separated: PENDING, HELD, RUNNING, …,\nLSF's PEND, RUN or Slurm's PD, R)")
-	fs.Alias("state", "t")
-	partition := fs.String("p", "", "cancel only jobs in these `partitions` (comma-separated)")
-	fs.Alias("partition", "p")
-	name := fs.String("J", "", "cancel only jobs with this `name`")
-	fs.Alias("name", "J")
+	sel := cli.SelectFlags(fs, "cancel")
 	signal := fs.String("s", "", "`signal` to send; only KILL or TERM (cancel the job), for schedd's kill takes\nno signal yet")
 	fs.Alias("signal", "s")
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
 	}
-	ids := make([]uint64, len(pos))
-	for i, s := range pos {
-		if ids[i], err = cli.ParseJobID(s); err != nil {
-			return fs.UsageError("%v", err)
-		}
+	ids, err := cli.ParseJobIDs(pos)
+	if err != nil {
+		return fs.UsageError("%v", err)
 	}
-	filter := cli.JobFilter{Partitions: cli.SplitList(*partition)}
-	if *name != "" {
-		filter.Names = []string{*name}
+	if err := sel.Check(); err != nil {
+		return fs.UsageError("%v", err)
 	}
-	if *states != "" {
-		if filter.States, err = cli.ParseStates(*states); err != nil {
-			return fs.UsageError("-t: %v", err)
-		}
-	}
-	selecting := *userName != "" || *states != "" || *partition != "" || *name != ""
-	if len(ids) == 0 && !selecting {
+	if len(ids) == 0 && !sel.Active() {
 		return fs.UsageError("missing job id (or -u, -t, -p, -J to choose jobs)")
 	}
 	if *signal != "" {
@@ -82,56 +63,12 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
-	if selecting {
-		if *userName != "" {
-			filter.Users = []string{*userName}
-		} else {
-			filter.Users = []string{currentUser()}
-		}
-		list, err := c.Jobs(ctx, 0, 0)
-		if err != nil {
+	if sel.Active() {
+		if ids, err = sel.Pick(ctx, c, ids); err != nil {
 			return cli.Fail(stderr, prog, err)
 		}
-		ids = pick(cli.SortJobs(filter.Filter(list.Jobs)), ids)
-		if len(ids) == 0 {
-			return cli.Fail(stderr, prog, errors.New("no job matches"))
-		}
 	}
-	code := cli.ExitOK
-	for _, id := range ids {
-		_, err := c.Kill(ctx, id)
-		switch {
-		case err == nil:
-			fmt.Fprintf(stdout, "Job <%d> is being terminated.\n", id)
-		case errors.Is(err, client.ErrUnreachable), ctx.Err() != nil:
-			// The rest would fail the same way.
-			return cli.Fail(stderr, prog, err)
-		case client.IsNotFound(err):
-			code = cli.Fail(stderr, prog, fmt.Errorf("job %d: not found", id))
-		default: // schedd's refusal names the job already
-			code = cli.Fail(stderr, prog, err)
-		}
-	}
-	return code
-}
-
-// pick returns the ids of jobs, or those of ids among them when ids are
-// given.
-func pick(jobs []api.Job, ids []uint64) []uint64 {
-	var out []uint64
-	for _, j := range jobs {
-		if len(ids) == 0 {
-			out = append(out, j.ID)
-			continue
-		}
-		for _, id := range ids {
-			if id == j.ID {
-				out = append(out, id)
-				break
-			}
-		}
-	}
-	return out
+	return cli.ForEachJob(ctx, stdout, stderr, prog, ids, c.Kill, "Job <%d> is being terminated.\n")
 }
 
 // checkSignal accepts a signal name or number and refuses all but the
@@ -153,14 +90,4 @@ func checkSignal(s string) error {
 		return nil
 	}
 	return fmt.Errorf("-s %s: cannot send %s: schedd's kill (POST /v1/jobs/{id}/kill) takes no signal, it only cancels; use -s KILL or TERM, or none", s, unix.SignalName(sig))
-}
-
-func currentUser() string {
-	if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil {
-		return u.Username
-	}
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	return strconv.Itoa(os.Getuid())
 }

@@ -30,6 +30,7 @@ var command = cli.Command{
 		"bsub train.hcl",
 		"bsub -q gpu -n 8 -W 4:00 -J big train.hcl   # LSF-style overrides of the file",
 		"bsub --env EPOCHS=20 -o 'train-%J.out' train.hcl",
+		"bsub -H train.hcl                           # submit held; brelease starts it",
 		"bsub --dry-run -q gpu train.hcl             # check, show, submit nothing",
 		"bsub -K train.hcl && echo done      # wait; exit status is the job's",
 		"bsub --addr unix:///run/troupe/schedd.sock train.hcl",
@@ -42,6 +43,8 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
 	wait := fs.Bool("wait", false, "wait until the job ends; exit 0 if it COMPLETED, its exit code if it FAILED,\n1 if it was CANCELLED, timed out or lost its node")
 	fs.Alias("K", "wait")
+	hold := fs.Bool("H", false, "submit the job held: it waits HELD, never started, until brelease")
+	fs.Alias("hold", "H")
 	vars := varFlag{}
 	fs.Var(vars, "var", "set the job file's `name=value` variable (repeatable), as terraform -var does")
 	var ov overrides
@@ -100,6 +103,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
+	req.Hold = *hold
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	if dry.on {

@@ -60,8 +60,17 @@ func TestSubmit(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	cwd, _ := os.Getwd()
-	if got.Spec.Name != "hello" || got.Source != path || got.Cwd != cwd || got.UID != os.Getuid() || got.GID != os.Getgid() || got.User == "" {
+	if got.Spec.Name != "hello" || got.Source != path || got.Cwd != cwd || got.UID != os.Getuid() || got.GID != os.Getgid() || got.User == "" || got.Hold {
 		t.Errorf("request %+v", got)
+	}
+
+	// -H submits it held; the answer is the usual line.
+	for _, flag := range []string{"-H", "--hold"} {
+		got = api.SubmitRequest{}
+		code, out, errs = runBsub(flag, "--addr", s.Addr, path)
+		if code != 0 || out != "Job <7> is submitted to partition <cpu>.\n" || errs != "" || !got.Hold {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %q, hold %v", flag, code, out, errs, got.Hold)
+		}
 	}
 }
 

@@ -7,6 +7,8 @@
 //	GET  /v1/jobs[?index=N&wait=30s]   → JobList (blocking when index given)
 //	GET  /v1/jobs/{id}                 → Job
 //	POST /v1/jobs/{id}/kill            → Job
+//	POST /v1/jobs/{id}/hold            {} → Job (a pending job becomes HELD; 409 otherwise)
+//	POST /v1/jobs/{id}/release         {} → Job (a held job becomes PENDING; 409 otherwise)
 //	GET  /v1/nodes                     → NodeList
 //	POST /v1/nodes/register            NodeRegister → Node
 //	POST /v1/nodes/{name}/heartbeat    → {}
@@ -99,6 +101,8 @@ type SubmitRequest struct {
 	// (the client's, after a lost answer or a leader change) gets the
 	// job the first try made instead of a second one.
 	RequestID string `json:"request_id,omitempty"`
+	// Hold submits the job HELD (bsub -H): it waits until released.
+	Hold bool `json:"hold,omitempty"`
 }
 
 // SubmitResponse answers a submission.

@@ -323,6 +323,20 @@ func (c *Client) Kill(ctx context.Context, id uint64) (api.Job, error) {
 	return r, err
 }
 
+// Hold keeps a pending job from being scheduled (bhold).
+func (c *Client) Hold(ctx context.Context, id uint64) (api.Job, error) {
+	var r api.Job
+	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/hold", nil, struct{}{}, &r)
+	return r, err
+}
+
+// Release puts a held job back in the queue (brelease).
+func (c *Client) Release(ctx context.Context, id uint64) (api.Job, error) {
+	var r api.Job
+	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/release", nil, struct{}{}, &r)
+	return r, err
+}
+
 // Nodes lists nodes.
 func (c *Client) Nodes(ctx context.Context) (api.NodeList, error) {
 	var r api.NodeList

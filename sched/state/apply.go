@@ -16,7 +16,21 @@ import (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrEnded    = errors.New("already ended")
+	// ErrConflict: the job is in a state the command does not apply to
+	// (holding a running job, releasing one not held).
+	ErrConflict = errors.New("conflict")
 )
+
+// conflictError is a refusal that errors.Is(ErrConflict) and reads as its
+// message alone ("job 7 is RUNNING: only pending jobs can be held").
+type conflictError struct{ msg string }
+
+func (e *conflictError) Error() string        { return e.msg }
+func (e *conflictError) Is(target error) bool { return target == ErrConflict }
+
+func conflict(format string, args ...any) error {
+	return &conflictError{msg: fmt.Sprintf(format, args...)}
+}
 
 // Command kinds.
 const (
@@ -25,6 +39,8 @@ const (
 	CmdPlan     = "plan"
 	CmdReport   = "report"
 	CmdKill     = "kill"
+	CmdHold     = "hold"      // a pending job → HELD (bhold, scontrol hold)
+	CmdRelease  = "release"   // a held job → PENDING (brelease, scontrol release)
 	CmdConfig   = "config"    // a new partitions config (schedd start, badmin reconfig)
 	CmdCharge   = "charge"    // charge usage up to Time (the leader, periodically)
 	CmdTimeout  = "timeout"   // end jobs past their walltime (the leader)
@@ -46,6 +62,9 @@ type Command struct {
 	Plan     *Plan     `json:"plan,omitempty"`
 	Report   *Report   `json:"report,omitempty"`
 	Kill     uint64    `json:"kill,omitempty"`
+	// Hold and Release name the job to hold or release.
+	Hold    uint64 `json:"hold,omitempty"`
+	Release uint64 `json:"release,omitempty"`
 	// Timeout lists the jobs the leader found past their walltime.
 	Timeout []uint64 `json:"timeout,omitempty"`
 	// Config is the partitions config to put in force.
@@ -88,7 +107,7 @@ type Report struct {
 }
 
 // Apply applies one committed command at raft index. It returns the new
-// job's id for a submit, the job for a kill, nil otherwise; or an error
+// job's id for a submit, the job for a kill, hold or release, nil otherwise; or an error
 // that leaves the state unchanged.
 func (s *Store) Apply(index uint64, c Command) (any, error) {
 	txn := s.db.Txn(true)
@@ -108,6 +127,10 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = report(txn, index, c.Time, c.Report)
 	case CmdKill:
 		res, err = kill(txn, index, c.Time, c.Kill)
+	case CmdHold:
+		res, err = hold(txn, index, c.Hold)
+	case CmdRelease:
+		res, err = release(txn, index, c.Release)
 	case CmdConfig:
 		err = setConfig(txn, c.Config)
 	case CmdCharge:
@@ -200,6 +223,9 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 		return 0, fmt.Errorf("a session holds at most %d containers, not %d", MaxSessionSize, len(j.Containers))
 	}
 	j.State, j.Submitted, j.ModifyIndex = api.JobPending, now, index
+	if in.State == api.JobHeld { // bsub -H
+		j.State, j.Reason = api.JobHeld, api.ReasonHeld
+	}
 	sessionNetwork(j)
 	return j.ID, txn.Insert(tableJobs, j)
 }
@@ -368,6 +394,41 @@ func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64) (*api.Job, err
 	} else {
 		j.KillWanted = true
 	}
+	return j, txn.Insert(tableJobs, j)
+}
+
+// hold keeps a pending job from being scheduled until it is released.
+func hold(txn *memdb.Txn, index uint64, id uint64) (*api.Job, error) {
+	j, err := getJob(txn, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case j.State == api.JobHeld:
+		return nil, conflict("job %d is already held", id)
+	case j.State.Terminal():
+		return nil, fmt.Errorf("job %d: %w (%s)", id, ErrEnded, j.State)
+	case j.State != api.JobPending:
+		return nil, conflict("job %d is %s: only pending jobs can be held", id, j.State)
+	}
+	j.State, j.Reason, j.ModifyIndex = api.JobHeld, api.ReasonHeld, index
+	return j, txn.Insert(tableJobs, j)
+}
+
+// release puts a held job back in the queue; the next scheduling pass
+// gives it its real reason.
+func release(txn *memdb.Txn, index uint64, id uint64) (*api.Job, error) {
+	j, err := getJob(txn, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case j.State.Terminal():
+		return nil, fmt.Errorf("job %d: %w (%s)", id, ErrEnded, j.State)
+	case j.State != api.JobHeld:
+		return nil, conflict("job %d is %s: only held jobs can be released", id, j.State)
+	}
+	j.State, j.Reason, j.ModifyIndex = api.JobPending, api.ReasonPriority, index
 	return j, txn.Insert(tableJobs, j)
 }
 

@@ -254,3 +254,67 @@ func TestStaleRunReportsDropped(t *testing.T) {
 		t.Fatalf("the new run's report: job %s", j.State)
 	}
 }
+
+func TestHoldRelease(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	held := session(1)
+	held.State = api.JobHeld // bsub -H
+	h.apply(Command{Kind: CmdSubmit, Submit: held})
+	if j := h.job(2); j.State != api.JobHeld || j.Reason != api.ReasonHeld {
+		t.Fatalf("submitted held: %s (%s), want HELD (Held)", j.State, j.Reason)
+	}
+
+	j := h.apply(Command{Kind: CmdHold, Hold: 1}).(*api.Job)
+	if j.State != api.JobHeld || j.Reason != api.ReasonHeld || h.job(1).State != api.JobHeld {
+		t.Fatalf("held: %s (%s), want HELD (Held)", j.State, j.Reason)
+	}
+	// A plan made before the hold must not place it, nor change its reason.
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{
+		Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}},
+		Reasons:    []Reason{{JobID: 2, Reason: api.ReasonResources}},
+	}})
+	if j := h.job(1); j.State != api.JobHeld || j.Containers[0].Node != "" {
+		t.Fatalf("held job placed: %s on %q", j.State, j.Containers[0].Node)
+	}
+	if r := h.job(2).Reason; r != api.ReasonHeld {
+		t.Fatalf("held job's reason %q, want Held", r)
+	}
+
+	refuse := func(c Command, want error, msg string) {
+		t.Helper()
+		h.idx++
+		before := h.job(c.Hold + c.Release)
+		_, err := h.st.Apply(h.idx, c)
+		if !errors.Is(err, want) || (msg != "" && err.Error() != msg) {
+			t.Fatalf("%s %d: %v, want %v %q", c.Kind, c.Hold+c.Release, err, want, msg)
+		}
+		if before != nil && h.job(before.ID).ModifyIndex != before.ModifyIndex {
+			t.Fatalf("refused %s changed job %d", c.Kind, before.ID)
+		}
+	}
+	refuse(Command{Kind: CmdHold, Hold: 1}, ErrConflict, "job 1 is already held")
+
+	j = h.apply(Command{Kind: CmdRelease, Release: 1}).(*api.Job)
+	if j.State != api.JobPending || j.Reason != api.ReasonPriority {
+		t.Fatalf("released: %s (%s), want PENDING (Priority)", j.State, j.Reason)
+	}
+	refuse(Command{Kind: CmdRelease, Release: 1}, ErrConflict, "job 1 is PENDING: only held jobs can be released")
+
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	if s := h.job(1).State; s != api.JobScheduled {
+		t.Fatalf("released job not placed: %s", s)
+	}
+	h.report("n1", 1, "main1", api.ContainerRunning, 0)
+	refuse(Command{Kind: CmdHold, Hold: 1}, ErrConflict, "job 1 is RUNNING: only pending jobs can be held")
+	refuse(Command{Kind: CmdRelease, Release: 1}, ErrConflict, "job 1 is RUNNING: only held jobs can be released")
+	refuse(Command{Kind: CmdHold, Hold: 9}, ErrNotFound, "")
+	refuse(Command{Kind: CmdRelease, Release: 9}, ErrNotFound, "")
+
+	h.apply(Command{Kind: CmdKill, Kill: 2}) // a held job can be killed
+	if s := h.job(2).State; s != api.JobCancelled {
+		t.Fatalf("killed held job: %s, want CANCELLED", s)
+	}
+	refuse(Command{Kind: CmdHold, Hold: 2}, ErrEnded, "")
+	refuse(Command{Kind: CmdRelease, Release: 2}, ErrEnded, "")
+}

@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/client"
+)
+
+// Selection is how bkill, bhold and brelease choose jobs from the queue:
+// -u, -t/--state, -p/--partition and -J/--name.
+type Selection struct {
+	user, states, partitions, name *string
+	// Default are the states chosen when -t is not given (bhold: PENDING,
+	// brelease: HELD); none means any state.
+	Default []api.JobState
+}
+
+// SelectFlags defines the selection flags on fs; verb ("cancel", "hold",
+// "release") words their usage.
+func SelectFlags(fs *FlagSet, verb string) *Selection {
+	s := &Selection{
+		user: fs.String("u", "", verb+" the jobs of `user` (\"all\": everyone's jobs you may "+verb+")"),
+		states: fs.String("t", "", verb+" only jobs in these `states` (comma-separated: PENDING, HELD, RUNNING, …,\n"+
+			"LSF's PEND, RUN or Slurm's PD, R)"),
+		partitions: fs.String("p", "", verb+" only jobs in these `partitions` (comma-separated)"),
+		name:       fs.String("J", "", verb+" only jobs with this `name`"),
+	}
+	fs.Alias("state", "t")
+	fs.Alias("partition", "p")
+	fs.Alias("name", "J")
+	return s
+}
+
+// Active reports whether any selection flag was given.
+func (s *Selection) Active() bool {
+	return *s.user != "" || *s.states != "" || *s.partitions != "" || *s.name != ""
+}
+
+// Check validates the flags before anything reaches schedd; its error is
+// a usage error ("-t: unknown job state …").
+func (s *Selection) Check() error {
+	if _, err := s.filter(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *Selection) filter() (JobFilter, error) {
+	f := JobFilter{Partitions: SplitList(*s.partitions)}
+	if *s.name != "" {
+		f.Names = []string{*s.name}
+	}
+	if *s.states != "" {
+		var err error
+		if f.States, err = ParseStates(*s.states); err != nil {
+			return f, fmt.Errorf("-t: %w", err)
+		}
+	} else {
+		f.States = s.Default
+	}
+	if *s.user != "" {
+		f.Users = []string{*s.user}
+	} else {
+		f.Users = []string{CurrentUser()}
+	}
+	return f, nil
+}
+
+// Pick lists the queue and returns the ids of the jobs that match (your
+// own unless -u says otherwise), in queue order; with ids given, only
+// those among them, as scancel does. No match is an error.
+func (s *Selection) Pick(ctx context.Context, c *client.Client, ids []uint64) ([]uint64, error) {
+	f, err := s.filter()
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.Jobs(ctx, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for _, j := range SortJobs(f.Filter(list.Jobs)) {
+		if len(ids) == 0 || slices.Contains(ids, j.ID) {
+			out = append(out, j.ID)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no job matches")
+	}
+	return out, nil
+}
+
+// ParseJobIDs reads positional job ids.
+func ParseJobIDs(args []string) ([]uint64, error) {
+	ids := make([]uint64, len(args))
+	for i, s := range args {
+		var err error
+		if ids[i], err = ParseJobID(s); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// ForEachJob applies do to each id in order, printing done (a format with
+// one %d, such as "Job <%d> is held.\n") for each success and one line on
+// stderr for each failure; the others still go on, except when schedd
+// cannot be reached or the context ends, as the rest would fail the same
+// way. It returns the exit status: 0 when all succeeded, else 1.
+func ForEachJob(ctx context.Context, stdout, stderr io.Writer, prog string, ids []uint64,
+	do func(context.Context, uint64) (api.Job, error), done string) int {
+	code := ExitOK
+	for _, id := range ids {
+		_, err := do(ctx, id)
+		switch {
+		case err == nil:
+			fmt.Fprintf(stdout, done, id)
+		case errors.Is(err, client.ErrUnreachable), ctx.Err() != nil:
+			return Fail(stderr, prog, err)
+		case client.IsNotFound(err):
+			code = Fail(stderr, prog, fmt.Errorf("job %d: not found", id))
+		default: // schedd's refusal names the job already
+			code = Fail(stderr, prog, err)
+		}
+	}
+	return code
+}
+
+// CurrentUser is the caller's user name (else $USER, else the uid).
+func CurrentUser() string {
+	if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil {
+		return u.Username
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return strconv.Itoa(os.Getuid())
+}
