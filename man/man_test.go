@@ -404,6 +404,15 @@ func flagsOf(t *testing.T, dir string) []string {
 			})
 		}
 		ast.Inspect(file, func(n ast.Node) bool {
+			// cli.Control{...}.Run defines --addr and the selection flags.
+			if lit, ok := n.(*ast.CompositeLit); ok {
+				if t, ok := lit.Type.(*ast.SelectorExpr); ok && t.Sel.Name == "Control" {
+					for _, f := range []string{"addr", "u", "t", "state", "p", "partition", "J", "name"} {
+						add(f)
+					}
+				}
+				return true
+			}
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
 				return true

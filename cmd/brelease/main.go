@@ -4,11 +4,13 @@
 package main
 
 import (
+	"context"
 	"io"
 	"os"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
 )
 
 const prog = "brelease"
@@ -33,33 +35,7 @@ var command = cli.Command{
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet(command, stdout, stderr)
-	sel := cli.SelectFlags(fs, "release")
-	sel.Default = []api.JobState{api.JobHeld}
-	pos, err := fs.Parse(args)
-	if err != nil {
-		return fs.Exit(err)
-	}
-	ids, err := cli.ParseJobIDs(pos)
-	if err != nil {
-		return fs.UsageError("%v", err)
-	}
-	if err := sel.Check(); err != nil {
-		return fs.UsageError("%v", err)
-	}
-	if len(ids) == 0 && !sel.Active() {
-		return fs.UsageError("missing job id (or -u, -t, -p, -J to choose jobs)")
-	}
-	c, err := fs.Client()
-	if err != nil {
-		return cli.Fail(stderr, prog, err)
-	}
-	ctx, stop := cli.SignalContext()
-	defer stop()
-	if sel.Active() {
-		if ids, err = sel.Pick(ctx, c, ids); err != nil {
-			return cli.Fail(stderr, prog, err)
-		}
-	}
-	return cli.ForEachJob(ctx, stdout, stderr, prog, ids, c.Release, "Job <%d> is released.\n")
+	return cli.Control{Command: command, Verb: "release", Default: []api.JobState{api.JobHeld},
+		Act:  func(c *client.Client) func(context.Context, uint64) (api.Job, error) { return c.Release },
+		Done: "Job <%d> is released.\n"}.Run(args, stdout, stderr)
 }

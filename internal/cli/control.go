@@ -144,3 +144,47 @@ func CurrentUser() string {
 	}
 	return strconv.Itoa(os.Getuid())
 }
+
+// Control is a command that acts on jobs chosen by id or by the
+// selection flags, one call to schedd per job: bhold, brelease.
+type Control struct {
+	Command
+	Verb    string         // "hold": words the selection flags' usage
+	Default []api.JobState // states the selection picks without -t
+	Act     func(*client.Client) func(context.Context, uint64) (api.Job, error)
+	Done    string // printed per job, one %d: "Job <%d> is held.\n"
+}
+
+// Run is the command's main: it parses args, chooses the jobs and acts on
+// each, and returns the exit status.
+func (c Control) Run(args []string, stdout, stderr io.Writer) int {
+	fs := NewFlagSet(c.Command, stdout, stderr)
+	sel := SelectFlags(fs, c.Verb)
+	sel.Default = c.Default
+	pos, err := fs.Parse(args)
+	if err != nil {
+		return fs.Exit(err)
+	}
+	ids, err := ParseJobIDs(pos)
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
+	if err := sel.Check(); err != nil {
+		return fs.UsageError("%v", err)
+	}
+	if len(ids) == 0 && !sel.Active() {
+		return fs.UsageError("missing job id (or -u, -t, -p, -J to choose jobs)")
+	}
+	cl, err := fs.Client()
+	if err != nil {
+		return Fail(stderr, c.Name, err)
+	}
+	ctx, stop := SignalContext()
+	defer stop()
+	if sel.Active() {
+		if ids, err = sel.Pick(ctx, cl, ids); err != nil {
+			return Fail(stderr, c.Name, err)
+		}
+	}
+	return ForEachJob(ctx, stdout, stderr, c.Name, ids, c.Act(cl), c.Done)
+}
