@@ -48,7 +48,9 @@ func (s *Server) schedule(ctx context.Context) {
 			}
 			continue
 		}
+		began := time.Now()
 		plan := enforceUserLimits(v, core.Schedule(coreSnapshot(v, s.nodes.empty(v), now), now))
+		s.metrics.pass.Observe(time.Since(began).Seconds())
 		s.setStarts(plan.Starts)
 		if !plan.Empty() {
 			if _, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: fromCore(plan)}); err != nil {
@@ -57,6 +59,8 @@ func (s *Server) schedule(ctx context.Context) {
 				}
 				s.log.Error("committing plan", "err", err)
 				time.Sleep(100 * time.Millisecond)
+			} else {
+				s.metrics.placements.Add(float64(len(plan.Placements)))
 			}
 			continue
 		}

@@ -85,6 +85,7 @@ type Server struct {
 	close     sync.Once
 	nodes     nodeCache         // empty nodes and submit's can-ever-fit answers
 	config    *partition.Config // the partitions config read at start
+	metrics   *metrics
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
@@ -119,6 +120,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl,
 		seen: map[string]time.Time{}, starts: map[uint64]time.Time{}, kick: make(chan struct{}, 1),
 		leadSince: cfg.Clock(), config: pc}
+	s.metrics = newMetrics(s)
 	if rl.Multi() {
 		return s, nil // the leader puts its config in force when it takes office
 	}
@@ -419,7 +421,11 @@ func (s *Server) Report(ctx context.Context, node string, rep api.ContainerRepor
 	if len(rep.Updates) == 0 {
 		return nil
 	}
-	_, err := s.apply(ctx, state.Command{Kind: state.CmdReport, Report: &state.Report{Node: node, Updates: rep.Updates}})
+	res, err := s.apply(ctx, state.Command{Kind: state.CmdReport, Report: &state.Report{Node: node, Updates: rep.Updates}})
+	if err == nil {
+		// Only the leader commits, and each start is committed once.
+		s.metrics.observeStarts(res)
+	}
 	s.wake()
 	return err
 }

@@ -51,6 +51,7 @@ type options struct {
 	id        string
 	apiAddr   string
 	join      string
+	metrics   string
 }
 
 func main() {
@@ -119,6 +120,7 @@ flags:
 	fs.StringVar(&o.join, "join", "", "HA: join the running cluster at this API `address` (with --raft-addr and --id; an admin token in TROUPE_TOKEN)")
 	fs.StringVar(&o.id, "id", "", "this server's raft id among --peers (default: the peer whose address is --raft-addr)")
 	fs.StringVar(&o.apiAddr, "advertise", "", "`URL` peers send clients to when this server leads (default https://LISTEN, http:// with --insecure-tcp)")
+	fs.StringVar(&o.metrics, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP, apart from the API), e.g. 127.0.0.1:9100 (default: off)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -212,6 +214,15 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		return err
 	}
 	defer srv.Close()
+	if o.metrics != "" {
+		mctx, stopMetrics := context.WithCancel(context.Background())
+		defer stopMetrics()
+		maddr, err := srv.ServeMetrics(mctx, o.metrics, log)
+		if err != nil {
+			return err
+		}
+		log.Info("serving metrics", "addr", "http://"+maddr.String()+"/metrics")
+	}
 	lns, err := listen(o)
 	if err != nil {
 		return err

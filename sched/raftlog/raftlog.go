@@ -176,6 +176,9 @@ func (l *Log) AddVoter(id, addr string) error {
 	return nil
 }
 
+// AppliedIndex is the last raft index applied to the state here.
+func (l *Log) AppliedIndex() uint64 { return l.raft.AppliedIndex() }
+
 // Multi reports whether this log has peers.
 func (l *Log) Multi() bool { return l.multi }
 

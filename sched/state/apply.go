@@ -107,7 +107,8 @@ type Report struct {
 }
 
 // Apply applies one committed command at raft index. It returns the new
-// job's id for a submit, the job for a kill, hold or release, nil otherwise; or an error
+// job's id for a submit, the job for a kill, hold or release, the jobs it
+// moved to RUNNING ([]Started) for a report, nil otherwise; or an error
 // that leaves the state unchanged.
 func (s *Store) Apply(index uint64, c Command) (any, error) {
 	txn := s.db.Txn(true)
@@ -124,7 +125,7 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case CmdPlan:
 		err = applyPlan(txn, index, c.Plan)
 	case CmdReport:
-		err = report(txn, index, c.Time, c.Report)
+		res, err = report(txn, index, c.Time, c.Report)
 	case CmdKill:
 		res, err = kill(txn, index, c.Time, c.Kill)
 	case CmdHold:
@@ -287,10 +288,18 @@ func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
 	return nil
 }
 
-func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) error {
+// Started is a job a report moved to RUNNING: what its queue wait was.
+type Started struct {
+	JobID     uint64
+	Partition string
+	Wait      time.Duration // Started − Submitted
+}
+
+func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, error) {
 	if r == nil {
-		return errors.New("empty report")
+		return nil, errors.New("empty report")
 	}
+	var started []Started
 	changed := map[uint64]*api.Job{}
 	for _, u := range r.Updates {
 		j := changed[u.JobID]
@@ -313,13 +322,17 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) error {
 		}
 	}
 	for _, j := range changed {
+		was := j.State
 		advance(j, now)
+		if was != api.JobRunning && j.State == api.JobRunning {
+			started = append(started, Started{JobID: j.ID, Partition: j.Partition, Wait: j.Started.Sub(j.Submitted)})
+		}
 		j.ModifyIndex = index
 		if err := txn.Insert(tableJobs, j); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return started, nil
 }
 
 // advance derives the job's state from its containers' (DESIGN.md, Job
