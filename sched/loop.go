@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -49,9 +50,11 @@ func (s *Server) schedule(ctx context.Context) {
 			continue
 		}
 		began := time.Now()
-		plan := enforceUserLimits(v, core.Schedule(coreSnapshot(v, s.nodes.empty(v), now), now))
+		snap := coreSnapshot(v, s.nodes.empty(v), now)
+		plan := enforceUserLimits(v, core.Schedule(snap, now))
 		s.metrics.pass.Observe(time.Since(began).Seconds())
 		s.setStarts(plan.Starts)
+		s.setRanks(ranks(snap, now))
 		if !plan.Empty() {
 			if _, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: fromCore(plan)}); err != nil {
 				if ctx.Err() != nil {
@@ -101,12 +104,75 @@ func (s *Server) setStarts(est []core.StartEstimate) {
 	s.mu.Unlock()
 }
 
-// withStart fills j's EstimatedStart from the last pass (j is a copy).
+// rank is a pending job's priority and queue position in the last pass.
+type rank struct {
+	factors  api.PriorityFactors
+	pos, len int
+}
+
+// ranks computes every queued job's weighted priority factors and its
+// position among the pending jobs of its partition: the eligible ones in
+// the order the core considers them, then those a limit keeps out, by
+// priority (ties in queue order).
+func ranks(snap core.Snapshot, now time.Time) map[uint64]rank {
+	factors, order := core.Ranking(snap, now)
+	w := snap.Policy.Weights
+	out := make(map[uint64]rank, len(snap.Queue))
+	var rest []int
+	for i, f := range factors {
+		out[snap.Queue[i].ID] = rank{factors: api.PriorityFactors{
+			Age: w.Age * f.Age, FairShare: w.FairShare * f.FairShare, JobSize: w.JobSize * f.JobSize,
+			Partition: w.Partition * f.Partition, Nice: -f.Nice, Total: f.Priority,
+		}}
+		if snap.Queue[i].Ineligible != "" {
+			rest = append(rest, i)
+		}
+	}
+	sort.SliceStable(rest, func(a, b int) bool { return factors[rest[a]].Priority > factors[rest[b]].Priority })
+	seq := make([]int, 0, len(snap.Queue))
+	for _, i := range order {
+		seq = append(seq, int(i))
+	}
+	seq = append(seq, rest...)
+	count := map[string]int{}
+	for _, i := range seq {
+		j := &snap.Queue[i]
+		count[j.Partition]++
+		r := out[j.ID]
+		r.pos = count[j.Partition]
+		out[j.ID] = r
+	}
+	for i := range snap.Queue {
+		j := &snap.Queue[i]
+		r := out[j.ID]
+		r.len = count[j.Partition]
+		out[j.ID] = r
+	}
+	return out
+}
+
+// setRanks keeps the last pass's priorities and queue positions.
+func (s *Server) setRanks(r map[uint64]rank) {
+	s.mu.Lock()
+	s.ranks = r
+	s.mu.Unlock()
+}
+
+// withStart fills j's EstimatedStart, priority and queue position from
+// the last pass (j is a copy).
 func (s *Server) withStart(j api.Job) api.Job {
+	if j.State != api.JobPending {
+		return j
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.starts[j.ID]; ok && j.State == api.JobPending {
+	if t, ok := s.starts[j.ID]; ok {
 		j.EstimatedStart = t
+	}
+	if r, ok := s.ranks[j.ID]; ok {
+		f := r.factors
+		j.Priority, j.PriorityFactors = f.Total, &f
+		j.QueuePosition, j.QueueLength = r.pos, r.len
 	}
 	return j
 }

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -339,5 +340,94 @@ func TestEstimatedStart(t *testing.T) {
 	j := waitJob(t, c, b.JobID, func(j api.Job) bool { return !j.EstimatedStart.IsZero() && j.Reason == api.ReasonResources })
 	if want := clock.Now().Add(time.Hour); !j.EstimatedStart.Equal(want) || j.Reason != api.ReasonResources {
 		t.Fatalf("estimated start %v reason %s, want %v Resources", j.EstimatedStart, j.Reason, want)
+	}
+}
+
+// TestPriorityAndPosition: the pending jobs of two users come back with
+// their priority factors and queue positions from the last pass (never
+// from the raft log): light, with the better fair share, is first
+// although heavy queued earlier.
+func TestPriorityAndPosition(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	srv, c, _ := partitioned(t, `
+partition "all" {
+  nodes            = ["*"]
+  default_walltime = "1h"
+}
+account "a" {
+  users = ["heavy"]
+}
+account "b" {
+  users = ["light"]
+}
+`, clock)
+	ctx := context.Background()
+	register(t, c, "n1", 1)
+	run, err := submitAs(c, "heavy", spec(1, jobspec.ModeSingleNode, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, run.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: run.JobID, Host: "main1", State: api.ContainerRunning}}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Hour)
+	if err := srv.ChargeUsage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	heavy, err := submitAs(c, "heavy", spec(1, jobspec.ModeSingleNode, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Second)
+	light, err := submitAs(c, "light", spec(1, jobspec.ModeSingleNode, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Poll: a pass that ranks both jobs may commit nothing new.
+	var h, l api.Job
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h, _, err = c.Job(ctx, heavy.JobID, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _, err = c.Job(ctx, light.JobID, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.QueuePosition > 0 && l.QueuePosition > 0 && h.QueueLength == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no queue positions: heavy %d of %d, light %d of %d", h.QueuePosition, h.QueueLength, l.QueuePosition, l.QueueLength)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l.QueuePosition != 1 || h.QueuePosition != 2 || l.QueueLength != 2 {
+		t.Fatalf("positions: light %d of %d, heavy %d of %d; light should be first", l.QueuePosition, l.QueueLength, h.QueuePosition, h.QueueLength)
+	}
+	for _, j := range []api.Job{h, l} {
+		f := j.PriorityFactors
+		if f == nil {
+			t.Fatalf("job %d has no priority factors", j.ID)
+		}
+		if sum := f.Age + f.FairShare + f.JobSize + f.Partition + f.Nice; math.Abs(sum-f.Total) > 1e-6 || f.Total != j.Priority {
+			t.Fatalf("job %d: factors %+v sum to %v; priority %v", j.ID, *f, sum, j.Priority)
+		}
+	}
+	if !(l.PriorityFactors.FairShare > h.PriorityFactors.FairShare && l.Priority > h.Priority) {
+		t.Fatalf("light %+v should outrank heavy %+v on fair share", *l.PriorityFactors, *h.PriorityFactors)
+	}
+	if h.PriorityFactors.Age <= l.PriorityFactors.Age {
+		t.Fatalf("heavy queued first but has age %v ≤ light's %v", h.PriorityFactors.Age, l.PriorityFactors.Age)
+	}
+	// A running job carries none of it; the replicated state never does.
+	if r, _, _ := c.Job(ctx, run.JobID, 0, 0); r.PriorityFactors != nil || r.QueuePosition != 0 || r.Priority != 0 {
+		t.Fatalf("running job has priority fields: %+v", r)
+	}
+	if sj := srv.st.Snapshot().Job(light.JobID); sj.PriorityFactors != nil || sj.QueuePosition != 0 {
+		t.Fatalf("priority reached the replicated state: %+v", sj)
 	}
 }

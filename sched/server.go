@@ -76,7 +76,10 @@ type Server struct {
 	seen map[string]time.Time // node heartbeats: leader-local, not replicated
 	// starts are the reserved jobs' estimated starts of the last pass:
 	// leader-local, recomputed every pass, kept out of the raft log.
-	starts  map[uint64]time.Time
+	starts map[uint64]time.Time
+	// ranks are the pending jobs' priorities and queue positions of the
+	// last pass: leader-local like starts.
+	ranks   map[uint64]rank
 	charged time.Time // when this leader last charged usage
 	// leadSince is when this server started leading: nodes it has not
 	// heard from yet count as heard from then.

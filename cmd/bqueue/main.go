@@ -116,17 +116,18 @@ type query struct {
 	start   bool // --start: pending jobs and their expected start
 }
 
-// render writes the jobs that pass the filter in job id order: schedd's
-// answer carries no priority yet to sort by or to number positions with.
+// render writes the jobs that pass the filter: JSON in job id order,
+// tables in queue order (started jobs, then pending ones by priority as
+// the scheduler's last pass ranked them, then held and ended ones).
 func (q query) render(w io.Writer, jobs []api.Job, now time.Time) error {
-	jobs = cli.SortJobs(q.filter.Filter(jobs))
+	jobs = q.filter.Filter(jobs)
 	if q.format == cli.FormatJSON {
-		return cli.WriteJSON(w, jobs) // api.Job list, id order
+		return cli.WriteJSON(w, cli.SortJobs(jobs)) // api.Job list, id order
 	}
 	if q.start {
 		return cli.WriteQueueStart(w, jobs, now)
 	}
-	return cli.WriteJobColumns(w, jobs, q.columns, now)
+	return cli.WriteJobColumns(w, cli.SortQueue(jobs), q.columns, now)
 }
 
 // watch redraws the queue after every change (blocking queries) until ctx

@@ -45,9 +45,9 @@ func TestFilters(t *testing.T) {
 		want []string
 	}{
 		{nil, []string{"12", "15", "16"}},
-		{[]string{"-a"}, []string{"3", "7", "9", "12", "15", "16"}},
+		{[]string{"-a"}, []string{"12", "15", "16", "3", "7", "9"}}, // started, pending by priority, held, ended
 		{[]string{"-u", "alice"}, []string{"12"}},
-		{[]string{"-a", "-u", "alice"}, []string{"3", "9", "12"}},
+		{[]string{"-a", "-u", "alice"}, []string{"12", "3", "9"}},
 		{[]string{"-u", "all"}, []string{"12", "15", "16"}},
 		{[]string{"-u", "nobody"}, nil},
 	}
@@ -56,7 +56,7 @@ func TestFilters(t *testing.T) {
 		if code != 0 || errs != "" {
 			t.Fatalf("%q: exit %d, stderr %q", tt.args, code, errs)
 		}
-		if !strings.HasPrefix(out, "JOBID  USER") {
+		if !strings.HasPrefix(out, "JOBID  POS  USER") {
 			t.Errorf("%q: no header:\n%s", tt.args, out)
 		}
 		if got := ids(out); !slices.Equal(got, tt.want) {

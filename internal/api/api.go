@@ -145,6 +145,29 @@ type Job struct {
 	// reservation is expected to start. The scheduler recomputes it on
 	// every pass (it is not in the raft log); zero when unknown.
 	EstimatedStart time.Time `json:"estimated_start,omitzero"`
+	// Priority, PriorityFactors, QueuePosition and QueueLength describe a
+	// PENDING job as the last scheduling pass ranked it: leader-local and
+	// recomputed on every pass like EstimatedStart, never in the raft log;
+	// zero (absent) for other jobs and before the first pass sees the job.
+	Priority        float64          `json:"priority,omitempty"`
+	PriorityFactors *PriorityFactors `json:"priority_factors,omitempty"`
+	// QueuePosition is the job's 1-based place among the PENDING jobs of
+	// its partition, in the order the scheduler considers them (jobs a
+	// limit keeps out come last); QueueLength is how many there are.
+	QueuePosition int `json:"queue_position,omitempty"`
+	QueueLength   int `json:"queue_length,omitempty"`
+}
+
+// PriorityFactors break a pending job's priority into its weighted
+// contributions (Slurm sprio): Total = Age + FairShare + JobSize +
+// Partition + Nice, where Nice is ≤ 0.
+type PriorityFactors struct {
+	Age       float64 `json:"age"`
+	FairShare float64 `json:"fair_share"`
+	JobSize   float64 `json:"job_size"`
+	Partition float64 `json:"partition"`
+	Nice      float64 `json:"nice"`
+	Total     float64 `json:"total"`
 }
 
 // Container is one container of a job's session.

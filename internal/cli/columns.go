@@ -29,6 +29,8 @@ var Columns = []Column{
 	{"PARTITION", "partition", func(j api.Job, _ time.Time) string { return j.Partition }},
 	{"NAME", "job name", func(j api.Job, _ time.Time) string { return j.Name }},
 	{"STATE", "job state", func(j api.Job, _ time.Time) string { return string(j.State) }},
+	{"POS", "queue position of a pending job in its partition", func(j api.Job, _ time.Time) string { return QueuePosition(j) }},
+	{"PRIORITY", "priority of a pending job", func(j api.Job, _ time.Time) string { return JobPriority(j) }},
 	{"SIZE", "containers in the session", func(j api.Job, _ time.Time) string { return strconv.Itoa(JobSize(j)) }},
 	{"NODES", "nodes its containers are on", func(j api.Job, _ time.Time) string { return strings.Join(JobNodes(j), ",") }},
 	{"TIME", "run time, or time waiting", func(j api.Job, now time.Time) string { return Elapsed(JobTime(j, now)) }},
@@ -59,8 +61,8 @@ var Columns = []Column{
 
 // Column sets of bqueue's table, -o wide and --start.
 var (
-	QueueColumns = []string{"JOBID", "USER", "ACCOUNT", "PARTITION", "NAME", "STATE", "SIZE", "NODES", "TIME", "REASON"}
-	WideColumns  = append(slices.Clone(QueueColumns), "TIME_LIMIT", "CPU", "MEMORY", "GPU", "MODE", "SUBMIT_TIME", "START_TIME")
+	QueueColumns = []string{"JOBID", "POS", "USER", "ACCOUNT", "PARTITION", "NAME", "STATE", "SIZE", "NODES", "TIME", "REASON"}
+	WideColumns  = append(slices.Clone(QueueColumns), "PRIORITY", "TIME_LIMIT", "CPU", "MEMORY", "GPU", "MODE", "SUBMIT_TIME", "START_TIME")
 )
 
 // LookupColumns returns the named columns. Names are case-insensitive and
@@ -99,7 +101,7 @@ var columnAliases = map[string]string{
 	"RUN_TIME": "TIME", "TIMEUSED": "TIME", "PEND_REASON": "REASON", "TIMELIMIT": "TIME_LIMIT",
 	"RUNTIMELIMIT": "TIME_LIMIT", "SUBMITTIME": "SUBMIT_TIME", "STARTTIME": "START_TIME", "ENDTIME": "END_TIME",
 	"FINISH_TIME": "END_TIME", "EXITCODE": "EXIT_CODE", "EXIT": "EXIT_CODE", "PROJECT": "ACCOUNT",
-	"WORKDIR": "CWD", "SUB_CWD": "CWD",
+	"WORKDIR": "CWD", "SUB_CWD": "CWD", "PRIO": "PRIORITY", "POSITION": "POS", "QUEUE_POSITION": "POS",
 }
 
 func column(name string) (Column, bool) {
@@ -160,6 +162,23 @@ func TimeLimit(j api.Job) string {
 		return Elapsed(j.Spec.Walltime)
 	}
 	return "UNLIMITED"
+}
+
+// QueuePosition is a pending job's place in its partition's queue, ""
+// when unknown (not pending, or not yet ranked by schedd).
+func QueuePosition(j api.Job) string {
+	if j.State != api.JobPending || j.QueuePosition <= 0 {
+		return ""
+	}
+	return strconv.Itoa(j.QueuePosition)
+}
+
+// JobPriority is a pending job's priority, rounded; "" when unknown.
+func JobPriority(j api.Job) string {
+	if j.State != api.JobPending || j.PriorityFactors == nil {
+		return ""
+	}
+	return Number(j.Priority, 0)
 }
 
 // JobExitCode is main1's exit code of a job that ran to its end, else "".

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
 )
@@ -121,5 +123,24 @@ func TestParseJobID(t *testing.T) {
 		if _, err := cli.ParseJobID(s); err == nil {
 			t.Errorf("%q: no error", s)
 		}
+	}
+}
+
+func TestSortQueue(t *testing.T) {
+	jobs := []api.Job{
+		{ID: 1, State: api.JobCompleted},
+		{ID: 2, State: api.JobPending, Priority: 10, QueuePosition: 2},
+		{ID: 3, State: api.JobHeld},
+		{ID: 4, State: api.JobPending, Priority: 50, QueuePosition: 1},
+		{ID: 5, State: api.JobRunning},
+		{ID: 6, State: api.JobPending}, // not ranked yet
+		{ID: 7, State: api.JobPending, Priority: 10, QueuePosition: 1},
+	}
+	var got []uint64
+	for _, j := range cli.SortQueue(jobs) {
+		got = append(got, j.ID)
+	}
+	if want := []uint64{5, 4, 7, 2, 6, 3, 1}; !slices.Equal(got, want) {
+		t.Fatalf("queue order %v, want %v", got, want)
 	}
 }

@@ -47,14 +47,14 @@ func TestGolden(t *testing.T) {
 		{"job_cancelled.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.Job(9), now) }},
 		{"job.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, clitest.Job(12)) }},
 		{"queue_wide.golden", func(b *bytes.Buffer) error {
-			return cli.WriteJobColumns(b, cli.SortJobs(clitest.Jobs()), cli.MustColumns(cli.WideColumns), now)
+			return cli.WriteJobColumns(b, cli.SortQueue(clitest.Jobs()), cli.MustColumns(cli.WideColumns), now)
 		}},
 		{"queue_columns.golden", func(b *bytes.Buffer) error {
 			cols, err := cli.LookupColumns("jobid,stat user  queue,time_limit,exit_code,end_time")
 			if err != nil {
 				return err
 			}
-			return cli.WriteJobColumns(b, cli.SortJobs(clitest.Jobs()), cols, now)
+			return cli.WriteJobColumns(b, cli.SortQueue(clitest.Jobs()), cols, now)
 		}},
 		{"queue_start.golden", func(b *bytes.Buffer) error { return cli.WriteQueueStart(b, clitest.Jobs(), now) }},
 		{"dryrun.golden", func(b *bytes.Buffer) error {

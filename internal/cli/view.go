@@ -38,9 +38,42 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// WriteQueue writes jobs as bqueue's table, in job id order.
+// SortQueue returns jobs in bqueue's order (a sorted copy): started jobs,
+// then pending ones by priority, highest first (ties by queue position,
+// then id), then held and ended ones, each group in id order.
+func SortQueue(jobs []api.Job) []api.Job {
+	group := func(j api.Job) int {
+		switch {
+		case j.State == api.JobPending:
+			return 1
+		case j.State == api.JobHeld:
+			return 2
+		case j.State.Terminal():
+			return 3
+		}
+		return 0
+	}
+	jobs = slices.Clone(jobs)
+	slices.SortStableFunc(jobs, func(a, b api.Job) int {
+		if c := cmp.Compare(group(a), group(b)); c != 0 {
+			return c
+		}
+		if group(a) == 1 {
+			if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(a.QueuePosition, b.QueuePosition); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return jobs
+}
+
+// WriteQueue writes jobs as bqueue's table, in queue order (SortQueue).
 func WriteQueue(w io.Writer, jobs []api.Job, now time.Time) error {
-	return WriteJobColumns(w, SortJobs(jobs), MustColumns(QueueColumns), now)
+	return WriteJobColumns(w, SortQueue(jobs), MustColumns(QueueColumns), now)
 }
 
 // StartHeader are the columns of bqueue --start, as squeue --start shows.
@@ -119,6 +152,19 @@ func StateWithReason(j api.Job) string {
 	return string(j.State)
 }
 
+// PriorityBreakdown is a pending job's priority with its weighted
+// factors: "12345 (age 100, fair-share 9000, size 200, partition 3000,
+// nice -10)"; "" when schedd gave none.
+func PriorityBreakdown(j api.Job) string {
+	f := j.PriorityFactors
+	if f == nil {
+		return ""
+	}
+	n := func(x float64) string { return Number(x, 0) }
+	return fmt.Sprintf("%s (age %s, fair-share %s, size %s, partition %s, nice %s)",
+		n(j.Priority), n(f.Age), n(f.FairShare), n(f.JobSize), n(f.Partition), n(f.Nice))
+}
+
 // ContainerHeader are the columns of bjob's per-container table.
 var ContainerHeader = []string{"HOST", "ROLE", "NODE", "ADDR", "STATE", "EXIT", "KERNEL_ID"}
 
@@ -152,6 +198,16 @@ func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 	pair("Partition", j.Partition)
 	pair("Account", JobAccount(j))
 	pair("State", StateWithReason(j))
+	if j.State == api.JobPending && j.PriorityFactors != nil {
+		pair("Priority", PriorityBreakdown(j))
+	}
+	if j.State == api.JobPending && j.QueuePosition > 0 {
+		pos := strconv.Itoa(j.QueuePosition)
+		if j.QueueLength > 0 {
+			pos += " of " + strconv.Itoa(j.QueueLength)
+		}
+		pair("Queue position", pos)
+	}
 	pair("Exit code", exit)
 	pair("Session", j.SessionID)
 	if j.Network != nil {

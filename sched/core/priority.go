@@ -185,3 +185,20 @@ func clamp01(x float64) float64 {
 	}
 	return x
 }
+
+// Ranking is what Schedule computes of the queue's priorities in s at
+// now: the factors of every job of s.Queue (by index) and the order in
+// which it considers the eligible ones (indexes into s.Queue, highest
+// priority first; ineligible jobs are left out). For bqueue and bjob.
+func Ranking(s Snapshot, now time.Time) (factors []Factors, order []int32) {
+	var total int64
+	for _, n := range s.Nodes {
+		total += n.Capacity.CPUMilli
+	}
+	p := newPrio(&s, total)
+	factors = make([]Factors, len(s.Queue))
+	for i := range s.Queue {
+		factors[i] = p.factors(&s.Queue[i], now)
+	}
+	return factors, p.order(s.Queue, now)
+}

@@ -130,6 +130,8 @@ func Jobs() []api.Job {
 		Spec: spec("sweep", 2), State: api.JobPending, Reason: api.ReasonResources,
 		Containers: containers(15, []string{"", ""}, api.ContainerPending, 0),
 		Submitted:  at(5*time.Minute + 7*time.Second), ModifyIndex: 41, EstimatedStart: at(-45 * time.Minute),
+		Priority: 12290, PriorityFactors: &api.PriorityFactors{Age: 5, FairShare: 9000, JobSize: 295, Partition: 3000, Nice: -10, Total: 12290},
+		QueuePosition: 3, QueueLength: 17,
 	}
 	held := api.Job{
 		ID: 16, Name: "later", User: "bob", UID: 1001, GID: 1001, Cwd: "/home/bob", Partition: "cpu",
