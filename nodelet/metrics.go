@@ -2,12 +2,10 @@ package nodelet
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
-	"net/http"
 	"strconv"
-	"time"
+
+	promserve "github.com/troupe-hpc/troupe/internal/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -60,25 +58,7 @@ func newMetrics(a *agent) *metrics {
 // serve serves /metrics on addr until ctx ends; it fails only when addr
 // cannot be listened on.
 func (m *metrics) serve(ctx context.Context, addr string, log interface{ Warn(string, ...any) }) (net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("metrics server", "err", err)
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return ln.Addr(), nil
+	return promserve.Serve(ctx, addr, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}), log.Warn)
 }
 
 // nodeCollector reports what the node offers and what its assignments

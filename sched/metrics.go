@@ -2,12 +2,12 @@ package sched
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
+
+	promserve "github.com/troupe-hpc/troupe/internal/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -69,25 +69,7 @@ func (s *Server) MetricsHandler() http.Handler {
 // ServeMetrics serves /metrics on addr (plain HTTP, apart from the API)
 // until ctx ends; it fails only when addr cannot be listened on.
 func (s *Server) ServeMetrics(ctx context.Context, addr string, log *slog.Logger) (net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", s.MetricsHandler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("metrics server", "err", err)
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return ln.Addr(), nil
+	return promserve.Serve(ctx, addr, s.MetricsHandler(), log.Warn)
 }
 
 // stateCollector reports what the state holds at scrape time.
