@@ -220,42 +220,8 @@ partition "debug" {
 // cluster for an hour, light nothing. With one slot free, light's job
 // goes first although heavy's was queued earlier.
 func TestFairShareOrder(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-	srv, c, _ := partitioned(t, `
-partition "all" {
-  nodes            = ["*"]
-  default_walltime = "1h"
-}
-account "a" {
-  users = ["heavy"]
-}
-account "b" {
-  users = ["light"]
-}
-`, clock)
+	_, c, run, first, second := fairShareScene(t)
 	ctx := context.Background()
-	register(t, c, "n1", 1)
-	run, err := submitAs(c, "heavy", spec(1, jobspec.ModeSingleNode, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitJob(t, c, run.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
-	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: run.JobID, Host: "main1", State: api.ContainerRunning}}}); err != nil {
-		t.Fatal(err)
-	}
-	clock.Add(time.Hour)
-	if err := srv.ChargeUsage(ctx); err != nil {
-		t.Fatal(err)
-	}
-	first, err := submitAs(c, "heavy", spec(1, jobspec.ModeSingleNode, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock.Add(time.Second)
-	second, err := submitAs(c, "light", spec(1, jobspec.ModeSingleNode, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitJob(t, c, second.JobID, func(j api.Job) bool { return j.State == api.JobPending && j.Reason == api.ReasonResources })
 
 	fs, err := c.FairShare(ctx)
@@ -348,45 +314,14 @@ func TestEstimatedStart(t *testing.T) {
 // from the raft log): light, with the better fair share, is first
 // although heavy queued earlier.
 func TestPriorityAndPosition(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-	srv, c, _ := partitioned(t, `
-partition "all" {
-  nodes            = ["*"]
-  default_walltime = "1h"
-}
-account "a" {
-  users = ["heavy"]
-}
-account "b" {
-  users = ["light"]
-}
-`, clock)
+	srv, c, run, heavy, light := fairShareScene(t)
 	ctx := context.Background()
-	register(t, c, "n1", 1)
-	run, err := submitAs(c, "heavy", spec(1, jobspec.ModeSingleNode, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitJob(t, c, run.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
-	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: run.JobID, Host: "main1", State: api.ContainerRunning}}}); err != nil {
-		t.Fatal(err)
-	}
-	clock.Add(time.Hour)
-	if err := srv.ChargeUsage(ctx); err != nil {
-		t.Fatal(err)
-	}
-	heavy, err := submitAs(c, "heavy", spec(1, jobspec.ModeSingleNode, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock.Add(time.Second)
-	light, err := submitAs(c, "light", spec(1, jobspec.ModeSingleNode, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// Poll: a pass that ranks both jobs may commit nothing new.
-	var h, l api.Job
+	var (
+		h, l api.Job
+		err  error
+	)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		h, _, err = c.Job(ctx, heavy.JobID, 0, 0)
@@ -430,4 +365,47 @@ account "b" {
 	if sj := srv.st.Snapshot().Job(light.JobID); sj.PriorityFactors != nil || sj.QueuePosition != 0 {
 		t.Fatalf("priority reached the replicated state: %+v", sj)
 	}
+}
+
+// fairShareScene is two accounts of equal shares on one 1-cpu node:
+// heavy has run a job for an hour (charged; the job still holds the
+// node, as run), then heavy queued a job (heavy) and, a second later,
+// light did (light).
+func fairShareScene(t *testing.T) (srv *Server, c *client.Client, run, heavy, light api.SubmitResponse) {
+	t.Helper()
+	clock := &fakeClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	srv, c, _ = partitioned(t, `
+partition "all" {
+  nodes            = ["*"]
+  default_walltime = "1h"
+}
+account "a" {
+  users = ["heavy"]
+}
+account "b" {
+  users = ["light"]
+}
+`, clock)
+	ctx := context.Background()
+	register(t, c, "n1", 1)
+	var err error
+	if run, err = submitAs(c, "heavy", spec(1, jobspec.ModeSingleNode, 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, run.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: run.JobID, Host: "main1", State: api.ContainerRunning}}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Hour)
+	if err := srv.ChargeUsage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if heavy, err = submitAs(c, "heavy", spec(1, jobspec.ModeSingleNode, 1)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Second)
+	if light, err = submitAs(c, "light", spec(1, jobspec.ModeSingleNode, 1)); err != nil {
+		t.Fatal(err)
+	}
+	return srv, c, run, heavy, light
 }
