@@ -53,7 +53,7 @@ func mayControl(ctx context.Context, j *api.Job) error {
 // (command, environment, mounts, directories, messages).
 func visible(ctx context.Context, j api.Job) api.Job {
 	id, ok := caller(ctx)
-	if !ok || id.Admin || id.UID == j.UID {
+	if !ok || id.Admin || (id.UID >= 0 && id.UID == j.UID) { // uid -1: Anonymous, owner of nothing
 		return j
 	}
 	j.Cwd = ""

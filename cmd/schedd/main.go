@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/sched"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
+	"github.com/troupe-hpc/troupe/sched/web"
 )
 
 type options struct {
@@ -52,6 +53,7 @@ type options struct {
 	apiAddr   string
 	join      string
 	metrics   string
+	web       string
 }
 
 func main() {
@@ -121,6 +123,7 @@ flags:
 	fs.StringVar(&o.id, "id", "", "this server's raft id among --peers (default: the peer whose address is --raft-addr)")
 	fs.StringVar(&o.apiAddr, "advertise", "", "`URL` peers send clients to when this server leads (default https://LISTEN, http:// with --insecure-tcp)")
 	fs.StringVar(&o.metrics, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP, apart from the API), e.g. 127.0.0.1:9100 (default: off)")
+	fs.StringVar(&o.web, "web-addr", "", "serve a read-only web page of the queue, nodes, partitions and fair share at http://ADDR/\n(plain HTTP, unauthenticated: jobs shown as to an anonymous user), e.g. 127.0.0.1:8080 (default: off)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -222,6 +225,15 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 			return err
 		}
 		log.Info("serving metrics", "addr", "http://"+maddr.String()+"/metrics")
+	}
+	if o.web != "" {
+		wctx, stopWeb := context.WithCancel(context.Background())
+		defer stopWeb()
+		waddr, err := web.Serve(wctx, o.web, web.Handler(srv.ReadOnlyHandler()), log.Warn)
+		if err != nil {
+			return err
+		}
+		log.Info("serving the web page", "addr", "http://"+waddr.String()+"/")
 	}
 	lns, err := listen(o)
 	if err != nil {
