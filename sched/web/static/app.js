@@ -360,7 +360,8 @@ function renderDetail() {
     const r = el('tr');
     for (const v of [f.age, f.fair_share, f.job_size, f.partition, f.nice, f.total]) r.append(td(num(v, 0), 'num'));
     t.append(hr, r);
-    parts.push(t);
+    const w = el('div', 'scroll'); w.append(t);
+    parts.push(w);
   }
 
   parts.push(el('h3', null, 'Containers'));
@@ -378,7 +379,8 @@ function renderDetail() {
       const m = el('tr'); const mc = td(c.host + ': ' + c.message, 'msg'); mc.colSpan = 7; m.append(mc); ct.append(m);
     }
   }
-  parts.push(ct);
+  const wrap = el('div', 'scroll'); wrap.append(ct);
+  parts.push(wrap);
   body.replaceChildren(...parts);
 }
 
