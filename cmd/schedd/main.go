@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/sched"
+	"github.com/troupe-hpc/troupe/sched/config"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/web"
 )
@@ -54,6 +55,7 @@ type options struct {
 	join      string
 	metrics   string
 	web       string
+	config    string
 }
 
 func main() {
@@ -125,11 +127,17 @@ flags:
 	fs.StringVar(&o.metrics, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP, apart from the API), e.g. 127.0.0.1:9100 (default: off)")
 	fs.StringVar(&o.web, "web-addr", "", "serve a read-only web page of the queue, nodes, partitions and fair share at http://ADDR/\n(plain HTTP, unauthenticated: jobs shown as to an anonymous user), e.g. 127.0.0.1:8080 (default: off)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
+	fs.StringVar(&o.config, "config", "", "settings `file` (see etc/schedd.hcl): each key one of these flags, data_dir for --data-dir;\nflags given here override it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q (see schedd -h)", fs.Arg(0))
+	}
+	if o.config != "" {
+		if err := applyConfig(fs, o.config); err != nil {
+			return o, err
+		}
 	}
 	switch o.devHosts {
 	case "auto", "netns", "shared":
@@ -178,6 +186,27 @@ flags:
 		}
 	}
 	return o, nil
+}
+
+// applyConfig sets the flags the command line left unset from the
+// schedd.hcl at path.
+func applyConfig(fs *flag.FlagSet, path string) error {
+	f, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	for _, s := range config.Settings {
+		v, ok := f.Flags[s.Flag]
+		if !ok || given[s.Flag] {
+			continue
+		}
+		if err := fs.Set(s.Flag, v); err != nil {
+			return fmt.Errorf("%s: %s: %w", f.Describe(s.Flag), s.Key, err)
+		}
+	}
+	return nil
 }
 
 func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) error {

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/sched/config"
+)
+
+// schedd --config etc/schedd.hcl takes the example's settings; flags
+// given on the command line win.
+func TestConfigFile(t *testing.T) {
+	etc, _ := filepath.Abs("../../etc")
+	o, err := parseFlags([]string{"--config", "../../etc/schedd.hcl"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.dataDir != "/var/lib/troupe/schedd" || o.socket != "/run/troupe/schedd.sock" || o.listen != "0.0.0.0:7946" ||
+		o.tlsCert != "/etc/troupe/tls/cert.pem" || o.parts != filepath.Join(etc, "partitions.hcl") ||
+		o.images != filepath.Join(etc, "images.hcl") || o.nodeTO != 30*time.Second || o.web != "127.0.0.1:8080" ||
+		o.metrics != "127.0.0.1:9100" || o.verbose {
+		t.Errorf("options from etc/schedd.hcl: %+v", o)
+	}
+	o, err = parseFlags([]string{"--config", "../../etc/schedd.hcl", "--data-dir", "/srv/schedd", "--node-timeout", "2m", "-v",
+		"--web-addr", "127.0.0.1:9999"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.dataDir != "/srv/schedd" || o.nodeTO != 2*time.Minute || !o.verbose || o.web != "127.0.0.1:9999" || o.listen != "0.0.0.0:7946" {
+		t.Errorf("flags did not override the file: %+v", o)
+	}
+	if o.joinFile != "/var/lib/troupe/schedd/join-token" {
+		t.Errorf("join token file %q: the file's, not one under --data-dir", o.joinFile)
+	}
+}
+
+func TestConfigFileErrors(t *testing.T) {
+	for _, tc := range []struct{ name, src, want string }{
+		{"UnknownKey", "web_adr = \"127.0.0.1:8080\"\n", `:1:1: Unsupported argument; An argument named "web_adr" is not expected here. Did you mean "web_addr"?`},
+		{"Invalid", "socket = \"/s\"\nnode_timeout = 30\n", `:2:16: Invalid duration; node_timeout "30"`},
+		// The file's settings meet the same checks as flags.
+		{"Checked", "listen = \"0.0.0.0:7946\"\n", "--listen needs TLS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "schedd.hcl")
+			if err := os.WriteFile(p, []byte(tc.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := parseFlags([]string{"--config", p}, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	code := run([]string{"--config", "/nonexistent/schedd.hcl"}, io.Discard, io.Discard)
+	if code != 2 {
+		t.Errorf("a missing config file: exit %d, want 2", code)
+	}
+}
+
+// Every key of schedd.hcl stands for a flag schedd has.
+func TestConfigKeysAreFlags(t *testing.T) {
+	var help strings.Builder
+	run([]string{"-h"}, io.Discard, &help)
+	for _, s := range config.Settings {
+		if !regexp.MustCompile(`(?m)^  -` + regexp.QuoteMeta(s.Flag) + `[ \t\n]`).MatchString(help.String() + "\n") {
+			t.Errorf("schedd.hcl's %s: schedd has no flag -%s", s.Key, s.Flag)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+# schedd.hcl: the controller's settings (schedd --config FILE; the systemd
+# unit passes /etc/troupe/schedd.hcl). Every key is one of schedd's flags
+# with underscores for dashes (data_dir is --data-dir); a flag given on the
+# command line overrides the file. Relative paths are relative to this
+# file's directory. See schedd(8).
+
+# The raft log, snapshots and the join token live here (fsynced; back it
+# up with `badmin snapshot save`).
+data_dir = "/var/lib/troupe/schedd"
+
+# The unix socket local users and tools reach schedd on (mode 0666; callers
+# are known by their peer credentials).
+socket = "/run/troupe/schedd.sock"
+
+# The API over TCP, for nodelets and users on other machines: TLS, and a
+# bearer token on every request (`badmin token create`).
+listen   = "0.0.0.0:7946"
+tls_cert = "/etc/troupe/tls/cert.pem"
+tls_key  = "/etc/troupe/tls/key.pem"
+
+# The token nodelets register with over TCP (made, 0600, when missing).
+join_token_file = "/var/lib/troupe/schedd/join-token"
+
+# Members of this group administer schedd as root does.
+# admin_group = "hpcadmin"
+
+# Partitions, limits, fair-share accounts and priority weights
+# (troupe-partitions(5)); re-read on `badmin reconfig`.
+partitions = "partitions.hcl"
+
+# The image catalog: a job naming an image it lacks is refused at submit.
+images = "images.hcl"
+
+# A node silent this long is marked DOWN; its jobs end NODE_FAIL or are
+# requeued.
+node_timeout = "30s"
+
+# High availability: three (or five) schedd servers replicate the state
+# with raft. Give each its own raft_addr and id; the same peers on all.
+# raft_addr = "10.0.0.1:7950"
+# peers     = ["s1=10.0.0.1:7950", "s2=10.0.0.2:7950", "s3=10.0.0.3:7950"]
+# id        = "s1"
+# advertise = "https://10.0.0.1:7946"
+# A server added to a running cluster joins it instead (with an admin
+# token in TROUPE_TOKEN):
+# join = "https://10.0.0.1:7946"
+
+# Prometheus metrics at http://ADDR/metrics (plain HTTP).
+metrics_addr = "127.0.0.1:9100"
+
+# A read-only web page of the queue, nodes, partitions and fair share at
+# http://ADDR/ (plain HTTP, unauthenticated; jobs shown as to any user).
+# Keep it on localhost and reach it through ssh or an authenticating proxy.
+web_addr = "127.0.0.1:8080"
+
+# Log debug detail.
+verbose = false

@@ -1,0 +1,214 @@
+// Package config reads schedd.hcl, the controller's settings file
+// (schedd --config). Each setting is one of schedd's flags, spelled with
+// underscores (data_dir for --data-dir); flags given on the command line
+// override the file. The development cluster's flags (--dev, --nodes, …)
+// are command-line only.
+//
+// Errors carry the place: "schedd.hcl:4:1: Unsupported argument; An
+// argument named "data_dri" is not expected here. Did you mean
+// "data_dir"?".
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+// Kinds of settings: how the value is checked and given to the flag.
+type kind int
+
+const (
+	kindString   kind = iota
+	kindPath          // a file or directory; relative to the file's directory
+	kindAddr          // host:port
+	kindURL           // http(s)://host:port
+	kindDuration      // a Go duration, "30s", "5m"
+	kindBool
+	kindPeers // a list of "id=host:port"
+)
+
+// Setting is one key of schedd.hcl and the flag it stands for.
+type Setting struct {
+	Key  string // in the file: "data_dir"
+	Flag string // schedd's flag, without dashes: "data-dir"
+	kind kind
+}
+
+// Settings are every key schedd.hcl takes, in the order of the example
+// file (etc/schedd.hcl).
+var Settings = []Setting{
+	{"data_dir", "data-dir", kindPath},
+	{"socket", "socket", kindPath},
+	{"listen", "listen", kindAddr},
+	{"tls_cert", "tls-cert", kindPath},
+	{"tls_key", "tls-key", kindPath},
+	{"insecure_tcp", "insecure-tcp", kindBool},
+	{"join_token_file", "join-token-file", kindPath},
+	{"admin_group", "admin-group", kindString},
+	{"partitions", "partitions", kindPath},
+	{"images", "images", kindPath},
+	{"node_timeout", "node-timeout", kindDuration},
+	{"raft_addr", "raft-addr", kindAddr},
+	{"peers", "peers", kindPeers},
+	{"id", "id", kindString},
+	{"join", "join", kindURL},
+	{"advertise", "advertise", kindURL},
+	{"metrics_addr", "metrics-addr", kindAddr},
+	{"web_addr", "web-addr", kindAddr},
+	{"verbose", "v", kindBool},
+}
+
+// File is a schedd.hcl read and checked.
+type File struct {
+	Path string
+	// Flags are the file's settings as schedd's flags take them, by flag
+	// name ("data-dir" → "/var/lib/troupe/schedd"); paths are absolute.
+	Flags map[string]string
+	// Ranges are where each setting is, by flag name, for errors found
+	// later.
+	Ranges map[string]hcl.Range
+}
+
+// Load reads and checks the file at path.
+func Load(path string) (*File, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, diags := Parse(src, path)
+	if diags.HasErrors() {
+		return nil, errors.New(strings.TrimSpace(jobspec.FormatDiagnostics(diags)))
+	}
+	return f, nil
+}
+
+// Parse reads schedd.hcl from src; filename is used in diagnostics and
+// relative paths are resolved from its directory.
+func Parse(src []byte, filename string) (*File, hcl.Diagnostics) {
+	hf, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	schema := &hcl.BodySchema{}
+	for _, s := range Settings {
+		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: s.Key})
+	}
+	content, d := hf.Body.Content(schema)
+	diags = append(diags, d...)
+	dir, err := filepath.Abs(filepath.Dir(filename))
+	if err != nil {
+		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: err.Error()})
+	}
+	f := &File{Path: filename, Flags: map[string]string{}, Ranges: map[string]hcl.Range{}}
+	for _, s := range Settings {
+		a, ok := content.Attributes[s.Key]
+		if !ok {
+			continue
+		}
+		v, err := s.value(a, dir)
+		if err != nil {
+			diags = append(diags, err)
+			continue
+		}
+		f.Flags[s.Flag] = v
+		f.Ranges[s.Flag] = a.Range
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return f, diags
+}
+
+// value checks a and returns it as the flag takes it.
+func (s Setting) value(a *hcl.Attribute, dir string) (string, *hcl.Diagnostic) {
+	rng := a.Expr.Range()
+	bad := func(summary, detail string, args ...any) (string, *hcl.Diagnostic) {
+		return "", &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
+			Detail: fmt.Sprintf(detail, args...), Subject: &rng}
+	}
+	raw, d := a.Expr.Value(nil)
+	if d.HasErrors() {
+		return "", d[0]
+	}
+	want := cty.String
+	switch s.kind {
+	case kindBool:
+		want = cty.Bool
+	case kindPeers:
+		want = cty.List(cty.String)
+	}
+	v, err := convert.Convert(raw, want)
+	if err != nil || v.IsNull() {
+		what := map[kind]string{kindBool: "true or false", kindPeers: `a list of "id=host:port" strings`}[s.kind]
+		if what == "" {
+			what = "a string"
+		}
+		return bad("Invalid value", "%s must be %s", s.Key, what)
+	}
+	switch s.kind {
+	case kindBool:
+		return strconv.FormatBool(v.True()), nil
+	case kindPeers:
+		var peers []string
+		for _, p := range v.AsValueSlice() {
+			if p.IsNull() {
+				return bad("Invalid peer", "peers: a peer is null")
+			}
+			id, addr, ok := strings.Cut(p.AsString(), "=")
+			if _, _, err := net.SplitHostPort(addr); !ok || id == "" || err != nil {
+				return bad("Invalid peer", `peers: %q is not "id=host:port"`, p.AsString())
+			}
+			peers = append(peers, p.AsString())
+		}
+		if len(peers) == 0 {
+			return bad("Invalid peer", "peers is empty; leave it out for a lone server")
+		}
+		return strings.Join(peers, ","), nil
+	}
+	str := v.AsString()
+	if str == "" {
+		return bad("Empty value", "%s is empty; leave it out for schedd's default", s.Key)
+	}
+	switch s.kind {
+	case kindPath:
+		if !filepath.IsAbs(str) {
+			str = filepath.Join(dir, str)
+		}
+	case kindAddr:
+		if _, _, err := net.SplitHostPort(str); err != nil {
+			return bad("Invalid address", "%s %q: want host:port, e.g. 127.0.0.1:8080", s.Key, str)
+		}
+	case kindURL:
+		if !strings.HasPrefix(str, "https://") && !strings.HasPrefix(str, "http://") {
+			return bad("Invalid address", "%s %q: want a URL, e.g. https://10.0.0.1:7946", s.Key, str)
+		}
+	case kindDuration:
+		dur, err := time.ParseDuration(str)
+		if err != nil || dur <= 0 {
+			return bad("Invalid duration", "%s %q: want a positive duration such as 30s or 2m", s.Key, str)
+		}
+	}
+	return str, nil
+}
+
+// Describe gives the place of the flag's setting, "schedd.hcl:3:1", or
+// the file's name when the file does not set it.
+func (f *File) Describe(flag string) string {
+	if r, ok := f.Ranges[flag]; ok {
+		return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+	}
+	return f.Path
+}
