@@ -220,7 +220,13 @@ func startChromium(t *testing.T, browser, driver string) *webDriver {
 		// started here; anything that left it still names our profile.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
-		killByArg(t, "--user-data-dir="+profile)
+		for i := 0; killByArg(t, "--user-data-dir="+profile) > 0; i++ {
+			if i == 50 {
+				t.Errorf("chromium processes of this test outlived it")
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		if t.Failed() {
 			t.Logf("chromedriver:\n%s", logs.String())
 		}
@@ -258,9 +264,10 @@ func startChromium(t *testing.T, browser, driver string) *webDriver {
 	return wd
 }
 
-// killByArg kills the processes whose command line holds arg: Chromium
-// helpers that left the process group.
-func killByArg(t *testing.T, arg string) {
+// killByArg kills the processes whose command line holds arg (Chromium
+// helpers that left the process group) and says how many there were.
+func killByArg(t *testing.T, arg string) int {
+	n := 0
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
@@ -271,8 +278,10 @@ func killByArg(t *testing.T, arg string) {
 		if err == nil && pid != os.Getpid() {
 			t.Logf("killing leftover chromium process %d", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+			n++
 		}
 	}
+	return n
 }
 
 // do makes one WebDriver call; out receives the answer's "value".

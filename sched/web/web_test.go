@@ -147,8 +147,11 @@ func TestAnonymousSeesRedacted(t *testing.T) {
 	srv, page, full := schedd(t)
 	id := submit(t, srv, 1000, "alice-job", 1, 1)
 	root := submit(t, srv, 0, "root-job", 1, 1)
+	// uid -1 is the anonymous viewer's own: it must not make it an owner.
+	minus := submit(t, srv, -1, "minus-job", 1, 1)
 	secrets := []string{"secret-command", "hunter2", "API_KEY", "/private"}
-	for _, path := range []string{"/v1/jobs", "/v1/jobs/" + strconv.FormatUint(id, 10), "/v1/jobs/" + strconv.FormatUint(root, 10)} {
+	for _, path := range []string{"/v1/jobs", "/v1/jobs/" + strconv.FormatUint(id, 10), "/v1/jobs/" + strconv.FormatUint(root, 10),
+		"/v1/jobs/" + strconv.FormatUint(minus, 10)} {
 		code, _, body := do(t, "GET", page+path, "")
 		if code != 200 || !strings.Contains(body, "-job") {
 			t.Fatalf("GET %s: %d %s", path, code, body)

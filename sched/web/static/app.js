@@ -160,6 +160,8 @@ async function loop() {
       } else {
         settle = false;
       }
+      // An empty state has index 0, which does not block: poll.
+      if (!S.index) await sleep(1000);
     } catch (e) {
       setLive(false, e.message);
       await sleep(2000);
