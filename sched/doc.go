@@ -38,7 +38,11 @@
 //	 7. Snapshot files (snapfile.go): GET/POST /v1/snapshot stream the FSM
 //	    state with a sha256 header; a restore is checked whole before raft
 //	    installs it on every replica.
+//	 8. The web page (readonly.go, package web; schedd --web-addr): an
+//	    unauthenticated listener serving an embedded page and the GET
+//	    endpoints of jobs, nodes, partitions and fair share only, every
+//	    caller Anonymous (others' jobs redacted for all).
 //
 // Subpackages: core (the pure scheduler), state (tables and transitions),
-// raftlog (durability).
+// raftlog (durability), web (the read-only page), config (schedd.hcl).
 package sched
