@@ -256,9 +256,10 @@ func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 }
 
 // HostsHeader are the columns of bhosts.
-var HostsHeader = []string{"HOST", "STATE", "RUNTIME", "CPU(alloc/total)", "MEMORY(alloc/total)", "GPU", "ADDR"}
+var HostsHeader = []string{"HOST", "STATE", "CPU(alloc/total)", "MEMORY(alloc/total)", "GPU", "LABELS", "PARTITIONS", "REASON"}
 
-// WriteHosts writes nodes as bhosts' table, in name order.
+// WriteHosts writes nodes as bhosts' table, in name order. REASON is
+// that of a drained or DOWN node.
 func WriteHosts(w io.Writer, nodes []api.Node) error {
 	nodes = SortNodes(nodes)
 	t := NewTable(w, HostsHeader...)
@@ -270,11 +271,12 @@ func WriteHosts(w io.Writer, nodes []api.Node) error {
 		t.Row(
 			n.Name,
 			string(n.State),
-			n.Runtime,
 			Cores(n.Allocated.CPUMilli)+"/"+Cores(n.Capacity.CPUMilli),
 			GiB(n.Allocated.Memory)+"/"+GiB(n.Capacity.Memory)+"GiB",
 			gpu,
-			n.Addr,
+			strings.Join(n.Labels, ","),
+			strings.Join(n.Partitions, ","),
+			n.Reason,
 		)
 	}
 	return t.Flush()
