@@ -251,3 +251,16 @@ func Golden(t testing.TB, name string) string {
 	}
 	return string(b)
 }
+
+// DependentJob is a pending job that waits for jobs 12 (running) and 3
+// (completed), as schedd answers it: each condition with its status.
+func DependentJob() api.Job {
+	j := Job(15)
+	j.ID, j.Name, j.Reason = 17, "post", api.ReasonDependency
+	j.Priority, j.PriorityFactors, j.QueuePosition, j.QueueLength, j.EstimatedStart = 0, nil, 0, 0, time.Time{}
+	j.DependsOn = &api.Dependency{Conditions: []api.Condition{
+		{Kind: api.DepDone, JobID: 12, Status: api.DepWaiting, JobState: api.JobRunning},
+		{Kind: api.DepEnded, JobID: 3, Status: api.DepSatisfied, JobState: api.JobCompleted},
+	}}
+	return j
+}
