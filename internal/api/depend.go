@@ -201,7 +201,11 @@ func parseLSF(s string) (*Dependency, error) {
 	for _, term := range strings.Split(s, sep) {
 		term = strings.TrimSpace(term)
 		kind, id := "done", term
-		if open := strings.IndexByte(term, '('); open >= 0 {
+		open := strings.IndexByte(term, '(')
+		if _, err := jobNumber(term); open < 0 && err != nil {
+			return nil, fmt.Errorf("dependency term %q: want condition(jobid) such as done(12), a bare job id, or Slurm's afterok:12", term)
+		}
+		if open >= 0 {
 			if !strings.HasSuffix(term, ")") {
 				return nil, fmt.Errorf("dependency term %q: want condition(jobid), e.g. done(12)", term)
 			}
