@@ -32,9 +32,9 @@ var command = cli.Command{
 		"              it in force on every replica; a broken file is refused with\n" +
 		"              file:line:col and the running configuration stays\n" +
 		"  fairshare   show fair share as sshare does: shares, decayed usage and the factor\n" +
-		"  drain NODE... -r REASON  place nothing new on the nodes; their jobs go on\n" +
+		"  drain       NODE... -r REASON: place nothing new on the nodes; their jobs go on\n" +
 		"              (LSF: hclose; Slurm: scontrol update state=drain)\n" +
-		"  resume NODE...  return drained nodes to service (LSF: hopen)\n" +
+		"  resume      NODE...: return drained nodes to service (LSF: hopen)\n" +
 		"  snapshot save FILE     write schedd's whole state to FILE (a header with a sha256\n" +
 		"                         of the body, then the raft FSM state); - is stdout\n" +
 		"  snapshot restore FILE  put FILE's state in force on every replica; a damaged or\n" +
