@@ -22,7 +22,7 @@ import (
 const prog = "badmin"
 
 var command = cli.Command{
-	Name:     prog,
+	Name: prog,
 	Synopsis: "partitions | reconfig | fairshare | drain NODE... -r REASON | resume NODE... |\n" +
 		"       snapshot save|restore FILE | token create|list|revoke ID",
 	Summary: "Administer schedd.\n" +
