@@ -39,7 +39,8 @@ test: build deps
 # Each native fuzz target for FUZZTIME (its seed corpus runs in `go test`).
 FUZZTIME ?= 5s
 FUZZ     := ./jobspec:FuzzParse ./sched/partition:FuzzParse ./sched/swf:FuzzRead \
-	./sched:FuzzSubmitBody ./sched:FuzzReportBody ./sched:FuzzRegisterBody
+	./sched:FuzzSubmitBody ./sched:FuzzReportBody ./sched:FuzzRegisterBody \
+	./internal/api:FuzzParseDependency
 fuzz:
 	@set -e; for t in $(FUZZ); do \
 		echo "fuzz $${t%%:*} $${t##*:} ($(FUZZTIME))"; \

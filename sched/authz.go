@@ -21,6 +21,7 @@ var ErrForbidden = errors.New("permission denied")
 //	list / show jobs        anyone; others' jobs come redacted
 //	kill, hold, release     the job's owner, or an admin
 //	nodes' endpoints        admins (nodelets run as root)
+//	drain, resume nodes     admins
 //	reconfig, snapshots     admins
 
 // caller returns the request's identity, if any.
@@ -73,7 +74,8 @@ func visible(ctx context.Context, j api.Job) api.Job {
 
 func redactReason(r string) string {
 	switch r {
-	case api.ReasonResources, api.ReasonPriority, api.ReasonPartitionLimit, api.ReasonAccountLimit, api.ReasonDependency, api.ReasonHeld:
+	case api.ReasonResources, api.ReasonPriority, api.ReasonPartitionLimit, api.ReasonAccountLimit, api.ReasonDependency, api.ReasonHeld,
+		api.ReasonDependencyNeverSatisfied:
 		return r
 	}
 	return ""

@@ -32,6 +32,7 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST /v1/jobs/{id}/release", s.handleControl(s.Release))
 	m.HandleFunc("GET /v1/nodes", s.handleNodes)
 	m.HandleFunc("POST /v1/nodes/register", s.handleRegister)
+	m.HandleFunc("POST /v1/nodes/drain", adminOnly(s.handleDrain))
 	m.HandleFunc("POST /v1/nodes/{name}/heartbeat", nodeOnly(s.handleHeartbeat))
 	m.HandleFunc("GET /v1/nodes/{name}/assignments", nodeOnly(s.handleAssignments))
 	m.HandleFunc("POST /v1/nodes/{name}/status", nodeOnly(s.handleStatus))
@@ -68,7 +69,7 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	list := api.JobList{Jobs: []api.Job{}, Index: idx}
 	for _, j := range v.Jobs() {
-		list.Jobs = append(list.Jobs, visible(r.Context(), s.withStart(*j)))
+		list.Jobs = append(list.Jobs, visible(r.Context(), withDependency(v, s.withStart(*j))))
 	}
 	writeJSON(w, http.StatusOK, idx, list)
 }
@@ -87,7 +88,7 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("job %d: %w", id, state.ErrNotFound))
 		return
 	}
-	writeJSON(w, http.StatusOK, idx, visible(r.Context(), s.withStart(*j)))
+	writeJSON(w, http.StatusOK, idx, visible(r.Context(), withDependency(v, s.withStart(*j))))
 }
 
 func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
@@ -122,7 +123,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, idx, api.NodeList{Nodes: s.Nodes(v), Index: idx})
+	writeJSON(w, http.StatusOK, idx, api.NodeList{Nodes: s.NodeView(v), Index: idx})
 }
 
 func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {

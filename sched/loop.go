@@ -50,7 +50,7 @@ func (s *Server) schedule(ctx context.Context) {
 			continue
 		}
 		began := time.Now()
-		snap := coreSnapshot(v, s.nodes.empty(v), now)
+		snap := coreSnapshot(v, s.nodes.open(v), now)
 		plan := enforceUserLimits(v, core.Schedule(snap, now))
 		s.metrics.pass.Observe(time.Since(began).Seconds())
 		s.setStarts(plan.Starts)

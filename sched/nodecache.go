@@ -23,12 +23,13 @@ import (
 // places the gang on every node of the partition, O(nodes), and jobs come
 // in few shapes.
 type nodeCache struct {
-	mu      sync.Mutex
-	nodesAt uint64 // NodesIndex the entries hold for
-	cfgAt   uint64 // ConfigIndex likewise
-	all     []core.Node
-	byPart  map[string][]core.Node
-	fits    map[string]bool
+	mu        sync.Mutex
+	nodesAt   uint64 // NodesIndex the entries hold for
+	cfgAt     uint64 // ConfigIndex likewise
+	all       []core.Node
+	undrained []core.Node // all less the drained nodes
+	byPart    map[string][]core.Node
+	fits      map[string]bool
 }
 
 // maxShapes bounds the answers kept between node changes.
@@ -43,6 +44,7 @@ func (c *nodeCache) refresh(v *state.Snapshot) {
 	}
 	c.nodesAt, c.cfgAt = at, cfgAt
 	c.all = partitionedNodes(v, v.Config())
+	c.undrained = undrained(v, c.all)
 	c.byPart, c.fits = map[string][]core.Node{}, map[string]bool{}
 }
 
@@ -53,6 +55,35 @@ func (c *nodeCache) empty(v *state.Snapshot) []core.Node {
 	defer c.mu.Unlock()
 	c.refresh(v)
 	return c.all
+}
+
+// open is the nodes that take new work: empty less the drained ones. The
+// slice is shared like empty's.
+func (c *nodeCache) open(v *state.Snapshot) []core.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refresh(v)
+	return c.undrained
+}
+
+// undrained is nodes less those drained in v (nodes itself when none is).
+func undrained(v *state.Snapshot, nodes []core.Node) []core.Node {
+	drained := map[string]bool{}
+	for _, n := range v.Nodes() {
+		if n.Drain {
+			drained[n.Name] = true
+		}
+	}
+	if len(drained) == 0 {
+		return nodes
+	}
+	out := make([]core.Node, 0, len(nodes))
+	for _, n := range nodes {
+		if !drained[n.Name] {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // partitionNodes is the partition's nodes, empty; the cache must be locked.

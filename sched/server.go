@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -264,6 +265,15 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 		Name:      spec.Name, User: req.User, UID: req.UID, GID: req.GID, Cwd: req.Cwd,
 		Partition: name, Account: account, Walltime: p.Walltime(spec.Walltime),
 		Spec: spec, State: api.JobPending, Reason: api.ReasonPriority,
+	}
+	if err := checkDependency(v, req.DependsOn); err != nil {
+		return nil, err
+	}
+	if req.DependsOn != nil {
+		j.DependsOn, j.Reason = &api.Dependency{Any: req.DependsOn.Any, Conditions: slices.Clone(req.DependsOn.Conditions)}, api.ReasonDependency
+		for i := range j.DependsOn.Conditions { // statuses are the server's answers, never stored
+			j.DependsOn.Conditions[i].Status, j.DependsOn.Conditions[i].JobState = "", ""
+		}
 	}
 	if req.Hold {
 		j.State, j.Reason = api.JobHeld, api.ReasonHeld

@@ -19,8 +19,9 @@ import (
 //   - nodes that are up and belong to a partition, with their free
 //     resources, GPU devices and partitions;
 //   - pending jobs with their submit time, walltime, fair-share factor,
-//     nice, partition, and a reason when a limit keeps them out now
-//     (PartitionLimit, AccountLimit);
+//     nice, partition, and a reason when something keeps them out now
+//     (Dependency, DependencyNeverSatisfied, PartitionLimit,
+//     AccountLimit);
 //   - started jobs with their start and walltime, for backfill;
 //   - each partition's tier, default walltime and GPU quantum, and the
 //     policy (weights, reservation depth).
@@ -48,7 +49,9 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 		case j.State == api.JobPending:
 			cj := coreJob(j)
 			cj.FairShare = jobFactor(factors, j.Account, j.User)
-			cj.Ineligible = ineligible(cfg, held, j)
+			if cj.Ineligible = dependencyReason(v, j); cj.Ineligible == "" {
+				cj.Ineligible = ineligible(cfg, held, j)
+			}
 			snap.Queue = append(snap.Queue, cj)
 		case !j.State.Terminal() && j.State != api.JobHeld:
 			snap.Running = append(snap.Running, coreRunning(j, now))

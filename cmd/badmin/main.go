@@ -22,8 +22,9 @@ import (
 const prog = "badmin"
 
 var command = cli.Command{
-	Name:     prog,
-	Synopsis: "partitions | reconfig | fairshare | snapshot save|restore FILE | token create|list|revoke ID",
+	Name: prog,
+	Synopsis: "partitions | reconfig | fairshare | drain NODE... -r REASON | resume NODE... |\n" +
+		"       snapshot save|restore FILE | token create|list|revoke ID",
 	Summary: "Administer schedd.\n" +
 		"  partitions  list the partitions in force: nodes, limits, queued and started jobs\n" +
 		"              (the default partition is marked *)\n" +
@@ -31,6 +32,9 @@ var command = cli.Command{
 		"              it in force on every replica; a broken file is refused with\n" +
 		"              file:line:col and the running configuration stays\n" +
 		"  fairshare   show fair share as sshare does: shares, decayed usage and the factor\n" +
+		"  drain       NODE... -r REASON: place nothing new on the nodes; their jobs go on\n" +
+		"              (LSF: hclose; Slurm: scontrol update state=drain)\n" +
+		"  resume      NODE...: return drained nodes to service (LSF: hopen)\n" +
 		"  snapshot save FILE     write schedd's whole state to FILE (a header with a sha256\n" +
 		"                         of the body, then the raft FSM state); - is stdout\n" +
 		"  snapshot restore FILE  put FILE's state in force on every replica; a damaged or\n" +
@@ -43,6 +47,8 @@ var command = cli.Command{
 		"badmin partitions",
 		"vi /etc/troupe/partitions.hcl && badmin reconfig",
 		"badmin fairshare -o json | jq '.rows[] | select(.user == \"alice\")'",
+		"badmin drain node07 node08 -r 'DIMM errors, ticket 4711'",
+		"badmin resume node07 node08",
 		"badmin snapshot save /backup/troupe-$(date +%F).snap",
 		"badmin token create --user alice > /home/alice/.troupe/token",
 	},
@@ -55,6 +61,8 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.OutputFlag()
 	tokUser := fs.String("user", "", "token create: the token's `user` (default: you)")
 	tokAdmin := fs.Bool("admin", false, "token create: an administrator's token")
+	reason := fs.String("r", "", "drain: why the nodes are drained (shown by bhosts)")
+	fs.Alias("reason", "r")
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
@@ -75,11 +83,23 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		default:
 			return fs.UsageError("usage: badmin token create [--user U] [--admin] | list | revoke ID")
 		}
+	case sub == "drain" || sub == "hclose" || sub == "resume" || sub == "hopen":
+		draining := sub == "drain" || sub == "hclose"
+		switch {
+		case len(pos) < 2 && draining:
+			return fs.UsageError("usage: badmin %s NODE... -r REASON", sub)
+		case len(pos) < 2:
+			return fs.UsageError("usage: badmin %s NODE...", sub)
+		case draining && strings.TrimSpace(*reason) == "":
+			return fs.UsageError("badmin %s needs a reason: -r REASON", sub)
+		case !draining && *reason != "":
+			return fs.UsageError("-r is for drain; %s takes no reason", sub)
+		}
 	case len(pos) > 1:
 		return fs.UsageError("unexpected argument %q", pos[1])
 	case sub == "partitions", sub == "reconfig", sub == "fairshare":
 	default:
-		return fs.UsageError("unknown subcommand %q: want partitions, reconfig, fairshare or snapshot", sub)
+		return fs.UsageError("unknown subcommand %q: want partitions, reconfig, fairshare, drain, resume, snapshot or token", sub)
 	}
 	c, err := fs.Client()
 	if err != nil {
@@ -113,6 +133,19 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "%s: %s\n", prog, w)
 			}
 			_, err = fmt.Fprintf(stdout, "reconfigured from %s: partitions %s\n", res.Source, strings.Join(res.Partitions, ", "))
+		}
+		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+	case "drain", "hclose", "resume", "hopen":
+		resume := sub == "resume" || sub == "hopen"
+		list, err := c.Drain(ctx, api.NodeDrain{Nodes: pos[1:], Reason: *reason, Resume: resume})
+		if err == nil {
+			if json {
+				err = cli.WriteJSON(stdout, list.Nodes)
+			} else {
+				err = writeDrained(stdout, list.Nodes, resume)
+			}
 		}
 		if err != nil {
 			return cli.Fail(stderr, prog, err)
@@ -281,6 +314,24 @@ func token(ctx context.Context, c *client.Client, args []string, user string, ad
 			node = "-"
 		}
 		fmt.Fprintf(stdout, "%-16s %-12s %6d %-5s %-12s %s\n", t.ID, t.User, t.UID, admin, node, t.Created.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// writeDrained says what became of each node: "node07: DRAINING (DIMM
+// errors)" or "node07: UP".
+func writeDrained(w io.Writer, nodes []api.Node, resume bool) error {
+	for _, n := range nodes {
+		line := fmt.Sprintf("%s: %s", n.Name, n.State)
+		switch {
+		case !resume && n.State == api.NodeDraining:
+			line += fmt.Sprintf(" (%s; its jobs go on, nothing new starts there)", n.Reason)
+		case !resume:
+			line += fmt.Sprintf(" (%s)", n.Reason)
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
 	}
 	return nil
 }

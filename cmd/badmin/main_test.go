@@ -90,3 +90,61 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+func TestDrain(t *testing.T) {
+	s := schedd(t)
+	var got []api.NodeDrain
+	s.Handle("POST /v1/nodes/drain", func(w http.ResponseWriter, r *http.Request) {
+		var d api.NodeDrain
+		_ = json.NewDecoder(r.Body).Decode(&d)
+		got = append(got, d)
+		var nodes []api.Node
+		for _, n := range d.Nodes {
+			st := api.NodeDraining
+			if d.Resume {
+				st = api.NodeUp
+			}
+			nodes = append(nodes, api.Node{Name: n, State: st, Drain: !d.Resume, Reason: d.Reason})
+		}
+		clitest.JSON(w, http.StatusOK, 0, api.NodeList{Nodes: nodes})
+	})
+	code, out, errs := runBadmin("--addr", s.Addr, "drain", "n1", "n2", "-r", "DIMM errors")
+	if code != 0 || errs != "" || out != "n1: DRAINING (DIMM errors; its jobs go on, nothing new starts there)\nn2: DRAINING (DIMM errors; its jobs go on, nothing new starts there)\n" {
+		t.Fatalf("drain: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	// LSF's names do the same.
+	if code, _, _ := runBadmin("--addr", s.Addr, "hclose", "--reason", "fan", "n3"); code != 0 {
+		t.Fatalf("hclose: exit %d", code)
+	}
+	code, out, _ = runBadmin("--addr", s.Addr, "hopen", "n1")
+	if code != 0 || out != "n1: UP\n" {
+		t.Fatalf("hopen: exit %d, %q", code, out)
+	}
+	want := []api.NodeDrain{{Nodes: []string{"n1", "n2"}, Reason: "DIMM errors"}, {Nodes: []string{"n3"}, Reason: "fan"}, {Nodes: []string{"n1"}, Resume: true}}
+	if len(got) != len(want) {
+		t.Fatalf("requests %+v", got)
+	}
+	for i := range want {
+		if strings.Join(got[i].Nodes, ",") != strings.Join(want[i].Nodes, ",") || got[i].Reason != want[i].Reason || got[i].Resume != want[i].Resume {
+			t.Errorf("request %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+
+	for _, tt := range []struct {
+		args []string
+		errs string
+	}{
+		{[]string{"drain", "n1"}, "badmin: badmin drain needs a reason: -r REASON"},
+		{[]string{"drain", "-r", "x"}, "badmin: usage: badmin drain NODE... -r REASON"},
+		{[]string{"resume"}, "badmin: usage: badmin resume NODE..."},
+		{[]string{"resume", "n1", "-r", "x"}, "badmin: -r is for drain; resume takes no reason"},
+	} {
+		code, _, errs := runBadmin(append([]string{"--addr", s.Addr}, tt.args...)...)
+		if code != 2 || !strings.HasPrefix(errs, tt.errs+"\n") {
+			t.Errorf("%v: exit %d, stderr %q", tt.args, code, errs)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("usage errors sent requests: %+v", got[3:])
+	}
+}

@@ -14,11 +14,12 @@ const prog = "bhosts"
 
 var command = cli.Command{
 	Name: prog,
-	Summary: "List nodes with their state, runtime, allocated and total CPU cores, memory\n" +
-		"(GiB) and GPUs, and the address their containers are reached at.",
+	Summary: "List nodes with their state (UP, DOWN, DRAINING, DRAINED), allocated and total CPU\n" +
+		"cores, memory (GiB) and GPUs, labels, partitions, and why a node is drained or down.",
 	Examples: []string{
 		"bhosts",
 		"bhosts -o json | jq '.[] | select(.state == \"DOWN\") | .name'",
+		"bhosts -o json | jq -r '.[] | select(.drain) | \"\\(.name): \\(.reason)\"'",
 	},
 }
 

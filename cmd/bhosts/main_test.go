@@ -32,11 +32,16 @@ func TestTable(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "HOST") || !strings.HasPrefix(lines[1], "node01") {
+	if len(lines) != 6 || !strings.HasPrefix(lines[0], "HOST") || !strings.HasPrefix(lines[1], "node01") {
 		t.Errorf("table:\n%s", out)
 	}
 	if !strings.Contains(out, "8.5/64") || !strings.Contains(out, "32/251.5GiB") {
 		t.Errorf("amounts:\n%s", out)
+	}
+	for _, want := range []string{"node04  DRAINING", "DIMM errors, ticket 4711", "node05  DRAINED ", "Not responding", "gpu,rack=a  gpu"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
 	}
 }
 
@@ -44,7 +49,7 @@ func TestJSON(t *testing.T) {
 	s := hostsSchedd(t, clitest.Nodes())
 	code, out, _ := runBhosts("--addr", s.Addr, "-o", "json")
 	var nodes []api.Node
-	if err := json.Unmarshal([]byte(out), &nodes); code != 0 || err != nil || len(nodes) != 3 {
+	if err := json.Unmarshal([]byte(out), &nodes); code != 0 || err != nil || len(nodes) != 5 {
 		t.Errorf("exit %d, %v, %d nodes", code, err, len(nodes))
 	}
 	s = hostsSchedd(t, nil)

@@ -31,6 +31,8 @@ var command = cli.Command{
 		"bsub -q gpu -n 8 -W 4:00 -J big train.hcl   # LSF-style overrides of the file",
 		"bsub --env EPOCHS=20 -o 'train-%J.out' train.hcl",
 		"bsub -H train.hcl                           # submit held; brelease starts it",
+		"bsub -w 'done(12)' post.hcl                 # start once job 12 COMPLETED",
+		"bsub -w afterok:12:13,afterany:14 post.hcl  # Slurm's --dependency syntax",
 		"bsub --dry-run -q gpu train.hcl             # check, show, submit nothing",
 		"bsub -K train.hcl && echo done      # wait; exit status is the job's",
 		"bsub --addr unix:///run/troupe/schedd.sock train.hcl",
@@ -45,6 +47,9 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.Alias("K", "wait")
 	hold := fs.Bool("H", false, "submit the job held: it waits HELD, never started, until brelease")
 	fs.Alias("hold", "H")
+	depend := fs.String("w", "", "start only once other jobs reach a state: LSF's 'done(12) && ended(13)' (also exit(),\n"+
+		"started(), || for any), or Slurm's afterok:12:13,afterany:14 (afternotok, after; '?' for any)")
+	fs.Alias("dependency", "w")
 	vars := varFlag{}
 	fs.Var(vars, "var", "set the job file's `name=value` variable (repeatable), as terraform -var does")
 	var ov overrides
@@ -64,6 +69,12 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	path := pos[0]
 	ov.parsed(fs)
+	var dep *api.Dependency
+	if *depend != "" {
+		if dep, err = api.ParseDependency(*depend); err != nil {
+			return fs.UsageError("-w: %v", err)
+		}
+	}
 	if dry.on && *wait {
 		return fs.UsageError("--dry-run submits nothing for --wait to wait for")
 	}
@@ -103,7 +114,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
-	req.Hold = *hold
+	req.Hold, req.DependsOn = *hold, dep
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	if dry.on {

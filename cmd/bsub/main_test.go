@@ -72,6 +72,15 @@ func TestSubmit(t *testing.T) {
 			t.Fatalf("%s: exit %d, stdout %q, stderr %q, hold %v", flag, code, out, errs, got.Hold)
 		}
 	}
+
+	// -w (--dependency) sends the normalized dependency, from either syntax.
+	for _, args := range [][]string{{"-w", "done(3) && ended(4)"}, {"--dependency", "afterok:3,afterany:4"}} {
+		got = api.SubmitRequest{}
+		code, _, errs = runBsub(append(args, "--addr", s.Addr, path)...)
+		if code != 0 || errs != "" || got.DependsOn.String() != "done(3) && ended(4)" {
+			t.Fatalf("%v: exit %d, stderr %q, dependency %v", args, code, errs, got.DependsOn)
+		}
+	}
 }
 
 func TestRefused(t *testing.T) {
@@ -128,6 +137,8 @@ func TestArgs(t *testing.T) {
 		{"unknown flag", []string{"-x", "normal", "a.hcl"}, 2, "bsub: flag provided but not defined: -x"},
 		{"-e not supported", []string{"-e", "err.txt", "a.hcl"}, 2, "bsub: flag provided but not defined: -e"},
 		{"dry run and wait", []string{"--dry-run", "-K", "a.hcl"}, 2, "bsub: --dry-run submits nothing for --wait to wait for"},
+		{"bad dependency", []string{"-w", "done(3", "a.hcl"}, 2, `bsub: -w: dependency term "done(3": want condition(jobid), e.g. done(12)`},
+		{"mixed dependency", []string{"-w", "afterok:1,afterany:2?after:3", "a.hcl"}, 2, `bsub: -w: dependency "afterok:1,afterany:2?after:3" mixes ',' and '?': join all terms with one of them`},
 		{"bad dry-run value", []string{"--dry-run=xml", "a.hcl"}, 2, `bsub: invalid boolean value "xml" for -dry-run: want --dry-run or --dry-run=json`},
 	}
 	for _, tt := range tests {

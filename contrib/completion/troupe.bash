@@ -240,8 +240,8 @@ _troupe() {
             COMPREPLY=($(compgen -W "${subcmds[*]:-partitions reconfig fairshare}" -- "$cur"))
         else
             case ${pos[0]} in
-            drain | resume | undrain)
-                ((${#pos[@]} == 1)) && COMPREPLY=($(compgen -W "$(_troupe_nodes "$cmd" "${addr[@]}")" -- "$cur"))
+            drain | resume | undrain | hclose | hopen)
+                ((${#pos[@]} >= 1)) && COMPREPLY=($(compgen -W "$(_troupe_nodes "$cmd" "${addr[@]}")" -- "$cur"))
                 ;;
             snapshot)
                 ((${#pos[@]} == 1)) && COMPREPLY=($(compgen -W "save restore" -- "$cur"))

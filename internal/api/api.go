@@ -19,6 +19,7 @@
 //	GET  /v1/snapshot                  → snapshot file (badmin snapshot save)
 //	POST /v1/snapshot                  snapshot file → SnapshotRestored
 //	POST /v1/reconfig                  {} → ReconfigResponse (schedd re-reads its partitions file)
+//	POST /v1/nodes/drain               NodeDrain → NodeList (admins; drain or resume nodes)
 //
 // Blocking queries: the response carries header X-Troupe-Index; a request
 // with ?index=N waits (up to wait) until the state index exceeds N.
@@ -67,6 +68,9 @@ const (
 	ReasonAccountLimit   = "AccountLimit"
 	ReasonDependency     = "Dependency"
 	ReasonHeld           = "Held"
+	// ReasonDependencyNeverSatisfied: a dependency that can never be
+	// satisfied (done(12) but job 12 FAILED); the job waits until killed.
+	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
 )
 
 // ContainerState is where one container of a session stands.
@@ -103,6 +107,8 @@ type SubmitRequest struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Hold submits the job HELD (bsub -H): it waits until released.
 	Hold bool `json:"hold,omitempty"`
+	// DependsOn makes the job wait for other jobs (bsub -w); see depend.go.
+	DependsOn *Dependency `json:"depends_on,omitempty"`
 }
 
 // SubmitResponse answers a submission.
@@ -156,6 +162,9 @@ type Job struct {
 	// limit keeps out come last); QueueLength is how many there are.
 	QueuePosition int `json:"queue_position,omitempty"`
 	QueueLength   int `json:"queue_length,omitempty"`
+	// DependsOn is what the job waits for (bsub -w); answers fill in
+	// each condition's status.
+	DependsOn *Dependency `json:"depends_on,omitempty"`
 }
 
 // PriorityFactors break a pending job's priority into its weighted
@@ -214,6 +223,10 @@ type NodeState string
 const (
 	NodeUp   NodeState = "UP"
 	NodeDown NodeState = "DOWN"
+	// A drained node (badmin drain) takes no new work: DRAINING while
+	// jobs still run there, DRAINED once empty (derived when answering).
+	NodeDraining NodeState = "DRAINING"
+	NodeDrained  NodeState = "DRAINED"
 )
 
 // Resources are schedulable amounts.
@@ -243,10 +256,28 @@ type Node struct {
 	Allocated     Resources `json:"allocated"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
 	Registered    time.Time `json:"registered"`
+	// Drain is set by badmin drain (until badmin resume): the scheduler
+	// places nothing new on the node. It survives re-registration.
+	Drain     bool      `json:"drain,omitempty"`
+	DrainedBy string    `json:"drained_by,omitempty"`
+	DrainedAt time.Time `json:"drained_at,omitzero"`
+	// Reason is why the node is drained (badmin drain -r) or down
+	// ("Not responding"); empty otherwise.
+	Reason string `json:"reason,omitempty"`
+	// Partitions the node belongs to now (derived when answering).
+	Partitions []string `json:"partitions,omitempty"`
 	// Credential is set only in the answer to a registration made with
 	// the cluster's join token: the node's own bearer token, bound to its
 	// name, for its heartbeats, assignments and status reports.
 	Credential string `json:"credential,omitempty"`
+}
+
+// NodeDrain drains nodes (badmin drain) or, with Resume, returns them
+// to service (badmin resume).
+type NodeDrain struct {
+	Nodes  []string `json:"nodes"`
+	Reason string   `json:"reason,omitempty"` // required to drain
+	Resume bool     `json:"resume,omitempty"`
 }
 
 // NodeList lists nodes.

@@ -43,6 +43,7 @@ func TestGolden(t *testing.T) {
 		{"queue.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, cli.SortJobs(clitest.Jobs())) }},
 		{"job_running.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.Job(12), now) }},
 		{"job_pending.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.Job(15), now) }},
+		{"job_dependency.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.DependentJob(), now) }},
 		{"job_failed.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.Job(7), now) }},
 		{"job_cancelled.golden", func(b *bytes.Buffer) error { return cli.WriteJob(b, clitest.Job(9), now) }},
 		{"job.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, clitest.Job(12)) }},

@@ -165,6 +165,20 @@ func PriorityBreakdown(j api.Job) string {
 		n(j.Priority), n(f.Age), n(f.FairShare), n(f.JobSize), n(f.Partition), n(f.Nice))
 }
 
+// DependencyCondition is where one condition of a dependency stands, as
+// bjob lists it: "satisfied (job 12 COMPLETED)", "waiting (job 12
+// RUNNING)", "never satisfied (job 12 FAILED)".
+func DependencyCondition(c api.Condition) string {
+	status := map[api.DepStatus]string{api.DepSatisfied: "satisfied", api.DepWaiting: "waiting", api.DepNever: "never satisfied"}[c.Status]
+	if status == "" {
+		status = "unknown"
+	}
+	if c.JobState == "" {
+		return fmt.Sprintf("%s (job %d unknown)", status, c.JobID)
+	}
+	return fmt.Sprintf("%s (job %d %s)", status, c.JobID, c.JobState)
+}
+
 // ContainerHeader are the columns of bjob's per-container table.
 var ContainerHeader = []string{"HOST", "ROLE", "NODE", "ADDR", "STATE", "EXIT", "KERNEL_ID"}
 
@@ -207,6 +221,12 @@ func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 			pos += " of " + strconv.Itoa(j.QueueLength)
 		}
 		pair("Queue position", pos)
+	}
+	if d := j.DependsOn; d != nil {
+		pair("Dependency", d.String())
+		for _, c := range d.Conditions {
+			pair("  "+c.String(), DependencyCondition(c))
+		}
 	}
 	pair("Exit code", exit)
 	pair("Session", j.SessionID)
@@ -256,9 +276,10 @@ func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 }
 
 // HostsHeader are the columns of bhosts.
-var HostsHeader = []string{"HOST", "STATE", "RUNTIME", "CPU(alloc/total)", "MEMORY(alloc/total)", "GPU", "ADDR"}
+var HostsHeader = []string{"HOST", "STATE", "CPU(alloc/total)", "MEMORY(alloc/total)", "GPU", "LABELS", "PARTITIONS", "REASON"}
 
-// WriteHosts writes nodes as bhosts' table, in name order.
+// WriteHosts writes nodes as bhosts' table, in name order. REASON is
+// that of a drained or DOWN node.
 func WriteHosts(w io.Writer, nodes []api.Node) error {
 	nodes = SortNodes(nodes)
 	t := NewTable(w, HostsHeader...)
@@ -270,11 +291,12 @@ func WriteHosts(w io.Writer, nodes []api.Node) error {
 		t.Row(
 			n.Name,
 			string(n.State),
-			n.Runtime,
 			Cores(n.Allocated.CPUMilli)+"/"+Cores(n.Capacity.CPUMilli),
 			GiB(n.Allocated.Memory)+"/"+GiB(n.Capacity.Memory)+"GiB",
 			gpu,
-			n.Addr,
+			strings.Join(n.Labels, ","),
+			strings.Join(n.Partitions, ","),
+			n.Reason,
 		)
 	}
 	return t.Flush()

@@ -344,6 +344,14 @@ func (c *Client) Nodes(ctx context.Context) (api.NodeList, error) {
 	return r, err
 }
 
+// Drain drains nodes, or with d.Resume returns them to service
+// (administrators only); the answer lists them afterwards.
+func (c *Client) Drain(ctx context.Context, d api.NodeDrain) (api.NodeList, error) {
+	var r api.NodeList
+	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/drain", nil, d, &r)
+	return r, err
+}
+
 // Register announces a nodelet.
 func (c *Client) Register(ctx context.Context, reg api.NodeRegister) (api.Node, error) {
 	var r api.Node

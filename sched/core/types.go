@@ -13,6 +13,8 @@ const (
 	ReasonAccountLimit   = "AccountLimit"
 	ReasonDependency     = "Dependency"
 	ReasonHeld           = "Held"
+	// ReasonDependencyNeverSatisfied is Dependency that can no longer be met.
+	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
 )
 
 // Cluster modes (the same strings as jobspec.Mode*).

@@ -50,6 +50,7 @@ const (
 	CmdToken    = "token"     // add (or replace, same id) a bearer token record
 	CmdRevoke   = "revoke"    // delete a bearer token record
 	CmdServer   = "server"    // a raft server's API address (the leader, on taking office)
+	CmdDrain    = "drain"     // drain or resume nodes (badmin drain, badmin resume)
 )
 
 // Command is one raft log entry. Time is the leader's clock when it
@@ -78,6 +79,8 @@ type Command struct {
 	Revoke string     `json:"revoke,omitempty"`
 	// Server maps a raft server id to its API address.
 	Server *Server `json:"server,omitempty"`
+	// Drain drains or resumes nodes.
+	Drain *Drain `json:"drain,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -148,6 +151,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = revokeToken(txn, c.Revoke)
 	case CmdServer:
 		err = putServer(txn, c.Server)
+	case CmdDrain:
+		err = drain(txn, c.Time, c.Drain)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
@@ -166,7 +171,7 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 
 func touched(kind string) []string {
 	switch kind {
-	case CmdRegister, CmdNodeUp:
+	case CmdRegister, CmdNodeUp, CmdDrain:
 		return []string{tableNodes}
 	case CmdNodeDown:
 		return []string{tableNodes, tableJobs}
@@ -227,6 +232,9 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 	if in.State == api.JobHeld { // bsub -H
 		j.State, j.Reason = api.JobHeld, api.ReasonHeld
 	}
+	if err := checkDependency(txn, j); err != nil {
+		return 0, err
+	}
 	sessionNetwork(j)
 	return j.ID, txn.Insert(tableJobs, j)
 }
@@ -239,6 +247,7 @@ func register(txn *memdb.Txn, now time.Time, in *api.Node) error {
 	n.State, n.LastHeartbeat = api.NodeUp, now
 	if raw, _ := txn.First(tableNodes, "id", n.Name); raw != nil {
 		n.Registered = raw.(*api.Node).Registered
+		keepDrain(&n, raw.(*api.Node))
 	} else {
 		n.Registered = now
 	}

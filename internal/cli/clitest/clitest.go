@@ -181,21 +181,36 @@ func Job(id uint64) api.Job {
 	panic("clitest: no fixture job " + strconv.FormatUint(id, 10))
 }
 
-// Nodes are node fixtures: busy, idle, down, and one without GPUs.
+// Nodes are node fixtures: busy, idle, down, one without GPUs, one
+// draining (jobs still run) and one drained.
 func Nodes() []api.Node {
 	const gib = 1 << 30
 	return []api.Node{
 		{Name: "node02", Addr: "10.0.0.2", State: api.NodeUp, Runtime: "runc",
+			Labels: []string{"gpu", "rack=a"}, Partitions: []string{"gpu"},
 			Capacity:      api.Resources{CPUMilli: 64000, Memory: 256 * gib, GPU: 4},
 			Allocated:     api.Resources{CPUMilli: 16000, Memory: 64 * gib, GPU: 1.5},
 			LastHeartbeat: at(3 * time.Second), Registered: at(48 * time.Hour)},
 		{Name: "node01", Addr: "10.0.0.1", State: api.NodeUp, Runtime: "runc",
+			Labels: []string{"gpu", "rack=a"}, Partitions: []string{"gpu"},
 			Capacity:      api.Resources{CPUMilli: 64000, Memory: 251*gib + gib/2, GPU: 4},
 			Allocated:     api.Resources{CPUMilli: 8500, Memory: 32 * gib, GPU: 1},
 			LastHeartbeat: at(2 * time.Second), Registered: at(48 * time.Hour)},
 		{Name: "node03", Addr: "10.0.0.3", State: api.NodeDown, Runtime: "process",
+			Partitions: []string{"cpu"}, Reason: "Not responding",
 			Capacity:      api.Resources{CPUMilli: 2000, Memory: 4 * gib},
 			LastHeartbeat: at(10 * time.Minute), Registered: at(72 * time.Hour)},
+		{Name: "node04", Addr: "10.0.0.4", State: api.NodeDraining, Runtime: "runc",
+			Labels: []string{"rack=b"}, Partitions: []string{"cpu"},
+			Drain: true, Reason: "DIMM errors, ticket 4711", DrainedBy: "root", DrainedAt: at(20 * time.Minute),
+			Capacity:      api.Resources{CPUMilli: 32000, Memory: 128 * gib},
+			Allocated:     api.Resources{CPUMilli: 4000, Memory: 16 * gib},
+			LastHeartbeat: at(time.Second), Registered: at(72 * time.Hour)},
+		{Name: "node05", Addr: "10.0.0.5", State: api.NodeDrained, Runtime: "runc",
+			Labels: []string{"rack=b"}, Partitions: []string{"cpu"},
+			Drain: true, Reason: "firmware upgrade", DrainedBy: "root", DrainedAt: at(time.Hour),
+			Capacity:      api.Resources{CPUMilli: 32000, Memory: 128 * gib},
+			LastHeartbeat: at(time.Second), Registered: at(72 * time.Hour)},
 	}
 }
 
@@ -235,4 +250,17 @@ func Golden(t testing.TB, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// DependentJob is a pending job that waits for jobs 12 (running) and 3
+// (completed), as schedd answers it: each condition with its status.
+func DependentJob() api.Job {
+	j := Job(15)
+	j.ID, j.Name, j.Reason = 17, "post", api.ReasonDependency
+	j.Priority, j.PriorityFactors, j.QueuePosition, j.QueueLength, j.EstimatedStart = 0, nil, 0, 0, time.Time{}
+	j.DependsOn = &api.Dependency{Conditions: []api.Condition{
+		{Kind: api.DepDone, JobID: 12, Status: api.DepWaiting, JobState: api.JobRunning},
+		{Kind: api.DepEnded, JobID: 3, Status: api.DepSatisfied, JobState: api.JobCompleted},
+	}}
+	return j
 }

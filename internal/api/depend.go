@@ -1,0 +1,268 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// DepKind is what a dependency waits for in another job (LSF's
+// conditions; Slurm's names in the comments).
+type DepKind string
+
+// Dependency kinds.
+const (
+	DepDone    DepKind = "done"    // the job COMPLETED (Slurm afterok)
+	DepExit    DepKind = "exit"    // the job ended other than COMPLETED (Slurm afternotok)
+	DepEnded   DepKind = "ended"   // the job ended, however (Slurm afterany)
+	DepStarted DepKind = "started" // the job started, or ended without starting (Slurm after)
+)
+
+// DepStatus is where one condition stands. The server fills it in when
+// it answers (it is derived, never stored).
+type DepStatus string
+
+// Dependency statuses.
+const (
+	DepWaiting   DepStatus = "waiting"   // may still be satisfied
+	DepSatisfied DepStatus = "satisfied" // is satisfied
+	DepNever     DepStatus = "never"     // can never be satisfied
+)
+
+// Condition is one term of a dependency: Kind of job JobID.
+type Condition struct {
+	Kind  DepKind `json:"kind"`
+	JobID uint64  `json:"job_id"`
+	// Status and JobState describe the condition as the server answered
+	// (read-time only, not part of a submission).
+	Status   DepStatus `json:"status,omitempty"`
+	JobState JobState  `json:"job_state,omitempty"`
+}
+
+// Dependency is a job's dependency (bsub -w), one normalized form for
+// LSF's and Slurm's syntax: Conditions all hold (&&, Slurm ','), or with
+// Any one of them does (||, Slurm '?').
+type Dependency struct {
+	Any        bool        `json:"any,omitempty"`
+	Conditions []Condition `json:"conditions"`
+}
+
+// MaxConditions bounds the terms of one dependency.
+const MaxConditions = 64
+
+// String is the dependency in LSF syntax: "done(12) && ended(13)".
+func (d *Dependency) String() string {
+	if d == nil {
+		return ""
+	}
+	op := " && "
+	if d.Any {
+		op = " || "
+	}
+	parts := make([]string, len(d.Conditions))
+	for i, c := range d.Conditions {
+		parts[i] = c.String()
+	}
+	return strings.Join(parts, op)
+}
+
+// String is "done(12)".
+func (c Condition) String() string { return fmt.Sprintf("%s(%d)", c.Kind, c.JobID) }
+
+// Eval is c's status given the state of the job it names and whether
+// that job ever started.
+func (c Condition) Eval(s JobState, started bool) DepStatus {
+	end := s.Terminal()
+	switch c.Kind {
+	case DepDone:
+		switch {
+		case s == JobCompleted:
+			return DepSatisfied
+		case end:
+			return DepNever
+		}
+	case DepExit:
+		switch {
+		case s == JobCompleted:
+			return DepNever
+		case end:
+			return DepSatisfied
+		}
+	case DepEnded:
+		if end {
+			return DepSatisfied
+		}
+	case DepStarted:
+		if end || started {
+			return DepSatisfied
+		}
+	}
+	return DepWaiting
+}
+
+// Combine is the dependency's status given each condition's.
+func (d *Dependency) Combine(st []DepStatus) DepStatus {
+	if d.Any {
+		never := true
+		for _, s := range st {
+			if s == DepSatisfied {
+				return DepSatisfied
+			}
+			never = never && s == DepNever
+		}
+		if never {
+			return DepNever
+		}
+		return DepWaiting
+	}
+	all := true
+	for _, s := range st {
+		if s == DepNever {
+			return DepNever
+		}
+		all = all && s == DepSatisfied
+	}
+	if all {
+		return DepSatisfied
+	}
+	return DepWaiting
+}
+
+// Validate checks a dependency as a submission carries it.
+func (d *Dependency) Validate() error {
+	switch {
+	case len(d.Conditions) == 0:
+		return errors.New("dependency without conditions")
+	case len(d.Conditions) > MaxConditions:
+		return fmt.Errorf("dependency of %d conditions; at most %d", len(d.Conditions), MaxConditions)
+	}
+	for _, c := range d.Conditions {
+		switch c.Kind {
+		case DepDone, DepExit, DepEnded, DepStarted:
+		default:
+			return fmt.Errorf("dependency condition %q: want done, exit, ended or started", c.Kind)
+		}
+		if c.JobID == 0 {
+			return fmt.Errorf("dependency %s: job ids start at 1", c)
+		}
+	}
+	return nil
+}
+
+// slurmKinds maps Slurm's --dependency types to ours.
+var slurmKinds = map[string]DepKind{
+	"afterok":    DepDone,
+	"afternotok": DepExit,
+	"afterany":   DepEnded,
+	"after":      DepStarted,
+}
+
+// ParseDependency reads bsub -w's expression in either syntax:
+//
+//	LSF:   done(12) && ended(13)     exit(12) || started(13)
+//	Slurm: afterok:12:13,afterany:14 afterok:12?afternotok:13
+//
+// LSF's bare job id ("12") means done(12). Terms are joined all with &&
+// (Slurm ',') or all with || (Slurm '?'); mixing both is refused.
+func ParseDependency(s string) (*Dependency, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, errors.New("empty dependency expression")
+	}
+	var (
+		d   *Dependency
+		err error
+	)
+	if strings.Contains(s, "(") || !strings.Contains(s, ":") {
+		d, err = parseLSF(s)
+	} else {
+		d, err = parseSlurm(s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Validate(); err != nil {
+		return nil, fmt.Errorf("dependency %q: %w", s, err)
+	}
+	return d, nil
+}
+
+func parseLSF(s string) (*Dependency, error) {
+	and, or := strings.Contains(s, "&&"), strings.Contains(s, "||")
+	if and && or {
+		return nil, fmt.Errorf("dependency %q mixes && and ||: join all terms with one of them", s)
+	}
+	sep := "&&"
+	if or {
+		sep = "||"
+	}
+	d := &Dependency{Any: or}
+	for _, term := range strings.Split(s, sep) {
+		term = strings.TrimSpace(term)
+		kind, id := "done", term
+		open := strings.IndexByte(term, '(')
+		if _, err := jobNumber(term); open < 0 && err != nil {
+			return nil, fmt.Errorf("dependency term %q: want condition(jobid) such as done(12), a bare job id, or Slurm's afterok:12", term)
+		}
+		if open >= 0 {
+			if !strings.HasSuffix(term, ")") {
+				return nil, fmt.Errorf("dependency term %q: want condition(jobid), e.g. done(12)", term)
+			}
+			kind, id = strings.TrimSpace(term[:open]), strings.TrimSpace(term[open+1:len(term)-1])
+		}
+		k := DepKind(strings.ToLower(kind))
+		switch k {
+		case DepDone, DepExit, DepEnded, DepStarted:
+		default:
+			return nil, fmt.Errorf("dependency term %q: unknown condition %q; use done, exit, ended or started (LSF), or afterok, afternotok, afterany or after (Slurm)", term, kind)
+		}
+		n, err := jobNumber(id)
+		if err != nil {
+			return nil, fmt.Errorf("dependency term %q: %w", term, err)
+		}
+		d.Conditions = append(d.Conditions, Condition{Kind: k, JobID: n})
+	}
+	return d, nil
+}
+
+func parseSlurm(s string) (*Dependency, error) {
+	comma, quest := strings.Contains(s, ","), strings.Contains(s, "?")
+	if comma && quest {
+		return nil, fmt.Errorf("dependency %q mixes ',' and '?': join all terms with one of them", s)
+	}
+	sep := ","
+	if quest {
+		sep = "?"
+	}
+	d := &Dependency{Any: quest}
+	for _, term := range strings.Split(s, sep) {
+		fields := strings.Split(strings.TrimSpace(term), ":")
+		k, ok := slurmKinds[strings.ToLower(fields[0])]
+		if !ok {
+			return nil, fmt.Errorf("dependency term %q: unknown type %q; use afterok, afternotok, afterany or after (Slurm), or done, exit, ended or started (LSF)", term, fields[0])
+		}
+		if len(fields) < 2 {
+			return nil, fmt.Errorf("dependency term %q: want %s:jobid[:jobid...]", term, fields[0])
+		}
+		for _, id := range fields[1:] {
+			if j, _, plus := strings.Cut(id, "+"); plus {
+				return nil, fmt.Errorf("dependency term %q: a delay (%s+minutes) is not supported", term, j)
+			}
+			n, err := jobNumber(id)
+			if err != nil {
+				return nil, fmt.Errorf("dependency term %q: %w", term, err)
+			}
+			d.Conditions = append(d.Conditions, Condition{Kind: k, JobID: n})
+		}
+	}
+	return d, nil
+}
+
+func jobNumber(s string) (uint64, error) {
+	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("job id %q is not a positive number", s)
+	}
+	return n, nil
+}

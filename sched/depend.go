@@ -1,0 +1,76 @@
+package sched
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/state"
+)
+
+// Job dependencies (bsub -w). A pending job with a dependency is handed
+// to the core as ineligible until the dependency is satisfied: reason
+// Dependency while it may still be, DependencyNeverSatisfied once it
+// cannot (done(12) and job 12 FAILED); such a job waits until killed, as
+// Slurm keeps it. The verdict is read from the state when the core's
+// snapshot is built, so the core stays pure.
+
+// dependencyStatus evaluates d against the jobs in v: each condition's
+// status (and its job's state) and the whole's.
+func dependencyStatus(v *state.Snapshot, d *api.Dependency) ([]api.Condition, api.DepStatus) {
+	conds := slices.Clone(d.Conditions)
+	sts := make([]api.DepStatus, len(conds))
+	for i := range conds {
+		c := &conds[i]
+		if o := v.Job(c.JobID); o == nil {
+			c.Status, c.JobState = api.DepNever, "" // only after a restore lost it
+		} else {
+			c.Status, c.JobState = c.Eval(o.State, !o.Started.IsZero()), o.State
+		}
+		sts[i] = c.Status
+	}
+	return conds, d.Combine(sts)
+}
+
+// dependencyReason is the pending reason j's dependency gives it, "" when
+// it has none or it is satisfied.
+func dependencyReason(v *state.Snapshot, j *api.Job) string {
+	if j.DependsOn == nil {
+		return ""
+	}
+	switch _, st := dependencyStatus(v, j.DependsOn); st {
+	case api.DepSatisfied:
+		return ""
+	case api.DepNever:
+		return api.ReasonDependencyNeverSatisfied
+	}
+	return api.ReasonDependency
+}
+
+// withDependency is j with its conditions' statuses filled in, for
+// answers (bjob lists them).
+func withDependency(v *state.Snapshot, j api.Job) api.Job {
+	if j.DependsOn == nil {
+		return j
+	}
+	conds, _ := dependencyStatus(v, j.DependsOn)
+	j.DependsOn = &api.Dependency{Any: j.DependsOn.Any, Conditions: conds}
+	return j
+}
+
+// checkDependency refuses a submission whose dependency is malformed or
+// names a job schedd does not know.
+func checkDependency(v *state.Snapshot, d *api.Dependency) error {
+	if d == nil {
+		return nil
+	}
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	for _, c := range d.Conditions {
+		if v.Job(c.JobID) == nil {
+			return fmt.Errorf("%w: dependency %s: job %d does not exist (the last job is %d)", ErrInvalid, c, c.JobID, v.LastJobID())
+		}
+	}
+	return nil
+}
