@@ -23,9 +23,10 @@ const prog = "bsub"
 
 var command = cli.Command{
 	Name:     prog,
-	Synopsis: "JOBFILE",
+	Synopsis: "JOBFILE | -I JOBFILE [-- COMMAND [ARG...]]",
 	Summary: "Submit the job described by JOBFILE (HCL, see troupe-job(5)) and print its id.\n" +
-		"With --wait, wait until the job ends and exit with its exit code.",
+		"With --wait, wait until the job ends and exit with its exit code. With -I, run main1's\n" +
+		"command (COMMAND, else the file's, else a shell) on a terminal connected to this one.",
 	Examples: []string{
 		"bsub train.hcl",
 		"bsub -q gpu -n 8 -W 4:00 -J big train.hcl   # LSF-style overrides of the file",
@@ -33,18 +34,25 @@ var command = cli.Command{
 		"bsub -H train.hcl                           # submit held; brelease starts it",
 		"bsub --dry-run -q gpu train.hcl             # check, show, submit nothing",
 		"bsub -K train.hcl && echo done      # wait; exit status is the job's",
+		"bsub -I dev.hcl                             # a shell in main1; ssh sub1 from there",
+		"bsub -I dev.hcl -- mpirun -np 4 ./a.out     # one command, on a terminal",
 		"bsub --addr unix:///run/troupe/schedd.sock train.hcl",
 	},
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
-func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
 	wait := fs.Bool("wait", false, "wait until the job ends; exit 0 if it COMPLETED, its exit code if it FAILED,\n1 if it was CANCELLED, timed out or lost its node")
 	fs.Alias("K", "wait")
 	hold := fs.Bool("H", false, "submit the job held: it waits HELD, never started, until brelease")
 	fs.Alias("hold", "H")
+	inter := fs.Bool("I", false, "interactive: run main1's command (COMMAND after --, else the file's, else\n"+
+		"/bin/sh) on a terminal connected to this one, as LSF's bsub -Is and srun --pty do; exit\n"+
+		"with its status. Ctrl-] detaches (the job goes on; battach comes back)")
+	fs.Alias("Is", "I")
+	fs.Alias("interactive", "I")
 	vars := varFlag{}
 	fs.Var(vars, "var", "set the job file's `name=value` variable (repeatable), as terraform -var does")
 	var ov overrides
@@ -59,7 +67,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case len(pos) == 0:
 		return fs.UsageError("missing job file")
-	case len(pos) > 1:
+	case len(pos) > 1 && !*inter:
 		return fs.UsageError("one job file at a time, got %d: %s", len(pos), strings.Join(pos, " "))
 	}
 	path := pos[0]
@@ -67,12 +75,15 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if dry.on && *wait {
 		return fs.UsageError("--dry-run submits nothing for --wait to wait for")
 	}
+	if *inter && (*wait || *hold) {
+		return fs.UsageError("-I waits on its own and cannot be held: drop --wait and -H")
+	}
 
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
-	spec, diags := jobspec.ParseWith(path, src, jobspec.Options{Vars: vars})
+	spec, diags := jobspec.ParseWith(path, src, jobspec.Options{Vars: vars, Interactive: *inter})
 	if len(diags) > 0 {
 		if werr := jobspec.WriteDiagnostics(stderr, path, src, diags); werr != nil {
 			return cli.Fail(stderr, prog, werr)
@@ -94,6 +105,9 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err := ov.apply(spec); err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
+	if *inter {
+		interactiveCommand(spec, pos[1:])
+	}
 
 	c, err := fs.Client()
 	if err != nil {
@@ -103,7 +117,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
-	req.Hold = *hold
+	req.Hold, req.Interactive = *hold, *inter
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	if dry.on {
@@ -112,6 +126,9 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	resp, err := c.Submit(ctx, req)
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
+	}
+	if *inter {
+		return interactive(ctx, c, resp, stdin, stdout, stderr)
 	}
 	fmt.Fprintf(stdout, "Job <%d> is submitted to partition <%s>.\n", resp.JobID, resp.Partition)
 	if !*wait {

@@ -23,7 +23,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -195,7 +194,7 @@ func runTTY(args []string, dir string) int {
 	}
 	sock := filepath.Join(dir, attach.SocketName)
 	_ = os.Remove(sock)
-	ln, err := net.Listen("unix", sock)
+	ln, err := attach.Listen(sock)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "troupe-init: attach socket: %v\n", err)
 		return 127

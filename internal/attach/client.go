@@ -26,15 +26,18 @@ type RemoteError struct{ Msg string }
 func (e *RemoteError) Error() string { return e.Msg }
 
 // Run carries a terminal over conn: in (put in raw mode when it is a
-// terminal, with its size sent now and on every SIGWINCH) to the job's
+// terminal's *os.File, with its size sent now and on every SIGWINCH) to the job's
 // terminal, the job's output to out. It returns the command's exit
 // status once it ends, ErrDetached when the user types DetachKey, a
 // *RemoteError when the far end refused, or the stream's failure.
-func Run(conn io.ReadWriteCloser, in *os.File, out io.Writer) (int, error) {
+func Run(conn io.ReadWriteCloser, in io.Reader, out io.Writer) (int, error) {
 	defer conn.Close()
 	w := &lockedWriter{w: conn}
-	fd := int(in.Fd())
-	tty := term.IsTerminal(fd)
+	fd, tty := -1, false
+	if f, ok := in.(*os.File); ok {
+		fd = int(f.Fd())
+		tty = term.IsTerminal(fd)
+	}
 	rows, cols := uint16(24), uint16(80)
 	if tty {
 		if c, r, err := term.GetSize(fd); err == nil && r > 0 && c > 0 {
@@ -56,9 +59,9 @@ func Run(conn io.ReadWriteCloser, in *os.File, out io.Writer) (int, error) {
 			}
 		}()
 	}
-	if err := w.window(rows, cols); err != nil {
-		return 0, fmt.Errorf("attach stream: %w", err)
-	}
+	// A failed write shows below as the stream's end, after any error
+	// frame the far end sent before it closed.
+	_ = w.window(rows, cols)
 	detached := make(chan struct{})
 	go func() {
 		buf := make([]byte, 4096)

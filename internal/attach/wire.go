@@ -139,3 +139,15 @@ func (f Frame) ExitCode() (int, error) {
 	}
 	return int(int32(binary.BigEndian.Uint32(f.Payload))), nil
 }
+
+// Splice copies a ⇄ b until either direction ends, then closes both:
+// schedd and the nodelet join the stream's hops with it.
+func Splice(a, b io.ReadWriteCloser) {
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(b, a); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(a, b); done <- struct{}{} }()
+	<-done
+	a.Close()
+	b.Close()
+	<-done
+}

@@ -3,7 +3,7 @@ package runtimetest
 import (
 	"context"
 	"errors"
-	"net"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -310,9 +310,9 @@ func testTerminal(t *testing.T, r rt.Runtime, init string) {
 	if !ok {
 		t.Fatalf("%s started a TTY container that is no rt.Terminal", r.Name())
 	}
-	var conn net.Conn
+	var conn io.ReadWriteCloser
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if conn, err = net.Dial("unix", term.AttachSocket()); err == nil {
+		if conn, err = attach.Dial(term.AttachSocket()); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
