@@ -21,6 +21,8 @@ require (
 	golang.org/x/sys v0.45.0
 )
 
+require golang.org/x/term v0.37.0 // indirect
+
 require (
 	github.com/NVIDIA/go-nvml v0.13.0-1
 	github.com/agext/levenshtein v1.2.1 // indirect

@@ -23,6 +23,9 @@ type Options struct {
 	// variable's type is string or not declared; otherwise it is read as
 	// an HCL expression ("4", "[\"a\", \"b\"]") and converted to the type.
 	Vars map[string]string
+	// Interactive allows main1 without a command: bsub -I gives it one
+	// (a login shell, or the command line's).
+	Interactive bool
 }
 
 // fileSchema is what may appear at the top level of a job file.
@@ -119,6 +122,12 @@ func decodeFile(body hcl.Body, opts Options) (*Job, hcl.Diagnostics) {
 	}
 	job, failed, d := decodeJob(jobs[0], ctx)
 	diags = append(diags, d...)
+	if opts.Interactive && job.mainCommand() == nil {
+		if failed == nil {
+			failed = map[string]bool{}
+		}
+		failed["command"] = true
+	}
 	diags = append(diags, job.validate(failed)...)
 	return job, diags
 }

@@ -113,3 +113,16 @@ func (j *Job) Hosts() string {
 	}
 	return strings.Join(hosts, ",")
 }
+
+// MainCommand is main1's command: role main's if it gives one, else the
+// job's; nil means none (main1 waits).
+func (j *Job) MainCommand() []string { return j.mainCommand() }
+
+// SetMainCommand makes cmd main1's command, over role main's (bsub -I
+// CMD).
+func (j *Job) SetMainCommand(cmd []string) {
+	if r := j.role(RoleMain); r != nil {
+		r.Command = nil
+	}
+	j.Command = cmd
+}

@@ -81,6 +81,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))
 	go a.rep.run(repCtx)
 	go a.heartbeat(ctx)
+	go a.attachLoop(ctx)
 	a.loop(ctx)
 	a.tasks.Wait() // every task stops and destroys on ctx cancel, or detaches
 	stopRep()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/catalog"
+	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/gpu"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/session"
@@ -109,6 +110,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
 		Mounts: mounts, Stdout: out, Stderr: out,
 		Dir:  filepath.Join(a.containersDir(), t.id()),
 		Init: a.cfg.InitBinary, InitArgs: initArgs, Devices: devices,
+		TTY: job.Interactive && c.Role == jobspec.RoleMain && c.Idx == 1 && len(c.Command) > 0,
 	}, out, nil
 }
 

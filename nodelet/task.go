@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,9 @@ type task struct {
 	// mpsHeld: the task counts in the MPS daemon's users (a fraction
 	// of a GPU); it releases it once its container is destroyed.
 	mpsHeld bool
+	// terminal is the attach socket of a container running its command
+	// on a terminal (bsub -I), once it started; "" otherwise.
+	terminal atomic.Pointer[string]
 }
 
 // releaseMPS drops the task's hold on the MPS daemon.
@@ -93,6 +97,10 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 		}
 		a.log.Debug("container started", "id", c.ID(), "took", time.Since(began))
 		a.metrics.starts.Inc()
+	}
+	if tc, ok := c.(runtime.Terminal); ok {
+		sock := tc.AttachSocket()
+		t.terminal.Store(&sock)
 	}
 	a.metrics.running.Inc()
 	defer a.metrics.running.Dec()

@@ -30,12 +30,15 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST /v1/jobs/{id}/kill", s.handleKill)
 	m.HandleFunc("POST /v1/jobs/{id}/hold", s.handleControl(s.Hold))
 	m.HandleFunc("POST /v1/jobs/{id}/release", s.handleControl(s.Release))
+	m.HandleFunc("POST /v1/jobs/{id}/attach", s.handleAttach)
 	m.HandleFunc("GET /v1/nodes", s.handleNodes)
 	m.HandleFunc("POST /v1/nodes/register", s.handleRegister)
 	m.HandleFunc("POST /v1/nodes/drain", adminOnly(s.handleDrain))
 	m.HandleFunc("POST /v1/nodes/{name}/heartbeat", nodeOnly(s.handleHeartbeat))
 	m.HandleFunc("GET /v1/nodes/{name}/assignments", nodeOnly(s.handleAssignments))
 	m.HandleFunc("POST /v1/nodes/{name}/status", nodeOnly(s.handleStatus))
+	m.HandleFunc("GET /v1/nodes/{name}/attach", nodeOnly(s.handleAttachPoll))
+	m.HandleFunc("POST /v1/nodes/{name}/attach/{req}", nodeOnly(s.handleAttachConnect))
 	m.HandleFunc("POST /v1/raft/join", adminOnly(s.handleRaftJoin))
 	m.HandleFunc("POST /v1/tokens", s.handleTokenCreate)
 	m.HandleFunc("GET /v1/tokens", s.handleTokens)
@@ -300,6 +303,8 @@ func writeErr(w http.ResponseWriter, err error) {
 		code = http.StatusNotFound
 	case errors.Is(err, state.ErrEnded), errors.Is(err, state.ErrConflict):
 		code = http.StatusConflict
+	case errors.Is(err, errUnavailable):
+		code = http.StatusGatewayTimeout
 	case errors.Is(err, raftlog.ErrNotLeader):
 		code = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1") // an election: clients retry

@@ -90,6 +90,7 @@ type Server struct {
 	nodes     nodeCache         // empty nodes and submit's can-ever-fit answers
 	config    *partition.Config // the partitions config read at start
 	metrics   *metrics
+	attach    attachHub // terminal attach requests waiting for nodelets: leader-local
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
@@ -265,6 +266,7 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 		Name:      spec.Name, User: req.User, UID: req.UID, GID: req.GID, Cwd: req.Cwd,
 		Partition: name, Account: account, Walltime: p.Walltime(spec.Walltime),
 		Spec: spec, State: api.JobPending, Reason: api.ReasonPriority,
+		Interactive: req.Interactive,
 	}
 	if err := checkDependency(v, req.DependsOn); err != nil {
 		return nil, err

@@ -23,9 +23,10 @@ const prog = "bsub"
 
 var command = cli.Command{
 	Name:     prog,
-	Synopsis: "JOBFILE",
+	Synopsis: "JOBFILE | -I JOBFILE [-- COMMAND [ARG...]]",
 	Summary: "Submit the job described by JOBFILE (HCL, see troupe-job(5)) and print its id.\n" +
-		"With --wait, wait until the job ends and exit with its exit code.",
+		"With --wait, wait until the job ends and exit with its exit code. With -I, run main1's\n" +
+		"command (COMMAND, else the file's, else a shell) on a terminal connected to this one.",
 	Examples: []string{
 		"bsub train.hcl",
 		"bsub -q gpu -n 8 -W 4:00 -J big train.hcl   # LSF-style overrides of the file",
@@ -35,13 +36,15 @@ var command = cli.Command{
 		"bsub -w afterok:12:13,afterany:14 post.hcl  # Slurm's --dependency syntax",
 		"bsub --dry-run -q gpu train.hcl             # check, show, submit nothing",
 		"bsub -K train.hcl && echo done      # wait; exit status is the job's",
+		"bsub -I dev.hcl                             # a shell in main1; ssh sub1 from there",
+		"bsub -I dev.hcl -- mpirun -np 4 ./a.out     # one command, on a terminal",
 		"bsub --addr unix:///run/troupe/schedd.sock train.hcl",
 	},
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
-func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
 	wait := fs.Bool("wait", false, "wait until the job ends; exit 0 if it COMPLETED, its exit code if it FAILED,\n1 if it was CANCELLED, timed out or lost its node")
 	fs.Alias("K", "wait")
@@ -50,6 +53,11 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	depend := fs.String("w", "", "start only once other jobs reach a state: LSF's 'done(12) && ended(13)' (also exit(),\n"+
 		"started(), || for any), or Slurm's afterok:12:13,afterany:14 (afternotok, after; '?' for any)")
 	fs.Alias("dependency", "w")
+	inter := fs.Bool("I", false, "interactive: run main1's command (COMMAND after --, else the file's, else\n"+
+		"/bin/sh) on a terminal connected to this one, as LSF's bsub -Is and srun --pty do; exit\n"+
+		"with its status. Ctrl-] detaches (the job goes on; battach comes back)")
+	fs.Alias("Is", "I")
+	fs.Alias("interactive", "I")
 	vars := varFlag{}
 	fs.Var(vars, "var", "set the job file's `name=value` variable (repeatable), as terraform -var does")
 	var ov overrides
@@ -64,7 +72,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case len(pos) == 0:
 		return fs.UsageError("missing job file")
-	case len(pos) > 1:
+	case len(pos) > 1 && !*inter:
 		return fs.UsageError("one job file at a time, got %d: %s", len(pos), strings.Join(pos, " "))
 	}
 	path := pos[0]
@@ -78,12 +86,15 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if dry.on && *wait {
 		return fs.UsageError("--dry-run submits nothing for --wait to wait for")
 	}
+	if *inter && (*wait || *hold) {
+		return fs.UsageError("-I waits on its own and cannot be held: drop --wait and -H")
+	}
 
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
-	spec, diags := jobspec.ParseWith(path, src, jobspec.Options{Vars: vars})
+	spec, diags := jobspec.ParseWith(path, src, jobspec.Options{Vars: vars, Interactive: *inter})
 	if len(diags) > 0 {
 		if werr := jobspec.WriteDiagnostics(stderr, path, src, diags); werr != nil {
 			return cli.Fail(stderr, prog, werr)
@@ -105,6 +116,9 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err := ov.apply(spec); err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
+	if *inter {
+		interactiveCommand(spec, pos[1:])
+	}
 
 	c, err := fs.Client()
 	if err != nil {
@@ -114,7 +128,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
-	req.Hold, req.DependsOn = *hold, dep
+	req.Hold, req.DependsOn, req.Interactive = *hold, dep, *inter
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	if dry.on {
@@ -123,6 +137,9 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	resp, err := c.Submit(ctx, req)
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
+	}
+	if *inter {
+		return interactive(ctx, c, resp, stdin, stdout, stderr)
 	}
 	fmt.Fprintf(stdout, "Job <%d> is submitted to partition <%s>.\n", resp.JobID, resp.Partition)
 	if !*wait {

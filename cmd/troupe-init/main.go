@@ -12,6 +12,12 @@
 // before exiting, so that a nodelet that was not the container's parent
 // (it restarted meanwhile) learns how it ended. In both modes it
 // reaps every zombie it inherits, as pid 1 must.
+//
+// --tty DIR (run mode) gives the command a pseudo-terminal, served to
+// `bsub -I` and `battach` clients on DIR/attach.sock (package attach):
+// the command starts once a first client attached (or after
+// ttyStartAfter without one), its output also goes to stdout (the
+// transcript), and clients that attach later see the recent output.
 package main
 
 import (
@@ -20,9 +26,19 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/troupe-hpc/troupe/internal/attach"
 )
+
+// ttyStartAfter is how long a --tty command waits for its first client
+// before it starts anyway (battach can still come later).
+var ttyStartAfter = 10 * time.Minute
 
 // forwarded are the signals "run" passes on to the command's group.
 var forwarded = []os.Signal{
@@ -35,19 +51,22 @@ func main() {
 }
 
 func realMain(args []string) int {
-	var sshd, exitFile string
-	for len(args) > 1 && (args[0] == "--sshd" || args[0] == "--exit-file") {
-		if args[0] == "--sshd" {
+	var sshd, exitFile, tty string
+	for len(args) > 1 && (args[0] == "--sshd" || args[0] == "--exit-file" || args[0] == "--tty") {
+		switch args[0] {
+		case "--sshd":
 			sshd = args[1]
-		} else {
+		case "--exit-file":
 			exitFile = args[1]
+		default:
+			tty = args[1]
 		}
 		args = args[2:]
 	}
 	if len(args) == 0 {
 		return usage()
 	}
-	code := realRun(sshd, args)
+	code := realRun(sshd, tty, args)
 	if exitFile != "" {
 		writeExit(exitFile, code)
 	}
@@ -66,7 +85,7 @@ func writeExit(path string, code int) {
 	}
 }
 
-func realRun(sshd string, args []string) int {
+func realRun(sshd, tty string, args []string) int {
 	if sshd != "" {
 		stop, err := startDaemon(sshd, "server")
 		if err != nil {
@@ -86,13 +105,16 @@ func realRun(sshd string, args []string) int {
 		if len(rest) == 0 {
 			return usage()
 		}
+		if tty != "" {
+			return runTTY(rest, tty)
+		}
 		return run(rest)
 	}
 	return usage()
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "usage: troupe-init [--sshd PATH] [--exit-file PATH] wait | troupe-init [--sshd PATH] [--exit-file PATH] run -- COMMAND [ARG...]")
+	fmt.Fprintln(os.Stderr, "usage: troupe-init [--sshd PATH] [--exit-file PATH] wait | troupe-init [--sshd PATH] [--exit-file PATH] [--tty DIR] run -- COMMAND [ARG...]")
 	return 2
 }
 
@@ -154,6 +176,91 @@ func run(args []string) int {
 			continue
 		}
 		if code, done := reap(proc.Pid); done {
+			return code
+		}
+	}
+	return 0
+}
+
+// runTTY runs args on a pseudo-terminal served to attach clients on
+// dir/attach.sock, and supervises it as run does.
+func runTTY(args []string, dir string) int {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD}, forwarded...)...)
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "troupe-init: %v\n", err)
+		return 127
+	}
+	sock := filepath.Join(dir, attach.SocketName)
+	_ = os.Remove(sock)
+	ln, err := attach.Listen(sock)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "troupe-init: attach socket: %v\n", err)
+		return 127
+	}
+	defer os.Remove(sock)
+	defer ln.Close()
+	if err := os.Chmod(sock, 0o600); err != nil {
+		fmt.Fprintf(os.Stderr, "troupe-init: attach socket: %v\n", err)
+		return 127
+	}
+	master, slave, err := pty.Open()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "troupe-init: pseudo-terminal: %v\n", err)
+		return 127
+	}
+	defer master.Close()
+	srv := attach.NewServer(master, os.Stdout)
+	go func() { _ = srv.Serve(ln) }()
+	pumped := make(chan struct{})
+	go func() { srv.Pump(); close(pumped) }()
+
+	// Start once someone watches: nothing typed or printed is lost.
+	start := time.NewTimer(ttyStartAfter)
+	defer start.Stop()
+wait:
+	for {
+		select {
+		case <-srv.Attached():
+			break wait
+		case <-start.C:
+			break wait
+		case sig := <-sigs:
+			if sig != syscall.SIGCHLD {
+				slave.Close()
+				return 128 + int(sig.(syscall.Signal))
+			}
+			reap(-1)
+		}
+	}
+	proc, err := os.StartProcess(path, args, &os.ProcAttr{
+		Files: []*os.File{slave, slave, slave},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
+	})
+	slave.Close()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "troupe-init: %v\n", err)
+		code := 127
+		if errors.Is(err, os.ErrPermission) {
+			code = 126
+		}
+		srv.Finish(code)
+		return code
+	}
+	for sig := range sigs {
+		if sig != syscall.SIGCHLD {
+			_ = syscall.Kill(-proc.Pid, sig.(syscall.Signal))
+			continue
+		}
+		if code, done := reap(proc.Pid); done {
+			// The last output is in flight until the terminal's other
+			// side is closed by every process that held it.
+			select {
+			case <-pumped:
+			case <-time.After(time.Second):
+			}
+			srv.Finish(code)
 			return code
 		}
 	}

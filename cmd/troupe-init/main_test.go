@@ -3,12 +3,16 @@ package main
 import (
 	"debug/elf"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/attach"
 )
 
 func build(t *testing.T) string {
@@ -117,4 +121,121 @@ func TestExitFile(t *testing.T) {
 			t.Errorf("%v: exit file = %q (%v), want %q", tc.args, b, err, tc.want)
 		}
 	}
+}
+
+// dialAttach waits for troupe-init's attach socket in dir and connects.
+func dialAttach(t *testing.T, dir string) net.Conn {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("unix", filepath.Join(dir, attach.SocketName))
+		if err == nil {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("attach socket: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestTTY(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	var transcript strings.Builder
+	cmd := exec.Command(bin, "--tty", dir, "run", "--", "sh", "-c",
+		`test -t 0 && echo on-a-tty; read x; echo "got:$x"; stty size; exit 5`)
+	cmd.Stdout = &transcript
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	// The command waits for a client: it starts with the client's size.
+	c := dialAttach(t, dir)
+	in, inw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_, _ = inw.WriteString("hello\n")
+	}()
+	var out strings.Builder
+	code, err := attach.Run(c, in, &out)
+	if err != nil || code != 5 {
+		t.Fatalf("attach.Run = %d, %v; output %q", code, err, out.String())
+	}
+	for _, want := range []string{"on-a-tty", "got:hello", "24 80"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("terminal output %q lacks %q", out.String(), want)
+		}
+	}
+	select {
+	case err := <-done:
+		if got := exitCode(err); got != 5 {
+			t.Errorf("troupe-init exit = %d, want 5", got)
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("troupe-init did not exit with its command")
+	}
+	if !strings.Contains(transcript.String(), "got:hello") {
+		t.Errorf("transcript %q lacks the terminal's output", transcript.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, attach.SocketName)); !os.IsNotExist(err) {
+		t.Errorf("attach socket left behind (%v)", err)
+	}
+}
+
+// TestTTYWindowAndLateClient: a resize reaches the terminal, input from a
+// second client reaches the same terminal, and both see its output.
+func TestTTYWindowAndLateClient(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--tty", dir, "run", "--", "sh", "-c", `echo ready; read x; stty size; echo "x=$x"; exit 0`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	a := dialAttach(t, dir)
+	defer a.Close()
+	if err := attach.WriteWindow(a, 40, 120); err != nil {
+		t.Fatal(err)
+	}
+	ra := attach.NewReader(a)
+	readUntil(t, ra, "ready")
+	b := dialAttach(t, dir) // sees the replay of "ready", then types
+	defer b.Close()
+	rb := attach.NewReader(b)
+	readUntil(t, rb, "ready")
+	if err := attach.WriteData(b, []byte("from-b\n")); err != nil {
+		t.Fatal(err)
+	}
+	out := readUntil(t, ra, "x=from-b")
+	if !strings.Contains(out, "40 120") {
+		t.Errorf("stty size after resize: %q, want 40 120", out)
+	}
+	readUntil(t, rb, "x=from-b")
+}
+
+// readUntil reads data frames until their text contains want; it fails
+// on an exit or error frame first.
+func readUntil(t *testing.T, r *attach.Reader, want string) string {
+	t.Helper()
+	var got strings.Builder
+	deadline := time.AfterFunc(10*time.Second, func() { t.Errorf("timed out waiting for %q; got %q", want, got.String()) })
+	defer deadline.Stop()
+	for !strings.Contains(got.String(), want) {
+		f, err := r.Next()
+		if err != nil {
+			t.Fatalf("waiting for %q: %v (got %q)", want, err, got.String())
+		}
+		if f.Type != attach.Data {
+			t.Fatalf("waiting for %q: frame %q (got %q)", want, f.Type, got.String())
+		}
+		got.Write(f.Payload)
+	}
+	return got.String()
 }

@@ -1,11 +1,11 @@
-# bash completion for troupe: bsub bqueue bkill bhold brelease bjob bpeek bhosts badmin bsim
+# bash completion for troupe: bsub bqueue bkill bhold brelease bjob bpeek battach bhosts badmin bsim
 # schedd nodelet.
 #
 # Install: copy this file to /usr/share/bash-completion/completions/troupe and
 # link each command's name to it there (bash-completion loads completions
 # by command name), or source it from ~/.bashrc:
 #
-#   for c in bsub bqueue bkill bhold brelease bjob bpeek bhosts badmin bsim schedd nodelet; do
+#   for c in bsub bqueue bkill bhold brelease bjob bpeek battach bhosts badmin bsim schedd nodelet; do
 #       ln -sf troupe /usr/share/bash-completion/completions/$c
 #   done
 #
@@ -224,8 +224,8 @@ _troupe() {
     bsim)
         ((${#pos[@]} == 0)) && _troupe_files '*.@(swf|swf.gz)'
         ;;
-    bkill | bhold | brelease | bjob | bpeek)
-        [[ $prog == bjob || $prog == bpeek ]] && ((${#pos[@]} > 0)) && return 0
+    bkill | bhold | brelease | bjob | bpeek | battach)
+        [[ $prog == bjob || $prog == bpeek || $prog == battach ]] && ((${#pos[@]} > 0)) && return 0
         local -a ids=()
         local id p seen
         while IFS= read -r id; do
@@ -254,4 +254,4 @@ _troupe() {
     return 0
 }
 
-complete -F _troupe bsub bqueue bkill bhold brelease bjob bpeek bhosts badmin bsim schedd nodelet
+complete -F _troupe bsub bqueue bkill bhold brelease bjob bpeek battach bhosts badmin bsim schedd nodelet

@@ -9,11 +9,16 @@
 //	POST /v1/jobs/{id}/kill            → Job
 //	POST /v1/jobs/{id}/hold            {} → Job (a pending job becomes HELD; 409 otherwise)
 //	POST /v1/jobs/{id}/release         {} → Job (a held job becomes PENDING; 409 otherwise)
+//	POST /v1/jobs/{id}/attach[?host=H] Upgrade: troupe-attach → 101, then the
+//	                                   terminal stream of an interactive job (package attach)
 //	GET  /v1/nodes                     → NodeList
 //	POST /v1/nodes/register            NodeRegister → Node
 //	POST /v1/nodes/{name}/heartbeat    → {}
 //	GET  /v1/nodes/{name}/assignments?index=N&wait=30s → Assignments
 //	POST /v1/nodes/{name}/status       ContainerReport → {}
+//	GET  /v1/nodes/{name}/attach?wait=30s → AttachRequests (blocking)
+//	POST /v1/nodes/{name}/attach/{id}  Upgrade: troupe-attach → 101: the nodelet's
+//	                                   end of attach request id
 //	GET  /v1/partitions                → PartitionList
 //	GET  /v1/fairshare                 → FairShareList
 //	GET  /v1/snapshot                  → snapshot file (badmin snapshot save)
@@ -109,6 +114,9 @@ type SubmitRequest struct {
 	Hold bool `json:"hold,omitempty"`
 	// DependsOn makes the job wait for other jobs (bsub -w); see depend.go.
 	DependsOn *Dependency `json:"depends_on,omitempty"`
+	// Interactive (bsub -I) runs main1's command on a terminal that the
+	// submitter attaches to through schedd (POST /v1/jobs/{id}/attach).
+	Interactive bool `json:"interactive,omitempty"`
 }
 
 // SubmitResponse answers a submission.
@@ -119,25 +127,27 @@ type SubmitResponse struct {
 
 // Job is a job as schedd keeps it.
 type Job struct {
-	ID         uint64        `json:"id"`
-	SessionID  string        `json:"session_id"`           // equals main1's kernel id
-	RequestID  string        `json:"request_id,omitempty"` // the submission's idempotency key
-	Network    *Network      `json:"network,omitempty"`
-	Name       string        `json:"name"`
-	User       string        `json:"user"`
-	UID        int           `json:"uid"`
-	GID        int           `json:"gid"`
-	Cwd        string        `json:"cwd"`
-	Partition  string        `json:"partition"`
-	Account    string        `json:"account,omitempty"`  // fair-share account, resolved at submit
-	Walltime   time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
-	Spec       jobspec.Job   `json:"spec"`
-	State      JobState      `json:"state"`
-	Reason     string        `json:"reason,omitempty"`      // pending reason or end cause
-	ExitCode   int           `json:"exit_code"`             // main1's, once ended
-	KillWanted bool          `json:"kill_wanted,omitempty"` // bkill or session end: nodelets stop containers
-	Cancelled  bool          `json:"cancelled,omitempty"`   // bkill asked for it; the job ends CANCELLED
-	TimedOut   bool          `json:"timed_out,omitempty"`   // ran past its walltime; the job ends TIMEOUT
+	ID        uint64        `json:"id"`
+	SessionID string        `json:"session_id"`           // equals main1's kernel id
+	RequestID string        `json:"request_id,omitempty"` // the submission's idempotency key
+	Network   *Network      `json:"network,omitempty"`
+	Name      string        `json:"name"`
+	User      string        `json:"user"`
+	UID       int           `json:"uid"`
+	GID       int           `json:"gid"`
+	Cwd       string        `json:"cwd"`
+	Partition string        `json:"partition"`
+	Account   string        `json:"account,omitempty"`  // fair-share account, resolved at submit
+	Walltime  time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
+	Spec      jobspec.Job   `json:"spec"`
+	// Interactive: main1's command runs on a terminal (bsub -I, battach).
+	Interactive bool     `json:"interactive,omitempty"`
+	State       JobState `json:"state"`
+	Reason      string   `json:"reason,omitempty"`      // pending reason or end cause
+	ExitCode    int      `json:"exit_code"`             // main1's, once ended
+	KillWanted  bool     `json:"kill_wanted,omitempty"` // bkill or session end: nodelets stop containers
+	Cancelled   bool     `json:"cancelled,omitempty"`   // bkill asked for it; the job ends CANCELLED
+	TimedOut    bool     `json:"timed_out,omitempty"`   // ran past its walltime; the job ends TIMEOUT
 	// Requeues counts the times a node failure put the job back in the
 	// queue; LastRequeue says why the last time.
 	Requeues    int         `json:"requeues,omitempty"`
@@ -318,6 +328,22 @@ type ContainerUpdate struct {
 	State    ContainerState `json:"state"`
 	ExitCode int            `json:"exit_code"`
 	Message  string         `json:"message,omitempty"`
+}
+
+// AttachRequest asks a nodelet to connect a client to the terminal of
+// one of its containers: it answers with POST
+// /v1/nodes/{name}/attach/{ID}, upgraded, and splices that stream to the
+// container's attach socket.
+type AttachRequest struct {
+	ID    string `json:"id"`
+	JobID uint64 `json:"job_id"`
+	Host  string `json:"host"`
+	Run   int    `json:"run"` // the job's Requeues
+}
+
+// AttachRequests are the attach requests waiting for a node.
+type AttachRequests struct {
+	Requests []AttachRequest `json:"requests"`
 }
 
 // PartitionInfo is a partition as badmin partitions shows it: its

@@ -86,6 +86,14 @@ type Container interface {
 	Destroy(ctx context.Context) error
 }
 
+// Terminal is a container started with Spec.TTY.
+type Terminal interface {
+	// AttachSocket is the host path of the unix socket troupe-init
+	// serves the container's terminal on (package attach); it exists
+	// while the command may still run.
+	AttachSocket() string
+}
+
 // Exit is how a container ended.
 type Exit struct {
 	// Code is the exit status; 128+n when killed by signal n (as shells
@@ -149,6 +157,11 @@ type Spec struct {
 	// NetNS is the path of a network namespace the container joins (a
 	// pinned one, see package network). Empty: the node's own network.
 	NetNS string
+	// TTY runs Args on a pseudo-terminal that troupe-init serves to
+	// attach clients (bsub -I, battach) on a unix socket, whose host path
+	// the Container gives as a Terminal. Needs Init and Args; runc and
+	// process only.
+	TTY bool
 	// Devices are host device nodes (GPUs) the container may use: runc
 	// creates them at the same path and allows them in the device
 	// cgroup; the process and apptainer drivers see the host's /dev

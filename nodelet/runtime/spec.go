@@ -49,6 +49,8 @@ func (s Spec) Validate() error {
 		return bad("negative resource limit")
 	case len(s.Args) == 0 && s.Init == "":
 		return bad("no command and no init binary to wait with")
+	case s.TTY && (len(s.Args) == 0 || s.Init == ""):
+		return bad("a terminal needs a command and the init binary to serve it")
 	}
 	for _, d := range s.Devices {
 		if !filepath.IsAbs(d.Path) || (d.Type != "c" && d.Type != "b") {

@@ -92,6 +92,9 @@ func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container,
 	if s.Init == "" {
 		return nil, fmt.Errorf("%w: apptainer needs the troupe-init binary", runtime.ErrInvalidSpec)
 	}
+	if s.TTY {
+		return nil, fmt.Errorf("interactive terminal: %w (use runc)", runtime.ErrUnsupported)
+	}
 	img, err := imageArg(s.ImageOrHost())
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -32,6 +33,10 @@ type container struct {
 }
 
 func (c *container) ID() string { return c.id }
+
+// AttachSocket is where troupe-init serves a Spec.TTY command's
+// terminal: in the container's directory.
+func (c *container) AttachSocket() string { return filepath.Join(c.dir, attach.SocketName) }
 
 func (c *container) watch() {
 	_ = c.cmd.Wait()

@@ -99,8 +99,11 @@ func check(s runtime.Spec) error {
 
 func command(s runtime.Spec, home string) *exec.Cmd {
 	args := s.Args
-	if len(args) == 0 {
+	switch {
+	case len(args) == 0:
 		args = []string{s.Init, "wait"}
+	case s.TTY:
+		args = append([]string{s.Init, "--tty", s.Dir, "run", "--"}, args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	if lp, err := lookPath(args[0], s.Env); err == nil {

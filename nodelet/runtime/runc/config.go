@@ -81,6 +81,9 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 func process(s runtime.Spec) *specs.Process {
 	args := append([]string{runtime.InitPath}, s.InitArgs...)
 	args = append(args, "--exit-file", statusDir+"/exit")
+	if s.TTY {
+		args = append(args, "--tty", statusDir)
+	}
 	if len(s.Args) > 0 {
 		args = append(append(args, "run", "--"), s.Args...)
 	} else {

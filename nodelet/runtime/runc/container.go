@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -41,6 +42,10 @@ type container struct {
 	mu        sync.Mutex // serialises Destroy
 	destroyed bool
 }
+
+// AttachSocket is where troupe-init serves a Spec.TTY container's
+// terminal: in the status directory, which the host sees too.
+func (c *container) AttachSocket() string { return filepath.Join(c.l.status(), attach.SocketName) }
 
 var _ runtime.Container = (*container)(nil)
 

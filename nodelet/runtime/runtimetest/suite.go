@@ -3,12 +3,15 @@ package runtimetest
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/attach"
 	rt "github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -51,6 +54,7 @@ func RunWith(t *testing.T, r rt.Runtime, o Options) {
 		{"RecoverRunning", testRecoverRunning},
 		{"RecoverExited", testRecoverExited},
 		{"RecoverUnknown", testRecoverUnknown},
+		{"Terminal", testTerminal},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, r, init) })
@@ -284,5 +288,61 @@ func testRecoverUnknown(t *testing.T, r rt.Runtime, init string) {
 		t.Skipf("SKIP: %s cannot re-attach to containers (Recover: %v)", r.Name(), err)
 	case !errors.Is(err, rt.ErrNotFound):
 		t.Errorf("recover of an unknown container = %v, want ErrNotFound", err)
+	}
+}
+
+// testTerminal: a Spec.TTY command runs on a terminal once a client
+// attached to the container's socket; input and output cross it, the
+// exit status reaches the client and Wait, and the output is also in
+// the container's stdout. Drivers without terminals refuse the spec.
+func testTerminal(t *testing.T, r rt.Runtime, init string) {
+	spec, outPath := NewSpec(t, init, "sh", "-c", `test -t 0 && echo on-a-tty; read x; echo "got:$x"; exit 6`)
+	spec.TTY = true
+	c, err := r.Start(context.Background(), spec)
+	if errors.Is(err, rt.ErrUnsupported) {
+		t.Skipf("%s has no terminals: %v", r.Name(), err)
+	}
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Destroy(context.Background()) })
+	term, ok := c.(rt.Terminal)
+	if !ok {
+		t.Fatalf("%s started a TTY container that is no rt.Terminal", r.Name())
+	}
+	var conn io.ReadWriteCloser
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if conn, err = attach.Dial(term.AttachSocket()); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("attach socket %s: %v", term.AttachSocket(), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	in, inw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	defer inw.Close()
+	if _, err := inw.WriteString("typed\n"); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	code, err := attach.Run(conn, in, &out)
+	if err != nil || code != 6 {
+		t.Fatalf("attach.Run = %d, %v; terminal showed %q", code, err, out.String())
+	}
+	for _, want := range []string{"on-a-tty", "got:typed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("terminal showed %q, want %q in it", out.String(), want)
+		}
+	}
+	if e := WaitExit(t, c, 10*time.Second); e.Code != 6 {
+		t.Errorf("exit = %+v, want code 6", e)
+	}
+	if got := ReadFile(t, outPath); !strings.Contains(got, "got:typed") {
+		t.Errorf("stdout (the transcript) = %q, want the terminal's output", got)
 	}
 }

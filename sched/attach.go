@@ -1,0 +1,274 @@
+package sched
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/attach"
+	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/raftlog"
+	"github.com/troupe-hpc/troupe/sched/state"
+)
+
+// attachAnswer bounds how long a client's attach waits for the nodelet
+// to connect its end.
+var attachAnswer = 15 * time.Second
+
+// attachHub pairs the two halves of a terminal attach (bsub -I,
+// battach): the client's upgraded request, held until the nodelet of the
+// container, told through its attach long-poll, connects its own
+// upgraded request for the same id; then schedd splices the two.
+// Leader-local: nothing of it is replicated.
+type attachHub struct {
+	mu      sync.Mutex
+	queued  map[string][]api.AttachRequest // by node: not yet fetched
+	wake    map[string]chan struct{}       // by node: closed when one is queued
+	waiting map[string]*attachWait         // by request id: until the nodelet connects
+}
+
+type attachWait struct {
+	node string
+	conn chan net.Conn // the nodelet's hijacked connection
+}
+
+// request queues req for node and returns what the client waits on.
+func (h *attachHub) request(node string, req api.AttachRequest) *attachWait {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.queued == nil {
+		h.queued, h.wake, h.waiting = map[string][]api.AttachRequest{}, map[string]chan struct{}{}, map[string]*attachWait{}
+	}
+	w := &attachWait{node: node, conn: make(chan net.Conn, 1)}
+	h.waiting[req.ID] = w
+	h.queued[node] = append(h.queued[node], req)
+	if ch, ok := h.wake[node]; ok {
+		close(ch)
+		delete(h.wake, node)
+	}
+	return w
+}
+
+// forget drops request id (answered, or given up on).
+func (h *attachHub) forget(node, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.waiting, id)
+	q := h.queued[node]
+	for i, r := range q {
+		if r.ID == id {
+			h.queued[node] = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+}
+
+// take returns node's queued requests, or a channel closed when one comes.
+func (h *attachHub) take(node string) ([]api.AttachRequest, <-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q := h.queued[node]; len(q) > 0 {
+		delete(h.queued, node)
+		return q, nil
+	}
+	if h.wake == nil {
+		h.queued, h.wake, h.waiting = map[string][]api.AttachRequest{}, map[string]chan struct{}{}, map[string]*attachWait{}
+	}
+	ch, ok := h.wake[node]
+	if !ok {
+		ch = make(chan struct{})
+		h.wake[node] = ch
+	}
+	return nil, ch
+}
+
+// claim returns the wait of request id from node, removing it.
+func (h *attachHub) claim(node, id string) *attachWait {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.waiting[id]
+	if w == nil || w.node != node {
+		return nil
+	}
+	delete(h.waiting, id)
+	return w
+}
+
+// handleAttach serves POST /v1/jobs/{id}/attach: the caller, who must own
+// the job (or be an admin), gets the terminal of its container ?host=
+// (main1) once the container's nodelet connected.
+func (s *Server) handleAttach(w http.ResponseWriter, r *http.Request) {
+	id, ok := jobID(w, r)
+	if !ok {
+		return
+	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), attach.Upgrade) {
+		writeErr(w, fmt.Errorf("%w: attach needs the header Upgrade: %s", ErrInvalid, attach.Upgrade))
+		return
+	}
+	if !s.IsLeader() {
+		writeErr(w, fmt.Errorf("%w: terminals are served by the leader (%s)", raftlog.ErrNotLeader, s.leaderAPI()))
+		return
+	}
+	host := r.URL.Query().Get("host")
+	if host == "" {
+		host = jobspec.RoleMain + "1"
+	}
+	j := s.st.Snapshot().Job(id)
+	if j == nil {
+		writeErr(w, fmt.Errorf("job %d: %w", id, state.ErrNotFound))
+		return
+	}
+	if err := mayAttach(r.Context(), j); err != nil {
+		writeErr(w, err)
+		return
+	}
+	node, err := attachable(j, host)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	req := api.AttachRequest{ID: auth.NewID(), JobID: id, Host: host, Run: j.Requeues}
+	wait := s.attach.request(node, req)
+	defer s.attach.forget(node, req.ID)
+	timer := time.NewTimer(attachAnswer)
+	defer timer.Stop()
+	var nc net.Conn
+	select {
+	case nc = <-wait.conn:
+	case <-timer.C:
+		writeErr(w, fmt.Errorf("%w: node %s did not connect job %d's terminal within %s", errUnavailable, node, id, attachAnswer))
+		return
+	case <-r.Context().Done():
+		return
+	}
+	cc, brw, err := upgrade(w)
+	if err != nil {
+		nc.Close()
+		s.log.Warn("attach: upgrading the client's connection", "job", id, "err", err)
+		return
+	}
+	s.log.Info("terminal attached", "job", id, "host", host, "node", node)
+	attach.Splice(&bufferedConn{Conn: cc, r: brw.Reader}, nc)
+}
+
+// mayAttach: only the job's owner (or an admin) gets its terminal.
+func mayAttach(ctx context.Context, j *api.Job) error {
+	if err := mayControl(ctx, j); err != nil {
+		return fmt.Errorf("%w: job %d belongs to %s; you may attach only to your own jobs", ErrForbidden, j.ID, j.User)
+	}
+	return nil
+}
+
+// attachable checks that j's container host has a terminal to attach to
+// now, and returns its node.
+func attachable(j *api.Job, host string) (string, error) {
+	if !j.Interactive {
+		return "", fmt.Errorf("%w: job %d is not interactive (submit it with bsub -I); bpeek shows its output", state.ErrConflict, j.ID)
+	}
+	if host != jobspec.RoleMain+"1" {
+		return "", fmt.Errorf("%w: only main1 has a terminal, not %q", ErrInvalid, host)
+	}
+	if j.State.Terminal() {
+		return "", fmt.Errorf("%w: job %d has ended (%s)", state.ErrEnded, j.ID, j.State)
+	}
+	for _, c := range j.Containers {
+		if c.Host != host {
+			continue
+		}
+		if c.State != api.ContainerRunning || c.Node == "" {
+			return "", fmt.Errorf("%w: job %d is %s; its terminal opens once main1 runs", state.ErrConflict, j.ID, j.State)
+		}
+		return c.Node, nil
+	}
+	return "", fmt.Errorf("%w: job %d has no container %s", ErrInvalid, j.ID, host)
+}
+
+// handleAttachPoll serves GET /v1/nodes/{name}/attach: the node's attach
+// requests, waiting up to ?wait= (30s) for one.
+func (s *Server) handleAttachPoll(w http.ResponseWriter, r *http.Request) {
+	wait := defaultWait
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeErr(w, fmt.Errorf("%w: wait %q is not a duration such as 30s", ErrInvalid, v))
+			return
+		}
+		wait = min(d, maxWait)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	node := r.PathValue("name")
+	for {
+		reqs, ch := s.attach.take(node)
+		if len(reqs) > 0 {
+			writeJSON(w, http.StatusOK, 0, api.AttachRequests{Requests: reqs})
+			return
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			writeJSON(w, http.StatusOK, 0, api.AttachRequests{Requests: []api.AttachRequest{}})
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// handleAttachConnect serves POST /v1/nodes/{name}/attach/{req}: the
+// nodelet's end of a request, handed to the client waiting for it.
+func (s *Server) handleAttachConnect(w http.ResponseWriter, r *http.Request) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), attach.Upgrade) {
+		writeErr(w, fmt.Errorf("%w: attach needs the header Upgrade: %s", ErrInvalid, attach.Upgrade))
+		return
+	}
+	wait := s.attach.claim(r.PathValue("name"), r.PathValue("req"))
+	if wait == nil {
+		writeErr(w, fmt.Errorf("attach request %s: %w (the client gave up)", r.PathValue("req"), state.ErrNotFound))
+		return
+	}
+	nc, brw, err := upgrade(w)
+	if err != nil {
+		s.log.Warn("attach: upgrading the nodelet's connection", "err", err)
+		return
+	}
+	wait.conn <- &bufferedConn{Conn: nc, r: brw.Reader}
+}
+
+// upgrade answers 101 Switching Protocols and takes the connection over.
+func upgrade(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + attach.Upgrade + "\r\n\r\n"); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	if err := brw.Flush(); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, brw, nil
+}
+
+// bufferedConn reads through what the HTTP server had already buffered.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// errUnavailable maps to 504: the far end did not answer in time.
+var errUnavailable = errors.New("terminal unavailable")
