@@ -7,6 +7,8 @@
 //	GET  /v1/jobs[?index=N&wait=30s]   → JobList (blocking when index given)
 //	GET  /v1/jobs/{id}                 → Job
 //	POST /v1/jobs/{id}/kill            → Job
+//	POST /v1/jobs/{id}/signal          SignalJob → Job (bkill -s: a running job's containers get the signal)
+//	GET  /v1/history[?user=U&limit=N…] → History (ended jobs, with usage and events; bhist)
 //	POST /v1/jobs/{id}/hold            {} → Job (a pending job becomes HELD; 409 otherwise)
 //	POST /v1/jobs/{id}/release         {} → Job (a held job becomes PENDING; 409 otherwise)
 //	GET  /v1/nodes                     → NodeList
@@ -156,6 +158,12 @@ type Job struct {
 	// limit keeps out come last); QueueLength is how many there are.
 	QueuePosition int `json:"queue_position,omitempty"`
 	QueueLength   int `json:"queue_length,omitempty"`
+	// Signals are the signal requests (bkill -s) made while it ran, in
+	// order: Seq is the position + 1. Nodelets deliver each once.
+	Signals []SignalRequest `json:"signals,omitempty"`
+	// CPUTime and MemPeak sum its containers' usage as they ended.
+	CPUTime time.Duration `json:"cpu_time,omitempty"`
+	MemPeak int64         `json:"mem_peak,omitempty"`
 }
 
 // PriorityFactors break a pending job's priority into its weighted
@@ -184,6 +192,10 @@ type Container struct {
 	// without GPUs, or on a node that reported no devices). The nodelet
 	// enforces them: CUDA_VISIBLE_DEVICES and MPS limits.
 	GPUs []GPUShare `json:"gpus,omitempty"`
+	// CPUTime (user + system) and MemPeak (bytes) are what the container
+	// used, reported by its nodelet when it ended.
+	CPUTime time.Duration `json:"cpu_time,omitempty"`
+	MemPeak int64         `json:"mem_peak,omitempty"`
 }
 
 // GPUShare is a slice of one GPU device of a node.
@@ -287,6 +299,9 @@ type ContainerUpdate struct {
 	State    ContainerState `json:"state"`
 	ExitCode int            `json:"exit_code"`
 	Message  string         `json:"message,omitempty"`
+	// CPUTime and MemPeak are the container's usage, on its final update.
+	CPUTime time.Duration `json:"cpu_time,omitempty"`
+	MemPeak int64         `json:"mem_peak,omitempty"`
 }
 
 // PartitionInfo is a partition as badmin partitions shows it: its

@@ -50,6 +50,7 @@ const (
 	CmdToken    = "token"     // add (or replace, same id) a bearer token record
 	CmdRevoke   = "revoke"    // delete a bearer token record
 	CmdServer   = "server"    // a raft server's API address (the leader, on taking office)
+	CmdSignal   = "signal"    // signal a running job's containers, or cancel a pending one (bkill -s)
 )
 
 // Command is one raft log entry. Time is the leader's clock when it
@@ -78,6 +79,8 @@ type Command struct {
 	Revoke string     `json:"revoke,omitempty"`
 	// Server maps a raft server id to its API address.
 	Server *Server `json:"server,omitempty"`
+	// Signal is a bkill -s request.
+	Signal *Signal `json:"signal,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -148,6 +151,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = revokeToken(txn, c.Revoke)
 	case CmdServer:
 		err = putServer(txn, c.Server)
+	case CmdSignal:
+		res, err = signalJob(txn, index, c.Time, c.Signal)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
@@ -318,6 +323,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 				continue
 			}
 			c.State, c.ExitCode, c.Message = u.State, u.ExitCode, u.Message
+			addUsage(j, c, u)
 			changed[j.ID] = j
 		}
 	}
