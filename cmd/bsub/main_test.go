@@ -126,7 +126,7 @@ func TestArgs(t *testing.T) {
 		{"no file", nil, 2, "bsub: missing job file"},
 		{"two files", []string{"a.hcl", "b.hcl"}, 2, "bsub: one job file at a time, got 2: a.hcl b.hcl"},
 		{"unknown flag", []string{"-x", "normal", "a.hcl"}, 2, "bsub: flag provided but not defined: -x"},
-		{"-e not supported", []string{"-e", "err.txt", "a.hcl"}, 2, "bsub: flag provided but not defined: -e"},
+		{"-e without a file", []string{"a.hcl", "-e"}, 2, "bsub: flag needs an argument: -e"},
 		{"dry run and wait", []string{"--dry-run", "-K", "a.hcl"}, 2, "bsub: --dry-run submits nothing for --wait to wait for"},
 		{"bad dry-run value", []string{"--dry-run=xml", "a.hcl"}, 2, `bsub: invalid boolean value "xml" for -dry-run: want --dry-run or --dry-run=json`},
 	}
