@@ -101,7 +101,7 @@ func HistoryRecord(j api.Job) api.HistoryJob {
 		}
 	}
 	h.Events = append(h.Events, api.JobEvent{Time: j.Submitted, Event: api.EventSubmitted,
-		Detail: fmt.Sprintf("to partition %s, %d containers", j.Partition, len(j.Containers))})
+		Detail: fmt.Sprintf("to partition %s, %d container%s", j.Partition, len(j.Containers), plural(len(j.Containers)))})
 	if !j.Started.IsZero() {
 		h.Events = append(h.Events, api.JobEvent{Time: j.Started, Event: api.EventStarted, Detail: "on " + strings.Join(h.Nodes, ", ")})
 	}
@@ -174,4 +174,11 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, 0, j)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

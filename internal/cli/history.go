@@ -73,7 +73,7 @@ func WriteHistoryLong(w io.Writer, jobs []api.HistoryJob, loc *time.Location) er
 		pair("Wait", Elapsed(j.Wait))
 		pair("Run", Elapsed(j.Run))
 		pair("CPU time", CPUTime(j.CPUTime))
-		pair("Max memory", Memory(j.MemPeak))
+		pair("Mem peak", Memory(j.MemPeak))
 		if err := kv.Flush(); err != nil {
 			return err
 		}

@@ -232,7 +232,7 @@ func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 	pair("Time", Elapsed(JobTime(j, now)))
 	if j.State.Terminal() {
 		pair("CPU time", CPUTime(j.CPUTime))
-		pair("Max memory", Memory(j.MemPeak))
+		pair("Mem peak", Memory(j.MemPeak))
 	}
 	for _, sg := range j.Signals {
 		to := "all containers"
