@@ -51,6 +51,7 @@ func RunWith(t *testing.T, r rt.Runtime, o Options) {
 		{"RecoverRunning", testRecoverRunning},
 		{"RecoverExited", testRecoverExited},
 		{"RecoverUnknown", testRecoverUnknown},
+		{"Usage", testUsage},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, r, init) })
@@ -285,4 +286,19 @@ func testRecoverUnknown(t *testing.T, r rt.Runtime, init string) {
 	case !errors.Is(err, rt.ErrNotFound):
 		t.Errorf("recover of an unknown container = %v, want ErrNotFound", err)
 	}
+}
+
+// testUsage: a container that counts for a while reports CPU time and a
+// peak memory once it has exited, before Destroy.
+func testUsage(t *testing.T, r rt.Runtime, init string) {
+	spec, _ := NewSpec(t, init, "sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done")
+	c := Start(t, r, spec)
+	if e := WaitExit(t, c, 60*time.Second); e.Code != 0 {
+		t.Fatalf("exit = %+v", e)
+	}
+	u := c.Usage()
+	if u.CPU < 10*time.Millisecond || u.MemPeak <= 0 {
+		t.Errorf("usage = %+v, want some CPU time and a peak memory", u)
+	}
+	t.Logf("usage: %v CPU, %d KiB peak", u.CPU, u.MemPeak>>10)
 }
