@@ -1,6 +1,9 @@
 package sched
 
 import (
+	"encoding/json"
+	"github.com/troupe-hpc/troupe/internal/auth"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -89,5 +92,41 @@ func TestHistoryQuery(t *testing.T) {
 		if _, err := parseHistoryQuery(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+}
+
+// TestSignalAndHistoryHTTP: bob may not signal alice's job; a bad signal
+// name is a 400 with one line; alice's cancel-by-INT works; bob's
+// history shows alice's job redacted.
+func TestSignalAndHistoryHTTP(t *testing.T) {
+	srv, c := cluster(t)
+	register(t, c, "n1", 4)
+	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
+	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
+	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true})
+	var res api.SubmitResponse
+	if code != http.StatusCreated || json.Unmarshal(body, &res) != nil {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	path := "/v1/jobs/" + jsonNum(res.JobID) + "/signal"
+	if code, body := as(srv, bob, "POST", path, api.SignalJob{Signal: "INT"}); code != http.StatusForbidden || !strings.Contains(string(body), "only your own jobs") {
+		t.Errorf("bob signals alice's job: %d %s", code, body)
+	}
+	if code, body := as(srv, alice, "POST", path, api.SignalJob{Signal: "BOGUS"}); code != http.StatusBadRequest || !strings.Contains(string(body), `signal \"BOGUS\": unknown`) {
+		t.Errorf("bogus signal: %d %s", code, body)
+	}
+	if code, body := as(srv, alice, "POST", path, api.SignalJob{Signal: "USR1"}); code != http.StatusConflict {
+		t.Errorf("USR1 to a held job: %d %s", code, body)
+	}
+	if code, body := as(srv, alice, "POST", path, api.SignalJob{Signal: "INT"}); code != http.StatusOK {
+		t.Errorf("INT to a held job: %d %s", code, body)
+	}
+	code, body = as(srv, bob, "GET", "/v1/history?user=alice", nil)
+	var h api.History
+	if code != http.StatusOK || json.Unmarshal(body, &h) != nil || len(h.Jobs) != 1 || h.Jobs[0].State != api.JobCancelled {
+		t.Fatalf("history: %d %s", code, body)
+	}
+	if code, _ := as(srv, bob, "GET", "/v1/history?limit=x", nil); code != http.StatusBadRequest {
+		t.Errorf("bad limit: %d", code)
 	}
 }
