@@ -24,7 +24,7 @@ var (
 	jobSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "partition"}, {Name: "account"}, {Name: "walltime"}, {Name: "priority"},
-			{Name: "requeue"}, {Name: "image"}, {Name: "command"}, {Name: "workdir"}, {Name: "env"}, {Name: "output"},
+			{Name: "requeue"}, {Name: "image"}, {Name: "command"}, {Name: "workdir"}, {Name: "env"}, {Name: "output"}, {Name: "error"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "cluster"}, {Type: "resources"},
@@ -84,6 +84,7 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	d.str(attrs, "workdir", "workdir", &j.Workdir)
 	d.env(attrs, j)
 	d.str(attrs, "output", "output", &j.Output)
+	d.str(attrs, "error", "error", &j.Error)
 
 	blocks := content.Blocks.ByType()
 	sizeSet := false

@@ -41,7 +41,10 @@ type Job struct {
 	Env       map[string]string `json:"env,omitempty"`
 	Mounts    []Mount           `json:"mounts,omitempty"`
 	Output    string            `json:"output,omitempty"` // %j job id, %h host, %u user
-	Roles     []Role            `json:"roles,omitempty"`
+	// Error is the stderr file pattern (as Output); empty: stderr goes
+	// to the output file.
+	Error string `json:"error,omitempty"`
+	Roles []Role `json:"roles,omitempty"`
 
 	// Ranges records where each setting was written, keyed by its JSON
 	// path: "cluster.size", "resources.gpu", "env.EPOCHS",

@@ -269,6 +269,8 @@ func TestParseErrors(t *testing.T) {
 		{"memory type", "job \"a\" {\n" + ok + "\n  resources { memory = [1] }\n}", []string{`t.hcl:4:24: Invalid memory`}},
 		{"negative walltime", "job \"a\" {\n" + ok + "\n  walltime = \"-1h\"\n}", []string{`t.hcl:4:14: Invalid walltime`}},
 		{"priority too low", "job \"a\" {\n" + ok + "\n  priority = -20000\n}", []string{`t.hcl:4:14: Invalid priority`}},
+		{"bad error pattern", "job \"a\" {\n" + ok + "\n  error = \"e-%x.err\"\n}",
+			[]string{`t.hcl:4:14: Invalid error pattern; error "e-%x.err" holds "%x", which is not a valid escape`}},
 		{"empty program", "job \"a\" {\n  image = \"host\"\n  command = [\"\", \"x\"]\n}", []string{`t.hcl:3:14: Invalid command`}},
 	}
 	for _, tt := range tests {
@@ -284,6 +286,13 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestParseError(t *testing.T) {
+	j, diags := jobspec.Parse("t.hcl", []byte("job \"a\" {\n  image = \"host\"\n  command = [\"true\"]\n  error = \"%j.%h.err\"\n}"))
+	if diags.HasErrors() || j.Error != "%j.%h.err" || j.Output != "" {
+		t.Fatalf("error = %q, output %q:\n%s", j.Error, j.Output, jobspec.FormatDiagnostics(diags))
 	}
 }
 

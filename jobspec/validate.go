@@ -69,7 +69,8 @@ func (j *Job) validate(skip map[string]bool) hcl.Diagnostics {
 	v.command("command", j.Command)
 	v.env()
 	v.mounts()
-	v.output()
+	v.pattern("output", v.j.Output)
+	v.pattern("error", v.j.Error)
 	v.roles()
 	return v.diags
 }
@@ -249,8 +250,8 @@ func (v *validator) at(path string) string {
 	return ""
 }
 
-func (v *validator) output() {
-	o := v.j.Output
+// pattern checks the output or error file pattern o (at path).
+func (v *validator) pattern(path, o string) {
 	for i := 0; i < len(o); i++ {
 		if o[i] != '%' {
 			continue
@@ -268,8 +269,8 @@ func (v *validator) output() {
 		if esc == "%" {
 			what = "ends with a lone %"
 		}
-		v.diags = append(v.diags, errorAt(v.within("output", o, i, len(esc)), "Invalid output pattern",
-			"output %q %s; use %%j (job id), %%h (container host), %%u (user) or %%%% (a literal %%).", o, what))
+		v.diags = append(v.diags, errorAt(v.within(path, o, i, len(esc)), "Invalid "+path+" pattern",
+			path+" %q %s; use %%j (job id), %%h (container host), %%u (user) or %%%% (a literal %%).", o, what))
 	}
 }
 

@@ -39,6 +39,8 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 	for k, t := range a.running {
 		if job, ok := want[k]; !ok || job.KillWanted {
 			t.requestStop()
+		} else {
+			t.queueSignals(job)
 		}
 	}
 	for k := range a.finished {

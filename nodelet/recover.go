@@ -39,6 +39,10 @@ type record struct {
 	Dir      string  `json:"dir"`                 // the runtime's Spec.Dir (bundle)
 	NetNS    string  `json:"netns,omitempty"`     // pinned namespace, when on a session network
 	ExitFile string  `json:"exit_file,omitempty"` // where troupe-init writes the exit status (runc)
+	// Signalled is the highest signal request Seq of the job handled for
+	// this container (delivered, or not for it): a restarted nodelet
+	// delivers only later ones.
+	Signalled uint64 `json:"signalled,omitempty"`
 }
 
 func (a *agent) recordsDir() string { return filepath.Join(a.cfg.StateDir, "records") }
@@ -47,10 +51,17 @@ func (a *agent) recordPath(id string) string { return filepath.Join(a.recordsDir
 
 // writeRecord persists the record of a started container.
 func (a *agent) writeRecord(t *task, spec runtime.Spec) error {
-	r := record{Job: t.job, Host: t.key.host, Run: t.key.run, ID: spec.ID, Dir: spec.Dir, NetNS: spec.NetNS}
+	r := record{Job: t.job, Host: t.key.host, Run: t.key.run, ID: spec.ID, Dir: spec.Dir, NetNS: spec.NetNS,
+		Signalled: lastSignal(t.job)}
 	if a.rt.Name() == RuntimeRunc {
 		r.ExitFile = filepath.Join(spec.Dir, "status", "exit")
 	}
+	t.rec = &r
+	return a.saveRecord(r)
+}
+
+// saveRecord writes r atomically (a temporary file renamed).
+func (a *agent) saveRecord(r record) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -58,11 +69,11 @@ func (a *agent) writeRecord(t *task, spec runtime.Spec) error {
 	if err := os.MkdirAll(a.recordsDir(), 0o700); err != nil {
 		return err
 	}
-	tmp := a.recordPath(spec.ID) + ".tmp"
+	tmp := a.recordPath(r.ID) + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, a.recordPath(spec.ID))
+	return os.Rename(tmp, a.recordPath(r.ID))
 }
 
 func (a *agent) removeRecord(t *task) {
@@ -164,6 +175,7 @@ func (a *agent) adopt(ctx context.Context, rs []recovered) {
 			held = true
 			a.mps.adopt()
 		}
-		a.startTaskWith(ctx, k, r.rec.Job, r.c, held)
+		rec := r.rec
+		a.startTaskWith(ctx, k, r.rec.Job, r.c, held, &rec)
 	}
 }

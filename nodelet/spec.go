@@ -1,7 +1,9 @@
 package nodelet
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -40,8 +42,9 @@ func (a *agent) removeFiles(t *task) {
 }
 
 // buildSpec turns the task's job into a runtime.Spec: env, hosts files,
-// output file (returned open; the caller closes it after Start).
-func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
+// output and error files (returned open; the caller closes them after
+// Start).
+func (a *agent) buildSpec(t *task) (runtime.Spec, io.Closer, error) {
 	job, host := t.job, t.key.host
 	c, err := session.Container(job, host)
 	if err != nil {
@@ -98,20 +101,44 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *os.File, error) {
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
+	errPath, err := session.ErrorPath(job, host)
+	if err != nil {
+		return runtime.Spec{}, nil, err
+	}
 	out, err := openOutput(outPath, job.UID, job.GID)
 	if err != nil {
 		return runtime.Spec{}, nil, err
+	}
+	stderr := out
+	if errPath != "" && errPath != outPath {
+		if stderr, err = openOutput(errPath, job.UID, job.GID); err != nil {
+			out.Close()
+			return runtime.Spec{}, nil, fmt.Errorf("error file: %w", err)
+		}
 	}
 	return runtime.Spec{
 		ID: t.id(), Hostname: host, Image: image,
 		Args: c.Command, Env: env, Workdir: job.Spec.Workdir,
 		UID: job.UID, GID: job.GID,
 		CPU: c.Resources.CPU, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
-		Mounts: mounts, Stdout: out, Stderr: out,
+		Mounts: mounts, Stdout: out, Stderr: stderr,
 		Dir:  filepath.Join(a.containersDir(), t.id()),
 		Init: a.cfg.InitBinary, InitArgs: initArgs, Devices: devices,
 		TTY: job.Interactive && c.Role == jobspec.RoleMain && c.Idx == 1 && len(c.Command) > 0,
-	}, out, nil
+	}, files{out, stderr}, nil
+}
+
+// files are the output and error files buildSpec opened (the same one
+// twice without an error file): closed once the runtime has its copies.
+type files [2]*os.File
+
+// Close closes them.
+func (f files) Close() error {
+	err := f[0].Close()
+	if f[1] != f[0] {
+		err = errors.Join(err, f[1].Close())
+	}
+	return err
 }
 
 // resolveImage picks the container's image, else the job's, and turns a

@@ -36,6 +36,13 @@ type task struct {
 	// terminal is the attach socket of a container running its command
 	// on a terminal (bsub -I), once it started; "" otherwise.
 	terminal atomic.Pointer[string]
+	// signalled is the highest signal request Seq of the job this task
+	// has queued or skipped (a.mu); sigs queues them for supervise.
+	signalled uint64
+	sigs      signalQueue
+	// rec is the container's record as last written (the task's
+	// goroutine only); nil until written.
+	rec *record
 }
 
 // releaseMPS drops the task's hold on the MPS daemon.
@@ -50,13 +57,18 @@ func (t *task) requestStop() { t.stopOnce.Do(func() { close(t.stop) }) }
 
 // startTask registers and launches the task for k. a.mu is held.
 func (a *agent) startTask(ctx context.Context, k key, job api.Job) {
-	a.startTaskWith(ctx, k, job, nil, false)
+	a.startTaskWith(ctx, k, job, nil, false, nil)
 }
 
 // startTaskWith is startTask, for a re-attached container when c is not
-// nil (holding the MPS daemon when mpsHeld). a.mu is held.
-func (a *agent) startTaskWith(ctx context.Context, k key, job api.Job, c runtime.Container, mpsHeld bool) {
-	t := &task{key: k, job: job, stop: make(chan struct{}), adopted: c, mpsHeld: mpsHeld}
+// nil (holding the MPS daemon when mpsHeld), with its record rec. a.mu
+// is held.
+func (a *agent) startTaskWith(ctx context.Context, k key, job api.Job, c runtime.Container, mpsHeld bool, rec *record) {
+	t := &task{key: k, job: job, stop: make(chan struct{}), adopted: c, mpsHeld: mpsHeld,
+		signalled: lastSignal(job), sigs: newSignalQueue(), rec: rec}
+	if rec != nil {
+		t.signalled = rec.Signalled
+	}
 	a.running[k] = t
 	a.tasks.Add(1)
 	go func() {
@@ -106,6 +118,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	defer a.metrics.running.Dec()
 	a.report(t, api.ContainerRunning, 0, "")
 	state, exit, msg := a.supervise(ctx, t, c)
+	use := c.Usage()
 	if state == "" {
 		a.log.Info("leaving container running", "id", c.ID())
 		return // detaching: the next nodelet re-attaches to it
@@ -126,7 +139,8 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	a.removeFiles(t)
 	a.removeRecord(t)
 	a.releaseMPS(t)
-	a.report(t, state, exit.Code, msg)
+	a.rep.add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state,
+		ExitCode: exit.Code, Message: msg, CPUTime: use.CPU, MemPeak: use.MemPeak})
 }
 
 // supervise waits for the container to exit, or for a stop request or
@@ -138,16 +152,20 @@ func (a *agent) supervise(ctx context.Context, t *task, c runtime.Container) (ap
 		e, _ := c.Wait(context.Background())
 		exited <- e
 	}()
-	select {
-	case e := <-exited:
-		return api.ContainerExited, e, ""
-	case <-t.stop:
-		return a.stopContainer(c, exited, "stopped: job ended or was killed")
-	case <-ctx.Done():
-		if detaching(ctx) && a.canDetach() {
-			return "", runtime.Exit{}, ""
+	for {
+		select {
+		case e := <-exited:
+			return api.ContainerExited, e, ""
+		case <-t.sigs.kick:
+			a.deliverSignals(t, c)
+		case <-t.stop:
+			return a.stopContainer(c, exited, "stopped: job ended or was killed")
+		case <-ctx.Done():
+			if detaching(ctx) && a.canDetach() {
+				return "", runtime.Exit{}, ""
+			}
+			return a.stopContainer(c, exited, "stopped: nodelet shutting down")
 		}
-		return a.stopContainer(c, exited, "stopped: nodelet shutting down")
 	}
 }
 

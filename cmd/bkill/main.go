@@ -1,16 +1,16 @@
-// Command bkill cancels jobs, as LSF's bkill and Slurm's scancel do.
+// Command bkill cancels jobs, or signals them (-s), as LSF's bkill and
+// Slurm's scancel do.
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
-	"golang.org/x/sys/unix"
 )
 
 const prog = "bkill"
@@ -22,12 +22,16 @@ var command = cli.Command{
 		"stopped; either ends CANCELLED. Ids that fail are reported; the others are still\n" +
 		"cancelled, and the exit status is 1. With -u, -t, -p or -J the jobs are chosen\n" +
 		"from the queue (your own unless -u says otherwise); with ids as well, only the\n" +
-		"ids that match are cancelled, as scancel does.",
+		"ids that match are cancelled, as scancel does. With -s, a running job's containers\n" +
+		"get the signal instead and the job goes on (it ends as its exit says); a job not\n" +
+		"running yet is cancelled by KILL, TERM or INT and refuses other signals.",
 	Examples: []string{
 		"bkill 42",
 		"bkill 42 43 44",
 		"bkill -t PEND               # all my pending jobs",
 		"bkill -u alice -p gpu       # all of alice's jobs in partition gpu",
+		"bkill -s USR1 42            # every container of job 42 gets SIGUSR1",
+		"bkill -s HUP --host main1 42",
 	},
 }
 
@@ -36,8 +40,9 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
 	sel := cli.SelectFlags(fs, "cancel")
-	signal := fs.String("s", "", "`signal` to send; only KILL or TERM (cancel the job), for schedd's kill takes\nno signal yet")
+	signal := fs.String("s", "", "send `signal` (USR1, SIGHUP, 15, …) to the job's containers instead of cancelling it;\na job not running yet is cancelled by KILL, TERM or INT")
 	fs.Alias("signal", "s")
+	host := fs.String("host", "", "with -s, signal only the container `host` (main1, sub2, …)")
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
@@ -52,10 +57,13 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(ids) == 0 && !sel.Active() {
 		return fs.UsageError("missing job id (or -u, -t, -p, -J to choose jobs)")
 	}
+	var sig syscall.Signal
 	if *signal != "" {
-		if err := checkSignal(*signal); err != nil {
-			return cli.Fail(stderr, prog, err)
+		if sig, err = api.ParseSignal(*signal); err != nil {
+			return cli.Fail(stderr, prog, fmt.Errorf("-s: %v", err))
 		}
+	} else if *host != "" {
+		return fs.UsageError("--host picks the container -s signals; give -s too")
 	}
 	c, err := fs.Client()
 	if err != nil {
@@ -68,26 +76,11 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return cli.Fail(stderr, prog, err)
 		}
 	}
-	return cli.ForEachJob(ctx, stdout, stderr, prog, ids, c.Kill, "Job <%d> is being terminated.\n")
-}
-
-// checkSignal accepts a signal name or number and refuses all but the
-// ones that mean "cancel": POST /v1/jobs/{id}/kill carries no signal.
-func checkSignal(s string) error {
-	var sig syscall.Signal
-	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
-		sig = syscall.Signal(n)
-	} else {
-		name := strings.ToUpper(s)
-		if !strings.HasPrefix(name, "SIG") {
-			name = "SIG" + name
-		}
-		if sig = unix.SignalNum(name); sig == 0 {
-			return fmt.Errorf("-s %s: unknown signal", s)
-		}
+	if *signal == "" {
+		return cli.ForEachJob(ctx, stdout, stderr, prog, ids, c.Kill, "Job <%d> is being terminated.\n")
 	}
-	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
-		return nil
-	}
-	return fmt.Errorf("-s %s: cannot send %s: schedd's kill (POST /v1/jobs/{id}/kill) takes no signal, it only cancels; use -s KILL or TERM, or none", s, unix.SignalName(sig))
+	req := api.SignalJob{Signal: api.SignalName(int(sig)), Host: *host}
+	return cli.ForEachJob(ctx, stdout, stderr, prog, ids, func(ctx context.Context, id uint64) (api.Job, error) {
+		return c.Signal(ctx, id, req)
+	}, "Job <%d> is being signalled (SIG"+req.Signal+").\n")
 }

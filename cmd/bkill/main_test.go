@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -96,6 +97,18 @@ func killSchedd(t *testing.T) *clitest.Schedd {
 	s.Handle("POST /v1/jobs/{id}/kill", func(w http.ResponseWriter, r *http.Request) {
 		clitest.JSON(w, http.StatusOK, 60, api.Job{State: api.JobCancelled})
 	})
+	s.Handle("POST /v1/jobs/{id}/signal", func(w http.ResponseWriter, r *http.Request) {
+		var req api.SignalJob
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Signal == "" {
+			clitest.Error(w, http.StatusBadRequest, "bad body")
+			return
+		}
+		if r.PathValue("id") == "15" && req.Signal == "USR1" {
+			clitest.Error(w, http.StatusConflict, "job 15 is PENDING: only a running job's containers can get SIGUSR1; KILL, TERM or INT cancels it")
+			return
+		}
+		clitest.JSON(w, http.StatusOK, 60, api.Job{State: api.JobRunning, Signals: []api.SignalRequest{{Seq: 1, Host: req.Host}}})
+	})
 	return s
 }
 
@@ -109,7 +122,7 @@ func TestKillSelected(t *testing.T) {
 		{[]string{"-u", "all", "--state", "R"}, []string{"POST /v1/jobs/12/kill"}},
 		{[]string{"-u", "all", "-p", "cpu"}, []string{"POST /v1/jobs/16/kill"}},
 		{[]string{"-u", "bob", "16", "12"}, []string{"POST /v1/jobs/16/kill"}},
-		{[]string{"-u", "alice", "-J", "train", "-s", "TERM"}, []string{"POST /v1/jobs/12/kill"}},
+		{[]string{"-u", "alice", "-J", "train", "-s", "TERM"}, []string{"POST /v1/jobs/12/signal"}},
 	}
 	for _, tt := range tests {
 		s := killSchedd(t)
@@ -126,25 +139,39 @@ func TestKillSelected(t *testing.T) {
 	}
 }
 
-func TestSignalRefused(t *testing.T) {
+func TestSignal(t *testing.T) {
 	s := killSchedd(t)
-	for _, sig := range []string{"USR1", "SIGINT", "10"} {
+	for _, sig := range []string{"USR1", "SIGusr1", "10"} {
 		code, out, errs := runBkill("-s", sig, "12", "--addr", s.Addr)
-		if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "takes no signal") {
+		if code != 0 || out != "Job <12> is being signalled (SIGUSR1).\n" || errs != "" {
 			t.Errorf("-s %s: exit %d, stdout %q, stderr %q", sig, code, out, errs)
 		}
 	}
-	code, _, errs := runBkill("-s", "BOGUS", "12", "--addr", s.Addr)
-	if code != 1 || errs != "bkill: -s BOGUS: unknown signal\n" {
-		t.Errorf("bogus: exit %d, stderr %q", code, errs)
+	code, out, errs := runBkill("-s", "USR1", "12", "15", "--host", "main1", "--addr", s.Addr)
+	if code != 1 || out != "Job <12> is being signalled (SIGUSR1).\n" ||
+		errs != "bkill: job 15 is PENDING: only a running job's containers can get SIGUSR1; KILL, TERM or INT cancels it\n" {
+		t.Errorf("pending: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
-	if reqs := s.Requests(); len(reqs) != 0 {
-		t.Errorf("refused signals reached schedd: %q", reqs)
+	want := []string{"POST /v1/jobs/12/signal", "POST /v1/jobs/12/signal", "POST /v1/jobs/12/signal", "POST /v1/jobs/12/signal", "POST /v1/jobs/15/signal"}
+	if got := s.Requests(); !slices.Equal(got, want) {
+		t.Errorf("requests %q, want %q", got, want)
 	}
-	for _, sig := range []string{"KILL", "9", "sigterm"} {
-		s := killSchedd(t)
-		if code, _, errs := runBkill("-s", sig, "12", "--addr", s.Addr); code != 0 {
-			t.Errorf("-s %s: exit %d, stderr %q", sig, code, errs)
+
+	s = killSchedd(t)
+	for _, sig := range []string{"BOGUS", "0", "65", ""} {
+		code, out, errs := runBkill("-s", sig, "12", "--addr", s.Addr)
+		if sig == "" {
+			continue // -s "" is no -s: cancel
 		}
+		if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "bkill: -s: signal ") {
+			t.Errorf("-s %q: exit %d, stdout %q, stderr %q", sig, code, out, errs)
+		}
+	}
+	code, _, errs = runBkill("--host", "main1", "12", "--addr", s.Addr)
+	if code != 2 || !strings.HasPrefix(errs, "bkill: --host picks the container -s signals; give -s too\n") {
+		t.Errorf("--host alone: exit %d, stderr %q", code, errs)
+	}
+	if reqs := s.Requests(); !slices.Equal(reqs, []string{"POST /v1/jobs/12/kill"}) {
+		t.Errorf("refused signals reached schedd: %q", reqs)
 	}
 }

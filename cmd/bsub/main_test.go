@@ -135,7 +135,7 @@ func TestArgs(t *testing.T) {
 		{"no file", nil, 2, "bsub: missing job file"},
 		{"two files", []string{"a.hcl", "b.hcl"}, 2, "bsub: one job file at a time, got 2: a.hcl b.hcl"},
 		{"unknown flag", []string{"-x", "normal", "a.hcl"}, 2, "bsub: flag provided but not defined: -x"},
-		{"-e not supported", []string{"-e", "err.txt", "a.hcl"}, 2, "bsub: flag provided but not defined: -e"},
+		{"-e without a file", []string{"a.hcl", "-e"}, 2, "bsub: flag needs an argument: -e"},
 		{"dry run and wait", []string{"--dry-run", "-K", "a.hcl"}, 2, "bsub: --dry-run submits nothing for --wait to wait for"},
 		{"bad dependency", []string{"-w", "done(3", "a.hcl"}, 2, `bsub: -w: dependency term "done(3": want condition(jobid), e.g. done(12)`},
 		{"mixed dependency", []string{"-w", "afterok:1,afterany:2?after:3", "a.hcl"}, 2, `bsub: -w: dependency "afterok:1,afterany:2?after:3" mixes ',' and '?': join all terms with one of them`},

@@ -23,6 +23,7 @@ import (
 // the flag that caused it.
 type overrides struct {
 	partition, name, walltime, output, account string
+	errorFile                                  string
 	size                                       int
 	sizeSet                                    bool // -n given, even as 0
 	env                                        cli.StringList
@@ -45,6 +46,7 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.StringVar(&o.name, "J", "", "job `name` (overrides the job block's label)")
 	fs.StringVar(&o.walltime, "W", "", "walltime `limit`: LSF's [HH:]MM (\"90\", \"1:30\"), days-HH:MM:SS or a duration\n(\"2h\", \"1d12h\"); overrides walltime")
 	fs.StringVar(&o.output, "o", "", "output file `pattern` of each container, stdout and stderr together: %j (or LSF's\n%J) job id, %h container host, %u user (overrides output)")
+	fs.StringVar(&o.errorFile, "e", "", "error file `pattern`: each container's stderr goes there instead of joining\nstdout in the output file; the same % escapes as -o (overrides error)")
 	fs.StringVar(&o.account, "P", "", "fair-share `account` to charge (LSF -P project, Slurm -A)")
 	fs.Alias("A", "P")
 	fs.Var(&o.env, "env", "set `NAME=value` in every container's environment (repeatable; overrides env)")
@@ -104,6 +106,12 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 	if o.output != "" {
 		changes = append(changes, change{"-o", o.output, "output", func() error {
 			spec.Output = strings.ReplaceAll(o.output, "%J", "%j")
+			return nil
+		}})
+	}
+	if o.errorFile != "" {
+		changes = append(changes, change{"-e", o.errorFile, "error", func() error {
+			spec.Error = strings.ReplaceAll(o.errorFile, "%J", "%j")
 			return nil
 		}})
 	}

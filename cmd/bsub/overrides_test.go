@@ -42,13 +42,13 @@ func captureSubmit(t *testing.T) (*clitest.Schedd, *api.SubmitRequest) {
 func TestOverridesApplied(t *testing.T) {
 	s, got := captureSubmit(t)
 	code, out, errs := runBsub("--addr", s.Addr, "-q", "gpu", "-n", "4", "-J", "big", "-W", "1:30", "-o", "out-%J.%h",
-		"-A", "vision", "--env", "EPOCHS=20", "--env", "A=2", rolesJob2(t))
+		"-e", "err-%J.%h", "-A", "vision", "--env", "EPOCHS=20", "--env", "A=2", rolesJob2(t))
 	if code != 0 || errs != "" || out != "Job <7> is submitted to partition <gpu>.\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	sp := got.Spec
 	if sp.Partition != "gpu" || sp.Cluster.Size != 4 || sp.Name != "big" || sp.Walltime != 90*time.Minute ||
-		sp.Output != "out-%j.%h" || sp.Account != "vision" || sp.Env["EPOCHS"] != "20" || sp.Env["A"] != "2" {
+		sp.Output != "out-%j.%h" || sp.Error != "err-%j.%h" || sp.Account != "vision" || sp.Env["EPOCHS"] != "20" || sp.Env["A"] != "2" {
 		t.Errorf("spec %+v", sp)
 	}
 	if len(sp.Roles) != 1 || sp.Roles[0].Replicas != 3 {
@@ -102,6 +102,7 @@ func TestOverrideErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-W", "soon"}, "bsub: -W soon: want [HH:]MM, days-HH:MM:SS or a duration such as 2h\n"},
 		{[]string{"-W", "0"}, "bsub: -W 0: the limit must be more than 0\n"},
 		{[]string{"-o", "out-%x"}, `bsub: -o out-%x: output "out-%x" holds "%x", which is not a valid escape; use %j (job id), %h (container host), %u (user) or %% (a literal %).` + "\n"},
+		{[]string{"-e", "e-%"}, `bsub: -e e-%: error "e-%" ends with a lone %; use %j (job id), %h (container host), %u (user) or %% (a literal %).` + "\n"},
 		{[]string{"--env", "NOVALUE"}, "bsub: --env NOVALUE: want NAME=value\n"},
 		{[]string{"--env", "BACKENDAI_X=1"}, "bsub: --env BACKENDAI_X=1: env BACKENDAI_X is set by troupe in every container; choose a name that does not start with BACKENDAI_.\n"},
 		{[]string{"--env", "1X=1"}, `bsub: --env 1X=1: env "1X" is not a valid variable name; use letters, digits and _, not starting with a digit.` + "\n"},

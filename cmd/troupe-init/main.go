@@ -43,7 +43,7 @@ var ttyStartAfter = 10 * time.Minute
 // forwarded are the signals "run" passes on to the command's group.
 var forwarded = []os.Signal{
 	syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
-	syscall.SIGUSR1, syscall.SIGUSR2,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGWINCH,
 }
 
 func main() {

@@ -7,6 +7,8 @@
 //	GET  /v1/jobs[?index=N&wait=30s]   → JobList (blocking when index given)
 //	GET  /v1/jobs/{id}                 → Job
 //	POST /v1/jobs/{id}/kill            → Job
+//	POST /v1/jobs/{id}/signal          SignalJob → Job (bkill -s: a running job's containers get the signal)
+//	GET  /v1/history[?user=U&limit=N…] → History (ended jobs, with usage and events; bhist)
 //	POST /v1/jobs/{id}/hold            {} → Job (a pending job becomes HELD; 409 otherwise)
 //	POST /v1/jobs/{id}/release         {} → Job (a held job becomes PENDING; 409 otherwise)
 //	POST /v1/jobs/{id}/attach[?host=H] Upgrade: troupe-attach → 101, then the
@@ -175,6 +177,12 @@ type Job struct {
 	// DependsOn is what the job waits for (bsub -w); answers fill in
 	// each condition's status.
 	DependsOn *Dependency `json:"depends_on,omitempty"`
+	// Signals are the signal requests (bkill -s) made while it ran, in
+	// order: Seq is the position + 1. Nodelets deliver each once.
+	Signals []SignalRequest `json:"signals,omitempty"`
+	// CPUTime and MemPeak sum its containers' usage as they ended.
+	CPUTime time.Duration `json:"cpu_time,omitempty"`
+	MemPeak int64         `json:"mem_peak,omitempty"`
 }
 
 // PriorityFactors break a pending job's priority into its weighted
@@ -203,6 +211,10 @@ type Container struct {
 	// without GPUs, or on a node that reported no devices). The nodelet
 	// enforces them: CUDA_VISIBLE_DEVICES and MPS limits.
 	GPUs []GPUShare `json:"gpus,omitempty"`
+	// CPUTime (user + system) and MemPeak (bytes) are what the container
+	// used, reported by its nodelet when it ended.
+	CPUTime time.Duration `json:"cpu_time,omitempty"`
+	MemPeak int64         `json:"mem_peak,omitempty"`
 }
 
 // GPUShare is a slice of one GPU device of a node.
@@ -328,6 +340,9 @@ type ContainerUpdate struct {
 	State    ContainerState `json:"state"`
 	ExitCode int            `json:"exit_code"`
 	Message  string         `json:"message,omitempty"`
+	// CPUTime and MemPeak are the container's usage, on its final update.
+	CPUTime time.Duration `json:"cpu_time,omitempty"`
+	MemPeak int64         `json:"mem_peak,omitempty"`
 }
 
 // AttachRequest asks a nodelet to connect a client to the terminal of

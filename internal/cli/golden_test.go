@@ -74,6 +74,9 @@ func TestGolden(t *testing.T) {
 			req := clitest.Submission()
 			return cli.WriteJSON(b, cli.DryRun{Submit: req, Verdict: cli.CheckPartition(req.Spec, clitest.Partitions())})
 		}},
+		{"history.golden", func(b *bytes.Buffer) error { return cli.WriteHistory(b, clitest.History(), now.Location()) }},
+		{"history_long.golden", func(b *bytes.Buffer) error { return cli.WriteHistoryLong(b, clitest.History(), now.Location()) }},
+		{"history.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, clitest.History()) }},
 		{"hosts.golden", func(b *bytes.Buffer) error { return cli.WriteHosts(b, clitest.Nodes()) }},
 		{"hosts.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, cli.SortNodes(clitest.Nodes())) }},
 	}

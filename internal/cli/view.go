@@ -240,6 +240,9 @@ func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 	pair("Walltime", walltime)
 	pair("Cwd", j.Cwd)
 	pair("Output", s.Output)
+	if s.Error != "" {
+		pair("Error", s.Error)
+	}
 	pair("Submitted", Timestamp(j.Submitted, now.Location()))
 	if j.State == api.JobPending && !j.EstimatedStart.IsZero() {
 		pair("Expected start", Timestamp(j.EstimatedStart, now.Location()))
@@ -247,6 +250,17 @@ func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 	pair("Started", Timestamp(j.Started, now.Location()))
 	pair("Ended", Timestamp(j.Ended, now.Location()))
 	pair("Time", Elapsed(JobTime(j, now)))
+	if j.State.Terminal() {
+		pair("CPU time", CPUTime(j.CPUTime))
+		pair("Mem peak", Memory(j.MemPeak))
+	}
+	for _, sg := range j.Signals {
+		to := "all containers"
+		if sg.Host != "" {
+			to = sg.Host
+		}
+		pair("Signalled", fmt.Sprintf("SIG%s to %s at %s", api.SignalName(sg.Signal), to, Timestamp(sg.Time, now.Location())))
+	}
 	if err := kv.Flush(); err != nil {
 		return err
 	}

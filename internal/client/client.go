@@ -467,3 +467,18 @@ func (c *Client) RaftJoin(ctx context.Context, req api.RaftJoin) error {
 	_, err := c.Do(ctx, http.MethodPost, "/v1/raft/join", nil, req, nil)
 	return err
 }
+
+// Signal asks that a job's containers get a signal (bkill -s); a job not
+// started yet is cancelled by KILL, TERM or INT.
+func (c *Client) Signal(ctx context.Context, id uint64, req api.SignalJob) (api.Job, error) {
+	var r api.Job
+	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/signal", nil, req, &r)
+	return r, err
+}
+
+// History lists ended jobs (bhist); q holds GET /v1/history's filters.
+func (c *Client) History(ctx context.Context, q url.Values) (api.History, error) {
+	var r api.History
+	_, err := c.Do(ctx, http.MethodGet, "/v1/history", q, nil, &r)
+	return r, err
+}

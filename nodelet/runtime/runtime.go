@@ -25,6 +25,7 @@ import (
 	"errors"
 	"os"
 	"syscall"
+	"time"
 )
 
 // ImageHost names the node's own tree, mounted read-only.
@@ -80,6 +81,11 @@ type Container interface {
 	// group). It returns an error wrapping ErrNotRunning once the
 	// container has exited.
 	Signal(sig syscall.Signal) error
+	// Usage is what the container's processes have used: once Wait has
+	// returned, in all (read as the main process ended, before Destroy
+	// releases the cgroup); before that, so far. Zero where the driver
+	// cannot tell.
+	Usage() Usage
 	// Destroy kills every process of the container, waits for them,
 	// and releases mounts, cgroups and Spec.Dir. It is idempotent and
 	// safe to call concurrently with Wait.
@@ -105,6 +111,16 @@ type Exit struct {
 	// OOM is set when the kernel's OOM killer killed a process of the
 	// container for exceeding its memory limit (runtimes with cgroups).
 	OOM bool
+}
+
+// Usage is a container's resource use.
+type Usage struct {
+	// CPU is user + system time (cgroup cpuacct.usage or cpu.stat
+	// usage_usec; the process driver: the leader's rusage).
+	CPU time.Duration
+	// MemPeak is the peak memory in bytes (cgroup
+	// memory.max_usage_in_bytes or memory.peak; rusage's max RSS).
+	MemPeak int64
 }
 
 // Mount is a bind mount of a host file or directory into the container.

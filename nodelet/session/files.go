@@ -47,6 +47,19 @@ func OutputPath(job api.Job, host string) (string, error) {
 	if pattern == "" {
 		pattern = DefaultOutput
 	}
+	return filePath(job, host, "output", pattern)
+}
+
+// ErrorPath expands job's error pattern (bsub -e) as OutputPath does; ""
+// when the job names none and stderr joins stdout.
+func ErrorPath(job api.Job, host string) (string, error) {
+	if job.Spec.Error == "" {
+		return "", nil
+	}
+	return filePath(job, host, "error", job.Spec.Error)
+}
+
+func filePath(job api.Job, host, what, pattern string) (string, error) {
 	p := expand(pattern, map[byte]string{
 		'j': strconv.FormatUint(job.ID, 10),
 		'h': host,
@@ -57,7 +70,7 @@ func OutputPath(job api.Job, host string) (string, error) {
 		return filepath.Clean(p), nil
 	}
 	if !filepath.IsAbs(job.Cwd) {
-		return "", fmt.Errorf("output %q is relative and job %d has no absolute cwd (%q)", p, job.ID, job.Cwd)
+		return "", fmt.Errorf("%s %q is relative and job %d has no absolute cwd (%q)", what, p, job.ID, job.Cwd)
 	}
 	return filepath.Join(job.Cwd, p), nil
 }

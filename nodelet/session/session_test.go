@@ -169,6 +169,22 @@ func TestOutputPath(t *testing.T) {
 	}
 }
 
+func TestErrorPath(t *testing.T) {
+	j := fixture()
+	j.Cwd = "/home/alice/exp"
+	if p, err := ErrorPath(j, "main1"); p != "" || err != nil {
+		t.Errorf("no error pattern: %q, %v; want stderr with stdout", p, err)
+	}
+	j.Spec.Error = "%u-%j.%h.err"
+	if p, err := ErrorPath(j, "sub2"); p != "/home/alice/exp/alice-42.sub2.err" || err != nil {
+		t.Errorf("got %q, %v", p, err)
+	}
+	j.Cwd = ""
+	if _, err := ErrorPath(j, "sub2"); err == nil || !strings.HasPrefix(err.Error(), `error "alice-42.sub2.err" is relative`) {
+		t.Errorf("relative without cwd: %v", err)
+	}
+}
+
 func TestClusterEnvAndHostfiles(t *testing.T) {
 	j := fixture()
 	j.Containers[0].Resources.CPU = 2   // sub2: 2 slots

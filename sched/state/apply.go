@@ -51,6 +51,7 @@ const (
 	CmdRevoke   = "revoke"    // delete a bearer token record
 	CmdServer   = "server"    // a raft server's API address (the leader, on taking office)
 	CmdDrain    = "drain"     // drain or resume nodes (badmin drain, badmin resume)
+	CmdSignal   = "signal"    // signal a running job's containers, or cancel a pending one (bkill -s)
 )
 
 // Command is one raft log entry. Time is the leader's clock when it
@@ -81,6 +82,8 @@ type Command struct {
 	Server *Server `json:"server,omitempty"`
 	// Drain drains or resumes nodes.
 	Drain *Drain `json:"drain,omitempty"`
+	// Signal is a bkill -s request.
+	Signal *Signal `json:"signal,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -153,6 +156,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = putServer(txn, c.Server)
 	case CmdDrain:
 		err = drain(txn, c.Time, c.Drain)
+	case CmdSignal:
+		res, err = signalJob(txn, index, c.Time, c.Signal)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
@@ -327,6 +332,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 				continue
 			}
 			c.State, c.ExitCode, c.Message = u.State, u.ExitCode, u.Message
+			addUsage(j, c, u)
 			changed[j.ID] = j
 		}
 	}

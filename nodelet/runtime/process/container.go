@@ -25,8 +25,9 @@ type container struct {
 	cmd  *exec.Cmd
 	pgid int
 
-	done chan struct{} // closed once the leader is reaped; exit set
-	exit runtime.Exit
+	done  chan struct{} // closed once the leader is reaped; exit and usage set
+	exit  runtime.Exit
+	usage runtime.Usage
 
 	mu        sync.Mutex
 	destroyed bool
@@ -41,6 +42,12 @@ func (c *container) AttachSocket() string { return filepath.Join(c.dir, attach.S
 func (c *container) watch() {
 	_ = c.cmd.Wait()
 	ws, _ := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		c.usage = runtime.Usage{
+			CPU:     time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+			MemPeak: ru.Maxrss << 10, // KiB
+		}
+	}
 	if ws.Signaled() {
 		c.exit = runtime.Exit{Code: 128 + int(ws.Signal()), Signal: ws.Signal()}
 	} else {
@@ -56,6 +63,17 @@ func (c *container) Wait(ctx context.Context) (runtime.Exit, error) {
 		return c.exit, nil
 	case <-ctx.Done():
 		return runtime.Exit{}, ctx.Err()
+	}
+}
+
+// Usage implements runtime.Container: the leader's rusage (with the
+// children it waited for), once it has exited; zero before.
+func (c *container) Usage() runtime.Usage {
+	select {
+	case <-c.done:
+		return c.usage
+	default:
+		return runtime.Usage{}
 	}
 }
 

@@ -33,8 +33,9 @@ type container struct {
 	l   layout
 	pid int // init's pid on the host; 0: it had exited when found
 
-	done chan struct{} // closed when init has exited; exit is set
-	exit runtime.Exit
+	done  chan struct{} // closed when init has exited; exit and usage are set
+	exit  runtime.Exit
+	usage runtime.Usage // read from the cgroups as init exited
 
 	oom    atomic.Bool   // runc events reported an OOM kill
 	events chan struct{} // closed when runc events has ended; nil if never started
@@ -76,6 +77,7 @@ func (c *container) watch(pidfd int) {
 	}
 	exit.OOM = (c.oom.Load() || oomKilled(c.id)) && exit.Code != 0
 	c.exit = exit
+	c.usage = readUsage(cgroupBase, c.id)
 	close(c.done)
 }
 
@@ -129,14 +131,21 @@ func (c *container) Wait(ctx context.Context) (runtime.Exit, error) {
 	}
 }
 
-// Signal implements runtime.Container with `runc kill`.
+// Signal implements runtime.Container with `runc kill` (to troupe-init,
+// which forwards it; STOP and CONT with --all).
 func (c *container) Signal(sig syscall.Signal) error {
 	select {
 	case <-c.done:
 		return fmt.Errorf("container %s: %w", c.id, runtime.ErrNotRunning)
 	default:
 	}
-	out, err := c.rt.runc(context.Background(), "kill", c.id, fmt.Sprint(int(sig)))
+	args := []string{"kill", c.id, fmt.Sprint(int(sig))}
+	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
+		// troupe-init cannot forward what it cannot catch: every
+		// process of the container stops (or goes on) together.
+		args = []string{"kill", "--all", c.id, fmt.Sprint(int(sig))}
+	}
+	out, err := c.rt.runc(context.Background(), args...)
 	if err != nil {
 		select {
 		case <-c.done:

@@ -55,6 +55,7 @@ func RunWith(t *testing.T, r rt.Runtime, o Options) {
 		{"RecoverExited", testRecoverExited},
 		{"RecoverUnknown", testRecoverUnknown},
 		{"Terminal", testTerminal},
+		{"Usage", testUsage},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, r, init) })
@@ -345,4 +346,19 @@ func testTerminal(t *testing.T, r rt.Runtime, init string) {
 	if got := ReadFile(t, outPath); !strings.Contains(got, "got:typed") {
 		t.Errorf("stdout (the transcript) = %q, want the terminal's output", got)
 	}
+}
+
+// testUsage: a container that counts for a while reports CPU time and a
+// peak memory once it has exited, before Destroy.
+func testUsage(t *testing.T, r rt.Runtime, init string) {
+	spec, _ := NewSpec(t, init, "sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done")
+	c := Start(t, r, spec)
+	if e := WaitExit(t, c, 60*time.Second); e.Code != 0 {
+		t.Fatalf("exit = %+v", e)
+	}
+	u := c.Usage()
+	if u.CPU < 10*time.Millisecond || u.MemPeak <= 0 {
+		t.Errorf("usage = %+v, want some CPU time and a peak memory", u)
+	}
+	t.Logf("usage: %v CPU, %d KiB peak", u.CPU, u.MemPeak>>10)
 }

@@ -1,0 +1,105 @@
+package api
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// SignalJob asks that a job's containers get a signal (POST
+// /v1/jobs/{id}/signal; bkill -s, scancel -s). Signal is a name (USR1,
+// SIGUSR1) or a number; Host, when set, picks one container.
+type SignalJob struct {
+	Signal string `json:"signal"`
+	Host   string `json:"host,omitempty"`
+}
+
+// SignalRequest is one signal request a running job holds, in the order
+// they were made: nodelets deliver each to every container it names once
+// (Host empty: all), remembering the last Seq they delivered.
+type SignalRequest struct {
+	Seq    uint64    `json:"seq"`
+	Signal int       `json:"signal"`
+	Host   string    `json:"host,omitempty"`
+	Time   time.Time `json:"time"`
+}
+
+// ParseSignal reads a signal as bkill -s takes it: a name with or without
+// SIG, any case (USR1, sigusr1, SIGUSR1), or a number from 1 to 64.
+func ParseSignal(s string) (syscall.Signal, error) {
+	t := strings.TrimSpace(s)
+	if n, err := strconv.Atoi(t); err == nil {
+		if n < 1 || n > 64 {
+			return 0, fmt.Errorf("signal %s: numbers go from 1 to 64", s)
+		}
+		return syscall.Signal(n), nil
+	}
+	name := strings.ToUpper(t)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if sig := unix.SignalNum(name); sig != 0 && t != "" {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("signal %q: unknown; use a name such as USR1, HUP, INT, TERM, KILL, STOP, CONT, or a number", s)
+}
+
+// SignalName is sig's name without SIG ("USR1"), or its number.
+func SignalName(sig int) string {
+	if n := unix.SignalName(syscall.Signal(sig)); n != "" {
+		return strings.TrimPrefix(n, "SIG")
+	}
+	return strconv.Itoa(sig)
+}
+
+// Cancels reports whether sig, sent to a job that does not run yet,
+// cancels it (KILL, TERM, INT), as LSF's bkill -s does.
+func Cancels(sig syscall.Signal) bool {
+	return sig == syscall.SIGKILL || sig == syscall.SIGTERM || sig == syscall.SIGINT
+}
+
+// HistoryJob is one ended job as bhist shows it (GET /v1/history).
+type HistoryJob struct {
+	ID        uint64        `json:"id"`
+	Name      string        `json:"name"`
+	User      string        `json:"user"`
+	Partition string        `json:"partition"`
+	State     JobState      `json:"state"`
+	Reason    string        `json:"reason,omitempty"`
+	ExitCode  int           `json:"exit_code"`
+	Submitted time.Time     `json:"submitted"`
+	Started   time.Time     `json:"started,omitzero"`
+	Ended     time.Time     `json:"ended"`
+	Wait      time.Duration `json:"wait"` // Started − Submitted (Ended − Submitted when it never started)
+	Run       time.Duration `json:"run"`  // Ended − Started; 0 when it never started
+	CPUTime   time.Duration `json:"cpu_time"`
+	MemPeak   int64         `json:"mem_peak"`
+	Nodes     []string      `json:"nodes"` // the distinct nodes its containers ran on, in container order
+	Events    []JobEvent    `json:"events"`
+}
+
+// JobEvent is one step of a job's timeline: submitted, started,
+// signalled, requeued, ended.
+type JobEvent struct {
+	Time   time.Time `json:"time"`
+	Event  string    `json:"event"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// Job events.
+const (
+	EventSubmitted = "submitted"
+	EventStarted   = "started"
+	EventSignalled = "signalled"
+	EventEnded     = "ended"
+)
+
+// History answers GET /v1/history: ended jobs, oldest end first.
+type History struct {
+	Jobs  []HistoryJob `json:"jobs"`
+	Index uint64       `json:"index"`
+}

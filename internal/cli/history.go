@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// HistoryHeader are the columns of bhist.
+var HistoryHeader = []string{"JOBID", "USER", "NAME", "PARTITION", "STATE", "EXIT", "SUBMITTED", "WAIT", "RUN", "CPU_TIME", "MAX_MEM", "NODES"}
+
+// CPUTime shows CPU time: seconds with two decimals under a minute
+// ("1.52s"), else as Elapsed; "-" for none reported.
+func CPUTime(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
+	}
+	return Elapsed(d)
+}
+
+// Memory shows bytes in KiB, MiB or GiB, at most one decimal ("812K",
+// "120.5M", "3G"); "-" for none reported.
+func Memory(b int64) string {
+	switch {
+	case b <= 0:
+		return "-"
+	case b < 1<<20:
+		return trimFloat(float64(b)/(1<<10), 1) + "K"
+	case b < 1<<30:
+		return trimFloat(float64(b)/(1<<20), 1) + "M"
+	}
+	return trimFloat(float64(b)/(1<<30), 1) + "G"
+}
+
+// WriteHistory writes ended jobs as bhist's table, in the order given
+// (schedd's: oldest end first); times in loc.
+func WriteHistory(w io.Writer, jobs []api.HistoryJob, loc *time.Location) error {
+	t := NewTable(w, HistoryHeader...)
+	for _, j := range jobs {
+		t.Row(strconv.FormatUint(j.ID, 10), j.User, j.Name, j.Partition, string(j.State), strconv.Itoa(j.ExitCode),
+			Timestamp(j.Submitted, loc), Elapsed(j.Wait), Elapsed(j.Run), CPUTime(j.CPUTime), Memory(j.MemPeak),
+			strings.Join(j.Nodes, ","))
+	}
+	return t.Flush()
+}
+
+// WriteHistoryLong writes bhist -l: each job's summary and its timeline.
+func WriteHistoryLong(w io.Writer, jobs []api.HistoryJob, loc *time.Location) error {
+	for i, j := range jobs {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "Job %d: %s\n", j.ID, cell(j.Name))
+		kv := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+		pair := func(k, v string) { fmt.Fprintf(kv, "  %s:\t%s\n", k, cell(v)) }
+		pair("User", j.User)
+		pair("Partition", j.Partition)
+		state := string(j.State)
+		if j.Reason != "" {
+			state += " (" + oneLine(j.Reason) + ")"
+		}
+		pair("State", state)
+		pair("Exit code", strconv.Itoa(j.ExitCode))
+		pair("Nodes", strings.Join(j.Nodes, ", "))
+		pair("Wait", Elapsed(j.Wait))
+		pair("Run", Elapsed(j.Run))
+		pair("CPU time", CPUTime(j.CPUTime))
+		pair("Mem peak", Memory(j.MemPeak))
+		if err := kv.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		ev := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		for _, e := range j.Events {
+			fmt.Fprintf(ev, "  %s\t%s\t%s\n", Timestamp(e.Time, loc), e.Event, oneLine(e.Detail))
+		}
+		if err := ev.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package nodelet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
+)
+
+// TestAgentSignalsOnceAcrossRestart: a signal request reaches the
+// running container once; a nodelet that detaches and a new one that
+// re-attaches (and reads the same request list from schedd) do not send
+// it again, and a later request still arrives. The container's usage
+// comes with its final report.
+func TestAgentSignalsOnceAcrossRestart(t *testing.T) {
+	needRunc(t)
+	s := newTestSchedd(t)
+	state := t.TempDir()
+	_, _, detach := startAgentCause(t, s, RuntimeRunc, state)
+	cwd := t.TempDir()
+	id := s.submit(t, cwd, nil, sh(`trap 'echo usr1' USR1; trap 'echo usr2; exit 5' USR2; echo up; while :; do sleep 0.1; done`))
+	s.waitJob(t, id, func(j api.Job) bool { return j.State == api.JobRunning })
+	out := filepath.Join(cwd, fmt.Sprintf("troupe-%d.main1.out", id))
+	waitOut := func(want string) string {
+		t.Helper()
+		var got string
+		if !runtimetest.WaitFor(15*time.Second, func() bool { b, _ := os.ReadFile(out); got = string(b); return strings.Contains(got, want) }) {
+			t.Fatalf("output %q never held %q", got, want)
+		}
+		return got
+	}
+	waitOut("up")
+	if _, err := s.cli.Signal(context.Background(), id, api.SignalJob{Signal: "USR1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitOut("usr1")
+
+	detach()
+	startAgentIn(t, s, RuntimeRunc, state)
+	time.Sleep(time.Second) // the new nodelet has reconciled the job, USR1 request included
+	if _, err := s.cli.Signal(context.Background(), id, api.SignalJob{Signal: "SIGUSR2", Host: "main1"}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitOut("usr2")
+	if n := strings.Count(got, "usr1"); n != 1 {
+		t.Errorf("USR1 delivered %d times across the restart, want once:\n%s", n, got)
+	}
+	u := s.waitState(t, id, "main1", api.ContainerExited)
+	if u.ExitCode != 5 || u.CPUTime <= 0 || u.MemPeak <= 0 {
+		t.Errorf("final report: exit %d, cpu %v, peak %d; want 5 and usage", u.ExitCode, u.CPUTime, u.MemPeak)
+	}
+}
