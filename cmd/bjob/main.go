@@ -34,15 +34,9 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Exit(err)
 	}
-	switch {
-	case len(pos) == 0:
-		return fs.UsageError("missing job id")
-	case len(pos) > 1:
-		return fs.UsageError("one job id at a time (bqueue lists many)")
-	}
-	id, err := cli.ParseJobID(pos[0])
-	if err != nil {
-		return fs.UsageError("%v", err)
+	id, code, ok := fs.OneJobID(pos)
+	if !ok {
+		return code
 	}
 	c, err := fs.Client()
 	if err != nil {

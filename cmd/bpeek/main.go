@@ -47,15 +47,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fset.Exit(err)
 	}
-	switch {
-	case len(pos) == 0:
-		return fset.UsageError("missing job id")
-	case len(pos) > 1:
-		return fset.UsageError("one job id at a time")
-	}
-	id, err := cli.ParseJobID(pos[0])
-	if err != nil {
-		return fset.UsageError("%v", err)
+	id, code, ok := fset.OneJobID(pos)
+	if !ok {
+		return code
 	}
 	c, err := fset.Client()
 	if err != nil {

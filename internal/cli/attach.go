@@ -21,9 +21,11 @@ type Terminal struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer // the <<…>> progress lines, as LSF prints them
-	// KillIfInterrupted: an interrupt before the terminal opens kills
-	// the job (bsub -I: nobody is left to use it).
-	KillIfInterrupted bool
+	// Submitted: the job was just submitted for this terminal (bsub -I).
+	// An interrupt before it starts kills it (nobody is left to use
+	// it), and an end before the terminal opened gives the job's exit
+	// status; otherwise (battach) that end is a failure.
+	Submitted bool
 }
 
 // attachRetry: a terminal that is not open yet (the nodelet still
@@ -79,7 +81,7 @@ func (t Terminal) waitRunning(ctx context.Context) (api.Job, int, bool) {
 		j, next, err := t.Client.Job(ctx, t.JobID, index, 30*time.Second)
 		switch {
 		case ctx.Err() != nil:
-			if t.KillIfInterrupted {
+			if t.Submitted {
 				kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				if _, err := t.Client.Kill(kctx, t.JobID); err == nil {
@@ -111,6 +113,9 @@ func (t Terminal) waitRunning(ctx context.Context) (api.Job, int, bool) {
 // ended reports a job that ended before its terminal could open.
 func (t Terminal) ended(j api.Job) int {
 	fmt.Fprintf(t.Stderr, "%s: job %d ended %s before its terminal opened\n", t.Prog, j.ID, StateWithReason(j))
+	if !t.Submitted {
+		return ExitFail
+	}
 	if j.State == api.JobFailed && j.ExitCode > 0 && j.ExitCode < 256 {
 		return j.ExitCode
 	}

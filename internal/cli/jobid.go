@@ -22,3 +22,20 @@ func ParseJobID(s string) (uint64, error) {
 func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
+
+// OneJobID is the one JOBID operand of a command that takes exactly
+// one (bjob, bpeek, battach). When pos is not that, it prints the usage
+// error and returns false with the exit status.
+func (fs *FlagSet) OneJobID(pos []string) (id uint64, code int, ok bool) {
+	switch {
+	case len(pos) == 0:
+		return 0, fs.UsageError("missing job id"), false
+	case len(pos) > 1:
+		return 0, fs.UsageError("one job id at a time (bqueue lists many)"), false
+	}
+	id, err := ParseJobID(pos[0])
+	if err != nil {
+		return 0, fs.UsageError("%v", err), false
+	}
+	return id, 0, true
+}
