@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -17,6 +18,9 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/attach"
+	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // ptyRun is a troupe command running on a pseudo-terminal, as a user at
@@ -198,4 +202,85 @@ func TestInteractive(t *testing.T) {
 		t.Fatalf("battach exit = %d, want 0; terminal:\n%s", code, back.output())
 	}
 	back.expect("line=hello", time.Second)
+}
+
+// BenchmarkAttach measures an interactive job's terminal (bsub -I): the
+// time from submit until the terminal answers (ms/open: the job is
+// placed, main1 starts and the stream is joined through schedd and the
+// nodelet), and then a keystroke's round trip, client → schedd → nodelet
+// → troupe-init → the terminal's echo and back (µs/keystroke, over 200
+// keystrokes per job).
+//
+//	sudo go test ./e2e -run '^$' -bench Attach -benchtime 5x
+func BenchmarkAttach(b *testing.B) {
+	needRunc(b)
+	c := startCluster(b, 1, "2")
+	defer c.stop()
+	cli, err := client.New(c.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	spec := jobspec.Job{
+		Name: "attach", Image: "host", Command: []string{"cat"},
+		Cluster:   jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
+		Resources: jobspec.Resources{CPU: 1, Memory: 128 << 20},
+		Output:    filepath.Join(dir, "attach-%j.out"),
+	}
+	ctx := context.Background()
+	const keys = 200
+	var open, rtt time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		res, err := cli.Submit(ctx, api.SubmitRequest{Spec: spec, Cwd: dir, User: "root", Interactive: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var stream io.ReadWriteCloser
+		for {
+			if stream, err = cli.Attach(ctx, res.JobID, ""); err == nil {
+				break
+			}
+			if time.Since(t0) > 30*time.Second {
+				b.Fatalf("job %d: no terminal after 30s: %v", res.JobID, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		fr := attach.NewReader(stream)
+		echo := func(p string) {
+			if err := attach.WriteData(stream, []byte(p)); err != nil {
+				b.Fatal(err)
+			}
+			for got := ""; !strings.Contains(got, p); {
+				f, err := fr.Next()
+				if err != nil {
+					b.Fatalf("job %d: %v", res.JobID, err)
+				}
+				got += string(f.Payload)
+			}
+		}
+		if err := attach.WriteWindow(stream, 24, 80); err != nil {
+			b.Fatal(err)
+		}
+		echo("ready\n")
+		open += time.Since(t0)
+		t1 := time.Now()
+		for k := 0; k < keys; k++ {
+			echo(string(rune('a' + k%26)))
+		}
+		rtt += time.Since(t1)
+		_ = attach.WriteData(stream, []byte("\n\x04"))
+		for {
+			f, err := fr.Next()
+			if err != nil || f.Type == attach.Exit {
+				break
+			}
+		}
+		stream.Close()
+		c.waitState(res.JobID, 30*time.Second, func(j api.Job) bool { return j.State.Terminal() })
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(open.Milliseconds())/float64(b.N), "ms/open")
+	b.ReportMetric(float64(rtt.Microseconds())/float64(b.N*keys), "µs/keystroke")
 }
