@@ -247,6 +247,7 @@ func BenchmarkAttach(b *testing.B) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+		watchdog := time.AfterFunc(time.Minute, func() { stream.Close() }) // a lost echo fails, not hangs
 		fr := attach.NewReader(stream)
 		echo := func(p string) {
 			if err := attach.WriteData(stream, []byte(p)); err != nil {
@@ -263,7 +264,7 @@ func BenchmarkAttach(b *testing.B) {
 		if err := attach.WriteWindow(stream, 24, 80); err != nil {
 			b.Fatal(err)
 		}
-		echo("ready\n")
+		echo("ready")
 		open += time.Since(t0)
 		t1 := time.Now()
 		for k := 0; k < keys; k++ {
@@ -277,6 +278,7 @@ func BenchmarkAttach(b *testing.B) {
 				break
 			}
 		}
+		watchdog.Stop()
 		stream.Close()
 		c.waitState(res.JobID, 30*time.Second, func(j api.Job) bool { return j.State.Terminal() })
 	}
