@@ -433,13 +433,10 @@ printf 'hostname\nexit 4\n' | ssh -t sub1 >/dev/null || echo shell=$?`)}})
 		t.Fatal(err)
 	}
 	id := res.JobID
-	if !runtimetest.WaitFor(10*time.Second, func() bool {
-		ents, _ := os.ReadDir(filepath.Join(cfg.StateDir, "files"))
-		return len(ents) > 0
-	}) {
-		t.Fatal("no container files")
-	}
-	// On the node, the key is readable by the job's user (and root) only.
+	// Once the containers started, their files are complete (the nodelet
+	// writes them as root, then hands them over): on the node, the key
+	// is readable by the job's user (and root) only.
+	s.waitJob(t, id, func(j api.Job) bool { return j.State == api.JobRunning || j.State.Terminal() })
 	keys, _ := filepath.Glob(filepath.Join(cfg.StateDir, "files", "*", "ssh", "id_cluster"))
 	for _, k := range keys {
 		fi, err := os.Stat(k)

@@ -40,13 +40,18 @@ type attachWait struct {
 	conn chan net.Conn // the nodelet's hijacked connection
 }
 
+// init makes the maps on first use (the zero hub is ready). h.mu is held.
+func (h *attachHub) init() {
+	if h.queued == nil {
+		h.queued, h.wake, h.waiting = map[string][]api.AttachRequest{}, map[string]chan struct{}{}, map[string]*attachWait{}
+	}
+}
+
 // request queues req for node and returns what the client waits on.
 func (h *attachHub) request(node string, req api.AttachRequest) *attachWait {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.queued == nil {
-		h.queued, h.wake, h.waiting = map[string][]api.AttachRequest{}, map[string]chan struct{}{}, map[string]*attachWait{}
-	}
+	h.init()
 	w := &attachWait{node: node, conn: make(chan net.Conn, 1)}
 	h.waiting[req.ID] = w
 	h.queued[node] = append(h.queued[node], req)
@@ -75,12 +80,10 @@ func (h *attachHub) forget(node, id string) {
 func (h *attachHub) take(node string) ([]api.AttachRequest, <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.init()
 	if q := h.queued[node]; len(q) > 0 {
 		delete(h.queued, node)
 		return q, nil
-	}
-	if h.wake == nil {
-		h.queued, h.wake, h.waiting = map[string][]api.AttachRequest{}, map[string]chan struct{}{}, map[string]*attachWait{}
 	}
 	ch, ok := h.wake[node]
 	if !ok {

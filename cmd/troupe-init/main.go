@@ -164,18 +164,30 @@ func run(args []string) int {
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "troupe-init: %v\n", err)
-		if errors.Is(err, os.ErrPermission) {
-			return 126
-		}
-		return 127
+		return startFailed(err)
 	}
+	return supervise(sigs, proc.Pid)
+}
+
+// startFailed reports a command that could not start and returns the
+// status a shell gives it: 126 not executable, 127 otherwise.
+func startFailed(err error) int {
+	fmt.Fprintf(os.Stderr, "troupe-init: %v\n", err)
+	if errors.Is(err, os.ErrPermission) {
+		return 126
+	}
+	return 127
+}
+
+// supervise forwards the signals arriving on sigs to the process group
+// pid leads until pid exits, and returns its exit status.
+func supervise(sigs <-chan os.Signal, pid int) int {
 	for sig := range sigs {
 		if sig != syscall.SIGCHLD {
-			_ = syscall.Kill(-proc.Pid, sig.(syscall.Signal))
+			_ = syscall.Kill(-pid, sig.(syscall.Signal))
 			continue
 		}
-		if code, done := reap(proc.Pid); done {
+		if code, done := reap(pid); done {
 			return code
 		}
 	}
@@ -240,31 +252,19 @@ wait:
 	})
 	slave.Close()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "troupe-init: %v\n", err)
-		code := 127
-		if errors.Is(err, os.ErrPermission) {
-			code = 126
-		}
+		code := startFailed(err)
 		srv.Finish(code)
 		return code
 	}
-	for sig := range sigs {
-		if sig != syscall.SIGCHLD {
-			_ = syscall.Kill(-proc.Pid, sig.(syscall.Signal))
-			continue
-		}
-		if code, done := reap(proc.Pid); done {
-			// The last output is in flight until the terminal's other
-			// side is closed by every process that held it.
-			select {
-			case <-pumped:
-			case <-time.After(time.Second):
-			}
-			srv.Finish(code)
-			return code
-		}
+	code := supervise(sigs, proc.Pid)
+	// The last output is in flight until the terminal's other side is
+	// closed by every process that held it.
+	select {
+	case <-pumped:
+	case <-time.After(time.Second):
 	}
-	return 0
+	srv.Finish(code)
+	return code
 }
 
 // reap collects every exited child. When main (> 0) is among them it

@@ -205,28 +205,28 @@ func TestTTYWindowAndLateClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	ra := attach.NewReader(a)
-	readUntil(t, ra, "ready")
+	readUntil(t, a, ra, "ready")
 	b := dialAttach(t, dir) // sees the replay of "ready", then types
 	defer b.Close()
 	rb := attach.NewReader(b)
-	readUntil(t, rb, "ready")
+	readUntil(t, b, rb, "ready")
 	if err := attach.WriteData(b, []byte("from-b\n")); err != nil {
 		t.Fatal(err)
 	}
-	out := readUntil(t, ra, "x=from-b")
+	out := readUntil(t, a, ra, "x=from-b")
 	if !strings.Contains(out, "40 120") {
 		t.Errorf("stty size after resize: %q, want 40 120", out)
 	}
-	readUntil(t, rb, "x=from-b")
+	readUntil(t, b, rb, "x=from-b")
 }
 
-// readUntil reads data frames until their text contains want; it fails
-// on an exit or error frame first.
-func readUntil(t *testing.T, r *attach.Reader, want string) string {
+// readUntil reads data frames from c until their text contains want,
+// for up to 10 s; it fails on an exit or error frame first.
+func readUntil(t *testing.T, c net.Conn, r *attach.Reader, want string) string {
 	t.Helper()
 	var got strings.Builder
-	deadline := time.AfterFunc(10*time.Second, func() { t.Errorf("timed out waiting for %q; got %q", want, got.String()) })
-	defer deadline.Stop()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetReadDeadline(time.Time{})
 	for !strings.Contains(got.String(), want) {
 		f, err := r.Next()
 		if err != nil {

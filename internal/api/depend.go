@@ -188,17 +188,32 @@ func ParseDependency(s string) (*Dependency, error) {
 	return d, nil
 }
 
+// splitTerms splits s at all (every term must hold) or anyOf (one
+// suffices), refusing a mix; anyOf tells which it was.
+func splitTerms(s, all, anyOf string) (terms []string, oneOf bool, err error) {
+	hasAll, hasAny := strings.Contains(s, all), strings.Contains(s, anyOf)
+	if hasAll && hasAny {
+		show := func(sep string) string { // && as it is, ',' quoted
+			if len(sep) == 1 {
+				return "'" + sep + "'"
+			}
+			return sep
+		}
+		return nil, false, fmt.Errorf("dependency %q mixes %s and %s: join all terms with one of them", s, show(all), show(anyOf))
+	}
+	if hasAny {
+		return strings.Split(s, anyOf), true, nil
+	}
+	return strings.Split(s, all), false, nil
+}
+
 func parseLSF(s string) (*Dependency, error) {
-	and, or := strings.Contains(s, "&&"), strings.Contains(s, "||")
-	if and && or {
-		return nil, fmt.Errorf("dependency %q mixes && and ||: join all terms with one of them", s)
+	terms, oneOf, err := splitTerms(s, "&&", "||")
+	if err != nil {
+		return nil, err
 	}
-	sep := "&&"
-	if or {
-		sep = "||"
-	}
-	d := &Dependency{Any: or}
-	for _, term := range strings.Split(s, sep) {
+	d := &Dependency{Any: oneOf}
+	for _, term := range terms {
 		term = strings.TrimSpace(term)
 		kind, id := "done", term
 		open := strings.IndexByte(term, '(')
@@ -227,16 +242,12 @@ func parseLSF(s string) (*Dependency, error) {
 }
 
 func parseSlurm(s string) (*Dependency, error) {
-	comma, quest := strings.Contains(s, ","), strings.Contains(s, "?")
-	if comma && quest {
-		return nil, fmt.Errorf("dependency %q mixes ',' and '?': join all terms with one of them", s)
+	terms, oneOf, err := splitTerms(s, ",", "?")
+	if err != nil {
+		return nil, err
 	}
-	sep := ","
-	if quest {
-		sep = "?"
-	}
-	d := &Dependency{Any: quest}
-	for _, term := range strings.Split(s, sep) {
+	d := &Dependency{Any: oneOf}
+	for _, term := range terms {
 		fields := strings.Split(strings.TrimSpace(term), ":")
 		k, ok := slurmKinds[strings.ToLower(fields[0])]
 		if !ok {
