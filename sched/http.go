@@ -207,6 +207,7 @@ func (s *Server) handlePartitions(w http.ResponseWriter, r *http.Request) {
 	}
 	list := Partitions(v, s.nodes.empty(v))
 	list.Index = idx
+	list.MaxJobInput, list.MaxQueuedPerUser = s.cfg.MaxJobInput, max(s.cfg.MaxQueuedPerUser, 0)
 	writeJSON(w, http.StatusOK, idx, list)
 }
 

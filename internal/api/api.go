@@ -396,7 +396,13 @@ type PartitionList struct {
 	Source     string          `json:"source,omitempty"` // the partitions file; "" built in
 	Policy     string          `json:"policy"`
 	Partitions []PartitionInfo `json:"partitions"`
-	Index      uint64          `json:"index"`
+	// MaxJobInput and MaxQueuedPerUser are schedd's submit limits
+	// (schedd.hcl's max_job_input, bytes; max_queued_per_user, 0
+	// unlimited), so that bsub --dry-run judges a job as submit would.
+	// MaxJobInput 0: a schedd that does not say.
+	MaxJobInput      int    `json:"max_job_input,omitempty"`
+	MaxQueuedPerUser int    `json:"max_queued_per_user,omitempty"`
+	Index            uint64 `json:"index"`
 }
 
 // FairShareRow is one line of badmin fairshare, as Slurm's sshare prints
