@@ -383,6 +383,7 @@ func (s *Server) checkQueued(v *state.Snapshot, j *api.Job) error {
 	return fmt.Errorf("%w: user %s (uid %d) already has %d jobs pending or held, schedd's limit (max_queued_per_user %d); wait for some to start, or remove some with bkill",
 		ErrQueueFull, j.User, j.UID, n, limit)
 }
+
 // partitionLimit says which of p's static limits j breaks ("" none): an
 // account or cluster mode the partition does not take, a cluster size or
 // walltime above its maximum. Submit refuses such a job; a queued job
