@@ -167,7 +167,11 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("node %q: %w; register first", name, state.ErrNotFound))
 		return
 	}
-	if err := s.Heartbeat(r.Context(), name); err != nil {
+	var hb api.NodeHeartbeat
+	if r.ContentLength != 0 && !decode(w, r, &hb) {
+		return
+	}
+	if err := s.HeartbeatFrom(r.Context(), name, hb.Instance); err != nil {
 		writeErr(w, err)
 		return
 	}

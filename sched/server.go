@@ -496,7 +496,11 @@ func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*api.Node,
 	if err := checkRegister(reg); err != nil {
 		return nil, err
 	}
-	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, Capacity: reg.Capacity, Labels: reg.Labels}
+	if err := s.checkInstance(s.st.Snapshot(), reg.Name, reg.Instance, "registration"); err != nil {
+		return nil, err
+	}
+	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, Capacity: reg.Capacity, Labels: reg.Labels,
+		Instance: reg.Instance, Heartbeat: reg.Heartbeat}
 	if _, err := s.apply(ctx, state.Command{Kind: state.CmdRegister, Register: n}); err != nil {
 		return nil, err
 	}
