@@ -264,6 +264,11 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 			o.apiAddr = "http://" + o.listen
 		}
 	}
+	if o.dev {
+		if err := devDataDir(o, log); err != nil {
+			return err
+		}
+	}
 	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log,
 		PartitionsFile: o.parts, Images: images, NodeTimeout: o.nodeTO, JoinToken: join, Raft: rc, APIAddr: o.apiAddr,
 		MaxJobInput: int(o.maxInput), MaxQueuedPerUser: queuedLimit(o.maxQueued)})
@@ -292,6 +297,11 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	lns, err := listen(o)
 	if err != nil {
 		return err
+	}
+	if dir, mode := unreachable(o.socket); dir != "" {
+		log.Warn("OTHER USERS CANNOT REACH THE SOCKET: a directory on its path gives them no search permission; "+
+			"make it 0711 or 0755, or serve --socket from a directory they can reach",
+			"socket", o.socket, "dir", dir, "mode", fmt.Sprintf("%04o", mode))
 	}
 	adminGID := -1
 	if o.adminGrp != "" {
@@ -360,6 +370,47 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	_ = ts.Shutdown(sctx)
 	os.Remove(o.socket)
 	return err
+}
+
+// devDataDir makes the dev cluster's data dir, where its socket lives
+// (DATA-DIR/schedd.sock), passable by other users: created 0711, or, when
+// it exists without search permission for others (mktemp -d makes 0700),
+// given it, with a warning. Its contents keep their own modes (the raft
+// log 0700, the join token and keys 0600), and others cannot list it.
+func devDataDir(o options, log *slog.Logger) error {
+	if err := os.MkdirAll(o.dataDir, 0o711); err != nil {
+		return err
+	}
+	if filepath.Dir(o.socket) != filepath.Clean(o.dataDir) {
+		return nil
+	}
+	fi, err := os.Stat(o.dataDir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if mode := fi.Mode().Perm(); mode&0o001 == 0 && ok && int(st.Uid) == os.Geteuid() {
+		if err := os.Chmod(o.dataDir, mode|0o011); err != nil {
+			return err
+		}
+		log.Warn("--dev: gave other users search permission on the data dir, so that they reach the socket in it",
+			"data_dir", o.dataDir, "was", fmt.Sprintf("%04o", mode), "now", fmt.Sprintf("%04o", mode|0o011))
+	}
+	return nil
+}
+
+// unreachable returns the first directory on sock's path that others
+// (not its owner, not its group) may not pass, with its mode; "" when
+// every one lets them.
+func unreachable(sock string) (string, os.FileMode) {
+	for d := filepath.Dir(sock); ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return d, fi.Mode().Perm()
+		}
+		if d == "/" || d == "." {
+			return "", 0
+		}
+	}
 }
 
 // queuedLimit turns --max-queued-per-user (0: unlimited) into
