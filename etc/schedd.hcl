@@ -35,6 +35,13 @@ images = "images.hcl"
 # requeued.
 node_timeout = "30s"
 
+# Submit limits: the most bytes of text (commands, environment, mounts,
+# paths) one job may hold, and the most jobs one user may have PENDING or
+# HELD at once (0: unlimited). Larger jobs and jobs past the limit are
+# refused at submit.
+max_job_input       = "64KiB"
+max_queued_per_user = 10000
+
 # High availability: three (or five) schedd servers replicate the state
 # with raft. Give each its own raft_addr and id; the same peers on all.
 # raft_addr = "10.0.0.1:7950"

@@ -5,17 +5,24 @@ import (
 	"math"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 )
 
-// Limits checked by Validate.
+// Limits checked by Validate. MaxCPU, MaxMemory and MaxGPU bound what
+// one container may ask for: more than any node offers, so a value above
+// them is a mistake (1e308 cpus) that no node could ever run.
 const (
 	MaxClusterSize = 1024
-	MinPriority    = -10000 // the lowest nice a user may give
+	MinPriority    = -10000  // the lowest nice a user may give
+	MaxCPU         = 65536   // cores per container
+	MaxMemory      = 1 << 50 // bytes per container (1 PiB)
+	MaxGPU         = 64      // GPUs per container; a node offers at most as many
 	maxNameLen     = 63
 	maxRoleNameLen = 32
+	maxPathLen     = 4096 // PATH_MAX
 )
 
 var (
@@ -23,6 +30,10 @@ var (
 	roleNameRe = regexp.MustCompile(`^[a-z]+$`)
 	mountRe    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 	envKeyRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// partRe is a partition or account name, as partitions.hcl takes it.
+	partRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
+	// imageNameRe is a catalog image name (internal/catalog's rule).
+	imageNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$`)
 )
 
 // Range returns where the setting at path (a JSON path such as
@@ -109,9 +120,19 @@ func (v *validator) top() {
 	if j.Image == "" {
 		v.errorf("image", "Missing image",
 			`a job needs an image: image = "NAME", a catalog alias, "host", a rootfs directory, a .sif file or an OCI layout or archive.`)
+	} else {
+		v.image("image", j.Image)
 	}
 	if j.Workdir != "" && !path.IsAbs(j.Workdir) {
 		v.errorf("workdir", "Invalid workdir", "workdir %q is not valid; it must be an absolute path such as %q.", j.Workdir, DefaultWorkdir)
+	} else {
+		v.path("workdir", "workdir", j.Workdir)
+	}
+	for _, f := range []struct{ path, val string }{{"partition", j.Partition}, {"account", j.Account}} {
+		if f.val != "" && !partRe.MatchString(f.val) {
+			v.errorf(f.path, "Invalid "+f.path,
+				"%s %q is not valid; a %s name starts with a letter and holds up to 63 letters, digits, '_' and '-'.", f.path, f.val, f.path)
+		}
 	}
 	if j.mainCommand() == nil {
 		v.errorf("command", "Missing command",
@@ -134,18 +155,18 @@ func (v *validator) cluster() {
 // resources checks a resources setting at path. inherit allows a zero
 // CPU or Memory (a role's, taken from the job's).
 func (v *validator) resources(path string, r Resources, inherit bool) {
-	if bad(r.CPU) || r.CPU < 0 || (r.CPU == 0 && !inherit) {
+	if bad(r.CPU) || r.CPU < 0 || (r.CPU == 0 && !inherit) || r.CPU > MaxCPU {
 		v.errorf(path+".cpu", "Invalid cpu",
-			"cpu %g is not valid; give the cores each container needs, more than 0 (fractions such as 0.5 are fine).", r.CPU)
+			"cpu %g is not valid; give the cores each container needs, more than 0 and at most %d (fractions such as 0.5 are fine).", r.CPU, MaxCPU)
 	}
-	if r.Memory < 0 || (r.Memory == 0 && !inherit) {
+	if r.Memory < 0 || (r.Memory == 0 && !inherit) || r.Memory > MaxMemory {
 		v.errorf(path+".memory", "Invalid memory",
-			`memory %d is not valid; give the memory each container needs, more than 0, such as "16GiB".`, r.Memory)
+			`memory %d is not valid; give the memory each container needs, more than 0 and at most 1PiB, such as "16GiB".`, r.Memory)
 	}
 	switch {
-	case bad(r.GPU) || r.GPU < 0:
+	case bad(r.GPU) || r.GPU < 0 || r.GPU > MaxGPU:
 		v.errorf(path+".gpu", "Invalid gpu",
-			"gpu %g is not valid; use 0 (none), a fraction of one GPU (0 < gpu <= 1), or a whole number of GPUs.", r.GPU)
+			"gpu %g is not valid; use 0 (none), a fraction of one GPU (0 < gpu <= 1), or a whole number of GPUs up to %d.", r.GPU, MaxGPU)
 	case r.GPU > 1 && r.GPU != math.Trunc(r.GPU):
 		v.errorf(path+".gpu", "Invalid gpu",
 			"gpu %g is not valid; a request above one GPU must be whole (%g or %g); fractions are for one shared GPU (0 < gpu <= 1).",
@@ -159,6 +180,41 @@ func (v *validator) command(path string, cmd []string) {
 	if len(cmd) > 0 && cmd[0] == "" {
 		v.errorf(path+".0", "Invalid command", "the program name, %s[0], is empty; name a program such as \"python\".", path)
 	}
+	for i, a := range cmd {
+		if strings.IndexByte(a, 0) >= 0 {
+			v.errorf(fmt.Sprintf("%s.%d", path, i), "Invalid command",
+				"%s[%d] holds a NUL byte, which no program can receive in its arguments; remove it.", path, i)
+		}
+	}
+}
+
+// path checks a path setting (at path; what names it in messages) that
+// must name a file: no NUL byte, at most PATH_MAX bytes.
+func (v *validator) path(at, what, p string) {
+	switch {
+	case strings.IndexByte(p, 0) >= 0:
+		v.errorf(at, "Invalid "+what, "%s %q holds a NUL byte, which no path can; remove it.", what, p)
+	case len(p) > maxPathLen:
+		v.errorf(at, "Invalid "+what, "%s is %d bytes long; a path may be at most %d.", what, len(p), maxPathLen)
+	}
+}
+
+// image checks an image reference (at path): "host", an absolute path
+// without ".." (a rootfs, layout, archive or .sif on the nodes), or a
+// catalog name. A relative path such as "../../etc" is none of these.
+func (v *validator) image(at, im string) {
+	switch {
+	case im == "host":
+	case strings.HasPrefix(im, "/"):
+		if slices.Contains(strings.Split(im, "/"), "..") {
+			v.errorf(at, "Invalid image", "image %q climbs out with \"..\"; give the image's path without \"..\", such as %q.", im, path.Clean(im))
+			return
+		}
+		v.path(at, "image", im)
+	case !imageNameRe.MatchString(im):
+		v.errorf(at, "Invalid image",
+			"image %q is not valid; use \"host\", an absolute path on the nodes, or a catalog name (up to 255 letters, digits, '.', '_', '-' and ':', starting with a letter or digit).", im)
+	}
 }
 
 func (v *validator) env() {
@@ -170,6 +226,9 @@ func (v *validator) env() {
 		case strings.HasPrefix(k, "BACKENDAI_"):
 			v.errorf("env."+k, "Reserved environment variable",
 				"env %s is set by troupe in every container; choose a name that does not start with BACKENDAI_.", k)
+		case strings.IndexByte(v.j.Env[k], 0) >= 0:
+			v.errorf("env."+k, "Invalid environment variable value",
+				"env %s holds a NUL byte, which no environment variable can; remove it.", k)
 		}
 	}
 }
@@ -194,6 +253,8 @@ func (v *validator) mounts() {
 		if !path.IsAbs(m.Source) {
 			v.errorf(p+".source", "Invalid mount source",
 				"mount %q source %q is not valid; it must be an absolute path on the nodes, such as \"/shared/datasets\".", m.Name, m.Source)
+		} else {
+			v.path(p+".source", fmt.Sprintf("mount %q source", m.Name), m.Source)
 		}
 		v.mountTarget(p, m, i, targets)
 	}
@@ -224,6 +285,7 @@ func (v *validator) mountTarget(p string, m Mount, i int, targets map[string]int
 			m.Name, m.Target, v.j.Mounts[first].Name, v.at(fmt.Sprintf("mounts.%d.target", first)))
 		return
 	}
+	v.path(p+".target", fmt.Sprintf("mount %q target", m.Name), m.Target)
 	targets[t] = i
 }
 
@@ -252,6 +314,7 @@ func (v *validator) at(path string) string {
 
 // pattern checks the output or error file pattern o (at path).
 func (v *validator) pattern(path, o string) {
+	v.path(path, path, o)
 	for i := 0; i < len(o); i++ {
 		if o[i] != '%' {
 			continue
@@ -324,6 +387,9 @@ func (v *validator) roles() {
 			v.resources(p+".resources", *r.Resources, true)
 		}
 		v.command(p+".command", r.Command)
+		if r.Image != "" {
+			v.image(p+".image", r.Image)
+		}
 	}
 	subs := j.Cluster.Size - 1 - others
 	if subs < 0 && j.Cluster.Size >= 1 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -46,6 +48,9 @@ type agent struct {
 	gpus    []gpu.Device
 	mps     *mpsDaemon // the MPS control daemon of fractional GPU shares
 	metrics *metrics
+	// instance tells this nodelet from another under the same name
+	// (loadInstance); sent on register and heartbeat.
+	instance string
 
 	mu       sync.Mutex
 	running  map[key]*task   // started here, not yet destroyed
@@ -116,6 +121,9 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 		mps: &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
 	}
 	a.metrics = newMetrics(a)
+	if a.instance, err = loadInstance(cfg.StateDir); err != nil {
+		return nil, err
+	}
 	if cfg.Images != "" {
 		if a.catalog, err = catalog.Load(cfg.Images); err != nil {
 			return nil, err
@@ -179,7 +187,7 @@ func (a *agent) filesDir() string      { return filepath.Join(a.cfg.StateDir, "f
 // answers; it fails only when ctx ends.
 func (a *agent) register(ctx context.Context) error {
 	reg := api.NodeRegister{
-		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(),
+		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(), Instance: a.instance, Heartbeat: a.cfg.Heartbeat,
 		Capacity: api.Resources{CPUMilli: int64(a.cfg.CPU * 1000), Memory: a.cfg.Memory, GPU: float64(len(a.gpus))},
 	}
 	regCli := a.cli
@@ -222,7 +230,7 @@ func (a *agent) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		err := a.cli.Heartbeat(ctx, a.cfg.Name)
+		_, err := a.cli.Do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(a.cfg.Name)+"/heartbeat", nil, api.NodeHeartbeat{Instance: a.instance}, nil)
 		switch {
 		case err == nil || ctx.Err() != nil:
 		case client.IsNotFound(err) || (client.IsUnauthorized(err) && a.cfg.JoinTokenFile != ""):

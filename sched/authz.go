@@ -50,35 +50,14 @@ func mayControl(ctx context.Context, j *api.Job) error {
 }
 
 // visible is j as the caller may see it: in full when it is theirs (or
-// the caller is an admin or trusted), else without what could leak
-// (command, environment, mounts, directories, messages).
+// the caller is an admin or trusted), else its public view (api.Job.Public,
+// an allow-list).
 func visible(ctx context.Context, j api.Job) api.Job {
 	id, ok := caller(ctx)
 	if !ok || id.Admin || (id.UID >= 0 && id.UID == j.UID) { // uid -1: Anonymous, owner of nothing
 		return j
 	}
-	j.Cwd = ""
-	j.Spec.Command, j.Spec.Env, j.Spec.Mounts, j.Spec.Workdir, j.Spec.Output = nil, nil, nil, "", ""
-	j.Spec.Roles = nil
-	cs := make([]api.Container, len(j.Containers))
-	for i, c := range j.Containers {
-		c.Command, c.Message = nil, ""
-		cs[i] = c
-	}
-	j.Containers = cs
-	if j.State.Terminal() || j.State == api.JobPending {
-		j.Reason = redactReason(j.Reason)
-	}
-	return j
-}
-
-func redactReason(r string) string {
-	switch r {
-	case api.ReasonResources, api.ReasonPriority, api.ReasonPartitionLimit, api.ReasonAccountLimit, api.ReasonDependency, api.ReasonHeld,
-		api.ReasonDependencyNeverSatisfied:
-		return r
-	}
-	return ""
+	return j.Public()
 }
 
 // asCaller fills the submission's identity from the caller's: the body's

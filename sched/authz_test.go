@@ -83,3 +83,50 @@ func TestPeerIdentity(t *testing.T) {
 }
 
 func jsonNum(n uint64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestRedactedViewHidesHandles is issue 19's item 5 as the attacker does
+// it: bob reads alice's placed job with bjob -o json (GET /v1/jobs/N and
+// the list) and through the unauthenticated web listener. He sees what
+// bqueue -u all shows, and none of the handles: request id, session and
+// kernel ids, VNI, subnet, container and node addresses, the error file.
+func TestRedactedViewHidesHandles(t *testing.T) {
+	srv, c := cluster(t)
+	register(t, c, "n1", 4)
+	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
+	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
+	sp := spec(2, "single-node", 1)
+	sp.Error = "/home/alice/private/err-%j.log"
+	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp, RequestID: "req-7f3a9c", Cwd: "/home/alice/proj"})
+	if code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	var res api.SubmitResponse
+	_ = json.Unmarshal(body, &res)
+	j := waitJob(t, c, res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled && j.Network != nil })
+	secrets := []string{"req-7f3a9c", j.SessionID, j.Network.Subnet, `"vni"`, j.Containers[0].Addr, j.Containers[1].KernelID,
+		"/home/alice", `"request_id"`, `"addr"`, `"network"`}
+	path := "/v1/jobs/" + jsonNum(res.JobID)
+	ro := func(p string) []byte {
+		w := httptest.NewRecorder()
+		srv.ReadOnlyHandler().ServeHTTP(w, httptest.NewRequest("GET", p, nil))
+		return w.Body.Bytes()
+	}
+	_, one := as(srv, bob, "GET", path, nil)
+	_, list := as(srv, bob, "GET", "/v1/jobs", nil)
+	for what, b := range map[string][]byte{"bjob": one, "bqueue -u all": list, "web job": ro(path), "web jobs": ro("/v1/jobs")} {
+		for _, s := range secrets {
+			if strings.Contains(string(b), s) {
+				t.Errorf("%s shows bob %q: %s", what, s, b)
+			}
+		}
+		for _, s := range []string{`"user":"alice"`, `"state":"SCHEDULED"`, `"partition":"default"`, `"node":"n1"`, `"host":"sub1"`, `"cpu":1`} {
+			if !strings.Contains(string(b), s) {
+				t.Errorf("%s lacks %s, which bqueue -u all needs: %s", what, s, b)
+			}
+		}
+	}
+	// alice sees her job in full.
+	if _, b := as(srv, alice, "GET", path, nil); !strings.Contains(string(b), j.Containers[1].KernelID) || !strings.Contains(string(b), "req-7f3a9c") {
+		t.Errorf("alice's own view lacks the handles: %s", b)
+	}
+}

@@ -93,6 +93,7 @@ func (s *Server) NodeView(v *state.Snapshot) []api.Node {
 	nodes := s.Nodes(v)
 	for i := range nodes {
 		n := &nodes[i]
+		n.Instance = "" // a nodelet's own; not for the node list
 		for k := range cfg.Partitions {
 			if p := &cfg.Partitions[k]; p.Has(n.Name, n.Labels) {
 				n.Partitions = append(n.Partitions, p.Name)

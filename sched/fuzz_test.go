@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // fuzzServer is a real controller (raft on disk) with one node, shared by
@@ -64,11 +66,32 @@ func FuzzSubmitBody(f *testing.F) {
 		`{"spec":{"roles":[{"name":"sub","replicas":100000}]}}`,
 		`{"spec":{"name":"a","image":"host","command":["true"],"cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1e308,"memory":-1,"gpu":0.5}}}`,
 		`{"spec":{"name":"a","partition":"nope"}}`, `{"bogus":1}`, `[]`, `null`, ``, `{`, `"x"`,
+		// Values no node can run (issue 12): each must be refused.
+		`{"spec":{"name":"a","image":"host","command":["true"],"cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1,"memory":1073741824,"gpu":1e9}}}`,
+		`{"spec":{"name":"a","image":"host","command":["true"],"cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1,"memory":9223372036854775807}}}`,
+		`{"spec":{"name":"a","image":"host","command":["a\u0000b"],"cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1,"memory":1073741824}}}`,
+		`{"spec":{"name":"a","image":"host","command":["true"],"env":{"K":"\u0000"},"cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1,"memory":1073741824}}}`,
+		`{"spec":{"name":"a\u0000","image":"host","command":["true"],"cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1,"memory":1073741824}}}`,
+		`{"spec":{"name":"a","image":"../../etc","command":["true"],"cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1,"memory":1073741824}}}`,
+		`{"spec":{"name":"a","image":"host","command":["true"],"workdir":"/w\u0000","cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1,"memory":1073741824}}}`,
+		`{"spec":{"name":"a","image":"host","command":["true"],"cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1,"memory":1073741824}},"cwd":"rel/dir"}`,
 	} {
 		f.Add([]byte(s))
 	}
 	srv := fuzzServer(f)
-	f.Fuzz(func(t *testing.T, body []byte) { fuzzBody(t, srv, "/v1/jobs", body) })
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fuzzBody(t, srv, "/v1/jobs", body)
+		// What was taken must be runnable: every job in the queue passes
+		// the checks submit makes.
+		for _, j := range srv.Store().Snapshot().Jobs() {
+			if d := j.Spec.Validate(); d.HasErrors() {
+				t.Fatalf("job %d stored though invalid: %s", j.ID, jobspec.FormatDiagnostics(d))
+			}
+			if err := checkCwd(j.Cwd); err != nil {
+				t.Fatalf("job %d stored with cwd %q: %v", j.ID, j.Cwd, err)
+			}
+		}
+	})
 }
 
 func FuzzReportBody(f *testing.F) {

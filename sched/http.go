@@ -167,7 +167,11 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("node %q: %w; register first", name, state.ErrNotFound))
 		return
 	}
-	if err := s.Heartbeat(r.Context(), name); err != nil {
+	var hb api.NodeHeartbeat
+	if r.ContentLength != 0 && !decode(w, r, &hb) {
+		return
+	}
+	if err := s.HeartbeatFrom(r.Context(), name, hb.Instance); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -207,6 +211,7 @@ func (s *Server) handlePartitions(w http.ResponseWriter, r *http.Request) {
 	}
 	list := Partitions(v, s.nodes.empty(v))
 	list.Index = idx
+	list.MaxJobInput, list.MaxQueuedPerUser = s.cfg.MaxJobInput, max(s.cfg.MaxQueuedPerUser, 0)
 	writeJSON(w, http.StatusOK, idx, list)
 }
 

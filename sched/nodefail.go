@@ -2,6 +2,8 @@ package sched
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -17,6 +19,18 @@ const DefaultNodeTimeout = 30 * time.Second
 // hold the jobs that were failed or requeued, and stops what it still
 // runs of them.
 func (s *Server) Heartbeat(ctx context.Context, node string) error {
+	return s.HeartbeatFrom(ctx, node, "")
+}
+
+// HeartbeatFrom is Heartbeat from nodelet instance inst: "" (not told)
+// is taken from anyone; another instance than the registered one, while
+// that one is live, is refused with ErrNodeTaken and keeps nothing alive.
+func (s *Server) HeartbeatFrom(ctx context.Context, node, inst string) error {
+	if inst != "" {
+		if err := s.checkInstance(s.st.Snapshot(), node, inst, "heartbeat"); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	s.seen[node] = s.cfg.Clock()
 	s.mu.Unlock()
@@ -28,6 +42,58 @@ func (s *Server) Heartbeat(ctx context.Context, node string) error {
 		s.wake()
 	}
 	return nil
+}
+
+// ErrNodeTaken marks a registration or heartbeat for a node name that
+// another, live nodelet holds. It is a state.ErrConflict (HTTP 409).
+var ErrNodeTaken = errors.New("node name in use")
+
+// takenError reads as its message alone and is ErrNodeTaken and
+// state.ErrConflict.
+type takenError struct{ msg string }
+
+func (e *takenError) Error() string { return e.msg }
+func (e *takenError) Is(target error) bool {
+	return target == ErrNodeTaken || target == state.ErrConflict
+}
+
+// checkInstance refuses what (a registration or heartbeat) of node name
+// from nodelet instance inst when the node is registered by another
+// instance that is still live: heard from within three of its heartbeat
+// intervals, or the node timeout if that is shorter (or the interval
+// unknown). A node that registered without an instance (an older
+// nodelet) cannot be told apart and is not defended; a DOWN or silent
+// node may be taken over.
+func (s *Server) checkInstance(v *state.Snapshot, name, inst, what string) error {
+	n := v.Node(name)
+	if n == nil || n.Instance == "" || n.Instance == inst || n.State == api.NodeDown {
+		return nil
+	}
+	now := s.cfg.Clock()
+	s.mu.Lock()
+	last, ok := s.seen[name]
+	if !ok || last.Before(s.leadSince) {
+		last = s.leadSince
+	}
+	s.mu.Unlock()
+	silent, live := now.Sub(last), s.cfg.NodeTimeout
+	if n.Heartbeat > 0 {
+		live = min(live, 3*n.Heartbeat)
+	}
+	if silent > live {
+		s.log.Warn("node taken over by another nodelet after the node timeout", "node", name, "silent", silent.Round(time.Second))
+		return nil
+	}
+	return &takenError{fmt.Sprintf("node %s is registered by another nodelet (instance %.8s…), heard from %s ago: %s from instance %.8s… refused; "+
+		"two nodelets may not share a name: give this one another --name, or stop the other (a node silent for %s may be taken over)",
+		name, n.Instance, silent.Round(time.Millisecond), what, orNone(inst), live)}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
 
 // silentNodes lists the UP nodes not heard from within the node timeout

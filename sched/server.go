@@ -34,6 +34,11 @@ const DefaultChargeEvery = time.Minute
 // ErrInvalid marks a request that can never succeed as sent.
 var ErrInvalid = errors.New("invalid request")
 
+// ErrQueueFull marks a submission refused because its user has as many
+// jobs waiting as schedd allows (max_queued_per_user): it may succeed
+// later. It is an ErrInvalid for the API (HTTP 400).
+var ErrQueueFull = fmt.Errorf("%w: queue limit reached", ErrInvalid)
+
 // Config sets up a Server.
 type Config struct {
 	DataDir string // raft log and snapshots
@@ -65,7 +70,23 @@ type Config struct {
 	// TCP listener, e.g. https://host:7946): recorded in the state when
 	// it leads, so that followers can send clients to it.
 	APIAddr string
+	// MaxJobInput caps a job's text in bytes (jobspec.Job.InputSize:
+	// commands, environment, mounts, paths); 0 is
+	// jobspec.DefaultMaxInput. Submit refuses a job above it.
+	MaxJobInput int
+	// MaxQueuedPerUser caps the jobs one user may have waiting (PENDING
+	// or HELD) in all partitions together; 0 is DefaultMaxQueuedPerUser,
+	// a negative value unlimited. Submit refuses a job past it.
+	MaxQueuedPerUser int
 }
+
+// DefaultMaxQueuedPerUser is how many jobs one user may have PENDING or
+// HELD at once unless schedd's max_queued_per_user says otherwise.
+const DefaultMaxQueuedPerUser = 10000
+
+// MaxJobInputLimit is the highest max_job_input schedd takes: a quarter
+// of the API's body limit, so that a job at the cap still fits a request.
+const MaxJobInputLimit = maxBody / 4
 
 // Server is a running controller: state, raft log and scheduler loop.
 type Server struct {
@@ -106,6 +127,15 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.NodeTimeout <= 0 {
 		cfg.NodeTimeout = DefaultNodeTimeout
+	}
+	if cfg.MaxJobInput <= 0 {
+		cfg.MaxJobInput = jobspec.DefaultMaxInput
+	}
+	if cfg.MaxJobInput > MaxJobInputLimit {
+		return nil, fmt.Errorf("%w: max_job_input %d is above %d bytes, a quarter of the API's request limit", ErrInvalid, cfg.MaxJobInput, MaxJobInputLimit)
+	}
+	if cfg.MaxQueuedPerUser == 0 {
+		cfg.MaxQueuedPerUser = DefaultMaxQueuedPerUser
 	}
 	pc := partition.Default()
 	if cfg.PartitionsFile != "" {
@@ -233,6 +263,12 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 	if diags := spec.Validate(); diags.HasErrors() {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.ReplaceAll(strings.TrimSpace(jobspec.FormatDiagnostics(diags)), "\n", "; "))
 	}
+	if diags := spec.CheckInput(s.cfg.MaxJobInput); diags.HasErrors() {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimSpace(jobspec.FormatDiagnostics(diags)))
+	}
+	if err := checkCwd(req.Cwd); err != nil {
+		return nil, err
+	}
 	cs := spec.Containers()
 	if len(cs) == 0 {
 		return nil, fmt.Errorf("%w: the job has no containers", ErrInvalid)
@@ -302,10 +338,50 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 				ErrInvalid, j.User, n, j.Partition, max)
 		}
 	}
+	if err := s.checkQueued(v, j); err != nil {
+		return nil, err
+	}
 	if why := s.nodes.check(v, j); why != "" {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, why)
 	}
 	return j, nil
+}
+
+// checkCwd refuses a submit directory that cannot be one: relative, with
+// a NUL byte, or longer than PATH_MAX. Empty is allowed (API callers
+// without one; relative output paths then resolve in the container).
+func checkCwd(cwd string) error {
+	switch {
+	case cwd == "":
+		return nil
+	case !strings.HasPrefix(cwd, "/"):
+		return fmt.Errorf("%w: cwd %q: the submit directory must be an absolute path", ErrInvalid, cwd)
+	case strings.IndexByte(cwd, 0) >= 0:
+		return fmt.Errorf("%w: cwd %q holds a NUL byte, which no path can", ErrInvalid, cwd)
+	case len(cwd) > 4096:
+		return fmt.Errorf("%w: cwd is %d bytes long; a path may be at most 4096", ErrInvalid, len(cwd))
+	}
+	return nil
+}
+
+// checkQueued refuses j when its user already has the most jobs waiting
+// (PENDING or HELD) that schedd's max_queued_per_user allows.
+func (s *Server) checkQueued(v *state.Snapshot, j *api.Job) error {
+	limit := s.cfg.MaxQueuedPerUser
+	if limit < 0 {
+		return nil
+	}
+	n := 0
+	for _, o := range v.Jobs() {
+		if o.UID == j.UID && (o.State == api.JobPending || o.State == api.JobHeld) {
+			n++
+		}
+	}
+	if n < limit {
+		return nil
+	}
+	return fmt.Errorf("%w: user %s (uid %d) already has %d jobs pending or held, schedd's limit (max_queued_per_user %d); wait for some to start, or remove some with bkill",
+		ErrQueueFull, j.User, j.UID, n, limit)
 }
 
 // partitionLimit says which of p's static limits j breaks ("" none): an
@@ -420,7 +496,11 @@ func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*api.Node,
 	if err := checkRegister(reg); err != nil {
 		return nil, err
 	}
-	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, Capacity: reg.Capacity, Labels: reg.Labels}
+	if err := s.checkInstance(s.st.Snapshot(), reg.Name, reg.Instance, "registration"); err != nil {
+		return nil, err
+	}
+	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, Capacity: reg.Capacity, Labels: reg.Labels,
+		Instance: reg.Instance, Heartbeat: reg.Heartbeat}
 	if _, err := s.apply(ctx, state.Command{Kind: state.CmdRegister, Register: n}); err != nil {
 		return nil, err
 	}

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
+	"github.com/troupe-hpc/troupe/sched"
 )
 
 const rolesJob = `job "hello" {
@@ -168,5 +173,36 @@ func TestDryRunWithoutSchedd(t *testing.T) {
 	code, out, errs := runBsub("--addr", addr, "--dry-run", writeJob(t, goodJob))
 	if code != 0 || errs != "" || !strings.Contains(out, "Verdict: not checked (cannot reach schedd at "+addr) {
 		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+}
+
+// TestDryRunMatchesSubmitOnInputCap: against a real schedd, a job whose
+// text is over max_job_input is refused by --dry-run (with the file's
+// line) and by submit alike, naming the same setting; nothing is stored.
+func TestDryRunMatchesSubmitOnInputCap(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := sched.Open(ctx, sched.Config{DataDir: t.TempDir(), MaxJobInput: 1024, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); cancel(); srv.Close() })
+	small := strings.Replace(goodJob, `partition = "cpu"`, `partition = "default"`, 1)
+	job := writeJob(t, strings.Replace(small, `command = ["hostname"]`,
+		"command = [\"hostname\"]\n  env     = { DATA = \""+strings.Repeat("d", 2000)+"\" }", 1))
+	code, _, errs := runBsub("--addr", hs.URL, "--dry-run", job)
+	if code != 1 || !strings.Contains(errs, "job.hcl:12:15: Job too large") || !strings.Contains(errs, "env.DATA alone takes") {
+		t.Fatalf("dry run: exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = runBsub("--addr", hs.URL, job)
+	if code == 0 || !strings.Contains(errs, "Job too large") || !strings.Contains(errs, "env.DATA alone takes") {
+		t.Fatalf("submit: exit %d, stderr %q", code, errs)
+	}
+	if n := len(srv.Store().Snapshot().Jobs()); n != 0 {
+		t.Fatalf("%d jobs stored", n)
+	}
+	// Within the cap both take it.
+	if code, _, errs := runBsub("--addr", hs.URL, "--dry-run", writeJob(t, small)); code != 0 {
+		t.Fatalf("dry run of a small job: exit %d, stderr %q", code, errs)
 	}
 }

@@ -39,6 +39,29 @@ func TestConfigFile(t *testing.T) {
 	}
 }
 
+// The submit limits come from the file or the flags; 0 queued is
+// unlimited, and a cap above the API's reach is refused.
+func TestSubmitLimitFlags(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil || o.maxInput != 64<<10 || o.maxQueued != 10000 {
+		t.Fatalf("defaults: %d bytes, %d queued, %v", o.maxInput, o.maxQueued, err)
+	}
+	p := filepath.Join(t.TempDir(), "schedd.hcl")
+	if err := os.WriteFile(p, []byte("max_job_input = \"16KiB\"\nmax_queued_per_user = 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err = parseFlags([]string{"--config", p}, io.Discard)
+	if err != nil || o.maxInput != 16<<10 || o.maxQueued != 0 || queuedLimit(o.maxQueued) >= 0 {
+		t.Fatalf("from the file: %d bytes, %d queued, %v", o.maxInput, o.maxQueued, err)
+	}
+	if _, err := parseFlags([]string{"--max-job-input", "8MiB"}, io.Discard); err == nil || !strings.Contains(err.Error(), "max-job-input") {
+		t.Fatalf("--max-job-input 8MiB: %v", err)
+	}
+	if _, err := parseFlags([]string{"--max-queued-per-user", "-1"}, io.Discard); err == nil {
+		t.Fatal("--max-queued-per-user -1 taken")
+	}
+}
+
 func TestConfigFileErrors(t *testing.T) {
 	for _, tc := range []struct{ name, src, want string }{
 		{"UnknownKey", "web_adr = \"127.0.0.1:8080\"\n", `:1:1: Unsupported argument; An argument named "web_adr" is not expected here. Did you mean "web_addr"?`},

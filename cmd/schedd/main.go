@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched"
 	"github.com/troupe-hpc/troupe/sched/config"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
@@ -56,6 +58,22 @@ type options struct {
 	metrics   string
 	web       string
 	config    string
+	maxInput  byteSize
+	maxQueued int
+}
+
+// byteSize is a flag of bytes: a number, or a size with a unit ("64KiB").
+type byteSize int
+
+func (b *byteSize) String() string { return strconv.Itoa(int(*b)) }
+
+func (b *byteSize) Set(s string) error {
+	n, err := jobspec.ParseMemory(s)
+	if err != nil || n <= 0 || n > sched.MaxJobInputLimit {
+		return fmt.Errorf("want a size from 1 byte to %d bytes, such as 64KiB", sched.MaxJobInputLimit)
+	}
+	*b = byteSize(n)
+	return nil
 }
 
 func main() {
@@ -126,6 +144,9 @@ flags:
 	fs.StringVar(&o.apiAddr, "advertise", "", "`URL` peers send clients to when this server leads (default https://LISTEN, http:// with --insecure-tcp)")
 	fs.StringVar(&o.metrics, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP, apart from the API), e.g. 127.0.0.1:9100 (default: off)")
 	fs.StringVar(&o.web, "web-addr", "", "serve a read-only web page of the queue, nodes, partitions and fair share at http://ADDR/\n(plain HTTP, unauthenticated: jobs shown as to an anonymous user), e.g. 127.0.0.1:8080 (default: off)")
+	o.maxInput = jobspec.DefaultMaxInput
+	fs.Var(&o.maxInput, "max-job-input", "the most `bytes` of text (commands, environment, mounts, paths) one job may hold, e.g. 64KiB;\na larger job is refused at submit")
+	fs.IntVar(&o.maxQueued, "max-queued-per-user", sched.DefaultMaxQueuedPerUser, "the most jobs one user may have PENDING or HELD; more are refused at submit (0: unlimited)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.StringVar(&o.config, "config", "", "settings `file` (see etc/schedd.hcl): each key one of these flags, data_dir for --data-dir;\nflags given here override it")
 	if err := fs.Parse(args); err != nil {
@@ -143,6 +164,9 @@ flags:
 	case "auto", "netns", "shared":
 	default:
 		return o, fmt.Errorf("--dev-hosts %q: want auto, netns or shared", o.devHosts)
+	}
+	if o.maxQueued < 0 {
+		return o, fmt.Errorf("--max-queued-per-user must be 0 (unlimited) or more, got %d", o.maxQueued)
 	}
 	if o.dev && o.nodes < 1 {
 		return o, fmt.Errorf("--nodes must be at least 1, got %d", o.nodes)
@@ -240,8 +264,14 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 			o.apiAddr = "http://" + o.listen
 		}
 	}
+	if o.dev {
+		if err := devDataDir(o, log); err != nil {
+			return err
+		}
+	}
 	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log,
-		PartitionsFile: o.parts, Images: images, NodeTimeout: o.nodeTO, JoinToken: join, Raft: rc, APIAddr: o.apiAddr})
+		PartitionsFile: o.parts, Images: images, NodeTimeout: o.nodeTO, JoinToken: join, Raft: rc, APIAddr: o.apiAddr,
+		MaxJobInput: int(o.maxInput), MaxQueuedPerUser: queuedLimit(o.maxQueued)})
 	if err != nil {
 		return err
 	}
@@ -267,6 +297,11 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	lns, err := listen(o)
 	if err != nil {
 		return err
+	}
+	if dir, mode := unreachable(o.socket); dir != "" {
+		log.Warn("OTHER USERS CANNOT REACH THE SOCKET: a directory on its path gives them no search permission; "+
+			"make it 0711 or 0755, or serve --socket from a directory they can reach",
+			"socket", o.socket, "dir", dir, "mode", fmt.Sprintf("%04o", mode))
 	}
 	adminGID := -1
 	if o.adminGrp != "" {
@@ -335,6 +370,56 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	_ = ts.Shutdown(sctx)
 	os.Remove(o.socket)
 	return err
+}
+
+// devDataDir makes the dev cluster's data dir, where its socket lives
+// (DATA-DIR/schedd.sock), passable by other users: created 0711, or, when
+// it exists without search permission for others (mktemp -d makes 0700),
+// given it, with a warning. Its contents keep their own modes (the raft
+// log 0700, the join token and keys 0600), and others cannot list it.
+func devDataDir(o options, log *slog.Logger) error {
+	if err := os.MkdirAll(o.dataDir, 0o711); err != nil {
+		return err
+	}
+	if filepath.Dir(o.socket) != filepath.Clean(o.dataDir) {
+		return nil
+	}
+	fi, err := os.Stat(o.dataDir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if mode := fi.Mode().Perm(); mode&0o001 == 0 && ok && int(st.Uid) == os.Geteuid() {
+		if err := os.Chmod(o.dataDir, mode|0o011); err != nil {
+			return err
+		}
+		log.Warn("--dev: gave other users search permission on the data dir, so that they reach the socket in it",
+			"data_dir", o.dataDir, "was", fmt.Sprintf("%04o", mode), "now", fmt.Sprintf("%04o", mode|0o011))
+	}
+	return nil
+}
+
+// unreachable returns the first directory on sock's path that others
+// (not its owner, not its group) may not pass, with its mode; "" when
+// every one lets them.
+func unreachable(sock string) (string, os.FileMode) {
+	for d := filepath.Dir(sock); ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return d, fi.Mode().Perm()
+		}
+		if d == "/" || d == "." {
+			return "", 0
+		}
+	}
+}
+
+// queuedLimit turns --max-queued-per-user (0: unlimited) into
+// sched.Config's (negative: unlimited).
+func queuedLimit(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func listen(o options) ([]net.Listener, error) {

@@ -15,7 +15,7 @@
 //	                                   terminal stream of an interactive job (package attach)
 //	GET  /v1/nodes                     → NodeList
 //	POST /v1/nodes/register            NodeRegister → Node
-//	POST /v1/nodes/{name}/heartbeat    → {}
+//	POST /v1/nodes/{name}/heartbeat    [NodeHeartbeat] → {} (409: another instance holds the name)
 //	GET  /v1/nodes/{name}/assignments?index=N&wait=30s → Assignments
 //	POST /v1/nodes/{name}/status       ContainerReport → {}
 //	GET  /v1/nodes/{name}/attach?wait=30s → AttachRequests (blocking)
@@ -265,6 +265,23 @@ type NodeRegister struct {
 	Capacity Resources `json:"capacity"`
 	Runtime  string    `json:"runtime"`          // runc | process
 	Labels   []string  `json:"labels,omitempty"` // partitions.hcl selects nodes by them
+	// Instance tells one nodelet from another: an id the nodelet keeps
+	// in its state directory, the same across its restarts. While a node
+	// is live, schedd refuses a registration of its name from another
+	// instance; once it has been silent for three of its Heartbeat
+	// intervals (or the node timeout, if shorter or Heartbeat is 0) the
+	// newcomer takes over. "" (an older nodelet) cannot be told apart and
+	// is refused only by a live node that has an instance.
+	Instance string `json:"instance,omitempty"`
+	// Heartbeat is how often the nodelet sends heartbeats.
+	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+}
+
+// NodeHeartbeat is the optional body of POST /v1/nodes/{name}/heartbeat:
+// a heartbeat from an instance other than the registered one is refused
+// (409) and does not keep the node alive.
+type NodeHeartbeat struct {
+	Instance string `json:"instance,omitempty"`
 }
 
 // Node is a node as schedd keeps it.
@@ -288,6 +305,10 @@ type Node struct {
 	Reason string `json:"reason,omitempty"`
 	// Partitions the node belongs to now (derived when answering).
 	Partitions []string `json:"partitions,omitempty"`
+	// Instance and Heartbeat are the registered nodelet's
+	// (NodeRegister's); kept in the state, left out of node lists.
+	Instance  string        `json:"instance,omitempty"`
+	Heartbeat time.Duration `json:"heartbeat,omitempty"`
 	// Credential is set only in the answer to a registration made with
 	// the cluster's join token: the node's own bearer token, bound to its
 	// name, for its heartbeats, assignments and status reports.
@@ -396,7 +417,13 @@ type PartitionList struct {
 	Source     string          `json:"source,omitempty"` // the partitions file; "" built in
 	Policy     string          `json:"policy"`
 	Partitions []PartitionInfo `json:"partitions"`
-	Index      uint64          `json:"index"`
+	// MaxJobInput and MaxQueuedPerUser are schedd's submit limits
+	// (schedd.hcl's max_job_input, bytes; max_queued_per_user, 0
+	// unlimited), so that bsub --dry-run judges a job as submit would.
+	// MaxJobInput 0: a schedd that does not say.
+	MaxJobInput      int    `json:"max_job_input,omitempty"`
+	MaxQueuedPerUser int    `json:"max_queued_per_user,omitempty"`
+	Index            uint64 `json:"index"`
 }
 
 // FairShareRow is one line of badmin fairshare, as Slurm's sshare prints

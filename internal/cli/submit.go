@@ -52,6 +52,11 @@ func CheckPartition(spec jobspec.Job, list api.PartitionList) Verdict {
 	}
 	v.Partition = p.Name
 	problem := func(format string, args ...any) { v.Problems = append(v.Problems, fmt.Sprintf(format, args...)) }
+	if list.MaxJobInput > 0 { // schedd's max_job_input, as submit checks it
+		for _, d := range spec.CheckInput(list.MaxJobInput) {
+			problem("%s", jobspec.FormatDiagnostic(d))
+		}
+	}
 	if p.MaxWalltime > 0 && spec.Walltime > p.MaxWalltime {
 		problem("walltime %s exceeds partition %s's limit of %s", Elapsed(spec.Walltime), p.Name, Elapsed(p.MaxWalltime))
 	}

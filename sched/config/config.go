@@ -38,6 +38,8 @@ const (
 	kindDuration      // a Go duration, "30s", "5m"
 	kindBool
 	kindPeers // a list of "id=host:port"
+	kindSize  // bytes: a number, or a string with a unit ("64KiB")
+	kindCount // a whole number, 0 or more
 )
 
 // Setting is one key of schedd.hcl and the flag it stands for.
@@ -68,6 +70,8 @@ var Settings = []Setting{
 	{"advertise", "advertise", kindURL},
 	{"metrics_addr", "metrics-addr", kindAddr},
 	{"web_addr", "web-addr", kindAddr},
+	{"max_job_input", "max-job-input", kindSize},
+	{"max_queued_per_user", "max-queued-per-user", kindCount},
 	{"verbose", "v", kindBool},
 }
 
@@ -149,10 +153,12 @@ func (s Setting) value(a *hcl.Attribute, dir string) (string, *hcl.Diagnostic) {
 		want = cty.Bool
 	case kindPeers:
 		want = cty.List(cty.String)
+	case kindCount:
+		want = cty.Number
 	}
 	v, err := convert.Convert(raw, want)
 	if err != nil || v.IsNull() {
-		what := map[kind]string{kindBool: "true or false", kindPeers: `a list of "id=host:port" strings`}[s.kind]
+		what := map[kind]string{kindBool: "true or false", kindPeers: `a list of "id=host:port" strings`, kindCount: "a whole number"}[s.kind]
 		if what == "" {
 			what = "a string"
 		}
@@ -161,6 +167,18 @@ func (s Setting) value(a *hcl.Attribute, dir string) (string, *hcl.Diagnostic) {
 	switch s.kind {
 	case kindBool:
 		return strconv.FormatBool(v.True()), nil
+	case kindCount:
+		n, acc := v.AsBigFloat().Int64()
+		if acc != 0 || n < 0 {
+			return bad("Invalid value", "%s must be a whole number, 0 or more", s.Key)
+		}
+		return strconv.FormatInt(n, 10), nil
+	case kindSize:
+		n, err := jobspec.ParseMemory(v.AsString())
+		if err != nil || n <= 0 {
+			return bad("Invalid size", `%s %q: want a positive size such as "64KiB" or a number of bytes`, s.Key, v.AsString())
+		}
+		return strconv.FormatInt(n, 10), nil
 	case kindPeers:
 		var peers []string
 		for _, p := range v.AsValueSlice() {

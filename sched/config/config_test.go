@@ -16,6 +16,8 @@ insecure_tcp = true
 peers        = ["s1=10.0.0.1:7950", "s2=10.0.0.2:7950"]
 web_addr     = "127.0.0.1:8080"
 verbose      = false
+max_job_input       = "32KiB"
+max_queued_per_user = 500
 `
 	f, diags := Parse([]byte(src), "/etc/troupe/schedd.hcl")
 	if diags.HasErrors() {
@@ -24,6 +26,7 @@ verbose      = false
 	want := map[string]string{
 		"data-dir": "/var/lib/troupe/schedd", "partitions": "/etc/troupe/partitions.hcl", "node-timeout": "45s",
 		"insecure-tcp": "true", "peers": "s1=10.0.0.1:7950,s2=10.0.0.2:7950", "web-addr": "127.0.0.1:8080", "v": "false",
+		"max-job-input": "32768", "max-queued-per-user": "500",
 	}
 	for k, v := range want {
 		if f.Flags[k] != v {
@@ -52,6 +55,9 @@ func TestParseErrors(t *testing.T) {
 		{"Empty", "socket = \"\"\n", `schedd.hcl:1:10: Empty value; socket is empty`},
 		{"Syntax", "data_dir = \n", `schedd.hcl:1:12: Invalid expression`},
 		{"Variable", "data_dir = var.x\n", `schedd.hcl:1:12: Variables not allowed`},
+		{"Size", "max_job_input = \"lots\"\n", `schedd.hcl:1:17: Invalid size; max_job_input "lots": want a positive size such as "64KiB"`},
+		{"Count", "max_queued_per_user = -3\n", `schedd.hcl:1:23: Invalid value; max_queued_per_user must be a whole number, 0 or more`},
+		{"CountFraction", "max_queued_per_user = 2.5\n", `schedd.hcl:1:23: Invalid value; max_queued_per_user must be a whole number`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,70 @@
+package api
+
+import "github.com/troupe-hpc/troupe/jobspec"
+
+// Public is j as someone other than its owner (or an admin) sees it:
+// what `bqueue -u all` and bhist need (id, user, name, partition,
+// account, state, reason, times, exit code, the sizes and resources
+// asked for, usage, queue rank, and the containers' hosts, states, nodes
+// and node addresses, which GET /v1/nodes shows anyone), and nothing
+// else. It is built by allow-list: a field not copied here, such as one
+// added to Job later, stays empty, so a new field is private until it is
+// classified (redact_test.go fails until it is). Withheld: the command,
+// environment, mounts, paths (cwd, workdir, output, error, image), the
+// session, request and kernel ids, the session network (VNI, subnet, the
+// containers' addresses), messages, GPU devices, signals and
+// dependencies.
+func (j *Job) Public() Job {
+	p := Job{
+		ID: j.ID, Name: j.Name, User: j.User, UID: j.UID,
+		Partition: j.Partition, Account: j.Account, Walltime: j.Walltime,
+		Spec:        publicSpec(&j.Spec),
+		Interactive: j.Interactive,
+		State:       j.State, Reason: PublicReason(j.Reason), ExitCode: j.ExitCode,
+		Submitted: j.Submitted, Started: j.Started, Ended: j.Ended,
+		ModifyIndex:    j.ModifyIndex,
+		EstimatedStart: j.EstimatedStart, Priority: j.Priority, QueuePosition: j.QueuePosition, QueueLength: j.QueueLength,
+		CPUTime: j.CPUTime, MemPeak: j.MemPeak,
+	}
+	if j.PriorityFactors != nil {
+		f := *j.PriorityFactors
+		p.PriorityFactors = &f
+	}
+	if j.Containers != nil {
+		p.Containers = make([]Container, len(j.Containers))
+		for i := range j.Containers {
+			p.Containers[i] = publicContainer(&j.Containers[i])
+		}
+	}
+	return p
+}
+
+// publicSpec keeps the job file's settings that size and place the job.
+func publicSpec(s *jobspec.Job) jobspec.Job {
+	return jobspec.Job{
+		Name: s.Name, Partition: s.Partition, Account: s.Account,
+		Walltime: s.Walltime, Priority: s.Priority, Requeue: s.Requeue,
+		Cluster: s.Cluster, Resources: s.Resources,
+	}
+}
+
+// publicContainer keeps where a container runs and how it stands.
+func publicContainer(c *Container) Container {
+	return Container{
+		Container: jobspec.Container{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Resources: c.Resources},
+		Node:      c.Node, NodeAddr: c.NodeAddr, State: c.State, ExitCode: c.ExitCode,
+		CPUTime: c.CPUTime, MemPeak: c.MemPeak,
+	}
+}
+
+// PublicReason is the reason a job shows to others: the scheduler's
+// pending reasons as they are; nothing else (end causes and messages may
+// carry paths or a program's output).
+func PublicReason(r string) string {
+	switch r {
+	case ReasonResources, ReasonPriority, ReasonPartitionLimit, ReasonAccountLimit, ReasonDependency, ReasonHeld,
+		ReasonDependencyNeverSatisfied:
+		return r
+	}
+	return ""
+}

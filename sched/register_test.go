@@ -1,0 +1,88 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/client"
+)
+
+// TestRegisterSameNameTwice (issue 12 item 9): a second nodelet under a
+// live node's name is refused, at registration and on heartbeats; the
+// node's own nodelet re-registers after a restart (same instance); once
+// the first has been silent for the node timeout, the second takes over.
+func TestRegisterSameNameTwice(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	_, c := clusterWith(t, Config{Clock: clock, NodeTimeout: 30 * time.Second})
+	ctx := context.Background()
+	reg := func(inst string) error {
+		_, err := c.Register(ctx, api.NodeRegister{Name: "n1", Addr: "127.0.0.1", Runtime: "process", Instance: inst,
+			Capacity: api.Resources{CPUMilli: 4000, Memory: 16 << 30}})
+		return err
+	}
+	beat := func(inst string) error {
+		_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/n1/heartbeat", nil, api.NodeHeartbeat{Instance: inst}, nil)
+		return err
+	}
+	conflict := func(what string, err error) {
+		t.Helper()
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || !strings.Contains(err.Error(), "node n1 is registered by another nodelet") {
+			t.Fatalf("%s: %v, want 409 naming the node", what, err)
+		}
+	}
+	if err := reg("aaaaaaaa-first"); err != nil {
+		t.Fatal(err)
+	}
+	advance(5 * time.Second)
+	conflict("a second nodelet registering n1", reg("bbbbbbbb-second"))
+	conflict("a nodelet without an instance registering n1", reg(""))
+	conflict("the second's heartbeat", beat("bbbbbbbb-second"))
+	if err := beat("aaaaaaaa-first"); err != nil {
+		t.Fatalf("the first's heartbeat: %v", err)
+	}
+	if err := reg("aaaaaaaa-first"); err != nil {
+		t.Fatalf("the first re-registering (its restart): %v", err)
+	}
+	// The first falls silent; within the timeout n1 stays its.
+	advance(20 * time.Second)
+	conflict("the second, before the timeout", reg("bbbbbbbb-second"))
+	advance(15 * time.Second)
+	if err := reg("bbbbbbbb-second"); err != nil {
+		t.Fatalf("the second after the first was silent past the node timeout: %v", err)
+	}
+	conflict("the first's heartbeat after the takeover", beat("aaaaaaaa-first"))
+	// A nodelet that says it beats every second is live for three: a
+	// crashed one is replaced after that, not after the node timeout.
+	if _, err := c.Register(ctx, api.NodeRegister{Name: "n2", Addr: "127.0.0.1", Runtime: "process", Instance: "cccccccc-fast",
+		Heartbeat: time.Second, Capacity: api.Resources{CPUMilli: 4000, Memory: 16 << 30}}); err != nil {
+		t.Fatal(err)
+	}
+	reg2 := func() error {
+		_, err := c.Register(ctx, api.NodeRegister{Name: "n2", Addr: "127.0.0.1", Runtime: "process", Instance: "dddddddd-next",
+			Capacity: api.Resources{CPUMilli: 4000, Memory: 16 << 30}})
+		return err
+	}
+	advance(2 * time.Second)
+	if err := reg2(); err == nil {
+		t.Fatal("n2 taken 2s after its last heartbeat (interval 1s)")
+	}
+	advance(2 * time.Second)
+	if err := reg2(); err != nil {
+		t.Fatalf("n2 silent for 4s (interval 1s): %v", err)
+	}
+	// Node lists do not show the instance.
+	l, err := c.Nodes(ctx)
+	if err != nil || len(l.Nodes) != 2 || l.Nodes[0].Instance != "" || l.Nodes[1].Instance != "" {
+		t.Fatalf("nodes: %+v, %v", l, err)
+	}
+}
