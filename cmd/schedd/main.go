@@ -319,8 +319,13 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		fmt.Fprintf(stdout, "export TROUPE_ADDR=%s\n", addr)
 	}
 	if err == nil {
-		<-ctx.Done()
-		log.Info("shutting down")
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+		case <-srv.Failed():
+			err = srv.Err()
+			log.Error("stopping: the raft log is damaged", "err", err)
+		}
 	}
 	// Nodelets go first: they stop their containers and report while the
 	// controller still listens.

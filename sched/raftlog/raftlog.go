@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -57,6 +58,7 @@ type Log struct {
 	bolt  *raftboltdb.BoltStore
 	trans raft.Transport
 	multi bool
+	fsm   *fsm
 }
 
 // Open opens (or creates) the log in cfg.Dir, restores st from it, and
@@ -71,14 +73,9 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	bolt, snaps, err := openStores(cfg.Dir, cfg.LogOutput)
 	if err != nil {
-		return nil, fmt.Errorf("opening raft store in %s: %w", cfg.Dir, err)
-	}
-	snaps, err := raft.NewFileSnapshotStore(cfg.Dir, 2, cfg.LogOutput)
-	if err != nil {
-		bolt.Close()
-		return nil, fmt.Errorf("opening snapshots in %s: %w", cfg.Dir, err)
+		return nil, err
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -127,12 +124,13 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 			return nil, fmt.Errorf("bootstrapping raft: %w", err)
 		}
 	}
-	r, err := raft.NewRaft(rc, &fsm{st: st}, bolt, bolt, snaps, trans)
+	fm := &fsm{st: st, path: filepath.Join(cfg.Dir, "raft.db"), failed: make(chan struct{})}
+	r, err := raft.NewRaft(rc, fm, bolt, bolt, snaps, trans)
 	if err != nil {
 		bolt.Close()
-		return nil, fmt.Errorf("starting raft: %w", err)
+		return nil, fmt.Errorf("starting raft on %s: %w", cfg.Dir, err)
 	}
-	l := &Log{raft: r, bolt: bolt, trans: trans, multi: multi}
+	l := &Log{raft: r, bolt: bolt, trans: trans, multi: multi, fsm: fm}
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
 		return l, nil
@@ -146,8 +144,19 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		l.Close()
 		return nil, fmt.Errorf("replaying raft log: %w", err)
 	}
+	if err := fm.err(); err != nil {
+		l.Close()
+		return nil, err
+	}
 	return l, nil
 }
+
+// Failed is closed when the FSM met an entry it cannot decode: the state
+// stops at the entry before it and Err says which; the server must stop.
+func (l *Log) Failed() <-chan struct{} { return l.fsm.failed }
+
+// Err is why the log failed (nil while it has not).
+func (l *Log) Err() error { return l.fsm.err() }
 
 func (l *Log) waitLeader(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
@@ -201,7 +210,7 @@ func (l *Log) Barrier(ctx context.Context) error {
 // Apply commits cmd and returns what the state store answered. The
 // command is durable on disk when Apply returns without error.
 func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
-	b, err := json.Marshal(cmd)
+	b, err := encodeCommand(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -263,13 +272,42 @@ type result struct {
 	err   error
 }
 
-// fsm applies committed entries to the state store.
-type fsm struct{ st *state.Store }
+// fsm applies committed entries to the state store. An entry it cannot
+// decode is never skipped: the fsm records the failure, applies nothing
+// from then on, and the Log reports it (Failed, Err) so that the server
+// stops rather than serve a state with a hole in it.
+type fsm struct {
+	st     *state.Store
+	path   string // raft.db, for messages
+	mu     sync.Mutex
+	fatal  error
+	failed chan struct{}
+}
+
+func (f *fsm) err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fatal
+}
+
+func (f *fsm) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fatal == nil {
+		f.fatal = err
+		close(f.failed)
+	}
+}
 
 func (f *fsm) Apply(e *raft.Log) any {
-	var c state.Command
-	if err := json.Unmarshal(e.Data, &c); err != nil {
-		return result{err: fmt.Errorf("raft entry %d: %w", e.Index, err)}
+	if err := f.err(); err != nil {
+		return result{err: err}
+	}
+	c, err := decodeCommand(e.Data)
+	if err != nil {
+		err = fmt.Errorf("%w: %s: entry %d: %v; %s", ErrDamaged, f.path, e.Index, err, recoverHint)
+		f.fail(err)
+		return result{err: err}
 	}
 	v, err := f.st.Apply(e.Index, c)
 	return result{value: v, err: err}
