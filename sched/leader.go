@@ -15,9 +15,14 @@ import (
 // IsLeader reports whether this server leads (takes writes, schedules).
 func (s *Server) IsLeader() bool { return s.raft.IsLeader() }
 
-// leaderAPI is the API address of the current leader, as it recorded it
-// in the state when it took office ("" unknown).
+// leaderAPI is the API address of the current leader ("" unknown): as
+// the leader told this server over raft (known as soon as the leader
+// has reached it, replayed or not), else as it recorded it in the state
+// when it took office.
 func (s *Server) leaderAPI() string {
+	if api := s.raft.LeaderAPI(); api != "" {
+		return api
+	}
 	id := s.raft.Leader()
 	if id == "" {
 		return ""

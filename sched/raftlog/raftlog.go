@@ -11,10 +11,12 @@ package raftlog
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -44,7 +46,26 @@ type Config struct {
 	// Join starts without bootstrapping: the server waits for a leader
 	// to add it (schedd --join).
 	Join bool
+	// TLS authenticates the peers to each other (mutual TLS, see
+	// PeerTLS); nil sends raft in the clear, for dev clusters only.
+	TLS *tls.Config
+	// API is this server's API address, told to the peers it connects
+	// to so that they can send clients to it while it leads.
+	API string
+	// ShutdownTimeout bounds Close (default DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
+
+	wrap func(net.Conn) net.Conn // tests: fault injection on raft's connections
 }
+
+// DefaultShutdownTimeout is how long Close waits for raft to stop before
+// it cuts raft's connections.
+const DefaultShutdownTimeout = 3 * time.Second
+
+// ErrShutdownTimeout is Close's answer when raft did not stop even after
+// its connections were cut; the log on disk is consistent (every write
+// was synced), the process should exit.
+var ErrShutdownTimeout = errors.New("raft did not stop in time")
 
 // Peer is one raft server.
 type Peer struct {
@@ -54,11 +75,14 @@ type Peer struct {
 
 // Log is an open replicated log feeding a state store.
 type Log struct {
-	raft  *raft.Raft
-	bolt  *raftboltdb.BoltStore
-	trans raft.Transport
-	multi bool
-	fsm   *fsm
+	raft    *raft.Raft
+	bolt    *raftboltdb.BoltStore
+	trans   raft.Transport
+	stream  *streamLayer // nil: in memory
+	book    *peerBook
+	multi   bool
+	fsm     *fsm
+	stopMax time.Duration
 }
 
 // Open opens (or creates) the log in cfg.Dir, restores st from it, and
@@ -86,8 +110,10 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	rc.SnapshotThreshold = 8192
 	rc.TrailingLogs = 10240
 	var (
-		addr  raft.ServerAddress
-		trans raft.Transport
+		addr   raft.ServerAddress
+		trans  raft.Transport
+		stream *streamLayer
+		book   = &peerBook{}
 	)
 	if cfg.Bind == "" {
 		addr, trans = raft.NewInmemTransport(raft.ServerAddress(cfg.ID))
@@ -97,12 +123,15 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		rc.HeartbeatTimeout = 500 * time.Millisecond
 		rc.ElectionTimeout = 500 * time.Millisecond
 		rc.LeaderLeaseTimeout = 250 * time.Millisecond
-		tt, err := raft.NewTCPTransport(cfg.Bind, nil, 3, 5*time.Second, cfg.LogOutput)
+		sl, err := newStreamLayer(cfg.Bind, cfg.TLS, cfg.ID, cfg.API, book, cfg.LogOutput, cfg.wrap)
 		if err != nil {
 			bolt.Close()
 			return nil, fmt.Errorf("raft transport on %s: %w", cfg.Bind, err)
 		}
-		addr, trans = tt.LocalAddr(), tt
+		stream = sl
+		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: sl, MaxPool: 3, Timeout: 5 * time.Second,
+			Logger: hclog.New(&hclog.LoggerOptions{Name: "raft-net", Level: hclog.Error, Output: cfg.LogOutput})})
+		addr, trans = raft.ServerAddress(sl.Addr().String()), noPipeline{nt}
 	}
 	multi := cfg.Bind != ""
 
@@ -130,7 +159,10 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		bolt.Close()
 		return nil, fmt.Errorf("starting raft on %s: %w", cfg.Dir, err)
 	}
-	l := &Log{raft: r, bolt: bolt, trans: trans, multi: multi, fsm: fm}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	l := &Log{raft: r, bolt: bolt, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout}
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
 		return l, nil
@@ -197,6 +229,18 @@ func (l *Log) Leader() string {
 	return string(id)
 }
 
+// LeaderAPI is the current leader's API address as the leader told this
+// server when its raft connection opened ("" none known). It does not
+// depend on the replicated state, so a peer that has not replayed its
+// log yet still knows where to send clients.
+func (l *Log) LeaderAPI() string {
+	_, id := l.raft.LeaderWithID()
+	if id == "" {
+		return ""
+	}
+	return l.book.get(string(id))
+}
+
 // Barrier waits until everything committed before it is applied here
 // (a new leader calls it before acting on the state).
 func (l *Log) Barrier(ctx context.Context) error {
@@ -255,11 +299,33 @@ func (l *Log) Restore(ctx context.Context, d state.Dump) error {
 // Snapshot forces a snapshot and log compaction now.
 func (l *Log) Snapshot() error { return l.raft.Snapshot().Error() }
 
-// Close stops raft and closes the store.
+// Close stops raft and closes the store, within the shutdown timeout:
+// when raft has not stopped by then (a goroutine blocked on a peer that
+// a partition made silent), Close cuts every raft connection and waits a
+// second more; if raft still runs it answers ErrShutdownTimeout and
+// leaves the store open (its writes are synced) for the process to exit.
 func (l *Log) Close() error {
-	err := l.raft.Shutdown().Error()
+	done := make(chan error, 1)
+	go func() { done <- l.raft.Shutdown().Error() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(l.stopMax):
+		if l.stream != nil {
+			l.stream.Close()
+			l.stream.closeAll()
+		}
+		select {
+		case err = <-done:
+		case <-time.After(time.Second):
+			return fmt.Errorf("%w (%v)", ErrShutdownTimeout, l.stopMax+time.Second)
+		}
+	}
 	if c, ok := l.trans.(io.Closer); ok {
 		_ = c.Close()
+	}
+	if l.stream != nil {
+		l.stream.closeAll()
 	}
 	if cerr := l.bolt.Close(); err == nil {
 		err = cerr
