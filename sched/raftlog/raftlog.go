@@ -58,13 +58,12 @@ type Config struct {
 	wrap func(net.Conn) net.Conn // tests: fault injection on raft's connections
 }
 
-// DefaultShutdownTimeout is how long Close waits for raft to stop before
-// it cuts raft's connections.
+// DefaultShutdownTimeout is how long Close waits for raft to stop.
 const DefaultShutdownTimeout = 3 * time.Second
 
-// ErrShutdownTimeout is Close's answer when raft did not stop even after
-// its connections were cut; the log on disk is consistent (every write
-// was synced), the process should exit.
+// ErrShutdownTimeout is Close's answer when raft did not stop in time
+// even with its connections cut; the log on disk is consistent (every
+// write was synced): the process should exit.
 var ErrShutdownTimeout = errors.New("raft did not stop in time")
 
 // Peer is one raft server.
@@ -299,33 +298,29 @@ func (l *Log) Restore(ctx context.Context, d state.Dump) error {
 // Snapshot forces a snapshot and log compaction now.
 func (l *Log) Snapshot() error { return l.raft.Snapshot().Error() }
 
-// Close stops raft and closes the store, within the shutdown timeout:
-// when raft has not stopped by then (a goroutine blocked on a peer that
-// a partition made silent), Close cuts every raft connection and waits a
-// second more; if raft still runs it answers ErrShutdownTimeout and
-// leaves the store open (its writes are synced) for the process to exit.
+// Close stops raft and closes the store, within the shutdown timeout.
+// It cuts raft's connections as soon as raft is told to stop: an RPC to
+// a peer that a partition made silent would otherwise hold its goroutine
+// (and raft's shutdown) for the transport's timeout, or for ever on a
+// send buffer that never drains. If raft still has not stopped by the
+// timeout Close answers ErrShutdownTimeout and leaves the store open
+// (every write in it was synced) for the process to exit.
 func (l *Log) Close() error {
+	f := l.raft.Shutdown()
+	if l.stream != nil {
+		l.stream.Close()
+		l.stream.closeAll()
+	}
 	done := make(chan error, 1)
-	go func() { done <- l.raft.Shutdown().Error() }()
+	go func() { done <- f.Error() }()
 	var err error
 	select {
 	case err = <-done:
 	case <-time.After(l.stopMax):
-		if l.stream != nil {
-			l.stream.Close()
-			l.stream.closeAll()
-		}
-		select {
-		case err = <-done:
-		case <-time.After(time.Second):
-			return fmt.Errorf("%w (%v)", ErrShutdownTimeout, l.stopMax+time.Second)
-		}
+		return fmt.Errorf("%w (%v)", ErrShutdownTimeout, l.stopMax)
 	}
 	if c, ok := l.trans.(io.Closer); ok {
 		_ = c.Close()
-	}
-	if l.stream != nil {
-		l.stream.closeAll()
 	}
 	if cerr := l.bolt.Close(); err == nil {
 		err = cerr

@@ -103,7 +103,8 @@ type streamLayer struct {
 	live map[*trackedConn]struct{}
 }
 
-// trackedConn is a connection the stream layer can cut at shutdown.
+// trackedConn is a connection the stream layer can cut at shutdown, from
+// its first byte (a handshake to a silent peer included).
 type trackedConn struct {
 	net.Conn
 	s    *streamLayer
@@ -124,6 +125,11 @@ func (s *streamLayer) track(c net.Conn) net.Conn {
 	s.mu.Lock()
 	s.live[t] = struct{}{}
 	s.mu.Unlock()
+	select {
+	case <-s.done: // closed meanwhile: closeAll may have missed it
+		t.Close()
+	default:
+	}
 	return t
 }
 
@@ -171,6 +177,7 @@ func (s *streamLayer) acceptLoop() {
 		if s.wrap != nil {
 			c = s.wrap(c)
 		}
+		c = s.track(c)
 		go func() {
 			hc, err := s.handshake(c, false)
 			if err != nil {
@@ -210,6 +217,11 @@ func (s *streamLayer) Addr() net.Addr { return s.ln.Addr() }
 
 // Dial connects to a peer and does the handshake.
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	select {
+	case <-s.done:
+		return nil, net.ErrClosed
+	default:
+	}
 	c, err := s.dialer("tcp", string(addr), timeout)
 	if err != nil {
 		return nil, err
@@ -217,6 +229,7 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	if s.wrap != nil {
 		c = s.wrap(c)
 	}
+	c = s.track(c)
 	hc, err := s.handshake(c, true)
 	if err != nil {
 		c.Close()
@@ -259,7 +272,7 @@ func (s *streamLayer) handshake(c net.Conn, client bool) (net.Conn, error) {
 	if err := c.SetDeadline(time.Time{}); err != nil {
 		return nil, err
 	}
-	return s.track(c), nil
+	return c, nil
 }
 
 func orDash(s string) string {
