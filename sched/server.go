@@ -118,6 +118,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	st := state.New()
 	rcfg := cfg.Raft
 	rcfg.Dir = cfg.DataDir
+	if rcfg.API == "" {
+		rcfg.API = cfg.APIAddr
+	}
 	rl, err := raftlog.Open(ctx, rcfg, st)
 	if err != nil {
 		return nil, err

@@ -250,7 +250,6 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		return err
 	}
 	if rc.Bind != "" {
-		rc.API = o.apiAddr
 		if o.tlsCert != "" {
 			if rc.TLS, err = raftlog.PeerTLS(o.peerCA, o.tlsCert, o.tlsKey); err != nil {
 				return err
@@ -294,7 +293,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		}
 	}
 	// Unix-socket callers are who the kernel says (SO_PEERCRED).
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: auth.PeerCreds(adminGID)}
+	hs := &http.Server{Handler: srv.CatchUpGate(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, ConnContext: auth.PeerCreds(adminGID)}
 	go func() {
 		if err := hs.Serve(lns[0]); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("serving", "addr", lns[0].Addr(), "err", err)

@@ -24,30 +24,30 @@ const recoverHint = "schedd will not start on a damaged log: restore this server
 // entry and the newest snapshot back before raft sees them: a damaged
 // file is an ErrDamaged naming it (and the entry), never a panic in
 // raft's replay or a skipped entry.
-func openStores(dir string, logOut io.Writer) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error) {
+// lastCmd is the index of the last command entry in the log (0 none).
+func openStores(dir string, logOut io.Writer) (bolt *raftboltdb.BoltStore, snaps *raft.FileSnapshotStore, lastCmd uint64, err error) {
 	path := filepath.Join(dir, "raft.db")
-	var bolt *raftboltdb.BoltStore
-	err := guard(func() (err error) {
+	err = guard(func() (err error) {
 		bolt, err = raftboltdb.New(raftboltdb.Options{Path: path})
 		return err
 	})
 	if err != nil {
-		return nil, nil, damaged(path, err)
+		return nil, nil, 0, damaged(path, err)
 	}
-	if err := checkLog(bolt); err != nil {
+	if lastCmd, err = checkLog(bolt); err != nil {
 		bolt.Close()
-		return nil, nil, damaged(path, err)
+		return nil, nil, 0, damaged(path, err)
 	}
-	snaps, err := raft.NewFileSnapshotStore(dir, 2, logOut)
+	snaps, err = raft.NewFileSnapshotStore(dir, 2, logOut)
 	if err != nil {
 		bolt.Close()
-		return nil, nil, fmt.Errorf("opening snapshots in %s: %w", dir, err)
+		return nil, nil, 0, fmt.Errorf("opening snapshots in %s: %w", dir, err)
 	}
 	if err := checkSnapshot(snaps); err != nil {
 		bolt.Close()
-		return nil, nil, damaged(filepath.Join(dir, "snapshots"), err)
+		return nil, nil, 0, damaged(filepath.Join(dir, "snapshots"), err)
 	}
-	return bolt, snaps, nil
+	return bolt, snaps, lastCmd, nil
 }
 
 func damaged(path string, err error) error {
@@ -57,9 +57,10 @@ func damaged(path string, err error) error {
 	return fmt.Errorf("%w: %s: %v; %s", ErrDamaged, path, err, recoverHint)
 }
 
-// checkLog reads every entry of the log and decodes every command.
-func checkLog(bolt *raftboltdb.BoltStore) error {
-	return guard(func() error {
+// checkLog reads every entry of the log and decodes every command; it
+// answers the index of the last command.
+func checkLog(bolt *raftboltdb.BoltStore) (lastCmd uint64, err error) {
+	err = guard(func() error {
 		first, err := bolt.FirstIndex()
 		if err != nil {
 			return err
@@ -88,9 +89,11 @@ func checkLog(bolt *raftboltdb.BoltStore) error {
 			if _, err := decodeCommand(e.Data); err != nil {
 				return fmt.Errorf("entry %d: %w", i, err)
 			}
+			lastCmd = i
 		}
 		return nil
 	})
+	return lastCmd, err
 }
 
 // checkSnapshot reads the newest snapshot through, which checks its CRC.

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -82,6 +83,11 @@ type Log struct {
 	multi   bool
 	fsm     *fsm
 	stopMax time.Duration
+	// start is the index of the last command this server had on disk
+	// when it opened: until it has applied that far its state is older
+	// than what it acknowledged before (CaughtUp).
+	start  uint64
+	caught atomic.Bool
 }
 
 // Open opens (or creates) the log in cfg.Dir, restores st from it, and
@@ -96,7 +102,7 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	bolt, snaps, err := openStores(cfg.Dir, cfg.LogOutput)
+	bolt, snaps, lastCmd, err := openStores(cfg.Dir, cfg.LogOutput)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +136,7 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		stream = sl
 		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: sl, MaxPool: 3, Timeout: 5 * time.Second,
 			Logger: hclog.New(&hclog.LoggerOptions{Name: "raft-net", Level: hclog.Error, Output: cfg.LogOutput})})
-		addr, trans = raft.ServerAddress(sl.Addr().String()), noPipeline{nt}
+		addr, trans = raft.ServerAddress(sl.Addr().String()), &transport{NetworkTransport: nt, stream: sl}
 	}
 	multi := cfg.Bind != ""
 
@@ -161,7 +167,8 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	l := &Log{raft: r, bolt: bolt, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout}
+	l := &Log{raft: r, bolt: bolt, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
+		start: lastCmd}
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
 		return l, nil
@@ -181,6 +188,26 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	}
 	return l, nil
 }
+
+// CaughtUp reports whether this server has applied its log up to what it
+// had on disk when it opened: a restarted follower must not answer reads
+// from the empty or old state it starts with (it redirects them to the
+// leader until then). Once true it stays true.
+func (l *Log) CaughtUp() bool {
+	if l.caught.Load() {
+		return true
+	}
+	if l.fsm.applied() >= l.start {
+		l.caught.Store(true)
+		return true
+	}
+	return false
+}
+
+// Replay is how far this server's state has applied its log, of the
+// last command it had on disk when it opened. (raft's AppliedIndex runs
+// ahead: it counts entries handed to the FSM, not yet applied.)
+func (l *Log) Replay() (applied, onDisk uint64) { return l.fsm.applied(), l.start }
 
 // Failed is closed when the FSM met an entry it cannot decode: the state
 // stops at the entry before it and Err says which; the server must stop.
@@ -343,6 +370,14 @@ type fsm struct {
 	mu     sync.Mutex
 	fatal  error
 	failed chan struct{}
+	last   atomic.Uint64 // the last command entry applied (accepted or not)
+}
+
+// applied is the raft index the state has applied up to: the last
+// command entry, or the snapshot it restored if that is later.
+func (f *fsm) applied() uint64 {
+	idx, _ := f.st.Snapshot().Index()
+	return max(idx, f.last.Load())
 }
 
 func (f *fsm) err() error {
@@ -371,6 +406,7 @@ func (f *fsm) Apply(e *raft.Log) any {
 		return result{err: err}
 	}
 	v, err := f.st.Apply(e.Index, c)
+	f.last.Store(e.Index)
 	return result{value: v, err: err}
 }
 

@@ -224,7 +224,7 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	}
 	c, err := s.dialer("tcp", string(addr), timeout)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", errUnreachable, err)
 	}
 	if s.wrap != nil {
 		c = s.wrap(c)
@@ -233,7 +233,7 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	hc, err := s.handshake(c, true)
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("raft peer %s: %w", addr, err)
+		return nil, fmt.Errorf("raft peer %s: %w (%w)", addr, err, errUnreachable)
 	}
 	return hc, nil
 }
@@ -320,11 +320,50 @@ func (b *peerBook) get(id string) string {
 	return b.api[id]
 }
 
-// noPipeline is raft's network transport without pipelined replication:
-// its goroutines outlive raft.Shutdown after partitions (issue 21), and
-// one AppendEntries in flight per follower is enough for schedd.
-type noPipeline struct{ *raft.NetworkTransport }
+// transport is raft's network transport with two changes for schedd:
+//
+//   - no pipelined replication: its goroutines outlived raft.Shutdown
+//     after partitions, and one AppendEntries in flight per follower is
+//     enough for schedd's write rate;
+//   - an AppendEntries that replicates (not a heartbeat) to a peer that
+//     cannot be reached waits for it, redialling, for up to peerWait
+//     rather than failing at once. raft backs off exponentially after
+//     each failure (to about 10 s after a dozen); a follower that comes
+//     back would wait out that back-off before it learns the commit index
+//     and can apply its own log. Waiting here keeps the failure count
+//     low, so a restarted or healed follower is caught up within a
+//     redial period.
+type transport struct {
+	*raft.NetworkTransport
+	stream *streamLayer
+}
 
-func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+// peerWait bounds how long one replicating AppendEntries waits for an
+// unreachable peer; redial is how often it tries.
+const (
+	peerWait = 30 * time.Second
+	redial   = 100 * time.Millisecond
+)
+
+func (t *transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
 	return nil, raft.ErrPipelineReplicationNotSupported
 }
+
+func (t *transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	heartbeat := len(args.Entries) == 0 && args.PrevLogEntry == 0 && args.LeaderCommitIndex == 0
+	deadline := time.Now().Add(peerWait)
+	for {
+		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+		if err == nil || heartbeat || !errors.Is(err, errUnreachable) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(redial):
+		case <-t.stream.done:
+			return err
+		}
+	}
+}
+
+// errUnreachable marks a dial that found no peer to talk to.
+var errUnreachable = errors.New("raft peer unreachable")
