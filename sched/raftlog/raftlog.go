@@ -77,6 +77,7 @@ type Peer struct {
 type Log struct {
 	raft    *raft.Raft
 	bolt    *raftboltdb.BoltStore
+	store   *store
 	trans   raft.Transport
 	stream  *streamLayer // nil: in memory
 	book    *peerBook
@@ -159,7 +160,8 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		}
 	}
 	fm := &fsm{st: st, path: filepath.Join(cfg.Dir, "raft.db"), failed: make(chan struct{})}
-	r, err := raft.NewRaft(rc, fm, bolt, bolt, snaps, trans)
+	ls := &store{BoltStore: bolt, dir: cfg.Dir, stop: make(chan struct{})}
+	r, err := raft.NewRaft(rc, fm, ls, ls, snaps, trans)
 	if err != nil {
 		bolt.Close()
 		return nil, fmt.Errorf("starting raft on %s: %w", cfg.Dir, err)
@@ -167,7 +169,7 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	l := &Log{raft: r, bolt: bolt, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
+	l := &Log{raft: r, bolt: bolt, store: ls, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
 		start: lastCmd}
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
@@ -284,6 +286,9 @@ func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := l.store.diskFull(); err != nil && !l.IsLeader() {
+		return nil, err // the failed write made raft step down: say why
+	}
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
@@ -334,6 +339,7 @@ func (l *Log) Snapshot() error { return l.raft.Snapshot().Error() }
 // (every write in it was synced) for the process to exit.
 func (l *Log) Close() error {
 	f := l.raft.Shutdown()
+	close(l.store.stop)
 	if l.stream != nil {
 		l.stream.Close()
 		l.stream.closeAll()
