@@ -6,6 +6,20 @@
 // With no peers the node bootstraps a one-server cluster on first start
 // and elects itself; on later starts raft replays the snapshot and the log
 // tail into a fresh state store.
+//
+// Contracts:
+//
+//   - Nothing damaged is replayed: command entries carry a CRC-32C; Open
+//     reads raft.db and the newest snapshot back first and refuses a
+//     damaged one (ErrDamaged, naming the file and entry); an entry the
+//     FSM cannot decode at run time stops it (Failed, Err).
+//   - Peers authenticate: raft runs over a stream layer doing mutual TLS
+//     against the cluster CA (PeerTLS), then a one-line hello that tells
+//     each peer the other's API address (LeaderAPI).
+//   - A restarted peer is CaughtUp only once it has applied its log up to
+//     the last command it had on disk.
+//   - Close is bounded (ShutdownTimeout): it cuts raft's connections.
+//   - A full disk is ErrDiskFull at once, not a lost leadership.
 package raftlog
 
 import (
