@@ -44,6 +44,10 @@ max_queued_per_user = 10000
 
 # High availability: three (or five) schedd servers replicate the state
 # with raft. Give each its own raft_addr and id; the same peers on all.
+# The peers authenticate each other with mutual TLS: each presents
+# tls_cert, and accepts only certificates from peer_ca (default: tls_cert
+# itself, for peers that share one certificate and key).
+# peer_ca   = "/etc/troupe/tls/ca.pem"
 # raft_addr = "10.0.0.1:7950"
 # peers     = ["s1=10.0.0.1:7950", "s2=10.0.0.2:7950", "s3=10.0.0.3:7950"]
 # id        = "s1"

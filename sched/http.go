@@ -312,6 +312,8 @@ func writeErr(w http.ResponseWriter, err error) {
 		code = http.StatusConflict
 	case errors.Is(err, errUnavailable):
 		code = http.StatusGatewayTimeout
+	case errors.Is(err, raftlog.ErrDiskFull):
+		code = http.StatusInsufficientStorage
 	case errors.Is(err, raftlog.ErrNotLeader):
 		code = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1") // an election: clients retry

@@ -15,9 +15,14 @@ import (
 // IsLeader reports whether this server leads (takes writes, schedules).
 func (s *Server) IsLeader() bool { return s.raft.IsLeader() }
 
-// leaderAPI is the API address of the current leader, as it recorded it
-// in the state when it took office ("" unknown).
+// leaderAPI is the API address of the current leader ("" unknown): as
+// the leader told this server over raft (known as soon as the leader
+// has reached it, replayed or not), else as it recorded it in the state
+// when it took office.
 func (s *Server) leaderAPI() string {
+	if api := s.raft.LeaderAPI(); api != "" {
+		return api
+	}
 	id := s.raft.Leader()
 	if id == "" {
 		return ""
@@ -26,24 +31,60 @@ func (s *Server) leaderAPI() string {
 }
 
 // redirectToLeader answers a request a follower must not serve itself:
-// writes, and the nodes' endpoints (heartbeats are leader-local). It
-// answers 307 to the leader's API address, or 503 while none is known;
-// true when it answered. A lone server and the leader serve everything.
+// writes, the nodes' endpoints (heartbeats are leader-local), and, while
+// it has not yet applied its log up to what it had on disk (a restarted
+// or lagging peer), reads too. It answers 307 to the leader's API
+// address (as raft knows it), or 503 while none is known; true when it
+// answered. A lone server and the leader serve everything.
 func (s *Server) redirectToLeader(w http.ResponseWriter, r *http.Request) bool {
 	if !s.raft.Multi() || s.raft.IsLeader() {
 		return false
 	}
-	if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/v1/nodes/") && r.URL.Path != "/v1/snapshot" {
+	caught := s.raft.CaughtUp()
+	if caught && r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/v1/nodes/") && r.URL.Path != "/v1/snapshot" {
 		return false // reads come from this replica's state
 	}
 	api := s.leaderAPI()
 	if api == "" {
 		w.Header().Set("Retry-After", "1")
+		if !caught {
+			writeErr(w, s.replaying())
+			return true
+		}
 		writeErr(w, fmt.Errorf("%w: no leader elected yet; retry", raftlog.ErrNotLeader))
 		return true
 	}
 	http.Redirect(w, r, strings.TrimRight(api, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 	return true
+}
+
+// replaying is the answer of a peer that has not applied its log up to
+// what it had on disk, and knows no leader to send the caller to.
+func (s *Server) replaying() error {
+	applied, disk := s.raft.Replay()
+	return fmt.Errorf("%w: this peer is still replaying its raft log (applied %d of %d) and knows no leader yet; retry", raftlog.ErrNotLeader, applied, disk)
+}
+
+// CatchUpGate guards a handler that serves from this replica's state
+// without a redirect (the unix socket: its callers' identity does not
+// travel to the leader): until the peer has applied its log up to what
+// it had on disk, reads are answered 503 with Retry-After (never an
+// empty or old queue); writes go through (raft sends them to the leader
+// or refuses them).
+func (s *Server) CatchUpGate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.raft.Multi() && r.Method == http.MethodGet && !s.raft.CaughtUp() {
+			w.Header().Set("Retry-After", "1")
+			applied, disk := s.raft.Replay()
+			err := fmt.Errorf("%w: this peer is still replaying its raft log (applied %d of %d); retry", raftlog.ErrNotLeader, applied, disk)
+			if api := s.leaderAPI(); api != "" {
+				err = fmt.Errorf("%w; the leader serves at %s", err, api)
+			}
+			writeErr(w, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Run does the leader's work until ctx ends: while this server leads it

@@ -148,6 +148,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	st := state.New()
 	rcfg := cfg.Raft
 	rcfg.Dir = cfg.DataDir
+	if rcfg.API == "" {
+		rcfg.API = cfg.APIAddr
+	}
 	rl, err := raftlog.Open(ctx, rcfg, st)
 	if err != nil {
 		return nil, err
@@ -228,6 +231,13 @@ func (s *Server) Close() error {
 	s.close.Do(func() { err = s.raft.Close() })
 	return err
 }
+
+// Failed is closed when the raft log met an entry it cannot decode (Err
+// says which): the state stops before it, and schedd must stop.
+func (s *Server) Failed() <-chan struct{} { return s.raft.Failed() }
+
+// Err is why the raft log failed (nil while it has not).
+func (s *Server) Err() error { return s.raft.Err() }
 
 // Store exposes the state for read-only use (tests, metrics).
 func (s *Server) Store() *state.Store { return s.st }

@@ -51,6 +51,7 @@ type options struct {
 	insecure  bool
 	joinFile  string
 	raftAddr  string
+	peerCA    string
 	peers     string
 	id        string
 	apiAddr   string
@@ -138,6 +139,7 @@ flags:
 	fs.BoolVar(&o.insecure, "insecure-tcp", false, "DEV ONLY: serve --listen as plain HTTP, trusting callers without a token as root")
 	fs.StringVar(&o.joinFile, "join-token-file", "", "cluster join token `file` nodelets register with over TCP; made (0600) when missing\n(default DATA-DIR/join-token)")
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "HOST:PORT raft listens on for its peers (HA; with --peers)")
+	fs.StringVar(&o.peerCA, "peer-ca", "", "HA: the cluster CA `file` (PEM) raft peers authenticate each other with (mutual TLS; each peer\npresents --tls-cert); default --tls-cert itself, for peers that share one certificate and key")
 	fs.StringVar(&o.peers, "peers", "", "the HA cluster's raft servers, this one included: a `list` of id=host:port, comma-separated")
 	fs.StringVar(&o.join, "join", "", "HA: join the running cluster at this API `address` (with --raft-addr and --id; an admin token in TROUPE_TOKEN)")
 	fs.StringVar(&o.id, "id", "", "this server's raft id among --peers (default: the peer whose address is --raft-addr)")
@@ -198,11 +200,15 @@ flags:
 		return o, errors.New("--peers and --join need --listen: followers send clients to the leader's TCP address")
 	case o.join != "" && o.id == "":
 		return o, errors.New("--join needs --id, this server's raft id")
+	case ha && o.tlsCert == "" && !o.insecure:
+		return o, errors.New("--peers and --join need --tls-cert and --tls-key: the raft peers authenticate each other with them (mutual TLS, see --peer-ca)")
+	case o.peerCA != "" && !ha:
+		return o, errors.New("--peer-ca goes with --peers or --join")
 	}
 	if o.joinFile == "" {
 		o.joinFile = filepath.Join(o.dataDir, "join-token")
 	}
-	for _, p := range []*string{&o.parts, &o.images, &o.tlsCert, &o.tlsKey, &o.joinFile} {
+	for _, p := range []*string{&o.parts, &o.images, &o.tlsCert, &o.tlsKey, &o.joinFile, &o.peerCA} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
 				return o, err
@@ -241,11 +247,10 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 			return err
 		}
 	}
-	rc, err := raftConfig(o)
-	if err != nil {
-		return err
-	}
-	var join string
+	var (
+		join string
+		err  error
+	)
 	if o.listen != "" {
 		if join, err = auth.JoinToken(o.joinFile); err != nil {
 			return fmt.Errorf("--join-token-file: %w", err)
@@ -267,6 +272,19 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	if o.dev {
 		if err := devDataDir(o, log); err != nil {
 			return err
+		}
+	}
+	rc, err := raftConfig(o)
+	if err != nil {
+		return err
+	}
+	if rc.Bind != "" {
+		if o.tlsCert != "" {
+			if rc.TLS, err = raftlog.PeerTLS(o.peerCA, o.tlsCert, o.tlsKey); err != nil {
+				return err
+			}
+		} else {
+			log.Warn("raft peers talk in the clear, unauthenticated (--insecure-tcp): anyone who reaches --raft-addr can rewrite the state; dev clusters only", "raft_addr", o.raftAddr)
 		}
 	}
 	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log,
@@ -310,7 +328,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		}
 	}
 	// Unix-socket callers are who the kernel says (SO_PEERCRED).
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: auth.PeerCreds(adminGID)}
+	hs := &http.Server{Handler: srv.CatchUpGate(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, ConnContext: auth.PeerCreds(adminGID)}
 	go func() {
 		if err := hs.Serve(lns[0]); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("serving", "addr", lns[0].Addr(), "err", err)
@@ -354,8 +372,13 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		fmt.Fprintf(stdout, "export TROUPE_ADDR=%s\n", addr)
 	}
 	if err == nil {
-		<-ctx.Done()
-		log.Info("shutting down")
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+		case <-srv.Failed():
+			err = srv.Err()
+			log.Error("stopping: the raft log is damaged", "err", err)
+		}
 	}
 	// Nodelets go first: they stop their containers and report while the
 	// controller still listens.

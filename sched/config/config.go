@@ -64,6 +64,7 @@ var Settings = []Setting{
 	{"images", "images", kindPath},
 	{"node_timeout", "node-timeout", kindDuration},
 	{"raft_addr", "raft-addr", kindAddr},
+	{"peer_ca", "peer-ca", kindPath},
 	{"peers", "peers", kindPeers},
 	{"id", "id", kindString},
 	{"join", "join", kindURL},

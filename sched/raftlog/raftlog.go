@@ -6,17 +6,35 @@
 // With no peers the node bootstraps a one-server cluster on first start
 // and elects itself; on later starts raft replays the snapshot and the log
 // tail into a fresh state store.
+//
+// Contracts:
+//
+//   - Nothing damaged is replayed: command entries carry a CRC-32C; Open
+//     reads raft.db and the newest snapshot back first and refuses a
+//     damaged one (ErrDamaged, naming the file and entry); an entry the
+//     FSM cannot decode at run time stops it (Failed, Err).
+//   - Peers authenticate: raft runs over a stream layer doing mutual TLS
+//     against the cluster CA (PeerTLS), then a one-line hello that tells
+//     each peer the other's API address (LeaderAPI).
+//   - A restarted peer is CaughtUp only once it has applied its log up to
+//     the last command it had on disk.
+//   - Close is bounded (ShutdownTimeout): it cuts raft's connections.
+//   - A full disk is ErrDiskFull at once, not a lost leadership.
 package raftlog
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -43,7 +61,25 @@ type Config struct {
 	// Join starts without bootstrapping: the server waits for a leader
 	// to add it (schedd --join).
 	Join bool
+	// TLS authenticates the peers to each other (mutual TLS, see
+	// PeerTLS); nil sends raft in the clear, for dev clusters only.
+	TLS *tls.Config
+	// API is this server's API address, told to the peers it connects
+	// to so that they can send clients to it while it leads.
+	API string
+	// ShutdownTimeout bounds Close (default DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
+
+	wrap func(net.Conn) net.Conn // tests: fault injection on raft's connections
 }
+
+// DefaultShutdownTimeout is how long Close waits for raft to stop.
+const DefaultShutdownTimeout = 3 * time.Second
+
+// ErrShutdownTimeout is Close's answer when raft did not stop in time
+// even with its connections cut; the log on disk is consistent (every
+// write was synced): the process should exit.
+var ErrShutdownTimeout = errors.New("raft did not stop in time")
 
 // Peer is one raft server.
 type Peer struct {
@@ -53,10 +89,20 @@ type Peer struct {
 
 // Log is an open replicated log feeding a state store.
 type Log struct {
-	raft  *raft.Raft
-	bolt  *raftboltdb.BoltStore
-	trans raft.Transport
-	multi bool
+	raft    *raft.Raft
+	bolt    *raftboltdb.BoltStore
+	store   *store
+	trans   raft.Transport
+	stream  *streamLayer // nil: in memory
+	book    *peerBook
+	multi   bool
+	fsm     *fsm
+	stopMax time.Duration
+	// start is the index of the last command this server had on disk
+	// when it opened: until it has applied that far its state is older
+	// than what it acknowledged before (CaughtUp).
+	start  uint64
+	caught atomic.Bool
 }
 
 // Open opens (or creates) the log in cfg.Dir, restores st from it, and
@@ -71,14 +117,9 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	bolt, snaps, lastCmd, err := openStores(cfg.Dir, cfg.LogOutput)
 	if err != nil {
-		return nil, fmt.Errorf("opening raft store in %s: %w", cfg.Dir, err)
-	}
-	snaps, err := raft.NewFileSnapshotStore(cfg.Dir, 2, cfg.LogOutput)
-	if err != nil {
-		bolt.Close()
-		return nil, fmt.Errorf("opening snapshots in %s: %w", cfg.Dir, err)
+		return nil, err
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -89,8 +130,10 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	rc.SnapshotThreshold = 8192
 	rc.TrailingLogs = 10240
 	var (
-		addr  raft.ServerAddress
-		trans raft.Transport
+		addr   raft.ServerAddress
+		trans  raft.Transport
+		stream *streamLayer
+		book   = &peerBook{}
 	)
 	if cfg.Bind == "" {
 		addr, trans = raft.NewInmemTransport(raft.ServerAddress(cfg.ID))
@@ -100,12 +143,15 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		rc.HeartbeatTimeout = 500 * time.Millisecond
 		rc.ElectionTimeout = 500 * time.Millisecond
 		rc.LeaderLeaseTimeout = 250 * time.Millisecond
-		tt, err := raft.NewTCPTransport(cfg.Bind, nil, 3, 5*time.Second, cfg.LogOutput)
+		sl, err := newStreamLayer(cfg.Bind, cfg.TLS, cfg.ID, cfg.API, book, cfg.LogOutput, cfg.wrap)
 		if err != nil {
 			bolt.Close()
 			return nil, fmt.Errorf("raft transport on %s: %w", cfg.Bind, err)
 		}
-		addr, trans = tt.LocalAddr(), tt
+		stream = sl
+		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: sl, MaxPool: 3, Timeout: 5 * time.Second,
+			Logger: hclog.New(&hclog.LoggerOptions{Name: "raft-net", Level: hclog.Error, Output: cfg.LogOutput})})
+		addr, trans = raft.ServerAddress(sl.Addr().String()), &transport{NetworkTransport: nt, stream: sl}
 	}
 	multi := cfg.Bind != ""
 
@@ -127,12 +173,18 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 			return nil, fmt.Errorf("bootstrapping raft: %w", err)
 		}
 	}
-	r, err := raft.NewRaft(rc, &fsm{st: st}, bolt, bolt, snaps, trans)
+	fm := &fsm{st: st, path: filepath.Join(cfg.Dir, "raft.db"), failed: make(chan struct{})}
+	ls := &store{BoltStore: bolt, dir: cfg.Dir, stop: make(chan struct{})}
+	r, err := raft.NewRaft(rc, fm, ls, ls, snaps, trans)
 	if err != nil {
 		bolt.Close()
-		return nil, fmt.Errorf("starting raft: %w", err)
+		return nil, fmt.Errorf("starting raft on %s: %w", cfg.Dir, err)
 	}
-	l := &Log{raft: r, bolt: bolt, trans: trans, multi: multi}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	l := &Log{raft: r, bolt: bolt, store: ls, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
+		start: lastCmd}
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
 		return l, nil
@@ -146,8 +198,39 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		l.Close()
 		return nil, fmt.Errorf("replaying raft log: %w", err)
 	}
+	if err := fm.err(); err != nil {
+		l.Close()
+		return nil, err
+	}
 	return l, nil
 }
+
+// CaughtUp reports whether this server has applied its log up to what it
+// had on disk when it opened: a restarted follower must not answer reads
+// from the empty or old state it starts with (it redirects them to the
+// leader until then). Once true it stays true.
+func (l *Log) CaughtUp() bool {
+	if l.caught.Load() {
+		return true
+	}
+	if l.fsm.applied() >= l.start {
+		l.caught.Store(true)
+		return true
+	}
+	return false
+}
+
+// Replay is how far this server's state has applied its log, of the
+// last command it had on disk when it opened. (raft's AppliedIndex runs
+// ahead: it counts entries handed to the FSM, not yet applied.)
+func (l *Log) Replay() (applied, onDisk uint64) { return l.fsm.applied(), l.start }
+
+// Failed is closed when the FSM met an entry it cannot decode: the state
+// stops at the entry before it and Err says which; the server must stop.
+func (l *Log) Failed() <-chan struct{} { return l.fsm.failed }
+
+// Err is why the log failed (nil while it has not).
+func (l *Log) Err() error { return l.fsm.err() }
 
 func (l *Log) waitLeader(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
@@ -188,6 +271,18 @@ func (l *Log) Leader() string {
 	return string(id)
 }
 
+// LeaderAPI is the current leader's API address as the leader told this
+// server when its raft connection opened ("" none known). It does not
+// depend on the replicated state, so a peer that has not replayed its
+// log yet still knows where to send clients.
+func (l *Log) LeaderAPI() string {
+	_, id := l.raft.LeaderWithID()
+	if id == "" {
+		return ""
+	}
+	return l.book.get(string(id))
+}
+
 // Barrier waits until everything committed before it is applied here
 // (a new leader calls it before acting on the state).
 func (l *Log) Barrier(ctx context.Context) error {
@@ -201,9 +296,12 @@ func (l *Log) Barrier(ctx context.Context) error {
 // Apply commits cmd and returns what the state store answered. The
 // command is durable on disk when Apply returns without error.
 func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
-	b, err := json.Marshal(cmd)
+	b, err := encodeCommand(cmd)
 	if err != nil {
 		return nil, err
+	}
+	if err := l.store.diskFull(); err != nil && !l.IsLeader() {
+		return nil, err // the failed write made raft step down: say why
 	}
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
@@ -246,9 +344,28 @@ func (l *Log) Restore(ctx context.Context, d state.Dump) error {
 // Snapshot forces a snapshot and log compaction now.
 func (l *Log) Snapshot() error { return l.raft.Snapshot().Error() }
 
-// Close stops raft and closes the store.
+// Close stops raft and closes the store, within the shutdown timeout.
+// It cuts raft's connections as soon as raft is told to stop: an RPC to
+// a peer that a partition made silent would otherwise hold its goroutine
+// (and raft's shutdown) for the transport's timeout, or for ever on a
+// send buffer that never drains. If raft still has not stopped by the
+// timeout Close answers ErrShutdownTimeout and leaves the store open
+// (every write in it was synced) for the process to exit.
 func (l *Log) Close() error {
-	err := l.raft.Shutdown().Error()
+	f := l.raft.Shutdown()
+	close(l.store.stop)
+	if l.stream != nil {
+		l.stream.Close()
+		l.stream.closeAll()
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(l.stopMax):
+		return fmt.Errorf("%w (%v)", ErrShutdownTimeout, l.stopMax)
+	}
 	if c, ok := l.trans.(io.Closer); ok {
 		_ = c.Close()
 	}
@@ -263,15 +380,53 @@ type result struct {
 	err   error
 }
 
-// fsm applies committed entries to the state store.
-type fsm struct{ st *state.Store }
+// fsm applies committed entries to the state store. An entry it cannot
+// decode is never skipped: the fsm records the failure, applies nothing
+// from then on, and the Log reports it (Failed, Err) so that the server
+// stops rather than serve a state with a hole in it.
+type fsm struct {
+	st     *state.Store
+	path   string // raft.db, for messages
+	mu     sync.Mutex
+	fatal  error
+	failed chan struct{}
+	last   atomic.Uint64 // the last command entry applied (accepted or not)
+}
+
+// applied is the raft index the state has applied up to: the last
+// command entry, or the snapshot it restored if that is later.
+func (f *fsm) applied() uint64 {
+	idx, _ := f.st.Snapshot().Index()
+	return max(idx, f.last.Load())
+}
+
+func (f *fsm) err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fatal
+}
+
+func (f *fsm) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fatal == nil {
+		f.fatal = err
+		close(f.failed)
+	}
+}
 
 func (f *fsm) Apply(e *raft.Log) any {
-	var c state.Command
-	if err := json.Unmarshal(e.Data, &c); err != nil {
-		return result{err: fmt.Errorf("raft entry %d: %w", e.Index, err)}
+	if err := f.err(); err != nil {
+		return result{err: err}
+	}
+	c, err := decodeCommand(e.Data)
+	if err != nil {
+		err = fmt.Errorf("%w: %s: entry %d: %v; %s", ErrDamaged, f.path, e.Index, err, recoverHint)
+		f.fail(err)
+		return result{err: err}
 	}
 	v, err := f.st.Apply(e.Index, c)
+	f.last.Store(e.Index)
 	return result{value: v, err: err}
 }
 
