@@ -12,6 +12,21 @@ import (
 // leader declares it DOWN.
 const DefaultNodeTimeout = 30 * time.Second
 
+// A nodelet's lease and heartbeat derive from the node timeout T:
+// it heartbeats every T/leaseHeartbeats and may run its containers for
+// T/2 after sending a heartbeat schedd answered (its lease); then its
+// fence stops them (nodelet(8), FENCING). A node is declared DOWN, and
+// its jobs requeued, only after T of silence: at least T/2 after its
+// lease ran out, the margin for the fence's kill, a leader change and
+// clock rates. Four heartbeats fit in a lease, so one or two lost ones
+// do not fence a healthy node.
+const leaseHeartbeats = 8
+
+// Lease is what schedd announces to nodelets for node timeout timeout.
+func Lease(timeout time.Duration) api.NodeLease {
+	return api.NodeLease{Lease: timeout / 2, Heartbeat: timeout / leaseHeartbeats, NodeTimeout: timeout}
+}
+
 // Heartbeat notes that a node is alive. A node the state holds DOWN is
 // brought UP again through raft: it gets its assignments, which no longer
 // hold the jobs that were failed or requeued, and stops what it still

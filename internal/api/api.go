@@ -14,8 +14,8 @@
 //	POST /v1/jobs/{id}/attach[?host=H] Upgrade: troupe-attach → 101, then the
 //	                                   terminal stream of an interactive job (package attach)
 //	GET  /v1/nodes                     → NodeList
-//	POST /v1/nodes/register            NodeRegister → Node
-//	POST /v1/nodes/{name}/heartbeat    → {}
+//	POST /v1/nodes/register            NodeRegister → NodeRegistered (the Node and its NodeLease)
+//	POST /v1/nodes/{name}/heartbeat    → NodeLease
 //	GET  /v1/nodes/{name}/assignments?index=N&wait=30s → Assignments
 //	POST /v1/nodes/{name}/status       ContainerReport → {}
 //	GET  /v1/nodes/{name}/attach?wait=30s → AttachRequests (blocking)
@@ -292,6 +292,27 @@ type Node struct {
 	// the cluster's join token: the node's own bearer token, bound to its
 	// name, for its heartbeats, assignments and status reports.
 	Credential string `json:"credential,omitempty"`
+}
+
+// NodeLease is schedd's answer to a heartbeat, and part of its answer to
+// a registration: how often the nodelet must heartbeat, and how long it
+// may keep its containers running without hearing from schedd again
+// (its lease, counted from when it sent the request that got this
+// answer). schedd derives both from its node timeout, so that a node it
+// declares DOWN has stopped its containers before any of its jobs is
+// requeued (nodelet(8), FENCING). Durations are in nanoseconds; zero
+// fields: a schedd that announces none.
+type NodeLease struct {
+	Lease       time.Duration `json:"lease,omitempty"`
+	Heartbeat   time.Duration `json:"heartbeat,omitempty"`
+	NodeTimeout time.Duration `json:"node_timeout,omitempty"`
+}
+
+// NodeRegistered answers a registration: the node as schedd keeps it
+// (a Node, so older nodelets read it as before) and its first lease.
+type NodeRegistered struct {
+	Node
+	NodeLease
 }
 
 // NodeDrain drains nodes (badmin drain) or, with Resume, returns them
