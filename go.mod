@@ -6,6 +6,7 @@ require (
 	github.com/creack/pty v1.1.24
 	github.com/google/btree v1.1.3
 	github.com/google/go-containerregistry v0.20.3
+	github.com/google/nftables v0.3.0
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-hclog v1.6.2
 	github.com/hashicorp/go-memdb v1.3.5
@@ -19,9 +20,14 @@ require (
 	github.com/zclconf/go-cty v1.19.0
 	golang.org/x/crypto v0.45.0
 	golang.org/x/sys v0.45.0
+	golang.org/x/term v0.37.0
 )
 
-require golang.org/x/term v0.37.0 // indirect
+require (
+	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
+	github.com/mdlayher/socket v0.5.0 // indirect
+	golang.org/x/net v0.47.0 // indirect
+)
 
 require (
 	github.com/NVIDIA/go-nvml v0.13.0-1

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/nodelet/testhosts"
 )
 
 // hostNamespaces are the network namespaces of the cluster's test hosts
@@ -257,4 +259,93 @@ func (c *devCluster) submitAs(uid, gid uint32, dir, name, hcl string, flags ...s
 	}
 	id, _ := strconv.ParseUint(m[1], 10, 64)
 	return id, code
+}
+
+// TestRogueUnderlayHost: a host on the node network that is not one of a
+// session's nodes cannot put frames on the session's overlay, though the
+// VNI is no secret (issue 19 item 6b). The rogue builds its own VXLAN
+// end with the session's VNI toward main1's node and sends to main1 by
+// broadcast MAC: no UDP datagram reaches main1, no TCP answer comes
+// back. The session's own nodes still talk (static FDB, no learning).
+func TestRogueUnderlayHost(t *testing.T) {
+	needRunc(t)
+	if _, err := exec.LookPath("busybox"); err != nil {
+		t.Skip("SKIP: needs busybox (busybox-static; `make deps` installs it)")
+	}
+	c := startCluster(t, 2, "2.5")
+	nss := c.hostNamespaces(2)
+	dir := t.TempDir()
+	id, _ := c.submit(dir, "s", `
+job "s" {
+  cluster {
+    size = 2
+    mode = "multi-node"
+  }
+  resources { cpu = 2 }
+  image   = "host"
+  command = ["sh", "-c", "sleep 600 | busybox nc -u -l -p 5002 & while :; do echo hi-$(hostname) | busybox nc -l -p 5000; done"]
+  role "sub" {
+    command = ["sh", "-c", "for i in $(seq 100); do r=$(sleep 0.5 | busybox nc main1 5000 2>/dev/null); case \"$r\" in hi-*) echo \"peer:$r\"; break;; esac; sleep 0.1; done; echo done; sleep 600"]
+  }
+  output = "s-%j.%h.out"
+}`)
+	j := c.waitState(id, 30*time.Second, func(j api.Job) bool { return j.State == api.JobRunning })
+	main1, sub1 := j.Containers[0], j.Containers[1]
+	if main1.Node == sub1.Node || j.Network == nil {
+		t.Fatalf("want main1 and sub1 on two nodes with a session network: %+v %+v", j.Containers, j.Network)
+	}
+	out := waitOutput(t, filepath.Join(dir, fmt.Sprintf("s-%d.sub1.out", id)), "done", 60*time.Second)
+	if !strings.Contains(out, "peer:hi-main1") {
+		t.Fatalf("sub1 did not reach main1 across the overlay:\n%s", out)
+	}
+
+	bridge := "tu" + strings.TrimSuffix(strings.TrimPrefix(nss[0], "tr-"), "-h1")
+	rogue, err := testhosts.Join(bridge, 99)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = testhosts.Leave(rogue) }()
+	_, subnet, err := net.ParseCIDR(j.Network.Subnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := append(net.IP(nil), subnet.IP.To4()...)
+	mine[3] = 250
+	vni := strconv.FormatUint(uint64(j.Network.VNI), 10)
+	for _, step := range [][]string{
+		{"ip", "link", "add", "rvx", "type", "vxlan", "id", vni, "local", rogue.IP, "dstport", "4789"},
+		{"bridge", "fdb", "append", "00:00:00:00:00:00", "dev", "rvx", "dst", main1.NodeAddr},
+		{"ip", "addr", "add", mine.String() + "/24", "dev", "rvx"},
+		{"ip", "link", "set", "rvx", "up"},
+	} {
+		if b, err := exec.Command("ip", append([]string{"netns", "exec", rogue.NetNS}, step...)...).CombinedOutput(); err != nil {
+			t.Fatalf("rogue host: %s: %v: %s", strings.Join(step, " "), err, b)
+		}
+	}
+	rogueRun := func(stdin, script string) string {
+		cmd := exec.Command("ip", "netns", "exec", rogue.NetNS, "sh", "-c", script)
+		cmd.Stdin = strings.NewReader(stdin)
+		b, _ := cmd.CombinedOutput()
+		return string(b)
+	}
+	// As a session's node would: ARP for main1, then TCP.
+	if got := rogueRun("", "busybox nc -w 3 "+main1.Addr+" 5000 </dev/null"); strings.Contains(got, "hi-") {
+		t.Errorf("the rogue host got an answer from main1 over the session's VNI: %q", got)
+	}
+	// Blind injection, no answer needed: frames to the broadcast MAC.
+	rogueRun("", "ip neigh replace "+main1.Addr+" lladdr ff:ff:ff:ff:ff:ff dev rvx nud permanent")
+	for range 3 {
+		rogueRun("rogue-was-here\n", "busybox nc -u -w 1 "+main1.Addr+" 5002")
+	}
+	time.Sleep(time.Second)
+	if b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("s-%d.main1.out", id))); strings.Contains(string(b), "rogue") {
+		t.Errorf("main1 received the rogue host's datagram:\n%s", b)
+	}
+	if _, _, code := c.run(dir, "bkill", strconv.FormatUint(id, 10)); code != 0 {
+		t.Fatalf("bkill exited %d", code)
+	}
+	c.waitState(id, 30*time.Second, func(j api.Job) bool { return j.State.Terminal() })
+	if left := sessionLinks(nss); left != "" {
+		t.Errorf("session links left after the session ended:\n%s", left)
+	}
 }

@@ -76,7 +76,8 @@ func alive(pid int) bool {
 // TestNodeFailureRealNodelet freezes a real nodelet (SIGSTOP) past the
 // node timeout: its node goes DOWN, the requeue job it ran starts on the
 // other node, the plain one ends NODE_FAIL; thawed (SIGCONT), the node
-// comes back UP and its nodelet stops the stale containers.
+// comes back UP. The stale containers are gone by then: the node's fence
+// killed them when its lease ran out (TestFenceNoOverlap).
 func TestNodeFailureRealNodelet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("freezes a nodelet past the node timeout")
@@ -199,4 +200,146 @@ func TestNodeFailureRealNodelet(t *testing.T) {
 	if _, err := c.Kill(ctx, rq); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDevShortNodeTimeoutKeepsNodesUp: `schedd --dev --node-timeout 2s`
+// keeps its healthy idle nodes UP: nodelets heartbeat as often as the
+// timeout schedd announces asks (issue 12 item 9; they used to heartbeat
+// every 10s whatever the timeout, and went DOWN).
+func TestDevShortNodeTimeoutKeepsNodesUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("watches idle nodes for 8s")
+	}
+	_, addr := startScheddArgs(t, t.TempDir(), "--nodes", "2", "--node-cpu", "1", "--node-memory", "1GiB", "--node-timeout", "2s")
+	c, err := client.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(8 * time.Second)
+	for time.Now().Before(end) {
+		nodes, err := c.Nodes(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(nodes.Nodes) != 2 {
+			t.Fatalf("%d nodes, want 2", len(nodes.Nodes))
+		}
+		for _, n := range nodes.Nodes {
+			if n.State != api.NodeUp {
+				t.Fatalf("idle node %s is %s (%s) with --node-timeout 2s", n.Name, n.State, n.Reason)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestFenceNoOverlap: a requeue job's runc container on a nodelet frozen
+// (SIGSTOP) past the node timeout is dead before the job's second copy
+// starts on the other node (issue 12 item 4): the node's fence killed it
+// when its lease ran out. Each copy appends "<copy id> <unix ns>" to the
+// job's output every 50ms; every line of the first copy must come before
+// every line of the second.
+func TestFenceNoOverlap(t *testing.T) {
+	needRunc(t)
+	if testing.Short() {
+		t.Skip("freezes a nodelet past the node timeout")
+	}
+	const timeout = 6 * time.Second
+	c := startCluster(t, 2, "1", "--node-timeout", timeout.String())
+	dir := t.TempDir()
+	_ = os.Chmod(dir, 0o777)
+	id, _ := c.submit(dir, "twice", `
+job "twice" {
+  image   = "host"
+  requeue = true
+  output  = "twice-%j.out"
+  resources {
+    cpu = 1
+  }
+  command = ["/bin/sh", "-c", "id=$(cat /proc/sys/kernel/random/uuid); while :; do echo \"$id $(date +%s%N)\"; sleep 0.05; done"]
+}`)
+	out := filepath.Join(dir, "twice-"+strconv.FormatUint(id, 10)+".out")
+	j := c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.State == api.JobRunning })
+	node := j.Containers[0].Node
+	for copies, _ := readCopies(t, out); len(copies) == 0; copies, _ = readCopies(t, out) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	nl := nodeletPID(t, c.cmd.Process.Pid, node)
+	if err := syscall.Kill(nl, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = syscall.Kill(nl, syscall.SIGCONT)
+		}
+	}()
+	j = c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.Requeues > 0 && j.State == api.JobRunning })
+	if j.Containers[0].Node == node {
+		t.Fatalf("requeued job runs again on the frozen node %s", node)
+	}
+	// Let the second copy write for a while, with the first (if alive)
+	// still able to write beside it.
+	var copies map[string][2]int64
+	var order []string
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		copies, order = readCopies(t, out)
+		if len(order) >= 2 && copies[order[1]][1]-copies[order[1]][0] > int64(2*time.Second) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second copy did not write for 2s within 20s: %d copies", len(order))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(order) != 2 {
+		t.Fatalf("%d copies wrote to %s, want 2", len(order), out)
+	}
+	first, second := copies[order[0]], copies[order[1]]
+	if first[1] >= second[0] {
+		t.Fatalf("the two copies overlapped: the first wrote until %s after the second started", time.Duration(first[1]-second[0]))
+	}
+	freeze := frozen.UnixNano()
+	t.Logf("first copy's last line %s after the freeze (node timeout %s); second copy's first line %s after the freeze: %s between the copies",
+		time.Duration(first[1]-freeze).Round(time.Millisecond), timeout,
+		time.Duration(second[0]-freeze).Round(time.Millisecond), time.Duration(second[0]-first[1]).Round(time.Millisecond))
+	if err := syscall.Kill(nl, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	thawed = true
+	if _, _, code := c.run(dir, "bkill", strconv.FormatUint(id, 10)); code != 0 {
+		t.Fatalf("bkill exited %d", code)
+	}
+	c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.State.Terminal() })
+}
+
+// readCopies reads the lines "<copy id> <unix ns>" of path: per copy its
+// first and last time, and the copies in order of their first line.
+func readCopies(t *testing.T, path string) (map[string][2]int64, []string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	copies := map[string][2]int64{}
+	var order []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			continue // a line being written
+		}
+		ns, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		span, ok := copies[f[0]]
+		if !ok {
+			order = append(order, f[0])
+			span = [2]int64{ns, ns}
+		}
+		span[0], span[1] = min(span[0], ns), max(span[1], ns)
+		copies[f[0]] = span
+	}
+	return copies, order
 }

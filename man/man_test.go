@@ -26,7 +26,8 @@ const cmdDir = "../cmd"
 
 // noPage are binaries under cmdDir that need no page, and why.
 var noPage = map[string]string{
-	"troupe-init": "internal: the init process nodelet mounts into containers; no one runs it by hand",
+	"troupe-init":  "internal: the init process nodelet mounts into containers; no one runs it by hand",
+	"troupe-fence": "internal: the watchdog nodelet starts to enforce its lease; nodelet(8) FENCING documents it",
 }
 
 // handParsed names, per command, the functions that parse a command line

@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/nodelet/fence"
 	"github.com/troupe-hpc/troupe/nodelet/gpu"
 	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
@@ -48,6 +49,7 @@ type agent struct {
 	gpus    []gpu.Device
 	mps     *mpsDaemon // the MPS control daemon of fractional GPU shares
 	metrics *metrics
+	fence   *leaseKeeper // the lease from schedd and troupe-fence
 	// instance tells this nodelet from another under the same name
 	// (loadInstance); sent on register and heartbeat.
 	instance string
@@ -74,13 +76,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		a.log.Info("serving metrics", "addr", "http://"+addr.String()+"/metrics")
 	}
+	if err := a.startFence(); err != nil {
+		return fmt.Errorf("starting the fence: %w", err)
+	}
 	recs, err := a.recoverLeftovers(ctx)
 	if err != nil {
+		a.fence.stop(true)
 		return err
 	}
 	a.adopt(ctx, recs)
 	if err := a.register(ctx); err != nil {
 		a.tasks.Wait()
+		a.fence.stop(!detaching(ctx) || !a.canDetach())
 		return nil // ctx cancelled while schedd was away
 	}
 	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))
@@ -89,6 +96,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go a.attachLoop(ctx)
 	a.loop(ctx)
 	a.tasks.Wait() // every task stops and destroys on ctx cancel, or detaches
+	a.fence.stop(!detaching(ctx) || !a.canDetach())
 	stopRep()
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
@@ -187,7 +195,7 @@ func (a *agent) filesDir() string      { return filepath.Join(a.cfg.StateDir, "f
 // answers; it fails only when ctx ends.
 func (a *agent) register(ctx context.Context) error {
 	reg := api.NodeRegister{
-		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(), Instance: a.instance, Heartbeat: a.cfg.Heartbeat,
+		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(), Instance: a.instance,
 		Capacity: api.Resources{CPUMilli: int64(a.cfg.CPU * 1000), Memory: a.cfg.Memory, GPU: float64(len(a.gpus))},
 	}
 	regCli := a.cli
@@ -204,12 +212,15 @@ func (a *agent) register(ctx context.Context) error {
 	}
 	b := newBackoff()
 	for {
-		n, err := regCli.Register(ctx, reg)
+		var n api.NodeRegistered
+		sent := fence.Now()
+		_, err := regCli.Do(ctx, http.MethodPost, "/v1/nodes/register", nil, reg, &n)
 		if err == nil {
 			if n.Credential != "" {
 				a.cli.SetToken(n.Credential)
 			}
-			a.log.Info("registered", "schedd", a.cfg.Addr)
+			a.log.Info("registered", "schedd", a.cfg.Addr, "lease", n.Lease, "heartbeat", n.Heartbeat)
+			a.grant(ctx, sent, n.NodeLease)
 			return nil
 		}
 		a.log.Warn("register failed, retrying", "err", err)
@@ -219,26 +230,42 @@ func (a *agent) register(ctx context.Context) error {
 	}
 }
 
-// heartbeat tells schedd the node lives; a schedd that forgot the node
-// (404) gets a new registration.
+// heartbeat tells schedd the node lives, as often as schedd asks (its
+// node timeout / 8, capped by Config.Heartbeat), and renews the node's
+// lease with each answer; a schedd that forgot the node (404) gets a new
+// registration.
 func (a *agent) heartbeat(ctx context.Context) {
-	t := time.NewTicker(a.cfg.Heartbeat)
-	defer t.Stop()
 	for {
+		t := time.NewTimer(a.fence.heartbeatEvery(a.cfg.Heartbeat))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
-		_, err := a.cli.Do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(a.cfg.Name)+"/heartbeat", nil, api.NodeHeartbeat{Instance: a.instance}, nil)
+		var l api.NodeLease
+		sent := fence.Now()
+		_, err := a.cli.Do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(a.cfg.Name)+"/heartbeat", nil, api.NodeHeartbeat{Instance: a.instance}, &l)
 		switch {
-		case err == nil || ctx.Err() != nil:
+		case err == nil:
+			a.grant(ctx, sent, l)
+		case ctx.Err() != nil:
 		case client.IsNotFound(err) || (client.IsUnauthorized(err) && a.cfg.JoinTokenFile != ""):
 			a.log.Warn("schedd does not know this node (or its credential), registering again", "err", err)
 			_ = a.register(ctx)
 		default:
 			a.log.Warn("heartbeat failed", "err", err)
 		}
+	}
+}
+
+// grant records a lease schedd granted to a request sent at sent; when
+// the lease had run out, the containers that waited for it start now.
+func (a *agent) grant(ctx context.Context, sent time.Duration, l api.NodeLease) {
+	if a.fence.grant(sent, l) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.reconcileLocked(ctx)
 	}
 }
 

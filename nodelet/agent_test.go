@@ -58,7 +58,7 @@ func startAgentCause(t *testing.T, s *testSchedd, rt, stateDir string, mods ...f
 	cfg := Config{
 		Name: "node1", Addr: s.hs.URL, StateDir: stateDir, Runtime: rt,
 		CPU: 2, Memory: 1 << 30, InitBinary: runtimetest.BuildInit(t), SSHBinary: buildSSH(t),
-		Heartbeat: 50 * time.Millisecond, StopGrace: time.Second,
+		FenceBinary: buildFence(t), Heartbeat: 50 * time.Millisecond, StopGrace: time.Second,
 	}
 	for _, m := range mods {
 		m(&cfg)

@@ -37,10 +37,13 @@ const (
 
 // Defaults for zero Config fields.
 const (
-	DefaultStateDir  = "/var/lib/troupe/nodelet"
+	DefaultStateDir = "/var/lib/troupe/nodelet"
+	// DefaultHeartbeat is the heartbeat interval when schedd announces
+	// none (schedd announces its node timeout / 8).
 	DefaultHeartbeat = 10 * time.Second
 	DefaultStopGrace = 10 * time.Second
 	InitName         = "troupe-init"
+	FenceName        = "troupe-fence"
 	SSHName          = "troupe-ssh"
 )
 
@@ -79,8 +82,18 @@ type Config struct {
 	// PidsLimit caps the tasks of one container; 0: the runtime's
 	// default (4096).
 	PidsLimit int64
-	Heartbeat time.Duration // default DefaultHeartbeat
-	StopGrace time.Duration // SIGTERM → SIGKILL; default DefaultStopGrace
+	// Heartbeat caps the heartbeat interval; 0: as schedd announces
+	// (its node timeout / 8; DefaultHeartbeat when it announces none).
+	Heartbeat time.Duration
+	// FenceBinary is the host path of troupe-fence (package fence);
+	// default: next to the running executable.
+	FenceBinary string
+	// FenceChildren: at the lease's deadline the fence also kills every
+	// other descendant of this process (the process and apptainer
+	// runtimes' containers). Only for a process that is the agent alone
+	// (cmd/nodelet), never for an agent run inside another program.
+	FenceChildren bool
+	StopGrace     time.Duration // SIGTERM → SIGKILL; default DefaultStopGrace
 	// MetricsAddr is where /metrics (Prometheus) is served, e.g.
 	// 127.0.0.1:9101; "": no metrics server.
 	MetricsAddr string
@@ -116,7 +129,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.AllowedMountRoots == nil {
 		c.AllowedMountRoots = DevMountRoots()
 	}
-	c.Heartbeat = cmp.Or(c.Heartbeat, DefaultHeartbeat)
+	if c.Heartbeat < 0 {
+		return c, fmt.Errorf("heartbeat %s: must not be negative", c.Heartbeat)
+	}
 	c.StopGrace = cmp.Or(c.StopGrace, DefaultStopGrace)
 	if c.CPU == 0 {
 		c.CPU = float64(goruntime.NumCPU())
@@ -135,6 +150,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("advertise %q: not an IP address", c.Advertise)
 	}
 	if c.InitBinary, err = findTool(InitName, c.InitBinary); err != nil {
+		return c, err
+	}
+	if c.FenceBinary, err = findTool(FenceName, c.FenceBinary); err != nil {
 		return c, err
 	}
 	if c.SSHBinary != "" || c.Runtime != RuntimeProcess {

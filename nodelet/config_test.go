@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestIsLocal(t *testing.T) {
@@ -32,7 +33,7 @@ func TestWithDefaults(t *testing.T) {
 	if err := os.WriteFile(init, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Config{Addr: "127.0.0.1:1", InitBinary: init}.withDefaults()
+	c, err := Config{Addr: "127.0.0.1:1", InitBinary: init, FenceBinary: init}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +45,8 @@ func TestWithDefaults(t *testing.T) {
 		{InitBinary: init},
 		{Addr: "x:1", InitBinary: init, Advertise: "not-an-ip"},
 		{Addr: "x:1", InitBinary: filepath.Join(t.TempDir(), "missing")},
+		{Addr: "x:1", InitBinary: init, FenceBinary: filepath.Join(t.TempDir(), "missing")},
+		{Addr: "x:1", InitBinary: init, FenceBinary: init, Heartbeat: -time.Second},
 	}
 	for _, b := range bad {
 		if _, err := b.withDefaults(); err == nil {

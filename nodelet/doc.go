@@ -26,10 +26,16 @@
 //     --metrics-addr is set (metrics.go: starts, failures by reason,
 //     running containers, allocatable vs allocated CPU, memory and GPUs,
 //     per-GPU shares and NVML use).
-//  3. Register with schedd, retrying with backoff until it answers.
-//  4. Start the heartbeat (re-registering if schedd forgot the node) and
-//     the reporter, which delivers container updates in order and retries
-//     until schedd takes them.
+//  3. Start troupe-fence (fence.go, package fence): it kills the node's
+//     containers once the lease from schedd runs out, even when this
+//     process is frozen or dead. Register with schedd, retrying with
+//     backoff until it answers; the answer grants the first lease.
+//  4. Start the heartbeat, as often as schedd asks (its node timeout / 8;
+//     re-registering if schedd forgot the node), each answer renewing the
+//     lease (half the node timeout, written to STATE-DIR/lease), and the
+//     reporter, which delivers container updates in order and retries
+//     until schedd takes them. No container starts while the lease has
+//     run out.
 //  5. Loop on GET assignments?index=N (blocking up to 30s). Each answer
 //     is the complete desired state of the node; reconcile compares it
 //     with the tasks running here (see reconcile for the table):

@@ -15,6 +15,7 @@ import (
 //	not here, state preparing/running         → report failed: lost (a
 //	                                            previous nodelet ran it)
 //	ended here already, or state ended        → nothing
+//	not here, no lease from schedd in force   → wait (start once granted)
 //	an earlier run (before a requeue) still   → wait until it has stopped
 //	stopping here
 //
@@ -80,6 +81,9 @@ func (a *agent) admit(ctx context.Context, k key, job api.Job) {
 	case job.KillWanted:
 		a.endHere(k, api.ContainerKilled, 0, "killed before it started")
 	case c.State == api.ContainerAssigned || c.State == api.ContainerPending || c.State == "":
+		if a.fence != nil && !a.fence.valid() {
+			return // the fence would kill it: start once schedd grants a lease
+		}
 		a.startTask(ctx, k, job)
 	default:
 		a.endHere(k, api.ContainerFailed, 0, "container lost: the nodelet restarted while it was "+string(c.State))

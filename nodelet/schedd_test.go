@@ -39,8 +39,16 @@ type testSchedd struct {
 
 func newTestSchedd(t *testing.T) *testSchedd {
 	t.Helper()
+	return newTestScheddWith(t, sched.Config{})
+}
+
+// newTestScheddWith is newTestSchedd with cfg (its data dir and logger
+// filled in).
+func newTestScheddWith(t *testing.T, cfg sched.Config) *testSchedd {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := sched.Open(ctx, sched.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.DataDir, cfg.Logger = t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := sched.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +173,8 @@ func (s *testSchedd) registered(node string) bool {
 	return s.srv.Store().Snapshot().Node(node) != nil
 }
 
-func buildSSH(t *testing.T) string { return runtimetest.BuildCmd(t, SSHName) }
+func buildSSH(t *testing.T) string   { return runtimetest.BuildCmd(t, SSHName) }
+func buildFence(t *testing.T) string { return runtimetest.BuildCmd(t, FenceName) }
 
 // containerIDs are the runtime IDs of job id's containers.
 func (s *testSchedd) containerIDs(t *testing.T, id uint64) []string {

@@ -139,6 +139,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	a.removeFiles(t)
 	a.removeRecord(t)
 	a.releaseMPS(t)
+	state, msg = a.fenceMessage(state, msg)
 	a.rep.add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state,
 		ExitCode: exit.Code, Message: msg, CPUTime: use.CPU, MemPeak: use.MemPeak})
 }

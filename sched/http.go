@@ -158,7 +158,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		}
 		n = &c
 	}
-	writeJSON(w, http.StatusOK, 0, n)
+	writeJSON(w, http.StatusOK, 0, api.NodeRegistered{Node: *n, NodeLease: Lease(s.cfg.NodeTimeout)})
 }
 
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
@@ -175,7 +175,9 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, 0, struct{}{})
+	// Only the leader answers here (redirectToLeader): the lease comes
+	// from the server that counts the node's silence.
+	writeJSON(w, http.StatusOK, 0, Lease(s.cfg.NodeTimeout))
 }
 
 func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {

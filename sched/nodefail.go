@@ -14,6 +14,21 @@ import (
 // leader declares it DOWN.
 const DefaultNodeTimeout = 30 * time.Second
 
+// A nodelet's lease and heartbeat derive from the node timeout T:
+// it heartbeats every T/leaseHeartbeats and may run its containers for
+// T/2 after sending a heartbeat schedd answered (its lease); then its
+// fence stops them (nodelet(8), FENCING). A node is declared DOWN, and
+// its jobs requeued, only after T of silence: at least T/2 after its
+// lease ran out, the margin for the fence's kill, a leader change and
+// clock rates. Four heartbeats fit in a lease, so one or two lost ones
+// do not fence a healthy node.
+const leaseHeartbeats = 8
+
+// Lease is what schedd announces to nodelets for node timeout timeout.
+func Lease(timeout time.Duration) api.NodeLease {
+	return api.NodeLease{Lease: timeout / 2, Heartbeat: timeout / leaseHeartbeats, NodeTimeout: timeout}
+}
+
 // Heartbeat notes that a node is alive. A node the state holds DOWN is
 // brought UP again through raft: it gets its assignments, which no longer
 // hold the jobs that were failed or requeued, and stops what it still
@@ -59,9 +74,8 @@ func (e *takenError) Is(target error) bool {
 
 // checkInstance refuses what (a registration or heartbeat) of node name
 // from nodelet instance inst when the node is registered by another
-// instance that is still live: heard from within three of its heartbeat
-// intervals, or the node timeout if that is shorter (or the interval
-// unknown). A node that registered without an instance (an older
+// instance that is still live: heard from within its lease (Lease), after
+// which its fence has stopped its containers. A node that registered without an instance (an older
 // nodelet) cannot be told apart and is not defended; a DOWN or silent
 // node may be taken over.
 func (s *Server) checkInstance(v *state.Snapshot, name, inst, what string) error {
@@ -76,10 +90,9 @@ func (s *Server) checkInstance(v *state.Snapshot, name, inst, what string) error
 		last = s.leadSince
 	}
 	s.mu.Unlock()
-	silent, live := now.Sub(last), s.cfg.NodeTimeout
-	if n.Heartbeat > 0 {
-		live = min(live, 3*n.Heartbeat)
-	}
+	// The old instance's lease bounds how long its containers may run
+	// (troupe-fence): past it, taking the name over cannot run a job twice.
+	silent, live := now.Sub(last), Lease(s.cfg.NodeTimeout).Lease
 	if silent > live {
 		s.log.Warn("node taken over by another nodelet after the node timeout", "node", name, "silent", silent.Round(time.Second))
 		return nil

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,10 @@ func TestNodeFailure(t *testing.T) {
 	j := waitJob(t, c, plain.JobID, func(j api.Job) bool { return j.State.Terminal() })
 	if j.State != api.JobNodeFail || !j.KillWanted {
 		t.Fatalf("plain job: got %s (kill wanted %v), want NODE_FAIL", j.State, j.KillWanted)
+	}
+	// bjob shows the container lost, not running (issue 12 item 9).
+	if c := j.Containers[0]; c.State != api.ContainerFailed || !strings.Contains(c.Message, "node a failed") {
+		t.Fatalf("plain job's container after NODE_FAIL: %s %q, want failed (lost: node a failed)", c.State, c.Message)
 	}
 	j = waitJob(t, c, again.JobID, func(j api.Job) bool { return j.State == api.JobScheduled && j.Containers[0].Node == "b" })
 	if j.Requeues != 1 || j.Containers[0].State != api.ContainerAssigned {

@@ -510,7 +510,7 @@ func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*api.Node,
 		return nil, err
 	}
 	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, Capacity: reg.Capacity, Labels: reg.Labels,
-		Instance: reg.Instance, Heartbeat: reg.Heartbeat}
+		Instance: reg.Instance}
 	if _, err := s.apply(ctx, state.Command{Kind: state.CmdRegister, Register: n}); err != nil {
 		return nil, err
 	}

@@ -90,7 +90,8 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.StringVar(&cfg.Network, "network", nodelet.NetworkAuto, "containers' network: auto (session with runc), session or host")
 	fs.StringVar(&cfg.SessionSecret, "session-secret", "", "file session SSH keys derive from; the same on every node (default: STATE-DIR/session-secret, made if missing)")
 	fs.DurationVar(&cfg.StopGrace, "stop-grace", nodelet.DefaultStopGrace, "SIGTERM to SIGKILL grace period")
-	fs.DurationVar(&cfg.Heartbeat, "heartbeat", nodelet.DefaultHeartbeat, "how often to tell schedd the node is alive; keep it well under schedd's --node-timeout")
+	fs.DurationVar(&cfg.Heartbeat, "heartbeat", 0, "at most this long between heartbeats (default: as schedd announces, its --node-timeout / 8)")
+	fs.StringVar(&cfg.FenceBinary, "fence", "", "troupe-fence binary, which kills the node's containers when its lease from schedd runs out (default: next to nodelet)")
 	fs.StringVar(&configPath, "config", "", "nodelet.hcl with the node's settings (default $"+nodelet.EnvConfig+", else "+nodelet.DefaultConfigFile+" if it exists)")
 	fs.StringVar(&cfg.Images, "images", "", "image catalog (etc/images.hcl) job image names resolve in")
 	fs.IntVar(&cfg.FakeGPUs, "fake-gpus", 0, "report this many fake GPUs instead of discovering them (tests)")
@@ -116,6 +117,9 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 		}
 		f.Apply(&cfg)
 	}
+	// This process is the agent alone: its fence may kill every other
+	// child of it (the process runtime's containers) at the deadline.
+	cfg.FenceChildren = true
 	if err := checkFlags(&cfg, memory); err != nil {
 		return cfg, false, err
 	}
@@ -136,8 +140,8 @@ func checkFlags(cfg *nodelet.Config, memory string) error {
 	if cfg.CPU < 0 {
 		return fmt.Errorf("--cpu %g: must not be negative", cfg.CPU)
 	}
-	if cfg.Heartbeat <= 0 {
-		return fmt.Errorf("--heartbeat %s: must be positive", cfg.Heartbeat)
+	if cfg.Heartbeat < 0 {
+		return fmt.Errorf("--heartbeat %s: must not be negative", cfg.Heartbeat)
 	}
 	if cfg.JoinTokenFile != "" {
 		if _, err := auth.ReadSecretFile(cfg.JoinTokenFile); err != nil {

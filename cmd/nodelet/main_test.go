@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 	"time"
 )
 
@@ -76,7 +78,7 @@ func TestMain(m *testing.M) {
 func TestSIGTERMStopsWhileRegistering(t *testing.T) {
 	init := os.Args[0] // any executable file will do as --init here
 	cmd := exec.Command(os.Args[0], "--addr", "127.0.0.1:1", "--runtime", "process",
-		"--init", init, "--state-dir", t.TempDir())
+		"--init", init, "--fence", runtimetest.BuildCmd(t, "troupe-fence"), "--state-dir", t.TempDir())
 	cmd.Env = append(os.Environ(), "NODELET_TEST_MAIN=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -14,8 +14,8 @@
 //	POST /v1/jobs/{id}/attach[?host=H] Upgrade: troupe-attach → 101, then the
 //	                                   terminal stream of an interactive job (package attach)
 //	GET  /v1/nodes                     → NodeList
-//	POST /v1/nodes/register            NodeRegister → Node
-//	POST /v1/nodes/{name}/heartbeat    [NodeHeartbeat] → {} (409: another instance holds the name)
+//	POST /v1/nodes/register            NodeRegister → NodeRegistered (the Node and its NodeLease)
+//	POST /v1/nodes/{name}/heartbeat    [NodeHeartbeat] → NodeLease (409: another instance holds the name)
 //	GET  /v1/nodes/{name}/assignments?index=N&wait=30s → Assignments
 //	POST /v1/nodes/{name}/status       ContainerReport → {}
 //	GET  /v1/nodes/{name}/attach?wait=30s → AttachRequests (blocking)
@@ -268,13 +268,11 @@ type NodeRegister struct {
 	// Instance tells one nodelet from another: an id the nodelet keeps
 	// in its state directory, the same across its restarts. While a node
 	// is live, schedd refuses a registration of its name from another
-	// instance; once it has been silent for three of its Heartbeat
-	// intervals (or the node timeout, if shorter or Heartbeat is 0) the
-	// newcomer takes over. "" (an older nodelet) cannot be told apart and
-	// is refused only by a live node that has an instance.
+	// instance; once it has been silent for its lease (NodeLease.Lease,
+	// after which its fence has stopped its containers) the newcomer
+	// takes over. "" (an older nodelet) cannot be told apart and is
+	// refused only by a live node that has an instance.
 	Instance string `json:"instance,omitempty"`
-	// Heartbeat is how often the nodelet sends heartbeats.
-	Heartbeat time.Duration `json:"heartbeat,omitempty"`
 }
 
 // NodeHeartbeat is the optional body of POST /v1/nodes/{name}/heartbeat:
@@ -305,14 +303,34 @@ type Node struct {
 	Reason string `json:"reason,omitempty"`
 	// Partitions the node belongs to now (derived when answering).
 	Partitions []string `json:"partitions,omitempty"`
-	// Instance and Heartbeat are the registered nodelet's
-	// (NodeRegister's); kept in the state, left out of node lists.
-	Instance  string        `json:"instance,omitempty"`
-	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	// Instance is the registered nodelet's (NodeRegister's); kept in
+	// the state, left out of node lists.
+	Instance string `json:"instance,omitempty"`
 	// Credential is set only in the answer to a registration made with
 	// the cluster's join token: the node's own bearer token, bound to its
 	// name, for its heartbeats, assignments and status reports.
 	Credential string `json:"credential,omitempty"`
+}
+
+// NodeLease is schedd's answer to a heartbeat, and part of its answer to
+// a registration: how often the nodelet must heartbeat, and how long it
+// may keep its containers running without hearing from schedd again
+// (its lease, counted from when it sent the request that got this
+// answer). schedd derives both from its node timeout, so that a node it
+// declares DOWN has stopped its containers before any of its jobs is
+// requeued (nodelet(8), FENCING). Durations are in nanoseconds; zero
+// fields: a schedd that announces none.
+type NodeLease struct {
+	Lease       time.Duration `json:"lease,omitempty"`
+	Heartbeat   time.Duration `json:"heartbeat,omitempty"`
+	NodeTimeout time.Duration `json:"node_timeout,omitempty"`
+}
+
+// NodeRegistered answers a registration: the node as schedd keeps it
+// (a Node, so older nodelets read it as before) and its first lease.
+type NodeRegistered struct {
+	Node
+	NodeLease
 }
 
 // NodeDrain drains nodes (badmin drain) or, with Resume, returns them

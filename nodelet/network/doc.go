@@ -14,9 +14,13 @@
 // One bridge per session per node (trb<VNI>). A session placed on one
 // node needs nothing else; a session spread over several nodes gets a
 // VXLAN device (trx<VNI>) with the session's VNI on that bridge, its
-// local end on the node's advertised address, and one all-zero FDB
-// entry per other node of the session, so broadcast (ARP) reaches them
-// by head-end replication; unicast MACs are learned. Containers get a
+// local end on the node's advertised address, learning off, one all-zero
+// FDB entry per other node of the session, so broadcast (ARP) reaches
+// them by head-end replication, and a static entry per container on
+// another node (its MAC derives from its address: containerMAC). An
+// nftables table (FilterTable, filter.go) drops every datagram of the
+// session's VNI that does not come from one of its nodes: the kernel
+// itself accepts a VNI's datagrams from any source. Containers get a
 // veth pair: trv<VNI>-<rank> on the bridge, eth0 with the address schedd
 // allocated (api.Container.Addr, a /24 per session) in a network
 // namespace the nodelet creates and pins under its state directory, and

@@ -51,9 +51,10 @@ type Manager struct {
 // session is one session's network on this node.
 type session struct {
 	bridge string
-	vxlan  string // "" when the session is on this node only
-	mtu    int    // of the containers' links
-	users  int    // containers attached here
+	vxlan  string   // "" when the session is on this node only
+	peers  []net.IP // the session's other nodes: the only VXLAN sources accepted
+	mtu    int      // of the containers' links
+	users  int      // containers attached here
 }
 
 // Endpoint is a container's place on its session network.
@@ -152,19 +153,34 @@ func (m *Manager) acquire(job api.Job) (*session, error) {
 		return s, nil
 	}
 	s := &session{bridge: bridgeName(vni), mtu: 1500, users: 1}
-	remotes := remoteNodes(job, m.node, m.local)
-	if len(remotes) > 0 {
+	s.peers = remoteNodes(job, m.node, m.local)
+	if len(s.peers) > 0 {
 		s.vxlan, s.mtu = vxlanName(vni), min(1500, m.mtu-vxlanOverhead)
 	}
-	if err := m.create(s, vni, remotes); err != nil {
+	// The filter first: the VXLAN device takes no frame from a host
+	// outside the session from the moment it exists.
+	m.sessions[vni] = s
+	if s.vxlan != "" {
+		if err := m.syncFilter(); err != nil {
+			delete(m.sessions, vni)
+			return nil, err
+		}
+	}
+	if err := m.create(s, vni, remoteContainers(job, m.node, m.local)); err != nil {
 		_ = deleteLinks(s.vxlan, s.bridge)
+		delete(m.sessions, vni)
+		_ = m.syncFilter()
 		return nil, err
 	}
-	m.sessions[vni] = s
 	return s, nil
 }
 
-func (m *Manager) create(s *session, vni uint32, remotes []net.IP) error {
+// create makes the session's bridge and, when it spans other nodes, its
+// VXLAN device: learning off, an all-zero FDB entry per peer node
+// (broadcast and ARP by head-end replication) and a static entry per
+// container on a peer (its MAC, containerMAC, to its node), so no entry
+// ever comes from what a datagram claims.
+func (m *Manager) create(s *session, vni uint32, remotes map[string]net.IP) error {
 	// Stale links of the same name (a session whose VNI came round
 	// again while a crash left them) are replaced.
 	_ = deleteLinks(s.vxlan, s.bridge)
@@ -177,18 +193,31 @@ func (m *Manager) create(s *session, vni uint32, remotes []net.IP) error {
 	if s.vxlan != "" {
 		la := netlink.NewLinkAttrs()
 		la.Name, la.MTU, la.MasterIndex = s.vxlan, s.mtu, br.Index
-		vx := &netlink.Vxlan{LinkAttrs: la, VxlanId: int(vni), SrcAddr: m.local, Port: VXLANPort, Learning: true}
+		vx := &netlink.Vxlan{LinkAttrs: la, VxlanId: int(vni), SrcAddr: m.local, Port: VXLANPort, Learning: false}
 		if err := netlink.LinkAdd(vx); err != nil {
 			return fmt.Errorf("vxlan %s (VNI %d): %w", s.vxlan, vni, err)
 		}
-		for _, r := range remotes {
-			// All-zero MAC: flood broadcast and unknown unicast to r.
+		fdb := func(mac net.HardwareAddr, node net.IP) error {
 			err := netlink.NeighAppend(&netlink.Neigh{
 				LinkIndex: vx.Index, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
-				State: netlink.NUD_PERMANENT | netlink.NUD_NOARP, IP: r, HardwareAddr: make(net.HardwareAddr, 6),
+				State: netlink.NUD_PERMANENT | netlink.NUD_NOARP, IP: node, HardwareAddr: mac,
 			})
 			if err != nil {
-				return fmt.Errorf("vxlan %s: fdb entry for %s: %w", s.vxlan, r, err)
+				return fmt.Errorf("vxlan %s: fdb entry %s for %s: %w", s.vxlan, mac, node, err)
+			}
+			return nil
+		}
+		for _, r := range s.peers {
+			// All-zero MAC: flood broadcast and unknown unicast to r.
+			if err := fdb(make(net.HardwareAddr, 6), r); err != nil {
+				return err
+			}
+		}
+		for addr, node := range remotes {
+			if mac := containerMAC(net.ParseIP(addr)); mac != nil {
+				if err := fdb(mac, node); err != nil {
+					return err
+				}
 			}
 		}
 		if err := netlink.LinkSetUp(vx); err != nil {
@@ -209,7 +238,11 @@ func (m *Manager) release(vni uint32) error {
 		return nil
 	}
 	delete(m.sessions, vni)
-	return deleteLinks(s.vxlan, s.bridge)
+	err := deleteLinks(s.vxlan, s.bridge)
+	if s.vxlan != "" {
+		err = errors.Join(err, m.syncFilter())
+	}
+	return err
 }
 
 // plug makes the container's namespace and its veth pair, eth0 inside
@@ -231,7 +264,8 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr *ne
 	}
 	la := netlink.NewLinkAttrs()
 	la.Name, la.MTU, la.MasterIndex = vethName(vni, rank), s.mtu, br.Attrs().Index
-	veth := &netlink.Veth{LinkAttrs: la, PeerName: Iface, PeerNamespace: netlink.NsFd(int(ns)), PeerMTU: uint32(s.mtu)}
+	veth := &netlink.Veth{LinkAttrs: la, PeerName: Iface, PeerNamespace: netlink.NsFd(int(ns)), PeerMTU: uint32(s.mtu),
+		PeerHardwareAddr: containerMAC(addr.IP)}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return fmt.Errorf("veth %s: %w", la.Name, err)
 	}
@@ -282,11 +316,16 @@ func (m *Manager) Adopt(job api.Job, host, id string) error {
 	defer m.mu.Unlock()
 	s := m.sessions[vni]
 	if s == nil {
-		s = &session{bridge: bridgeName(vni), mtu: 1500}
-		if len(remoteNodes(job, m.node, m.local)) > 0 {
+		s = &session{bridge: bridgeName(vni), mtu: 1500, peers: remoteNodes(job, m.node, m.local)}
+		if len(s.peers) > 0 {
 			s.vxlan, s.mtu = vxlanName(vni), min(1500, m.mtu-vxlanOverhead)
 		}
 		m.sessions[vni] = s
+		if s.vxlan != "" {
+			if err := m.syncFilter(); err != nil {
+				return fmt.Errorf("job %d %s: %w", job.ID, host, err)
+			}
+		}
 	}
 	s.users++
 	m.adopted[id] = true
@@ -321,6 +360,8 @@ func (m *Manager) Cleanup() error {
 			errs = append(errs, removeNetNS(filepath.Join(m.dir, e.Name())))
 		}
 	}
+	// The filter of the adopted sessions only (none: no table).
+	errs = append(errs, m.syncFilter())
 	return errors.Join(errs...)
 }
 
@@ -393,6 +434,20 @@ func remoteNodes(job api.Job, node string, local net.IP) []net.IP {
 		}
 		seen[ip.String()] = true
 		out = append(out, ip)
+	}
+	return out
+}
+
+// remoteContainers maps the session address of each of job's containers
+// on another node to that node's address.
+func remoteContainers(job api.Job, node string, local net.IP) map[string]net.IP {
+	out := map[string]net.IP{}
+	for _, c := range job.Containers {
+		ip := net.ParseIP(c.NodeAddr)
+		if c.Node == node || ip == nil || ip.Equal(local) || c.Addr == "" {
+			continue
+		}
+		out[c.Addr] = ip
 	}
 	return out
 }

@@ -77,6 +77,41 @@ func Create(n int) (*Hosts, error) {
 	return h, nil
 }
 
+// Join adds a host with underlay address 10.250.0.<n> to the underlay
+// bridge of an existing set (a third party on the node network: tests
+// play a rogue host with it). Leave removes it.
+func Join(bridge string, n int) (Host, error) {
+	if n < 1 || n > 254 {
+		return Host{}, fmt.Errorf("test hosts: address .%d, want 1..254", n)
+	}
+	host := Host{Name: "extra" + strconv.Itoa(n), NetNS: "tr-" + strings.TrimPrefix(bridge, "tu") + "-x" + strconv.Itoa(n),
+		IP: "10.250.0." + strconv.Itoa(n)}
+	veth := bridge + "x" + strconv.Itoa(n)
+	steps := [][]string{
+		{"netns", "add", host.NetNS},
+		{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", host.NetNS},
+		{"link", "set", veth, "master", bridge, "up"},
+		{"-n", host.NetNS, "addr", "add", host.IP + "/24", "dev", "eth0"},
+		{"-n", host.NetNS, "link", "set", "eth0", "up"},
+		{"-n", host.NetNS, "link", "set", "lo", "up"},
+	}
+	for _, s := range steps {
+		if err := ip(s...); err != nil {
+			_ = Leave(host)
+			return Host{}, err
+		}
+	}
+	return host, nil
+}
+
+// Leave removes a host Join added (its namespace, and with it its link).
+func Leave(host Host) error {
+	if err := ip("netns", "del", host.NetNS); err != nil && !strings.Contains(err.Error(), "No such file") {
+		return err
+	}
+	return nil
+}
+
 // Command returns cmd run inside host i (0-based): in its network
 // namespace only. (Not `ip netns exec`, whose fresh /sys hides the
 // cgroup v1 mounts runc needs.) nsenter execs cmd: its pid is cmd's.

@@ -87,12 +87,27 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown) error {
 			if j.ExitCode == 0 {
 				j.ExitCode = 1
 			}
+			loseContainers(j, down)
 		}
 		if err := txn.Insert(tableJobs, j); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// loseContainers marks the containers of j that were live on a down
+// node failed (lost): nothing reports on them any more, and the node's
+// fence has stopped them (nodelet(8), FENCING). Containers on live
+// nodes stay as they are until their nodelets report them killed.
+func loseContainers(j *api.Job, down map[string]bool) {
+	for i := range j.Containers {
+		c := &j.Containers[i]
+		if down[c.Node] && !c.State.Ended() {
+			c.Message = fmt.Sprintf("lost: node %s failed (no heartbeat) while it was %s", c.Node, c.State)
+			c.State = api.ContainerFailed
+		}
+	}
 }
 
 // requeueJob puts j back in the queue as if just submitted (its id,
