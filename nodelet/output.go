@@ -3,49 +3,145 @@ package nodelet
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"syscall"
+	"path/filepath"
+	"strconv"
+
+	"github.com/troupe-hpc/troupe/nodelet/asuser"
+	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
-// openOutput opens the job's output file for appending, creating it
-// owned by uid:gid. The nodelet runs as root in a directory the user
-// controls, so it refuses to follow a symlink at the last component and
-// to append to an existing file that is not the user's.
-func openOutput(path string, uid, gid int) (*os.File, error) {
-	const flags = os.O_WRONLY | os.O_APPEND | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
-	f, err := os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, 0o600) // the job's owner alone reads it
-	if err == nil {
-		if err := f.Chown(uid, gid); err != nil && os.Geteuid() == 0 {
-			f.Close()
-			return nil, fmt.Errorf("output %s: %w", path, err)
-		}
-		return f, nil
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("output: %w", err)
-	}
-	if f, err = os.OpenFile(path, flags, 0); err != nil {
-		return nil, fmt.Errorf("output: %w", err)
-	}
-	if err := checkOwned(f, uid); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("output %s: %w", path, err)
-	}
-	return f, nil
+// ErrImageRefused: an image given by path that the job's user may not
+// use. The same words for a path that does not exist and for one that is
+// not the user's, so that the answer tells nothing about other users'
+// files.
+var ErrImageRefused = errors.New("not found, or not yours to use: an image path must be a rootfs directory you own and may read, " +
+	"an OCI layout directory or an image file you may read, reached through no symbolic link (or name a catalog image)")
+
+// userPaths are the paths of a job that name host files: its output and
+// error files, its mount sources, its image when given by path.
+type userPaths struct {
+	out, err string          // err "" or out: stderr joins stdout
+	mounts   []runtime.Mount // Source rewritten to the opened file
+	names    []string        // the mounts' names in the job file
+	image    string          // "" when none to check (host, catalog)
 }
 
-func checkOwned(f *os.File, uid int) error {
-	fi, err := f.Stat()
+// userFiles are what openUserPaths opened: the caller closes them once
+// the runtime started the container (which holds its own copies).
+type userFiles struct {
+	out, err *os.File   // err == out without an error file
+	held     []*os.File // mount sources and image, held open until started
+	pins     string     // the pins' directory; "" when none
+}
+
+// Close closes them all.
+func (f *userFiles) Close() error {
+	var errs []error
+	if f.pins != "" {
+		errs = append(errs, unpin(f.pins))
+	}
+	if f.out != nil {
+		errs = append(errs, f.out.Close())
+	}
+	if f.err != nil && f.err != f.out {
+		errs = append(errs, f.err.Close())
+	}
+	for _, h := range f.held {
+		errs = append(errs, h.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// openUserPaths opens p's paths with the credentials of uid:gid (and the
+// user's supplementary groups, as a login gets them) in one as-user
+// helper run: the output and error files are created by the user, never
+// by root then chowned; a mount source is checked for the user's search
+// permission on every directory above it and read permission on itself,
+// and its Source becomes the opened file (/proc/PID/fd/N of the
+// nodelet), so the path cannot be swapped between check and mount; an
+// image path must be the user's to use. No path may go through a
+// symbolic link.
+//
+// With pins set, each opened mount source and image is bind-mounted
+// under pins (see pin) and the runtime gets that path instead of the
+// one the job named, so nothing can be swapped between this check and
+// the runtime's mount; Close unmounts them. Without (runtimes that mount
+// nothing themselves, or read the image after Start), the checked
+// path is passed on as it is.
+func openUserPaths(p *userPaths, uid, gid int, pins string) (*userFiles, error) {
+	if pins != "" {
+		if err := unpin(pins); err != nil { // a crashed start's leftovers
+			return nil, err
+		}
+	}
+	var reqs []asuser.Request
+	if p.image != "" {
+		reqs = append(reqs, asuser.Request{Kind: asuser.Image, Path: p.image})
+	}
+	for _, m := range p.mounts {
+		reqs = append(reqs, asuser.Request{Kind: asuser.Source, Path: m.Source})
+	}
+	reqs = append(reqs, asuser.Request{Kind: asuser.Output, Path: p.out})
+	hasErr := p.err != "" && p.err != p.out
+	if hasErr {
+		reqs = append(reqs, asuser.Request{Kind: asuser.Output, Path: p.err})
+	}
+	res, err := asuser.Open(asuser.Lookup(uid, gid), reqs)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return errors.New("not a regular file")
+	f := &userFiles{pins: pins}
+	for _, r := range res {
+		if r.File != nil {
+			f.held = append(f.held, r.File)
+		}
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if ok && os.Geteuid() == 0 && uid != 0 && int(st.Uid) != uid {
-		return fmt.Errorf("exists and belongs to uid %d, not the job's uid %d", st.Uid, uid)
+	fail := func(err error) (*userFiles, error) {
+		f.Close()
+		return nil, err
 	}
-	return nil
+	i := 0
+	if p.image != "" {
+		if res[i].Err != nil {
+			return fail(fmt.Errorf("image %s: %w", p.image, ErrImageRefused))
+		}
+		if pins != "" {
+			pinned, err := pin(res[i].File, filepath.Join(pins, "image"), filepath.Base(p.image))
+			if err != nil {
+				return fail(fmt.Errorf("image %s: %w", p.image, err))
+			}
+			p.image = pinned
+		}
+		i++
+	}
+	for k := range p.mounts {
+		if res[i].Err != nil {
+			return fail(fmt.Errorf("mount %q: %w: source %s: %w", p.names[k], ErrMountRefused, p.mounts[k].Source, asuser.Describe(res[i].Err)))
+		}
+		if pins != "" {
+			pinned, err := pin(res[i].File, pins, "m"+strconv.Itoa(k))
+			if err != nil {
+				return fail(fmt.Errorf("mount %q: %w", p.names[k], err))
+			}
+			p.mounts[k].Source = pinned
+		}
+		i++
+	}
+	if res[i].Err != nil {
+		return fail(fmt.Errorf("output %s: %w", p.out, asuser.Describe(res[i].Err)))
+	}
+	f.out, f.err = res[i].File, res[i].File
+	if hasErr {
+		if res[i+1].Err != nil {
+			return fail(fmt.Errorf("error file %s: %w", p.err, asuser.Describe(res[i+1].Err)))
+		}
+		f.err = res[i+1].File
+	}
+	// out and err are closed by Close as such, not as held files.
+	f.held = f.held[:len(f.held)-1]
+	if hasErr {
+		f.held = f.held[:len(f.held)-1]
+	}
+	return f, nil
 }
