@@ -6,9 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
+	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/asuser"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
+	"github.com/troupe-hpc/troupe/nodelet/session"
 )
 
 // ErrImageRefused: an image given by path that the job's user may not
@@ -33,6 +40,8 @@ type userFiles struct {
 	out, err *os.File   // err == out without an error file
 	held     []*os.File // mount sources and image, held open until started
 	pins     string     // the pins' directory; "" when none
+	outPath  string
+	errPath  string // outPath without an error file
 }
 
 // Close closes them all.
@@ -91,7 +100,7 @@ func openUserPaths(p *userPaths, uid, gid int, pins string) (*userFiles, error) 
 	if err != nil {
 		return nil, err
 	}
-	f := &userFiles{pins: pins}
+	f := &userFiles{pins: pins, outPath: p.out, errPath: p.out}
 	for _, r := range res {
 		if r.File != nil {
 			f.held = append(f.held, r.File)
@@ -136,7 +145,7 @@ func openUserPaths(p *userPaths, uid, gid int, pins string) (*userFiles, error) 
 		if res[i+1].Err != nil {
 			return fail(fmt.Errorf("error file %s: %w", p.err, asuser.Describe(res[i+1].Err)))
 		}
-		f.err = res[i+1].File
+		f.err, f.errPath = res[i+1].File, p.err
 	}
 	// out and err are closed by Close as such, not as held files.
 	f.held = f.held[:len(f.held)-1]
@@ -144,4 +153,114 @@ func openUserPaths(p *userPaths, uid, gid int, pins string) (*userFiles, error) 
 		f.held = f.held[:len(f.held)-1]
 	}
 	return f, nil
+}
+
+// outputCheckEvery is how often the size of a running job's output and
+// error files is measured against its partition's max_output.
+const outputCheckEvery = time.Second
+
+// watchedOutput is an output or error file a task measures: its own
+// descriptor of the file the container writes to (renaming or removing
+// the path changes nothing).
+type watchedOutput struct {
+	path string
+	f    *os.File
+}
+
+// watchOutputs duplicates the output and error files buildSpec opened,
+// for the task to measure while the container runs; the error file (or
+// the output file, when stderr joins it) comes last.
+func watchOutputs(f *userFiles) []watchedOutput {
+	var ws []watchedOutput
+	for _, o := range []struct {
+		path string
+		f    *os.File
+	}{{f.outPath, f.out}, {f.errPath, f.err}} {
+		if len(ws) > 0 && o.f == f.out {
+			break
+		}
+		fd, err := unix.FcntlInt(o.f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		ws = append(ws, watchedOutput{path: o.path, f: os.NewFile(uintptr(fd), o.path)})
+	}
+	return ws
+}
+
+// watchOutputs makes sure t has its output files to watch: a container
+// this nodelet re-attached to has them opened again, as the job's user.
+func (a *agent) watchOutputs(t *task) {
+	if t.outputs != nil {
+		return
+	}
+	outPath, err := session.OutputPath(t.job, t.key.host)
+	if err != nil {
+		return
+	}
+	errPath, err := session.ErrorPath(t.job, t.key.host)
+	if err != nil {
+		return
+	}
+	f, err := openUserPaths(&userPaths{out: outPath, err: errPath}, t.job.UID, t.job.GID, "")
+	if err != nil {
+		a.log.Warn("output files not reopened: max_output not enforced for this container", "id", t.id(), "err", err)
+		t.outputs = []watchedOutput{}
+		return
+	}
+	t.outputs = watchOutputs(f)
+	f.Close()
+}
+
+func (t *task) closeOutputs() {
+	for _, o := range t.outputs {
+		o.f.Close()
+	}
+	t.outputs = nil
+}
+
+// outputLimit is the max_output of job's assignment; 0: none. a.mu is
+// taken.
+func (a *agent) outputLimit(job uint64) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, asg := range a.last.Assignments {
+		if asg.Job.ID == job {
+			return asg.MaxOutput
+		}
+	}
+	return 0
+}
+
+// outputOverLimit says which of t's output files passed its partition's
+// max_output, "" when none.
+func (a *agent) outputOverLimit(t *task) string {
+	limit := a.outputLimit(t.key.job)
+	if limit <= 0 {
+		return ""
+	}
+	for _, o := range t.outputs {
+		fi, err := o.f.Stat()
+		if err == nil && fi.Size() > limit {
+			return fmt.Sprintf("output file %s passed the partition's max_output %s", o.path, jobspec.FormatMemory(limit))
+		}
+	}
+	return ""
+}
+
+// killForOutput ends a container whose output passed max_output: it
+// says so at the end of the job's error file, then kills it at once (a
+// grace period would let it write on).
+func (a *agent) killForOutput(t *task, c runtime.Container, exited <-chan runtime.Exit, msg string) (api.ContainerState, runtime.Exit, string) {
+	a.log.Warn("killing container", "id", c.ID(), "why", msg)
+	if n := len(t.outputs); n > 0 {
+		fmt.Fprintf(t.outputs[n-1].f, "\ntroupe: job %d (%s): %s; the job was killed\n", t.key.job, t.key.host, msg)
+	}
+	_ = c.Signal(syscall.SIGKILL)
+	select {
+	case e := <-exited:
+		return api.ContainerFailed, e, msg
+	case <-time.After(killWait):
+		return api.ContainerFailed, runtime.Exit{Code: 128 + int(syscall.SIGKILL)}, msg
+	}
 }

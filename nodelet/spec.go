@@ -2,7 +2,6 @@ package nodelet
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -43,7 +42,7 @@ func (a *agent) removeFiles(t *task) {
 // buildSpec turns the task's job into a runtime.Spec: env, hosts files,
 // output and error files (returned open; the caller closes them after
 // Start).
-func (a *agent) buildSpec(t *task) (runtime.Spec, io.Closer, error) {
+func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	job, host := t.job, t.key.host
 	c, err := session.Container(job, host)
 	if err != nil {
