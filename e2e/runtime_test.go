@@ -95,7 +95,7 @@ job "rt" {
 		atSubmit                  bool // bsub refuses; else the job fails before it runs
 	}{
 		{"MountOutsideRoots", mount("/etc", true), "busybox", "outside the allowed roots", false},
-		{"MountSymlinkEscape", mount(filepath.Join(allowed, "escape"), true), "busybox", "resolves through a symlink", false},
+		{"MountSymlinkEscape", mount(filepath.Join(allowed, "escape"), true), "busybox", "symbolic link", false},
 		{"MountDotDot", mount(data+"/../../etc", true), "busybox", `contains ".."`, false},
 		{"UnknownImage", "", "pytorch-9", `image "pytorch-9": unknown image (known images: busybox`, true},
 	}

@@ -56,6 +56,7 @@ partition "batch" {
   max_walltime     = "3d"
   default_walltime = "1h" # for jobs that give no walltime
   max_cluster_size = 64   # containers of one session
+  max_output       = "10GiB" # per output or error file; the job ends past it
   priority_tier    = 1
   allowed_modes    = ["single-node", "multi-node"]
 

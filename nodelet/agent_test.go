@@ -420,6 +420,7 @@ func TestAgentSSHInBusybox(t *testing.T) {
 	if err := os.Chmod(cwd, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	handTo(t, 1000, 1000, root, cwd) // a rootfs by path is the job user's own
 	res, err := s.cli.Submit(context.Background(), api.SubmitRequest{Cwd: cwd, User: "bob", UID: 1000, GID: 1000,
 		Spec: jobspec.Job{Name: "ssh", Image: root, Cluster: jobspec.Cluster{Size: 2, Mode: jobspec.ModeSingleNode},
 			Resources: jobspec.Resources{CPU: 0.5, Memory: 64 << 20},

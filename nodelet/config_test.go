@@ -3,7 +3,6 @@ package nodelet
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -51,48 +50,6 @@ func TestWithDefaults(t *testing.T) {
 	for _, b := range bad {
 		if _, err := b.withDefaults(); err == nil {
 			t.Errorf("withDefaults(%+v) = nil error", b)
-		}
-	}
-}
-
-func TestOpenOutput(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "out")
-	f, err := openOutput(p, os.Getuid(), os.Getgid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("a\n")
-	f.Close()
-	f, err = openOutput(p, os.Getuid(), os.Getgid()) // appends
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("b\n")
-	f.Close()
-	if b, _ := os.ReadFile(p); string(b) != "a\nb\n" {
-		t.Errorf("content = %q, want appended lines", b)
-	}
-	link := filepath.Join(dir, "link")
-	if err := os.Symlink(p, link); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := openOutput(link, os.Getuid(), os.Getgid()); err == nil {
-		t.Error("output through a symlink was opened")
-	}
-	if os.Geteuid() == 0 {
-		if _, err := openOutput(p, 4242, 4242); err == nil {
-			t.Error("root appended to a file the job's uid does not own")
-		}
-		fresh := filepath.Join(dir, "fresh")
-		f, err := openOutput(fresh, 4242, 4343)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		fi, _ := os.Stat(fresh)
-		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4242 || st.Gid != 4343 {
-			t.Errorf("new output owned by %d:%d, want 4242:4343", st.Uid, st.Gid)
 		}
 	}
 }

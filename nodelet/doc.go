@@ -44,8 +44,11 @@
 //  6. A task reports preparing, resolves its image (catalog name → SIF,
 //     OCI layout or archive, rootfs; runc unpacks them once per digest
 //     with package image) and checks its mounts (absolute, no "..", under
-//     an allowed root once symlinks are resolved: otherwise it fails
-//     before anything exists), adds the GPU variables of its shares
+//     an allowed root: otherwise it fails before anything exists), opens
+//     its output and error files, mount sources and image path as the
+//     job's user (package asuser: no symlink, the user's permissions and
+//     groups; runc mounts the opened files, pinned under STATE/pins),
+//     adds the GPU variables of its shares
 //     (CUDA_VISIBLE_DEVICES, MPS limits for fractions; the MPS control
 //     daemon runs while fractional containers do, where its binary
 //     exists, see mps.go) and their device nodes (runc), builds the container's view (package

@@ -23,10 +23,11 @@ func TestCheckMounts(t *testing.T) {
 		want              string // "" ok; else in the error
 	}{
 		{"Inside", data, "/home/work/data", ""},
-		{"SymlinkInside", filepath.Join(root, "alias"), "/data", ""},
+		{"SymlinkInside", filepath.Join(root, "alias"), "/data", "symbolic link"},
 		{"Outside", outside, "/data", "outside the allowed roots"},
 		{"DotDot", data + "/../../etc", "/data", `contains ".."`},
-		{"SymlinkEscape", filepath.Join(root, "escape"), "/data", "resolves through a symlink"},
+		{"SymlinkEscape", filepath.Join(root, "escape"), "/data", "symbolic link"},
+		{"SymlinkInRoot", filepath.Join(root, "alias", "x"), "/data", "symbolic link"},
 		{"Missing", filepath.Join(root, "nope"), "/data", "no such file"},
 		{"Relative", "data", "/data", "not an absolute path"},
 		{"ReservedTarget", data, "/proc/x", "reserved"},
@@ -34,7 +35,15 @@ func TestCheckMounts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ms, err := checkMounts([]jobspec.Mount{{Name: "d", Source: tc.src, Target: tc.target, ReadOnly: true}}, roots)
+			ms, names, err := checkMounts([]jobspec.Mount{{Name: "d", Source: tc.src, Target: tc.target, ReadOnly: true}}, roots)
+			if err == nil {
+				// The names pass; the sources are opened as the user.
+				p := &userPaths{out: filepath.Join(t.TempDir(), "out"), mounts: ms, names: names}
+				var f *userFiles
+				if f, err = openUserPaths(p, os.Getuid(), os.Getgid(), ""); err == nil {
+					f.Close()
+				}
+			}
 			if tc.want == "" {
 				if err != nil || len(ms) != 1 || !ms[0].ReadOnly {
 					t.Fatalf("got %+v, %v", ms, err)

@@ -146,6 +146,9 @@ func (a *agent) recoverLeftovers(ctx context.Context) ([]recovered, error) {
 			return got, fmt.Errorf("cleaning leftovers: %w", err)
 		}
 	}
+	if err := unpin(a.pinsDir()); err != nil { // a start cut short: unmounted, never RemoveAll
+		return got, fmt.Errorf("cleaning leftovers: %w", err)
+	}
 	for _, d := range []string{a.containersDir(), a.filesDir(), a.recordsDir()} {
 		ents, err := os.ReadDir(d)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {

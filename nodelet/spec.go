@@ -1,9 +1,7 @@
 package nodelet
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -44,7 +42,7 @@ func (a *agent) removeFiles(t *task) {
 // buildSpec turns the task's job into a runtime.Spec: env, hosts files,
 // output and error files (returned open; the caller closes them after
 // Start).
-func (a *agent) buildSpec(t *task) (runtime.Spec, io.Closer, error) {
+func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	job, host := t.job, t.key.host
 	c, err := session.Container(job, host)
 	if err != nil {
@@ -76,16 +74,40 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, io.Closer, error) {
 			devices = append(devices, d)
 		}
 	}
-	image, err := a.resolveImage(c.Image, job.Spec.Image)
+	image, byPath, err := a.resolveImage(c.Image, job.Spec.Image)
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
-	dataMounts, err := checkMounts(job.Spec.Mounts, a.cfg.AllowedMountRoots)
+	dataMounts, names, err := checkMounts(job.Spec.Mounts, a.cfg.AllowedMountRoots)
 	if err != nil {
 		return runtime.Spec{}, nil, err
+	}
+	outPath, err := session.OutputPath(job, host)
+	if err != nil {
+		return runtime.Spec{}, nil, err
+	}
+	errPath, err := session.ErrorPath(job, host)
+	if err != nil {
+		return runtime.Spec{}, nil, err
+	}
+	paths := &userPaths{out: outPath, err: errPath, mounts: dataMounts, names: names}
+	if byPath {
+		paths.image = image
+	}
+	pins := ""
+	if a.rt.Name() == RuntimeRunc {
+		pins = filepath.Join(a.pinsDir(), t.id())
+	}
+	files, err := openUserPaths(paths, job.UID, job.GID, pins)
+	if err != nil {
+		return runtime.Spec{}, nil, err
+	}
+	if byPath {
+		image = paths.image
 	}
 	mounts, err := a.writeFiles(t)
 	if err != nil {
+		files.Close()
 		return runtime.Spec{}, nil, err
 	}
 	var initArgs []string
@@ -95,68 +117,44 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, io.Closer, error) {
 			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHDPath, ReadOnly: true},
 			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHPath, ReadOnly: true})
 	}
-	mounts = append(mounts, dataMounts...)
+	mounts = append(mounts, paths.mounts...)
 	mounts = append(mounts, mpsMount...)
-	outPath, err := session.OutputPath(job, host)
-	if err != nil {
-		return runtime.Spec{}, nil, err
-	}
-	errPath, err := session.ErrorPath(job, host)
-	if err != nil {
-		return runtime.Spec{}, nil, err
-	}
-	out, err := openOutput(outPath, job.UID, job.GID)
-	if err != nil {
-		return runtime.Spec{}, nil, err
-	}
-	stderr := out
-	if errPath != "" && errPath != outPath {
-		if stderr, err = openOutput(errPath, job.UID, job.GID); err != nil {
-			out.Close()
-			return runtime.Spec{}, nil, fmt.Errorf("error file: %w", err)
-		}
-	}
 	return runtime.Spec{
 		ID: t.id(), Hostname: host, Image: image,
 		Args: c.Command, Env: env, Workdir: job.Spec.Workdir,
 		UID: job.UID, GID: job.GID,
 		CPU: c.Resources.CPU, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
-		Mounts: mounts, Stdout: out, Stderr: stderr,
+		Mounts: mounts, Stdout: files.out, Stderr: files.err,
 		Dir:  filepath.Join(a.containersDir(), t.id()),
 		Init: a.cfg.InitBinary, InitArgs: initArgs, Devices: devices,
 		TTY: job.Interactive && c.Role == jobspec.RoleMain && c.Idx == 1 && len(c.Command) > 0,
-	}, files{out, stderr}, nil
-}
-
-// files are the output and error files buildSpec opened (the same one
-// twice without an error file): closed once the runtime has its copies.
-type files [2]*os.File
-
-// Close closes them.
-func (f files) Close() error {
-	err := f[0].Close()
-	if f[1] != f[0] {
-		err = errors.Join(err, f[1].Close())
-	}
-	return err
+	}, files, nil
 }
 
 // resolveImage picks the container's image, else the job's, and turns a
 // catalog name into its source path. "host" and paths (rootfs, OCI
-// layout or archive, SIF) go to the runtime as they are.
-func (a *agent) resolveImage(own, job string) (string, error) {
-	img := own
+// layout or archive, SIF) go to the runtime as they are; byPath says the
+// image is a path the job named, which openUserPaths checks is the
+// user's to use (a catalog's images are the admin's choice).
+func (a *agent) resolveImage(own, job string) (img string, byPath bool, err error) {
+	img = own
 	if img == "" {
 		img = job
 	}
+	if img == "" || img == runtime.ImageHost {
+		return img, false, nil
+	}
 	if !catalog.IsName(img) {
-		return img, nil
+		if !filepath.IsAbs(img) {
+			return "", false, fmt.Errorf("image %q: want \"host\", a catalog name or an absolute path", img)
+		}
+		return filepath.Clean(img), true, nil
 	}
 	src, err := a.catalog.Resolve(img)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	return src.Path, nil
+	return src.Path, false, nil
 }
 
 // writeFiles writes the container's files under filesOf and returns

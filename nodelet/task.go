@@ -43,6 +43,10 @@ type task struct {
 	// rec is the container's record as last written (the task's
 	// goroutine only); nil until written.
 	rec *record
+	// outputs are the job's output and error files, held open to
+	// watch their size against the partition's max_output (the task's
+	// goroutine only).
+	outputs []watchedOutput
 }
 
 // releaseMPS drops the task's hold on the MPS daemon.
@@ -153,12 +157,20 @@ func (a *agent) supervise(ctx context.Context, t *task, c runtime.Container) (ap
 		e, _ := c.Wait(context.Background())
 		exited <- e
 	}()
+	a.watchOutputs(t)
+	defer t.closeOutputs()
+	watch := time.NewTicker(outputCheckEvery)
+	defer watch.Stop()
 	for {
 		select {
 		case e := <-exited:
 			return api.ContainerExited, e, ""
 		case <-t.sigs.kick:
 			a.deliverSignals(t, c)
+		case <-watch.C:
+			if msg := a.outputOverLimit(t); msg != "" {
+				return a.killForOutput(t, c, exited, msg)
+			}
 		case <-t.stop:
 			return a.stopContainer(c, exited, "stopped: job ended or was killed")
 		case <-ctx.Done():
@@ -220,6 +232,7 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
+	t.outputs = watchOutputs(out) // measured against max_output while it runs
 	if err := a.writeRecord(t, spec); err != nil {
 		a.log.Warn("container record not written: a restarted nodelet will not re-attach to it", "id", spec.ID, "err", err)
 	}

@@ -20,7 +20,7 @@ func Partitions(v *state.Snapshot, empty []core.Node) api.PartitionList {
 			Name: p.Name, Default: p.Name == cfg.DefaultPartition, Nodes: []string{},
 			NodePatterns: p.Nodes, Labels: p.Labels, MaxWalltime: p.MaxWalltime, DefaultWalltime: p.DefaultWalltime,
 			MaxClusterSize: p.MaxClusterSize, PriorityTier: p.PriorityTier, AllowedAccounts: p.AllowedAccounts,
-			AllowedModes: p.AllowedModes, GPUQuantum: p.GPUQuantum,
+			AllowedModes: p.AllowedModes, GPUQuantum: p.GPUQuantum, MaxOutput: p.OutputLimit(),
 			UserLimits: api.UserLimits{MaxJobs: l.MaxJobs, MaxSubmitJobs: l.MaxSubmitJobs, MaxCPU: l.MaxCPU, MaxMemory: l.MaxMemory, MaxGPU: l.MaxGPU},
 		}
 		for _, n := range nodes {

@@ -555,6 +555,7 @@ func (s *Server) Nodes(v *state.Snapshot) []api.Node {
 // Assignments lists the jobs with containers on node that are not ended.
 func Assignments(v *state.Snapshot, node string) []api.Assignment {
 	out := []api.Assignment{}
+	cfg := v.Config()
 	for _, j := range v.Jobs() {
 		if j.State.Terminal() || j.State == api.JobPending || j.State == api.JobHeld {
 			continue
@@ -566,7 +567,7 @@ func Assignments(v *state.Snapshot, node string) []api.Assignment {
 			}
 		}
 		if len(hosts) > 0 {
-			out = append(out, api.Assignment{Job: *j, Hosts: hosts})
+			out = append(out, api.Assignment{Job: *j, Hosts: hosts, MaxOutput: cfg.Partition(j.Partition).OutputLimit()})
 		}
 	}
 	return out

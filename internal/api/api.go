@@ -353,6 +353,10 @@ type Assignment struct {
 	Job Job `json:"job"` // full job, all containers (other nodes' too)
 	// Hosts are the container hostnames placed on this node.
 	Hosts []string `json:"hosts"`
+	// MaxOutput is the job's partition's max_output: the most bytes
+	// each output or error file of the job may hold; the nodelet ends
+	// the job when one passes it. 0: no limit (an older schedd).
+	MaxOutput int64 `json:"max_output,omitempty"`
 }
 
 // Assignments is what a nodelet should be running now. A job whose
@@ -415,6 +419,7 @@ type PartitionInfo struct {
 	AllowedAccounts []string      `json:"allowed_accounts,omitempty"`
 	AllowedModes    []string      `json:"allowed_modes,omitempty"`
 	GPUQuantum      float64       `json:"gpu_quantum"`
+	MaxOutput       int64         `json:"max_output,omitempty"` // bytes per output or error file
 	UserLimits      UserLimits    `json:"user_limits"`
 	Capacity        Resources     `json:"capacity"` // of its up nodes
 	Pending         int           `json:"pending"`

@@ -37,6 +37,9 @@ const (
 	DefaultReservationDepth = 1
 	DefaultMaxAge           = 7 * 24 * time.Hour
 	DefaultGPUQuantum       = 0.1
+	// DefaultMaxOutput caps each output and error file of a job in a
+	// partition that sets no max_output.
+	DefaultMaxOutput int64 = 10 << 30
 )
 
 // Config is a decoded, validated partitions file.
@@ -82,6 +85,10 @@ type Partition struct {
 	// Requeue puts jobs whose node fails back in the queue instead of
 	// ending them NODE_FAIL, whatever the job file says.
 	Requeue bool `json:"requeue,omitempty"`
+	// MaxOutput caps the size of each output and error file of a job,
+	// in bytes: the nodelet ends a job whose file passes it. 0:
+	// DefaultMaxOutput (see OutputLimit).
+	MaxOutput int64 `json:"max_output,omitempty"`
 
 	names map[string]bool // expanded plain names and ranges
 	globs []string
@@ -138,7 +145,7 @@ type Billing struct {
 func Default() *Config {
 	c := &Config{
 		DefaultPartition: DefaultName,
-		Partitions:       []Partition{{Name: DefaultName, Nodes: []string{"*"}, GPUQuantum: DefaultGPUQuantum}},
+		Partitions:       []Partition{{Name: DefaultName, Nodes: []string{"*"}, GPUQuantum: DefaultGPUQuantum, MaxOutput: DefaultMaxOutput}},
 		Policy:           PolicyFairShare,
 		ReservationDepth: DefaultReservationDepth,
 		HalfLife:         DefaultHalfLife,
@@ -205,6 +212,15 @@ func (c *Config) Prepare() error {
 	}
 	walk(c.Accounts)
 	return nil
+}
+
+// OutputLimit is p's MaxOutput, DefaultMaxOutput when unset (a config
+// committed before max_output existed) or p is nil.
+func (p *Partition) OutputLimit() int64 {
+	if p == nil || p.MaxOutput <= 0 {
+		return DefaultMaxOutput
+	}
+	return p.MaxOutput
 }
 
 // Partition returns the partition named name, or nil.

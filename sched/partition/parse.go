@@ -34,7 +34,7 @@ var (
 			{Name: "default"}, {Name: "nodes"}, {Name: "labels"}, {Name: "max_walltime"},
 			{Name: "default_walltime"}, {Name: "max_cluster_size"}, {Name: "priority_tier"},
 			{Name: "allowed_accounts"}, {Name: "allowed_modes"}, {Name: "gpu_quantum"},
-			{Name: "requeue"},
+			{Name: "requeue"}, {Name: "max_output"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "user_limits"}},
 	}
@@ -214,7 +214,7 @@ func (d *decoder) once(blocks hcl.Blocks, typ string) {
 }
 
 func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partition, bool) {
-	p := Partition{Name: b.Labels[0], GPUQuantum: DefaultGPUQuantum}
+	p := Partition{Name: b.Labels[0], GPUQuantum: DefaultGPUQuantum, MaxOutput: DefaultMaxOutput}
 	if !nameRe(p.Name) {
 		d.errorf(b.LabelRanges[0], "Invalid partition name", "Partition name %q is not valid; a name starts with a letter and holds letters, digits, '_' and '-'.", p.Name)
 	}
@@ -255,6 +255,9 @@ func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partit
 		}
 	}
 	d.boolean(attrs, "requeue", &p.Requeue)
+	if a := attrs["max_output"]; a != nil {
+		d.memory(a, &p.MaxOutput)
+	}
 	for _, lb := range ct.Blocks {
 		d.limits(lb, &p.UserLimits)
 	}

@@ -87,6 +87,9 @@ func TestValidFiles(t *testing.T) {
 			if !cpu.Has("n4", nil) || cpu.Has("n5", nil) || cpu.Has("n4", []string{"gpu"}) == false {
 				t.Error("node matching")
 			}
+			if cpu.OutputLimit() != 1<<20 || c.Partition("gpu").OutputLimit() != DefaultMaxOutput || DefaultMaxOutput != 10<<30 {
+				t.Errorf("max_output: cpu %d, gpu %d; want 1MiB and the default 10GiB", cpu.OutputLimit(), c.Partition("gpu").OutputLimit())
+			}
 			if c.Account("lab").Shares != 2 || c.Account("other").Shares != 1 {
 				t.Error("shares")
 			}

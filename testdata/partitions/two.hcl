@@ -2,6 +2,7 @@ partition "cpu" {
   nodes            = ["n[1-4]"]
   max_walltime     = "1h"
   max_cluster_size = 8
+  max_output       = "1MiB"
 }
 
 partition "gpu" {

@@ -8,6 +8,7 @@ partition "cpu" {
   max_cluster_size = 0
   gpu_quantum      = 0.3
   allowed_modes    = ["single-node", "ring"]
+  max_output       = "-5GiB"
   user_limits {
     max_jobs   = 0
     max_memory = "lots"
