@@ -309,6 +309,9 @@ func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
 	}
 	f := l.raft.Apply(b, timeout)
 	if err := f.Error(); err != nil {
+		if full := l.store.diskFull(); full != nil {
+			return nil, full // this write, or one just before it, did not fit: raft steps down
+		}
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
 		}
