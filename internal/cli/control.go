@@ -123,7 +123,9 @@ func ForEachJob(ctx context.Context, stdout, stderr io.Writer, prog string, ids 
 		switch {
 		case err == nil:
 			fmt.Fprintf(stdout, done, id)
-		case errors.Is(err, client.ErrUnreachable), ctx.Err() != nil:
+		case errors.Is(err, client.ErrUnknownOutcome):
+			return Fail(stderr, prog, fmt.Errorf("job %d: %w; see whether it took effect with 'bjob %d' before trying again", id, err, id))
+		case errors.Is(err, client.ErrUnreachable), errors.Is(err, client.ErrTimeout), ctx.Err() != nil:
 			return Fail(stderr, prog, err)
 		case client.IsNotFound(err):
 			code = Fail(stderr, prog, fmt.Errorf("job %d: not found", id))
