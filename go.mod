@@ -21,7 +21,10 @@ require (
 	golang.org/x/sys v0.45.0
 )
 
-require golang.org/x/term v0.37.0 // indirect
+require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
+	golang.org/x/term v0.37.0 // indirect
+)
 
 require (
 	github.com/NVIDIA/go-nvml v0.13.0-1

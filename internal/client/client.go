@@ -89,7 +89,7 @@ const DefaultTimeout = 60 * time.Second
 // tryTimeout before the next address is tried.
 var (
 	dialTimeout = 2 * time.Second
-	tryTimeout  = 5 * time.Second
+	tryTimeout  = 3 * time.Second
 	retryPause  = 200 * time.Millisecond
 )
 
