@@ -161,7 +161,7 @@ var (
 )
 
 type phase struct {
-	name                    string
+	name                     string
 	start, inject, heal, end time.Time
 }
 
