@@ -3,6 +3,7 @@ module github.com/troupe-hpc/troupe
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/creack/pty v1.1.24
 	github.com/google/btree v1.1.3
 	github.com/google/go-containerregistry v0.20.3

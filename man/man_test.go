@@ -345,7 +345,7 @@ func exists(path string) bool {
 // flagsOf reads the flag names a main package defines: the literal name
 // argument of fs.Bool("x", …), fs.StringVar(&v, "x", …), fs.Var(v, "x",
 // …), fs.Alias("x", …) and kin, plus the flags internal/cli defines for
-// it (--addr with cli.NewFlagSet, -o with OutputFlag, -u -t -p -J and
+// it (--addr and --timeout with cli.NewFlagSet, -o with OutputFlag, -u -t -p -J and
 // their long names with SelectFlags), plus the option
 // letters of the hand-written parsers handParsed names for it.
 func flagsOf(t *testing.T, dir string) []string {
@@ -408,7 +408,7 @@ func flagsOf(t *testing.T, dir string) []string {
 			// cli.Control{...}.Run defines --addr and the selection flags.
 			if lit, ok := n.(*ast.CompositeLit); ok {
 				if t, ok := lit.Type.(*ast.SelectorExpr); ok && t.Sel.Name == "Control" {
-					for _, f := range []string{"addr", "u", "t", "state", "p", "partition", "J", "name"} {
+					for _, f := range []string{"addr", "timeout", "u", "t", "state", "p", "partition", "J", "name"} {
 						add(f)
 					}
 				}
@@ -426,6 +426,7 @@ func flagsOf(t *testing.T, dir string) []string {
 			case name == "NewFlagSet":
 				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "cli" {
 					add("addr")
+					add("timeout")
 				}
 			case name == "OutputFlag":
 				add("o")

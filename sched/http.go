@@ -50,7 +50,27 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST /v1/reconfig", adminOnly(s.handleReconfig))
 	m.HandleFunc("GET /v1/snapshot", adminOnly(s.handleSnapshotSave))
 	m.HandleFunc("POST /v1/snapshot", adminOnly(s.handleSnapshotRestore))
-	return m
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get(api.RequestHeader); id != "" && r.Method == http.MethodPost {
+			r = r.WithContext(withRequestID(r.Context(), id))
+		}
+		m.ServeHTTP(w, r)
+	})
+}
+
+type requestIDKey struct{}
+
+// withRequestID carries a write's request id (api.RequestHeader) to the
+// command it becomes: kill, hold, release and signal are applied once
+// per id (state.Command.Request).
+func withRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// requestID is the request id ctx carries ("" none).
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
@@ -317,8 +337,15 @@ func writeErr(w http.ResponseWriter, err error) {
 	case errors.Is(err, raftlog.ErrDiskFull):
 		code = http.StatusInsufficientStorage
 	case errors.Is(err, raftlog.ErrNotLeader):
+		// Not applied: the write never entered the log; an election.
 		code = http.StatusServiceUnavailable
-		w.Header().Set("Retry-After", "1") // an election: clients retry
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set(api.OutcomeHeader, api.OutcomeNotApplied)
+	case errors.Is(err, raftlog.ErrUnknownOutcome):
+		// The entry may still commit under the next leader: clients send
+		// the same request id again (idempotent), never a new request.
+		code = http.StatusGatewayTimeout
+		w.Header().Set(api.OutcomeHeader, api.OutcomeUnknown)
 	}
 	writeJSON(w, code, 0, api.Error{Error: err.Error()})
 }

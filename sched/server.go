@@ -244,6 +244,9 @@ func (s *Server) Store() *state.Store { return s.st }
 
 func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 	c.Time = s.cfg.Clock().UTC()
+	if c.Request == "" {
+		c.Request = requestID(ctx) // see withRequestID
+	}
 	v, err := s.raft.Apply(ctx, c)
 	if errors.Is(err, raftlog.ErrNotLeader) {
 		if api := s.leaderAPI(); api != "" {

@@ -135,6 +135,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return dryRun(ctx, c, req, dry.format, stdout, stderr)
 	}
 	resp, err := c.Submit(ctx, req)
+	if errors.Is(err, client.ErrUnknownOutcome) {
+		return cli.Fail(stderr, prog, fmt.Errorf("the job may or may not have been submitted: %w; look for it with bqueue before submitting again", err))
+	}
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
@@ -187,7 +190,14 @@ func waitJob(ctx context.Context, c *client.Client, id uint64, stderr io.Writer)
 			status.done()
 			fmt.Fprintf(stderr, "%s: stopped waiting; job %d goes on (bkill %d stops it)\n", prog, id, id)
 			return 130
-		case errors.Is(err, client.ErrUnreachable):
+		case errors.Is(err, client.ErrUnreachable), errors.Is(err, client.ErrTimeout), client.IsNotFound(err):
+			// The job was acknowledged: "not found" is a follower that has
+			// not applied it yet (reads are served by any peer); ask the
+			// next one rather than report it missing.
+			if client.IsNotFound(err) {
+				c.Next()
+				index = 0
+			}
 			if awaySince.IsZero() {
 				awaySince = time.Now()
 			}

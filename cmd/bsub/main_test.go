@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
@@ -258,5 +259,50 @@ func TestVarFlag(t *testing.T) {
 	}
 	if code := run([]string{"-var", "novalue", path}, nil, &stdout, &stderr); code != 2 {
 		t.Fatalf("-var without =: exit %d, want 2", code)
+	}
+}
+
+// TestWaitOnStaleFollower (issue 21 item 5): a peer that has not applied
+// the just-acknowledged job yet answers 404; bsub --wait asks the next
+// peer instead of printing "not found" for its own job.
+func TestWaitOnStaleFollower(t *testing.T) {
+	stale := clitest.NewSchedd(t)
+	stale.Handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		clitest.JSON(w, http.StatusOK, 1, api.SubmitResponse{JobID: 7, Partition: "gpu"})
+	})
+	stale.Handle("GET /v1/jobs/7", func(w http.ResponseWriter, r *http.Request) {
+		clitest.Error(w, http.StatusNotFound, "job 7: not found")
+	})
+	leader := waitSchedd(t, api.Job{State: api.JobRunning}, api.Job{State: api.JobCompleted})
+	old := retryDelay
+	retryDelay = 10 * time.Millisecond
+	t.Cleanup(func() { retryDelay = old })
+	code, out, errs := runBsub("-K", "--addr", stale.Addr+","+leader.Addr, writeJob(t, goodJob))
+	if code != 0 || out != "Job <7> is submitted to partition <gpu>.\n" || errs != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// TestSubmitOutcomeUnknown: when schedd cannot tell whether the job was
+// stored and no retry settles it, bsub says so and how to check, and
+// never advises to retry.
+func TestSubmitOutcomeUnknown(t *testing.T) {
+	s := clitest.NewSchedd(t)
+	var ids []string
+	s.Handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		ids = append(ids, r.Header.Get(api.RequestHeader))
+		w.Header().Set(api.OutcomeHeader, api.OutcomeUnknown)
+		clitest.Error(w, http.StatusGatewayTimeout, "outcome unknown: leadership lost while committing log")
+	})
+	code, out, errs := runBsub("--timeout", "1s", "--addr", s.Addr, writeJob(t, goodJob))
+	last := errs[strings.LastIndex(strings.TrimSuffix(errs, "\n"), "\n")+1:]
+	if code != 1 || out != "" || !strings.Contains(last, "may or may not have been submitted") || !strings.Contains(last, "bqueue") || strings.HasSuffix(last, "retry\n") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if len(ids) < 2 || ids[0] != ids[len(ids)-1] {
+		t.Fatalf("request ids %q: want several tries with one id", ids)
+	}
+	if !strings.Contains(errs, "sending it again with the same request id") {
+		t.Fatalf("stderr %q: want a line saying it sends the request again", errs)
 	}
 }

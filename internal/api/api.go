@@ -41,6 +41,24 @@ import (
 // IndexHeader carries the state index a response reflects.
 const IndexHeader = "X-Troupe-Index"
 
+// RequestHeader carries a write's request id: the client sends the same
+// id with every retry of one request, and schedd applies it at most once
+// (submit, kill, hold, release, signal), answering a repeat as it
+// answered the first.
+const RequestHeader = "X-Troupe-Request"
+
+// OutcomeHeader marks an error answer to a write: OutcomeNotApplied (the
+// write never reached the log; sending it again anywhere is safe) or
+// OutcomeUnknown (it reached the log of a leader that lost office or
+// stopped before it knew the entry committed: it may have taken effect).
+const OutcomeHeader = "X-Troupe-Outcome"
+
+// Values of OutcomeHeader.
+const (
+	OutcomeNotApplied = "not-applied"
+	OutcomeUnknown    = "unknown"
+)
+
 // JobState is where a job stands in its lifecycle (DESIGN.md).
 type JobState string
 

@@ -113,8 +113,9 @@ func ParseJobIDs(args []string) ([]uint64, error) {
 // ForEachJob applies do to each id in order, printing done (a format with
 // one %d, such as "Job <%d> is held.\n") for each success and one line on
 // stderr for each failure; the others still go on, except when schedd
-// cannot be reached or the context ends, as the rest would fail the same
-// way. It returns the exit status: 0 when all succeeded, else 1.
+// cannot be reached, times out, leaves an outcome unknown (the line says
+// to look with bjob first) or the context ends, as the rest would fail
+// the same way. It returns the exit status: 0 when all succeeded, else 1.
 func ForEachJob(ctx context.Context, stdout, stderr io.Writer, prog string, ids []uint64,
 	do func(context.Context, uint64) (api.Job, error), done string) int {
 	code := ExitOK
@@ -123,7 +124,9 @@ func ForEachJob(ctx context.Context, stdout, stderr io.Writer, prog string, ids 
 		switch {
 		case err == nil:
 			fmt.Fprintf(stdout, done, id)
-		case errors.Is(err, client.ErrUnreachable), ctx.Err() != nil:
+		case errors.Is(err, client.ErrUnknownOutcome):
+			return Fail(stderr, prog, fmt.Errorf("job %d: %w; see whether it took effect with 'bjob %d' before trying again", id, err, id))
+		case errors.Is(err, client.ErrUnreachable), errors.Is(err, client.ErrTimeout), ctx.Err() != nil:
 			return Fail(stderr, prog, err)
 		case client.IsNotFound(err):
 			code = Fail(stderr, prog, fmt.Errorf("job %d: not found", id))

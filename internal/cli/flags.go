@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/client"
 )
@@ -90,6 +91,7 @@ type FlagSet struct {
 	cmd            Command
 	stdout, stderr io.Writer
 	addr           string
+	timeout        time.Duration
 	format         Format
 	aliasOf        map[string]string   // alias → primary
 	aliases        map[string][]string // primary → aliases
@@ -109,7 +111,8 @@ func NewFlagSet(cmd Command, stdout, stderr io.Writer) *FlagSet {
 	}
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&fs.addr, "addr", "", "schedd `address`: unix:///path/sock or host:port\n(default: $"+client.EnvAddr+", else "+client.DefaultAddr+")")
+	fs.StringVar(&fs.addr, "addr", "", "schedd `address`: unix:///path/sock, host:port (TLS) or http://host:port\n(default: $"+client.EnvAddr+", else "+client.DefaultAddr+")")
+	fs.DurationVar(&fs.timeout, "timeout", 0, "give up on schedd after `duration` (all addresses, leader changes included)\n(default: $"+client.EnvTimeout+", else "+client.DefaultTimeout.String()+")")
 	return fs
 }
 
@@ -137,8 +140,27 @@ func (fs *FlagSet) Format() Format { return fs.format }
 // Addr is where schedd is: --addr, else $TROUPE_ADDR, else the default.
 func (fs *FlagSet) Addr() string { return client.ResolveAddr(fs.addr) }
 
-// Client returns a client for Addr.
-func (fs *FlagSet) Client() (*client.Client, error) { return client.New(fs.Addr()) }
+// Client returns a client for Addr with --timeout's limit. It warns on
+// stderr about clear-text (http://) addresses, and says there when a
+// write is sent again after its answer was lost.
+func (fs *FlagSet) Client() (*client.Client, error) {
+	c, err := client.New(fs.Addr())
+	if err != nil {
+		return nil, err
+	}
+	if fs.timeout < 0 {
+		return nil, fmt.Errorf("--timeout %s: want a positive duration", fs.timeout)
+	}
+	if fs.timeout > 0 {
+		c.SetTimeout(fs.timeout)
+	}
+	for _, a := range c.Plain() {
+		fmt.Fprintf(fs.stderr, "%s: warning: %s is plain http: requests and answers cross the network in clear text and no token is sent to it; use https:// or host:port\n", fs.cmd.Name, a)
+	}
+	name, stderr := fs.cmd.Name, fs.stderr
+	c.OnRetry(func(msg string) { fmt.Fprintf(stderr, "%s: %s\n", name, msg) })
+	return c, nil
+}
 
 // Alias makes alias another name of the already defined flag primary.
 func (fs *FlagSet) Alias(alias, primary string) {

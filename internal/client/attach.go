@@ -38,44 +38,25 @@ func (c *Client) AttachConnect(ctx context.Context, node, id string) (io.ReadWri
 
 // upgrade POSTs to target asking for the attach protocol and returns
 // the stream schedd switched to; it follows a follower's redirect to
-// the leader. ctx bounds the stream's whole life.
+// the leader and tries the other addresses as any call does. ctx bounds
+// the stream's whole life.
 func (c *Client) upgrade(ctx context.Context, target string) (io.ReadWriteCloser, error) {
-	u := c.bases[int(c.cur.Load())] + target
-	for hop := 0; hop < 5; hop++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Connection", "Upgrade")
-		req.Header.Set("Upgrade", attach.Upgrade)
-		if t := *c.token.Load(); t != "" && req.URL.Host != "schedd" {
-			req.Header.Set("Authorization", "Bearer "+t)
-		}
-		resp, err := c.http.Do(req)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.addr, unwrapDial(err))
-		}
-		switch resp.StatusCode {
-		case http.StatusSwitchingProtocols:
-			rwc, ok := resp.Body.(io.ReadWriteCloser)
-			if !ok {
-				resp.Body.Close()
-				return nil, fmt.Errorf("schedd switched protocols but the stream is not writable")
-			}
-			return rwc, nil
-		case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-			loc, err := resp.Location()
-			resp.Body.Close()
-			if err != nil {
-				return nil, fmt.Errorf("schedd redirected without a usable Location: %v", err)
-			}
-			u = loc.String()
-		default:
-			return nil, apiError(resp)
-		}
+	h := http.Header{}
+	h.Set("Connection", "Upgrade")
+	h.Set("Upgrade", attach.Upgrade)
+	// schedd pairs the two ends before it answers (up to 15 s).
+	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: target, header: h, stream: true, wait: 20 * time.Second})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("schedd redirected %s too many times", target)
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		resp.Body.Close()
+		return nil, fmt.Errorf("schedd answered %s instead of switching to the attach protocol", resp.Status)
+	}
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		resp.Body.Close()
+		return nil, fmt.Errorf("schedd switched protocols but the stream is not writable")
+	}
+	return rwc, nil
 }

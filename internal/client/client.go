@@ -1,8 +1,17 @@
 // Package client talks to schedd's /v1 API over a unix socket or TCP.
+//
+// Every call has deadlines: a dial and an answer deadline per try (a
+// blocking query's wait on top), and an overall limit (Timeout) across
+// the tries. A try that fails goes to the next address of a peer list and
+// follows a follower's redirect to the leader. Writes carry a request id
+// (api.RequestHeader), the same on every try, so that schedd applies a
+// write once however often it is sent; an answer that leaves the outcome
+// open ("leadership lost while committing") or a connection lost after the
+// request went out is retried with that id, and if no try settles it the
+// call returns an error that is ErrUnknownOutcome, never a plain failure.
 package client
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -30,13 +39,29 @@ const EnvAddr = "TROUPE_ADDR"
 // DefaultAddr is used when neither --addr nor TROUPE_ADDR is given.
 const DefaultAddr = "unix:///run/troupe/schedd.sock"
 
-// ErrUnreachable wraps every failure to connect to schedd.
-var ErrUnreachable = errors.New("cannot reach schedd")
+// Errors a call returns, besides *APIError (schedd's refusals).
+var (
+	// ErrUnreachable: no address answered; nothing was applied.
+	ErrUnreachable = errors.New("cannot reach schedd")
+	// ErrUnknownOutcome: a write may or may not have taken effect (the
+	// answer was lost, or schedd could not tell). Sending a new request
+	// could do it twice: look (bjob, bqueue) first.
+	ErrUnknownOutcome = errors.New("outcome unknown")
+	// ErrTimeout: no answer within the overall limit (Timeout); a read,
+	// or a write that never reached schedd.
+	ErrTimeout = errors.New("timed out")
+	// ErrPlainToken: the client refuses to send a bearer token in clear
+	// text to a host that is not this one.
+	ErrPlainToken = errors.New("refusing to send a token over plain http")
+)
 
 // APIError is a non-2xx answer from schedd.
 type APIError struct {
 	Status  int
 	Message string
+	// Outcome is api.OutcomeNotApplied or api.OutcomeUnknown when schedd
+	// said so (api.OutcomeHeader).
+	Outcome string
 }
 
 func (e *APIError) Error() string { return e.Message }
@@ -49,13 +74,24 @@ func IsNotFound(err error) bool {
 
 // Environment variables the client reads besides EnvAddr.
 const (
-	EnvCA    = "TROUPE_CA"    // PEM file of the CA that signed schedd's TLS certificate
-	EnvToken = "TROUPE_TOKEN" // bearer token for TCP addresses (else ~/.troupe/token)
+	EnvCA      = "TROUPE_CA"      // PEM file of the CA that signed schedd's TLS certificate
+	EnvToken   = "TROUPE_TOKEN"   // bearer token for TCP addresses (else ~/.troupe/token)
+	EnvTimeout = "TROUPE_TIMEOUT" // overall limit of one call, a duration such as 60s
 )
 
-// retryFor bounds how long a request keeps retrying across addresses
-// on connection errors and 503s (leader elections).
-var retryFor = 20 * time.Second
+// DefaultTimeout is the overall limit of one call (all its tries) when
+// neither SetTimeout nor $TROUPE_TIMEOUT says otherwise; a blocking
+// query's wait comes on top.
+const DefaultTimeout = 60 * time.Second
+
+// Per-try deadlines: dialling, and the whole answer of one try (a
+// blocking query's wait on top). A frozen or cut-off peer costs one
+// tryTimeout before the next address is tried.
+var (
+	dialTimeout = 2 * time.Second
+	tryTimeout  = 3 * time.Second
+	retryPause  = 200 * time.Millisecond
+)
 
 // IsUnauthorized reports whether err is schedd saying 401 (a missing,
 // unknown or revoked bearer token).
@@ -66,11 +102,15 @@ func IsUnauthorized(err error) bool {
 
 // Client is safe for concurrent use.
 type Client struct {
-	addr  string
-	bases []string // one per address, in the order given
-	cur   atomic.Int32
-	token atomic.Pointer[string]
-	http  *http.Client
+	addr    string
+	bases   []string // one per address, in the order given
+	plain   []string // the http:// addresses of other hosts among them
+	cur     atomic.Int32
+	leader  atomic.Pointer[string] // base of the leader a redirect led to
+	token   atomic.Pointer[string]
+	timeout atomic.Int64
+	onRetry atomic.Pointer[func(string)]
+	http    *http.Client
 }
 
 // ResolveAddr picks the flag value, else $TROUPE_ADDR, else DefaultAddr.
@@ -85,12 +125,14 @@ func ResolveAddr(flag string) string {
 }
 
 // New returns a client for addr: "unix:///path/sock", "/path/sock",
-// "http://host:port", "https://host:port" or "host:port" (http), or a
-// comma-separated list of TCP addresses (the peers of an HA schedd): the
-// client tries them in turn on connection errors and 503s, and follows
-// a follower's redirect to the leader. For https it trusts the system's
-// CAs and the PEM file $TROUPE_CA; to TCP addresses it sends the bearer
-// token $TROUPE_TOKEN, else the first line of ~/.troupe/token.
+// "https://host:port", "host:port" (https) or "http://host:port" (plain
+// text: see Plain), or a comma-separated list of TCP addresses (the peers
+// of an HA schedd): the client tries them in turn and follows a
+// follower's redirect to the leader. For https it trusts the system's CAs
+// and the PEM file $TROUPE_CA; to TCP addresses it sends the bearer token
+// $TROUPE_TOKEN, else the first line of ~/.troupe/token, but never in
+// clear text to another host (ErrPlainToken). $TROUPE_TIMEOUT sets the
+// overall limit of a call (default DefaultTimeout).
 func New(addr string) (*Client, error) {
 	tok := os.Getenv(EnvToken)
 	if tok == "" {
@@ -100,7 +142,18 @@ func New(addr string) (*Client, error) {
 			}
 		}
 	}
-	return NewWith(addr, Options{CA: os.Getenv(EnvCA), Token: tok})
+	c, err := NewWith(addr, Options{CA: os.Getenv(EnvCA), Token: tok})
+	if err != nil {
+		return nil, err
+	}
+	if v := os.Getenv(EnvTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("$%s=%q: want a duration such as 60s", EnvTimeout, v)
+		}
+		c.SetTimeout(d)
+	}
+	return c, nil
 }
 
 // Options are what New takes from the environment, for programs that
@@ -115,7 +168,7 @@ type Options struct {
 func NewWith(addr string, o Options) (*Client, error) {
 	c := &Client{addr: addr}
 	tr := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second,
-		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext, TLSHandshakeTimeout: 10 * time.Second}
+		DialContext: (&net.Dialer{Timeout: dialTimeout}).DialContext, TLSHandshakeTimeout: tryTimeout}
 	for _, a := range strings.Split(addr, ",") {
 		a = strings.TrimSpace(a)
 		switch {
@@ -125,14 +178,21 @@ func NewWith(addr string, o Options) (*Client, error) {
 			}
 			path := strings.TrimPrefix(a, "unix://")
 			tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
+				d := net.Dialer{Timeout: dialTimeout}
 				return d.DialContext(ctx, "unix", path)
 			}
 			c.bases = append(c.bases, "http://schedd")
-		case strings.HasPrefix(a, "http://") || strings.HasPrefix(a, "https://"):
+		case strings.HasPrefix(a, "http://"):
 			c.bases = append(c.bases, strings.TrimRight(a, "/"))
+			if u, err := url.Parse(a); err != nil || !loopback(u.Hostname()) {
+				c.plain = append(c.plain, a)
+			}
+		case strings.HasPrefix(a, "https://"):
+			c.bases = append(c.bases, strings.TrimRight(a, "/"))
+		case strings.Contains(a, "://"):
+			return nil, fmt.Errorf("schedd address %q: want unix://, https:// or http://", a)
 		case a != "":
-			c.bases = append(c.bases, "http://"+a)
+			c.bases = append(c.bases, "https://"+strings.TrimRight(a, "/")) // TLS unless http:// says otherwise
 		}
 	}
 	if len(c.bases) == 0 {
@@ -153,12 +213,38 @@ func NewWith(addr string, o Options) (*Client, error) {
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	c.SetToken(o.Token)
+	c.SetTimeout(DefaultTimeout)
 	c.http = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return c, nil
 }
 
 // SetToken sets the bearer token sent to TCP addresses ("" none).
 func (c *Client) SetToken(t string) { c.token.Store(&t) }
+
+// SetTimeout sets the overall limit of one call: its tries across the
+// addresses, leader changes included (a blocking query's wait on top).
+func (c *Client) SetTimeout(d time.Duration) { c.timeout.Store(int64(d)) }
+
+// Timeout is the overall limit of one call.
+func (c *Client) Timeout() time.Duration { return time.Duration(c.timeout.Load()) }
+
+// OnRetry sets a function told, in one line, when a write is sent again
+// after its first answer was lost ("retrying with the same request id"):
+// the CLIs print it, so a user sees why a command takes longer.
+func (c *Client) OnRetry(f func(msg string)) { c.onRetry.Store(&f) }
+
+// Plain lists the addresses given as http:// that are not this host
+// (clear text on the network; no token is sent to them): the CLIs warn
+// about them.
+func (c *Client) Plain() []string { return c.plain }
+
+// Next makes the next call start at the next address of the list (a
+// caller that got a stale answer from a lagging follower asks another
+// peer); with one address it changes nothing.
+func (c *Client) Next() {
+	c.leader.Store(nil)
+	c.cur.Store(int32((int(c.cur.Load()) + 1) % len(c.bases)))
+}
 
 // Addr is the address the client was made for.
 func (c *Client) Addr() string { return c.addr }
@@ -178,7 +264,7 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	if len(query) > 0 {
 		target += "?" + query.Encode()
 	}
-	resp, err := c.roundTrip(ctx, method, target, body, "application/json")
+	resp, err := c.roundTrip(ctx, call{method: method, target: target, body: body, ctype: "application/json", wait: waitOf(query)})
 	if err != nil {
 		return 0, err
 	}
@@ -192,92 +278,14 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	return idx, nil
 }
 
-// roundTrip sends one request, following redirects to the leader and
-// retrying across the addresses on connection errors and 503s (for up
-// to retryFor when there are several addresses; with one, only on a 503
-// with Retry-After, a peer without a leader yet). A 2xx answer comes back open; others become errors.
-func (c *Client) roundTrip(ctx context.Context, method, target string, body []byte, ctype string) (*http.Response, error) {
-	deadline := time.Now().Add(retryFor)
-	n := len(c.bases)
-	start := int(c.cur.Load())
-	var lastErr error
-	for attempt := 0; ; attempt++ {
-		i := (start + attempt) % n
-		base := c.bases[i]
-		u := base + target
-		var resp *http.Response
-		var err error
-		for hop := 0; hop < 5; hop++ {
-			resp, err = c.send1(ctx, method, u, body, ctype)
-			if err != nil || (resp.StatusCode != http.StatusTemporaryRedirect && resp.StatusCode != http.StatusPermanentRedirect) {
-				break
-			}
-			loc, lerr := resp.Location()
-			resp.Body.Close()
-			if lerr != nil {
-				err = fmt.Errorf("schedd redirected without a usable Location: %v", lerr)
-				break
-			}
-			u = loc.String()
-		}
-		retry := false
-		switch {
-		case err != nil:
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			lastErr = fmt.Errorf("%w at %s: %v", ErrUnreachable, c.addr, unwrapDial(err))
-			retry = n > 1
-		case resp.StatusCode/100 == 2:
-			if attempt > 0 {
-				c.cur.Store(int32(i))
-			}
-			return resp, nil
-		default:
-			// 503: no leader right now. With one address, retry only when
-			// schedd says it is worth it (Retry-After: an election).
-			retry = resp.StatusCode == http.StatusServiceUnavailable && (n > 1 || resp.Header.Get("Retry-After") != "")
-			lastErr = apiError(resp)
-		}
-		if !retry || time.Now().After(deadline) {
-			return nil, lastErr
-		}
-		if (attempt+1)%n == 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}
-}
-
-func (c *Client) send1(ctx context.Context, method, u string, body []byte, ctype string) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", ctype)
-	}
-	if t := *c.token.Load(); t != "" && req.URL.Host != "schedd" {
-		req.Header.Set("Authorization", "Bearer "+t)
-	}
-	return c.http.Do(req)
-}
-
-func apiError(resp *http.Response) error {
+func apiError(resp *http.Response) *APIError {
 	defer resp.Body.Close()
 	var e api.Error
 	b, _ := io.ReadAll(resp.Body)
 	if json.Unmarshal(b, &e) != nil || e.Error == "" {
 		e.Error = strings.TrimSpace(string(b))
 	}
-	return &APIError{Status: resp.StatusCode, Message: e.Error}
+	return &APIError{Status: resp.StatusCode, Message: e.Error, Outcome: resp.Header.Get(api.OutcomeHeader)}
 }
 
 func unwrapDial(err error) error {
@@ -294,8 +302,19 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 	if req.RequestID == "" {
 		req.RequestID = auth.NewID() + auth.NewID() // retries (across peers too) make one job
 	}
-	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs", nil, req, &r)
-	return r, err
+	b, err := json.Marshal(req)
+	if err != nil {
+		return r, err
+	}
+	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: "/v1/jobs", body: b, ctype: "application/json", requestID: req.RequestID})
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return r, fmt.Errorf("decoding answer of POST /v1/jobs: %w", err)
+	}
+	return r, nil
 }
 
 // Jobs lists jobs. With index > 0 it blocks until the state moves past
@@ -417,7 +436,7 @@ func blocking(index uint64, wait time.Duration) url.Values {
 // SaveSnapshot streams schedd's state, in the snapshot file format
 // (header line with a sha256 of the body, then the body), to w.
 func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
-	resp, err := c.roundTrip(ctx, http.MethodGet, "/v1/snapshot", nil, "")
+	resp, err := c.roundTrip(ctx, call{method: http.MethodGet, target: "/v1/snapshot", stream: true})
 	if err != nil {
 		return err
 	}
@@ -434,7 +453,7 @@ func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader) (api.Snapshot
 	if err != nil {
 		return out, err
 	}
-	resp, err := c.roundTrip(ctx, http.MethodPost, "/v1/snapshot", b, "application/octet-stream")
+	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: "/v1/snapshot", body: b, ctype: "application/octet-stream", stream: true})
 	if err != nil {
 		return out, err
 	}

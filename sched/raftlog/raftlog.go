@@ -44,8 +44,16 @@ import (
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
-// ErrNotLeader is returned by Apply on a server that cannot take writes.
+// ErrNotLeader is returned by Apply on a server that cannot take writes:
+// the command was not applied, and sending it again (to the leader) is
+// safe.
 var ErrNotLeader = errors.New("not the raft leader")
+
+// ErrUnknownOutcome is returned by Apply when the command reached the log
+// but its fate is not known here: leadership was lost while committing,
+// or raft shut down. It may be committed by the next leader or dropped;
+// only a request that is idempotent (one request id) may be sent again.
+var ErrUnknownOutcome = errors.New("outcome unknown")
 
 // Config sets up a log.
 type Config struct {
@@ -312,8 +320,11 @@ func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
 		if full := l.store.diskFull(); full != nil {
 			return nil, full // this write, or one just before it, did not fit: raft steps down
 		}
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err)
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
+			return nil, fmt.Errorf("%w: %v", ErrNotLeader, err) // never entered the log
+		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
+			return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err) // in the log, maybe committed
 		}
 		return nil, err
 	}

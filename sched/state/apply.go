@@ -84,6 +84,10 @@ type Command struct {
 	Drain *Drain `json:"drain,omitempty"`
 	// Signal is a bkill -s request.
 	Signal *Signal `json:"signal,omitempty"`
+	// Request is the client's request id of a kill, hold, release or
+	// signal: a command whose id was applied already changes nothing and
+	// answers as the first did (requests.go).
+	Request string `json:"request,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -119,6 +123,15 @@ type Report struct {
 func (s *Store) Apply(index uint64, c Command) (any, error) {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
+	keep := c.Request != "" && idempotent(c.Kind)
+	if keep {
+		if first, ok, err := repeated(txn, c); ok {
+			if err != nil {
+				return nil, err
+			}
+			return first, nil
+		}
+	}
 	var (
 		res any
 		err error
@@ -164,6 +177,11 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if keep {
+		if err := remember(txn, index, c, res.(*api.Job)); err != nil {
+			return nil, err
+		}
 	}
 	for _, t := range touched(c.Kind) {
 		if err := txn.Insert(tableIndexes, &indexEntry{Table: t, Index: index}); err != nil {

@@ -56,6 +56,7 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 	tableUsage: {Name: tableUsage, Indexes: map[string]*memdb.IndexSchema{
 		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
 	}},
+	tableRequests: requestsTable,
 }}
 
 // Store holds the tables.
@@ -198,12 +199,13 @@ type Dump struct {
 	Usage    []*Usage      `json:"usage,omitempty"`
 	Tokens   []*api.Token  `json:"tokens,omitempty"`
 	Servers  []*Server     `json:"servers,omitempty"`
+	Requests []*request    `json:"requests,omitempty"` // answers kept by request id (requests.go)
 }
 
 // Dump copies out the state as of v.
 func (v *Snapshot) Dump() Dump {
 	s := getSettings(v.txn)
-	d := Dump{Jobs: v.Jobs(), Nodes: v.Nodes(), Settings: &s, Usage: v.Usage(), Tokens: v.Tokens(), Servers: v.Servers()}
+	d := Dump{Jobs: v.Jobs(), Nodes: v.Nodes(), Settings: &s, Usage: v.Usage(), Tokens: v.Tokens(), Servers: v.Servers(), Requests: v.requests()}
 	it, err := v.txn.Get(tableIndexes, "id")
 	if err != nil {
 		panic(err)
@@ -219,7 +221,7 @@ func (v *Snapshot) Dump() Dump {
 func (s *Store) Restore(d Dump) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers} {
+	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers, tableRequests} {
 		if _, err := txn.DeleteAll(t, "id"); err != nil {
 			return err
 		}
@@ -262,6 +264,11 @@ func (s *Store) Restore(d Dump) error {
 	}
 	for _, sv := range d.Servers {
 		if err := txn.Insert(tableServers, sv); err != nil {
+			return err
+		}
+	}
+	for _, r := range d.Requests {
+		if err := txn.Insert(tableRequests, r); err != nil {
 			return err
 		}
 	}

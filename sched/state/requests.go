@@ -1,0 +1,125 @@
+package state
+
+import (
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// RequestTTL is how long the answer to an applied hold, release, kill or
+// signal stays on record under its request id: a client that lost the
+// answer (a leader that lost office mid-commit, a cut connection) and
+// sends the same request again within it gets the first answer back
+// instead of the job's later state ("already held"). Clients give up far
+// sooner (their overall timeout, 60 s by default).
+const RequestTTL = 15 * time.Minute
+
+const tableRequests = "requests"
+
+// request is the record of an applied job command sent with a request id.
+type request struct {
+	ID    string    `json:"id"`
+	Kind  string    `json:"kind"`
+	JobID uint64    `json:"job_id"`
+	Index uint64    `json:"index"` // the raft index that applied it
+	Time  time.Time `json:"time"`
+	// Answer is the job as the first application returned it.
+	Answer *api.Job `json:"answer"`
+}
+
+var requestsTable = &memdb.TableSchema{Name: tableRequests, Indexes: map[string]*memdb.IndexSchema{
+	"id":    {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
+	"index": {Name: "index", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "Index"}},
+}}
+
+// idempotent reports whether kind's commands are answered once per
+// request id (a submit is, by the job's own RequestID).
+func idempotent(kind string) bool {
+	switch kind {
+	case CmdKill, CmdHold, CmdRelease, CmdSignal:
+		return true
+	}
+	return false
+}
+
+// commandJob is the job a kill, hold, release or signal names.
+func commandJob(c Command) uint64 {
+	switch c.Kind {
+	case CmdKill:
+		return c.Kill
+	case CmdHold:
+		return c.Hold
+	case CmdRelease:
+		return c.Release
+	case CmdSignal:
+		if c.Signal != nil {
+			return c.Signal.JobID
+		}
+	}
+	return 0
+}
+
+// repeated returns the first answer to c's request id, if it was applied
+// already; a request id reused for another command is a conflict.
+func repeated(txn *memdb.Txn, c Command) (*api.Job, bool, error) {
+	raw, err := txn.First(tableRequests, "id", c.Request)
+	if err != nil || raw == nil {
+		return nil, false, err
+	}
+	r := raw.(*request)
+	if r.Kind != c.Kind || r.JobID != commandJob(c) {
+		return nil, true, conflict("request id %s was already used to %s job %d", c.Request, r.Kind, r.JobID)
+	}
+	return r.Answer, true, nil
+}
+
+// remember records the answer to c's request and forgets the requests
+// older than RequestTTL (by the leader's clock carried in the command,
+// so every replica forgets the same ones).
+func remember(txn *memdb.Txn, index uint64, c Command, answer *api.Job) error {
+	it, err := txn.Get(tableRequests, "index")
+	if err != nil {
+		return err
+	}
+	var old []*request
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		r := raw.(*request)
+		if !r.Time.Before(c.Time.Add(-RequestTTL)) {
+			break
+		}
+		old = append(old, r)
+	}
+	for _, r := range old {
+		if err := txn.Delete(tableRequests, r); err != nil {
+			return err
+		}
+	}
+	return txn.Insert(tableRequests, &request{ID: c.Request, Kind: c.Kind, JobID: commandJob(c), Index: index, Time: c.Time, Answer: answer})
+}
+
+// Requests is the number of request answers on record.
+func (v *Snapshot) Requests() int {
+	it, err := v.txn.Get(tableRequests, "id")
+	if err != nil {
+		panic(err)
+	}
+	n := 0
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		n++
+	}
+	return n
+}
+
+func (v *Snapshot) requests() []*request {
+	it, err := v.txn.Get(tableRequests, "index")
+	if err != nil {
+		panic(err)
+	}
+	var out []*request
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*request))
+	}
+	return out
+}
