@@ -89,6 +89,7 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 			Namespaces:    ns,
 			MaskedPaths:   maskedPaths,
 			ReadonlyPaths: readonlyPaths,
+			Seccomp:       seccompProfile(),
 		},
 	}
 }
