@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
 // attachWait is how long one attach long-poll waits at schedd.
@@ -22,7 +24,10 @@ const socketWait = 5 * time.Second
 
 // attachLoop serves schedd's terminal attach requests (bsub -I,
 // battach) until ctx ends: for each, it connects schedd's stream to the
-// attach socket troupe-init serves the container's terminal on.
+// attach socket troupe-init serves the container's terminal on. That
+// socket is the runtime's, in a root-owned directory no container can
+// see; the runtime connects only to the container's own init
+// (runtime.Terminal).
 func (a *agent) attachLoop(ctx context.Context) {
 	b := newBackoff()
 	for ctx.Err() == nil {
@@ -45,19 +50,24 @@ func (a *agent) attachLoop(ctx context.Context) {
 // serveAttach answers one attach request; a container without a
 // terminal gets the client an error frame that says why.
 func (a *agent) serveAttach(ctx context.Context, r api.AttachRequest) {
-	sock, why := a.terminalOf(r)
+	tc, why := a.terminalOf(r)
 	var term net.Conn
 	if why == nil {
 		var err error
-		// troupe-init opens the socket just after the container starts.
+		// troupe-init listens just after the container starts.
 		for deadline := time.Now().Add(socketWait); ; time.Sleep(20 * time.Millisecond) {
-			term, err = attach.Dial(sock)
-			if err == nil || !errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
+			term, err = tc.DialTerminal()
+			notYet := errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)
+			if err == nil || !notYet || time.Now().After(deadline) {
 				break
 			}
 		}
-		if err != nil {
-			why = fmt.Errorf("job %d %s: no terminal to attach to (%v)", r.JobID, r.Host, errors.Unwrap(err))
+		switch {
+		case errors.Is(err, attach.ErrUntrusted):
+			a.log.Error("attach socket not trusted, not connecting", "job", r.JobID, "host", r.Host, "err", err)
+			why = fmt.Errorf("job %d %s: no terminal to attach to", r.JobID, r.Host)
+		case err != nil:
+			why = fmt.Errorf("job %d %s: no terminal to attach to (%v)", r.JobID, r.Host, rootCause(err))
 		}
 	}
 	stream, err := a.cli.AttachConnect(ctx, a.cfg.Name, r.ID)
@@ -80,17 +90,28 @@ func (a *agent) serveAttach(ctx context.Context, r api.AttachRequest) {
 	attach.Splice(stream, term)
 }
 
-// terminalOf finds the attach socket of request r's container.
-func (a *agent) terminalOf(r api.AttachRequest) (string, error) {
+// rootCause is the innermost error of a chain of single wraps.
+func rootCause(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
+
+// terminalOf finds the terminal of request r's container.
+func (a *agent) terminalOf(r api.AttachRequest) (runtime.Terminal, error) {
 	a.mu.Lock()
 	t := a.running[key{job: r.JobID, host: r.Host, run: r.Run}]
 	a.mu.Unlock()
 	if t == nil {
-		return "", fmt.Errorf("job %d has no container %s running on node %s", r.JobID, r.Host, a.cfg.Name)
+		return nil, fmt.Errorf("job %d has no container %s running on node %s", r.JobID, r.Host, a.cfg.Name)
 	}
 	p := t.terminal.Load()
 	if p == nil {
-		return "", fmt.Errorf("job %d %s has no terminal (yet)", r.JobID, r.Host)
+		return nil, fmt.Errorf("job %d %s has no terminal (yet)", r.JobID, r.Host)
 	}
 	return *p, nil
 }

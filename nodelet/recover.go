@@ -32,13 +32,12 @@ func (a *agent) canDetach() bool { return a.rt.Name() == RuntimeRunc }
 // record is what the state dir keeps of a started container, so that a
 // restarted nodelet can re-attach to it (records/<id>.json).
 type record struct {
-	Job      api.Job `json:"job"` // as assigned when it started
-	Host     string  `json:"host"`
-	Run      int     `json:"run"` // the job's Requeues
-	ID       string  `json:"id"`
-	Dir      string  `json:"dir"`                 // the runtime's Spec.Dir (bundle)
-	NetNS    string  `json:"netns,omitempty"`     // pinned namespace, when on a session network
-	ExitFile string  `json:"exit_file,omitempty"` // where troupe-init writes the exit status (runc)
+	Job   api.Job `json:"job"` // as assigned when it started
+	Host  string  `json:"host"`
+	Run   int     `json:"run"` // the job's Requeues
+	ID    string  `json:"id"`
+	Dir   string  `json:"dir"`             // the runtime's Spec.Dir (bundle)
+	NetNS string  `json:"netns,omitempty"` // pinned namespace, when on a session network
 	// Signalled is the highest signal request Seq of the job handled for
 	// this container (delivered, or not for it): a restarted nodelet
 	// delivers only later ones.
@@ -51,11 +50,10 @@ func (a *agent) recordPath(id string) string { return filepath.Join(a.recordsDir
 
 // writeRecord persists the record of a started container.
 func (a *agent) writeRecord(t *task, spec runtime.Spec) error {
+	// The runtime finds the exit status and terminal of the container
+	// again from Dir, in directories of root's (see runtime.Recover).
 	r := record{Job: t.job, Host: t.key.host, Run: t.key.run, ID: spec.ID, Dir: spec.Dir, NetNS: spec.NetNS,
 		Signalled: lastSignal(t.job)}
-	if a.rt.Name() == RuntimeRunc {
-		r.ExitFile = filepath.Join(spec.Dir, "status", "exit")
-	}
 	t.rec = &r
 	return a.saveRecord(r)
 }

@@ -33,9 +33,9 @@ type task struct {
 	// mpsHeld: the task counts in the MPS daemon's users (a fraction
 	// of a GPU); it releases it once its container is destroyed.
 	mpsHeld bool
-	// terminal is the attach socket of a container running its command
-	// on a terminal (bsub -I), once it started; "" otherwise.
-	terminal atomic.Pointer[string]
+	// terminal is the container, once it started, when its runtime
+	// serves terminals (bsub -I); nil otherwise.
+	terminal atomic.Pointer[runtime.Terminal]
 	// signalled is the highest signal request Seq of the job this task
 	// has queued or skipped (a.mu); sigs queues them for supervise.
 	signalled uint64
@@ -115,8 +115,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 		a.metrics.starts.Inc()
 	}
 	if tc, ok := c.(runtime.Terminal); ok {
-		sock := tc.AttachSocket()
-		t.terminal.Store(&sock)
+		t.terminal.Store(&tc)
 	}
 	a.metrics.running.Inc()
 	defer a.metrics.running.Dec()

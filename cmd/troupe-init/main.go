@@ -8,16 +8,24 @@
 //
 // Options: --sshd PATH first starts `PATH server` (troupe-ssh's SSH
 // server) in its own process group, and stops it on the way out;
-// --exit-file PATH writes the exit status (decimal, newline) to PATH
-// before exiting, so that a nodelet that was not the container's parent
-// (it restarted meanwhile) learns how it ended. In both modes it
-// reaps every zombie it inherits, as pid 1 must.
+// --exit-fd N writes the exit status (decimal, newline) to inherited
+// descriptor N, a file the nodelet made in a directory of its own that
+// the container cannot see, so that a nodelet that was not the
+// container's parent (it restarted meanwhile) learns how it ended. In
+// both modes it reaps every zombie it inherits, as pid 1 must.
 //
-// --tty DIR (run mode) gives the command a pseudo-terminal, served to
-// `bsub -I` and `battach` clients on DIR/attach.sock (package attach):
-// the command starts once a first client attached (or after
+// --tty-fd N (run mode) gives the command a pseudo-terminal, served to
+// `bsub -I` and `battach` clients on the unix socket inherited as
+// descriptor N (bound by the nodelet, see attach.Bind; troupe-init only
+// listens): the command starts once a first client attached (or after
 // ttyStartAfter without one), its output also goes to stdout (the
 // transcript), and clients that attach later see the recent output.
+//
+// troupe-init never opens a path for the nodelet: both descriptors are
+// closed on exec, so the command does not inherit them, and it makes
+// itself non-dumpable (PR_SET_DUMPABLE 0) so that the command's
+// processes, which run as the same user, can neither ptrace it nor
+// reach its descriptors through /proc.
 package main
 
 import (
@@ -26,12 +34,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/troupe-hpc/troupe/internal/attach"
 )
@@ -51,41 +59,53 @@ func main() {
 }
 
 func realMain(args []string) int {
-	var sshd, exitFile, tty string
-	for len(args) > 1 && (args[0] == "--sshd" || args[0] == "--exit-file" || args[0] == "--tty") {
-		switch args[0] {
-		case "--sshd":
+	sshd, exitFD, ttyFD := "", -1, -1
+	for len(args) > 1 && (args[0] == "--sshd" || args[0] == "--exit-fd" || args[0] == "--tty-fd") {
+		if args[0] == "--sshd" {
 			sshd = args[1]
-		case "--exit-file":
-			exitFile = args[1]
-		default:
-			tty = args[1]
+			args = args[2:]
+			continue
+		}
+		fd, err := strconv.Atoi(args[1])
+		if err != nil || fd < 3 {
+			fmt.Fprintf(os.Stderr, "troupe-init: %s %q: want a descriptor number of 3 or more\n", args[0], args[1])
+			return 2
+		}
+		if args[0] == "--exit-fd" {
+			exitFD = fd
+		} else {
+			ttyFD = fd
 		}
 		args = args[2:]
 	}
 	if len(args) == 0 {
 		return usage()
 	}
-	code := realRun(sshd, tty, args)
-	if exitFile != "" {
-		writeExit(exitFile, code)
+	// Same-uid processes of the container may not ptrace troupe-init or
+	// open its descriptors through /proc/1/fd.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	var exit *os.File
+	if exitFD >= 0 {
+		unix.CloseOnExec(exitFD)
+		exit = os.NewFile(uintptr(exitFD), "exit")
+	}
+	code := realRun(sshd, ttyFD, args)
+	if exit != nil {
+		writeExit(exit, code)
 	}
 	return code
 }
 
-// writeExit records code in path, atomically (a temporary file renamed).
-func writeExit(path string, code int) {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(code)+"\n"), 0o644); err != nil {
-		fmt.Fprintf(os.Stderr, "troupe-init: exit file: %v\n", err)
-		return
-	}
-	if err := os.Rename(tmp, path); err != nil {
+// writeExit records code in the exit file the nodelet handed over, at
+// its start (a few bytes: one write).
+func writeExit(f *os.File, code int) {
+	if _, err := f.WriteAt([]byte(strconv.Itoa(code)+"\n"), 0); err != nil {
 		fmt.Fprintf(os.Stderr, "troupe-init: exit file: %v\n", err)
 	}
+	_ = f.Close()
 }
 
-func realRun(sshd, tty string, args []string) int {
+func realRun(sshd string, ttyFD int, args []string) int {
 	if sshd != "" {
 		stop, err := startDaemon(sshd, "server")
 		if err != nil {
@@ -105,8 +125,8 @@ func realRun(sshd, tty string, args []string) int {
 		if len(rest) == 0 {
 			return usage()
 		}
-		if tty != "" {
-			return runTTY(rest, tty)
+		if ttyFD >= 0 {
+			return runTTY(rest, ttyFD)
 		}
 		return run(rest)
 	}
@@ -114,7 +134,7 @@ func realRun(sshd, tty string, args []string) int {
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "usage: troupe-init [--sshd PATH] [--exit-file PATH] wait | troupe-init [--sshd PATH] [--exit-file PATH] [--tty DIR] run -- COMMAND [ARG...]")
+	fmt.Fprintln(os.Stderr, "usage: troupe-init [--sshd PATH] [--exit-fd N] wait | troupe-init [--sshd PATH] [--exit-fd N] [--tty-fd N] run -- COMMAND [ARG...]")
 	return 2
 }
 
@@ -194,9 +214,9 @@ func supervise(sigs <-chan os.Signal, pid int) int {
 	return 0
 }
 
-// runTTY runs args on a pseudo-terminal served to attach clients on
-// dir/attach.sock, and supervises it as run does.
-func runTTY(args []string, dir string) int {
+// runTTY runs args on a pseudo-terminal served to attach clients on the
+// bound socket inherited as descriptor fd, and supervises it as run does.
+func runTTY(args []string, fd int) int {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD}, forwarded...)...)
 	path, err := exec.LookPath(args[0])
@@ -204,19 +224,12 @@ func runTTY(args []string, dir string) int {
 		fmt.Fprintf(os.Stderr, "troupe-init: %v\n", err)
 		return 127
 	}
-	sock := filepath.Join(dir, attach.SocketName)
-	_ = os.Remove(sock)
-	ln, err := attach.Listen(sock)
+	ln, err := attach.ListenFD(fd)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "troupe-init: attach socket: %v\n", err)
+		fmt.Fprintf(os.Stderr, "troupe-init: %v\n", err)
 		return 127
 	}
-	defer os.Remove(sock)
 	defer ln.Close()
-	if err := os.Chmod(sock, 0o600); err != nil {
-		fmt.Fprintf(os.Stderr, "troupe-init: attach socket: %v\n", err)
-		return 127
-	}
 	master, slave, err := pty.Open()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "troupe-init: pseudo-terminal: %v\n", err)

@@ -114,21 +114,76 @@ func TestExitFile(t *testing.T) {
 		{[]string{"run", "--", "sh", "-c", "exit 7"}, "7\n"},
 		{[]string{"run", "--", "sh", "-c", "kill -TERM $$"}, "143\n"},
 	} {
-		f := filepath.Join(t.TempDir(), "exit")
-		_ = exec.Command(bin, append([]string{"--exit-file", f}, tc.args...)...).Run()
-		b, err := os.ReadFile(f)
+		path := filepath.Join(t.TempDir(), "exit")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, append([]string{"--exit-fd", "3"}, tc.args...)...)
+		cmd.ExtraFiles = []*os.File{f}
+		_ = cmd.Run()
+		f.Close()
+		b, err := os.ReadFile(path)
 		if err != nil || string(b) != tc.want {
 			t.Errorf("%v: exit file = %q (%v), want %q", tc.args, b, err, tc.want)
 		}
 	}
 }
 
-// dialAttach waits for troupe-init's attach socket in dir and connects.
-func dialAttach(t *testing.T, dir string) net.Conn {
+// TestDescriptorsPrivate: the command inherits neither the exit file nor
+// the attach socket, and, running as the same user as troupe-init, it
+// cannot read troupe-init's descriptors through /proc (not dumpable).
+func TestDescriptorsPrivate(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	exit, err := os.Create(filepath.Join(dir, "exit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exit.Close()
+	sock, err := attach.Bind(filepath.Join(dir, attach.SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	out := filepath.Join(dir, "out")
+	script := `ls -l /proc/self/fd/ > ` + out + `; if ls /proc/$PPID/fd >/dev/null 2>&1; then echo parent-fds-readable; else echo parent-fds-denied; fi >> ` + out
+	cmd := exec.Command(bin, "--exit-fd", "3", "--tty-fd", "4", "run", "--", "sh", "-c", script)
+	cmd.ExtraFiles = []*os.File{exit, sock}
+	if os.Geteuid() == 0 {
+		for _, d := range []string{dir, filepath.Dir(dir), filepath.Dir(bin), filepath.Dir(filepath.Dir(bin))} {
+			if err := os.Chmod(d, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := dialAttach(t, filepath.Join(dir, attach.SocketName), cmd.Process.Pid)
+	var term strings.Builder
+	_, _ = attach.Run(c, strings.NewReader(""), &term)
+	_ = cmd.Wait()
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("the command's report: %v (terminal %q)", err, term.String())
+	}
+	// Descriptors this test's own environment passed down may show;
+	// troupe-init's two must not.
+	if got := string(b); strings.Contains(got, "socket:") || strings.Contains(got, filepath.Join(dir, "exit")) ||
+		!strings.Contains(got, "parent-fds-denied") {
+		t.Errorf("the command inherited troupe-init's descriptors or could read them:\n%s", got)
+	}
+}
+
+// dialAttach waits for troupe-init (pid) to listen on the socket at path
+// and connects.
+func dialAttach(t *testing.T, path string, pid int) net.Conn {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.Dial("unix", filepath.Join(dir, attach.SocketName))
+		c, err := attach.DialPeer(path, pid)
 		if err == nil {
 			return c
 		}
@@ -139,21 +194,37 @@ func dialAttach(t *testing.T, dir string) net.Conn {
 	}
 }
 
-func TestTTY(t *testing.T) {
-	bin := build(t)
-	dir := t.TempDir()
-	var transcript strings.Builder
-	cmd := exec.Command(bin, "--tty", dir, "run", "--", "sh", "-c",
-		`test -t 0 && echo on-a-tty; read x; echo "got:$x"; stty size; exit 5`)
-	cmd.Stdout = &transcript
+// startTTY starts troupe-init --tty-fd on a socket bound in a fresh
+// directory, as the nodelet does, and returns it with the socket's path.
+func startTTY(t *testing.T, bin string, stdout *strings.Builder, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), attach.SocketName)
+	sock, err := attach.Bind(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	cmd := exec.Command(bin, append([]string{"--tty-fd", "3", "run", "--"}, args...)...)
+	cmd.ExtraFiles = []*os.File{sock}
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return cmd, path
+}
+
+func TestTTY(t *testing.T) {
+	bin := build(t)
+	var transcript strings.Builder
+	cmd, sock := startTTY(t, bin, &transcript, "sh", "-c",
+		`test -t 0 && echo on-a-tty; read x; echo "got:$x"; stty size; exit 5`)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 
 	// The command waits for a client: it starts with the client's size.
-	c := dialAttach(t, dir)
+	c := dialAttach(t, sock, cmd.Process.Pid)
 	in, inw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -184,29 +255,22 @@ func TestTTY(t *testing.T) {
 	if !strings.Contains(transcript.String(), "got:hello") {
 		t.Errorf("transcript %q lacks the terminal's output", transcript.String())
 	}
-	if _, err := os.Stat(filepath.Join(dir, attach.SocketName)); !os.IsNotExist(err) {
-		t.Errorf("attach socket left behind (%v)", err)
-	}
 }
 
 // TestTTYWindowAndLateClient: a resize reaches the terminal, input from a
 // second client reaches the same terminal, and both see its output.
 func TestTTYWindowAndLateClient(t *testing.T) {
 	bin := build(t)
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--tty", dir, "run", "--", "sh", "-c", `echo ready; read x; stty size; echo "x=$x"; exit 0`)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, sock := startTTY(t, bin, nil, "sh", "-c", `echo ready; read x; stty size; echo "x=$x"; exit 0`)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	a := dialAttach(t, dir)
+	a := dialAttach(t, sock, cmd.Process.Pid)
 	defer a.Close()
 	if err := attach.WriteWindow(a, 40, 120); err != nil {
 		t.Fatal(err)
 	}
 	ra := attach.NewReader(a)
 	readUntil(t, a, ra, "ready")
-	b := dialAttach(t, dir) // sees the replay of "ready", then types
+	b := dialAttach(t, sock, cmd.Process.Pid) // sees the replay of "ready", then types
 	defer b.Close()
 	rb := attach.NewReader(b)
 	readUntil(t, b, rb, "ready")

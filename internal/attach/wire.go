@@ -10,8 +10,11 @@
 //	'x' exit         init → client: the command's exit status (int32)
 //	'e' error        → client: why there is no terminal (one line)
 //
-// troupe-init serves the pseudo-terminal (Server) on a unix socket inside
-// the container's status directory; Run is the client's end.
+// troupe-init serves the pseudo-terminal (Server) on a unix socket the
+// nodelet made (Bind) in a root-owned directory no container sees, handed
+// to troupe-init as an inherited descriptor (ListenFD); the nodelet
+// connects with DialPeer, which follows no symlink and checks that the
+// listener is the container's init. Run is the client's end.
 package attach
 
 import (
@@ -25,8 +28,8 @@ import (
 // Upgrade is the HTTP Upgrade token of an attach stream.
 const Upgrade = "troupe-attach"
 
-// SocketName is the file name of the attach socket troupe-init listens
-// on, in the directory its --tty option names.
+// SocketName is the file name of the attach socket the nodelet binds in
+// its private directory of the container.
 const SocketName = "attach.sock"
 
 // Frame types.

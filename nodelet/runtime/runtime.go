@@ -23,6 +23,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"syscall"
 	"time"
@@ -94,10 +95,16 @@ type Container interface {
 
 // Terminal is a container started with Spec.TTY.
 type Terminal interface {
-	// AttachSocket is the host path of the unix socket troupe-init
-	// serves the container's terminal on (package attach); it exists
-	// while the command may still run.
-	AttachSocket() string
+	// DialTerminal connects to the unix socket troupe-init serves the
+	// container's terminal on (package attach). The driver binds it in
+	// a root-owned directory of its own that the container cannot see,
+	// hands it to troupe-init as an inherited descriptor, and connects
+	// with attach.DialPeer: no symlink is followed and the listener
+	// must be the container's init (attach.ErrUntrusted otherwise).
+	// Errors wrap fs.ErrNotExist when there is no terminal and
+	// syscall.ECONNREFUSED while troupe-init does not serve it (yet, or
+	// any more).
+	DialTerminal() (net.Conn, error)
 }
 
 // Exit is how a container ended.
@@ -174,9 +181,9 @@ type Spec struct {
 	// pinned one, see package network). Empty: the node's own network.
 	NetNS string
 	// TTY runs Args on a pseudo-terminal that troupe-init serves to
-	// attach clients (bsub -I, battach) on a unix socket, whose host path
-	// the Container gives as a Terminal. Needs Init and Args; runc and
-	// process only.
+	// attach clients (bsub -I, battach) on a unix socket the Container
+	// connects to as a Terminal. Needs Init and Args; runc and process
+	// only.
 	TTY bool
 	// Devices are host device nodes (GPUs) the container may use: runc
 	// creates them at the same path and allows them in the device

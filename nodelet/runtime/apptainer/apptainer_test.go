@@ -94,7 +94,8 @@ func TestSuite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runtimetest.Run(t, r)
+	runtimetest.RunWith(t, r, runtimetest.Options{
+		NoUnprivileged: "the stand-in apptainer is this test binary, which uid 65534 cannot run"})
 }
 
 // TestCommandLine checks what a real apptainer would be asked to do.

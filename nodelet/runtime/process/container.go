@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,9 +36,17 @@ type container struct {
 
 func (c *container) ID() string { return c.id }
 
-// AttachSocket is where troupe-init serves a Spec.TTY command's
-// terminal: in the container's directory.
-func (c *container) AttachSocket() string { return filepath.Join(c.dir, attach.SocketName) }
+// DialTerminal implements runtime.Terminal: the socket the nodelet bound
+// in the container's private directory, served by troupe-init, the
+// group's leader.
+func (c *container) DialTerminal() (net.Conn, error) {
+	return attach.DialPeer(attachSock(c.dir), c.pgid)
+}
+
+// attachSock is where a Spec.TTY container's attach socket is bound: in
+// dir/private, root's (the nodelet's user's) and 0700, which the
+// command, running as the job's user, cannot reach.
+func attachSock(dir string) string { return filepath.Join(dir, "private", attach.SocketName) }
 
 func (c *container) watch() {
 	_ = c.cmd.Wait()

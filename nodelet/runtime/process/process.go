@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -68,6 +69,15 @@ func (Runtime) Start(_ context.Context, s runtime.Spec) (runtime.Container, erro
 		return nil, err
 	}
 	cmd := command(s, home)
+	if s.TTY {
+		sock, err := bindTerminal(s.Dir)
+		if err != nil {
+			_ = os.RemoveAll(s.Dir)
+			return nil, err
+		}
+		defer sock.Close() // troupe-init holds its own
+		cmd.ExtraFiles = []*os.File{sock}
+	}
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(s.Dir)
 		return nil, fmt.Errorf("starting %s: %w", s.ID, err)
@@ -75,6 +85,19 @@ func (Runtime) Start(_ context.Context, s runtime.Spec) (runtime.Container, erro
 	c := &container{id: s.ID, dir: s.Dir, cmd: cmd, pgid: cmd.Process.Pid, done: make(chan struct{})}
 	go c.watch()
 	return c, nil
+}
+
+// bindTerminal makes dir/private (0700) and binds the attach socket in
+// it, for troupe-init to inherit as descriptor 3.
+func bindTerminal(dir string) (*os.File, error) {
+	priv := filepath.Dir(attachSock(dir))
+	if err := os.RemoveAll(priv); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(priv, 0o700); err != nil {
+		return nil, err
+	}
+	return attach.Bind(attachSock(dir))
 }
 
 // check refuses what this runtime cannot honour.
@@ -103,7 +126,7 @@ func command(s runtime.Spec, home string) *exec.Cmd {
 	case len(args) == 0:
 		args = []string{s.Init, "wait"}
 	case s.TTY:
-		args = append([]string{s.Init, "--tty", s.Dir, "run", "--"}, args...)
+		args = append([]string{s.Init, "--tty-fd", "3", "run", "--"}, args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	if lp, err := lookPath(args[0], s.Env); err == nil {

@@ -2,10 +2,12 @@ package runc
 
 import (
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -36,16 +38,29 @@ type layout struct {
 }
 
 func (l layout) bundle() string { return filepath.Join(l.dir, "bundle") }
-func (l layout) rootfs() string { return filepath.Join(l.dir, "bundle", "rootfs") }
 func (l layout) home() string   { return filepath.Join(l.dir, "home") }
 
-// status is the writable directory troupe-init writes its exit status
-// in (mounted at statusDir): the container's exit outlives the nodelet.
-func (l layout) status() string   { return filepath.Join(l.dir, "status") }
-func (l layout) exitFile() string { return filepath.Join(l.status(), "exit") }
+// skeleton is the ImageHost root: top-level directories only, in the
+// bundle (buildHostRootfs).
+func (l layout) skeleton() string { return filepath.Join(l.dir, "bundle", "rootfs") }
 
-// statusDir is where layout.status is mounted inside the container.
-const statusDir = "/.troupe/status"
+// upper and work are the overlay's writable layer over an image: where
+// runc makes the mountpoints the image lacks, never in the image itself.
+func (l layout) upper() string { return filepath.Join(l.dir, "overlay", "upper") }
+func (l layout) work() string  { return filepath.Join(l.dir, "overlay", "work") }
+
+// private is root's own directory of the container (0700, mounted
+// nowhere): the attach socket and the exit file live there, handed to
+// troupe-init as inherited descriptors, so no job can replace them.
+func (l layout) private() string    { return filepath.Join(l.dir, "private") }
+func (l layout) exitFile() string   { return filepath.Join(l.private(), "exit") }
+func (l layout) attachSock() string { return filepath.Join(l.private(), attach.SocketName) }
+
+// The descriptors troupe-init inherits (runc run --preserve-fds).
+const (
+	exitFD = 3 // the exit file, always
+	ttyFD  = 4 // the bound attach socket, Spec.TTY only
+)
 
 // ociSpec builds the OCI config for s. hostDirs are the image's read-only
 // bind mounts (empty for a rootfs image).
@@ -74,15 +89,16 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 			Namespaces:    ns,
 			MaskedPaths:   maskedPaths,
 			ReadonlyPaths: readonlyPaths,
+			Seccomp:       seccompProfile(),
 		},
 	}
 }
 
 func process(s runtime.Spec) *specs.Process {
 	args := append([]string{runtime.InitPath}, s.InitArgs...)
-	args = append(args, "--exit-file", statusDir+"/exit")
+	args = append(args, "--exit-fd", strconv.Itoa(exitFD))
 	if s.TTY {
-		args = append(args, "--tty", statusDir)
+		args = append(args, "--tty-fd", strconv.Itoa(ttyFD))
 	}
 	if len(s.Args) > 0 {
 		args = append(append(args, "run", "--"), s.Args...)
@@ -163,7 +179,6 @@ func mounts(s runtime.Spec, l layout, hostDirs []string) []specs.Mount {
 			Options: []string{"nosuid", "nodev", "mode=1777"}},
 		bind(l.home(), runtime.HomeDir, false),
 		bind(s.Init, runtime.InitPath, true),
-		bind(l.status(), statusDir, false),
 	)
 	for _, m := range s.Mounts {
 		ms = append(ms, bind(m.Source, m.Target, m.ReadOnly))

@@ -1,19 +1,19 @@
 package runc
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,7 +26,8 @@ import (
 // container is one detached runc container and its bundle. Its init
 // process is not the nodelet's child (runc run -d), so a restarted
 // nodelet watches it the same way: a pidfd on the init pid, and the exit
-// status troupe-init writes to layout.exitFile.
+// status troupe-init writes to layout.exitFile (through the descriptor
+// it inherited: it never sees the path).
 type container struct {
 	rt  *Runtime
 	id  string
@@ -37,18 +38,20 @@ type container struct {
 	exit  runtime.Exit
 	usage runtime.Usage // read from the cgroups as init exited
 
-	oom    atomic.Bool   // runc events reported an OOM kill
-	events chan struct{} // closed when runc events has ended; nil if never started
-
 	mu        sync.Mutex // serialises Destroy
 	destroyed bool
 }
 
-// AttachSocket is where troupe-init serves a Spec.TTY container's
-// terminal: in the status directory, which the host sees too.
-func (c *container) AttachSocket() string { return filepath.Join(c.l.status(), attach.SocketName) }
+// DialTerminal implements runtime.Terminal: the socket the nodelet
+// bound in the container's private directory, served by its init.
+func (c *container) DialTerminal() (net.Conn, error) {
+	return attach.DialPeer(c.l.attachSock(), c.pid)
+}
 
 var _ runtime.Container = (*container)(nil)
+
+// killTimeout bounds Signal(SIGKILL)'s wait for every task to be gone.
+const killTimeout = 30 * time.Second
 
 func (c *container) ID() string { return c.id }
 
@@ -69,25 +72,38 @@ func (c *container) watch(pidfd int) {
 		_ = unix.Close(pidfd)
 	}
 	exit := readExit(c.l.exitFile())
-	if c.events != nil && exit.Code != 0 {
-		select { // the OOM event may trail the exit a little
-		case <-c.events:
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	exit.OOM = (c.oom.Load() || oomKilled(c.id)) && exit.Code != 0
+	// The kernel counts an OOM kill before its victim dies: the count
+	// is in the cgroup by the time init has exited.
+	exit.OOM = oomKilled(c.id) && exit.Code != 0
 	c.exit = exit
 	c.usage = readUsage(cgroupBase, c.id)
 	close(c.done)
 }
 
-// readExit turns troupe-init's exit file into an Exit. No file means init
-// itself was killed, by SIGKILL (runc kill, delete --force, the OOM
-// killer) as nothing else ends it without it writing the file.
+// maxExitFile caps what is read of the exit file: a decimal status and
+// a newline.
+const maxExitFile = 16
+
+// readExit turns troupe-init's exit file into an Exit. The file is in
+// root's private directory; it is still opened without following a
+// symlink or blocking on a FIFO, must be a regular file and is read up
+// to maxExitFile bytes. No status in it means init itself was killed, by
+// SIGKILL (runc kill, delete --force, the OOM killer) as nothing else
+// ends it without it writing the status.
 func readExit(path string) runtime.Exit {
-	b, err := os.ReadFile(path)
+	killed := runtime.Exit{Code: 128 + int(syscall.SIGKILL), Signal: syscall.SIGKILL}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return runtime.Exit{Code: 128 + int(syscall.SIGKILL), Signal: syscall.SIGKILL}
+		return killed
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return killed
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, maxExitFile))
+	if len(b) == 0 {
+		return killed
 	}
 	code, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
@@ -140,6 +156,16 @@ func (c *container) Signal(sig syscall.Signal) error {
 	default:
 	}
 	args := []string{"kill", c.id, fmt.Sprint(int(sig))}
+	if sig == syscall.SIGKILL {
+		// Every task at once, however hard it forks or however
+		// throttled its cgroup: the init goes with them.
+		ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+		defer cancel()
+		if err := killAll(ctx, cgroupBase, c.id); err != nil {
+			return fmt.Errorf("container %s: %w", c.id, err)
+		}
+		return nil
+	}
 	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
 		// troupe-init cannot forward what it cannot catch: every
 		// process of the container stops (or goes on) together.
@@ -178,6 +204,9 @@ func (c *container) Destroy(ctx context.Context) error {
 		return errors.Join(append(errs, ctx.Err())...)
 	}
 	if err := removeCgroups(c.id); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmountOverlay(c.rt.rootMount(c.id)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(c.l.dir); err != nil {
@@ -219,28 +248,6 @@ func removeCgroups(id string) error {
 	return errors.Join(errs...)
 }
 
-// watchEvents (when c.events was made) follows `runc events` for OOM notifications until the
-// container is gone.
-func (c *container) watchEvents() {
-	cmd := exec.Command(c.rt.binary, "--root", c.rt.root, "events", "--interval", "1h", c.id)
-	out, err := cmd.StdoutPipe()
-	if err != nil || cmd.Start() != nil {
-		close(c.events)
-		return
-	}
-	go func() {
-		defer close(c.events)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			var ev struct{ Type string }
-			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Type == "oom" {
-				c.oom.Store(true)
-			}
-		}
-		_ = cmd.Wait()
-	}()
-}
-
 // state is what `runc state` says of a container.
 type state struct {
 	Status string `json:"status"`
@@ -269,7 +276,7 @@ func (r *Runtime) state(ctx context.Context, id string) (state, error) {
 
 // attach makes the container value for id, whose init is pid (0: it has
 // exited), and starts watching it.
-func (r *Runtime) attach(id string, l layout, pid int, oomEvents bool) *container {
+func (r *Runtime) attach(id string, l layout, pid int) *container {
 	c := &container{rt: r, id: id, l: l, pid: pid, done: make(chan struct{})}
 	pidfd := -1
 	if pid > 0 {
@@ -278,10 +285,6 @@ func (r *Runtime) attach(id string, l layout, pid int, oomEvents bool) *containe
 			pidfd = fd
 		}
 		// ESRCH: it has already exited (and was reaped).
-	}
-	if oomEvents && pidfd >= 0 {
-		c.events = make(chan struct{})
-		c.watchEvents()
 	}
 	r.remember(id)
 	go c.watch(pidfd)

@@ -69,7 +69,7 @@ func TestIsolation(t *testing.T) {
 			"echo a > /tmp/x && echo b > /home/work/y && cat /tmp/x /home/work/y | tr -d '\\n'",
 			func(s *runtime.Spec) { s.UID, s.GID = 1234, 2345 }, "ab"},
 		{"PidNamespaceInitIsPID1", "tr '\\0' ' ' < /proc/1/cmdline", nil,
-			runtime.InitPath + " --exit-file /.troupe/status/exit run -- sh -c tr '\\0' ' ' < /proc/1/cmdline"},
+			runtime.InitPath + " --exit-fd 3 run -- sh -c tr '\\0' ' ' < /proc/1/cmdline"},
 		{"NoCapsForUsers", "grep CapEff /proc/self/status | tr -d '\\t'",
 			func(s *runtime.Spec) { s.UID = 1234 }, "CapEff:0000000000000000"},
 		{"DeviceNode", "test -c /dev/kmsg && echo device || echo missing",
@@ -120,7 +120,7 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new nodelet process: same state dir, no Container handle.
-	r2 := &Runtime{binary: r.binary, root: r.root, images: r.images}
+	r2 := &Runtime{binary: r.binary, root: r.root, mnt: r.mnt, images: r.images}
 	if err := r2.Cleanup(context.Background()); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}

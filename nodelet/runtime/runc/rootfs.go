@@ -1,9 +1,16 @@
 package runc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
 // hostTopDirs are the host's top-level entries an ImageHost container sees.
@@ -45,4 +52,54 @@ func buildHostRootfs(rootfs string) ([]string, error) {
 		}
 	}
 	return dirs, nil
+}
+
+// mountOverlay mounts an overlay at mnt whose lower layer is the image
+// directory lower, read-only to the container (runc remounts its root
+// read-only), and whose upper layer is the container's own (l.upper):
+// the mountpoints runc makes (/dev, /proc, /home/work, mount targets the
+// image lacks) go there, so nothing is ever written into the image.
+func mountOverlay(lower string, l layout, mnt string) error {
+	if strings.ContainsAny(lower, ",:\\") {
+		return fmt.Errorf("image %s: %w: ',', ':' and '\\' cannot be in an overlay's lower directory", lower, runtime.ErrInvalidSpec)
+	}
+	fi, err := os.Stat(lower)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", lower, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("image %s: %w: not a directory", lower, runtime.ErrInvalidSpec)
+	}
+	for _, d := range []string{l.upper(), l.work(), mnt} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	// The overlay's root takes the upper directory's owner and mode:
+	// give it the image's, or "/" would be root's 0700.
+	st := fi.Sys().(*syscall.Stat_t)
+	if err := os.Chown(l.upper(), int(st.Uid), int(st.Gid)); err != nil {
+		return err
+	}
+	if err := os.Chmod(l.upper(), fi.Mode().Perm()); err != nil {
+		return err
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, l.upper(), l.work())
+	if err := unix.Mount("overlay", mnt, "overlay", unix.MS_NODEV|unix.MS_NOSUID, opts); err != nil {
+		return fmt.Errorf("image %s: overlay at %s: %w", lower, mnt, err)
+	}
+	return nil
+}
+
+// unmountOverlay undoes mountOverlay (lazily: the container's mount
+// namespace may still hold it a moment) and removes the mountpoint. An
+// overlay that is not mounted is no error.
+func unmountOverlay(mnt string) error {
+	if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+		return fmt.Errorf("unmounting %s: %w", mnt, err)
+	}
+	if err := os.Remove(mnt); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", mnt, err)
+	}
+	return nil
 }

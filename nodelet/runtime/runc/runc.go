@@ -8,20 +8,38 @@
 //	                     read-only binds of the host's, symlinks kept
 //	bundle/runc.log      runc's own log, quoted in start errors
 //	home/                bind-mounted writable at /home/work, owned by UID
+//	overlay/{upper,work} other images: the writable layer of the overlay
+//	                     that is the container's root
+//	private/             root's, 0700, mounted nowhere: exit (the exit
+//	                     file) and attach.sock (Spec.TTY)
 //
-//	status/              writable, at /.troupe/status: troupe-init's exit file
+// and <state>/rootfs/<id>, the mountpoint of that overlay. An image
+// directory is only ever the overlay's lower layer: the mountpoints runc
+// makes go to the upper one, and the root is read-only in the container,
+// so nothing is written into the image.
 //
 // The container runs detached (`runc --root <state>/runc run -d`) with
 // the output file as its stdout and stderr, so it outlives the nodelet:
 // Recover re-attaches to it by id. troupe-init is its pid 1, forwards
 // signals to the command's process group and writes the exit status to
-// status/exit; the nodelet waits on a pidfd of the init's pid. Namespaces: pid,
-// mount, uts, ipc, and the network namespace Spec.NetNS names (the
+// the exit file, which the nodelet made and hands it as descriptor 3
+// (runc run --preserve-fds); a Spec.TTY container's attach socket is
+// bound by the nodelet and handed over as descriptor 4, and the nodelet
+// connects only to a socket whose listener is the container's init
+// (attach.DialPeer). No path the container can reach is opened by the
+// nodelet. The nodelet waits on a pidfd of the init's pid. Namespaces:
+// pid, mount, uts, ipc, and the network namespace Spec.NetNS names (the
 // node's network when empty). Images other than "host" and rootfs
 // directories (OCI layouts and archives, SIFs) are unpacked once into
 // <state>/images by package image; every image's root is read-only (as
 // with Apptainer): /tmp and /home/work are the writable places. Cgroup
-// /troupe/<id> gets the CPU quota, memory limit and a pids limit.
+// /troupe/<id> gets the CPU quota, memory limit and a pids limit; a
+// seccomp filter in the spirit of Docker's default profile refuses what
+// a batch job has no business calling (seccomp.go).
+//
+// Stopping (Signal SIGKILL, Destroy) lifts the CPU quota, freezes the
+// cgroup, SIGKILLs every task and thaws it (killAll): a fork bomb under
+// a CPU quota dies within seconds.
 package runc
 
 import (
@@ -49,6 +67,7 @@ var ErrNoRunc = errors.New("runc binary not found")
 type Runtime struct {
 	binary string
 	root   string       // runc --root: runc's state of our containers
+	mnt    string       // mountpoints of image overlays, by container id
 	images *image.Store // unpacked OCI and SIF images, by digest
 
 	mu   sync.Mutex
@@ -96,23 +115,28 @@ func New(binary, stateDir string) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	root := filepath.Join(stateDir, "runc")
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, err
+	root, mnt := filepath.Join(stateDir, "runc"), filepath.Join(stateDir, "rootfs")
+	for _, d := range []string{root, mnt} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
 	}
 	images, err := image.NewStore(filepath.Join(stateDir, "images"))
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{binary: bin, root: root, images: images, live: map[string]bool{}}, nil
+	return &Runtime{binary: bin, root: root, mnt: mnt, images: images, live: map[string]bool{}}, nil
 }
 
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return Name }
 
+// rootMount is where container id's image overlay is mounted.
+func (r *Runtime) rootMount(id string) string { return filepath.Join(r.mnt, id) }
+
 // Cleanup force-deletes every container runc knows under our root,
-// except those this Runtime started or recovered, and any cgroup they
-// left.
+// except those this Runtime started or recovered, and any cgroup and
+// image overlay they left.
 func (r *Runtime) Cleanup(ctx context.Context) error {
 	out, err := r.runc(ctx, "list", "-q")
 	if err != nil {
@@ -127,16 +151,29 @@ func (r *Runtime) Cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	ents, err := os.ReadDir(r.mnt)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, e := range ents {
+		if !r.isLive(e.Name()) {
+			if err := unmountOverlay(r.rootMount(e.Name())); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// delete force-deletes id; a container runc does not know is no error.
+// delete kills every task of id (killAll), then force-deletes it; a
+// container runc does not know is no error.
 func (r *Runtime) delete(ctx context.Context, id string) error {
+	kerr := killAll(ctx, cgroupBase, id)
 	out, err := r.runc(ctx, "delete", "--force", id)
 	if err != nil && !notExist(out) {
-		return fmt.Errorf("runc delete %s: %w: %s", id, err, bytes.TrimSpace(out))
+		return errors.Join(kerr, fmt.Errorf("runc delete %s: %w: %s", id, err, bytes.TrimSpace(out)))
 	}
-	return removeCgroups(id)
+	return errors.Join(kerr, removeCgroups(id))
 }
 
 // runc runs a short runc command and returns its combined output.

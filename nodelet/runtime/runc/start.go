@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -27,17 +28,25 @@ func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container,
 		return nil, fmt.Errorf("%w: runc needs the troupe-init binary", runtime.ErrInvalidSpec)
 	}
 	l := layout{dir: s.Dir}
-	if err := r.writeBundle(s, l); err != nil {
+	files, err := r.writeBundle(s, l)
+	defer func() {
+		for _, f := range files {
+			f.Close() // troupe-init holds its own
+		}
+	}()
+	if err != nil {
+		_ = unmountOverlay(r.rootMount(s.ID))
 		_ = os.RemoveAll(s.Dir)
 		return nil, err
 	}
-	pid, err := r.launch(ctx, s, l)
+	pid, err := r.launch(ctx, s, l, files)
 	if err != nil {
 		_ = r.delete(context.WithoutCancel(ctx), s.ID)
+		_ = unmountOverlay(r.rootMount(s.ID))
 		_ = os.RemoveAll(s.Dir)
 		return nil, err
 	}
-	return r.attach(s.ID, l, pid, s.Memory > 0), nil
+	return r.attach(s.ID, l, pid), nil
 }
 
 // Recover implements runtime.Runtime: runc state tells whether id still
@@ -58,7 +67,7 @@ func (r *Runtime) Recover(ctx context.Context, id, dir string) (runtime.Containe
 	if st.Status == "stopped" {
 		pid = 0
 	}
-	return r.attach(id, l, pid, memoryLimited(l)), nil
+	return r.attach(id, l, pid), nil
 }
 
 // idOK is runtime.Spec's id rule.
@@ -66,66 +75,74 @@ func idOK(id string) bool {
 	return runtime.Spec{ID: id, Dir: "/", Init: "x"}.Validate() == nil
 }
 
-// memoryLimited tells from the bundle whether the container had a
-// memory limit (and so may be OOM-killed).
-func memoryLimited(l layout) bool {
-	b, err := os.ReadFile(filepath.Join(l.bundle(), "config.json"))
-	if err != nil {
-		return false
-	}
-	var sp struct {
-		Linux struct {
-			Resources struct {
-				Memory *struct{ Limit *int64 } `json:"memory"`
-			} `json:"resources"`
-		} `json:"linux"`
-	}
-	return json.Unmarshal(b, &sp) == nil && sp.Linux.Resources.Memory != nil && sp.Linux.Resources.Memory.Limit != nil
-}
-
-// writeBundle prepares home, status, rootfs and config.json.
-func (r *Runtime) writeBundle(s runtime.Spec, l layout) error {
+// writeBundle prepares home, the private directory with the exit file
+// (and the attach socket), the root and config.json. It returns the
+// files troupe-init inherits, in descriptor order from exitFD.
+func (r *Runtime) writeBundle(s runtime.Spec, l layout) ([]*os.File, error) {
 	if err := os.MkdirAll(l.bundle(), 0o700); err != nil {
-		return err
+		return nil, err
 	}
-	for _, d := range []string{l.home(), l.status()} {
-		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
+	if err := os.Mkdir(l.home(), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	if err := os.Lchown(l.home(), s.UID, s.GID); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(l.private()); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(l.private(), 0o700); err != nil {
+		return nil, err
+	}
+	exit, err := os.OpenFile(l.exitFile(), os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	files := []*os.File{exit}
+	if s.TTY {
+		sock, err := attach.Bind(l.attachSock())
+		if err != nil {
+			return files, err
 		}
-		if err := os.Chown(d, s.UID, s.GID); err != nil {
-			return err
-		}
+		files = append(files, sock)
 	}
 	root, hostDirs := s.ImageOrHost(), []string(nil)
 	if root == runtime.ImageHost {
-		dirs, err := buildHostRootfs(l.rootfs())
+		dirs, err := buildHostRootfs(l.skeleton())
 		if err != nil {
-			return err
+			return files, err
 		}
-		root, hostDirs = l.rootfs(), dirs
+		root, hostDirs = l.skeleton(), dirs
 	} else {
 		images := r.images
 		if images == nil {
-			return fmt.Errorf("image %s: this runtime has no image store", root)
+			return files, fmt.Errorf("image %s: this runtime has no image store", root)
 		}
-		var err error
-		if root, err = images.Rootfs(root); err != nil {
-			return err
+		lower, err := images.Rootfs(root)
+		if err != nil {
+			return files, err
+		}
+		root = r.rootMount(s.ID)
+		if err := mountOverlay(lower, l, root); err != nil {
+			return files, err
 		}
 	}
 	b, err := json.MarshalIndent(ociSpec(s, l, root, hostDirs), "", "  ")
 	if err != nil {
-		return err
+		return files, err
 	}
-	return os.WriteFile(filepath.Join(l.bundle(), "config.json"), b, 0o600)
+	return files, os.WriteFile(filepath.Join(l.bundle(), "config.json"), b, 0o600)
 }
 
-// launch runs `runc run -d`, in its own process group so that a
+// launch runs `runc run -d` with files as the init's descriptors from
+// exitFD on, in its own process group so that a
 // terminal's ^C reaches the nodelet only, and returns the init's pid.
-func (r *Runtime) launch(ctx context.Context, s runtime.Spec, l layout) (int, error) {
+func (r *Runtime) launch(ctx context.Context, s runtime.Spec, l layout, files []*os.File) (int, error) {
 	cmd := exec.CommandContext(ctx, r.binary, "--root", r.root, "--log", l.log(),
-		"run", "-d", "--bundle", l.bundle(), "--pid-file", l.pidFile(), s.ID)
+		"run", "-d", "--bundle", l.bundle(), "--pid-file", l.pidFile(),
+		"--preserve-fds", strconv.Itoa(len(files)), s.ID)
 	cmd.Dir = l.bundle()
+	cmd.ExtraFiles = files
 	if s.Stdout != nil {
 		cmd.Stdout = s.Stdout
 	}

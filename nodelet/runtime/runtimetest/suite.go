@@ -3,8 +3,11 @@ package runtimetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +26,10 @@ type Options struct {
 	Image string
 	// Init is a troupe-init binary already built; empty: BuildInit.
 	Init string
+	// NoUnprivileged, when set, says why the driver cannot run a
+	// container as uid 65534 on this machine; the tests that attack as
+	// that user skip with it.
+	NoUnprivileged string
 }
 
 // Run runs the behaviour suite against r, one subtest per behaviour.
@@ -55,10 +62,17 @@ func RunWith(t *testing.T, r rt.Runtime, o Options) {
 		{"RecoverExited", testRecoverExited},
 		{"RecoverUnknown", testRecoverUnknown},
 		{"Terminal", testTerminal},
+		{"TerminalNotRedirectable", testTerminalNotRedirectable},
+		{"ExitStatusNotRedirectable", testExitNotRedirectable},
 		{"Usage", testUsage},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, r, init) })
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasSuffix(tc.name, "NotRedirectable") && o.NoUnprivileged != "" {
+				t.Skipf("SKIP: %s", o.NoUnprivileged)
+			}
+			tc.fn(t, r, init)
+		})
 	}
 }
 
@@ -313,11 +327,11 @@ func testTerminal(t *testing.T, r rt.Runtime, init string) {
 	}
 	var conn io.ReadWriteCloser
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if conn, err = attach.Dial(term.AttachSocket()); err == nil {
+		if conn, err = term.DialTerminal(); err == nil {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("attach socket %s: %v", term.AttachSocket(), err)
+		if errors.Is(err, attach.ErrUntrusted) || time.Now().After(deadline) {
+			t.Fatalf("attach socket: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -361,4 +375,166 @@ func testUsage(t *testing.T, r rt.Runtime, init string) {
 		t.Errorf("usage = %+v, want some CPU time and a peak memory", u)
 	}
 	t.Logf("usage: %v CPU, %d KiB peak", u.CPU, u.MemPeak>>10)
+}
+
+// openUp makes dir and its parent (a t.TempDir's) searchable by every
+// user, so that an unprivileged container user reaches what is in it.
+func openUp(t *testing.T, dir string) {
+	t.Helper()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// unprivileged returns a copy of init that uid 65534 may run, and
+// adjusts spec to run as that user (the attacker of issue 19); it skips
+// without root.
+func unprivileged(t *testing.T, init string, spec *rt.Spec) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: running a container as uid 65534 needs root")
+	}
+	dir := t.TempDir()
+	openUp(t, dir)
+	b, err := os.ReadFile(init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Init = filepath.Join(dir, "troupe-init")
+	if err := os.WriteFile(spec.Init, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec.UID, spec.GID = 65534, 65534
+}
+
+// testTerminalNotRedirectable: a terminal command running as an
+// unprivileged user replaces every attach socket path it can name with
+// a symlink to another socket (on the node, schedd's would give it root
+// on schedd's API, issue 19). The driver's next connection still reaches
+// the container's terminal, and the other socket is never dialled.
+func testTerminalNotRedirectable(t *testing.T, r rt.Runtime, init string) {
+	spec, _ := NewSpec(t, init)
+	unprivileged(t, init, &spec)
+	spec.Workdir = "/"
+	decoyDir := t.TempDir()
+	openUp(t, decoyDir)
+	decoy := filepath.Join(decoyDir, "decoy.sock")
+	ln, err := net.Listen("unix", decoy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := os.Chmod(decoy, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	dialled := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			select {
+			case dialled <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	// Where the socket was (runc's old status directory), and where
+	// the drivers keep it now.
+	var paths []string
+	for _, p := range []string{"/.troupe/status", spec.Dir, spec.Dir + "/status", spec.Dir + "/private"} {
+		paths = append(paths, p+"/"+attach.SocketName)
+	}
+	spec.Args = []string{"sh", "-c", `for p in "$@"; do rm -f "$p" 2>/dev/null; ln -s ` + decoy +
+		` "$p" 2>/dev/null && echo "replaced $p"; done; echo attacked; read x; echo "got:$x"; exit 4`, "sh"}
+	spec.Args = append(spec.Args, paths...)
+	spec.TTY = true
+	c, err := r.Start(context.Background(), spec)
+	if errors.Is(err, rt.ErrUnsupported) {
+		t.Skipf("%s has no terminals: %v", r.Name(), err)
+	}
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Destroy(context.Background()) })
+	term := c.(rt.Terminal)
+	dial := func() io.ReadWriteCloser {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			conn, err := term.DialTerminal()
+			if err == nil {
+				return conn
+			}
+			if errors.Is(err, attach.ErrUntrusted) || time.Now().After(deadline) {
+				t.Fatalf("attach socket: %v", err)
+			}
+		}
+	}
+	// The first client starts the command, which attacks.
+	first := dial()
+	_ = first.(net.Conn).SetReadDeadline(time.Now().Add(20 * time.Second))
+	if err := attach.WriteWindow(first, 24, 80); err != nil {
+		t.Fatal(err)
+	}
+	fr := attach.NewReader(first)
+	var shown strings.Builder
+	for !strings.Contains(shown.String(), "attacked") {
+		f, err := fr.Next()
+		if err != nil {
+			t.Fatalf("first client: %v (terminal showed %q)", err, shown.String())
+		}
+		shown.Write(f.Payload)
+	}
+	first.Close()
+	// The second one must reach the same terminal.
+	second := dial()
+	_ = second.(net.Conn).SetDeadline(time.Now().Add(20 * time.Second))
+	in := strings.NewReader("typed\n")
+	var out strings.Builder
+	code, err := attach.Run(second, in, &out)
+	if err != nil || code != 4 || !strings.Contains(out.String(), "got:typed") {
+		t.Errorf("second client: exit %d, %v, terminal %q; want the container's terminal and exit 4", code, err, out.String())
+	}
+	select {
+	case <-dialled:
+		t.Errorf("the driver dialled the socket the container's symlink pointed at (terminal: %q)", shown.String())
+	default:
+	}
+	if strings.Contains(shown.String(), "replaced") {
+		t.Logf("the command replaced paths, harmlessly: %q", shown.String())
+	}
+}
+
+// testExitNotRedirectable: a command running as an unprivileged user
+// puts a FIFO (and /dev/zero symlinks) wherever an exit file could be;
+// its exit status still arrives, and Wait does not hang (issue 19: a FIFO
+// at runc's old exit path hung the nodelet in open()).
+func testExitNotRedirectable(t *testing.T, r rt.Runtime, init string) {
+	spec, _ := NewSpec(t, init)
+	unprivileged(t, init, &spec)
+	spec.Workdir = "/"
+	var script strings.Builder
+	for _, d := range []string{"/.troupe/status", spec.Dir + "/status", spec.Dir + "/private", spec.Dir} {
+		fmt.Fprintf(&script, "rm -f %[1]s/exit 2>/dev/null; mkfifo %[1]s/exit 2>/dev/null; mkdir %[1]s/exit.tmp 2>/dev/null; ", d)
+	}
+	script.WriteString("ln -s /dev/zero /.troupe/status/exit.tmp/x 2>/dev/null; exit 9")
+	spec.Args = []string{"sh", "-c", script.String()}
+	c := Start(t, r, spec)
+	if e := WaitExit(t, c, 20*time.Second); e.Code != 9 {
+		t.Errorf("exit = %+v, want code 9", e)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Destroy(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("destroy hangs")
+	}
 }
