@@ -146,6 +146,31 @@ job "late" {
 		}
 	})
 
+	// Issue 12 item 5: a fork bomb in a CPU-throttled container ends
+	// TIMEOUT at its walltime; the stop freezes the cgroup and lifts the
+	// quota before it kills, so throttling cannot outlast it.
+	t.Run("fork bomb past walltime", func(t *testing.T) {
+		dir := t.TempDir()
+		start := time.Now()
+		id, code := c.submit(dir, "bomb", `
+job "bomb" {
+  walltime = "3s"
+  resources {
+    cpu = 0.5
+  }
+  image   = "host"
+  command = ["sh", "-c", "bomb4345() { bomb4345 | bomb4345 & }; bomb4345; exec sleep 4345"]
+}`, "--wait")
+		j := c.job(id)
+		if code != 1 || j.State != api.JobTimeout {
+			t.Fatalf("bsub --wait exited %d, job %s (%s); want 1 and TIMEOUT", code, j.State, j.Reason)
+		}
+		t.Logf("a fork bomb with a 3s walltime ended TIMEOUT %v after its submit", time.Since(start).Round(100*time.Millisecond))
+		if running("bomb4345") {
+			t.Error("the fork bomb's processes outlived the job")
+		}
+	})
+
 	t.Run("pending until room frees", func(t *testing.T) {
 		dir := t.TempDir()
 		big, _ := c.submit(dir, "big", `
