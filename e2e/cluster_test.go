@@ -161,11 +161,26 @@ func leftovers(dir string, procs bool) string {
 // run runs a troupe command against the cluster in dir.
 func (c *devCluster) run(dir string, name string, args ...string) (string, string, int) {
 	c.t.Helper()
+	return c.runCred(nil, dir, name, args...)
+}
+
+// runAs is run as uid (and gid uid): a user other than the one who
+// started the cluster.
+func (c *devCluster) runAs(uid uint32, dir, name string, args ...string) (string, string, int) {
+	c.t.Helper()
+	return c.runCred(&syscall.Credential{Uid: uid, Gid: uid}, dir, name, args...)
+}
+
+func (c *devCluster) runCred(cred *syscall.Credential, dir string, name string, args ...string) (string, string, int) {
+	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin+"/"+name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "TROUPE_ADDR="+c.addr)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

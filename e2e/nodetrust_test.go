@@ -3,11 +3,9 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -111,23 +109,4 @@ job "fifo" {
 	}
 	j := c.waitState(id, time.Minute, func(j api.Job) bool { return j.State.Terminal() })
 	t.Logf("job ended %s after bkill", j.State)
-}
-
-// runAs is run as uid (and gid uid).
-func (c *devCluster) runAs(uid uint32, dir, name string, args ...string) (string, string, int) {
-	c.t.Helper()
-	cmd := exec.Command(bin+"/"+name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "TROUPE_ADDR="+c.addr)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		c.t.Fatalf("%s: %v", name, err)
-	}
-	return stdout.String(), stderr.String(), code
 }
