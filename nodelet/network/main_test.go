@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/troupe-hpc/troupe/internal/api")
+	"github.com/troupe-hpc/troupe/internal/api"
+)
 
 // envInNetNS marks the test binary re-run in a network namespace of its
 // own.
@@ -76,4 +77,3 @@ func nodeAddr(t testing.TB) {
 		}
 	}
 }
-
