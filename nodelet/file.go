@@ -33,6 +33,9 @@ type File struct {
 	FakeGPUs int `hcl:"fake_gpus,optional"`
 	// PidsLimit caps the tasks of one container; 0: 4096.
 	PidsLimit int64 `hcl:"pids_limit,optional"`
+	// DefaultSubnet is the default network's subnet (Config.DefaultSubnet):
+	// "" for 10.199.0.0/16, "none" for no default network.
+	DefaultSubnet string `hcl:"default_subnet,optional"`
 }
 
 // LoadFile reads a nodelet.hcl. Errors carry file, line and column.
@@ -96,5 +99,8 @@ func (f File) Apply(c *Config) {
 	}
 	if c.PidsLimit == 0 {
 		c.PidsLimit = f.PidsLimit
+	}
+	if c.DefaultSubnet == "" {
+		c.DefaultSubnet = f.DefaultSubnet
 	}
 }
