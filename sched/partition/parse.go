@@ -39,7 +39,7 @@ var (
 		Blocks: []hcl.BlockHeaderSchema{{Type: "user_limits"}, {Type: "network"}},
 	}
 	networkSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "egress"}}}
-	limitsSchema = &hcl.BodySchema{
+	limitsSchema  = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "max_jobs"}, {Name: "max_submit_jobs"}, {Name: "max_cpu"}, {Name: "max_memory"}, {Name: "max_gpu"},
 		},
