@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/troupe-hpc/troupe/nodelet/network"
 )
 
 // EnvConfig names the nodelet's config file when --config is not given.
@@ -63,6 +65,11 @@ func LoadFile(path string) (File, error) {
 			if !filepath.IsAbs(r) {
 				return File{}, fmt.Errorf("%s: allowed_mount_roots: %q is not an absolute path", path, r)
 			}
+		}
+	}
+	if s := fc.DefaultSubnet; s != "" && s != DefaultSubnetNone {
+		if err := network.CheckDefaultSubnet(s); err != nil {
+			return File{}, fmt.Errorf("%s: default_subnet: %w", path, err)
 		}
 	}
 	if fc.FakeGPUs < 0 || fc.PidsLimit < 0 {

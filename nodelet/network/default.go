@@ -55,6 +55,14 @@ type defaultNet struct {
 	used   map[uint32]bool
 }
 
+// CheckDefaultSubnet tells whether subnet can be a default network's:
+// an IPv4 CIDR from /8 to /29 outside SessionRange (New also checks it
+// does not hold the node's address).
+func CheckDefaultSubnet(subnet string) error {
+	_, err := parseDefault(subnet, nil)
+	return err
+}
+
 // parseDefault checks subnet for the default network of a node that
 // advertises local.
 func parseDefault(subnet string, local net.IP) (*defaultNet, error) {
