@@ -32,7 +32,7 @@ func TestLoadDefaultSubnet(t *testing.T) {
 	for src, want := range map[string]string{
 		"default_subnet = \"172.31.0.0/16\"\n": "172.31.0.0/16",
 		"default_subnet = \"none\"\n":          DefaultSubnetNone,
-		"":                                      "",
+		"":                                     "",
 	} {
 		p := filepath.Join(t.TempDir(), "nodelet.hcl")
 		_ = os.WriteFile(p, []byte(src), 0o644)
