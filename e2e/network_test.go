@@ -7,11 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netns"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/nodelet/testhosts"
@@ -32,13 +35,24 @@ func (c *devCluster) hostNamespaces(nodes int) []string {
 }
 
 // sessionLinks lists troupe's session links (trb*, trx*, trv*) and
-// pinned namespaces left in the test hosts.
+// containers' default veths (trd*) left in the test hosts; a default
+// veth is deleted a moment after its container, so it waits for them.
 func sessionLinks(nss []string) string {
+	var left string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if left = sessionLinksNow(nss); left == "" {
+			break
+		}
+	}
+	return left
+}
+
+func sessionLinksNow(nss []string) string {
 	var b strings.Builder
 	for _, ns := range nss {
 		out, _ := exec.Command("ip", "-n", ns, "-o", "link").Output()
 		for _, l := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(l); len(f) > 1 && regexp.MustCompile(`^tr[bxv][0-9]`).MatchString(f[1]) {
+			if f := strings.Fields(l); len(f) > 1 && regexp.MustCompile(`^tr[bxvd][0-9]`).MatchString(f[1]) {
 				fmt.Fprintf(&b, "%s: %s\n", ns, strings.TrimSuffix(f[1], ":"))
 			}
 		}
@@ -347,5 +361,166 @@ job "s" {
 	c.waitState(id, 30*time.Second, func(j api.Job) bool { return j.State.Terminal() })
 	if left := sessionLinks(nss); left != "" {
 		t.Errorf("session links left after the session ended:\n%s", left)
+	}
+}
+
+// listenInNetNS listens on addr in the named network namespace (`ip
+// netns` name; "" for the test's own) and answers every connection with
+// reply.
+func listenInNetNS(t *testing.T, ns, addr, reply string) net.Listener {
+	t.Helper()
+	var (
+		l   net.Listener
+		err error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if ns != "" {
+			runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
+			var h netns.NsHandle
+			if h, err = netns.GetFromName(ns); err != nil {
+				return
+			}
+			defer h.Close()
+			if err = netns.Set(h); err != nil {
+				return
+			}
+		}
+		l, err = net.Listen("tcp4", addr)
+	}()
+	<-done
+	if err != nil {
+		t.Fatalf("listening on %s in %q: %v", addr, ns, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, reply)
+			c.Close()
+		}
+	}()
+	return l
+}
+
+// TestDefaultNetwork (issue 20 item 1): every container has a route out
+// through its node (NAT) besides its session network: main1 of a
+// two-container session and a one-container session reach a TCP server
+// on the submit host (the machine, through the test hosts' uplink);
+// neither reaches a service on its node's own addresses; the second
+// session cannot reach the first over the default network (nor at its
+// session address); a one-container session still finds itself as main1;
+// a session in a partition with network { egress = false } has no route
+// out. Nothing is left once the sessions end.
+func TestDefaultNetwork(t *testing.T) {
+	needRunc(t)
+	if _, err := exec.LookPath("busybox"); err != nil {
+		t.Skip("SKIP: needs busybox (busybox-static; `make deps` installs it)")
+	}
+	dir := t.TempDir()
+	parts := filepath.Join(dir, "partitions.hcl")
+	if err := os.WriteFile(parts, []byte(`
+partition "all" {
+  nodes   = ["*"]
+  default = true
+}
+partition "sealed" {
+  nodes = ["*"]
+  network { egress = false }
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 1, "4", "--partitions", parts)
+	nss := c.hostNamespaces(1)
+	m := regexp.MustCompile(`gateway=(10\.251\.[0-9]+\.254)`).FindStringSubmatch(c.log.String())
+	if m == nil {
+		t.Fatalf("schedd --dev logged no uplink gateway:\n%s", c.log)
+	}
+	submitHost := listenInNetNS(t, "", m[1]+":0", "hello-from-submit-host").Addr().(*net.TCPAddr)
+	nodeService := listenInNetNS(t, nss[0], "0.0.0.0:0", "node-service").Addr().(*net.TCPAddr)
+	dial := func(host string, port int, w int) string {
+		return fmt.Sprintf("$(busybox nc -w %d %s %d </dev/null 2>&1)", w, host, port)
+	}
+
+	a, _ := c.submit(dir, "a", fmt.Sprintf(`
+job "a" {
+  cluster { size = 2 }
+  resources { cpu = 1 }
+  image   = "host"
+  command = ["sh", "-c", %q]
+  role "sub" {
+    command = ["sleep", "600"]
+  }
+  output = "a-%%j.%%h.out"
+}`, strings.Join([]string{
+		"busybox ip -4 -o addr show dev eth1",
+		"echo submit:" + dial(submitHost.IP.String(), submitHost.Port, 5),
+		"echo node:" + dial("10.250.0.1", nodeService.Port, 2),
+		"echo gateway:" + dial("10.199.0.1", nodeService.Port, 2),
+		"echo done",
+		"while :; do echo hi-a | busybox nc -l -p 5000; done",
+	}, "; ")))
+	ja := c.waitState(a, 30*time.Second, func(j api.Job) bool { return j.State == api.JobRunning })
+	outA := waitOutput(t, filepath.Join(dir, fmt.Sprintf("a-%d.main1.out", a)), "done", 60*time.Second)
+	if !strings.Contains(outA, "submit:hello-from-submit-host") {
+		t.Errorf("main1 of a did not reach the submit host:\n%s", outA)
+	}
+	if strings.Contains(outA, "node-service") {
+		t.Errorf("main1 of a reached a service on its node's own address:\n%s", outA)
+	}
+	dm := regexp.MustCompile(`inet (10\.199\.[0-9]+\.[0-9]+)/16`).FindStringSubmatch(outA)
+	if dm == nil {
+		t.Fatalf("main1 of a has no default address on eth1:\n%s", outA)
+	}
+
+	b, code := c.submit(dir, "b", fmt.Sprintf(`
+job "b" {
+  resources { cpu = 1 }
+  image   = "host"
+  command = ["sh", "-c", %q]
+  output  = "b-%%j.out"
+}`, strings.Join([]string{
+		"echo submit:" + dial(submitHost.IP.String(), submitHost.Port, 5),
+		"echo hosts:$(grep -w main1 /etc/hosts | cut -f1)",
+		"(echo hi-self | busybox nc -l -p 5001) & sleep 0.2; echo self:" + dial("main1", 5001, 2),
+		"echo a-default:" + dial(dm[1], 5000, 2),
+		"echo a-session:" + dial(ja.Containers[0].Addr, 5000, 2),
+	}, "; ")), "--wait")
+	outB, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("b-%d.out", b)))
+	jb := c.job(b)
+	if code != 0 || !strings.Contains(string(outB), "submit:hello-from-submit-host") {
+		t.Errorf("one-container session b (exit %d) did not reach the submit host:\n%s", code, outB)
+	}
+	if !strings.Contains(string(outB), "hosts:"+jb.Containers[0].Addr+"\n") || !strings.Contains(string(outB), "self:hi-self") {
+		t.Errorf("one-container session b does not find itself as main1 at %s:\n%s", jb.Containers[0].Addr, outB)
+	}
+	if strings.Contains(string(outB), "hi-a") {
+		t.Errorf("session b reached session a:\n%s", outB)
+	}
+
+	s, code := c.submit(dir, "s", fmt.Sprintf(`
+job "s" {
+  partition = "sealed"
+  resources { cpu = 1 }
+  image   = "host"
+  command = ["sh", "-c", %q]
+  output  = "s-%%j.out"
+}`, "busybox ip -4 route; echo submit:"+dial(submitHost.IP.String(), submitHost.Port, 3)), "--wait")
+	outS, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("s-%d.out", s)))
+	if code != 0 || strings.Contains(string(outS), "hello") || strings.Contains(string(outS), "default") || !strings.Contains(string(outS), "submit:") {
+		t.Errorf("session in a partition without egress (exit %d) has a way out:\n%s", code, outS)
+	}
+
+	if _, _, code := c.run(dir, "bkill", strconv.FormatUint(a, 10)); code != 0 {
+		t.Fatalf("bkill exited %d", code)
+	}
+	c.waitState(a, 30*time.Second, func(j api.Job) bool { return j.State.Terminal() })
+	if left := sessionLinks(nss); left != "" {
+		t.Errorf("links left after the sessions ended:\n%s", left)
 	}
 }

@@ -97,6 +97,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	a.loop(ctx)
 	a.tasks.Wait() // every task stops and destroys on ctx cancel, or detaches
 	a.fence.stop(!detaching(ctx) || !a.canDetach())
+	if a.net != nil && (!detaching(ctx) || !a.canDetach()) {
+		if err := a.net.Close(); err != nil { // containers left running keep it
+			a.log.Warn("removing the default network", "err", err)
+		}
+	}
 	stopRep()
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
@@ -167,9 +172,13 @@ func (a *agent) setupNetwork() error {
 			return nil
 		}
 	}
-	m, err := network.New(filepath.Join(a.cfg.StateDir, "netns"), a.cfg.Name, a.cfg.Advertise)
+	subnet := a.cfg.DefaultSubnet
+	if subnet == DefaultSubnetNone {
+		subnet = ""
+	}
+	m, err := network.New(filepath.Join(a.cfg.StateDir, "netns"), a.cfg.Name, a.cfg.Advertise, subnet)
 	if err != nil {
-		return err
+		return fmt.Errorf("nodelet.hcl default_subnet: %w", err)
 	}
 	a.net = m
 	a.feat = session.Features{SessionNet: true, Iface: network.Iface}

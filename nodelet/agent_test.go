@@ -174,7 +174,9 @@ func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 	if rt != RuntimeRunc {
 		return
 	}
-	if links, _ := network.Links(); len(links) > 0 {
+	// A container's default veth goes with its namespace, a moment after.
+	var links []string
+	if !runtimetest.WaitFor(5*time.Second, func() bool { links, _ = network.Links(); return len(links) == 0 }) {
 		t.Errorf("session links left: %v", links)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(cfg.StateDir, "netns")); len(ents) > 0 {

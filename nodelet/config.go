@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/apptainer"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/process"
@@ -33,6 +34,9 @@ const (
 	NetworkAuto    = "auto"    // session with an isolating runtime (runc), else host
 	NetworkSession = "session" // private session networks (bridge / VXLAN), package network
 	NetworkHost    = "host"    // containers share the node's network
+	// DefaultSubnetNone, as Config.DefaultSubnet, gives containers no
+	// default network: their session network only.
+	DefaultSubnetNone = "none"
 )
 
 // Defaults for zero Config fields.
@@ -65,6 +69,11 @@ type Config struct {
 	SSHBinary string
 	// Network is NetworkAuto (default), NetworkSession or NetworkHost.
 	Network string
+	// DefaultSubnet is the subnet of the node's default network, the
+	// route out every container on a session network gets (NAT through
+	// the node; package network): network.DefaultSubnet when empty,
+	// DefaultSubnetNone for no default network at all.
+	DefaultSubnet string
 	// SessionSecret is the file session SSH keys are derived from (see
 	// package sshkey); every nodelet of a cluster needs the same one for
 	// multi-node sessions. Default: StateDir/session-secret, made when
@@ -126,6 +135,7 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("network %q: want auto, session or host", c.Network)
 	}
+	c.DefaultSubnet = cmp.Or(c.DefaultSubnet, network.DefaultSubnet)
 	if c.AllowedMountRoots == nil {
 		c.AllowedMountRoots = DevMountRoots()
 	}

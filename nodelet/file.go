@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/troupe-hpc/troupe/nodelet/network"
 )
 
 // EnvConfig names the nodelet's config file when --config is not given.
@@ -33,6 +35,9 @@ type File struct {
 	FakeGPUs int `hcl:"fake_gpus,optional"`
 	// PidsLimit caps the tasks of one container; 0: 4096.
 	PidsLimit int64 `hcl:"pids_limit,optional"`
+	// DefaultSubnet is the default network's subnet (Config.DefaultSubnet):
+	// "" for 10.199.0.0/16, "none" for no default network.
+	DefaultSubnet string `hcl:"default_subnet,optional"`
 }
 
 // LoadFile reads a nodelet.hcl. Errors carry file, line and column.
@@ -60,6 +65,11 @@ func LoadFile(path string) (File, error) {
 			if !filepath.IsAbs(r) {
 				return File{}, fmt.Errorf("%s: allowed_mount_roots: %q is not an absolute path", path, r)
 			}
+		}
+	}
+	if s := fc.DefaultSubnet; s != "" && s != DefaultSubnetNone {
+		if err := network.CheckDefaultSubnet(s); err != nil {
+			return File{}, fmt.Errorf("%s: default_subnet: %w", path, err)
 		}
 	}
 	if fc.FakeGPUs < 0 || fc.PidsLimit < 0 {
@@ -96,5 +106,8 @@ func (f File) Apply(c *Config) {
 	}
 	if c.PidsLimit == 0 {
 		c.PidsLimit = f.PidsLimit
+	}
+	if c.DefaultSubnet == "" {
+		c.DefaultSubnet = f.DefaultSubnet
 	}
 }

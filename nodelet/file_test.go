@@ -26,11 +26,39 @@ func TestLoadExampleFile(t *testing.T) {
 	}
 }
 
+// TestLoadDefaultSubnet: nodelet.hcl sets the default network's subnet,
+// or none; unset, the agent uses 10.199.0.0/16.
+func TestLoadDefaultSubnet(t *testing.T) {
+	for src, want := range map[string]string{
+		"default_subnet = \"172.31.0.0/16\"\n": "172.31.0.0/16",
+		"default_subnet = \"none\"\n":          DefaultSubnetNone,
+		"":                                     "",
+	} {
+		p := filepath.Join(t.TempDir(), "nodelet.hcl")
+		_ = os.WriteFile(p, []byte(src), 0o644)
+		f, err := LoadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c Config
+		f.Apply(&c)
+		if c.DefaultSubnet != want {
+			t.Errorf("%q: default subnet %q, want %q", src, c.DefaultSubnet, want)
+		}
+	}
+	c, err := Config{Addr: "unix:///x", InitBinary: "/bin/true", FenceBinary: "/bin/true", SSHBinary: "/bin/true", Runtime: RuntimeProcess, CPU: 1, Memory: 1}.withDefaults()
+	if err != nil || c.DefaultSubnet != "10.199.0.0/16" {
+		t.Errorf("default: %q, %v", c.DefaultSubnet, err)
+	}
+}
+
 func TestLoadFileErrors(t *testing.T) {
 	tests := []struct{ name, src, want string }{
 		{"Unknown", "fake_gpu = 2\n", "line 1"},
 		{"RelativeRoot", "allowed_mount_roots = [\"data\"]\n", "not an absolute path"},
 		{"Negative", "fake_gpus = -1\n", "must not be negative"},
+		{"DefaultSubnetInSessions", "default_subnet = \"10.100.0.0/16\"\n", "default_subnet: default network subnet \"10.100.0.0/16\": overlaps the session networks"},
+		{"DefaultSubnetBad", "default_subnet = \"10.199.0.0\"\n", "not an IPv4 CIDR"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

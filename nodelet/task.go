@@ -217,7 +217,7 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 		return nil, err
 	}
 	if a.net != nil {
-		ep, err := a.net.Attach(t.job, t.key.host, spec.ID)
+		ep, err := a.net.Attach(t.job, t.key.host, spec.ID, a.egress(t.key.job))
 		if err != nil {
 			out.Close()
 			return nil, err
@@ -236,6 +236,19 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 		a.log.Warn("container record not written: a restarted nodelet will not re-attach to it", "id", spec.ID, "err", err)
 	}
 	return c, nil
+}
+
+// egress tells whether job's partition lets its containers out on the
+// default network (its assignment's NoEgress unset). a.mu is taken.
+func (a *agent) egress(job uint64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, asg := range a.last.Assignments {
+		if asg.Job.ID == job {
+			return !asg.NoEgress
+		}
+	}
+	return true
 }
 
 // detach takes the container off its session network, once its

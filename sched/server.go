@@ -570,7 +570,8 @@ func Assignments(v *state.Snapshot, node string) []api.Assignment {
 			}
 		}
 		if len(hosts) > 0 {
-			out = append(out, api.Assignment{Job: *j, Hosts: hosts, MaxOutput: cfg.Partition(j.Partition).OutputLimit()})
+			p := cfg.Partition(j.Partition)
+			out = append(out, api.Assignment{Job: *j, Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed()})
 		}
 	}
 	return out

@@ -64,7 +64,7 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 		if c.hosts, err = testhosts.Create(o.nodes); err != nil {
 			return nil, fmt.Errorf("dev test hosts: %w", err)
 		}
-		log.Info("dev nodelets run in test hosts", "underlay", testhosts.Subnet, "bridge", c.hosts.Bridge)
+		log.Info("dev nodelets run in test hosts", "underlay", testhosts.Subnet, "bridge", c.hosts.Bridge, "gateway", c.hosts.Gateway)
 	}
 	for i := 1; i <= o.nodes; i++ {
 		name := "node" + strconv.Itoa(i)

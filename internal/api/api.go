@@ -375,6 +375,10 @@ type Assignment struct {
 	// each output or error file of the job may hold; the nodelet ends
 	// the job when one passes it. 0: no limit (an older schedd).
 	MaxOutput int64 `json:"max_output,omitempty"`
+	// NoEgress: the job's partition turned egress off (network { egress
+	// = false }): its containers get no default network, their session
+	// network only.
+	NoEgress bool `json:"no_egress,omitempty"`
 }
 
 // Assignments is what a nodelet should be running now. A job whose

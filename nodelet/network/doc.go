@@ -28,15 +28,31 @@
 // namespace path).
 //
 // Isolation: bridges carry no address and the nodes route nothing into
-// them, containers have no route beyond their /24, and two sessions
-// never share a bridge or a VNI: there is no path between sessions and
-// no filter inside one. (A node that loads br_netfilter with a FORWARD
-// DROP policy, as Docker sets, filters bridged traffic too: allow the
-// trb+ bridges there.)
+// them, and two sessions never share a bridge or a VNI: there is no path
+// between sessions on their session networks and no filter inside one.
+// (A node that loads br_netfilter with a FORWARD DROP policy, as Docker
+// sets, filters bridged traffic too: allow the trb+ bridges there.)
+//
+// A session of one container needs no bridge: its namespace gets no trv
+// veth, and its session address sits on its own eth0 (the default
+// network's, or without it a veth pair whose both ends stay inside).
+//
+// The default network (default.go) is every container's way out, as on
+// Docker's default bridge: one long-lived bridge per node, trdefault,
+// with the gateway (the first address of the default subnet,
+// DefaultSubnet unless configured), a veth per container (trd<n> on the
+// bridge, isolated from its other ports; eth1 inside, eth0 in a
+// one-container session, with the default route) and an nftables table,
+// DefaultTable, that masquerades what leaves the node, lets nothing from
+// trdefault reach the node but answers, drops what goes from trdefault
+// back to it (container to container) and VXLAN out of containers, and
+// lets into trdefault only answers. A partition may turn it off
+// (Attach's egress). Cleanup finds the bridge again after a crash (or
+// makes it); Close removes it at a clean shutdown.
 //
 // Lifetime: the session's bridge and VXLAN are created with its first
 // container on the node and deleted with its last. Every object is
-// named with a prefix that belongs to troupe (trb, trx, trv) or lives
+// named with a prefix that belongs to troupe (trb, trx, trv, trd) or lives
 // under the state directory (pinned namespaces), so Cleanup after a
 // crash removes exactly what a previous nodelet left: the FDB entries,
 // addresses and routes go with their links, the namespaces with their

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,7 +35,6 @@ func newNetNS(path string) error {
 			errc <- fmt.Errorf("unshare: %w", err)
 			return
 		}
-		tuneNeighbours()
 		merr := unix.Mount("/proc/thread-self/ns/net", path, "none", unix.MS_BIND, "")
 		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
 			errc <- errors.Join(merr, fmt.Errorf("back to the nodelet's netns: %w", err))
@@ -66,11 +66,26 @@ func removeNetNS(path string) error {
 	return nil
 }
 
-// tuneNeighbours makes ARP retry every 100 ms instead of every second in
-// the calling thread's (new) namespace: a container that dials a peer
-// whose container is not up yet would otherwise wait up to a second
-// after the peer appears (the MPI launch at session start does exactly
-// that). Best effort: the default still works.
-func tuneNeighbours() {
-	_ = os.WriteFile("/proc/sys/net/ipv4/neigh/default/retrans_time_ms", []byte("100"), 0o644)
+// tuneNeighbours makes ARP retry every 100 ms instead of every second
+// on the named links of namespace ns: a container that dials a peer
+// whose container is not up yet, or whose first ARP request went out
+// before its bridge port forwarded, would otherwise wait a second (the
+// MPI launch at session start does exactly that). Per link: a namespace
+// other than the first has no neigh/default. Best effort: the default
+// still works.
+func tuneNeighbours(ns netns.NsHandle, links ...string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Never unlocked: the thread, in the container's namespace, goes
+		// with the goroutine.
+		runtime.LockOSThread()
+		if netns.Set(ns) != nil {
+			return
+		}
+		for _, l := range links {
+			_ = os.WriteFile("/proc/sys/net/ipv4/neigh/"+l+"/retrans_time_ms", []byte("100"), 0o644)
+		}
+	}()
+	<-done
 }

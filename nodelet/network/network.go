@@ -29,6 +29,9 @@ const (
 	prefixBridge = "trb"
 	prefixVXLAN  = "trx"
 	prefixVeth   = "trv"
+	// sealedPeer is the other end of Iface in a one-container session
+	// without the default network.
+	sealedPeer = "eth0p"
 )
 
 // ErrNoNetwork: the job carries no session network (a schedd that
@@ -46,6 +49,8 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[uint32]*session // by VNI
 	adopted  map[string]bool     // container ids whose namespace Cleanup keeps
+	def      *defaultNet         // nil: containers get no default network
+	deleting sync.WaitGroup      // default veths being deleted
 }
 
 // session is one session's network on this node.
@@ -61,20 +66,37 @@ type session struct {
 type Endpoint struct {
 	NetNS string // pinned namespace path, for the runtime
 	Addr  string // its address (no prefix)
+	// Default is its address on the default network, "" without one.
+	Default string
 }
 
 // New returns a Manager for node, pinning namespaces under dir and
-// sending VXLAN from advertise.
-func New(dir, node, advertise string) (*Manager, error) {
+// sending VXLAN from advertise. defaultSubnet is the default network's
+// (DefaultSubnet, or the node's own); "": containers get none. New
+// changes nothing on the node: Cleanup sets the default network up.
+func New(dir, node, advertise, defaultSubnet string) (*Manager, error) {
 	ip := net.ParseIP(advertise)
 	if ip == nil || ip.To4() == nil {
 		return nil, fmt.Errorf("session networks: advertise %q is not an IPv4 address", advertise)
 	}
+	m := &Manager{dir: dir, node: node, local: ip, mtu: underlayMTU(ip), sessions: map[uint32]*session{}, adopted: map[string]bool{}}
+	if defaultSubnet != "" {
+		d, err := parseDefault(defaultSubnet, ip)
+		if err != nil {
+			return nil, err
+		}
+		m.def = d
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Manager{dir: dir, node: node, local: ip, mtu: underlayMTU(ip), sessions: map[uint32]*session{}, adopted: map[string]bool{}}, nil
+	return m, nil
 }
+
+// private tells whether job's containers share a session bridge: those
+// of a session of one container need none (its session address sits on
+// its own interface).
+func private(job api.Job) bool { return len(job.Containers) > 1 }
 
 // underlayMTU is the MTU of the link that holds ip; 1500 when unknown.
 func underlayMTU(ip net.IP) int {
@@ -103,9 +125,14 @@ func (m *Manager) nsPath(id string) string { return filepath.Join(m.dir, id) }
 
 // Attach puts job's container host on the session network: the
 // session's bridge (and overlay) on this node when it is the first, a
-// new namespace named id, and a veth into it with the container's
-// address. Undo it with Detach, after the container's processes are gone.
-func (m *Manager) Attach(job api.Job, host, id string) (Endpoint, error) {
+// new namespace named id, and a veth into it (Iface) with the
+// container's address. With egress, and a default network on this node,
+// it also gets a veth on the default bridge (DefaultIface) and the
+// default route through it. A session of one container gets no bridge:
+// its session address sits on its default-network interface, then
+// named Iface, or, without egress, on an Iface of its own. Undo it with
+// Detach, after the container's processes are gone.
+func (m *Manager) Attach(job api.Job, host, id string, egress bool) (Endpoint, error) {
 	c, ok := container(job, host)
 	if !ok || job.Network == nil || c.Addr == "" {
 		return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, ErrNoNetwork)
@@ -118,13 +145,25 @@ func (m *Manager) Attach(job api.Job, host, id string) (Endpoint, error) {
 	vni := job.Network.VNI
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s, err := m.acquire(job)
-	if err != nil {
-		return Endpoint{}, fmt.Errorf("session network of job %d: %w", job.ID, err)
+	var s *session
+	if private(job) {
+		if s, err = m.acquire(job); err != nil {
+			return Endpoint{}, fmt.Errorf("session network of job %d: %w", job.ID, err)
+		}
 	}
 	ep := Endpoint{NetNS: m.nsPath(id), Addr: c.Addr}
-	if err := m.plug(s, vni, c.Rank, ep.NetNS, &net.IPNet{IP: ip, Mask: subnet.Mask}); err != nil {
-		_ = m.unplug(vni, c.Rank, ep.NetNS)
+	var def *net.IPNet
+	n := uint32(0)
+	if egress && m.def != nil {
+		if n, err = m.def.alloc(id); err != nil {
+			m.release(vni)
+			return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, err)
+		}
+		def = &net.IPNet{IP: m.def.addr(n), Mask: m.def.subnet.Mask}
+		ep.Default = def.IP.String()
+	}
+	if err := m.plug(s, vni, c.Rank, ep.NetNS, &net.IPNet{IP: ip, Mask: subnet.Mask}, def, n); err != nil {
+		_ = m.unplug(id, vni, c.Rank, ep.NetNS)
 		m.release(vni)
 		return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, err)
 	}
@@ -140,7 +179,8 @@ func (m *Manager) Detach(job api.Job, host, id string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	err := m.unplug(job.Network.VNI, c.Rank, m.nsPath(id))
+	err := m.unplug(id, job.Network.VNI, c.Rank, m.nsPath(id))
+	delete(m.adopted, id)
 	return errors.Join(err, m.release(job.Network.VNI))
 }
 
@@ -245,10 +285,21 @@ func (m *Manager) release(vni uint32) error {
 	return err
 }
 
-// plug makes the container's namespace and its veth pair, eth0 inside
-// with addr, the other end on the session's bridge.
-func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr *net.IPNet) error {
-	_ = deleteLinks(vethName(vni, rank))
+// plug makes the container's namespace and its links: with s, a veth
+// pair, Iface inside with addr, the other end on the session's bridge;
+// with def, a veth pair with def inside (DefaultIface, or Iface with
+// addr too when there is no s) and the other end, trd<n>, on the default
+// bridge, isolated from its other ports; with neither, a bridge of its
+// own as Iface, for addr alone: a veth pair whose both ends stay in the
+// namespace (a veth costs a fraction of a bridge to make and to delete,
+// and a dummy link is not in every kernel).
+func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, def *net.IPNet, n uint32) error {
+	if s != nil {
+		_ = deleteLinks(vethName(vni, rank))
+	}
+	if def != nil {
+		_ = deleteLinks(defaultVeth(n))
+	}
 	_ = removeNetNS(nsPath)
 	if err := newNetNS(nsPath); err != nil {
 		return err
@@ -258,46 +309,128 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr *ne
 		return fmt.Errorf("opening netns: %w", err)
 	}
 	defer ns.Close()
-	br, err := netlink.LinkByName(s.bridge)
-	if err != nil {
-		return fmt.Errorf("bridge %s: %w", s.bridge, err)
+	if s != nil {
+		br, err := netlink.LinkByName(s.bridge)
+		if err != nil {
+			return fmt.Errorf("bridge %s: %w", s.bridge, err)
+		}
+		la := netlink.NewLinkAttrs()
+		la.Name, la.MTU, la.MasterIndex = vethName(vni, rank), s.mtu, br.Attrs().Index
+		veth := &netlink.Veth{LinkAttrs: la, PeerName: Iface, PeerNamespace: netlink.NsFd(int(ns)), PeerMTU: uint32(s.mtu),
+			PeerHardwareAddr: containerMAC(addr.IP)}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return fmt.Errorf("veth %s: %w", la.Name, err)
+		}
+		if err := netlink.LinkSetUp(veth); err != nil {
+			return err
+		}
 	}
-	la := netlink.NewLinkAttrs()
-	la.Name, la.MTU, la.MasterIndex = vethName(vni, rank), s.mtu, br.Attrs().Index
-	veth := &netlink.Veth{LinkAttrs: la, PeerName: Iface, PeerNamespace: netlink.NsFd(int(ns)), PeerMTU: uint32(s.mtu),
-		PeerHardwareAddr: containerMAC(addr.IP)}
-	if err := netlink.LinkAdd(veth); err != nil {
-		return fmt.Errorf("veth %s: %w", la.Name, err)
+	defIface := DefaultIface
+	if s == nil {
+		defIface = Iface
 	}
-	if err := netlink.LinkSetUp(veth); err != nil {
-		return err
+	if def != nil {
+		br, err := netlink.LinkByName(DefaultBridge)
+		if err != nil {
+			return fmt.Errorf("default bridge %s: %w", DefaultBridge, err)
+		}
+		la := netlink.NewLinkAttrs()
+		la.Name, la.MasterIndex = defaultVeth(n), br.Attrs().Index
+		veth := &netlink.Veth{LinkAttrs: la, PeerName: defIface, PeerNamespace: netlink.NsFd(int(ns))}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return fmt.Errorf("veth %s: %w", la.Name, err)
+		}
+		// No frame from one port to another: containers on the default
+		// network reach the gateway only.
+		if err := netlink.LinkSetIsolated(veth, true); err != nil {
+			return fmt.Errorf("veth %s: isolating: %w", la.Name, err)
+		}
+		if err := netlink.LinkSetUp(veth); err != nil {
+			return err
+		}
 	}
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
 		return fmt.Errorf("netlink in container netns: %w", err)
 	}
 	defer h.Close()
-	for _, name := range []string{"lo", Iface} {
+	up := func(name string, addrs ...*net.IPNet) (netlink.Link, error) {
 		l, err := h.LinkByName(name)
 		if err != nil {
-			return fmt.Errorf("%s in container netns: %w", name, err)
+			return nil, fmt.Errorf("%s in container netns: %w", name, err)
 		}
-		if name == Iface {
-			if err := h.AddrAdd(l, &netlink.Addr{IPNet: addr}); err != nil {
-				return fmt.Errorf("address %s: %w", addr, err)
+		for _, a := range addrs {
+			if err := h.AddrAdd(l, &netlink.Addr{IPNet: a}); err != nil {
+				return nil, fmt.Errorf("address %s on %s: %w", a, name, err)
 			}
 		}
 		if err := h.LinkSetUp(l); err != nil {
-			return fmt.Errorf("%s up: %w", name, err)
+			return nil, fmt.Errorf("%s up: %w", name, err)
+		}
+		return l, nil
+	}
+	if s == nil && def == nil {
+		la := netlink.NewLinkAttrs()
+		la.Name = Iface
+		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: sealedPeer}); err != nil {
+			return fmt.Errorf("%s in container netns: %w", Iface, err)
+		}
+		if _, err := up(sealedPeer); err != nil {
+			return err
 		}
 	}
+	if _, err := up("lo"); err != nil {
+		return err
+	}
+	if s != nil || def == nil {
+		if _, err := up(Iface, addr); err != nil {
+			return err
+		}
+	}
+	if def != nil {
+		addrs := []*net.IPNet{def}
+		if s == nil {
+			addrs = append(addrs, &net.IPNet{IP: addr.IP, Mask: net.CIDRMask(32, 32)})
+		}
+		l, err := up(defIface, addrs...)
+		if err != nil {
+			return err
+		}
+		gw := m.def.gateway().IP
+		if err := h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: gw}); err != nil {
+			return fmt.Errorf("default route via %s: %w", gw, err)
+		}
+	}
+	tuneNeighbours(ns, Iface, DefaultIface)
 	return nil
 }
 
-// unplug deletes the container's veth (its peer goes with it) and
-// unpins its namespace.
-func (m *Manager) unplug(vni uint32, rank int, nsPath string) error {
-	return errors.Join(deleteLinks(vethName(vni, rank)), removeNetNS(nsPath))
+// unplug deletes the container's session veth (its peer goes with it),
+// unpins its namespace and frees its default address. Its default veth
+// is deleted in the background, off the caller's path (the kernel takes
+// ~28 ms to delete a veth), but cut off at once: down, so that a process
+// that outlived the container has no way out either. Its name and
+// address come back only after the whole default subnet was handed out.
+func (m *Manager) unplug(id string, vni uint32, rank int, nsPath string) error {
+	var err error
+	if m.sessions[vni] != nil {
+		err = deleteLinks(vethName(vni, rank))
+	}
+	if m.def != nil {
+		if n, ok := m.def.ports[id]; ok {
+			name := defaultVeth(n)
+			if l, lerr := netlink.LinkByName(name); lerr == nil {
+				err = errors.Join(err, netlink.LinkSetDown(l))
+				m.deleting.Add(1)
+				go func() {
+					defer m.deleting.Done()
+					_ = netlink.LinkDel(l) // gone already with its namespace: no matter
+				}()
+			}
+			m.def.free(id)
+		}
+	}
+	return errors.Join(err, removeNetNS(nsPath))
 }
 
 // Adopt takes over the network a previous nodelet attached container id
@@ -314,6 +447,15 @@ func (m *Manager) Adopt(job api.Job, host, id string) error {
 	vni := job.Network.VNI
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.def != nil {
+		if err := m.adoptDefault(id); err != nil {
+			return fmt.Errorf("job %d %s: %w", job.ID, host, err)
+		}
+	}
+	m.adopted[id] = true
+	if _, err := netlink.LinkByName(bridgeName(vni)); !private(job) && isNotFound(err) {
+		return nil // one container, no bridge (one from an older nodelet is kept)
+	}
 	s := m.sessions[vni]
 	if s == nil {
 		s = &session{bridge: bridgeName(vni), mtu: 1500, peers: remoteNodes(job, m.node, m.local)}
@@ -328,7 +470,32 @@ func (m *Manager) Adopt(job api.Job, host, id string) error {
 		}
 	}
 	s.users++
-	m.adopted[id] = true
+	return nil
+}
+
+// adoptDefault records the default address the pinned namespace of
+// container id holds, if any. m.mu is held.
+func (m *Manager) adoptDefault(id string) error {
+	ns, err := netns.GetFromPath(m.nsPath(id))
+	if err != nil {
+		return fmt.Errorf("opening netns: %w", err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in container netns: %w", err)
+	}
+	defer h.Close()
+	addrs, err := h.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("addresses in container netns: %w", err)
+	}
+	for _, a := range addrs {
+		if n, ok := m.def.host(a.IP); ok {
+			m.def.used[n], m.def.ports[id] = true, n
+			return nil
+		}
+	}
 	return nil
 }
 
@@ -362,12 +529,37 @@ func (m *Manager) Cleanup() error {
 	}
 	// The filter of the adopted sessions only (none: no table).
 	errs = append(errs, m.syncFilter())
+	if m.def != nil {
+		errs = append(errs, m.setupDefault())
+	} else {
+		errs = append(errs, m.closeDefault()) // a previous configuration's
+	}
 	return errors.Join(errs...)
 }
 
+// Close removes the node's default network (its bridge and filter
+// table) at a clean shutdown, once every container is detached. A
+// nodelet that leaves its containers running does not call it.
+func (m *Manager) Close() error {
+	m.deleting.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.def == nil {
+		return nil
+	}
+	return m.closeDefault()
+}
+
 // keepsLink tells the links of adopted sessions (their bridge, VXLAN and
-// containers' veths). m.mu is held.
+// containers' veths) and adopted containers' default veths. m.mu is held.
 func (m *Manager) keepsLink(name string) bool {
+	if m.def != nil {
+		for _, n := range m.def.ports {
+			if name == defaultVeth(n) {
+				return true
+			}
+		}
+	}
 	for vni := range m.sessions {
 		v := strconv.FormatUint(uint64(vni), 10)
 		if name == bridgeName(vni) || name == vxlanName(vni) || strings.HasPrefix(name, prefixVeth+v+"-") {
@@ -377,9 +569,10 @@ func (m *Manager) keepsLink(name string) bool {
 	return false
 }
 
-// isOurs tells troupe's link names (trb4096, trx4096, trv4096-2).
+// isOurs tells troupe's per-session and per-container link names
+// (trb4096, trx4096, trv4096-2, trd17), not DefaultBridge.
 func isOurs(name string) bool {
-	for _, p := range []string{prefixBridge, prefixVXLAN, prefixVeth} {
+	for _, p := range []string{prefixBridge, prefixVXLAN, prefixVeth, prefixDefault} {
 		rest, ok := strings.CutPrefix(name, p)
 		if ok && rest != "" && rest[0] >= '0' && rest[0] <= '9' {
 			return true

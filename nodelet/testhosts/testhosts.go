@@ -7,9 +7,16 @@
 // separate machines would. schedd is reached through its unix socket,
 // which namespaces do not hide.
 //
-//	root netns:  tu<tag> (bridge, no address)
+//	root netns:  tu<tag> (bridge, 10.251.N.254/24: the uplink)
 //	              ├── tu<tag>h1 ══ eth0 10.250.0.1/24   netns tr-<tag>-h1
+//	              │                     10.251.N.1/24, default via .254
 //	              └── tu<tag>h2 ══ eth0 10.250.0.2/24   netns tr-<tag>-h2
+//	                                    10.251.N.2/24, default via .254
+//
+// The uplink is the hosts' way to the machine itself, the submit host
+// of a dev cluster (a dask scheduler, a licence server): its address,
+// Gateway, is the hosts' default route. Each set has a /24 of its own in
+// 10.251.0.0/16 (N), so sets made at once never share one.
 //
 // It drives iproute2 (`ip`) and util-linux (`nsenter`), which the
 // nodelet already needs, and needs root.
@@ -20,9 +27,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Subnet is the underlay's network; host i (from 1) has .i.
@@ -31,7 +42,10 @@ const Subnet = "10.250.0.0/24"
 // Hosts is a set of test hosts on one underlay.
 type Hosts struct {
 	Bridge string
-	Hosts  []Host
+	// Gateway is the machine's address on the uplink, reachable from
+	// every host (their default route).
+	Gateway string
+	Hosts   []Host
 }
 
 // Host is one test host.
@@ -55,6 +69,11 @@ func Create(n int) (*Hosts, error) {
 		h.Close()
 		return nil, err
 	}
+	uplink, err := h.addUplink()
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
 	for i := 1; i <= n; i++ {
 		host := Host{Name: "host" + strconv.Itoa(i), NetNS: "tr-" + tag + "-h" + strconv.Itoa(i), IP: "10.250.0." + strconv.Itoa(i)}
 		h.Hosts = append(h.Hosts, host)
@@ -66,6 +85,8 @@ func Create(n int) (*Hosts, error) {
 			{"-n", host.NetNS, "addr", "add", host.IP + "/24", "dev", "eth0"},
 			{"-n", host.NetNS, "link", "set", "eth0", "up"},
 			{"-n", host.NetNS, "link", "set", "lo", "up"},
+			{"-n", host.NetNS, "addr", "add", uplink + strconv.Itoa(i) + "/24", "dev", "eth0"},
+			{"-n", host.NetNS, "route", "add", "default", "via", h.Gateway},
 		}
 		for _, s := range steps {
 			if err := ip(s...); err != nil {
@@ -75,6 +96,33 @@ func Create(n int) (*Hosts, error) {
 		}
 	}
 	return h, nil
+}
+
+// addUplink gives the underlay bridge the first free 10.251.N.254/24 of
+// the machine (under a lock, for sets made at once by other processes)
+// and returns the prefix "10.251.N.".
+func (h *Hosts) addUplink() (string, error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "troupe-testhosts.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return "", err
+	}
+	out, err := exec.Command("ip", "-4", "-o", "addr", "show").Output()
+	if err != nil {
+		return "", fmt.Errorf("ip addr show: %w", err)
+	}
+	for n := range 256 {
+		prefix := "10.251." + strconv.Itoa(n) + "."
+		if strings.Contains(string(out), " "+prefix) {
+			continue
+		}
+		h.Gateway = prefix + "254"
+		return prefix, ip("addr", "add", h.Gateway+"/24", "dev", h.Bridge)
+	}
+	return "", errors.New("test hosts: no free uplink /24 in 10.251.0.0/16")
 }
 
 // Join adds a host with underlay address 10.250.0.<n> to the underlay

@@ -89,6 +89,10 @@ type Partition struct {
 	// in bytes: the nodelet ends a job whose file passes it. 0:
 	// DefaultMaxOutput (see OutputLimit).
 	MaxOutput int64 `json:"max_output,omitempty"`
+	// NoEgress (network { egress = false }) gives the partition's
+	// containers no default network, no route out of their session
+	// network: sealed sessions.
+	NoEgress bool `json:"no_egress,omitempty"`
 
 	names map[string]bool // expanded plain names and ranges
 	globs []string
@@ -213,6 +217,10 @@ func (c *Config) Prepare() error {
 	walk(c.Accounts)
 	return nil
 }
+
+// EgressAllowed tells whether p's containers get the default network
+// (true unless p says egress = false; true for no partition).
+func (p *Partition) EgressAllowed() bool { return p == nil || !p.NoEgress }
 
 // OutputLimit is p's MaxOutput, DefaultMaxOutput when unset (a config
 // committed before max_output existed) or p is nil.

@@ -36,9 +36,10 @@ var (
 			{Name: "allowed_accounts"}, {Name: "allowed_modes"}, {Name: "gpu_quantum"},
 			{Name: "requeue"}, {Name: "max_output"},
 		},
-		Blocks: []hcl.BlockHeaderSchema{{Type: "user_limits"}},
+		Blocks: []hcl.BlockHeaderSchema{{Type: "user_limits"}, {Type: "network"}},
 	}
-	limitsSchema = &hcl.BodySchema{
+	networkSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "egress"}}}
+	limitsSchema  = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "max_jobs"}, {Name: "max_submit_jobs"}, {Name: "max_cpu"}, {Name: "max_memory"}, {Name: "max_gpu"},
 		},
@@ -259,9 +260,17 @@ func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partit
 		d.memory(a, &p.MaxOutput)
 	}
 	for _, lb := range ct.Blocks {
-		d.limits(lb, &p.UserLimits)
+		switch lb.Type {
+		case "user_limits":
+			d.limits(lb, &p.UserLimits)
+		case "network":
+			egress := true
+			d.boolean(d.content(lb.Body, networkSchema).Attributes, "egress", &egress)
+			p.NoEgress = !egress
+		}
 	}
 	d.once(ct.Blocks, "user_limits")
+	d.once(ct.Blocks, "network")
 	return p, isDefault
 }
 

@@ -193,3 +193,54 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestNetworkEgress: `network { egress = false }` seals a partition's
+// sessions (no default network); unset, or true, lets them out; a wrong
+// value, an unknown attribute or a second block is refused at its place.
+func TestNetworkEgress(t *testing.T) {
+	c, diags := Parse("p.hcl", []byte(`
+partition "sealed" {
+  nodes = ["s*"]
+  network {
+    egress = false
+  }
+}
+partition "open" {
+  nodes   = ["o*"]
+  default = true
+  network { egress = true }
+}
+partition "plain" { nodes = ["p*"] }
+`))
+	if len(diags) > 0 {
+		t.Fatal(FormatDiagnostics(diags))
+	}
+	for name, want := range map[string]bool{"sealed": false, "open": true, "plain": true} {
+		if got := c.Partition(name).EgressAllowed(); got != want {
+			t.Errorf("partition %s: egress %v, want %v", name, got, want)
+		}
+	}
+	if !c.Partition("nope").EgressAllowed() {
+		t.Error("no partition: egress refused")
+	}
+	for src, want := range map[string]string{
+		`partition "a" {
+  nodes = ["*"]
+  network { egress = "no" }
+}`: `p.hcl:3`,
+		`partition "a" {
+  nodes = ["*"]
+  network { nat = false }
+}`: `p.hcl:3`,
+		`partition "a" {
+  nodes = ["*"]
+  network { egress = false }
+  network { egress = true }
+}`: `Duplicate network block`,
+	} {
+		_, diags := Parse("p.hcl", []byte(src))
+		if got := FormatDiagnostics(diags); !strings.Contains(got, want) {
+			t.Errorf("%s:\ngot %q, want it to hold %q", src, got, want)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package network
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkOneContainer measures what the session network costs a
+// one-container job: Attach before the container starts, Detach after it
+// ended (issue 17), with the default network (egress) and without
+// (sealed: a partition with egress = false). setup-ms and teardown-ms are
+// the means of each half.
+func BenchmarkOneContainer(b *testing.B) {
+	b.Run("egress", func(b *testing.B) { benchOne(b, true) })
+	b.Run("sealed", func(b *testing.B) { benchOne(b, false) })
+}
+
+func benchOne(b *testing.B, egress bool) {
+	needNetNS(b)
+	nodeAddr(b)
+	m, err := New(b.TempDir(), "node1", "10.250.0.1", DefaultSubnet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Cleanup(); err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	var setup, teardown time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		job := testJob(uint64(i+1), uint32(4096+i%200), 1)
+		id := fmt.Sprintf("j%d-main1", job.ID)
+		t0 := time.Now()
+		if _, err := m.Attach(job, "main1", id, egress); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := m.Detach(job, "main1", id); err != nil {
+			b.Fatal(err)
+		}
+		setup, teardown = setup+t1.Sub(t0), teardown+time.Since(t1)
+	}
+	b.ReportMetric(float64(setup.Microseconds())/1000/float64(b.N), "setup-ms")
+	b.ReportMetric(float64(teardown.Microseconds())/1000/float64(b.N), "teardown-ms")
+}
