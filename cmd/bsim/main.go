@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/troupe-hpc/troupe/sched/sim"
@@ -62,6 +63,23 @@ flags:
 	quiet := fs.Bool("q", false, "no progress bar")
 	weights := fs.String("weights", "", "priority weights age,fairshare,jobsize (default: the policy's)")
 	maxAge := fs.Duration("max-age", 0, "age where the age factor saturates (default: the policy's)")
+	var keep, sjf, small *bool
+	fs.BoolFunc("favor-small", "the job-size factor favours small jobs (default: the policy's)", func(v string) error {
+		b, err := strconv.ParseBool(v)
+		small = &b
+		return err
+	})
+	fs.BoolFunc("keep-reservations", "a reservation lasts until its job starts (default: the policy's)", func(v string) error {
+		b, err := strconv.ParseBool(v)
+		keep = &b
+		return err
+	})
+	fs.BoolFunc("shortest-first", "backfill candidates shortest walltime first (default: the policy's)", func(v string) error {
+		b, err := strconv.ParseBool(v)
+		sjf = &b
+		return err
+	})
+	starve := fs.Duration("starvation", -1, "starvation threshold: jobs pending this long hold a reservation; 0: none (default: the policy's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -93,6 +111,18 @@ flags:
 	}
 	if *maxAge > 0 {
 		pol.MaxAge = *maxAge
+	}
+	if keep != nil {
+		pol.KeepReservations = *keep
+	}
+	if small != nil {
+		pol.FavorSmall = *small
+	}
+	if sjf != nil {
+		pol.ShortestFirst = *sjf
+	}
+	if *starve >= 0 {
+		pol.StarvationAge = *starve
 	}
 	l, err := swf.Open(fs.Arg(0))
 	if err != nil {

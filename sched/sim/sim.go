@@ -92,6 +92,8 @@ type Result struct {
 	Passes           int     `json:"passes"`
 	PlacementsPerSec float64 `json:"placements_per_sec"`
 	WallSeconds      float64 `json:"wall_s"`
+	// Starts is when each job started, by id.
+	Starts map[uint64]int64 `json:"-"`
 }
 
 // Tau is the bounded-slowdown threshold (s).
@@ -179,6 +181,7 @@ func Run(jobs []Job, o Options, wall func() time.Time) (Result, error) {
 	}
 	elapsed := wall().Sub(t0).Seconds()
 	m.measure(js, &res)
+	res.Starts = m.starts
 	res.WallSeconds = elapsed
 	if elapsed > 0 {
 		res.PlacementsPerSec = float64(res.Placements) / elapsed
