@@ -18,15 +18,19 @@
 //	   ▼
 //	backfill (backfill.go):
 //	   depth 0: Resources, and Priority for every job behind (strict FIFO)
+//	   jobs that keep a reservation (KeepReservations, Reason Resources)
+//	     and jobs past the starvation threshold go first, oldest first;
+//	     the kept ones hold a reservation whatever the depth
 //	   first ReservationDepth blocked jobs: reservation at the earliest
 //	     start ──► Resources + StartEstimate
-//	   later jobs start now only if they delay no reservation
-//	     (Placement.Backfilled), else Priority
+//	   later jobs (shortest walltime first with ShortestFirst) start now
+//	     only if they delay no reservation (Placement.Backfilled), else
+//	     Priority
 //	   ▼
 //	Plan{Placements, Reasons (changes only), Starts}
 //
 // The zero Policy is strict FIFO in queue order; DefaultPolicy is fair
-// share with EASY backfill.
+// share without starving (see its comment and docs/scheduling.md).
 package core
 
 import (
