@@ -34,8 +34,6 @@
 package core
 
 import (
-	"cmp"
-	"slices"
 	"time"
 )
 
@@ -119,13 +117,13 @@ func (p *pass) promote(order []int32) ([]int32, int) {
 	if len(front) == 0 {
 		return order, 0
 	}
-	q := p.s.Queue
-	slices.SortStableFunc(front, func(a, b int32) int {
-		if c := q[a].Submit.Compare(q[b].Submit); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
+	// Oldest first; submit times equal to the microsecond keep priority
+	// order.
+	rs := make([]ranked, len(front))
+	for k, qi := range front {
+		rs[k] = ranked{p: -float64(p.s.Queue[qi].Submit.UnixNano()), i: qi}
+	}
+	radixOrder(rs, front)
 	return append(front, rest...), len(front)
 }
 
