@@ -16,7 +16,9 @@ default_partition = "batch"
 # Leave it out to refuse such users' jobs.
 default_account = "general"
 
-# fairshare: multifactor priority (below) with backfill (the default).
+# fairshare: multifactor priority (below) with backfill (the default); the
+#            head job, or the oldest past starvation_threshold, keeps a
+#            reservation until it starts; backfill goes shortest first.
 # easy:      first come, first served with EASY backfill.
 # fcfs:      strict first come, first served, no backfill.
 policy = "fairshare"
@@ -32,12 +34,12 @@ usage_half_life = "7d"
 # Multifactor priority: each factor is between 0 and 1, the priority is
 # the weighted sum minus the job's nice (its priority = -N setting).
 priority {
-  age         = 1000  # time waited, reaching 1 at max_age
+  age         = 10000 # time waited, reaching 1 at max_age
   fair_share  = 10000 # 2^(-usage/shares) of the job's account and user
-  job_size    = 1000  # the job's cpus relative to the cluster's
+  job_size    = 20000 # the job's cpus relative to the cluster's
   tier        = 10000 # the partition's priority_tier relative to the highest
   max_age     = "7d"
-  favor_small = true  # the job-size factor favours small jobs (else large)
+  favor_small = false # the job-size factor favours large jobs (else small)
 }
 
 # What usage costs, per second held by a running container: per core, per
@@ -57,6 +59,9 @@ partition "batch" {
   default_walltime = "1h" # for jobs that give no walltime
   max_cluster_size = 64   # containers of one session
   max_output       = "10GiB" # per output or error file; the job ends past it
+  # A job pending this long goes before every job that has waited less,
+  # oldest first, and so to a reservation nothing may delay ("off": none).
+  starvation_threshold = "6h"
   priority_tier    = 1
   allowed_modes    = ["single-node", "multi-node"]
 

@@ -43,7 +43,17 @@
 //	 8. Snapshot files (snapfile.go): GET/POST /v1/snapshot stream the FSM
 //	    state with a sha256 header; a restore is checked whole before raft
 //	    installs it on every replica.
-//	 8. The web page (readonly.go, package web; schedd --web-addr): an
+//	 9. The policy (core.DefaultPolicy, the "fairshare" policy of
+//	    partitions.hcl; docs/scheduling.md): the head of the queue holds
+//	    a reservation until it starts, which backfill and jobs of higher
+//	    priority submitted later may not delay. The head is the oldest
+//	    job pending past its partition's starvation_threshold (default
+//	    6h), else the job of highest priority (fair share, age, size,
+//	    tier). The core keeps no state: a job whose Reason is Resources
+//	    held the reservation in the last pass and keeps it; the
+//	    partitions' thresholds come in core.Partition.StarvationAge.
+//	    bsim replays traces through the same code (bsim --compare easy).
+//	10. The web page (readonly.go, package web; schedd --web-addr): an
 //	    unauthenticated listener serving an embedded page and the GET
 //	    endpoints of jobs, nodes, partitions and fair share only, every
 //	    caller Anonymous (others' jobs redacted for all).

@@ -23,8 +23,9 @@ import (
 //     (Dependency, DependencyNeverSatisfied, PartitionLimit,
 //     AccountLimit);
 //   - started jobs with their start and walltime, for backfill;
-//   - each partition's tier, default walltime and GPU quantum, and the
-//     policy (weights, reservation depth).
+//   - each partition's tier, default walltime, GPU quantum and starvation
+//     threshold, and the policy (weights, reservation depth, and for the
+//     fairshare policy the rest of core.DefaultPolicy).
 func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snapshot {
 	cfg := v.Config()
 	jobs := v.Jobs()
@@ -34,7 +35,8 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 		Policy:     corePolicy(cfg),
 	}
 	for _, p := range cfg.Partitions {
-		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), DefaultWalltime: p.Walltime(0), GPUQuantum: p.GPUQuantum}
+		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), DefaultWalltime: p.Walltime(0), GPUQuantum: p.GPUQuantum,
+			StarvationAge: p.Starvation()}
 	}
 	held := heldByUser(jobs)
 	var users []string
@@ -72,6 +74,12 @@ func corePolicy(cfg *partition.Config) core.Policy {
 		w := cfg.Weights
 		p.Weights = core.Weights{Age: w.Age, FairShare: w.FairShare, JobSize: w.JobSize, Partition: w.Tier}
 		p.FavorSmall = w.FavorSmall
+		// The rest of core.DefaultPolicy: the head keeps its reservation,
+		// jobs past their partition's starvation threshold go first, and
+		// backfill tries the shortest jobs first.
+		p.KeepReservations = true
+		p.ShortestFirst = true
+		p.StarvationAge = core.DefaultStarvationAge
 	}
 	return p
 }

@@ -1,8 +1,13 @@
 // Command bsim replays an SWF workload trace through troupe's scheduler
 // core in virtual time and prints JSON: jobs, mean wait, mean bounded
-// slowdown (τ = 10 s), utilization, makespan and placements per second.
+// slowdown (τ = 10 s), utilization, makespan, placements per second, the
+// distributions of wait and bounded slowdown (p50/p90/p99/max) per width
+// class, and per user the share received against the share configured.
+// With --compare POLICY it prints instead a table of --policy against
+// POLICY (the ratios of issue 18).
 //
 //	bsim [--policy fcfs|easy|default] [--procs N] [--nodes N] [--depth N] trace.swf[.gz]
+//	bsim --compare easy trace.swf[.gz]   (the ratio table, default ÷ easy)
 //	bsim --synthetic place|gang|pass [--nodes 10000] [--jobs 100000]
 package main
 
@@ -13,6 +18,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/troupe-hpc/troupe/sched/sim"
@@ -48,6 +55,7 @@ Replays an SWF workload trace through troupe's scheduler core in virtual
 time and prints JSON (mean wait, bounded slowdown, utilization, makespan).
 
   bsim --policy easy ../shared/traces/KTH-SP2-1996-2.1-cln.swf.gz
+  bsim --compare easy ../shared/traces/KTH-SP2-1996-2.1-cln.swf.gz
 
 flags:
 `)
@@ -62,6 +70,24 @@ flags:
 	quiet := fs.Bool("q", false, "no progress bar")
 	weights := fs.String("weights", "", "priority weights age,fairshare,jobsize (default: the policy's)")
 	maxAge := fs.Duration("max-age", 0, "age where the age factor saturates (default: the policy's)")
+	var keep, sjf, small *bool
+	fs.BoolFunc("favor-small", "the job-size factor favours small jobs (default: the policy's)", func(v string) error {
+		b, err := strconv.ParseBool(v)
+		small = &b
+		return err
+	})
+	fs.BoolFunc("keep-reservations", "a reservation lasts until its job starts (default: the policy's)", func(v string) error {
+		b, err := strconv.ParseBool(v)
+		keep = &b
+		return err
+	})
+	fs.BoolFunc("shortest-first", "backfill candidates shortest walltime first (default: the policy's)", func(v string) error {
+		b, err := strconv.ParseBool(v)
+		sjf = &b
+		return err
+	})
+	compare := fs.String("compare", "", "also replay the trace under this policy (fcfs, easy or default) and print the ratio table of --policy to it")
+	starve := fs.Duration("starvation", -1, "starvation threshold: jobs pending this long hold a reservation; 0: none (default: the policy's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -94,6 +120,18 @@ flags:
 	if *maxAge > 0 {
 		pol.MaxAge = *maxAge
 	}
+	if keep != nil {
+		pol.KeepReservations = *keep
+	}
+	if small != nil {
+		pol.FavorSmall = *small
+	}
+	if sjf != nil {
+		pol.ShortestFirst = *sjf
+	}
+	if *starve >= 0 {
+		pol.StarvationAge = *starve
+	}
 	l, err := swf.Open(fs.Arg(0))
 	if err != nil {
 		return err
@@ -117,7 +155,54 @@ flags:
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, Output{Trace: fs.Arg(0), Policy: *policy, Dropped: dropped, Result: res})
+	out := Output{Trace: fs.Arg(0), Policy: *policy, Dropped: dropped, Result: res}
+	if *compare == "" {
+		return printJSON(stdout, out)
+	}
+	bpol, bfair, err := sim.Policy(*compare)
+	if err != nil {
+		return fmt.Errorf("--compare: %w", err)
+	}
+	o.Policy, o.FairShare = bpol, bfair
+	bres, err := sim.Run(js, o, time.Now)
+	if err != nil {
+		return err
+	}
+	return printCompare(stdout, out, Output{Trace: fs.Arg(0), Policy: *compare, Dropped: dropped, Result: bres})
+}
+
+// printCompare writes the table of a against b: each measure under both
+// and their ratio (a ÷ b), utilization as a difference.
+func printCompare(w io.Writer, a, b Output) error {
+	fmt.Fprintf(w, "%s: %d jobs, %s ÷ %s\n", a.Trace, a.Jobs, a.Policy, b.Policy)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\t%s\t%s\tratio\t\n", a.Policy, b.Policy)
+	row := func(name string, x, y float64) {
+		r := "-"
+		if y != 0 {
+			r = fmt.Sprintf("%.3f", x/y)
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%s\t\n", name, x, y, r)
+	}
+	row("bounded slowdown", a.MeanBSLD, b.MeanBSLD)
+	row("mean wait (s)", a.MeanWait, b.MeanWait)
+	row("max wait (s)", a.MaxWait, b.MaxWait)
+	row("mean wait >1/4 machine (s)", a.WideMeanWait, b.WideMeanWait)
+	for _, c := range []string{sim.ClassOne, sim.ClassQuarter, sim.ClassWide} {
+		x, y := classOf(a.Classes, c), classOf(b.Classes, c)
+		row("p99 wait "+c+" (s)", x.Wait.P99, y.Wait.P99)
+	}
+	fmt.Fprintf(tw, "utilization\t%.4f\t%.4f\t%+.4f\t\n", a.Utilization, b.Utilization, a.Utilization-b.Utilization)
+	return tw.Flush()
+}
+
+func classOf(ds []sim.Dist, c string) sim.Dist {
+	for _, d := range ds {
+		if d.Class == c {
+			return d
+		}
+	}
+	return sim.Dist{}
 }
 
 func printJSON(w io.Writer, v any) error {

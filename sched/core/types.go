@@ -141,6 +141,10 @@ type Partition struct {
 	// GPUQuantum is the fGPU step: requests ≤ 1 round up to a multiple of
 	// it. Zero: no rounding.
 	GPUQuantum float64
+	// StarvationAge is the partition's starvation threshold: a job of it
+	// pending this long holds a reservation (see Policy.StarvationAge).
+	// Zero: the policy's; negative: none in this partition.
+	StarvationAge time.Duration
 }
 
 // Weights are the multifactor priority weights (Slurm PriorityWeight*).
@@ -174,6 +178,22 @@ type Policy struct {
 	// MaxBackfillJobs bounds how many jobs below the first reservation a
 	// pass tries (Slurm bf_max_job_test). Zero: all.
 	MaxBackfillJobs int
+	// KeepReservations makes a reservation last until its job starts: a
+	// job whose Reason is Resources (it got a reservation in an earlier
+	// pass) keeps one, ahead of every job without, even of higher
+	// priority. Without it, the reservations go to the first blocked jobs
+	// of every pass anew, and a higher-priority newcomer takes them.
+	KeepReservations bool
+	// StarvationAge is the starvation threshold: a job pending at least
+	// this long holds a reservation, on top of ReservationDepth, that
+	// backfill and later jobs may not delay (conservative backfill for
+	// aged jobs). Reserved jobs, kept and aged, are served oldest first.
+	// Needs ReservationDepth > 0. Zero: no threshold.
+	StarvationAge time.Duration
+	// ShortestFirst tries the jobs below the reservations (the backfill
+	// candidates) shortest walltime first, ties in priority order; the
+	// reservations still go by priority.
+	ShortestFirst bool
 }
 
 // Snapshot is everything the core may look at. The core does not modify

@@ -40,6 +40,9 @@ const (
 	// DefaultMaxOutput caps each output and error file of a job in a
 	// partition that sets no max_output.
 	DefaultMaxOutput int64 = 10 << 30
+	// DefaultStarvationThreshold is the starvation threshold of a
+	// partition that sets none (core.DefaultStarvationAge).
+	DefaultStarvationThreshold = 6 * time.Hour
 )
 
 // Config is a decoded, validated partitions file.
@@ -93,6 +96,11 @@ type Partition struct {
 	// containers no default network, no route out of their session
 	// network: sealed sessions.
 	NoEgress bool `json:"no_egress,omitempty"`
+	// StarvationThreshold is how long a job of the partition may wait
+	// before it goes ahead of every job that has waited less, oldest
+	// first, and so to the reservation backfill may not delay. 0:
+	// DefaultStarvationThreshold; negative: none (see Starvation).
+	StarvationThreshold time.Duration `json:"starvation_threshold,omitempty"`
 
 	names map[string]bool // expanded plain names and ranges
 	globs []string
@@ -162,9 +170,11 @@ func Default() *Config {
 	return c
 }
 
-// DefaultWeights are the priority weights the file can override.
+// DefaultWeights are the priority weights the file can override:
+// core.DefaultPolicy's, so schedd schedules as bsim measures (age and
+// fair share equal, wide jobs favoured for the reservation).
 func DefaultWeights() Weights {
-	return Weights{Age: 1000, FairShare: 10000, JobSize: 1000, Tier: 10000, MaxAge: DefaultMaxAge, FavorSmall: true}
+	return Weights{Age: 10000, FairShare: 10000, JobSize: 20000, Tier: 10000, MaxAge: DefaultMaxAge}
 }
 
 // DefaultBilling are the billing weights the file can override.
@@ -221,6 +231,16 @@ func (c *Config) Prepare() error {
 // EgressAllowed tells whether p's containers get the default network
 // (true unless p says egress = false; true for no partition).
 func (p *Partition) EgressAllowed() bool { return p == nil || !p.NoEgress }
+
+// Starvation is p's starvation threshold: StarvationThreshold,
+// DefaultStarvationThreshold when unset (a config committed before
+// starvation_threshold existed) or p is nil; negative: none.
+func (p *Partition) Starvation() time.Duration {
+	if p == nil || p.StarvationThreshold == 0 {
+		return DefaultStarvationThreshold
+	}
+	return p.StarvationThreshold
+}
 
 // OutputLimit is p's MaxOutput, DefaultMaxOutput when unset (a config
 // committed before max_output existed) or p is nil.

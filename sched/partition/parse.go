@@ -34,7 +34,7 @@ var (
 			{Name: "default"}, {Name: "nodes"}, {Name: "labels"}, {Name: "max_walltime"},
 			{Name: "default_walltime"}, {Name: "max_cluster_size"}, {Name: "priority_tier"},
 			{Name: "allowed_accounts"}, {Name: "allowed_modes"}, {Name: "gpu_quantum"},
-			{Name: "requeue"}, {Name: "max_output"},
+			{Name: "requeue"}, {Name: "max_output"}, {Name: "starvation_threshold"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "user_limits"}, {Type: "network"}},
 	}
@@ -259,6 +259,7 @@ func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partit
 	if a := attrs["max_output"]; a != nil {
 		d.memory(a, &p.MaxOutput)
 	}
+	d.starvation(attrs, &p.StarvationThreshold)
 	for _, lb := range ct.Blocks {
 		switch lb.Type {
 		case "user_limits":
@@ -499,6 +500,26 @@ func (d *decoder) duration(attrs hcl.Attributes, name string, dst *time.Duration
 	}
 	*dst = v
 	return a, true
+}
+
+// starvation reads starvation_threshold: a positive duration, or "off"
+// (stored as -1).
+func (d *decoder) starvation(attrs hcl.Attributes, dst *time.Duration) {
+	var s string
+	a, ok := d.str(attrs, "starvation_threshold", &s)
+	if !ok {
+		return
+	}
+	if s == "off" {
+		*dst = -1
+		return
+	}
+	v, err := jobspec.ParseWalltime(s)
+	if err != nil || v <= 0 {
+		d.errorf(a.Expr.Range(), "Invalid starvation_threshold", `starvation_threshold %q is not valid; write a positive duration such as "6h", "90m" or "2d", or "off".`, s)
+		return
+	}
+	*dst = v
 }
 
 func (d *decoder) memory(a *hcl.Attribute, dst *int64) {

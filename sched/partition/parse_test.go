@@ -90,6 +90,9 @@ func TestValidFiles(t *testing.T) {
 			if cpu.OutputLimit() != 1<<20 || c.Partition("gpu").OutputLimit() != DefaultMaxOutput || DefaultMaxOutput != 10<<30 {
 				t.Errorf("max_output: cpu %d, gpu %d; want 1MiB and the default 10GiB", cpu.OutputLimit(), c.Partition("gpu").OutputLimit())
 			}
+			if cpu.Starvation() != 2*time.Hour || c.Partition("gpu").Starvation() >= 0 || (&Partition{}).Starvation() != DefaultStarvationThreshold {
+				t.Errorf("starvation_threshold: cpu %v, gpu %v; want 2h and off (negative)", cpu.Starvation(), c.Partition("gpu").Starvation())
+			}
 			if c.Account("lab").Shares != 2 || c.Account("other").Shares != 1 {
 				t.Error("shares")
 			}

@@ -10,6 +10,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -92,6 +93,80 @@ type Result struct {
 	Passes           int     `json:"passes"`
 	PlacementsPerSec float64 `json:"placements_per_sec"`
 	WallSeconds      float64 `json:"wall_s"`
+	// Classes are the distributions of wait and bounded slowdown: all
+	// jobs, then by width (1 processor, up to a quarter of the machine,
+	// wider); a class without jobs is left out.
+	Classes []Dist `json:"classes"`
+	// Users are the share of the machine each user received against the
+	// share configured (equal shares), by user name.
+	Users []UserShare `json:"users"`
+	// Starts is when each job started, by id.
+	Starts map[uint64]int64 `json:"-"`
+}
+
+// Width classes of Dist.Class.
+const (
+	ClassAll     = "all"
+	ClassOne     = "1"     // one processor
+	ClassQuarter = "<=1/4" // more than one, at most a quarter of the machine
+	ClassWide    = ">1/4"  // wider than a quarter of the machine
+)
+
+// Dist is the distribution of wait (s) and bounded slowdown over one
+// class of jobs; percentiles are nearest-rank.
+type Dist struct {
+	Class string  `json:"class"`
+	Jobs  int     `json:"jobs"`
+	Wait  Summary `json:"wait_s"`
+	BSLD  Summary `json:"bounded_slowdown"`
+}
+
+// Summary is a sample's mean, percentiles and maximum.
+type Summary struct {
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+}
+
+// UserShare is what one user got: Received is the user's processor-seconds
+// over everyone's, Configured the share the fair-share tree gives the user
+// (equal shares: 1 over the users). Jobs and MeanWait are the user's.
+type UserShare struct {
+	User       string  `json:"user"`
+	Jobs       int     `json:"jobs"`
+	Configured float64 `json:"configured"`
+	Received   float64 `json:"received"`
+	MeanWait   float64 `json:"mean_wait_s"`
+}
+
+// summarize sorts xs and sums it up.
+func summarize(xs []float64) Summary {
+	if len(xs) == 0 {
+		return Summary{}
+	}
+	slices.Sort(xs)
+	rank := func(p float64) float64 {
+		k := int(math.Ceil(p*float64(len(xs)))) - 1
+		return xs[max(0, min(k, len(xs)-1))]
+	}
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return Summary{Mean: sum / float64(len(xs)), P50: rank(0.5), P90: rank(0.9), P99: rank(0.99), Max: xs[len(xs)-1]}
+}
+
+// class is a job's width class on a machine of procs processors.
+func class(width, procs int) string {
+	switch {
+	case width*4 > procs:
+		return ClassWide
+	case width == 1:
+		return ClassOne
+	}
+	return ClassQuarter
 }
 
 // Tau is the bounded-slowdown threshold (s).
@@ -179,6 +254,7 @@ func Run(jobs []Job, o Options, wall func() time.Time) (Result, error) {
 	}
 	elapsed := wall().Sub(t0).Seconds()
 	m.measure(js, &res)
+	res.Starts = m.starts
 	res.WallSeconds = elapsed
 	if elapsed > 0 {
 		res.PlacementsPerSec = float64(res.Placements) / elapsed
@@ -340,29 +416,55 @@ func (m *machine) measure(js []Job, res *Result) {
 		return
 	}
 	first, last := js[0].Submit, int64(0)
-	var wait, bsld, busy, wideWait float64
-	wide := 0
+	var busy float64
+	waits := map[string][]float64{}
+	bslds := map[string][]float64{}
+	type acct struct {
+		jobs       int
+		wait, used float64
+	}
+	users := map[string]*acct{}
 	for i := range js {
 		j := &js[i]
 		s := m.starts[j.ID]
 		w := float64(s - j.Submit)
-		wait += w
-		if j.Procs*4 > m.o.Procs {
-			wide++
-			wideWait += w
+		b := max(1, (w+float64(j.Run))/max(float64(j.Run), Tau))
+		for _, c := range []string{ClassAll, class(j.Procs, m.o.Procs)} {
+			waits[c] = append(waits[c], w)
+			bslds[c] = append(bslds[c], b)
 		}
-		res.MaxWait = max(res.MaxWait, w)
-		bsld += max(1, (w+float64(j.Run))/max(float64(j.Run), Tau))
+		u := users[j.User]
+		if u == nil {
+			u = &acct{}
+			users[j.User] = u
+		}
+		u.jobs++
+		u.wait += w
+		u.used += float64(j.Run) * float64(j.Procs)
 		busy += float64(j.Run) * float64(j.Procs)
 		last = max(last, s+j.Run)
 	}
-	n := float64(len(js))
-	res.Jobs = len(js)
-	res.MeanWait = wait / n
-	res.MeanBSLD = bsld / n
-	if wide > 0 {
-		res.WideMeanWait = wideWait / float64(wide)
+	for _, c := range []string{ClassAll, ClassOne, ClassQuarter, ClassWide} {
+		if len(waits[c]) > 0 {
+			res.Classes = append(res.Classes, Dist{Class: c, Jobs: len(waits[c]), Wait: summarize(waits[c]), BSLD: summarize(bslds[c])})
+		}
 	}
+	all := res.Classes[0]
+	res.Jobs = all.Jobs
+	res.MeanWait = all.Wait.Mean
+	res.MeanBSLD = all.BSLD.Mean
+	res.MaxWait = all.Wait.Max
+	if w := waits[ClassWide]; len(w) > 0 {
+		res.WideMeanWait = res.Classes[len(res.Classes)-1].Wait.Mean
+	}
+	for name, u := range users {
+		us := UserShare{User: name, Jobs: u.jobs, Configured: 1 / float64(len(users)), MeanWait: u.wait / float64(u.jobs)}
+		if busy > 0 {
+			us.Received = u.used / busy
+		}
+		res.Users = append(res.Users, us)
+	}
+	slices.SortFunc(res.Users, func(a, b UserShare) int { return cmp.Compare(a.User, b.User) })
 	res.Makespan = float64(last - first)
 	if res.Makespan > 0 {
 		res.Utilization = busy / (res.Makespan * float64(m.o.Procs))

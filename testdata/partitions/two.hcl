@@ -3,6 +3,7 @@ partition "cpu" {
   max_walltime     = "1h"
   max_cluster_size = 8
   max_output       = "1MiB"
+  starvation_threshold = "2h"
 }
 
 partition "gpu" {
@@ -10,6 +11,7 @@ partition "gpu" {
   labels       = ["gpu"]
   gpu_quantum  = 0.5
   allowed_accounts = ["lab"]
+  starvation_threshold = "off"
 }
 
 account "lab" {
