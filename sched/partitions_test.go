@@ -400,11 +400,25 @@ account "b" {
 	if err := srv.ChargeUsage(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if heavy, err = submitAs(c, "heavy", spec(1, jobspec.ModeSingleNode, 1)); err != nil {
+	// Both wait for a held gate job, so that they become eligible in one
+	// pass: otherwise a pass between the two submits makes heavy's job the
+	// head, and the head keeps its reservation (core.Policy.KeepReservations).
+	gate, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: "heavy", UID: 1000, GID: 1000, Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := func(user string) (api.SubmitResponse, error) {
+		return c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: user, UID: 1000, GID: 1000,
+			DependsOn: &api.Dependency{Conditions: []api.Condition{{Kind: api.DepEnded, JobID: gate.JobID}}}})
+	}
+	if heavy, err = after("heavy"); err != nil {
 		t.Fatal(err)
 	}
 	clock.Add(time.Second)
-	if light, err = submitAs(c, "light", spec(1, jobspec.ModeSingleNode, 1)); err != nil {
+	if light, err = after("light"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kill(ctx, gate.JobID); err != nil {
 		t.Fatal(err)
 	}
 	return srv, c, run, heavy, light
