@@ -147,7 +147,7 @@ func TestRoguePeerRefused(t *testing.T) {
 		if err := rogueAppend(t, nt, l); err != nil {
 			t.Fatalf("control rogue: %v", err)
 		}
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(20 * time.Second) // a loaded machine; ends at the apply
 		for rogueJobs(st) == 0 && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
