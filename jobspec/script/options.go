@@ -255,9 +255,9 @@ var slurmOptions = map[string]option{
 		o.Depend = d
 		return err
 	}},
-	"--export": {true, func(o *Options, v string, _ site) error { return o.Env.parse(v, "ALL", "NONE", ",") }},
-	"--hold":     {false, func(o *Options, _ string, _ site) error { o.Hold = true; return nil }},
-	"--exclusive": {false, ignored("exclusive nodes; the job shares its nodes within its resources")},
+	"--export":     {true, func(o *Options, v string, _ site) error { return o.Env.parse(v, "ALL", "NONE", ",") }},
+	"--hold":       {false, func(o *Options, _ string, _ site) error { o.Hold = true; return nil }},
+	"--exclusive":  {false, ignored("exclusive nodes; the job shares its nodes within its resources")},
 	"--array":      {true, ignored("job arrays in scripts yet; submit one job per element")},
 	"--mail-type":  {true, ignored("mail")},
 	"--mail-user":  {true, ignored("mail")},
