@@ -95,7 +95,7 @@ func TestScriptFile(t *testing.T) {
 		t.Errorf("command %q", s.Command)
 	}
 	if s.Name != "fit" || s.Partition != "gpu" || s.Cluster.Size != 2 || s.Cluster.Mode != "multi-node" || s.Resources.CPU != 4 ||
-		s.Resources.Memory != 2<<30 || s.Walltime != time.Hour || s.Workdir != "/tmp" || s.Output != "fit.%j.out" {
+		s.Resources.Memory != 2<<30 || s.Walltime != time.Hour || s.Workdir != "/tmp" || s.Output != "/tmp/fit.%j.out" {
 		t.Errorf("spec %+v", s)
 	}
 	if _, ok := s.Env["TROUPE_SECRET"]; ok || s.Env["TROUPE_OTHER"] != "y" {

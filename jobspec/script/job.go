@@ -27,9 +27,12 @@ type Submit struct {
 }
 
 // notPassed are variables of the submitter's shell that describe it, not
-// the job: never passed.
+// the job, and those troupe sets in every container (HOME is the
+// session's home, where its ssh keys are; USER and LOGNAME the
+// submitter's name): never passed.
 var notPassed = map[string]bool{
 	"HOSTNAME": true, "PWD": true, "OLDPWD": true, "SHLVL": true, "_": true,
+	"HOME": true, "USER": true, "LOGNAME": true,
 	"TROUPE_JOB_ID": true, "LSB_JOBID": true,
 }
 
@@ -77,6 +80,14 @@ func (o *Options) Job(s Submit) (*jobspec.Job, error) {
 		cwd = filepath.Join(s.Cwd, cwd)
 	}
 	j.Workdir = filepath.Clean(cwd)
+	if o.Cwd != "" {
+		// Relative output paths are the job's directory's, as LSF's.
+		for _, p := range []*string{&j.Output, &j.Error} {
+			if *p != "" && !filepath.IsAbs(*p) {
+				*p = filepath.Join(j.Workdir, *p)
+			}
+		}
+	}
 	if j.Workdir != "/" {
 		// The node's tree is read-only in a container; the submit
 		// directory is where a job writes, as on a shared file system.

@@ -139,7 +139,7 @@ func TestStopsAtFirstCommand(t *testing.T) {
 
 func TestWhereAndAs(t *testing.T) {
 	j, _ := job(t, "#!/bin/bash\n#BSUB -o out.%J.%x -e err.%J -J fit\necho hi\n", nil,
-		"PATH=/opt/bin:/usr/bin", "HOME=/home/alice", "PWD=/elsewhere", "BACKENDAI_X=1", "BASH_FUNC_f%%=() {}", "HOSTNAME=login1")
+		"PATH=/opt/bin:/usr/bin", "HOME=/home/alice", "USER=root", "LANG=C.UTF-8", "PWD=/elsewhere", "BACKENDAI_X=1", "BASH_FUNC_f%%=() {}", "HOSTNAME=login1")
 	want := &jobspec.Job{
 		Name:      "fit",
 		Cluster:   jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
@@ -147,7 +147,7 @@ func TestWhereAndAs(t *testing.T) {
 		Image:     "host",
 		Command:   []string{"/bin/bash", "-c", "#!/bin/bash\n#BSUB -o out.%J.%x -e err.%J -J fit\necho hi\n", "run.sh"},
 		Workdir:   "/tmp/sub",
-		Env:       map[string]string{"PATH": "/opt/bin:/usr/bin", "HOME": "/home/alice"},
+		Env:       map[string]string{"PATH": "/opt/bin:/usr/bin", "LANG": "C.UTF-8"},
 		Mounts:    []jobspec.Mount{{Name: "cwd", Source: "/tmp/sub", Target: "/tmp/sub"}},
 		Output:    "out.%j.fit",
 		Error:     "err.%j",
@@ -158,6 +158,10 @@ func TestWhereAndAs(t *testing.T) {
 }
 
 func TestCwdOption(t *testing.T) {
+	j, _ := job(t, "#BSUB -cwd /data/run -o out.%J -e /abs/err\n", nil)
+	if j.Output != "/data/run/out.%j" || j.Error != "/abs/err" {
+		t.Errorf("-cwd: output %q error %q: relative paths are the job directory's", j.Output, j.Error)
+	}
 	for _, c := range []struct{ src, want string }{
 		{"#BSUB -cwd /data/run\n", "/data/run"},
 		{"#BSUB -cwd sub/dir\n", "/tmp/sub/sub/dir"},
