@@ -20,27 +20,34 @@ import (
 const EnvScriptImage = "TROUPE_SCRIPT_IMAGE"
 
 // lsfOnly are LSF's options bsub takes for scripts and command lines
-// only; a job file sets these things itself. Defined by defineLSF.
-var lsfOnly []string
+// only (a job file sets these things itself); defineLSF defines them.
+var lsfOnly = []string{"nnodes", "oo", "eo", "G", "cwd", "R", "M", "gpu", "app", "image",
+	"x", "L", "B", "N", "u", "U", "sp", "r", "rn", "b", "i"}
 
-// defineLSF defines the LSF options bsub does not already have, each
-// handed to jobspec/script for script and command-line jobs.
+// defineLSF defines the LSF options bsub has for script and command-line
+// jobs only; jobspec/script reads them (troupe-job(5), SCRIPT JOBS).
 func defineLSF(fs *cli.FlagSet) {
-	names := script.LSFOptions()
-	slices.Sort(names)
-	for _, n := range names {
-		name := strings.TrimPrefix(n, "-")
-		if fs.Lookup(name) != nil {
-			continue
-		}
-		lsfOnly = append(lsfOnly, name)
-		usage := "LSF's " + n + " for a script or command line (see troupe-job(5), SCRIPT JOBS)"
-		if _, arg := script.LSFOption(n); arg {
-			fs.String(name, "", usage)
-		} else {
-			fs.Bool(name, false, usage)
-		}
-	}
+	fs.String("nnodes", "", "scripts and command lines: spread the -n slots over `N` containers (multi-node)")
+	fs.String("oo", "", "scripts and command lines: as -o (`pattern`)")
+	fs.String("eo", "", "scripts and command lines: as -e (`pattern`)")
+	fs.String("G", "", "scripts and command lines: fair-share user `group`, charged as the account unless -P")
+	fs.String("cwd", "", "scripts and command lines: run in `dir` (default: this directory)")
+	fs.String("R", "", "scripts and command lines: resource `requirement`: span[hosts=1], span[ptile=K],\nrusage[mem=M], select[mem>=M], rusage[ngpus_physical=G]")
+	fs.String("M", "", "scripts and command lines: memory `limit` per container, KB unless a unit (MB, GB) is given")
+	fs.String("gpu", "", "scripts and command lines: GPUs per container, LSF's `num=N`")
+	fs.String("app", "", "scripts and command lines: the `image` (troupe's reading of LSF's application profile)")
+	fs.String("image", "", "scripts and command lines: the `image` (default: $"+EnvScriptImage+", else host)")
+	fs.Bool("x", false, "accepted and ignored with a warning: exclusive nodes")
+	fs.String("L", "", "accepted and ignored with a warning: login `shell`")
+	fs.Bool("B", false, "accepted and ignored with a warning: mail at start")
+	fs.Bool("N", false, "accepted and ignored with a warning: mail at the end")
+	fs.String("u", "", "accepted and ignored with a warning: mail `address`")
+	fs.String("U", "", "accepted and ignored with a warning: advance `reservation`")
+	fs.String("sp", "", "accepted and ignored with a warning: user `priority`")
+	fs.Bool("r", false, "accepted and ignored with a warning: rerunnable")
+	fs.Bool("rn", false, "accepted and ignored with a warning: not rerunnable")
+	fs.String("b", "", "accepted and ignored with a warning: begin `time`")
+	fs.String("i", "", "accepted and ignored with a warning: input `file`")
 }
 
 // commandLineName maps bsub's own spellings of LSF options to LSF's.

@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
+	"github.com/troupe-hpc/troupe/jobspec/script"
 )
 
 // submitted runs bsub with stdin against a schedd that records the
@@ -178,5 +180,22 @@ func TestScriptDryRun(t *testing.T) {
 	}
 	if dr.Submit.Spec.Resources.CPU != 2 || dr.Submit.Spec.Command[2] != "echo hi" {
 		t.Errorf("spec %+v", dr.Submit.Spec)
+	}
+}
+
+// TestLSFOptionsDefined: every LSF option jobspec/script reads is a flag
+// of bsub, and the script-only ones are listed as such.
+func TestLSFOptionsDefined(t *testing.T) {
+	_, help, _ := runBsub("-h")
+	for _, n := range script.LSFOptions() {
+		re := regexp.MustCompile(`(?m)(^  |, )-?` + regexp.QuoteMeta(n) + `( |,|$)`)
+		if !re.MatchString(help) {
+			t.Errorf("bsub does not define LSF's %s:\n%s", n, help)
+		}
+	}
+	for _, n := range lsfOnly {
+		if known, _ := script.LSFOption("-" + n); !known {
+			t.Errorf("-%s is listed as an LSF option but jobspec/script does not read it", n)
+		}
 	}
 }
