@@ -67,7 +67,7 @@ func TestCommandLineJob(t *testing.T) {
 
 const lsfScript = `#!/bin/bash
 #BSUB -J fit
-#BSUB -n 8 -R "span[ptile=4] rusage[mem=2GB]"
+#BSUB -n 8 -R "span[ptile=4] rusage[mem=512MB]"
 #BSUB -W 1:00
 #BSUB -o fit.%J.out
 #BSUB -x

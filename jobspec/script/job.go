@@ -161,11 +161,11 @@ func (o *Options) shape(j *jobspec.Job) {
 	}
 	cpu := float64(perContainer * cpt)
 	j.Resources = jobspec.Resources{CPU: cpu, Memory: jobspec.DefaultMemory, GPU: o.GPU}
-	switch {
-	case o.Memory > 0:
-		j.Resources.Memory = o.Memory
-	case o.MemPerCPU > 0:
-		j.Resources.Memory = o.MemPerCPU * int64(perContainer*cpt)
+	// The largest of the memory asked for per container, per slot (LSF's
+	// rusage[mem], reserved per task as RESOURCE_RESERVE_PER_TASK=Y,
+	// which badmin showconf reports) and per cpu (Slurm's).
+	if m := max(o.Memory, o.MemPerSlot*int64(perContainer), o.MemPerCPU*int64(perContainer*cpt)); m > 0 {
+		j.Resources.Memory = m
 	}
 }
 

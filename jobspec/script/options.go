@@ -30,7 +30,8 @@ type Options struct {
 	Nodes        int // Slurm -N, LSF -nnodes: containers
 	TasksPerNode int // Slurm --ntasks-per-node, LSF span[ptile=K]
 	OneHost      bool
-	Memory       int64 // per container, bytes
+	Memory       int64 // per container, bytes (LSF -M and select[mem], Slurm --mem)
+	MemPerSlot   int64 // LSF rusage[mem]: per slot, bytes
 	MemPerCPU    int64 // Slurm --mem-per-cpu, bytes
 	GPU          float64
 
@@ -398,7 +399,7 @@ func (o *Options) resReq(s string, at site) error {
 					if err != nil {
 						return fmt.Errorf("rusage[mem=%s]: %v", v, err)
 					}
-					o.Memory = max(o.Memory, b)
+					o.MemPerSlot = b
 				case "ngpus_physical", "ngpus":
 					g, err := strconv.ParseFloat(v, 64)
 					if err != nil || g < 0 || math.IsInf(g, 0) {

@@ -98,6 +98,8 @@ func TestShape(t *testing.T) {
 		{"lsf mem KB", "#BSUB -M 2097152\n", 1, jobspec.ModeSingleNode, 1, 2 * gib, 0, 0, "", ""},
 		{"lsf mem unit", "#BSUB -M 3GB\n", 1, jobspec.ModeSingleNode, 1, 3 * gib, 0, 0, "", ""},
 		{"lsf rusage", "#BSUB -R \"select[mem>=1048576] rusage[mem=2GB]\"\n", 1, jobspec.ModeSingleNode, 1, 2 * gib, 0, 0, "", ""},
+		{"lsf rusage per slot", "#BSUB -n 4 -R \"rusage[mem=524288.0] span[hosts=1]\"\n", 1, jobspec.ModeSingleNode, 4, 2 * gib, 0, 0, "", ""},
+		{"lsf select beats rusage", "#BSUB -n 2 -R \"select[mem>=3GB] rusage[mem=1GB]\"\n", 1, jobspec.ModeSingleNode, 2, 3 * gib, 0, 0, "", ""},
 		{"lsf select", "#BSUB -R \"select[mem>4GB]\"\n", 1, jobspec.ModeSingleNode, 1, 4 * gib, 0, 0, "", ""},
 		{"lsf gpu", "#BSUB -gpu num=2\n", 1, jobspec.ModeSingleNode, 1, gib, 2, 0, "", ""},
 		{"lsf walltime", "#BSUB -W 1:30 -q short -G physics\n", 1, jobspec.ModeSingleNode, 1, gib, 0, 90 * time.Minute, "short", "physics"},
