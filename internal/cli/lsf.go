@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -469,4 +471,92 @@ func MatchName(pattern, name string) bool {
 	re.WriteString("$")
 	ok, _ := regexp.MatchString(re.String(), name)
 	return ok
+}
+
+// EnvCluster names the cluster in LSF's answers (lsid, lsclusters);
+// default DefaultCluster.
+const (
+	EnvCluster     = "TROUPE_CLUSTER"
+	DefaultCluster = "troupe"
+	// EnvLSFConfDir is the LSF_CONFDIR badmin showconf mbd reports, where
+	// a site may keep lsbatch/CLUSTER/configdir/lsb.params for tools
+	// that read it (Snakemake's LSF plugin reads DEFAULT_QUEUE there).
+	EnvLSFConfDir     = "TROUPE_LSF_CONFDIR"
+	DefaultLSFConfDir = "/etc/troupe/lsf"
+	// LSFVersion is the LSF release whose commands troupe's follow.
+	LSFVersion = "10.1.0"
+)
+
+// ClusterName is $TROUPE_CLUSTER, else "troupe".
+func ClusterName() string {
+	if n := os.Getenv(EnvCluster); n != "" {
+		return n
+	}
+	return DefaultCluster
+}
+
+// MasterName is the host schedd answers at on addr: the host of a TCP
+// address, this host for a unix socket.
+func MasterName(addr string) string {
+	first, _, _ := strings.Cut(addr, ",")
+	first = strings.TrimPrefix(strings.TrimPrefix(first, "https://"), "http://")
+	if strings.HasPrefix(first, "unix://") || strings.HasPrefix(first, "/") || first == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "localhost"
+		}
+		return h
+	}
+	if h, _, err := net.SplitHostPort(first); err == nil {
+		return h
+	}
+	return first
+}
+
+// WriteLSID writes lsid's answer.
+func WriteLSID(w io.Writer, cluster, master string) error {
+	_, err := fmt.Fprintf(w, "troupe: LSF %s compatible commands\n\nMy cluster name is %s\nMy master name is %s\n",
+		LSFVersion, cluster, master)
+	return err
+}
+
+// WriteLSClusters writes lsclusters's table: the cluster, ok, its
+// master, its admin, and its nodes (all servers).
+func WriteLSClusters(w io.Writer, cluster, master string, nodes []api.Node, header bool) error {
+	var b strings.Builder
+	if header {
+		fmt.Fprintf(&b, "%-14s %-8s %-25s %-8s %5s %8s\n", "CLUSTER_NAME", "STATUS", "MASTER_HOST", "ADMIN", "HOSTS", "SERVERS")
+	}
+	fmt.Fprintf(&b, "%-14s %-8s %-25s %-8s %5d %8d\n", cluster, "ok", master, "root", len(nodes), len(nodes))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteShowconfMBD writes badmin showconf mbd: the LSF parameters troupe
+// behaves by, "    NAME = value" lines under a dated heading.
+func WriteShowconfMBD(w io.Writer, list api.PartitionList, now time.Time) error {
+	confdir := os.Getenv(EnvLSFConfDir)
+	if confdir == "" {
+		confdir = DefaultLSFConfDir
+	}
+	def := ""
+	for _, p := range list.Partitions {
+		if p.Default {
+			def = p.Name
+		}
+	}
+	params := [][2]string{
+		{"DEFAULT_QUEUE", dash(def)},
+		{"LSB_SHAREDIR", "/var/lib/troupe/lsf"},
+		{"LSF_CONFDIR", confdir},
+		{"LSF_UNIT_FOR_LIMITS", "KB"},
+		{"RESOURCE_RESERVE_PER_TASK", "Y"},
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "MBD configuration at %s\n", now.Format("Mon Jan _2 15:04:05 2006"))
+	for _, p := range params {
+		fmt.Fprintf(&b, "    %s = %s\n", p[0], p[1])
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -3,6 +3,8 @@ package cli_test
 import (
 	"bytes"
 	"errors"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -52,6 +54,14 @@ func TestLSFGolden(t *testing.T) {
 		{"bjobs_o.golden", field("jobid stat user queue job_name exec_host submit_time start_time finish_time exit_code")},
 		{"bjobs_o_width.golden", field("JOBID:4 stat:-6 slots nalloc_slot cpu_used mem run_time time_left pend_reason")},
 		{"bjobs_o_delim.golden", field("jobid stat exit_code exit_reason delimiter=','")},
+		{"lsid.golden", func(b *bytes.Buffer) error { return cli.WriteLSID(b, "troupe", "head1") }},
+		{"lsclusters.golden", func(b *bytes.Buffer) error {
+			return cli.WriteLSClusters(b, "troupe", "head1", clitest.Nodes(), true)
+		}},
+		{"showconf_mbd.golden", func(b *bytes.Buffer) error {
+			t.Setenv(cli.EnvLSFConfDir, "")
+			return cli.WriteShowconfMBD(b, clitest.Partitions(), now)
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
@@ -120,6 +130,49 @@ func TestMatchName(t *testing.T) {
 	} {
 		if got := cli.MatchName(c.pattern, c.name); got != c.want {
 			t.Errorf("MatchName(%q, %q) = %v", c.pattern, c.name, got)
+		}
+	}
+}
+
+// TestShowconfAsSnakemakeReadsIt reads badmin showconf mbd as Snakemake's
+// LSF plugin does: the heading skipped, each line split at " = ".
+func TestShowconfAsSnakemakeReadsIt(t *testing.T) {
+	t.Setenv(cli.EnvLSFConfDir, "/site/lsf")
+	var b bytes.Buffer
+	if err := cli.WriteShowconfMBD(&b, clitest.Partitions(), clitest.Now); err != nil {
+		t.Fatal(err)
+	}
+	conf := map[string]string{}
+	for i, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), " = ")
+		if i == 0 {
+			continue
+		}
+		if !ok {
+			t.Fatalf("line %d %q: no \" = \"", i+1, line)
+		}
+		conf[k] = v
+	}
+	for k, want := range map[string]string{"LSF_UNIT_FOR_LIMITS": "KB", "LSF_CONFDIR": "/site/lsf", "DEFAULT_QUEUE": "cpu", "RESOURCE_RESERVE_PER_TASK": "Y"} {
+		if conf[k] != want {
+			t.Errorf("%s = %q, want %q", k, conf[k], want)
+		}
+	}
+	if conf["LSB_SHAREDIR"] == "" {
+		t.Error("no LSB_SHAREDIR")
+	}
+}
+
+func TestMasterName(t *testing.T) {
+	host, _ := os.Hostname()
+	for addr, want := range map[string]string{
+		"unix:///run/troupe/schedd.sock": host,
+		"head1:7070":                     "head1",
+		"https://head2:7070,head3:7070":  "head2",
+		"http://[::1]:7070":              "::1",
+	} {
+		if got := cli.MasterName(addr); got != want {
+			t.Errorf("MasterName(%q) = %q, want %q", addr, got, want)
 		}
 	}
 }
