@@ -81,3 +81,65 @@ echo written > result.txt
 		t.Errorf("-cwd job %d: %s exit %d (%s), output %q", id, j.State, j.ExitCode, j.Reason, out)
 	}
 }
+
+// TestStopResume: bstop stops every process of a running job's container
+// (bjobs: USUSP), bresume lets it go on (RUN), and bkill -d ends it DONE.
+func TestStopResume(t *testing.T) {
+	needRunc(t)
+	c := startCluster(t, 1, "2")
+	base := searchable(t)
+	dir := dirOf(t, nobodyUser, 0o755, base, "stop")
+	id := c.bsubAs(t, nobodyUser, dir, "", nil, "-o", "ticks.out", "i=0; while :; do i=$((i+1)); echo $i > ticks; sleep 0.1; done")
+	c.waitState(id, time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
+	ticks := func() string { b, _ := os.ReadFile(filepath.Join(dir, "ticks")); return string(b) }
+	stat := func() string {
+		out, _, _ := c.run(dir, "bjobs", "-noheader", "-o", "stat", strconv.FormatUint(id, 10))
+		return strings.TrimSpace(out)
+	}
+	if !waitFor(30*time.Second, func() bool { return ticks() != "" }) {
+		t.Fatal("the job never ticked")
+	}
+	runAs := func(name string, args ...string) string {
+		cmd := exec.Command(bin+"/"+name, args...)
+		cmd.Env = append(os.Environ(), "TROUPE_ADDR="+c.addr)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyUser.uid, Gid: nobodyUser.gid}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %q: %v: %s", name, args, err, out)
+		}
+		return string(out)
+	}
+	if out := runAs("bstop", strconv.FormatUint(id, 10)); out != fmt.Sprintf("Job <%d> is being stopped\n", id) {
+		t.Errorf("bstop: %q", out)
+	}
+	if !waitFor(30*time.Second, func() bool { return stat() == "USUSP" }) {
+		t.Fatalf("bjobs after bstop: %q, want USUSP", stat())
+	}
+	// Stopped: the count stands still (after the signal has arrived).
+	var still bool
+	for range 50 {
+		a := ticks()
+		time.Sleep(500 * time.Millisecond)
+		if ticks() == a {
+			still = true
+			break
+		}
+	}
+	if !still {
+		t.Fatal("the job's processes still run after bstop")
+	}
+	stopped := ticks()
+	time.Sleep(time.Second)
+	if ticks() != stopped {
+		t.Fatalf("ticks went on while stopped: %q → %q", stopped, ticks())
+	}
+	runAs("bresume", strconv.FormatUint(id, 10))
+	if !waitFor(30*time.Second, func() bool { return stat() == "RUN" && ticks() != stopped }) {
+		t.Fatalf("after bresume: %s, ticks %q (were %q)", stat(), ticks(), stopped)
+	}
+	runAs("bkill", "-d", strconv.FormatUint(id, 10))
+	j := c.waitState(id, time.Minute, func(j api.Job) bool { return j.State.Terminal() })
+	if j.State != api.JobCompleted || stat() != "DONE" {
+		t.Errorf("after bkill -d: %s, bjobs %s; want COMPLETED, DONE", j.State, stat())
+	}
+}
