@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -109,7 +107,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	who := *userName
 	if who == "" {
-		who = currentUser()
+		who = cli.CurrentUser()
 	}
 	c, err := fs.Client()
 	if err != nil {
@@ -222,15 +220,4 @@ func noneFound(all, done, running, pending, susp bool) string {
 		return "No job found"
 	}
 	return "No unfinished job found"
-}
-
-// currentUser is the name of the user running bjobs.
-func currentUser() string {
-	if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil {
-		return u.Username
-	}
-	if n := os.Getenv("USER"); n != "" {
-		return n
-	}
-	return strconv.Itoa(os.Getuid())
 }
