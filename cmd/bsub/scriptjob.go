@@ -32,7 +32,7 @@ func defineLSF(fs *cli.FlagSet) {
 	fs.String("eo", "", "scripts and command lines: as -e (`pattern`)")
 	fs.String("G", "", "scripts and command lines: fair-share user `group`, charged as the account unless -P")
 	fs.String("cwd", "", "scripts and command lines: run in `dir` (default: this directory)")
-	fs.String("R", "", "scripts and command lines: resource `requirement`: span[hosts=1], span[ptile=K],\nrusage[mem=M], select[mem>=M], rusage[ngpus_physical=G]")
+	fs.Var(&cli.StringList{}, "R", "scripts and command lines: resource `requirement` (repeatable): span[hosts=1],\nspan[ptile=K], rusage[mem=M], select[mem>=M], rusage[ngpus_physical=G]")
 	fs.String("M", "", "scripts and command lines: memory `limit` per container, KB unless a unit (MB, GB) is given")
 	fs.String("gpu", "", "scripts and command lines: GPUs per container, LSF's `num=N`")
 	fs.String("app", "", "scripts and command lines: the `image` (troupe's reading of LSF's application profile)")
@@ -164,10 +164,19 @@ func scriptJob(fs *cli.FlagSet, w what, ov *overrides, stderr io.Writer) (*jobsp
 		if n, ok := commandLineName[name]; ok {
 			name = n
 		}
-		var known bool
-		known, err = opts.Set("-"+name, f.Value.String())
-		if err == nil && !known {
-			err = fmt.Errorf("-%s: not an option of script jobs", name)
+		values := []string{f.Value.String()}
+		if l, ok := f.Value.(*cli.StringList); ok {
+			values = *l // -R, given more than once
+		}
+		for _, v := range values {
+			var known bool
+			known, err = opts.Set("-"+name, v)
+			if err == nil && !known {
+				err = fmt.Errorf("-%s: not an option of script jobs", name)
+			}
+			if err != nil {
+				return
+			}
 		}
 	})
 	if err != nil {
@@ -188,13 +197,6 @@ func scriptJob(fs *cli.FlagSet, w what, ov *overrides, stderr io.Writer) (*jobsp
 			return nil, nil, err
 		}
 	}
-	for _, warn := range opts.Warnings {
-		where := w.source
-		if warn.Line == 0 {
-			where = "command line"
-		}
-		fmt.Fprintf(stderr, "%s: warning: %s: %s\n", prog, where, warn)
-	}
 	cwd, err := os.Getwd()
 	if err != nil {
 		return nil, nil, err
@@ -204,6 +206,13 @@ func scriptJob(fs *cli.FlagSet, w what, ov *overrides, stderr io.Writer) (*jobsp
 		sub.Command, sub.Args = w.command, nil
 	}
 	spec, err := opts.Job(sub)
+	for _, warn := range opts.Warnings {
+		where := w.source
+		if warn.Line == 0 {
+			where = "command line"
+		}
+		fmt.Fprintf(stderr, "%s: warning: %s: %s\n", prog, where, warn)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -199,3 +199,21 @@ func TestLSFOptionsDefined(t *testing.T) {
 		}
 	}
 }
+
+// TestSnakemakePluginCall submits as Snakemake's LSF executor plugin
+// does: -R twice (both count), -env all, -cwd, a name with parentheses,
+// and the command as one quoted argument.
+func TestSnakemakePluginCall(t *testing.T) {
+	inDir(t)
+	got, code, _, errs := submitted(t, "", "-J", "Snakemake_rule_a___(0f3a)", "-o", "/tmp/x.log", "-e", "/tmp/x.log", "-env", "all",
+		"-W", "10", "-n", "2", "-R", "rusage[mem=1048576.0]", "-R", "span[hosts=1]", "-cwd", "/srv/wf",
+		"python3 -m snakemake --target-jobs 'a:' --cores all")
+	s := got.Spec
+	if code != 0 || s.Resources.CPU != 2 || s.Resources.Memory != 2<<30 || s.Cluster.Size != 1 || s.Workdir != "/srv/wf" ||
+		s.Name != "Snakemake_rule_a____0f3a_" || s.Command[2] != "python3 -m snakemake --target-jobs 'a:' --cores all" {
+		t.Fatalf("exit %d, stderr %q, spec %+v", code, errs, s)
+	}
+	if !strings.Contains(errs, `bsub: warning: command line: -J: job name "Snakemake_rule_a___(0f3a)"`) {
+		t.Errorf("stderr %q: want a warning on the name", errs)
+	}
+}

@@ -64,6 +64,10 @@ func (o *Options) Job(s Submit) (*jobspec.Job, error) {
 	j.Name = o.Name
 	if j.Name == "" {
 		j.Name = defaultName(s)
+	} else if n := JobName(j.Name); n != j.Name {
+		o.Warnings = append(o.Warnings, Warning{Option: "-J", Msg: fmt.Sprintf(
+			"job name %q: troupe's are up to 63 letters, digits, '.', '_' or '-'; submitted as %q", j.Name, n)})
+		j.Name = n
 	}
 	j.Output = ExpandName(j.Output, j.Name)
 	j.Error = ExpandName(j.Error, j.Name)
@@ -104,6 +108,32 @@ func (o *Options) Job(s Submit) (*jobspec.Job, error) {
 	return j, nil
 }
 
+// JobName makes name a troupe job name: each other character becomes
+// '_', and a name too long keeps its end (where workflow tools put the
+// run's id that they later match with bjobs -J '*id*').
+func JobName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if r == '.' || r == '_' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	n := b.String()
+	if len(n) > maxName {
+		n = n[len(n)-maxName:]
+	}
+	n = strings.TrimLeft(n, "._-")
+	if n == "" {
+		return "job"
+	}
+	return n
+}
+
+// maxName is the longest job name jobspec takes.
+const maxName = 63
+
 // defaultName is LSF's: the command (its first word, base name), or the
 // script's file name; "stdin" for a script from stdin.
 func defaultName(s Submit) string {
@@ -115,22 +145,7 @@ func defaultName(s Submit) string {
 	if name == "" || name == "." || name == "/" {
 		name = "stdin"
 	}
-	var b strings.Builder
-	for _, r := range name {
-		if r == '.' || r == '_' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	n := b.String()
-	if len(n) > 64 {
-		n = n[:64]
-	}
-	if n == "" || !(n[0] >= 'a' && n[0] <= 'z' || n[0] >= 'A' && n[0] <= 'Z' || n[0] >= '0' && n[0] <= '9') {
-		n = "job" + n
-	}
-	return n
+	return JobName(name)
 }
 
 // shape maps slots, nodes and tasks to the cluster and its containers'

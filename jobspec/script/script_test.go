@@ -342,3 +342,23 @@ func TestMemoryUnits(t *testing.T) {
 		t.Error("4XB: no error")
 	}
 }
+
+func TestJobName(t *testing.T) {
+	long := strings.Repeat("x", 70) + "_(0f3a)"
+	for _, c := range [][2]string{
+		{"train", "train"},
+		{"Snakemake_rule_a___(1b4e28ba-2fa1-11d2-883f-0016d3cca427)", "Snakemake_rule_a____1b4e28ba-2fa1-11d2-883f-0016d3cca427_"},
+		{"nf-NAME_(1)", "nf-NAME__1_"},
+		{"(x)", "x_"},
+		{"***", "job"},
+		{long, strings.Repeat("x", 56) + "__0f3a_"},
+	} {
+		if got := JobName(c[0]); got != c[1] {
+			t.Errorf("JobName(%q) = %q, want %q", c[0], got, c[1])
+		}
+	}
+	j, warns := job(t, "#BSUB -J 'a(b)'\n", nil)
+	if j.Name != "a_b_" || len(warns) != 1 || !strings.Contains(warns[0].String(), `-J: job name "a(b)"`) {
+		t.Errorf("name %q, warnings %v", j.Name, warns)
+	}
+}
