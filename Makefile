@@ -54,7 +54,7 @@ chaos: build deps
 FUZZTIME ?= 20000x
 FUZZ     := ./jobspec:FuzzParse ./sched/partition:FuzzParse ./sched/swf:FuzzRead \
 	./sched:FuzzSubmitBody ./sched:FuzzReportBody ./sched:FuzzRegisterBody \
-	./internal/api:FuzzParseDependency
+	./internal/api:FuzzParseDependency ./jobspec/script:FuzzParse
 fuzz:
 	@set -e; for t in $(FUZZ); do \
 		echo "fuzz $${t%%:*} $${t##*:} ($(FUZZTIME))"; \

@@ -117,6 +117,10 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("done") == "true" { // bkill -d
+		s.handleControl(s.KillDone)(w, r)
+		return
+	}
 	s.handleControl(s.Kill)(w, r)
 }
 

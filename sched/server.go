@@ -477,7 +477,17 @@ func humanBytes(b int64) string {
 // Kill cancels a job: a pending one at once, a placed one once its
 // nodelets have stopped its containers.
 func (s *Server) Kill(ctx context.Context, id uint64) (*api.Job, error) {
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id})
+	return s.kill(ctx, id, false)
+}
+
+// KillDone cancels a job as Kill does but records it COMPLETED (LSF's
+// bkill -d).
+func (s *Server) KillDone(ctx context.Context, id uint64) (*api.Job, error) {
+	return s.kill(ctx, id, true)
+}
+
+func (s *Server) kill(ctx context.Context, id uint64, done bool) (*api.Job, error) {
+	v, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id, KillDone: done})
 	if err != nil {
 		return nil, err
 	}

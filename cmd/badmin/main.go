@@ -24,7 +24,7 @@ const prog = "badmin"
 var command = cli.Command{
 	Name: prog,
 	Synopsis: "partitions | reconfig | fairshare | drain NODE... -r REASON | resume NODE... |\n" +
-		"       snapshot save|restore FILE | token create|list|revoke ID",
+		"       snapshot save|restore FILE | token create|list|revoke ID | showconf mbd",
 	Summary: "Administer schedd.\n" +
 		"  partitions  list the partitions in force: nodes, limits, queued and started jobs\n" +
 		"              (the default partition is marked *)\n" +
@@ -42,7 +42,9 @@ var command = cli.Command{
 		"  token create [--user U] [--admin]  issue a bearer token for schedd over TCP (TLS);\n" +
 		"                         the secret is printed once, schedd keeps only its SHA-256\n" +
 		"  token list             list tokens (id, user, uid, admin, node, created)\n" +
-		"  token revoke ID        revoke a token at once on every replica",
+		"  token revoke ID        revoke a token at once on every replica\n" +
+		"  showconf mbd           the LSF parameters troupe's LSF commands behave by, as LSF's\n" +
+		"                         badmin showconf mbd prints them (LSF_UNIT_FOR_LIMITS, …)",
 	Examples: []string{
 		"badmin partitions",
 		"vi /etc/troupe/partitions.hcl && badmin reconfig",
@@ -51,6 +53,7 @@ var command = cli.Command{
 		"badmin resume node07 node08",
 		"badmin snapshot save /backup/troupe-$(date +%F).snap",
 		"badmin token create --user alice > /home/alice/.troupe/token",
+		"badmin showconf mbd",
 	},
 }
 
@@ -72,6 +75,10 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	sub := pos[0]
 	switch {
+	case sub == "showconf":
+		if len(pos) != 2 || pos[1] != "mbd" {
+			return fs.UsageError("usage: badmin showconf mbd")
+		}
 	case sub == "snapshot":
 		if len(pos) != 3 || (pos[1] != "save" && pos[1] != "restore") {
 			return fs.UsageError("usage: badmin snapshot save|restore FILE")
@@ -99,7 +106,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fs.UsageError("unexpected argument %q", pos[1])
 	case sub == "partitions", sub == "reconfig", sub == "fairshare":
 	default:
-		return fs.UsageError("unknown subcommand %q: want partitions, reconfig, fairshare, drain, resume, snapshot or token", sub)
+		return fs.UsageError("unknown subcommand %q: want partitions, reconfig, fairshare, drain, resume, snapshot, token or showconf", sub)
 	}
 	c, err := fs.Client()
 	if err != nil {
@@ -156,6 +163,14 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 	case "snapshot":
 		if err := snapshot(ctx, c, pos[1], pos[2], stdout, stderr); err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+	case "showconf":
+		list, err := c.Partitions(ctx)
+		if err == nil {
+			err = cli.WriteShowconfMBD(stdout, list, time.Now())
+		}
+		if err != nil {
 			return cli.Fail(stderr, prog, err)
 		}
 	case "fairshare":

@@ -6,7 +6,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"syscall"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -24,7 +27,8 @@ var command = cli.Command{
 		"from the queue (your own unless -u says otherwise); with ids as well, only the\n" +
 		"ids that match are cancelled, as scancel does. With -s, a running job's containers\n" +
 		"get the signal instead and the job goes on (it ends as its exit says); a job not\n" +
-		"running yet is cancelled by KILL, TERM or INT and refuses other signals.",
+		"running yet is cancelled by KILL, TERM or INT and refuses other signals. With -d\n" +
+		"the killed job ends COMPLETED (LSF's DONE) instead of CANCELLED.",
 	Examples: []string{
 		"bkill 42",
 		"bkill 42 43 44",
@@ -32,6 +36,7 @@ var command = cli.Command{
 		"bkill -u alice -p gpu       # all of alice's jobs in partition gpu",
 		"bkill -s USR1 42            # every container of job 42 gets SIGUSR1",
 		"bkill -s HUP --host main1 42",
+		"bkill -d 42                 # kill it, record it DONE (COMPLETED)",
 	},
 }
 
@@ -43,6 +48,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	signal := fs.String("s", "", "send `signal` (USR1, SIGHUP, 15, …) to the job's containers instead of cancelling it;\na job not running yet is cancelled by KILL, TERM or INT")
 	fs.Alias("signal", "s")
 	host := fs.String("host", "", "with -s, signal only the container `host` (main1, sub2, …)")
+	done := fs.Bool("d", false, "kill the jobs but record them as DONE (COMPLETED), as LSF's bkill -d")
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
@@ -62,6 +68,9 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if sig, err = api.ParseSignal(*signal); err != nil {
 			return cli.Fail(stderr, prog, fmt.Errorf("-s: %v", err))
 		}
+		if *done {
+			return fs.UsageError("-d records a killed job as DONE; it goes with no -s")
+		}
 	} else if *host != "" {
 		return fs.UsageError("--host picks the container -s signals; give -s too")
 	}
@@ -75,6 +84,13 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if ids, err = sel.Pick(ctx, c, ids); err != nil {
 			return cli.Fail(stderr, prog, err)
 		}
+	}
+	if *signal == "" && *done {
+		return cli.ForEachJob(ctx, stdout, stderr, prog, ids, func(ctx context.Context, id uint64) (api.Job, error) {
+			var j api.Job
+			_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/kill", url.Values{"done": {"true"}}, struct{}{}, &j)
+			return j, err
+		}, "Job <%d> is being terminated.\n")
 	}
 	if *signal == "" {
 		return cli.ForEachJob(ctx, stdout, stderr, prog, ids, c.Kill, "Job <%d> is being terminated.\n")

@@ -175,3 +175,22 @@ func TestSignal(t *testing.T) {
 		t.Errorf("refused signals reached schedd: %q", reqs)
 	}
 }
+
+func TestKillDone(t *testing.T) {
+	s := clitest.NewSchedd(t)
+	var queries []string
+	s.Handle("POST /v1/jobs/{id}/kill", func(w http.ResponseWriter, r *http.Request) {
+		queries = append(queries, r.PathValue("id")+"?"+r.URL.RawQuery)
+		clitest.JSON(w, http.StatusOK, 60, api.Job{State: api.JobCompleted})
+	})
+	code, out, errs := runBkill("--addr", s.Addr, "-d", "12", "13")
+	if code != 0 || out != "Job <12> is being terminated.\nJob <13> is being terminated.\n" || errs != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if !slices.Equal(queries, []string{"12?done=true", "13?done=true"}) {
+		t.Errorf("queries %q", queries)
+	}
+	if code, _, errs := runBkill("--addr", s.Addr, "-d", "-s", "USR1", "12"); code != 2 || !strings.Contains(errs, "-d records a killed job as DONE") {
+		t.Errorf("-d -s: exit %d, %q", code, errs)
+	}
+}

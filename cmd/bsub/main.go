@@ -1,4 +1,5 @@
-// Command bsub submits a job file to schedd, as LSF's bsub does.
+// Command bsub submits a job file, an LSF or Slurm script, or a command
+// line to schedd, as LSF's bsub does.
 package main
 
 import (
@@ -17,18 +18,25 @@ import (
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/script"
 )
 
 const prog = "bsub"
 
 var command = cli.Command{
 	Name:     prog,
-	Synopsis: "JOBFILE | -I JOBFILE [-- COMMAND [ARG...]]",
+	Synopsis: "JOBFILE | SCRIPT [ARG...] | COMMAND [ARG...] | < SCRIPT | -I JOBFILE [-- COMMAND [ARG...]]",
 	Summary: "Submit the job described by JOBFILE (HCL, see troupe-job(5)) and print its id.\n" +
+		"A script (#! or #BSUB/#SBATCH lines), a script on stdin, or a command line (run by /bin/sh -c)\n" +
+		"is submitted as LSF does: as you, in this directory (-cwd), with your environment (-env), on\n" +
+		"the host image; -n is then slots, with LSF's -R, -M, -G (troupe-job(5), SCRIPT JOBS).\n" +
 		"With --wait, wait until the job ends and exit with its exit code. With -I, run main1's\n" +
 		"command (COMMAND, else the file's, else a shell) on a terminal connected to this one.",
 	Examples: []string{
 		"bsub train.hcl",
+		"bsub -n 4 -W 10 -o 'logs/%J.out' python train.py   # a command line, LSF-style",
+		"bsub < job.lsf                              # a #BSUB script on stdin",
+		"bsub -q short run.sbatch a1                 # a #SBATCH script, with arguments",
 		"bsub -q gpu -n 8 -W 4:00 -J big train.hcl   # LSF-style overrides of the file",
 		"bsub --env EPOCHS=20 -o 'train-%J.out' train.hcl",
 		"bsub -H train.hcl                           # submit held; brelease starts it",
@@ -62,22 +70,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(vars, "var", "set the job file's `name=value` variable (repeatable), as terraform -var does")
 	var ov overrides
 	ov.define(fs)
+	defineLSF(fs)
 	dry := &dryRunFlag{}
 	fs.Var(dry, "dry-run", "parse, apply the overrides and validate, then show what would be submitted and\n"+
 		"the partition's verdict; submit nothing (--dry-run=json: as JSON)")
-	pos, err := fs.Parse(args)
-	if err != nil {
+	// Flags stop at the first argument: what follows a command is its own.
+	if err := fs.FlagSet.Parse(args); err != nil {
 		return fs.Exit(err)
 	}
-	switch {
-	case len(pos) == 0:
-		return fs.UsageError("missing job file")
-	case len(pos) > 1 && !*inter:
-		return fs.UsageError("one job file at a time, got %d: %s", len(pos), strings.Join(pos, " "))
-	}
-	path := pos[0]
-	ov.parsed(fs)
-	var dep *api.Dependency
+	var (
+		dep *api.Dependency
+		err error
+	)
 	if *depend != "" {
 		if dep, err = api.ParseDependency(*depend); err != nil {
 			return fs.UsageError("-w: %v", err)
@@ -89,35 +93,76 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *inter && (*wait || *hold) {
 		return fs.UsageError("-I waits on its own and cannot be held: drop --wait and -H")
 	}
-
-	src, err := os.ReadFile(path)
+	w, err := classify(fs.Args(), stdin, stdinIsTerminal(stdin))
+	var ue usageError
+	if errors.As(err, &ue) {
+		return fs.UsageError("%s", ue.msg)
+	}
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
-	spec, diags := jobspec.ParseWith(path, src, jobspec.Options{Vars: vars, Interactive: *inter})
-	if len(diags) > 0 {
-		if werr := jobspec.WriteDiagnostics(stderr, path, src, diags); werr != nil {
-			return cli.Fail(stderr, prog, werr)
+	var pos []string
+	if w.jobFile != "" && len(fs.Args()) > 0 {
+		// A job file may be followed by flags (and -I's -- COMMAND).
+		if pos, err = fs.Parse(fs.Args()[1:]); err != nil {
+			return fs.Exit(err)
 		}
+		pos = append([]string{w.jobFile}, pos...)
+	} else {
+		pos = []string{w.source}
 	}
-	if diags.HasErrors() {
-		// hcl's text names "file line N"; add the compiler-style
-		// file:line:col that editors jump to, one line per error.
-		for _, d := range diags {
-			if d.Severity == hcl.DiagError {
-				fmt.Fprintf(stderr, "%s: %s\n", prog, position(d, path))
+	if w.jobFile != "" && len(pos) > 1 && !*inter {
+		return fs.UsageError("one job file at a time, got %d: %s", len(pos), strings.Join(pos, " "))
+	}
+	if given := lsfOnlyGiven(fs); w.jobFile != "" && len(given) > 0 {
+		return fs.UsageError("%s: for scripts and command lines; a job file says this itself (see troupe-job(5))", strings.Join(given, " "))
+	}
+	path := pos[0]
+	ov.parsed(fs)
+
+	var spec *jobspec.Job
+	if w.jobFile == "" {
+		var opts *script.Options
+		if spec, opts, err = scriptJob(fs, w, &ov, stderr); err != nil {
+			return cli.Fail(stderr, prog, fmt.Errorf("%s: %w", w.source, err))
+		}
+		if dep == nil {
+			dep = opts.Depend
+		}
+		*hold = *hold || opts.Hold
+	} else {
+		src := w.src
+		if src == nil {
+			if src, err = os.ReadFile(path); err != nil {
+				return cli.Fail(stderr, prog, err)
 			}
 		}
-		return cli.ExitFail
-	}
-	if spec == nil {
-		return cli.Fail(stderr, prog, fmt.Errorf("%s: no job in file", path))
-	}
-	if err := ov.apply(spec); err != nil {
-		return cli.Fail(stderr, prog, err)
-	}
-	if *inter {
-		interactiveCommand(spec, pos[1:])
+		parsed, diags := jobspec.ParseWith(path, src, jobspec.Options{Vars: vars, Interactive: *inter})
+		if len(diags) > 0 {
+			if werr := jobspec.WriteDiagnostics(stderr, path, src, diags); werr != nil {
+				return cli.Fail(stderr, prog, werr)
+			}
+		}
+		if diags.HasErrors() {
+			// hcl's text names "file line N"; add the compiler-style
+			// file:line:col that editors jump to, one line per error.
+			for _, d := range diags {
+				if d.Severity == hcl.DiagError {
+					fmt.Fprintf(stderr, "%s: %s\n", prog, position(d, path))
+				}
+			}
+			return cli.ExitFail
+		}
+		if parsed == nil {
+			return cli.Fail(stderr, prog, fmt.Errorf("%s: no job in file", path))
+		}
+		spec = parsed
+		if err := ov.apply(spec); err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+		if *inter {
+			interactiveCommand(spec, pos[1:])
+		}
 	}
 
 	c, err := fs.Client()

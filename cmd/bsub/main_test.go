@@ -133,9 +133,10 @@ func TestArgs(t *testing.T) {
 		code int
 		errs string // first line of stderr
 	}{
-		{"no file", nil, 2, "bsub: missing job file"},
+		{"no file", nil, 2, "bsub: missing job file, script or command (and stdin is empty)"},
 		{"two files", []string{"a.hcl", "b.hcl"}, 2, "bsub: one job file at a time, got 2: a.hcl b.hcl"},
-		{"unknown flag", []string{"-x", "normal", "a.hcl"}, 2, "bsub: flag provided but not defined: -x"},
+		{"unknown flag", []string{"-Z", "normal", "a.hcl"}, 2, "bsub: flag provided but not defined: -Z"},
+		{"script option on a job file", []string{"-R", "span[hosts=1]", "a.hcl"}, 2, "bsub: -R: for scripts and command lines; a job file says this itself (see troupe-job(5))"},
 		{"-e without a file", []string{"a.hcl", "-e"}, 2, "bsub: flag needs an argument: -e"},
 		{"dry run and wait", []string{"--dry-run", "-K", "a.hcl"}, 2, "bsub: --dry-run submits nothing for --wait to wait for"},
 		{"bad dependency", []string{"-w", "done(3", "a.hcl"}, 2, `bsub: -w: dependency term "done(3": want condition(jobid), e.g. done(12)`},

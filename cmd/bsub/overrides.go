@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/script"
 )
 
 // overrides are bsub's LSF-style flags that change the parsed job file.
@@ -45,7 +46,7 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.Alias("cluster-size", "n")
 	fs.StringVar(&o.name, "J", "", "job `name` (overrides the job block's label)")
 	fs.StringVar(&o.walltime, "W", "", "walltime `limit`: LSF's [HH:]MM (\"90\", \"1:30\"), days-HH:MM:SS or a duration\n(\"2h\", \"1d12h\"); overrides walltime")
-	fs.StringVar(&o.output, "o", "", "output file `pattern` of each container, stdout and stderr together: %j (or LSF's\n%J) job id, %h container host, %u user (overrides output)")
+	fs.StringVar(&o.output, "o", "", "output file `pattern` of each container, stdout and stderr together: %j (or LSF's\n%J) job id, %h container host, %u user, %x job name (overrides output)")
 	fs.StringVar(&o.errorFile, "e", "", "error file `pattern`: each container's stderr goes there instead of joining\nstdout in the output file; the same % escapes as -o (overrides error)")
 	fs.StringVar(&o.account, "P", "", "fair-share `account` to charge (LSF -P project, Slurm -A)")
 	fs.Alias("A", "P")
@@ -105,13 +106,13 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 	}
 	if o.output != "" {
 		changes = append(changes, change{"-o", o.output, "output", func() error {
-			spec.Output = strings.ReplaceAll(o.output, "%J", "%j")
+			spec.Output = script.ExpandName(strings.ReplaceAll(o.output, "%J", "%j"), spec.Name)
 			return nil
 		}})
 	}
 	if o.errorFile != "" {
 		changes = append(changes, change{"-e", o.errorFile, "error", func() error {
-			spec.Error = strings.ReplaceAll(o.errorFile, "%J", "%j")
+			spec.Error = script.ExpandName(strings.ReplaceAll(o.errorFile, "%J", "%j"), spec.Name)
 			return nil
 		}})
 	}

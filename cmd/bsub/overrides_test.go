@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -106,7 +107,7 @@ func TestOverrideErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-J", "bad name"}, `bsub: -J bad name: job name "bad name" is not valid; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit.` + "\n"},
 		{[]string{"-W", "soon"}, "bsub: -W soon: want [HH:]MM, days-HH:MM:SS or a duration such as 2h\n"},
 		{[]string{"-W", "0"}, "bsub: -W 0: the limit must be more than 0\n"},
-		{[]string{"-o", "out-%x"}, `bsub: -o out-%x: output "out-%x" holds "%x", which is not a valid escape; use %j (job id), %h (container host), %u (user) or %% (a literal %).` + "\n"},
+		{[]string{"-o", "out-%y"}, `bsub: -o out-%y: output "out-%y" holds "%y", which is not a valid escape; use %j (job id), %h (container host), %u (user) or %% (a literal %).` + "\n"},
 		{[]string{"-e", "e-%"}, `bsub: -e e-%: error "e-%" ends with a lone %; use %j (job id), %h (container host), %u (user) or %% (a literal %).` + "\n"},
 		{[]string{"--env", "NOVALUE"}, "bsub: --env NOVALUE: want NAME=value\n"},
 		{[]string{"--env", "BACKENDAI_X=1"}, "bsub: --env BACKENDAI_X=1: env BACKENDAI_X is set by troupe in every container; choose a name that does not start with BACKENDAI_.\n"},
@@ -204,5 +205,30 @@ func TestDryRunMatchesSubmitOnInputCap(t *testing.T) {
 	// Within the cap both take it.
 	if code, _, errs := runBsub("--addr", hs.URL, "--dry-run", writeJob(t, small)); code != 0 {
 		t.Fatalf("dry run of a small job: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestOverrideJobNameEscape: %x in -o and -e is the job's name, the
+// file's label or -J's, as LSF's and Slurm's.
+func TestOverrideJobNameEscape(t *testing.T) {
+	for _, c := range []struct {
+		args         []string
+		output, errf string
+	}{
+		{[]string{"-o", "%x.%J.out", "-e", "%x.err"}, "hello.%j.out", "hello.err"},
+		{[]string{"-J", "big", "-o", "out-%x-%%x"}, "out-big-%%x", ""},
+	} {
+		var (
+			out, errb bytes.Buffer
+			dr        struct{ Submit api.SubmitRequest }
+		)
+		args := append(append([]string{"--addr", clitest.Unreachable(t), "--dry-run=json"}, c.args...), writeJob(t, goodJob))
+		code := run(args, strings.NewReader(""), &out, &errb)
+		if err := json.Unmarshal(out.Bytes(), &dr); code != 0 || err != nil {
+			t.Fatalf("%q: exit %d, %v, stderr %s", c.args, code, err, errb.String())
+		}
+		if s := dr.Submit.Spec; s.Output != c.output || s.Error != c.errf {
+			t.Errorf("%q: output %q error %q; want %q %q", c.args, s.Output, s.Error, c.output, c.errf)
+		}
 	}
 }

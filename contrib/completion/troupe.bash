@@ -1,11 +1,11 @@
 # bash completion for troupe: bsub bqueue bkill bhold brelease bjob bpeek battach bhist bhosts badmin bsim
-# schedd nodelet.
+# bjobs bstop bresume lsid lsclusters schedd nodelet.
 #
 # Install: copy this file to /usr/share/bash-completion/completions/troupe and
 # link each command's name to it there (bash-completion loads completions
 # by command name), or source it from ~/.bashrc:
 #
-#   for c in bsub bqueue bkill bhold brelease bjob bpeek battach bhist bhosts badmin bsim schedd nodelet; do
+#   for c in bsub bqueue bkill bhold brelease bjob bpeek battach bhist bhosts badmin bsim bjobs bstop bresume lsid lsclusters schedd nodelet; do
 #       ln -sf troupe /usr/share/bash-completion/completions/$c
 #   done
 #
@@ -224,7 +224,7 @@ _troupe() {
     bsim)
         ((${#pos[@]} == 0)) && _troupe_files '*.@(swf|swf.gz)'
         ;;
-    bkill | bhold | brelease | bjob | bpeek | battach)
+    bkill | bhold | brelease | bjob | bpeek | battach | bjobs | bstop | bresume)
         [[ $prog == bjob || $prog == bpeek || $prog == battach ]] && ((${#pos[@]} > 0)) && return 0
         local -a ids=()
         local id p seen
@@ -243,6 +243,9 @@ _troupe() {
             drain | resume | undrain | hclose | hopen)
                 ((${#pos[@]} >= 1)) && COMPREPLY=($(compgen -W "$(_troupe_nodes "$cmd" "${addr[@]}")" -- "$cur"))
                 ;;
+            showconf)
+                ((${#pos[@]} == 1)) && COMPREPLY=($(compgen -W "mbd" -- "$cur"))
+                ;;
             snapshot)
                 ((${#pos[@]} == 1)) && COMPREPLY=($(compgen -W "save restore" -- "$cur"))
                 ((${#pos[@]} == 2)) && { compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); }
@@ -254,4 +257,4 @@ _troupe() {
     return 0
 }
 
-complete -F _troupe bsub bqueue bkill bhold brelease bjob bpeek battach bhist bhosts badmin bsim schedd nodelet
+complete -F _troupe bsub bqueue bkill bhold brelease bjob bpeek battach bhist bhosts badmin bsim bjobs bstop bresume lsid lsclusters schedd nodelet

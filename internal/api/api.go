@@ -6,7 +6,7 @@
 //	POST /v1/jobs                      SubmitRequest → SubmitResponse
 //	GET  /v1/jobs[?index=N&wait=30s]   → JobList (blocking when index given)
 //	GET  /v1/jobs/{id}                 → Job
-//	POST /v1/jobs/{id}/kill            → Job
+//	POST /v1/jobs/{id}/kill            → Job (?done=true: bkill -d, the job ends COMPLETED)
 //	POST /v1/jobs/{id}/signal          SignalJob → Job (bkill -s: a running job's containers get the signal)
 //	GET  /v1/history[?user=U&limit=N…] → History (ended jobs, with usage and events; bhist)
 //	POST /v1/jobs/{id}/hold            {} → Job (a pending job becomes HELD; 409 otherwise)
@@ -167,7 +167,10 @@ type Job struct {
 	ExitCode    int      `json:"exit_code"`             // main1's, once ended
 	KillWanted  bool     `json:"kill_wanted,omitempty"` // bkill or session end: nodelets stop containers
 	Cancelled   bool     `json:"cancelled,omitempty"`   // bkill asked for it; the job ends CANCELLED
-	TimedOut    bool     `json:"timed_out,omitempty"`   // ran past its walltime; the job ends TIMEOUT
+	// KillDone: bkill -d asked for it; the job ends COMPLETED, not
+	// CANCELLED (LSF's "kill and record as DONE").
+	KillDone bool `json:"kill_done,omitempty"`
+	TimedOut bool `json:"timed_out,omitempty"` // ran past its walltime; the job ends TIMEOUT
 	// Requeues counts the times a node failure put the job back in the
 	// queue; LastRequeue says why the last time.
 	Requeues    int         `json:"requeues,omitempty"`

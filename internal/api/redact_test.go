@@ -34,7 +34,7 @@ var classes = map[reflect.Type]map[string]class{
 		// Handles another user could aim at (issue 19: kernel ids made
 		// the attach socket cross-user), paths and the user's data.
 		"SessionID": withheld, "RequestID": withheld, "Network": withheld, "GID": withheld, "Cwd": withheld,
-		"KillWanted": withheld, "Cancelled": withheld, "TimedOut": withheld, "Requeues": withheld,
+		"KillWanted": withheld, "Cancelled": withheld, "KillDone": withheld, "TimedOut": withheld, "Requeues": withheld,
 		"LastRequeue": withheld, "DependsOn": withheld, "Signals": withheld,
 	},
 	reflect.TypeFor[jobspec.Job](): {

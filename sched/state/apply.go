@@ -64,6 +64,7 @@ type Command struct {
 	Plan     *Plan     `json:"plan,omitempty"`
 	Report   *Report   `json:"report,omitempty"`
 	Kill     uint64    `json:"kill,omitempty"`
+	KillDone bool      `json:"kill_done,omitempty"` // bkill -d: the killed job ends COMPLETED
 	// Hold and Release name the job to hold or release.
 	Hold    uint64 `json:"hold,omitempty"`
 	Release uint64 `json:"release,omitempty"`
@@ -146,7 +147,7 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case CmdReport:
 		res, err = report(txn, index, c.Time, c.Report)
 	case CmdKill:
-		res, err = kill(txn, index, c.Time, c.Kill)
+		res, err = kill(txn, index, c.Time, c.Kill, c.KillDone)
 	case CmdHold:
 		res, err = hold(txn, index, c.Hold)
 	case CmdRelease:
@@ -409,9 +410,19 @@ func advance(j *api.Job, now time.Time) {
 	}
 }
 
+// finalStateOfQueued is how a job killed before it started ends.
+func finalStateOfQueued(j *api.Job) api.JobState {
+	if j.KillDone {
+		return api.JobCompleted
+	}
+	return api.JobCancelled
+}
+
 func finalState(j *api.Job) api.JobState {
 	main := j.Containers[0]
 	switch {
+	case j.Cancelled && j.KillDone:
+		return api.JobCompleted
 	case j.Cancelled:
 		return api.JobCancelled
 	case j.TimedOut:
@@ -426,7 +437,7 @@ func finalState(j *api.Job) api.JobState {
 	}
 }
 
-func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64) (*api.Job, error) {
+func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64, done bool) (*api.Job, error) {
 	j, err := getJob(txn, id)
 	if err != nil {
 		return nil, err
@@ -435,8 +446,9 @@ func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64) (*api.Job, err
 		return nil, fmt.Errorf("job %d: %w (%s)", id, ErrEnded, j.State)
 	}
 	j.Cancelled, j.ModifyIndex = true, index
+	j.KillDone = j.KillDone || done
 	if j.State == api.JobPending || j.State == api.JobHeld {
-		j.State, j.Ended, j.Reason = api.JobCancelled, now, ""
+		j.State, j.Ended, j.Reason = finalStateOfQueued(j), now, ""
 	} else {
 		j.KillWanted = true
 	}

@@ -40,7 +40,7 @@ func signalJob(txn *memdb.Txn, index uint64, now time.Time, s *Signal) (*api.Job
 	case j.KillWanted:
 		return nil, conflict("job %d is being stopped: its containers get no more signals", j.ID)
 	case j.State != api.JobRunning && api.Cancels(sig):
-		return kill(txn, index, now, j.ID)
+		return kill(txn, index, now, j.ID, false)
 	case j.State != api.JobRunning:
 		return nil, conflict("job %d is %s: only a running job's containers can get SIG%s; KILL, TERM or INT cancels it", j.ID, j.State, name)
 	}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"os/user"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli/clitest"
+)
+
+func runBjobs(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	s := clitest.NewSchedd(t)
+	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		jobs := clitest.Jobs()
+		me, _ := user.Current()
+		mine := clitest.Job(3)
+		mine.ID, mine.User, mine.Name = 30, me.Username, "Snakemake_rule_a___(run1)"
+		jobs = append(jobs, mine)
+		clitest.JSON(w, http.StatusOK, 7, api.JobList{Jobs: jobs, Index: 7})
+	})
+	var out, errb bytes.Buffer
+	code := run(append([]string{"--addr", s.Addr}, args...), nil, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestSplitLetters(t *testing.T) {
+	got := splitLetters([]string{"-noheader", "-aJ", "*x*", "-aw", "-o", "jobid", "-ab", "--", "-aJ"})
+	want := []string{"-noheader", "-a", "-J", "*x*", "-a", "-w", "-o", "jobid", "-ab", "--", "-aJ"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestBjobs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		out  string
+		errs string
+	}{
+		// Snakemake's LSF plugin's query.
+		{"snakemake", []string{"-noheader", "-o", "jobid stat", "-aJ", "*run1*"}, 0, "30      DONE\n", ""},
+		// By default: my unfinished jobs only; 30 is done.
+		{"default mine", nil, 0, "", "No unfinished job found\n"},
+		{"all users unfinished", []string{"-u", "all", "-noheader", "-o", "jobid stat"}, 0,
+			"12      RUN\n15      PEND\n16      PSUSP\n", ""},
+		{"queue", []string{"-u", "all", "-a", "-q", "cpu", "-o", "jobid stat queue delimiter=','"}, 0,
+			"JOBID,STAT,QUEUE\n16,PSUSP,cpu\n3,DONE,cpu\n9,EXIT,cpu\n30,DONE,cpu\n", ""},
+		{"user", []string{"-u", "carol", "-a", "-noheader", "-o", "jobid user stat"}, 0, "7       carol   EXIT\n", ""},
+		{"name glob", []string{"-u", "all", "-J", "s*p", "-noheader", "-o", "jobid"}, 0, "15\n", ""},
+		{"done only", []string{"-u", "all", "-d", "-noheader", "-o", "jobid stat"}, 0,
+			"3       DONE\n7       EXIT\n9       EXIT\n30      DONE\n", ""},
+		{"ids any state and user", []string{"-noheader", "-o", "jobid stat", "9", "12"}, 0, "9       EXIT\n12      RUN\n", ""},
+		{"missing id", []string{"-noheader", "-o", "jobid", "12", "99"}, 1, "12\n", "Job <99> is not found\n"},
+		{"bad format", []string{"-o", "jobid frob"}, 2, "", "bjobs: -o: bad -o format: unknown field \"frob\""},
+		{"-o and -w", []string{"-o", "jobid", "-w"}, 2, "", "bjobs: -o chooses the columns"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errs := runBjobs(t, c.args...)
+			if code != c.code || out != c.out || !strings.HasPrefix(errs, c.errs) || (c.errs == "" && errs != "") {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d, %q, %q", code, out, errs, c.code, c.out, c.errs)
+			}
+		})
+	}
+}
+
+func TestBjobsDefaultView(t *testing.T) {
+	code, out, _ := runBjobs(t, "-u", "all", "12")
+	want := "JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME\n"
+	if code != 0 || !strings.HasPrefix(out, want) || !strings.Contains(out, "\n12      alice   RUN   gpu        -           8*node01    train      ") ||
+		!strings.HasSuffix(out, "\n                                             8*node02\n") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}

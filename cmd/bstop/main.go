@@ -1,0 +1,60 @@
+// Command bstop suspends jobs, as LSF's bstop does: a pending job is held
+// (PSUSP), a running one has all its containers' processes stopped with
+// SIGSTOP (USUSP) until bresume.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
+)
+
+const prog = "bstop"
+
+var command = cli.Command{
+	Name:     prog,
+	Synopsis: "[JOBID...]",
+	Summary: "Suspend jobs, as LSF's bstop does: a pending job is held (bjobs shows PSUSP,\n" +
+		"bqueue HELD); every process of a running job's containers is stopped with SIGSTOP\n" +
+		"(bjobs shows USUSP); its walltime goes on. bresume undoes either. Ids that fail\n" +
+		"are reported; the others are still stopped, and the exit status is 1. With -u,\n" +
+		"-t, -p or -J the jobs are chosen from the queue (your own pending and running\n" +
+		"ones unless -u or -t says otherwise).",
+	Examples: []string{
+		"bstop 42",
+		"bstop -t RUN                # all my running jobs",
+		"bstop 42 && bresume 42",
+	},
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	return cli.Control{Command: command, Verb: "stop",
+		Default: []api.JobState{api.JobPending, api.JobRunning},
+		Act:     stop,
+		Done:    "Job <%d> is being stopped\n"}.Run(args, stdout, stderr)
+}
+
+// stop holds a pending job and sends SIGSTOP to a running one's
+// containers.
+func stop(c *client.Client) func(context.Context, uint64) (api.Job, error) {
+	return func(ctx context.Context, id uint64) (api.Job, error) {
+		j, _, err := c.Job(ctx, id, 0, 0)
+		if err != nil {
+			return j, err
+		}
+		switch j.State {
+		case api.JobPending:
+			return c.Hold(ctx, id)
+		case api.JobRunning, api.JobScheduled, api.JobPreparing:
+			return c.Signal(ctx, id, api.SignalJob{Signal: "STOP"})
+		}
+		return j, fmt.Errorf("job %d is %s (%s): only pending and running jobs can be stopped", id, j.State, cli.LSFState(j))
+	}
+}

@@ -1,0 +1,575 @@
+package script
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+// Options are what a script's directives and bsub's options ask for.
+// Zero values are "not given".
+type Options struct {
+	Name, Partition, Account, Group string
+	Output, Error                   string
+	Cwd                             string
+	Image                           string
+	Walltime                        time.Duration
+	Depend                          *api.Dependency
+	Hold                            bool
+
+	// Slots are LSF's -n and Slurm's --ntasks: tasks of CPUsPerTask cores.
+	Slots        int
+	CPUsPerTask  int // Slurm -c
+	Nodes        int // Slurm -N, LSF -nnodes: containers
+	TasksPerNode int // Slurm --ntasks-per-node, LSF span[ptile=K]
+	OneHost      bool
+	Memory       int64 // per container, bytes (LSF -M and select[mem], Slurm --mem)
+	MemPerSlot   int64 // LSF rusage[mem]: per slot, bytes
+	MemPerCPU    int64 // Slurm --mem-per-cpu, bytes
+	GPU          float64
+
+	Env Env
+
+	// Warnings are the options accepted but not honoured, and unknown ones.
+	Warnings []Warning
+	warned   map[string]bool
+}
+
+// Env is the environment policy: LSF's -env and Slurm's --export.
+type Env struct {
+	Set     bool              // a policy was given
+	All     bool              // the submitter's whole environment
+	Names   []string          // without All: only these of the submitter's
+	Exclude []string          // with All: all but these (LSF's ~VAR)
+	Values  map[string]string // VAR=value: set to value
+}
+
+// option is one option of a dialect's table.
+type option struct {
+	arg bool // takes a value
+	set func(o *Options, value string, at site) error
+}
+
+// site is where an option was given, for messages.
+type site struct {
+	dialect Dialect
+	line    int
+	name    string // as written: "-n", "--ntasks"
+}
+
+func (s site) String() string {
+	if s.line == 0 {
+		return s.name
+	}
+	return fmt.Sprintf("line %d: #%s %s", s.line, s.dialect, s.name)
+}
+
+// warnOnce records a warning for an accepted option troupe ignores.
+func (o *Options) warnOnce(at site, msg string) {
+	if o.warned == nil {
+		o.warned = map[string]bool{}
+	}
+	if o.warned[at.name] {
+		return
+	}
+	o.warned[at.name] = true
+	o.Warnings = append(o.Warnings, Warning{Line: at.line, Option: at.name, Msg: msg})
+}
+
+func ignored(what string) func(*Options, string, site) error {
+	return func(o *Options, _ string, at site) error {
+		o.warnOnce(at, "accepted and ignored: troupe has no "+what)
+		return nil
+	}
+}
+
+func str(f func(*Options) *string) func(*Options, string, site) error {
+	return func(o *Options, v string, _ site) error {
+		*f(o) = v
+		return nil
+	}
+}
+
+func positive(f func(*Options) *int) func(*Options, string, site) error {
+	return func(o *Options, v string, _ site) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return errors.New("want a whole number of at least 1")
+		}
+		*f(o) = n
+		return nil
+	}
+}
+
+// lsfOptions are bsub's options, in #BSUB lines and on the command line.
+var lsfOptions = map[string]option{
+	"-n": {true, func(o *Options, v string, _ site) error {
+		// -n min,max: LSF starts the job with at least min; ask for max.
+		lo, hi, ok := strings.Cut(v, ",")
+		if ok {
+			v = hi
+		} else {
+			v = lo
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return errors.New("want a number of slots (or min,max), at least 1")
+		}
+		o.Slots = n
+		return nil
+	}},
+	"-nnodes": {true, positive(func(o *Options) *int { return &o.Nodes })},
+	"-W": {true, func(o *Options, v string, _ site) error {
+		d, err := ParseLSFWalltime(v)
+		o.Walltime = d
+		return err
+	}},
+	"-q":   {true, str(func(o *Options) *string { return &o.Partition })},
+	"-J":   {true, str(func(o *Options) *string { return &o.Name })},
+	"-o":   {true, func(o *Options, v string, _ site) error { o.Output = lsfPattern(v); return nil }},
+	"-oo":  {true, func(o *Options, v string, _ site) error { o.Output = lsfPattern(v); return nil }},
+	"-e":   {true, func(o *Options, v string, _ site) error { o.Error = lsfPattern(v); return nil }},
+	"-eo":  {true, func(o *Options, v string, _ site) error { o.Error = lsfPattern(v); return nil }},
+	"-P":   {true, str(func(o *Options) *string { return &o.Account })},
+	"-G":   {true, str(func(o *Options) *string { return &o.Group })},
+	"-cwd": {true, str(func(o *Options) *string { return &o.Cwd })},
+	"-R":   {true, func(o *Options, v string, at site) error { return o.resReq(v, at) }},
+	"-M": {true, func(o *Options, v string, _ site) error {
+		b, err := ParseLSFMemory(strings.TrimSuffix(strings.TrimSpace(v), "!"))
+		if err != nil {
+			return err
+		}
+		o.Memory = max(o.Memory, b)
+		return nil
+	}},
+	"-gpu": {true, func(o *Options, v string, _ site) error {
+		if v == "-" {
+			o.GPU = 1
+			return nil
+		}
+		for kv := range strings.SplitSeq(v, ":") {
+			if k, n, ok := strings.Cut(strings.TrimSpace(kv), "="); ok && k == "num" {
+				g, err := strconv.ParseFloat(n, 64)
+				if err != nil || g <= 0 || math.IsInf(g, 0) {
+					return fmt.Errorf("num=%s: want a number of GPUs", n)
+				}
+				o.GPU = g
+			}
+		}
+		return nil
+	}},
+	"-env": {true, func(o *Options, v string, _ site) error { return o.Env.parse(v, "all", "none", ",") }},
+	"-w": {true, func(o *Options, v string, _ site) error {
+		d, err := api.ParseDependency(v)
+		o.Depend = d
+		return err
+	}},
+	"-H":     {false, func(o *Options, _ string, _ site) error { o.Hold = true; return nil }},
+	"-app":   {true, str(func(o *Options) *string { return &o.Image })},
+	"-image": {true, str(func(o *Options) *string { return &o.Image })},
+	"-x":     {false, ignored("exclusive nodes; the job shares its nodes within its resources")},
+	"-L":     {true, ignored("login shell; the script runs under its #! interpreter or /bin/sh")},
+	"-B":     {false, ignored("mail at job start")},
+	"-N":     {false, ignored("mail at job end")},
+	"-u":     {true, ignored("mail")},
+	"-U":     {true, ignored("advance reservations")},
+	"-sp":    {true, ignored("user priority per job; use the job file's priority")},
+	"-r":     {false, ignored("rerun on host failure for script jobs; use the job file's requeue")},
+	"-rn":    {false, ignored("rerun control")},
+	"-b":     {true, ignored("begin time; submit when the job may start")},
+	"-i":     {true, ignored("standard input file; the job's stdin is empty")},
+	"-K":     {false, ignored("-K inside a script; give it on the command line")},
+	"-I":     {false, ignored("-I inside a script; give it on the command line")},
+}
+
+// slurmOptions are sbatch's options in #SBATCH lines, by long name; the
+// short forms map to them in slurmShort.
+var slurmOptions = map[string]option{
+	"--nodes":           {true, positive(func(o *Options) *int { return &o.Nodes })},
+	"--ntasks":          {true, positive(func(o *Options) *int { return &o.Slots })},
+	"--cpus-per-task":   {true, positive(func(o *Options) *int { return &o.CPUsPerTask })},
+	"--ntasks-per-node": {true, positive(func(o *Options) *int { return &o.TasksPerNode })},
+	"--mem": {true, func(o *Options, v string, _ site) error {
+		b, err := ParseSlurmMemory(v)
+		o.Memory = b
+		return err
+	}},
+	"--mem-per-cpu": {true, func(o *Options, v string, _ site) error {
+		b, err := ParseSlurmMemory(v)
+		o.MemPerCPU = b
+		return err
+	}},
+	"--time": {true, func(o *Options, v string, _ site) error {
+		d, err := jobspec.ParseWalltime(v)
+		if err != nil || d <= 0 {
+			return errors.New("want minutes, MM:SS, HH:MM:SS or D-HH[:MM[:SS]], more than 0")
+		}
+		o.Walltime = d
+		return nil
+	}},
+	"--job-name":  {true, str(func(o *Options) *string { return &o.Name })},
+	"--output":    {true, func(o *Options, v string, _ site) error { o.Output = slurmPattern(v); return nil }},
+	"--error":     {true, func(o *Options, v string, _ site) error { o.Error = slurmPattern(v); return nil }},
+	"--partition": {true, str(func(o *Options) *string { return &o.Partition })},
+	"--account":   {true, str(func(o *Options) *string { return &o.Account })},
+	"--chdir":     {true, str(func(o *Options) *string { return &o.Cwd })},
+	"--gres": {true, func(o *Options, v string, at site) error {
+		for g := range strings.SplitSeq(v, ",") {
+			parts := strings.Split(g, ":")
+			if parts[0] != "gpu" {
+				o.warnOnce(at, fmt.Sprintf("gres %q ignored: troupe schedules gpu only", g))
+				continue
+			}
+			n := parts[len(parts)-1]
+			if len(parts) == 1 {
+				n = "1"
+			}
+			k, err := strconv.Atoi(n)
+			if err != nil || k < 0 {
+				return fmt.Errorf("%s: want gpu[:type]:N", g)
+			}
+			o.GPU = float64(k)
+		}
+		return nil
+	}},
+	"--gpus-per-node": {true, func(o *Options, v string, _ site) error {
+		_, n, ok := strings.Cut(v, ":")
+		if !ok {
+			n = v
+		}
+		k, err := strconv.Atoi(n)
+		if err != nil || k < 0 {
+			return errors.New("want [type:]N")
+		}
+		o.GPU = float64(k)
+		return nil
+	}},
+	"--dependency": {true, func(o *Options, v string, _ site) error {
+		d, err := api.ParseDependency(v)
+		o.Depend = d
+		return err
+	}},
+	"--export":     {true, func(o *Options, v string, _ site) error { return o.Env.parse(v, "ALL", "NONE", ",") }},
+	"--hold":       {false, func(o *Options, _ string, _ site) error { o.Hold = true; return nil }},
+	"--exclusive":  {false, ignored("exclusive nodes; the job shares its nodes within its resources")},
+	"--array":      {true, ignored("job arrays in scripts yet; submit one job per element")},
+	"--mail-type":  {true, ignored("mail")},
+	"--mail-user":  {true, ignored("mail")},
+	"--comment":    {true, func(*Options, string, site) error { return nil }},
+	"--no-requeue": {false, func(*Options, string, site) error { return nil }},
+	"--requeue":    {false, ignored("requeue for script jobs; use the job file's requeue")},
+	"--signal":     {true, ignored("warning signals before the time limit")},
+	"--qos":        {true, ignored("QOS; partitions carry the limits")},
+	"--constraint": {true, ignored("node features")},
+	"--nice":       {true, ignored("nice for script jobs; use the job file's priority")},
+	"--open-mode":  {true, func(*Options, string, site) error { return nil }},
+	"--parsable":   {false, func(*Options, string, site) error { return nil }},
+}
+
+var slurmShort = map[string]string{
+	"-N": "--nodes", "-n": "--ntasks", "-c": "--cpus-per-task", "-t": "--time",
+	"-J": "--job-name", "-o": "--output", "-e": "--error", "-p": "--partition",
+	"-A": "--account", "-D": "--chdir", "-d": "--dependency", "-H": "--hold",
+	"-a": "--array", "-q": "--qos", "-C": "--constraint",
+}
+
+// parseArgs applies the options words of one directive line (or of the
+// command line, line 0).
+func (o *Options) parseArgs(d Dialect, line int, words []string) error {
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		name, value, hasValue := w, "", false
+		var opt option
+		var ok bool
+		if d == Slurm {
+			if strings.HasPrefix(w, "--") {
+				name, value, hasValue = strings.Cut(w, "=")
+			} else if len(w) > 2 && strings.HasPrefix(w, "-") {
+				name, value, hasValue = w[:2], w[2:], true
+			}
+			if long, isShort := slurmShort[name]; isShort {
+				name = long
+			}
+			opt, ok = slurmOptions[name]
+		} else {
+			opt, ok = lsfOptions[name]
+		}
+		at := site{dialect: d, line: line, name: name}
+		if !ok {
+			if !strings.HasPrefix(w, "-") {
+				o.Warnings = append(o.Warnings, Warning{Line: line, Option: w,
+					Msg: fmt.Sprintf("not an option of #%s; ignored (a value must follow its option)", d)})
+				continue
+			}
+			o.Warnings = append(o.Warnings, Warning{Line: line, Option: name,
+				Msg: fmt.Sprintf("unknown #%s option; ignored", d)})
+			if d == Slurm && !hasValue && i+1 < len(words) && !strings.HasPrefix(words[i+1], "-") {
+				i++ // its value
+			} else if d == LSF && i+1 < len(words) && !strings.HasPrefix(words[i+1], "-") {
+				i++
+			}
+			continue
+		}
+		if opt.arg && !hasValue {
+			if i+1 >= len(words) {
+				return fmt.Errorf("%w: %s: needs a value", ErrDirective, at)
+			}
+			i++
+			value = words[i]
+		} else if !opt.arg && hasValue && d == Slurm && strings.HasPrefix(w, "--") {
+			return fmt.Errorf("%w: %s: takes no value", ErrDirective, at)
+		}
+		if err := opt.set(o, value, at); err != nil {
+			return fmt.Errorf("%w: %s %s: %v", ErrDirective, at, value, err)
+		}
+	}
+	return nil
+}
+
+// Set applies bsub's command-line option name ("-n", "-R") with value
+// (ignored for options that take none), as a directive of line 0: it
+// wins over the script's. It reports whether name is a script option.
+func (o *Options) Set(name, value string) (bool, error) {
+	opt, ok := lsfOptions[name]
+	if !ok {
+		return false, nil
+	}
+	at := site{dialect: Command, name: name}
+	if err := opt.set(o, value, at); err != nil {
+		return true, fmt.Errorf("%s %s: %v", name, value, err)
+	}
+	return true, nil
+}
+
+// LSFOption reports whether name ("-R") is one of bsub's LSF options
+// and whether it takes a value.
+func LSFOption(name string) (known, takesValue bool) {
+	opt, ok := lsfOptions[name]
+	return ok, opt.arg
+}
+
+// LSFOptions are the names of bsub's LSF options, for its flag set.
+func LSFOptions() []string {
+	names := make([]string, 0, len(lsfOptions))
+	for n := range lsfOptions {
+		names = append(names, n)
+	}
+	return names
+}
+
+// resReq reads an LSF resource requirement string: select[], rusage[]
+// and span[] sections (a string with no section is a select).
+func (o *Options) resReq(s string, at site) error {
+	secs := resSection.FindAllStringSubmatch(s, -1)
+	if len(secs) == 0 && strings.TrimSpace(s) != "" {
+		secs = [][]string{{s, "select", s}}
+	}
+	for _, m := range secs {
+		name, body := m[1], m[2]
+		switch name {
+		case "span":
+			for kv := range strings.SplitSeq(body, ",") {
+				k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+				n, err := strconv.Atoi(strings.TrimSpace(v))
+				switch {
+				case k == "hosts" && err == nil && n == 1:
+					o.OneHost = true
+				case k == "hosts" && err == nil && n == -1:
+				case k == "ptile" && err == nil && n >= 1:
+					o.TasksPerNode = n
+				default:
+					return fmt.Errorf("span[%s]: want hosts=1 or ptile=K", body)
+				}
+			}
+		case "rusage":
+			for kv := range strings.SplitSeq(body, ",") {
+				k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+				v, _, _ = strings.Cut(v, ":") // mem=4000:duration=…
+				v = strings.TrimSuffix(strings.TrimSpace(v), "/host")
+				switch strings.TrimSpace(k) {
+				case "mem":
+					b, err := ParseLSFMemory(v)
+					if err != nil {
+						return fmt.Errorf("rusage[mem=%s]: %v", v, err)
+					}
+					o.MemPerSlot = b
+				case "ngpus_physical", "ngpus":
+					g, err := strconv.ParseFloat(v, 64)
+					if err != nil || g < 0 || math.IsInf(g, 0) {
+						return fmt.Errorf("rusage[%s=%s]: want a number", k, v)
+					}
+					o.GPU = g
+				default:
+					o.warnOnce(site{at.dialect, at.line, at.name + " rusage[" + strings.TrimSpace(k) + "]"}, "accepted and ignored: troupe reserves cpu, mem and gpu only")
+				}
+			}
+		case "select":
+			if mm := selectMem.FindStringSubmatch(body); mm != nil {
+				b, err := ParseLSFMemory(mm[1])
+				if err != nil {
+					return fmt.Errorf("select[mem>=%s]: %v", mm[1], err)
+				}
+				o.Memory = max(o.Memory, b)
+			} else {
+				o.warnOnce(site{at.dialect, at.line, at.name + " select[]"}, "accepted and ignored: troupe selects on mem only")
+			}
+		default:
+			o.warnOnce(site{at.dialect, at.line, at.name + " " + name + "[]"}, "accepted and ignored")
+		}
+	}
+	return nil
+}
+
+var (
+	resSection = regexp.MustCompile(`(select|rusage|span|order|same|cu|affinity)\s*\[([^\]]*)\]`)
+	selectMem  = regexp.MustCompile(`mem\s*>=?\s*([0-9.]+\s*[A-Za-z]*)`)
+)
+
+// lsfPattern turns LSF's %J into troupe's %j (%x stays for the name).
+func lsfPattern(p string) string { return strings.ReplaceAll(p, "%J", "%j") }
+
+// slurmPattern turns Slurm's %A (array master: the job) and %N (node)
+// into troupe's %j and %h.
+func slurmPattern(p string) string {
+	return strings.NewReplacer("%A", "%j", "%N", "%h").Replace(p)
+}
+
+// ExpandName replaces %x in an output pattern with the job's name, as
+// LSF and Slurm do; %% stays for the node to read.
+func ExpandName(pattern, name string) string {
+	if !strings.Contains(pattern, "%x") {
+		return pattern
+	}
+	var b strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		if pattern[i] == '%' && i+1 < len(pattern) {
+			if pattern[i+1] == 'x' {
+				b.WriteString(strings.ReplaceAll(name, "%", "%%"))
+			} else {
+				b.WriteString(pattern[i : i+2])
+			}
+			i++
+			continue
+		}
+		b.WriteByte(pattern[i])
+	}
+	return b.String()
+}
+
+var lsfWalltime = regexp.MustCompile(`^([0-9]+):([0-9]+)$`)
+
+// ParseLSFWalltime reads bsub -W: [HH:]MM (one colon is hours:minutes,
+// as LSF reads it), or any form jobspec.ParseWalltime reads.
+func ParseLSFWalltime(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if m := lsfWalltime.FindStringSubmatch(s); m != nil {
+		h, _ := strconv.Atoi(m[1])
+		mi, _ := strconv.Atoi(m[2])
+		if mi >= 60 {
+			return 0, fmt.Errorf("minutes %d out of range in HH:MM", mi)
+		}
+		return time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute, nil
+	}
+	d, err := jobspec.ParseWalltime(s)
+	if err != nil || d <= 0 {
+		return 0, errors.New("want [HH:]MM, days-HH:MM:SS or a duration such as 2h, more than 0")
+	}
+	return d, nil
+}
+
+var memRe = regexp.MustCompile(`^([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)$`)
+
+// parseMem reads a number with an optional K, M, G, T (B optional)
+// unit, powers of 1024; a bare number is in unit bytes.
+func parseMem(s string, unit float64, what string) (int64, error) {
+	m := memRe.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("want a %s", what)
+	}
+	n, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, fmt.Errorf("want a %s", what)
+	}
+	switch strings.TrimSuffix(strings.ToUpper(m[2]), "B") {
+	case "":
+		if m[2] != "" { // "B"
+			unit = 1
+		}
+	case "K":
+		unit = 1 << 10
+	case "M":
+		unit = 1 << 20
+	case "G":
+		unit = 1 << 30
+	case "T":
+		unit = 1 << 40
+	default:
+		return 0, fmt.Errorf("unknown unit %q; want a %s", m[2], what)
+	}
+	b := n * unit
+	if b < 1 || b >= math.MaxInt64/2 {
+		return 0, fmt.Errorf("%s out of range", s)
+	}
+	return int64(b), nil
+}
+
+// LSFUnitForLimits is the unit of a memory limit without one (-M,
+// rusage[mem], select[mem]): KB, LSF_UNIT_FOR_LIMITS's default, which
+// `badmin showconf mbd` reports.
+const LSFUnitForLimits = "KB"
+
+// ParseLSFMemory reads an LSF memory amount: KB unless a unit (KB, MB,
+// GB, TB, or K, M, G, T) is given; powers of 1024, as LSF's.
+func ParseLSFMemory(s string) (int64, error) {
+	return parseMem(s, 1<<10, "memory size such as 4000 (KB), 500MB or 4GB")
+}
+
+// ParseSlurmMemory reads sbatch --mem: MB unless a unit (K, M, G, T) is
+// given, as Slurm's.
+func ParseSlurmMemory(s string) (int64, error) {
+	return parseMem(s, 1<<20, "memory size such as 4000 (MB), 500M or 4G")
+}
+
+// parse reads an environment policy: LSF's -env ("all", "none",
+// "all, ~VAR", "VAR1, VAR2=value") or Slurm's --export ("ALL", "NONE",
+// "ALL,VAR=value", "VAR1,VAR2").
+func (e *Env) parse(s, all, none, sep string) error {
+	*e = Env{Set: true}
+	for item := range strings.SplitSeq(s, sep) {
+		item = strings.TrimSpace(item)
+		switch {
+		case item == "":
+		case strings.EqualFold(item, all):
+			e.All = true
+		case strings.EqualFold(item, none):
+		case strings.HasPrefix(item, "~"):
+			e.Exclude = append(e.Exclude, strings.TrimSpace(item[1:]))
+		default:
+			k, v, ok := strings.Cut(item, "=")
+			if !envName.MatchString(k) {
+				return fmt.Errorf("%q is not a variable name", k)
+			}
+			if ok {
+				if e.Values == nil {
+					e.Values = map[string]string{}
+				}
+				e.Values[k] = v
+			} else {
+				e.Names = append(e.Names, k)
+			}
+		}
+	}
+	if len(e.Exclude) > 0 && !e.All {
+		return errors.New("~VAR excludes from all: write \"all, ~VAR\"")
+	}
+	return nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
