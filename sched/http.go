@@ -33,6 +33,7 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST /v1/jobs/{id}/attach", s.handleAttach)
 	m.HandleFunc("POST /v1/jobs/{id}/signal", s.handleSignal)
 	m.HandleFunc("GET /v1/history", s.handleHistory)
+	m.HandleFunc("GET /v1/accounting", s.handleAccounting)
 	m.HandleFunc("GET /v1/nodes", s.handleNodes)
 	m.HandleFunc("POST /v1/nodes/register", s.handleRegister)
 	m.HandleFunc("POST /v1/nodes/drain", adminOnly(s.handleDrain))
