@@ -40,6 +40,10 @@ const (
 	DriverPostgres = "postgres"
 )
 
+// The jobs table holds the columns queries filter and sum on, narrow so
+// that a summary over a year scans little; job_records the whole record
+// (JSON of api.HistoryJob) bhist shows.
+//
 // migrations are the schema's versions, in order: version i+1 is
 // migrations[i]. Never edit one that shipped; append.
 var migrations = []string{
@@ -59,7 +63,12 @@ var migrations = []string{
 		run_ns      BIGINT NOT NULL,
 		cpu_ns      BIGINT NOT NULL,
 		gpu_hours   DOUBLE PRECISION NOT NULL,
-		record      TEXT NOT NULL,
+		PRIMARY KEY (id, run)
+	);
+	CREATE TABLE job_records (
+		id     BIGINT NOT NULL,
+		run    INTEGER NOT NULL,
+		record TEXT NOT NULL,
 		PRIMARY KEY (id, run)
 	);
 	CREATE INDEX jobs_ended ON jobs (ended);
@@ -185,12 +194,17 @@ func (s *Store) Put(ctx context.Context, recs []api.HistoryJob) (int, error) {
 	}
 	defer tx.Rollback()
 	stmt, err := tx.PrepareContext(ctx, s.rebind(`INSERT INTO jobs (id, run, user_name, uid, account, partition_name, state, exit_code,
-		submitted, started, ended, wait_ns, run_ns, cpu_ns, gpu_hours, record)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id, run) DO NOTHING`))
+		submitted, started, ended, wait_ns, run_ns, cpu_ns, gpu_hours)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id, run) DO NOTHING`))
 	if err != nil {
 		return 0, fmt.Errorf("accounting put: %w", err)
 	}
 	defer stmt.Close()
+	recStmt, err := tx.PrepareContext(ctx, s.rebind(`INSERT INTO job_records (id, run, record) VALUES (?, ?, ?) ON CONFLICT (id, run) DO NOTHING`))
+	if err != nil {
+		return 0, fmt.Errorf("accounting put: %w", err)
+	}
+	defer recStmt.Close()
 	added := 0
 	for i := range recs {
 		h := &recs[i]
@@ -200,12 +214,20 @@ func (s *Store) Put(ctx context.Context, recs []api.HistoryJob) (int, error) {
 		}
 		res, err := stmt.ExecContext(ctx, int64(h.ID), h.Requeues, h.User, h.UID, h.Account, h.Partition, string(h.State), h.ExitCode,
 			nanos(h.Submitted), nanos(h.Started), nanos(h.Ended), int64(h.Wait), int64(h.Run), int64(h.CPUTime),
-			GPUHours(h), string(blob))
+			GPUHours(h))
 		if err != nil {
 			return 0, fmt.Errorf("accounting put: job %d: %w", h.ID, err)
 		}
-		if n, err := res.RowsAffected(); err == nil {
-			added += int(n)
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("accounting put: job %d: %w", h.ID, err)
+		}
+		if n == 0 {
+			continue // stored already
+		}
+		added++
+		if _, err := recStmt.ExecContext(ctx, int64(h.ID), h.Requeues, string(blob)); err != nil {
+			return 0, fmt.Errorf("accounting put: job %d: %w", h.ID, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -283,7 +305,8 @@ func (f *Filter) where() (string, []any) {
 // Query returns the stored jobs f picks, oldest end first (ties by id).
 func (s *Store) Query(ctx context.Context, f Filter) ([]api.HistoryJob, error) {
 	w, args := f.where()
-	q := `SELECT record FROM jobs` + w + ` ORDER BY ended DESC, id DESC, run DESC`
+	q := `SELECT (SELECT record FROM job_records r WHERE r.id = jobs.id AND r.run = jobs.run) FROM jobs` + w +
+		` ORDER BY ended DESC, id DESC, run DESC`
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
@@ -355,11 +378,23 @@ func (s *Store) Count(ctx context.Context) (int64, error) {
 // Expire deletes the jobs that ended before cutoff (retention) and
 // returns how many.
 func (s *Store) Expire(ctx context.Context, cutoff time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, s.rebind(`DELETE FROM jobs WHERE ended < ?`), cutoff.UnixNano())
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("accounting retention: %w", err)
 	}
-	return res.RowsAffected()
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, s.rebind(`DELETE FROM job_records WHERE (id, run) IN (SELECT id, run FROM jobs WHERE ended < ?)`), cutoff.UnixNano()); err != nil {
+		return 0, fmt.Errorf("accounting retention: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, s.rebind(`DELETE FROM jobs WHERE ended < ?`), cutoff.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("accounting retention: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("accounting retention: %w", err)
+	}
+	return n, tx.Commit()
 }
 
 // Grouping columns of Summary.
