@@ -126,10 +126,15 @@ func TestAccountingSurvivesKill(t *testing.T) {
 	var left int
 	if !waitFor(60*time.Second, func() bool {
 		l, err := c.Jobs(context.Background(), 0, 0)
-		left = len(l.Jobs)
+		left = 0
+		for _, j := range l.Jobs {
+			if j.State.Terminal() {
+				left++
+			}
+		}
 		return err == nil && left == 0
 	}) {
-		t.Fatalf("%d jobs still in raft a minute after the restart", left)
+		t.Fatalf("%d ended jobs still in raft a minute after the restart", left)
 	}
 	h, err := c.History(context.Background(), url.Values{})
 	if err != nil {

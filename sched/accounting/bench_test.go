@@ -40,7 +40,8 @@ func fill(b *testing.B, s *Store, n int) {
 			b.Fatal(err)
 		}
 	}
-	b.Logf("filled %d rows in %v", n, time.Since(began).Round(time.Millisecond))
+	took := time.Since(began)
+	b.Logf("filled %d rows in %v (%.0f rows/s)", n, took.Round(time.Millisecond), float64(n)/took.Seconds())
 }
 
 // BenchmarkQuery times bhist's and bacct's queries on a store of a
