@@ -89,12 +89,23 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
+	q, err := parseJobsQuery(r.URL.Query())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
 	v, idx, ok := s.block(w, r)
 	if !ok {
 		return
 	}
 	list := api.JobList{Jobs: []api.Job{}, Index: idx}
 	for _, j := range v.Jobs() {
+		if !q.match(j) {
+			continue
+		}
+		if q.limit > 0 && len(list.Jobs) == q.limit {
+			break
+		}
 		list.Jobs = append(list.Jobs, visible(r.Context(), withDependency(v, s.withStart(*j))))
 	}
 	writeJSON(w, http.StatusOK, idx, list)
