@@ -158,6 +158,9 @@ func TestHandOffCrash(t *testing.T) {
 	if len(stored) != len(ids) {
 		t.Errorf("store holds %d rows, want %d", len(stored), len(ids))
 	}
+	if got := history(t, c, url.Values{}); len(got) != len(ids) {
+		t.Errorf("bhist shows %d jobs after the restart, want %d", len(got), len(ids))
+	}
 }
 
 // TestExportKeepsDependencies: an ended job a pending job depends on
