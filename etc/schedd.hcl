@@ -47,8 +47,10 @@ max_queued_per_user = 10000
 # ACCOUNTING.
 keep_ended = "5m"
 
-# The accounting store: SQLite in data_dir (accounting.db, WAL). keep
-# deletes a record this long after its job ended (leave it out: forever).
+# The accounting store: SQLite in data_dir (accounting.db, WAL), or
+# PostgreSQL shared by every HA server (driver = "postgres",
+# dsn = "postgres://troupe@db1/troupe"). keep deletes a record this long
+# after its job ended (leave it out: forever).
 accounting {
   driver = "sqlite"
   keep   = "365d"

@@ -154,8 +154,13 @@ func openAccounting(ctx context.Context, cfg Config) (*accounting.Store, error) 
 	switch cfg.AccountingDriver {
 	case "", accounting.DriverSQLite:
 		return accounting.OpenSQLite(ctx, cfg.AccountingPath)
+	case accounting.DriverPostgres:
+		if cfg.AccountingDSN == "" {
+			return nil, fmt.Errorf("%w: accounting driver postgres needs a dsn (postgres://user@host/db)", ErrInvalid)
+		}
+		return accounting.OpenPostgres(ctx, cfg.AccountingDSN)
 	}
-	return nil, fmt.Errorf("%w: accounting driver %q: want sqlite", ErrInvalid, cfg.AccountingDriver)
+	return nil, fmt.Errorf("%w: accounting driver %q: want sqlite or postgres", ErrInvalid, cfg.AccountingDriver)
 }
 
 // Accounting is the server's accounting store (tests, benchmarks).

@@ -88,10 +88,12 @@ type Config struct {
 	// ExportEvery is how often ended jobs are exported (default
 	// DefaultExportEach).
 	ExportEvery time.Duration
-	// AccountingDriver is the store's driver ("" or "sqlite");
-	// AccountingPath the SQLite file (default accounting.db in DataDir).
+	// AccountingDriver is the store's driver ("" or "sqlite", or
+	// "postgres"); AccountingPath the SQLite file (default accounting.db
+	// in DataDir), AccountingDSN PostgreSQL's data source.
 	AccountingDriver string
 	AccountingPath   string
+	AccountingDSN    string
 	// AccountingKeep is how long the store keeps a job after it ended;
 	// 0 forever.
 	AccountingKeep time.Duration

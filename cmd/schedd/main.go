@@ -167,8 +167,8 @@ flags:
 	fs.IntVar(&o.maxQueued, "max-queued-per-user", sched.DefaultMaxQueuedPerUser, "the most jobs one user may have PENDING or HELD; more are refused at submit (0: unlimited)")
 	o.keepEnded = age(sched.DefaultKeepEnded)
 	fs.Var(&o.keepEnded, "keep-ended", "how long an ended job stays in the replicated state before it lives in the accounting\nstore only (bhist and bacct read both), e.g. 5m")
-	fs.StringVar(&o.acctDrv, "accounting-driver", "sqlite", "the accounting store: sqlite (DATA-DIR/accounting.db)")
-	fs.StringVar(&o.acctDSN, "accounting-dsn", "", "the accounting store's data source (default DATA-DIR/accounting.db for sqlite)")
+	fs.StringVar(&o.acctDrv, "accounting-driver", "sqlite", "the accounting store: sqlite (a file, DATA-DIR/accounting.db) or postgres\n(one database every HA server shares; --accounting-dsn)")
+	fs.StringVar(&o.acctDSN, "accounting-dsn", "", "the accounting store's data source: the SQLite file (default DATA-DIR/accounting.db),\nor PostgreSQL's postgres://user@host/db (the password from ~/.pgpass or PGPASSWORD)")
 	fs.Var(&o.acctKeep, "accounting-keep", "delete accounting records this long after their job ended, e.g. 365d (default: keep forever)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.StringVar(&o.config, "config", "", "settings `file` (see etc/schedd.hcl): each key one of these flags, data_dir for --data-dir;\nflags given here override it")
@@ -311,7 +311,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log,
 		PartitionsFile: o.parts, Images: images, NodeTimeout: o.nodeTO, JoinToken: join, Raft: rc, APIAddr: o.apiAddr,
 		MaxJobInput: int(o.maxInput), MaxQueuedPerUser: queuedLimit(o.maxQueued),
-		KeepEnded: time.Duration(o.keepEnded), AccountingDriver: o.acctDrv, AccountingPath: accountingPath(o),
+		KeepEnded: time.Duration(o.keepEnded), AccountingDriver: o.acctDrv, AccountingPath: accountingPath(o), AccountingDSN: o.acctDSN,
 		AccountingKeep: time.Duration(o.acctKeep)})
 	if err != nil {
 		return err
@@ -421,7 +421,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 // accountingPath is the SQLite store's file: --accounting-dsn, else
 // accounting.db in the data dir.
 func accountingPath(o options) string {
-	if o.acctDSN != "" {
+	if o.acctDSN != "" && o.acctDrv != "postgres" {
 		return o.acctDSN
 	}
 	return filepath.Join(o.dataDir, accounting.FileName)

@@ -23,7 +23,8 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	_ "modernc.org/sqlite"             // the "sqlite" database/sql driver
 
 	"github.com/troupe-hpc/troupe/internal/api"
 )
@@ -112,6 +113,26 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	return s, nil
 }
 
+// OpenPostgres connects to the PostgreSQL database dsn names (a URL,
+// postgres://user@host/db, or key=value pairs) and brings its schema up
+// to date: the same schema and migrations as SQLite's.
+func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("accounting store (postgres): %w", err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("accounting store (postgres): %w", err)
+	}
+	s := &Store{db: db, driver: DriverPostgres}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("accounting store (postgres): %w", err)
+	}
+	return s, nil
+}
+
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
@@ -139,6 +160,19 @@ func (s *Store) rebind(q string) string {
 // migrate applies the migrations the database lacks, each in its own
 // transaction with its version.
 func (s *Store) migrate(ctx context.Context) error {
+	if s.driver == DriverPostgres {
+		// Two servers starting at once migrate one after the other: the
+		// lock belongs to one connection's session.
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("migration lock: %w", err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(7946)`); err != nil {
+			return fmt.Errorf("migration lock: %w", err)
+		}
+		defer conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock(7946)`)
+	}
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("schema version table: %w", err)
 	}
@@ -413,7 +447,7 @@ func (s *Store) Summary(ctx context.Context, f Filter, group string) ([]api.Acco
 	q := `SELECT ` + col + `, COUNT(*),
 		SUM(CASE WHEN state = 'COMPLETED' THEN 1 ELSE 0 END),
 		SUM(CASE WHEN state IN ('FAILED', 'TIMEOUT') THEN 1 ELSE 0 END),
-		SUM(wait_ns), SUM(run_ns), SUM(cpu_ns), SUM(gpu_hours)
+		CAST(SUM(wait_ns) AS BIGINT), CAST(SUM(run_ns) AS BIGINT), CAST(SUM(cpu_ns) AS BIGINT), SUM(gpu_hours)
 		FROM jobs` + w + ` GROUP BY ` + col + ` ORDER BY ` + col
 	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
 	if err != nil {

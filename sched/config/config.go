@@ -258,8 +258,8 @@ func (s Setting) value(a *hcl.Attribute, dir string) (string, *hcl.Diagnostic) {
 			return bad("Invalid duration", "%s %q: %v", s.Key, str, err)
 		}
 	case kindDriver:
-		if str != "sqlite" {
-			return bad("Invalid driver", "%s %q: want \"sqlite\"", s.Key, str)
+		if str != "sqlite" && str != "postgres" {
+			return bad("Invalid driver", "%s %q: want \"sqlite\" or \"postgres\"", s.Key, str)
 		}
 	}
 	return str, nil

@@ -84,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 		{"Count", "max_queued_per_user = -3\n", `schedd.hcl:1:23: Invalid value; max_queued_per_user must be a whole number, 0 or more`},
 		{"KeepEnded", "keep_ended = \"soon\"\n", `schedd.hcl:1:14: Invalid duration; keep_ended "soon": want a positive duration such as 5m, 12h or 365d`},
 		{"AccountingKeep", "accounting {\n  keep = \"-1d\"\n}\n", `schedd.hcl:2:10: Invalid duration; accounting.keep "-1d"`},
-		{"AccountingDriver", "accounting {\n  driver = \"mysql\"\n}\n", `schedd.hcl:2:12: Invalid driver; accounting.driver "mysql": want "sqlite"`},
+		{"AccountingDriver", "accounting {\n  driver = \"mysql\"\n}\n", `schedd.hcl:2:12: Invalid driver; accounting.driver "mysql": want "sqlite" or "postgres"`},
 		{"AccountingUnknown", "accounting {\n  kep = \"1d\"\n}\n", `schedd.hcl:2:3: Unsupported argument; An argument named "kep" is not expected here. Did you mean "keep"?`},
 		{"AccountingTwice", "accounting {\n}\naccounting {\n}\n", `schedd.hcl:3:1: Duplicate block`},
 		{"CountFraction", "max_queued_per_user = 2.5\n", `schedd.hcl:1:23: Invalid value; max_queued_per_user must be a whole number`},
