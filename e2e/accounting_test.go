@@ -207,13 +207,15 @@ func TestEndedJobsFootprint(t *testing.T) {
 		}) {
 			t.Fatal("ended jobs still in raft a minute after keep_ended")
 		}
-		var body []byte
 		ctx := context.Background()
-		var raw json.RawMessage
-		if _, err := c.Do(ctx, "GET", "/v1/jobs", nil, nil, &raw); err != nil {
+		list, err := c.Jobs(ctx, 0, 0)
+		if err != nil {
 			t.Fatal(err)
 		}
-		body = raw
+		body, err := json.Marshal(list) // as schedd encodes it
+		if err != nil {
+			t.Fatal(err)
+		}
 		h, err := c.History(ctx, url.Values{"limit": {strconv.Itoa(n)}})
 		if err != nil || len(h.Jobs) != n {
 			t.Fatalf("keep %s: bhist shows %d jobs, %v; want %d", keep, len(h.Jobs), err, n)
