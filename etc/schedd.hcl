@@ -42,6 +42,20 @@ node_timeout = "30s"
 max_job_input       = "64KiB"
 max_queued_per_user = 10000
 
+# Ended jobs stay in the replicated state this long, then live only in
+# the accounting store (bhist and bacct read both). See schedd(8),
+# ACCOUNTING.
+keep_ended = "5m"
+
+# The accounting store: SQLite in data_dir (accounting.db, WAL), or
+# PostgreSQL shared by every HA server (driver = "postgres",
+# dsn = "postgres://troupe@db1/troupe"). keep deletes a record this long
+# after its job ended (leave it out: forever).
+accounting {
+  driver = "sqlite"
+  keep   = "365d"
+}
+
 # High availability: three (or five) schedd servers replicate the state
 # with raft. Give each its own raft_addr and id; the same peers on all.
 # The peers authenticate each other with mutual TLS: each presents

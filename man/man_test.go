@@ -430,6 +430,10 @@ func flagsOf(t *testing.T, dir string) []string {
 				}
 			case name == "OutputFlag":
 				add("o")
+			case name == "EndedFilterFlags": // bhist's and bacct's filters
+				for _, f := range []string{"S", "C", "since", "until", "A", "p", "s"} {
+					add(f)
+				}
 			case name == "SelectFlags":
 				for _, f := range []string{"u", "t", "state", "p", "partition", "J", "name"} {
 					add(f)

@@ -57,7 +57,15 @@
 //	    unauthenticated listener serving an embedded page and the GET
 //	    endpoints of jobs, nodes, partitions and fair share only, every
 //	    caller Anonymous (others' jobs redacted for all).
+//	 9. Ended jobs leave raft (export.go, package accounting): every server
+//	    writes the ended jobs it applies to its accounting store (SQLite,
+//	    idempotent by job id and run); the leader, once a job ended
+//	    Config.KeepEnded ago and its own store holds it, commits
+//	    state.CmdPurge, and every replica drops it. bhist and bacct (GET
+//	    /v1/history, /v1/accounting; history.go) read the store and the
+//	    ended jobs still in raft, each run once.
 //
 // Subpackages: core (the pure scheduler), state (tables and transitions),
-// raftlog (durability), web (the read-only page), config (schedd.hcl).
+// raftlog (durability), web (the read-only page), config (schedd.hcl),
+// accounting (the store of ended jobs).
 package sched

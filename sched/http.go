@@ -33,6 +33,7 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST /v1/jobs/{id}/attach", s.handleAttach)
 	m.HandleFunc("POST /v1/jobs/{id}/signal", s.handleSignal)
 	m.HandleFunc("GET /v1/history", s.handleHistory)
+	m.HandleFunc("GET /v1/accounting", s.handleAccounting)
 	m.HandleFunc("GET /v1/nodes", s.handleNodes)
 	m.HandleFunc("POST /v1/nodes/register", s.handleRegister)
 	m.HandleFunc("POST /v1/nodes/drain", adminOnly(s.handleDrain))
@@ -88,12 +89,23 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
+	q, err := parseJobsQuery(r.URL.Query())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
 	v, idx, ok := s.block(w, r)
 	if !ok {
 		return
 	}
 	list := api.JobList{Jobs: []api.Job{}, Index: idx}
 	for _, j := range v.Jobs() {
+		if !q.match(j) {
+			continue
+		}
+		if q.limit > 0 && len(list.Jobs) == q.limit {
+			break
+		}
 		list.Jobs = append(list.Jobs, visible(r.Context(), withDependency(v, s.withStart(*j))))
 	}
 	writeJSON(w, http.StatusOK, idx, list)

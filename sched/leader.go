@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -91,6 +92,9 @@ func (s *Server) CatchUpGate(h http.Handler) http.Handler {
 // schedules, charges usage and checks node timeouts (schedule); when it
 // loses leadership it stops, and starts afresh when it leads again.
 func (s *Server) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.exportLoop(ctx) }) // every server, leader or not (export.go)
+	defer wg.Wait()
 	for ctx.Err() == nil {
 		if !s.raft.IsLeader() {
 			select {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/accounting"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/partition"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
@@ -78,6 +81,22 @@ type Config struct {
 	// or HELD) in all partitions together; 0 is DefaultMaxQueuedPerUser,
 	// a negative value unlimited. Submit refuses a job past it.
 	MaxQueuedPerUser int
+	// KeepEnded is how long an ended job stays in the replicated state
+	// before it leaves for the accounting store only (default
+	// DefaultKeepEnded).
+	KeepEnded time.Duration
+	// ExportEvery is how often ended jobs are exported (default
+	// DefaultExportEach).
+	ExportEvery time.Duration
+	// AccountingDriver is the store's driver ("" or "sqlite", or
+	// "postgres"); AccountingPath the SQLite file (default accounting.db
+	// in DataDir), AccountingDSN PostgreSQL's data source.
+	AccountingDriver string
+	AccountingPath   string
+	AccountingDSN    string
+	// AccountingKeep is how long the store keeps a job after it ended;
+	// 0 forever.
+	AccountingKeep time.Duration
 }
 
 // DefaultMaxQueuedPerUser is how many jobs one user may have PENDING or
@@ -112,6 +131,13 @@ type Server struct {
 	config    *partition.Config // the partitions config read at start
 	metrics   *metrics
 	attach    attachHub // terminal attach requests waiting for nodelets: leader-local
+	acct      *accounting.Store
+	exportMu  sync.Mutex // one export at a time; guards exp
+	exp       exporter
+	// afterExport, when set (tests), runs between the store's commit and
+	// the purge command; an error stops the hand-off there, as a crash
+	// would.
+	afterExport func([]state.PurgeKey) error
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
@@ -137,6 +163,15 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxQueuedPerUser == 0 {
 		cfg.MaxQueuedPerUser = DefaultMaxQueuedPerUser
 	}
+	if cfg.KeepEnded <= 0 {
+		cfg.KeepEnded = DefaultKeepEnded
+	}
+	if cfg.ExportEvery <= 0 {
+		cfg.ExportEvery = DefaultExportEach
+	}
+	if cfg.AccountingPath == "" {
+		cfg.AccountingPath = filepath.Join(cfg.DataDir, accounting.FileName)
+	}
 	pc := partition.Default()
 	if cfg.PartitionsFile != "" {
 		c, diags := partition.ParseFile(cfg.PartitionsFile)
@@ -151,11 +186,19 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if rcfg.API == "" {
 		rcfg.API = cfg.APIAddr
 	}
-	rl, err := raftlog.Open(ctx, rcfg, st)
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	acct, err := openAccounting(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl,
+	rl, err := raftlog.Open(ctx, rcfg, st)
+	if err != nil {
+		acct.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl, acct: acct, exp: exporter{done: map[accounting.Key]bool{}},
 		seen: map[string]time.Time{}, starts: map[uint64]time.Time{}, kick: make(chan struct{}, 1),
 		leadSince: cfg.Clock(), config: pc}
 	s.metrics = newMetrics(s)
@@ -164,6 +207,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if err := s.putConfig(ctx, pc); err != nil {
 		rl.Close()
+		acct.Close()
 		return nil, err
 	}
 	return s, nil
@@ -228,7 +272,12 @@ func (s *Server) ChargeUsage(ctx context.Context) error {
 // Close stops raft. Call after Run has returned.
 func (s *Server) Close() error {
 	var err error
-	s.close.Do(func() { err = s.raft.Close() })
+	s.close.Do(func() {
+		err = s.raft.Close()
+		if cerr := s.acct.Close(); err == nil {
+			err = cerr
+		}
+	})
 	return err
 }
 

@@ -3,14 +3,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -32,6 +30,8 @@ var command = cli.Command{
 		"bhist -u alice -C 2026-11-01,2026-11-30",
 		"bhist -S 2h                 # submitted in the last two hours",
 		"bhist -o json | jq '.[].cpu_time'",
+		"bhist -a -p gpu -s FAILED,TIMEOUT --since 2026-11-01",
+		"bhist -A physics --since 24h -o json",
 	},
 }
 
@@ -43,8 +43,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	all := fs.Bool("a", false, "show every user's jobs")
 	userName := fs.String("u", "", "show the jobs of `user` (\"all\": every user's)")
 	last := fs.Int("n", 0, "show only the last `N` jobs to end (0: all)")
-	submitted := fs.String("S", "", "only jobs submitted in `from,to`: times such as 2026-11-22, 2026-11-22T15:04,\n2026/11/22/15:04 or a duration ago (2h); either end may be empty")
-	completed := fs.String("C", "", "only jobs that ended in `from,to` (as -S)")
+	filter := cli.EndedFilterFlags(fs)
 	long := fs.Bool("l", false, "long form: each job's details and event timeline")
 	pos, err := fs.Parse(args)
 	if err != nil {
@@ -71,22 +70,11 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	default:
 		q.Set("user", cli.CurrentUser())
 	}
-	for _, r := range []struct {
-		flag, val, from, to string
-	}{{"-S", *submitted, "submitted_from", "submitted_to"}, {"-C", *completed, "ended_from", "ended_to"}} {
-		if r.val == "" {
-			continue
-		}
-		from, to, err := parseRange(r.val, now)
-		if err != nil {
-			return fs.UsageError("%s %s: %v", r.flag, r.val, err)
-		}
-		if !from.IsZero() {
-			q.Set(r.from, from.UTC().Format(time.RFC3339))
-		}
-		if !to.IsZero() {
-			q.Set(r.to, to.UTC().Format(time.RFC3339))
-		}
+	if err := filter.Query(q, now); err != nil {
+		return fs.UsageError("%v", err)
+	}
+	for _, id := range ids {
+		q.Add("id", strconv.FormatUint(id, 10))
 	}
 	if *last > 0 && len(ids) == 0 {
 		q.Set("limit", strconv.Itoa(*last))
@@ -131,45 +119,4 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return cli.Fail(stderr, prog, err)
 	}
 	return code
-}
-
-// parseRange reads -S and -C: "from,to", "from," or ",to"; a lone time
-// is "from" (until now).
-func parseRange(s string, now time.Time) (from, to time.Time, err error) {
-	a, b, _ := strings.Cut(s, ",")
-	if a = strings.TrimSpace(a); a != "" {
-		if from, err = parseTime(a, now); err != nil {
-			return
-		}
-	}
-	if b = strings.TrimSpace(b); b != "" {
-		if to, err = parseTime(b, now); err != nil {
-			return
-		}
-	}
-	if !from.IsZero() && !to.IsZero() && to.Before(from) {
-		err = errors.New("the range ends before it begins")
-	}
-	return
-}
-
-// timeLayouts are the absolute times -S and -C take, in the local zone.
-var timeLayouts = []string{"2006-01-02", "2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02 15:04", "2006-01-02 15:04:05",
-	"2006/01/02", "2006/01/02/15:04"}
-
-// parseTime reads one end of a range: RFC 3339, one of timeLayouts (a
-// date alone is its midnight), or a duration meaning that long before now.
-func parseTime(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	for _, l := range timeLayouts {
-		if t, err := time.ParseInLocation(l, s, now.Location()); err == nil {
-			return t, nil
-		}
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, fmt.Errorf("%q is not a time: use 2026-11-22, 2026-11-22T15:04, 2026/11/22/15:04, RFC 3339 or a duration ago such as 2h", s)
 }

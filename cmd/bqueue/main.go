@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -71,6 +72,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return fs.UsageError("-s: %v", err)
 		}
 	}
+	q.server = serverQuery(q.filter)
 	switch {
 	case *columns != "":
 		if q.start || q.format != cli.FormatTable {
@@ -94,7 +96,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	if !*watch {
-		list, err := c.Jobs(ctx, 0, 0)
+		list, err := c.JobsWhere(ctx, q.server, 0, 0)
 		if err != nil {
 			return cli.Fail(stderr, prog, err)
 		}
@@ -109,8 +111,33 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return cli.ExitOK
 }
 
+// serverQuery is the part of f schedd filters on (GET /v1/jobs): users,
+// partitions, states, and ended jobs left out unless asked for. Accounts
+// and names are matched here only (a job's account may be its default).
+func serverQuery(f cli.JobFilter) url.Values {
+	q := url.Values{}
+	for _, u := range f.Users {
+		if u == "all" {
+			q.Del("user")
+			break
+		}
+		q.Add("user", u)
+	}
+	for _, p := range f.Partitions {
+		q.Add("partition", p)
+	}
+	for _, st := range f.States {
+		q.Add("state", string(st))
+	}
+	if !f.Ended {
+		q.Set("ended", "false")
+	}
+	return q
+}
+
 type query struct {
 	filter  cli.JobFilter
+	server  url.Values // what schedd picks (serverQuery); filter is applied again here
 	format  cli.Format
 	columns []cli.Column
 	start   bool // --start: pending jobs and their expected start
@@ -136,7 +163,7 @@ func (q query) render(w io.Writer, jobs []api.Job, now time.Time) error {
 // change.
 func (q query) watch(ctx context.Context, c *client.Client, w io.Writer) error {
 	tty := cli.IsTerminal(w)
-	list, err := c.Jobs(ctx, 0, 0)
+	list, err := c.JobsWhere(ctx, q.server, 0, 0)
 	for first := true; ; first = false {
 		if ctx.Err() != nil {
 			return nil
@@ -164,7 +191,7 @@ func (q query) watch(ctx context.Context, c *client.Client, w io.Writer) error {
 				sleep(ctx, 2*time.Second)
 			}
 			var next api.JobList
-			next, err = c.Jobs(ctx, list.Index, blockWait)
+			next, err = c.JobsWhere(ctx, q.server, list.Index, blockWait)
 			if ctx.Err() != nil || err != nil {
 				break
 			}

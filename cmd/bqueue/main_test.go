@@ -108,7 +108,7 @@ func TestWatch(t *testing.T) {
 	if got := strings.Count(out, "JOBID"); got != 2 {
 		t.Errorf("%d renderings, want 2:\n%s", got, out)
 	}
-	want := []string{"GET /v1/jobs", "GET /v1/jobs?index=50&wait=30s", "GET /v1/jobs?index=50&wait=30s", "GET /v1/jobs?index=51&wait=30s"}
+	want := []string{"GET /v1/jobs?ended=false", "GET /v1/jobs?ended=false&index=50&wait=30s", "GET /v1/jobs?ended=false&index=50&wait=30s", "GET /v1/jobs?ended=false&index=51&wait=30s"}
 	if got := s.Requests(); !slices.Equal(got, want) {
 		t.Errorf("requests %q, want %q", got, want)
 	}
@@ -201,6 +201,34 @@ func TestFiltersAndColumns(t *testing.T) {
 		code, out, errs := runBqueue(append(bad, "--addr", s.Addr)...)
 		if code != 2 || out != "" || !strings.HasSuffix(errs, "Run 'bqueue -h' for usage.\n") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", bad, code, out, errs)
+		}
+	}
+}
+
+// TestServerQuery: bqueue asks schedd only for what it shows: its users,
+// partitions and states, and no ended jobs without -a.
+func TestServerQuery(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "ended=false"},
+		{[]string{"-a"}, ""},
+		{[]string{"-u", "all"}, "ended=false"},
+		{[]string{"-u", "bob", "-p", "gpu,cpu"}, "ended=false&partition=gpu&partition=cpu&user=bob"},
+		{[]string{"-s", "PEND,DONE"}, "ended=false&state=PENDING&state=COMPLETED"},
+		{[]string{"-A", "phys"}, "ended=false"}, // accounts: matched by bqueue
+	} {
+		s := queueSchedd(t)
+		if code, _, errs := runBqueue(append(tt.args, "--addr", s.Addr)...); code != 0 {
+			t.Fatalf("%q: exit %d: %s", tt.args, code, errs)
+		}
+		want := "GET /v1/jobs"
+		if tt.want != "" {
+			want += "?" + tt.want
+		}
+		if got := s.Requests(); len(got) != 1 || got[0] != want {
+			t.Errorf("%q: requests %q, want %q", tt.args, got, want)
 		}
 	}
 }

@@ -23,7 +23,8 @@ func TestConfigFile(t *testing.T) {
 	if o.dataDir != "/var/lib/troupe/schedd" || o.socket != "/run/troupe/schedd.sock" || o.listen != "0.0.0.0:7946" ||
 		o.tlsCert != "/etc/troupe/tls/cert.pem" || o.parts != filepath.Join(etc, "partitions.hcl") ||
 		o.images != filepath.Join(etc, "images.hcl") || o.nodeTO != 30*time.Second || o.web != "127.0.0.1:8080" ||
-		o.metrics != "127.0.0.1:9100" || o.verbose {
+		o.metrics != "127.0.0.1:9100" || o.verbose || time.Duration(o.keepEnded) != 5*time.Minute || o.acctDrv != "sqlite" ||
+		time.Duration(o.acctKeep) != 365*24*time.Hour {
 		t.Errorf("options from etc/schedd.hcl: %+v", o)
 	}
 	o, err = parseFlags([]string{"--config", "../../etc/schedd.hcl", "--data-dir", "/srv/schedd", "--node-timeout", "2m", "-v",
@@ -36,6 +37,21 @@ func TestConfigFile(t *testing.T) {
 	}
 	if o.joinFile != "/var/lib/troupe/schedd/join-token" {
 		t.Errorf("join token file %q: the file's, not one under --data-dir", o.joinFile)
+	}
+}
+
+// --keep-ended and --accounting-keep take days; a bad one is refused
+// with the flag's name; the store defaults to DATA-DIR/accounting.db.
+func TestAccountingFlags(t *testing.T) {
+	o, err := parseFlags([]string{"--keep-ended", "2d", "--accounting-keep", "30d", "--data-dir", "/srv/s"}, io.Discard)
+	if err != nil || time.Duration(o.keepEnded) != 48*time.Hour || time.Duration(o.acctKeep) != 30*24*time.Hour {
+		t.Fatalf("%v %v %v", o.keepEnded, o.acctKeep, err)
+	}
+	if p := accountingPath(o); p != "/srv/s/accounting.db" {
+		t.Errorf("store path %q", p)
+	}
+	if _, err := parseFlags([]string{"--keep-ended", "forever"}, io.Discard); err == nil || !strings.Contains(err.Error(), "keep-ended") {
+		t.Errorf("--keep-ended forever: %v", err)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched"
+	"github.com/troupe-hpc/troupe/sched/accounting"
 	"github.com/troupe-hpc/troupe/sched/config"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/web"
@@ -61,6 +62,21 @@ type options struct {
 	config    string
 	maxInput  byteSize
 	maxQueued int
+	keepEnded age
+	acctDrv   string
+	acctDSN   string
+	acctKeep  age
+}
+
+// age is a flag of a duration that may be in days ("365d").
+type age time.Duration
+
+func (a *age) String() string { return time.Duration(*a).String() }
+
+func (a *age) Set(s string) error {
+	d, err := config.ParseAge(s)
+	*a = age(d)
+	return err
 }
 
 // byteSize is a flag of bytes: a number, or a size with a unit ("64KiB").
@@ -149,6 +165,11 @@ flags:
 	o.maxInput = jobspec.DefaultMaxInput
 	fs.Var(&o.maxInput, "max-job-input", "the most `bytes` of text (commands, environment, mounts, paths) one job may hold, e.g. 64KiB;\na larger job is refused at submit")
 	fs.IntVar(&o.maxQueued, "max-queued-per-user", sched.DefaultMaxQueuedPerUser, "the most jobs one user may have PENDING or HELD; more are refused at submit (0: unlimited)")
+	o.keepEnded = age(sched.DefaultKeepEnded)
+	fs.Var(&o.keepEnded, "keep-ended", "how long an ended job stays in the replicated state before it lives in the accounting\nstore only (bhist and bacct read both), e.g. 5m")
+	fs.StringVar(&o.acctDrv, "accounting-driver", "sqlite", "the accounting store: sqlite (a file, DATA-DIR/accounting.db) or postgres\n(one database every HA server shares; --accounting-dsn)")
+	fs.StringVar(&o.acctDSN, "accounting-dsn", "", "the accounting store's data source: the SQLite file (default DATA-DIR/accounting.db),\nor PostgreSQL's postgres://user@host/db (the password from ~/.pgpass or PGPASSWORD)")
+	fs.Var(&o.acctKeep, "accounting-keep", "delete accounting records this long after their job ended, e.g. 365d (default: keep forever)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.StringVar(&o.config, "config", "", "settings `file` (see etc/schedd.hcl): each key one of these flags, data_dir for --data-dir;\nflags given here override it")
 	if err := fs.Parse(args); err != nil {
@@ -289,7 +310,9 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	}
 	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log,
 		PartitionsFile: o.parts, Images: images, NodeTimeout: o.nodeTO, JoinToken: join, Raft: rc, APIAddr: o.apiAddr,
-		MaxJobInput: int(o.maxInput), MaxQueuedPerUser: queuedLimit(o.maxQueued)})
+		MaxJobInput: int(o.maxInput), MaxQueuedPerUser: queuedLimit(o.maxQueued),
+		KeepEnded: time.Duration(o.keepEnded), AccountingDriver: o.acctDrv, AccountingPath: accountingPath(o), AccountingDSN: o.acctDSN,
+		AccountingKeep: time.Duration(o.acctKeep)})
 	if err != nil {
 		return err
 	}
@@ -393,6 +416,15 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	_ = ts.Shutdown(sctx)
 	os.Remove(o.socket)
 	return err
+}
+
+// accountingPath is the SQLite store's file: --accounting-dsn, else
+// accounting.db in the data dir.
+func accountingPath(o options) string {
+	if o.acctDSN != "" && o.acctDrv != "postgres" {
+		return o.acctDSN
+	}
+	return filepath.Join(o.dataDir, accounting.FileName)
 }
 
 // devDataDir makes the dev cluster's data dir, where its socket lives

@@ -64,10 +64,15 @@ func Cancels(sig syscall.Signal) bool {
 
 // HistoryJob is one ended job as bhist shows it (GET /v1/history).
 type HistoryJob struct {
-	ID        uint64        `json:"id"`
-	Name      string        `json:"name"`
-	User      string        `json:"user"`
-	Partition string        `json:"partition"`
+	ID        uint64 `json:"id"`
+	Name      string `json:"name"`
+	User      string `json:"user"`
+	UID       int    `json:"uid"`
+	Partition string `json:"partition"`
+	Account   string `json:"account,omitempty"`
+	// Requeues is the job's run: how many times a node failure put it
+	// back in the queue before this, its last, run ended.
+	Requeues  int           `json:"requeues,omitempty"`
 	State     JobState      `json:"state"`
 	Reason    string        `json:"reason,omitempty"`
 	ExitCode  int           `json:"exit_code"`
@@ -78,8 +83,43 @@ type HistoryJob struct {
 	Run       time.Duration `json:"run"`  // Ended − Started; 0 when it never started
 	CPUTime   time.Duration `json:"cpu_time"`
 	MemPeak   int64         `json:"mem_peak"`
-	Nodes     []string      `json:"nodes"` // the distinct nodes its containers ran on, in container order
+	Nodes     []string      `json:"nodes"`          // the distinct nodes its containers ran on, in container order
+	GPUs      float64       `json:"gpus,omitempty"` // the GPUs its containers asked for, summed
 	Events    []JobEvent    `json:"events"`
+	// Containers are each container's end: host, node, state, exit code,
+	// usage.
+	Containers []HistoryContainer `json:"containers,omitempty"`
+}
+
+// HistoryContainer is one container of an ended job as it ended.
+type HistoryContainer struct {
+	Host     string         `json:"host"`
+	Node     string         `json:"node,omitempty"`
+	State    ContainerState `json:"state"`
+	ExitCode int            `json:"exit_code"`
+	Message  string         `json:"message,omitempty"`
+	CPUTime  time.Duration  `json:"cpu_time,omitempty"`
+	MemPeak  int64          `json:"mem_peak,omitempty"`
+}
+
+// Accounting answers GET /v1/accounting (bacct): ended jobs summed per
+// group, between two end times.
+type Accounting struct {
+	GroupBy string          `json:"group_by"` // user, account or partition
+	Rows    []AccountingRow `json:"rows"`
+	Total   AccountingRow   `json:"total"`
+}
+
+// AccountingRow sums the ended jobs of one user, account or partition.
+type AccountingRow struct {
+	Group     string        `json:"group"`
+	Jobs      int64         `json:"jobs"`
+	Completed int64         `json:"completed"`
+	Failed    int64         `json:"failed"` // FAILED, TIMEOUT (CANCELLED counts in neither)
+	Wait      time.Duration `json:"wait"`   // summed queue wait
+	Run       time.Duration `json:"run"`    // summed run time
+	CPUTime   time.Duration `json:"cpu_time"`
+	GPUHours  float64       `json:"gpu_hours"` // GPUs × run time
 }
 
 // JobEvent is one step of a job's timeline: submitted, started,

@@ -40,7 +40,14 @@ const (
 	kindPeers // a list of "id=host:port"
 	kindSize  // bytes: a number, or a string with a unit ("64KiB")
 	kindCount // a whole number, 0 or more
+	kindAge   // a duration that may be in days: "5m", "365d"
+	kindDriver
 )
+
+// Block is the block of schedd.hcl whose attributes are settings with
+// its name as their key's prefix: accounting { keep = "365d" } is the
+// setting "accounting.keep".
+const Block = "accounting"
 
 // Setting is one key of schedd.hcl and the flag it stands for.
 type Setting struct {
@@ -73,6 +80,10 @@ var Settings = []Setting{
 	{"web_addr", "web-addr", kindAddr},
 	{"max_job_input", "max-job-input", kindSize},
 	{"max_queued_per_user", "max-queued-per-user", kindCount},
+	{"keep_ended", "keep-ended", kindAge},
+	{"accounting.driver", "accounting-driver", kindDriver},
+	{"accounting.dsn", "accounting-dsn", kindString},
+	{"accounting.keep", "accounting-keep", kindAge},
 	{"verbose", "v", kindBool},
 }
 
@@ -107,19 +118,42 @@ func Parse(src []byte, filename string) (*File, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	schema := &hcl.BodySchema{}
+	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: Block}}}
+	inner := &hcl.BodySchema{}
 	for _, s := range Settings {
+		if name, ok := strings.CutPrefix(s.Key, Block+"."); ok {
+			inner.Attributes = append(inner.Attributes, hcl.AttributeSchema{Name: name})
+			continue
+		}
 		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: s.Key})
 	}
 	content, d := hf.Body.Content(schema)
 	diags = append(diags, d...)
+	attrs := map[string]*hcl.Attribute{}
+	if content != nil {
+		for k, a := range content.Attributes {
+			attrs[k] = a
+		}
+		for i, b := range content.Blocks {
+			if i > 0 {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate block",
+					Detail: "only one accounting block is allowed", Subject: &b.DefRange})
+				continue
+			}
+			bc, d := b.Body.Content(inner)
+			diags = append(diags, d...)
+			for k, a := range bc.Attributes {
+				attrs[Block+"."+k] = a
+			}
+		}
+	}
 	dir, err := filepath.Abs(filepath.Dir(filename))
 	if err != nil {
 		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: err.Error()})
 	}
 	f := &File{Path: filename, Flags: map[string]string{}, Ranges: map[string]hcl.Range{}}
 	for _, s := range Settings {
-		a, ok := content.Attributes[s.Key]
+		a, ok := attrs[s.Key]
 		if !ok {
 			continue
 		}
@@ -219,6 +253,14 @@ func (s Setting) value(a *hcl.Attribute, dir string) (string, *hcl.Diagnostic) {
 		if err != nil || dur <= 0 {
 			return bad("Invalid duration", "%s %q: want a positive duration such as 30s or 2m", s.Key, str)
 		}
+	case kindAge:
+		if _, err := ParseAge(str); err != nil {
+			return bad("Invalid duration", "%s %q: %v", s.Key, str, err)
+		}
+	case kindDriver:
+		if str != "sqlite" && str != "postgres" {
+			return bad("Invalid driver", "%s %q: want \"sqlite\" or \"postgres\"", s.Key, str)
+		}
 	}
 	return str, nil
 }
@@ -230,4 +272,21 @@ func (f *File) Describe(flag string) string {
 		return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
 	}
 	return f.Path
+}
+
+// ParseAge reads a positive age: a Go duration ("5m", "90s") or a whole
+// number of days ("365d").
+func ParseAge(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n <= 0 {
+			return 0, errors.New("want a positive duration such as 5m, 12h or 365d")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, errors.New("want a positive duration such as 5m, 12h or 365d")
+	}
+	return d, nil
 }

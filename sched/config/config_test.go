@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParse(t *testing.T) {
@@ -41,6 +42,30 @@ max_queued_per_user = 500
 	}
 }
 
+// TestParseAccounting: keep_ended and the accounting block become
+// schedd's --keep-ended and --accounting-* flags; days are allowed.
+func TestParseAccounting(t *testing.T) {
+	src := "keep_ended = \"10m\"\naccounting {\n  driver = \"sqlite\"\n  keep = \"365d\"\n}\n"
+	f, diags := Parse([]byte(src), "/etc/troupe/schedd.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if f.Flags["keep-ended"] != "10m" || f.Flags["accounting-driver"] != "sqlite" || f.Flags["accounting-keep"] != "365d" {
+		t.Fatalf("flags %v", f.Flags)
+	}
+	if got := f.Describe("accounting-keep"); got != "/etc/troupe/schedd.hcl:4:3" {
+		t.Errorf("Describe = %q", got)
+	}
+	if d, err := ParseAge("365d"); err != nil || d != 365*24*time.Hour {
+		t.Errorf("ParseAge(365d) = %v, %v", d, err)
+	}
+	for _, bad := range []string{"0d", "d", "-5m", "1.5d", ""} {
+		if _, err := ParseAge(bad); err == nil {
+			t.Errorf("ParseAge(%q) accepted", bad)
+		}
+	}
+}
+
 // A broken file names the place (file:line:col) and the key.
 func TestParseErrors(t *testing.T) {
 	tests := []struct{ name, src, want string }{
@@ -57,6 +82,11 @@ func TestParseErrors(t *testing.T) {
 		{"Variable", "data_dir = var.x\n", `schedd.hcl:1:12: Variables not allowed`},
 		{"Size", "max_job_input = \"lots\"\n", `schedd.hcl:1:17: Invalid size; max_job_input "lots": want a positive size such as "64KiB"`},
 		{"Count", "max_queued_per_user = -3\n", `schedd.hcl:1:23: Invalid value; max_queued_per_user must be a whole number, 0 or more`},
+		{"KeepEnded", "keep_ended = \"soon\"\n", `schedd.hcl:1:14: Invalid duration; keep_ended "soon": want a positive duration such as 5m, 12h or 365d`},
+		{"AccountingKeep", "accounting {\n  keep = \"-1d\"\n}\n", `schedd.hcl:2:10: Invalid duration; accounting.keep "-1d"`},
+		{"AccountingDriver", "accounting {\n  driver = \"mysql\"\n}\n", `schedd.hcl:2:12: Invalid driver; accounting.driver "mysql": want "sqlite" or "postgres"`},
+		{"AccountingUnknown", "accounting {\n  kep = \"1d\"\n}\n", `schedd.hcl:2:3: Unsupported argument; An argument named "kep" is not expected here. Did you mean "keep"?`},
+		{"AccountingTwice", "accounting {\n}\naccounting {\n}\n", `schedd.hcl:3:1: Duplicate block`},
 		{"CountFraction", "max_queued_per_user = 2.5\n", `schedd.hcl:1:23: Invalid value; max_queued_per_user must be a whole number`},
 	}
 	for _, tc := range tests {

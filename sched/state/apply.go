@@ -89,6 +89,8 @@ type Command struct {
 	// signal: a command whose id was applied already changes nothing and
 	// answers as the first did (requests.go).
 	Request string `json:"request,omitempty"`
+	// Purge lists the ended jobs the accounting store now holds.
+	Purge []PurgeKey `json:"purge,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -172,6 +174,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = drain(txn, c.Time, c.Drain)
 	case CmdSignal:
 		res, err = signalJob(txn, index, c.Time, c.Signal)
+	case CmdPurge:
+		err = purge(txn, c.Purge)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
@@ -235,7 +239,7 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 	if in == nil {
 		return 0, errors.New("submit without a job")
 	}
-	last, err := txn.Last(tableJobs, "id")
+	last, err := lastJobID(txn)
 	if err != nil {
 		return 0, err
 	}
@@ -245,10 +249,7 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 		}
 	}
 	j := clone(in)
-	j.ID = 1
-	if last != nil {
-		j.ID = last.(*api.Job).ID + 1
-	}
+	j.ID = last + 1
 	if len(j.Containers) > MaxSessionSize {
 		return 0, fmt.Errorf("a session holds at most %d containers, not %d", MaxSessionSize, len(j.Containers))
 	}

@@ -151,14 +151,11 @@ func (v *Snapshot) Node(name string) *api.Node {
 
 // LastJobID is the highest job id ever given (0 when none).
 func (v *Snapshot) LastJobID() uint64 {
-	raw, err := v.txn.Last(tableJobs, "id")
+	last, err := lastJobID(v.txn)
 	if err != nil {
 		panic(err)
 	}
-	if raw == nil {
-		return 0
-	}
-	return raw.(*api.Job).ID
+	return last
 }
 
 // Allocated sums what live containers hold on each node: every container

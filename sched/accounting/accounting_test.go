@@ -1,0 +1,211 @@
+package accounting
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+var t0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+func rec(id uint64, user, account, part string, state api.JobState, ended time.Time) api.HistoryJob {
+	return api.HistoryJob{ID: id, User: user, Account: account, Partition: part, State: state,
+		Submitted: ended.Add(-3 * time.Minute), Started: ended.Add(-2 * time.Minute), Ended: ended,
+		Wait: time.Minute, Run: 2 * time.Minute, CPUTime: 90 * time.Second, GPUs: 2, Nodes: []string{"n1"},
+		Containers: []api.HistoryContainer{{Host: "main1", Node: "n1", State: api.ContainerExited}}}
+}
+
+func openSQLite(t testing.TB) *Store {
+	t.Helper()
+	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// drivers are the stores every behaviour test runs against: the same
+// schema, migrations and queries.
+var drivers = []struct {
+	name string
+	open func(testing.TB) *Store
+}{{DriverSQLite, openSQLite}, {DriverPostgres, openPostgres}}
+
+// eachDriver runs test against a fresh store of every driver.
+func eachDriver(t *testing.T, test func(t *testing.T, s *Store)) {
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) { test(t, d.open(t)) })
+	}
+}
+
+// TestPutIdempotent: exporting the same (id, run) twice stores it once,
+// and a later run of the same job is a row of its own.
+func TestPutIdempotent(t *testing.T) {
+	eachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		batch := []api.HistoryJob{rec(1, "alice", "phys", "cpu", api.JobCompleted, t0), rec(2, "bob", "chem", "gpu", api.JobFailed, t0.Add(time.Minute))}
+		if n, err := s.Put(ctx, batch); err != nil || n != 2 {
+			t.Fatalf("first put: %d, %v", n, err)
+		}
+		again := append(batch, rec(3, "alice", "phys", "cpu", api.JobCompleted, t0.Add(2*time.Minute)))
+		if n, err := s.Put(ctx, again); err != nil || n != 1 {
+			t.Fatalf("re-export: %d new rows, %v; want 1 (job 3 only)", n, err)
+		}
+		rerun := rec(2, "bob", "chem", "gpu", api.JobCompleted, t0.Add(3*time.Minute))
+		rerun.Requeues = 1
+		if n, err := s.Put(ctx, []api.HistoryJob{rerun}); err != nil || n != 1 {
+			t.Fatalf("job 2's second run: %d, %v", n, err)
+		}
+		if n, _ := s.Count(ctx); n != 4 {
+			t.Fatalf("count %d, want 4", n)
+		}
+		got, err := s.Query(ctx, Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, h := range got {
+			ids = append(ids, fmt.Sprintf("%d.%d", h.ID, h.Requeues))
+		}
+		if fmt.Sprint(ids) != "[1.0 2.0 3.0 2.1]" {
+			t.Fatalf("order by end: %v", ids)
+		}
+		if got[0].Containers[0].Host != "main1" || got[0].Nodes[0] != "n1" {
+			t.Fatalf("record lost its containers or nodes: %+v", got[0])
+		}
+	})
+}
+
+// TestReopenKeepsRows: a committed batch survives closing and reopening
+// (the migration runs once).
+func TestReopenKeepsRows(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, []api.HistoryJob{rec(7, "alice", "", "cpu", api.JobCompleted, t0)}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n, _ := s.Count(ctx); n != 1 {
+		t.Fatalf("after reopen %d rows, want 1", n)
+	}
+}
+
+func TestFilters(t *testing.T) {
+	eachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		recs := []api.HistoryJob{
+			rec(1, "alice", "phys", "cpu", api.JobCompleted, t0),
+			rec(2, "bob", "chem", "gpu", api.JobFailed, t0.Add(time.Hour)),
+			rec(3, "alice", "phys", "gpu", api.JobTimeout, t0.Add(2*time.Hour)),
+			rec(4, "carol", "chem", "cpu", api.JobCancelled, t0.Add(3*time.Hour)),
+		}
+		if _, err := s.Put(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			f    Filter
+			want string
+		}{
+			{"all", Filter{}, "[1 2 3 4]"},
+			{"user", Filter{Users: []string{"alice"}}, "[1 3]"},
+			{"account", Filter{Accounts: []string{"chem"}}, "[2 4]"},
+			{"partition", Filter{Partitions: []string{"gpu"}}, "[2 3]"},
+			{"state", Filter{States: []api.JobState{api.JobFailed, api.JobTimeout}}, "[2 3]"},
+			{"ended range", Filter{EndedFrom: t0.Add(time.Hour), EndedTo: t0.Add(2 * time.Hour)}, "[2 3]"},
+			{"submitted from", Filter{SubmittedFrom: t0.Add(2 * time.Hour)}, "[4]"},
+			{"ids", Filter{IDs: []uint64{4, 1}}, "[1 4]"},
+			{"limit keeps the last", Filter{Limit: 2}, "[3 4]"},
+			{"combined", Filter{Users: []string{"alice"}, Partitions: []string{"cpu"}}, "[1]"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				got, err := s.Query(ctx, c.f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ids []uint64
+				for _, h := range got {
+					ids = append(ids, h.ID)
+					if !c.f.Match(&h) && c.f.Limit == 0 {
+						t.Errorf("Match disagrees with the query on job %d", h.ID)
+					}
+				}
+				if fmt.Sprint(ids) != c.want {
+					t.Fatalf("got %v, want %s", ids, c.want)
+				}
+			})
+		}
+	})
+}
+
+func TestSummary(t *testing.T) {
+	eachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		recs := []api.HistoryJob{
+			rec(1, "alice", "phys", "cpu", api.JobCompleted, t0),
+			rec(2, "bob", "chem", "gpu", api.JobFailed, t0.Add(time.Hour)),
+			rec(3, "alice", "phys", "gpu", api.JobTimeout, t0.Add(2*time.Hour)),
+		}
+		if _, err := s.Put(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := s.Summary(ctx, Filter{}, "user")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := api.AccountingRow{Group: "alice", Jobs: 2, Completed: 1, Failed: 1, Wait: 2 * time.Minute, Run: 4 * time.Minute,
+			CPUTime: 3 * time.Minute, GPUHours: 2 * 2 * (2.0 / 60)}
+		if len(rows) != 2 || rows[0].Group != "alice" || rows[0].Jobs != want.Jobs || rows[0].Completed != 1 || rows[0].Failed != 1 ||
+			rows[0].Run != want.Run || rows[0].CPUTime != want.CPUTime || fmt.Sprintf("%.4f", rows[0].GPUHours) != fmt.Sprintf("%.4f", want.GPUHours) {
+			t.Fatalf("summary %+v, want first %+v", rows, want)
+		}
+		var byHand api.AccountingRow
+		for i := range recs {
+			if recs[i].User == "alice" {
+				Add(&byHand, &recs[i])
+			}
+		}
+		byHand.Group = "alice"
+		if fmt.Sprintf("%+v", byHand) != fmt.Sprintf("%+v", rows[0]) {
+			t.Fatalf("Add %+v differs from SQL %+v", byHand, rows[0])
+		}
+		if rows, _ := s.Summary(ctx, Filter{EndedFrom: t0.Add(30 * time.Minute)}, "partition"); len(rows) != 1 || rows[0].Group != "gpu" || rows[0].Jobs != 2 {
+			t.Fatalf("by partition since: %+v", rows)
+		}
+		if _, err := s.Summary(ctx, Filter{}, "node"); err == nil {
+			t.Fatal("group by node accepted")
+		}
+	})
+}
+
+// TestExpire: retention deletes the rows that ended before the cutoff.
+func TestExpire(t *testing.T) {
+	eachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		if _, err := s.Put(ctx, []api.HistoryJob{rec(1, "a", "", "cpu", api.JobCompleted, t0), rec(2, "a", "", "cpu", api.JobCompleted, t0.Add(48*time.Hour))}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.Expire(ctx, t0.Add(24*time.Hour))
+		if err != nil || n != 1 {
+			t.Fatalf("expired %d, %v; want 1", n, err)
+		}
+		got, _ := s.Query(ctx, Filter{})
+		if len(got) != 1 || got[0].ID != 2 {
+			t.Fatalf("left %+v, want job 2", got)
+		}
+	})
+}

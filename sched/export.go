@@ -1,0 +1,167 @@
+package sched
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/accounting"
+	"github.com/troupe-hpc/troupe/sched/state"
+)
+
+// Ended jobs leave the replicated state for the accounting store
+// (sched/accounting):
+//
+//	job ends ──► every server: Put into its own store (idempotent)
+//	         ──► leader, once KeepEnded has passed and its own Put has
+//	             committed: CmdPurge (the acknowledgement) ──► every
+//	             replica drops the job
+//
+// A crash between the Put and the purge leaves the job in raft; the next
+// leader exports it again (a no-op in the store: keyed by job id and
+// run) and purges it. A job a live job depends on stays until that one
+// ends (its dependency is evaluated from the state).
+
+// Defaults of the accounting settings.
+const (
+	DefaultKeepEnded  = 5 * time.Minute
+	DefaultExportEach = time.Second
+	// exportBatch bounds one Put and one purge command.
+	exportBatch = 2000
+	// retentionEvery is how often the leader deletes rows past
+	// AccountingKeep.
+	retentionEvery = time.Hour
+)
+
+// exporter is the server's side of the hand-off: which runs its store
+// holds already, as far as this process knows.
+type exporter struct {
+	done        map[accounting.Key]bool
+	lastExpired time.Time
+}
+
+// exportLoop exports ended jobs every ExportEvery until ctx ends; the
+// leader also purges the exported ones past KeepEnded and applies
+// retention.
+func (s *Server) exportLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ExportEvery)
+	defer t.Stop()
+	for {
+		if _, err := s.ExportEnded(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("exporting ended jobs to the accounting store", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ExportEnded writes the ended jobs this server has not exported yet to
+// its accounting store and, on the leader, commits the purge of those
+// that ended KeepEnded ago or more. It returns how many it purged.
+func (s *Server) ExportEnded(ctx context.Context) (int, error) {
+	s.exportMu.Lock()
+	defer s.exportMu.Unlock()
+	purged := 0
+	for {
+		v := s.st.Snapshot()
+		now := s.cfg.Clock()
+		cutoff := now.Add(-s.cfg.KeepEnded)
+		needed := map[uint64]bool{} // named by a live job's dependency
+		var recs []api.HistoryJob
+		var ripe []state.PurgeKey
+		inState := map[accounting.Key]bool{}
+		for _, j := range v.Jobs() {
+			if !j.State.Terminal() {
+				if j.DependsOn != nil {
+					for _, c := range j.DependsOn.Conditions {
+						needed[c.JobID] = true
+					}
+				}
+				continue
+			}
+			k := accounting.Key{ID: j.ID, Run: j.Requeues}
+			inState[k] = true
+			if !s.exp.done[k] && len(recs) < exportBatch {
+				recs = append(recs, HistoryRecord(*j))
+			}
+		}
+		if len(recs) > 0 {
+			if _, err := s.acct.Put(ctx, recs); err != nil {
+				return purged, err
+			}
+			for i := range recs {
+				s.exp.done[accounting.KeyOf(&recs[i])] = true
+			}
+		}
+		for k := range s.exp.done {
+			if !inState[k] {
+				delete(s.exp.done, k) // purged: forget it
+			}
+		}
+		if !s.raft.IsLeader() {
+			return purged, nil
+		}
+		for _, j := range v.Jobs() {
+			k := accounting.Key{ID: j.ID, Run: j.Requeues}
+			if j.State.Terminal() && s.exp.done[k] && !j.Ended.After(cutoff) && !needed[j.ID] && len(ripe) < exportBatch {
+				ripe = append(ripe, state.PurgeKey{JobID: j.ID, Run: j.Requeues})
+			}
+		}
+		if err := s.expire(ctx, now); err != nil {
+			return purged, err
+		}
+		if len(ripe) == 0 {
+			return purged, nil
+		}
+		if s.afterExport != nil {
+			if err := s.afterExport(ripe); err != nil {
+				return purged, err
+			}
+		}
+		if _, err := s.apply(ctx, state.Command{Kind: state.CmdPurge, Purge: ripe}); err != nil {
+			return purged, fmt.Errorf("purging %d exported jobs: %w", len(ripe), err)
+		}
+		purged += len(ripe)
+		if len(ripe) < exportBatch && len(recs) < exportBatch {
+			return purged, nil
+		}
+	}
+}
+
+// expire deletes the store's rows older than AccountingKeep, at most once
+// per retentionEvery.
+func (s *Server) expire(ctx context.Context, now time.Time) error {
+	if s.cfg.AccountingKeep <= 0 || now.Sub(s.exp.lastExpired) < retentionEvery {
+		return nil
+	}
+	n, err := s.acct.Expire(ctx, now.Add(-s.cfg.AccountingKeep))
+	if err != nil {
+		return err
+	}
+	s.exp.lastExpired = now
+	if n > 0 {
+		s.log.Info("accounting retention", "deleted", n, "older than", now.Add(-s.cfg.AccountingKeep))
+	}
+	return nil
+}
+
+// openAccounting opens the store cfg names.
+func openAccounting(ctx context.Context, cfg Config) (*accounting.Store, error) {
+	switch cfg.AccountingDriver {
+	case "", accounting.DriverSQLite:
+		return accounting.OpenSQLite(ctx, cfg.AccountingPath)
+	case accounting.DriverPostgres:
+		if cfg.AccountingDSN == "" {
+			return nil, fmt.Errorf("%w: accounting driver postgres needs a dsn (postgres://user@host/db)", ErrInvalid)
+		}
+		return accounting.OpenPostgres(ctx, cfg.AccountingDSN)
+	}
+	return nil, fmt.Errorf("%w: accounting driver %q: want sqlite or postgres", ErrInvalid, cfg.AccountingDriver)
+}
+
+// Accounting is the server's accounting store (tests, benchmarks).
+func (s *Server) Accounting() *accounting.Store { return s.acct }

@@ -1,0 +1,74 @@
+package state
+
+import (
+	"errors"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// CmdPurge drops ended jobs the leader has exported to the accounting
+// store (sched/accounting): the command is the store's acknowledgement,
+// committed only after the store holds the jobs durably.
+const CmdPurge = "purge"
+
+// PurgeKey names one exported run of an ended job.
+type PurgeKey struct {
+	JobID uint64 `json:"job_id"`
+	Run   int    `json:"run"` // the job's Requeues when exported
+}
+
+// lastIDEntry is the indexes table's row that keeps the highest job id
+// ever given once jobs leave the table, so that ids are never reused.
+const lastIDEntry = "last-job-id"
+
+// purge deletes each named job that is still there, ended and at the
+// named run; any other (a job requeued since, an unknown id) is left.
+func purge(txn *memdb.Txn, keys []PurgeKey) error {
+	if len(keys) == 0 {
+		return errors.New("purge names no job")
+	}
+	last, err := lastJobID(txn)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		raw, err := txn.First(tableJobs, "id", k.JobID)
+		if err != nil {
+			return err
+		}
+		if raw == nil {
+			continue
+		}
+		j := raw.(*api.Job)
+		if !j.State.Terminal() || j.Requeues != k.Run {
+			continue
+		}
+		if err := txn.Delete(tableJobs, j); err != nil {
+			return err
+		}
+	}
+	return txn.Insert(tableIndexes, &indexEntry{Table: lastIDEntry, Index: last})
+}
+
+// lastJobID is the highest job id given: the jobs table's last, or the
+// high-water mark kept when purges emptied its end.
+func lastJobID(txn *memdb.Txn) (uint64, error) {
+	var last uint64
+	raw, err := txn.Last(tableJobs, "id")
+	if err != nil {
+		return 0, err
+	}
+	if raw != nil {
+		last = raw.(*api.Job).ID
+	}
+	raw, err = txn.First(tableIndexes, "id", lastIDEntry)
+	if err != nil {
+		return 0, err
+	}
+	if raw != nil {
+		last = max(last, raw.(*indexEntry).Index)
+	}
+	return last, nil
+}
