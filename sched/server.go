@@ -112,6 +112,10 @@ type Server struct {
 	config    *partition.Config // the partitions config read at start
 	metrics   *metrics
 	attach    attachHub // terminal attach requests waiting for nodelets: leader-local
+	// idle, when set (tests), is called by the scheduler loop when a pass
+	// planned nothing, with the state index it planned on, before the
+	// loop waits for the next change.
+	idle func(index uint64)
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
