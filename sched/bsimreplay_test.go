@@ -42,13 +42,20 @@ billing {
 const replayStarvation = 20 * time.Minute
 
 // TestReplayMatchesBsim: schedd behaves as bsim predicts. A short trace
-// with contention (testdata/replay.swf: 48 jobs of three users, 1 to 16
-// processors on 4 nodes of 4 CPUs) goes through bsim's simulator and
-// through a real Server (raft on disk, the scheduler loop as schedd runs
-// it) whose nodes are simulated: the test registers them, heartbeats,
-// reads their assignments, reports the containers running when placed and
-// exited when the trace's runtime is up, on a fake clock. Every job must
-// start at the second bsim says.
+// goes through bsim's simulator and through a real Server (raft on disk,
+// the scheduler loop as schedd runs it) whose nodes are simulated: the
+// test registers them, heartbeats, reads their assignments, reports the
+// containers running when placed and exited when the trace's runtime is
+// up, on a fake clock. Every job must start at the second bsim says.
+//
+//   - replay.swf: 48 jobs of three users with contention, 1 to 16
+//     processors on 4 nodes of 4 CPUs; every rule of the default policy
+//     (backfill, kept reservations, shortest first, the partition's
+//     starvation threshold, fair share) changes some start.
+//   - replay-decay.swf: fair share after a week with no event, where
+//     charging usage as p·dt at the end of the interval (as bsim did)
+//     instead of weighing each moment by its decay (as schedd does)
+//     gives the other user's job the machine first.
 //
 // The replay is in lock step with bsim's event loop: one event at a time
 // (at equal times terminations first, by job id, then submissions in
@@ -58,8 +65,17 @@ const replayStarvation = 20 * time.Minute
 // bsim's do, on the same state; the loop's own cadence (its idle timer,
 // the charge period) never adds a pass between an event and its time.
 func TestReplayMatchesBsim(t *testing.T) {
+	for _, tt := range []struct {
+		trace string
+		rules bool // check that the trace exercises every rule
+	}{{"replay.swf", true}, {"replay-decay.swf", false}} {
+		t.Run(tt.trace, func(t *testing.T) { replayTrace(t, tt.trace, tt.rules) })
+	}
+}
+
+func replayTrace(t *testing.T, trace string, rules bool) {
 	const nodes, perNode = 4, 4
-	l, err := swf.Open(filepath.Join("testdata", "replay.swf"))
+	l, err := swf.Open(filepath.Join("testdata", trace))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,19 +92,21 @@ func TestReplayMatchesBsim(t *testing.T) {
 
 	// The trace exercises every rule of the policy: bsim without any one
 	// of them starts some job at another time.
-	for name, p := range map[string]core.Policy{
-		"no backfill":                        func() core.Policy { p := pol; p.ReservationDepth = 0; return p }(),
-		"reservations recomputed every pass": func() core.Policy { p := pol; p.KeepReservations = false; return p }(),
-		"backfill in priority order":         func() core.Policy { p := pol; p.ShortestFirst = false; return p }(),
-		"the default starvation threshold":   func() core.Policy { p := pol; p.StarvationAge = core.DefaultStarvationAge; return p }(),
-		"no fair share":                      pol,
-	} {
-		o, err := sim.Run(jobs, sim.Options{Procs: nodes * perNode, Nodes: nodes, Policy: p, FairShare: name != "no fair share"}, time.Now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if maps.Equal(o.Starts, want.Starts) {
-			t.Fatalf("with %s bsim starts every job of the trace at the same time: the trace does not test that rule", name)
+	if rules {
+		for name, p := range map[string]core.Policy{
+			"no backfill":                        func() core.Policy { p := pol; p.ReservationDepth = 0; return p }(),
+			"reservations recomputed every pass": func() core.Policy { p := pol; p.KeepReservations = false; return p }(),
+			"backfill in priority order":         func() core.Policy { p := pol; p.ShortestFirst = false; return p }(),
+			"the default starvation threshold":   func() core.Policy { p := pol; p.StarvationAge = core.DefaultStarvationAge; return p }(),
+			"no fair share":                      pol,
+		} {
+			o, err := sim.Run(jobs, sim.Options{Procs: nodes * perNode, Nodes: nodes, Policy: p, FairShare: name != "no fair share"}, time.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if maps.Equal(o.Starts, want.Starts) {
+				t.Fatalf("with %s bsim starts every job of the trace at the same time: the trace does not test that rule", name)
+			}
 		}
 	}
 
