@@ -52,7 +52,11 @@
 //	    tier). The core keeps no state: a job whose Reason is Resources
 //	    held the reservation in the last pass and keeps it; the
 //	    partitions' thresholds come in core.Partition.StarvationAge.
-//	    bsim replays traces through the same code (bsim --compare easy).
+//	    bsim replays traces through the same code (bsim --compare easy);
+//	    TestReplayMatchesBsim runs short traces through a real Server with
+//	    simulated nodes on a fake clock and checks every start against
+//	    bsim's (the loop's idle hook, Server.idle, holds it between the
+//	    trace's events).
 //	10. The web page (readonly.go, package web; schedd --web-addr): an
 //	    unauthenticated listener serving an embedded page and the GET
 //	    endpoints of jobs, nodes, partitions and fair share only, every

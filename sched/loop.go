@@ -67,6 +67,10 @@ func (s *Server) schedule(ctx context.Context) {
 			}
 			continue
 		}
+		if s.idle != nil {
+			idx, _ := v.Index()
+			s.idle(idx)
+		}
 		wait := min(idlePass, s.cfg.NodeTimeout/4)
 		if !nextLate.IsZero() && nextLate.Sub(now) < wait {
 			wait = max(nextLate.Sub(now), 10*time.Millisecond)

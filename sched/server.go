@@ -138,6 +138,10 @@ type Server struct {
 	// the purge command; an error stops the hand-off there, as a crash
 	// would.
 	afterExport func([]state.PurgeKey) error
+	// idle, when set (tests), is called by the scheduler loop when a pass
+	// planned nothing, with the state index it planned on, before the
+	// loop waits for the next change.
+	idle func(index uint64)
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.

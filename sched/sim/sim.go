@@ -318,7 +318,12 @@ func (m *machine) finish(r *running) {
 
 func (m *machine) nodeIndex(name string) int { return m.nodeIdx[name] }
 
-// charge bills every running job's CPU-seconds since the last charge.
+// charge bills every running job's CPU-seconds since the last charge,
+// each moment weighed by its decay to now, as schedd charges (state's
+// charge): ∫ 2^(−(now−t)/h) dt over (last, now] = h/ln2·(1 − 2^(−dt/h)).
+// The result does not depend on how often usage is charged; adding the
+// plain p·dt at now would weigh a long interval's usage as if it were all
+// recent, and order users differently from schedd.
 func (m *machine) charge(now int64) {
 	if !m.o.FairShare {
 		return
@@ -328,9 +333,11 @@ func (m *machine) charge(now int64) {
 	if dt <= 0 {
 		return
 	}
+	h := m.o.HalfLife.Seconds()
+	w := h / math.Ln2 * (1 - fairshare.Decay(time.Duration(dt)*time.Second, m.o.HalfLife))
 	for u, p := range m.perUser {
 		if p > 0 {
-			m.usage[u] = m.usage[u].Add(at(now), float64(p)*float64(dt), m.o.HalfLife)
+			m.usage[u] = m.usage[u].Add(at(now), float64(p)*w, m.o.HalfLife)
 		}
 	}
 }
