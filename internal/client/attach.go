@@ -45,7 +45,7 @@ func (c *Client) upgrade(ctx context.Context, target string) (io.ReadWriteCloser
 	h.Set("Connection", "Upgrade")
 	h.Set("Upgrade", attach.Upgrade)
 	// schedd pairs the two ends before it answers (up to 15 s).
-	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: target, header: h, stream: true, wait: 20 * time.Second})
+	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: target, header: h, wait: 20 * time.Second})
 	if err != nil {
 		return nil, err
 	}

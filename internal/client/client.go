@@ -436,7 +436,7 @@ func blocking(index uint64, wait time.Duration) url.Values {
 // SaveSnapshot streams schedd's state, in the snapshot file format
 // (header line with a sha256 of the body, then the body), to w.
 func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
-	resp, err := c.roundTrip(ctx, call{method: http.MethodGet, target: "/v1/snapshot", stream: true})
+	resp, err := c.roundTrip(ctx, call{method: http.MethodGet, target: "/v1/snapshot"})
 	if err != nil {
 		return err
 	}
@@ -453,7 +453,7 @@ func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader) (api.Snapshot
 	if err != nil {
 		return out, err
 	}
-	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: "/v1/snapshot", body: b, ctype: "application/octet-stream", stream: true})
+	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: "/v1/snapshot", body: b, ctype: "application/octet-stream"})
 	if err != nil {
 		return out, err
 	}

@@ -324,3 +324,35 @@ func TestNotAppliedRetriedElsewhere(t *testing.T) {
 	}
 	seen.same(t, 2)
 }
+
+// TestSlowBodyNotCutOff: a peer that answers in time but sends a large
+// body slowly (20,000 jobs on a busy machine) is read to the end; the
+// per-try deadline covers the headers, not the whole body.
+func TestSlowBodyNotCutOff(t *testing.T) {
+	fast(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"jobs":[`))
+		w.(http.Flusher).Flush()
+		for i := range 10 {
+			time.Sleep(100 * time.Millisecond) // 1 s in all: past the 300 ms try
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			_, _ = w.Write([]byte(sep + `{"id":` + string(rune('1'+i%9)) + `}`))
+			w.(http.Flusher).Flush()
+		}
+		_, _ = w.Write([]byte(`],"index":1}`))
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Jobs(context.Background(), 0, 0)
+	if err != nil || len(l.Jobs) != 10 {
+		t.Fatalf("slow list: %d jobs, %v; want all 10", len(l.Jobs), err)
+	}
+}

@@ -28,9 +28,6 @@ type call struct {
 	// query's wait, an attach's pairing): it extends the try's deadline
 	// and the call's overall limit.
 	wait time.Duration
-	// stream: the caller reads the body at its own pace (a snapshot, an
-	// attach stream); the try's deadline covers only the answer's headers.
-	stream bool
 	// requestID is the write's id, the same on every try (one is made
 	// when empty).
 	requestID string
@@ -186,8 +183,10 @@ func (c *Client) notify(msg string) {
 }
 
 // try sends k to base, following up to 5 redirects, within one try's
-// deadline: tryTimeout plus k.wait, for the whole answer, or only for
-// its headers when k.stream.
+// deadline: tryTimeout plus k.wait until the answer's headers arrive.
+// The body is then read under ctx alone (the call's overall limit): a
+// large answer (20,000 jobs, a long history) on a busy machine may take
+// longer than a try, and a peer that answered is not one to skip.
 func (c *Client) try(ctx context.Context, base string, k call) tryResult {
 	tctx, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(tryTimeout+k.wait, cancel)
@@ -202,7 +201,7 @@ func (c *Client) try(ctx context.Context, base string, k call) tryResult {
 			return r
 		}
 		if resp.StatusCode != http.StatusTemporaryRedirect && resp.StatusCode != http.StatusPermanentRedirect {
-			if k.stream && !timer.Stop() {
+			if !timer.Stop() {
 				resp.Body.Close()
 				done()
 				r.err, r.sent = context.DeadlineExceeded, true
