@@ -55,14 +55,17 @@
 //     (CUDA_VISIBLE_DEVICES, MPS limits for fractions; the MPS control
 //     daemon runs while fractional containers do, where its binary
 //     exists, see mps.go) and their device nodes (runc), builds the container's view (package
-//     session: env, /etc/hosts, /etc/hostname, output file; with runc also
-//     the hostfiles under /.troupe/session and ~/.ssh with the session key
-//     of package sshkey, readable only by the job's user), attaches it to
+//     session: env, /etc/hosts, /etc/hostname, output file; with runc, in
+//     sessions of two or more containers or with the job's ssh = true
+//     (features in spec.go), also the hostfiles under /.troupe/session
+//     and ~/.ssh with the session key of package sshkey, readable only by
+//     the job's user), attaches it to
 //     its session network (package network: the session's bridge, and a
 //     VXLAN to the session's other nodes, made with its first container
 //     here; the container's own namespace and address), starts it
-//     (command, or troupe-init wait when the container has none; with
-//     runc troupe-init first starts troupe-ssh's sshd on port 2200) and
+//     (command, or troupe-init wait when the container has none; where
+//     it gets ssh troupe-init first starts troupe-ssh's sshd on port
+//     2200) and
 //     reports running, or failed with the error. runc containers run
 //     detached, their output going straight to the output file, so they
 //     outlive the nodelet. It then waits: an exit
