@@ -64,9 +64,8 @@
 //     VXLAN to the session's other nodes, made with its first container
 //     here; the container's own namespace and address), starts it
 //     (command, or troupe-init wait when the container has none; where
-//     it gets ssh troupe-init first starts troupe-ssh's sshd on port
-//     2200) and
-//     reports running, or failed with the error. runc containers run
+//     it gets ssh troupe-init first starts troupe-ssh's sshd on port 2200)
+//     and reports running, or failed with the error. runc containers run
 //     detached, their output going straight to the output file, so they
 //     outlive the nodelet. It then waits: an exit
 //     is reported exited with its code (oom, "out of memory (limit
