@@ -138,6 +138,9 @@ type recovered struct {
 // runtime still knows, then removes everything else a previous run left:
 // the runtime's other containers, session links and namespaces of
 // sessions with no re-attached container, bundles, files and records.
+// A record marked exited (record.Exit) is a teardown the previous run
+// began and did not finish: it is not re-attached to, so that removal
+// finishes it, and it is returned for adopt to report again.
 func (a *agent) recoverLeftovers(ctx context.Context) ([]recovered, error) {
 	var (
 		got  []recovered
