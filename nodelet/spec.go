@@ -159,23 +159,24 @@ func (a *agent) resolveImage(own, job string) (img string, byPath bool, err erro
 }
 
 // features is what job's containers get beyond the environment: the
-// node's, less troupe's tools (SSH server and client, session keys,
-// hostfiles) in a one-container session that does not ask for them
-// (jobspec ssh = true): nobody there has a peer to reach, and starting
-// an SSH server per container costs CPU on every job. bsub -I needs no
-// SSH (its terminal comes from the runtime).
+// node's, less troupe's SSH (server and client, session keys) in a
+// one-container session that does not ask for it (jobspec ssh = true):
+// nobody there has a peer to reach, and starting an SSH server per
+// container costs CPU on every job. The hostfiles and LSF's host
+// variables stay (mpirun and LSF scripts count the container's slots
+// with them). bsub -I needs no SSH (its terminal comes from the runtime).
 func (a *agent) features(job api.Job) session.Features {
 	f := a.feat
-	if len(job.Containers) <= 1 && !job.Spec.SSH {
-		f.Tools = false
+	if len(job.Containers) <= 1 && !job.Spec.SSH && f.Tools {
+		f.Tools, f.Hostfiles = false, true
 	}
 	return f
 }
 
 // writeFiles writes the container's files under filesOf and returns
-// their mounts: /etc/hosts and /etc/hostname always; with troupe's tools
-// the session's hostfiles (session.SessionDir) and its SSH keys and
-// config (session.SSHDir), the latter readable only by the job's user.
+// their mounts: /etc/hosts and /etc/hostname always; the session's
+// hostfiles (session.SessionDir) where feat has them; with troupe's SSH
+// its keys and config (session.SSHDir), readable only by the job's user.
 func (a *agent) writeFiles(t *task, feat session.Features) ([]runtime.Mount, error) {
 	dir := a.filesOf(t)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -193,7 +194,7 @@ func (a *agent) writeFiles(t *task, feat session.Features) ([]runtime.Mount, err
 		}
 		ms = append(ms, runtime.Mount{Source: p, Target: f.target, ReadOnly: true})
 	}
-	if !feat.Tools {
+	if !feat.HasHostfiles() {
 		return ms, nil
 	}
 	sess := filepath.Join(dir, "session")
@@ -203,6 +204,10 @@ func (a *agent) writeFiles(t *task, feat session.Features) ([]runtime.Mount, err
 		{Name: "djob_hostfile", Data: []byte(session.HostfileLSFText(t.job)), Mode: 0o644},
 	}); err != nil {
 		return nil, err
+	}
+	ms = append(ms, runtime.Mount{Source: sess, Target: session.SessionDir, ReadOnly: true})
+	if !feat.Tools {
+		return ms, nil
 	}
 	key, err := sshkey.Derive(a.secret, t.job.SessionID)
 	if err != nil {
@@ -216,9 +221,7 @@ func (a *agent) writeFiles(t *task, feat session.Features) ([]runtime.Mount, err
 	if err := writeDir(ssh, 0o700, t.job.UID, t.job.GID, sshFiles); err != nil {
 		return nil, err
 	}
-	return append(ms,
-		runtime.Mount{Source: sess, Target: session.SessionDir, ReadOnly: true},
-		runtime.Mount{Source: ssh, Target: session.SSHDir, ReadOnly: true}), nil
+	return append(ms, runtime.Mount{Source: ssh, Target: session.SSHDir, ReadOnly: true}), nil
 }
 
 // writeDir creates dir (mode, owned by uid:gid) holding files, each

@@ -17,20 +17,22 @@ func TestAgentSSHOnlyWhenAsked(t *testing.T) {
 	needRunc(t)
 	s := newTestSchedd(t)
 	cfg, _ := startAgent(t, s, RuntimeRunc)
-	// What the container sees: the session key, the ssh client, and an
-	// SSH server among its processes.
+	// What the container sees: the session key, the ssh client, an SSH
+	// server among its processes, and (always) the hostfiles and LSF's
+	// host list, which mpirun and LSF scripts use to count slots.
 	probe := sh(`test -e /home/work/.ssh/id_cluster && echo keys || echo nokeys
 test -e /.troupe/bin/ssh && echo client || echo noclient
-for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -q 'troupe-ss[h] server' && echo sshd || echo nosshd`)
+for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -q 'troupe-ss[h] server' && echo sshd || echo nosshd
+test -s "$TROUPE_HOSTFILE" && test -n "$LSB_HOSTS" && echo hostfile || echo nohostfile`)
 	for _, c := range []struct {
 		name string
 		edit func(*jobspec.Job)
 		cmds [][]string
 		want string
 	}{
-		{"one container", nil, [][]string{probe}, "nokeys\nnoclient\nnosshd"},
-		{"one container, ssh = true", func(j *jobspec.Job) { j.SSH = true }, [][]string{probe}, "keys\nclient\nsshd"},
-		{"two containers", nil, [][]string{probe, nil}, "keys\nclient\nsshd"},
+		{"one container", nil, [][]string{probe}, "nokeys\nnoclient\nnosshd\nhostfile"},
+		{"one container, ssh = true", func(j *jobspec.Job) { j.SSH = true }, [][]string{probe}, "keys\nclient\nsshd\nhostfile"},
+		{"two containers", nil, [][]string{probe, nil}, "keys\nclient\nsshd\nhostfile"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cwd := t.TempDir()
