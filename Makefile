@@ -41,7 +41,7 @@ test: build deps
 # SIGSTOPped, follower kill -9 and restart, flapping link, one-way loss)
 # with concurrent clients, the history checked with porcupine. `make
 # test` runs two of the faults. Needs root. CHAOS_FLAGS adds
-# TROUPE_CHAOS_READS=1 / TROUPE_CHAOS_SHUTDOWN=1 style settings.
+# settings such as TROUPE_CHAOS_READS=1.
 CHAOS_FLAGS ?=
 chaos: build deps
 	TROUPE_CHAOS=full $(CHAOS_FLAGS) $(GO) test -count=1 -v -timeout 15m -run '^TestChaos$$' ./e2e/
