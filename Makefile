@@ -3,7 +3,7 @@
 
 GO       ?= go
 BIN      := bin
-CMDS     := $(notdir $(wildcard cmd/*))
+CMDS     := $(notdir $(patsubst %/,%,$(wildcard cmd/*/)))
 STATICCHECK_VERSION := v0.8.2
 TEST_FLAGS ?= -timeout 30m
 

@@ -308,8 +308,8 @@ job "twice" {
 		t.Fatal(err)
 	}
 	thawed = true
-	if _, _, code := c.run(dir, "bkill", strconv.FormatUint(id, 10)); code != 0 {
-		t.Fatalf("bkill exited %d", code)
+	if _, errOut, code := c.run(dir, "bkill", strconv.FormatUint(id, 10)); code != 0 {
+		t.Fatalf("bkill exited %d: %s", code, errOut)
 	}
 	c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.State.Terminal() })
 }
