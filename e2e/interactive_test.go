@@ -32,6 +32,7 @@ type ptyRun struct {
 	mu   sync.Mutex
 	out  bytes.Buffer
 	done chan struct{} // closed when the command has exited
+	read chan struct{} // closed when the terminal has nothing more to read
 	code int
 }
 
@@ -49,8 +50,9 @@ func (c *devCluster) startPTY(t *testing.T, dir string, rows, cols uint16, uid i
 	if err != nil {
 		t.Fatalf("%s on a terminal: %v", name, err)
 	}
-	p := &ptyRun{t: t, cmd: cmd, tty: tty, done: make(chan struct{})}
+	p := &ptyRun{t: t, cmd: cmd, tty: tty, done: make(chan struct{}), read: make(chan struct{})}
 	go func() {
+		defer close(p.read)
 		buf := make([]byte, 4096)
 		for {
 			n, err := tty.Read(buf)
@@ -93,7 +95,10 @@ func (p *ptyRun) expect(want string, timeout time.Duration) {
 		select {
 		case <-p.done:
 			exited = true
-			time.Sleep(100 * time.Millisecond) // the last output
+			select { // the last output, read to the end
+			case <-p.read:
+			case <-time.After(2 * time.Second):
+			}
 		default:
 		}
 		return shown() || exited
@@ -115,6 +120,12 @@ func (p *ptyRun) wait(timeout time.Duration) int {
 	p.t.Helper()
 	select {
 	case <-p.done:
+		// What it wrote last ("Detached…") may still be in the terminal:
+		// read it to the end (EIO once no process holds the other side).
+		select {
+		case <-p.read:
+		case <-time.After(2 * time.Second):
+		}
 		return p.code
 	case <-time.After(timeout):
 		p.t.Fatalf("%s still running after %s; the terminal shows:\n%s", p.cmd.Path, timeout, p.output())
