@@ -44,6 +44,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// needBusybox skips t without busybox (the jobs' nc).
+func needBusybox(t testing.TB) {
+	if _, err := exec.LookPath("busybox"); err != nil {
+		t.Skip("SKIP: needs busybox (busybox-static; `make deps` installs it)")
+	}
+}
+
 func needRunc(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {

@@ -82,9 +82,7 @@ func waitOutput(t *testing.T, path, want string, timeout time.Duration) string {
 // outlives its session.
 func TestSessionNetworks(t *testing.T) {
 	needRunc(t)
-	if _, err := exec.LookPath("busybox"); err != nil {
-		t.Skip("SKIP: needs busybox (busybox-static; `make deps` installs it)")
-	}
+	needBusybox(t)
 	c := startCluster(t, 2, "2.5")
 	nss := c.hostNamespaces(2)
 	dir := t.TempDir()
@@ -283,9 +281,7 @@ func (c *devCluster) submitAs(uid, gid uint32, dir, name, hcl string, flags ...s
 // back. The session's own nodes still talk (static FDB, no learning).
 func TestRogueUnderlayHost(t *testing.T) {
 	needRunc(t)
-	if _, err := exec.LookPath("busybox"); err != nil {
-		t.Skip("SKIP: needs busybox (busybox-static; `make deps` installs it)")
-	}
+	needBusybox(t)
 	c := startCluster(t, 2, "2.5")
 	nss := c.hostNamespaces(2)
 	dir := t.TempDir()
@@ -418,9 +414,7 @@ func listenInNetNS(t *testing.T, ns, addr, reply string) net.Listener {
 // out. Nothing is left once the sessions end.
 func TestDefaultNetwork(t *testing.T) {
 	needRunc(t)
-	if _, err := exec.LookPath("busybox"); err != nil {
-		t.Skip("SKIP: needs busybox (busybox-static; `make deps` installs it)")
-	}
+	needBusybox(t)
 	dir := t.TempDir()
 	parts := filepath.Join(dir, "partitions.hcl")
 	if err := os.WriteFile(parts, []byte(`

@@ -15,13 +15,7 @@ import (
 // openDir is a t.TempDir that uid 65534 may work in.
 func openDir(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o777); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return tempDirMode(t, 0o777)
 }
 
 // TestAttachSocketNotRedirected (issue 19 item 1): an interactive job of

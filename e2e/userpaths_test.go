@@ -71,9 +71,15 @@ func dirOf(t *testing.T, u e2eUser, mode os.FileMode, elem ...string) string {
 // searchable is a temporary directory every user may search.
 func searchable(t *testing.T) string {
 	t.Helper()
+	return tempDirMode(t, 0o755)
+}
+
+// tempDirMode is a t.TempDir that it and its parent have mode.
+func tempDirMode(t *testing.T, mode os.FileMode) string {
+	t.Helper()
 	d := t.TempDir()
 	for _, p := range []string{filepath.Dir(d), d} {
-		if err := os.Chmod(p, 0o755); err != nil {
+		if err := os.Chmod(p, mode); err != nil {
 			t.Fatal(err)
 		}
 	}
