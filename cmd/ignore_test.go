@@ -1,6 +1,6 @@
-// Package cmd holds one directory per binary; this test keeps the
-// binaries `go build ./cmd/NAME` leaves in the repository's root out of
-// git.
+// Package cmd holds one directory per binary. Its tests check the
+// repository's layout: the binaries `go build ./cmd/NAME` leaves in the
+// root stay out of git, and the import rules of docs/ARCHITECTURE.md hold.
 package cmd
 
 import (

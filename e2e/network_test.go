@@ -17,7 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/nodelet/testhosts"
+	"github.com/troupe-hpc/troupe/nodelet/devhosts"
 )
 
 // hostNamespaces are the network namespaces of the cluster's test hosts
@@ -310,11 +310,11 @@ job "s" {
 	}
 
 	bridge := "tu" + strings.TrimSuffix(strings.TrimPrefix(nss[0], "tr-"), "-h1")
-	rogue, err := testhosts.Join(bridge, 99)
+	rogue, err := devhosts.Join(bridge, 99)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = testhosts.Leave(rogue) }()
+	defer func() { _ = devhosts.Leave(rogue) }()
 	_, subnet, err := net.ParseCIDR(j.Network.Subnet)
 	if err != nil {
 		t.Fatal(err)

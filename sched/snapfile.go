@@ -77,6 +77,16 @@ func ReadSnapshot(r io.Reader) (state.Dump, error) {
 	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], want) {
 		return d, fmt.Errorf("%w: checksum mismatch: the body is damaged", ErrBadSnapshot)
 	}
+	// The version first: a newer schedd's snapshot may hold fields this
+	// one does not know, and that is the error to name.
+	var head struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(body, &head); err == nil {
+		if err := state.CheckSchema(head.Version); err != nil {
+			return d, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/nodelet"
 )
 
@@ -158,7 +159,10 @@ func checkFlags(cfg *nodelet.Config, memory string) error {
 		return fmt.Errorf("--stop-grace %s: must not be negative", cfg.StopGrace)
 	}
 	if memory != "" {
-		n, err := parseBytes(memory)
+		n, err := units.ParseSize(memory)
+		if err == nil && n <= 0 {
+			err = fmt.Errorf("%q: the node must offer some memory", memory)
+		}
 		if err != nil {
 			return fmt.Errorf("--memory: %w", err)
 		}

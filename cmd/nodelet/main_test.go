@@ -7,11 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 	"time"
+
+	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/nodelet"
+	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
 
-func TestParseBytes(t *testing.T) {
+func TestMemoryFlag(t *testing.T) {
 	tests := []struct {
 		in   string
 		want int64
@@ -19,19 +22,29 @@ func TestParseBytes(t *testing.T) {
 	}{
 		{"8GiB", 8 << 30, true},
 		{"512MiB", 512 << 20, true},
-		{"1.5G", 1_500_000_000, true},
+		{"1.5G", 3 << 29, true}, // 1.5 GiB: "G" is 1024³ everywhere, as in a job file
+		{"16G", 16 << 30, true},
+		{"16GB", 16_000_000_000, true},
 		{"1073741824", 1 << 30, true},
 		{"2 gib", 2 << 30, true},
-		{"", 0, false},
 		{"-1G", 0, false},
 		{"8XB", 0, false},
 		{"GiB", 0, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := parseBytes(tc.in)
+			cfg := nodelet.Config{Runtime: nodelet.RuntimeAuto, Network: nodelet.NetworkAuto}
+			err := checkFlags(&cfg, tc.in)
+			got := cfg.Memory
 			if (err == nil) != tc.ok || got != tc.want {
-				t.Errorf("parseBytes(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+				t.Errorf("--memory %q = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+			}
+			// A job file reads the same size as the same number of bytes,
+			// so a node offering "16G" fits a job asking for "16G".
+			if tc.ok {
+				if n, err := jobspec.ParseMemory(tc.in); err != nil || n != got {
+					t.Errorf("jobspec.ParseMemory(%q) = %d, %v; the node read %d", tc.in, n, err, got)
+				}
 			}
 		})
 	}

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/troupe-hpc/troupe/nodelet/devhosts"
 	"github.com/troupe-hpc/troupe/nodelet/sshkey"
-	"github.com/troupe-hpc/troupe/nodelet/testhosts"
 	"github.com/troupe-hpc/troupe/sched"
 )
 
@@ -21,11 +21,11 @@ type devCluster struct {
 	procs []*exec.Cmd
 	done  []chan struct{}
 	log   *slog.Logger
-	hosts *testhosts.Hosts // nil: nodelets share this machine's network
+	hosts *devhosts.Hosts // nil: nodelets share this machine's network
 }
 
 // useNetnsHosts decides where dev nodelets run (--dev-hosts): "netns"
-// puts each in its own test host (package testhosts: a network namespace
+// puts each in its own test host (package devhosts: a network namespace
 // on an underlay bridge, its own address), so multi-node sessions cross a
 // real VXLAN overlay as on separate machines; "shared" runs them all in
 // this machine's network, where only one-node sessions get a private
@@ -61,10 +61,10 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 	}
 	c := &devCluster{log: log}
 	if netnsHosts {
-		if c.hosts, err = testhosts.Create(o.nodes); err != nil {
+		if c.hosts, err = devhosts.Create(o.nodes); err != nil {
 			return nil, fmt.Errorf("dev test hosts: %w", err)
 		}
-		log.Info("dev nodelets run in test hosts", "underlay", testhosts.Subnet, "bridge", c.hosts.Bridge, "gateway", c.hosts.Gateway)
+		log.Info("dev nodelets run in test hosts", "underlay", devhosts.Subnet, "bridge", c.hosts.Bridge, "gateway", c.hosts.Gateway)
 	}
 	for i := 1; i <= o.nodes; i++ {
 		name := "node" + strconv.Itoa(i)

@@ -180,3 +180,49 @@ func TestUndecodableEntryStopsTheLog(t *testing.T) {
 		t.Fatalf("%d jobs after the bad entry, want 1 (nothing applied past it)", n)
 	}
 }
+
+// An entry a newer schedd wrote (a schema version above SchemaVersion)
+// stops the log with ErrSchema: it is never skipped or half-applied.
+func TestNewerSchemaEntryStopsTheLog(t *testing.T) {
+	l, st := open(t, t.TempDir())
+	defer l.Close()
+	submit(t, l, "before")
+	newer := fmt.Sprintf(`{"v":%d,"kind":"submit","submit":{"name":"from the future"}}`, state.SchemaVersion+1)
+	if err := l.raft.Apply([]byte(newer), time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Failed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the log did not stop on an entry of a newer schema")
+	}
+	if !errors.Is(l.Err(), state.ErrSchema) || !strings.Contains(l.Err().Error(), "reads schema versions up to") {
+		t.Fatalf("Err = %v, want ErrSchema naming the versions", l.Err())
+	}
+	if n := len(st.Snapshot().Jobs()); n != 1 {
+		t.Fatalf("%d jobs, want 1: the newer entry must not be applied", n)
+	}
+	// What this schedd writes carries its version.
+	b, err := encodeCommand(state.Command{Kind: state.CmdKill, Kill: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), fmt.Sprintf(`"v":%d`, state.SchemaVersion)) {
+		t.Fatalf("encoded entry %q carries no schema version", b)
+	}
+}
+
+// A snapshot of a newer schema is refused by name; one written before
+// versions existed (none) reads as version 1.
+func TestSnapshotSchema(t *testing.T) {
+	st := state.New()
+	if err := st.Restore(state.Dump{Version: state.SchemaVersion + 1}); !errors.Is(err, state.ErrSchema) {
+		t.Fatalf("restore of a newer snapshot: %v, want ErrSchema", err)
+	}
+	if err := st.Restore(state.Dump{}); err != nil {
+		t.Fatalf("restore of an unversioned snapshot: %v", err)
+	}
+	if v := st.Snapshot().Dump().Version; v != state.SchemaVersion {
+		t.Fatalf("a dump carries version %d, want %d", v, state.SchemaVersion)
+	}
+}

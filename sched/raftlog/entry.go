@@ -26,6 +26,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // encodeCommand is the bytes of c as a log entry.
 func encodeCommand(c state.Command) ([]byte, error) {
+	c.Version = state.SchemaVersion
 	b, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -59,5 +60,5 @@ func decodeCommand(data []byte) (state.Command, error) {
 	if err := json.Unmarshal(body, &c); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrBadEntry, err)
 	}
-	return c, nil
+	return c, state.CheckSchema(c.Version)
 }

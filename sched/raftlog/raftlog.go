@@ -434,6 +434,12 @@ func (f *fsm) Apply(e *raft.Log) any {
 		return result{err: err}
 	}
 	c, err := decodeCommand(e.Data)
+	if errors.Is(err, state.ErrSchema) {
+		// Written by a newer schedd: stop here, never skip it.
+		err = fmt.Errorf("%s: entry %d: %w", f.path, e.Index, err)
+		f.fail(err)
+		return result{err: err}
+	}
 	if err != nil {
 		err = fmt.Errorf("%w: %s: entry %d: %v; %s", ErrDamaged, f.path, e.Index, err, recoverHint)
 		f.fail(err)

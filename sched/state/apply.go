@@ -54,9 +54,32 @@ const (
 	CmdSignal   = "signal"    // signal a running job's containers, or cancel a pending one (bkill -s)
 )
 
+// SchemaVersion is the version of the replicated state's schema: of
+// Command as the raft log carries it and of Dump as snapshots do. Raise it
+// when a change would make an older schedd misread an entry or a snapshot
+// (a field whose absence means something else, a kind it would apply
+// differently); an older schedd then refuses the entry or snapshot by
+// name (ErrSchema) instead of skipping or misapplying it. Entries and
+// snapshots written before versions existed carry none and read as 1.
+const SchemaVersion = 1
+
+// ErrSchema marks an entry or snapshot written by a newer schedd, whose
+// schema this one does not know.
+var ErrSchema = errors.New("unknown schema version")
+
+// CheckSchema refuses a version this schedd cannot read (0 reads as 1).
+func CheckSchema(v int) error {
+	if v > SchemaVersion || v < 0 {
+		return fmt.Errorf("%w %d: this schedd reads schema versions up to %d; run the newer schedd that wrote it (never mix versions that way round in one cluster)", ErrSchema, v, SchemaVersion)
+	}
+	return nil
+}
+
 // Command is one raft log entry. Time is the leader's clock when it
-// proposed the entry, so every replica stamps the same times.
+// proposed the entry, so every replica stamps the same times. Version is
+// the SchemaVersion of the schedd that proposed it.
 type Command struct {
+	Version  int       `json:"v,omitempty"`
 	Kind     string    `json:"kind"`
 	Time     time.Time `json:"time"`
 	Submit   *api.Job  `json:"submit,omitempty"`

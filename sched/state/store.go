@@ -187,8 +187,10 @@ func ContainerResources(cpu float64, memory int64, gpu float64) api.Resources {
 	return api.Resources{CPUMilli: int64(cpu*1000 + 0.5), Memory: memory, GPU: gpu}
 }
 
-// Dump is the whole state, for raft snapshots.
+// Dump is the whole state, for raft snapshots. Version is the
+// SchemaVersion of the schedd that wrote it.
 type Dump struct {
+	Version  int           `json:"version,omitempty"`
 	Jobs     []*api.Job    `json:"jobs"`
 	Nodes    []*api.Node   `json:"nodes"`
 	Indexes  []*indexEntry `json:"indexes"`
@@ -202,7 +204,7 @@ type Dump struct {
 // Dump copies out the state as of v.
 func (v *Snapshot) Dump() Dump {
 	s := getSettings(v.txn)
-	d := Dump{Jobs: v.Jobs(), Nodes: v.Nodes(), Settings: &s, Usage: v.Usage(), Tokens: v.Tokens(), Servers: v.Servers(), Requests: v.requests()}
+	d := Dump{Version: SchemaVersion, Jobs: v.Jobs(), Nodes: v.Nodes(), Settings: &s, Usage: v.Usage(), Tokens: v.Tokens(), Servers: v.Servers(), Requests: v.requests()}
 	it, err := v.txn.Get(tableIndexes, "id")
 	if err != nil {
 		panic(err)
@@ -216,6 +218,9 @@ func (v *Snapshot) Dump() Dump {
 // Restore replaces the whole state with d in one transaction, so that
 // blocking queries wake up rather than hang on a dropped database.
 func (s *Store) Restore(d Dump) error {
+	if err := CheckSchema(d.Version); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers, tableRequests} {

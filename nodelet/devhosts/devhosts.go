@@ -1,7 +1,7 @@
-// Package testhosts makes "hosts" on one machine for multi-node tests and
-// `schedd --dev`: each host is a network namespace with one interface,
-// eth0, on an underlay bridge in the machine's own namespace, with its
-// own address (the nodelet's --advertise). A nodelet run in a host (see
+// Package devhosts makes "hosts" on one machine for `schedd --dev` and
+// multi-node tests (it is part of the dev cluster, not a test helper):
+// each host is a network namespace with one interface, eth0, on an
+// underlay bridge in the machine's own namespace, with its own address (the nodelet's --advertise). A nodelet run in a host (see
 // Command) sees only that interface, builds its sessions' bridges and
 // VXLAN tunnels there, and reaches the others' over the underlay as
 // separate machines would. schedd is reached through its unix socket,
@@ -20,7 +20,7 @@
 //
 // It drives iproute2 (`ip`) and util-linux (`nsenter`), which the
 // nodelet already needs, and needs root.
-package testhosts
+package devhosts
 
 import (
 	"crypto/rand"
@@ -102,7 +102,7 @@ func Create(n int) (*Hosts, error) {
 // the machine (under a lock, for sets made at once by other processes)
 // and returns the prefix "10.251.N.".
 func (h *Hosts) addUplink() (string, error) {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "troupe-testhosts.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "troupe-devhosts.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return "", err
 	}

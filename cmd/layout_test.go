@@ -1,0 +1,87 @@
+package cmd
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/troupe-hpc/troupe"
+
+// deps lists the non-standard packages pkg (a pattern relative to the
+// repository root) is built from, itself included.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("SKIP: no go binary to list imports with")
+	}
+	cmd := exec.Command(gobin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg)
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestImportRules keeps the few import rules the architecture rests on
+// (docs/ARCHITECTURE.md): the scheduling core stays pure so bsim and
+// schedd run the same code, the API views depend on no controller or
+// node code, and no binary carries a test helper.
+func TestImportRules(t *testing.T) {
+	t.Run("core imports only the standard library", func(t *testing.T) {
+		// google/btree is a plain ordered container with no I/O.
+		allowed := []string{module + "/sched/core", "github.com/google/btree"}
+		for _, p := range deps(t, "./sched/core/...") {
+			if !hasAnyPrefix(p, allowed) {
+				t.Errorf("sched/core is built from %s: the core must stay pure (snapshot + now -> plan)", p)
+			}
+		}
+	})
+	t.Run("api imports no sched or nodelet", func(t *testing.T) {
+		for _, p := range deps(t, "./internal/api") {
+			if hasAnyPrefix(p, []string{module + "/sched", module + "/nodelet", module + "/cmd"}) {
+				t.Errorf("internal/api is built from %s: the /v1 views must not depend on the controller or the node", p)
+			}
+		}
+	})
+	t.Run("no binary carries a test helper", func(t *testing.T) {
+		cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "./cmd/...")
+		cmd.Dir = ".."
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list ./cmd/...: %v", err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 || !strings.HasPrefix(f[0], module+"/cmd/") {
+				continue
+			}
+			for _, d := range f[1:] {
+				if isTestHelper(d) {
+					t.Errorf("%s is built from %s, a test helper", strings.TrimPrefix(f[0], module+"/"), d)
+				}
+			}
+		}
+	})
+}
+
+// isTestHelper: troupe's test-only packages are named test... or ...test
+// (clitest, runtimetest) or live under e2e.
+func isTestHelper(p string) bool {
+	if !strings.HasPrefix(p, module+"/") {
+		return false
+	}
+	last := p[strings.LastIndex(p, "/")+1:]
+	return strings.HasSuffix(last, "test") || strings.HasPrefix(last, "test") || strings.HasPrefix(p, module+"/e2e")
+}
+
+func hasAnyPrefix(p string, prefixes []string) bool {
+	for _, x := range prefixes {
+		if p == x || strings.HasPrefix(p, x+"/") {
+			return true
+		}
+	}
+	return false
+}
