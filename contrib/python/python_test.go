@@ -1,11 +1,13 @@
 // Package python tests the Python client in this directory (troupe/)
 // against a real schedd: `schedd --dev` with one nodelet of the process
-// runtime, built from this tree, and python3 -m unittest of tests/.
+// runtime, built from this tree, serving its unix socket and https (a
+// self-signed certificate), and python3 -m unittest of tests/.
 package python
 
 import (
 	"bufio"
 	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +40,13 @@ func TestPythonClient(t *testing.T) {
 	defer os.RemoveAll(data)
 	_ = os.Chmod(data, 0o755) // the socket is there
 	var log syncBuffer
-	schedd := exec.Command(bin+"/schedd", "--dev", "--data-dir", data, "--nodes", "1", "--node-cpu", "2",
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp := l.Addr().String()
+	l.Close()
+	schedd := exec.Command(bin+"/schedd", "--dev", "--data-dir", data, "--listen", tcp, "--nodes", "1", "--node-cpu", "2",
 		"--node-memory", "2GiB", "--runtime", "process", "--dev-hosts", "shared", "--stop-grace", "1s")
 	schedd.Stderr = &log
 	out, err := schedd.StdoutPipe()
@@ -85,13 +93,14 @@ func TestPythonClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(py, "-m", "unittest", "discover", "-v", "-s", "tests")
-	cmd.Env = append(os.Environ(), "TROUPE_ADDR="+addr, "PYTHONPATH="+here, "PYTHONDONTWRITEBYTECODE=1", "TROUPE_TOKEN=")
+	cmd.Env = append(os.Environ(), "TROUPE_ADDR="+addr, "PYTHONPATH="+here,
+		"TROUPE_TEST_HTTPS=https://"+tcp, "TROUPE_TEST_CA="+filepath.Join(data, "tls", "cert.pem"), "PYTHONDONTWRITEBYTECODE=1", "TROUPE_TOKEN=")
 	res, err := cmd.CombinedOutput()
 	t.Logf("python3 -m unittest (TROUPE_ADDR=%s):\n%s", addr, res)
 	if err != nil {
 		t.Fatalf("the Python client's tests failed: %v", err)
 	}
-	if bytes.Contains(res, []byte("skipped 'needs a schedd")) {
+	if bytes.Contains(res, []byte("skipped 'needs")) {
 		t.Fatal("the server tests were skipped: TROUPE_ADDR did not reach them")
 	}
 }

@@ -218,5 +218,32 @@ class ServerTest(unittest.TestCase):
         self.assertTrue(self.c.partitions())
 
 
+@unittest.skipUnless(os.environ.get("TROUPE_TEST_HTTPS"), "needs schedd's https address in $TROUPE_TEST_HTTPS and its CA in $TROUPE_TEST_CA")
+class HTTPSTest(unittest.TestCase):
+    """The same API over TCP: TLS with schedd's CA, a bearer token."""
+
+    def test_token_over_https(self):
+        https, ca = os.environ["TROUPE_TEST_HTTPS"], os.environ["TROUPE_TEST_CA"]
+        admin = troupe.Client()  # the unix socket: root is an administrator
+        tok = admin.create_token(user="root")
+        self.assertTrue(tok["secret"])
+        c = troupe.Client(https, token=tok["secret"], ca=ca, timeout=10)
+        d = tempfile.mkdtemp(prefix="troupe-py-tls-")
+        try:
+            jid = c.submit(job_file("echo over tls"), cwd=d)["job_id"]
+            job = c.wait(jid, timeout=120)
+            self.assertEqual(job["state"], "COMPLETED", job)
+            self.assertIn(jid, {j["id"] for j in c.list(state="COMPLETED")})
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        with self.assertRaisesRegex(troupe.Unauthorized, "bearer token"):
+            troupe.Client(https, token="not-a-token", ca=ca, timeout=10).list()
+        with self.assertRaisesRegex(troupe.TroupeError, "TROUPE_CA"):
+            troupe.Client(https, token=tok["secret"], ca="", timeout=10).list()
+        admin.revoke_token(tok["id"])
+        with self.assertRaisesRegex(troupe.Unauthorized, "unknown or revoked"):
+            c.list()
+
+
 if __name__ == "__main__":
     unittest.main()

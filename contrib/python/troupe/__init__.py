@@ -237,6 +237,8 @@ class Client:
         while True:
             try:
                 status, hdrs, payload = self._try(base, method, target, data, headers, wait)
+            except ssl.SSLCertVerificationError as e:
+                raise TroupeError("%s: %s (set $TROUPE_CA or ca= to the CA that signed schedd's certificate)" % (base, e)) from e
             except (OSError, http.client.HTTPException) as e:
                 # ConnectionRefusedError and friends: nothing was sent.
                 lost = not isinstance(e, (ConnectionRefusedError, FileNotFoundError, socket.gaierror))
@@ -465,6 +467,26 @@ class Client:
     def partitions(self):
         res, _ = self.request("GET", "/v1/partitions")
         return res["partitions"]
+
+    def create_token(self, user=None, admin=False):
+        """Issues a bearer token (badmin token create): for the caller, or
+        (administrators) for user, admin if asked. The answer's "secret"
+        is shown this once."""
+        body = {}
+        if user:
+            body["user"] = user
+        if admin:
+            body["admin"] = True
+        res, _ = self.request("POST", "/v1/tokens", body=body)
+        return res
+
+    def tokens(self):
+        """The tokens the caller may see, without their secrets."""
+        res, _ = self.request("GET", "/v1/tokens")
+        return res["tokens"]
+
+    def revoke_token(self, token_id):
+        self.request("POST", "/v1/tokens/%s/revoke" % urllib.parse.quote(token_id, safe=""), body={})
 
     def openapi(self):
         """schedd's OpenAPI 3 document of this API."""
