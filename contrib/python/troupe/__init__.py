@@ -366,9 +366,21 @@ class Client:
         limit). Uses blocking queries: no polling interval to pick."""
         end = None if timeout is None else time.monotonic() + timeout
         index = 0
+        missing = None
         while True:
             left = _BLOCK_WAIT if end is None else min(_BLOCK_WAIT, end - time.monotonic())
-            job, index = self._blocking("/v1/jobs/%d" % int(job_id), {}, index, max(left, 0.0))
+            try:
+                job, index = self._blocking("/v1/jobs/%d" % int(job_id), {}, index, max(left, 0.0))
+            except NotFound:
+                # A follower that has not applied a job just submitted
+                # yet: ask the next peer for a while before believing it.
+                missing = missing or time.monotonic()
+                if len(self._bases) == 1 or time.monotonic() - missing > 10:
+                    raise
+                self._cur, index = (self._cur + 1) % len(self._bases), 0
+                time.sleep(0.2)
+                continue
+            missing = None
             if job["state"] in states:
                 return job
             if end is not None and time.monotonic() >= end:
