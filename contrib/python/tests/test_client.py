@@ -103,6 +103,9 @@ class ServerTest(unittest.TestCase):
         self.assertIn("hello from troupe", self.c.output(res["job_id"]))
         path = self.c.output_path(job)
         self.assertEqual(path, os.path.join(self.dir, "troupe-%d.main1.out" % job["id"]))
+        hist = self.c.history(id=res["job_id"])
+        self.assertEqual([(h["id"], h["state"]) for h in hist], [(res["job_id"], "COMPLETED")])
+        self.assertEqual([e["event"] for e in hist[0]["events"]], ["submitted", "started", "ended"])
 
     def test_submit_dict_and_failure(self):
         spec = {"name": "dict", "image": "host", "command": ["/bin/sh", "-c", "exit 3"],
