@@ -502,51 +502,69 @@ func TestOpenAPIAnswers(t *testing.T) {
 		return res.StatusCode, v
 	}
 
-	job := `{"spec": {"name": "t", "image": "host", "command": ["sleep", "60"], "cluster": {"size": 1, "mode": "single-node"}, "resources": {"cpu": 1, "memory": 1073741824}}, "cwd": "/tmp"}`
-	if code, _ := call("POST", "/v1/jobs", "/v1/jobs", job); code != http.StatusCreated {
-		t.Fatalf("submit: %d", code)
+	// want calls and checks the status too.
+	want := func(code int, method, route, path, body string) any {
+		t.Helper()
+		got, v := call(method, route, path, body)
+		if got != code {
+			t.Errorf("%s %s: %d, want %d (%v)", method, path, got, code, v)
+		}
+		return v
 	}
+	job := `{"spec": {"name": "t", "image": "host", "command": ["sleep", "60"], "cluster": {"size": 1, "mode": "single-node"}, "resources": {"cpu": 1, "memory": 1073741824}}, "cwd": "/tmp"}`
 	held := strings.Replace(job, `"cwd"`, `"hold": true, "cwd"`, 1)
-	call("POST", "/v1/jobs", "/v1/jobs", held)
-	call("POST", "/v1/jobs", "/v1/jobs", `{"job_file": "job \"f\" {\n  image = \"host\"\n  command = [\"true\"]\n  cluster { size = 0 }\n}\n", "source": "f.hcl", "cwd": "/tmp"}`)
-	call("POST", "/v1/jobs", "/v1/jobs", `{"spec": {}, "bogus": 1}`)
-	call("GET", "/v1/jobs", "/v1/jobs?state=pending&state=RUNNING&user=root&limit=5", "")
-	call("GET", "/v1/jobs", "/v1/jobs?state=NOPE", "")
-	call("GET", "/v1/jobs/{id}", "/v1/jobs/1", "")
-	call("GET", "/v1/jobs/{id}", "/v1/jobs/99", "")
+	want(201, "POST", "/v1/jobs", "/v1/jobs", job)  // 1
+	want(201, "POST", "/v1/jobs", "/v1/jobs", held) // 2
+	want(400, "POST", "/v1/jobs", "/v1/jobs", `{"job_file": "job \"f\" {\n  image = \"host\"\n  command = [\"true\"]\n  cluster { size = 0 }\n}\n", "source": "f.hcl", "cwd": "/tmp"}`)
+	want(400, "POST", "/v1/jobs", "/v1/jobs", `{"spec": {}, "bogus": 1}`)
+	want(200, "GET", "/v1/jobs", "/v1/jobs?state=pending&state=HELD&user=root&limit=5", "")
+	want(400, "GET", "/v1/jobs", "/v1/jobs?state=NOPE", "")
+	want(200, "GET", "/v1/jobs/{id}", "/v1/jobs/1", "")
+	want(404, "GET", "/v1/jobs/{id}", "/v1/jobs/99", "")
+	want(400, "GET", "/v1/jobs/{id}", "/v1/jobs/x", "")
 	waitJob(t, c, 1, func(j api.Job) bool { return j.State == api.JobScheduled })
-	call("POST", "/v1/jobs", "/v1/jobs", held) // 3
-	call("POST", "/v1/jobs/{id}/release", "/v1/jobs/3/release", "")
-	call("POST", "/v1/jobs/{id}/hold", "/v1/jobs/2/hold", "") // 409: already held
-	call("POST", "/v1/jobs/{id}/signal", "/v1/jobs/1/signal", `{"signal": "USR1"}`)
-	call("POST", "/v1/jobs/{id}/signal", "/v1/jobs/1/signal", `{"signal": "NOPE"}`)
-	call("POST", "/v1/jobs/{id}/kill", "/v1/jobs/1/kill", "")
-	call("POST", "/v1/nodes/{name}/status", "/v1/nodes/n1/status", `{"updates": [{"job_id": 1, "host": "main1", "state": "killed", "exit_code": 137}]}`)
-	call("POST", "/v1/jobs/{id}/kill", "/v1/jobs/2/kill?done=true", "")
+	want(201, "POST", "/v1/jobs", "/v1/jobs", held) // 3
+	want(200, "POST", "/v1/jobs/{id}/release", "/v1/jobs/3/release", "")
+	want(409, "POST", "/v1/jobs/{id}/hold", "/v1/jobs/2/hold", "")                       // already held
+	want(409, "POST", "/v1/jobs/{id}/signal", "/v1/jobs/1/signal", `{"signal": "USR1"}`) // not running yet
+	want(200, "POST", "/v1/nodes/{name}/status", "/v1/nodes/n1/status", `{"updates": [{"job_id": 1, "host": "main1", "state": "running", "exit_code": 0}]}`)
+	waitJob(t, c, 1, func(j api.Job) bool { return j.State == api.JobRunning })
+	want(200, "POST", "/v1/jobs/{id}/signal", "/v1/jobs/1/signal", `{"signal": "USR1"}`)
+	want(400, "POST", "/v1/jobs/{id}/signal", "/v1/jobs/1/signal", `{"signal": "NOPE"}`)
+	want(200, "POST", "/v1/jobs/{id}/kill", "/v1/jobs/1/kill", "")
+	want(200, "POST", "/v1/nodes/{name}/status", "/v1/nodes/n1/status", `{"updates": [{"job_id": 1, "host": "main1", "state": "killed", "exit_code": 137}]}`)
+	want(200, "POST", "/v1/jobs/{id}/kill", "/v1/jobs/2/kill?done=true", "")
 	waitJob(t, c, 1, func(j api.Job) bool { return j.State.Terminal() })
 	waitJob(t, c, 2, func(j api.Job) bool { return j.State.Terminal() })
-	call("POST", "/v1/jobs/{id}/hold", "/v1/jobs/2/hold", "")
-	call("GET", "/v1/jobs", "/v1/jobs", "")
-	call("POST", "/v1/jobs/{id}/attach", "/v1/jobs/2/attach", "")
-	if _, v := call("GET", "/v1/history", "/v1/history?limit=10", ""); len(asSlice(v.(map[string]any)["jobs"])) != 2 {
+	want(409, "POST", "/v1/jobs/{id}/hold", "/v1/jobs/2/hold", "")
+	want(409, "POST", "/v1/jobs/{id}/kill", "/v1/jobs/2/kill", "")
+	want(200, "GET", "/v1/jobs", "/v1/jobs", "")
+	want(400, "POST", "/v1/jobs/{id}/attach", "/v1/jobs/2/attach", "") // no Upgrade header
+	if v := want(200, "GET", "/v1/history", "/v1/history?limit=10", ""); v == nil || len(asSlice(v.(map[string]any)["jobs"])) != 2 {
 		t.Errorf("history: want jobs 1 and 2, got %v", v)
 	}
-	call("GET", "/v1/accounting", "/v1/accounting?group=partition", "")
-	call("GET", "/v1/nodes", "/v1/nodes", "")
-	call("POST", "/v1/nodes/drain", "/v1/nodes/drain", `{"nodes": ["n1"], "reason": "test"}`)
-	call("POST", "/v1/nodes/{name}/heartbeat", "/v1/nodes/n1/heartbeat", "")
-	call("GET", "/v1/nodes/{name}/assignments", "/v1/nodes/n1/assignments", "")
-	call("POST", "/v1/nodes/{name}/status", "/v1/nodes/n1/status", `{"updates": []}`)
-	call("GET", "/v1/nodes/{name}/attach", "/v1/nodes/n1/attach?wait=1ms", "")
-	call("GET", "/v1/partitions", "/v1/partitions", "")
-	call("GET", "/v1/fairshare", "/v1/fairshare", "")
-	call("POST", "/v1/tokens", "/v1/tokens", `{"user": "root"}`)
-	call("GET", "/v1/tokens", "/v1/tokens", "")
-	call("POST", "/v1/tokens/{id}/revoke", "/v1/tokens/nope/revoke", "")
-	call("POST", "/v1/reconfig", "/v1/reconfig", "")
-	call("POST", "/v1/raft/join", "/v1/raft/join", `{}`)
-	if code, v := call("GET", "/v1/openapi.json", "/v1/openapi.json", ""); code != http.StatusOK || v == nil {
-		t.Errorf("GET /v1/openapi.json: %d", code)
+	want(200, "GET", "/v1/accounting", "/v1/accounting?group=partition", "")
+	want(400, "GET", "/v1/accounting", "/v1/accounting?group=colour", "")
+	want(200, "GET", "/v1/nodes", "/v1/nodes", "")
+	want(200, "POST", "/v1/nodes/drain", "/v1/nodes/drain", `{"nodes": ["n1"], "reason": "test"}`)
+	want(400, "POST", "/v1/nodes/drain", "/v1/nodes/drain", `{"nodes": ["n1"]}`)
+	want(200, "POST", "/v1/nodes/{name}/heartbeat", "/v1/nodes/n1/heartbeat", "")
+	want(404, "POST", "/v1/nodes/{name}/heartbeat", "/v1/nodes/n9/heartbeat", "")
+	want(200, "GET", "/v1/nodes/{name}/assignments", "/v1/nodes/n1/assignments", "")
+	want(200, "GET", "/v1/nodes/{name}/attach", "/v1/nodes/n1/attach?wait=1ms", "")
+	want(200, "POST", "/v1/nodes/register", "/v1/nodes/register", `{"name": "n2", "addr": "127.0.0.1", "capacity": {"cpu_milli": 1000, "memory": 1073741824}, "runtime": "process"}`)
+	want(200, "GET", "/v1/partitions", "/v1/partitions", "")
+	want(200, "GET", "/v1/fairshare", "/v1/fairshare", "")
+	tok := want(201, "POST", "/v1/tokens", "/v1/tokens", `{"user": "root"}`)
+	want(200, "GET", "/v1/tokens", "/v1/tokens", "")
+	if m, ok := tok.(map[string]any); ok {
+		want(200, "POST", "/v1/tokens/{id}/revoke", "/v1/tokens/"+m["id"].(string)+"/revoke", "")
+	}
+	want(404, "POST", "/v1/tokens/{id}/revoke", "/v1/tokens/nope/revoke", "")
+	want(400, "POST", "/v1/reconfig", "/v1/reconfig", "") // no partitions file
+	want(400, "POST", "/v1/raft/join", "/v1/raft/join", `{}`)
+	if v := want(200, "GET", "/v1/openapi.json", "/v1/openapi.json", ""); v == nil {
+		t.Errorf("GET /v1/openapi.json: no document")
 	} else if b, _ := json.Marshal(v); !bytes.Contains(b, []byte(`"openapi":"3.`)) {
 		t.Errorf("GET /v1/openapi.json is not the document: %.200s", b)
 	}
