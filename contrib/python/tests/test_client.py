@@ -2,6 +2,7 @@
 needs a real schedd with a nodelet at $TROUPE_ADDR (python_test.go in
 the directory above starts `schedd --dev` and runs these)."""
 
+import http.server
 import json
 import os
 import secrets
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 from unittest import mock
 
@@ -77,6 +79,69 @@ class AddressTest(unittest.TestCase):
             c = self.client({}, address=os.path.join(d, "none.sock"), timeout=0.3)
             with self.assertRaises(troupe.Unreachable):
                 c.nodes()
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """A stand-in schedd for what a single real one never does: answer
+    503 not-applied, or redirect to a leader."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        srv = self.server
+        n = int(self.headers.get("Content-Length", "0") or 0)
+        self.rfile.read(n)
+        srv.seen.append((self.command, self.path, self.headers.get("X-Troupe-Request"), self.headers.get("Authorization")))
+        code, headers, body = srv.answers.pop(0)
+        self.send_response(code)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        data = json.dumps(body).encode()
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST
+
+
+class RetryTest(unittest.TestCase):
+    def serve(self, *answers):
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+        srv.seen, srv.answers = [], list(answers)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        return srv, "http://127.0.0.1:%d" % srv.server_address[1]
+
+    def test_not_applied_is_sent_again_with_the_same_id(self):
+        srv, addr = self.serve(
+            (503, {"Retry-After": "0", "X-Troupe-Outcome": "not-applied"}, {"error": "no leader elected yet; retry"}),
+            (200, {}, {"id": 7, "state": "HELD"}))
+        job = troupe.Client(addr, token="", timeout=5).hold(7)
+        self.assertEqual(job["state"], "HELD")
+        self.assertEqual(len(srv.seen), 2)
+        self.assertEqual(srv.seen[0][2], srv.seen[1][2])
+        self.assertTrue(srv.seen[0][2])
+
+    def test_redirect_to_the_leader(self):
+        leader, laddr = self.serve((200, {}, {"id": 7, "state": "PENDING"}))
+        follower, faddr = self.serve((307, {"Location": laddr + "/v1/jobs/7/release"}, {}))
+        troupe.Client(faddr, token="loopback-ok", timeout=5).release(7, request_id="r1")
+        self.assertEqual([s[:3] for s in follower.seen + leader.seen],
+                         [("POST", "/v1/jobs/7/release", "r1"), ("POST", "/v1/jobs/7/release", "r1")])
+        self.assertEqual(leader.seen[0][3], "Bearer loopback-ok")
+
+    def test_unknown_outcome_and_errors(self):
+        _, addr = self.serve((504, {"X-Troupe-Outcome": "unknown"}, {"error": "outcome unknown: leader lost office"}),
+                             (403, {}, {"error": "permission denied: job 7 belongs to bob"}))
+        c = troupe.Client(addr, token="", timeout=5)
+        with self.assertRaisesRegex(troupe.UnknownOutcome, "leader lost office"):
+            c.request("POST", "/v1/tokens", body={})  # no request id: not retried
+        with self.assertRaises(troupe.Forbidden) as cm:
+            c.kill(7)
+        self.assertEqual((cm.exception.status, cm.exception.message), (403, "permission denied: job 7 belongs to bob"))
 
 
 @unittest.skipUnless(os.environ.get("TROUPE_ADDR"), "needs a schedd at $TROUPE_ADDR (go test ./contrib/python/ starts one)")

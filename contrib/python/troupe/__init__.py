@@ -234,6 +234,7 @@ class Client:
         base = self._bases[self._cur]
         last = None
         sent = False  # a write reached a server and its answer was lost
+        redirects = 0
         while True:
             try:
                 status, hdrs, payload = self._try(base, method, target, data, headers, wait)
@@ -257,7 +258,10 @@ class Client:
             if status in (301, 302, 303, 307, 308):
                 loc = hdrs.get("Location", "")
                 u = urllib.parse.urlsplit(loc)
-                if not u.scheme or not u.hostname:
+                redirects += 1
+                if redirects > 5:
+                    raise TroupeError("%s %s: more than 5 redirects (the last to %s)" % (method, path, loc))
+                if u.scheme not in ("http", "https") or not u.hostname:
                     raise TroupeError("%s %s: redirect to %r" % (method, path, loc))
                 base = _Base(u.scheme, host=u.hostname, port=u.port)
                 target = u.path + ("?" + u.query if u.query else "")
