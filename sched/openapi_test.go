@@ -277,6 +277,10 @@ func TestOpenAPISchemas(t *testing.T) {
 			for k, e := range v {
 				if s, ok := e.(string); ok && k == "$ref" {
 					refs = append(refs, s)
+					if len(v) > 1 {
+						// OpenAPI 3.0 ignores a $ref's siblings.
+						t.Errorf("$ref %s has siblings %v, which readers ignore: wrap it in allOf", s, v)
+					}
 				}
 				walk(e)
 			}
