@@ -75,6 +75,10 @@ func FuzzSubmitBody(f *testing.F) {
 		`{"spec":{"name":"a","image":"../../etc","command":["true"],"cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1,"memory":1073741824}}}`,
 		`{"spec":{"name":"a","image":"host","command":["true"],"workdir":"/w\u0000","cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1,"memory":1073741824}}}`,
 		`{"spec":{"name":"a","image":"host","command":["true"],"cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1,"memory":1073741824}},"cwd":"rel/dir"}`,
+		// A job file's text, parsed by schedd.
+		`{"job_file":"variable \"n\" { default = 1 }\njob \"a\" {\n image = \"host\"\n command = [\"true\"]\n cluster { size = var.n }\n}\n","vars":{"n":"2"},"source":"a.hcl","cwd":"/tmp"}`,
+		`{"job_file":"job \"a\" {\n image = \"host\"\n command = \"true\"\n}\n","cwd":"/tmp"}`,
+		`{"job_file":"{\"job\":{\"a\":{\"image\":\"host\",\"command\":[\"true\"]}}}","source":"a.json","cwd":"/tmp"}`,
 	} {
 		f.Add([]byte(s))
 	}

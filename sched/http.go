@@ -21,36 +21,10 @@ const (
 	maxWait     = 5 * time.Minute
 )
 
-// Handler serves the /v1 API (see internal/api for the endpoints).
+// Handler serves the /v1 API (see internal/api for the endpoints and
+// openapi/openapi.json for their document): the routes of s.routes.
 func (s *Server) Handler() http.Handler {
-	m := http.NewServeMux()
-	m.HandleFunc("POST /v1/jobs", s.handleSubmit)
-	m.HandleFunc("GET /v1/jobs", s.handleJobs)
-	m.HandleFunc("GET /v1/jobs/{id}", s.handleJob)
-	m.HandleFunc("POST /v1/jobs/{id}/kill", s.handleKill)
-	m.HandleFunc("POST /v1/jobs/{id}/hold", s.handleControl(s.Hold))
-	m.HandleFunc("POST /v1/jobs/{id}/release", s.handleControl(s.Release))
-	m.HandleFunc("POST /v1/jobs/{id}/attach", s.handleAttach)
-	m.HandleFunc("POST /v1/jobs/{id}/signal", s.handleSignal)
-	m.HandleFunc("GET /v1/history", s.handleHistory)
-	m.HandleFunc("GET /v1/accounting", s.handleAccounting)
-	m.HandleFunc("GET /v1/nodes", s.handleNodes)
-	m.HandleFunc("POST /v1/nodes/register", s.handleRegister)
-	m.HandleFunc("POST /v1/nodes/drain", adminOnly(s.handleDrain))
-	m.HandleFunc("POST /v1/nodes/{name}/heartbeat", nodeOnly(s.handleHeartbeat))
-	m.HandleFunc("GET /v1/nodes/{name}/assignments", nodeOnly(s.handleAssignments))
-	m.HandleFunc("POST /v1/nodes/{name}/status", nodeOnly(s.handleStatus))
-	m.HandleFunc("GET /v1/nodes/{name}/attach", nodeOnly(s.handleAttachPoll))
-	m.HandleFunc("POST /v1/nodes/{name}/attach/{req}", nodeOnly(s.handleAttachConnect))
-	m.HandleFunc("POST /v1/raft/join", adminOnly(s.handleRaftJoin))
-	m.HandleFunc("POST /v1/tokens", s.handleTokenCreate)
-	m.HandleFunc("GET /v1/tokens", s.handleTokens)
-	m.HandleFunc("POST /v1/tokens/{id}/revoke", s.handleTokenRevoke)
-	m.HandleFunc("GET /v1/partitions", s.handlePartitions)
-	m.HandleFunc("GET /v1/fairshare", s.handleFairShare)
-	m.HandleFunc("POST /v1/reconfig", adminOnly(s.handleReconfig))
-	m.HandleFunc("GET /v1/snapshot", adminOnly(s.handleSnapshotSave))
-	m.HandleFunc("POST /v1/snapshot", adminOnly(s.handleSnapshotRestore))
+	m := s.mux()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if id := r.Header.Get(api.RequestHeader); id != "" && r.Method == http.MethodPost {
 			r = r.WithContext(withRequestID(r.Context(), id))

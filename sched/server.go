@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -326,6 +327,13 @@ func (s *Server) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 
 func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 	spec := req.Spec
+	if req.JobFile != "" || req.Vars != nil {
+		parsed, err := parseJobFile(req)
+		if err != nil {
+			return nil, err
+		}
+		spec = *parsed
+	}
 	if diags := spec.Validate(); diags.HasErrors() {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.ReplaceAll(strings.TrimSpace(jobspec.FormatDiagnostics(diags)), "\n", "; "))
 	}
@@ -665,4 +673,26 @@ func checkRegister(reg api.NodeRegister) error {
 		return fmt.Errorf("%w: node %s offers %g gpus; a node offers 0 to %d", ErrInvalid, reg.Name, reg.Capacity.GPU, maxNodeGPUs)
 	}
 	return nil
+}
+
+// parseJobFile parses a submission's job file text (api.SubmitRequest's
+// JobFile) as bsub parses a file: the errors name Source's lines.
+// Parsing reads nothing but the text (jobspec's functions never touch
+// files, the clock or the environment).
+func parseJobFile(req api.SubmitRequest) (*jobspec.Job, error) {
+	name := req.Source
+	if name == "" {
+		name = "job.hcl"
+	}
+	switch {
+	case req.JobFile == "":
+		return nil, fmt.Errorf("%w: vars without a job_file", ErrInvalid)
+	case !reflect.ValueOf(req.Spec).IsZero():
+		return nil, fmt.Errorf("%w: give a spec or a job_file, not both", ErrInvalid)
+	}
+	job, diags := jobspec.ParseWith(name, []byte(req.JobFile), jobspec.Options{Vars: req.Vars, Interactive: req.Interactive})
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.ReplaceAll(strings.TrimSpace(jobspec.FormatDiagnostics(diags)), "\n", "; "))
+	}
+	return job, nil
 }

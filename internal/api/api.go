@@ -25,6 +25,7 @@
 //	GET  /v1/fairshare                 → FairShareList
 //	GET  /v1/snapshot                  → snapshot file (badmin snapshot save)
 //	POST /v1/snapshot                  snapshot file → SnapshotRestored
+//	GET  /v1/openapi.json              → the OpenAPI 3 document of this API
 //	POST /v1/reconfig                  {} → ReconfigResponse (schedd re-reads its partitions file)
 //	POST /v1/nodes/drain               NodeDrain → NodeList (admins; drain or resume nodes)
 //
@@ -126,6 +127,13 @@ type SubmitRequest struct {
 	UID    int         `json:"uid"`
 	GID    int         `json:"gid"`
 	Source string      `json:"source,omitempty"` // job file name, for messages
+	// JobFile is a job file's text, which schedd parses in place of
+	// Spec (leave Spec out): for clients that cannot read HCL. Source
+	// names it in errors (file:line:col) and picks the syntax, HCL's
+	// JSON when it ends in ".json"; Vars set its variables as
+	// bsub -var does.
+	JobFile string            `json:"job_file,omitempty"`
+	Vars    map[string]string `json:"vars,omitempty"`
 	// RequestID makes a submission idempotent: a retry with the same id
 	// (the client's, after a lost answer or a leader change) gets the
 	// job the first try made instead of a second one.

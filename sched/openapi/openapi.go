@@ -1,0 +1,16 @@
+// Package openapi holds the OpenAPI 3 document of schedd's /v1 API
+// (openapi.json), which schedd serves at GET /v1/openapi.json.
+//
+// The document is maintained by hand, next to the code: the sched
+// package's tests check that it names exactly the routes schedd serves
+// and that its schemas have exactly the JSON fields of the internal/api
+// types they describe, so a change to either fails until the other
+// follows.
+package openapi
+
+import _ "embed"
+
+// JSON is the document.
+//
+//go:embed openapi.json
+var JSON []byte
