@@ -31,7 +31,7 @@ func schedd(t *testing.T) (srv *sched.Server, page, full string) {
 	}
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
-	ws := httptest.NewServer(web.Handler(srv.ReadOnlyHandler()))
+	ws := httptest.NewServer(web.Handler(srv))
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ws.Close(); hs.Close(); cancel(); <-done; srv.Close() })
 	return srv, ws.URL, hs.URL
