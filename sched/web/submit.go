@@ -42,7 +42,7 @@ var interactiveShell = []string{"/bin/sh"}
 // submit parses the job file as bsub does and submits it through the
 // API's POST /v1/jobs as the session's user, who submits it from their
 // home directory on schedd's machine (relative output paths resolve
-// there). Errors in the file come back as "name:line,col: …", each.
+// there). Errors in the file come back as "name:line:col: …", one a line.
 func (p *page) submit(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	var in Submit
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*maxJobFile))
