@@ -97,8 +97,15 @@ func TestWebTerminal(t *testing.T) {
 	start := time.Now()
 	wd.Click("#act-terminal")
 	wd.WaitText("#terminal-status", "attached")
-	wd.Type(".xterm-helper-textarea", "hostname\n")
+	// Type once the shell has shown its prompt, as a person would.
 	var screen string
+	if !waitFor(60*time.Second, func() bool {
+		screen = wd.Script(`return Term.text()`)
+		return strings.TrimSpace(screen) != ""
+	}) {
+		t.Fatalf("the terminal shows nothing: no prompt")
+	}
+	wd.Type(".xterm-helper-textarea", "hostname\n")
 	waitFor(60*time.Second, func() bool {
 		screen = wd.Script(`return Term.text()`)
 		for _, l := range strings.Split(screen, "\n") {
@@ -129,6 +136,44 @@ func TestWebTerminal(t *testing.T) {
 	if peek, _, _ := c.run(c.dir, "bpeek", m[1]); !strings.Contains(peek, "main1") {
 		t.Errorf("bpeek of the page's job lacks its transcript: %q", peek)
 	}
+
+	// A batch job's output, followed live from the page: its second line
+	// comes while the job runs.
+	wd.Script(`document.getElementById('job-source').value = ''; document.getElementById('job-interactive').checked = false; return 1`)
+	wd.Type("#job-source", `job "batch" {
+  image   = "host"
+  output  = "`+out+`/web-%j.%h.out"
+  command = ["sh", "-c", "echo first-line; sleep 3; echo $((6*7))-later; sleep 600"]
+  resources {
+    cpu    = 1
+    memory = "256MiB"
+  }
+}
+`)
+	wd.Click("#job-submit")
+	wd.WaitText("#submit-msg", "Job <")
+	m = regexp.MustCompile(`Job <(\d+)>`).FindStringSubmatch(wd.Script(`return document.getElementById('submit-msg').textContent`))
+	if m == nil || m[1] == strconv.FormatUint(id, 10) {
+		t.Fatalf("the page did not name the second job: %v", m)
+	}
+	batch, _ := strconv.ParseUint(m[1], 10, 64)
+	row = "#job-" + m[1]
+	wd.WaitText(row, "RUNNING")
+	wd.WaitText("#detail-title", "batch")
+	wd.Click("#act-output")
+	wd.WaitText("#output", "first-line")
+	wd.WaitText("#output", "42-later")
+	if j := c.job(batch); j.State != api.JobRunning {
+		t.Errorf("the output came after the job ended (%s), not live", j.State)
+	}
+	if code, body := other.get("/v1/jobs/" + m[1] + "/output"); code != 200 || strings.Contains(body, "first-line") {
+		t.Errorf("another user's output request: %d %q; want bpeek's refusal, not the output", code, body)
+	}
+	wd.Click("#act-kill")
+	wd.WaitText("#act-kill", "Really kill?")
+	wd.Click("#act-kill")
+	wd.WaitText(row, "CANCELLED")
+	wd.WaitText("#output-status", "the job has ended")
 }
 
 // pageSession is a session on the page made without a browser.
@@ -161,9 +206,13 @@ func otherSession(t *testing.T, page, secret string) *pageSession {
 	return p
 }
 
-func (p *pageSession) post(path string) (int, string) {
+func (p *pageSession) post(path string) (int, string) { return p.do("POST", path) }
+
+func (p *pageSession) get(path string) (int, string) { return p.do("GET", path) }
+
+func (p *pageSession) do(method, path string) (int, string) {
 	p.t.Helper()
-	req, _ := http.NewRequest("POST", p.page+path, nil)
+	req, _ := http.NewRequest(method, p.page+path, nil)
 	req.Header.Set("Origin", p.page)
 	req.Header.Set(web.CSRFHeader, p.csrf)
 	req.AddCookie(&http.Cookie{Name: web.CookieName, Value: p.cookie})

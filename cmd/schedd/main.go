@@ -338,7 +338,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		if o.webTLS {
 			cert, key, scheme = o.tlsCert, o.tlsKey, "https://"
 		}
-		waddr, err := web.Serve(wctx, o.web, cert, key, web.Handler(srv), log.Warn)
+		waddr, err := web.Serve(wctx, o.web, cert, key, web.Handler(srv, webOutput(o, log)), log.Warn)
 		if err != nil {
 			return err
 		}
@@ -425,6 +425,20 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	_ = ts.Shutdown(sctx)
 	os.Remove(o.socket)
 	return err
+}
+
+// webOutput is how the web page follows jobs' output: bpeek, from
+// schedd's own directory, over the socket.
+func webOutput(o options, log *slog.Logger) web.Output {
+	exe, err := os.Executable()
+	if err == nil {
+		bpeek := filepath.Join(filepath.Dir(exe), "bpeek")
+		if fi, err := os.Stat(bpeek); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return web.Output{Bpeek: bpeek, Addr: "unix://" + o.socket}
+		}
+	}
+	log.Warn("the web page cannot follow jobs' output: no bpeek next to schedd", "dir", filepath.Dir(exe))
+	return web.Output{}
 }
 
 // accountingPath is the SQLite store's file: --accounting-dsn, else

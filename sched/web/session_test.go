@@ -171,7 +171,7 @@ func TestLogin(t *testing.T) {
 func TestLoginOverTLSIsSecure(t *testing.T) {
 	srv, _, _ := schedd(t)
 	_, secret := token(t, srv, 1000, "alice")
-	ts := httptest.NewTLSServer(web.Handler(srv))
+	ts := httptest.NewTLSServer(web.Handler(srv, web.Output{}))
 	defer ts.Close()
 	c := newClient(t, ts.URL)
 	c.hc = ts.Client()

@@ -72,6 +72,7 @@ type page struct {
 	ro, full http.Handler
 	api      *http.ServeMux // the /v1 endpoints a session reaches
 	sessions *sessions
+	out      Output
 	now      func() time.Time
 }
 
@@ -86,10 +87,11 @@ var apiRoutes = []string{
 // Handler serves the page at / and the API at /v1/: anonymous requests
 // reach b's read-only API (anything but GET and HEAD is refused), a
 // session's reach apiRoutes of b's full API as the session's user.
-// POST /login, /logout and /submit, GET /session and the terminal's
-// WebSocket (GET /v1/jobs/{id}/terminal) are the page's own.
-func Handler(b Backend) http.Handler {
-	p := &page{b: b, ro: b.ReadOnlyHandler(), full: b.Handler(), api: http.NewServeMux(), sessions: newSessions(), now: time.Now}
+// POST /login, /logout and /submit, GET /session, the terminal's
+// WebSocket (GET /v1/jobs/{id}/terminal) and a job's output as bpeek -f
+// shows it (GET /v1/jobs/{id}/output, with out) are the page's own.
+func Handler(b Backend, out Output) http.Handler {
+	p := &page{b: b, ro: b.ReadOnlyHandler(), full: b.Handler(), api: http.NewServeMux(), sessions: newSessions(), out: out, now: time.Now}
 	for _, r := range apiRoutes {
 		p.api.Handle(r, p.full)
 	}
@@ -124,6 +126,8 @@ func (p *page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case strings.HasPrefix(path, "/v1/") && strings.HasSuffix(path, "/terminal"):
 		p.terminal(w, r, s, id)
+	case strings.HasPrefix(path, "/v1/") && strings.HasSuffix(path, "/output"):
+		p.output(w, r, s, id)
 	case strings.HasPrefix(path, "/v1/"):
 		h.Set("Cache-Control", "no-store")
 		if s == nil {

@@ -34,7 +34,7 @@ func schedd(t *testing.T) (srv *sched.Server, page, full string) {
 	}
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
-	ws := httptest.NewServer(web.Handler(srv))
+	ws := httptest.NewServer(web.Handler(srv, web.Output{}))
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ws.Close(); hs.Close(); cancel(); <-done; srv.Close() })
 	return srv, ws.URL, hs.URL

@@ -220,7 +220,7 @@ function renderSession() {
   document.getElementById('logout').hidden = !on;
   document.getElementById('submit-section').hidden = !on;
   if (on) document.getElementById('login-form').hidden = true;
-  if (!on) Term.close();
+  if (!on) { Term.close(); stopOutput(); }
   renderDetail();
 }
 
@@ -300,12 +300,66 @@ async function control(id, what) {
   }
 }
 
+// ---- output: GET /v1/jobs/ID/output streams what bpeek -f prints.
+
+let following = null; // the AbortController of the output shown
+
+async function followOutput(id) {
+  stopOutput();
+  const ctl = new AbortController();
+  following = ctl;
+  const pre = document.getElementById('output');
+  const status = document.getElementById('output-status');
+  document.getElementById('output-section').hidden = false;
+  document.getElementById('output-title').textContent = `Output: job ${id} main1`;
+  pre.textContent = '';
+  status.textContent = 'following…';
+  try {
+    const r = await fetch(`/v1/jobs/${id}/output?host=main1`, { cache: 'no-store', credentials: 'same-origin', signal: ctl.signal });
+    if (!r.ok) {
+      let msg = `HTTP ${r.status}`;
+      try { msg = (await r.json()).error || msg; } catch (e) { /* not JSON */ }
+      throw new Error(msg);
+    }
+    const rd = r.body.getReader();
+    const dec = new TextDecoder();
+    for (;;) {
+      const { value, done } = await rd.read();
+      if (done) break;
+      const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.append(document.createTextNode(dec.decode(value, { stream: true })));
+      if (stick) pre.scrollTop = pre.scrollHeight;
+    }
+    if (following === ctl) status.textContent = 'the job has ended';
+  } catch (e) {
+    if (following === ctl) status.textContent = ctl.signal.aborted ? '' : e.message;
+  }
+}
+
+function stopOutput() {
+  if (following) following.abort();
+  following = null;
+  document.getElementById('output-section').hidden = true;
+}
+
+function outputButton(j) {
+  const b = el('button', 'act', 'Output');
+  b.id = 'act-output';
+  b.type = 'button';
+  b.addEventListener('click', () => followOutput(j.id));
+  return b;
+}
+
 // actions are the buttons for the selected job: the owner's (or an
 // admin's) kill, hold, release and terminal.
 function actions(j) {
   const bar = el('div');
   bar.id = 'actions';
-  if (!mine(j) || terminal(j.state)) return bar;
+  if (!mine(j)) return bar;
+  if (terminal(j.state)) {
+    if (!j.interactive) bar.append(outputButton(j));
+    return bar;
+  }
   const button = (id, label, fn, cls) => {
     const b = el('button', 'act' + (cls ? ' ' + cls : ''), label);
     b.id = id;
@@ -315,6 +369,7 @@ function actions(j) {
     return b;
   };
   if (j.interactive && j.state === 'RUNNING') button('act-terminal', 'Terminal', () => Term.open(j.id));
+  if (!j.interactive) bar.append(outputButton(j));
   if (j.state === 'PENDING') button('act-hold', 'Hold', () => control(j.id, 'hold'));
   if (j.state === 'HELD') button('act-release', 'Release', () => control(j.id, 'release'));
   // Kill asks twice: the first click arms it for a few seconds.
@@ -581,6 +636,7 @@ document.addEventListener('DOMContentLoaded', () => {
   document.getElementById('job-submit').addEventListener('click', submitJob);
   document.getElementById('job-file').addEventListener('change', readJobFile);
   document.getElementById('terminal-close').addEventListener('click', e => { e.preventDefault(); Term.close(); });
+  document.getElementById('output-close').addEventListener('click', e => { e.preventDefault(); stopOutput(); });
   refreshSession();
   S.selected = fromHash();
   setInterval(tick, 1000);
