@@ -419,3 +419,22 @@ func TestTerminalRefusals(t *testing.T) {
 		t.Errorf("alice's terminal on her batch job: %q", msg)
 	}
 }
+
+// A job's output needs a session, and a schedd that has bpeek.
+func TestOutputRefusals(t *testing.T) {
+	srv, page, _ := schedd(t)
+	_, secret := token(t, srv, 1000, "alice")
+	job := submit(t, srv, 1000, "alices", 1, 1)
+	path := "/v1/jobs/" + strconv.FormatUint(job, 10) + "/output"
+	if code, _, body := newClient(t, page).do("GET", path, "", nil); code != 401 {
+		t.Errorf("anonymous output: %d %s, want 401", code, body)
+	}
+	c := newClient(t, page)
+	c.login(secret)
+	if code, _, body := c.do("GET", path, "", nil); code != 501 || !strings.Contains(body, "bpeek") {
+		t.Errorf("output without bpeek: %d %s, want 501", code, body)
+	}
+	if code, _, body := c.do("POST", path, "", nil); code != 405 {
+		t.Errorf("POST output: %d %s, want 405", code, body)
+	}
+}
