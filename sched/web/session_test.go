@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -436,5 +438,41 @@ func TestOutputRefusals(t *testing.T) {
 	}
 	if code, _, body := c.do("POST", path, "", nil); code != 405 {
 		t.Errorf("POST output: %d %s, want 405", code, body)
+	}
+}
+
+// Serve speaks TLS when given a certificate (schedd --web-tls).
+func TestServeTLS(t *testing.T) {
+	srv, _, _ := schedd(t)
+	cert, key, err := auth.SelfSigned(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := web.Serve(ctx, "127.0.0.1:0", cert, key, web.Handler(srv, web.Output{}), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := hc.Get("https://" + addr.String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.TLS == nil {
+		t.Errorf("GET / over TLS: %d", resp.StatusCode)
+	}
+	if resp, err := http.Get("http://" + addr.String() + "/"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Errorf("the TLS listener answered plain HTTP")
+		}
 	}
 }
