@@ -119,6 +119,16 @@ func TestWebTerminal(t *testing.T) {
 		t.Fatalf("the terminal does not show main1 on a line of its own:\n%s", screen)
 	}
 	t.Logf("terminal: hostname answered %v after the click", time.Since(start).Round(time.Millisecond))
+	// A paste larger than one frame (32 KiB) goes through whole.
+	wd.Script(`Term.paste(('true ' + '#'.repeat(90) + '\r').repeat(400) + 'echo big-paste-$((40*1000))\r'); return 1`)
+	if !waitFor(60*time.Second, func() bool {
+		screen = wd.Script(`return Term.text()`)
+		// The shell's prompts and the echo of the pasted lines
+		// interleave; the command's output is the only 40000.
+		return strings.Contains(screen, "big-paste-40000")
+	}) {
+		t.Fatalf("a 38 KiB paste did not run; the terminal shows:\n%s", screen)
+	}
 	shot := wd.Screenshot()
 	if d := os.Getenv("TROUPE_SCREENSHOT_DIR"); d != "" {
 		_ = os.WriteFile(filepath.Join(d, "troupe-web-terminal.png"), shot, 0o644)

@@ -10,6 +10,7 @@
 
 const Term = (() => {
   const enc = new TextEncoder();
+  const MAX = 32 << 10; // internal/attach.MaxPayload
   let cur = null; // { ws, term, fit, job, onResize }
 
   function frame(type, payload) {
@@ -55,7 +56,11 @@ const Term = (() => {
       send(windowFrame(term.rows, term.cols));
       term.focus();
     };
-    term.onData(d => send(frame('d', enc.encode(d))));
+    // A frame holds at most 32 KiB (a long paste is several).
+    term.onData(d => {
+      const b = enc.encode(d);
+      for (let i = 0; i < b.length; i += MAX) send(frame('d', b.subarray(i, i + MAX)));
+    });
     term.onResize(({ rows, cols }) => send(windowFrame(rows, cols)));
     c.onResize = () => { try { fit.fit(); } catch (e) { /* hidden */ } };
     window.addEventListener('resize', c.onResize);
@@ -100,5 +105,8 @@ const Term = (() => {
     return out.join('\n');
   }
 
-  return { open, close, text, job: () => (cur ? cur.job : 0) };
+  // paste sends text as if pasted into the terminal.
+  function paste(t) { if (cur) cur.term.paste(t); }
+
+  return { open, close, text, paste, job: () => (cur ? cur.job : 0) };
 })();
