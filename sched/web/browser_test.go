@@ -234,6 +234,8 @@ func TestPageActsInChromium(t *testing.T) {
 	saveScreenshot(t, "troupe-web-actions.png", wd.Screenshot())
 	wd.Click("#act-kill")
 	wd.WaitText("#act-kill", "Really kill?")
+	wd.Script(`renderDetail(); return 1`) // a refresh between the clicks keeps it armed
+	wd.WaitText("#act-kill", "Really kill?")
 	wd.Click("#act-kill")
 	wd.WaitText(row, "CANCELLED")
 	if j := srv.Store().Snapshot().Job(id); j.State != api.JobCancelled || j.UID != os.Getuid() {

@@ -16,6 +16,7 @@ const S = {
   jobs: [], nodes: [], parts: null, fs: null, job: null,
   index: 0, selected: 0, skew: 0, lastOK: 0,
   me: null, // the session: { user, uid, admin, csrf }, or null
+  armed: 0, armTimer: 0, // the job whose Kill was clicked once
 };
 
 // ---- helpers
@@ -372,12 +373,14 @@ function actions(j) {
   if (!j.interactive) bar.append(outputButton(j));
   if (j.state === 'PENDING') button('act-hold', 'Hold', () => control(j.id, 'hold'));
   if (j.state === 'HELD') button('act-release', 'Release', () => control(j.id, 'release'));
-  // Kill asks twice: the first click arms it for a few seconds.
-  const kill = button('act-kill', 'Kill', () => {
-    if (kill.dataset.armed) { control(j.id, 'kill'); return; }
-    kill.dataset.armed = '1';
+  // Kill asks twice: the first click arms it for a few seconds (across
+  // re-renders of the detail).
+  const kill = button('act-kill', S.armed === j.id ? 'Really kill?' : 'Kill', () => {
+    clearTimeout(S.armTimer);
+    if (S.armed === j.id) { S.armed = 0; control(j.id, 'kill'); return; }
+    S.armed = j.id;
     kill.textContent = 'Really kill?';
-    setTimeout(() => { delete kill.dataset.armed; kill.textContent = 'Kill'; }, 4000);
+    S.armTimer = setTimeout(() => { S.armed = 0; renderDetail(); }, 4000);
   }, 'danger');
   bar.append(el('span', 'msg', ''));
   bar.lastChild.id = 'action-msg';
