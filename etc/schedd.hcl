@@ -73,10 +73,16 @@ accounting {
 # Prometheus metrics at http://ADDR/metrics (plain HTTP).
 metrics_addr = "127.0.0.1:9100"
 
-# A read-only web page of the queue, nodes, partitions and fair share at
-# http://ADDR/ (plain HTTP, unauthenticated; jobs shown as to any user).
-# Keep it on localhost and reach it through ssh or an authenticating proxy.
+# The web page of the queue, nodes, partitions and fair share at
+# http://ADDR/: anyone sees it as an anonymous user (others' jobs
+# redacted); a user who logs in with a token (badmin token create)
+# submits, kills, holds and releases their jobs and opens terminals.
+# The token crosses the wire at login: keep the page on localhost
+# (reach it through ssh -L), or serve it over TLS with web_tls.
 web_addr = "127.0.0.1:8080"
+
+# Serve web_addr over TLS with tls_cert and tls_key (https://ADDR/).
+web_tls = false
 
 # Log debug detail.
 verbose = false

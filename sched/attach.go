@@ -117,40 +117,11 @@ func (s *Server) handleAttach(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("%w: attach needs the header Upgrade: %s", ErrInvalid, attach.Upgrade))
 		return
 	}
-	if !s.IsLeader() {
-		writeErr(w, fmt.Errorf("%w: terminals are served by the leader (%s)", raftlog.ErrNotLeader, s.leaderAPI()))
-		return
-	}
-	host := r.URL.Query().Get("host")
-	if host == "" {
-		host = jobspec.RoleMain + "1"
-	}
-	j := s.st.Snapshot().Job(id)
-	if j == nil {
-		writeErr(w, fmt.Errorf("job %d: %w", id, state.ErrNotFound))
-		return
-	}
-	if err := mayAttach(r.Context(), j); err != nil {
-		writeErr(w, err)
-		return
-	}
-	node, err := attachable(j, host)
+	nc, err := s.Attach(r.Context(), id, r.URL.Query().Get("host"))
 	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	req := api.AttachRequest{ID: auth.NewID(), JobID: id, Host: host, Run: j.Requeues}
-	wait := s.attach.request(node, req)
-	defer s.attach.forget(node, req.ID)
-	timer := time.NewTimer(attachAnswer)
-	defer timer.Stop()
-	var nc net.Conn
-	select {
-	case nc = <-wait.conn:
-	case <-timer.C:
-		writeErr(w, fmt.Errorf("%w: node %s did not connect job %d's terminal within %s", errUnavailable, node, id, attachAnswer))
-		return
-	case <-r.Context().Done():
+		if r.Context().Err() == nil {
+			writeErr(w, err)
+		}
 		return
 	}
 	cc, brw, err := upgrade(w)
@@ -159,8 +130,47 @@ func (s *Server) handleAttach(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("attach: upgrading the client's connection", "job", id, "err", err)
 		return
 	}
-	s.log.Info("terminal attached", "job", id, "host", host, "node", node)
 	attach.Splice(&bufferedConn{Conn: cc, r: brw.Reader}, nc)
+}
+
+// Attach connects the caller (from ctx, as the API's handlers see it) to
+// the terminal of job id's container host ("": main1): the stream of
+// attach frames (internal/attach) from the container's nodelet, once it
+// has connected. The caller must own the job or be an admin, as for
+// battach; only the leader serves terminals. It fails when ctx ends
+// first. The web page's terminal (sched/web) comes through here.
+func (s *Server) Attach(ctx context.Context, id uint64, host string) (net.Conn, error) {
+	if !s.IsLeader() {
+		return nil, fmt.Errorf("%w: terminals are served by the leader (%s)", raftlog.ErrNotLeader, s.leaderAPI())
+	}
+	if host == "" {
+		host = jobspec.RoleMain + "1"
+	}
+	j := s.st.Snapshot().Job(id)
+	if j == nil {
+		return nil, fmt.Errorf("job %d: %w", id, state.ErrNotFound)
+	}
+	if err := mayAttach(ctx, j); err != nil {
+		return nil, err
+	}
+	node, err := attachable(j, host)
+	if err != nil {
+		return nil, err
+	}
+	req := api.AttachRequest{ID: auth.NewID(), JobID: id, Host: host, Run: j.Requeues}
+	wait := s.attach.request(node, req)
+	defer s.attach.forget(node, req.ID)
+	timer := time.NewTimer(attachAnswer)
+	defer timer.Stop()
+	select {
+	case nc := <-wait.conn:
+		s.log.Info("terminal attached", "job", id, "host", host, "node", node)
+		return nc, nil
+	case <-timer.C:
+		return nil, fmt.Errorf("%w: node %s did not connect job %d's terminal within %s", errUnavailable, node, id, attachAnswer)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // mayAttach: only the job's owner (or an admin) gets its terminal.

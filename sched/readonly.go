@@ -13,7 +13,8 @@ import (
 var Anonymous = auth.Identity{UID: -1, GID: -1, User: "anonymous"}
 
 // ReadOnlyHandler serves the part of the /v1 API that only reads, for a
-// listener that does not authenticate (schedd --web-addr): GET of the
+// listener's callers who did not authenticate (schedd --web-addr before
+// someone logs in; sched/web): GET of the
 // jobs, one job, the nodes, the partitions and the fair-share tree, with
 // blocking queries (?index=N&wait=D, the X-Troupe-Index header). Every
 // caller is Anonymous, so other users' jobs come redacted as visible

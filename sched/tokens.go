@@ -60,6 +60,12 @@ func (s *Server) TCPHandler(trustAnonymous bool) http.Handler {
 	})
 }
 
+// Identify maps a bearer secret to the identity TCPHandler gives its
+// bearer: a user token's owner (admin if issued so), the join token, or
+// a node credential. An unknown or revoked secret is ErrUnauthenticated.
+// The web page (sched/web) asks it on every request of a session.
+func (s *Server) Identify(secret string) (auth.Identity, error) { return s.identify(secret) }
+
 // identify maps a bearer secret to an identity.
 func (s *Server) identify(secret string) (auth.Identity, error) {
 	if s.cfg.JoinToken != "" && auth.Equal(secret, s.cfg.JoinToken) {

@@ -112,3 +112,20 @@ func TestConfigKeysAreFlags(t *testing.T) {
 		}
 	}
 }
+
+// --web-tls serves the page with --tls-cert: it needs both.
+func TestWebTLSFlag(t *testing.T) {
+	for _, args := range [][]string{
+		{"--web-tls"},
+		{"--web-tls", "--web-addr", "127.0.0.1:8080"},
+		{"--web-tls", "--tls-cert", "/c.pem", "--tls-key", "/k.pem"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil || !strings.Contains(err.Error(), "--web-tls needs") {
+			t.Errorf("%q: %v, want --web-tls needs …", args, err)
+		}
+	}
+	o, err := parseFlags([]string{"--web-tls", "--web-addr", "127.0.0.1:8080", "--tls-cert", "/c.pem", "--tls-key", "/k.pem"}, io.Discard)
+	if err != nil || !o.webTLS {
+		t.Errorf("--web-tls with --web-addr and a certificate: %v", err)
+	}
+}

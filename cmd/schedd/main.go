@@ -59,6 +59,7 @@ type options struct {
 	join      string
 	metrics   string
 	web       string
+	webTLS    bool
 	config    string
 	maxInput  byteSize
 	maxQueued int
@@ -161,7 +162,8 @@ flags:
 	fs.StringVar(&o.id, "id", "", "this server's raft id among --peers (default: the peer whose address is --raft-addr)")
 	fs.StringVar(&o.apiAddr, "advertise", "", "`URL` peers send clients to when this server leads (default https://LISTEN, http:// with --insecure-tcp)")
 	fs.StringVar(&o.metrics, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (plain HTTP, apart from the API), e.g. 127.0.0.1:9100 (default: off)")
-	fs.StringVar(&o.web, "web-addr", "", "serve a read-only web page of the queue, nodes, partitions and fair share at http://ADDR/\n(plain HTTP, unauthenticated: jobs shown as to an anonymous user), e.g. 127.0.0.1:8080 (default: off)")
+	fs.StringVar(&o.web, "web-addr", "", "serve the web page of the queue, nodes, partitions and fair share at http://ADDR/, e.g. 127.0.0.1:8080\n(default: off); users who log in with a token submit, control and attach to their jobs there")
+	fs.BoolVar(&o.webTLS, "web-tls", false, "serve --web-addr over TLS with --tls-cert and --tls-key (https://ADDR/; the session cookie is Secure)")
 	o.maxInput = jobspec.DefaultMaxInput
 	fs.Var(&o.maxInput, "max-job-input", "the most `bytes` of text (commands, environment, mounts, paths) one job may hold, e.g. 64KiB;\na larger job is refused at submit")
 	fs.IntVar(&o.maxQueued, "max-queued-per-user", sched.DefaultMaxQueuedPerUser, "the most jobs one user may have PENDING or HELD; more are refused at submit (0: unlimited)")
@@ -205,6 +207,9 @@ flags:
 		return o, err
 	}
 	o.socket = abs
+	if o.webTLS && (o.web == "" || o.tlsCert == "") {
+		return o, errors.New("--web-tls needs --web-addr and --tls-cert with --tls-key")
+	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		return o, errors.New("--tls-cert and --tls-key go together")
 	}
@@ -329,11 +334,15 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	if o.web != "" {
 		wctx, stopWeb := context.WithCancel(context.Background())
 		defer stopWeb()
-		waddr, err := web.Serve(wctx, o.web, web.Handler(srv.ReadOnlyHandler()), log.Warn)
+		cert, key, scheme := "", "", "http://"
+		if o.webTLS {
+			cert, key, scheme = o.tlsCert, o.tlsKey, "https://"
+		}
+		waddr, err := web.Serve(wctx, o.web, cert, key, web.Handler(srv, webOutput(o, log)), log.Warn)
 		if err != nil {
 			return err
 		}
-		log.Info("serving the web page", "addr", "http://"+waddr.String()+"/")
+		log.Info("serving the web page", "addr", scheme+waddr.String()+"/")
 	}
 	lns, err := listen(o)
 	if err != nil {
@@ -416,6 +425,20 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	_ = ts.Shutdown(sctx)
 	os.Remove(o.socket)
 	return err
+}
+
+// webOutput is how the web page follows jobs' output: bpeek, from
+// schedd's own directory, over the socket.
+func webOutput(o options, log *slog.Logger) web.Output {
+	exe, err := os.Executable()
+	if err == nil {
+		bpeek := filepath.Join(filepath.Dir(exe), "bpeek")
+		if fi, err := os.Stat(bpeek); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return web.Output{Bpeek: bpeek, Addr: "unix://" + o.socket}
+		}
+	}
+	log.Warn("the web page cannot follow jobs' output: no bpeek next to schedd", "dir", filepath.Dir(exe))
+	return web.Output{}
 }
 
 // accountingPath is the SQLite store's file: --accounting-dsn, else

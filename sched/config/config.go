@@ -78,6 +78,7 @@ var Settings = []Setting{
 	{"advertise", "advertise", kindURL},
 	{"metrics_addr", "metrics-addr", kindAddr},
 	{"web_addr", "web-addr", kindAddr},
+	{"web_tls", "web-tls", kindBool},
 	{"max_job_input", "max-job-input", kindSize},
 	{"max_queued_per_user", "max-queued-per-user", kindCount},
 	{"keep_ended", "keep-ended", kindAge},

@@ -3,30 +3,29 @@ package web_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"image"
 	"image/png"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/webdriver"
+	"github.com/troupe-hpc/troupe/sched/web"
 )
 
 // The page in a real browser: headless Chromium driven by chromedriver
-// over the W3C WebDriver protocol (plain HTTP and JSON).
+// over the W3C WebDriver protocol (internal/webdriver).
 func TestPageInChromium(t *testing.T) {
-	browser, driver := chromiumPaths(t)
+	browser, driver := webdriver.Find(t)
 	srv, page, _ := schedd(t)
 	start := time.Now()
-	wd := startChromium(t, browser, driver) // stopped before schedd: the page holds a blocking query
+	wd := webdriver.Start(t, browser, driver) // stopped before schedd: the page holds a blocking query
 	t.Logf("chromium up in %v", time.Since(start).Round(time.Millisecond))
 	register(t, srv, "node-a", 4, "rack1", "ib")
 	register(t, srv, "node-b", 2)
@@ -34,62 +33,62 @@ func TestPageInChromium(t *testing.T) {
 	big := submit(t, srv, 1001, "big", 1, 4)     // waits for node-a: pending
 	tiny := submit(t, srv, 1000, "tiny", 1, 1)   // on node-b
 
-	wd.post("/url", map[string]any{"url": page + "/"})
-	wd.script(`window.__mark = 42; return 1`)
+	wd.Post("/url", map[string]any{"url": page + "/"})
+	wd.Script(`window.__mark = 42; return 1`)
 	row := func(id uint64) string { return "#job-" + strconv.FormatUint(id, 10) }
-	wd.waitText(row(small), "SCHEDULED")
-	wd.waitText(row(big), "PENDING")
-	wd.waitText(row(big), "Resources")
+	wd.WaitText(row(small), "SCHEDULED")
+	wd.WaitText(row(big), "PENDING")
+	wd.WaitText(row(big), "Resources")
 	for _, want := range []string{"small", "user1000", "default", "node-a"} {
-		wd.waitText(row(small), want)
+		wd.WaitText(row(small), want)
 	}
-	wd.waitText(row(tiny), "node-b")
+	wd.WaitText(row(tiny), "node-b")
 	// bqueue's order: started jobs, then pending by priority.
-	order := wd.script(`return [...document.querySelectorAll('#queue tbody tr')].map(r => r.dataset.id).join(',')`)
+	order := wd.Script(`return [...document.querySelectorAll('#queue tbody tr')].map(r => r.dataset.id).join(',')`)
 	if !strings.HasPrefix(order, strconv.FormatUint(small, 10)+",") {
 		t.Errorf("queue order %s: the started job should come first", order)
 	}
-	wd.waitText("#node-node-a", "UP")
-	wd.waitText("#node-node-a", "rack1")
-	wd.waitText("#node-node-a", "4/4") // cpu alloc/total
-	wd.waitText("#node-node-b", "UP")
-	wd.waitText("#partition-default", "default*")
-	wd.waitText("#live", "live")
+	wd.WaitText("#node-node-a", "UP")
+	wd.WaitText("#node-node-a", "rack1")
+	wd.WaitText("#node-node-a", "4/4") // cpu alloc/total
+	wd.WaitText("#node-node-b", "UP")
+	wd.WaitText("#partition-default", "default*")
+	wd.WaitText("#live", "live")
 
-	shot := wd.screenshot()
+	shot := wd.Screenshot()
 	checkScreenshot(t, shot)
 	saveScreenshot(t, "troupe-web.png", shot)
 
 	// A click shows the job's detail: containers, pending reason, priority.
-	wd.click(row(big))
-	wd.waitText("#detail-title", fmt.Sprintf("Job %d: big", big))
+	wd.Click(row(big))
+	wd.WaitText("#detail-title", fmt.Sprintf("Job %d: big", big))
 	for _, want := range []string{"PENDING", "Resources", "Queue position", "user1001", "main1", "pending", "FAIRSHARE"} {
-		wd.waitText("#detail-body", want)
+		wd.WaitText("#detail-body", want)
 	}
-	if body := wd.script(`return document.querySelector('#detail-body').textContent`); strings.Contains(body, "secret-command") {
+	if body := wd.Script(`return document.querySelector('#detail-body').textContent`); strings.Contains(body, "secret-command") {
 		t.Errorf("the detail shows another user's command: %s", body)
 	}
-	wd.click(row(small))
-	wd.waitText("#detail-title", fmt.Sprintf("Job %d: small", small))
-	wd.waitText("#containers", "node-a")
-	wd.waitText("#containers", "10.0.0.") // node address
-	wd.waitText("#containers", "assigned")
-	saveScreenshot(t, "troupe-web-detail.png", wd.screenshot())
+	wd.Click(row(small))
+	wd.WaitText("#detail-title", fmt.Sprintf("Job %d: small", small))
+	wd.WaitText("#containers", "node-a")
+	wd.WaitText("#containers", "10.0.0.") // node address
+	wd.WaitText("#containers", "assigned")
+	saveScreenshot(t, "troupe-web-detail.png", wd.Screenshot())
 
 	// Changes show without a reload: a kill, a new submission.
 	killed := time.Now()
 	if _, err := srv.Kill(context.Background(), big); err != nil {
 		t.Fatal(err)
 	}
-	wd.waitText(row(big), "CANCELLED")
+	wd.WaitText(row(big), "CANCELLED")
 	t.Logf("a kill showed after %v", time.Since(killed).Round(time.Millisecond))
 	submitted := time.Now()
 	late := submit(t, srv, 1002, "late-arrival", 1, 1)
-	wd.waitText(row(late), "late-arrival")
+	wd.WaitText(row(late), "late-arrival")
 	t.Logf("a submission showed after %v", time.Since(submitted).Round(time.Millisecond))
-	wd.click(row(late))
-	wd.waitText("#detail-title", "late-arrival")
-	if got := wd.script(`return String(window.__mark)`); got != "42" {
+	wd.Click(row(late))
+	wd.WaitText("#detail-title", "late-arrival")
+	if got := wd.Script(`return String(window.__mark)`); got != "42" {
 		t.Errorf("the page reloaded (window.__mark = %s)", got)
 	}
 }
@@ -174,217 +173,85 @@ func saveScreenshot(t *testing.T, name string, shot []byte) {
 	}
 }
 
-// webDriver is a chromedriver session.
-type webDriver struct {
-	t       *testing.T
-	base    string // http://127.0.0.1:PORT/session/ID
-	timeout time.Duration
-}
+// The page acts, in a real browser: log in with a token, submit a job
+// file, hold and release it, kill it; another user's job offers no
+// buttons.
+func TestPageActsInChromium(t *testing.T) {
+	browser, driver := webdriver.Find(t)
+	me, err := user.Current()
+	if err != nil || me.HomeDir == "" {
+		t.Skipf("SKIP: this process's user has no home directory (%v): the page submits from there", err)
+	}
+	srv, page, _ := schedd(t)
+	wd := webdriver.Start(t, browser, driver)
+	_, secret := token(t, srv, os.Getuid(), me.Username)
+	other := submit(t, srv, 4242, "someone-elses", 1, 1)
 
-// chromiumPaths finds Chromium and chromedriver, or skips the test.
-func chromiumPaths(t *testing.T) (browser, driver string) {
-	t.Helper()
-	driver, err := exec.LookPath("chromedriver")
-	if err != nil {
-		t.Skip("SKIP: chromedriver not found; install chromium and chromium-driver (contrib/dev/install-deps) to test the web page in a browser")
+	wd.Post("/url", map[string]any{"url": page + "/"})
+	wd.WaitText("#live", "live")
+	if v := wd.Script(`return String(document.getElementById('submit-section').hidden)`); v != "true" {
+		t.Errorf("the submit form shows before logging in")
 	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if browser, err = exec.LookPath(name); err == nil {
-			return browser, driver
-		}
+	wd.Click("#login-open")
+	wd.Type("#login-token", secret+"\n")
+	wd.WaitText("#who", me.Username)
+	if d := wd.Script(`return getComputedStyle(document.getElementById('login-form')).display`); d != "none" {
+		t.Errorf("the login form still shows (display %s) once logged in", d)
 	}
-	t.Skip("SKIP: chromium not found; install chromium (contrib/dev/install-deps) to test the web page in a browser")
-	return "", ""
-}
+	if c := wd.Script(`return document.cookie`); strings.Contains(c, web.CookieName) {
+		t.Errorf("the page's script reads the session cookie: %q", c)
+	}
 
-// startChromium starts chromedriver and a headless Chromium session; both
-// are killed when the test ends.
-func startChromium(t *testing.T, browser, driver string) *webDriver {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Another user's job: no buttons.
+	wd.Click("#job-" + strconv.FormatUint(other, 10))
+	wd.WaitText("#detail-title", "someone-elses")
+	if n := wd.Script(`return String(document.querySelectorAll('#actions button').length)`); n != "0" {
+		t.Errorf("another user's job offers %s buttons", n)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	profile := t.TempDir()
-	cmd := exec.Command(driver, "--port="+strconv.Itoa(port))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// chromedriver, Chromium and its helpers share the process group
-		// started here; anything that left it still names our profile.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		for i := 0; killByArg(t, "--user-data-dir="+profile) > 0; i++ {
-			if i == 50 {
-				t.Errorf("chromium processes of this test outlived it")
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if t.Failed() {
-			t.Logf("chromedriver:\n%s", logs.String())
-		}
-	})
-	root := "http://127.0.0.1:" + strconv.Itoa(port)
-	wd := &webDriver{t: t, base: root, timeout: 15 * time.Second}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var st struct {
-			Ready bool `json:"ready"`
-		}
-		if err := wd.do("GET", "/status", nil, &st); err == nil && st.Ready {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("chromedriver did not come up:\n%s", logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	var sess struct {
-		SessionID string `json:"sessionId"`
-	}
-	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
-		"browserName": "chrome",
-		"goog:chromeOptions": map[string]any{"binary": browser, "args": []string{
-			"--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-			"--window-size=1400,900", "--hide-scrollbars", "--force-device-scale-factor=1", "--user-data-dir=" + profile,
-		}},
-	}}}
-	if err := wd.do("POST", "/session", caps, &sess); err != nil {
-		t.Fatalf("starting Chromium: %v\n%s", err, logs.String())
-	}
-	wd.base = root + "/session/" + sess.SessionID
-	t.Cleanup(func() { _ = wd.do("DELETE", "", nil, nil) })
-	return wd
-}
 
-// killByArg kills the processes whose command line holds arg (Chromium
-// helpers that left the process group) and says how many there were.
-func killByArg(t *testing.T, arg string) int {
-	n := 0
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || !bytes.Contains(b, []byte(arg)) {
-			continue
-		}
-		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		if err == nil && pid != os.Getpid() {
-			t.Logf("killing leftover chromium process %d", pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			n++
+	wd.Type("#job-source", "job \"from-chromium\" {\n  image   = \"host\"\n  command = [\"sleep\", \"600\"]\n  resources {\n    cpu    = 1\n    memory = \"256MiB\"\n  }\n}\n")
+	wd.Click("#job-hold")
+	wd.Click("#job-submit")
+	wd.WaitText("#submit-msg", "is submitted to partition <default>")
+	var id uint64
+	for _, j := range srv.Store().Snapshot().Jobs() {
+		if j.Name == "from-chromium" {
+			id = j.ID
 		}
 	}
-	return n
-}
+	if id == 0 {
+		t.Fatalf("the page's submission is not in the state; the page says %q", wd.Script(`return document.getElementById('submit-msg').textContent`))
+	}
+	row := "#job-" + strconv.FormatUint(id, 10)
+	wd.WaitText(row, "from-chromium")
+	wd.WaitText(row, "HELD")
+	wd.WaitText(row, me.Username)
+	wd.WaitText("#detail-title", "from-chromium") // the page selects what it submitted
+	wd.Click("#act-release")
+	wd.WaitText(row, "PENDING")
+	wd.Click("#act-hold")
+	wd.WaitText(row, "HELD")
+	saveScreenshot(t, "troupe-web-actions.png", wd.Screenshot())
+	wd.Click("#act-kill")
+	wd.WaitText("#act-kill", "Really kill?")
+	wd.Script(`renderDetail(); return 1`) // a refresh between the clicks keeps it armed
+	wd.WaitText("#act-kill", "Really kill?")
+	wd.Click("#act-kill")
+	wd.WaitText(row, "CANCELLED")
+	if j := srv.Store().Snapshot().Job(id); j.State != api.JobCancelled || j.UID != os.Getuid() {
+		t.Errorf("job %d: %s uid %d", id, j.State, j.UID)
+	}
 
-// do makes one WebDriver call; out receives the answer's "value".
-func (wd *webDriver) do(method, path string, in, out any) error {
-	var body bytes.Buffer
-	if in != nil {
-		if err := json.NewEncoder(&body).Encode(in); err != nil {
-			return err
-		}
-	}
-	req, err := http.NewRequest(method, wd.base+path, &body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var res struct {
-		Value json.RawMessage `json:"value"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-		return fmt.Errorf("%s %s: %d: %v", method, path, resp.StatusCode, err)
-	}
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, res.Value)
-	}
-	if out != nil {
-		return json.Unmarshal(res.Value, out)
-	}
-	return nil
-}
+	// A bad file's errors show with their line.
+	wd.Script(`document.getElementById('job-source').value = ''; return 1`)
+	wd.Type("#job-source", "job \"x\" {\n  image = \"host\"\n  colour = 1\n}\n")
+	wd.Click("#job-hold")
+	wd.Click("#job-submit")
+	wd.WaitText("#submit-msg", "job.hcl:3:3: Unsupported argument")
 
-func (wd *webDriver) post(path string, in any) json.RawMessage {
-	wd.t.Helper()
-	var out json.RawMessage
-	if err := wd.do("POST", path, in, &out); err != nil {
-		wd.t.Fatal(err)
+	wd.Click("#logout")
+	wd.WaitText("#login-open", "Log in")
+	if v := wd.Script(`return String(document.getElementById('submit-section').hidden)`); v != "true" {
+		t.Errorf("the submit form still shows after logging out")
 	}
-	return out
-}
-
-// script runs js in the page and returns its result as text.
-func (wd *webDriver) script(js string) string {
-	wd.t.Helper()
-	out := wd.post("/execute/sync", map[string]any{"script": js, "args": []any{}})
-	var s string
-	if json.Unmarshal(out, &s) == nil {
-		return s
-	}
-	return string(out)
-}
-
-// waitText waits until the element at css shows want in its text.
-func (wd *webDriver) waitText(css, want string) {
-	wd.t.Helper()
-	js := fmt.Sprintf(`const e = document.querySelector(%q); return e ? e.textContent : "(no element)"`, css)
-	deadline := time.Now().Add(wd.timeout)
-	for {
-		got := wd.script(js)
-		if strings.Contains(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			wd.t.Fatalf("%s shows %q, want %q in it", css, got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// click clicks the element at css as a user would, finding it again if
-// a refresh replaced it in between.
-func (wd *webDriver) click(css string) {
-	wd.t.Helper()
-	var err error
-	for range 5 {
-		var el map[string]string
-		if err = wd.do("POST", "/element", map[string]any{"using": "css selector", "value": css}, &el); err != nil {
-			break
-		}
-		for _, id := range el { // the key is the W3C element identifier
-			err = wd.do("POST", "/element/"+id+"/click", map[string]any{}, nil)
-		}
-		if err == nil || !strings.Contains(err.Error(), "stale element") {
-			break
-		}
-	}
-	if err != nil {
-		wd.t.Fatal(err)
-	}
-}
-
-func (wd *webDriver) screenshot() []byte {
-	wd.t.Helper()
-	var b64 string
-	if err := wd.do("GET", "/screenshot", nil, &b64); err != nil {
-		wd.t.Fatal(err)
-	}
-	b, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		wd.t.Fatal(err)
-	}
-	return b
 }

@@ -18,6 +18,9 @@ import (
 	"github.com/troupe-hpc/troupe/sched/web"
 )
 
+// joinToken is the test controller's cluster join token.
+const joinToken = "trp_join-token-of-the-test"
+
 // schedd is a real controller (raft on disk, scheduling loop running)
 // with the web listener in front of its read-only API, as schedd
 // --web-addr serves it; api is its full API, as the trusted socket
@@ -25,13 +28,13 @@ import (
 func schedd(t *testing.T) (srv *sched.Server, page, full string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := sched.Open(ctx, sched.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := sched.Open(ctx, sched.Config{DataDir: t.TempDir(), JoinToken: joinToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
-	ws := httptest.NewServer(web.Handler(srv.ReadOnlyHandler()))
+	ws := httptest.NewServer(web.Handler(srv, web.Output{}))
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ws.Close(); hs.Close(); cancel(); <-done; srv.Close() })
 	return srv, ws.URL, hs.URL

@@ -1,14 +1,22 @@
-// troupe's read-only page. It reads the /v1 GET endpoints of the
-// listener that served it and waits for changes with a blocking query on
-// /v1/jobs (?index=N&wait=30s, answered when the state index passes N,
-// with the new index in X-Troupe-Index); then it re-reads the nodes,
-// partitions, fair share and the selected job. Everything from the
-// server is written with textContent: job names are user input.
+// troupe's page. It reads the /v1 GET endpoints of the listener that
+// served it and waits for changes with a blocking query on /v1/jobs
+// (?index=N&wait=30s, answered when the state index passes N, with the
+// new index in X-Troupe-Index); then it re-reads the nodes, partitions,
+// fair share and the selected job. Everything from the server is written
+// with textContent: job names are user input.
+//
+// A user who logs in (POST /login with one of their tokens; the session
+// is an HttpOnly cookie) submits job files (POST /submit), kills, holds
+// and releases their jobs (POST /v1/jobs/ID/kill, …) and opens a job's
+// terminal (terminal.js). Every write carries the session's CSRF token
+// in the X-Troupe-CSRF header, which GET /session answers.
 'use strict';
 
 const S = {
   jobs: [], nodes: [], parts: null, fs: null, job: null,
   index: 0, selected: 0, skew: 0, lastOK: 0,
+  me: null, // the session: { user, uid, admin, csrf }, or null
+  armed: 0, armTimer: 0, // the job whose Kill was clicked once
 };
 
 // ---- helpers
@@ -107,7 +115,7 @@ function sortQueue(jobs) {
 // ---- fetching
 
 async function getJSON(path) {
-  const r = await fetch(path, { cache: 'no-store', credentials: 'omit' });
+  const r = await fetch(path, { cache: 'no-store', credentials: 'same-origin' });
   const date = r.headers.get('Date');
   if (date) S.skew = Date.parse(date) - Date.now();
   let body = null;
@@ -146,7 +154,11 @@ async function loop() {
   for (;;) {
     try {
       const q = S.index && !settle ? `/v1/jobs?index=${S.index}&wait=30s` : '/v1/jobs';
-      const { body, index } = await getJSON(q);
+      const kicked = new Promise(r => { kicker = () => r(null); });
+      const got = await Promise.race([getJSON(q), kicked]);
+      kicker = null;
+      if (!got) { settle = false; continue; }
+      const { body, index } = got;
       const changed = index !== S.index;
       S.jobs = body.jobs || [];
       S.index = index;
@@ -174,6 +186,205 @@ function setLive(ok, msg) {
   l.className = 'live ' + (ok ? 'ok' : 'err');
   l.textContent = ok ? `live · index ${S.index}` : 'disconnected';
   l.title = ok ? 'updates as the state changes' : String(msg || '');
+}
+
+// post sends a write of the session: JSON in and out, the CSRF header.
+async function post(path, body) {
+  const r = await fetch(path, {
+    method: 'POST', cache: 'no-store', credentials: 'same-origin',
+    headers: { 'Content-Type': 'application/json', 'X-Troupe-CSRF': S.me ? S.me.csrf : '' },
+    body: body === undefined ? '' : JSON.stringify(body),
+  });
+  let out = null;
+  try { out = await r.json(); } catch (e) { /* not JSON */ }
+  if (r.status === 401) await refreshSession();
+  if (!r.ok) throw new Error((out && out.error) || `${path}: HTTP ${r.status}`);
+  return out;
+}
+
+// ---- the session
+
+async function refreshSession() {
+  try {
+    const { body } = await getJSON('/session');
+    S.me = body && body.user ? body : null;
+  } catch (e) {
+    S.me = null;
+  }
+  renderSession();
+}
+
+function renderSession() {
+  const on = !!S.me;
+  document.getElementById('who').textContent = on ? `${S.me.user}${S.me.admin ? ' (admin)' : ''}` : '';
+  document.getElementById('login-open').hidden = on;
+  document.getElementById('logout').hidden = !on;
+  document.getElementById('submit-section').hidden = !on;
+  if (on) document.getElementById('login-form').hidden = true;
+  if (!on) { Term.close(); stopOutput(); }
+  renderDetail();
+}
+
+async function login(ev) {
+  ev.preventDefault();
+  const input = document.getElementById('login-token');
+  const msg = document.getElementById('login-msg');
+  msg.textContent = '';
+  try {
+    const r = await fetch('/login', {
+      method: 'POST', cache: 'no-store', credentials: 'same-origin',
+      headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token: input.value.trim() }),
+    });
+    const out = await r.json();
+    if (!r.ok) throw new Error(out.error || `HTTP ${r.status}`);
+    input.value = '';
+    S.me = out;
+    renderSession();
+    kick();
+  } catch (e) {
+    msg.textContent = e.message;
+  }
+}
+
+async function logout() {
+  try { await post('/logout'); } catch (e) { /* gone anyway */ }
+  S.me = null;
+  renderSession();
+  kick();
+}
+
+// kick re-reads everything now: what a session sees differs.
+let kicker = null;
+function kick() { S.index = 0; if (kicker) kicker(); }
+
+// ---- writes
+
+function mine(j) { return !!(S.me && j && (S.me.admin || j.uid === S.me.uid)); }
+
+async function submitJob() {
+  const msg = document.getElementById('submit-msg');
+  const file = document.getElementById('job-file');
+  msg.className = 'submit-msg';
+  msg.textContent = 'submitting…';
+  try {
+    const res = await post('/submit', {
+      name: file.files.length ? file.files[0].name : 'job.hcl',
+      source: document.getElementById('job-source').value,
+      interactive: document.getElementById('job-interactive').checked,
+      hold: document.getElementById('job-hold').checked,
+      request_id: crypto.randomUUID ? crypto.randomUUID() : '',
+    });
+    msg.textContent = `Job <${res.job_id}> is submitted to partition <${res.partition}>.`;
+    kick();
+    select(res.job_id);
+  } catch (e) {
+    msg.className = 'submit-msg err';
+    msg.textContent = e.message;
+  }
+}
+
+async function readJobFile() {
+  const f = document.getElementById('job-file').files[0];
+  if (f) document.getElementById('job-source').value = await f.text();
+}
+
+async function control(id, what) {
+  const msg = document.getElementById('action-msg');
+  try {
+    const j = await post(`/v1/jobs/${id}/${what}`);
+    if (S.selected === id) S.job = j;
+    if (msg) msg.textContent = '';
+    kick();
+  } catch (e) {
+    const m = document.getElementById('action-msg');
+    if (m) m.textContent = e.message;
+  }
+}
+
+// ---- output: GET /v1/jobs/ID/output streams what bpeek -f prints.
+
+let following = null; // the AbortController of the output shown
+
+async function followOutput(id) {
+  stopOutput();
+  const ctl = new AbortController();
+  following = ctl;
+  const pre = document.getElementById('output');
+  const status = document.getElementById('output-status');
+  document.getElementById('output-section').hidden = false;
+  document.getElementById('output-title').textContent = `Output: job ${id} main1`;
+  pre.textContent = '';
+  status.textContent = 'following…';
+  try {
+    const r = await fetch(`/v1/jobs/${id}/output?host=main1`, { cache: 'no-store', credentials: 'same-origin', signal: ctl.signal });
+    if (!r.ok) {
+      let msg = `HTTP ${r.status}`;
+      try { msg = (await r.json()).error || msg; } catch (e) { /* not JSON */ }
+      throw new Error(msg);
+    }
+    const rd = r.body.getReader();
+    const dec = new TextDecoder();
+    for (;;) {
+      const { value, done } = await rd.read();
+      if (done) break;
+      const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.append(document.createTextNode(dec.decode(value, { stream: true })));
+      if (stick) pre.scrollTop = pre.scrollHeight;
+    }
+    if (following === ctl) status.textContent = 'the job has ended';
+  } catch (e) {
+    if (following === ctl) status.textContent = ctl.signal.aborted ? '' : e.message;
+  }
+}
+
+function stopOutput() {
+  if (following) following.abort();
+  following = null;
+  document.getElementById('output-section').hidden = true;
+}
+
+function outputButton(j) {
+  const b = el('button', 'act', 'Output');
+  b.id = 'act-output';
+  b.type = 'button';
+  b.addEventListener('click', () => followOutput(j.id));
+  return b;
+}
+
+// actions are the buttons for the selected job: the owner's (or an
+// admin's) kill, hold, release and terminal.
+function actions(j) {
+  const bar = el('div');
+  bar.id = 'actions';
+  if (!mine(j)) return bar;
+  if (terminal(j.state)) {
+    if (!j.interactive) bar.append(outputButton(j));
+    return bar;
+  }
+  const button = (id, label, fn, cls) => {
+    const b = el('button', 'act' + (cls ? ' ' + cls : ''), label);
+    b.id = id;
+    b.type = 'button';
+    b.addEventListener('click', fn);
+    bar.append(b);
+    return b;
+  };
+  if (j.interactive && j.state === 'RUNNING') button('act-terminal', 'Terminal', () => Term.open(j.id));
+  if (!j.interactive) bar.append(outputButton(j));
+  if (j.state === 'PENDING') button('act-hold', 'Hold', () => control(j.id, 'hold'));
+  if (j.state === 'HELD') button('act-release', 'Release', () => control(j.id, 'release'));
+  // Kill asks twice: the first click arms it for a few seconds (across
+  // re-renders of the detail).
+  const kill = button('act-kill', S.armed === j.id ? 'Really kill?' : 'Kill', () => {
+    clearTimeout(S.armTimer);
+    if (S.armed === j.id) { S.armed = 0; control(j.id, 'kill'); return; }
+    S.armed = j.id;
+    kill.textContent = 'Really kill?';
+    S.armTimer = setTimeout(() => { S.armed = 0; renderDetail(); }, 4000);
+  }, 'danger');
+  bar.append(el('span', 'msg', ''));
+  bar.lastChild.id = 'action-msg';
+  return bar;
 }
 
 // ---- rendering
@@ -352,6 +563,8 @@ function renderDetail() {
   if (j.network) kv(dl, 'Network', `${j.network.subnet} (vni ${j.network.vni})`);
   kv(dl, 'Session', j.session_id);
   const parts = [dl];
+  // The buttons come first, above the rest.
+  parts.unshift(actions(j));
 
   const f = j.priority_factors;
   if (j.state === 'PENDING' && f) {
@@ -416,6 +629,18 @@ document.addEventListener('DOMContentLoaded', () => {
     show(0);
   });
   window.addEventListener('hashchange', () => show(fromHash()));
+  document.getElementById('login-open').addEventListener('click', () => {
+    const f = document.getElementById('login-form');
+    f.hidden = !f.hidden;
+    if (!f.hidden) document.getElementById('login-token').focus();
+  });
+  document.getElementById('login-form').addEventListener('submit', login);
+  document.getElementById('logout').addEventListener('click', logout);
+  document.getElementById('job-submit').addEventListener('click', submitJob);
+  document.getElementById('job-file').addEventListener('change', readJobFile);
+  document.getElementById('terminal-close').addEventListener('click', e => { e.preventDefault(); Term.close(); });
+  document.getElementById('output-close').addEventListener('click', e => { e.preventDefault(); stopOutput(); });
+  refreshSession();
   S.selected = fromHash();
   setInterval(tick, 1000);
   loop();
