@@ -20,7 +20,7 @@ const (
 	MaxCPU         = 65536   // cores per container
 	MaxMemory      = 1 << 50 // bytes per container (1 PiB)
 	MaxGPU         = 64      // GPUs per container; a node offers at most as many
-	MaxServices    = 16 // service blocks per job
+	MaxServices    = 16      // service blocks per job
 	maxNameLen     = 63
 	maxRoleNameLen = 32
 	maxPathLen     = 4096 // PATH_MAX
