@@ -51,6 +51,8 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST /v1/reconfig", adminOnly(s.handleReconfig))
 	m.HandleFunc("GET /v1/snapshot", adminOnly(s.handleSnapshotSave))
 	m.HandleFunc("POST /v1/snapshot", adminOnly(s.handleSnapshotRestore))
+	m.HandleFunc(AppsPrefix+"{id}/{service}/{rest...}", s.handleApp)
+	m.HandleFunc(AppsPrefix+"{id}/{service}", s.handleApp)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if id := r.Header.Get(api.RequestHeader); id != "" && r.Method == http.MethodPost {
 			r = r.WithContext(withRequestID(r.Context(), id))
