@@ -210,4 +210,3 @@ func TestAppProxy(t *testing.T) {
 		t.Errorf("service down: %d %s, want 502 naming the refusal", code, body)
 	}
 }
-
