@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// echoPy answers an HTTP Upgrade with 101, then echoes each line back:
+// the app end of a WebSocket, without the framing.
+const echoPy = `import socket, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8001))
+s.listen()
+def serve(c):
+    f = c.makefile("rb")
+    while f.readline() not in (b"\r\n", b"\n", b""):
+        pass
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+    for line in f:
+        c.sendall(b"echo " + line)
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+`
+
+// TestAppsProxy: a runc job declares two services, python3's
+// http.server and an Upgrade echo, both listening on main1's loopback
+// only. Its owner GETs a file through schedd's /apps/JOB/files/ and
+// talks through an upgraded /apps/JOB/echo/ stream; another user gets
+// 403; an undeclared service is 404; a port the job listens on but did
+// not declare cannot be named at all; after the job ends the URL is
+// refused.
+func TestAppsProxy(t *testing.T) {
+	needRunc(t)
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("SKIP: needs /usr/bin/python3 (the job's web server, in the host image)")
+	}
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("SKIP: needs curl (another user's request on the socket; `make deps` installs it)")
+	}
+	c := startCluster(t, 1, "2")
+	dir := t.TempDir()
+	site := filepath.Join(dir, "site")
+	if err := os.Mkdir(site, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"hello.txt": "hello through the proxy\n", "echo.py": echoPy} {
+		if err := os.WriteFile(filepath.Join(site, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, _ := c.submit(dir, "apps", fmt.Sprintf(`
+job "apps" {
+  image   = "host"
+  command = ["sh", "-c", "/usr/bin/python3 /home/work/site/echo.py & /usr/bin/python3 -m http.server 8002 --bind 127.0.0.1 --directory /tmp & cd /home/work/site && exec /usr/bin/python3 -m http.server 8000 --bind 127.0.0.1"]
+  mount "site" {
+    source   = %q
+    target   = "/home/work/site"
+    readonly = true
+  }
+  service "files" {
+    port = 8000
+  }
+  service "echo" {
+    port = 8001
+  }
+  output = "apps-%%j.out"
+}`, site))
+	c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.State == api.JobRunning })
+
+	sock := strings.TrimPrefix(c.addr, "unix://")
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := hc.Get("http://troupe" + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	apps := "/apps/" + strconv.FormatUint(id, 10)
+
+	// The server may still be starting: 502 (refused) until it listens.
+	var code int
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		code, body = get(apps + "/files/hello.txt")
+		if code != http.StatusBadGateway || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != http.StatusOK || body != "hello through the proxy\n" {
+		t.Fatalf("the owner's GET: %d %q", code, body)
+	}
+	if code, body := get(apps + "/files/"); code != http.StatusOK || !strings.Contains(body, "hello.txt") {
+		t.Errorf("the listing: %d %q", code, body)
+	}
+	if code, body := get(apps + "/ssh/"); code != http.StatusNotFound || !strings.Contains(body, "declares files, echo") {
+		t.Errorf("an undeclared service: %d %s", code, body)
+	}
+	// Port 8002 serves /tmp in main1, but no service names it: nothing
+	// reaches it (a service is named, never numbered).
+	if code, _ := get(apps + "/8002/"); code != http.StatusNotFound {
+		t.Errorf("an undeclared port: %d, want 404", code)
+	}
+
+	// Another user, on the same socket.
+	other := exec.Command(curl, "-s", "-o", "/dev/null", "-w", "%{http_code}", "--unix-socket", sock, "http://troupe"+apps+"/files/hello.txt")
+	other.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := other.Output(); err != nil || string(out) != "403" {
+		t.Errorf("another user's GET: %q %v, want 403", out, err)
+	}
+
+	// An upgraded stream carries bytes both ways.
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "GET %s/echo/ HTTP/1.1\r\nHost: troupe\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", apps)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade through /apps: %v %v", resp, err)
+	}
+	for _, msg := range []string{"one\n", "two\n"} {
+		_, _ = io.WriteString(conn, msg)
+		if got, err := br.ReadString('\n'); err != nil || got != "echo "+msg {
+			t.Fatalf("through the upgraded stream: %q %v, want %q", got, err, "echo "+msg)
+		}
+	}
+	conn.Close()
+
+	// bjob shows the services' paths.
+	if out, _, _ := c.run(dir, "bjob", strconv.FormatUint(id, 10)); !strings.Contains(out, apps+"/files/") {
+		t.Errorf("bjob does not show the service files:\n%s", out)
+	}
+
+	if _, _, code := c.run(dir, "bkill", strconv.FormatUint(id, 10)); code != 0 {
+		t.Fatalf("bkill exited %d", code)
+	}
+	c.waitState(id, 30*time.Second, func(j api.Job) bool { return j.State.Terminal() })
+	if code, body := get(apps + "/files/hello.txt"); code != http.StatusConflict {
+		t.Errorf("after the job ended: %d %s, want 409", code, body)
+	}
+}
