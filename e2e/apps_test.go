@@ -44,8 +44,9 @@ while True:
 // only. Its owner GETs a file through schedd's /apps/JOB/files/ and
 // talks through an upgraded /apps/JOB/echo/ stream; another user gets
 // 403; an undeclared service is 404; a port the job listens on but did
-// not declare cannot be named at all; after the job ends the URL is
-// refused.
+// not declare cannot be named at all; a declared port only the node's
+// loopback serves is refused (502), never the node's; after the job
+// ends the URL is refused.
 func TestAppsProxy(t *testing.T) {
 	needRunc(t)
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
@@ -56,6 +57,10 @@ func TestAppsProxy(t *testing.T) {
 		t.Skip("SKIP: needs curl (another user's request on the socket; `make deps` installs it)")
 	}
 	c := startCluster(t, 1, "2")
+	// A server on the node's own loopback: a service on its port must
+	// not reach it (the nodelet dials inside main1's namespace).
+	node := listenInNetNS(t, c.hostNamespaces(1)[0], "127.0.0.1:0", "node-loopback")
+	nodePort := node.Addr().(*net.TCPAddr).Port
 	dir := t.TempDir()
 	site := filepath.Join(dir, "site")
 	if err := os.Mkdir(site, 0o755); err != nil {
@@ -81,8 +86,11 @@ job "apps" {
   service "echo" {
     port = 8001
   }
+  service "node" {
+    port = %d
+  }
   output = "apps-%%j.out"
-}`, site))
+}`, site, nodePort))
 	c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.State == api.JobRunning })
 
 	sock := strings.TrimPrefix(c.addr, "unix://")
@@ -117,13 +125,20 @@ job "apps" {
 	if code, body := get(apps + "/files/"); code != http.StatusOK || !strings.Contains(body, "hello.txt") {
 		t.Errorf("the listing: %d %q", code, body)
 	}
-	if code, body := get(apps + "/ssh/"); code != http.StatusNotFound || !strings.Contains(body, "declares files, echo") {
+	if code, body := get(apps + "/ssh/"); code != http.StatusNotFound || !strings.Contains(body, "declares files, echo, node") {
 		t.Errorf("an undeclared service: %d %s", code, body)
 	}
 	// Port 8002 serves /tmp in main1, but no service names it: nothing
 	// reaches it (a service is named, never numbered).
 	if code, _ := get(apps + "/8002/"); code != http.StatusNotFound {
 		t.Errorf("an undeclared port: %d, want 404", code)
+	}
+
+	// A declared port nothing in main1 listens on, though the node's
+	// loopback does: refused in the container, the node's server never
+	// answers.
+	if code, body := get(apps + "/node/"); code != http.StatusBadGateway || !strings.Contains(body, "refused") || strings.Contains(body, "node-loopback") {
+		t.Errorf("a port only the node listens on: %d %s, want 502 connection refused", code, body)
 	}
 
 	// Another user, on the same socket.
