@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -137,8 +138,7 @@ func appNode(j *api.Job) (string, error) {
 // own the job (or be an admin), reaches the service's port in the job's
 // running main1, with HTTP and WebSocket (Upgrade) alike. The app sees
 // the path without /apps/ID/SERVICE (X-Forwarded-Prefix says it), unless
-// the service keeps the prefix; never the caller's Authorization or
-// app login cookie. A browser logs in with ?troupe-login= (applogin.go).
+// the service keeps the prefix; never the caller's Authorization.
 func (s *Server) handleApp(w http.ResponseWriter, r *http.Request) {
 	id, ok := jobID(w, r)
 	if !ok {
@@ -153,31 +153,11 @@ func (s *Server) handleApp(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("job %d: %w", id, state.ErrNotFound))
 		return
 	}
-	name := r.PathValue("service")
-	if r.PathValue("rest") == "" && !strings.HasSuffix(r.URL.Path, "/") {
-		// Relative links of the app's root page resolve under the
-		// prefix, and the login cookie's path is the prefix with "/".
-		to := appPrefix(id, name) + "/"
-		if r.URL.RawQuery != "" {
-			to += "?" + r.URL.RawQuery
-		}
-		http.Redirect(w, r, to, http.StatusPermanentRedirect)
-		return
-	}
-	if ticket := r.URL.Query().Get(AppLoginParam); ticket != "" {
-		s.redeemAppLogin(w, r, j, name, ticket)
-		return
-	}
-	ctx, err := s.appCaller(r, j, name)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	r = r.WithContext(ctx)
-	if err := mayControl(ctx, j); err != nil {
+	if err := mayControl(r.Context(), j); err != nil {
 		writeErr(w, fmt.Errorf("%w: job %d belongs to %s; you may reach only your own jobs' services", ErrForbidden, j.ID, j.User))
 		return
 	}
+	name := r.PathValue("service")
 	svc := j.Spec.Service(name)
 	if svc == nil {
 		writeErr(w, fmt.Errorf("job %d declares no service %q (%s): %w", id, name, serviceNames(j), state.ErrNotFound))
@@ -187,7 +167,12 @@ func (s *Server) handleApp(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	prefix := appPrefix(id, name)
+	prefix := AppsPrefix + strconv.FormatUint(id, 10) + "/" + name
+	if r.PathValue("rest") == "" && !strings.HasSuffix(r.URL.Path, "/") {
+		// Relative links of the app's root page resolve under the prefix.
+		http.Redirect(w, r, prefix+"/", http.StatusPermanentRedirect)
+		return
+	}
 	backend := appHost(id, j.Requeues, svc.Port)
 	rp := &httputil.ReverseProxy{
 		Transport: s.appTransport(),
@@ -205,29 +190,8 @@ func (s *Server) handleApp(w http.ResponseWriter, r *http.Request) {
 			pr.Out.Host = pr.In.Host // the name the browser used
 			pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
 			pr.Out.Header.Del("Authorization") // the caller's token, never the job's
-			var cookies []string
-			for _, v := range pr.Out.Header.Values("Cookie") { // nor its app login
-				if v = dropCookie(v, AppCookie); v != "" {
-					cookies = append(cookies, v)
-				}
-			}
-			pr.Out.Header.Del("Cookie")
-			if len(cookies) > 0 {
-				pr.Out.Header["Cookie"] = cookies
-			}
 		},
 		ModifyResponse: func(res *http.Response) error {
-			// The login cookie is schedd's: the app may not replace it.
-			var cookies []string
-			for _, v := range res.Header.Values("Set-Cookie") {
-				if n, _, _ := strings.Cut(v, "="); strings.TrimSpace(n) != AppCookie {
-					cookies = append(cookies, v)
-				}
-			}
-			res.Header.Del("Set-Cookie")
-			for _, v := range cookies {
-				res.Header.Add("Set-Cookie", v)
-			}
 			// An app that redirects to "/x" means its own root.
 			if loc := res.Header.Get("Location"); !svc.KeepPrefix && strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") {
 				res.Header.Set("Location", prefix+loc)

@@ -8,9 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -30,10 +28,6 @@ func appBackend(t *testing.T) *httptest.Server {
 	t.Helper()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
-		case r.URL.Path == "/cookies":
-			w.Header().Add("Set-Cookie", "_xsrf=2|ab|cd; Path=/")
-			w.Header().Add("Set-Cookie", AppCookie+"=forged; Path=/")
-			fmt.Fprintf(w, "cookie=%s", r.Header.Get("Cookie"))
 		case r.URL.Path == "/away":
 			http.Redirect(w, r, "/elsewhere", http.StatusFound)
 		case r.URL.Path == "/ws" && r.Header.Get("Upgrade") == "websocket":
@@ -101,43 +95,6 @@ func (f *fakeNodelet) requests() []api.AttachRequest {
 	return append([]api.AttachRequest(nil), f.seen...)
 }
 
-// appUsers are the callers of the app tests.
-var appUsers = map[string]auth.Identity{
-	"alice": {UID: 1001, GID: 1001, User: "alice"},
-	"bob":   {UID: 1002, GID: 1002, User: "bob"},
-	"root":  {UID: 0, GID: 0, User: "root", Admin: true},
-}
-
-// appJob starts a cluster with node n1 (answered by a fakeNodelet) and
-// submits alice's job with service "web" on backend's port; it returns
-// the server, a client, the nodelet and the job's id.
-func appJob(t *testing.T, ctx context.Context, backend *httptest.Server) (*Server, *client.Client, *fakeNodelet, uint64) {
-	t.Helper()
-	srv, c := cluster(t)
-	register(t, c, "n1", 4)
-	nl := &fakeNodelet{}
-	go nl.run(ctx, c, "n1")
-	sp := spec(1, jobspec.ModeSingleNode, 1)
-	sp.Services = []jobspec.Service{{Name: "web", Port: backend.Listener.Addr().(*net.TCPAddr).Port, Protocol: jobspec.ProtocolHTTP}}
-	code, body := as(srv, appUsers["alice"], "POST", "/v1/jobs", api.SubmitRequest{Spec: sp})
-	if code != http.StatusCreated {
-		t.Fatalf("submit: %d %s", code, body)
-	}
-	var res api.SubmitResponse
-	_ = json.Unmarshal(body, &res)
-	waitJob(t, c, res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
-	return srv, c, nl, res.JobID
-}
-
-// runMain1 reports job id's main1 running on n1.
-func runMain1(t *testing.T, c *client.Client, id uint64) {
-	t.Helper()
-	if err := c.Report(context.Background(), "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerRunning}}}); err != nil {
-		t.Fatal(err)
-	}
-	waitJob(t, c, id, func(j api.Job) bool { return j.State == api.JobRunning })
-}
-
 // TestAppProxy: /apps/JOB/SERVICE/ reaches the service's port through
 // the nodelet of main1, for the job's owner and admins only, with the
 // prefix stripped (and put back on redirects), without the caller's
@@ -145,15 +102,32 @@ func runMain1(t *testing.T, c *client.Client, id uint64) {
 func TestAppProxy(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	srv, c := cluster(t)
+	register(t, c, "n1", 4)
 	backend := appBackend(t)
 	port := backend.Listener.Addr().(*net.TCPAddr).Port
-	srv, c, nl, id := appJob(t, ctx, backend)
-	users := appUsers
+	users := map[string]auth.Identity{
+		"alice": {UID: 1001, GID: 1001, User: "alice"},
+		"bob":   {UID: 1002, GID: 1002, User: "bob"},
+		"root":  {UID: 0, GID: 0, User: "root", Admin: true},
+	}
 	// The front: the user named by X-Test-User, as the socket would say.
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		srv.Handler().ServeHTTP(w, r.WithContext(auth.WithIdentity(r.Context(), users[r.Header.Get("X-Test-User")])))
 	}))
 	defer front.Close()
+	nl := &fakeNodelet{}
+	go nl.run(ctx, c, "n1")
+
+	sp := spec(1, jobspec.ModeSingleNode, 1)
+	sp.Services = []jobspec.Service{{Name: "web", Port: port, Protocol: jobspec.ProtocolHTTP}}
+	code, body := as(srv, users["alice"], "POST", "/v1/jobs", api.SubmitRequest{Spec: sp})
+	if code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	var res api.SubmitResponse
+	_ = json.Unmarshal(body, &res)
+	id := res.JobID
 	get := func(user, path string) (int, string, http.Header) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", front.URL+path, nil)
@@ -170,10 +144,14 @@ func TestAppProxy(t *testing.T) {
 	}
 	prefix := fmt.Sprintf("/apps/%d/web", id)
 
+	waitJob(t, c, id, func(j api.Job) bool { return j.State == api.JobScheduled })
 	if code, body, _ := get("alice", prefix+"/"); code != http.StatusConflict {
 		t.Errorf("before main1 runs: %d %s, want 409", code, body)
 	}
-	runMain1(t, c, id)
+	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerRunning}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, id, func(j api.Job) bool { return j.State == api.JobRunning })
 
 	code, got, _ := get("alice", prefix+"/hello?q=1")
 	want := fmt.Sprintf("path=/hello?q=1 prefix=%s auth=\"\" host=%s", prefix, strings.TrimPrefix(front.URL, "http://"))
@@ -230,124 +208,5 @@ func TestAppProxy(t *testing.T) {
 	srv.appTransport().CloseIdleConnections()
 	if code, body, _ := get("alice", prefix+"/"); code != http.StatusBadGateway || !strings.Contains(body, "refused") {
 		t.Errorf("service down: %d %s, want 502 naming the refusal", code, body)
-	}
-}
-
-// TestAppBrowserLogin: a browser (no token, over TCP) gets to a service
-// with the owner's one-time login link: the link sets a cookie for that
-// service only, works once, and neither the cookie nor a forged one ever
-// reaches or comes from the app. Only the owner gets a link.
-func TestAppBrowserLogin(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	backend := appBackend(t)
-	srv, c, _, id := appJob(t, ctx, backend)
-	tcp := httptest.NewServer(srv.TCPHandler(false))
-	defer tcp.Close()
-	loginPath := fmt.Sprintf("/v1/jobs/%d/apps/web/login", id)
-	prefix := fmt.Sprintf("/apps/%d/web", id)
-
-	if code, body := as(srv, appUsers["alice"], "POST", loginPath, nil); code != http.StatusConflict {
-		t.Errorf("a login before main1 runs: %d %s, want 409", code, body)
-	}
-	runMain1(t, c, id)
-	for _, who := range []string{"bob", "root"} {
-		if code, body := as(srv, appUsers[who], "POST", loginPath, nil); code != http.StatusForbidden {
-			t.Errorf("%s asks for alice's login: %d %s, want 403", who, code, body)
-		}
-	}
-	if code, body := as(srv, appUsers["alice"], "POST", fmt.Sprintf("/v1/jobs/%d/apps/ssh/login", id), nil); code != http.StatusNotFound {
-		t.Errorf("a login to an undeclared service: %d %s, want 404", code, body)
-	}
-	code, body := as(srv, appUsers["alice"], "POST", loginPath, nil)
-	var login api.AppLogin
-	if code != http.StatusOK || json.Unmarshal(body, &login) != nil || !strings.HasPrefix(login.Path, prefix+"/?"+AppLoginParam+"=") {
-		t.Fatalf("alice's login: %d %s", code, body)
-	}
-
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar}
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := browser.Get(tcp.URL + path)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	if code, body := get(prefix + "/"); code != http.StatusUnauthorized || !strings.Contains(body, "bjob --login web") {
-		t.Errorf("a browser without a login: %d %s, want 401 naming bjob --login", code, body)
-	}
-	// The link logs in and lands on the app, without the ticket.
-	resp, err := browser.Get(tcp.URL + login.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(b), "path=/ ") || resp.Request.URL.RawQuery != "" {
-		t.Fatalf("following the login link: %d %q at %s", resp.StatusCode, b, resp.Request.URL)
-	}
-	u, _ := url.Parse(tcp.URL + prefix + "/")
-	var session *http.Cookie
-	for _, ck := range jar.Cookies(u) {
-		if ck.Name == AppCookie {
-			session = ck
-		}
-	}
-	if session == nil {
-		t.Fatalf("no %s cookie for %s", AppCookie, u)
-	}
-	if other, _ := url.Parse(tcp.URL + fmt.Sprintf("/apps/%d/other/", id)); len(jar.Cookies(other)) != 0 {
-		t.Errorf("the login cookie goes to another service's path too: %v", jar.Cookies(other))
-	}
-	// The app sees its own cookies, never the login; it cannot replace it.
-	if code, body := get(prefix + "/cookies"); code != http.StatusOK || strings.Contains(body, AppCookie) || strings.Contains(body, session.Value) {
-		t.Errorf("the app saw: %d %q; want no %s", code, body, AppCookie)
-	}
-	if code, body := get(prefix + "/cookies"); code != http.StatusOK || body != "cookie=_xsrf=2|ab|cd" {
-		t.Errorf("the app's own cookie came back as %d %q", code, body)
-	}
-	if code, _ := get(prefix + "/"); code != http.StatusOK {
-		t.Errorf("after the app tried to replace the login: %d, want 200", code)
-	}
-	if resp, err := browser.Get(tcp.URL + prefix + "/cookies"); err != nil {
-		t.Fatal(err)
-	} else {
-		resp.Body.Close()
-		if sc := resp.Header.Values("Set-Cookie"); len(sc) != 1 || !strings.HasPrefix(sc[0], "_xsrf=") {
-			t.Errorf("the app's Set-Cookie came through as %q; want its _xsrf only", sc)
-		}
-	}
-	// A link works once.
-	fresh := &http.Client{}
-	if resp, err := fresh.Get(tcp.URL + login.Path); err != nil || resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("the login link a second time: %v %v, want 401", resp.Status, err)
-	}
-	// The session cookie opens this service of this job only.
-	req, _ := http.NewRequest("GET", tcp.URL+fmt.Sprintf("/apps/%d/ssh/", id), nil)
-	req.AddCookie(&http.Cookie{Name: AppCookie, Value: session.Value})
-	if resp, err := fresh.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("the cookie at another service's path: %v %v, want 401", resp.Status, err)
-	}
-	// A token still wins over no cookie, and a bad token is refused.
-	req, _ = http.NewRequest("GET", tcp.URL+prefix+"/", nil)
-	req.Header.Set("Authorization", "Bearer nonsense")
-	if resp, err := fresh.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("a bad token: %v %v, want 401", resp.Status, err)
-	}
-	// Without a token, nothing but /apps/ is open over TCP.
-	if resp, err := fresh.Get(tcp.URL + "/v1/jobs"); err != nil || resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("GET /v1/jobs without a token: %v %v, want 401", resp.Status, err)
-	}
-	// When the job ends, so does the login.
-	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerExited}}}); err != nil {
-		t.Fatal(err)
-	}
-	waitJob(t, c, id, func(j api.Job) bool { return j.State.Terminal() })
-	if code, body := get(prefix + "/"); code != http.StatusConflict && code != http.StatusUnauthorized {
-		t.Errorf("after the job ended: %d %s, want 409 or 401", code, body)
 	}
 }

@@ -51,7 +51,6 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST /v1/reconfig", adminOnly(s.handleReconfig))
 	m.HandleFunc("GET /v1/snapshot", adminOnly(s.handleSnapshotSave))
 	m.HandleFunc("POST /v1/snapshot", adminOnly(s.handleSnapshotRestore))
-	m.HandleFunc("POST /v1/jobs/{id}/apps/{service}/login", s.handleAppLogin)
 	m.HandleFunc(AppsPrefix+"{id}/{service}/{rest...}", s.handleApp)
 	m.HandleFunc(AppsPrefix+"{id}/{service}", s.handleApp)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

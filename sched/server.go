@@ -132,7 +132,6 @@ type Server struct {
 	metrics   *metrics
 	attach    attachHub // terminal attach requests waiting for nodelets: leader-local
 	apps      appProxy  // the /apps proxy's connections: leader-local
-	appLogins appLogins // browsers' app logins: leader-local
 	acct      *accounting.Store
 	exportMu  sync.Mutex // one export at a time; guards exp
 	exp       exporter

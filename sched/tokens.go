@@ -25,9 +25,7 @@ var ErrUnauthenticated = errors.New("unauthenticated")
 //     answers the node's own credential;
 //   - a node credential acts only for its node (/v1/nodes/NAME/…).
 //
-// A request for /apps/ without a token is Anonymous: a browser, which
-// its app login cookie may name (handleApp). An unknown or revoked
-// token is refused with 401. trustAnonymous (the
+// An unknown or revoked token is refused with 401. trustAnonymous (the
 // dev-only schedd --insecure-tcp) lets requests without a token through
 // as trusted, as the unix socket's root would be.
 func (s *Server) TCPHandler(trustAnonymous bool) http.Handler {
@@ -40,11 +38,6 @@ func (s *Server) TCPHandler(trustAnonymous bool) http.Handler {
 		if secret == "" {
 			if trustAnonymous {
 				h.ServeHTTP(w, r)
-				return
-			}
-			if strings.HasPrefix(r.URL.Path, AppsPrefix) {
-				// A browser: its app login, if any, says who it is.
-				h.ServeHTTP(w, r.WithContext(auth.WithIdentity(r.Context(), Anonymous)))
 				return
 			}
 			writeErr(w, fmt.Errorf("%w: schedd over TCP needs a bearer token: set TROUPE_TOKEN or write one to ~/.troupe/token (badmin token create issues them)", ErrUnauthenticated))

@@ -3,12 +3,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/cli"
@@ -26,7 +23,6 @@ var command = cli.Command{
 	Examples: []string{
 		"bjob 42",
 		"bjob -o json 42 | jq .containers",
-		"bjob --login jupyter 42",
 	},
 }
 
@@ -35,7 +31,6 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
 	fs.OutputFlag()
-	login := fs.String("login", "", "print a one-time link that logs a browser in to the job's `service` (its owner only)")
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
@@ -50,9 +45,6 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
-	if *login != "" {
-		return printLogin(ctx, c, id, *login, stdout, stderr)
-	}
 	j, _, err := c.Job(ctx, id, 0, 0)
 	switch {
 	case client.IsNotFound(err):
@@ -68,29 +60,5 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
-	return cli.ExitOK
-}
-
-// printLogin prints the browser login link to service of job id: the
-// full URL when schedd or TROUPE_ADDR names its https address, else its
-// path, to open on schedd's TCP address.
-func printLogin(ctx context.Context, c *client.Client, id uint64, service string, stdout, stderr io.Writer) int {
-	l, err := c.AppLogin(ctx, id, service)
-	if err != nil {
-		return cli.Fail(stderr, prog, err)
-	}
-	link := l.URL
-	if link == "" {
-		if base := cli.AppURL(c.Addr(), id, service); strings.Contains(base, "://") {
-			link = strings.TrimSuffix(base, "/apps/"+strconv.FormatUint(id, 10)+"/"+service+"/") + l.Path
-		}
-	}
-	if link == "" {
-		fmt.Fprintf(stdout, "%s\n", l.Path)
-		fmt.Fprintf(stderr, "%s: open this path on schedd's https address (schedd --listen) before %s; it works once\n", prog, l.Expires.Local().Format(time.TimeOnly))
-		return cli.ExitOK
-	}
-	fmt.Fprintf(stdout, "%s\n", link)
-	fmt.Fprintf(stderr, "%s: open it in a browser before %s; it works once\n", prog, l.Expires.Local().Format(time.TimeOnly))
 	return cli.ExitOK
 }

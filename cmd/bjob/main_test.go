@@ -112,18 +112,3 @@ func TestJSONGolden(t *testing.T) {
 		t.Errorf("got\n%s\nwant testdata/cli/job.json.golden", out)
 	}
 }
-
-// TestLogin: bjob --login asks schedd for the service's login and prints
-// the link, whole when schedd names its address.
-func TestLogin(t *testing.T) {
-	s := clitest.NewSchedd(t)
-	var asked string
-	s.Handle("POST /v1/jobs/{id}/apps/{service}/login", func(w http.ResponseWriter, r *http.Request) {
-		asked = r.PathValue("id") + "/" + r.PathValue("service")
-		clitest.JSON(w, http.StatusOK, 0, api.AppLogin{Path: "/apps/12/jupyter/?troupe-login=T", URL: "https://schedd:7946/apps/12/jupyter/?troupe-login=T"})
-	})
-	code, out, errs := runBjob("--addr", s.Addr, "--login", "jupyter", "12")
-	if code != 0 || asked != "12/jupyter" || out != "https://schedd:7946/apps/12/jupyter/?troupe-login=T\n" || !strings.Contains(errs, "works once") {
-		t.Fatalf("exit %d, asked %q, stdout %q, stderr %q", code, asked, out, errs)
-	}
-}

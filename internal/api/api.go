@@ -27,7 +27,6 @@
 //	POST /v1/snapshot                  snapshot file → SnapshotRestored
 //	POST /v1/reconfig                  {} → ReconfigResponse (schedd re-reads its partitions file)
 //	POST /v1/nodes/drain               NodeDrain → NodeList (admins; drain or resume nodes)
-//	POST /v1/jobs/{id}/apps/{service}/login → AppLogin (the owner's one-time browser login link)
 //	ANY  /apps/{id}/{service}/…        the job's service (its owner or an admin), proxied
 //	                                   through the nodelet of main1 (HTTP, WebSocket)
 //
@@ -429,16 +428,6 @@ type AttachRequest struct {
 	Host  string `json:"host"`
 	Run   int    `json:"run"` // the job's Requeues
 	Port  int    `json:"port,omitempty"`
-}
-
-// AppLogin is a browser's login to one service of a job (POST
-// /v1/jobs/{id}/apps/{service}/login): opening Path (on schedd's TCP
-// address; URL when schedd knows it) once, before Expires, sets a
-// cookie for that service.
-type AppLogin struct {
-	Path    string    `json:"path"`
-	URL     string    `json:"url,omitempty"`
-	Expires time.Time `json:"expires"`
 }
 
 // AppReady is the line a nodelet writes on an app's stream once it

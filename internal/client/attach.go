@@ -60,11 +60,3 @@ func (c *Client) upgrade(ctx context.Context, target string) (io.ReadWriteCloser
 	}
 	return rwc, nil
 }
-
-// AppLogin asks for a one-time browser login to service of job id
-// (only its owner gets one).
-func (c *Client) AppLogin(ctx context.Context, id uint64, service string) (api.AppLogin, error) {
-	var r api.AppLogin
-	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/apps/"+url.PathEscape(service)+"/login", nil, struct{}{}, &r)
-	return r, err
-}
