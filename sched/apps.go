@@ -108,7 +108,8 @@ func (s *Server) dialApp(ctx context.Context, _, addr string) (net.Conn, error) 
 	}
 	_ = nc.SetReadDeadline(time.Now().Add(attachAnswer))
 	br := bufio.NewReader(nc)
-	line, err := br.ReadString('\n')
+	raw, err := br.ReadSlice('\n') // at most the buffer's 4 KiB
+	line := string(raw)
 	_ = nc.SetReadDeadline(time.Time{})
 	if err != nil {
 		nc.Close()
@@ -170,7 +171,11 @@ func (s *Server) handleApp(w http.ResponseWriter, r *http.Request) {
 	prefix := AppsPrefix + strconv.FormatUint(id, 10) + "/" + name
 	if r.PathValue("rest") == "" && !strings.HasSuffix(r.URL.Path, "/") {
 		// Relative links of the app's root page resolve under the prefix.
-		http.Redirect(w, r, prefix+"/", http.StatusPermanentRedirect)
+		to := prefix + "/"
+		if r.URL.RawQuery != "" {
+			to += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, to, http.StatusPermanentRedirect)
 		return
 	}
 	backend := appHost(id, j.Requeues, svc.Port)
@@ -187,7 +192,7 @@ func (s *Server) handleApp(w http.ResponseWriter, r *http.Request) {
 					u.RawPath = "/" + strings.TrimPrefix(strings.TrimPrefix(u.RawPath, prefix), "/")
 				}
 			}
-			pr.Out.Host = pr.In.Host // the name the browser used
+			pr.Out.Host = pr.In.Host // the name the caller used
 			pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
 			pr.Out.Header.Del("Authorization") // the caller's token, never the job's
 		},

@@ -167,8 +167,8 @@ func TestAppProxy(t *testing.T) {
 	if code, body, _ := get("alice", fmt.Sprintf("/apps/%d/ssh/", id)); code != http.StatusNotFound || !strings.Contains(body, "declares web") {
 		t.Errorf("an undeclared service: %d %s, want 404 naming web", code, body)
 	}
-	if code, _, h := get("alice", prefix); code != http.StatusPermanentRedirect || h.Get("Location") != prefix+"/" {
-		t.Errorf("without the slash: %d Location %q, want 308 to %s/", code, h.Get("Location"), prefix)
+	if code, _, h := get("alice", prefix+"?a=b"); code != http.StatusPermanentRedirect || h.Get("Location") != prefix+"/?a=b" {
+		t.Errorf("without the slash: %d Location %q, want 308 to %s/?a=b", code, h.Get("Location"), prefix)
 	}
 	if code, _, h := get("alice", prefix+"/away"); code != http.StatusFound || h.Get("Location") != prefix+"/elsewhere" {
 		t.Errorf("the app's redirect: %d Location %q, want %s/elsewhere", code, h.Get("Location"), prefix)
