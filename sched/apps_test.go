@@ -24,7 +24,7 @@ import (
 // appBackend is a service: it answers what it was asked (path, prefix,
 // whether it saw an Authorization), redirects /away to /elsewhere, and
 // on an Upgrade to /ws echoes raw bytes back.
-func appBackend(t *testing.T) *httptest.Server {
+func appBackend(t testing.TB) *httptest.Server {
 	t.Helper()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -208,5 +208,53 @@ func TestAppProxy(t *testing.T) {
 	srv.appTransport().CloseIdleConnections()
 	if code, body, _ := get("alice", prefix+"/"); code != http.StatusBadGateway || !strings.Contains(body, "refused") {
 		t.Errorf("service down: %d %s, want 502 naming the refusal", code, body)
+	}
+}
+
+// BenchmarkAppProxy: one GET through /apps, the nodelet's stream to the
+// app kept between requests (pooled), or opened for each (fresh: the
+// attach round trip through the nodelet's long-poll each time).
+func BenchmarkAppProxy(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, c := cluster(b)
+	register(b, c, "n1", 4)
+	backend := appBackend(b)
+	go (&fakeNodelet{}).run(ctx, c, "n1")
+	sp := spec(1, jobspec.ModeSingleNode, 1)
+	sp.Services = []jobspec.Service{{Name: "web", Port: backend.Listener.Addr().(*net.TCPAddr).Port}}
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: sp})
+	if err != nil {
+		b.Fatal(err)
+	}
+	waitJob(b, c, res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: res.JobID, Host: "main1", State: api.ContainerRunning}}}); err != nil {
+		b.Fatal(err)
+	}
+	waitJob(b, c, res.JobID, func(j api.Job) bool { return j.State == api.JobRunning })
+	front := httptest.NewServer(srv.Handler())
+	defer front.Close()
+	url := fmt.Sprintf("%s/apps/%d/web/x", front.URL, res.JobID)
+	for _, fresh := range []bool{false, true} {
+		name := "pooled"
+		if fresh {
+			name = "fresh"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if fresh {
+					srv.appTransport().CloseIdleConnections()
+				}
+				resp, err := http.Get(url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("GET: %s", resp.Status)
+				}
+			}
+		})
 	}
 }
