@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +43,8 @@ while True:
 // TestAppsProxy: a runc job declares two services, python3's
 // http.server and an Upgrade echo, both listening on main1's loopback
 // only. Its owner GETs a file through schedd's /apps/JOB/files/ and
-// talks through an upgraded /apps/JOB/echo/ stream; another user gets
+// talks through an upgraded /apps/JOB/echo/ stream, and a "browser"
+// fetches the file through bapp's local port; another user gets
 // 403; an undeclared service is 404; a port the job listens on but did
 // not declare cannot be named at all; a declared port only the node's
 // loopback serves is refused (502), never the node's; after the job
@@ -168,6 +170,34 @@ job "apps" {
 		}
 	}
 	conn.Close()
+
+	// bapp: a browser on this machine, through a local port.
+	fwd := exec.Command(bin+"/bapp", "--addr", c.addr, strconv.FormatUint(id, 10), "files")
+	fwdOut, err := fwd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = fwd.Process.Kill(); _ = fwd.Wait() }()
+	link, err := bufio.NewReader(fwdOut).ReadString('\n')
+	if err != nil || !strings.Contains(link, apps+"/files/?troupe-key=") {
+		t.Fatalf("bapp printed %q, %v", link, err)
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	for _, u := range []string{strings.TrimSpace(link), strings.TrimSpace(link[:strings.Index(link, apps)]) + apps + "/files/hello.txt"} {
+		resp, err := browser.Get(u)
+		if err != nil {
+			t.Fatalf("through bapp: GET %s: %v", u, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "hello") {
+			t.Errorf("through bapp: GET %s: %d %q", u, resp.StatusCode, b)
+		}
+	}
 
 	// bjob shows the services' paths.
 	if out, _, _ := c.run(dir, "bjob", strconv.FormatUint(id, 10)); !strings.Contains(out, apps+"/files/") {
