@@ -162,6 +162,12 @@ func newForwarder(rt http.RoundTripper, job uint64, service string, port int) *f
 }
 
 func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A name that is not an address could be another site's, rebound
+	// to this machine (DNS rebinding): only addresses and localhost.
+	if h, _, err := net.SplitHostPort(r.Host); err != nil || (net.ParseIP(h) == nil && h != "localhost") {
+		http.Error(w, prog+": open the link bapp printed (by address, not "+r.Host+")", http.StatusForbidden)
+		return
+	}
 	// Another site's page (or another app's port) may not use the key
 	// the browser holds: browsers name the page that sent a request.
 	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {

@@ -120,6 +120,11 @@ func TestForward(t *testing.T) {
 			t.Errorf("a request with %s: %s: %d, want 403", h[0], h[1], code)
 		}
 	}
+	req, _ := http.NewRequest("GET", hs.URL+"/apps/12/web/z", nil)
+	req.Host = "rebound.example:80"
+	if resp, err := browser.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a request naming another host: %v %v, want 403", resp.Status, err)
+	}
 	if code, _ := get(browser, "/apps/12/web/z", "Origin", hs.URL, "Sec-Fetch-Site", "same-origin"); code != http.StatusOK {
 		t.Errorf("the app's own page's request: %d, want 200", code)
 	}
