@@ -122,8 +122,10 @@ func TestForward(t *testing.T) {
 	}
 	req, _ := http.NewRequest("GET", hs.URL+"/apps/12/web/z", nil)
 	req.Host = "rebound.example:80"
-	if resp, err := browser.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
-		t.Errorf("a request naming another host: %v %v, want 403", resp.Status, err)
+	if resp, err := browser.Do(req); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a request naming another host: %s, want 403", resp.Status)
 	}
 	if code, _ := get(browser, "/apps/12/web/z", "Origin", hs.URL, "Sec-Fetch-Site", "same-origin"); code != http.StatusOK {
 		t.Errorf("the app's own page's request: %d, want 200", code)
