@@ -48,7 +48,7 @@ func appSchedd(t *testing.T) *clitest.Schedd {
 		}
 		w.Header().Add("Set-Cookie", "app=1; Path=/")
 		w.Header().Add("Set-Cookie", keyCookie+"0=forged; Path=/")
-		fmt.Fprintf(w, "path=%s auth=%s cookie=%s", r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("Cookie"))
+		fmt.Fprintf(w, "path=%s auth=%s cookie=%s host=%s", r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("Cookie"), r.Host)
 	})
 	return s
 }
@@ -98,13 +98,14 @@ func TestForward(t *testing.T) {
 		t.Errorf("a wrong key: %d, want 401", code)
 	}
 	code, body := get(browser, "/apps/12/web/x?a=1&"+keyParam+"="+f.key)
-	if code != http.StatusOK || body != "path=/apps/12/web/x?a=1 auth=Bearer trp_user cookie=" {
+	host := strings.TrimPrefix(hs.URL, "http://")
+	if code != http.StatusOK || body != "path=/apps/12/web/x?a=1 auth=Bearer trp_user cookie= host="+host {
 		t.Fatalf("following the link: %d %q", code, body)
 	}
 	// The app's own cookie goes back to it; the key never does, and the
 	// app cannot replace it.
 	code, body = get(browser, "/apps/12/web/y")
-	if code != http.StatusOK || body != "path=/apps/12/web/y auth=Bearer trp_user cookie=app=1" {
+	if code != http.StatusOK || body != "path=/apps/12/web/y auth=Bearer trp_user cookie=app=1 host="+host {
 		t.Errorf("with the cookie: %d %q", code, body)
 	}
 	if code, _ := get(browser, "/"); code != http.StatusOK {

@@ -32,7 +32,10 @@ func (t appTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		out := req.Clone(req.Context())
-		out.URL.Scheme, out.URL.Host, out.Host = b.Scheme, b.Host, b.Host
+		// The Host the browser named goes on to the app (schedd passes
+		// it), which compares it with the Origin of its pages' requests
+		// (Jupyter's WebSocket check does).
+		out.URL.Scheme, out.URL.Host = b.Scheme, b.Host
 		out.Header.Del("Authorization")
 		if tok := *c.token.Load(); tok != "" && b.Host != "schedd" {
 			if b.Scheme == "http" && !loopback(b.Hostname()) {
