@@ -30,7 +30,11 @@ var (
 			{Type: "cluster"}, {Type: "resources"},
 			{Type: "mount", LabelNames: []string{"name"}},
 			{Type: "role", LabelNames: []string{"name"}},
+			{Type: "service", LabelNames: []string{"name"}},
 		},
+	}
+	serviceSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "port", Required: true}, {Name: "protocol"}, {Name: "keep_prefix"}},
 	}
 	clusterSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "size"}, {Name: "mode"}},
@@ -108,6 +112,9 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 		replicasSet = append(replicasSet, set)
 	}
 	d.resolveSize(j, sizeSet, replicasSet)
+	for i, b := range blocks["service"] {
+		j.Services = append(j.Services, d.service(b, fmt.Sprintf("services.%d", i)))
+	}
 	return j, d.failed, d.diags
 }
 
@@ -325,6 +332,21 @@ func (d *decoder) mount(b *hcl.Block, path string) Mount {
 	d.str(c.Attributes, "target", path+".target", &m.Target)
 	d.boolean(c.Attributes, "readonly", path+".readonly", &m.ReadOnly)
 	return m
+}
+
+func (d *decoder) service(b *hcl.Block, path string) Service {
+	s := Service{Name: b.Labels[0], Protocol: ProtocolHTTP}
+	d.ranges[path] = b.DefRange
+	d.ranges[path+".name"] = b.LabelRanges[0]
+	c, diags := b.Body.Content(serviceSchema)
+	d.diags = append(d.diags, diags...)
+	if c.Attributes["port"] == nil {
+		d.failed[path+".port"] = true // hcl reported it missing
+	}
+	d.whole(c.Attributes, "port", path+".port", &s.Port)
+	d.str(c.Attributes, "protocol", path+".protocol", &s.Protocol)
+	d.boolean(c.Attributes, "keep_prefix", path+".keep_prefix", &s.KeepPrefix)
+	return s
 }
 
 // role decodes a role block. Its resources start from the job's. set

@@ -39,6 +39,11 @@
 //	  role "sub" {               # per-role overrides
 //	    command = ["python", "serve.py"]
 //	  }
+//	  service "board" {          # schedd proxies /apps/JOB/board/ to main1's port
+//	    port        = 6006       # 1..65535, each once
+//	    protocol    = "http"     # the only one (WebSocket included)
+//	    keep_prefix = false      # true: the app sees /apps/JOB/board/… (its base URL)
+//	  }
 //	}
 //
 // Expressions, var.NAME, local.NAME and the usual functions (upper, lower,
@@ -70,6 +75,14 @@
 // give replicas. When a role other than main gives replicas, cluster size
 // is the total (main1 + replicas of each role): leave size out, or it must
 // match.
+//
+// # Services
+//
+// A service "NAME" block (lowercase letters, digits and '-', starting
+// with a letter; at most MaxServices) declares a TCP port main1 serves
+// over HTTP. schedd proxies /apps/JOB/NAME/ to it for the job's owner,
+// through the nodelet, which dials only declared ports and only inside
+// the container's network namespace.
 //
 // # Errors
 //

@@ -45,6 +45,9 @@ type Job struct {
 	// to the output file.
 	Error string `json:"error,omitempty"`
 	Roles []Role `json:"roles,omitempty"`
+	// Services are the ports main1 serves that schedd proxies to the
+	// job's owner at /apps/JOB/NAME/ (service blocks).
+	Services []Service `json:"services,omitempty"`
 
 	// Ranges records where each setting was written, keyed by its JSON
 	// path: "cluster.size", "resources.gpu", "env.EPOCHS",
@@ -90,6 +93,34 @@ type Role struct {
 	Command   []string   `json:"command,omitempty"`
 	Image     string     `json:"image,omitempty"`
 	Resources *Resources `json:"resources,omitempty"`
+}
+
+// Protocols a service may speak.
+const (
+	ProtocolHTTP = "http" // HTTP/1.1, WebSocket upgrades included
+)
+
+// Service is a port main1 serves, like the service ports a Backend.AI
+// image declares (ai.backend.service-ports): schedd proxies
+// /apps/JOB/NAME/ to it, for the job's owner only. Protocol "" reads
+// as ProtocolHTTP. The proxy strips /apps/JOB/NAME from the path (the app
+// sees "/") and sends it as X-Forwarded-Prefix; KeepPrefix passes the
+// whole path, for apps told their base URL (Jupyter's base_url).
+type Service struct {
+	Name       string `json:"name"`
+	Port       int    `json:"port"`
+	Protocol   string `json:"protocol,omitempty"`
+	KeepPrefix bool   `json:"keep_prefix,omitempty"`
+}
+
+// Service returns the job's service name, nil when it has none.
+func (j *Job) Service(name string) *Service {
+	for i := range j.Services {
+		if j.Services[i].Name == name {
+			return &j.Services[i]
+		}
+	}
+	return nil
 }
 
 // Container is one member of the expanded session, in rank order.

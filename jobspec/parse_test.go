@@ -111,6 +111,16 @@ func TestParseValid(t *testing.T) {
 			eq(t, "replicas", j.Replicas(), "main:1,sub:1")
 			eq(t, "sub command", j.Containers()[1].Command, []string{"sleep", "infinity"})
 		}},
+		{"apps.hcl", func(t *testing.T, j *jobspec.Job) {
+			eq(t, "services", j.Services, []jobspec.Service{
+				{Name: "jupyter", Port: 8888, Protocol: jobspec.ProtocolHTTP, KeepPrefix: true},
+				{Name: "board", Port: 6006, Protocol: jobspec.ProtocolHTTP},
+			})
+			eq(t, "service board", j.Service("board"), &j.Services[1])
+			if j.Service("ssh") != nil {
+				t.Errorf("Service(ssh) = %v, want nil", j.Service("ssh"))
+			}
+		}},
 		{"hello-cluster.hcl", func(t *testing.T, j *jobspec.Job) {
 			eq(t, "replicas", j.Replicas(), "main:1,sub:2")
 		}},

@@ -85,6 +85,9 @@ func (j *Job) InputSize() (total int, largest InputPart) {
 			str(p+".command."+strconv.Itoa(k), a, copies[p+".command"])
 		}
 	}
+	for i, sv := range j.Services {
+		str("services."+strconv.Itoa(i)+".name", sv.Name, 1)
+	}
 	return total, largest
 }
 

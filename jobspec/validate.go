@@ -20,6 +20,7 @@ const (
 	MaxCPU         = 65536   // cores per container
 	MaxMemory      = 1 << 50 // bytes per container (1 PiB)
 	MaxGPU         = 64      // GPUs per container; a node offers at most as many
+	MaxServices    = 16      // service blocks per job
 	maxNameLen     = 63
 	maxRoleNameLen = 32
 	maxPathLen     = 4096 // PATH_MAX
@@ -28,6 +29,7 @@ const (
 var (
 	jobNameRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 	roleNameRe = regexp.MustCompile(`^[a-z]+$`)
+	serviceRe  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 	mountRe    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 	envKeyRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// partRe is a partition or account name, as partitions.hcl takes it.
@@ -83,6 +85,7 @@ func (j *Job) validate(skip map[string]bool) hcl.Diagnostics {
 	v.pattern("output", v.j.Output)
 	v.pattern("error", v.j.Error)
 	v.roles()
+	v.services()
 	return v.diags
 }
 
@@ -399,5 +402,39 @@ func (v *validator) roles() {
 		v.errorf("cluster.size", "Cluster size does not match roles",
 			"cluster size %d leaves %d sub containers, but role sub has replicas = %d; set size = %d.",
 			j.Cluster.Size, subs, j.Roles[i].Replicas, j.Cluster.Size-subs+j.Roles[i].Replicas)
+	}
+}
+
+func (v *validator) services() {
+	names := map[string]int{}
+	ports := map[int]int{}
+	if n := len(v.j.Services); n > MaxServices {
+		v.errorf(fmt.Sprintf("services.%d", MaxServices), "Too many services",
+			"the job declares %d services; a job may declare at most %d.", n, MaxServices)
+	}
+	for i, s := range v.j.Services {
+		p := fmt.Sprintf("services.%d", i)
+		if !serviceRe.MatchString(s.Name) {
+			v.errorf(p+".name", "Invalid service name",
+				"service name %q is not valid; use 1 to 32 lowercase letters, digits and '-', starting with a letter (it is a part of the URL /apps/JOB/NAME/).", s.Name)
+		} else if first, dup := names[s.Name]; dup {
+			v.errorf(p+".name", "Duplicate service name",
+				"service %q is already defined%s; give each service its own name.", s.Name, v.at(fmt.Sprintf("services.%d", first)))
+		} else {
+			names[s.Name] = i
+		}
+		if s.Port < 1 || s.Port > 65535 {
+			v.errorf(p+".port", "Invalid service port",
+				"service %q port %d is not valid; use the TCP port main1 serves it on, 1 to 65535.", s.Name, s.Port)
+		} else if first, dup := ports[s.Port]; dup {
+			v.errorf(p+".port", "Duplicate service port",
+				"service %q port %d is already service %q's%s; declare each port once.", s.Name, s.Port, v.j.Services[first].Name, v.at(fmt.Sprintf("services.%d.port", first)))
+		} else {
+			ports[s.Port] = i
+		}
+		if s.Protocol != "" && s.Protocol != ProtocolHTTP {
+			v.errorf(p+".protocol", "Invalid service protocol",
+				"service %q protocol %q is not valid; schedd proxies %q (WebSocket included) only.", s.Name, s.Protocol, ProtocolHTTP)
+		}
 	}
 }

@@ -23,7 +23,7 @@ const attachWait = 30 * time.Second
 const socketWait = 5 * time.Second
 
 // attachLoop serves schedd's terminal attach requests (bsub -I,
-// battach) until ctx ends: for each, it connects schedd's stream to the
+// battach), and its app requests (serveApp), until ctx ends: for each, it connects schedd's stream to the
 // attach socket troupe-init serves the container's terminal on. That
 // socket is the runtime's, in a root-owned directory no container can
 // see; the runtime connects only to the container's own init
@@ -42,6 +42,10 @@ func (a *agent) attachLoop(ctx context.Context) {
 		}
 		b.reset()
 		for _, r := range rs.Requests {
+			if r.Port != 0 {
+				go a.serveApp(ctx, r)
+				continue
+			}
 			go a.serveAttach(ctx, r)
 		}
 	}

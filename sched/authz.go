@@ -20,6 +20,7 @@ var ErrForbidden = errors.New("permission denied")
 //	submit                  anyone; the job runs as the caller's uid/gid
 //	list / show jobs        anyone; others' jobs come redacted
 //	kill, hold, release     the job's owner, or an admin
+//	attach, /apps services  the job's owner, or an admin
 //	nodes' endpoints        admins (nodelets run as root)
 //	drain, resume nodes     admins
 //	reconfig, snapshots     admins

@@ -25,6 +25,10 @@ const (
 // openapi/openapi.json for their document): the routes of s.routes.
 func (s *Server) Handler() http.Handler {
 	m := s.mux()
+	// A job's web services (apps.go): not part of the /v1 API, so not in
+	// its route table or OpenAPI document.
+	m.HandleFunc(AppsPrefix+"{id}/{service}/{rest...}", s.handleApp)
+	m.HandleFunc(AppsPrefix+"{id}/{service}", s.handleApp)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if id := r.Header.Get(api.RequestHeader); id != "" && r.Method == http.MethodPost {
 			r = r.WithContext(withRequestID(r.Context(), id))

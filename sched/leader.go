@@ -42,7 +42,8 @@ func (s *Server) redirectToLeader(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	caught := s.raft.CaughtUp()
-	if caught && r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/v1/nodes/") && r.URL.Path != "/v1/snapshot" {
+	if caught && r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/v1/nodes/") && r.URL.Path != "/v1/snapshot" &&
+		!strings.HasPrefix(r.URL.Path, AppsPrefix) {
 		return false // reads come from this replica's state
 	}
 	api := s.leaderAPI()

@@ -58,6 +58,7 @@ var openAPISchemas = map[string]reflect.Type{
 	"JobSpec":          reflect.TypeFor[jobspec.Job](),
 	"JobState":         reflect.TypeFor[api.JobState](),
 	"Mount":            reflect.TypeFor[jobspec.Mount](),
+	"Service":          reflect.TypeFor[jobspec.Service](),
 	"Network":          reflect.TypeFor[api.Network](),
 	"Node":             reflect.TypeFor[api.Node](),
 	"NodeDrain":        reflect.TypeFor[api.NodeDrain](),

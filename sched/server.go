@@ -132,6 +132,7 @@ type Server struct {
 	config    *partition.Config // the partitions config read at start
 	metrics   *metrics
 	attach    attachHub // terminal attach requests waiting for nodelets: leader-local
+	apps      appProxy  // the /apps proxy's connections: leader-local
 	acct      *accounting.Store
 	exportMu  sync.Mutex // one export at a time; guards exp
 	exp       exporter

@@ -17,13 +17,13 @@ import (
 )
 
 // cluster is a real controller (raft on disk) behind a real HTTP server.
-func cluster(t *testing.T) (*Server, *client.Client) {
+func cluster(t testing.TB) (*Server, *client.Client) {
 	t.Helper()
 	return clusterWith(t, Config{})
 }
 
 // clusterWith is cluster with cfg's settings (DataDir and Logger filled).
-func clusterWith(t *testing.T, cfg Config) (*Server, *client.Client) {
+func clusterWith(t testing.TB, cfg Config) (*Server, *client.Client) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg.DataDir, cfg.Logger = t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -48,7 +48,7 @@ func spec(size int, mode string, cpu float64) jobspec.Job {
 		Resources: jobspec.Resources{CPU: cpu, Memory: 1 << 30}}
 }
 
-func register(t *testing.T, c *client.Client, name string, cpus int64) {
+func register(t testing.TB, c *client.Client, name string, cpus int64) {
 	t.Helper()
 	_, err := c.Register(context.Background(), api.NodeRegister{Name: name, Addr: "127.0.0.1",
 		Capacity: api.Resources{CPUMilli: cpus * 1000, Memory: 16 << 30}, Runtime: "process"})
@@ -58,7 +58,7 @@ func register(t *testing.T, c *client.Client, name string, cpus int64) {
 }
 
 // waitJob blocks on the job until cond holds.
-func waitJob(t *testing.T, c *client.Client, id uint64, cond func(api.Job) bool) api.Job {
+func waitJob(t testing.TB, c *client.Client, id uint64, cond func(api.Job) bool) api.Job {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -18,7 +18,8 @@ var command = cli.Command{
 	Name:     prog,
 	Synopsis: "JOBID",
 	Summary: "Show one job in detail: who, where, state and reason, exit code, session id,\n" +
-		"times, and each container with its node, state, exit code and kernel id.",
+		"times, the URLs of its services (/apps), and each container with its node,\n" +
+		"state, exit code and kernel id.",
 	Examples: []string{
 		"bjob 42",
 		"bjob -o json 42 | jq .containers",
@@ -54,7 +55,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if fs.Format() == cli.FormatJSON {
 		err = cli.WriteJSON(stdout, j)
 	} else {
-		err = cli.WriteJob(stdout, j, time.Now())
+		err = cli.WriteJobAt(stdout, j, time.Now(), c.Addr())
 	}
 	if err != nil {
 		return cli.Fail(stderr, prog, err)

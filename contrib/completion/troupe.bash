@@ -1,11 +1,11 @@
-# bash completion for troupe: bsub bqueue bkill bhold brelease bjob bpeek battach bhist bacct bhosts badmin bsim
+# bash completion for troupe: bsub bqueue bkill bhold brelease bjob bpeek battach bapp bhist bacct bhosts badmin bsim
 # bjobs bstop bresume lsid lsclusters schedd nodelet.
 #
 # Install: copy this file to /usr/share/bash-completion/completions/troupe and
 # link each command's name to it there (bash-completion loads completions
 # by command name), or source it from ~/.bashrc:
 #
-#   for c in bsub bqueue bkill bhold brelease bjob bpeek battach bhist bacct bhosts badmin bsim bjobs bstop bresume lsid lsclusters schedd nodelet; do
+#   for c in bsub bqueue bkill bhold brelease bjob bpeek battach bapp bhist bacct bhosts badmin bsim bjobs bstop bresume lsid lsclusters schedd nodelet; do
 #       ln -sf troupe /usr/share/bash-completion/completions/$c
 #   done
 #
@@ -224,8 +224,8 @@ _troupe() {
     bsim)
         ((${#pos[@]} == 0)) && _troupe_files '*.@(swf|swf.gz)'
         ;;
-    bkill | bhold | brelease | bjob | bpeek | battach | bjobs | bstop | bresume)
-        [[ $prog == bjob || $prog == bpeek || $prog == battach ]] && ((${#pos[@]} > 0)) && return 0
+    bkill | bhold | brelease | bjob | bpeek | battach | bapp | bjobs | bstop | bresume)
+        [[ $prog == bjob || $prog == bpeek || $prog == battach || $prog == bapp ]] && ((${#pos[@]} > 0)) && return 0
         local -a ids=()
         local id p seen
         while IFS= read -r id; do
@@ -257,4 +257,4 @@ _troupe() {
     return 0
 }
 
-complete -F _troupe bsub bqueue bkill bhold brelease bjob bpeek battach bhist bacct bhosts badmin bsim bjobs bstop bresume lsid lsclusters schedd nodelet
+complete -F _troupe bsub bqueue bkill bhold brelease bjob bpeek battach bapp bhist bacct bhosts badmin bsim bjobs bstop bresume lsid lsclusters schedd nodelet

@@ -28,6 +28,8 @@
 //	GET  /v1/openapi.json              → the OpenAPI 3 document of this API
 //	POST /v1/reconfig                  {} → ReconfigResponse (schedd re-reads its partitions file)
 //	POST /v1/nodes/drain               NodeDrain → NodeList (admins; drain or resume nodes)
+//	ANY  /apps/{id}/{service}/…        the job's service (its owner or an admin), proxied
+//	                                   through the nodelet of main1 (HTTP, WebSocket)
 //
 // Blocking queries: the response carries header X-Troupe-Index; a request
 // with ?index=N waits (up to wait) until the state index exceeds N.
@@ -424,13 +426,21 @@ type ContainerUpdate struct {
 // AttachRequest asks a nodelet to connect a client to the terminal of
 // one of its containers: it answers with POST
 // /v1/nodes/{name}/attach/{ID}, upgraded, and splices that stream to the
-// container's attach socket.
+// container's attach socket. With Port set it is an app's stream
+// instead (schedd's /apps proxy): the nodelet dials that port, which
+// must be one of the job's services, inside the container's network
+// namespace, writes AppReady (or "error: why\n") and splices the two.
 type AttachRequest struct {
 	ID    string `json:"id"`
 	JobID uint64 `json:"job_id"`
 	Host  string `json:"host"`
 	Run   int    `json:"run"` // the job's Requeues
+	Port  int    `json:"port,omitempty"`
 }
+
+// AppReady is the line a nodelet writes on an app's stream once it
+// connected the service's port; bytes after it are the app's.
+const AppReady = "ok\n"
 
 // AttachRequests are the attach requests waiting for a node.
 type AttachRequests struct {

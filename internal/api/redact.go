@@ -10,7 +10,7 @@ import "github.com/troupe-hpc/troupe/jobspec"
 // else. It is built by allow-list: a field not copied here, such as one
 // added to Job later, stays empty, so a new field is private until it is
 // classified (redact_test.go fails until it is). Withheld: the command,
-// environment, mounts, paths (cwd, workdir, output, error, image), the
+// environment, mounts, services, paths (cwd, workdir, output, error, image), the
 // session, request and kernel ids, the session network (VNI, subnet, the
 // containers' addresses), messages, GPU devices, signals and
 // dependencies.

@@ -42,6 +42,7 @@ var classes = map[reflect.Type]map[string]class{
 		"Requeue": shown, "Cluster": shown, "Resources": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
 		"Output": withheld, "Error": withheld, "Roles": withheld, "Ranges": withheld,
+		"Services": withheld,
 	},
 	reflect.TypeFor[api.Container](): {
 		"Container": nested, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown,

@@ -184,7 +184,22 @@ var ContainerHeader = []string{"HOST", "ROLE", "NODE", "ADDR", "STATE", "EXIT", 
 
 // WriteJob writes bjob's detail view of j; timestamps are shown in now's
 // location.
-func WriteJob(w io.Writer, j api.Job, now time.Time) error {
+func WriteJob(w io.Writer, j api.Job, now time.Time) error { return WriteJobAt(w, j, now, "") }
+
+// AppURL is where schedd at addr (its TROUPE_ADDR) serves job's service
+// name: the full URL over http(s), its path on a unix socket.
+func AppURL(addr string, job uint64, name string) string {
+	p := "/apps/" + strconv.FormatUint(job, 10) + "/" + name + "/"
+	addr, _, _ = strings.Cut(addr, ",") // the first of several peers
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		return strings.TrimRight(addr, "/") + p
+	}
+	return p
+}
+
+// WriteJobAt is WriteJob, with the job's services at their URLs on
+// schedd at addr (AppURL).
+func WriteJobAt(w io.Writer, j api.Job, now time.Time, addr string) error {
 	s := j.Spec
 	// Only a job whose main1 ran to its end has an exit code of its own.
 	exit := JobExitCode(j)
@@ -242,6 +257,9 @@ func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 	pair("Output", s.Output)
 	if s.Error != "" {
 		pair("Error", s.Error)
+	}
+	for _, sv := range s.Services {
+		pair("Service "+sv.Name, fmt.Sprintf("%s (port %d)", AppURL(addr, j.ID, sv.Name), sv.Port))
 	}
 	pair("Submitted", Timestamp(j.Submitted, now.Location()))
 	if j.State == api.JobPending && !j.EstimatedStart.IsZero() {

@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// echoPy answers an HTTP Upgrade with 101, then echoes each line back:
+// the app end of a WebSocket, without the framing.
+const echoPy = `import socket, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8001))
+s.listen()
+def serve(c):
+    f = c.makefile("rb")
+    while f.readline() not in (b"\r\n", b"\n", b""):
+        pass
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+    for line in f:
+        c.sendall(b"echo " + line)
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+`
+
+// TestAppsProxy: a runc job declares two services, python3's
+// http.server and an Upgrade echo, both listening on main1's loopback
+// only. Its owner GETs a file through schedd's /apps/JOB/files/ and
+// talks through an upgraded /apps/JOB/echo/ stream, and a "browser"
+// fetches the file through bapp's local port; another user gets
+// 403; an undeclared service is 404; a port the job listens on but did
+// not declare cannot be named at all; a declared port only the node's
+// loopback serves is refused (502), never the node's; after the job
+// ends the URL is refused.
+func TestAppsProxy(t *testing.T) {
+	needRunc(t)
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("SKIP: needs /usr/bin/python3 (the job's web server, in the host image)")
+	}
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("SKIP: needs curl (another user's request on the socket; `make deps` installs it)")
+	}
+	c := startCluster(t, 1, "2")
+	// A server on the node's own loopback: a service on its port must
+	// not reach it (the nodelet dials inside main1's namespace).
+	node := listenInNetNS(t, c.hostNamespaces(1)[0], "127.0.0.1:0", "node-loopback")
+	nodePort := node.Addr().(*net.TCPAddr).Port
+	dir := t.TempDir()
+	site := filepath.Join(dir, "site")
+	if err := os.Mkdir(site, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"hello.txt": "hello through the proxy\n", "echo.py": echoPy} {
+		if err := os.WriteFile(filepath.Join(site, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, _ := c.submit(dir, "apps", fmt.Sprintf(`
+job "apps" {
+  image   = "host"
+  command = ["sh", "-c", "/usr/bin/python3 /home/work/site/echo.py & /usr/bin/python3 -m http.server 8002 --bind 127.0.0.1 --directory /tmp & cd /home/work/site && exec /usr/bin/python3 -m http.server 8000 --bind 127.0.0.1"]
+  mount "site" {
+    source   = %q
+    target   = "/home/work/site"
+    readonly = true
+  }
+  service "files" {
+    port = 8000
+  }
+  service "echo" {
+    port = 8001
+  }
+  service "node" {
+    port = %d
+  }
+  output = "apps-%%j.out"
+}`, site, nodePort))
+	c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.State == api.JobRunning })
+
+	sock := strings.TrimPrefix(c.addr, "unix://")
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := hc.Get("http://troupe" + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	apps := "/apps/" + strconv.FormatUint(id, 10)
+
+	// The server may still be starting: 502 (refused) until it listens.
+	var code int
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		code, body = get(apps + "/files/hello.txt")
+		if code != http.StatusBadGateway || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != http.StatusOK || body != "hello through the proxy\n" {
+		t.Fatalf("the owner's GET: %d %q", code, body)
+	}
+	if code, body := get(apps + "/files/"); code != http.StatusOK || !strings.Contains(body, "hello.txt") {
+		t.Errorf("the listing: %d %q", code, body)
+	}
+	if code, body := get(apps + "/ssh/"); code != http.StatusNotFound || !strings.Contains(body, "declares files, echo, node") {
+		t.Errorf("an undeclared service: %d %s", code, body)
+	}
+	// Port 8002 serves /tmp in main1, but no service names it: nothing
+	// reaches it (a service is named, never numbered).
+	if code, _ := get(apps + "/8002/"); code != http.StatusNotFound {
+		t.Errorf("an undeclared port: %d, want 404", code)
+	}
+
+	// A declared port nothing in main1 listens on, though the node's
+	// loopback does: refused in the container, the node's server never
+	// answers.
+	if code, body := get(apps + "/node/"); code != http.StatusBadGateway || !strings.Contains(body, "refused") || strings.Contains(body, "node-loopback") {
+		t.Errorf("a port only the node listens on: %d %s, want 502 connection refused", code, body)
+	}
+
+	// Another user, on the same socket.
+	other := exec.Command(curl, "-s", "-o", "/dev/null", "-w", "%{http_code}", "--unix-socket", sock, "http://troupe"+apps+"/files/hello.txt")
+	other.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := other.Output(); err != nil || string(out) != "403" {
+		t.Errorf("another user's GET: %q %v, want 403", out, err)
+	}
+
+	// An upgraded stream carries bytes both ways.
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "GET %s/echo/ HTTP/1.1\r\nHost: troupe\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", apps)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade through /apps: %v %v", resp, err)
+	}
+	for _, msg := range []string{"one\n", "two\n"} {
+		_, _ = io.WriteString(conn, msg)
+		if got, err := br.ReadString('\n'); err != nil || got != "echo "+msg {
+			t.Fatalf("through the upgraded stream: %q %v, want %q", got, err, "echo "+msg)
+		}
+	}
+	conn.Close()
+
+	// bapp: a browser on this machine, through a local port.
+	fwd := exec.Command(bin+"/bapp", "--addr", c.addr, strconv.FormatUint(id, 10), "files")
+	fwdOut, err := fwd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = fwd.Process.Kill(); _ = fwd.Wait() }()
+	link, err := bufio.NewReader(fwdOut).ReadString('\n')
+	if err != nil || !strings.Contains(link, apps+"/files/?troupe-key=") {
+		t.Fatalf("bapp printed %q, %v", link, err)
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	for _, u := range []string{strings.TrimSpace(link), strings.TrimSpace(link[:strings.Index(link, apps)]) + apps + "/files/hello.txt"} {
+		resp, err := browser.Get(u)
+		if err != nil {
+			t.Fatalf("through bapp: GET %s: %v", u, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "hello") {
+			t.Errorf("through bapp: GET %s: %d %q", u, resp.StatusCode, b)
+		}
+	}
+
+	// bjob shows the services' paths.
+	if out, _, _ := c.run(dir, "bjob", strconv.FormatUint(id, 10)); !strings.Contains(out, apps+"/files/") {
+		t.Errorf("bjob does not show the service files:\n%s", out)
+	}
+
+	if _, _, code := c.run(dir, "bkill", strconv.FormatUint(id, 10)); code != 0 {
+		t.Fatalf("bkill exited %d", code)
+	}
+	c.waitState(id, 30*time.Second, func(j api.Job) bool { return j.State.Terminal() })
+	if code, body := get(apps + "/files/hello.txt"); code != http.StatusConflict {
+		t.Errorf("after the job ended: %d %s, want 409", code, body)
+	}
+}
