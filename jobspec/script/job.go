@@ -44,6 +44,7 @@ func (o *Options) Job(s Submit) (*jobspec.Job, error) {
 		Walltime:  o.Walltime,
 		Output:    o.Output,
 		Error:     o.Error,
+		Array:     o.Array,
 	}
 	if j.Account == "" {
 		j.Account = o.Group // LSF -G: the fair-share group
