@@ -264,6 +264,9 @@ func (a *Array) Started() int {
 	return a.States[JobScheduled] + a.States[JobPreparing] + a.States[JobRunning]
 }
 
+// Unmade counts the array's elements that have no row yet.
+func (a *Array) Unmade() int { return a.Count - a.Next - len(a.Early) }
+
 // Ended counts the array's elements that ended.
 func (a *Array) Ended() int {
 	n := 0

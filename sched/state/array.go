@@ -94,8 +94,7 @@ func newArray(j *api.Job) error {
 	return nil
 }
 
-// unmade counts the array's elements that have no row yet.
-func unmade(a *api.Array) int { return a.Count - a.Next - len(a.Early) }
+func unmade(a *api.Array) int { return a.Unmade() }
 
 // element returns the row of element idx of array id, or nil.
 func element(txn *memdb.Txn, id uint64, idx int) (*api.Job, error) {
