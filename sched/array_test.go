@@ -111,7 +111,7 @@ func TestArrayThrottle(t *testing.T) {
 func TestArrayKill(t *testing.T) {
 	_, c := cluster(t)
 	ctx := context.Background()
-	register(t, c, "n1", 1) // room for one element at a time
+	register(t, c, "n1", 1)             // room for one element at a time
 	id := submitArray(t, c, "1-300", 0) // more than the window
 	e1 := waitElement(t, c, id, 1, func(j api.Job) bool { return j.State == api.JobScheduled })
 
