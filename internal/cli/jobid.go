@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/troupe-hpc/troupe/internal/api"
 	"os"
 	"os/signal"
 	"strconv"
@@ -21,6 +23,22 @@ func ParseJobID(s string) (uint64, error) {
 // SignalContext is canceled on Ctrl-C or SIGTERM.
 func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// OneJobRef is OneJobID for a command that also takes an element of a
+// job array ("12[5]"): bjob.
+func (fs *FlagSet) OneJobRef(pos []string) (ref api.JobRef, code int, ok bool) {
+	switch {
+	case len(pos) == 0:
+		return ref, fs.UsageError("missing job id"), false
+	case len(pos) > 1:
+		return ref, fs.UsageError("one job id at a time (bqueue lists many)"), false
+	}
+	refs, err := ParseJobRefs(pos)
+	if err != nil {
+		return ref, fs.UsageError("%v", err), false
+	}
+	return refs[0], 0, true
 }
 
 // OneJobID is the one JOBID operand of a command that takes exactly
