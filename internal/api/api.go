@@ -299,7 +299,7 @@ func ParseJobRef(s string) (JobRef, error) {
 	id, rest, element := strings.Cut(s, "[")
 	n, err := strconv.ParseUint(id, 10, 64)
 	if err != nil || n == 0 {
-		return JobRef{}, fmt.Errorf("job id %q: want a positive number, or an array element such as 12[5]", s)
+		return JobRef{}, fmt.Errorf("job id %q is not a positive number, nor an array element such as 12[5]", s)
 	}
 	r := JobRef{ID: n}
 	if element {

@@ -22,7 +22,7 @@ func TestParseDependency(t *testing.T) {
 		{"afterok:1,afterany:2?after:3", "error: mixes ',' and '?'"},
 		{"finished(12)", `error: unknown condition "finished"`},
 		{"afterburn:12", `error: unknown type "afterburn"`},
-		{"done(x)", `error: job id "x": want a positive number`},
+		{"done(x)", `error: job id "x" is not a positive number`},
 		{"done(12[5]) && ended(12)", "done(12[5]) && ended(12)"},
 		{"afterok:12_5:13", "done(12[5]) && done(13)"},
 		{"done(12[x])", `error: want an array element such as 12[5]`},
