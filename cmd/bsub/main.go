@@ -191,24 +191,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *inter {
 		return interactive(ctx, c, resp, stdin, stdout, stderr)
 	}
-	if spec.Array != nil {
-		fmt.Fprintf(stdout, "Job <%d> is submitted to partition <%s>: an array of %s elements.\n", resp.JobID, resp.Partition, arrayCount(spec.Array))
-	} else {
-		fmt.Fprintf(stdout, "Job <%d> is submitted to partition <%s>.\n", resp.JobID, resp.Partition)
-	}
+	// The same line for a job array (workflow tools parse it, as LSF's).
+	fmt.Fprintf(stdout, "Job <%d> is submitted to partition <%s>.\n", resp.JobID, resp.Partition)
 	if !*wait {
 		return cli.ExitOK
 	}
 	return waitJob(ctx, c, resp.JobID, stderr)
-}
-
-// arrayCount is how many elements a is, for the submit message.
-func arrayCount(a *jobspec.Array) string {
-	x, err := a.Indices()
-	if err != nil {
-		return "?"
-	}
-	return strconv.Itoa(x.Count())
 }
 
 // request builds the submission: the spec and who submits it from where.

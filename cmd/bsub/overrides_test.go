@@ -80,15 +80,14 @@ func TestArrayFlags(t *testing.T) {
 		args []string
 		name string
 		want jobspec.Array
-		out  string
 	}{
-		{[]string{"-J", "sweep[1-100%10]"}, "sweep", jobspec.Array{Range: "1-100", MaxRunning: 10}, "an array of 100 elements"},
-		{[]string{"-J", "sweep[1,3,5-9:2]"}, "sweep", jobspec.Array{Range: "1,3,5-9:2"}, "an array of 5 elements"},
-		{[]string{"--array", "1-100:2%10"}, "hello", jobspec.Array{Range: "1-99:2", MaxRunning: 10}, "an array of 50 elements"},
+		{[]string{"-J", "sweep[1-100%10]"}, "sweep", jobspec.Array{Range: "1-100", MaxRunning: 10}},
+		{[]string{"-J", "sweep[1,3,5-9:2]"}, "sweep", jobspec.Array{Range: "1,3,5-9:2"}},
+		{[]string{"--array", "1-100:2%10"}, "hello", jobspec.Array{Range: "1-99:2", MaxRunning: 10}},
 	} {
 		s, got := captureSubmit(t)
 		code, out, errs := runBsub(append(append([]string{"--addr", s.Addr}, tc.args...), rolesJob2(t))...)
-		if code != 0 || errs != "" || !strings.Contains(out, tc.out) {
+		if code != 0 || errs != "" || out != "Job <7> is submitted to partition <>.\n" {
 			t.Fatalf("%q: exit %d, stdout %q, stderr %q", tc.args, code, out, errs)
 		}
 		if got.Spec.Array == nil || *got.Spec.Array != tc.want || got.Spec.Name != tc.name {
