@@ -107,3 +107,31 @@ func TestParseArrayErrors(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseIndices: ParseIndices never panics; what it accepts counts at
+// most MaxArraySize elements, At and Position are inverses on it, and
+// its String parses back to the same indices.
+func FuzzParseIndices(f *testing.F) {
+	for _, s := range []string{"1-100", "[1-100%10]", "1,3,5-9:2", "0-15:4%2", "5-1", "1,1", "1-2000000", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		x, _, err := jobspec.ParseIndices(s)
+		if err != nil {
+			return
+		}
+		n := x.Count()
+		if n < 1 || n > jobspec.MaxArraySize {
+			t.Fatalf("%q: %d elements", s, n)
+		}
+		for _, pos := range []int{0, n / 2, n - 1} {
+			if idx := x.At(pos); idx < 0 || x.Position(idx) != pos {
+				t.Fatalf("%q: At(%d) = %d, Position of it %d", s, pos, idx, x.Position(idx))
+			}
+		}
+		y, _, err := jobspec.ParseIndices(x.String())
+		if err != nil || y.String() != x.String() {
+			t.Fatalf("%q: String %q parses to %v, %v", s, x.String(), y, err)
+		}
+	})
+}
