@@ -69,3 +69,25 @@ func compareIDs(a, b api.Job) int {
 	}
 	return cmp.Compare(ia, ib)
 }
+
+// LSFArrays is jobs as LSF's bjobs shows job arrays: each element as a
+// job of the array's id named name[index] ("sweep[5]"), and the array's
+// own row, named name[indices], only while some of its elements have not
+// come up yet (they wait behind it).
+func LSFArrays(jobs []api.Job) []api.Job {
+	out := jobs[:0:0]
+	for _, j := range jobs {
+		switch {
+		case j.ArrayID != 0:
+			j.Name = fmt.Sprintf("%s[%d]", j.Name, j.ArrayIndex)
+			j.ID = j.ArrayID
+		case j.Array != nil:
+			if j.Array.Unmade() == 0 {
+				continue
+			}
+			j.Name = fmt.Sprintf("%s[%s]", j.Name, j.Array.Indices)
+		}
+		out = append(out, j)
+	}
+	return out
+}
