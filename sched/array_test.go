@@ -213,6 +213,24 @@ func TestArrayDependency(t *testing.T) {
 	waitJob(t, c, b, func(j api.Job) bool { return j.State == api.JobFailed })
 	waitJob(t, c, never, func(j api.Job) bool { return j.Reason == api.ReasonDependencyNeverSatisfied })
 
+	// An array that waits for a job: its elements wait too, and the
+	// array's row says why.
+	first, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := api.ParseDependency(fmt.Sprintf("done(%d)", first.JobID))
+	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: arraySpec("1-2", 0), DependsOn: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitElement(t, c, res.JobID, 1, func(j api.Job) bool { return j.Reason == api.ReasonDependency })
+	if p, _, _ := c.Job(context.Background(), res.JobID, 0, 0); p.State != api.JobPending || p.Reason != api.ReasonDependency {
+		t.Fatalf("array waiting on job %d: %s (%s)", first.JobID, p.State, p.Reason)
+	}
+	finish(t, c, first.JobID, 0)
+	waitElement(t, c, res.JobID, 1, func(j api.Job) bool { return j.State == api.JobScheduled })
+
 	// Refusals: an element the array lacks, an element of a plain job.
 	for _, expr := range []string{fmt.Sprintf("done(%d[7])", a), fmt.Sprintf("done(%d[1])", whole)} {
 		d, _ := api.ParseDependency(expr)

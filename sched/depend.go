@@ -77,6 +77,17 @@ func dependencyReason(v *state.Snapshot, j *api.Job) string {
 // withDependency is j with its conditions' statuses filled in, for
 // answers (bjob lists them).
 func withDependency(v *state.Snapshot, j api.Job) api.Job {
+	if a := j.Array; a != nil && j.State == api.JobPending {
+		// An array's row is never queued, so no pass gives it a reason:
+		// its dependency's, else its throttle's, else Priority.
+		switch j.Reason = dependencyReason(v, &j); {
+		case j.Reason != "":
+		case a.MaxRunning > 0 && a.Started() >= a.MaxRunning:
+			j.Reason = api.ReasonArrayTaskLimit
+		default:
+			j.Reason = api.ReasonPriority
+		}
+	}
 	if j.DependsOn == nil {
 		return j
 	}

@@ -439,6 +439,10 @@ func (v *Snapshot) ElementView(p *api.Job, idx int) (j *api.Job, ok bool) {
 	}
 	e := clone(p)
 	e.ID, e.Array, e.ArrayID, e.ArrayIndex = 0, nil, p.ID, idx
+	e.SessionID, e.Network = "", nil // it has no session yet
+	for i := range e.Containers {
+		e.Containers[i].KernelID, e.Containers[i].Addr = "", ""
+	}
 	e.ArraySpan = &api.ArraySpan{Min: a.Indices.Min(), Max: a.Indices.Max(), Count: a.Count, Step: a.Indices.Step()}
 	e.Started, e.Ended = time.Time{}, time.Time{}
 	switch {
