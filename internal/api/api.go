@@ -28,6 +28,12 @@
 //	POST /v1/reconfig                  {} → ReconfigResponse (schedd re-reads its partitions file)
 //	POST /v1/nodes/drain               NodeDrain → NodeList (admins; drain or resume nodes)
 //
+// A job array is one job (its id, Job.Array); {id} may also name one of
+// its elements, "12[5]" (URL-escaped: 12%5B5%5D), for GET, kill, hold,
+// release, signal and attach. GET /v1/jobs?array=12 lists the array's
+// elements in index order, those that have not come up yet too (bqueue
+// --array).
+//
 // Blocking queries: the response carries header X-Troupe-Index; a request
 // with ?index=N waits (up to wait) until the state index exceeds N.
 package api
