@@ -89,7 +89,7 @@ func WriteQueueStart(w io.Writer, jobs []api.Job, now time.Time) error {
 		if j.State != api.JobPending {
 			continue
 		}
-		t.Row(strconv.FormatUint(j.ID, 10), j.User, j.Partition, j.Name, string(j.State),
+		t.Row(JobID(j), j.User, j.Partition, j.Name, string(j.State),
 			strconv.Itoa(JobSize(j)), Timestamp(j.EstimatedStart, now.Location()), JobReason(j))
 	}
 	return t.Flush()
