@@ -76,7 +76,8 @@ func (s *Selection) filter() (JobFilter, error) {
 
 // Pick lists the queue and returns the ids of the jobs that match (your
 // own unless -u says otherwise), in queue order; with ids given, only
-// those among them, as scancel does. No match is an error.
+// those among them, as scancel does. A job array is one job, in its
+// state: its elements are not picked one by one. No match is an error.
 func (s *Selection) Pick(ctx context.Context, c *client.Client, ids []uint64) ([]uint64, error) {
 	f, err := s.filter()
 	if err != nil {
@@ -87,7 +88,7 @@ func (s *Selection) Pick(ctx context.Context, c *client.Client, ids []uint64) ([
 		return nil, err
 	}
 	var out []uint64
-	for _, j := range SortJobs(f.Filter(list.Jobs)) {
+	for _, j := range SortJobs(f.Filter(FoldArrays(list.Jobs))) { // an array is one job here
 		if len(ids) == 0 || slices.Contains(ids, j.ID) {
 			out = append(out, j.ID)
 		}
