@@ -27,7 +27,7 @@ var (
 			{Name: "requeue"}, {Name: "image"}, {Name: "command"}, {Name: "workdir"}, {Name: "env"}, {Name: "output"}, {Name: "error"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
-			{Type: "cluster"}, {Type: "resources"},
+			{Type: "cluster"}, {Type: "resources"}, {Type: "array"},
 			{Type: "mount", LabelNames: []string{"name"}},
 			{Type: "role", LabelNames: []string{"name"}},
 			{Type: "service", LabelNames: []string{"name"}},
@@ -38,6 +38,9 @@ var (
 	}
 	clusterSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "size"}, {Name: "mode"}},
+	}
+	arraySchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "range", Required: true}, {Name: "max_running"}},
 	}
 	resourcesSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "cpu"}, {Name: "memory"}, {Name: "gpu"}},
@@ -101,6 +104,14 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	}
 	if b := d.single(blocks["resources"]); b != nil {
 		d.resources(b, "resources", &j.Resources)
+	}
+	if b := d.single(blocks["array"]); b != nil {
+		d.ranges["array"] = b.DefRange
+		c, diags := b.Body.Content(arraySchema)
+		d.diags = append(d.diags, diags...)
+		j.Array = &Array{}
+		d.str(c.Attributes, "range", "array.range", &j.Array.Range)
+		d.whole(c.Attributes, "max_running", "array.max_running", &j.Array.MaxRunning)
 	}
 	for i, b := range blocks["mount"] {
 		j.Mounts = append(j.Mounts, d.mount(b, fmt.Sprintf("mounts.%d", i)))

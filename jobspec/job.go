@@ -40,7 +40,7 @@ type Job struct {
 	Workdir   string            `json:"workdir,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	Mounts    []Mount           `json:"mounts,omitempty"`
-	Output    string            `json:"output,omitempty"` // %j job id, %h host, %u user
+	Output    string            `json:"output,omitempty"` // %j job id, %h host, %u user, %I array index
 	// Error is the stderr file pattern (as Output); empty: stderr goes
 	// to the output file.
 	Error string `json:"error,omitempty"`
@@ -48,6 +48,8 @@ type Job struct {
 	// Services are the ports main1 serves that schedd proxies to the
 	// job's owner at /apps/JOB/NAME/ (service blocks).
 	Services []Service `json:"services,omitempty"`
+	// Array makes the job a job array (array.go); nil: one job.
+	Array *Array `json:"array,omitempty"`
 
 	// Ranges records where each setting was written, keyed by its JSON
 	// path: "cluster.size", "resources.gpu", "env.EPOCHS",

@@ -86,7 +86,28 @@ func (j *Job) validate(skip map[string]bool) hcl.Diagnostics {
 	v.pattern("error", v.j.Error)
 	v.roles()
 	v.services()
+	v.array()
 	return v.diags
+}
+
+// array checks the array block: a range ParseIndices reads, without a
+// throttle (that is max_running), and max_running ≥ 0.
+func (v *validator) array() {
+	a := v.j.Array
+	if a == nil {
+		return
+	}
+	switch _, throttle, err := ParseIndices(a.Range); {
+	case err != nil:
+		v.errorf("array.range", "Invalid array range", "%s.", err)
+	case throttle > 0:
+		v.errorf("array.range", "Invalid array range",
+			"array range %q carries a throttle; in a job file write it as max_running = %d.", a.Range, throttle)
+	}
+	if a.MaxRunning < 0 {
+		v.errorf("array.max_running", "Invalid max_running",
+			"max_running %d is not valid; give the most elements that may run at once (at least 1), or 0 for no limit.", a.MaxRunning)
+	}
 }
 
 type validator struct {
@@ -327,7 +348,7 @@ func (v *validator) pattern(path, o string) {
 			esc = o[i : i+2]
 		}
 		switch esc {
-		case "%j", "%h", "%u", "%%":
+		case "%j", "%h", "%u", "%%", "%I", "%a", "%A":
 			i++
 			continue
 		}
@@ -336,7 +357,7 @@ func (v *validator) pattern(path, o string) {
 			what = "ends with a lone %"
 		}
 		v.diags = append(v.diags, errorAt(v.within(path, o, i, len(esc)), "Invalid "+path+" pattern",
-			path+" %q %s; use %%j (job id), %%h (container host), %%u (user) or %%%% (a literal %%).", o, what))
+			path+" %q %s; use %%j (job id), %%h (container host), %%u (user), %%I or %%a (array index), %%A (array job id) or %%%% (a literal %%).", o, what))
 	}
 }
 

@@ -274,7 +274,8 @@ func TestJobExamplesParse(t *testing.T) {
 
 // TestContainerVariables: the variables troupe-job.5 lists under INSIDE
 // EVERY CONTAINER are exactly those nodelet/session sets for a container
-// with every feature: runc on a session network with troupe-ssh, as
+// with every feature: an element of a job array, on runc on a session
+// network with troupe-ssh, as
 // nodelet's setupNetwork (nodelet/agent.go) configures it and buildSpec
 // (nodelet/spec.go) passes to session.EnvWith. Containers with fewer
 // features get a subset, which the page says in words.
@@ -292,7 +293,9 @@ func TestContainerVariables(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(jobspec.FormatDiagnostics(diags))
 	}
-	job := api.Job{ID: 7, User: "alice", SessionID: "s", Spec: *spec}
+	// An element of a job array: the array variables are set too.
+	job := api.Job{ID: 7, User: "alice", SessionID: "s", Spec: *spec,
+		ArrayID: 6, ArrayIndex: 1, ArraySpan: &api.ArraySpan{Min: 1, Max: 4, Count: 4, Step: 1}}
 	for _, c := range spec.Containers() {
 		job.Containers = append(job.Containers, api.Container{Container: c, KernelID: c.Host + "-id"})
 	}

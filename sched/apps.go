@@ -141,7 +141,7 @@ func appNode(j *api.Job) (string, error) {
 // the path without /apps/ID/SERVICE (X-Forwarded-Prefix says it), unless
 // the service keeps the prefix; never the caller's Authorization.
 func (s *Server) handleApp(w http.ResponseWriter, r *http.Request) {
-	id, ok := jobID(w, r)
+	id, ok := s.jobID(w, r)
 	if !ok {
 		return
 	}

@@ -109,7 +109,7 @@ func (h *attachHub) claim(node, id string) *attachWait {
 // the job (or be an admin), gets the terminal of its container ?host=
 // (main1) once the container's nodelet connected.
 func (s *Server) handleAttach(w http.ResponseWriter, r *http.Request) {
-	id, ok := jobID(w, r)
+	id, ok := s.jobID(w, r)
 	if !ok {
 		return
 	}

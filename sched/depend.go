@@ -22,7 +22,7 @@ func dependencyStatus(v *state.Snapshot, d *api.Dependency) ([]api.Condition, ap
 	sts := make([]api.DepStatus, len(conds))
 	for i := range conds {
 		c := &conds[i]
-		if o := v.Job(c.JobID); o == nil {
+		if o := conditionJob(v, *c); o == nil {
 			c.Status, c.JobState = api.DepNever, "" // only after a restore lost it
 		} else {
 			c.Status, c.JobState = c.Eval(o.State, !o.Started.IsZero()), o.State
@@ -30,6 +30,33 @@ func dependencyStatus(v *state.Snapshot, d *api.Dependency) ([]api.Condition, ap
 		sts[i] = c.Status
 	}
 	return conds, d.Combine(sts)
+}
+
+// conditionJob is the job (or array element) c names, nil when the state
+// no longer holds it. An element without a row yet is shown as the
+// array's answer for it (PENDING, HELD, or CANCELLED with the array).
+func conditionJob(v *state.Snapshot, c api.Condition) *api.Job {
+	o := v.Job(c.JobID)
+	if o == nil || c.Index == nil {
+		return o
+	}
+	if o.Array == nil {
+		return nil
+	}
+	e, ok := v.ElementView(o, *c.Index)
+	if !ok {
+		return nil
+	}
+	return e
+}
+
+// dependencyElement is the row of the element c names, nil when c names
+// a whole job or the element has no row.
+func dependencyElement(v *state.Snapshot, c api.Condition) *api.Job {
+	if c.Index == nil {
+		return nil
+	}
+	return v.Element(c.JobID, *c.Index)
 }
 
 // dependencyReason is the pending reason j's dependency gives it, "" when
@@ -50,6 +77,17 @@ func dependencyReason(v *state.Snapshot, j *api.Job) string {
 // withDependency is j with its conditions' statuses filled in, for
 // answers (bjob lists them).
 func withDependency(v *state.Snapshot, j api.Job) api.Job {
+	if a := j.Array; a != nil && j.State == api.JobPending {
+		// An array's row is never queued, so no pass gives it a reason:
+		// its dependency's, else its throttle's, else Priority.
+		switch j.Reason = dependencyReason(v, &j); {
+		case j.Reason != "":
+		case a.MaxRunning > 0 && a.Started() >= a.MaxRunning:
+			j.Reason = api.ReasonArrayTaskLimit
+		default:
+			j.Reason = api.ReasonPriority
+		}
+	}
 	if j.DependsOn == nil {
 		return j
 	}
@@ -68,8 +106,14 @@ func checkDependency(v *state.Snapshot, d *api.Dependency) error {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	for _, c := range d.Conditions {
-		if v.Job(c.JobID) == nil {
+		o := v.Job(c.JobID)
+		switch {
+		case o == nil:
 			return fmt.Errorf("%w: dependency %s: job %d does not exist (the last job is %d)", ErrInvalid, c, c.JobID, v.LastJobID())
+		case c.Index != nil && o.Array == nil:
+			return fmt.Errorf("%w: dependency %s: job %d is not a job array", ErrInvalid, c, c.JobID)
+		case c.Index != nil && !o.Array.Indices.Contains(*c.Index):
+			return fmt.Errorf("%w: dependency %s: array %d has no element %d (its indices: %s)", ErrInvalid, c, c.JobID, *c.Index, o.Array.Indices)
 		}
 	}
 	return nil

@@ -68,6 +68,15 @@
 //	    state.CmdPurge, and every replica drops it. bhist and bacct (GET
 //	    /v1/history, /v1/accounting; history.go) read the store and the
 //	    ended jobs still in raft, each run once.
+//	11. Job arrays (state/array.go): one submit command and one row per
+//	    array whatever its size; the store gives elements rows of their
+//	    own (ordinary jobs, ids from the job counter) a window at a time
+//	    and keeps the array's counts and state. Here the array's row is
+//	    never queued; its max_running reaches the core as ArraySlots
+//	    (snapshot.go), and answers name elements 12[5] (http.go
+//	    jobRef, state.Snapshot.ElementView). Elements are exported to
+//	    the accounting store one by one with their index; the array's
+//	    row leaves raft with them.
 //
 // Subpackages: core (the pure scheduler), state (tables and transitions),
 // raftlog (durability), web (the read-only page), config (schedd.hcl),

@@ -79,12 +79,21 @@ func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 				if j.DependsOn != nil {
 					for _, c := range j.DependsOn.Conditions {
 						needed[c.JobID] = true
+						if e := dependencyElement(v, c); e != nil {
+							needed[e.ID] = true // done(12[5]) reads element 5's row
+						}
 					}
 				}
 				continue
 			}
 			k := accounting.Key{ID: j.ID, Run: j.Requeues}
 			inState[k] = true
+			if j.Array != nil {
+				// An array's own row is no run: its elements are stored
+				// one by one; the row leaves raft with them.
+				s.exp.done[k] = true
+				continue
+			}
 			if !s.exp.done[k] && len(recs) < exportBatch {
 				recs = append(recs, HistoryRecord(*j))
 			}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -308,5 +309,46 @@ func TestPublicHistory(t *testing.T) {
 	got, _ := json.Marshal(PublicHistory(HistoryRecord(j)))
 	if string(got) != string(want) {
 		t.Fatalf("redacted record\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestArrayExport: each element of an ended job array is stored as a
+// record of its own with its index; the array's own row is not (it ran
+// nothing) but leaves the state with them, and bhist's id of the array
+// picks its elements.
+func TestArrayExport(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
+	srv, c := exportServer(t, t.TempDir(), clock, Config{KeepEnded: time.Minute})
+	ctx := context.Background()
+	r, err := c.Submit(ctx, api.SubmitRequest{Spec: arraySpec("1,4,7", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kill(ctx, r.JobID); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Minute)
+	if n, err := srv.ExportEnded(ctx); err != nil || n != 4 {
+		t.Fatalf("purged %d, %v; want 4 (the array and its 3 elements)", n, err)
+	}
+	if n, _ := srv.Accounting().Count(ctx); n != 3 {
+		t.Fatalf("store holds %d rows, want 3 (the elements)", n)
+	}
+	if srv.Store().Snapshot().Job(r.JobID) != nil {
+		t.Fatal("the array's row is still in the state")
+	}
+	got := history(t, c, url.Values{"id": {strconv.FormatUint(r.JobID, 10)}})
+	if len(got) != 3 {
+		t.Fatalf("bhist %d: %+v", r.JobID, got)
+	}
+	seen := map[int]bool{}
+	for _, h := range got {
+		if h.ArrayID != r.JobID || h.State != api.JobCancelled {
+			t.Fatalf("record %+v", h)
+		}
+		seen[h.ArrayIndex] = true
+	}
+	if !seen[1] || !seen[4] || !seen[7] {
+		t.Fatalf("indices recorded: %v", seen)
 	}
 }

@@ -69,7 +69,7 @@ func parseHistoryQuery(q url.Values) (HistoryQuery, error) {
 func History(jobs []api.Job, q HistoryQuery) []api.HistoryJob {
 	out := []api.HistoryJob{}
 	for _, j := range jobs {
-		if !j.State.Terminal() {
+		if !j.State.Terminal() || j.Array != nil { // an array's record is its elements'
 			continue
 		}
 		if h := HistoryRecord(j); q.Match(&h) {
@@ -105,6 +105,7 @@ func HistoryRecord(j api.Job) api.HistoryJob {
 		State: j.State, Reason: j.Reason,
 		ExitCode: j.ExitCode, Submitted: j.Submitted, Started: j.Started, Ended: j.Ended,
 		CPUTime: j.CPUTime, MemPeak: j.MemPeak, Nodes: []string{},
+		ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex,
 	}
 	if j.Started.IsZero() {
 		h.Wait = j.Ended.Sub(j.Submitted)
@@ -298,7 +299,7 @@ func (s *Server) Signal(ctx context.Context, id uint64, req api.SignalJob) (*api
 }
 
 func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
-	id, ok := jobID(w, r)
+	id, ok := s.jobID(w, r)
 	if !ok {
 		return
 	}

@@ -77,7 +77,11 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list := api.JobList{Jobs: []api.Job{}, Index: idx}
-	for _, j := range v.Jobs() {
+	jobs := v.Jobs()
+	if q.array != 0 {
+		jobs = arrayElements(v, q.array)
+	}
+	for _, j := range jobs {
 		if !q.match(j) {
 			continue
 		}
@@ -89,8 +93,25 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, idx, list)
 }
 
+// arrayElements are the elements of job array id in index order, as
+// answers show them (state.Snapshot.ElementView); none when id is not
+// an array.
+func arrayElements(v *state.Snapshot, id uint64) []*api.Job {
+	p := v.Job(id)
+	if p == nil || p.Array == nil {
+		return nil
+	}
+	var out []*api.Job
+	for pos := range p.Array.Count {
+		if e, ok := v.ElementView(p, p.Array.Indices.At(pos)); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
-	id, ok := jobID(w, r)
+	ref, ok := jobRef(w, r)
 	if !ok {
 		return
 	}
@@ -98,9 +119,16 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	j := v.Job(id)
+	j := v.Job(ref.ID)
+	if j != nil && ref.Element {
+		if j.Array == nil {
+			writeErr(w, fmt.Errorf("job %s: job %d is not a job array: %w", ref, ref.ID, state.ErrNotFound))
+			return
+		}
+		j, _ = v.ElementView(j, ref.Index)
+	}
 	if j == nil {
-		writeErr(w, fmt.Errorf("job %d: %w", id, state.ErrNotFound))
+		writeErr(w, fmt.Errorf("job %s: %w", ref, state.ErrNotFound))
 		return
 	}
 	writeJSON(w, http.StatusOK, idx, visible(r.Context(), withDependency(v, s.withStart(*j))))
@@ -108,27 +136,28 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("done") == "true" { // bkill -d
-		s.handleControl(s.KillDone)(w, r)
+		s.handleControl(s.control(state.CmdKill, true))(w, r)
 		return
 	}
-	s.handleControl(s.Kill)(w, r)
+	s.handleControl(s.control(state.CmdKill, false))(w, r)
 }
 
 // handleControl serves POST /v1/jobs/{id}/kill, hold and release: the
-// job's owner or an admin may; the answer is the job.
-func (s *Server) handleControl(do func(context.Context, uint64) (*api.Job, error)) http.HandlerFunc {
+// job's owner or an admin may; the answer is the job. {id} may name a
+// whole job array ("12") or one element ("12[5]").
+func (s *Server) handleControl(do func(context.Context, api.JobRef) (*api.Job, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, ok := jobID(w, r)
+		ref, ok := jobRef(w, r)
 		if !ok {
 			return
 		}
-		if j := s.st.Snapshot().Job(id); j != nil {
+		if j := s.st.Snapshot().Job(ref.ID); j != nil {
 			if err := mayControl(r.Context(), j); err != nil {
 				writeErr(w, err)
 				return
 			}
 		}
-		j, err := do(r.Context(), id)
+		j, err := do(r.Context(), ref)
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -294,13 +323,29 @@ func min64(a, b time.Duration) time.Duration {
 	return b
 }
 
-func jobID(w http.ResponseWriter, r *http.Request) (uint64, bool) {
-	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
-	if err != nil || id == 0 {
-		writeErr(w, fmt.Errorf("%w: job id %q is not a positive number", ErrInvalid, r.PathValue("id")))
-		return 0, false
+// jobRef reads the path's job: "12", or an element of a job array,
+// "12[5]".
+func jobRef(w http.ResponseWriter, r *http.Request) (api.JobRef, bool) {
+	ref, err := api.ParseJobRef(r.PathValue("id"))
+	if err != nil {
+		writeErr(w, fmt.Errorf("%w: %v", ErrInvalid, err))
+		return ref, false
 	}
-	return id, true
+	return ref, true
+}
+
+// jobID is the id of the job row the path names: an element "12[5]" is
+// its row's id, which it has once it came up (see state's arrays).
+func (s *Server) jobID(w http.ResponseWriter, r *http.Request) (uint64, bool) {
+	ref, ok := jobRef(w, r)
+	if !ok || !ref.Element {
+		return ref.ID, ok
+	}
+	if e := s.st.Snapshot().Element(ref.ID, ref.Index); e != nil {
+		return e.ID, true
+	}
+	writeErr(w, fmt.Errorf("job %s: %w (an element that has not come up yet, has ended and been purged, or does not exist)", ref, state.ErrNotFound))
+	return 0, false
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {

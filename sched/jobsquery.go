@@ -18,6 +18,9 @@ type jobsQuery struct {
 	noEnded           bool   // ended=false: leave ended jobs out (unless states names one)
 	after             uint64 // only ids above (pagination)
 	limit             int    // at most this many, in id order; 0 all
+	// array: list the elements of this job array, in index order, those
+	// without a row yet too (bqueue -A); the other filters apply.
+	array uint64
 }
 
 // queryStates are the states ?state= takes.
@@ -25,7 +28,7 @@ var queryStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, 
 	api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail}
 
 // parseJobsQuery reads ?user=U, partition=P, state=S (each repeatable),
-// ended=false, after=ID and limit=N.
+// ended=false, after=ID, array=ID and limit=N.
 func parseJobsQuery(q url.Values) (jobsQuery, error) {
 	jq := jobsQuery{users: q["user"], partitions: q["partition"]}
 	for _, s := range q["state"] {
@@ -49,6 +52,13 @@ func parseJobsQuery(q url.Values) (jobsQuery, error) {
 		}
 		jq.after = n
 	}
+	if v := q.Get("array"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n == 0 {
+			return jq, fmt.Errorf("%w: array %q is not a job id", ErrInvalid, v)
+		}
+		jq.array = n
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
@@ -64,7 +74,7 @@ func (q jobsQuery) match(j *api.Job) bool {
 	if q.noEnded && j.State.Terminal() && !slices.Contains(q.states, j.State) {
 		return false
 	}
-	return j.ID > q.after &&
+	return (q.after == 0 || j.ID > q.after) &&
 		(len(q.users) == 0 || slices.Contains(q.users, j.User)) &&
 		(len(q.partitions) == 0 || slices.Contains(q.partitions, j.Partition)) &&
 		(len(q.states) == 0 || slices.Contains(q.states, j.State))

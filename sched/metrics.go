@@ -134,6 +134,10 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	type pkey struct{ partition, reason string }
 	oldest := map[pkey]time.Time{}
 	for _, j := range v.Jobs() {
+		if j.Array != nil { // an array's row: its elements count
+			jobs[key{string(api.JobPending), j.Partition}] += j.Array.Unmade()
+			continue
+		}
 		jobs[key{string(j.State), j.Partition}]++
 		if j.State == api.JobPending {
 			k := pkey{j.Partition, j.Reason}

@@ -36,6 +36,8 @@ func Partitions(v *state.Snapshot, empty []core.Node) api.PartitionList {
 		for _, j := range jobs {
 			switch {
 			case j.Partition != p.Name || j.State.Terminal():
+			case j.Array != nil: // an array's row: its elements without a row wait
+				info.Pending += j.Array.Unmade()
 			case j.State == api.JobPending || j.State == api.JobHeld:
 				info.Pending++
 			default:

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/troupe-hpc/troupe/sched/openapi"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // route is one endpoint of the /v1 API: a method, a path in
@@ -22,8 +23,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/jobs", s.handleJobs},
 		{"GET", "/v1/jobs/{id}", s.handleJob},
 		{"POST", "/v1/jobs/{id}/kill", s.handleKill},
-		{"POST", "/v1/jobs/{id}/hold", s.handleControl(s.Hold)},
-		{"POST", "/v1/jobs/{id}/release", s.handleControl(s.Release)},
+		{"POST", "/v1/jobs/{id}/hold", s.handleControl(s.control(state.CmdHold, false))},
+		{"POST", "/v1/jobs/{id}/release", s.handleControl(s.control(state.CmdRelease, false))},
 		{"POST", "/v1/jobs/{id}/attach", s.handleAttach},
 		{"POST", "/v1/jobs/{id}/signal", s.handleSignal},
 		{"GET", "/v1/history", s.handleHistory},

@@ -391,6 +391,9 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 	if req.Hold {
 		j.State, j.Reason = api.JobHeld, api.ReasonHeld
 	}
+	if spec.Array != nil && req.Interactive {
+		return nil, fmt.Errorf("%w: a job array cannot be interactive (bsub -I): its elements have no terminal to share; drop -I or the array", ErrInvalid)
+	}
 	for _, c := range cs {
 		j.Containers = append(j.Containers, api.Container{Container: c, KernelID: uuid.NewString(), State: api.ContainerPending})
 	}
@@ -404,7 +407,7 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 	if max := p.UserLimits.MaxSubmitJobs; max > 0 {
 		n := 0
 		for _, o := range v.Jobs() {
-			if !o.State.Terminal() && o.User == j.User && o.Partition == j.Partition {
+			if !o.State.Terminal() && o.User == j.User && o.Partition == j.Partition && o.ArrayID == 0 {
 				n++
 			}
 		}
@@ -448,7 +451,9 @@ func (s *Server) checkQueued(v *state.Snapshot, j *api.Job) error {
 	}
 	n := 0
 	for _, o := range v.Jobs() {
-		if o.UID == j.UID && (o.State == api.JobPending || o.State == api.JobHeld) {
+		// A job array counts once, by its own row (its elements are
+		// made a few at a time, see state's arrays).
+		if o.UID == j.UID && (o.State == api.JobPending || o.State == api.JobHeld) && o.ArrayID == 0 {
 			n++
 		}
 	}
@@ -555,6 +560,32 @@ func (s *Server) kill(ctx context.Context, id uint64, done bool) (*api.Job, erro
 	}
 	s.wake()
 	return v.(*api.Job), nil
+}
+
+// control returns the kill (bkill -d with done), hold or release of a
+// job, a whole job array, or one element of an array.
+func (s *Server) control(kind string, done bool) func(context.Context, api.JobRef) (*api.Job, error) {
+	return func(ctx context.Context, ref api.JobRef) (*api.Job, error) {
+		c := state.Command{Kind: kind}
+		switch kind {
+		case state.CmdKill:
+			c.Kill, c.KillDone = ref.ID, done
+		case state.CmdHold:
+			c.Hold = ref.ID
+		case state.CmdRelease:
+			c.Release = ref.ID
+		}
+		if ref.Element {
+			i := ref.Index
+			c.Index = &i
+		}
+		v, err := s.apply(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		s.wake()
+		return v.(*api.Job), nil
+	}
 }
 
 // Hold keeps a pending job out of scheduling until Release.

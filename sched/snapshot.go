@@ -23,6 +23,8 @@ import (
 //     (Dependency, DependencyNeverSatisfied, PartitionLimit,
 //     AccountLimit);
 //   - started jobs with their start and walltime, for backfill;
+//   - for each job array with a throttle, how many more of its elements
+//     may start (its own row is not queued: its elements are);
 //   - each partition's tier, default walltime, GPU quantum and starvation
 //     threshold, and the policy (weights, reservation depth, and for the
 //     fairshare policy the rest of core.DefaultPolicy).
@@ -41,13 +43,22 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 	held := heldByUser(jobs)
 	var users []string
 	for _, j := range jobs {
-		if j.State == api.JobPending {
+		if j.State == api.JobPending && j.Array == nil {
 			users = append(users, j.User)
 		}
 	}
 	_, factors := fairShare(cfg, v.Usage(), users)
 	for _, j := range jobs {
 		switch {
+		case j.Array != nil:
+			// An array's own row runs nothing: its elements are queued
+			// as jobs; a throttle gives the core its slots.
+			if a := j.Array; a.MaxRunning > 0 && !j.State.Terminal() {
+				if snap.ArraySlots == nil {
+					snap.ArraySlots = map[uint64]int{}
+				}
+				snap.ArraySlots[j.ID] = max(0, a.MaxRunning-a.Started())
+			}
 		case j.State == api.JobPending:
 			cj := coreJob(j)
 			cj.FairShare = jobFactor(factors, j.Account, j.User)
@@ -128,7 +139,7 @@ func (h holding) over(p *partition.Partition, j *api.Job) bool {
 func heldByUser(jobs []*api.Job) map[userPart]holding {
 	out := map[userPart]holding{}
 	for _, j := range jobs {
-		if j.State == api.JobPending || j.State == api.JobHeld || j.State.Terminal() {
+		if j.State == api.JobPending || j.State == api.JobHeld || j.State.Terminal() || j.Array != nil {
 			continue
 		}
 		k := userPart{j.User, j.Partition}
@@ -269,7 +280,7 @@ func toCore(r api.Resources) core.Res {
 
 func coreJob(j *api.Job) core.Job {
 	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason, Partition: j.Partition,
-		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime}
+		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID}
 	if cj.Mode == "" {
 		cj.Mode = jobspec.ModeSingleNode
 	}

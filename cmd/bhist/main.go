@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"time"
 
@@ -49,7 +48,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Exit(err)
 	}
-	ids, err := cli.ParseJobIDs(pos)
+	ids, err := cli.ParseJobRefs(pos)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
@@ -74,7 +73,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fs.UsageError("%v", err)
 	}
 	for _, id := range ids {
-		q.Add("id", strconv.FormatUint(id, 10))
+		q.Add("id", strconv.FormatUint(id.ID, 10)) // an array's id picks its elements
 	}
 	if *last > 0 && len(ids) == 0 {
 		q.Set("limit", strconv.Itoa(*last))
@@ -93,12 +92,17 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(ids) > 0 {
 		jobs = nil
 		for _, id := range ids {
-			i := slices.IndexFunc(h.Jobs, func(j api.HistoryJob) bool { return j.ID == id })
-			if i < 0 {
-				code = cli.Fail(stderr, prog, fmt.Errorf("job %d: no history: not ended, unknown, or outside -S/-C", id))
-				continue
+			n := len(jobs)
+			for _, j := range h.Jobs {
+				switch {
+				case id.Element && j.ArrayID == id.ID && j.ArrayIndex == id.Index,
+					!id.Element && (j.ID == id.ID || j.ArrayID == id.ID):
+					jobs = append(jobs, j)
+				}
 			}
-			jobs = append(jobs, h.Jobs[i])
+			if len(jobs) == n {
+				code = cli.Fail(stderr, prog, fmt.Errorf("job %s: no history: not ended, unknown, or outside -S/-C", id))
+			}
 		}
 		if *last > 0 && len(jobs) > *last {
 			jobs = jobs[len(jobs)-*last:]

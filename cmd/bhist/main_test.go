@@ -91,7 +91,7 @@ func TestArgs(t *testing.T) {
 		args []string
 		errs string
 	}{
-		{[]string{"x"}, `bhist: invalid job id "x": want a number such as 42`},
+		{[]string{"x"}, `bhist: invalid job id "x": want a number such as 42, or an array element such as 42[5]`},
 		{[]string{"-n", "-1"}, "bhist: -n -1: want a number ≥ 0"},
 		{[]string{"-a", "-u", "bob"}, "bhist: -a shows every user's jobs; -u picks one user: give one of them"},
 		{[]string{"-l", "-o", "json"}, "bhist: -l is the long table; -o json already holds everything"},

@@ -4,13 +4,11 @@
 package main
 
 import (
-	"context"
 	"io"
 	"os"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
-	"github.com/troupe-hpc/troupe/internal/client"
 )
 
 const prog = "bhold"
@@ -36,6 +34,6 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return cli.Control{Command: command, Verb: "hold", Default: []api.JobState{api.JobPending},
-		Act:  func(c *client.Client) func(context.Context, uint64) (api.Job, error) { return c.Hold },
-		Done: "Job <%d> is held.\n"}.Run(args, stdout, stderr)
+		Act:  cli.Action("hold"),
+		Done: "Job <%s> is held.\n"}.Run(args, stdout, stderr)
 }

@@ -16,12 +16,13 @@ const prog = "bjob"
 
 var command = cli.Command{
 	Name:     prog,
-	Synopsis: "JOBID",
+	Synopsis: "JOBID | \"JOBID[INDEX]\"",
 	Summary: "Show one job in detail: who, where, state and reason, exit code, session id,\n" +
 		"times, the URLs of its services (/apps), and each container with its node,\n" +
 		"state, exit code and kernel id.",
 	Examples: []string{
 		"bjob 42",
+		"bjob \"12[5]\"                # element 5 of job array 12",
 		"bjob -o json 42 | jq .containers",
 	},
 }
@@ -35,7 +36,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Exit(err)
 	}
-	id, code, ok := fs.OneJobID(pos)
+	id, code, ok := fs.OneJobRef(pos)
 	if !ok {
 		return code
 	}
@@ -45,10 +46,10 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
-	j, _, err := c.Job(ctx, id, 0, 0)
+	j, _, err := c.JobRef(ctx, id, 0, 0)
 	switch {
 	case client.IsNotFound(err):
-		return cli.Fail(stderr, prog, fmt.Errorf("job %d: not found", id))
+		return cli.Fail(stderr, prog, fmt.Errorf("job %s: not found", id))
 	case err != nil:
 		return cli.Fail(stderr, prog, err)
 	}

@@ -86,7 +86,7 @@ func TestArgs(t *testing.T) {
 	}{
 		{nil, "bjob: missing job id"},
 		{[]string{"1", "2"}, "bjob: one job id at a time (bqueue lists many)"},
-		{[]string{"x1"}, `bjob: invalid job id "x1": want a number such as 42`},
+		{[]string{"x1"}, `bjob: invalid job id "x1": want a number such as 42, or an array element such as 42[5]`},
 		{[]string{"-l", "1"}, "bjob: flag provided but not defined: -l"},
 	}
 	for _, tt := range tests {

@@ -122,20 +122,23 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	states := stateFilter(*all, *running, *pending, *done, *susp)
 	code := cli.ExitOK
 	var jobs []api.Job
+	list.Jobs = cli.LSFArrays(list.Jobs) // an array's elements as jobs of its id
 	if len(ids) > 0 {
-		byID := map[uint64]api.Job{}
+		byID := map[uint64][]api.Job{}
 		for _, j := range list.Jobs {
-			byID[j.ID] = j
+			byID[j.ID] = append(byID[j.ID], j)
 		}
 		for _, id := range ids {
-			j, ok := byID[id]
+			js, ok := byID[id]
 			if !ok {
 				fmt.Fprintf(stderr, "Job <%d> is not found\n", id)
 				code = cli.ExitFail
 				continue
 			}
-			if match(j, *userName, *queue, *name) && (states == nil || states(j)) {
-				jobs = append(jobs, j)
+			for _, j := range js {
+				if match(j, *userName, *queue, *name) && (states == nil || states(j)) {
+					jobs = append(jobs, j)
+				}
 			}
 		}
 	} else {

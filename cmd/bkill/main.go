@@ -6,10 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"syscall"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -20,7 +18,7 @@ const prog = "bkill"
 
 var command = cli.Command{
 	Name:     prog,
-	Synopsis: "[JOBID...]",
+	Synopsis: "[JOBID | \"JOBID[INDEX]\"...]",
 	Summary: "Cancel jobs: a pending job leaves the queue, a running one has its containers\n" +
 		"stopped; either ends CANCELLED. Ids that fail are reported; the others are still\n" +
 		"cancelled, and the exit status is 1. With -u, -t, -p or -J the jobs are chosen\n" +
@@ -37,6 +35,8 @@ var command = cli.Command{
 		"bkill -s USR1 42            # every container of job 42 gets SIGUSR1",
 		"bkill -s HUP --host main1 42",
 		"bkill -d 42                 # kill it, record it DONE (COMPLETED)",
+		"bkill 12                    # job array 12: every element",
+		"bkill \"12[5]\"               # element 5 of job array 12",
 	},
 }
 
@@ -53,14 +53,14 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Exit(err)
 	}
-	ids, err := cli.ParseJobIDs(pos)
+	refs, err := cli.ParseJobRefs(pos)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
 	if err := sel.Check(); err != nil {
 		return fs.UsageError("%v", err)
 	}
-	if len(ids) == 0 && !sel.Active() {
+	if len(refs) == 0 && !sel.Active() {
 		return fs.UsageError("missing job id (or -u, -t, -p, -J to choose jobs)")
 	}
 	var sig syscall.Signal
@@ -80,23 +80,20 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
-	if sel.Active() {
-		if ids, err = sel.Pick(ctx, c, ids); err != nil {
-			return cli.Fail(stderr, prog, err)
-		}
-	}
-	if *signal == "" && *done {
-		return cli.ForEachJob(ctx, stdout, stderr, prog, ids, func(ctx context.Context, id uint64) (api.Job, error) {
-			var j api.Job
-			_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/kill", url.Values{"done": {"true"}}, struct{}{}, &j)
-			return j, err
-		}, "Job <%d> is being terminated.\n")
+	if refs, err = cli.PickRefs(ctx, c, sel, refs); err != nil {
+		return cli.Fail(stderr, prog, err)
 	}
 	if *signal == "" {
-		return cli.ForEachJob(ctx, stdout, stderr, prog, ids, c.Kill, "Job <%d> is being terminated.\n")
+		var q url.Values
+		if *done {
+			q = url.Values{"done": {"true"}}
+		}
+		return cli.ForEachRef(ctx, stdout, stderr, prog, refs, func(ctx context.Context, r api.JobRef) (api.Job, error) {
+			return c.Control(ctx, r, "kill", q)
+		}, "Job <%s> is being terminated.\n")
 	}
 	req := api.SignalJob{Signal: api.SignalName(int(sig)), Host: *host}
-	return cli.ForEachJob(ctx, stdout, stderr, prog, ids, func(ctx context.Context, id uint64) (api.Job, error) {
-		return c.Signal(ctx, id, req)
-	}, "Job <%d> is being signalled (SIG"+req.Signal+").\n")
+	return cli.ForEachRef(ctx, stdout, stderr, prog, refs, func(ctx context.Context, r api.JobRef) (api.Job, error) {
+		return c.SignalRef(ctx, r, req)
+	}, "Job <%s> is being signalled (SIG"+req.Signal+").\n")
 }

@@ -68,7 +68,7 @@ func TestArgs(t *testing.T) {
 	}{
 		{nil, "bkill: missing job id (or -u, -t, -p, -J to choose jobs)"},
 		{[]string{"-t", "SLEEPY"}, `bkill: -t: unknown job state "SLEEPY"; use PENDING, HELD, SCHEDULED, PREPARING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT or NODE_FAIL (or LSF's PEND, RUN, DONE, EXIT, or Slurm's PD, R, CD, F, CA, TO, NF)`},
-		{[]string{"12", "abc"}, `bkill: invalid job id "abc": want a number such as 42`},
+		{[]string{"12", "abc"}, `bkill: invalid job id "abc": want a number such as 42, or an array element such as 42[5]`},
 		{[]string{"-x", "12"}, "bkill: flag provided but not defined: -x"},
 	}
 	for _, tt := range tests {
@@ -84,7 +84,7 @@ func TestArgs(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	code, out, errs := runBkill("-h")
-	if code != 0 || errs != "" || !strings.Contains(out, "Usage: bkill [flags] [JOBID...]") || !strings.Contains(out, "bkill 42 43 44") {
+	if code != 0 || errs != "" || !strings.Contains(out, "Usage: bkill [flags] [JOBID | \"JOBID[INDEX]\"...]") || !strings.Contains(out, "bkill 42 43 44") {
 		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
 	}
 }

@@ -47,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fset.Exit(err)
 	}
-	id, code, ok := fset.OneJobID(pos)
+	ref, code, ok := fset.OneJobRef(pos)
 	if !ok {
 		return code
 	}
@@ -57,6 +57,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
+	id, err := cli.ResolveJob(ctx, c, ref)
+	if err != nil {
+		return cli.Fail(stderr, prog, err)
+	}
 	if err := peek(ctx, c, id, *host, *follow, stdout); err != nil {
 		if ctx.Err() != nil {
 			return cli.ExitOK // ^C while following

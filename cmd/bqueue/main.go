@@ -21,7 +21,9 @@ var command = cli.Command{
 	Name: prog,
 	Summary: "List jobs: by default those not yet ended (pending, starting, running).\n" +
 		"TIME is the time since start for a running job, since submission for a\n" +
-		"waiting one, and the run time of an ended one.",
+		"waiting one, and the run time of an ended one. A job array shows as one line,\n" +
+		"12[1-100], its REASON its elements by state (RUN 10 PEND 90); --array lists\n" +
+		"its elements instead, 12[1] to 12[100].",
 	Examples: []string{
 		"bqueue",
 		"bqueue -a -u alice          # all of alice's jobs, ended ones too",
@@ -31,6 +33,7 @@ var command = cli.Command{
 		"bqueue -o wide              # more columns: limits, resources, times",
 		"bqueue -O jobid,user,state,time_limit,reason",
 		"bqueue -o json | jq '.[].id'",
+		"bqueue --array              # each job array's elements, one line each",
 	},
 }
 
@@ -54,6 +57,8 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.Alias("format", "O")
 	watch := fs.Bool("watch", false, "redraw on every change until Ctrl-C")
 	fs.Alias("w", "watch")
+	expand := fs.Bool("array", false, "list each job array's elements, one line each (12[1], 12[2], …), as squeue -r\ndoes, instead of one line for the array")
+	fs.Alias("r", "array")
 	start := fs.Bool("start", false, "list pending jobs with the scheduler's expected start (START_TIME)\nfor those that hold a backfill reservation")
 	pos, err := fs.Parse(args)
 	if err != nil {
@@ -62,7 +67,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(pos) > 0 {
 		return fs.UsageError("unexpected argument %q", pos[0])
 	}
-	q := query{format: fs.Format(), start: *start}
+	q := query{format: fs.Format(), start: *start, expand: *expand}
 	q.filter = cli.JobFilter{Ended: *all, Partitions: cli.SplitList(*partition), Accounts: cli.SplitList(*account)}
 	if *userName != "" {
 		q.filter.Users = []string{*userName}
@@ -96,7 +101,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	if !*watch {
-		list, err := c.JobsWhere(ctx, q.server, 0, 0)
+		list, err := q.list(ctx, c, 0, 0)
 		if err != nil {
 			return cli.Fail(stderr, prog, err)
 		}
@@ -141,6 +146,36 @@ type query struct {
 	format  cli.Format
 	columns []cli.Column
 	start   bool // --start: pending jobs and their expected start
+	expand  bool // --array: job arrays' elements, not the arrays' own rows
+}
+
+// list asks schedd for the queue (a blocking query after index). Job
+// arrays come as their own rows (the elements' rows are dropped); with
+// --array each array's row is replaced by all its elements, those that
+// have not come up yet too.
+func (q query) list(ctx context.Context, c *client.Client, index uint64, wait time.Duration) (api.JobList, error) {
+	list, err := c.JobsWhere(ctx, q.server, index, wait)
+	if err != nil {
+		return list, err
+	}
+	list.Jobs = cli.FoldArrays(list.Jobs)
+	if !q.expand {
+		return list, nil
+	}
+	var out []api.Job
+	for _, j := range list.Jobs {
+		if j.Array == nil {
+			out = append(out, j)
+			continue
+		}
+		es, err := c.ArrayElements(ctx, j.ID)
+		if err != nil {
+			return list, err
+		}
+		out = append(out, es.Jobs...)
+	}
+	list.Jobs = out
+	return list, nil
 }
 
 // render writes the jobs that pass the filter: JSON in job id order,
@@ -163,7 +198,7 @@ func (q query) render(w io.Writer, jobs []api.Job, now time.Time) error {
 // change.
 func (q query) watch(ctx context.Context, c *client.Client, w io.Writer) error {
 	tty := cli.IsTerminal(w)
-	list, err := c.JobsWhere(ctx, q.server, 0, 0)
+	list, err := q.list(ctx, c, 0, 0)
 	for first := true; ; first = false {
 		if ctx.Err() != nil {
 			return nil
@@ -191,7 +226,7 @@ func (q query) watch(ctx context.Context, c *client.Client, w io.Writer) error {
 				sleep(ctx, 2*time.Second)
 			}
 			var next api.JobList
-			next, err = c.JobsWhere(ctx, q.server, list.Index, blockWait)
+			next, err = q.list(ctx, c, list.Index, blockWait)
 			if ctx.Err() != nil || err != nil {
 				break
 			}

@@ -4,13 +4,11 @@
 package main
 
 import (
-	"context"
 	"io"
 	"os"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
-	"github.com/troupe-hpc/troupe/internal/client"
 )
 
 const prog = "brelease"
@@ -36,6 +34,6 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return cli.Control{Command: command, Verb: "release", Default: []api.JobState{api.JobHeld},
-		Act:  func(c *client.Client) func(context.Context, uint64) (api.Job, error) { return c.Release },
-		Done: "Job <%d> is released.\n"}.Run(args, stdout, stderr)
+		Act:  cli.Action("release"),
+		Done: "Job <%s> is released.\n"}.Run(args, stdout, stderr)
 }

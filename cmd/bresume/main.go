@@ -36,23 +36,23 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return cli.Control{Command: command, Verb: "resume",
 		Default: []api.JobState{api.JobHeld, api.JobRunning},
 		Act:     resume,
-		Done:    "Job <%d> is being resumed\n"}.Run(args, stdout, stderr)
+		Done:    "Job <%s> is being resumed\n"}.Run(args, stdout, stderr)
 }
 
 // resume releases a held job and sends SIGCONT to a running one's
 // containers.
-func resume(c *client.Client) func(context.Context, uint64) (api.Job, error) {
-	return func(ctx context.Context, id uint64) (api.Job, error) {
-		j, _, err := c.Job(ctx, id, 0, 0)
+func resume(c *client.Client) func(context.Context, api.JobRef) (api.Job, error) {
+	return func(ctx context.Context, id api.JobRef) (api.Job, error) {
+		j, _, err := c.JobRef(ctx, id, 0, 0)
 		if err != nil {
 			return j, err
 		}
 		switch j.State {
 		case api.JobHeld:
-			return c.Release(ctx, id)
+			return c.Control(ctx, id, "release", nil)
 		case api.JobRunning:
-			return c.Signal(ctx, id, api.SignalJob{Signal: "CONT"})
+			return c.SignalRef(ctx, id, api.SignalJob{Signal: "CONT"})
 		}
-		return j, fmt.Errorf("job %d is %s (%s): only suspended jobs can be resumed", id, j.State, cli.LSFState(j))
+		return j, fmt.Errorf("job %s is %s (%s): only suspended jobs can be resumed", id, j.State, cli.LSFState(j))
 	}
 }

@@ -38,23 +38,23 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return cli.Control{Command: command, Verb: "stop",
 		Default: []api.JobState{api.JobPending, api.JobRunning},
 		Act:     stop,
-		Done:    "Job <%d> is being stopped\n"}.Run(args, stdout, stderr)
+		Done:    "Job <%s> is being stopped\n"}.Run(args, stdout, stderr)
 }
 
 // stop holds a pending job and sends SIGSTOP to a running one's
 // containers.
-func stop(c *client.Client) func(context.Context, uint64) (api.Job, error) {
-	return func(ctx context.Context, id uint64) (api.Job, error) {
-		j, _, err := c.Job(ctx, id, 0, 0)
+func stop(c *client.Client) func(context.Context, api.JobRef) (api.Job, error) {
+	return func(ctx context.Context, id api.JobRef) (api.Job, error) {
+		j, _, err := c.JobRef(ctx, id, 0, 0)
 		if err != nil {
 			return j, err
 		}
 		switch j.State {
 		case api.JobPending:
-			return c.Hold(ctx, id)
+			return c.Control(ctx, id, "hold", nil)
 		case api.JobRunning, api.JobScheduled, api.JobPreparing:
-			return c.Signal(ctx, id, api.SignalJob{Signal: "STOP"})
+			return c.SignalRef(ctx, id, api.SignalJob{Signal: "STOP"})
 		}
-		return j, fmt.Errorf("job %d is %s (%s): only pending and running jobs can be stopped", id, j.State, cli.LSFState(j))
+		return j, fmt.Errorf("job %s is %s (%s): only pending and running jobs can be stopped", id, j.State, cli.LSFState(j))
 	}
 }

@@ -40,6 +40,8 @@ var command = cli.Command{
 		"bsub -q gpu -n 8 -W 4:00 -J big train.hcl   # LSF-style overrides of the file",
 		"bsub --env EPOCHS=20 -o 'train-%J.out' train.hcl",
 		"bsub -H train.hcl                           # submit held; brelease starts it",
+		"bsub -J 'sweep[1-100%10]' sweep.hcl         # a job array: 100 elements, 10 at a time",
+		"bsub --array 1-100:2%10 -o 'out.%I' sweep.sh # Slurm's syntax; %I is the element's index",
 		"bsub -w 'done(12)' post.hcl                 # start once job 12 COMPLETED",
 		"bsub -w afterok:12:13,afterany:14 post.hcl  # Slurm's --dependency syntax",
 		"bsub --dry-run -q gpu train.hcl             # check, show, submit nothing",
@@ -189,6 +191,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *inter {
 		return interactive(ctx, c, resp, stdin, stdout, stderr)
 	}
+	// The same line for a job array (workflow tools parse it, as LSF's).
 	fmt.Fprintf(stdout, "Job <%d> is submitted to partition <%s>.\n", resp.JobID, resp.Partition)
 	if !*wait {
 		return cli.ExitOK

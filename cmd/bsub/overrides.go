@@ -25,6 +25,7 @@ import (
 type overrides struct {
 	partition, name, walltime, output, account string
 	errorFile                                  string
+	array                                      string // --array
 	size                                       int
 	sizeSet                                    bool // -n given, even as 0
 	env                                        cli.StringList
@@ -44,7 +45,8 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.Alias("partition", "q")
 	fs.IntVar(&o.size, "n", 0, "cluster size: the number of `containers`, main1 included (overrides cluster.size)")
 	fs.Alias("cluster-size", "n")
-	fs.StringVar(&o.name, "J", "", "job `name` (overrides the job block's label)")
+	fs.StringVar(&o.name, "J", "", "job `name` (overrides the job block's label); LSF's \"name[1-100%10]\" makes the job an\narray of elements 1 to 100, at most 10 running at once (also [1,3,5-9:2])")
+	fs.StringVar(&o.array, "array", "", "make the job an array of these `indices`, Slurm's 1-100:2%10 (a step of 2, at most\n10 running at once) or 1,3,5-9 (overrides the job file's array block)")
 	fs.StringVar(&o.walltime, "W", "", "walltime `limit`: LSF's [HH:]MM (\"90\", \"1:30\"), days-HH:MM:SS or a duration\n(\"2h\", \"1d12h\"); overrides walltime")
 	fs.StringVar(&o.output, "o", "", "output file `pattern` of each container, stdout and stderr together: %j (or LSF's\n%J) job id, %h container host, %u user, %x job name (overrides output)")
 	fs.StringVar(&o.errorFile, "e", "", "error file `pattern`: each container's stderr goes there instead of joining\nstdout in the output file; the same % escapes as -o (overrides error)")
@@ -89,7 +91,21 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 		changes = append(changes, change{"-n", strconv.Itoa(o.size), "cluster.size", func() error { return setSize(spec, o.size) }})
 	}
 	if o.name != "" {
-		changes = append(changes, change{"-J", o.name, "name", func() error { spec.Name = o.name; return nil }})
+		changes = append(changes, change{"-J", o.name, "name", func() error {
+			name, rng, isArray := jobspec.SplitArrayName(o.name)
+			spec.Name = name
+			if isArray {
+				a, err := jobspec.ArrayFromSpec(rng)
+				if err != nil {
+					return err
+				}
+				spec.Array = a
+			}
+			return nil
+		}})
+	}
+	if o.array != "" {
+		changes = append(changes, change{"--array", o.array, "array", func() error { return o.applyArray(spec) }})
 	}
 	if o.walltime != "" {
 		changes = append(changes, change{"-W", o.walltime, "walltime", func() error {
@@ -143,6 +159,19 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 			return fmt.Errorf("%s %s: %s", c.flag, c.value, firstError(diags))
 		}
 	}
+	return nil
+}
+
+// applyArray makes spec the array --array asks for (nothing without it).
+func (o *overrides) applyArray(spec *jobspec.Job) error {
+	if o.array == "" {
+		return nil
+	}
+	a, err := jobspec.ArrayFromSpec(o.array)
+	if err != nil {
+		return err
+	}
+	spec.Array = a
 	return nil
 }
 

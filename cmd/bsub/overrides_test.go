@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
+	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched"
 )
 
@@ -72,6 +73,29 @@ func TestOverridesApplied(t *testing.T) {
 
 func rolesJob2(t *testing.T) string { return writeJob(t, rolesJob) }
 
+// TestArrayFlags: LSF's -J "name[range%N]" and Slurm's --array make a
+// job file's job an array, over the file's own array block.
+func TestArrayFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		name string
+		want jobspec.Array
+	}{
+		{[]string{"-J", "sweep[1-100%10]"}, "sweep", jobspec.Array{Range: "1-100", MaxRunning: 10}},
+		{[]string{"-J", "sweep[1,3,5-9:2]"}, "sweep", jobspec.Array{Range: "1,3,5-9:2"}},
+		{[]string{"--array", "1-100:2%10"}, "hello", jobspec.Array{Range: "1-99:2", MaxRunning: 10}},
+	} {
+		s, got := captureSubmit(t)
+		code, out, errs := runBsub(append(append([]string{"--addr", s.Addr}, tc.args...), rolesJob2(t))...)
+		if code != 0 || errs != "" || out != "Job <7> is submitted to partition <>.\n" {
+			t.Fatalf("%q: exit %d, stdout %q, stderr %q", tc.args, code, out, errs)
+		}
+		if got.Spec.Array == nil || *got.Spec.Array != tc.want || got.Spec.Name != tc.name {
+			t.Errorf("%q: name %q array %+v, want %q %+v", tc.args, got.Spec.Name, got.Spec.Array, tc.name, tc.want)
+		}
+	}
+}
+
 func TestParseW(t *testing.T) {
 	tests := []struct {
 		in   string
@@ -107,8 +131,10 @@ func TestOverrideErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-J", "bad name"}, `bsub: -J bad name: job name "bad name" is not valid; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit.` + "\n"},
 		{[]string{"-W", "soon"}, "bsub: -W soon: want [HH:]MM, days-HH:MM:SS or a duration such as 2h\n"},
 		{[]string{"-W", "0"}, "bsub: -W 0: the limit must be more than 0\n"},
-		{[]string{"-o", "out-%y"}, `bsub: -o out-%y: output "out-%y" holds "%y", which is not a valid escape; use %j (job id), %h (container host), %u (user) or %% (a literal %).` + "\n"},
-		{[]string{"-e", "e-%"}, `bsub: -e e-%: error "e-%" ends with a lone %; use %j (job id), %h (container host), %u (user) or %% (a literal %).` + "\n"},
+		{[]string{"-o", "out-%y"}, `bsub: -o out-%y: output "out-%y" holds "%y", which is not a valid escape; use %j (job id), %h (container host), %u (user), %I or %a (array index), %A (array job id) or %% (a literal %).` + "\n"},
+		{[]string{"-e", "e-%"}, `bsub: -e e-%: error "e-%" ends with a lone %; use %j (job id), %h (container host), %u (user), %I or %a (array index), %A (array job id) or %% (a literal %).` + "\n"},
+		{[]string{"-J", "sweep[9-1]"}, `bsub: -J sweep[9-1]: array index term "9-1": the range runs backwards; want N, N-M or N-M:STEP with 0 ≤ N ≤ M ≤ 2147483646` + "\n"},
+		{[]string{"--array", "1-5%0"}, "bsub: --array 1-5%0: array throttle %0: want a whole number of at least 1, the most elements running at once\n"},
 		{[]string{"--env", "NOVALUE"}, "bsub: --env NOVALUE: want NAME=value\n"},
 		{[]string{"--env", "BACKENDAI_X=1"}, "bsub: --env BACKENDAI_X=1: env BACKENDAI_X is set by troupe in every container; choose a name that does not start with BACKENDAI_.\n"},
 		{[]string{"--env", "1X=1"}, `bsub: --env 1X=1: env "1X" is not a valid variable name; use letters, digits and _, not starting with a digit.` + "\n"},

@@ -65,6 +65,23 @@ func TestCommandLineJob(t *testing.T) {
 	}
 }
 
+// TestScriptArray: #BSUB -J name[range] and bsub --array make a script
+// job an array; -o keeps %I for the nodes.
+func TestScriptArray(t *testing.T) {
+	inDir(t)
+	got, code, out, errs := submitted(t, "#!/bin/sh\n#BSUB -J \"sweep[1-4%2]\"\n#BSUB -o out.%J.%I\necho $LSB_JOBINDEX\n")
+	if code != 0 || errs != "" || out != "Job <9> is submitted to partition <cpu>.\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if a := got.Spec.Array; a == nil || a.Range != "1-4" || a.MaxRunning != 2 || got.Spec.Name != "sweep" || got.Spec.Output != "out.%j.%I" {
+		t.Fatalf("spec name %q output %q array %+v", got.Spec.Name, got.Spec.Output, got.Spec.Array)
+	}
+	got, code, _, errs = submitted(t, "", "--array", "0-3", "echo", "hi")
+	if code != 0 || got.Spec.Array == nil || got.Spec.Array.Range != "0-3" {
+		t.Fatalf("exit %d (%s), array %+v", code, errs, got.Spec.Array)
+	}
+}
+
 const lsfScript = `#!/bin/bash
 #BSUB -J fit
 #BSUB -n 8 -R "span[ptile=4] rusage[mem=512MB]"

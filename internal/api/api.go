@@ -31,11 +31,20 @@
 //	ANY  /apps/{id}/{service}/…        the job's service (its owner or an admin), proxied
 //	                                   through the nodelet of main1 (HTTP, WebSocket)
 //
+// A job array is one job (its id, Job.Array); {id} may also name one of
+// its elements, "12[5]" (URL-escaped: 12%5B5%5D), for GET, kill, hold,
+// release, signal and attach. GET /v1/jobs?array=12 lists the array's
+// elements in index order, those that have not come up yet too (bqueue
+// --array).
+//
 // Blocking queries: the response carries header X-Troupe-Index; a request
 // with ?index=N waits (up to wait) until the state index exceeds N.
 package api
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/troupe-hpc/troupe/jobspec"
@@ -99,6 +108,9 @@ const (
 	// ReasonDependencyNeverSatisfied: a dependency that can never be
 	// satisfied (done(12) but job 12 FAILED); the job waits until killed.
 	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
+	// ReasonArrayTaskLimit: an array element waits because its array
+	// runs as many elements as its max_running allows (Slurm's name).
+	ReasonArrayTaskLimit = "JobArrayTaskLimit"
 )
 
 // ContainerState is where one container of a session stands.
@@ -214,6 +226,114 @@ type Job struct {
 	// CPUTime and MemPeak sum its containers' usage as they ended.
 	CPUTime time.Duration `json:"cpu_time,omitempty"`
 	MemPeak int64         `json:"mem_peak,omitempty"`
+	// Array is set on a job array's own row (the id bsub answered): its
+	// elements and how many stand in each state. The row runs nothing;
+	// its state sums its elements' (see Array).
+	Array *Array `json:"array,omitempty"`
+	// ArrayID is set on an element of a job array: the array's id;
+	// ArrayIndex is the element's index and ArraySpan its array's
+	// bounds (for the element's environment). Users name the element
+	// ArrayID[ArrayIndex] ("12[5]").
+	ArrayID    uint64     `json:"array_id,omitempty"`
+	ArrayIndex int        `json:"array_index,omitempty"`
+	ArraySpan  *ArraySpan `json:"array_span,omitempty"`
+}
+
+// Array is a job array's own record. Its elements get job rows of their
+// own (ids from the same counter as jobs) only as they come up: at most
+// ArrayWindow pending at once (and no more than max_running allows),
+// so that an array of 100,000 costs one row until it runs. States
+// counts every element by state, an element without a row yet as
+// PENDING (or HELD while the array is held), so the counts add up to
+// Count.
+//
+// The array's own State is derived: COMPLETED once every element has,
+// else once every element ended CANCELLED if it was killed, FAILED
+// otherwise; RUNNING while an element is started; HELD while held with
+// nothing started; PENDING otherwise.
+type Array struct {
+	Indices    jobspec.Indices  `json:"indices"`
+	Count      int              `json:"count"`
+	MaxRunning int              `json:"max_running,omitempty"` // 0: no limit
+	States     map[JobState]int `json:"states"`
+	// Next is how many elements, in index order, have had their turn to
+	// get a row; Early lists the indices beyond that got one before
+	// their turn (held or killed by name).
+	Next  int   `json:"next"`
+	Early []int `json:"early,omitempty"`
+	// Held: the whole array was held (bhold 12): no element gets a row
+	// or starts until it is released.
+	Held bool `json:"held,omitempty"`
+}
+
+// ArraySpan is what an element knows of its array (LSB_JOBINDEX_END,
+// SLURM_ARRAY_TASK_MIN/MAX/COUNT/STEP).
+type ArraySpan struct {
+	Min   int `json:"min"`
+	Max   int `json:"max"`
+	Count int `json:"count"`
+	Step  int `json:"step"`
+}
+
+// Started counts the array's elements placed and not ended.
+func (a *Array) Started() int {
+	return a.States[JobScheduled] + a.States[JobPreparing] + a.States[JobRunning]
+}
+
+// Unmade counts the array's elements that have no row yet.
+func (a *Array) Unmade() int { return a.Count - a.Next - len(a.Early) }
+
+// Ended counts the array's elements that ended.
+func (a *Array) Ended() int {
+	n := 0
+	for s, k := range a.States {
+		if s.Terminal() {
+			n += k
+		}
+	}
+	return n
+}
+
+// JobRef names a job, or one element of a job array: "12" or "12[5]".
+type JobRef struct {
+	ID    uint64
+	Index int
+	// Element: the reference names element Index of array ID.
+	Element bool
+}
+
+func (r JobRef) String() string {
+	if r.Element {
+		return fmt.Sprintf("%d[%d]", r.ID, r.Index)
+	}
+	return strconv.FormatUint(r.ID, 10)
+}
+
+// ParseJobRef reads "12" or "12[5]".
+func ParseJobRef(s string) (JobRef, error) {
+	s = strings.TrimSpace(s)
+	id, rest, element := strings.Cut(s, "[")
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil || n == 0 {
+		return JobRef{}, fmt.Errorf("job id %q is not a positive number, nor an array element such as 12[5]", s)
+	}
+	r := JobRef{ID: n}
+	if element {
+		idx, err := strconv.Atoi(strings.TrimSuffix(rest, "]"))
+		if !strings.HasSuffix(rest, "]") || err != nil || idx < 0 {
+			return JobRef{}, fmt.Errorf("job id %q: want an array element such as 12[5]", s)
+		}
+		r.Index, r.Element = idx, true
+	}
+	return r, nil
+}
+
+// Ref is how users name j: "12", or "12[5]" for an element.
+func (j *Job) Ref() string {
+	if j.ArrayID != 0 {
+		return JobRef{ID: j.ArrayID, Index: j.ArrayIndex, Element: true}.String()
+	}
+	return strconv.FormatUint(j.ID, 10)
 }
 
 // PriorityFactors break a pending job's priority into its weighted

@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -34,6 +33,10 @@ const (
 type Condition struct {
 	Kind  DepKind `json:"kind"`
 	JobID uint64  `json:"job_id"`
+	// Index, when set, names one element of job array JobID
+	// (done(12[5])); without it a condition on an array is on the whole
+	// (done(12): every element COMPLETED).
+	Index *int `json:"index,omitempty"`
 	// Status and JobState describe the condition as the server answered
 	// (read-time only, not part of a submission).
 	Status   DepStatus `json:"status,omitempty"`
@@ -68,7 +71,15 @@ func (d *Dependency) String() string {
 }
 
 // String is "done(12)".
-func (c Condition) String() string { return fmt.Sprintf("%s(%d)", c.Kind, c.JobID) }
+func (c Condition) String() string { return fmt.Sprintf("%s(%s)", c.Kind, c.Ref()) }
+
+// Ref is the job the condition names: "12" or "12[5]".
+func (c Condition) Ref() JobRef {
+	if c.Index != nil {
+		return JobRef{ID: c.JobID, Index: *c.Index, Element: true}
+	}
+	return JobRef{ID: c.JobID}
+}
 
 // Eval is c's status given the state of the job it names and whether
 // that job ever started.
@@ -217,7 +228,7 @@ func parseLSF(s string) (*Dependency, error) {
 		term = strings.TrimSpace(term)
 		kind, id := "done", term
 		open := strings.IndexByte(term, '(')
-		if _, err := jobNumber(term); open < 0 && err != nil {
+		if _, err := ParseJobRef(term); open < 0 && err != nil {
 			return nil, fmt.Errorf("dependency term %q: want condition(jobid) such as done(12), a bare job id, or Slurm's afterok:12", term)
 		}
 		if open >= 0 {
@@ -232,13 +243,23 @@ func parseLSF(s string) (*Dependency, error) {
 		default:
 			return nil, fmt.Errorf("dependency term %q: unknown condition %q; use done, exit, ended or started (LSF), or afterok, afternotok, afterany or after (Slurm)", term, kind)
 		}
-		n, err := jobNumber(id)
+		ref, err := ParseJobRef(id)
 		if err != nil {
 			return nil, fmt.Errorf("dependency term %q: %w", term, err)
 		}
-		d.Conditions = append(d.Conditions, Condition{Kind: k, JobID: n})
+		d.Conditions = append(d.Conditions, ref.condition(k))
 	}
 	return d, nil
+}
+
+// condition is a condition of kind k on r.
+func (r JobRef) condition(k DepKind) Condition {
+	c := Condition{Kind: k, JobID: r.ID}
+	if r.Element {
+		i := r.Index
+		c.Index = &i
+	}
+	return c
 }
 
 func parseSlurm(s string) (*Dependency, error) {
@@ -260,20 +281,20 @@ func parseSlurm(s string) (*Dependency, error) {
 			if j, _, plus := strings.Cut(id, "+"); plus {
 				return nil, fmt.Errorf("dependency term %q: a delay (%s+minutes) is not supported", term, j)
 			}
-			n, err := jobNumber(id)
+			ref, err := ParseJobRef(slurmElement(id))
 			if err != nil {
 				return nil, fmt.Errorf("dependency term %q: %w", term, err)
 			}
-			d.Conditions = append(d.Conditions, Condition{Kind: k, JobID: n})
+			d.Conditions = append(d.Conditions, ref.condition(k))
 		}
 	}
 	return d, nil
 }
 
-func jobNumber(s string) (uint64, error) {
-	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
-	if err != nil || n == 0 {
-		return 0, fmt.Errorf("job id %q is not a positive number", s)
+// slurmElement turns Slurm's array element "12_5" into "12[5]".
+func slurmElement(s string) string {
+	if id, idx, ok := strings.Cut(s, "_"); ok {
+		return id + "[" + idx + "]"
 	}
-	return n, nil
+	return s
 }

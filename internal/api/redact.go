@@ -1,6 +1,10 @@
 package api
 
-import "github.com/troupe-hpc/troupe/jobspec"
+import (
+	"maps"
+
+	"github.com/troupe-hpc/troupe/jobspec"
+)
 
 // Public is j as someone other than its owner (or an admin) sees it:
 // what `bqueue -u all` and bhist need (id, user, name, partition,
@@ -25,6 +29,16 @@ func (j *Job) Public() Job {
 		ModifyIndex:    j.ModifyIndex,
 		EstimatedStart: j.EstimatedStart, Priority: j.Priority, QueuePosition: j.QueuePosition, QueueLength: j.QueueLength,
 		CPUTime: j.CPUTime, MemPeak: j.MemPeak,
+		ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex,
+	}
+	if j.Array != nil {
+		a := *j.Array
+		a.States = maps.Clone(a.States)
+		p.Array = &a
+	}
+	if j.ArraySpan != nil {
+		sp := *j.ArraySpan
+		p.ArraySpan = &sp
 	}
 	if j.PriorityFactors != nil {
 		f := *j.PriorityFactors
@@ -44,7 +58,7 @@ func publicSpec(s *jobspec.Job) jobspec.Job {
 	return jobspec.Job{
 		Name: s.Name, Partition: s.Partition, Account: s.Account,
 		Walltime: s.Walltime, Priority: s.Priority, Requeue: s.Requeue,
-		Cluster: s.Cluster, Resources: s.Resources,
+		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array,
 	}
 }
 
@@ -63,7 +77,7 @@ func publicContainer(c *Container) Container {
 func PublicReason(r string) string {
 	switch r {
 	case ReasonResources, ReasonPriority, ReasonPartitionLimit, ReasonAccountLimit, ReasonDependency, ReasonHeld,
-		ReasonDependencyNeverSatisfied:
+		ReasonDependencyNeverSatisfied, ReasonArrayTaskLimit:
 		return r
 	}
 	return ""

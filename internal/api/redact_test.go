@@ -30,6 +30,9 @@ var classes = map[reflect.Type]map[string]class{
 		"Submitted": shown, "Started": shown, "Ended": shown, "ModifyIndex": shown,
 		"EstimatedStart": shown, "Priority": shown, "PriorityFactors": shown, "QueuePosition": shown,
 		"QueueLength": shown, "CPUTime": shown, "MemPeak": shown,
+		// An array's element counts and an element's place in it:
+		// what bqueue folds arrays with.
+		"Array": shown, "ArrayID": shown, "ArrayIndex": shown, "ArraySpan": shown,
 		"Spec": nested, "Containers": nested,
 		// Handles another user could aim at (issue 19: kernel ids made
 		// the attach socket cross-user), paths and the user's data.
@@ -39,7 +42,7 @@ var classes = map[reflect.Type]map[string]class{
 	},
 	reflect.TypeFor[jobspec.Job](): {
 		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
-		"Requeue": shown, "Cluster": shown, "Resources": shown,
+		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
 		"Output": withheld, "Error": withheld, "Roles": withheld, "Ranges": withheld,
 		"Services": withheld,

@@ -89,6 +89,16 @@ type HistoryJob struct {
 	// Containers are each container's end: host, node, state, exit code,
 	// usage.
 	Containers []HistoryContainer `json:"containers,omitempty"`
+	// ArrayID and ArrayIndex are set for an element of a job array: the
+	// array's id and the element's index (bhist shows ID[INDEX]).
+	ArrayID    uint64 `json:"array_id,omitempty"`
+	ArrayIndex int    `json:"array_index,omitempty"`
+}
+
+// Ref is how users name the job: "12", or "12[5]" for an element.
+func (h *HistoryJob) Ref() string {
+	j := Job{ID: h.ID, ArrayID: h.ArrayID, ArrayIndex: h.ArrayIndex}
+	return j.Ref()
 }
 
 // HistoryContainer is one container of an ended job as it ended.

@@ -23,7 +23,7 @@ func (c Column) Value(j api.Job, now time.Time) string { return c.value(j, now) 
 
 // Columns are every column bqueue knows, in the order -O help lists them.
 var Columns = []Column{
-	{"JOBID", "job id", func(j api.Job, _ time.Time) string { return strconv.FormatUint(j.ID, 10) }},
+	{"JOBID", "job id: 12[5] for an element of job array 12, 12[1-100] for the array", func(j api.Job, _ time.Time) string { return JobID(j) }},
 	{"USER", "submitting user", func(j api.Job, _ time.Time) string { return j.User }},
 	{"ACCOUNT", "fair-share account", func(j api.Job, _ time.Time) string { return JobAccount(j) }},
 	{"PARTITION", "partition", func(j api.Job, _ time.Time) string { return j.Partition }},
@@ -34,7 +34,12 @@ var Columns = []Column{
 	{"SIZE", "containers in the session", func(j api.Job, _ time.Time) string { return strconv.Itoa(JobSize(j)) }},
 	{"NODES", "nodes its containers are on", func(j api.Job, _ time.Time) string { return strings.Join(JobNodes(j), ",") }},
 	{"TIME", "run time, or time waiting", func(j api.Job, now time.Time) string { return Elapsed(JobTime(j, now)) }},
-	{"REASON", "pending reason or end cause", func(j api.Job, _ time.Time) string { return JobReason(j) }},
+	{"REASON", "pending reason or end cause; a job array's elements by state", func(j api.Job, _ time.Time) string {
+		if j.Array != nil {
+			return ArrayCounts(j)
+		}
+		return JobReason(j)
+	}},
 	{"TIME_LIMIT", "walltime in force", func(j api.Job, _ time.Time) string { return TimeLimit(j) }},
 	{"CPU", "cores per container", func(j api.Job, _ time.Time) string { return Number(j.Spec.Resources.CPU, 3) }},
 	{"MEMORY", "GiB per container", func(j api.Job, _ time.Time) string { return GiB(j.Spec.Resources.Memory) }},

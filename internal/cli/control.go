@@ -76,7 +76,8 @@ func (s *Selection) filter() (JobFilter, error) {
 
 // Pick lists the queue and returns the ids of the jobs that match (your
 // own unless -u says otherwise), in queue order; with ids given, only
-// those among them, as scancel does. No match is an error.
+// those among them, as scancel does. A job array is one job, in its
+// state: its elements are not picked one by one. No match is an error.
 func (s *Selection) Pick(ctx context.Context, c *client.Client, ids []uint64) ([]uint64, error) {
 	f, err := s.filter()
 	if err != nil {
@@ -87,7 +88,7 @@ func (s *Selection) Pick(ctx context.Context, c *client.Client, ids []uint64) ([
 		return nil, err
 	}
 	var out []uint64
-	for _, j := range SortJobs(f.Filter(list.Jobs)) {
+	for _, j := range SortJobs(f.Filter(FoldArrays(list.Jobs))) { // an array is one job here
 		if len(ids) == 0 || slices.Contains(ids, j.ID) {
 			out = append(out, j.ID)
 		}
@@ -108,6 +109,70 @@ func ParseJobIDs(args []string) ([]uint64, error) {
 		}
 	}
 	return ids, nil
+}
+
+// ParseJobRefs reads positional job ids, each a job ("42") or an
+// element of a job array ("42[5]"; a whole array is its id).
+func ParseJobRefs(args []string) ([]api.JobRef, error) {
+	refs := make([]api.JobRef, len(args))
+	for i, s := range args {
+		r, err := api.ParseJobRef(s)
+		if err != nil {
+			return nil, fmt.Errorf("invalid job id %q: want a number such as 42, or an array element such as 42[5]", s)
+		}
+		refs[i] = r
+	}
+	return refs, nil
+}
+
+// Refs are ids as job references.
+func Refs(ids []uint64) []api.JobRef {
+	out := make([]api.JobRef, len(ids))
+	for i, id := range ids {
+		out[i] = api.JobRef{ID: id}
+	}
+	return out
+}
+
+// PickRefs is the jobs a control command acts on: refs as given, or with
+// selection flags the jobs of the queue that match (among refs when
+// given, which then may not name array elements).
+func PickRefs(ctx context.Context, c *client.Client, sel *Selection, refs []api.JobRef) ([]api.JobRef, error) {
+	if !sel.Active() {
+		return refs, nil
+	}
+	ids := make([]uint64, len(refs))
+	for i, r := range refs {
+		if r.Element {
+			return nil, fmt.Errorf("%s names an array element; -u, -t, -p and -J choose whole jobs", r)
+		}
+		ids[i] = r.ID
+	}
+	ids, err := sel.Pick(ctx, c, ids)
+	return Refs(ids), err
+}
+
+// ForEachRef applies do to each job in order, as ForEachJob does; done
+// has one %s, the job as given ("42", "42[5]").
+func ForEachRef(ctx context.Context, stdout, stderr io.Writer, prog string, refs []api.JobRef,
+	do func(context.Context, api.JobRef) (api.Job, error), done string) int {
+	code := ExitOK
+	for _, ref := range refs {
+		_, err := do(ctx, ref)
+		switch {
+		case err == nil:
+			fmt.Fprintf(stdout, done, ref)
+		case errors.Is(err, client.ErrUnknownOutcome):
+			return Fail(stderr, prog, fmt.Errorf("job %s: %w; see whether it took effect with 'bjob %s' before trying again", ref, err, ref))
+		case errors.Is(err, client.ErrUnreachable), errors.Is(err, client.ErrTimeout), ctx.Err() != nil:
+			return Fail(stderr, prog, err)
+		case client.IsNotFound(err):
+			code = Fail(stderr, prog, fmt.Errorf("job %s: not found", ref))
+		default: // schedd's refusal names the job already
+			code = Fail(stderr, prog, err)
+		}
+	}
+	return code
 }
 
 // ForEachJob applies do to each id in order, printing done (a format with
@@ -148,14 +213,23 @@ func CurrentUser() string {
 	return strconv.Itoa(os.Getuid())
 }
 
+// Action is a Control's Act that applies the API's action ("hold",
+// "release") to each job.
+func Action(action string) func(*client.Client) func(context.Context, api.JobRef) (api.Job, error) {
+	return func(c *client.Client) func(context.Context, api.JobRef) (api.Job, error) {
+		return func(ctx context.Context, r api.JobRef) (api.Job, error) { return c.Control(ctx, r, action, nil) }
+	}
+}
+
 // Control is a command that acts on jobs chosen by id or by the
 // selection flags, one call to schedd per job: bhold, brelease.
 type Control struct {
 	Command
 	Verb    string         // "hold": words the selection flags' usage
 	Default []api.JobState // states the selection picks without -t
-	Act     func(*client.Client) func(context.Context, uint64) (api.Job, error)
-	Done    string // printed per job, one %d: "Job <%d> is held.\n"
+	// Act acts on one job, whole job array or array element.
+	Act  func(*client.Client) func(context.Context, api.JobRef) (api.Job, error)
+	Done string // printed per job, one %s: "Job <%s> is held.\n"
 }
 
 // Run is the command's main: it parses args, chooses the jobs and acts on
@@ -168,14 +242,14 @@ func (c Control) Run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fs.Exit(err)
 	}
-	ids, err := ParseJobIDs(pos)
+	refs, err := ParseJobRefs(pos)
 	if err != nil {
 		return fs.UsageError("%v", err)
 	}
 	if err := sel.Check(); err != nil {
 		return fs.UsageError("%v", err)
 	}
-	if len(ids) == 0 && !sel.Active() {
+	if len(refs) == 0 && !sel.Active() {
 		return fs.UsageError("missing job id (or -u, -t, -p, -J to choose jobs)")
 	}
 	cl, err := fs.Client()
@@ -184,10 +258,8 @@ func (c Control) Run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := SignalContext()
 	defer stop()
-	if sel.Active() {
-		if ids, err = sel.Pick(ctx, cl, ids); err != nil {
-			return Fail(stderr, c.Name, err)
-		}
+	if refs, err = PickRefs(ctx, cl, sel, refs); err != nil {
+		return Fail(stderr, c.Name, err)
 	}
-	return ForEachJob(ctx, stdout, stderr, c.Name, ids, c.Act(cl), c.Done)
+	return ForEachRef(ctx, stdout, stderr, c.Name, refs, c.Act(cl), c.Done)
 }

@@ -45,7 +45,7 @@ func Memory(b int64) string {
 func WriteHistory(w io.Writer, jobs []api.HistoryJob, loc *time.Location) error {
 	t := NewTable(w, HistoryHeader...)
 	for _, j := range jobs {
-		t.Row(strconv.FormatUint(j.ID, 10), j.User, j.Name, j.Partition, string(j.State), strconv.Itoa(j.ExitCode),
+		t.Row(j.Ref(), j.User, j.Name, j.Partition, string(j.State), strconv.Itoa(j.ExitCode),
 			Timestamp(j.Submitted, loc), Elapsed(j.Wait), Elapsed(j.Run), CPUTime(j.CPUTime), Memory(j.MemPeak),
 			strings.Join(j.Nodes, ","))
 	}
@@ -58,7 +58,7 @@ func WriteHistoryLong(w io.Writer, jobs []api.HistoryJob, loc *time.Location) er
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "Job %d: %s\n", j.ID, cell(j.Name))
+		fmt.Fprintf(w, "Job %s: %s\n", j.Ref(), cell(j.Name))
 		kv := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 		pair := func(k, v string) { fmt.Fprintf(kv, "  %s:\t%s\n", k, cell(v)) }
 		pair("User", j.User)

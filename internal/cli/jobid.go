@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/client"
 	"os"
 	"os/signal"
 	"strconv"
@@ -21,6 +24,41 @@ func ParseJobID(s string) (uint64, error) {
 // SignalContext is canceled on Ctrl-C or SIGTERM.
 func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// OneJobRef is OneJobID for a command that also takes an element of a
+// job array ("12[5]"): bjob.
+func (fs *FlagSet) OneJobRef(pos []string) (ref api.JobRef, code int, ok bool) {
+	switch {
+	case len(pos) == 0:
+		return ref, fs.UsageError("missing job id"), false
+	case len(pos) > 1:
+		return ref, fs.UsageError("one job id at a time (bqueue lists many)"), false
+	}
+	refs, err := ParseJobRefs(pos)
+	if err != nil {
+		return ref, fs.UsageError("%v", err), false
+	}
+	return refs[0], 0, true
+}
+
+// ResolveJob is the job id of the job ref names: the id itself, or for
+// an element of a job array ("12[5]") the element's own, which it has
+// once it came up.
+func ResolveJob(ctx context.Context, c *client.Client, ref api.JobRef) (uint64, error) {
+	if !ref.Element {
+		return ref.ID, nil
+	}
+	j, _, err := c.JobRef(ctx, ref, 0, 0)
+	switch {
+	case client.IsNotFound(err):
+		return 0, fmt.Errorf("job %s: not found", ref)
+	case err != nil:
+		return 0, err
+	case j.ID == 0:
+		return 0, fmt.Errorf("job %s is %s: it has not come up yet, so it has no session", ref, j.State)
+	}
+	return j.ID, nil
 }
 
 // OneJobID is the one JOBID operand of a command that takes exactly

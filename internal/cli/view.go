@@ -20,7 +20,7 @@ var QueueHeader = QueueColumns
 // SortJobs returns jobs in id order (a sorted copy).
 func SortJobs(jobs []api.Job) []api.Job {
 	jobs = slices.Clone(jobs)
-	slices.SortFunc(jobs, func(a, b api.Job) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(jobs, compareIDs)
 	return jobs
 }
 
@@ -66,7 +66,7 @@ func SortQueue(jobs []api.Job) []api.Job {
 				return c
 			}
 		}
-		return cmp.Compare(a.ID, b.ID)
+		return compareIDs(a, b)
 	})
 	return jobs
 }
@@ -89,7 +89,7 @@ func WriteQueueStart(w io.Writer, jobs []api.Job, now time.Time) error {
 		if j.State != api.JobPending {
 			continue
 		}
-		t.Row(strconv.FormatUint(j.ID, 10), j.User, j.Partition, j.Name, string(j.State),
+		t.Row(JobID(j), j.User, j.Partition, j.Name, string(j.State),
 			strconv.Itoa(JobSize(j)), Timestamp(j.EstimatedStart, now.Location()), JobReason(j))
 	}
 	return t.Flush()
@@ -174,9 +174,9 @@ func DependencyCondition(c api.Condition) string {
 		status = "unknown"
 	}
 	if c.JobState == "" {
-		return fmt.Sprintf("%s (job %d unknown)", status, c.JobID)
+		return fmt.Sprintf("%s (job %s unknown)", status, c.Ref())
 	}
-	return fmt.Sprintf("%s (job %d %s)", status, c.JobID, c.JobState)
+	return fmt.Sprintf("%s (job %s %s)", status, c.Ref(), c.JobState)
 }
 
 // ContainerHeader are the columns of bjob's per-container table.
@@ -220,9 +220,24 @@ func WriteJobAt(w io.Writer, j api.Job, now time.Time, addr string) error {
 		mode = "-"
 	}
 
-	fmt.Fprintf(w, "Job %d: %s\n", j.ID, cell(j.Name))
+	fmt.Fprintf(w, "Job %s: %s\n", JobID(j), cell(j.Name))
 	kv := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	pair := func(k, v string) { fmt.Fprintf(kv, "  %s:\t%s\n", k, cell(v)) }
+	if a := j.Array; a != nil {
+		limit := "no limit"
+		if a.MaxRunning > 0 {
+			limit = fmt.Sprintf("at most %d running", a.MaxRunning)
+		}
+		pair("Array", fmt.Sprintf("%s elements [%s], %s", strconv.Itoa(a.Count), a.Indices, limit))
+		pair("Elements", ArrayCounts(j))
+	}
+	if j.ArrayID != 0 {
+		elem := fmt.Sprintf("index %d of job array %d", j.ArrayIndex, j.ArrayID)
+		if j.ID != 0 {
+			elem += fmt.Sprintf(" (its own job id %d)", j.ID)
+		}
+		pair("Array element", elem)
+	}
 	pair("User", fmt.Sprintf("%s (uid %d, gid %d)", cell(j.User), j.UID, j.GID))
 	pair("Partition", j.Partition)
 	pair("Account", JobAccount(j))

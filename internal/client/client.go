@@ -335,6 +335,34 @@ func (c *Client) Job(ctx context.Context, id uint64, index uint64, wait time.Dur
 	return r, idx, err
 }
 
+// jobPath is the API path of the job (or array element) ref names.
+func jobPath(ref api.JobRef) string { return "/v1/jobs/" + url.PathEscape(ref.String()) }
+
+// JobRef returns the job, or the array element ("12[5]"), ref names; a
+// blocking query as Job.
+func (c *Client) JobRef(ctx context.Context, ref api.JobRef, index uint64, wait time.Duration) (api.Job, uint64, error) {
+	var r api.Job
+	idx, err := c.Do(ctx, http.MethodGet, jobPath(ref), blocking(index, wait), nil, &r)
+	return r, idx, err
+}
+
+// Control applies action ("kill", "hold" or "release") to the job,
+// whole job array or array element ref names; q carries the action's
+// options (kill's done=true).
+func (c *Client) Control(ctx context.Context, ref api.JobRef, action string, q url.Values) (api.Job, error) {
+	var r api.Job
+	_, err := c.Do(ctx, http.MethodPost, jobPath(ref)+"/"+action, q, struct{}{}, &r)
+	return r, err
+}
+
+// ArrayElements lists the elements of job array id in index order, those
+// that have not come up yet too (bqueue -A).
+func (c *Client) ArrayElements(ctx context.Context, id uint64) (api.JobList, error) {
+	var r api.JobList
+	_, err := c.Do(ctx, http.MethodGet, "/v1/jobs", url.Values{"array": {strconv.FormatUint(id, 10)}}, nil, &r)
+	return r, err
+}
+
 // Kill cancels a job.
 func (c *Client) Kill(ctx context.Context, id uint64) (api.Job, error) {
 	var r api.Job
@@ -490,8 +518,13 @@ func (c *Client) RaftJoin(ctx context.Context, req api.RaftJoin) error {
 // Signal asks that a job's containers get a signal (bkill -s); a job not
 // started yet is cancelled by KILL, TERM or INT.
 func (c *Client) Signal(ctx context.Context, id uint64, req api.SignalJob) (api.Job, error) {
+	return c.SignalRef(ctx, api.JobRef{ID: id}, req)
+}
+
+// SignalRef is Signal for a job or an array element ("12[5]").
+func (c *Client) SignalRef(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, error) {
 	var r api.Job
-	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/signal", nil, req, &r)
+	_, err := c.Do(ctx, http.MethodPost, jobPath(ref)+"/signal", nil, req, &r)
 	return r, err
 }
 

@@ -34,6 +34,9 @@ var notPassed = map[string]bool{
 	"HOSTNAME": true, "PWD": true, "OLDPWD": true, "SHLVL": true, "_": true,
 	"HOME": true, "USER": true, "LOGNAME": true,
 	"TROUPE_JOB_ID": true, "LSB_JOBID": true,
+	"TROUPE_ARRAY_ID": true, "TROUPE_ARRAY_INDEX": true, "LSB_JOBINDEX": true, "LSB_JOBINDEX_END": true,
+	"LSB_JOBINDEX_STEP": true, "SLURM_ARRAY_JOB_ID": true, "SLURM_ARRAY_TASK_ID": true, "SLURM_ARRAY_TASK_MIN": true,
+	"SLURM_ARRAY_TASK_MAX": true, "SLURM_ARRAY_TASK_COUNT": true, "SLURM_ARRAY_TASK_STEP": true,
 }
 
 // Job builds the job o asks for; check it with its Validate.
@@ -44,6 +47,7 @@ func (o *Options) Job(s Submit) (*jobspec.Job, error) {
 		Walltime:  o.Walltime,
 		Output:    o.Output,
 		Error:     o.Error,
+		Array:     o.Array,
 	}
 	if j.Account == "" {
 		j.Account = o.Group // LSF -G: the fair-share group

@@ -23,6 +23,9 @@ type Options struct {
 	Walltime                        time.Duration
 	Depend                          *api.Dependency
 	Hold                            bool
+	// Array makes the job a job array: LSF's -J "name[1-100%10]",
+	// Slurm's --array=1-100%10.
+	Array *jobspec.Array
 
 	// Slots are LSF's -n and Slurm's --ntasks: tasks of CPUsPerTask cores.
 	Slots        int
@@ -132,7 +135,7 @@ var lsfOptions = map[string]option{
 		return err
 	}},
 	"-q":   {true, str(func(o *Options) *string { return &o.Partition })},
-	"-J":   {true, str(func(o *Options) *string { return &o.Name })},
+	"-J":   {true, func(o *Options, v string, _ site) error { return o.name(v) }},
 	"-o":   {true, func(o *Options, v string, _ site) error { o.Output = lsfPattern(v); return nil }},
 	"-oo":  {true, func(o *Options, v string, _ site) error { o.Output = lsfPattern(v); return nil }},
 	"-e":   {true, func(o *Options, v string, _ site) error { o.Error = lsfPattern(v); return nil }},
@@ -256,10 +259,14 @@ var slurmOptions = map[string]option{
 		o.Depend = d
 		return err
 	}},
-	"--export":     {true, func(o *Options, v string, _ site) error { return o.Env.parse(v, "ALL", "NONE", ",") }},
-	"--hold":       {false, func(o *Options, _ string, _ site) error { o.Hold = true; return nil }},
-	"--exclusive":  {false, ignored("exclusive nodes; the job shares its nodes within its resources")},
-	"--array":      {true, ignored("job arrays in scripts yet; submit one job per element")},
+	"--export":    {true, func(o *Options, v string, _ site) error { return o.Env.parse(v, "ALL", "NONE", ",") }},
+	"--hold":      {false, func(o *Options, _ string, _ site) error { o.Hold = true; return nil }},
+	"--exclusive": {false, ignored("exclusive nodes; the job shares its nodes within its resources")},
+	"--array": {true, func(o *Options, v string, _ site) error {
+		a, err := jobspec.ArrayFromSpec(v)
+		o.Array = a
+		return err
+	}},
 	"--mail-type":  {true, ignored("mail")},
 	"--mail-user":  {true, ignored("mail")},
 	"--comment":    {true, func(*Options, string, site) error { return nil }},
@@ -431,6 +438,22 @@ var (
 	resSection = regexp.MustCompile(`(select|rusage|span|order|same|cu|affinity)\s*\[([^\]]*)\]`)
 	selectMem  = regexp.MustCompile(`mem\s*>=?\s*([0-9.]+\s*[A-Za-z]*)`)
 )
+
+// name sets the job name from LSF's -J: "sweep[1-100%10]" names an array
+// sweep of elements 1 to 100, at most 10 running at once.
+func (o *Options) name(v string) error {
+	base, rng, ok := jobspec.SplitArrayName(v)
+	if !ok {
+		o.Name = v
+		return nil
+	}
+	a, err := jobspec.ArrayFromSpec(rng)
+	if err != nil {
+		return err
+	}
+	o.Name, o.Array = base, a
+	return nil
+}
 
 // lsfPattern turns LSF's %J into troupe's %j (%x stays for the name).
 func lsfPattern(p string) string { return strings.ReplaceAll(p, "%J", "%j") }

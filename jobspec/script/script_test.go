@@ -201,6 +201,30 @@ func TestEnvPolicy(t *testing.T) {
 	}
 }
 
+func TestArrayDirectives(t *testing.T) {
+	for _, c := range []struct {
+		src, name string
+		want      jobspec.Array
+	}{
+		{"#BSUB -J \"sweep[1-100%10]\"\n", "sweep", jobspec.Array{Range: "1-100", MaxRunning: 10}},
+		{"#BSUB -J sweep[1,3,5-9:2]\n", "sweep", jobspec.Array{Range: "1,3,5-9:2"}},
+		{"#SBATCH --array=1-100:2%10 -J sweep\n", "sweep", jobspec.Array{Range: "1-99:2", MaxRunning: 10}},
+		{"#SBATCH -a 0-3\n#SBATCH --job-name=sweep\n", "sweep", jobspec.Array{Range: "0-3"}},
+	} {
+		j, warns := job(t, c.src, nil)
+		if j.Array == nil || *j.Array != c.want || j.Name != c.name {
+			t.Errorf("%q: name %q array %+v, want %q %+v", c.src, j.Name, j.Array, c.name, c.want)
+		}
+		if len(warns) > 0 {
+			t.Errorf("%q: warnings %v", c.src, warns)
+		}
+	}
+	j, _ := job(t, "#BSUB -J plain\n", nil)
+	if j.Array != nil || j.Name != "plain" {
+		t.Errorf("a plain -J made %q %+v", j.Name, j.Array)
+	}
+}
+
 func TestWarnings(t *testing.T) {
 	src := "#!/bin/sh\n#BSUB -x -B -N -u me@x -U res -sp 10 -r -rn -b 12:00 -i in.txt -L /bin/bash\n#BSUB -x\n#BSUB -frob 3\n#SBATCH --mail-type=END --exclusive\n#SBATCH --frobnicate=2\n"
 	_, warns := job(t, src, nil)
@@ -240,6 +264,8 @@ func TestErrors(t *testing.T) {
 		{"#BSUB -J \"open\n", "unterminated \" quote"},
 		{"#SBATCH --exclusive=user\n", "--exclusive: takes no value"},
 		{"#BSUB -w 'done(x)'\n", "line 1: #BSUB -w done(x)"},
+		{"#BSUB -J 'sweep[5-1]'\n", "line 1: #BSUB -J sweep[5-1]: array index term"},
+		{"#SBATCH --array=1-9%0\n", "line 1: #SBATCH --array 1-9%0: array throttle"},
 	} {
 		_, err := Parse([]byte(c.src))
 		if err == nil || !errors.Is(err, ErrDirective) || !strings.Contains(err.Error(), c.want) {

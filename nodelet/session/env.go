@@ -30,7 +30,11 @@ func Env(job api.Job, host string) ([]string, error) {
 //  2. the job's own env (Spec.Env);
 //  3. what describes the session, which the job cannot override:
 //     BACKENDAI_*, TROUPE_JOB_ID, LSB_JOBID, and the PyTorch rendezvous
-//     variables MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK.
+//     variables MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK;
+//     for an element of a job array TROUPE_ARRAY_INDEX and
+//     TROUPE_ARRAY_ID, LSF's LSB_JOBINDEX, LSB_JOBINDEX_END and
+//     LSB_JOBINDEX_STEP, Slurm's SLURM_ARRAY_JOB_ID and
+//     SLURM_ARRAY_TASK_ID, _MIN, _MAX, _COUNT and _STEP.
 //
 // Features add what the container's runtime provides (see Features and
 // clusterEnv): the LSF host lists and hostfiles, the MPI launcher
@@ -75,7 +79,7 @@ func sessionEnv(job api.Job, self api.Container) map[string]string {
 	}
 	size := strconv.Itoa(len(ordered))
 	rank := strconv.Itoa(self.Rank)
-	return map[string]string{
+	env := map[string]string{
 		"BACKENDAI_CLUSTER_SIZE":       size,
 		"BACKENDAI_CLUSTER_HOSTS":      strings.Join(hosts, ","),
 		"BACKENDAI_CLUSTER_REPLICAS":   replicas(ordered),
@@ -94,6 +98,37 @@ func sessionEnv(job api.Job, self api.Container) map[string]string {
 		"RANK":                         rank,
 		"NODE_RANK":                    rank,
 	}
+	maps.Copy(env, arrayEnv(job))
+	return env
+}
+
+// arrayEnv describes an element of a job array (nothing for another
+// job): its index and its array's bounds as LSF, Slurm and troupe name
+// them. LSB_JOBID is the array's id, as LSF gives it to every element;
+// TROUPE_JOB_ID stays the element's own (what bkill and bjob take).
+func arrayEnv(job api.Job) map[string]string {
+	if job.ArrayID == 0 {
+		return nil
+	}
+	id := strconv.FormatUint(job.ArrayID, 10)
+	idx := strconv.Itoa(job.ArrayIndex)
+	env := map[string]string{
+		"TROUPE_ARRAY_ID":     id,
+		"TROUPE_ARRAY_INDEX":  idx,
+		"LSB_JOBID":           id,
+		"LSB_JOBINDEX":        idx,
+		"SLURM_ARRAY_JOB_ID":  id,
+		"SLURM_ARRAY_TASK_ID": idx,
+	}
+	if sp := job.ArraySpan; sp != nil {
+		env["LSB_JOBINDEX_END"] = strconv.Itoa(sp.Max)
+		env["LSB_JOBINDEX_STEP"] = strconv.Itoa(sp.Step)
+		env["SLURM_ARRAY_TASK_MIN"] = strconv.Itoa(sp.Min)
+		env["SLURM_ARRAY_TASK_MAX"] = strconv.Itoa(sp.Max)
+		env["SLURM_ARRAY_TASK_COUNT"] = strconv.Itoa(sp.Count)
+		env["SLURM_ARRAY_TASK_STEP"] = strconv.Itoa(sp.Step)
+	}
+	return env
 }
 
 // byRank returns the containers sorted by Rank (a copy).

@@ -9,8 +9,13 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 )
 
-// DefaultOutput is the output pattern of a job that names none.
-const DefaultOutput = "troupe-%j.%h.out"
+// DefaultOutput is the output pattern of a job that names none;
+// DefaultArrayOutput that of an element of a job array (one file per
+// element, as Slurm's slurm-%A_%a.out).
+const (
+	DefaultOutput      = "troupe-%j.%h.out"
+	DefaultArrayOutput = "troupe-%j_%I.%h.out"
+)
 
 // Hosts returns /etc/hosts for every container of job: localhost first,
 // then one line per container, in rank order, with the address its node
@@ -40,11 +45,18 @@ func HostsWith(job api.Job, f Features) string {
 func Hostname(host string) string { return host + "\n" }
 
 // OutputPath expands job's output pattern for host: %j job id, %h host,
-// %u user name, %% a literal %; an unknown %x stays as written. A
-// relative result is resolved against the job's submit directory.
+// %u user name, %I and %a an array element's index (0 for a job not in
+// an array), %A the array's id (the job's for another), %% a literal %;
+// an unknown %x stays as written. For an element of a job array %j is
+// the array's id, as bsub said it and as LSF's %J is. A relative result
+// is resolved against the job's submit directory.
 func OutputPath(job api.Job, host string) (string, error) {
 	pattern := job.Spec.Output
-	if pattern == "" {
+	switch {
+	case pattern != "":
+	case job.ArrayID != 0:
+		pattern = DefaultArrayOutput
+	default:
 		pattern = DefaultOutput
 	}
 	return filePath(job, host, "output", pattern)
@@ -60,8 +72,15 @@ func ErrorPath(job api.Job, host string) (string, error) {
 }
 
 func filePath(job api.Job, host, what, pattern string) (string, error) {
+	id, idx := job.ID, 0
+	if job.ArrayID != 0 {
+		id, idx = job.ArrayID, job.ArrayIndex
+	}
 	p := expand(pattern, map[byte]string{
-		'j': strconv.FormatUint(job.ID, 10),
+		'j': strconv.FormatUint(id, 10),
+		'A': strconv.FormatUint(id, 10),
+		'I': strconv.Itoa(idx),
+		'a': strconv.Itoa(idx),
 		'h': host,
 		'u': job.User,
 		'%': "%",

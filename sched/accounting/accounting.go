@@ -79,6 +79,11 @@ var migrations = []string{
 	CREATE INDEX jobs_account_ended ON jobs (account, ended, user_name, partition_name, state, wait_ns, run_ns, cpu_ns, gpu_hours);
 	CREATE INDEX jobs_partition_ended ON jobs (partition_name, ended, user_name, account, state, wait_ns, run_ns, cpu_ns, gpu_hours);
 	CREATE INDEX jobs_submitted ON jobs (submitted);`,
+	// 2: job arrays: each element is stored as a job of its own, with
+	// its array's id and its index (bhist 12 finds array 12's elements).
+	`ALTER TABLE jobs ADD COLUMN array_id BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE jobs ADD COLUMN array_index INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX jobs_array ON jobs (array_id, array_index);`,
 }
 
 // Store is an open accounting database. It is safe for concurrent use.
@@ -230,8 +235,8 @@ func (s *Store) Put(ctx context.Context, recs []api.HistoryJob) (int, error) {
 	}
 	defer tx.Rollback()
 	stmt, err := tx.PrepareContext(ctx, s.rebind(`INSERT INTO jobs (id, run, user_name, uid, account, partition_name, state, exit_code,
-		submitted, started, ended, wait_ns, run_ns, cpu_ns, gpu_hours)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id, run) DO NOTHING`))
+		submitted, started, ended, wait_ns, run_ns, cpu_ns, gpu_hours, array_id, array_index)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id, run) DO NOTHING`))
 	if err != nil {
 		return 0, fmt.Errorf("accounting put: %w", err)
 	}
@@ -250,7 +255,7 @@ func (s *Store) Put(ctx context.Context, recs []api.HistoryJob) (int, error) {
 		}
 		res, err := stmt.ExecContext(ctx, int64(h.ID), h.Requeues, h.User, h.UID, h.Account, h.Partition, string(h.State), h.ExitCode,
 			nanos(h.Submitted), nanos(h.Started), nanos(h.Ended), int64(h.Wait), int64(h.Run), int64(h.CPUTime),
-			GPUHours(h))
+			GPUHours(h), int64(h.ArrayID), h.ArrayIndex)
 		if err != nil {
 			return 0, fmt.Errorf("accounting put: job %d: %w", h.ID, err)
 		}
@@ -278,6 +283,7 @@ func GPUHours(h *api.HistoryJob) float64 { return h.GPUs * h.Run.Hours() }
 // Filter picks stored jobs; empty fields do not filter. Times are
 // inclusive.
 type Filter struct {
+	// IDs picks jobs by id; the id of a job array picks its elements.
 	IDs        []uint64
 	Users      []string
 	Accounts   []string
@@ -296,7 +302,7 @@ func (f *Filter) Match(h *api.HistoryJob) bool {
 	in := func(t, from, to time.Time) bool {
 		return (from.IsZero() || !t.Before(from)) && (to.IsZero() || !t.After(to))
 	}
-	return (len(f.IDs) == 0 || slices.Contains(f.IDs, h.ID)) &&
+	return (len(f.IDs) == 0 || slices.Contains(f.IDs, h.ID) || (h.ArrayID != 0 && slices.Contains(f.IDs, h.ArrayID))) &&
 		(len(f.Users) == 0 || slices.Contains(f.Users, h.User)) &&
 		(len(f.Accounts) == 0 || slices.Contains(f.Accounts, h.Account)) &&
 		(len(f.Partitions) == 0 || slices.Contains(f.Partitions, h.Partition)) &&
@@ -317,7 +323,15 @@ func (f *Filter) where() (string, []any) {
 			args = append(args, each(i))
 		}
 	}
-	list("id", len(f.IDs), func(i int) any { return int64(f.IDs[i]) })
+	if n := len(f.IDs); n > 0 {
+		in := " IN (" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
+		conds = append(conds, "(id"+in+" OR array_id"+in+")")
+		for range 2 {
+			for _, id := range f.IDs {
+				args = append(args, int64(id))
+			}
+		}
+	}
 	list("user_name", len(f.Users), func(i int) any { return f.Users[i] })
 	list("account", len(f.Accounts), func(i int) any { return f.Accounts[i] })
 	list("partition_name", len(f.Partitions), func(i int) any { return f.Partitions[i] })

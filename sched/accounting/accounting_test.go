@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,6 +208,44 @@ func TestExpire(t *testing.T) {
 		got, _ := s.Query(ctx, Filter{})
 		if len(got) != 1 || got[0].ID != 2 {
 			t.Fatalf("left %+v, want job 2", got)
+		}
+	})
+}
+
+// TestArrayElements: each element of a job array is stored as a job of
+// its own with its array's id and index; the array's id picks all its
+// elements, an element's own id that one.
+func TestArrayElements(t *testing.T) {
+	eachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		var batch []api.HistoryJob
+		for i, idx := range []int{1, 3, 5} {
+			r := rec(uint64(11+i), "alice", "phys", "cpu", api.JobCompleted, t0.Add(time.Duration(i)*time.Minute))
+			r.ArrayID, r.ArrayIndex = 10, idx
+			batch = append(batch, r)
+		}
+		batch = append(batch, rec(20, "alice", "phys", "cpu", api.JobCompleted, t0))
+		if _, err := s.Put(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Query(ctx, Filter{IDs: []uint64{10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var refs []string
+		for _, h := range got {
+			refs = append(refs, h.Ref())
+		}
+		slices.Sort(refs)
+		if strings.Join(refs, " ") != "10[1] 10[3] 10[5]" {
+			t.Fatalf("array 10's records: %v", refs)
+		}
+		if got, _ := s.Query(ctx, Filter{IDs: []uint64{12}}); len(got) != 1 || got[0].Ref() != "10[3]" {
+			t.Fatalf("element 12: %+v", got)
+		}
+		f := Filter{IDs: []uint64{10}}
+		if !f.Match(&batch[0]) || f.Match(&batch[3]) {
+			t.Fatal("Match disagrees with the store on array ids")
 		}
 	})
 }

@@ -34,6 +34,7 @@
 package core
 
 import (
+	"maps"
 	"time"
 )
 
@@ -81,7 +82,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	c := newCluster(s.Nodes)
 	pr := newPrio(&s, c.totalCPU)
 	order := pr.order(s.Queue, now)
-	pass := pass{s: &s, c: c, now: now, plan: &plan}
+	pass := pass{s: &s, c: c, now: now, plan: &plan, slots: maps.Clone(s.ArraySlots)}
 	pass.prepare()
 	front := 0
 	if s.Policy.ReservationDepth > 0 {
@@ -213,6 +214,8 @@ type pass struct {
 	// running as long or longer cannot fit either.
 	failed []int64
 	meta   []jobMeta
+	// slots is what is left of Snapshot.ArraySlots in this pass.
+	slots map[uint64]int
 }
 
 // shape identifies gangs that place alike.
@@ -242,6 +245,12 @@ func shapeOf(j *Job) (shape, bool) {
 func (p *pass) job(qi int32, reserved bool) {
 	m := &p.meta[qi]
 	pol := &p.s.Policy
+	if a := p.s.Queue[qi].Array; a != 0 {
+		if left, limited := p.slots[a]; limited && left <= 0 {
+			p.plan.setReason(&p.s.Queue[qi], ReasonArrayTaskLimit)
+			return
+		}
+	}
 	full := p.bf != nil && len(p.bf.resv) >= pol.ReservationDepth
 	if !reserved && (p.strict || (p.blocked && pol.MaxBackfillJobs > 0 && p.tried >= pol.MaxBackfillJobs) ||
 		(full && m.shape >= 0 && m.end >= p.failed[m.shape])) {
@@ -288,6 +297,9 @@ func (p *pass) job(qi int32, reserved bool) {
 	p.plan.Placements = append(p.plan.Placements, Placement{
 		JobID: j.ID, Nodes: p.c.names(g.hosts), GPUs: g.shares, Backfilled: p.blocked,
 	})
+	if _, limited := p.slots[j.Array]; limited && j.Array != 0 {
+		p.slots[j.Array]--
+	}
 }
 
 // miss handles a job that cannot start now; reserved: it gets a

@@ -15,6 +15,9 @@ const (
 	ReasonHeld           = "Held"
 	// ReasonDependencyNeverSatisfied is Dependency that can no longer be met.
 	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
+	// ReasonArrayTaskLimit: the job's array runs as many elements as its
+	// throttle allows (Snapshot.ArraySlots).
+	ReasonArrayTaskLimit = "JobArrayTaskLimit"
 )
 
 // Cluster modes (the same strings as jobspec.Mode*).
@@ -110,6 +113,9 @@ type Job struct {
 	// Dependency, PartitionLimit, AccountLimit): the job is not
 	// considered, blocks nobody, and gets this reason.
 	Ineligible string
+	// Array, when not 0, is the job array the job is an element of: it
+	// starts only while Snapshot.ArraySlots has room for its array.
+	Array uint64
 }
 
 // Running is a job that holds resources now. Backfill uses it to know
@@ -209,6 +215,11 @@ type Snapshot struct {
 	Partitions map[string]Partition
 	// Policy is how to order and backfill.
 	Policy Policy
+	// ArraySlots is, per job array with a throttle (max_running), how
+	// many more of its elements may start now: a pass starts no more,
+	// and an element past them waits with ReasonArrayTaskLimit,
+	// blocking nobody. An array missing here has no throttle.
+	ArraySlots map[uint64]int
 }
 
 // Placement puts every container of one job: Nodes[i] holds container i.

@@ -114,6 +114,10 @@ type Command struct {
 	Request string `json:"request,omitempty"`
 	// Purge lists the ended jobs the accounting store now holds.
 	Purge []PurgeKey `json:"purge,omitempty"`
+	// Index, with a kill, hold or release of a job array, names one
+	// element of it (bkill "12[5]"); without it the command is on the
+	// whole array.
+	Index *int `json:"index,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -149,6 +153,7 @@ type Report struct {
 func (s *Store) Apply(index uint64, c Command) (any, error) {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
+	txn.TrackChanges() // settleArrays reads what the command changed
 	keep := c.Request != "" && idempotent(c.Kind)
 	if keep {
 		if first, ok, err := repeated(txn, c); ok {
@@ -172,11 +177,11 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case CmdReport:
 		res, err = report(txn, index, c.Time, c.Report)
 	case CmdKill:
-		res, err = kill(txn, index, c.Time, c.Kill, c.KillDone)
+		res, err = onJob(txn, index, c.Kill, c.Index, func(id uint64) (*api.Job, error) { return kill(txn, index, c.Time, id, c.KillDone) })
 	case CmdHold:
-		res, err = hold(txn, index, c.Hold)
+		res, err = onJob(txn, index, c.Hold, c.Index, func(id uint64) (*api.Job, error) { return hold(txn, index, id) })
 	case CmdRelease:
-		res, err = release(txn, index, c.Release)
+		res, err = onJob(txn, index, c.Release, c.Index, func(id uint64) (*api.Job, error) { return release(txn, index, id) })
 	case CmdConfig:
 		err = setConfig(txn, c.Config)
 	case CmdCharge:
@@ -205,6 +210,14 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if err := settleArrays(txn, index, c.Time); err != nil {
+		return nil, err
+	}
+	if j, ok := res.(*api.Job); ok && j.Array != nil {
+		if raw, _ := txn.First(tableJobs, "id", j.ID); raw != nil {
+			res = clone(raw.(*api.Job)) // as settled
+		}
 	}
 	if keep {
 		if err := remember(txn, index, c, res.(*api.Job)); err != nil {
@@ -279,6 +292,12 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 	j.State, j.Submitted, j.ModifyIndex = api.JobPending, now, index
 	if in.State == api.JobHeld { // bsub -H
 		j.State, j.Reason = api.JobHeld, api.ReasonHeld
+	}
+	j.Array, j.ArrayID, j.ArrayIndex, j.ArraySpan = nil, 0, 0, nil
+	if j.Spec.Array != nil {
+		if err := newArray(j); err != nil {
+			return 0, err
+		}
 	}
 	if err := checkDependency(txn, j); err != nil {
 		return 0, err
@@ -469,6 +488,9 @@ func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64, done bool) (*a
 	if j.State.Terminal() {
 		return nil, fmt.Errorf("job %d: %w (%s)", id, ErrEnded, j.State)
 	}
+	if j.Array != nil {
+		return killArray(txn, index, now, j, done)
+	}
 	j.Cancelled, j.ModifyIndex = true, index
 	j.KillDone = j.KillDone || done
 	if j.State == api.JobPending || j.State == api.JobHeld {
@@ -484,6 +506,9 @@ func hold(txn *memdb.Txn, index uint64, id uint64) (*api.Job, error) {
 	j, err := getJob(txn, id)
 	if err != nil {
 		return nil, err
+	}
+	if j.Array != nil && !j.State.Terminal() {
+		return holdArray(txn, index, j, true)
 	}
 	switch {
 	case j.State == api.JobHeld:
@@ -504,6 +529,9 @@ func release(txn *memdb.Txn, index uint64, id uint64) (*api.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if j.Array != nil && !j.State.Terminal() {
+		return holdArray(txn, index, j, false)
+	}
 	switch {
 	case j.State.Terminal():
 		return nil, fmt.Errorf("job %d: %w (%s)", id, ErrEnded, j.State)
@@ -523,7 +551,7 @@ func timeout(txn *memdb.Txn, index uint64, now time.Time, ids []uint64) error {
 		if err != nil {
 			continue
 		}
-		if j.State.Terminal() || j.Started.IsZero() || j.KillWanted {
+		if j.State.Terminal() || j.Started.IsZero() || j.KillWanted || j.Array != nil {
 			continue
 		}
 		j.TimedOut, j.KillWanted, j.ModifyIndex = true, true, index
@@ -535,11 +563,31 @@ func timeout(txn *memdb.Txn, index uint64, now time.Time, ids []uint64) error {
 	return nil
 }
 
+// onJob runs do on job id, or with idx on element *idx of array id
+// (making its row if it has none yet).
+func onJob(txn *memdb.Txn, index, id uint64, idx *int, do func(uint64) (*api.Job, error)) (*api.Job, error) {
+	if idx == nil {
+		return do(id)
+	}
+	p, err := getJob(txn, id)
+	if err != nil {
+		return nil, err
+	}
+	if p.Array == nil {
+		return nil, fmt.Errorf("job %d[%d]: job %d is not an array: %w", id, *idx, id, ErrNotFound)
+	}
+	e, err := elementForCommand(txn, index, p, *idx)
+	if err != nil {
+		return nil, err
+	}
+	return do(e.ID)
+}
+
 // Late lists the running jobs whose walltime has passed at now, and the
 // earliest time another one will (zero when none runs with a walltime).
 func (v *Snapshot) Late(now time.Time) (late []uint64, next time.Time) {
 	for _, j := range v.Jobs() {
-		if j.State.Terminal() || j.Started.IsZero() || j.Walltime <= 0 || j.KillWanted {
+		if j.State.Terminal() || j.Started.IsZero() || j.Walltime <= 0 || j.KillWanted || j.Array != nil {
 			continue
 		}
 		end := j.Started.Add(j.Walltime)

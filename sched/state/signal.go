@@ -37,6 +37,10 @@ func signalJob(txn *memdb.Txn, index uint64, now time.Time, s *Signal) (*api.Job
 	switch {
 	case j.State.Terminal():
 		return nil, fmt.Errorf("job %d: %w (%s)", j.ID, ErrEnded, j.State)
+	case j.Array != nil && api.Cancels(sig):
+		return kill(txn, index, now, j.ID, false)
+	case j.Array != nil:
+		return nil, conflict("job %d is a job array: signal its elements one by one (bkill -s %s \"%d[INDEX]\"); KILL, TERM or INT cancels the whole array", j.ID, name, j.ID)
 	case j.KillWanted:
 		return nil, conflict("job %d is being stopped: its containers get no more signals", j.ID)
 	case j.State != api.JobRunning && api.Cancels(sig):

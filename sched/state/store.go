@@ -36,6 +36,7 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 	tableJobs: {Name: tableJobs, Indexes: map[string]*memdb.IndexSchema{
 		"id":      {Name: "id", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "ID"}},
 		"request": {Name: "request", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "RequestID"}},
+		"element": {Name: "element", Unique: true, AllowMissing: true, Indexer: elementIndex{}},
 	}},
 	tableTokens: {Name: tableTokens, Indexes: map[string]*memdb.IndexSchema{
 		"id":   {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},

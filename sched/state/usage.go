@@ -117,7 +117,7 @@ func charge(txn *memdb.Txn, now time.Time) error {
 	}
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		j := raw.(*api.Job)
-		if j.Started.IsZero() {
+		if j.Started.IsZero() || j.Array != nil { // an array's elements are charged, not its row
 			continue
 		}
 		end := now

@@ -92,6 +92,20 @@ function jobNodes(j) {
   return out;
 }
 
+// jobRef is how bqueue names a job: an array element as 12[5], a job
+// array's own row as 12[1-100] (its counts show in the reason column).
+function jobRef(j) {
+  if (j.array_id) return `${j.array_id}[${j.array_index || 0}]`;
+  if (j.array) return `${j.id}[${j.spec.array ? j.spec.array.range : ''}]`;
+  return String(j.id);
+}
+
+// arrayCounts is a job array's elements by state: "90 PENDING, 10 RUNNING".
+function arrayCounts(j) {
+  if (!j.array || !j.array.states) return '';
+  return Object.entries(j.array.states).map(([s, n]) => `${n} ${s}`).join(', ');
+}
+
 function account(j) { return j.account || j.spec.account || ''; }
 
 // sortQueue is bqueue's order: started jobs, pending ones by priority
@@ -411,7 +425,7 @@ function queueRows() {
   return sortQueue(S.jobs).filter(j => {
     if (!ended && terminal(j.state)) return false;
     if (!f) return true;
-    return [String(j.id), j.user, account(j), j.partition, j.name, j.state, jobReason(j), ...jobNodes(j)]
+    return [jobRef(j), j.user, account(j), j.partition, j.name, j.state, jobReason(j), ...jobNodes(j)]
       .some(v => String(v || '').toLowerCase().includes(f));
   });
 }
@@ -426,12 +440,12 @@ function renderQueue() {
     tr.dataset.id = j.id;
     if (j.id === S.selected) tr.classList.add('selected');
     tr.append(
-      td(j.id, 'num'),
+      td(jobRef(j), 'num'),
       td(j.state === 'PENDING' && j.queue_position > 0 ? j.queue_position : '', 'num'),
       td(j.user), td(account(j)), td(j.partition), td(j.name, 'name'));
     const st = td(''); st.append(stateBadge(j.state)); tr.append(st);
     const t = td(elapsed(jobTime(j)), 'num time');
-    tr.append(td(jobSize(j), 'num'), td(jobNodes(j).join(',')), t, td(jobReason(j)));
+    tr.append(td(jobSize(j), 'num'), td(jobNodes(j).join(',')), t, td(j.array ? arrayCounts(j) : jobReason(j)));
     tr.addEventListener('click', () => select(j.id));
     frag.append(tr);
   }
@@ -538,7 +552,7 @@ function renderDetail() {
   const title = document.getElementById('detail-title');
   if (!j || j.id !== S.selected) { title.textContent = 'Job ' + S.selected; body.replaceChildren(el('p', 'empty', 'loading…')); return; }
   if (j.missing) { title.textContent = 'Job ' + j.id; body.replaceChildren(el('p', 'empty', 'No such job.')); return; }
-  title.textContent = `Job ${j.id}: ${j.name}`;
+  title.textContent = `Job ${jobRef(j)}: ${j.name}`;
   const s = j.spec || {};
   const dl = el('dl', 'kv');
   const st = el('span'); st.append(stateBadge(j.state));
