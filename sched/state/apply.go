@@ -61,7 +61,11 @@ const (
 // differently); an older schedd then refuses the entry or snapshot by
 // name (ErrSchema) instead of skipping or misapplying it. Entries and
 // snapshots written before versions existed carry none and read as 1.
-const SchemaVersion = 1
+//
+//	1: the first versioned schema
+//	2: job arrays (an older schedd would run an array's submit as one job
+//	   and never make its elements)
+const SchemaVersion = 2
 
 // ErrSchema marks an entry or snapshot written by a newer schedd, whose
 // schema this one does not know.
