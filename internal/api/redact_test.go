@@ -41,7 +41,7 @@ var classes = map[reflect.Type]map[string]class{
 		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
 		"Requeue": shown, "Cluster": shown, "Resources": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
-		"Output": withheld, "Error": withheld, "Roles": withheld, "Ranges": withheld,
+		"Output": withheld, "Error": withheld, "Roles": withheld, "Ranges": withheld, "SSH": withheld,
 	},
 	reflect.TypeFor[api.Container](): {
 		"Container": nested, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown,
