@@ -14,17 +14,27 @@ import (
 	"github.com/troupe-hpc/troupe/nodelet/sshkey"
 )
 
-// ContainerID is the runtime ID (and cgroup name) of a job's container:
-// "troupe-" and its kernel id, unique across jobs, nodelets and clusters
-// that share a machine. (A name made of the job id and host collides
-// between two clusters' job 1.)
+// ContainerID is the runtime ID (and cgroup name) of a job's container
+// in the job's current run: "troupe-" and its kernel id, unique across
+// jobs, nodelets and clusters that share a machine (a name made of the
+// job id and host collides between two clusters' job 1), and "-runN"
+// after it for run N of a requeued job (its Requeues, N > 0). The kernel
+// id survives a requeue, and two runs must not share a cgroup: tearing
+// the earlier run down kills whatever is in its cgroup, and where two
+// nodes share a machine (schedd --dev, the tests) a nodelet thawed or
+// restarted after its node was declared down would kill the new run
+// the other node started.
 func ContainerID(j *api.Job, host string) string {
+	run := ""
+	if j.Requeues > 0 {
+		run = fmt.Sprintf("-run%d", j.Requeues)
+	}
 	for _, c := range j.Containers {
 		if c.Host == host && c.KernelID != "" {
-			return "troupe-" + c.KernelID
+			return "troupe-" + c.KernelID + run
 		}
 	}
-	return fmt.Sprintf("troupe-j%d-%s", j.ID, host)
+	return fmt.Sprintf("troupe-j%d-%s%s", j.ID, host, run)
 }
 
 // id is the task's container ID.
