@@ -65,3 +65,28 @@ func TestAgentRequeuedRunSurvivesOldRunsTeardown(t *testing.T) {
 		t.Errorf("job %s (run %d), want RUNNING in run 1: %+v", j.State, j.Requeues, j.Containers)
 	}
 }
+
+// TestContainerIDPerRun: run 0 keeps the kernel id alone (the name
+// containers started before runs were named had), a requeued run adds
+// its number, and a re-attached container keeps the id it was started
+// with, whatever the rule says now.
+func TestContainerIDPerRun(t *testing.T) {
+	j := api.Job{ID: 7, Containers: []api.Container{{Container: jobspec.Container{Host: "main1"}, KernelID: "k"}}}
+	if got := ContainerID(&j, "main1"); got != "troupe-k" {
+		t.Errorf("run 0: %q, want troupe-k", got)
+	}
+	j.Requeues = 2
+	if got := ContainerID(&j, "main1"); got != "troupe-k-run2" {
+		t.Errorf("run 2: %q, want troupe-k-run2", got)
+	}
+	if got := ContainerID(&j, "sub1"); got != "troupe-j7-sub1-run2" {
+		t.Errorf("run 2 without a kernel id: %q, want troupe-j7-sub1-run2", got)
+	}
+	k := key{7, "main1", 2}
+	if got := (&task{key: k, job: j}).id(); got != "troupe-k-run2" {
+		t.Errorf("new task: %q, want troupe-k-run2", got)
+	}
+	if got := (&task{key: k, job: j, cid: "troupe-k"}).id(); got != "troupe-k" {
+		t.Errorf("re-attached task: %q, want its recorded troupe-k", got)
+	}
+}

@@ -37,8 +37,15 @@ func ContainerID(j *api.Job, host string) string {
 	return fmt.Sprintf("troupe-j%d-%s%s", j.ID, host, run)
 }
 
-// id is the task's container ID.
-func (t *task) id() string { return ContainerID(&t.job, t.key.host) }
+// id is the task's container ID: the one it was started with (its
+// record's, for a re-attached container a nodelet that named them
+// otherwise started), or ContainerID.
+func (t *task) id() string {
+	if t.cid != "" {
+		return t.cid
+	}
+	return ContainerID(&t.job, t.key.host)
+}
 
 // filesOf is where the /etc/hosts and /etc/hostname of a container live.
 func (a *agent) filesOf(t *task) string { return filepath.Join(a.filesDir(), t.id()) }

@@ -43,6 +43,9 @@ type task struct {
 	// rec is the container's record as last written (the task's
 	// goroutine only); nil until written.
 	rec *record
+	// cid is the container ID a re-attached container was started
+	// with (its record's); "" for a new one (see id).
+	cid string
 	// outputs are the job's output and error files, held open to
 	// watch their size against the partition's max_output (the task's
 	// goroutine only).
@@ -71,7 +74,7 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.Job, c runtime
 	t := &task{key: k, job: job, stop: make(chan struct{}), adopted: c, mpsHeld: mpsHeld,
 		signalled: lastSignal(job), sigs: newSignalQueue(), rec: rec}
 	if rec != nil {
-		t.signalled = rec.Signalled
+		t.signalled, t.cid = rec.Signalled, rec.ID
 	}
 	a.running[k] = t
 	a.tasks.Add(1)
