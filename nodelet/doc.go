@@ -77,7 +77,9 @@
 //     links go with its last container here) and its files removed, off
 //     the slot's path; a container with GPUs is destroyed before the
 //     report (see holdsUntilDestroyed in task.go).
-//  7. When ctx is cancelled (SIGTERM to the nodelet) every task stops and
+//  7. When ctx is cancelled (SIGTERM to the nodelet) reconcile does
+//     nothing more (no start, no "lost" report for a container a
+//     detaching task left running), every task stops and
 //     destroys its container, the last reports get a few seconds to
 //     reach schedd, and Run returns nil. When its cause is ErrDetach
 //     (SIGQUIT) runc containers are left running, with their records,
