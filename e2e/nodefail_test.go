@@ -238,7 +238,8 @@ func TestDevShortNodeTimeoutKeepsNodesUp(t *testing.T) {
 // starts on the other node (issue 12 item 4): the node's fence killed it
 // when its lease ran out. Each copy appends "<copy id> <unix ns>" to the
 // job's output every 50ms; every line of the first copy must come before
-// every line of the second.
+// every line of the second. Thawed, the nodelet tears the first copy
+// down; the second goes on until bkill and the job ends CANCELLED.
 func TestFenceNoOverlap(t *testing.T) {
 	needRunc(t)
 	if testing.Short() {
@@ -308,10 +309,41 @@ job "twice" {
 		t.Fatal(err)
 	}
 	thawed = true
+	// The thawed nodelet tears the first copy's container down (its
+	// record goes last); the second copy, on the other node, lives on
+	// and ends only when killed. Its container is not the first one's:
+	// on this machine both nodes share the cgroup tree, and a teardown
+	// of the same container id killed the second copy (exit 137).
+	records := filepath.Join(c.dir, "nodes", node, "records")
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if ents, err := os.ReadDir(records); err == nil && len(ents) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the thawed nodelet on %s did not tear the first copy down in 30s", node)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	torn := time.Now().UnixNano()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		copies, order = readCopies(t, out)
+		if copies[order[1]][1] > torn {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second copy wrote nothing in the 20s after the first one's teardown: %+v", c.job(id))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if j := c.job(id); j.State != api.JobRunning || j.Requeues != 1 {
+		t.Fatalf("after the first copy's teardown the job is %s (run %d, %s), want RUNNING in run 1", j.State, j.Requeues, j.Reason)
+	}
 	if _, errOut, code := c.run(dir, "bkill", strconv.FormatUint(id, 10)); code != 0 {
 		t.Fatalf("bkill exited %d: %s", code, errOut)
 	}
-	c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.State.Terminal() })
+	if j := c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.State.Terminal() }); j.State != api.JobCancelled {
+		t.Errorf("killed job ended %s (%s, exit %d), want CANCELLED", j.State, j.Reason, j.ExitCode)
+	}
 }
 
 // readCopies reads the lines "<copy id> <unix ns>" of path: per copy its

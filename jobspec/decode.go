@@ -24,7 +24,7 @@ var (
 	jobSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "partition"}, {Name: "account"}, {Name: "walltime"}, {Name: "priority"},
-			{Name: "requeue"}, {Name: "image"}, {Name: "command"}, {Name: "workdir"}, {Name: "env"}, {Name: "output"}, {Name: "error"},
+			{Name: "requeue"}, {Name: "ssh"}, {Name: "image"}, {Name: "command"}, {Name: "workdir"}, {Name: "env"}, {Name: "output"}, {Name: "error"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "cluster"}, {Type: "resources"}, {Type: "array"},
@@ -86,6 +86,7 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	d.walltime(attrs, j)
 	d.whole(attrs, "priority", "priority", &j.Priority)
 	d.boolean(attrs, "requeue", "requeue", &j.Requeue)
+	d.boolean(attrs, "ssh", "ssh", &j.SSH)
 	d.str(attrs, "image", "image", &j.Image)
 	d.strList(attrs, "command", "command", &j.Command)
 	d.str(attrs, "workdir", "workdir", &j.Workdir)

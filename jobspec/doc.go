@@ -17,6 +17,7 @@
 //	  account   = "vision"       # fair-share account
 //	  walltime  = "2h"           # "90m", "1d12h", Slurm's "1:30:00"; a bare number is minutes
 //	  priority  = 0              # nice: 0 (default) down to -10000; users only lower it
+//	  ssh       = false          # one container: troupe's ssh and keys (2+ always have them)
 //	  cluster {
 //	    size = var.nodes         # main1 + sub1..sub3
 //	    mode = "multi-node"      # or "single-node"

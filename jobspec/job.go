@@ -32,7 +32,10 @@ type Job struct {
 	Priority  int           `json:"priority,omitempty"` // nice; <= 0 lowers
 	// Requeue puts the job back in the queue (PENDING) when a node it runs
 	// on fails, instead of ending it NODE_FAIL (Slurm's --requeue).
-	Requeue   bool              `json:"requeue,omitempty"`
+	Requeue bool `json:"requeue,omitempty"`
+	// SSH gives a one-container session troupe's SSH server, client and
+	// session keys (sessions of more containers always have them).
+	SSH       bool              `json:"ssh,omitempty"`
 	Cluster   Cluster           `json:"cluster"`
 	Resources Resources         `json:"resources"` // per container
 	Image     string            `json:"image"`

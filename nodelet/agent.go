@@ -128,6 +128,9 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.wrapRuntime != nil {
+		rt = cfg.wrapRuntime(rt)
+	}
 	a := &agent{
 		cfg: cfg, log: log, cli: cli, rt: rt,
 		running: map[key]*task{}, finished: map[key]bool{},

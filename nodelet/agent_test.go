@@ -160,7 +160,7 @@ func toStrings(ss []api.ContainerState) []string {
 func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 	t.Helper()
 	empty := func() bool {
-		for _, d := range []string{"containers", "files"} {
+		for _, d := range []string{"containers", "files", "records"} {
 			ents, _ := os.ReadDir(filepath.Join(cfg.StateDir, d))
 			if len(ents) > 0 {
 				return false

@@ -114,6 +114,9 @@ type Config struct {
 	// CA is a PEM file of the CA that signed schedd's TLS certificate
 	// ("": the system's CAs and $TROUPE_CA).
 	CA string
+	// wrapRuntime, when set (tests only), wraps the runtime the agent
+	// drives, e.g. to make Destroy block or stop short.
+	wrapRuntime func(runtime.Runtime) runtime.Runtime
 }
 
 // withDefaults fills zero fields and checks the rest.

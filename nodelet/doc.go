@@ -19,7 +19,10 @@
 //     the runtime still knows (runtime Recover: runc state, then a pidfd
 //     on its init; process and apptainer say ErrUnsupported) becomes a
 //     task again, its session network adopted (network.Adopt) and its
-//     MPS hold counted. Then clean everything else: the runtime's other
+//     MPS hold counted. A record marked exited (its final report saved
+//     in it) is a teardown the previous run did not finish: its report
+//     is queued again and it is cleaned with the rest. Then clean
+//     everything else: the runtime's other
 //     containers (runc delete --force), session links and pinned
 //     namespaces of sessions with no re-attached container, bundles,
 //     records and per-container files. Start the metrics server when
@@ -52,24 +55,31 @@
 //     (CUDA_VISIBLE_DEVICES, MPS limits for fractions; the MPS control
 //     daemon runs while fractional containers do, where its binary
 //     exists, see mps.go) and their device nodes (runc), builds the container's view (package
-//     session: env, /etc/hosts, /etc/hostname, output file; with runc also
-//     the hostfiles under /.troupe/session and ~/.ssh with the session key
-//     of package sshkey, readable only by the job's user), attaches it to
+//     session: env, /etc/hosts, /etc/hostname, output file; with runc, in
+//     sessions of two or more containers or with the job's ssh = true
+//     (features in spec.go), also the hostfiles under /.troupe/session
+//     and ~/.ssh with the session key of package sshkey, readable only by
+//     the job's user), attaches it to
 //     its session network (package network: the session's bridge, and a
 //     VXLAN to the session's other nodes, made with its first container
 //     here; the container's own namespace and address), starts it
-//     (command, or troupe-init wait when the container has none; with
-//     runc troupe-init first starts troupe-ssh's sshd on port 2200) and
-//     reports running, or failed with the error. runc containers run
+//     (command, or troupe-init wait when the container has none; where
+//     it gets ssh troupe-init first starts troupe-ssh's sshd on port 2200)
+//     and reports running, or failed with the error. runc containers run
 //     detached, their output going straight to the output file, so they
 //     outlive the nodelet. It then waits: an exit
 //     is reported exited with its code (oom, "out of memory (limit
 //     256MiB)", when the kernel's OOM killer ended it); a stop request sends SIGTERM,
-//     waits StopGrace, sends SIGKILL and is reported killed. Either way
-//     the container is destroyed (processes, mounts, cgroup, bundle),
-//     taken off its network (the session's links go with its last
-//     container here) and its files removed.
-//  7. When ctx is cancelled (SIGTERM to the nodelet) every task stops and
+//     waits StopGrace, sends SIGKILL and is reported killed. The final
+//     report goes the moment the process ends (the record marked exited
+//     first), and only then is the container destroyed (processes,
+//     mounts, cgroup, bundle), taken off its network (the session's
+//     links go with its last container here) and its files removed, off
+//     the slot's path; a container with GPUs is destroyed before the
+//     report (see holdsUntilDestroyed in task.go).
+//  7. When ctx is cancelled (SIGTERM to the nodelet) reconcile does
+//     nothing more (no start, no "lost" report for a container a
+//     detaching task left running), every task stops and
 //     destroys its container, the last reports get a few seconds to
 //     reach schedd, and Run returns nil. When its cause is ErrDetach
 //     (SIGQUIT) runc containers are left running, with their records,

@@ -30,7 +30,14 @@ func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
 
 // reconcileLocked reconciles the last assignments; a.mu is held. A task
 // that ends calls it too: a later run of its container may be waiting.
+// Once ctx ends it does nothing: the nodelet is stopping, its tasks stop
+// (or, detaching, leave their containers running) by themselves, and an
+// answer to the assignments query or the heartbeat that comes in after
+// must not find a container left running "not here" and report it lost.
 func (a *agent) reconcileLocked(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
 	want := map[key]api.Job{}
 	for _, asg := range a.last.Assignments {
 		for _, h := range asg.Hosts {

@@ -42,6 +42,12 @@ type record struct {
 	// this container (delivered, or not for it): a restarted nodelet
 	// delivers only later ones.
 	Signalled uint64 `json:"signalled,omitempty"`
+	// Exit, once set, is the container's final report: its process
+	// ended, the report was queued for schedd, and its teardown had
+	// begun ("exited, reported, tearing down"). A restarted nodelet
+	// reports it again (schedd drops a duplicate) and finishes the
+	// teardown instead of re-attaching.
+	Exit *api.ContainerUpdate `json:"exit,omitempty"`
 }
 
 func (a *agent) recordsDir() string { return filepath.Join(a.cfg.StateDir, "records") }
@@ -72,6 +78,22 @@ func (a *agent) saveRecord(r record) error {
 		return err
 	}
 	return os.Rename(tmp, a.recordPath(r.ID))
+}
+
+// markTearingDown records that t's container exited with final report
+// u, before u is reported: a nodelet that dies during the teardown
+// leaves a record its successor finishes (recoverLeftovers). A container
+// without a record (never written) has nothing to re-attach to anyway.
+func (a *agent) markTearingDown(t *task, u api.ContainerUpdate) {
+	if t.rec == nil {
+		return
+	}
+	r := *t.rec
+	r.Exit = &u
+	t.rec = &r
+	if err := a.saveRecord(r); err != nil {
+		a.log.Warn("container record not marked exited: a restarted nodelet may report it lost", "id", r.ID, "err", err)
+	}
 }
 
 func (a *agent) removeRecord(t *task) {
@@ -105,7 +127,8 @@ func (a *agent) readRecords() []record {
 }
 
 // recovered is a container a previous nodelet started and this one
-// re-attached to.
+// re-attached to, or, when c is nil, one whose exit it had reported and
+// whose teardown recoverLeftovers finished: its report is sent again.
 type recovered struct {
 	rec record
 	c   runtime.Container
@@ -115,12 +138,23 @@ type recovered struct {
 // runtime still knows, then removes everything else a previous run left:
 // the runtime's other containers, session links and namespaces of
 // sessions with no re-attached container, bundles, files and records.
+// A record marked exited (record.Exit) is a teardown the previous run
+// began and did not finish: it is not re-attached to, so that removal
+// finishes it, and it is returned for adopt to report again.
 func (a *agent) recoverLeftovers(ctx context.Context) ([]recovered, error) {
 	var (
 		got  []recovered
 		keep = map[string]bool{}
 	)
 	for _, r := range a.readRecords() {
+		if r.Exit != nil {
+			// Exited and reported, torn down only in part: what is left
+			// (runtime container, cgroup, bundle, network, files) goes
+			// with the other leftovers below, record included.
+			a.log.Info("finishing the teardown of an exited container", "id", r.ID, "job", r.Job.ID, "host", r.Host, "run", r.Run)
+			got = append(got, recovered{rec: r})
+			continue
+		}
 		c, err := a.rt.Recover(ctx, r.ID, r.Dir)
 		if err != nil {
 			a.log.Info("not re-attaching to container", "id", r.ID, "job", r.Job.ID, "host", r.Host, "err", err)
@@ -171,6 +205,11 @@ func (a *agent) adopt(ctx context.Context, rs []recovered) {
 	defer a.mu.Unlock()
 	for _, r := range rs {
 		k := key{r.rec.Job.ID, r.rec.Host, r.rec.Run}
+		if r.c == nil {
+			a.finished[k] = true
+			a.rep.add(*r.rec.Exit)
+			continue
+		}
 		held := false
 		if c, err := session.Container(r.rec.Job, r.rec.Host); err == nil && fractional(c.GPUs) {
 			held = true

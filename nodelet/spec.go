@@ -14,21 +14,38 @@ import (
 	"github.com/troupe-hpc/troupe/nodelet/sshkey"
 )
 
-// ContainerID is the runtime ID (and cgroup name) of a job's container:
-// "troupe-" and its kernel id, unique across jobs, nodelets and clusters
-// that share a machine. (A name made of the job id and host collides
-// between two clusters' job 1.)
+// ContainerID is the runtime ID (and cgroup name) of a job's container
+// in the job's current run: "troupe-" and its kernel id, unique across
+// jobs, nodelets and clusters that share a machine (a name made of the
+// job id and host collides between two clusters' job 1), and "-runN"
+// after it for run N of a requeued job (its Requeues, N > 0). The kernel
+// id survives a requeue, and two runs must not share a cgroup: tearing
+// the earlier run down kills whatever is in its cgroup, and where two
+// nodes share a machine (schedd --dev, the tests) a nodelet thawed or
+// restarted after its node was declared down would kill the new run
+// the other node started.
 func ContainerID(j *api.Job, host string) string {
+	run := ""
+	if j.Requeues > 0 {
+		run = fmt.Sprintf("-run%d", j.Requeues)
+	}
 	for _, c := range j.Containers {
 		if c.Host == host && c.KernelID != "" {
-			return "troupe-" + c.KernelID
+			return "troupe-" + c.KernelID + run
 		}
 	}
-	return fmt.Sprintf("troupe-j%d-%s", j.ID, host)
+	return fmt.Sprintf("troupe-j%d-%s%s", j.ID, host, run)
 }
 
-// id is the task's container ID.
-func (t *task) id() string { return ContainerID(&t.job, t.key.host) }
+// id is the task's container ID: the one it was started with (its
+// record's, for a re-attached container a nodelet that named them
+// otherwise started), or ContainerID.
+func (t *task) id() string {
+	if t.cid != "" {
+		return t.cid
+	}
+	return ContainerID(&t.job, t.key.host)
+}
 
 // filesOf is where the /etc/hosts and /etc/hostname of a container live.
 func (a *agent) filesOf(t *task) string { return filepath.Join(a.filesDir(), t.id()) }
@@ -48,7 +65,8 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
-	env, err := session.EnvWith(job, host, a.feat)
+	feat := a.features(job)
+	env, err := session.EnvWith(job, host, feat)
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
@@ -105,13 +123,13 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	if byPath {
 		image = paths.image
 	}
-	mounts, err := a.writeFiles(t)
+	mounts, err := a.writeFiles(t, feat)
 	if err != nil {
 		files.Close()
 		return runtime.Spec{}, nil, err
 	}
 	var initArgs []string
-	if a.feat.Tools {
+	if feat.Tools {
 		initArgs = []string{"--sshd", session.SSHDPath}
 		mounts = append(mounts,
 			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHDPath, ReadOnly: true},
@@ -157,17 +175,32 @@ func (a *agent) resolveImage(own, job string) (img string, byPath bool, err erro
 	return src.Path, false, nil
 }
 
+// features is what job's containers get beyond the environment: the
+// node's, less troupe's SSH (server and client, session keys) in a
+// one-container session that does not ask for it (jobspec ssh = true):
+// nobody there has a peer to reach, and starting an SSH server per
+// container costs CPU on every job. The hostfiles and LSF's host
+// variables stay (mpirun and LSF scripts count the container's slots
+// with them). bsub -I needs no SSH (its terminal comes from the runtime).
+func (a *agent) features(job api.Job) session.Features {
+	f := a.feat
+	if len(job.Containers) <= 1 && !job.Spec.SSH && f.Tools {
+		f.Tools, f.Hostfiles = false, true
+	}
+	return f
+}
+
 // writeFiles writes the container's files under filesOf and returns
-// their mounts: /etc/hosts and /etc/hostname always; with troupe's tools
-// the session's hostfiles (session.SessionDir) and its SSH keys and
-// config (session.SSHDir), the latter readable only by the job's user.
-func (a *agent) writeFiles(t *task) ([]runtime.Mount, error) {
+// their mounts: /etc/hosts and /etc/hostname always; the session's
+// hostfiles (session.SessionDir) where feat has them; with troupe's SSH
+// its keys and config (session.SSHDir), readable only by the job's user.
+func (a *agent) writeFiles(t *task, feat session.Features) ([]runtime.Mount, error) {
 	dir := a.filesOf(t)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	files := []struct{ name, target, content string }{
-		{"hosts", "/etc/hosts", session.HostsWith(t.job, a.feat)},
+		{"hosts", "/etc/hosts", session.HostsWith(t.job, feat)},
 		{"hostname", "/etc/hostname", session.Hostname(t.key.host)},
 	}
 	var ms []runtime.Mount
@@ -178,7 +211,7 @@ func (a *agent) writeFiles(t *task) ([]runtime.Mount, error) {
 		}
 		ms = append(ms, runtime.Mount{Source: p, Target: f.target, ReadOnly: true})
 	}
-	if !a.feat.Tools {
+	if !feat.HasHostfiles() {
 		return ms, nil
 	}
 	sess := filepath.Join(dir, "session")
@@ -188,6 +221,10 @@ func (a *agent) writeFiles(t *task) ([]runtime.Mount, error) {
 		{Name: "djob_hostfile", Data: []byte(session.HostfileLSFText(t.job)), Mode: 0o644},
 	}); err != nil {
 		return nil, err
+	}
+	ms = append(ms, runtime.Mount{Source: sess, Target: session.SessionDir, ReadOnly: true})
+	if !feat.Tools {
+		return ms, nil
 	}
 	key, err := sshkey.Derive(a.secret, t.job.SessionID)
 	if err != nil {
@@ -201,9 +238,7 @@ func (a *agent) writeFiles(t *task) ([]runtime.Mount, error) {
 	if err := writeDir(ssh, 0o700, t.job.UID, t.job.GID, sshFiles); err != nil {
 		return nil, err
 	}
-	return append(ms,
-		runtime.Mount{Source: sess, Target: session.SessionDir, ReadOnly: true},
-		runtime.Mount{Source: ssh, Target: session.SSHDir, ReadOnly: true}), nil
+	return append(ms, runtime.Mount{Source: ssh, Target: session.SSHDir, ReadOnly: true}), nil
 }
 
 // writeDir creates dir (mode, owned by uid:gid) holding files, each

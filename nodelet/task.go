@@ -43,6 +43,9 @@ type task struct {
 	// rec is the container's record as last written (the task's
 	// goroutine only); nil until written.
 	rec *record
+	// cid is the container ID a re-attached container was started
+	// with (its record's); "" for a new one (see id).
+	cid string
 	// outputs are the job's output and error files, held open to
 	// watch their size against the partition's max_output (the task's
 	// goroutine only).
@@ -71,7 +74,7 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.Job, c runtime
 	t := &task{key: k, job: job, stop: make(chan struct{}), adopted: c, mpsHeld: mpsHeld,
 		signalled: lastSignal(job), sigs: newSignalQueue(), rec: rec}
 	if rec != nil {
-		t.signalled = rec.Signalled
+		t.signalled, t.cid = rec.Signalled, rec.ID
 	}
 	a.running[k] = t
 	a.tasks.Add(1)
@@ -135,16 +138,52 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	case state == api.ContainerExited && exit.Code != 0:
 		a.metrics.failures.WithLabelValues(failExit).Inc()
 	}
-	if err := c.Destroy(context.WithoutCancel(ctx)); err != nil {
-		a.log.Error("destroying container", "id", c.ID(), "err", err)
+	state, msg = a.fenceMessage(state, msg)
+	u := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state,
+		ExitCode: exit.Code, Message: msg, CPUTime: use.CPU, MemPeak: use.MemPeak}
+	// The slot is free when the process is gone: the exit is reported
+	// first and the container torn down after, off the slot's path (see
+	// holdsUntilDestroyed for what must go before the report).
+	destroyed := false
+	if holdsUntilDestroyed(t) {
+		a.destroy(ctx, c)
+		destroyed = true
+	}
+	a.markTearingDown(t, u)
+	a.rep.add(u)
+	if !destroyed {
+		a.destroy(ctx, c)
 	}
 	a.detach(t)
 	a.removeFiles(t)
 	a.removeRecord(t)
 	a.releaseMPS(t)
-	state, msg = a.fenceMessage(state, msg)
-	a.rep.add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state,
-		ExitCode: exit.Code, Message: msg, CPUTime: use.CPU, MemPeak: use.MemPeak})
+}
+
+// holdsUntilDestroyed tells whether t's container holds something until
+// it is destroyed that schedd would give to the next container at once:
+// GPU devices. Once the main process has exited its memory and CPUs are
+// free (the pid namespace's other processes died with it), and what
+// teardown still holds clashes with nothing a new container gets: its
+// network names and addresses are its own (allocated per container id,
+// or per session for a session network, and a requeued run of the same
+// container waits for the earlier run's task, teardown included), its
+// cgroup, bundle and files are named by its id. GPU devices are
+// different: a process the kernel has not finished reaping, or the
+// driver's cleanup of its contexts, would still hold device memory the
+// next job is promised, and the MPS daemon counts its users. So a
+// container with GPUs is destroyed before its exit is reported; the
+// rest of its teardown (network, files, record) still comes after.
+func holdsUntilDestroyed(t *task) bool {
+	c, err := session.Container(t.job, t.key.host)
+	return err == nil && len(c.GPUs) > 0
+}
+
+// destroy destroys c, logging a failure (recovery removes what is left).
+func (a *agent) destroy(ctx context.Context, c runtime.Container) {
+	if err := c.Destroy(context.WithoutCancel(ctx)); err != nil {
+		a.log.Error("destroying container", "id", c.ID(), "err", err)
+	}
 }
 
 // supervise waits for the container to exit, or for a stop request or

@@ -44,7 +44,7 @@ var classes = map[reflect.Type]map[string]class{
 		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
 		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
-		"Output": withheld, "Error": withheld, "Roles": withheld, "Ranges": withheld,
+		"Output": withheld, "Error": withheld, "Roles": withheld, "Ranges": withheld, "SSH": withheld,
 		"Services": withheld,
 	},
 	reflect.TypeFor[api.Container](): {

@@ -36,7 +36,16 @@ type Features struct {
 	// Tools: troupe-ssh is at SSHPath with sshd on SSHPort, the hostfiles
 	// at SessionDir and the session's key in SSHDir.
 	Tools bool
+	// Hostfiles: the hostfiles are at SessionDir and LSF's host lists in
+	// the environment, without SSH (a one-container session that did not
+	// ask for it: mpirun and LSF scripts there still count its slots).
+	// Tools implies it.
+	Hostfiles bool
 }
+
+// HasHostfiles tells whether f gives the container the session's
+// hostfiles and LSF's host variables.
+func (f Features) HasHostfiles() bool { return f.Tools || f.Hostfiles }
 
 // Slots is how many MPI slots a container offers: its whole cores, at
 // least one.
@@ -73,16 +82,22 @@ func clusterEnv(job api.Job) map[string]string {
 // stays on the session interface.
 func mpiDefaults(f Features) map[string]string {
 	env := map[string]string{}
-	if f.Tools {
+	if f.HasHostfiles() {
 		for k, v := range map[string]string{
-			"OMPI_MCA_plm_rsh_agent":                   SSHPath,
 			"OMPI_MCA_orte_default_hostfile":           HostfileOpenMPI,
-			"PRTE_MCA_plm_ssh_agent":                   SSHPath,
 			"PRTE_MCA_prte_default_hostfile":           HostfileOpenMPI,
-			"HYDRA_LAUNCHER":                           "ssh",
-			"HYDRA_LAUNCHER_EXEC":                      SSHPath,
 			"HYDRA_HOST_FILE":                          HostfileMPICH,
 			"OMPI_MCA_btl_vader_single_copy_mechanism": "none", // no CMA across a container's pid namespace
+		} {
+			env[k] = v
+		}
+	}
+	if f.Tools {
+		for k, v := range map[string]string{
+			"OMPI_MCA_plm_rsh_agent": SSHPath,
+			"PRTE_MCA_plm_ssh_agent": SSHPath,
+			"HYDRA_LAUNCHER":         "ssh",
+			"HYDRA_LAUNCHER_EXEC":    SSHPath,
 		} {
 			env[k] = v
 		}

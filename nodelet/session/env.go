@@ -56,8 +56,10 @@ func EnvWith(job api.Job, host string, f Features) ([]string, error) {
 	maps.Copy(env, mpiDefaults(f))
 	maps.Copy(env, job.Spec.Env)
 	maps.Copy(env, sessionEnv(job, self))
-	if f.Tools {
+	if f.HasHostfiles() {
 		maps.Copy(env, clusterEnv(job))
+	}
+	if f.Tools {
 		if !slices.Contains(strings.Split(env["PATH"], ":"), ToolsDir) {
 			env["PATH"] += ":" + ToolsDir
 		}

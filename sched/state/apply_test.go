@@ -255,6 +255,57 @@ func TestStaleRunReportsDropped(t *testing.T) {
 	}
 }
 
+// TestStaleRunReportsKeepLiveRun: what a thawed nodelet says of the run
+// it held before its node was declared down (its container killed by the
+// fence) arrives while the requeued run is RUNNING, on another node or
+// on the same one again: it changes nothing, and the live run still ends
+// by its own report.
+func TestStaleRunReportsKeepLiveRun(t *testing.T) {
+	fenced := "killed by the node's fence: no answer from schedd within the lease (nodelet(8), FENCING)"
+	for _, c := range []struct {
+		name, again string // again: the node run 1 is placed on
+		stale       api.ContainerUpdate
+	}{
+		{"fence failure, other node", "n2", api.ContainerUpdate{State: api.ContainerFailed, ExitCode: 137, Message: fenced}},
+		{"fence failure, same node", "n1", api.ContainerUpdate{State: api.ContainerFailed, ExitCode: 137, Message: fenced}},
+		{"exit 137, other node", "n2", api.ContainerUpdate{State: api.ContainerExited, ExitCode: 137}},
+		{"exit 137, same node", "n1", api.ContainerUpdate{State: api.ContainerExited, ExitCode: 137}},
+		{"killed, same node", "n1", api.ContainerUpdate{State: api.ContainerKilled, ExitCode: 143}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.apply(Command{Kind: CmdRegister, Register: &api.Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+			j := session(1)
+			j.Spec.Requeue = true
+			h.apply(Command{Kind: CmdSubmit, Submit: j})
+			h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+			h.report("n1", 1, "main1", api.ContainerRunning, 0) // run 0
+			h.apply(Command{Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+			if c.again == "n1" {
+				h.apply(Command{Kind: CmdNodeUp, NodeUp: "n1"})
+			}
+			h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{c.again}}}}})
+			run1 := func(s api.ContainerState, code int) {
+				h.apply(Command{Kind: CmdReport, Report: &Report{Node: c.again, Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 1, State: s, ExitCode: code}}}})
+			}
+			run1(api.ContainerRunning, 0)
+
+			stale := c.stale
+			stale.JobID, stale.Host, stale.Requeues = 1, "main1", 0
+			h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{stale}}})
+			j = h.job(1)
+			if j.State != api.JobRunning || j.Requeues != 1 || j.Reason != "" || j.KillWanted || j.Containers[0].State != api.ContainerRunning {
+				t.Fatalf("after run 0's report: job %s (run %d, reason %q, kill %v), container %s; want RUNNING in run 1",
+					j.State, j.Requeues, j.Reason, j.KillWanted, j.Containers[0].State)
+			}
+			run1(api.ContainerExited, 0)
+			if j := h.job(1); j.State != api.JobCompleted || j.ExitCode != 0 {
+				t.Fatalf("run 1 exited 0: job %s, exit %d; want COMPLETED", j.State, j.ExitCode)
+			}
+		})
+	}
+}
+
 func TestHoldRelease(t *testing.T) {
 	h := newHarness(t)
 	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})

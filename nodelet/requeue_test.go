@@ -1,0 +1,92 @@
+package nodelet
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
+	"github.com/troupe-hpc/troupe/sched"
+)
+
+// TestAgentRequeuedRunSurvivesOldRunsTeardown: two nodes on one machine,
+// as schedd --dev runs them. A requeue job runs on node1; node1's
+// nodelet goes away (detached: its container stays until the node's
+// fence kills it) past the node timeout, so the job is requeued and its
+// second run starts on node2. node1's nodelet comes back and tears the
+// first run down; the second run lives on. (The kernel id survives a
+// requeue: when a run's container id was the kernel id alone, both runs
+// had one cgroup and the teardown killed the second run; e2e
+// TestFenceNoOverlap met it as a thawed nodelet ending the requeued job
+// FAILED with exit 137.)
+func TestAgentRequeuedRunSurvivesOldRunsTeardown(t *testing.T) {
+	needRunc(t)
+	s := newTestScheddWith(t, sched.Config{NodeTimeout: 2 * time.Second})
+	node := func(name string) func(*Config) {
+		return func(c *Config) { c.Name, c.Network = name, NetworkHost }
+	}
+	state1 := t.TempDir()
+	_, _, detach := startAgentCause(t, s, RuntimeRunc, state1, node("node1"))
+	id := s.submit(t, t.TempDir(), func(j *jobspec.Job) { j.Requeue = true }, sh("exec sleep 600"))
+	first := s.waitJob(t, id, func(j api.Job) bool { return j.State == api.JobRunning })
+	detach()
+
+	cfg2, _, _ := startAgentCause(t, s, RuntimeRunc, t.TempDir(), node("node2"))
+	second := s.waitJob(t, id, func(j api.Job) bool { return j.Requeues == 1 && j.State == api.JobRunning })
+	if n := second.Containers[0].Node; n != "node2" {
+		t.Fatalf("second run on %s, want node2", n)
+	}
+	ids := []string{ContainerID(&first, "main1"), ContainerID(&second, "main1")}
+	if !runtimetest.WaitFor(10*time.Second, func() bool { return initPid(t, cfg2.StateDir, ids[1]) > 0 }) {
+		t.Fatalf("second run's container %s not running on node2", ids[1])
+	}
+	pid := initPid(t, cfg2.StateDir, ids[1])
+
+	// node1's nodelet comes back: its first run is not assigned any
+	// more, and it tears it down (the record goes last).
+	cfg1, _, _ := startAgentCause(t, s, RuntimeRunc, state1, node("node1"))
+	if !runtimetest.WaitFor(20*time.Second, func() bool {
+		ents, err := os.ReadDir(filepath.Join(state1, "records"))
+		return err == nil && len(ents) == 0
+	}) {
+		t.Fatalf("node1 did not tear its first run down: %s", lsR(state1))
+	}
+	if got := initPid(t, cfg2.StateDir, ids[1]); got != pid {
+		t.Fatalf("the second run's container on node2 died (init pid %d, was %d) when node1 tore the first run down", got, pid)
+	}
+	if ids[0] == ids[1] {
+		t.Errorf("both runs are container %s", ids[0])
+	}
+	assertNothingLeft(t, cfg1, RuntimeRunc, ids[:1])
+	if j := s.waitJob(t, id, func(api.Job) bool { return true }); j.State != api.JobRunning || j.Requeues != 1 {
+		t.Errorf("job %s (run %d), want RUNNING in run 1: %+v", j.State, j.Requeues, j.Containers)
+	}
+}
+
+// TestContainerIDPerRun: run 0 keeps the kernel id alone (the name
+// containers started before runs were named had), a requeued run adds
+// its number, and a re-attached container keeps the id it was started
+// with, whatever the rule says now.
+func TestContainerIDPerRun(t *testing.T) {
+	j := api.Job{ID: 7, Containers: []api.Container{{Container: jobspec.Container{Host: "main1"}, KernelID: "k"}}}
+	if got := ContainerID(&j, "main1"); got != "troupe-k" {
+		t.Errorf("run 0: %q, want troupe-k", got)
+	}
+	j.Requeues = 2
+	if got := ContainerID(&j, "main1"); got != "troupe-k-run2" {
+		t.Errorf("run 2: %q, want troupe-k-run2", got)
+	}
+	if got := ContainerID(&j, "sub1"); got != "troupe-j7-sub1-run2" {
+		t.Errorf("run 2 without a kernel id: %q, want troupe-j7-sub1-run2", got)
+	}
+	k := key{7, "main1", 2}
+	if got := (&task{key: k, job: j}).id(); got != "troupe-k-run2" {
+		t.Errorf("new task: %q, want troupe-k-run2", got)
+	}
+	if got := (&task{key: k, job: j, cid: "troupe-k"}).id(); got != "troupe-k" {
+		t.Errorf("re-attached task: %q, want its recorded troupe-k", got)
+	}
+}
