@@ -71,7 +71,7 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 		Workdir:   DefaultWorkdir,
 		Ranges:    d.ranges,
 	}
-	content, diags := block.Body.Content(jobSchema)
+	content, diags := bodyContent(block.Body, jobSchema)
 	d.diags = diags
 	attrs := content.Attributes
 	d.str(attrs, "partition", "partition", &j.Partition)
@@ -90,7 +90,7 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	sizeSet := false
 	if b := d.single(blocks["cluster"]); b != nil {
 		d.ranges["cluster"] = b.DefRange
-		c, diags := b.Body.Content(clusterSchema)
+		c, diags := bodyContent(b.Body, clusterSchema)
 		d.diags = append(d.diags, diags...)
 		sizeSet = d.whole(c.Attributes, "size", "cluster.size", &j.Cluster.Size)
 		d.str(c.Attributes, "mode", "cluster.mode", &j.Cluster.Mode)
@@ -275,7 +275,7 @@ func (d *decoder) env(attrs hcl.Attributes, j *Job) {
 // it inherits.
 func (d *decoder) resources(b *hcl.Block, path string, res *Resources) {
 	d.ranges[path] = b.DefRange
-	c, diags := b.Body.Content(resourcesSchema)
+	c, diags := bodyContent(b.Body, resourcesSchema)
 	d.diags = append(d.diags, diags...)
 	attrs := c.Attributes
 	d.number(attrs, "cpu", path+".cpu", &res.CPU)
@@ -314,7 +314,7 @@ func (d *decoder) mount(b *hcl.Block, path string) Mount {
 	m := Mount{Name: b.Labels[0]}
 	d.ranges[path] = b.DefRange
 	d.ranges[path+".name"] = b.LabelRanges[0]
-	c, diags := b.Body.Content(mountSchema)
+	c, diags := bodyContent(b.Body, mountSchema)
 	d.diags = append(d.diags, diags...)
 	for _, name := range []string{"source", "target"} {
 		if c.Attributes[name] == nil {
@@ -333,7 +333,7 @@ func (d *decoder) role(b *hcl.Block, path string, j *Job) (r Role, set bool) {
 	r = Role{Name: b.Labels[0]}
 	d.ranges[path] = b.DefRange
 	d.ranges[path+".name"] = b.LabelRanges[0]
-	c, diags := b.Body.Content(roleSchema)
+	c, diags := bodyContent(b.Body, roleSchema)
 	d.diags = append(d.diags, diags...)
 	set = d.whole(c.Attributes, "replicas", path+".replicas", &r.Replicas)
 	if _, given := c.Attributes["replicas"]; given {
