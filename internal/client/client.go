@@ -50,6 +50,9 @@ var (
 	// ErrTimeout: no answer within the overall limit (Timeout); a read,
 	// or a write that never reached schedd.
 	ErrTimeout = errors.New("timed out")
+	// ErrNotSchedd: something else (a web server, a proxy's error page)
+	// answered at the address.
+	ErrNotSchedd = errors.New("not a troupe schedd")
 	// ErrPlainToken: the client refuses to send a bearer token in clear
 	// text to a host that is not this one.
 	ErrPlainToken = errors.New("refusing to send a token over plain http")
