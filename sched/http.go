@@ -85,7 +85,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, 0, res)
+	writeJSON(w, http.StatusCreated, res.Index, res)
 }
 
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {

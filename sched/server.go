@@ -321,7 +321,8 @@ func (s *Server) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 		return api.SubmitResponse{}, err
 	}
 	s.wake()
-	return api.SubmitResponse{JobID: v.(uint64), Partition: j.Partition}, nil
+	idx, _ := s.st.Snapshot().Index() // the job's entry is applied: idx is at or past it
+	return api.SubmitResponse{JobID: v.(uint64), Partition: j.Partition, Index: idx}, nil
 }
 
 func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {

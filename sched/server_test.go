@@ -302,3 +302,21 @@ func TestHoldRelease(t *testing.T) {
 	}
 	waitJob(t, c, res3.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
 }
+
+// TestSubmitAnswersIndex: POST /v1/jobs gives the state index the job was
+// stored at, so that bsub --wait through a lagging follower can block
+// until that peer holds it (issue 14 item 6a).
+func TestSubmitAnswersIndex(t *testing.T) {
+	srv, c := cluster(t)
+	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada", Hold: true}) // held: nothing moves it after
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := srv.st.Snapshot()
+	if res.Index == 0 || v.Job(res.JobID) == nil {
+		t.Fatalf("submit answered %+v", res)
+	}
+	if j := v.Job(res.JobID); j.ModifyIndex > res.Index {
+		t.Fatalf("job stored at index %d, after the answered %d", j.ModifyIndex, res.Index)
+	}
+}

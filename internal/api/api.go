@@ -143,6 +143,10 @@ type SubmitRequest struct {
 type SubmitResponse struct {
 	JobID     uint64 `json:"job_id"`
 	Partition string `json:"partition"`
+	// Index is the state index (IndexHeader) at which the job was
+	// stored: a blocking query for an index below it waits on a lagging
+	// peer until that peer holds the job.
+	Index uint64 `json:"-"`
 }
 
 // Job is a job as schedd keeps it.

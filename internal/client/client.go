@@ -317,6 +317,7 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		return r, fmt.Errorf("decoding answer of POST /v1/jobs: %w", err)
 	}
+	r.Index, _ = strconv.ParseUint(resp.Header.Get(api.IndexHeader), 10, 64)
 	return r, nil
 }
 
