@@ -186,7 +186,6 @@ var ContainerHeader = []string{"HOST", "ROLE", "NODE", "ADDR", "STATE", "EXIT", 
 // location.
 func WriteJob(w io.Writer, j api.Job, now time.Time) error {
 	s := j.Spec
-	// Only a job whose main1 ran to its end has an exit code of its own.
 	exit := JobExitCode(j)
 	walltime := "partition default"
 	switch {
