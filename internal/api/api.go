@@ -3,7 +3,8 @@
 //
 // Endpoints (all JSON; errors are {"error": "..."} with a 4xx/5xx status):
 //
-//	POST /v1/jobs                      SubmitRequest → SubmitResponse
+//	POST /v1/jobs                      SubmitRequest → SubmitResponse (X-Troupe-Index: where it was stored)
+//	POST /v1/jobs/check                SubmitRequest → SubmitCheck (submit's checks, nothing stored: bsub --dry-run)
 //	GET  /v1/jobs[?index=N&wait=30s]   → JobList (blocking when index given)
 //	GET  /v1/jobs/{id}                 → Job
 //	POST /v1/jobs/{id}/kill            → Job (?done=true: bkill -d, the job ends COMPLETED)
@@ -147,6 +148,13 @@ type SubmitResponse struct {
 	// stored: a blocking query for an index below it waits on a lagging
 	// peer until that peer holds the job.
 	Index uint64 `json:"-"`
+}
+
+// SubmitCheck answers POST /v1/jobs/check (bsub --dry-run): submit's
+// checks passed, nothing was stored; where the job would go.
+type SubmitCheck struct {
+	Partition string `json:"partition"`
+	Account   string `json:"account"`
 }
 
 // Job is a job as schedd keeps it.

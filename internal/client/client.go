@@ -321,6 +321,16 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 	return r, nil
 }
 
+// CheckSubmit runs submit's admission checks on req without storing a
+// job (bsub --dry-run): nil and where it would go, or schedd's refusal
+// (an *APIError) in the words submit would use. A schedd without the
+// check answers 404 or 405.
+func (c *Client) CheckSubmit(ctx context.Context, req api.SubmitRequest) (api.SubmitCheck, error) {
+	var r api.SubmitCheck
+	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/check", nil, req, &r)
+	return r, err
+}
+
 // Jobs lists jobs. With index > 0 it blocks until the state moves past
 // index or wait elapses.
 func (c *Client) Jobs(ctx context.Context, index uint64, wait time.Duration) (api.JobList, error) {
