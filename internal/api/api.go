@@ -336,6 +336,10 @@ type Node struct {
 	Reason string `json:"reason,omitempty"`
 	// Partitions the node belongs to now (derived when answering).
 	Partitions []string `json:"partitions,omitempty"`
+	// GPUs are the node's whole GPU devices and the shares the live
+	// containers hold on each (derived when answering; nil without
+	// GPUs): a request ≤ 1 must fit one device's free share.
+	GPUs []NodeGPU `json:"gpus,omitempty"`
 	// Instance is the registered nodelet's (NodeRegister's); kept in
 	// the state, left out of node lists.
 	Instance string `json:"instance,omitempty"`
@@ -343,6 +347,13 @@ type Node struct {
 	// the cluster's join token: the node's own bearer token, bound to its
 	// name, for its heartbeats, assignments and status reports.
 	Credential string `json:"credential,omitempty"`
+}
+
+// NodeGPU is one GPU device of a node as bhosts -l shows it.
+type NodeGPU struct {
+	Device    int      `json:"device"`         // node-local index, the CUDA_VISIBLE_DEVICES ordinal
+	Allocated float64  `json:"allocated"`      // the shares live containers hold, 0 to 1
+	Jobs      []uint64 `json:"jobs,omitempty"` // the jobs holding a share, in id order
 }
 
 // NodeLease is schedd's answer to a heartbeat, and part of its answer to
