@@ -65,7 +65,9 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 				mpsMount = []runtime.Mount{{Source: pipe, Target: pipe}}
 			}
 		}
-		env = append(env, gpu.Env(a.gpus, c.GPUs, pipe)...)
+		// runc gets only the container's device nodes: CUDA counts
+		// them from 0 inside.
+		env = append(env, gpu.Env(a.gpus, c.GPUs, pipe, a.rt.Name() == RuntimeRunc)...)
 		for _, p := range gpu.DeviceNodes(c.GPUs) {
 			d, err := runtime.DeviceAt(p)
 			if err != nil {
