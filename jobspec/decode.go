@@ -27,7 +27,7 @@ var (
 			{Name: "requeue"}, {Name: "image"}, {Name: "command"}, {Name: "workdir"}, {Name: "env"}, {Name: "output"}, {Name: "error"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
-			{Type: "cluster"}, {Type: "resources"},
+			{Type: "cluster"}, {Type: "resources"}, {Type: "mail"},
 			{Type: "mount", LabelNames: []string{"name"}},
 			{Type: "role", LabelNames: []string{"name"}},
 		},
@@ -37,6 +37,9 @@ var (
 	}
 	resourcesSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "cpu"}, {Name: "memory"}, {Name: "gpu"}},
+	}
+	mailSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "to"}, {Name: "begin"}, {Name: "end"}, {Name: "fail"}},
 	}
 	mountSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
@@ -97,6 +100,17 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	}
 	if b := d.single(blocks["resources"]); b != nil {
 		d.resources(b, "resources", &j.Resources)
+	}
+	if b := d.single(blocks["mail"]); b != nil {
+		d.ranges["mail"] = b.DefRange
+		c, diags := bodyContent(b.Body, mailSchema)
+		d.diags = append(d.diags, diags...)
+		m := &Mail{}
+		d.str(c.Attributes, "to", "mail.to", &m.To)
+		d.boolean(c.Attributes, "begin", "mail.begin", &m.Begin)
+		d.boolean(c.Attributes, "end", "mail.end", &m.End)
+		d.boolean(c.Attributes, "fail", "mail.fail", &m.Fail)
+		j.Mail = m
 	}
 	for i, b := range blocks["mount"] {
 		j.Mounts = append(j.Mounts, d.mount(b, fmt.Sprintf("mounts.%d", i)))

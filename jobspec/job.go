@@ -45,6 +45,9 @@ type Job struct {
 	// to the output file.
 	Error string `json:"error,omitempty"`
 	Roles []Role `json:"roles,omitempty"`
+	// Mail asks schedd to mail the user when the job starts or ends
+	// (nil: no mail).
+	Mail *Mail `json:"mail,omitempty"`
 
 	// Ranges records where each setting was written, keyed by its JSON
 	// path: "cluster.size", "resources.gpu", "env.EPOCHS",

@@ -83,6 +83,7 @@ func (j *Job) validate(skip map[string]bool) hcl.Diagnostics {
 	v.pattern("output", v.j.Output)
 	v.pattern("error", v.j.Error)
 	v.roles()
+	v.mail()
 	return v.diags
 }
 

@@ -529,6 +529,7 @@ var staleClaims = []struct {
 		"bsub -I, bsub -w and schedd --peers exist"},
 	{regexp.MustCompile(`(?i)not supported yet`), "say what is supported, or name the limit without \"yet\""},
 	{regexp.MustCompile(`(?i)register no GPUs`), "nodelets discover GPUs with NVML or --fake-gpus"},
+	{regexp.MustCompile(`(?i)troupe has no[^.]{0,60}\bmail\b`), "schedd mails jobs that ask (bsub -B, -N; the mail block)"},
 }
 
 // TestNoStaleClaims fails on a page that says troupe lacks something it

@@ -213,6 +213,9 @@ type Job struct {
 	// Signals are the signal requests (bkill -s) made while it ran, in
 	// order: Seq is the position + 1. Nodelets deliver each once.
 	Signals []SignalRequest `json:"signals,omitempty"`
+	// Mailed are the mail events (MailBegin of a run, MailEnd) schedd
+	// has taken on for the job's Spec.Mail: each is sent at most once.
+	Mailed []string `json:"mailed,omitempty"`
 	// CPUTime and MemPeak sum its containers' usage as they ended.
 	CPUTime time.Duration `json:"cpu_time,omitempty"`
 	MemPeak int64         `json:"mem_peak,omitempty"`

@@ -91,6 +91,8 @@ type Command struct {
 	Request string `json:"request,omitempty"`
 	// Purge lists the ended jobs the accounting store now holds.
 	Purge []PurgeKey `json:"purge,omitempty"`
+	// Mailed is a mail event the leader takes on sending (CmdMailed).
+	Mailed *Mailed `json:"mailed,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -176,6 +178,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		res, err = signalJob(txn, index, c.Time, c.Signal)
 	case CmdPurge:
 		err = purge(txn, c.Purge)
+	case CmdMailed:
+		res, err = mailed(txn, index, c.Mailed)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
