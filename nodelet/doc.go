@@ -51,7 +51,9 @@
 //     adds the GPU variables of its shares
 //     (CUDA_VISIBLE_DEVICES, MPS limits for fractions; the MPS control
 //     daemon runs while fractional containers do, where its binary
-//     exists, see mps.go) and their device nodes (runc), builds the container's view (package
+//     exists, see mps.go) and their device nodes (runc), gives a
+//     container of whole cores cores of its own (runc's cpuset; others
+//     get Open MPI's binding off, see cpuset.go), builds the container's view (package
 //     session: env, /etc/hosts, /etc/hostname, output file; with runc also
 //     the hostfiles under /.troupe/session and ~/.ssh with the session key
 //     of package sshkey, readable only by the job's user), attaches it to

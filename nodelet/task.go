@@ -109,6 +109,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 			a.detach(t)
 			a.removeFiles(t)
 			a.releaseMPS(t)
+			a.cpus.release(t.id())
 			return
 		}
 		a.log.Debug("container started", "id", c.ID(), "took", time.Since(began))
@@ -142,6 +143,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	a.removeFiles(t)
 	a.removeRecord(t)
 	a.releaseMPS(t)
+	a.cpus.release(t.id())
 	state, msg = a.fenceMessage(state, msg)
 	a.rep.add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state,
 		ExitCode: exit.Code, Message: msg, CPUTime: use.CPU, MemPeak: use.MemPeak})
