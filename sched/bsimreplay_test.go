@@ -192,8 +192,12 @@ func newReplay(t *testing.T, nodes, perNode int) *replay {
 	// Usage is charged whenever the clock has moved (bsim charges at every
 	// event); nodes heartbeat at every event, but the trace has gaps
 	// longer than the default node timeout, which is for real clocks.
+	// Ended jobs stay in the state (the export loop, on a real ticker,
+	// would purge those the fake clock has left KeepEnded behind before
+	// the test reads them).
 	srv, err := Open(ctx, Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PartitionsFile: path, Clock: r.clock.Now, ChargeEvery: time.Nanosecond, NodeTimeout: 1000 * time.Hour})
+		PartitionsFile: path, Clock: r.clock.Now, ChargeEvery: time.Nanosecond, NodeTimeout: 1000 * time.Hour,
+		KeepEnded: 1000 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
