@@ -122,6 +122,22 @@ func WriteDryRun(w io.Writer, req api.SubmitRequest, v Verdict) error {
 		pair("Nice", fmt.Sprint(s.Priority))
 	}
 	pair("Output", s.Output)
+	if m := s.Mail; m.Wanted() {
+		var on []string
+		for _, e := range []struct {
+			set  bool
+			name string
+		}{{m.Begin, "begin"}, {m.End, "end"}, {m.Fail, "fail"}} {
+			if e.set {
+				on = append(on, e.name)
+			}
+		}
+		to := m.To
+		if to == "" {
+			to = req.User
+		}
+		pair("Mail", strings.Join(on, ", ")+" to "+to)
+	}
 	var env []string
 	for k, val := range s.Env {
 		env = append(env, k+"="+ShellJoin([]string{val}))
