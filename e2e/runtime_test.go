@@ -143,8 +143,10 @@ job "rt" {
 		if len(j.Containers[0].GPUs) == 0 {
 			t.Skipf("SKIP: schedd assigned no GPU shares (job %s %s): output %q", j.State, j.Reason, got)
 		}
+		// runc gives the container only its device node: CUDA counts it
+		// as ordinal 0 whatever its index on the node.
 		for _, want := range []string{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8192M",
-			"CUDA_VISIBLE_DEVICES=" + strconv.Itoa(j.Containers[0].GPUs[0].Device), "NVIDIA_VISIBLE_DEVICES=GPU-fake-"} {
+			"CUDA_VISIBLE_DEVICES=0\n", fmt.Sprintf("NVIDIA_VISIBLE_DEVICES=GPU-fake-%04d", j.Containers[0].GPUs[0].Device)} {
 			if !strings.Contains(got, want) {
 				t.Errorf("job %d %s: env %q lacks %q", id, j.State, got, want)
 			}

@@ -27,7 +27,7 @@ var (
 			{Name: "requeue"}, {Name: "ssh"}, {Name: "image"}, {Name: "command"}, {Name: "workdir"}, {Name: "env"}, {Name: "output"}, {Name: "error"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
-			{Type: "cluster"}, {Type: "resources"}, {Type: "array"},
+			{Type: "cluster"}, {Type: "resources"}, {Type: "array"}, {Type: "mail"},
 			{Type: "mount", LabelNames: []string{"name"}},
 			{Type: "role", LabelNames: []string{"name"}},
 			{Type: "service", LabelNames: []string{"name"}},
@@ -44,6 +44,9 @@ var (
 	}
 	resourcesSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "cpu"}, {Name: "memory"}, {Name: "gpu"}},
+	}
+	mailSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "to"}, {Name: "begin"}, {Name: "end"}, {Name: "fail"}},
 	}
 	mountSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
@@ -78,7 +81,7 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 		Workdir:   DefaultWorkdir,
 		Ranges:    d.ranges,
 	}
-	content, diags := block.Body.Content(jobSchema)
+	content, diags := bodyContent(block.Body, jobSchema)
 	d.diags = diags
 	attrs := content.Attributes
 	d.str(attrs, "partition", "partition", &j.Partition)
@@ -98,7 +101,7 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	sizeSet := false
 	if b := d.single(blocks["cluster"]); b != nil {
 		d.ranges["cluster"] = b.DefRange
-		c, diags := b.Body.Content(clusterSchema)
+		c, diags := bodyContent(b.Body, clusterSchema)
 		d.diags = append(d.diags, diags...)
 		sizeSet = d.whole(c.Attributes, "size", "cluster.size", &j.Cluster.Size)
 		d.str(c.Attributes, "mode", "cluster.mode", &j.Cluster.Mode)
@@ -108,11 +111,22 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	}
 	if b := d.single(blocks["array"]); b != nil {
 		d.ranges["array"] = b.DefRange
-		c, diags := b.Body.Content(arraySchema)
+		c, diags := bodyContent(b.Body, arraySchema)
 		d.diags = append(d.diags, diags...)
 		j.Array = &Array{}
 		d.str(c.Attributes, "range", "array.range", &j.Array.Range)
 		d.whole(c.Attributes, "max_running", "array.max_running", &j.Array.MaxRunning)
+	}
+	if b := d.single(blocks["mail"]); b != nil {
+		d.ranges["mail"] = b.DefRange
+		c, diags := bodyContent(b.Body, mailSchema)
+		d.diags = append(d.diags, diags...)
+		m := &Mail{}
+		d.str(c.Attributes, "to", "mail.to", &m.To)
+		d.boolean(c.Attributes, "begin", "mail.begin", &m.Begin)
+		d.boolean(c.Attributes, "end", "mail.end", &m.End)
+		d.boolean(c.Attributes, "fail", "mail.fail", &m.Fail)
+		j.Mail = m
 	}
 	for i, b := range blocks["mount"] {
 		j.Mounts = append(j.Mounts, d.mount(b, fmt.Sprintf("mounts.%d", i)))
@@ -294,7 +308,7 @@ func (d *decoder) env(attrs hcl.Attributes, j *Job) {
 // it inherits.
 func (d *decoder) resources(b *hcl.Block, path string, res *Resources) {
 	d.ranges[path] = b.DefRange
-	c, diags := b.Body.Content(resourcesSchema)
+	c, diags := bodyContent(b.Body, resourcesSchema)
 	d.diags = append(d.diags, diags...)
 	attrs := c.Attributes
 	d.number(attrs, "cpu", path+".cpu", &res.CPU)
@@ -333,7 +347,7 @@ func (d *decoder) mount(b *hcl.Block, path string) Mount {
 	m := Mount{Name: b.Labels[0]}
 	d.ranges[path] = b.DefRange
 	d.ranges[path+".name"] = b.LabelRanges[0]
-	c, diags := b.Body.Content(mountSchema)
+	c, diags := bodyContent(b.Body, mountSchema)
 	d.diags = append(d.diags, diags...)
 	for _, name := range []string{"source", "target"} {
 		if c.Attributes[name] == nil {
@@ -367,7 +381,7 @@ func (d *decoder) role(b *hcl.Block, path string, j *Job) (r Role, set bool) {
 	r = Role{Name: b.Labels[0]}
 	d.ranges[path] = b.DefRange
 	d.ranges[path+".name"] = b.LabelRanges[0]
-	c, diags := b.Body.Content(roleSchema)
+	c, diags := bodyContent(b.Body, roleSchema)
 	d.diags = append(d.diags, diags...)
 	set = d.whole(c.Attributes, "replicas", path+".replicas", &r.Replicas)
 	if _, given := c.Attributes["replicas"]; given {

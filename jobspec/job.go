@@ -53,6 +53,9 @@ type Job struct {
 	Services []Service `json:"services,omitempty"`
 	// Array makes the job a job array (array.go); nil: one job.
 	Array *Array `json:"array,omitempty"`
+	// Mail asks schedd to mail the user when the job starts or ends
+	// (nil: no mail).
+	Mail *Mail `json:"mail,omitempty"`
 
 	// Ranges records where each setting was written, keyed by its JSON
 	// path: "cluster.size", "resources.gpu", "env.EPOCHS",

@@ -88,7 +88,7 @@ func parseSource(filename string, src []byte) (*hcl.File, hcl.Diagnostics) {
 
 // decodeFile reads the top level: variables, locals, then the job.
 func decodeFile(body hcl.Body, opts Options) (*Job, hcl.Diagnostics) {
-	content, diags := body.Content(fileSchema)
+	content, diags := bodyContent(body, fileSchema)
 	var jobs, locals, vars []*hcl.Block
 	for _, b := range content.Blocks {
 		switch b.Type {

@@ -87,6 +87,7 @@ func (j *Job) validate(skip map[string]bool) hcl.Diagnostics {
 	v.roles()
 	v.services()
 	v.array()
+	v.mail()
 	return v.diags
 }
 

@@ -521,3 +521,30 @@ var unroffer = strings.NewReplacer(
 )
 
 func unroff(s string) string { return unroffer.Replace(s) }
+
+// staleClaims are things the pages once said troupe lacks and that it
+// has now; a page saying one again is out of date.
+var staleClaims = []struct {
+	re  *regexp.Regexp
+	why string
+}{
+	{regexp.MustCompile(`(?i)(interactive jobs|dependencies|replication)[^.:]{0,80}\b(do|does) not (yet )?exist`),
+		"bsub -I, bsub -w and schedd --peers exist"},
+	{regexp.MustCompile(`(?i)not supported yet`), "say what is supported, or name the limit without \"yet\""},
+	{regexp.MustCompile(`(?i)register no GPUs`), "nodelets discover GPUs with NVML or --fake-gpus"},
+	{regexp.MustCompile(`(?i)troupe has no[^.]{0,60}\bmail\b`), "schedd mails jobs that ask (bsub -B, -N; the mail block)"},
+}
+
+// TestNoStaleClaims fails on a page that says troupe lacks something it
+// has (issue 14 item 6e: bsub(1) and schedd(8) said interactive jobs,
+// dependencies and replication did not exist long after they did).
+func TestNoStaleClaims(t *testing.T) {
+	for _, p := range pages(t) {
+		text := strings.Join(strings.Fields(strings.NewReplacer(`\-`, "-", `\fB`, "", `\fR`, "", `\fI`, "", `\fP`, "").Replace(p.src)), " ")
+		for _, c := range staleClaims {
+			if m := c.re.FindString(text); m != "" {
+				t.Errorf("%s says %q: %s", p.path, m, c.why)
+			}
+		}
+	}
+}

@@ -54,7 +54,9 @@
 //     adds the GPU variables of its shares
 //     (CUDA_VISIBLE_DEVICES, MPS limits for fractions; the MPS control
 //     daemon runs while fractional containers do, where its binary
-//     exists, see mps.go) and their device nodes (runc), builds the container's view (package
+//     exists, see mps.go) and their device nodes (runc), gives a
+//     container of whole cores cores of its own (runc's cpuset; others
+//     get Open MPI's binding off, see cpuset.go), builds the container's view (package
 //     session: env, /etc/hosts, /etc/hostname, output file; with runc, in
 //     sessions of two or more containers or with the job's ssh = true
 //     (features in spec.go), also the hostfiles under /.troupe/session

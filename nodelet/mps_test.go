@@ -102,3 +102,31 @@ func TestAgentRunsMPSForFractionalGPUs(t *testing.T) {
 }
 
 func testLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestAgentGPUOrdinals (issue 14 item 6g): a container holding node GPU 1
+// sees CUDA_VISIBLE_DEVICES=0 under runc, which gives it only its own
+// device node (CUDA counts from 0 there, as with the NVIDIA container
+// toolkit), and 1 under the process runtime, which sees the node's.
+func TestAgentGPUOrdinals(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt string) {
+		fakeMPS(t)
+		s := newTestSchedd(t)
+		startAgentCause(t, s, rt, t.TempDir(), func(c *Config) { c.FakeGPUs = 2 })
+		cwd := t.TempDir()
+		whole := func(j *jobspec.Job) { j.Resources.GPU = 1 }
+		first := s.submit(t, cwd, whole, sh(`sleep 30`))
+		s.waitState(t, first, "main1", api.ContainerRunning)
+		second := s.submit(t, cwd, whole, sh(`echo "$CUDA_VISIBLE_DEVICES|$NVIDIA_VISIBLE_DEVICES"`))
+		j := s.waitJob(t, second, func(j api.Job) bool { return j.State.Terminal() })
+		if len(j.Containers[0].GPUs) != 1 || j.Containers[0].GPUs[0].Device != 1 {
+			t.Fatalf("second job holds %+v, want node GPU 1", j.Containers[0].GPUs)
+		}
+		want := "1|GPU-fake-0001"
+		if rt == RuntimeRunc {
+			want = "0|GPU-fake-0001"
+		}
+		if out := strings.TrimSpace(runtimetest.ReadFile(t, filepath.Join(cwd, fmt.Sprintf("troupe-%d.main1.out", second)))); out != want {
+			t.Errorf("container saw %q, want %q", out, want)
+		}
+	})
+}

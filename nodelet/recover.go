@@ -48,6 +48,9 @@ type record struct {
 	// reports it again (schedd drops a duplicate) and finishes the
 	// teardown instead of re-attaching.
 	Exit *api.ContainerUpdate `json:"exit,omitempty"`
+	// CPUs are the cores the container holds (cpuset.go): a restarted
+	// nodelet gives them to no other container while it runs.
+	CPUs []int `json:"cpus,omitempty"`
 }
 
 func (a *agent) recordsDir() string { return filepath.Join(a.cfg.StateDir, "records") }
@@ -59,7 +62,7 @@ func (a *agent) writeRecord(t *task, spec runtime.Spec) error {
 	// The runtime finds the exit status and terminal of the container
 	// again from Dir, in directories of root's (see runtime.Recover).
 	r := record{Job: t.job, Host: t.key.host, Run: t.key.run, ID: spec.ID, Dir: spec.Dir, NetNS: spec.NetNS,
-		Signalled: lastSignal(t.job)}
+		Signalled: lastSignal(t.job), CPUs: spec.CPUs}
 	t.rec = &r
 	return a.saveRecord(r)
 }
@@ -166,7 +169,10 @@ func (a *agent) recoverLeftovers(ctx context.Context) ([]recovered, error) {
 				a.log.Warn("re-attached container's network not adopted", "id", r.ID, "err", err)
 			}
 		}
-		a.log.Info("re-attached to container", "id", r.ID, "job", r.Job.ID, "host", r.Host, "run", r.Run)
+		if clash := a.cpus.hold(r.ID, r.CPUs); len(clash) > 0 {
+			a.log.Warn("re-attached container's cores are another's too", "id", r.ID, "cpus", clash)
+		}
+		a.log.Info("re-attached to container", "id", r.ID, "job", r.Job.ID, "host", r.Host, "run", r.Run, "cpus", r.CPUs)
 		keep[r.ID] = true
 		got = append(got, recovered{rec: r, c: c})
 	}

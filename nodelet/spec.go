@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/catalog"
@@ -83,13 +84,23 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 				mpsMount = []runtime.Mount{{Source: pipe, Target: pipe}}
 			}
 		}
-		env = append(env, gpu.Env(a.gpus, c.GPUs, pipe)...)
+		// runc gets only the container's device nodes: CUDA counts
+		// them from 0 inside.
+		env = append(env, gpu.Env(a.gpus, c.GPUs, pipe, a.rt.Name() == RuntimeRunc)...)
 		for _, p := range gpu.DeviceNodes(c.GPUs) {
 			d, err := runtime.DeviceAt(p)
 			if err != nil {
 				return runtime.Spec{}, nil, err
 			}
 			devices = append(devices, d)
+		}
+	}
+	cpus := a.coresFor(t, c.Resources.CPU)
+	if len(cpus) == 0 {
+		for _, kv := range mpiBindingNone {
+			if name, _, _ := strings.Cut(kv, "="); !hasEnv(env, name) {
+				env = append(env, kv)
+			}
 		}
 	}
 	image, byPath, err := a.resolveImage(c.Image, job.Spec.Image)
@@ -141,12 +152,27 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 		ID: t.id(), Hostname: host, Image: image,
 		Args: c.Command, Env: env, Workdir: job.Spec.Workdir,
 		UID: job.UID, GID: job.GID,
-		CPU: c.Resources.CPU, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
+		CPU: c.Resources.CPU, CPUs: cpus, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
 		Mounts: mounts, Stdout: files.out, Stderr: files.err,
 		Dir:  filepath.Join(a.containersDir(), t.id()),
 		Init: a.cfg.InitBinary, InitArgs: initArgs, Devices: devices,
 		TTY: job.Interactive && c.Role == jobspec.RoleMain && c.Idx == 1 && len(c.Command) > 0,
 	}, files, nil
+}
+
+// coresFor gives the container of t cores of its own when the runtime
+// confines it to them (runc) and it asks for whole cores that are free;
+// none otherwise (cpuset.go).
+func (a *agent) coresFor(t *task, cpu float64) []int {
+	n := wholeCores(cpu)
+	if n == 0 || a.rt.Name() != RuntimeRunc {
+		return nil
+	}
+	got := a.cpus.take(t.id(), n)
+	if got == nil {
+		a.log.Info("no free cores of its own for a container of whole cores; MPI binding off", "id", t.id(), "cores", n)
+	}
+	return got
 }
 
 // resolveImage picks the container's image, else the job's, and turns a

@@ -112,6 +112,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 			a.detach(t)
 			a.removeFiles(t)
 			a.releaseMPS(t)
+			a.cpus.release(t.id())
 			return
 		}
 		a.log.Debug("container started", "id", c.ID(), "took", time.Since(began))
@@ -149,6 +150,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 		a.destroy(ctx, c)
 		destroyed = true
 	}
+	a.cpus.release(t.id()) // its cores are free with its process
 	a.markTearingDown(t, u)
 	a.rep.add(u)
 	if !destroyed {

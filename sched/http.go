@@ -63,7 +63,26 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, 0, res)
+	writeJSON(w, http.StatusCreated, res.Index, res)
+}
+
+// handleCheck answers bsub --dry-run: submit's admission checks on the
+// request (validation, partition and user limits, queue caps, whether
+// any nodes could ever hold it), with nothing stored. A path of its own,
+// not a flag on POST /v1/jobs, so that an older schedd answers 404/405
+// rather than submit the job.
+func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
+	var req api.SubmitRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	asCaller(r.Context(), &req)
+	j, err := s.newJob(req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, api.SubmitCheck{Partition: j.Partition, Account: j.Account})
 }
 
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {

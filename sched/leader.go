@@ -127,7 +127,11 @@ func (s *Server) Run(ctx context.Context) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		} else {
+			var mail sync.WaitGroup
+			mail.Go(func() { s.mailLoop(lctx) })
 			s.schedule(lctx)
+			cancel()
+			mail.Wait()
 		}
 		cancel()
 		if ctx.Err() == nil {

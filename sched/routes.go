@@ -20,6 +20,7 @@ type route struct {
 func (s *Server) routes() []route {
 	return []route{
 		{"POST", "/v1/jobs", s.handleSubmit},
+		{"POST", "/v1/jobs/check", s.handleCheck},
 		{"GET", "/v1/jobs", s.handleJobs},
 		{"GET", "/v1/jobs/{id}", s.handleJob},
 		{"POST", "/v1/jobs/{id}/kill", s.handleKill},

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -323,7 +324,8 @@ func (s *Server) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 		return api.SubmitResponse{}, err
 	}
 	s.wake()
-	return api.SubmitResponse{JobID: v.(uint64), Partition: j.Partition}, nil
+	idx, _ := s.st.Snapshot().Index() // the job's entry is applied: idx is at or past it
+	return api.SubmitResponse{JobID: v.(uint64), Partition: j.Partition, Index: idx}, nil
 }
 
 func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
@@ -643,17 +645,32 @@ func (s *Server) Report(ctx context.Context, node string, rep api.ContainerRepor
 
 // Nodes lists nodes with their derived allocation and last heartbeat.
 func (s *Server) Nodes(v *state.Snapshot) []api.Node {
-	alloc := v.Allocated()
+	alloc, devs := v.Allocated(), v.DeviceUse()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []api.Node
 	for _, n := range v.Nodes() {
 		c := *n
 		c.Allocated = alloc[n.Name]
+		c.GPUs = nodeGPUs(n.Capacity.GPU, devs[n.Name])
 		if t, ok := s.seen[n.Name]; ok {
 			c.LastHeartbeat = t
 		}
 		out = append(out, c)
+	}
+	return out
+}
+
+// nodeGPUs lists a node's whole devices (as placement counts them) with
+// the shares held on each; nil without any.
+func nodeGPUs(capacity float64, use map[int]*api.NodeGPU) []api.NodeGPU {
+	var out []api.NodeGPU
+	for d := 0; d < int(math.Floor(capacity+1e-9)); d++ {
+		g := api.NodeGPU{Device: d}
+		if u := use[d]; u != nil {
+			g.Allocated, g.Jobs = math.Min(1, u.Allocated), u.Jobs
+		}
+		out = append(out, g)
 	}
 	return out
 }

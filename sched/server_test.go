@@ -302,3 +302,63 @@ func TestHoldRelease(t *testing.T) {
 	}
 	waitJob(t, c, res3.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
 }
+
+// TestSubmitAnswersIndex: POST /v1/jobs gives the state index the job was
+// stored at, so that bsub --wait through a lagging follower can block
+// until that peer holds it (issue 14 item 6a).
+func TestSubmitAnswersIndex(t *testing.T) {
+	srv, c := cluster(t)
+	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada", Hold: true}) // held: nothing moves it after
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := srv.st.Snapshot()
+	if res.Index == 0 || v.Job(res.JobID) == nil {
+		t.Fatalf("submit answered %+v", res)
+	}
+	if j := v.Job(res.JobID); j.ModifyIndex > res.Index {
+		t.Fatalf("job stored at index %d, after the answered %d", j.ModifyIndex, res.Index)
+	}
+}
+
+// TestNodeGPUShares (issue 14 item 6h): the node list shows each GPU
+// device's allocated share and the jobs holding it, which bhosts -l
+// prints so that a user sees why gpu = 0.6 waits.
+func TestNodeGPUShares(t *testing.T) {
+	_, c := cluster(t)
+	ctx := context.Background()
+	if _, err := c.Register(ctx, api.NodeRegister{Name: "g1", Addr: "127.0.0.1", Runtime: "process",
+		Capacity: api.Resources{CPUMilli: 8000, Memory: 16 << 30, GPU: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for range 2 {
+		sp := spec(1, jobspec.ModeSingleNode, 1)
+		sp.Resources.GPU = 0.6
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: sp, UID: 1000, GID: 1000, User: "ada"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.JobID)
+		waitJob(t, c, res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+	}
+	list, err := c.Nodes(ctx)
+	if err != nil || len(list.Nodes) != 1 {
+		t.Fatalf("nodes %+v, %v", list, err)
+	}
+	got := list.Nodes[0].GPUs
+	if len(got) != 2 {
+		t.Fatalf("gpus %+v: want 2 devices", got)
+	}
+	var held []uint64
+	for _, g := range got {
+		if g.Allocated < 0.6-1e-9 || g.Allocated > 0.6+1e-9 || len(g.Jobs) != 1 {
+			t.Errorf("device %d: %+v, want 0.6 held by one job", g.Device, g)
+			continue
+		}
+		held = append(held, g.Jobs[0])
+	}
+	if len(held) == 2 && (held[0] == held[1] || held[0]+held[1] != ids[0]+ids[1]) {
+		t.Errorf("devices held by jobs %v, want %v one each", held, ids)
+	}
+}

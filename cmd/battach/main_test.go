@@ -64,7 +64,7 @@ func TestRefusals(t *testing.T) {
 	for _, tt := range []struct{ id, want string }{
 		{running, "battach: job " + running + " is not interactive (submit it with bsub -I)"},
 		{ended, "battach: job " + ended + " ended "},
-		{"999", "battach: job 999: job 999: not found"},
+		{"999", "battach: job 999: not found"},
 	} {
 		code, _, errs := runBattach("--addr", s.Addr, tt.id)
 		if code != 1 || !strings.Contains(errs, tt.want) || strings.Count(errs, "battach:") != 1 {

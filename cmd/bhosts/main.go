@@ -5,6 +5,7 @@ package main
 import (
 	"io"
 	"os"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
@@ -18,6 +19,7 @@ var command = cli.Command{
 		"cores, memory (GiB) and GPUs, labels, partitions, and why a node is drained or down.",
 	Examples: []string{
 		"bhosts",
+		"bhosts -l          # per GPU device: allocated, free, which jobs",
 		"bhosts -o json | jq '.[] | select(.state == \"DOWN\") | .name'",
 		"bhosts -o json | jq -r '.[] | select(.drain) | \"\\(.name): \\(.reason)\"'",
 	},
@@ -27,6 +29,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
+	long := fs.Bool("l", false, "long format: each node's details and, per GPU device, the share allocated\nand free and the jobs holding it (a request of gpu ≤ 1 must fit one device's free share)")
 	fs.OutputFlag()
 	pos, err := fs.Parse(args)
 	if err != nil {
@@ -51,6 +54,8 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if fs.Format() == cli.FormatJSON {
 		err = cli.WriteJSON(stdout, nodes)
+	} else if *long {
+		err = cli.WriteHostsLong(stdout, nodes, time.Local)
 	} else {
 		err = cli.WriteHosts(stdout, nodes)
 	}

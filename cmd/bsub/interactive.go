@@ -34,6 +34,6 @@ func interactive(ctx context.Context, c *client.Client, resp api.SubmitResponse,
 	return cli.Terminal{
 		Prog: prog, Client: c, JobID: resp.JobID,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr,
-		Submitted: true,
+		Submitted: true, From: resp.Index,
 	}.Run(ctx)
 }

@@ -196,7 +196,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !*wait {
 		return cli.ExitOK
 	}
-	return waitJob(ctx, c, resp.JobID, stderr)
+	return waitJob(ctx, c, resp, stderr)
 }
 
 // request builds the submission: the spec and who submits it from where.
@@ -225,12 +225,13 @@ var (
 
 // waitJob follows job id with blocking queries until it ends and returns
 // the exit status bsub --wait gives.
-func waitJob(ctx context.Context, c *client.Client, id uint64, stderr io.Writer) int {
+func waitJob(ctx context.Context, c *client.Client, sub api.SubmitResponse, stderr io.Writer) int {
+	id := sub.JobID
 	status := newStatusLine(stderr, id)
-	var (
-		index     uint64
-		awaySince time.Time
-	)
+	// The first query waits until the peer asked holds the job: reads
+	// are served by any peer, and a follower may not have applied it yet.
+	index := cli.Before(sub.Index)
+	var awaySince time.Time
 	for {
 		j, next, err := c.Job(ctx, id, index, blockWait)
 		switch {
@@ -244,7 +245,7 @@ func waitJob(ctx context.Context, c *client.Client, id uint64, stderr io.Writer)
 			// next one rather than report it missing.
 			if client.IsNotFound(err) {
 				c.Next()
-				index = 0
+				index = cli.Before(sub.Index)
 			}
 			if awaySince.IsZero() {
 				awaySince = time.Now()
@@ -257,7 +258,7 @@ func waitJob(ctx context.Context, c *client.Client, id uint64, stderr io.Writer)
 			continue
 		case err != nil:
 			status.done()
-			return cli.Fail(stderr, prog, fmt.Errorf("job %d: %w", id, err))
+			return cli.Fail(stderr, prog, cli.JobError(id, err))
 		}
 		awaySince = time.Time{}
 		status.show(cli.StateWithReason(j))

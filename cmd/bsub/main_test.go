@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -305,5 +306,48 @@ func TestSubmitOutcomeUnknown(t *testing.T) {
 	}
 	if !strings.Contains(errs, "sending it again with the same request id") {
 		t.Fatalf("stderr %q: want a line saying it sends the request again", errs)
+	}
+}
+
+// TestWaitOnLoneStaleFollower (issue 14 item 6a): through the one peer
+// it knows, a follower that has not applied the job yet, bsub --wait
+// asks with the submission's index so that the peer answers once it
+// holds the job, instead of failing with "job 7: job 7: not found".
+func TestWaitOnLoneStaleFollower(t *testing.T) {
+	s := clitest.NewSchedd(t)
+	s.Handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		clitest.JSON(w, http.StatusOK, 40, api.SubmitResponse{JobID: 7, Partition: "gpu"})
+	})
+	s.Handle("GET /v1/jobs/7", func(w http.ResponseWriter, r *http.Request) {
+		// The peer is at index 30; it holds the job (stored at 40) only
+		// once a blocking query has waited for it.
+		if idx, _ := strconv.Atoi(r.URL.Query().Get("index")); idx < 39 {
+			clitest.Error(w, http.StatusNotFound, "job 7: not found")
+			return
+		}
+		clitest.JSON(w, http.StatusOK, 41, api.Job{ID: 7, State: api.JobCompleted})
+	})
+	oldGrace, oldDelay := unreachableGrace, retryDelay
+	unreachableGrace, retryDelay = 300*time.Millisecond, 10*time.Millisecond
+	t.Cleanup(func() { unreachableGrace, retryDelay = oldGrace, oldDelay })
+	code, out, errs := runBsub("-K", "--addr", s.Addr, writeJob(t, goodJob))
+	if code != 0 || out != "Job <7> is submitted to partition <gpu>.\n" || errs != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// TestWaitErrorNamesJobOnce: schedd's refusal already names the job;
+// bsub --wait does not say "job 7: job 7: …".
+func TestWaitErrorNamesJobOnce(t *testing.T) {
+	s := clitest.NewSchedd(t)
+	s.Handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		clitest.JSON(w, http.StatusOK, 1, api.SubmitResponse{JobID: 7, Partition: "gpu"})
+	})
+	s.Handle("GET /v1/jobs/7", func(w http.ResponseWriter, r *http.Request) {
+		clitest.Error(w, http.StatusForbidden, "job 7: permission denied: it belongs to alice")
+	})
+	code, _, errs := runBsub("-K", "--addr", s.Addr, writeJob(t, goodJob))
+	if code != 1 || errs != "bsub: job 7: permission denied: it belongs to alice\n" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 }

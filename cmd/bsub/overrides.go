@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -234,26 +235,18 @@ func (d *dryRunFlag) Set(s string) error {
 	return nil
 }
 
-// verdictWait bounds how long --dry-run waits for schedd's partitions.
+// verdictWait bounds how long --dry-run waits for schedd's verdict.
 var verdictWait = 5 * time.Second
 
-// dryRun shows req and the partition's verdict, submitting nothing. The
-// verdict comes from GET /v1/partitions; without schedd it says why it is
-// missing, and the dry run still succeeds. It exits 1 when schedd would
-// refuse the job.
+// dryRun shows req and schedd's verdict on it, submitting nothing: schedd
+// runs submit's own checks (POST /v1/jobs/check). Without schedd it says
+// why the verdict is missing, and the dry run still succeeds. It exits 1
+// when schedd would refuse the job.
 func dryRun(ctx context.Context, c *client.Client, req api.SubmitRequest, format cli.Format, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, verdictWait)
 	defer cancel()
-	var v cli.Verdict
-	list, err := c.Partitions(ctx)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		v.Error = fmt.Sprintf("schedd at %s did not answer in %s", c.Addr(), verdictWait)
-	case err != nil:
-		v.Error = err.Error()
-	default:
-		v = cli.CheckPartition(req.Spec, list)
-	}
+	v := verdict(ctx, c, req)
+	var err error
 	if format == cli.FormatJSON {
 		err = cli.WriteJSON(stdout, cli.DryRun{Submit: req, Verdict: v})
 	} else {
@@ -266,4 +259,56 @@ func dryRun(ctx context.Context, c *client.Client, req api.SubmitRequest, format
 		return cli.Fail(stderr, prog, fmt.Errorf("dry run: schedd would refuse the job: %s", strings.Join(v.Problems, "; ")))
 	}
 	return cli.ExitOK
+}
+
+// verdict asks schedd to run submit's checks on req. The notes (what may
+// keep the job pending) come from its partitions; a schedd older than
+// the check is judged from its partitions alone, as bsub did before.
+func verdict(ctx context.Context, c *client.Client, req api.SubmitRequest) cli.Verdict {
+	chk, err := c.CheckSubmit(ctx, req)
+	var ae *client.APIError
+	switch {
+	case err == nil:
+		v := cli.Verdict{Checked: true, BySchedd: true, OK: true, Partition: chk.Partition}
+		if list, err := c.Partitions(ctx); err == nil {
+			spec := req.Spec
+			spec.Partition = chk.Partition
+			v.Notes = cli.CheckPartition(spec, list).Notes
+		}
+		return v
+	case errors.As(err, &ae) && (ae.Status == http.StatusMethodNotAllowed || ae.Status == http.StatusNotFound && strings.HasPrefix(ae.Message, "404 page not found")):
+		list, err := c.Partitions(ctx)
+		if err != nil {
+			return cli.Verdict{Error: unchecked(c, err)}
+		}
+		v := cli.CheckPartition(req.Spec, list)
+		v.Notes = append(v.Notes, "this schedd has no POST /v1/jobs/check: judged from its partitions only; node fit is judged at submit")
+		return v
+	case errors.As(err, &ae) && ae.Status/100 == 4 && ae.Status != http.StatusUnauthorized:
+		part := req.Spec.Partition
+		if part == "" {
+			part = "(schedd's default)"
+		}
+		v := cli.Verdict{Checked: true, BySchedd: true, Partition: part, Problems: []string{strings.TrimPrefix(ae.Message, "invalid request: ")}}
+		// schedd's words have no file position; the size check's can
+		// have them here, where the job's file was parsed.
+		if list, err := c.Partitions(ctx); err == nil && list.MaxJobInput > 0 {
+			if diags := req.Spec.CheckInput(list.MaxJobInput); diags.HasErrors() {
+				v.Problems = nil
+				for _, d := range diags {
+					v.Problems = append(v.Problems, jobspec.FormatDiagnostic(d))
+				}
+			}
+		}
+		return v
+	}
+	return cli.Verdict{Error: unchecked(c, err)}
+}
+
+// unchecked says why schedd gave no verdict.
+func unchecked(c *client.Client, err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("schedd at %s did not answer in %s", c.Addr(), verdictWait)
+	}
+	return err.Error()
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
+	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched"
 )
@@ -160,7 +162,9 @@ func partitionsSchedd(t *testing.T) *clitest.Schedd {
 	return s
 }
 
-func TestDryRun(t *testing.T) {
+// TestDryRunOlderSchedd: a schedd without POST /v1/jobs/check (405 or
+// the mux's 404) gets the partition check bsub made before, saying so.
+func TestDryRunOlderSchedd(t *testing.T) {
 	s := partitionsSchedd(t)
 	code, out, errs := runBsub("--addr", s.Addr, "--dry-run", "-q", "gpu", "-W", "2h", writeJob(t, goodJob))
 	if code != 0 || errs != "" {
@@ -172,8 +176,11 @@ func TestDryRun(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if reqs := s.Requests(); strings.Join(reqs, "|") != "GET /v1/partitions" {
-		t.Errorf("requests %q: a dry run must only read partitions", reqs)
+	if reqs := s.Requests(); strings.Join(reqs, "|") != "POST /v1/jobs/check|GET /v1/partitions" {
+		t.Errorf("requests %q: a dry run must ask for the check, then read partitions", reqs)
+	}
+	if !strings.Contains(out, "note: this schedd has no POST /v1/jobs/check") {
+		t.Errorf("output does not say the check was partitions only:\n%s", out)
 	}
 
 	// JSON: the request that would be sent, and the verdict.
@@ -257,4 +264,59 @@ func TestOverrideJobNameEscape(t *testing.T) {
 			t.Errorf("%q: output %q error %q; want %q %q", c.args, s.Output, s.Error, c.output, c.errf)
 		}
 	}
+}
+
+// TestDryRunRunsSubmitChecks (issue 14 item 6b): --dry-run asks schedd
+// to run submit's own checks, node fit included: a single-node job of
+// 2×3 cpus on two 4-cpu nodes is refused in submit's words, though the
+// partition's 8 cpus would hold it (the partitions-only check passed
+// it); a job that fits is taken; nothing is stored either way.
+func TestDryRunRunsSubmitChecks(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := sched.Open(ctx, sched.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); cancel(); srv.Close() })
+	c, err := client.New(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := c.Register(ctx, api.NodeRegister{Name: n, Addr: "127.0.0.1", Runtime: "process",
+			Capacity: api.Resources{CPUMilli: 4000, Memory: 16 << 30}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := func(cpu int) string {
+		src := strings.Replace(goodJob, `partition = "cpu"`, `partition = "default"`, 1)
+		return writeJob(t, strings.Replace(src, "cpu    = 1", "cpu    = "+strconv.Itoa(cpu), 1))
+	}
+	code, out, errs := runBsub("--addr", hs.URL, "--dry-run", job(3))
+	if code != 1 || !strings.Contains(errs, "schedd would refuse the job") || !strings.Contains(out, "refused: ") {
+		t.Fatalf("2×3 cpus single-node on 4-cpu nodes: exit %d, stdout %s, stderr %q", code, out, errs)
+	}
+	_, submitErrs := runBsubErr(t, hs.URL, job(3))
+	why := strings.TrimPrefix(strings.TrimSpace(submitErrs), "bsub: invalid request: ")
+	if !strings.Contains(errs, why) {
+		t.Errorf("dry run said %q, submit %q: want submit's words", errs, submitErrs)
+	}
+	code, out, errs = runBsub("--addr", hs.URL, "--dry-run", job(2))
+	if code != 0 || errs != "" || !strings.Contains(out, "Verdict: schedd would take it into partition default") {
+		t.Fatalf("2×2 cpus: exit %d, stdout %s, stderr %q", code, out, errs)
+	}
+	if n := len(srv.Store().Snapshot().Jobs()); n != 0 {
+		t.Fatalf("%d jobs stored by dry runs and a refused submit", n)
+	}
+}
+
+// runBsubErr submits path for real and returns the exit and stderr.
+func runBsubErr(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	code, _, errs := runBsub("--addr", addr, path)
+	if code == 0 {
+		t.Fatalf("submit of %s was taken", path)
+	}
+	return code, errs
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
+	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/jobspec/script"
 )
 
@@ -232,5 +233,32 @@ func TestSnakemakePluginCall(t *testing.T) {
 	}
 	if !strings.Contains(errs, `bsub: warning: command line: -J: job name "Snakemake_rule_a___(0f3a)"`) {
 		t.Errorf("stderr %q: want a warning on the name", errs)
+	}
+}
+
+// TestCommandLineMail (issue 14 item 6j): bsub -B -N -u on a command line
+// puts the mail in the submission, and --dry-run shows it; -B and -N no
+// longer warn "accepted and ignored".
+func TestCommandLineMail(t *testing.T) {
+	inDir(t)
+	var out, errb bytes.Buffer
+	code := run([]string{"--addr", clitest.Unreachable(t), "--dry-run=json", "-B", "-N", "-u", "ada@example.org", "echo", "hi"}, strings.NewReader(""), &out, &errb)
+	var dr struct{ Submit api.SubmitRequest }
+	if err := json.Unmarshal(out.Bytes(), &dr); err != nil || code != 0 || errb.String() != "" {
+		t.Fatalf("exit %d, %v, stdout %s, stderr %s", code, err, out.String(), errb.String())
+	}
+	if m := dr.Submit.Spec.Mail; m == nil || *m != (jobspec.Mail{To: "ada@example.org", Begin: true, End: true}) {
+		t.Errorf("mail %+v", m)
+	}
+	out.Reset()
+	code = run([]string{"--addr", clitest.Unreachable(t), "--dry-run", "-N", "echo", "hi"}, strings.NewReader(""), &out, &errb)
+	if code != 0 || !regexp.MustCompile(`(?m)^  Mail: +end to \S+$`).MatchString(out.String()) {
+		t.Errorf("exit %d, dry run:\n%s", code, out.String())
+	}
+	out.Reset()
+	errb.Reset()
+	code = run([]string{"--addr", clitest.Unreachable(t), "--dry-run", "-N", "-u", "ada\nBcc: eve", "echo", "hi"}, strings.NewReader(""), &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "want a user name or name@domain") {
+		t.Errorf("bad -u: exit %d, stderr %q", code, errb.String())
 	}
 }

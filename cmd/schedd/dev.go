@@ -72,28 +72,7 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 		if c.hosts != nil {
 			advertise = c.hosts.Hosts[i-1].IP
 		}
-		args := []string{"--addr", addr, "--name", name,
-			"--state-dir", filepath.Join(o.dataDir, "nodes", name),
-			"--runtime", o.runtime, "--advertise", advertise,
-			"--session-secret", secret,
-			"--stop-grace", o.stopGrace.String()}
-		if c.hosts == nil && o.nodes > 1 {
-			// Nodelets sharing one network cannot build overlays
-			// between themselves: containers use the node's network.
-			args = append(args, "--network", "host")
-		}
-		if o.images != "" {
-			args = append(args, "--images", o.images)
-		}
-		if o.nodeCPU > 0 {
-			args = append(args, "--cpu", strconv.FormatFloat(o.nodeCPU, 'g', -1, 64))
-		}
-		if o.nodeMem != "" {
-			args = append(args, "--memory", o.nodeMem)
-		}
-		if o.verbose {
-			args = append(args, "-v")
-		}
+		args := nodeletArgs(o, addr, name, advertise, secret, c.hosts == nil)
 		cmd := exec.Command(bin, args...)
 		if c.hosts != nil {
 			cmd = c.hosts.Command(i-1, bin, args...) // nsenter execs the nodelet: same pid
@@ -129,6 +108,37 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// nodeletArgs is the command line of dev nodelet name; shared: the
+// nodelets share this machine's network.
+func nodeletArgs(o options, addr, name, advertise, secret string, shared bool) []string {
+	args := []string{"--addr", addr, "--name", name,
+		"--state-dir", filepath.Join(o.dataDir, "nodes", name),
+		"--runtime", o.runtime, "--advertise", advertise,
+		"--session-secret", secret,
+		"--stop-grace", o.stopGrace.String()}
+	if shared && o.nodes > 1 {
+		// Nodelets sharing one network cannot build overlays
+		// between themselves: containers use the node's network.
+		args = append(args, "--network", "host")
+	}
+	if o.images != "" {
+		args = append(args, "--images", o.images)
+	}
+	if o.nodeCPU > 0 {
+		args = append(args, "--cpu", strconv.FormatFloat(o.nodeCPU, 'g', -1, 64))
+	}
+	if o.nodeMem != "" {
+		args = append(args, "--memory", o.nodeMem)
+	}
+	if o.fakeGPUs > 0 {
+		args = append(args, "--fake-gpus", strconv.Itoa(o.fakeGPUs))
+	}
+	if o.verbose {
+		args = append(args, "-v")
+	}
+	return args
 }
 
 // stop sends SIGTERM to every nodelet and waits up to grace for them to

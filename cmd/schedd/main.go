@@ -39,6 +39,7 @@ type options struct {
 	nodes     int
 	nodeCPU   float64
 	nodeMem   string
+	fakeGPUs  int
 	runtime   string
 	stopGrace time.Duration
 	verbose   bool
@@ -144,6 +145,7 @@ flags:
 	fs.IntVar(&o.nodes, "nodes", 2, "nodelets to start with --dev")
 	fs.Float64Var(&o.nodeCPU, "node-cpu", 0, "CPUs each dev nodelet offers (default: this machine's)")
 	fs.StringVar(&o.nodeMem, "node-memory", "", "memory each dev nodelet offers, e.g. 8GiB (default: this machine's)")
+	fs.IntVar(&o.fakeGPUs, "fake-gpus", 0, "fake GPUs each dev nodelet offers (nodelet --fake-gpus), to try gpu jobs without one (default: the node's own)")
 	fs.StringVar(&o.runtime, "runtime", "auto", "dev nodelets' runtime: auto, runc or process")
 	fs.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "dev nodelets: time between SIGTERM and SIGKILL when a container is stopped")
 	fs.StringVar(&o.images, "images", "", "image catalog `file` (see etc/images.hcl): a job naming an image it lacks is refused;\nwith --dev the nodelets resolve names in it too")
@@ -192,6 +194,12 @@ flags:
 	}
 	if o.maxQueued < 0 {
 		return o, fmt.Errorf("--max-queued-per-user must be 0 (unlimited) or more, got %d", o.maxQueued)
+	}
+	switch {
+	case o.fakeGPUs < 0:
+		return o, fmt.Errorf("--fake-gpus must be 0 or more, got %d", o.fakeGPUs)
+	case o.fakeGPUs > 0 && !o.dev:
+		return o, errors.New("--fake-gpus goes with --dev: it gives the dev nodelets fake GPUs (a real node's nodelet takes nodelet --fake-gpus)")
 	}
 	if o.dev && o.nodes < 1 {
 		return o, fmt.Errorf("--nodes must be at least 1, got %d", o.nodes)

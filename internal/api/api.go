@@ -3,7 +3,8 @@
 //
 // Endpoints (all JSON; errors are {"error": "..."} with a 4xx/5xx status):
 //
-//	POST /v1/jobs                      SubmitRequest → SubmitResponse
+//	POST /v1/jobs                      SubmitRequest → SubmitResponse (X-Troupe-Index: where it was stored)
+//	POST /v1/jobs/check                SubmitRequest → SubmitCheck (submit's checks, nothing stored: bsub --dry-run)
 //	GET  /v1/jobs[?index=N&wait=30s]   → JobList (blocking when index given)
 //	GET  /v1/jobs/{id}                 → Job
 //	POST /v1/jobs/{id}/kill            → Job (?done=true: bkill -d, the job ends COMPLETED)
@@ -165,6 +166,17 @@ type SubmitRequest struct {
 type SubmitResponse struct {
 	JobID     uint64 `json:"job_id"`
 	Partition string `json:"partition"`
+	// Index is the state index (IndexHeader) at which the job was
+	// stored: a blocking query for an index below it waits on a lagging
+	// peer until that peer holds the job.
+	Index uint64 `json:"-"`
+}
+
+// SubmitCheck answers POST /v1/jobs/check (bsub --dry-run): submit's
+// checks passed, nothing was stored; where the job would go.
+type SubmitCheck struct {
+	Partition string `json:"partition"`
+	Account   string `json:"account"`
 }
 
 // Job is a job as schedd keeps it.
@@ -223,6 +235,9 @@ type Job struct {
 	// Signals are the signal requests (bkill -s) made while it ran, in
 	// order: Seq is the position + 1. Nodelets deliver each once.
 	Signals []SignalRequest `json:"signals,omitempty"`
+	// Mailed are the mail events (MailBegin of a run, MailEnd) schedd
+	// has taken on for the job's Spec.Mail: each is sent at most once.
+	Mailed []string `json:"mailed,omitempty"`
 	// CPUTime and MemPeak sum its containers' usage as they ended.
 	CPUTime time.Duration `json:"cpu_time,omitempty"`
 	MemPeak int64         `json:"mem_peak,omitempty"`
@@ -454,6 +469,10 @@ type Node struct {
 	Reason string `json:"reason,omitempty"`
 	// Partitions the node belongs to now (derived when answering).
 	Partitions []string `json:"partitions,omitempty"`
+	// GPUs are the node's whole GPU devices and the shares the live
+	// containers hold on each (derived when answering; nil without
+	// GPUs): a request ≤ 1 must fit one device's free share.
+	GPUs []NodeGPU `json:"gpus,omitempty"`
 	// Instance is the registered nodelet's (NodeRegister's); kept in
 	// the state, left out of node lists.
 	Instance string `json:"instance,omitempty"`
@@ -461,6 +480,13 @@ type Node struct {
 	// the cluster's join token: the node's own bearer token, bound to its
 	// name, for its heartbeats, assignments and status reports.
 	Credential string `json:"credential,omitempty"`
+}
+
+// NodeGPU is one GPU device of a node as bhosts -l shows it.
+type NodeGPU struct {
+	Device    int      `json:"device"`         // node-local index, the CUDA_VISIBLE_DEVICES ordinal
+	Allocated float64  `json:"allocated"`      // the shares live containers hold, 0 to 1
+	Jobs      []uint64 `json:"jobs,omitempty"` // the jobs holding a share, in id order
 }
 
 // NodeLease is schedd's answer to a heartbeat, and part of its answer to

@@ -26,6 +26,9 @@ type Terminal struct {
 	// it), and an end before the terminal opened gives the job's exit
 	// status; otherwise (battach) that end is a failure.
 	Submitted bool
+	// From is the state index the submission was stored at (0 unknown):
+	// the first look at the job waits for a lagging peer to hold it.
+	From uint64
 }
 
 // attachRetry: a terminal that is not open yet (the nodelet still
@@ -55,7 +58,7 @@ func (t Terminal) Run(ctx context.Context) int {
 		}
 		var ae *client.APIError
 		if ctx.Err() != nil || !errors.As(err, &ae) || ae.Status != 409 || time.Now().After(deadline) {
-			return Fail(t.Stderr, t.Prog, fmt.Errorf("job %d: %w", t.JobID, err))
+			return Fail(t.Stderr, t.Prog, JobError(t.JobID, err))
 		}
 		if j, _, err := t.Client.Job(ctx, t.JobID, 0, 0); err == nil && j.State.Terminal() {
 			return t.ended(j)
@@ -68,7 +71,7 @@ func (t Terminal) Run(ctx context.Context) int {
 		fmt.Fprintf(t.Stderr, "\r\n<<Detached: job %d goes on; battach %d comes back to it>>\r\n", t.JobID, t.JobID)
 		return ExitOK
 	case err != nil:
-		return Fail(t.Stderr, t.Prog, fmt.Errorf("job %d: %w", t.JobID, err))
+		return Fail(t.Stderr, t.Prog, JobError(t.JobID, err))
 	}
 	return code
 }
@@ -76,7 +79,7 @@ func (t Terminal) Run(ctx context.Context) int {
 // waitRunning follows the job until main1 runs; false with the exit
 // status when it will not (ended, interrupted, schedd gone).
 func (t Terminal) waitRunning(ctx context.Context) (api.Job, int, bool) {
-	var index uint64
+	index := Before(t.From)
 	for {
 		j, next, err := t.Client.Job(ctx, t.JobID, index, 30*time.Second)
 		switch {
@@ -92,7 +95,7 @@ func (t Terminal) waitRunning(ctx context.Context) (api.Job, int, bool) {
 			fmt.Fprintf(t.Stderr, "%s: stopped waiting; job %d goes on (battach %d, or bkill %d)\n", t.Prog, t.JobID, t.JobID, t.JobID)
 			return j, 130, false
 		case err != nil:
-			return j, Fail(t.Stderr, t.Prog, fmt.Errorf("job %d: %w", t.JobID, err)), false
+			return j, Fail(t.Stderr, t.Prog, JobError(t.JobID, err)), false
 		}
 		if j.State.Terminal() {
 			return j, t.ended(j), false

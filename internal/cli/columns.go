@@ -186,10 +186,42 @@ func JobPriority(j api.Job) string {
 	return Number(j.Priority, 0)
 }
 
-// JobExitCode is main1's exit code of a job that ran to its end, else "".
+// JobExitCode is the exit code bjob, bqueue and bhist show for a job
+// ("" none): see ExitCode.
 func JobExitCode(j api.Job) string {
-	if j.State == api.JobCompleted || j.State == api.JobFailed {
-		return strconv.Itoa(j.ExitCode)
+	var main1 api.ContainerState
+	var code int
+	if len(j.Containers) > 0 {
+		main1, code = j.Containers[0].State, j.Containers[0].ExitCode
+	}
+	return ExitCode(j.State, j.ExitCode, main1, code)
+}
+
+// HistoryExitCode is JobExitCode for an ended job of bhist.
+func HistoryExitCode(j api.HistoryJob) string {
+	var main1 api.ContainerState
+	var code int
+	if len(j.Containers) > 0 {
+		main1, code = j.Containers[0].State, j.Containers[0].ExitCode
+	}
+	return ExitCode(j.State, j.ExitCode, main1, code)
+}
+
+// ExitCode is the one rule every view follows for a job's exit code, as
+// LSF shows it: a job that ran to its end (COMPLETED, FAILED) has its
+// own; a job whose main1 was stopped (TIMEOUT, a bkill, a lost node that
+// still reported it) has the code main1 ended with, 128 plus the signal
+// that stopped it, as LSF says "Exited with exit code 140" of a job
+// killed at its run limit; a job not ended, or whose main1 never ran to
+// an end, has none ("").
+func ExitCode(st api.JobState, jobCode int, main1 api.ContainerState, main1Code int) string {
+	switch {
+	case st == api.JobCompleted || st == api.JobFailed:
+		return strconv.Itoa(jobCode)
+	case !st.Terminal():
+		return ""
+	case main1 == api.ContainerExited || main1 == api.ContainerOOM || main1 == api.ContainerKilled:
+		return strconv.Itoa(main1Code)
 	}
 	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 func TestElapsed(t *testing.T) {
@@ -142,5 +144,54 @@ func TestSortQueue(t *testing.T) {
 	}
 	if want := []uint64{5, 4, 7, 2, 6, 3, 1}; !slices.Equal(got, want) {
 		t.Fatalf("queue order %v, want %v", got, want)
+	}
+}
+
+// TestExitCodeViewsAgree (issue 14 item 6f): bjob, bqueue -o exit_code
+// and bhist show one exit code for a job; a TIMEOUT job shows what main1
+// ended with when its walltime stopped it (LSF: "exit code 140"), where
+// bhist said 0 and bjob "-".
+func TestExitCodeViewsAgree(t *testing.T) {
+	now := time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
+	main1 := api.Container{Container: jobspec.Container{Host: "main1", Role: "main", Idx: 1}, State: api.ContainerKilled, ExitCode: 143}
+	j := api.Job{ID: 22, Name: "slow", State: api.JobTimeout, Containers: []api.Container{main1}, Submitted: now, Ended: now}
+	h := api.HistoryJob{ID: 22, Name: "slow", State: api.JobTimeout, Submitted: now, Ended: now,
+		Containers: []api.HistoryContainer{{Host: "main1", State: api.ContainerKilled, ExitCode: 143}}}
+
+	var bjob, bhist, bhistLong, bjobs bytes.Buffer
+	if err := cli.WriteJob(&bjob, j, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.WriteHistory(&bhist, []api.HistoryJob{h}, time.UTC); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.WriteHistoryLong(&bhistLong, []api.HistoryJob{h}, time.UTC); err != nil {
+		t.Fatal(err)
+	}
+	fields, delim, err := cli.ParseBjobsFormat("exit_code delimiter=','")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.WriteBjobsFields(&bjobs, []api.Job{j}, fields, delim, false, now); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^\s*Exit code:\s+143$`).MatchString(bjob.String()) {
+		t.Errorf("bjob:\n%s\nwant Exit code: 143", bjob.String())
+	}
+	if row := strings.Fields(strings.Split(bhist.String(), "\n")[1]); len(row) < 6 || row[5] != "143" {
+		t.Errorf("bhist:\n%s\nwant EXIT 143", bhist.String())
+	}
+	if !regexp.MustCompile(`(?m)^\s*Exit code:\s+143$`).MatchString(bhistLong.String()) {
+		t.Errorf("bhist -l:\n%s\nwant Exit code: 143", bhistLong.String())
+	}
+	if got := strings.TrimSpace(bjobs.String()); got != "143" {
+		t.Errorf("bqueue -o exit_code: %q, want 143", got)
+	}
+	// A job cancelled before main1 ran has no exit code anywhere.
+	j.State, j.Containers[0].State, j.Containers[0].ExitCode = api.JobCancelled, api.ContainerPending, 0
+	h.State, h.Containers[0].State, h.Containers[0].ExitCode = api.JobCancelled, api.ContainerKilled, 0
+	h.Containers = nil
+	if a, b := cli.JobExitCode(j), cli.HistoryExitCode(h); a != "" || b != "" {
+		t.Errorf("cancelled before it ran: bjob %q, bhist %q, want none", a, b)
 	}
 }

@@ -78,6 +78,7 @@ func TestGolden(t *testing.T) {
 		{"history_long.golden", func(b *bytes.Buffer) error { return cli.WriteHistoryLong(b, clitest.History(), now.Location()) }},
 		{"history.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, clitest.History()) }},
 		{"hosts.golden", func(b *bytes.Buffer) error { return cli.WriteHosts(b, clitest.Nodes()) }},
+		{"hosts_long.golden", func(b *bytes.Buffer) error { return cli.WriteHostsLong(b, clitest.Nodes(), time.UTC) }},
 		{"hosts.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, cli.SortNodes(clitest.Nodes())) }},
 	}
 	for _, tt := range tests {

@@ -45,7 +45,7 @@ func Memory(b int64) string {
 func WriteHistory(w io.Writer, jobs []api.HistoryJob, loc *time.Location) error {
 	t := NewTable(w, HistoryHeader...)
 	for _, j := range jobs {
-		t.Row(j.Ref(), j.User, j.Name, j.Partition, string(j.State), strconv.Itoa(j.ExitCode),
+		t.Row(j.Ref(), j.User, j.Name, j.Partition, string(j.State), cell(HistoryExitCode(j)),
 			Timestamp(j.Submitted, loc), Elapsed(j.Wait), Elapsed(j.Run), CPUTime(j.CPUTime), Memory(j.MemPeak),
 			strings.Join(j.Nodes, ","))
 	}
@@ -68,7 +68,7 @@ func WriteHistoryLong(w io.Writer, jobs []api.HistoryJob, loc *time.Location) er
 			state += " (" + oneLine(j.Reason) + ")"
 		}
 		pair("State", state)
-		pair("Exit code", strconv.Itoa(j.ExitCode))
+		pair("Exit code", HistoryExitCode(j))
 		pair("Nodes", strings.Join(j.Nodes, ", "))
 		pair("Wait", Elapsed(j.Wait))
 		pair("Run", Elapsed(j.Run))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -76,4 +77,24 @@ func (fs *FlagSet) OneJobID(pos []string) (id uint64, code int, ok bool) {
 		return 0, fs.UsageError("%v", err), false
 	}
 	return id, 0, true
+}
+
+// JobError puts "job ID: " before err unless its message starts so
+// already (schedd's refusals name the job: "job 7: not found").
+func JobError(id uint64, err error) error {
+	prefix := fmt.Sprintf("job %d: ", id)
+	if strings.HasPrefix(err.Error(), prefix) {
+		return err
+	}
+	return fmt.Errorf("job %d: %w", id, err)
+}
+
+// Before is the blocking-query index that waits until a peer has applied
+// state index from (a just-submitted job's): schedd answers once its
+// index is past the one asked for. 0 (from unknown) does not wait.
+func Before(from uint64) uint64 {
+	if from == 0 {
+		return 0
+	}
+	return from - 1
 }

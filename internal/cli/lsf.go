@@ -290,10 +290,10 @@ var bjobsFields = map[string]struct {
 	"start_time":  {"START_TIME", 15, func(j api.Job, now time.Time) string { return lsfTime(j.Started, lsfShortTime, now) }},
 	"finish_time": {"FINISH_TIME", 16, func(j api.Job, now time.Time) string { return lsfTime(j.Ended, lsfShortTime, now) }},
 	"exit_code": {"EXIT_CODE", 10, func(j api.Job, _ time.Time) string {
-		if !j.State.Terminal() || j.State == api.JobCompleted {
+		if j.State == api.JobCompleted { // LSF leaves DONE's empty
 			return "-"
 		}
-		return strconv.Itoa(j.ExitCode)
+		return dash(JobExitCode(j))
 	}},
 	"exit_reason": {"EXIT_REASON", 50, func(j api.Job, _ time.Time) string {
 		if !j.State.Terminal() {

@@ -27,6 +27,7 @@ func lsfJobs() []api.Job {
 	}
 	timeout := clitest.Job(7)
 	timeout.ID, timeout.Name, timeout.State, timeout.ExitCode, timeout.Reason = 22, "slow", api.JobTimeout, 0, "walltime 2h0m0s reached"
+	timeout.Containers[0].State, timeout.Containers[0].ExitCode = api.ContainerKilled, 143 // stopped at its walltime by SIGTERM
 	timeout.Containers[1].CPUTime = 3*time.Hour + 25*time.Minute + 1500*time.Millisecond
 	timeout.Containers[1].MemPeak = 3 << 30
 	return cli.SortQueue(append(jobs, stopped, timeout))

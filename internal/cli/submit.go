@@ -11,12 +11,12 @@ import (
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
-// Verdict is what bsub --dry-run can say of a job against its partition.
-// Today it is judged here, from GET /v1/partitions (limits: existence,
-// walltime, cluster size, account, mode, capacity of the up nodes); the
-// node-by-node fit schedd checks at submit needs a verdict endpoint.
+// Verdict is what bsub --dry-run says of a job: schedd's, from submit's
+// own checks (POST /v1/jobs/check), or, from a schedd without that
+// check, judged here from GET /v1/partitions (CheckPartition).
 type Verdict struct {
-	Checked   bool     `json:"checked"`             // partitions could be read
+	Checked   bool     `json:"checked"`             // schedd gave a verdict
+	BySchedd  bool     `json:"by_schedd,omitempty"` // from submit's checks, not CheckPartition
 	Partition string   `json:"partition,omitempty"` // the one the job would go to
 	OK        bool     `json:"ok"`                  // no problem found
 	Problems  []string `json:"problems,omitempty"`  // why schedd would refuse it
@@ -30,7 +30,9 @@ type DryRun struct {
 	Verdict Verdict           `json:"verdict"`
 }
 
-// CheckPartition judges spec against the partitions schedd has in force.
+// CheckPartition judges spec against the partitions schedd has in force:
+// existence, walltime, cluster size, account, mode, and (as notes) the
+// capacity of the up nodes.
 func CheckPartition(spec jobspec.Job, list api.PartitionList) Verdict {
 	v := Verdict{Checked: true, Partition: spec.Partition}
 	var p *api.PartitionInfo
@@ -120,6 +122,22 @@ func WriteDryRun(w io.Writer, req api.SubmitRequest, v Verdict) error {
 		pair("Nice", fmt.Sprint(s.Priority))
 	}
 	pair("Output", s.Output)
+	if m := s.Mail; m.Wanted() {
+		var on []string
+		for _, e := range []struct {
+			set  bool
+			name string
+		}{{m.Begin, "begin"}, {m.End, "end"}, {m.Fail, "fail"}} {
+			if e.set {
+				on = append(on, e.name)
+			}
+		}
+		to := m.To
+		if to == "" {
+			to = req.User
+		}
+		pair("Mail", strings.Join(on, ", ")+" to "+to)
+	}
 	var env []string
 	for k, val := range s.Env {
 		env = append(env, k+"="+ShellJoin([]string{val}))
@@ -153,6 +171,9 @@ func VerdictLine(v Verdict) string {
 		return "Verdict: not checked (" + oneLine(v.Error) + ")"
 	case !v.OK:
 		return fmt.Sprintf("Verdict: schedd would refuse it (partition %s)", cell(v.Partition))
+	}
+	if v.BySchedd {
+		return fmt.Sprintf("Verdict: schedd would take it into partition %s (submit's checks passed; nothing stored)", cell(v.Partition))
 	}
 	return fmt.Sprintf("Verdict: within partition %s's limits (checked against GET /v1/partitions; node fit is judged at submit)", v.Partition)
 }

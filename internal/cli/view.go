@@ -201,7 +201,6 @@ func AppURL(addr string, job uint64, name string) string {
 // schedd at addr (AppURL).
 func WriteJobAt(w io.Writer, j api.Job, now time.Time, addr string) error {
 	s := j.Spec
-	// Only a job whose main1 ran to its end has an exit code of its own.
 	exit := JobExitCode(j)
 	walltime := "partition default"
 	switch {
@@ -347,6 +346,57 @@ func WriteHosts(w io.Writer, nodes []api.Node) error {
 		)
 	}
 	return t.Flush()
+}
+
+// WriteHostsLong writes bhosts -l: each node's details and, per GPU
+// device, the share allocated and free and the jobs holding it, so that
+// a user sees why a fractional request (gpu = 0.6) waits: it must fit
+// the free share of one device.
+// Times are shown in loc.
+func WriteHostsLong(w io.Writer, nodes []api.Node, loc *time.Location) error {
+	for i, n := range SortNodes(nodes) {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "HOST %s\n", cell(n.Name))
+		kv := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+		pair := func(k, v string) { fmt.Fprintf(kv, "  %s:\t%s\n", k, cell(v)) }
+		pair("State", string(n.State))
+		pair("Address", n.Addr)
+		pair("Runtime", n.Runtime)
+		pair("CPU", Cores(n.Allocated.CPUMilli)+" of "+Cores(n.Capacity.CPUMilli)+" cores allocated")
+		pair("Memory", GiB(n.Allocated.Memory)+" of "+GiB(n.Capacity.Memory)+" GiB allocated")
+		if n.Capacity.GPU > 0 {
+			pair("GPU", Number(n.Allocated.GPU, 2)+" of "+Number(n.Capacity.GPU, 2)+" allocated")
+		}
+		pair("Labels", strings.Join(n.Labels, ","))
+		pair("Partitions", strings.Join(n.Partitions, ","))
+		if n.Reason != "" {
+			pair("Reason", n.Reason)
+		}
+		if n.Drain {
+			pair("Drained by", n.DrainedBy+" at "+Timestamp(n.DrainedAt, loc))
+		}
+		if err := kv.Flush(); err != nil {
+			return err
+		}
+		if len(n.GPUs) == 0 {
+			continue
+		}
+		fmt.Fprintln(w)
+		t := NewTable(w, "  GPU", "ALLOCATED", "FREE", "JOBS")
+		for _, g := range n.GPUs {
+			jobs := make([]string, len(g.Jobs))
+			for k, id := range g.Jobs {
+				jobs[k] = strconv.FormatUint(id, 10)
+			}
+			t.Row("  "+strconv.Itoa(g.Device), Number(g.Allocated, 2), Number(max(0, 1-g.Allocated), 2), strings.Join(jobs, ","))
+		}
+		if err := t.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)

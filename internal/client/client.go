@@ -50,6 +50,9 @@ var (
 	// ErrTimeout: no answer within the overall limit (Timeout); a read,
 	// or a write that never reached schedd.
 	ErrTimeout = errors.New("timed out")
+	// ErrNotSchedd: something else (a web server, a proxy's error page)
+	// answered at the address.
+	ErrNotSchedd = errors.New("not a troupe schedd")
 	// ErrPlainToken: the client refuses to send a bearer token in clear
 	// text to a host that is not this one.
 	ErrPlainToken = errors.New("refusing to send a token over plain http")
@@ -314,7 +317,18 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		return r, fmt.Errorf("decoding answer of POST /v1/jobs: %w", err)
 	}
+	r.Index, _ = strconv.ParseUint(resp.Header.Get(api.IndexHeader), 10, 64)
 	return r, nil
+}
+
+// CheckSubmit runs submit's admission checks on req without storing a
+// job (bsub --dry-run): nil and where it would go, or schedd's refusal
+// (an *APIError) in the words submit would use. A schedd without the
+// check answers 404 or 405.
+func (c *Client) CheckSubmit(ctx context.Context, req api.SubmitRequest) (api.SubmitCheck, error) {
+	var r api.SubmitCheck
+	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/check", nil, req, &r)
+	return r, err
 }
 
 // Jobs lists jobs. With index > 0 it blocks until the state moves past

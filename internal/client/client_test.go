@@ -356,3 +356,30 @@ func TestSlowBodyNotCutOff(t *testing.T) {
 		t.Fatalf("slow list: %d jobs, %v; want all 10", len(l.Jobs), err)
 	}
 }
+
+// TestNotSchedd: a web server at the address gets "not a troupe schedd
+// at ADDR", not its HTML page as the error message, and is not retried.
+func TestNotSchedd(t *testing.T) {
+	fast(t)
+	for _, code := range []int{http.StatusOK, http.StatusNotFound} {
+		var tries atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tries.Add(1)
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.WriteHeader(code)
+			_, _ = w.Write([]byte("<!DOCTYPE html>\n<html><body><h1>Welcome to nginx!</h1></body></html>\n"))
+		}))
+		c, err := NewWith(srv.URL, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = c.Job(context.Background(), 7, 0, 0)
+		srv.Close()
+		if !errors.Is(err, ErrNotSchedd) || !strings.Contains(err.Error(), "not a troupe schedd at "+srv.URL) || strings.Contains(err.Error(), "<") {
+			t.Errorf("HTTP %d with a web page: error %v, want ErrNotSchedd naming %s and no HTML", code, err, srv.URL)
+		}
+		if n := tries.Load(); n != 1 {
+			t.Errorf("HTTP %d with a web page: %d tries, want 1", code, n)
+		}
+	}
+}

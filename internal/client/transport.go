@@ -101,6 +101,10 @@ func (c *Client) roundTrip(ctx context.Context, k call) (*http.Response, error) 
 			// A dead address (refused at once) with no other to try
 			// fails fast, unless an earlier try may have been applied.
 			retry = n > 1 || r.sent || open != nil || viaLeader
+		case foreign(r.resp):
+			r.resp.Body.Close()
+			return nil, fmt.Errorf("%w at %s: it answered %s with a web page (%s); check --addr or $%s",
+				ErrNotSchedd, r.at, r.resp.Status, r.resp.Header.Get("Content-Type"), EnvAddr)
 		case r.resp.StatusCode/100 == 2 || r.resp.StatusCode == http.StatusSwitchingProtocols:
 			if r.hops > 0 {
 				c.leader.Store(&r.base)
@@ -343,6 +347,13 @@ func (b *closer) Write(p []byte) (int, error) {
 		return 0, errors.New("schedd's answer is not a writable stream")
 	}
 	return w.Write(p)
+}
+
+// foreign reports whether resp comes from some other web server: schedd
+// answers JSON (an octet stream for snapshots), never HTML.
+func foreign(resp *http.Response) bool {
+	ct := strings.ToLower(resp.Header.Get("Content-Type"))
+	return strings.HasPrefix(ct, "text/html") || strings.HasPrefix(ct, "application/xhtml")
 }
 
 // waitOf is how long a blocking query may wait (?wait=, else schedd's

@@ -11,7 +11,7 @@
 // jobspec.Job. The mapping (LSF's -n slots and span[], Slurm's nodes,
 // tasks and cpus per task) is documented in troupe-job(5), SCRIPT JOBS.
 //
-// Options troupe accepts but cannot honour (-x, -B, -N, …) give one
+// Options troupe accepts but cannot honour (-x, -U, --exclusive, …) give one
 // warning each, naming the option; unknown directives a warning with the
 // script's line number; a bad value an error with the line.
 package script

@@ -109,6 +109,10 @@ func (o *Options) Job(s Submit) (*jobspec.Job, error) {
 		j.Image = "host"
 	}
 	j.Env = o.environment(s.Environ)
+	if o.Mail.Wanted() {
+		m := *o.Mail
+		j.Mail = &m
+	}
 	return j, nil
 }
 

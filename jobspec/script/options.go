@@ -26,6 +26,9 @@ type Options struct {
 	// Array makes the job a job array: LSF's -J "name[1-100%10]",
 	// Slurm's --array=1-100%10.
 	Array *jobspec.Array
+	// Mail is what -B, -N, -u, --mail-type and --mail-user ask for (nil:
+	// none given).
+	Mail *jobspec.Mail
 
 	// Slots are LSF's -n and Slurm's --ntasks: tasks of CPUsPerTask cores.
 	Slots        int
@@ -91,6 +94,23 @@ func ignored(what string) func(*Options, string, site) error {
 		o.warnOnce(at, "accepted and ignored: troupe has no "+what)
 		return nil
 	}
+}
+
+// mail is o.Mail, made when first asked for.
+func (o *Options) mail() *jobspec.Mail {
+	if o.Mail == nil {
+		o.Mail = &jobspec.Mail{}
+	}
+	return o.Mail
+}
+
+// mailUser is LSF's -u and Slurm's --mail-user: who gets the mail.
+func mailUser(o *Options, v string, _ site) error {
+	if _, err := jobspec.MailAddresses(v); err != nil {
+		return err
+	}
+	o.mail().To = strings.TrimSpace(v)
+	return nil
 }
 
 func str(f func(*Options) *string) func(*Options, string, site) error {
@@ -179,9 +199,9 @@ var lsfOptions = map[string]option{
 	"-image": {true, str(func(o *Options) *string { return &o.Image })},
 	"-x":     {false, ignored("exclusive nodes; the job shares its nodes within its resources")},
 	"-L":     {true, ignored("login shell; the script runs under its #! interpreter or /bin/sh")},
-	"-B":     {false, ignored("mail at job start")},
-	"-N":     {false, ignored("mail at job end")},
-	"-u":     {true, ignored("mail")},
+	"-B":     {false, func(o *Options, _ string, _ site) error { o.mail().Begin = true; return nil }},
+	"-N":     {false, func(o *Options, _ string, _ site) error { o.mail().End = true; return nil }},
+	"-u":     {true, mailUser},
 	"-U":     {true, ignored("advance reservations")},
 	"-sp":    {true, ignored("user priority per job; use the job file's priority")},
 	"-r":     {false, ignored("rerun on host failure for script jobs; use the job file's requeue")},
@@ -267,8 +287,15 @@ var slurmOptions = map[string]option{
 		o.Array = a
 		return err
 	}},
-	"--mail-type":  {true, ignored("mail")},
-	"--mail-user":  {true, ignored("mail")},
+	"--mail-type": {true, func(o *Options, v string, at site) error {
+		ignored, err := jobspec.ParseMailTypes(o.mail(), v)
+		for _, t := range ignored {
+			o.warnOnce(site{dialect: at.dialect, line: at.line, name: at.name + "=" + t},
+				"accepted and ignored: troupe mails at BEGIN, END and FAIL only")
+		}
+		return err
+	}},
+	"--mail-user":  {true, mailUser},
 	"--comment":    {true, func(*Options, string, site) error { return nil }},
 	"--no-requeue": {false, func(*Options, string, site) error { return nil }},
 	"--requeue":    {false, ignored("requeue for script jobs; use the job file's requeue")},

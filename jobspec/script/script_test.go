@@ -233,14 +233,13 @@ func TestWarnings(t *testing.T) {
 		got = append(got, w.String())
 	}
 	text := strings.Join(got, "\n")
-	for _, opt := range []string{"-x", "-B", "-N", "-u", "-U", "-sp", "-r", "-rn", "-b", "-i", "-L"} {
+	for _, opt := range []string{"-x", "-U", "-sp", "-r", "-rn", "-b", "-i", "-L"} {
 		if n := strings.Count(text, "line 2: "+opt+": accepted and ignored"); n != 1 {
 			t.Errorf("option %s warned %d times, want once:\n%s", opt, n, text)
 		}
 	}
 	for _, want := range []string{
 		"line 4: -frob: unknown #BSUB option; ignored",
-		"line 5: --mail-type: accepted and ignored",
 		"line 5: --exclusive: accepted and ignored",
 		"line 6: --frobnicate: unknown #SBATCH option; ignored",
 	} {
@@ -250,6 +249,54 @@ func TestWarnings(t *testing.T) {
 	}
 	if strings.Contains(text, "line 3") {
 		t.Errorf("-x warned twice:\n%s", text)
+	}
+	for _, honoured := range []string{"-B", "-N", "-u", "--mail-type"} {
+		if strings.Contains(text, ": "+honoured+": ") {
+			t.Errorf("%s is honoured now, but warned:\n%s", honoured, text)
+		}
+	}
+}
+
+// TestMail (issue 14 item 6j): LSF's -B, -N, -u and Slurm's --mail-type
+// and --mail-user ask for mail, where they were accepted and ignored.
+func TestMail(t *testing.T) {
+	for _, c := range []struct {
+		src      string
+		cmdline  [][2]string
+		want     *jobspec.Mail
+		warnings string
+	}{
+		{"#BSUB -B -N -u ada@example.org\n", nil, &jobspec.Mail{To: "ada@example.org", Begin: true, End: true}, ""},
+		{"#BSUB -N\n", nil, &jobspec.Mail{End: true}, ""},
+		{"#BSUB -u ada\n", nil, nil, ""}, // an address alone asks for nothing, as in LSF
+		{"#SBATCH --mail-type=BEGIN,END,FAIL --mail-user=ada,bob@x.org\n", nil, &jobspec.Mail{To: "ada,bob@x.org", Begin: true, End: true, Fail: true}, ""},
+		{"#SBATCH --mail-type=fail\n", nil, &jobspec.Mail{Fail: true}, ""},
+		{"#SBATCH --mail-type=ALL\n#SBATCH --mail-type=NONE\n", nil, nil, ""},
+		{"#SBATCH --mail-type=TIME_LIMIT_80,END\n", nil, &jobspec.Mail{End: true}, "line 1: --mail-type=TIME_LIMIT_80: accepted and ignored"},
+		{"#!/bin/sh\n", [][2]string{{"-B", ""}, {"-u", "bob"}}, &jobspec.Mail{To: "bob", Begin: true}, ""},
+	} {
+		j, warns := job(t, c.src, c.cmdline)
+		if !reflect.DeepEqual(j.Mail, c.want) {
+			t.Errorf("%q %q: mail %+v, want %+v", c.src, c.cmdline, j.Mail, c.want)
+		}
+		var text []string
+		for _, w := range warns {
+			text = append(text, w.String())
+		}
+		if got := strings.Join(text, "\n"); !strings.Contains(got, c.warnings) || c.warnings == "" && got != "" {
+			t.Errorf("%q: warnings %q, want %q", c.src, got, c.warnings)
+		}
+	}
+	for _, c := range []struct{ src, want string }{
+		{"#SBATCH --mail-type=SOMETIMES\n", `line 1: #SBATCH --mail-type SOMETIMES: mail type "SOMETIMES": want BEGIN, END, FAIL, ALL or NONE`},
+		{"#SBATCH --mail-user=-oQ/tmp\n", `mail address "-oQ/tmp": want a user name or name@domain`},
+		{"#BSUB -u 'ada\\nBcc: eve'\n", "want a user name or name@domain"},
+		{"#BSUB -u \"ada <a@x>\"\n", `mail address "ada <a@x>"`},
+	} {
+		_, err := Parse([]byte(c.src))
+		if err == nil || !errors.Is(err, ErrDirective) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(%q) = %v; want an ErrDirective with %q", c.src, err, c.want)
+		}
 	}
 }
 

@@ -46,18 +46,29 @@ func Discover(fake int, log *slog.Logger) []Device {
 
 // Env is what a container holding shares of devs gets: NVIDIA_VISIBLE_DEVICES
 // (the devices' UUIDs, for the NVIDIA container toolkit and apptainer
-// --nv), CUDA_VISIBLE_DEVICES (node indexes) and, for a fraction of a
-// device, the MPS limits: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (share of the
-// SMs) and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (share of the memory, per
-// visible ordinal). No shares: NVIDIA_VISIBLE_DEVICES=void.
-func Env(devs []Device, shares []api.GPUShare, mpsPipe string) []string {
+// --nv), CUDA_VISIBLE_DEVICES and, for a fraction of a device, the MPS
+// limits: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (share of the SMs) and
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (share of the memory, per visible
+// ordinal). No shares: NVIDIA_VISIBLE_DEVICES=void.
+//
+// CUDA_VISIBLE_DEVICES holds ordinals as CUDA counts them where the
+// process runs. remapped: the container holds only its own device nodes
+// (runc, as the NVIDIA container toolkit does), so CUDA numbers them from
+// 0 in the order given and node index 3 is ordinal 0 there; otherwise
+// (the process runtime, apptainer --nv, which bind every device node of
+// the node) the ordinals are the node's indexes.
+func Env(devs []Device, shares []api.GPUShare, mpsPipe string, remapped bool) []string {
 	if len(shares) == 0 {
 		return []string{"NVIDIA_VISIBLE_DEVICES=void", "CUDA_VISIBLE_DEVICES="}
 	}
 	var uuids, idx, mem []string
 	minShare := 1.0
 	for i, s := range shares {
-		idx = append(idx, strconv.Itoa(s.Device))
+		ordinal := s.Device
+		if remapped {
+			ordinal = i
+		}
+		idx = append(idx, strconv.Itoa(ordinal))
 		uuid := strconv.Itoa(s.Device)
 		if s.Device >= 0 && s.Device < len(devs) {
 			uuid = devs[s.Device].UUID

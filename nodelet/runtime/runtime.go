@@ -158,6 +158,12 @@ type Spec struct {
 	UID, GID int
 	// CPU limit in cores (0.5 = half a core). 0: unlimited.
 	CPU float64
+	// CPUs are the node's CPUs (as /proc/self/status's Cpus_allowed_list
+	// numbers them) the container's processes may run on: its own
+	// cores, so that MPI's binding in two containers never lands on the
+	// same one. Empty: any. runc only; the process and apptainer drivers
+	// ignore it.
+	CPUs []int
 	// Memory limit in bytes. 0: unlimited.
 	Memory int64
 	// Pids caps the container's tasks (fork bombs). 0: the driver's

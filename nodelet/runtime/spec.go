@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,6 +49,8 @@ func (s Spec) Validate() error {
 		return bad("workdir %q: want an absolute path", s.Workdir)
 	case s.CPU < 0 || s.Memory < 0:
 		return bad("negative resource limit")
+	case badCPUs(s.CPUs):
+		return bad("cpus %v: want distinct CPU numbers, 0 or more", s.CPUs)
 	case len(s.Args) == 0 && s.Init == "":
 		return bad("no command and no init binary to wait with")
 	case s.TTY && (len(s.Args) == 0 || s.Init == ""):
@@ -79,4 +83,39 @@ func (s Spec) WorkdirOrHome() string {
 		return HomeDir
 	}
 	return s.Workdir
+}
+
+// badCPUs reports a CPU list with a negative or repeated number.
+func badCPUs(cpus []int) bool {
+	seen := map[int]bool{}
+	for _, c := range cpus {
+		if c < 0 || seen[c] {
+			return true
+		}
+		seen[c] = true
+	}
+	return false
+}
+
+// CPUList writes cpus as the kernel's lists do: "0-3,6".
+func CPUList(cpus []int) string {
+	s := slices.Clone(cpus)
+	slices.Sort(s)
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		k := i
+		for k+1 < len(s) && s[k+1] == s[k]+1 {
+			k++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if k > i {
+			fmt.Fprintf(&b, "%d-%d", s[i], s[k])
+		} else {
+			fmt.Fprintf(&b, "%d", s[i])
+		}
+		i = k + 1
+	}
+	return b.String()
 }

@@ -122,6 +122,8 @@ type Command struct {
 	// element of it (bkill "12[5]"); without it the command is on the
 	// whole array.
 	Index *int `json:"index,omitempty"`
+	// Mailed is a mail event the leader takes on sending (CmdMailed).
+	Mailed *Mailed `json:"mailed,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -208,6 +210,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		res, err = signalJob(txn, index, c.Time, c.Signal)
 	case CmdPurge:
 		err = purge(txn, c.Purge)
+	case CmdMailed:
+		res, err = mailed(txn, index, c.Mailed)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)

@@ -183,6 +183,39 @@ func (v *Snapshot) Allocated() map[string]api.Resources {
 	return out
 }
 
+// DeviceUse is, per node, the GPU devices the live containers hold shares
+// of: device index → its shares summed and the jobs holding them.
+func (v *Snapshot) DeviceUse() map[string]map[int]*api.NodeGPU {
+	out := map[string]map[int]*api.NodeGPU{}
+	for _, j := range v.Jobs() {
+		if j.State.Terminal() {
+			continue
+		}
+		for _, c := range j.Containers {
+			if c.Node == "" || c.State.Ended() {
+				continue
+			}
+			for _, g := range c.GPUs {
+				devs := out[c.Node]
+				if devs == nil {
+					devs = map[int]*api.NodeGPU{}
+					out[c.Node] = devs
+				}
+				d := devs[g.Device]
+				if d == nil {
+					d = &api.NodeGPU{Device: g.Device}
+					devs[g.Device] = d
+				}
+				d.Allocated += g.Share
+				if n := len(d.Jobs); n == 0 || d.Jobs[n-1] != j.ID {
+					d.Jobs = append(d.Jobs, j.ID) // v.Jobs() is in id order
+				}
+			}
+		}
+	}
+	return out
+}
+
 // ContainerResources converts a job file's request into schedulable units.
 func ContainerResources(cpu float64, memory int64, gpu float64) api.Resources {
 	return api.Resources{CPUMilli: int64(cpu*1000 + 0.5), Memory: memory, GPU: gpu}

@@ -95,7 +95,8 @@ func TestSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtimetest.RunWith(t, r, runtimetest.Options{
-		NoUnprivileged: "the stand-in apptainer is this test binary, which uid 65534 cannot run"})
+		NoUnprivileged: "the stand-in apptainer is this test binary, which uid 65534 cannot run",
+		NoCPUs:         "the apptainer driver does not apply cgroup limits (cpusets included)"})
 }
 
 // TestCommandLine checks what a real apptainer would be asked to do.

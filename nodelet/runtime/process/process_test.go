@@ -10,7 +10,7 @@ import (
 )
 
 func TestSuite(t *testing.T) {
-	runtimetest.Run(t, New())
+	runtimetest.RunWith(t, New(), runtimetest.Options{NoCPUs: "the process driver runs on the node's CPUs, unconfined"})
 }
 
 func TestUnsupported(t *testing.T) {

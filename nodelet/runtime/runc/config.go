@@ -72,6 +72,11 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 	ns := []specs.LinuxNamespace{
 		{Type: specs.PIDNamespace}, {Type: specs.MountNamespace},
 		{Type: specs.UTSNamespace}, {Type: specs.IPCNamespace},
+		// Its own cgroup namespace: /proc/self/cgroup reads "/" and
+		// /sys/fs/cgroup shows the container's own cgroups, so that
+		// hwloc (Open MPI's binding) finds its cpuset and binds within
+		// Spec.CPUs, as in a Docker container.
+		{Type: specs.CgroupNamespace},
 	}
 	if s.NetNS != "" {
 		ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: s.NetNS})
@@ -161,6 +166,12 @@ func resources(s runtime.Spec) *specs.LinuxResources {
 		quota := int64(s.CPU * cpuPeriod)
 		period := uint64(cpuPeriod)
 		r.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+	}
+	if len(s.CPUs) > 0 {
+		if r.CPU == nil {
+			r.CPU = &specs.LinuxCPU{}
+		}
+		r.CPU.Cpus = runtime.CPUList(s.CPUs) // the cpuset cgroup; mems stay the parent's
 	}
 	if s.Memory > 0 {
 		limit := s.Memory

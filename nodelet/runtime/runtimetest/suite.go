@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/troupe-hpc/troupe/internal/attach"
 	rt "github.com/troupe-hpc/troupe/nodelet/runtime"
 )
@@ -30,6 +32,9 @@ type Options struct {
 	// container as uid 65534 on this machine; the tests that attack as
 	// that user skip with it.
 	NoUnprivileged string
+	// NoCPUs, when set, says why the driver does not confine a
+	// container to Spec.CPUs; the cpuset test skips with it.
+	NoCPUs string
 }
 
 // Run runs the behaviour suite against r, one subtest per behaviour.
@@ -65,11 +70,15 @@ func RunWith(t *testing.T, r rt.Runtime, o Options) {
 		{"TerminalNotRedirectable", testTerminalNotRedirectable},
 		{"ExitStatusNotRedirectable", testExitNotRedirectable},
 		{"Usage", testUsage},
+		{"CPUs", testCPUs},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if strings.HasSuffix(tc.name, "NotRedirectable") && o.NoUnprivileged != "" {
 				t.Skipf("SKIP: %s", o.NoUnprivileged)
+			}
+			if tc.name == "CPUs" && o.NoCPUs != "" {
+				t.Skipf("SKIP: %s", o.NoCPUs)
 			}
 			tc.fn(t, r, init)
 		})
@@ -375,6 +384,54 @@ func testUsage(t *testing.T, r rt.Runtime, init string) {
 		t.Errorf("usage = %+v, want some CPU time and a peak memory", u)
 	}
 	t.Logf("usage: %v CPU, %d KiB peak", u.CPU, u.MemPeak>>10)
+}
+
+// testCPUs: two containers given one CPU each, running together, see
+// only their own (Cpus_allowed_list), so that MPI's default binding to
+// cores in each never lands on the same core.
+func testCPUs(t *testing.T, r rt.Runtime, init string) {
+	cpus := AllowedCPUs(t)
+	if len(cpus) < 2 {
+		t.Skipf("SKIP: needs 2 CPUs this process may run on, has %v", cpus)
+	}
+	type one struct {
+		c   rt.Container
+		out string
+		cpu int
+	}
+	var both []one
+	for _, cpu := range cpus[:2] {
+		spec, out := NewSpec(t, init, "sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 60")
+		spec.CPU, spec.CPUs = 1, []int{cpu}
+		both = append(both, one{Start(t, r, spec), out, cpu})
+	}
+	for _, o := range both {
+		want := fmt.Sprintf("Cpus_allowed_list:\t%d", o.cpu)
+		if !WaitFor(10*time.Second, func() bool { return strings.Contains(ReadFile(t, o.out), want) }) {
+			t.Errorf("container given CPU %d: %q, want %q", o.cpu, ReadFile(t, o.out), want)
+		}
+	}
+	for _, o := range both {
+		if err := o.c.Destroy(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// AllowedCPUs lists the CPUs this process may run on.
+func AllowedCPUs(t testing.TB) []int {
+	t.Helper()
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for i := 0; i < 1024 && len(out) < set.Count(); i++ {
+		if set.IsSet(i) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // openUp makes dir and its parent (a t.TempDir's) searchable by every
