@@ -348,6 +348,53 @@ func (o *Options) Set(name, value string) (bool, error) {
 	return true, nil
 }
 
+// SlurmOption resolves sbatch's option name ("-n", "--ntasks", or a
+// unique prefix of a long name: "--ntask") to its long name in the
+// table #SBATCH lines use, and reports whether it takes a value. The
+// command line and the directives share that one table.
+func SlurmOption(name string) (long string, known, takesValue bool) {
+	if l, ok := slurmShort[name]; ok {
+		name = l
+	}
+	if opt, ok := slurmOptions[name]; ok {
+		return name, true, opt.arg
+	}
+	if !strings.HasPrefix(name, "--") || len(name) < 4 {
+		return name, false, false
+	}
+	var match string
+	for n := range slurmOptions {
+		if strings.HasPrefix(n, name) {
+			if match != "" {
+				return name, false, false // ambiguous, as getopt_long
+			}
+			match = n
+		}
+	}
+	if match == "" {
+		return name, false, false
+	}
+	return match, true, slurmOptions[match].arg
+}
+
+// SetSlurm applies sbatch's command-line option long (a name
+// SlurmOption returned) with value: it wins over the script's #SBATCH
+// lines. An option troupe accepts but ignores adds a warning.
+func (o *Options) SetSlurm(long, value string) error {
+	opt, ok := slurmOptions[long]
+	if !ok {
+		return fmt.Errorf("%s: not an sbatch option troupe knows", long)
+	}
+	at := site{dialect: Command, name: long}
+	if err := opt.set(o, value, at); err != nil {
+		if opt.arg {
+			return fmt.Errorf("%s %s: %v", long, value, err)
+		}
+		return fmt.Errorf("%s: %v", long, err)
+	}
+	return nil
+}
+
 // LSFOption reports whether name ("-R") is one of bsub's LSF options
 // and whether it takes a value.
 func LSFOption(name string) (known, takesValue bool) {

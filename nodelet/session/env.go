@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/hostlist"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -30,7 +31,8 @@ func Env(job api.Job, host string) ([]string, error) {
 //  2. the job's own env (Spec.Env);
 //  3. what describes the session, which the job cannot override:
 //     BACKENDAI_*, TROUPE_JOB_ID, LSB_JOBID, and the PyTorch rendezvous
-//     variables MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK.
+//     variables MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK,
+//     and Slurm's SLURM_* (slurmEnv).
 //
 // Features add what the container's runtime provides (see Features and
 // clusterEnv): the LSF host lists and hostfiles, the MPI launcher
@@ -52,6 +54,7 @@ func EnvWith(job api.Job, host string, f Features) ([]string, error) {
 	maps.Copy(env, mpiDefaults(f))
 	maps.Copy(env, job.Spec.Env)
 	maps.Copy(env, sessionEnv(job, self))
+	maps.Copy(env, slurmEnv(job, self))
 	if f.Tools {
 		maps.Copy(env, clusterEnv(job))
 		if !slices.Contains(strings.Split(env["PATH"], ":"), ToolsDir) {
@@ -94,6 +97,75 @@ func sessionEnv(job api.Job, self api.Container) map[string]string {
 		"RANK":                         rank,
 		"NODE_RANK":                    rank,
 	}
+}
+
+// slurmEnv is what Slurm's batch step tells a script about its job,
+// in layer 3: the containers are Slurm's nodes (SLURM_JOB_NODELIST is
+// their host names, "main1,sub[1-3]", which srun and ssh reach), their
+// slots its CPUs, and the tasks are the slots divided by
+// SLURM_CPUS_PER_TASK where the job's env sets it (sbatch -c does).
+func slurmEnv(job api.Job, self api.Container) map[string]string {
+	ordered := byRank(job.Containers)
+	cpt := 1
+	if n, err := strconv.Atoi(job.Spec.Env["SLURM_CPUS_PER_TASK"]); err == nil && n > 0 {
+		cpt = n
+	}
+	hosts := make([]string, len(ordered))
+	var cpus, tasks []int
+	ntasks := 0
+	for i, c := range ordered {
+		hosts[i] = c.Host
+		cpus = append(cpus, Slots(c))
+		tasks = append(tasks, max(1, Slots(c)/cpt))
+		ntasks += max(1, Slots(c)/cpt)
+	}
+	nodelist := hostlist.Compress(hosts)
+	env := map[string]string{
+		"SLURM_JOB_ID":            strconv.FormatUint(job.ID, 10),
+		"SLURM_JOBID":             strconv.FormatUint(job.ID, 10),
+		"SLURM_JOB_NAME":          job.Name,
+		"SLURM_JOB_USER":          job.User,
+		"SLURM_JOB_UID":           strconv.Itoa(job.UID),
+		"SLURM_JOB_GID":           strconv.Itoa(job.GID),
+		"SLURM_JOB_PARTITION":     job.Partition,
+		"SLURM_CLUSTER_NAME":      "troupe",
+		"SLURM_SUBMIT_DIR":        job.Cwd,
+		"SLURM_JOB_NODELIST":      nodelist,
+		"SLURM_NODELIST":          nodelist,
+		"SLURM_JOB_NUM_NODES":     strconv.Itoa(len(ordered)),
+		"SLURM_NNODES":            strconv.Itoa(len(ordered)),
+		"SLURM_NTASKS":            strconv.Itoa(ntasks),
+		"SLURM_NPROCS":            strconv.Itoa(ntasks),
+		"SLURM_TASKS_PER_NODE":    perNode(tasks),
+		"SLURM_JOB_CPUS_PER_NODE": perNode(cpus),
+		"SLURM_CPUS_ON_NODE":      strconv.Itoa(Slots(self)),
+		"SLURM_NODEID":            strconv.Itoa(self.Rank),
+		"SLURMD_NODENAME":         self.Host,
+		"SLURM_MEM_PER_NODE":      strconv.FormatInt(self.Resources.Memory>>20, 10),
+	}
+	if job.Account != "" {
+		env["SLURM_JOB_ACCOUNT"] = job.Account
+	}
+	return env
+}
+
+// perNode writes counts as Slurm's SLURM_TASKS_PER_NODE does: runs of
+// equal counts as "4(x2),2".
+func perNode(counts []int) string {
+	var parts []string
+	for i := 0; i < len(counts); {
+		j := i
+		for j < len(counts) && counts[j] == counts[i] {
+			j++
+		}
+		if j-i == 1 {
+			parts = append(parts, strconv.Itoa(counts[i]))
+		} else {
+			parts = append(parts, strconv.Itoa(counts[i])+"(x"+strconv.Itoa(j-i)+")")
+		}
+		i = j
+	}
+	return strings.Join(parts, ",")
 }
 
 // byRank returns the containers sorted by Rank (a copy).
