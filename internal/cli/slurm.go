@@ -144,10 +144,12 @@ var squeueFields = map[byte]squeueField{
 	}},
 	'l': {"TIME_LIMIT", func(j api.Job, _ time.Time) string { return SlurmTimeLimit(j.Walltime, "UNLIMITED") }},
 	'D': {"NODES", func(j api.Job, _ time.Time) string {
+		// The nodes a placed job holds; before that, its containers
+		// (the most nodes it may take).
 		if n := len(JobNodes(j)); n > 0 {
 			return strconv.Itoa(n)
 		}
-		return "1"
+		return strconv.Itoa(max(JobSize(j), 1))
 	}},
 	'C': {"CPUS", func(j api.Job, _ time.Time) string {
 		var cpu float64
@@ -494,16 +496,17 @@ type SinfoRow struct {
 	Partition string
 	Default   bool
 	Walltime  time.Duration
-	State     string // Slurm's compact node state: idle, mix, alloc, drain, drng, down
+	State     string // Slurm's compact node state: idle, mix, alloc, drain, drng, down*
 	Nodes     []string
 }
 
 // SinfoNodeState is a node's state in sinfo's compact form: idle, mix
-// (some cores allocated), alloc (all), drng (draining), drain, down.
+// (some cores allocated), alloc (all), drng (draining), drain, down*
+// (not responding).
 func SinfoNodeState(n api.Node) string {
 	switch {
 	case n.State == api.NodeDown:
-		return "down"
+		return "down*" // * : not responding, troupe's only cause of down
 	case n.State == api.NodeDrained:
 		return "drain"
 	case n.State == api.NodeDraining || n.Drain && n.Allocated.CPUMilli > 0:
@@ -537,7 +540,7 @@ func SinfoRows(parts []api.PartitionInfo, nodes []api.Node, byNode bool) []Sinfo
 		for _, n := range p.Nodes {
 			st := state[n]
 			if st == "" {
-				st = "down"
+				st = "down*"
 			}
 			if _, ok := by[st]; !ok {
 				order = append(order, st)
@@ -587,7 +590,7 @@ var sinfoFields = map[byte]sinfoField{
 }
 
 var sinfoLongState = map[string]string{
-	"idle": "idle", "mix": "mixed", "alloc": "allocated", "drng": "draining", "drain": "drained", "down": "down", "n/a": "n/a",
+	"idle": "idle", "mix": "mixed", "alloc": "allocated", "drng": "draining", "drain": "drained", "down*": "down*", "n/a": "n/a",
 }
 
 var sinfoSpec = regexp.MustCompile(`^%(\.?)(-?)(#|[0-9]*)(.)`)
