@@ -165,7 +165,7 @@ func sbatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if diags := spec.Validate(); diags.HasErrors() {
 		return fail(stderr, prog, "%s", diags[0].Summary+diagDetail(diags[0].Detail))
 	}
-	req := api.SubmitRequest{Spec: *spec, Cwd: cwd, Source: "sbatch " + name}
+	req := api.SubmitRequest{Spec: *spec, Cwd: cwd, Source: "sbatch " + name, Hold: o.Hold, DependsOn: o.Depend}
 	req.UID, req.GID = os.Getuid(), os.Getgid()
 	req.User = os.Getenv("USER")
 	if u, err := user.LookupId(strconv.Itoa(req.UID)); err == nil {
