@@ -25,10 +25,9 @@ var srunOpts = []option{
 }
 
 // srun runs a command's tasks in the job's containers, as Slurm's srun
-// inside an allocation: task i on the container its block holds (the
-// tasks are spread over -N containers, SLURM_TASKS_PER_NODE's way), the
-// container srun runs in directly, the others through troupe's ssh
-// (the session's, as mpirun's). Each task gets SLURM_PROCID,
+// inside an allocation: the tasks are spread in blocks over the
+// containers (see layout); those of the container srun runs in start
+// here, the others through ssh, troupe's session ssh (as mpirun's). Each task gets SLURM_PROCID,
 // SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_ID and srun exits with the
 // highest exit status of its tasks.
 func srun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -86,10 +85,7 @@ func srun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if nnodes > len(hosts) {
 		return fail(stderr, prog, "Requested node configuration is not available: -N %d, the job has %d", nnodes, len(hosts))
 	}
-	plan, err := layout(hosts, ntasks, nnodes, perNode, os.Getenv("SLURM_TASKS_PER_NODE"), os.Getenv("SLURM_NTASKS"))
-	if err != nil {
-		return fail(stderr, prog, "%v", err)
-	}
+	plan := layout(hosts, ntasks, nnodes, perNode, os.Getenv("SLURM_NTASKS"))
 	if dir == "" {
 		if dir, err = os.Getwd(); err != nil {
 			return fail(stderr, prog, "%v", err)
@@ -207,92 +203,46 @@ func srun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 type task struct{ node, local, nodes int }
 
 // layout places ntasks over the job's hosts as srun's block
-// distribution does: the first nnodes containers, each taking its share
-// in turn. Without -n: SLURM_NTASKS when no -N is given, else one per
-// node (or --ntasks-per-node per node).
-func layout(hosts []string, ntasks, nnodes, perNode int, tasksPerNode, jobTasks string) ([]task, error) {
+// distribution does: over the first nnodes containers (default: all,
+// but no more than there are tasks), each taking an even share in
+// order, the first ones one more. Without -n: --ntasks-per-node per
+// node, one per node with -N, else the job's SLURM_NTASKS.
+func layout(hosts []string, ntasks, nnodes, perNode int, jobTasks string) []task {
+	explicitN := nnodes > 0
 	if nnodes == 0 {
-		switch {
-		case ntasks > 0 && perNode > 0:
-			nnodes = min(len(hosts), (ntasks+perNode-1)/perNode)
-		case ntasks > 0:
-			nnodes = min(len(hosts), ntasks)
-		default:
-			nnodes = len(hosts)
-		}
-	}
-	// Each container's share: --ntasks-per-node, else the job's
-	// SLURM_TASKS_PER_NODE.
-	share := make([]int, nnodes)
-	counts := expandPerNode(tasksPerNode)
-	for i := range share {
-		switch {
-		case perNode > 0:
-			share[i] = perNode
-		case i < len(counts):
-			share[i] = counts[i]
-		default:
-			share[i] = 1
-		}
+		nnodes = len(hosts)
 	}
 	if ntasks == 0 {
 		switch {
 		case perNode > 0:
 			ntasks = perNode * nnodes
-		case nnodes < len(hosts) || jobTasks == "":
+		case explicitN:
 			ntasks = nnodes
 		default:
-			n, err := strconv.Atoi(jobTasks)
-			if err != nil || n < 1 {
-				n = nnodes
+			ntasks = nnodes
+			if n, err := strconv.Atoi(jobTasks); err == nil && n > 0 {
+				ntasks = n
 			}
-			ntasks = n
 		}
 	}
-	if ntasks < nnodes {
-		nnodes = ntasks
+	if perNode > 0 {
+		nnodes = min(nnodes, (ntasks+perNode-1)/perNode)
 	}
-	// Block: fill each container up to its share, then the rest round
-	// robin (more tasks than the job's slots overcommit, as srun
-	// --overcommit).
+	nnodes = min(nnodes, ntasks)
 	var plan []task
-	used := make([]int, nnodes)
-	for n := 0; n < nnodes && len(plan) < ntasks; n++ {
-		for used[n] < max(share[n], 1) && len(plan) < ntasks {
-			plan = append(plan, task{node: n, local: used[n], nodes: nnodes})
-			used[n]++
+	for n := range nnodes {
+		share := ntasks / nnodes
+		if n < ntasks%nnodes {
+			share++
+		}
+		if perNode > 0 {
+			share = min(perNode, ntasks-len(plan))
+		}
+		for k := range share {
+			plan = append(plan, task{node: n, local: k, nodes: nnodes})
 		}
 	}
-	for n := 0; len(plan) < ntasks; n = (n + 1) % nnodes {
-		plan = append(plan, task{node: n, local: used[n], nodes: nnodes})
-		used[n]++
-	}
-	// Block order: the tasks of container 0 first (already so).
-	return plan, nil
-}
-
-// expandPerNode reads SLURM_TASKS_PER_NODE: "2(x3),1" is 2, 2, 2, 1.
-func expandPerNode(s string) []int {
-	var out []int
-	for part := range strings.SplitSeq(s, ",") {
-		n, rep := part, 1
-		if i := strings.Index(part, "(x"); i > 0 && strings.HasSuffix(part, ")") {
-			n = part[:i]
-			r, err := strconv.Atoi(part[i+2 : len(part)-1])
-			if err != nil {
-				continue
-			}
-			rep = r
-		}
-		k, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		for range rep {
-			out = append(out, k)
-		}
-	}
-	return out
+	return plan
 }
 
 // shellQuote quotes w for a POSIX shell.
