@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
 )
 
@@ -67,10 +66,18 @@ func fail(stderr io.Writer, prog string, format string, args ...any) int {
 }
 
 // newClient is a client for schedd at $TROUPE_ADDR (else the default
-// socket), with the tools' warnings and retry notes.
-func newClient(prog string, stdout, stderr io.Writer) (*client.Client, error) {
-	fs := cli.NewFlagSet(cli.Command{Name: prog}, stdout, stderr)
-	return fs.Client()
+// socket; $TROUPE_TIMEOUT bounds each call), with the tools' warnings
+// and retry notes. Slurm's commands have no option for it.
+func newClient(prog string, stderr io.Writer) (*client.Client, error) {
+	c, err := client.New(client.ResolveAddr(""))
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range c.Plain() {
+		fmt.Fprintf(stderr, "%s: warning: %s is plain http: requests and answers cross the network in clear text and no token is sent to it; use https:// or host:port\n", prog, a)
+	}
+	c.OnRetry(func(msg string) { fmt.Fprintf(stderr, "%s: %s\n", prog, msg) })
+	return c, nil
 }
 
 // usage prints a command's help (-h/--help, --usage).

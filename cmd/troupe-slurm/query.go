@@ -150,7 +150,7 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(states) == 0 && len(ids) == 0 {
 		want = map[string]bool{"PENDING": true, "CONFIGURING": true, "RUNNING": true, "SUSPENDED": true}
 	}
-	c, err := newClient(prog, stdout, stderr)
+	c, err := newClient(prog, stderr)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)
 	}
@@ -297,7 +297,7 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if !all && len(users) == 0 && len(ids) == 0 {
 		users = []string{cli.CurrentUser()}
 	}
-	c, err := newClient(prog, stdout, stderr)
+	c, err := newClient(prog, stderr)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)
 	}
@@ -501,7 +501,7 @@ func scancel(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return fail(stderr, prog, "Invalid job signal: %s", signal)
 		}
 	}
-	c, err := newClient(prog, stdout, stderr)
+	c, err := newClient(prog, stderr)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)
 	}
@@ -603,7 +603,7 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			format = cli.SinfoNodeFormat
 		}
 	}
-	c, err := newClient(prog, stdout, stderr)
+	c, err := newClient(prog, stderr)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)
 	}

@@ -174,7 +174,7 @@ func sbatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if req.User == "" {
 		req.User = strconv.Itoa(req.UID)
 	}
-	c, err := newClient(prog, stdout, stderr)
+	c, err := newClient(prog, stderr)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)
 	}

@@ -204,3 +204,26 @@ func TestGetopt(t *testing.T) {
 		t.Errorf("stop at first: %q", rest)
 	}
 }
+
+// The Makefile links exactly troupe-slurm's commands, and none of them
+// is a command of its own that `make build` would put in bin/.
+func TestMakefileLinks(t *testing.T) {
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	for line := range strings.SplitSeq(string(mk), "\n") {
+		if rest, ok := strings.CutPrefix(line, "SLURM_CMDS := "); ok {
+			cmds = strings.Fields(rest)
+		}
+	}
+	if !reflect.DeepEqual(cmds, names()) {
+		t.Errorf("Makefile SLURM_CMDS %q, troupe-slurm's commands %q", cmds, names())
+	}
+	for _, c := range names() {
+		if _, err := os.Stat(filepath.Join("..", c)); err == nil {
+			t.Errorf("cmd/%s exists: make build would put a bare %s in bin/, shadowing a real Slurm's", c, c)
+		}
+	}
+}

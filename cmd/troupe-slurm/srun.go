@@ -17,7 +17,7 @@ import (
 
 var srunOpts = []option{
 	{'n', "ntasks", true}, {'N', "nodes", true}, {'c', "cpus-per-task", true}, {0, "ntasks-per-node", true},
-	{'l', "label", false}, {0, "cpu-bind", true}, {0, "cpu_bind", true}, {0, "mpi", true}, {'J', "job-name", true},
+	{'l', "label", false}, {0, "cpu-bind", true}, {0, "mpi", true}, {'J', "job-name", true},
 	{0, "jobid", true}, {0, "mem-per-cpu", true}, {0, "mem", true}, {0, "exclusive", false}, {0, "export", true},
 	{'D', "chdir", true}, {'Q', "quiet", false}, {'v', "verbose", false}, {'K', "kill-on-bad-exit", false},
 	{0, "overlap", false}, {'u', "unbuffered", false}, {0, "distribution", true}, {'m', "", true},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -375,6 +376,20 @@ func SlurmOption(name string) (long string, known, takesValue bool) {
 		return name, false, false
 	}
 	return match, true, slurmOptions[match].arg
+}
+
+// SlurmOptionNames are sbatch's job options troupe knows, long ("--nodes")
+// and short ("-N"): #SBATCH's and sbatch's command line's, sorted.
+func SlurmOptionNames() []string {
+	var names []string
+	for n := range slurmOptions {
+		names = append(names, n)
+	}
+	for n := range slurmShort {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // SetSlurm applies sbatch's command-line option long (a name
