@@ -43,11 +43,11 @@ func main() { os.Exit(dispatch(os.Args, os.Stdin, os.Stdout, os.Stderr)) }
 
 func dispatch(argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if f, ok := commands[filepath.Base(argv[0])]; ok {
-		return f(argv[1:], stdin, stdout, stderr)
+		return run(f, argv[1:], stdin, stdout, stderr)
 	}
 	if len(argv) > 1 {
 		if f, ok := commands[argv[1]]; ok {
-			return f(argv[2:], stdin, stdout, stderr)
+			return run(f, argv[2:], stdin, stdout, stderr)
 		}
 		if argv[1] == "--list" {
 			fmt.Fprintln(stdout, strings.Join(names(), "\n"))
@@ -57,6 +57,20 @@ func dispatch(argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "usage: troupe-slurm COMMAND [ARG...], COMMAND one of %s\n"+
 		"(or a link named COMMAND; troupe-slurm --list lists them). See troupe-slurm(1).\n", strings.Join(names(), ", "))
 	return 2
+}
+
+// version is what every command's -V and --version print: Slurm's
+// form, the version whose options and formats troupe follows.
+const version = "slurm 22.05 (troupe)"
+
+// run runs a command; -V or --version alone prints the version, as
+// every Slurm command does.
+func run(f func([]string, io.Reader, io.Writer, io.Writer) int, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "-V" || args[0] == "--version") {
+		fmt.Fprintln(stdout, version)
+		return 0
+	}
+	return f(args, stdin, stdout, stderr)
 }
 
 // fail writes Slurm's error line, "sbatch: error: ...", and returns 1.

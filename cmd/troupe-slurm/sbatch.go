@@ -91,7 +91,7 @@ func sbatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		case "help", "usage":
 			return usage(stdout, prog, "[OPTIONS...] [SCRIPT [ARGS...]] | --wrap=COMMAND", sbatchHelp)
 		case "version":
-			fmt.Fprintln(stdout, "slurm 22.05 (troupe)")
+			fmt.Fprintln(stdout, version)
 			return 0
 		default:
 			jobOpts = append(jobOpts, o)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/troupe-hpc/troupe/internal/hostlist"
+	"github.com/troupe-hpc/troupe/nodelet/session"
 )
 
 var srunOpts = []option{
@@ -134,7 +135,7 @@ func srun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			for k, w := range remote {
 				quoted[k] = shellQuote(w)
 			}
-			c = exec.Command("ssh", "-o", "BatchMode=yes", hosts[t.node], strings.Join(quoted, " "))
+			c = exec.Command(sshClient(), "-o", "BatchMode=yes", hosts[t.node], strings.Join(quoted, " "))
 		}
 		if i == 0 {
 			c.Stdin = stdin
@@ -196,6 +197,16 @@ func srun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	close(done)
 	signal.Stop(sigs)
 	return worst
+}
+
+// sshClient is the session's ssh (troupe-ssh, which reaches the other
+// containers' sshd with the session's key) where the container has it,
+// whatever the job's PATH says; else the ssh on PATH.
+func sshClient() string {
+	if st, err := os.Stat(session.SSHPath); err == nil && st.Mode()&0o111 != 0 {
+		return session.SSHPath
+	}
+	return "ssh"
 }
 
 // task is where one task runs: its container (index in the node list),
