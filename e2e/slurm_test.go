@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,30 +16,34 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 )
 
-var (
-	slurmOnce sync.Once
-	slurmDir  string
-	slurmErr  error
-	slurmOut  []byte
-)
-
-// slurmLinks lays Slurm's commands out as links to bin/troupe-slurm with
-// the Makefile's slurm-links target (as `make build` does), once, and
-// returns their directory.
-func slurmLinks(t *testing.T) string {
+// slurmLinks installs troupe's Slurm commands under root as `make
+// install` would under a prefix: root/bin/troupe-slurm and, by the
+// Makefile's slurm-links target, the links root/libexec/troupe/slurm/*,
+// whose directory it returns. Jobs run on the nodes' own tree (image
+// "host") with the submitter's PATH, so srun inside a job is found
+// where the submitter's was, as on a Slurm cluster whose nodes have its
+// commands installed: the tests install them in the submit directory,
+// the part of the test's tree their containers see.
+func slurmLinks(t *testing.T, root string) string {
 	t.Helper()
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("SKIP: needs make, whose slurm-links target lays out Slurm's commands")
 	}
-	slurmOnce.Do(func() {
-		slurmDir = filepath.Join(bin, "libexec", "troupe", "slurm")
-		slurmOut, slurmErr = exec.Command("make", "-s", "-C", "..", "slurm-links", "BIN="+bin, "SLURM_DIR="+slurmDir).CombinedOutput()
-		_ = os.Chmod(filepath.Join(bin, "libexec"), 0o755)
-	})
-	if slurmErr != nil {
-		t.Fatalf("make slurm-links: %v\n%s", slurmErr, slurmOut)
+	b, err := os.ReadFile(filepath.Join(bin, "troupe-slurm"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return slurmDir
+	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "bin", "troupe-slurm"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	links := filepath.Join(root, "libexec", "troupe", "slurm")
+	if out, err := exec.Command("make", "-s", "-C", "..", "slurm-links", "BIN="+filepath.Join(root, "bin"), "SLURM_DIR="+links).CombinedOutput(); err != nil {
+		t.Fatalf("make slurm-links: %v\n%s", err, out)
+	}
+	return links
 }
 
 var slurmCommands = []string{"sacct", "sbatch", "scancel", "sinfo", "squeue", "srun"}
@@ -52,7 +55,8 @@ func TestSlurmCommandsDoNotShadow(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/sbatch"); err != nil {
 		t.Skip("SKIP: Debian's slurm-wlm is not installed (contrib/dev/install-deps installs it)")
 	}
-	links := slurmLinks(t)
+	prefix := searchable(t)
+	links := slurmLinks(t, prefix)
 	conf := filepath.Join(t.TempDir(), "slurm.conf") // enough for the real ones' --version
 	if err := os.WriteFile(conf, []byte("ClusterName=e2e\nSlurmctldHost=localhost\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -65,10 +69,12 @@ func TestSlurmCommandsDoNotShadow(t *testing.T) {
 		return first, rest
 	}
 	for _, c := range slurmCommands {
-		if _, err := os.Lstat(filepath.Join(bin, c)); err == nil {
-			t.Errorf("%s/%s exists: troupe's bin directory would shadow Slurm's %s", bin, c, c)
+		for _, b := range []string{bin, filepath.Join(prefix, "bin")} {
+			if _, err := os.Lstat(filepath.Join(b, c)); err == nil {
+				t.Errorf("%s/%s exists: troupe's bin directory would shadow Slurm's %s", b, c, c)
+			}
 		}
-		for _, path := range []string{"/usr/bin:/bin", bin + ":/usr/bin:/bin"} {
+		for _, path := range []string{"/usr/bin:/bin", bin + ":" + prefix + "/bin:/usr/bin:/bin"} {
 			at, version := which(path, c)
 			if at != "/usr/bin/"+c || !strings.HasPrefix(version, "slurm-wlm 22.05") {
 				t.Errorf("PATH=%s: %s is %q, version %q; want Debian's /usr/bin/%s", path, c, at, version, c)
@@ -84,11 +90,10 @@ func TestSlurmCommandsDoNotShadow(t *testing.T) {
 	}
 }
 
-// slurmAs runs a Slurm command (troupe's, first on PATH) as u in dir
-// with stdin.
-func (c *devCluster) slurmAs(t *testing.T, u e2eUser, dir, stdin string, name string, args ...string) (string, string, int) {
+// slurmAs runs a Slurm command (troupe's, from links, first on PATH) as
+// u in dir with stdin.
+func (c *devCluster) slurmAs(t *testing.T, u e2eUser, links, dir, stdin string, name string, args ...string) (string, string, int) {
 	t.Helper()
-	links := slurmLinks(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(links, name), args...)
@@ -110,9 +115,9 @@ func (c *devCluster) slurmAs(t *testing.T, u e2eUser, dir, stdin string, name st
 }
 
 // sbatchID submits with sbatch --parsable and returns the job id.
-func (c *devCluster) sbatchID(t *testing.T, u e2eUser, dir, stdin string, args ...string) uint64 {
+func (c *devCluster) sbatchID(t *testing.T, u e2eUser, links, dir, stdin string, args ...string) uint64 {
 	t.Helper()
-	out, errs, code := c.slurmAs(t, u, dir, stdin, "sbatch", append([]string{"--parsable"}, args...)...)
+	out, errs, code := c.slurmAs(t, u, links, dir, stdin, "sbatch", append([]string{"--parsable"}, args...)...)
 	id, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
 	if code != 0 || err != nil {
 		t.Fatalf("sbatch %q: exit %d, stdout %q, stderr %q", args, code, out, errs)
@@ -130,6 +135,7 @@ func TestSbatchSession(t *testing.T) {
 	c := startCluster(t, 2, "2")
 	base := searchable(t)
 	dir := dirOf(t, nobodyUser, 0o755, base, "submit")
+	links := slurmLinks(t, filepath.Join(dir, ".troupe"))
 
 	script := `#!/bin/sh
 #SBATCH -J slurmy -N 2 --ntasks-per-node=2 -t 5
@@ -139,7 +145,7 @@ srun -l sh -c 'echo "$(hostname) $SLURM_PROCID/$SLURM_NTASKS on $SLURMD_NODENAME
 srun -N 2 -n 2 sh -c 'exit $SLURM_PROCID'
 echo "srun exit $?"
 `
-	id := c.sbatchID(t, nobodyUser, dir, script, "/dev/stdin")
+	id := c.sbatchID(t, nobodyUser, links, dir, script, "/dev/stdin")
 	j := c.waitState(id, 3*time.Minute, func(j api.Job) bool { return j.State.Terminal() })
 	out, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("out.%d", id)))
 	want := fmt.Sprintf("job=%d name=slurmy nodes=main1,sub1 ntasks=4 tpn=2(x2) submit=%s\n", id, dir) +
@@ -147,19 +153,20 @@ echo "srun exit $?"
 		fmt.Sprintf("1: main1 1/4 on main1 node 0 local 1 in %s\n", dir) +
 		fmt.Sprintf("2: sub1 2/4 on sub1 node 1 local 0 in %s\n", dir) +
 		fmt.Sprintf("3: sub1 3/4 on sub1 node 1 local 1 in %s\n", dir) +
+		"srun: error: sub1: task 1: Exited with exit code 1\n" + // stderr, in the output file
 		"srun exit 1\n"
 	if j.State != api.JobCompleted || !strings.HasPrefix(string(out), want) {
 		t.Errorf("job %d: %s (%s), output:\n%s\nwant:\n%s", id, j.State, j.Reason, out, want)
 	}
 
-	failed := c.sbatchID(t, nobodyUser, dir, "", "-J", "bad", "--wrap", "echo failing; exit 3")
-	long := c.sbatchID(t, nobodyUser, dir, "", "-J", "long", "-t", "5", "--wrap", "sleep 300")
+	failed := c.sbatchID(t, nobodyUser, links, dir, "", "-J", "bad", "--wrap", "echo failing; exit 3")
+	long := c.sbatchID(t, nobodyUser, links, dir, "", "-J", "long", "-t", "5", "--wrap", "sleep 300")
 	c.waitState(long, 2*time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
-	q, errs, code := c.slurmAs(t, nobodyUser, dir, "", "squeue", "-h", "-o", "%i %t %T %j %u", "-u", "nobody")
+	q, errs, code := c.slurmAs(t, nobodyUser, links, dir, "", "squeue", "-h", "-o", "%i %t %T %j %u", "-u", "nobody")
 	if code != 0 || !strings.Contains(q, fmt.Sprintf("%d R RUNNING long nobody\n", long)) {
 		t.Errorf("squeue: exit %d, %q, %s", code, q, errs)
 	}
-	if _, errs, code := c.slurmAs(t, nobodyUser, dir, "", "scancel", strconv.FormatUint(long, 10)); code != 0 {
+	if _, errs, code := c.slurmAs(t, nobodyUser, links, dir, "", "scancel", strconv.FormatUint(long, 10)); code != 0 {
 		t.Errorf("scancel: exit %d, %s", code, errs)
 	}
 	c.waitState(long, 2*time.Minute, func(j api.Job) bool { return j.State.Terminal() })
@@ -168,17 +175,17 @@ echo "srun exit $?"
 		t.Errorf("slurm-%d.out: %q, want Slurm's default output file", failed, b)
 	}
 
-	acct, errs, code := c.slurmAs(t, nobodyUser, dir, "", "sacct", "-X", "-P", "-n", "--format=JobIdRaw,JobName,State,ExitCode",
+	acct, errs, code := c.slurmAs(t, nobodyUser, links, dir, "", "sacct", "-X", "-P", "-n", "--format=JobIdRaw,JobName,State,ExitCode",
 		"-j", fmt.Sprintf("%d,%d,%d", id, failed, long))
 	wantAcct := fmt.Sprintf("%d|slurmy|COMPLETED|0:0\n%d|bad|FAILED|3:0\n%d|long|CANCELLED|", id, failed, long)
 	if code != 0 || !strings.HasPrefix(acct, wantAcct) {
 		t.Errorf("sacct: exit %d, %q, %s; want %q...", code, acct, errs, wantAcct)
 	}
-	all, _, _ := c.slurmAs(t, nobodyUser, dir, "", "squeue", "-h", "-t", "all", "-o", "%i:%t", "-j", strconv.FormatUint(failed, 10))
+	all, _, _ := c.slurmAs(t, nobodyUser, links, dir, "", "squeue", "-h", "-t", "all", "-o", "%i:%t", "-j", strconv.FormatUint(failed, 10))
 	if all != fmt.Sprintf("%d:F\n", failed) {
 		t.Errorf("squeue -t all -j %d: %q", failed, all)
 	}
-	parts, _, _ := c.slurmAs(t, nobodyUser, dir, "", "sinfo", "-h", "-o", "%P")
+	parts, _, _ := c.slurmAs(t, nobodyUser, links, dir, "", "sinfo", "-h", "-o", "%P")
 	if !strings.HasSuffix(strings.TrimSpace(parts), "*") {
 		t.Errorf("sinfo -o %%P: %q, want the default partition starred", parts)
 	}
@@ -197,10 +204,10 @@ func TestSnakemakeSlurm(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIP: snakemake is not installed (apt-get install snakemake; contrib/dev/install-deps does)")
 	}
-	links := slurmLinks(t)
 	c := startCluster(t, 1, "2")
 	base := searchable(t)
 	dir := dirOf(t, nobodyUser, 0o755, base, "workflow")
+	links := slurmLinks(t, filepath.Join(dir, ".troupe"))
 	if err := os.WriteFile(filepath.Join(dir, "Snakefile"), []byte(snakefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +248,7 @@ func TestSnakemakeSlurm(t *testing.T) {
 	if len(logs) != 3 {
 		t.Errorf(".snakemake/slurm_logs: %q, want 3 job logs", logs)
 	}
-	acct, _, _ := c.slurmAs(t, nobodyUser, dir, "", "sacct", "-X", "-P", "-n", "--format=JobName,State", "-u", "nobody")
+	acct, _, _ := c.slurmAs(t, nobodyUser, links, dir, "", "sacct", "-X", "-P", "-n", "--format=JobName,State", "-u", "nobody")
 	if strings.Count(acct, "|COMPLETED\n") != 3 || !strings.Contains(acct, "snakejob") {
 		t.Errorf("sacct: %q, want 3 snakejobs COMPLETED", acct)
 	}

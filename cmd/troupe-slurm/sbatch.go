@@ -110,6 +110,14 @@ func sbatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		src = []byte("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n" + *wrap + "\n")
 		name = "wrap"
+	case len(rest) > 0 && rest[0] == "/dev/stdin" && stdin != nil:
+		// Read what is already open: reopening /dev/stdin fails for a
+		// pipe another user created.
+		if src, err = io.ReadAll(stdin); err != nil {
+			return fail(stderr, prog, "reading the script from /dev/stdin: %v", err)
+		}
+		name = "stdin"
+		rest = rest[1:]
 	case len(rest) > 0:
 		if src, err = os.ReadFile(rest[0]); err != nil {
 			return fail(stderr, prog, "Unable to open file %s", rest[0])

@@ -150,6 +150,10 @@ func TestSbatchWrapAndStdin(t *testing.T) {
 	if code != 0 || got.Spec.Name != "sbatch" || got.Spec.Resources.CPU != 2 {
 		t.Errorf("stdin: exit %d, %s, %+v", code, errs, got.Spec)
 	}
+	got, code, _, errs = sbatchRun(t, "#!/bin/sh\n#SBATCH -n 3\necho stdin\n", "/dev/stdin", "arg")
+	if n := len(got.Spec.Command); code != 0 || got.Spec.Name != "stdin" || got.Spec.Resources.CPU != 3 || got.Spec.Command[n-1] != "arg" {
+		t.Errorf("/dev/stdin: exit %d, %s, %+v", code, errs, got.Spec)
+	}
 }
 
 func TestSbatchErrors(t *testing.T) {
