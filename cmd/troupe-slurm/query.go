@@ -34,7 +34,7 @@ func jobIDs(vals []string) ([]uint64, error) {
 		base, _, _ = strings.Cut(base, "_")
 		id, err := strconv.ParseUint(base, 10, 64)
 		if err != nil || id == 0 {
-			return nil, fmt.Errorf("Invalid job id: %s", v)
+			return nil, fmt.Errorf("invalid job id: %s", v)
 		}
 		ids = append(ids, id)
 	}
@@ -58,7 +58,7 @@ func stateSet(vals []string) (map[string]bool, error) {
 			return nil, nil
 		}
 		if _, ok := long[u]; !ok {
-			return nil, fmt.Errorf("Invalid job state specified: %s", v)
+			return nil, fmt.Errorf("invalid job state specified: %s", v)
 		}
 		out[u] = true
 	}

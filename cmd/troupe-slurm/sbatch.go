@@ -188,6 +188,13 @@ func sbatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
+	if o.Singleton {
+		l, err := c.Jobs(ctx, 0, 0)
+		if err != nil {
+			return fail(stderr, prog, "--dependency=singleton: listing your jobs: %v", err)
+		}
+		req.DependsOn = cli.SingletonDependency(l.Jobs, req.User, spec.Name)
+	}
 	resp, err := c.Submit(ctx, req)
 	if err != nil {
 		return fail(stderr, prog, "Batch job submission failed: %v", err)

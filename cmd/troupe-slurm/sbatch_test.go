@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -229,5 +230,38 @@ func TestMakefileLinks(t *testing.T) {
 		if _, err := os.Stat(filepath.Join("..", c)); err == nil {
 			t.Errorf("cmd/%s exists: make build would put a bare %s in bin/, shadowing a real Slurm's", c, c)
 		}
+	}
+}
+
+// --dependency=singleton waits for my unfinished jobs of the same name.
+func TestSbatchSingleton(t *testing.T) {
+	inDir(t)
+	me, _ := user.Current()
+	s := clitest.NewSchedd(t)
+	var got api.SubmitRequest
+	s.Handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewDecoder(r.Body).Decode(&got)
+		clitest.JSON(w, http.StatusOK, 5, api.SubmitResponse{JobID: 42, Partition: "cpu"})
+	})
+	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		jobs := clitest.Jobs() // others' and ended ones do not count
+		for i, st := range []api.JobState{api.JobRunning, api.JobPending, api.JobCompleted} {
+			j := clitest.Job(12)
+			j.ID, j.User, j.Name, j.State = uint64(50+i), me.Username, "rtest", st
+			jobs = append(jobs, j)
+		}
+		clitest.JSON(w, http.StatusOK, 7, api.JobList{Jobs: jobs, Index: 7})
+	})
+	t.Setenv("TROUPE_ADDR", s.Addr)
+	var out, errb bytes.Buffer
+	code := dispatch([]string{"sbatch", "--dependency=singleton", "--job-name=rtest", "--wrap=hostname"}, nil, &out, &errb)
+	want := &api.Dependency{Conditions: []api.Condition{{Kind: api.DepEnded, JobID: 50}, {Kind: api.DepEnded, JobID: 51}}}
+	if code != 0 || !reflect.DeepEqual(got.DependsOn, want) {
+		t.Errorf("exit %d (%s): depends on %+v, want %+v", code, errb.String(), got.DependsOn, want)
+	}
+	got = api.SubmitRequest{}
+	code = dispatch([]string{"sbatch", "-d", "singleton", "-J", "alone", "--wrap=hostname"}, nil, &out, &errb)
+	if code != 0 || got.DependsOn != nil {
+		t.Errorf("no earlier job: exit %d, depends on %+v", code, got.DependsOn)
 	}
 }

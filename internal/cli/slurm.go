@@ -119,6 +119,27 @@ func SlurmReason(j api.Job) string {
 	return r
 }
 
+// SingletonDependency is Slurm's --dependency=singleton for a job of
+// user named name, given the jobs schedd lists: after every unfinished
+// one of theirs with that name has ended (afterany); nil when there is
+// none.
+func SingletonDependency(jobs []api.Job, user, name string) *api.Dependency {
+	var d *api.Dependency
+	for _, j := range jobs {
+		if j.State.Terminal() || j.User != user || j.Name != name {
+			continue
+		}
+		if d == nil {
+			d = &api.Dependency{}
+		}
+		d.Conditions = append(d.Conditions, api.Condition{Kind: api.DepEnded, JobID: j.ID})
+	}
+	if d != nil && len(d.Conditions) > api.MaxConditions {
+		d.Conditions = d.Conditions[len(d.Conditions)-api.MaxConditions:]
+	}
+	return d
+}
+
 // --- squeue -o
 
 // squeueField is one %X of squeue -o.

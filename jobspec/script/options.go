@@ -24,6 +24,10 @@ type Options struct {
 	Walltime                        time.Duration
 	Depend                          *api.Dependency
 	Hold                            bool
+	// Singleton is Slurm's --dependency=singleton: start after every
+	// earlier unfinished job of the same name and user; the submitting
+	// command resolves it (cli.SingletonDependency).
+	Singleton bool
 
 	// Slots are LSF's -n and Slurm's --ntasks: tasks of CPUsPerTask cores.
 	Slots        int
@@ -253,8 +257,12 @@ var slurmOptions = map[string]option{
 		return nil
 	}},
 	"--dependency": {true, func(o *Options, v string, _ site) error {
+		if strings.EqualFold(strings.TrimSpace(v), "singleton") {
+			o.Singleton, o.Depend = true, nil
+			return nil
+		}
 		d, err := api.ParseDependency(v)
-		o.Depend = d
+		o.Depend, o.Singleton = d, false
 		return err
 	}},
 	"--export":     {true, func(o *Options, v string, _ site) error { return o.Env.parse(v, "ALL", "NONE", ",") }},
