@@ -159,6 +159,13 @@ echo "srun exit $?"
 		t.Errorf("job %d: %s (%s), output:\n%s\nwant:\n%s", id, j.State, j.Reason, out, want)
 	}
 
+	// --wait blocks until the end; /dev/null discards the output.
+	waited, errs, code := c.slurmAs(t, nobodyUser, links, dir, "", "sbatch", "--wait", "--output=/dev/null", "--wrap", "echo gone; exit 0")
+	if code != 0 || !strings.HasPrefix(waited, "Submitted batch job ") {
+		t.Errorf("sbatch --wait --output=/dev/null: exit %d, %q, %s", code, waited, errs)
+	} else if n, _ := filepath.Glob(filepath.Join(dir, "slurm-*.out")); len(n) != 0 {
+		t.Errorf("--output=/dev/null left %q", n)
+	}
 	failed := c.sbatchID(t, nobodyUser, links, dir, "", "-J", "bad", "--wrap", "echo failing; exit 3")
 	long := c.sbatchID(t, nobodyUser, links, dir, "", "-J", "long", "-t", "5", "--wrap", "sleep 300")
 	c.waitState(long, 2*time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
@@ -251,5 +258,56 @@ func TestSnakemakeSlurm(t *testing.T) {
 	acct, _, _ := c.slurmAs(t, nobodyUser, links, dir, "", "sacct", "-X", "-P", "-n", "--format=JobName,State", "-u", "nobody")
 	if strings.Count(acct, "|COMPLETED\n") != 3 || !strings.Contains(acct, "snakejob") {
 		t.Errorf("sacct: %q, want 3 snakejobs COMPLETED", acct)
+	}
+}
+
+// rscript is an R session that runs a function on the cluster with
+// rslurm: slurm_call writes a #SBATCH script and submits it with
+// sbatch; get_slurm_out(wait = TRUE) polls squeue -hn NAME and, while
+// the job is queued, blocks on sbatch --dependency=singleton --wait
+// --output=/dev/null --wrap=hostname before reading the result.
+const rscript = `library(rslurm)
+sjob <- slurm_call(function(a, b) a * b + nchar(Sys.getenv("SLURM_JOB_ID")) * 0,
+                   list(a = 6, b = 7), jobname = "rtest", slurm_options = list(time = "5"))
+res <- get_slurm_out(sjob, outtype = "raw", wait = TRUE)
+cat("result:", res, "\n")
+`
+
+// TestRslurm runs Debian's R rslurm 0.6, unmodified, as nobody, against
+// troupe's Slurm commands: one function call on the cluster, its result
+// read back.
+func TestRslurm(t *testing.T) {
+	needRunc(t)
+	rs, err := exec.LookPath("Rscript")
+	if err != nil || exec.Command(rs, "-e", "library(rslurm)").Run() != nil {
+		t.Skip("SKIP: R's rslurm is not installed (apt-get install r-cran-rslurm; contrib/dev/install-deps does)")
+	}
+	c := startCluster(t, 1, "2")
+	base := searchable(t)
+	dir := dirOf(t, nobodyUser, 0o755, base, "r")
+	links := slurmLinks(t, filepath.Join(dir, ".troupe"))
+	if err := os.WriteFile(filepath.Join(dir, "run.R"), []byte(rscript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rs, "run.R")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + links + ":" + bin + ":/usr/local/bin:/usr/bin:/bin", "TROUPE_ADDR=" + c.addr,
+		"USER=nobody", "HOME=" + dir, "LANG=C.UTF-8"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyUser.uid, Gid: nobodyUser.gid}}
+	out, err := cmd.CombinedOutput()
+	log, _ := os.ReadFile(filepath.Join(dir, "_rslurm_rtest", "slurm_0.out"))
+	if err != nil || !strings.Contains(string(out), "result: 42 \n") {
+		t.Fatalf("Rscript: %v\n%s\njob output:\n%s", err, out, log)
+	}
+	// get_slurm_out's blocking sbatch (--wait, --dependency=singleton,
+	// --output=/dev/null) must have succeeded: R warns when it does not.
+	if strings.Contains(string(out), "had status") {
+		t.Errorf("Rscript: a command failed:\n%s", out)
+	}
+	acct, _, _ := c.slurmAs(t, nobodyUser, links, dir, "", "sacct", "-X", "-P", "-n", "--format=JobName,State", "--name", "rtest")
+	if strings.Count(acct, "rtest|COMPLETED\n") < 1 || strings.Contains(acct, "FAILED") {
+		t.Errorf("sacct --name rtest: %q, want the call and get_slurm_out's wait COMPLETED", acct)
 	}
 }
