@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
 )
 
 // list splits Slurm's comma-separated option values, each given option
@@ -71,6 +73,37 @@ func stateSet(vals []string) (map[string]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// liveJobs are the jobs schedd holds that ids, users and partitions
+// pick: each id asked for alone (what pollers such as snakemake's
+// `sacct -j ID` need), else the list filtered by schedd.
+func liveJobs(ctx context.Context, c *client.Client, ids []uint64, users, parts []string) ([]api.Job, error) {
+	if len(ids) > 0 {
+		var jobs []api.Job
+		for _, id := range ids {
+			j, _, err := c.Job(ctx, id, 0, 0)
+			switch {
+			case client.IsNotFound(err):
+			case err != nil:
+				return nil, err
+			default:
+				jobs = append(jobs, j)
+			}
+		}
+		return jobs, nil
+	}
+	q := url.Values{}
+	for _, u := range users {
+		if u != "all" {
+			q.Add("user", u)
+		}
+	}
+	for _, p := range parts {
+		q.Add("partition", p)
+	}
+	l, err := c.JobsWhere(ctx, q, 0, 0)
+	return l.Jobs, err
 }
 
 var squeueOpts = []option{
@@ -156,12 +189,12 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
-	l, err := c.Jobs(ctx, 0, 0)
+	live, err := liveJobs(ctx, c, ids, users, parts)
 	if err != nil {
 		return fail(stderr, prog, "Unable to contact schedd: %v", err)
 	}
 	var out []api.Job
-	for _, j := range cli.SortJobs(l.Jobs) {
+	for _, j := range cli.SortJobs(live) {
 		if (len(ids) == 0 || slices.Contains(ids, j.ID)) &&
 			(len(users) == 0 || slices.Contains(users, j.User)) &&
 			(len(parts) == 0 || slices.Contains(parts, j.Partition)) &&
@@ -171,11 +204,9 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			out = append(out, j)
 		}
 	}
-	if len(ids) == 1 && len(out) == 0 && len(states) == 0 {
+	if len(ids) == 1 && len(live) == 0 {
 		// squeue -j of a job that left the queue.
-		if !slices.ContainsFunc(l.Jobs, func(j api.Job) bool { return j.ID == ids[0] }) {
-			return fail(stderr, prog, "Invalid job id specified")
-		}
+		return fail(stderr, prog, "Invalid job id specified")
 	}
 	if err := cli.WriteSqueue(stdout, out, f, header, time.Now()); err != nil {
 		return fail(stderr, prog, "%v", err)
@@ -327,7 +358,7 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, prog, "Problem talking to the database: %v", err)
 	}
-	live, err := c.Jobs(ctx, 0, 0)
+	live, err := liveJobs(ctx, c, ids, users, parts)
 	if err != nil {
 		return fail(stderr, prog, "Problem talking to schedd: %v", err)
 	}
@@ -349,7 +380,7 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			rows = append(rows, s)
 		}
 	}
-	for _, j := range live.Jobs {
+	for _, j := range live {
 		keep(cli.SacctFromJob(j))
 	}
 	for _, j := range h.Jobs {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,13 +21,30 @@ func fakeSchedd(t *testing.T) *clitest.Schedd {
 	t.Helper()
 	me, _ := user.Current()
 	s := clitest.NewSchedd(t)
-	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+	jobs := func() []api.Job {
 		jobs := clitest.Jobs()
 		mine := clitest.Job(3)
 		mine.ID, mine.User, mine.Name = 30, me.Username, "snakejob_a"
 		mine.Ended = time.Now().Add(-time.Minute)
-		jobs = append(jobs, mine)
-		clitest.JSON(w, http.StatusOK, 7, api.JobList{Jobs: jobs, Index: 7})
+		return append(jobs, mine)
+	}
+	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		var out []api.Job
+		for _, j := range jobs() {
+			if users := r.URL.Query()["user"]; len(users) == 0 || slices.Contains(users, j.User) {
+				out = append(out, j)
+			}
+		}
+		clitest.JSON(w, http.StatusOK, 7, api.JobList{Jobs: out, Index: 7})
+	})
+	s.Handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		for _, j := range jobs() {
+			if strconv.FormatUint(j.ID, 10) == r.PathValue("id") {
+				clitest.JSON(w, http.StatusOK, 7, j)
+				return
+			}
+		}
+		clitest.Error(w, http.StatusNotFound, "job "+r.PathValue("id")+" not found")
 	})
 	s.Handle("GET /v1/history", func(w http.ResponseWriter, r *http.Request) {
 		old := clitest.History()[0]
@@ -196,5 +215,22 @@ func TestSrunLocal(t *testing.T) {
 	t.Setenv("SLURM_JOB_ID", "")
 	if code, _, errs := runCmd(t, "srun", "true"); code != 1 || !strings.Contains(errs, "not inside a job") {
 		t.Errorf("outside a job: exit %d, %q", code, errs)
+	}
+}
+
+// A poller's sacct -j asks for its job alone, not for the whole queue;
+// a list is filtered by schedd.
+func TestSacctAsksForItsJobs(t *testing.T) {
+	s := fakeSchedd(t)
+	runCmd(t, "sacct", "-P", "-n", "--format=JobIdRaw,State", "-j", "30")
+	runCmd(t, "squeue", "-u", "bob")
+	var gets []string
+	for _, r := range s.Requests() {
+		if strings.HasPrefix(r, "GET /v1/jobs") {
+			gets = append(gets, r)
+		}
+	}
+	if want := []string{"GET /v1/jobs/30", "GET /v1/jobs?user=bob"}; !slices.Equal(gets, want) {
+		t.Errorf("requests %q, want %q", gets, want)
 	}
 }
