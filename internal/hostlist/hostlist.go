@@ -13,12 +13,15 @@ import (
 
 var hostNum = regexp.MustCompile(`^(.*?)([0-9]+)$`)
 
-// Compress writes hosts as Slurm's ranged host list: "node[01-03,07],gpu1";
-// names keep their zero padding; duplicates go; the list is sorted.
+// Compress writes hosts as Slurm's ranged host list, sorted, each name
+// once: "gpu1,node[01-03,07],sub[1-10]". Numbers written with leading
+// zeros keep their width and range only with numbers of that width;
+// others range together whatever their length, as Slurm's.
 func Compress(hosts []string) string {
 	type host struct {
 		prefix, digits string
-		n              int
+		pad            int // the width of a zero-padded number; 0: none
+		n              int // -1: no number
 	}
 	var hs []host
 	seen := map[string]bool{}
@@ -28,22 +31,27 @@ func Compress(hosts []string) string {
 		}
 		seen[h] = true
 		m := hostNum.FindStringSubmatch(h)
-		if m == nil {
+		n := -1
+		if m != nil {
+			if k, err := strconv.Atoi(m[2]); err == nil {
+				n = k
+			}
+		}
+		if n < 0 {
 			hs = append(hs, host{prefix: h, n: -1})
 			continue
 		}
-		n, err := strconv.Atoi(m[2])
-		if err != nil {
-			hs = append(hs, host{prefix: h, n: -1})
-			continue
+		pad := 0
+		if len(m[2]) > 1 && m[2][0] == '0' {
+			pad = len(m[2])
 		}
-		hs = append(hs, host{prefix: m[1], digits: m[2], n: n})
+		hs = append(hs, host{prefix: m[1], digits: m[2], pad: pad, n: n})
 	}
 	slices.SortStableFunc(hs, func(a, b host) int {
 		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(len(a.digits), len(b.digits)); c != 0 {
+		if c := cmp.Compare(a.pad, b.pad); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.n, b.n)
@@ -56,9 +64,9 @@ func Compress(hosts []string) string {
 			i++
 			continue
 		}
-		// The run of hosts with this prefix and width.
+		// The run of hosts with this prefix and padding.
 		j := i
-		for j < len(hs) && hs[j].n >= 0 && hs[j].prefix == h.prefix && len(hs[j].digits) == len(h.digits) {
+		for j < len(hs) && hs[j].n >= 0 && hs[j].prefix == h.prefix && hs[j].pad == h.pad {
 			j++
 		}
 		if j-i == 1 {

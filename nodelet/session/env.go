@@ -101,25 +101,36 @@ func sessionEnv(job api.Job, self api.Container) map[string]string {
 
 // slurmEnv is what Slurm's batch step tells a script about its job,
 // in layer 3: the containers are Slurm's nodes (SLURM_JOB_NODELIST is
-// their host names, "main1,sub[1-3]", which srun and ssh reach), their
+// their host names, "main1,sub[1-3]", which srun and ssh reach, in the
+// list's order), their
 // slots its CPUs, and the tasks are the slots divided by
 // SLURM_CPUS_PER_TASK where the job's env sets it (sbatch -c does).
 func slurmEnv(job api.Job, self api.Container) map[string]string {
-	ordered := byRank(job.Containers)
 	cpt := 1
 	if n, err := strconv.Atoi(job.Spec.Env["SLURM_CPUS_PER_TASK"]); err == nil && n > 0 {
 		cpt = n
 	}
-	hosts := make([]string, len(ordered))
+	// Slurm's node order is its host list's (sorted): SLURM_NODEID and
+	// the per-node counts follow it, as srun does.
+	byHost := map[string]api.Container{}
+	var hosts []string
+	for _, c := range job.Containers {
+		byHost[c.Host] = c
+		hosts = append(hosts, c.Host)
+	}
+	nodelist := hostlist.Compress(hosts)
+	order, _ := hostlist.Expand(nodelist)
 	var cpus, tasks []int
-	ntasks := 0
-	for i, c := range ordered {
-		hosts[i] = c.Host
+	ntasks, nodeID := 0, 0
+	for i, h := range order {
+		c := byHost[h]
+		if h == self.Host {
+			nodeID = i
+		}
 		cpus = append(cpus, Slots(c))
 		tasks = append(tasks, max(1, Slots(c)/cpt))
 		ntasks += max(1, Slots(c)/cpt)
 	}
-	nodelist := hostlist.Compress(hosts)
 	env := map[string]string{
 		"SLURM_JOB_ID":            strconv.FormatUint(job.ID, 10),
 		"SLURM_JOBID":             strconv.FormatUint(job.ID, 10),
@@ -132,14 +143,14 @@ func slurmEnv(job api.Job, self api.Container) map[string]string {
 		"SLURM_SUBMIT_DIR":        job.Cwd,
 		"SLURM_JOB_NODELIST":      nodelist,
 		"SLURM_NODELIST":          nodelist,
-		"SLURM_JOB_NUM_NODES":     strconv.Itoa(len(ordered)),
-		"SLURM_NNODES":            strconv.Itoa(len(ordered)),
+		"SLURM_JOB_NUM_NODES":     strconv.Itoa(len(order)),
+		"SLURM_NNODES":            strconv.Itoa(len(order)),
 		"SLURM_NTASKS":            strconv.Itoa(ntasks),
 		"SLURM_NPROCS":            strconv.Itoa(ntasks),
 		"SLURM_TASKS_PER_NODE":    perNode(tasks),
 		"SLURM_JOB_CPUS_PER_NODE": perNode(cpus),
 		"SLURM_CPUS_ON_NODE":      strconv.Itoa(Slots(self)),
-		"SLURM_NODEID":            strconv.Itoa(self.Rank),
+		"SLURM_NODEID":            strconv.Itoa(nodeID),
 		"SLURMD_NODENAME":         self.Host,
 		"SLURM_MEM_PER_NODE":      strconv.FormatInt(self.Resources.Memory>>20, 10),
 	}

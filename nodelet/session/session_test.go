@@ -138,6 +138,18 @@ func TestSlurmEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := envMap(t, env)
+	// Roles that sort otherwise than their ranks: Slurm's node order is
+	// the host list's.
+	h := fixture()
+	h.Containers[2].Host, h.Containers[2].Role = "ps1", "ps" // rank 1
+	h.Containers[0].Host = "alpha1"                          // rank 2
+	henv, err := Env(h, "ps1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hm := envMap(t, henv); hm["SLURM_JOB_NODELIST"] != "alpha1,main1,ps1,sub3" || hm["SLURM_NODEID"] != "2" {
+		t.Errorf("roles: nodelist %q, ps1's node id %q; want alpha1,main1,ps1,sub3 and 2", hm["SLURM_JOB_NODELIST"], hm["SLURM_NODEID"])
+	}
 	for k, v := range map[string]string{
 		"SLURM_JOB_ID": "42", "SLURM_JOBID": "42", "SLURM_JOB_NAME": "sim", "SLURM_JOB_PARTITION": "cpu",
 		"SLURM_JOB_ACCOUNT": "physics", "SLURM_JOB_USER": "alice", "SLURM_JOB_UID": "1000",
