@@ -166,6 +166,13 @@ echo "srun exit $?"
 	} else if n, _ := filepath.Glob(filepath.Join(dir, "slurm-*.out")); len(n) != 0 {
 		t.Errorf("--output=/dev/null left %q", n)
 	}
+	// A job without the submitter's PATH finds the srun nodelet mounts
+	// (/usr/bin/srun here is Debian's, which knows no troupe job).
+	_, errs, code = c.slurmAs(t, nobodyUser, links, dir, "", "sbatch", "--wait", "--export=NONE", "-o", "mounted.out",
+		"--wrap", "command -v srun; srun -n1 sh -c 'echo task $SLURM_PROCID of job $SLURM_JOB_ID'")
+	if b, _ := os.ReadFile(filepath.Join(dir, "mounted.out")); code != 0 || !strings.HasPrefix(string(b), "/.troupe/bin/srun\ntask 0 of job ") {
+		t.Errorf("--export=NONE job: exit %d (%s), output %q; want /.troupe/bin/srun's task", code, errs, b)
+	}
 	failed := c.sbatchID(t, nobodyUser, links, dir, "", "-J", "bad", "--wrap", "echo failing; exit 3")
 	long := c.sbatchID(t, nobodyUser, links, dir, "", "-J", "long", "-t", "5", "--wrap", "sleep 300")
 	c.waitState(long, 2*time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
