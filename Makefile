@@ -7,7 +7,7 @@ CMDS     := $(notdir $(patsubst %/,%,$(wildcard cmd/*/)))
 STATICCHECK_VERSION := v0.8.2
 TEST_FLAGS ?= -timeout 30m
 
-.PHONY: all build deps demo test chaos fuzz lint clean
+.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean
 
 all: build
 
@@ -20,6 +20,31 @@ build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(STATIC))
 	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/ ./cmd/nodelet
+	@$(MAKE) --no-print-directory slurm-links
+
+# Slurm's commands are links to troupe-slurm (which acts as the command
+# it is called as) in a directory of their own, which users who want
+# them put first on PATH, as Slurm's Torque wrappers are installed: never
+# in bin/, where they would shadow a real Slurm's sbatch on the same
+# machine. SLURM_CMDS is troupe-slurm --list (cmd/troupe-slurm checks).
+SLURM_CMDS := sacct sbatch scancel sinfo squeue srun
+SLURM_DIR  ?= libexec/troupe/slurm
+SLURM_BIN  ?= $(abspath $(BIN))/troupe-slurm
+slurm-links:
+	@mkdir -p $(SLURM_DIR)
+	@for c in $(SLURM_CMDS); do ln -sfn $(SLURM_BIN) $(SLURM_DIR)/$$c; done
+
+# Installs the binaries in $(DESTDIR)$(PREFIX)/bin, Slurm's commands as
+# links in $(PREFIX)/libexec/troupe/slurm and the manual pages.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0755 $(addprefix $(BIN)/,$(CMDS)) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -m 0644 man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	@$(MAKE) --no-print-directory slurm-links SLURM_DIR=$(DESTDIR)$(PREFIX)/libexec/troupe/slurm SLURM_BIN=../../../bin/troupe-slurm
 
 # System packages the runtime and the tests need (runc, iproute2, groff…);
 # installs only what is missing, and only as root.
@@ -67,4 +92,4 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) libexec

@@ -17,6 +17,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/script"
 	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/session"
 )
@@ -40,6 +41,14 @@ var noPage = map[string]string{
 // and ignores; its page names those in prose, not as OPTIONS.
 var handParsed = map[string][]string{
 	"troupe-ssh": {"parseClientArgs"},
+}
+
+// tableParsed are commands that read their command line getopt-style
+// from tables of option{short, long, takesValue} literals (Slurm's
+// commands in troupe-slurm: -nu USER, --format=%i), and what else they
+// take: sbatch's job options are jobspec/script's #SBATCH table.
+var tableParsed = map[string]func() []string{
+	"troupe-slurm": script.SlurmOptionNames,
 }
 
 // requiredSections are the sections every page of a section must have.
@@ -408,6 +417,30 @@ func flagsOf(t *testing.T, dir string) []string {
 			})
 		}
 		ast.Inspect(file, func(n ast.Node) bool {
+			// []option{{'x', "long", true}, ...}: a getopt table.
+			if lit, ok := n.(*ast.CompositeLit); ok && tableParsed[filepath.Base(dir)] != nil {
+				if at, ok := lit.Type.(*ast.ArrayType); ok {
+					if id, ok := at.Elt.(*ast.Ident); ok && id.Name == "option" {
+						for _, e := range lit.Elts {
+							el, ok := e.(*ast.CompositeLit)
+							if !ok || len(el.Elts) < 2 {
+								continue
+							}
+							if c, ok := el.Elts[0].(*ast.BasicLit); ok && c.Kind == token.CHAR {
+								if s, err := strconv.Unquote(c.Value); err == nil {
+									add(s)
+								}
+							}
+							if l, ok := el.Elts[1].(*ast.BasicLit); ok && l.Kind == token.STRING {
+								if s, err := strconv.Unquote(l.Value); err == nil && s != "" {
+									add(s)
+								}
+							}
+						}
+						return true
+					}
+				}
+			}
 			// cli.Control{...}.Run defines --addr and the selection flags.
 			if lit, ok := n.(*ast.CompositeLit); ok {
 				if t, ok := lit.Type.(*ast.SelectorExpr); ok && t.Sel.Name == "Control" {
@@ -456,6 +489,11 @@ func flagsOf(t *testing.T, dir string) []string {
 			}
 			return true
 		})
+	}
+	if extra, ok := tableParsed[filepath.Base(dir)]; ok {
+		for _, n := range extra() {
+			add(strings.TrimLeft(n, "-"))
+		}
 	}
 	for fn, found := range byHand {
 		if !found {

@@ -49,6 +49,7 @@ const (
 	InitName         = "troupe-init"
 	FenceName        = "troupe-fence"
 	SSHName          = "troupe-ssh"
+	SlurmName        = "troupe-slurm"
 )
 
 // Config configures the agent. Zero fields get the defaults noted.
@@ -67,6 +68,11 @@ type Config struct {
 	// mounted into isolated containers; default: next to the running
 	// executable. Only isolating runtimes (runc) need it.
 	SSHBinary string
+	// SlurmBinary is the host path of troupe-slurm, mounted as srun
+	// beside troupe-ssh so that a job's srun works whatever its image;
+	// default: next to the running executable, if it is there (without
+	// it, containers get no srun of troupe's).
+	SlurmBinary string
 	// Network is NetworkAuto (default), NetworkSession or NetworkHost.
 	Network string
 	// DefaultSubnet is the subnet of the node's default network, the
@@ -172,6 +178,13 @@ func (c Config) withDefaults() (Config, error) {
 		if c.SSHBinary, err = findTool(SSHName, c.SSHBinary); err != nil && c.Runtime == RuntimeRunc {
 			return c, err
 		}
+	}
+	if c.SlurmBinary != "" {
+		if c.SlurmBinary, err = findTool(SlurmName, c.SlurmBinary); err != nil {
+			return c, err
+		}
+	} else if p, err := findTool(SlurmName, ""); err == nil {
+		c.SlurmBinary = p
 	}
 	return c, nil
 }

@@ -40,12 +40,22 @@ func TestWithDefaults(t *testing.T) {
 		c.StateDir != DefaultStateDir || c.Runtime != RuntimeAuto || c.StopGrace != DefaultStopGrace {
 		t.Errorf("defaults not filled: %+v", c)
 	}
+	if c.SlurmBinary != "" && filepath.Base(c.SlurmBinary) != SlurmName {
+		t.Errorf("SlurmBinary %q found by default, want troupe-slurm next to the test binary or none", c.SlurmBinary)
+	}
+	named, err := Config{Addr: "127.0.0.1:1", InitBinary: init, FenceBinary: init, SlurmBinary: init}.withDefaults()
+	if err != nil || named.SlurmBinary != init {
+		t.Errorf("SlurmBinary named: %q, %v", named.SlurmBinary, err)
+	}
 	bad := []Config{
 		{InitBinary: init},
 		{Addr: "x:1", InitBinary: init, Advertise: "not-an-ip"},
 		{Addr: "x:1", InitBinary: filepath.Join(t.TempDir(), "missing")},
 		{Addr: "x:1", InitBinary: init, FenceBinary: filepath.Join(t.TempDir(), "missing")},
 		{Addr: "x:1", InitBinary: init, FenceBinary: init, Heartbeat: -time.Second},
+		// A troupe-slurm named but missing is an error (found by default
+		// only when it is there).
+		{Addr: "x:1", InitBinary: init, FenceBinary: init, SlurmBinary: filepath.Join(t.TempDir(), "missing")},
 	}
 	for _, b := range bad {
 		if _, err := b.withDefaults(); err == nil {

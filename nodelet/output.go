@@ -91,9 +91,17 @@ func openUserPaths(p *userPaths, uid, gid int, pins string) (*userFiles, error) 
 	for _, m := range p.mounts {
 		reqs = append(reqs, asuser.Request{Kind: asuser.Source, Path: m.Source})
 	}
-	reqs = append(reqs, asuser.Request{Kind: asuser.Output, Path: p.out})
+	// /dev/null discards, as `bsub -o /dev/null` and `sbatch
+	// --output=/dev/null` ask: the node's own, a device no job can
+	// change or replace, opened by the nodelet; any other path that is
+	// not a regular file stays refused.
+	outNull := p.out == os.DevNull
 	hasErr := p.err != "" && p.err != p.out
-	if hasErr {
+	errNull := hasErr && p.err == os.DevNull
+	if !outNull {
+		reqs = append(reqs, asuser.Request{Kind: asuser.Output, Path: p.out})
+	}
+	if hasErr && !errNull {
 		reqs = append(reqs, asuser.Request{Kind: asuser.Output, Path: p.err})
 	}
 	res, err := asuser.Open(asuser.Lookup(uid, gid), reqs)
@@ -137,20 +145,44 @@ func openUserPaths(p *userPaths, uid, gid int, pins string) (*userFiles, error) 
 		}
 		i++
 	}
-	if res[i].Err != nil {
-		return fail(fmt.Errorf("output %s: %w", p.out, asuser.Describe(res[i].Err)))
-	}
-	f.out, f.err = res[i].File, res[i].File
-	if hasErr {
-		if res[i+1].Err != nil {
-			return fail(fmt.Errorf("error file %s: %w", p.err, asuser.Describe(res[i+1].Err)))
+	// out and err are closed by Close as such, not as held files: the
+	// helper's are the last results.
+	var outputs []*os.File
+	for _, r := range res[i:] {
+		if r.File != nil {
+			outputs = append(outputs, r.File)
 		}
-		f.err, f.errPath = res[i+1].File, p.err
 	}
-	// out and err are closed by Close as such, not as held files.
-	f.held = f.held[:len(f.held)-1]
+	f.held = f.held[:len(f.held)-len(outputs)]
+	failOutputs := func(err error) (*userFiles, error) {
+		for _, o := range outputs {
+			if o != f.out && o != f.err {
+				o.Close()
+			}
+		}
+		return fail(err)
+	}
+	open := func(what, path string) (*os.File, error) {
+		if path == os.DevNull {
+			return os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		}
+		r := res[i]
+		i++
+		if r.Err != nil {
+			return nil, fmt.Errorf("%s %s: %w", what, path, asuser.Describe(r.Err))
+		}
+		return r.File, nil
+	}
+	if f.out, err = open("output", p.out); err != nil {
+		return failOutputs(err)
+	}
+	f.err = f.out
 	if hasErr {
-		f.held = f.held[:len(f.held)-1]
+		errFile, err := open("error file", p.err)
+		if err != nil {
+			return failOutputs(err)
+		}
+		f.err, f.errPath = errFile, p.err
 	}
 	return f, nil
 }

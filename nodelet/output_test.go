@@ -195,6 +195,52 @@ func TestOutputAsUser(t *testing.T) {
 	}
 }
 
+// TestOutputDevNull: /dev/null as output or error file discards (bsub -o
+// /dev/null, sbatch --output=/dev/null); the other file is still the
+// user's own; any other device stays refused.
+func TestOutputDevNull(t *testing.T) {
+	needRoot(t)
+	dir := openDir(t)
+	own := mkdir(t, filepath.Join(dir, "nobody"), 0o755, nobody, nobody)
+	for _, p := range []userPaths{
+		{out: os.DevNull},
+		{out: os.DevNull, err: filepath.Join(own, "e.err")},
+		{out: filepath.Join(own, "o.out"), err: os.DevNull},
+	} {
+		f, err := openUserPaths(&userPaths{out: p.out, err: p.err}, nobody, nobody, "")
+		if err != nil {
+			t.Fatalf("%+v: %v", p, err)
+		}
+		for _, w := range []*os.File{f.out, f.err} {
+			if _, err := w.WriteString("x\n"); err != nil {
+				t.Errorf("%+v: writing %s: %v", p, w.Name(), err)
+			}
+		}
+		if len(f.held) != 0 {
+			t.Errorf("%+v: held %v, want none", p, f.held)
+		}
+		f.Close()
+		for _, path := range []string{p.out, p.err} {
+			if path == "" || path == os.DevNull {
+				continue
+			}
+			fi, err := os.Stat(path)
+			if err != nil || fi.Sys().(*syscall.Stat_t).Uid != nobody || fi.Size() != 2 {
+				t.Errorf("%+v: %s: %v, %v; want nobody's, with the line", p, path, fi, err)
+			}
+		}
+	}
+	if fi, err := os.Stat(os.DevNull); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("/dev/null: %v %v", fi, err)
+	}
+	if f, err := openOut(testUser{"nobody", nobody, nobody}, "/dev/zero"); err == nil {
+		f.Close()
+		t.Error("/dev/zero opened as an output file; want it refused")
+	} else if !errors.Is(err, asuser.ErrNotRegular) {
+		t.Errorf("/dev/zero: %v, want %v", err, asuser.ErrNotRegular)
+	}
+}
+
 // TestSameAnswersAsOnTheHost: for each user and path (none through a
 // symlink), troupe opens an output file, or takes a mount source, exactly
 // when the same user in a login shell on the host (runuser, with the

@@ -122,7 +122,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	path := pos[0]
 	ov.parsed(fs)
 
-	var spec *jobspec.Job
+	var (
+		spec      *jobspec.Job
+		singleton bool // #SBATCH --dependency=singleton
+	)
 	if w.jobFile == "" {
 		var opts *script.Options
 		if spec, opts, err = scriptJob(fs, w, &ov, stderr); err != nil {
@@ -130,6 +133,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		if dep == nil {
 			dep = opts.Depend
+			singleton = opts.Singleton
 		}
 		*hold = *hold || opts.Hold
 	} else {
@@ -178,6 +182,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	req.Hold, req.DependsOn, req.Interactive = *hold, dep, *inter
 	ctx, stop := cli.SignalContext()
 	defer stop()
+	if singleton && dep == nil {
+		l, err := c.Jobs(ctx, 0, 0)
+		if err != nil {
+			return cli.Fail(stderr, prog, fmt.Errorf("--dependency=singleton: listing your jobs: %w", err))
+		}
+		req.DependsOn = cli.SingletonDependency(l.Jobs, req.User, spec.Name)
+	}
 	if dry.on {
 		return dryRun(ctx, c, req, dry.format, stdout, stderr)
 	}

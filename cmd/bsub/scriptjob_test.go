@@ -138,7 +138,8 @@ func TestScriptOnStdin(t *testing.T) {
 		t.Errorf("command %q", s.Command)
 	}
 	if s.Name != "sweep" || s.Cluster.Size != 2 || s.Resources.CPU != 4 || s.Resources.Memory != 512<<20 || s.Walltime != 5*time.Minute ||
-		!reflect.DeepEqual(s.Env, map[string]string{"A": "1"}) || !got.Hold || got.Source != "stdin" {
+		// --export=NONE passes none of mine; -c is Slurm's SLURM_CPUS_PER_TASK.
+		!reflect.DeepEqual(s.Env, map[string]string{"A": "1", "SLURM_CPUS_PER_TASK": "2"}) || !got.Hold || got.Source != "stdin" {
 		t.Errorf("request %+v", got)
 	}
 

@@ -88,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.StringVar(&cfg.Advertise, "advertise", "", "IP containers are reached at (default 127.0.0.1 for a local schedd, else the first non-loopback)")
 	fs.StringVar(&cfg.InitBinary, "init", "", "troupe-init binary (default: next to nodelet)")
 	fs.StringVar(&cfg.SSHBinary, "ssh", "", "troupe-ssh binary mounted into containers (default: next to nodelet)")
+	fs.StringVar(&cfg.SlurmBinary, "slurm", "", "troupe-slurm binary mounted into containers as srun (default: next to nodelet, if there)")
 	fs.StringVar(&cfg.Network, "network", nodelet.NetworkAuto, "containers' network: auto (session with runc), session or host")
 	fs.StringVar(&cfg.SessionSecret, "session-secret", "", "file session SSH keys derive from; the same on every node (default: STATE-DIR/session-secret, made if missing)")
 	fs.DurationVar(&cfg.StopGrace, "stop-grace", nodelet.DefaultStopGrace, "SIGTERM to SIGKILL grace period")

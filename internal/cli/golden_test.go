@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
 )
@@ -79,6 +80,54 @@ func TestGolden(t *testing.T) {
 		{"history.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, clitest.History()) }},
 		{"hosts.golden", func(b *bytes.Buffer) error { return cli.WriteHosts(b, clitest.Nodes()) }},
 		{"hosts_long.golden", func(b *bytes.Buffer) error { return cli.WriteHostsLong(b, clitest.Nodes(), time.UTC) }},
+		// Slurm 22.05's squeue, sacct and sinfo.
+		{"squeue.golden", func(b *bytes.Buffer) error {
+			var live []api.Job
+			for _, j := range cli.SortJobs(clitest.Jobs()) {
+				if !j.State.Terminal() {
+					live = append(live, j)
+				}
+			}
+			return cli.WriteSqueue(b, live, mustSqueue(cli.SqueueDefaultFormat), true, now)
+		}},
+		{"squeue_h_o.golden", func(b *bytes.Buffer) error {
+			return cli.WriteSqueue(b, cli.SortJobs(clitest.Jobs()), mustSqueue("%i %t %T %j %u %P %M %D %R"), false, now)
+		}},
+		{"squeue_o_width.golden", func(b *bytes.Buffer) error {
+			return cli.WriteSqueue(b, cli.SortJobs(clitest.Jobs()), mustSqueue("%.7i|%-4t|%.12T|%5j|%l|%a"), true, now)
+		}},
+		{"sacct_P.golden", func(b *bytes.Buffer) error {
+			f, err := cli.ParseSacctFormat("JobIdRaw,JobID,JobName,State,ExitCode,Account,NodeList,Elapsed")
+			if err != nil {
+				return err
+			}
+			return cli.WriteSacct(b, sacctRows(), f, cli.SacctParsable2, true, now)
+		}},
+		{"sacct_p_n.golden", func(b *bytes.Buffer) error {
+			f, err := cli.ParseSacctFormat("jobidraw,state")
+			if err != nil {
+				return err
+			}
+			return cli.WriteSacct(b, sacctRows(), f, cli.SacctParsable, false, now)
+		}},
+		{"sacct.golden", func(b *bytes.Buffer) error {
+			f, err := cli.ParseSacctFormat(cli.SacctDefaultFormat + ",NodeList,Elapsed,Account%20")
+			if err != nil {
+				return err
+			}
+			return cli.WriteSacct(b, sacctRows(), f, cli.SacctTable, true, now)
+		}},
+		{"sinfo.golden", func(b *bytes.Buffer) error {
+			return cli.WriteSinfo(b, cli.SinfoRows(clitest.Partitions().Partitions, clitest.Nodes(), false), cli.SinfoDefaultFormat, true)
+		}},
+		{"sinfo_o_P.golden", func(b *bytes.Buffer) error {
+			return cli.WriteSinfo(b, cli.SinfoRows(clitest.Partitions().Partitions, clitest.Nodes(), false), "%P", true)
+		}},
+		{"sinfo_N_h.golden", func(b *bytes.Buffer) error {
+			parts := clitest.Partitions().Partitions
+			parts[0].Nodes = []string{"node03", "node04", "node05"}
+			return cli.WriteSinfo(b, cli.SinfoRows(parts, clitest.Nodes(), true), cli.SinfoNodeFormat, false)
+		}},
 		{"hosts.json.golden", func(b *bytes.Buffer) error { return cli.WriteJSON(b, cli.SortNodes(clitest.Nodes())) }},
 	}
 	for _, tt := range tests {
@@ -90,6 +139,34 @@ func TestGolden(t *testing.T) {
 			golden(t, tt.name, b.Bytes())
 		})
 	}
+}
+
+func mustSqueue(f string) cli.SqueueFormat {
+	s, err := cli.ParseSqueueFormat(f)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// sacctRows are the live fixtures and the accounting store's, each job
+// once, as sacct merges them.
+func sacctRows() []cli.SacctJob {
+	var rows []cli.SacctJob
+	seen := map[uint64]bool{}
+	for _, j := range cli.SortJobs(clitest.Jobs()) {
+		rows = append(rows, cli.SacctFromJob(j))
+		seen[j.ID] = true
+	}
+	for _, h := range clitest.History() {
+		if !seen[h.ID] {
+			rows = append(rows, cli.SacctFromHistory(h))
+		}
+	}
+	old := clitest.History()[0]
+	old.ID, old.Name, old.State, old.ExitCode = 2, "a_rather_long_name", api.JobTimeout, 137
+	old.Started, old.Ended = old.Submitted, old.Submitted.Add(26*time.Hour+3*time.Minute+4*time.Second)
+	return append(rows, cli.SacctFromHistory(old))
 }
 
 // Renderings must not move with the machine's zone: only now's location

@@ -5,6 +5,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/troupe-hpc/troupe/jobspec"
@@ -201,7 +202,9 @@ func (o *Options) environment(environ []string) map[string]string {
 	env := map[string]string{}
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || notPassed[k] || !envName.MatchString(k) || strings.HasPrefix(k, "BACKENDAI_") || strings.IndexByte(v, 0) >= 0 {
+		// SLURM_* describe the submitter's own job, if any (as
+		// BACKENDAI_*): each container gets its job's.
+		if !ok || notPassed[k] || !envName.MatchString(k) || strings.HasPrefix(k, "BACKENDAI_") || strings.HasPrefix(k, "SLURM_") || strings.IndexByte(v, 0) >= 0 {
 			continue
 		}
 		if pol.All && !slices.Contains(pol.Exclude, k) || !pol.All && slices.Contains(pol.Names, k) {
@@ -210,6 +213,11 @@ func (o *Options) environment(environ []string) map[string]string {
 	}
 	for k, v := range pol.Values {
 		env[k] = v
+	}
+	if o.CPUsPerTask > 0 {
+		// Slurm's -c: the containers' SLURM_NTASKS count tasks of this
+		// many cores, and srun starts that many.
+		env["SLURM_CPUS_PER_TASK"] = strconv.Itoa(o.CPUsPerTask)
 	}
 	if len(env) == 0 {
 		return nil

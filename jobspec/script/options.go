@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,10 @@ type Options struct {
 	// Mail is what -B, -N, -u, --mail-type and --mail-user ask for (nil:
 	// none given).
 	Mail *jobspec.Mail
+	// Singleton is Slurm's --dependency=singleton: start after every
+	// earlier unfinished job of the same name and user; the submitting
+	// command resolves it (cli.SingletonDependency).
+	Singleton bool
 
 	// Slots are LSF's -n and Slurm's --ntasks: tasks of CPUsPerTask cores.
 	Slots        int
@@ -275,8 +280,12 @@ var slurmOptions = map[string]option{
 		return nil
 	}},
 	"--dependency": {true, func(o *Options, v string, _ site) error {
+		if strings.EqualFold(strings.TrimSpace(v), "singleton") {
+			o.Singleton, o.Depend = true, nil
+			return nil
+		}
 		d, err := api.ParseDependency(v)
-		o.Depend = d
+		o.Depend, o.Singleton = d, false
 		return err
 	}},
 	"--export":    {true, func(o *Options, v string, _ site) error { return o.Env.parse(v, "ALL", "NONE", ",") }},
@@ -380,6 +389,67 @@ func (o *Options) Set(name, value string) (bool, error) {
 		return true, fmt.Errorf("%s %s: %v", name, value, err)
 	}
 	return true, nil
+}
+
+// SlurmOption resolves sbatch's option name ("-n", "--ntasks", or a
+// unique prefix of a long name: "--ntask") to its long name in the
+// table #SBATCH lines use, and reports whether it takes a value. The
+// command line and the directives share that one table.
+func SlurmOption(name string) (long string, known, takesValue bool) {
+	if l, ok := slurmShort[name]; ok {
+		name = l
+	}
+	if opt, ok := slurmOptions[name]; ok {
+		return name, true, opt.arg
+	}
+	if !strings.HasPrefix(name, "--") || len(name) < 4 {
+		return name, false, false
+	}
+	var match string
+	for n := range slurmOptions {
+		if strings.HasPrefix(n, name) {
+			if match != "" {
+				return name, false, false // ambiguous, as getopt_long
+			}
+			match = n
+		}
+	}
+	if match == "" {
+		return name, false, false
+	}
+	return match, true, slurmOptions[match].arg
+}
+
+// SlurmOptionNames are sbatch's job options troupe knows, long ("--nodes")
+// and short ("-N"): #SBATCH's and sbatch's command line's, sorted.
+func SlurmOptionNames() []string {
+	var names []string
+	for n := range slurmOptions {
+		names = append(names, n)
+	}
+	for n := range slurmShort {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// SetSlurm applies sbatch's command-line option long (a name
+// SlurmOption returned) with value: it wins over the script's #SBATCH
+// lines. An option troupe accepts but ignores adds a warning.
+func (o *Options) SetSlurm(long, value string) error {
+	opt, ok := slurmOptions[long]
+	if !ok {
+		return fmt.Errorf("%s: not an sbatch option troupe knows", long)
+	}
+	at := site{dialect: Command, name: long}
+	if err := opt.set(o, value, at); err != nil {
+		if opt.arg {
+			return fmt.Errorf("%s %s: %v", long, value, err)
+		}
+		return fmt.Errorf("%s: %v", long, err)
+	}
+	return nil
 }
 
 // LSFOption reports whether name ("-R") is one of bsub's LSF options

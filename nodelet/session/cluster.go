@@ -14,6 +14,7 @@ const (
 	ToolsDir   = "/.troupe/bin"
 	SSHPath    = ToolsDir + "/ssh"        // troupe-ssh as the ssh client
 	SSHDPath   = ToolsDir + "/troupe-ssh" // troupe-ssh; `troupe-ssh server` is sshd
+	SrunPath   = ToolsDir + "/srun"       // troupe-slurm as srun
 	SessionDir = "/.troupe/session"
 	// HostfileOpenMPI is "main1 slots=4", one line per container.
 	HostfileOpenMPI = SessionDir + "/hostfile"

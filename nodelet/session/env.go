@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/hostlist"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -34,7 +35,8 @@ func Env(job api.Job, host string) ([]string, error) {
 //     for an element of a job array TROUPE_ARRAY_INDEX and
 //     TROUPE_ARRAY_ID, LSF's LSB_JOBINDEX, LSB_JOBINDEX_END and
 //     LSB_JOBINDEX_STEP, Slurm's SLURM_ARRAY_JOB_ID and
-//     SLURM_ARRAY_TASK_ID, _MIN, _MAX, _COUNT and _STEP.
+//     SLURM_ARRAY_TASK_ID, _MIN, _MAX, _COUNT and _STEP;
+//     and Slurm's SLURM_* (slurmEnv).
 //
 // Features add what the container's runtime provides (see Features and
 // clusterEnv): the LSF host lists and hostfiles, the MPI launcher
@@ -56,6 +58,7 @@ func EnvWith(job api.Job, host string, f Features) ([]string, error) {
 	maps.Copy(env, mpiDefaults(f))
 	maps.Copy(env, job.Spec.Env)
 	maps.Copy(env, sessionEnv(job, self))
+	maps.Copy(env, slurmEnv(job, self))
 	if f.HasHostfiles() {
 		maps.Copy(env, clusterEnv(job))
 	}
@@ -131,6 +134,86 @@ func arrayEnv(job api.Job) map[string]string {
 		env["SLURM_ARRAY_TASK_STEP"] = strconv.Itoa(sp.Step)
 	}
 	return env
+}
+
+// slurmEnv is what Slurm's batch step tells a script about its job,
+// in layer 3: the containers are Slurm's nodes (SLURM_JOB_NODELIST is
+// their host names, "main1,sub[1-3]", which srun and ssh reach, in the
+// list's order), their
+// slots its CPUs, and the tasks are the slots divided by
+// SLURM_CPUS_PER_TASK where the job's env sets it (sbatch -c does).
+func slurmEnv(job api.Job, self api.Container) map[string]string {
+	cpt := 1
+	if n, err := strconv.Atoi(job.Spec.Env["SLURM_CPUS_PER_TASK"]); err == nil && n > 0 {
+		cpt = n
+	}
+	// Slurm's node order is its host list's (sorted): SLURM_NODEID and
+	// the per-node counts follow it, as srun does.
+	byHost := map[string]api.Container{}
+	var hosts []string
+	for _, c := range job.Containers {
+		byHost[c.Host] = c
+		hosts = append(hosts, c.Host)
+	}
+	nodelist := hostlist.Compress(hosts)
+	order, _ := hostlist.Expand(nodelist)
+	var cpus, tasks []int
+	ntasks, nodeID := 0, 0
+	for i, h := range order {
+		c := byHost[h]
+		if h == self.Host {
+			nodeID = i
+		}
+		cpus = append(cpus, Slots(c))
+		tasks = append(tasks, max(1, Slots(c)/cpt))
+		ntasks += max(1, Slots(c)/cpt)
+	}
+	env := map[string]string{
+		"SLURM_JOB_ID":            strconv.FormatUint(job.ID, 10),
+		"SLURM_JOBID":             strconv.FormatUint(job.ID, 10),
+		"SLURM_JOB_NAME":          job.Name,
+		"SLURM_JOB_USER":          job.User,
+		"SLURM_JOB_UID":           strconv.Itoa(job.UID),
+		"SLURM_JOB_GID":           strconv.Itoa(job.GID),
+		"SLURM_JOB_PARTITION":     job.Partition,
+		"SLURM_CLUSTER_NAME":      "troupe",
+		"SLURM_SUBMIT_DIR":        job.Cwd,
+		"SLURM_JOB_NODELIST":      nodelist,
+		"SLURM_NODELIST":          nodelist,
+		"SLURM_JOB_NUM_NODES":     strconv.Itoa(len(order)),
+		"SLURM_NNODES":            strconv.Itoa(len(order)),
+		"SLURM_NTASKS":            strconv.Itoa(ntasks),
+		"SLURM_NPROCS":            strconv.Itoa(ntasks),
+		"SLURM_TASKS_PER_NODE":    perNode(tasks),
+		"SLURM_JOB_CPUS_PER_NODE": perNode(cpus),
+		"SLURM_CPUS_ON_NODE":      strconv.Itoa(Slots(self)),
+		"SLURM_NODEID":            strconv.Itoa(nodeID),
+		"SLURMD_NODENAME":         self.Host,
+		"SLURM_MEM_PER_NODE":      strconv.FormatInt(self.Resources.Memory>>20, 10),
+	}
+	if job.Account != "" {
+		env["SLURM_JOB_ACCOUNT"] = job.Account
+	}
+	return env
+}
+
+// perNode writes counts as Slurm's SLURM_TASKS_PER_NODE does: runs of
+// equal counts as "4(x2),2".
+func perNode(counts []int) string {
+	var parts []string
+	for i := 0; i < len(counts); {
+		j := i
+		for j < len(counts) && counts[j] == counts[i] {
+			j++
+		}
+		if j-i == 1 {
+			parts = append(parts, strconv.Itoa(counts[i]))
+		} else {
+			parts = append(parts, strconv.Itoa(counts[i])+"(x"+strconv.Itoa(j-i)+")")
+		}
+		i = j
+	}
+	return strings.Join(parts, ",")
 }
 
 // byRank returns the containers sorted by Rank (a copy).

@@ -121,6 +121,49 @@ func TestEnv(t *testing.T) {
 	}
 }
 
+// Every container gets Slurm's batch variables: the containers are the
+// nodes, their slots the CPUs, SLURM_CPUS_PER_TASK divides them into
+// tasks.
+func TestSlurmEnv(t *testing.T) {
+	j := fixture()
+	j.Name, j.Partition, j.Account = "sim", "cpu", "physics"
+	for i := range j.Containers {
+		j.Containers[i].Resources = jobspec.Resources{CPU: 4, Memory: 2 << 30}
+	}
+	j.Containers[3].Resources.CPU = 2
+	j.Spec.Env["SLURM_CPUS_PER_TASK"] = "2"
+	j.Spec.Env["SLURM_JOB_ID"] = "999" // an outer job's: ours wins
+	env, err := Env(j, "sub1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := envMap(t, env)
+	// Roles that sort otherwise than their ranks: Slurm's node order is
+	// the host list's.
+	h := fixture()
+	h.Containers[2].Host, h.Containers[2].Role = "ps1", "ps" // rank 1
+	h.Containers[0].Host = "alpha1"                          // rank 2
+	henv, err := Env(h, "ps1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hm := envMap(t, henv); hm["SLURM_JOB_NODELIST"] != "alpha1,main1,ps1,sub3" || hm["SLURM_NODEID"] != "2" {
+		t.Errorf("roles: nodelist %q, ps1's node id %q; want alpha1,main1,ps1,sub3 and 2", hm["SLURM_JOB_NODELIST"], hm["SLURM_NODEID"])
+	}
+	for k, v := range map[string]string{
+		"SLURM_JOB_ID": "42", "SLURM_JOBID": "42", "SLURM_JOB_NAME": "sim", "SLURM_JOB_PARTITION": "cpu",
+		"SLURM_JOB_ACCOUNT": "physics", "SLURM_JOB_USER": "alice", "SLURM_JOB_UID": "1000",
+		"SLURM_SUBMIT_DIR": "/home/alice/exp", "SLURM_JOB_NODELIST": "main1,sub[1-3]", "SLURM_NODELIST": "main1,sub[1-3]",
+		"SLURM_JOB_NUM_NODES": "4", "SLURM_NNODES": "4", "SLURM_NTASKS": "7", "SLURM_NPROCS": "7",
+		"SLURM_TASKS_PER_NODE": "2(x3),1", "SLURM_JOB_CPUS_PER_NODE": "4(x3),2", "SLURM_CPUS_ON_NODE": "4",
+		"SLURM_NODEID": "1", "SLURMD_NODENAME": "sub1", "SLURM_MEM_PER_NODE": "2048", "SLURM_CPUS_PER_TASK": "2",
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
 func TestEnvUnknownHost(t *testing.T) {
 	if _, err := Env(fixture(), "sub9"); !errors.Is(err, ErrNoSuchHost) {
 		t.Errorf("err = %v, want ErrNoSuchHost", err)

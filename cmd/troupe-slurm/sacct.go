@@ -1,0 +1,263 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/cli"
+)
+
+var sacctOpts = []option{
+	{'X', "allocations", false}, {'n', "noheader", false}, {'P', "parsable2", false}, {'p', "parsable", false},
+	{'o', "format", true}, {'j', "jobs", true}, {0, "name", true}, {'u', "user", true}, {'a', "allusers", false},
+	{'S', "starttime", true}, {'E', "endtime", true}, {'s', "state", true}, {'r', "partition", true},
+	{'A', "accounts", true}, {'b', "brief", false}, {0, "delimiter", true}, {'h', "help", false},
+	{0, "usage", false}, {'D', "duplicates", false}, {'v', "verbose", false}, {'L', "allclusters", false},
+}
+
+// sacct shows jobs as Slurm's sacct: those still in schedd's queue (any
+// state) and the ended ones in the accounting store, each once. By
+// default: your jobs since midnight (any time with -j).
+func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	const prog = "sacct"
+	opts, rest, err := getopt(args, sacctOpts, false, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\nTry \"sacct --help\" for more information\n", prog, err)
+		return 1
+	}
+	if len(rest) > 0 {
+		return fail(stderr, prog, "Unknown arguments: %s", strings.Join(rest, " "))
+	}
+	var (
+		header                  = true
+		mode                    = cli.SacctTable
+		format                  = os.Getenv("SACCT_FORMAT")
+		jobs, names, users, sts []string
+		parts, accounts         []string
+		all                     bool
+		start, end              string
+		delimiter               = "|"
+	)
+	if format == "" {
+		format = cli.SacctDefaultFormat
+	}
+	for _, o := range opts {
+		switch o.name {
+		case "noheader":
+			header = false
+		case "parsable2":
+			mode = cli.SacctParsable2
+		case "parsable":
+			mode = cli.SacctParsable
+		case "format":
+			format = o.value
+		case "brief":
+			format = "JobID,State,ExitCode"
+		case "jobs":
+			jobs = list(jobs, o.value)
+		case "name":
+			names = list(names, o.value)
+		case "user":
+			users = list(users, o.value)
+		case "allusers":
+			all = true
+		case "starttime":
+			start = o.value
+		case "endtime":
+			end = o.value
+		case "state":
+			sts = list(sts, o.value)
+		case "partition":
+			parts = list(parts, o.value)
+		case "accounts":
+			accounts = list(accounts, o.value)
+		case "delimiter":
+			delimiter = o.value
+		case "help", "usage":
+			return usage(stdout, prog, "[OPTIONS...]", []string{
+				"-X, --allocations     the jobs (troupe has no steps: always)",
+				"-n, --noheader        no header",
+				"-P, --parsable2       '|' between fields; -p: after each",
+				"-o, --format=FIELDS   " + strings.Join(cli.SacctFieldNames(), ","),
+				"                      each with an optional %WIDTH; default $SACCT_FORMAT, else " + cli.SacctDefaultFormat,
+				"-b, --brief           JobID,State,ExitCode",
+				"-j, --jobs=IDS        these jobs (any time)",
+				"    --name=NAMES      jobs of these names",
+				"-u, --user=USERS      these users' jobs (default: yours); -a: everyone's",
+				"-S, --starttime=TIME  jobs not ended before TIME (default: midnight; with -j: any)",
+				"-E, --endtime=TIME    jobs submitted before TIME (default: now)",
+				"-s, --state=LIST      jobs in these states (long or compact names)",
+				"-r, --partition=LIST  jobs of these partitions; -A, --accounts=LIST: charged to these accounts",
+			})
+		}
+	}
+	fields, err := cli.ParseSacctFormat(format)
+	if err != nil {
+		return fail(stderr, prog, "--format: %v", err)
+	}
+	ids, err := jobIDs(jobs)
+	if err != nil {
+		return fail(stderr, prog, "%v", err)
+	}
+	want, err := stateSet(sts)
+	if err != nil {
+		return fail(stderr, prog, "%v", err)
+	}
+	now := time.Now()
+	var from, to time.Time
+	switch {
+	case start != "":
+		if from, err = slurmTime(start, now); err != nil {
+			return fail(stderr, prog, "-S %s: %v", start, err)
+		}
+	case len(ids) == 0:
+		from = time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, now.Location())
+	}
+	if end != "" {
+		if to, err = slurmTime(end, now); err != nil {
+			return fail(stderr, prog, "-E %s: %v", end, err)
+		}
+	}
+	if !all && len(users) == 0 && len(ids) == 0 {
+		users = []string{cli.CurrentUser()}
+	}
+	c, err := newClient(prog, stderr)
+	if err != nil {
+		return fail(stderr, prog, "%v", err)
+	}
+	ctx, stop := cli.SignalContext()
+	defer stop()
+	// The accounting store: ended jobs, filtered by schedd.
+	q := url.Values{}
+	for _, u := range users {
+		q.Add("user", u)
+	}
+	for _, id := range ids {
+		q.Add("id", strconv.FormatUint(id, 10))
+	}
+	for _, p := range parts {
+		q.Add("partition", p)
+	}
+	for _, a := range accounts {
+		q.Add("account", a)
+	}
+	if !from.IsZero() {
+		q.Set("ended_from", from.UTC().Format(time.RFC3339))
+	}
+	if !to.IsZero() {
+		q.Set("submitted_to", to.UTC().Format(time.RFC3339))
+	}
+	h, err := c.History(ctx, q)
+	if err != nil {
+		return fail(stderr, prog, "Problem talking to the database: %v", err)
+	}
+	live, err := liveJobs(ctx, c, ids, users, parts)
+	if err != nil {
+		return fail(stderr, prog, "Problem talking to schedd: %v", err)
+	}
+	seen := map[uint64]bool{}
+	var rows []cli.SacctJob
+	keep := func(s cli.SacctJob) {
+		if seen[s.ID] {
+			return
+		}
+		seen[s.ID] = true
+		if (len(ids) == 0 || slices.Contains(ids, s.ID)) &&
+			(len(users) == 0 || slices.Contains(users, s.User)) &&
+			(len(names) == 0 || slices.Contains(names, s.Name)) &&
+			(len(parts) == 0 || slices.Contains(parts, s.Partition)) &&
+			(len(accounts) == 0 || slices.Contains(accounts, s.Account)) &&
+			(want == nil || want[s.State]) &&
+			(from.IsZero() || s.Ended.IsZero() || !s.Ended.Before(from)) &&
+			(to.IsZero() || s.Submitted.Before(to)) {
+			rows = append(rows, s)
+		}
+	}
+	for _, j := range live {
+		keep(cli.SacctFromJob(j))
+	}
+	for _, j := range h.Jobs {
+		keep(cli.SacctFromHistory(j))
+	}
+	slices.SortFunc(rows, func(a, b cli.SacctJob) int {
+		if c := a.Submitted.Compare(b.Submitted); c != 0 {
+			return c
+		}
+		return int(a.ID) - int(b.ID)
+	})
+	var b strings.Builder
+	if err := cli.WriteSacct(&b, rows, fields, mode, header, now); err != nil {
+		return fail(stderr, prog, "%v", err)
+	}
+	text := b.String()
+	if mode != cli.SacctTable && delimiter != "|" {
+		text = strings.ReplaceAll(text, "|", delimiter)
+	}
+	fmt.Fprint(stdout, text)
+	return 0
+}
+
+// slurmTime reads sacct's -S and -E: Slurm's forms YYYY-MM-DD[THH:MM[:SS]],
+// MM/DD[/YY], HH:MM[:SS] (today), now[-N[minutes|hours|days]], today,
+// midnight, noon; and troupe's (a duration ago, such as 2h).
+func slurmTime(s string, now time.Time) (time.Time, error) {
+	ls := strings.ToLower(s)
+	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, now.Location())
+	switch ls {
+	case "now":
+		return now, nil
+	case "today", "midnight":
+		return day, nil
+	case "noon":
+		return day.Add(12 * time.Hour), nil
+	case "tomorrow":
+		return day.AddDate(0, 0, 1), nil
+	}
+	if rest, ok := strings.CutPrefix(ls, "now"); ok && len(rest) > 1 && (rest[0] == '-' || rest[0] == '+') {
+		n, unit := rest[1:], time.Second
+		for _, u := range []struct {
+			suffix string
+			d      time.Duration
+		}{{"minutes", time.Minute}, {"hours", time.Hour}, {"days", 24 * time.Hour}, {"weeks", 7 * 24 * time.Hour}, {"seconds", time.Second}} {
+			for i := 1; i <= len(u.suffix); i++ {
+				if t, ok := strings.CutSuffix(n, u.suffix[:i]); ok && t != "" && strings.Trim(t, "0123456789") == "" {
+					n, unit = t, u.d
+					break
+				}
+			}
+		}
+		k, err := strconv.Atoi(n)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("want now[+-count[seconds|minutes|hours|days|weeks]]")
+		}
+		if rest[0] == '-' {
+			k = -k
+		}
+		return now.Add(time.Duration(k) * unit), nil
+	}
+	for _, layout := range []string{"15:04:05", "15:04"} {
+		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
+			return day.Add(time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute + time.Duration(t.Second())*time.Second), nil
+		}
+	}
+	for _, layout := range []string{"01/02/06", "01/02"} {
+		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
+			if layout == "01/02" {
+				t = t.AddDate(now.Year(), 0, 0)
+			}
+			return t, nil
+		}
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
+			return t, nil
+		}
+	}
+	return cli.ParseTime(s, now)
+}
