@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,14 +25,18 @@ import (
 
 // startSchedd runs a real schedd in this process: raft on disk, the
 // scheduler loop, the accounting store, the /v1 API on a unix socket
-// whose callers are who the kernel says (as cmd/schedd serves it). Ended
-// jobs leave the state for the accounting store after keepEnded.
-func startSchedd(t *testing.T, keepEnded time.Duration) (*sched.Server, string) {
+// whose callers are who the kernel says and, when cfg has a join token,
+// on a loopback TCP port whose callers are who their bearer token says
+// (as cmd/schedd serves them). It returns the server, the socket's
+// address and the TCP one ("" without a join token).
+func startSchedd(t *testing.T, cfg sched.Config) (*sched.Server, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
-	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(dir, "raft"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		KeepEnded: keepEnded, ExportEvery: 200 * time.Millisecond, AccountingPath: filepath.Join(dir, "accounting.db")})
+	cfg.DataDir = filepath.Join(dir, "raft")
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.AccountingPath = filepath.Join(dir, "accounting.db")
+	srv, err := sched.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,17 +45,29 @@ func startSchedd(t *testing.T, keepEnded time.Duration) (*sched.Server, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: srv.CatchUpGate(srv.Handler()), ConnContext: auth.PeerCreds(-1)}
-	go func() { _ = hs.Serve(ln) }()
+	servers := []*http.Server{{Handler: srv.CatchUpGate(srv.Handler()), ConnContext: auth.PeerCreds(-1)}}
+	go func() { _ = servers[0].Serve(ln) }()
+	tcp := ""
+	if cfg.JoinToken != "" {
+		tl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers = append(servers, &http.Server{Handler: srv.TCPHandler(false)})
+		go func() { _ = servers[1].Serve(tl) }()
+		tcp = "http://" + tl.Addr().String()
+	}
 	loopDone := make(chan struct{})
 	go func() { srv.Run(ctx); close(loopDone) }()
 	t.Cleanup(func() {
-		_ = hs.Close()
+		for _, hs := range servers {
+			_ = hs.Close()
+		}
 		cancel()
 		<-loopDone
 		_ = srv.Close()
 	})
-	return srv, "unix://" + sock
+	return srv, "unix://" + sock, tcp
 }
 
 // startSim runs troupe-nodesim's command line in this process until the
@@ -130,7 +147,8 @@ func simJob(name string, size int, run time.Duration, code int) api.SubmitReques
 // finds it. A job asking to exit 3 ends FAILED with that code, and one
 // with a malformed TROUPE_SIM_DURATION fails naming the variable.
 func TestSimulatedClusterDrivesScheduler(t *testing.T) {
-	srv, addr := startSchedd(t, time.Second)
+	// Ended jobs leave the state for the accounting store after 1s.
+	srv, addr, _ := startSchedd(t, sched.Config{KeepEnded: time.Second, ExportEvery: 200 * time.Millisecond})
 	startSim(t, "--addr", addr, "--nodes", "50", "--cpu", "4", "--memory", "16GiB")
 	if n := len(srv.Store().Snapshot().Nodes()); n != 50 {
 		t.Fatalf("schedd holds %d nodes, want 50", n)
@@ -228,5 +246,91 @@ func TestSimulatedClusterDrivesScheduler(t *testing.T) {
 	}
 	if len(gangs) != 4 {
 		t.Errorf("%d gangs submitted, want 4", len(gangs))
+	}
+}
+
+// TestJoinTokenAndPartitionLabels: simulated nodes register over TCP
+// with the cluster's join token, as nodelets on other machines do, and
+// then act with the credential each got; their --partition-labels put
+// them in the partition that selects that label, and a job of that
+// partition with no TROUPE_SIM_DURATION runs for --duration and ends
+// COMPLETED on one of them.
+func TestJoinTokenAndPartitionLabels(t *testing.T) {
+	dir := t.TempDir()
+	parts := filepath.Join(dir, "partitions.hcl")
+	if err := os.WriteFile(parts, []byte(`
+default_partition = "batch"
+partition "batch" {
+  nodes = ["login*"]
+}
+partition "simulated" {
+  labels = ["simlab"]
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	join := auth.NewSecret()
+	joinFile := filepath.Join(dir, "join-token")
+	if err := os.WriteFile(joinFile, []byte(join+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, sock, tcp := startSchedd(t, sched.Config{JoinToken: join, PartitionsFile: parts})
+	t.Setenv(client.EnvToken, "") // the nodes hold no token but the join token
+	startSim(t, "--addr", tcp, "--nodes", "12", "--prefix", "lab", "--cpu", "2", "--memory", "4GiB",
+		"--join-token-file", joinFile, "--partition-labels", "simlab, other", "--duration", "200ms")
+
+	creds := 0
+	for _, tok := range srv.Store().Snapshot().Tokens() {
+		if strings.HasPrefix(tok.Node, "lab") {
+			creds++
+		}
+	}
+	if creds != 12 {
+		t.Errorf("%d node credentials issued, want one per node (12)", creds)
+	}
+	c, err := client.New(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pl, err := c.Partitions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pl.Partitions {
+		want := 0
+		if p.Name == "simulated" {
+			want = 12
+		}
+		if len(p.Nodes) != want || (want > 0 && p.Nodes[0] != "lab01") {
+			t.Errorf("partition %s holds nodes %v, want %d (lab01…lab12)", p.Name, p.Nodes, want)
+		}
+	}
+	req := simJob("labelled", 1, 0, 0)
+	req.Spec.Env = nil
+	req.Spec.Partition = "simulated"
+	res, err := c.Submit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		j, _, err := c.Job(ctx, res.JobID, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State.Terminal() {
+			if j.State != api.JobCompleted || !strings.HasPrefix(j.Containers[0].Node, "lab") {
+				t.Fatalf("job ended %s (%s) on %q, want COMPLETED on a lab node", j.State, j.Reason, j.Containers[0].Node)
+			}
+			if took := j.Ended.Sub(j.Submitted); took < 200*time.Millisecond {
+				t.Errorf("job ended %s after its submission, before its --duration (200ms) could pass", took)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job still %s (%s) after 1m", j.State, j.Reason)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -289,7 +289,7 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer drainClose(resp)
 	idx, _ := strconv.ParseUint(resp.Header.Get(api.IndexHeader), 10, 64)
 	if out != nil {
 		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
@@ -297,6 +297,14 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		}
 	}
 	return idx, nil
+}
+
+// drainClose reads what is left of a small answer (the newline after
+// its JSON) before closing it: a body closed unread costs its
+// connection, and the next call would dial a new one.
+func drainClose(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
 }
 
 func apiError(resp *http.Response) *APIError {
@@ -331,7 +339,7 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 	if err != nil {
 		return r, err
 	}
-	defer resp.Body.Close()
+	defer drainClose(resp)
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		return r, fmt.Errorf("decoding answer of POST /v1/jobs: %w", err)
 	}
