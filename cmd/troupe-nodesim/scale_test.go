@@ -1,0 +1,359 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/client"
+)
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's
+// times: 100 on every Linux architecture Go builds for.
+const clockTicks = 100
+
+// envInt reads a positive number from the environment, else def.
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		b.Fatalf("$%s=%q: want a number", name, v)
+	}
+	return n
+}
+
+// proc reads a process's CPU time so far and its resident and peak
+// resident memory, from /proc.
+type proc struct{ pid int }
+
+func (p proc) cpu(b *testing.B) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command name, field 2, may hold spaces: count after its ')'.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, _ := strconv.ParseInt(f[12], 10, 64) // field 15
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// mem returns VmRSS and VmHWM in bytes.
+func (p proc) mem(b *testing.B) (rss, peak int64) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			peak = kb << 10
+		}
+	}
+	return rss, peak
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:3], " ")
+}
+
+// startProc starts bin with args, its stderr to log, and sends each line
+// of its stdout to lines; it is killed when the benchmark ends.
+func startProc(b *testing.B, log *os.File, bin string, args ...string) (*exec.Cmd, <-chan string) {
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = log
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return cmd, lines
+}
+
+// waitLine waits up to limit for a line of lines starting with prefix
+// and returns the rest of it.
+func waitLine(b *testing.B, lines <-chan string, prefix string, limit time.Duration) string {
+	deadline := time.After(limit)
+	for {
+		select {
+		case l := <-lines:
+			if rest, ok := strings.CutPrefix(l, prefix); ok {
+				return rest
+			}
+		case <-deadline:
+			b.Fatalf("no %q line within %s", prefix, limit)
+		}
+	}
+}
+
+// phase is what one throughput run measured.
+type phase struct {
+	jobs, containers, completed int
+	overall, steady             float64 // jobs/s
+	steadyContainers            float64 // containers/s, over the same ends
+	p50, p99                    time.Duration
+	cpu                         float64 // schedd cores busy
+	unfinished                  int
+}
+
+// runPhase submits reqs from 32 submitters at once, waits for every job
+// to end (at most limit), and measures from schedd's own times: overall
+// jobs/s is jobs over first submission to last end, steady jobs/s the
+// middle 80% of the ends over the time they took.
+func runPhase(b *testing.B, c *client.Client, schedd proc, reqs []api.SubmitRequest, limit time.Duration) phase {
+	ctx := context.Background()
+	cpu0, t0 := schedd.cpu(b), time.Now()
+	ids := make([]uint64, len(reqs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				res, err := c.Submit(ctx, reqs[i])
+				if err != nil {
+					b.Errorf("submit: %v", err)
+					continue
+				}
+				ids[i] = res.JobID
+			}
+		}()
+	}
+	for i := range reqs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	want := map[uint64]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	ph := phase{jobs: len(reqs)}
+	deadline := time.Now().Add(limit)
+	for {
+		l, err := c.JobsWhere(ctx, url.Values{"ended": {"false"}}, 0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ph.unfinished = 0
+		for _, j := range l.Jobs {
+			if want[j.ID] {
+				ph.unfinished++
+			}
+		}
+		if ph.unfinished == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	ph.cpu = (schedd.cpu(b) - cpu0).Seconds() / time.Since(t0).Seconds()
+	all, err := c.JobsWhere(ctx, url.Values{"ended": {"true"}}, 0, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var first time.Time
+	type end struct {
+		at   time.Time
+		size int
+	}
+	var ends []end
+	var lat []time.Duration
+	for _, j := range all.Jobs {
+		if !want[j.ID] || !j.State.Terminal() {
+			continue
+		}
+		ph.containers += len(j.Containers)
+		if j.State != api.JobCompleted {
+			continue
+		}
+		ph.completed++
+		if first.IsZero() || j.Submitted.Before(first) {
+			first = j.Submitted
+		}
+		ends = append(ends, end{j.Ended, len(j.Containers)})
+		lat = append(lat, j.Ended.Sub(j.Submitted))
+	}
+	if len(ends) < 2 {
+		return ph
+	}
+	slices.SortFunc(ends, func(a, b end) int { return a.at.Compare(b.at) })
+	slices.Sort(lat)
+	ph.overall = float64(len(ends)) / ends[len(ends)-1].at.Sub(first).Seconds()
+	lo, hi := len(ends)/10, len(ends)*9/10
+	if hi > lo && ends[hi].at.After(ends[lo].at) {
+		span := ends[hi].at.Sub(ends[lo].at).Seconds()
+		containers := 0
+		for _, e := range ends[lo+1 : hi+1] {
+			containers += e.size
+		}
+		ph.steady, ph.steadyContainers = float64(hi-lo)/span, float64(containers)/span
+	}
+	ph.p50, ph.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	return ph
+}
+
+// oneSecondJobs are n jobs of size containers each (sizes cycling
+// through sizes), every container running 1 s.
+func oneSecondJobs(prefix string, n int, sizes ...int) []api.SubmitRequest {
+	var out []api.SubmitRequest
+	for i := range n {
+		out = append(out, simJob(fmt.Sprintf("%s-%d", prefix, i), sizes[i%len(sizes)], time.Second, 0))
+	}
+	return out
+}
+
+// BenchmarkScale is `make bench-scale`: a real schedd (its own process,
+// built from this tree) and troupe-nodesim with $NODES simulated nodes
+// (default 10,000; 4 cores and 16 GiB each) on this machine. It prints
+// the time all nodes take to register, schedd's CPU and memory while
+// they only heartbeat, and the sustained end-to-end throughput (submit
+// to COMPLETED, from schedd's own timestamps) of $BENCH_JOBS
+// one-container jobs (default 2,000) and of $BENCH_GANGS gangs of 8, 16,
+// 32 and 64 containers (default 200), every container running 1 s.
+// b.N is ignored: one run is minutes long.
+func BenchmarkScale(b *testing.B) {
+	nodes := envInt(b, "NODES", 10000)
+	jobs := envInt(b, "BENCH_JOBS", 2000)
+	gangs := envInt(b, "BENCH_GANGS", 200)
+	idle := time.Duration(envInt(b, "BENCH_IDLE_SECONDS", 10)) * time.Second
+	limit := time.Duration(envInt(b, "BENCH_PHASE_MINUTES", 10)) * time.Minute
+
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Max < uint64(nodes)+1024 {
+		b.Fatalf("NODES=%d needs a connection per node in schedd and in troupe-nodesim, but open files are limited to %d (ulimit -Hn): raise it or lower NODES", nodes, lim.Max)
+	}
+	dir := b.TempDir()
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/troupe-hpc/troupe/cmd/schedd", "github.com/troupe-hpc/troupe/cmd/troupe-nodesim")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building schedd and troupe-nodesim: %v\n%s", err, out)
+	}
+	log, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer log.Close()
+	b.Cleanup(func() {
+		if b.Failed() {
+			out, _ := os.ReadFile(log.Name())
+			b.Logf("schedd and troupe-nodesim log (last 4 KiB):\n%s", out[max(0, len(out)-4096):])
+		}
+	})
+	loadStart := loadavg()
+	sock := filepath.Join(dir, "schedd.sock")
+	scmd, slines := startProc(b, log, filepath.Join(dir, "schedd"), "--data-dir", filepath.Join(dir, "data"), "--socket", sock,
+		"--keep-ended", "1h", "--max-queued-per-user", "0")
+	addr := waitLine(b, slines, "export TROUPE_ADDR=", time.Minute)
+	schedd := proc{scmd.Process.Pid}
+	b.ResetTimer()
+
+	_, nlines := startProc(b, log, filepath.Join(dir, "troupe-nodesim"), "--addr", addr, "--nodes", strconv.Itoa(nodes),
+		"--cpu", "4", "--memory", "16GiB")
+	reg := waitLine(b, nlines, fmt.Sprintf("troupe-nodesim: %d nodes registered in ", nodes), 30*time.Minute)
+	regTime, err := time.ParseDuration(reg)
+	if err != nil {
+		b.Fatalf("registration time %q: %v", reg, err)
+	}
+	// Idle: every node heartbeating, its blocking query open. Let the
+	// first heartbeats (spread over one interval) pass first.
+	time.Sleep(5 * time.Second)
+	cpu0, t0 := schedd.cpu(b), time.Now()
+	time.Sleep(idle)
+	idleCPU := (schedd.cpu(b) - cpu0).Seconds() / time.Since(t0).Seconds()
+	idleRSS, _ := schedd.mem(b)
+
+	c, err := client.New(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.SetTimeout(5 * time.Minute)
+	var one, gang phase
+	if jobs > 0 {
+		one = runPhase(b, c, schedd, oneSecondJobs("one", jobs, 1), limit)
+	}
+	if gangs > 0 {
+		gang = runPhase(b, c, schedd, oneSecondJobs("gang", gangs, 8, 16, 32, 64), limit)
+	}
+	_, peakRSS := schedd.mem(b)
+	b.StopTimer()
+
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "\ntroupe scale benchmark: schedd + troupe-nodesim, %d nodes of 4 cores / 16 GiB, on %d CPUs\n", nodes, runtime.NumCPU())
+	fmt.Fprintf(w, "load average (1 5 15 min)\t%s at start, %s at end\n", loadStart, loadavg())
+	fmt.Fprintf(w, "registration of all nodes\t%s\t(%.0f nodes/s)\n", regTime.Round(time.Millisecond), float64(nodes)/regTime.Seconds())
+	fmt.Fprintf(w, "schedd CPU, idle, nodes heartbeating\t%.3f cores\t(over %s)\n", idleCPU, idle)
+	fmt.Fprintf(w, "schedd RSS, idle\t%.0f MiB\n", float64(idleRSS)/(1<<20))
+	for _, p := range []struct {
+		name string
+		ph   phase
+	}{{"1-container jobs, 1 s each", one}, {"gangs of 8-64 containers, 1 s each", gang}} {
+		if p.ph.jobs == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s\t%d jobs, %d containers: %d COMPLETED, %d unfinished\n", p.name, p.ph.jobs, p.ph.containers, p.ph.completed, p.ph.unfinished)
+		fmt.Fprintf(w, "  throughput (submit to COMPLETED)\t%.1f jobs/s overall, %.1f jobs/s (%.0f containers/s) steady (middle 80%% of ends)\n",
+			p.ph.overall, p.ph.steady, p.ph.steadyContainers)
+		fmt.Fprintf(w, "  submit to COMPLETED\tp50 %s, p99 %s\n", p.ph.p50.Round(time.Millisecond), p.ph.p99.Round(time.Millisecond))
+		fmt.Fprintf(w, "  schedd CPU meanwhile\t%.2f cores\n", p.ph.cpu)
+	}
+	fmt.Fprintf(w, "schedd RSS, peak\t%.0f MiB\n", float64(peakRSS)/(1<<20))
+	_ = w.Flush()
+	b.ReportMetric(regTime.Seconds(), "register-s")
+	b.ReportMetric(idleCPU, "idle-cores")
+	b.ReportMetric(float64(idleRSS)/(1<<20), "idle-MiB")
+	b.ReportMetric(one.steady, "jobs/s")
+	b.ReportMetric(gang.steady, "gangs/s")
+}
