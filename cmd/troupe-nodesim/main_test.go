@@ -334,3 +334,28 @@ partition "simulated" {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestBadFlagsNamed: a bad option is refused with exit status 2 and a
+// message naming the flag.
+func TestBadFlagsNamed(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nodes", "0"}, "--nodes"},
+		{[]string{"--cpu", "-1"}, "--cpu"},
+		{[]string{"--memory", "lots"}, "--memory"},
+		{[]string{"--memory", "0"}, "--memory"},
+		{[]string{"--gpus", "-2"}, "--gpus"},
+		{[]string{"--duration", "-1s"}, "--duration"},
+		{[]string{"--register-concurrency", "0"}, "--register-concurrency"},
+		{[]string{"--join-token-file", filepath.Join(t.TempDir(), "missing")}, "--join-token-file"},
+		{[]string{"extra"}, `"extra"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"--addr", "unix:///nonexistent"}, c.args...), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and a message naming %s", c.args, code, stderr.String(), c.want)
+		}
+	}
+}
