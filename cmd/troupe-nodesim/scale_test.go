@@ -15,7 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"text/tabwriter"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -148,6 +147,24 @@ type phase struct {
 	unfinished                  int
 }
 
+// retry calls f until it succeeds or deadline passes: schedd saturated
+// by thousands of nodes refuses connections for a while (its listen
+// backlog full), which is a figure to report, not a reason to stop. A
+// submission keeps its request id across tries, so it makes one job.
+func retry(b *testing.B, deadline time.Time, what string, f func() error) bool {
+	for {
+		err := f()
+		if err == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			b.Errorf("%s: gave up at the deadline: %v", what, err)
+			return false
+		}
+		time.Sleep(time.Second)
+	}
+}
+
 // runPhase submits reqs from 32 submitters at once, waits for every job
 // to end (at most limit), and measures from schedd's own times: overall
 // jobs/s is jobs over first submission to last end, steady jobs/s the
@@ -155,6 +172,7 @@ type phase struct {
 func runPhase(b *testing.B, c *client.Client, schedd proc, reqs []api.SubmitRequest, limit time.Duration) phase {
 	ctx := context.Background()
 	cpu0, t0 := schedd.cpu(b), time.Now()
+	deadline := t0.Add(limit)
 	ids := make([]uint64, len(reqs))
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -163,12 +181,13 @@ func runPhase(b *testing.B, c *client.Client, schedd proc, reqs []api.SubmitRequ
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				res, err := c.Submit(ctx, reqs[i])
-				if err != nil {
-					b.Errorf("submit: %v", err)
-					continue
-				}
-				ids[i] = res.JobID
+				req := reqs[i]
+				req.RequestID = fmt.Sprintf("bench-scale-%d-%s", t0.UnixNano(), req.Spec.Name)
+				retry(b, deadline, "submit", func() error {
+					res, err := c.Submit(ctx, req)
+					ids[i] = res.JobID
+					return err
+				})
 			}
 		}()
 	}
@@ -182,11 +201,13 @@ func runPhase(b *testing.B, c *client.Client, schedd proc, reqs []api.SubmitRequ
 		want[id] = true
 	}
 	ph := phase{jobs: len(reqs)}
-	deadline := time.Now().Add(limit)
 	for {
-		l, err := c.JobsWhere(ctx, url.Values{"ended": {"false"}}, 0, 0)
-		if err != nil {
-			b.Fatal(err)
+		var l api.JobList
+		if !retry(b, deadline, "listing the jobs", func() (err error) {
+			l, err = c.JobsWhere(ctx, url.Values{"ended": {"false"}}, 0, 0)
+			return err
+		}) {
+			break
 		}
 		ph.unfinished = 0
 		for _, j := range l.Jobs {
@@ -200,9 +221,12 @@ func runPhase(b *testing.B, c *client.Client, schedd proc, reqs []api.SubmitRequ
 		time.Sleep(250 * time.Millisecond)
 	}
 	ph.cpu = (schedd.cpu(b) - cpu0).Seconds() / time.Since(t0).Seconds()
-	all, err := c.JobsWhere(ctx, url.Values{"ended": {"true"}}, 0, 0)
-	if err != nil {
-		b.Fatal(err)
+	var all api.JobList
+	if !retry(b, time.Now().Add(5*time.Minute), "listing the ended jobs", func() (err error) {
+		all, err = c.JobsWhere(ctx, url.Values{"ended": {"true"}}, 0, 0)
+		return err
+	}) {
+		return ph
 	}
 	var first time.Time
 	type end struct {
@@ -292,12 +316,23 @@ func BenchmarkScale(b *testing.B) {
 			b.Logf("schedd and troupe-nodesim log (last 4 KiB):\n%s", out[max(0, len(out)-4096):])
 		}
 	})
-	loadStart := loadavg()
+	// Each figure is printed as soon as it is measured: a run that fails
+	// later keeps what it had.
+	row := func(name, format string, args ...any) {
+		fmt.Printf("%-40s %s\n", name, fmt.Sprintf(format, args...))
+	}
+	fmt.Printf("\ntroupe scale benchmark: schedd + troupe-nodesim, %d nodes of 4 cores / 16 GiB, on %d CPUs\n", nodes, runtime.NumCPU())
+	row("load average (1 5 15 min) at start", "%s", loadavg())
 	sock := filepath.Join(dir, "schedd.sock")
 	scmd, slines := startProc(b, log, filepath.Join(dir, "schedd"), "--data-dir", filepath.Join(dir, "data"), "--socket", sock,
 		"--keep-ended", "1h", "--max-queued-per-user", "0")
 	addr := waitLine(b, slines, "export TROUPE_ADDR=", time.Minute)
 	schedd := proc{scmd.Process.Pid}
+	c, err := client.New(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.SetTimeout(5 * time.Minute)
 	b.ResetTimer()
 
 	_, nlines := startProc(b, log, filepath.Join(dir, "troupe-nodesim"), "--addr", addr, "--nodes", strconv.Itoa(nodes),
@@ -307,6 +342,7 @@ func BenchmarkScale(b *testing.B) {
 	if err != nil {
 		b.Fatalf("registration time %q: %v", reg, err)
 	}
+	row("registration of all nodes", "%s (%.0f nodes/s)", regTime.Round(time.Millisecond), float64(nodes)/regTime.Seconds())
 	// Idle: every node heartbeating, its blocking query open. Let the
 	// first heartbeats (spread over one interval) pass first.
 	time.Sleep(5 * time.Second)
@@ -314,43 +350,49 @@ func BenchmarkScale(b *testing.B) {
 	time.Sleep(idle)
 	idleCPU := (schedd.cpu(b) - cpu0).Seconds() / time.Since(t0).Seconds()
 	idleRSS, _ := schedd.mem(b)
+	row("schedd CPU, idle, nodes heartbeating", "%.3f cores (over %s)", idleCPU, idle)
+	row("schedd RSS, idle", "%.0f MiB", float64(idleRSS)/(1<<20))
+	upDown := func() string {
+		var l api.NodeList
+		if !retry(b, time.Now().Add(2*time.Minute), "listing the nodes", func() (err error) {
+			l, err = c.Nodes(context.Background())
+			return err
+		}) {
+			return "?"
+		}
+		down := 0
+		for _, n := range l.Nodes {
+			if n.State == api.NodeDown {
+				down++
+			}
+		}
+		return fmt.Sprintf("%d UP, %d DOWN", len(l.Nodes)-down, down)
+	}
+	row("nodes after idle", "%s", upDown())
 
-	c, err := client.New(addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c.SetTimeout(5 * time.Minute)
 	var one, gang phase
-	if jobs > 0 {
-		one = runPhase(b, c, schedd, oneSecondJobs("one", jobs, 1), limit)
-	}
-	if gangs > 0 {
-		gang = runPhase(b, c, schedd, oneSecondJobs("gang", gangs, 8, 16, 32, 64), limit)
+	for _, p := range []struct {
+		name  string
+		n     int
+		ph    *phase
+		sizes []int
+	}{{"1-container jobs, 1 s each", jobs, &one, []int{1}}, {"gangs of 8-64 containers, 1 s each", gangs, &gang, []int{8, 16, 32, 64}}} {
+		if p.n == 0 {
+			continue
+		}
+		*p.ph = runPhase(b, c, schedd, oneSecondJobs(strings.Fields(p.name)[0], p.n, p.sizes...), limit)
+		ph := *p.ph
+		row(p.name, "%d jobs, %d containers: %d COMPLETED, %d unfinished", ph.jobs, ph.containers, ph.completed, ph.unfinished)
+		row("  throughput (submit to COMPLETED)", "%.1f jobs/s overall, %.1f jobs/s (%.0f containers/s) steady (middle 80%% of ends)",
+			ph.overall, ph.steady, ph.steadyContainers)
+		row("  submit to COMPLETED", "p50 %s, p99 %s", ph.p50.Round(time.Millisecond), ph.p99.Round(time.Millisecond))
+		row("  schedd CPU meanwhile", "%.2f cores", ph.cpu)
+		row("  nodes after", "%s", upDown())
 	}
 	_, peakRSS := schedd.mem(b)
 	b.StopTimer()
-
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "\ntroupe scale benchmark: schedd + troupe-nodesim, %d nodes of 4 cores / 16 GiB, on %d CPUs\n", nodes, runtime.NumCPU())
-	fmt.Fprintf(w, "load average (1 5 15 min)\t%s at start, %s at end\n", loadStart, loadavg())
-	fmt.Fprintf(w, "registration of all nodes\t%s\t(%.0f nodes/s)\n", regTime.Round(time.Millisecond), float64(nodes)/regTime.Seconds())
-	fmt.Fprintf(w, "schedd CPU, idle, nodes heartbeating\t%.3f cores\t(over %s)\n", idleCPU, idle)
-	fmt.Fprintf(w, "schedd RSS, idle\t%.0f MiB\n", float64(idleRSS)/(1<<20))
-	for _, p := range []struct {
-		name string
-		ph   phase
-	}{{"1-container jobs, 1 s each", one}, {"gangs of 8-64 containers, 1 s each", gang}} {
-		if p.ph.jobs == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "%s\t%d jobs, %d containers: %d COMPLETED, %d unfinished\n", p.name, p.ph.jobs, p.ph.containers, p.ph.completed, p.ph.unfinished)
-		fmt.Fprintf(w, "  throughput (submit to COMPLETED)\t%.1f jobs/s overall, %.1f jobs/s (%.0f containers/s) steady (middle 80%% of ends)\n",
-			p.ph.overall, p.ph.steady, p.ph.steadyContainers)
-		fmt.Fprintf(w, "  submit to COMPLETED\tp50 %s, p99 %s\n", p.ph.p50.Round(time.Millisecond), p.ph.p99.Round(time.Millisecond))
-		fmt.Fprintf(w, "  schedd CPU meanwhile\t%.2f cores\n", p.ph.cpu)
-	}
-	fmt.Fprintf(w, "schedd RSS, peak\t%.0f MiB\n", float64(peakRSS)/(1<<20))
-	_ = w.Flush()
+	row("schedd RSS, peak", "%.0f MiB", float64(peakRSS)/(1<<20))
+	row("load average (1 5 15 min) at end", "%s", loadavg())
 	b.ReportMetric(regTime.Seconds(), "register-s")
 	b.ReportMetric(idleCPU, "idle-cores")
 	b.ReportMetric(float64(idleRSS)/(1<<20), "idle-MiB")
