@@ -65,7 +65,8 @@ fuzz:
 # (troupe-nodesim(8)) on this machine; prints registration time, schedd's
 # idle CPU and memory, and the end-to-end throughput of BENCH_JOBS
 # 1-container jobs and BENCH_GANGS gangs of 8-64 containers, 1 s each.
-# It takes minutes, and 10,000 nodes need `ulimit -n` of 12,000 or more.
+# It takes minutes; each node holds up to three connections, so 10,000
+# nodes want `ulimit -Hn` of about 30,000 (it refuses below 11,024).
 NODES       ?= 10000
 BENCH_JOBS  ?= 2000
 BENCH_GANGS ?= 200

@@ -76,6 +76,15 @@ func (p proc) mem(b *testing.B) (rss, peak int64) {
 	return rss, peak
 }
 
+// files counts the process's open files (its connections among them).
+func (p proc) files() int {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.pid))
+	if err != nil {
+		return -1
+	}
+	return len(ents)
+}
+
 func loadavg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -143,8 +152,12 @@ type phase struct {
 	overall, steady             float64 // jobs/s
 	steadyContainers            float64 // containers/s, over the same ends
 	p50, p99                    time.Duration
-	cpu                         float64 // schedd cores busy
+	cpu, simCPU                 float64 // schedd's and troupe-nodesim's cores busy
 	unfinished                  int
+	files                       int // the most open files schedd had at a look (each poll)
+	// others counts the jobs that ended otherwise, by state and the
+	// start of their reason ("FAILED main1: killed by the node's fence").
+	others map[string]int
 }
 
 // retry calls f until it succeeds or deadline passes: schedd saturated
@@ -169,9 +182,9 @@ func retry(b *testing.B, deadline time.Time, what string, f func() error) bool {
 // to end (at most limit), and measures from schedd's own times: overall
 // jobs/s is jobs over first submission to last end, steady jobs/s the
 // middle 80% of the ends over the time they took.
-func runPhase(b *testing.B, c *client.Client, schedd proc, reqs []api.SubmitRequest, limit time.Duration) phase {
+func runPhase(b *testing.B, c *client.Client, schedd, sim proc, reqs []api.SubmitRequest, limit time.Duration) phase {
 	ctx := context.Background()
-	cpu0, t0 := schedd.cpu(b), time.Now()
+	cpu0, simCPU0, t0 := schedd.cpu(b), sim.cpu(b), time.Now()
 	deadline := t0.Add(limit)
 	ids := make([]uint64, len(reqs))
 	var wg sync.WaitGroup
@@ -200,7 +213,7 @@ func runPhase(b *testing.B, c *client.Client, schedd proc, reqs []api.SubmitRequ
 	for _, id := range ids {
 		want[id] = true
 	}
-	ph := phase{jobs: len(reqs)}
+	ph := phase{jobs: len(reqs), others: map[string]int{}}
 	for {
 		var l api.JobList
 		if !retry(b, deadline, "listing the jobs", func() (err error) {
@@ -209,6 +222,7 @@ func runPhase(b *testing.B, c *client.Client, schedd proc, reqs []api.SubmitRequ
 		}) {
 			break
 		}
+		ph.files = max(ph.files, schedd.files())
 		ph.unfinished = 0
 		for _, j := range l.Jobs {
 			if want[j.ID] {
@@ -221,6 +235,7 @@ func runPhase(b *testing.B, c *client.Client, schedd proc, reqs []api.SubmitRequ
 		time.Sleep(250 * time.Millisecond)
 	}
 	ph.cpu = (schedd.cpu(b) - cpu0).Seconds() / time.Since(t0).Seconds()
+	ph.simCPU = (sim.cpu(b) - simCPU0).Seconds() / time.Since(t0).Seconds()
 	var all api.JobList
 	if !retry(b, time.Now().Add(5*time.Minute), "listing the ended jobs", func() (err error) {
 		all, err = c.JobsWhere(ctx, url.Values{"ended": {"true"}}, 0, 0)
@@ -241,6 +256,11 @@ func runPhase(b *testing.B, c *client.Client, schedd proc, reqs []api.SubmitRequ
 		}
 		ph.containers += len(j.Containers)
 		if j.State != api.JobCompleted {
+			why := j.Reason
+			if _, after, ok := strings.Cut(why, ": "); ok {
+				why = after // the host it happened on varies
+			}
+			ph.others[string(j.State)+" "+why[:min(len(why), 40)]]++
 			continue
 		}
 		ph.completed++
@@ -298,6 +318,8 @@ func BenchmarkScale(b *testing.B) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Max < uint64(nodes)+1024 {
 		b.Fatalf("NODES=%d needs a connection per node in schedd and in troupe-nodesim, but open files are limited to %d (ulimit -Hn): raise it or lower NODES", nodes, lim.Max)
+	} else if err == nil && lim.Max < 3*uint64(nodes) {
+		fmt.Printf("warning: open files are limited to %d (ulimit -Hn); a busy node holds up to 3 connections, so NODES=%d may run out\n", lim.Max, nodes)
 	}
 	dir := b.TempDir()
 	build := exec.Command("go", "build", "-o", dir+"/", "github.com/troupe-hpc/troupe/cmd/schedd", "github.com/troupe-hpc/troupe/cmd/troupe-nodesim")
@@ -335,7 +357,7 @@ func BenchmarkScale(b *testing.B) {
 	c.SetTimeout(5 * time.Minute)
 	b.ResetTimer()
 
-	_, nlines := startProc(b, log, filepath.Join(dir, "troupe-nodesim"), "--addr", addr, "--nodes", strconv.Itoa(nodes),
+	ncmd, nlines := startProc(b, log, filepath.Join(dir, "troupe-nodesim"), "--addr", addr, "--nodes", strconv.Itoa(nodes),
 		"--cpu", "4", "--memory", "16GiB")
 	reg := waitLine(b, nlines, fmt.Sprintf("troupe-nodesim: %d nodes registered in ", nodes), 30*time.Minute)
 	regTime, err := time.ParseDuration(reg)
@@ -346,12 +368,15 @@ func BenchmarkScale(b *testing.B) {
 	// Idle: every node heartbeating, its blocking query open. Let the
 	// first heartbeats (spread over one interval) pass first.
 	time.Sleep(5 * time.Second)
-	cpu0, t0 := schedd.cpu(b), time.Now()
+	sim := proc{ncmd.Process.Pid}
+	cpu0, simCPU0, t0 := schedd.cpu(b), sim.cpu(b), time.Now()
 	time.Sleep(idle)
 	idleCPU := (schedd.cpu(b) - cpu0).Seconds() / time.Since(t0).Seconds()
+	idleSimCPU := (sim.cpu(b) - simCPU0).Seconds() / time.Since(t0).Seconds()
 	idleRSS, _ := schedd.mem(b)
-	row("schedd CPU, idle, nodes heartbeating", "%.3f cores (over %s)", idleCPU, idle)
+	row("schedd CPU, idle, nodes heartbeating", "%.3f cores (over %s; troupe-nodesim %.3f)", idleCPU, idle, idleSimCPU)
 	row("schedd RSS, idle", "%.0f MiB", float64(idleRSS)/(1<<20))
+	row("schedd open files, idle", "%d", schedd.files())
 	upDown := func() string {
 		var l api.NodeList
 		if !retry(b, time.Now().Add(2*time.Minute), "listing the nodes", func() (err error) {
@@ -380,13 +405,17 @@ func BenchmarkScale(b *testing.B) {
 		if p.n == 0 {
 			continue
 		}
-		*p.ph = runPhase(b, c, schedd, oneSecondJobs(strings.Fields(p.name)[0], p.n, p.sizes...), limit)
+		*p.ph = runPhase(b, c, schedd, sim, oneSecondJobs(strings.Fields(p.name)[0], p.n, p.sizes...), limit)
 		ph := *p.ph
 		row(p.name, "%d jobs, %d containers: %d COMPLETED, %d unfinished", ph.jobs, ph.containers, ph.completed, ph.unfinished)
+		for why, n := range ph.others {
+			row("  ended otherwise", "%d %s", n, why)
+		}
 		row("  throughput (submit to COMPLETED)", "%.1f jobs/s overall, %.1f jobs/s (%.0f containers/s) steady (middle 80%% of ends)",
 			ph.overall, ph.steady, ph.steadyContainers)
 		row("  submit to COMPLETED", "p50 %s, p99 %s", ph.p50.Round(time.Millisecond), ph.p99.Round(time.Millisecond))
-		row("  schedd CPU meanwhile", "%.2f cores", ph.cpu)
+		row("  schedd CPU meanwhile", "%.2f cores (troupe-nodesim %.2f)", ph.cpu, ph.simCPU)
+		row("  schedd open files, most seen", "%d", ph.files)
 		row("  nodes after", "%s", upDown())
 	}
 	_, peakRSS := schedd.mem(b)
