@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,8 +29,9 @@ import (
 // whose callers are who the kernel says and, when cfg has a join token,
 // on a loopback TCP port whose callers are who their bearer token says
 // (as cmd/schedd serves them). It returns the server, the socket's
-// address and the TCP one ("" without a join token).
-func startSchedd(t *testing.T, cfg sched.Config) (*sched.Server, string, string) {
+// address and the TCP one ("" without a join token). wrap, if given,
+// stands between the socket and schedd (a fault to inject).
+func startSchedd(t *testing.T, cfg sched.Config, wrap ...func(http.Handler) http.Handler) (*sched.Server, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
@@ -45,7 +47,11 @@ func startSchedd(t *testing.T, cfg sched.Config) (*sched.Server, string, string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers := []*http.Server{{Handler: srv.CatchUpGate(srv.Handler()), ConnContext: auth.PeerCreds(-1)}}
+	h := srv.CatchUpGate(srv.Handler())
+	for _, w := range wrap {
+		h = w(h)
+	}
+	servers := []*http.Server{{Handler: h, ConnContext: auth.PeerCreds(-1)}}
 	go func() { _ = servers[0].Serve(ln) }()
 	tcp := ""
 	if cfg.JoinToken != "" {
@@ -357,5 +363,62 @@ func TestBadFlagsNamed(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("%v: exit %d, %q; want 2 and a message naming %s", c.args, code, stderr.String(), c.want)
 		}
+	}
+}
+
+// TestLeaseLostFences: a node that gets no answer from schedd for longer
+// than its lease stops its containers, as nodelet's fence does, and says
+// so when schedd answers again: the job ends FAILED, its reason the
+// fence's. The node is cut off (every node request refused) for 13 s:
+// past its 10 s lease, short of the 20 s after which schedd would mark
+// it DOWN.
+func TestLeaseLostFences(t *testing.T) {
+	var cut atomic.Bool
+	refuse := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if cut.Load() && strings.HasPrefix(r.URL.Path, "/v1/nodes/") {
+				http.Error(w, "cut off by the test", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	_, addr, _ := startSchedd(t, sched.Config{NodeTimeout: 20 * time.Second}, refuse)
+	startSim(t, "--addr", addr, "--nodes", "1")
+	c, err := client.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := c.Submit(ctx, simJob("fenced", 1, time.Hour, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func(limit time.Duration, ok func(api.Job) bool) api.Job {
+		deadline := time.Now().Add(limit)
+		for {
+			j, _, err := c.Job(ctx, res.JobID, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok(j) {
+				return j
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %d still %s (%s) after %s", j.ID, j.State, j.Reason, limit)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	wait(time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
+	cut.Store(true)
+	time.Sleep(13 * time.Second)
+	if j, _, err := c.Job(ctx, res.JobID, 0, 0); err != nil || j.State != api.JobRunning {
+		t.Fatalf("while the node was cut off the job became %s (%v); schedd cannot have heard of a fence", j.State, err)
+	}
+	cut.Store(false)
+	j := wait(time.Minute, func(j api.Job) bool { return j.State.Terminal() })
+	if j.State != api.JobFailed || !strings.Contains(j.Reason, "fence") {
+		t.Fatalf("job ended %s (%s), want FAILED by the node's fence", j.State, j.Reason)
 	}
 }
