@@ -51,16 +51,18 @@ func startSchedd(t *testing.T, cfg sched.Config, wrap ...func(http.Handler) http
 	for _, w := range wrap {
 		h = w(h)
 	}
-	servers := []*http.Server{{Handler: h, ConnContext: auth.PeerCreds(-1)}}
-	go func() { _ = servers[0].Serve(ln) }()
+	us := &http.Server{Handler: h, ConnContext: auth.PeerCreds(-1)}
+	servers := []*http.Server{us}
+	go func() { _ = us.Serve(ln) }()
 	tcp := ""
 	if cfg.JoinToken != "" {
 		tl, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		servers = append(servers, &http.Server{Handler: srv.TCPHandler(false)})
-		go func() { _ = servers[1].Serve(tl) }()
+		ts := &http.Server{Handler: srv.TCPHandler(false)}
+		servers = append(servers, ts)
+		go func() { _ = ts.Serve(tl) }()
 		tcp = "http://" + tl.Addr().String()
 	}
 	loopDone := make(chan struct{})
