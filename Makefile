@@ -7,7 +7,7 @@ CMDS     := $(notdir $(patsubst %/,%,$(wildcard cmd/*/)))
 STATICCHECK_VERSION := v0.8.2
 TEST_FLAGS ?= -timeout 30m
 
-.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean
+.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean bench-scale
 
 all: build
 
@@ -85,6 +85,19 @@ fuzz:
 		echo "fuzz $${t%%:*} $${t##*:} ($(FUZZTIME))"; \
 		out=$$($(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}" 2>&1) || { echo "$$out"; exit 1; }; \
 	done
+
+# The scale benchmark (docs/scale.md): schedd and NODES simulated nodes
+# (troupe-nodesim(8)) on this machine; prints registration time, schedd's
+# idle CPU and memory, and the end-to-end throughput of BENCH_JOBS
+# 1-container jobs and BENCH_GANGS gangs of 8-64 containers, 1 s each.
+# It takes minutes; each node holds up to three connections, so 10,000
+# nodes want `ulimit -Hn` of about 30,000 (it refuses below 11,024).
+NODES       ?= 10000
+BENCH_JOBS  ?= 2000
+BENCH_GANGS ?= 200
+bench-scale:
+	NODES=$(NODES) BENCH_JOBS=$(BENCH_JOBS) BENCH_GANGS=$(BENCH_GANGS) \
+		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -v -timeout 60m ./cmd/troupe-nodesim/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -1,11 +1,11 @@
 # bash completion for troupe: bsub bqueue bkill bhold brelease bjob bpeek battach bapp bhist bacct bhosts badmin bsim
-# bjobs bstop bresume lsid lsclusters schedd nodelet.
+# bjobs bstop bresume lsid lsclusters schedd nodelet troupe-nodesim.
 #
 # Install: copy this file to /usr/share/bash-completion/completions/troupe and
 # link each command's name to it there (bash-completion loads completions
 # by command name), or source it from ~/.bashrc:
 #
-#   for c in bsub bqueue bkill bhold brelease bjob bpeek battach bapp bhist bacct bhosts badmin bsim bjobs bstop bresume lsid lsclusters schedd nodelet; do
+#   for c in bsub bqueue bkill bhold brelease bjob bpeek battach bapp bhist bacct bhosts badmin bsim bjobs bstop bresume lsid lsclusters schedd nodelet troupe-nodesim; do
 #       ln -sf troupe /usr/share/bash-completion/completions/$c
 #   done
 #
@@ -257,4 +257,4 @@ _troupe() {
     return 0
 }
 
-complete -F _troupe bsub bqueue bkill bhold brelease bjob bpeek battach bapp bhist bacct bhosts badmin bsim bjobs bstop bresume lsid lsclusters schedd nodelet
+complete -F _troupe bsub bqueue bkill bhold brelease bjob bpeek battach bapp bhist bacct bhosts badmin bsim bjobs bstop bresume lsid lsclusters schedd nodelet troupe-nodesim

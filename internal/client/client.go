@@ -12,6 +12,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -164,13 +165,19 @@ func New(addr string) (*Client, error) {
 type Options struct {
 	CA    string // PEM file of a CA to trust besides the system's
 	Token string // bearer token for TCP addresses
+	// IdleConns is how many idle connections to each address the client
+	// keeps for reuse (0: 16). A program that holds a blocking query
+	// open per node, such as troupe-nodesim's thousands of nodes, keeps
+	// one per node, or every answer closes a connection and the next
+	// query dials a new one.
+	IdleConns int
 }
 
 // NewWith is New with the CA and token given rather than read from the
 // environment.
 func NewWith(addr string, o Options) (*Client, error) {
 	c := &Client{addr: addr}
-	tr := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second,
+	tr := &http.Transport{MaxIdleConnsPerHost: cmp.Or(o.IdleConns, 16), IdleConnTimeout: 90 * time.Second,
 		DialContext: (&net.Dialer{Timeout: dialTimeout}).DialContext, TLSHandshakeTimeout: tryTimeout}
 	for _, a := range strings.Split(addr, ",") {
 		a = strings.TrimSpace(a)
@@ -219,6 +226,20 @@ func NewWith(addr string, o Options) (*Client, error) {
 	c.SetTimeout(DefaultTimeout)
 	c.http = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return c, nil
+}
+
+// WithToken is a client for the same addresses that sends token ("" none)
+// instead: it shares c's connections, settings and leader, so that one
+// process acting for many nodes (troupe-nodesim), each with its own
+// credential, holds one connection pool, not one per node.
+func (c *Client) WithToken(token string) *Client {
+	d := &Client{addr: c.addr, bases: c.bases, plain: c.plain, http: c.http}
+	d.cur.Store(c.cur.Load())
+	d.leader.Store(c.leader.Load())
+	d.timeout.Store(c.timeout.Load())
+	d.onRetry.Store(c.onRetry.Load())
+	d.SetToken(token)
+	return d
 }
 
 // SetToken sets the bearer token sent to TCP addresses ("" none).
@@ -271,7 +292,7 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer drainClose(resp)
 	idx, _ := strconv.ParseUint(resp.Header.Get(api.IndexHeader), 10, 64)
 	if out != nil {
 		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
@@ -279,6 +300,14 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		}
 	}
 	return idx, nil
+}
+
+// drainClose reads what is left of a small answer (the newline after
+// its JSON) before closing it: a body closed unread costs its
+// connection, and the next call would dial a new one.
+func drainClose(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
 }
 
 func apiError(resp *http.Response) *APIError {
@@ -313,7 +342,7 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 	if err != nil {
 		return r, err
 	}
-	defer resp.Body.Close()
+	defer drainClose(resp)
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		return r, fmt.Errorf("decoding answer of POST /v1/jobs: %w", err)
 	}

@@ -383,3 +383,48 @@ func TestNotSchedd(t *testing.T) {
 		}
 	}
 }
+
+// TestWithTokenSharesConnections: a client made by WithToken sends its
+// own token while the first keeps sending its own, and both go over one
+// connection pool: two calls in turn, one from each, use one connection.
+func TestWithTokenSharesConnections(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		seen  []string
+		conns atomic.Int32
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("{}"))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	base, err := NewWith(srv.URL, Options{Token: "base-token", IdleConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := base.WithToken("node-token")
+	ctx := context.Background()
+	for _, c := range []*Client{base, node, base, node} {
+		if err := c.Heartbeat(ctx, "n1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"Bearer base-token", "Bearer node-token", "Bearer base-token", "Bearer node-token"}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, ",") != strings.Join(want, ",") {
+		t.Errorf("tokens sent %q, want %q", seen, want)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for four calls in turn, want one shared", n)
+	}
+}

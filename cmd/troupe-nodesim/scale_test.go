@@ -1,0 +1,430 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/client"
+)
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's
+// times: 100 on every Linux architecture Go builds for.
+const clockTicks = 100
+
+// envInt reads a positive number from the environment, else def.
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		b.Fatalf("$%s=%q: want a number", name, v)
+	}
+	return n
+}
+
+// proc reads a process's CPU time so far and its resident and peak
+// resident memory, from /proc.
+type proc struct{ pid int }
+
+func (p proc) cpu(b *testing.B) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command name, field 2, may hold spaces: count after its ')'.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, _ := strconv.ParseInt(f[12], 10, 64) // field 15
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// mem returns VmRSS and VmHWM in bytes.
+func (p proc) mem(b *testing.B) (rss, peak int64) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			peak = kb << 10
+		}
+	}
+	return rss, peak
+}
+
+// files counts the process's open files (its connections among them).
+func (p proc) files() int {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.pid))
+	if err != nil {
+		return -1
+	}
+	return len(ents)
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:3], " ")
+}
+
+// startProc starts bin with args, its stderr to log, and sends each line
+// of its stdout to lines; it is killed when the benchmark ends.
+func startProc(b *testing.B, log *os.File, bin string, args ...string) (*exec.Cmd, <-chan string) {
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = log
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return cmd, lines
+}
+
+// waitLine waits up to limit for a line of lines starting with prefix
+// and returns the rest of it.
+func waitLine(b *testing.B, lines <-chan string, prefix string, limit time.Duration) string {
+	deadline := time.After(limit)
+	for {
+		select {
+		case l := <-lines:
+			if rest, ok := strings.CutPrefix(l, prefix); ok {
+				return rest
+			}
+		case <-deadline:
+			b.Fatalf("no %q line within %s", prefix, limit)
+		}
+	}
+}
+
+// phase is what one throughput run measured.
+type phase struct {
+	jobs, containers, completed int
+	overall, steady             float64 // jobs/s
+	steadyContainers            float64 // containers/s, over the same ends
+	p50, p99                    time.Duration
+	cpu, simCPU                 float64 // schedd's and troupe-nodesim's cores busy
+	unfinished                  int
+	files                       int // the most open files schedd had at a look (each poll)
+	// others counts the jobs that ended otherwise, by state and the
+	// start of their reason ("FAILED main1: killed by the node's fence").
+	others map[string]int
+}
+
+// retry calls f until it succeeds or deadline passes: schedd saturated
+// by thousands of nodes refuses connections for a while (its listen
+// backlog full), which is a figure to report, not a reason to stop. A
+// submission keeps its request id across tries, so it makes one job.
+func retry(b *testing.B, deadline time.Time, what string, f func() error) bool {
+	for {
+		err := f()
+		if err == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			b.Errorf("%s: gave up at the deadline: %v", what, err)
+			return false
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// runPhase submits reqs from 32 submitters at once, waits for every job
+// to end (at most limit), and measures from schedd's own times: overall
+// jobs/s is jobs over first submission to last end, steady jobs/s the
+// middle 80% of the ends over the time they took.
+func runPhase(b *testing.B, c *client.Client, schedd, sim proc, reqs []api.SubmitRequest, limit time.Duration) phase {
+	ctx := context.Background()
+	cpu0, simCPU0, t0 := schedd.cpu(b), sim.cpu(b), time.Now()
+	deadline := t0.Add(limit)
+	ids := make([]uint64, len(reqs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				req := reqs[i]
+				req.RequestID = fmt.Sprintf("bench-scale-%d-%s", t0.UnixNano(), req.Spec.Name)
+				retry(b, deadline, "submit", func() error {
+					res, err := c.Submit(ctx, req)
+					ids[i] = res.JobID
+					return err
+				})
+			}
+		}()
+	}
+	for i := range reqs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	want := map[uint64]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	ph := phase{jobs: len(reqs), others: map[string]int{}}
+	for {
+		var l api.JobList
+		if !retry(b, deadline, "listing the jobs", func() (err error) {
+			l, err = c.JobsWhere(ctx, url.Values{"ended": {"false"}}, 0, 0)
+			return err
+		}) {
+			break
+		}
+		ph.files = max(ph.files, schedd.files())
+		ph.unfinished = 0
+		for _, j := range l.Jobs {
+			if want[j.ID] {
+				ph.unfinished++
+			}
+		}
+		if ph.unfinished == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	ph.cpu = (schedd.cpu(b) - cpu0).Seconds() / time.Since(t0).Seconds()
+	ph.simCPU = (sim.cpu(b) - simCPU0).Seconds() / time.Since(t0).Seconds()
+	var all api.JobList
+	if !retry(b, time.Now().Add(5*time.Minute), "listing the ended jobs", func() (err error) {
+		all, err = c.JobsWhere(ctx, url.Values{"ended": {"true"}}, 0, 0)
+		return err
+	}) {
+		return ph
+	}
+	var first time.Time
+	type end struct {
+		at   time.Time
+		size int
+	}
+	var ends []end
+	var lat []time.Duration
+	for _, j := range all.Jobs {
+		if !want[j.ID] || !j.State.Terminal() {
+			continue
+		}
+		ph.containers += len(j.Containers)
+		if j.State != api.JobCompleted {
+			why := j.Reason
+			if _, after, ok := strings.Cut(why, ": "); ok {
+				why = after // the host it happened on varies
+			}
+			ph.others[string(j.State)+" "+why[:min(len(why), 40)]]++
+			continue
+		}
+		ph.completed++
+		if first.IsZero() || j.Submitted.Before(first) {
+			first = j.Submitted
+		}
+		ends = append(ends, end{j.Ended, len(j.Containers)})
+		lat = append(lat, j.Ended.Sub(j.Submitted))
+	}
+	if len(ends) < 2 {
+		return ph
+	}
+	slices.SortFunc(ends, func(a, b end) int { return a.at.Compare(b.at) })
+	slices.Sort(lat)
+	ph.overall = float64(len(ends)) / ends[len(ends)-1].at.Sub(first).Seconds()
+	lo, hi := len(ends)/10, len(ends)*9/10
+	if hi > lo && ends[hi].at.After(ends[lo].at) {
+		span := ends[hi].at.Sub(ends[lo].at).Seconds()
+		containers := 0
+		for _, e := range ends[lo+1 : hi+1] {
+			containers += e.size
+		}
+		ph.steady, ph.steadyContainers = float64(hi-lo)/span, float64(containers)/span
+	}
+	ph.p50, ph.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	return ph
+}
+
+// oneSecondJobs are n jobs of size containers each (sizes cycling
+// through sizes), every container running 1 s.
+func oneSecondJobs(prefix string, n int, sizes ...int) []api.SubmitRequest {
+	var out []api.SubmitRequest
+	for i := range n {
+		out = append(out, simJob(fmt.Sprintf("%s-%d", prefix, i), sizes[i%len(sizes)], time.Second, 0))
+	}
+	return out
+}
+
+// BenchmarkScale is `make bench-scale`: a real schedd (its own process,
+// built from this tree) and troupe-nodesim with $NODES simulated nodes
+// (default 10,000; 4 cores and 16 GiB each) on this machine. It prints
+// the time all nodes take to register, schedd's CPU and memory while
+// they only heartbeat, and the sustained end-to-end throughput (submit
+// to COMPLETED, from schedd's own timestamps) of $BENCH_JOBS
+// one-container jobs (default 2,000) and of $BENCH_GANGS gangs of 8, 16,
+// 32 and 64 containers (default 200), every container running 1 s.
+// b.N is ignored: one run is minutes long.
+func BenchmarkScale(b *testing.B) {
+	nodes := envInt(b, "NODES", 10000)
+	jobs := envInt(b, "BENCH_JOBS", 2000)
+	gangs := envInt(b, "BENCH_GANGS", 200)
+	idle := time.Duration(envInt(b, "BENCH_IDLE_SECONDS", 10)) * time.Second
+	limit := time.Duration(envInt(b, "BENCH_PHASE_MINUTES", 10)) * time.Minute
+
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Max < uint64(nodes)+1024 {
+		b.Fatalf("NODES=%d needs a connection per node in schedd and in troupe-nodesim, but open files are limited to %d (ulimit -Hn): raise it or lower NODES", nodes, lim.Max)
+	} else if err == nil && lim.Max < 3*uint64(nodes) {
+		fmt.Printf("warning: open files are limited to %d (ulimit -Hn); a busy node holds up to 3 connections, so NODES=%d may run out\n", lim.Max, nodes)
+	}
+	dir := b.TempDir()
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/troupe-hpc/troupe/cmd/schedd", "github.com/troupe-hpc/troupe/cmd/troupe-nodesim")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building schedd and troupe-nodesim: %v\n%s", err, out)
+	}
+	log, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer log.Close()
+	b.Cleanup(func() {
+		if b.Failed() {
+			out, _ := os.ReadFile(log.Name())
+			b.Logf("schedd and troupe-nodesim log (last 4 KiB):\n%s", out[max(0, len(out)-4096):])
+		}
+	})
+	// Each figure is printed as soon as it is measured: a run that fails
+	// later keeps what it had.
+	row := func(name, format string, args ...any) {
+		fmt.Printf("%-40s %s\n", name, fmt.Sprintf(format, args...))
+	}
+	fmt.Printf("\ntroupe scale benchmark: schedd + troupe-nodesim, %d nodes of 4 cores / 16 GiB, on %d CPUs\n", nodes, runtime.NumCPU())
+	row("load average (1 5 15 min) at start", "%s", loadavg())
+	sock := filepath.Join(dir, "schedd.sock")
+	scmd, slines := startProc(b, log, filepath.Join(dir, "schedd"), "--data-dir", filepath.Join(dir, "data"), "--socket", sock,
+		"--keep-ended", "1h", "--max-queued-per-user", "0")
+	addr := waitLine(b, slines, "export TROUPE_ADDR=", time.Minute)
+	schedd := proc{scmd.Process.Pid}
+	c, err := client.New(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.SetTimeout(5 * time.Minute)
+	b.ResetTimer()
+
+	ncmd, nlines := startProc(b, log, filepath.Join(dir, "troupe-nodesim"), "--addr", addr, "--nodes", strconv.Itoa(nodes),
+		"--cpu", "4", "--memory", "16GiB")
+	reg := waitLine(b, nlines, fmt.Sprintf("troupe-nodesim: %d nodes registered in ", nodes), 30*time.Minute)
+	regTime, err := time.ParseDuration(reg)
+	if err != nil {
+		b.Fatalf("registration time %q: %v", reg, err)
+	}
+	row("registration of all nodes", "%s (%.0f nodes/s)", regTime.Round(time.Millisecond), float64(nodes)/regTime.Seconds())
+	// Idle: every node heartbeating, its blocking query open. Let the
+	// first heartbeats (spread over one interval) pass first.
+	time.Sleep(5 * time.Second)
+	sim := proc{ncmd.Process.Pid}
+	cpu0, simCPU0, t0 := schedd.cpu(b), sim.cpu(b), time.Now()
+	time.Sleep(idle)
+	idleCPU := (schedd.cpu(b) - cpu0).Seconds() / time.Since(t0).Seconds()
+	idleSimCPU := (sim.cpu(b) - simCPU0).Seconds() / time.Since(t0).Seconds()
+	idleRSS, _ := schedd.mem(b)
+	row("schedd CPU, idle, nodes heartbeating", "%.3f cores (over %s; troupe-nodesim %.3f)", idleCPU, idle, idleSimCPU)
+	row("schedd RSS, idle", "%.0f MiB", float64(idleRSS)/(1<<20))
+	row("schedd open files, idle", "%d", schedd.files())
+	upDown := func() string {
+		var l api.NodeList
+		if !retry(b, time.Now().Add(2*time.Minute), "listing the nodes", func() (err error) {
+			l, err = c.Nodes(context.Background())
+			return err
+		}) {
+			return "?"
+		}
+		down := 0
+		for _, n := range l.Nodes {
+			if n.State == api.NodeDown {
+				down++
+			}
+		}
+		return fmt.Sprintf("%d UP, %d DOWN", len(l.Nodes)-down, down)
+	}
+	row("nodes after idle", "%s", upDown())
+
+	var one, gang phase
+	for _, p := range []struct {
+		name  string
+		n     int
+		ph    *phase
+		sizes []int
+	}{{"1-container jobs, 1 s each", jobs, &one, []int{1}}, {"gangs of 8-64 containers, 1 s each", gangs, &gang, []int{8, 16, 32, 64}}} {
+		if p.n == 0 {
+			continue
+		}
+		*p.ph = runPhase(b, c, schedd, sim, oneSecondJobs(strings.Fields(p.name)[0], p.n, p.sizes...), limit)
+		ph := *p.ph
+		row(p.name, "%d jobs, %d containers: %d COMPLETED, %d unfinished", ph.jobs, ph.containers, ph.completed, ph.unfinished)
+		for why, n := range ph.others {
+			row("  ended otherwise", "%d %s", n, why)
+		}
+		row("  throughput (submit to COMPLETED)", "%.1f jobs/s overall, %.1f jobs/s (%.0f containers/s) steady (middle 80%% of ends)",
+			ph.overall, ph.steady, ph.steadyContainers)
+		row("  submit to COMPLETED", "p50 %s, p99 %s", ph.p50.Round(time.Millisecond), ph.p99.Round(time.Millisecond))
+		row("  schedd CPU meanwhile", "%.2f cores (troupe-nodesim %.2f)", ph.cpu, ph.simCPU)
+		row("  schedd open files, most seen", "%d", ph.files)
+		row("  nodes after", "%s", upDown())
+	}
+	_, peakRSS := schedd.mem(b)
+	b.StopTimer()
+	row("schedd RSS, peak", "%.0f MiB", float64(peakRSS)/(1<<20))
+	row("load average (1 5 15 min) at end", "%s", loadavg())
+	b.ReportMetric(regTime.Seconds(), "register-s")
+	b.ReportMetric(idleCPU, "idle-cores")
+	b.ReportMetric(float64(idleRSS)/(1<<20), "idle-MiB")
+	b.ReportMetric(one.steady, "jobs/s")
+	b.ReportMetric(gang.steady, "gangs/s")
+}
