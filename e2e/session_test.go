@@ -189,7 +189,10 @@ job "small" {
   image   = "host"
   command = ["true"]
 }`)
-		j := c.job(small)
+		// The reason comes with the next scheduling pass after the submit.
+		j := c.waitState(small, 30*time.Second, func(j api.Job) bool {
+			return j.State != api.JobPending || j.Reason == api.ReasonResources
+		})
 		if j.State != api.JobPending || j.Reason != api.ReasonResources {
 			t.Fatalf("job %d: %s (%s), want PENDING (Resources) while the cluster is full", small, j.State, j.Reason)
 		}
@@ -235,7 +238,14 @@ job "long" {
 		if running("sleep 4242") {
 			t.Error("the killed job's process is still running")
 		}
-		if left := leftovers(c.dir, false); left != "" {
+		// Teardown follows the report of the exit: give it its moment.
+		var left string
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if left = leftovers(c.dir, false); left == "" || time.Now().After(deadline) {
+				break
+			}
+		}
+		if left != "" {
 			t.Errorf("left behind by the killed job:\n%s", left)
 		}
 	})

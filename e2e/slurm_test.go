@@ -170,8 +170,8 @@ echo "srun exit $?"
 	// (/usr/bin/srun here is Debian's, which knows no troupe job).
 	_, errs, code = c.slurmAs(t, nobodyUser, links, dir, "", "sbatch", "--wait", "--export=NONE", "-o", "mounted.out",
 		"--wrap", "command -v srun; srun -n1 sh -c 'echo task $SLURM_PROCID of job $SLURM_JOB_ID'")
-	if b, _ := os.ReadFile(filepath.Join(dir, "mounted.out")); code != 0 || !strings.HasPrefix(string(b), "/.troupe/bin/srun\ntask 0 of job ") {
-		t.Errorf("--export=NONE job: exit %d (%s), output %q; want /.troupe/bin/srun's task", code, errs, b)
+	if b, _ := os.ReadFile(filepath.Join(dir, "mounted.out")); code != 0 || !strings.HasPrefix(string(b), "/.troupe/slurm/srun\ntask 0 of job ") {
+		t.Errorf("--export=NONE job: exit %d (%s), output %q; want /.troupe/slurm/srun's task", code, errs, b)
 	}
 	failed := c.sbatchID(t, nobodyUser, links, dir, "", "-J", "bad", "--wrap", "echo failing; exit 3")
 	long := c.sbatchID(t, nobodyUser, links, dir, "", "-J", "long", "-t", "5", "--wrap", "sleep 300")

@@ -186,7 +186,7 @@ func (a *agent) setupNetwork() error {
 		return fmt.Errorf("nodelet.hcl default_subnet: %w", err)
 	}
 	a.net = m
-	a.feat = session.Features{SessionNet: true, Iface: network.Iface}
+	a.feat = session.Features{SessionNet: true, Iface: network.Iface, Srun: a.cfg.SlurmBinary != ""}
 	if a.cfg.SSHBinary == "" {
 		a.log.Warn("no troupe-ssh: containers get no ssh, hostfiles or session keys", "want", SSHName)
 		return nil

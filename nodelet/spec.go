@@ -145,9 +145,9 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 		mounts = append(mounts,
 			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHDPath, ReadOnly: true},
 			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHPath, ReadOnly: true})
-		if a.cfg.SlurmBinary != "" {
-			mounts = append(mounts, runtime.Mount{Source: a.cfg.SlurmBinary, Target: session.SrunPath, ReadOnly: true})
-		}
+	}
+	if feat.Srun {
+		mounts = append(mounts, runtime.Mount{Source: a.cfg.SlurmBinary, Target: session.SrunPath, ReadOnly: true})
 	}
 	mounts = append(mounts, paths.mounts...)
 	mounts = append(mounts, mpsMount...)

@@ -204,6 +204,23 @@ func (wd *Driver) WaitText(css, want string) {
 	}
 }
 
+// WaitScript waits until js (a function body that returns a value)
+// returns want.
+func (wd *Driver) WaitScript(js, want string) {
+	wd.t.Helper()
+	deadline := time.Now().Add(wd.Timeout)
+	for {
+		got := wd.Script(js)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			wd.t.Fatalf("%s: %q, want %q", js, got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // Click clicks the element at css as a user would, finding it again if
 // a refresh replaced it in between.
 func (wd *Driver) Click(css string) {

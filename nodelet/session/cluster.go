@@ -11,10 +11,14 @@ import (
 // Where troupe puts its tools and the session's files inside an
 // isolated container (runc), and the port its sshd listens on.
 const (
-	ToolsDir   = "/.troupe/bin"
-	SSHPath    = ToolsDir + "/ssh"        // troupe-ssh as the ssh client
-	SSHDPath   = ToolsDir + "/troupe-ssh" // troupe-ssh; `troupe-ssh server` is sshd
-	SrunPath   = ToolsDir + "/srun"       // troupe-slurm as srun
+	ToolsDir = "/.troupe/bin"
+	SSHPath  = ToolsDir + "/ssh"        // troupe-ssh as the ssh client
+	SSHDPath = ToolsDir + "/troupe-ssh" // troupe-ssh; `troupe-ssh server` is sshd
+	// SlurmDir holds only troupe-slurm as srun. It goes first on PATH:
+	// inside a troupe job a site's own Slurm srun (on the node's tree
+	// of a script job) has no allocation to run in.
+	SlurmDir   = "/.troupe/slurm"
+	SrunPath   = SlurmDir + "/srun"
 	SessionDir = "/.troupe/session"
 	// HostfileOpenMPI is "main1 slots=4", one line per container.
 	HostfileOpenMPI = SessionDir + "/hostfile"
@@ -42,6 +46,9 @@ type Features struct {
 	// ask for it: mpirun and LSF scripts there still count its slots).
 	// Tools implies it.
 	Hostfiles bool
+	// Srun: troupe-slurm is at SrunPath (local tasks run directly, other
+	// containers' through troupe's ssh, so those need Tools).
+	Srun bool
 }
 
 // HasHostfiles tells whether f gives the container the session's
@@ -89,6 +96,12 @@ func mpiDefaults(f Features) map[string]string {
 			"PRTE_MCA_prte_default_hostfile":           HostfileOpenMPI,
 			"HYDRA_HOST_FILE":                          HostfileMPICH,
 			"OMPI_MCA_btl_vader_single_copy_mechanism": "none", // no CMA across a container's pid namespace
+			// Every container also carries SLURM_* (slurmEnv) for scripts
+			// written for Slurm; MPI must not take them for a Slurm
+			// allocation: the hostfile is the session's one list of hosts.
+			"OMPI_MCA_ras": "^slurm",
+			"PRTE_MCA_ras": "^slurm",
+			"HYDRA_RMK":    "user",
 		} {
 			env[k] = v
 		}
@@ -97,8 +110,12 @@ func mpiDefaults(f Features) map[string]string {
 		for k, v := range map[string]string{
 			"OMPI_MCA_plm_rsh_agent": SSHPath,
 			"PRTE_MCA_plm_ssh_agent": SSHPath,
-			"HYDRA_LAUNCHER":         "ssh",
-			"HYDRA_LAUNCHER_EXEC":    SSHPath,
+			// Launch through SSH even though SLURM_* is set (Open MPI
+			// would otherwise start its daemons with srun).
+			"OMPI_MCA_plm":        "rsh",
+			"PRTE_MCA_plm":        "ssh",
+			"HYDRA_LAUNCHER":      "ssh",
+			"HYDRA_LAUNCHER_EXEC": SSHPath,
 		} {
 			env[k] = v
 		}

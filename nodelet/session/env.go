@@ -67,6 +67,9 @@ func EnvWith(job api.Job, host string, f Features) ([]string, error) {
 			env["PATH"] += ":" + ToolsDir
 		}
 	}
+	if f.Srun && !slices.Contains(strings.Split(env["PATH"], ":"), SlurmDir) {
+		env["PATH"] = SlurmDir + ":" + env["PATH"]
+	}
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)
