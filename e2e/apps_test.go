@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/webdriver"
 )
 
 // echoPy answers an HTTP Upgrade with 101, then echoes each line back:
@@ -41,14 +42,17 @@ while True:
 `
 
 // TestAppsProxy: a runc job declares two services, python3's
-// http.server and an Upgrade echo, both listening on main1's loopback
-// only. Its owner GETs a file through schedd's /apps/JOB/files/ and
-// talks through an upgraded /apps/JOB/echo/ stream, and a "browser"
-// fetches the file through bapp's local port; another user gets
-// 403; an undeclared service is 404; a port the job listens on but did
-// not declare cannot be named at all; a declared port only the node's
-// loopback serves is refused (502), never the node's; after the job
-// ends the URL is refused.
+// http.server (of a folder main1 fills: the test's hello.txt and a
+// host.txt naming main1) and an Upgrade echo, both listening on main1's
+// loopback only. Its owner GETs a file through schedd's
+// /apps/JOB/files/ and talks through an upgraded /apps/JOB/echo/
+// stream; a "browser" fetches the file through bapp's local port, and
+// headless Chromium (subtest chromium) is refused there without the
+// key and with bapp's link sees the listing and main1's file. Another
+// user gets 403; an undeclared service is 404; a port the job listens
+// on but did not declare cannot be named at all; a declared port only
+// the node's loopback serves is refused (502), never the node's; after
+// the job ends the URL is refused.
 func TestAppsProxy(t *testing.T) {
 	needRunc(t)
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
@@ -76,7 +80,7 @@ func TestAppsProxy(t *testing.T) {
 	id, _ := c.submit(dir, "apps", fmt.Sprintf(`
 job "apps" {
   image   = "host"
-  command = ["sh", "-c", "/usr/bin/python3 /home/work/site/echo.py & /usr/bin/python3 -m http.server 8002 --bind 127.0.0.1 --directory /tmp & cd /home/work/site && exec /usr/bin/python3 -m http.server 8000 --bind 127.0.0.1"]
+  command = ["sh", "-c", "/usr/bin/python3 /home/work/site/echo.py & /usr/bin/python3 -m http.server 8002 --bind 127.0.0.1 --directory /tmp & mkdir /tmp/www && cp /home/work/site/hello.txt /tmp/www/ && echo served-by-$(hostname) >/tmp/www/host.txt && cd /tmp/www && exec /usr/bin/python3 -m http.server 8000 --bind 127.0.0.1"]
   mount "site" {
     source   = %q
     target   = "/home/work/site"
@@ -199,6 +203,8 @@ job "apps" {
 		}
 	}
 
+	t.Run("chromium", func(t *testing.T) { appInChromium(t, strings.TrimSpace(link), apps+"/files/") })
+
 	// bjob shows the services' paths.
 	if out, _, _ := c.run(dir, "bjob", strconv.FormatUint(id, 10)); !strings.Contains(out, apps+"/files/") {
 		t.Errorf("bjob does not show the service files:\n%s", out)
@@ -211,4 +217,50 @@ job "apps" {
 	if code, body := get(apps + "/files/hello.txt"); code != http.StatusConflict {
 		t.Errorf("after the job ended: %d %s, want 409", code, body)
 	}
+}
+
+// appInChromium: headless Chromium, as a person would, opens an app
+// forwarded by bapp: first by the bare local address, without the key
+// (refused, 401, nothing of the app shows), then by the link bapp
+// printed. The key becomes a cookie the page's scripts cannot read and
+// leaves the address bar, the app's directory listing shows, and a
+// link in it (relative, so resolved under path) opens the file main1
+// wrote.
+func appInChromium(t *testing.T, link, path string) {
+	browser, driver := webdriver.Find(t)
+	i := strings.Index(link, path)
+	if i < 0 {
+		t.Fatalf("bapp's link %q does not hold %s", link, path)
+	}
+	bare := link[:i] + path
+	wd := webdriver.Start(t, browser, driver)
+	wd.Timeout = 60 * time.Second // a loaded machine
+	status := func() string {
+		return wd.Script(`const n = performance.getEntriesByType("navigation")[0]; return n ? String(n.responseStatus) : "no navigation"`)
+	}
+	text := func() string { return wd.Script(`return document.body ? document.body.innerText : ""`) }
+
+	wd.Post("/url", map[string]any{"url": bare})
+	if st, body := status(), text(); st != "401" || !strings.Contains(body, "open the link bapp printed") || strings.Contains(body, "hello.txt") {
+		t.Errorf("Chromium without the key at %s: %s %q, want 401 and bapp's refusal", bare, st, body)
+	}
+
+	start := time.Now()
+	wd.Post("/url", map[string]any{"url": link})
+	wd.WaitText("title", "Directory listing for /")
+	if st, body := status(), text(); st != "200" || !strings.Contains(body, "hello.txt") || !strings.Contains(body, "host.txt") {
+		t.Errorf("Chromium through bapp's link: %s %q, want 200 and the listing of hello.txt and host.txt", st, body)
+	}
+	if at := wd.Script(`return location.href`); at != bare {
+		t.Errorf("after the link Chromium is at %s, want %s (the key out of the address bar)", at, bare)
+	}
+	if c := wd.Script(`return document.cookie`); strings.Contains(c, "troupe-key") {
+		t.Errorf("the page's scripts read the key: document.cookie = %q", c)
+	}
+	wd.Click(`a[href="host.txt"]`)
+	wd.WaitText("body", "served-by-main1")
+	if at := wd.Script(`return location.href`); at != bare+"host.txt" {
+		t.Errorf("the listing's link took Chromium to %s, want %shost.txt", at, bare)
+	}
+	t.Logf("Chromium: the listing and main1's file through bapp in %v", time.Since(start).Round(time.Millisecond))
 }
