@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -176,18 +177,9 @@ job "apps" {
 	conn.Close()
 
 	// bapp: a browser on this machine, through a local port.
-	fwd := exec.Command(bin+"/bapp", "--addr", c.addr, strconv.FormatUint(id, 10), "files")
-	fwdOut, err := fwd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fwd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = fwd.Process.Kill(); _ = fwd.Wait() }()
-	link, err := bufio.NewReader(fwdOut).ReadString('\n')
-	if err != nil || !strings.Contains(link, apps+"/files/?troupe-key=") {
-		t.Fatalf("bapp printed %q, %v", link, err)
+	link, _ := startBapp(t, c, id, "files")
+	if !strings.Contains(link, apps+"/files/?troupe-key=") {
+		t.Fatalf("bapp printed %q", link)
 	}
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar}
@@ -203,7 +195,7 @@ job "apps" {
 		}
 	}
 
-	t.Run("chromium", func(t *testing.T) { appInChromium(t, strings.TrimSpace(link), apps+"/files/") })
+	t.Run("chromium", func(t *testing.T) { appInChromium(t, link, apps+"/files/") })
 
 	// bjob shows the services' paths.
 	if out, _, _ := c.run(dir, "bjob", strconv.FormatUint(id, 10)); !strings.Contains(out, apps+"/files/") {
@@ -219,13 +211,31 @@ job "apps" {
 	}
 }
 
+// startBapp runs bapp for job's service on c and returns the link it
+// printed; stop (or the test's end) stops it.
+func startBapp(t *testing.T, c *devCluster, job uint64, service string) (link string, stop func()) {
+	t.Helper()
+	fwd := exec.Command(bin+"/bapp", "--addr", c.addr, strconv.FormatUint(job, 10), service)
+	out, err := fwd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop = sync.OnceFunc(func() { _ = fwd.Process.Kill(); _ = fwd.Wait() })
+	t.Cleanup(stop)
+	link, err = bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("bapp %d %s printed %q: %v", job, service, link, err)
+	}
+	return strings.TrimSpace(link), stop
+}
+
 // appInChromium: headless Chromium, as a person would, opens an app
 // forwarded by bapp: first by the bare local address, without the key
 // (refused, 401, nothing of the app shows), then by the link bapp
-// printed. The key becomes a cookie the page's scripts cannot read and
-// leaves the address bar, the app's directory listing shows, and a
-// link in it (relative, so resolved under path) opens the file main1
-// wrote.
+// printed (see openApp).
 func appInChromium(t *testing.T, link, path string) {
 	browser, driver := webdriver.Find(t)
 	i := strings.Index(link, path)
@@ -235,21 +245,30 @@ func appInChromium(t *testing.T, link, path string) {
 	bare := link[:i] + path
 	wd := webdriver.Start(t, browser, driver)
 	wd.Timeout = 60 * time.Second // a loaded machine
-	status := func() string {
-		return wd.Script(`const n = performance.getEntriesByType("navigation")[0]; return n ? String(n.responseStatus) : "no navigation"`)
-	}
-	text := func() string { return wd.Script(`return document.body ? document.body.innerText : ""`) }
-
 	wd.Post("/url", map[string]any{"url": bare})
-	if st, body := status(), text(); st != "401" || !strings.Contains(body, "open the link bapp printed") || strings.Contains(body, "hello.txt") {
+	if st, body := navStatus(wd), wd.Script(bodyText); st != "401" || !strings.Contains(body, "open the link bapp printed") || strings.Contains(body, "hello.txt") {
 		t.Errorf("Chromium without the key at %s: %s %q, want 401 and bapp's refusal", bare, st, body)
 	}
-
 	start := time.Now()
-	wd.Post("/url", map[string]any{"url": link})
-	wd.WaitText("title", "Directory listing for /")
-	if st, body := status(), text(); st != "200" || !strings.Contains(body, "hello.txt") || !strings.Contains(body, "host.txt") {
-		t.Errorf("Chromium through bapp's link: %s %q, want 200 and the listing of hello.txt and host.txt", st, body)
+	openApp(t, wd, link, path, "host.txt", "served-by-main1")
+	t.Logf("Chromium: the listing and main1's file through bapp in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// openApp opens bapp's link in Chromium, again while the app is not
+// up yet (502): the key becomes a cookie the page's scripts cannot read
+// and leaves the address bar, python3's http.server lists the folder,
+// and its link to file (relative, so resolved under path) shows want.
+func openApp(t *testing.T, wd *webdriver.Driver, link, path, file, want string) {
+	t.Helper()
+	bare := link[:strings.Index(link, path)] + path
+	for deadline := time.Now().Add(wd.Timeout); ; time.Sleep(200 * time.Millisecond) {
+		wd.Post("/url", map[string]any{"url": link})
+		if st := navStatus(wd); st != "502" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if st, title, body := navStatus(wd), wd.Script(`return document.title`), wd.Script(bodyText); st != "200" || title != "Directory listing for /" || !strings.Contains(body, file) {
+		t.Fatalf("Chromium through bapp's link: %s, title %q, %q; want 200 and the listing of %s", st, title, body, file)
 	}
 	if at := wd.Script(`return location.href`); at != bare {
 		t.Errorf("after the link Chromium is at %s, want %s (the key out of the address bar)", at, bare)
@@ -257,10 +276,16 @@ func appInChromium(t *testing.T, link, path string) {
 	if c := wd.Script(`return document.cookie`); strings.Contains(c, "troupe-key") {
 		t.Errorf("the page's scripts read the key: document.cookie = %q", c)
 	}
-	wd.Click(`a[href="host.txt"]`)
-	wd.WaitText("body", "served-by-main1")
-	if at := wd.Script(`return location.href`); at != bare+"host.txt" {
-		t.Errorf("the listing's link took Chromium to %s, want %shost.txt", at, bare)
+	wd.Click(fmt.Sprintf("a[href=%q]", file))
+	wd.WaitText("body", want)
+	if at := wd.Script(`return location.href`); at != bare+file {
+		t.Errorf("the listing's link took Chromium to %s, want %s%s", at, bare, file)
 	}
-	t.Logf("Chromium: the listing and main1's file through bapp in %v", time.Since(start).Round(time.Millisecond))
 }
+
+// navStatus is the HTTP status of the page Chromium shows.
+func navStatus(wd *webdriver.Driver) string {
+	return wd.Script(`const n = performance.getEntriesByType("navigation")[0]; return n ? String(n.responseStatus) : "no navigation"`)
+}
+
+const bodyText = `return document.body ? document.body.innerText : ""`
