@@ -13,11 +13,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/webdriver"
 )
 
 // echoPy answers an HTTP Upgrade with 101, then echoes each line back:
@@ -41,14 +43,17 @@ while True:
 `
 
 // TestAppsProxy: a runc job declares two services, python3's
-// http.server and an Upgrade echo, both listening on main1's loopback
-// only. Its owner GETs a file through schedd's /apps/JOB/files/ and
-// talks through an upgraded /apps/JOB/echo/ stream, and a "browser"
-// fetches the file through bapp's local port; another user gets
-// 403; an undeclared service is 404; a port the job listens on but did
-// not declare cannot be named at all; a declared port only the node's
-// loopback serves is refused (502), never the node's; after the job
-// ends the URL is refused.
+// http.server (of a folder main1 fills: the test's hello.txt and a
+// host.txt naming main1) and an Upgrade echo, both listening on main1's
+// loopback only. Its owner GETs a file through schedd's
+// /apps/JOB/files/ and talks through an upgraded /apps/JOB/echo/
+// stream; a "browser" fetches the file through bapp's local port, and
+// headless Chromium (subtest chromium) is refused there without the
+// key and with bapp's link sees the listing and main1's file. Another
+// user gets 403; an undeclared service is 404; a port the job listens
+// on but did not declare cannot be named at all; a declared port only
+// the node's loopback serves is refused (502), never the node's; after
+// the job ends the URL is refused.
 func TestAppsProxy(t *testing.T) {
 	needRunc(t)
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
@@ -76,7 +81,7 @@ func TestAppsProxy(t *testing.T) {
 	id, _ := c.submit(dir, "apps", fmt.Sprintf(`
 job "apps" {
   image   = "host"
-  command = ["sh", "-c", "/usr/bin/python3 /home/work/site/echo.py & /usr/bin/python3 -m http.server 8002 --bind 127.0.0.1 --directory /tmp & cd /home/work/site && exec /usr/bin/python3 -m http.server 8000 --bind 127.0.0.1"]
+  command = ["sh", "-c", "/usr/bin/python3 /home/work/site/echo.py & /usr/bin/python3 -m http.server 8002 --bind 127.0.0.1 --directory /tmp & mkdir /tmp/www && cp /home/work/site/hello.txt /tmp/www/ && echo served-by-$(hostname) >/tmp/www/host.txt && cd /tmp/www && exec /usr/bin/python3 -m http.server 8000 --bind 127.0.0.1"]
   mount "site" {
     source   = %q
     target   = "/home/work/site"
@@ -172,18 +177,9 @@ job "apps" {
 	conn.Close()
 
 	// bapp: a browser on this machine, through a local port.
-	fwd := exec.Command(bin+"/bapp", "--addr", c.addr, strconv.FormatUint(id, 10), "files")
-	fwdOut, err := fwd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fwd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = fwd.Process.Kill(); _ = fwd.Wait() }()
-	link, err := bufio.NewReader(fwdOut).ReadString('\n')
-	if err != nil || !strings.Contains(link, apps+"/files/?troupe-key=") {
-		t.Fatalf("bapp printed %q, %v", link, err)
+	link, _ := startBapp(t, c, id, "files")
+	if !strings.Contains(link, apps+"/files/?troupe-key=") {
+		t.Fatalf("bapp printed %q", link)
 	}
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar}
@@ -199,6 +195,8 @@ job "apps" {
 		}
 	}
 
+	t.Run("chromium", func(t *testing.T) { appInChromium(t, link, apps+"/files/") })
+
 	// bjob shows the services' paths.
 	if out, _, _ := c.run(dir, "bjob", strconv.FormatUint(id, 10)); !strings.Contains(out, apps+"/files/") {
 		t.Errorf("bjob does not show the service files:\n%s", out)
@@ -212,3 +210,82 @@ job "apps" {
 		t.Errorf("after the job ended: %d %s, want 409", code, body)
 	}
 }
+
+// startBapp runs bapp for job's service on c and returns the link it
+// printed; stop (or the test's end) stops it.
+func startBapp(t *testing.T, c *devCluster, job uint64, service string) (link string, stop func()) {
+	t.Helper()
+	fwd := exec.Command(bin+"/bapp", "--addr", c.addr, strconv.FormatUint(job, 10), service)
+	out, err := fwd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop = sync.OnceFunc(func() { _ = fwd.Process.Kill(); _ = fwd.Wait() })
+	t.Cleanup(stop)
+	link, err = bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("bapp %d %s printed %q: %v", job, service, link, err)
+	}
+	return strings.TrimSpace(link), stop
+}
+
+// appInChromium: headless Chromium, as a person would, opens an app
+// forwarded by bapp: first by the bare local address, without the key
+// (refused, 401, nothing of the app shows), then by the link bapp
+// printed (see openApp).
+func appInChromium(t *testing.T, link, path string) {
+	browser, driver := webdriver.Find(t)
+	i := strings.Index(link, path)
+	if i < 0 {
+		t.Fatalf("bapp's link %q does not hold %s", link, path)
+	}
+	bare := link[:i] + path
+	wd := webdriver.Start(t, browser, driver)
+	wd.Timeout = 60 * time.Second // a loaded machine
+	wd.Post("/url", map[string]any{"url": bare})
+	if st, body := navStatus(wd), wd.Script(bodyText); st != "401" || !strings.Contains(body, "open the link bapp printed") || strings.Contains(body, "hello.txt") {
+		t.Errorf("Chromium without the key at %s: %s %q, want 401 and bapp's refusal", bare, st, body)
+	}
+	start := time.Now()
+	openApp(t, wd, link, path, "host.txt", "served-by-main1")
+	t.Logf("Chromium: the listing and main1's file through bapp in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// openApp opens bapp's link in Chromium, again while the app is not
+// up yet (502): the key becomes a cookie the page's scripts cannot read
+// and leaves the address bar, python3's http.server lists the folder,
+// and its link to file (relative, so resolved under path) shows want.
+func openApp(t *testing.T, wd *webdriver.Driver, link, path, file, want string) {
+	t.Helper()
+	bare := link[:strings.Index(link, path)] + path
+	for deadline := time.Now().Add(wd.Timeout); ; time.Sleep(200 * time.Millisecond) {
+		wd.Post("/url", map[string]any{"url": link})
+		if st := navStatus(wd); st != "502" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if st, title, body := navStatus(wd), wd.Script(`return document.title`), wd.Script(bodyText); st != "200" || title != "Directory listing for /" || !strings.Contains(body, file) {
+		t.Fatalf("Chromium through bapp's link: %s, title %q, %q; want 200 and the listing of %s", st, title, body, file)
+	}
+	if at := wd.Script(`return location.href`); at != bare {
+		t.Errorf("after the link Chromium is at %s, want %s (the key out of the address bar)", at, bare)
+	}
+	if c := wd.Script(`return document.cookie`); strings.Contains(c, "troupe-key") {
+		t.Errorf("the page's scripts read the key: document.cookie = %q", c)
+	}
+	wd.Click(fmt.Sprintf("a[href=%q]", file))
+	wd.WaitText("body", want)
+	if at := wd.Script(`return location.href`); at != bare+file {
+		t.Errorf("the listing's link took Chromium to %s, want %s%s", at, bare, file)
+	}
+}
+
+// navStatus is the HTTP status of the page Chromium shows.
+func navStatus(wd *webdriver.Driver) string {
+	return wd.Script(`const n = performance.getEntriesByType("navigation")[0]; return n ? String(n.responseStatus) : "no navigation"`)
+}
+
+const bodyText = `return document.body ? document.body.innerText : ""`

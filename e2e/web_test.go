@@ -23,8 +23,9 @@ import (
 // TestWebTerminal: the page acts on a real cluster. schedd --dev serves
 // the page (--web-addr) with a runc nodelet; headless Chromium logs in
 // with a token from badmin, submits an interactive job from the page,
-// opens its terminal, types hostname and sees main1, and kills the job
-// from the page. Another user's session may neither kill the job nor
+// opens its terminal, types hostname and sees main1, starts python3's
+// http.server there and reaches it, the job's service, in another tab
+// through bapp's link, and kills the job from the page. Another user's session may neither kill the job nor
 // attach to it.
 func TestWebTerminal(t *testing.T) {
 	needRunc(t)
@@ -66,6 +67,9 @@ func TestWebTerminal(t *testing.T) {
   resources {
     cpu    = 1
     memory = "256MiB"
+  }
+  service "files" {
+    port = 8000
   }
 }
 `)
@@ -132,6 +136,22 @@ func TestWebTerminal(t *testing.T) {
 	shot := wd.Screenshot()
 	if d := os.Getenv("TROUPE_SCREENSHOT_DIR"); d != "" {
 		_ = os.WriteFile(filepath.Join(d, "troupe-web-terminal.png"), shot, 0o644)
+	}
+
+	// A web server started in the terminal, the job's service files,
+	// in another tab through bapp's link (as TestAppsProxy's chromium).
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Log("SKIP the app step: needs /usr/bin/python3 (a web server in main1)")
+	} else {
+		wd.Type(".xterm-helper-textarea", "mkdir /tmp/www && cd /tmp/www && echo typed-in-$(hostname) >t.txt && /usr/bin/python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &\n")
+		link, stop := startBapp(t, c, id, "files")
+		defer stop() // before the cluster's check for leftovers
+		start := time.Now()
+		back := wd.NewTab()
+		openApp(t, wd, link, "/apps/"+m[1]+"/files/", "t.txt", "typed-in-main1")
+		t.Logf("app: main1's http.server through bapp in %v", time.Since(start).Round(time.Millisecond))
+		back()
+		wd.WaitText("#terminal-status", "attached")
 	}
 
 	// Kill from the page.

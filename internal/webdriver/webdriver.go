@@ -256,6 +256,30 @@ func (wd *Driver) onElement(css, action string, in any) {
 	}
 }
 
+// NewTab opens a blank tab and makes it the current window; back
+// closes it and returns to the window that was current before.
+func (wd *Driver) NewTab() (back func()) {
+	wd.t.Helper()
+	var was string
+	if err := wd.do("GET", "/window", nil, &was); err != nil {
+		wd.t.Fatal(err)
+	}
+	var tab struct {
+		Handle string `json:"handle"`
+	}
+	if err := wd.do("POST", "/window/new", map[string]any{"type": "tab"}, &tab); err != nil {
+		wd.t.Fatal(err)
+	}
+	wd.Post("/window", map[string]any{"handle": tab.Handle})
+	return func() {
+		wd.t.Helper()
+		if err := wd.do("DELETE", "/window", nil, nil); err != nil {
+			wd.t.Fatal(err)
+		}
+		wd.Post("/window", map[string]any{"handle": was})
+	}
+}
+
 // Screenshot is a PNG of the window.
 func (wd *Driver) Screenshot() []byte {
 	wd.t.Helper()
