@@ -304,6 +304,9 @@ func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 		c.Request = requestID(ctx) // see withRequestID
 	}
 	v, err := s.raft.Apply(ctx, c)
+	if err == nil {
+		s.metrics.entries.WithLabelValues(c.Kind).Inc()
+	}
 	if errors.Is(err, raftlog.ErrNotLeader) {
 		if api := s.leaderAPI(); api != "" {
 			err = fmt.Errorf("%w; the leader serves at %s", err, api)
