@@ -24,6 +24,106 @@ func entriesOf(srv *Server, kind string) float64 {
 	return m.GetCounter().GetValue()
 }
 
+// TestReportsShareEntries: nodelet reports that arrive while an entry is
+// being committed share the next entry: 50 nodes each posting two
+// reports over HTTP (and one stale report about a cancelled job) take
+// far fewer raft entries than reports, every report is applied, each
+// POST is answered as if its report were alone, and the stale one is
+// dropped without failing the others.
+func TestReportsShareEntries(t *testing.T) {
+	const nodes = 50
+	srv, c := cluster(t)
+	ctx := context.Background()
+	for i := range nodes {
+		register(t, c, fmt.Sprintf("n%02d", i), 1)
+	}
+	for range nodes + 1 {
+		if _, err := c.Submit(ctx, api.SubmitRequest{User: "ada", Spec: spec(1, jobspec.ModeSingleNode, 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One job per 1-cpu node; the last one waits, and is cancelled.
+	where := map[uint64]string{}
+	for id := uint64(1); id <= nodes; id++ {
+		j := waitJob(t, c, id, func(j api.Job) bool { return j.State == api.JobScheduled })
+		where[id] = j.Containers[0].Node
+	}
+	if len(where) != nodes {
+		t.Fatalf("placed on %v", where)
+	}
+	if _, err := c.Kill(ctx, nodes+1); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := waitJob(t, c, nodes+1, func(j api.Job) bool { return j.State == api.JobCancelled })
+
+	// Hold the first entry until the other first reports wait behind it:
+	// on a loaded machine the HTTP requests could otherwise trickle in
+	// one commit at a time.
+	var (
+		mu      sync.Mutex
+		sizes   []int
+		waiting = func() int {
+			srv.reports.mu.Lock()
+			defer srv.reports.mu.Unlock()
+			return len(srv.reports.waiting)
+		}
+	)
+	srv.reports.mu.Lock()
+	srv.reports.gate = func(n int) {
+		mu.Lock()
+		first := len(sizes) == 0
+		sizes = append(sizes, n)
+		mu.Unlock()
+		for deadline := time.Now().Add(20 * time.Second); first && waiting() < nodes && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	srv.reports.mu.Unlock()
+	r0 := entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports)
+
+	errs := make(chan error, nodes+1)
+	report := func(node string, id uint64, st api.ContainerState) error {
+		return c.Report(ctx, node, api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: st}}})
+	}
+	for id, node := range where {
+		go func() {
+			err := report(node, id, api.ContainerPreparing)
+			if err == nil {
+				err = report(node, id, api.ContainerRunning)
+			}
+			errs <- err
+		}()
+	}
+	go func() { errs <- report("n00", nodes+1, api.ContainerRunning) }()
+	for range nodes + 1 {
+		if err := <-errs; err != nil {
+			t.Errorf("a report was refused: %v", err)
+		}
+	}
+
+	for id := uint64(1); id <= nodes; id++ {
+		if j := waitJob(t, c, id, func(api.Job) bool { return true }); j.State != api.JobRunning {
+			t.Errorf("job %d is %s after its reports, want RUNNING", id, j.State)
+		}
+	}
+	if j := waitJob(t, c, nodes+1, func(api.Job) bool { return true }); j.State != api.JobCancelled || j.ModifyIndex != cancelled.ModifyIndex || j.Containers[0].State != cancelled.Containers[0].State {
+		t.Errorf("the stale report changed cancelled job %d: %s, container %s, index %d (was %d)", nodes+1, j.State, j.Containers[0].State, j.ModifyIndex, cancelled.ModifyIndex)
+	}
+	entries := entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports) - r0
+	mu.Lock()
+	defer mu.Unlock()
+	largest := 0
+	for _, n := range sizes {
+		largest = max(largest, n)
+	}
+	t.Logf("%d reports took %v entries, of sizes %v", 2*nodes+1, entries, sizes)
+	// The first entry holds one report, the second the other 50 first
+	// ones; the 50 second reports take at most one entry each.
+	if entries > nodes+2 || largest < nodes || len(sizes) != int(entries) {
+		t.Errorf("%d reports took %v raft entries (batches %v), want at most %d with one of %d or more", 2*nodes+1, entries, sizes, nodes+2, nodes)
+	}
+}
+
 // fakeNode is a nodelet's view of schedd without a nodelet: it long-polls
 // its assignments and, for each container placed on it, reports
 // PREPARING, RUNNING and EXITED 0, one POST each, one POST in flight at a
@@ -92,7 +192,7 @@ func BenchmarkReportEntries(b *testing.B) {
 	start := time.Now()
 	for range b.N {
 		before := srv.raft.AppliedIndex()
-		r0, p0 := entriesOf(srv, state.CmdReport)+entriesOf(srv, "reports"), entriesOf(srv, state.CmdPlan)
+		r0, p0 := entriesOf(srv, state.CmdReport)+entriesOf(srv, state.CmdReports), entriesOf(srv, state.CmdPlan)
 		ids := make(chan uint64, jobs)
 		var sub sync.WaitGroup
 		for range parallel {
@@ -116,7 +216,7 @@ func BenchmarkReportEntries(b *testing.B) {
 		}
 		// The last report's entry is applied once its job has ended.
 		total += float64(srv.raft.AppliedIndex() - before)
-		reps += entriesOf(srv, state.CmdReport) + entriesOf(srv, "reports") - r0
+		reps += entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports) - r0
 		plans += entriesOf(srv, state.CmdPlan) - p0
 	}
 	el := time.Since(start)
