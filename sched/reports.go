@@ -9,9 +9,13 @@ import (
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
-// maxReportBatch caps the reports one raft entry carries (a nodelet's
-// report holds at most 256 updates: an entry stays well under a few MiB).
-const maxReportBatch = 64
+// An entry carries at most maxReportBatch reports, and no more reports
+// once it holds maxReportUpdates updates (a nodelet sends at most 256 in
+// one): entries stay small enough to replicate at once.
+const (
+	maxReportBatch   = 64
+	maxReportUpdates = 1024
+)
 
 // reportQueue group-commits nodelet reports: the reports that arrive
 // while one entry is being committed go out together in the next one. A
@@ -56,10 +60,10 @@ func (s *Server) Report(ctx context.Context, node string, rep api.ContainerRepor
 		go s.commitReports()
 	}
 	q.mu.Unlock()
-	// The committer answers every call it takes within raft's apply
-	// timeout; waiting for it (not for ctx) keeps the answer true: a
-	// report is acknowledged only once committed, and never reported as
-	// failed once it is.
+	// The committer answers every call it takes once raft has answered
+	// the entry (committed, refused, or leadership lost); waiting for it
+	// rather than for ctx keeps the answer true: a report is acknowledged
+	// only once committed.
 	out := <-call.done
 	return out.err
 }
@@ -70,7 +74,11 @@ func (s *Server) commitReports() {
 	q := &s.reports
 	for {
 		q.mu.Lock()
-		n := min(len(q.waiting), maxReportBatch)
+		n, updates := 0, 0
+		for n < len(q.waiting) && n < maxReportBatch && (n == 0 || updates < maxReportUpdates) {
+			updates += len(q.waiting[n].rep.Updates)
+			n++
+		}
 		if n == 0 {
 			q.busy = false
 			q.mu.Unlock()

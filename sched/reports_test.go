@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func TestReportsShareEntries(t *testing.T) {
 		first := len(sizes) == 0
 		sizes = append(sizes, n)
 		mu.Unlock()
-		for deadline := time.Now().Add(20 * time.Second); first && waiting() < nodes && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(20 * time.Second); first && waiting()+n < nodes+1 && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -112,15 +113,77 @@ func TestReportsShareEntries(t *testing.T) {
 	entries := entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports) - r0
 	mu.Lock()
 	defer mu.Unlock()
-	largest := 0
-	for _, n := range sizes {
-		largest = max(largest, n)
-	}
 	t.Logf("%d reports took %v entries, of sizes %v", 2*nodes+1, entries, sizes)
-	// The first entry holds one report, the second the other 50 first
-	// ones; the 50 second reports take at most one entry each.
-	if entries > nodes+2 || largest < nodes || len(sizes) != int(entries) {
-		t.Errorf("%d reports took %v raft entries (batches %v), want at most %d with one of %d or more", 2*nodes+1, entries, sizes, nodes+2, nodes)
+	// The first two entries hold the 51 first reports; the 50 second
+	// ones take at most one entry each.
+	if entries > nodes+2 || len(sizes) != int(entries) || len(sizes) < 2 || sizes[0]+sizes[1] != nodes+1 {
+		t.Errorf("%d reports took %v raft entries (batches %v), want at most %d, the first two holding %d", 2*nodes+1, entries, sizes, nodes+2, nodes+1)
+	}
+}
+
+// TestReportBatchCaps: an entry takes at most maxReportUpdates updates'
+// worth of reports (the one that crosses it included), and at most
+// maxReportBatch reports.
+func TestReportBatchCaps(t *testing.T) {
+	srv, _ := cluster(t)
+	var (
+		mu    sync.Mutex
+		sizes []int
+	)
+	waiting := func() int {
+		srv.reports.mu.Lock()
+		defer srv.reports.mu.Unlock()
+		return len(srv.reports.waiting)
+	}
+	run := func(reports, updates int) []int {
+		mu.Lock()
+		sizes = nil
+		mu.Unlock()
+		srv.reports.mu.Lock()
+		srv.reports.gate = func(n int) {
+			mu.Lock()
+			first := len(sizes) == 0
+			sizes = append(sizes, n)
+			mu.Unlock()
+			for deadline := time.Now().Add(20 * time.Second); first && waiting()+n < reports && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		srv.reports.mu.Unlock()
+		ups := make([]api.ContainerUpdate, updates)
+		for i := range ups {
+			ups[i] = api.ContainerUpdate{JobID: 1000 + uint64(i), Host: "main1", State: api.ContainerRunning} // no such jobs: dropped
+		}
+		var wg sync.WaitGroup
+		for range reports {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := srv.Report(context.Background(), "n1", api.ContainerReport{Updates: ups}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]int(nil), sizes...)
+	}
+	// The first entry takes what came before the committer looked (one
+	// report, unless the machine is slow); the rest wait behind it and
+	// go out per the caps.
+	for _, c := range []struct{ reports, updates, per int }{
+		{21, 100, 11}, // the 11th report crosses 1024 updates
+		{maxReportBatch + 11, 1, maxReportBatch},
+	} {
+		got := run(c.reports, c.updates)
+		want := []int{got[0]}
+		for left := c.reports - got[0]; left > 0; left -= min(left, c.per) {
+			want = append(want, min(left, c.per))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%d reports of %d updates went out in entries of %v reports, want %v", c.reports, c.updates, got, want)
+		}
 	}
 }
 
