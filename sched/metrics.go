@@ -27,6 +27,7 @@ type metrics struct {
 	wait       *prometheus.HistogramVec
 	pass       prometheus.Histogram
 	placements prometheus.Counter
+	entries    *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -47,8 +48,12 @@ func newMetrics(s *Server) *metrics {
 			Name: "troupe_schedd_placements_total",
 			Help: "Jobs placed on nodes by committed scheduling passes of this server.",
 		}),
+		entries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "troupe_schedd_raft_entries_total",
+			Help: "Raft entries this server committed as leader and the state applied, by command kind (one command each).",
+		}, []string{"kind"}),
 	}
-	m.reg.MustRegister(m.wait, m.pass, m.placements, stateCollector{s},
+	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -97,6 +97,9 @@ func TestMetrics(t *testing.T) {
 		`troupe_schedd_queue_wait_seconds_count{partition="default"}`: 1,
 		`troupe_schedd_placements_total`:                              1,
 		`troupe_schedd_raft_is_leader`:                                1,
+		`troupe_schedd_raft_entries_total{kind="submit"}`:             2,
+		`troupe_schedd_raft_entries_total{kind="register"}`:           1,
+		`troupe_schedd_raft_entries_total{kind="report"}`:             2, // one after the other: alone
 		`troupe_schedd_fairshare_factor{account="",user="bob"}`:       1,
 	}
 	for series, v := range want {

@@ -132,8 +132,9 @@ type Server struct {
 	nodes     nodeCache         // empty nodes and submit's can-ever-fit answers
 	config    *partition.Config // the partitions config read at start
 	metrics   *metrics
-	attach    attachHub // terminal attach requests waiting for nodelets: leader-local
-	apps      appProxy  // the /apps proxy's connections: leader-local
+	reports   reportQueue // reports waiting to share a raft entry
+	attach    attachHub   // terminal attach requests waiting for nodelets: leader-local
+	apps      appProxy    // the /apps proxy's connections: leader-local
 	acct      *accounting.Store
 	exportMu  sync.Mutex // one export at a time; guards exp
 	exp       exporter
@@ -304,6 +305,9 @@ func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 		c.Request = requestID(ctx) // see withRequestID
 	}
 	v, err := s.raft.Apply(ctx, c)
+	if err == nil {
+		s.metrics.entries.WithLabelValues(c.Kind).Inc()
+	}
 	if errors.Is(err, raftlog.ErrNotLeader) {
 		if api := s.leaderAPI(); api != "" {
 			err = fmt.Errorf("%w; the leader serves at %s", err, api)
@@ -627,20 +631,6 @@ func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*api.Node,
 	s.mu.Unlock()
 	s.wake()
 	return s.st.Snapshot().Node(reg.Name), nil
-}
-
-// Report commits a nodelet's container updates.
-func (s *Server) Report(ctx context.Context, node string, rep api.ContainerReport) error {
-	if len(rep.Updates) == 0 {
-		return nil
-	}
-	res, err := s.apply(ctx, state.Command{Kind: state.CmdReport, Report: &state.Report{Node: node, Updates: rep.Updates}})
-	if err == nil {
-		// Only the leader commits, and each start is committed once.
-		s.metrics.observeStarts(res)
-	}
-	s.wake()
-	return err
 }
 
 // Nodes lists nodes with their derived allocation and last heartbeat.

@@ -38,6 +38,7 @@ const (
 	CmdRegister = "register"
 	CmdPlan     = "plan"
 	CmdReport   = "report"
+	CmdReports  = "reports" // several nodelets' reports in one entry (the leader's group commit)
 	CmdKill     = "kill"
 	CmdHold     = "hold"      // a pending job → HELD (bhold, scontrol hold)
 	CmdRelease  = "release"   // a held job → PENDING (brelease, scontrol release)
@@ -65,7 +66,9 @@ const (
 //	1: the first versioned schema
 //	2: job arrays (an older schedd would run an array's submit as one job
 //	   and never make its elements)
-const SchemaVersion = 2
+//	3: reports committed together (CmdReports): an older schedd would
+//	   refuse the unknown kind and lose every report in the entry
+const SchemaVersion = 3
 
 // ErrSchema marks an entry or snapshot written by a newer schedd, whose
 // schema this one does not know.
@@ -124,6 +127,9 @@ type Command struct {
 	Index *int `json:"index,omitempty"`
 	// Mailed is a mail event the leader takes on sending (CmdMailed).
 	Mailed *Mailed `json:"mailed,omitempty"`
+	// Reports are the nodelet reports of a CmdReports entry, applied in
+	// order.
+	Reports []Report `json:"reports,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -154,8 +160,9 @@ type Report struct {
 
 // Apply applies one committed command at raft index. It returns the new
 // job's id for a submit, the job for a kill, hold or release, the jobs it
-// moved to RUNNING ([]Started) for a report, nil otherwise; or an error
-// that leaves the state unchanged.
+// moved to RUNNING ([]Started) for a report, each report's started
+// jobs ([][]Started) for a CmdReports, nil otherwise; or an error that
+// leaves the state unchanged.
 func (s *Store) Apply(index uint64, c Command) (any, error) {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
@@ -182,6 +189,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = applyPlan(txn, index, c.Plan)
 	case CmdReport:
 		res, err = report(txn, index, c.Time, c.Report)
+	case CmdReports:
+		res, err = reports(txn, index, c.Time, c.Reports)
 	case CmdKill:
 		res, err = onJob(txn, index, c.Kill, c.Index, func(id uint64) (*api.Job, error) { return kill(txn, index, c.Time, id, c.KillDone) })
 	case CmdHold:
@@ -418,6 +427,27 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 		}
 	}
 	return started, nil
+}
+
+// reports applies rs in order in one transaction, as that many report
+// entries would have, and answers each report's started jobs (index i
+// for rs[i]). A report refuses nothing: an update about an ended job or
+// an earlier run of a requeued one (stale) is dropped alone, and the
+// rest of its report and the other reports still apply. Only a failure
+// of the store itself fails the entry, and then none of it applies.
+func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report) ([][]Started, error) {
+	if len(rs) == 0 {
+		return nil, errors.New("reports without a report")
+	}
+	out := make([][]Started, len(rs))
+	for i := range rs {
+		started, err := report(txn, index, now, &rs[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = started
+	}
+	return out, nil
 }
 
 // advance derives the job's state from its containers' (DESIGN.md, Job
