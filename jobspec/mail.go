@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Mail asks for mail about the job: LSF's bsub -B (at the start), -N (at
@@ -27,7 +28,9 @@ const MaxMailTo = 1024
 // mailAddrRe is one address sendmail may be given in a To: header: a
 // local user name, or local@domain; no spaces, quotes, angle brackets or
 // line breaks, and no leading '-' (never an option).
-var mailAddrRe = regexp.MustCompile(`^[A-Za-z0-9_.+=%][A-Za-z0-9_.+=%-]*(@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)?$`)
+var mailAddrRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9_.+=%][A-Za-z0-9_.+=%-]*(@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)?$`)
+})
 
 // MailAddresses splits to into its addresses, or says which one is not
 // an address: a local user name or local@domain.
@@ -41,7 +44,7 @@ func MailAddresses(to string) ([]string, error) {
 		if a == "" {
 			continue
 		}
-		if !mailAddrRe.MatchString(a) {
+		if !mailAddrRe().MatchString(a) {
 			return nil, fmt.Errorf("mail address %q: want a user name or name@domain", a)
 		}
 		out = append(out, a)

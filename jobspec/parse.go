@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
-	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	hcljson "github.com/hashicorp/hcl/v2/json"
 	"github.com/zclconf/go-cty/cty"
@@ -134,9 +134,47 @@ func decodeFile(body hcl.Body, opts Options) (*Job, hcl.Diagnostics) {
 
 // variableBlock is the body of a variable "NAME" block.
 type variableBlock struct {
-	Type        *hcl.Attribute `hcl:"type,optional"`
-	Default     *hcl.Attribute `hcl:"default,optional"`
-	Description string         `hcl:"description,optional"`
+	Type        *hcl.Attribute
+	Default     *hcl.Attribute
+	Description string
+}
+
+var variableSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "type"}, {Name: "default"}, {Name: "description"}},
+}
+
+// decodeVariableBlock reads a variable block's body. It is decoded by
+// hand, not with gohcl, whose hclwrite import links go-cmp (and its
+// package initialisation) into every tool that parses job files.
+func decodeVariableBlock(body hcl.Body) (variableBlock, hcl.Diagnostics) {
+	var vb variableBlock
+	c, diags := bodyContent(body, variableSchema)
+	if diags.HasErrors() {
+		return vb, diags
+	}
+	vb.Type, vb.Default = c.Attributes["type"], c.Attributes["default"]
+	if a := c.Attributes["description"]; a != nil {
+		v, d := a.Expr.Value(nil)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			return vb, diags
+		}
+		s, err := convert.Convert(v, cty.String)
+		if err == nil && (s.IsNull() || !s.IsKnown()) {
+			err = errors.New("a string is required")
+		}
+		if err != nil {
+			return vb, append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Unsuitable value type",
+				Detail:   fmt.Sprintf("Unsuitable value for description: %s", err),
+				Subject:  a.Expr.StartRange().Ptr(),
+				Context:  a.Expr.Range().Ptr(),
+			})
+		}
+		vb.Description = s.AsString()
+	}
+	return vb, diags
 }
 
 // decodeVariables evaluates variable blocks (with overrides) into the
@@ -158,8 +196,8 @@ func decodeVariables(blocks []*hcl.Block, overrides map[string]string) (map[stri
 			continue
 		}
 		where[name] = b.DefRange
-		var vb variableBlock
-		if d := gohcl.DecodeBody(b.Body, nil, &vb); d.HasErrors() {
+		vb, d := decodeVariableBlock(b.Body)
+		if d.HasErrors() {
 			diags = append(diags, d...)
 			vals[name] = cty.DynamicVal
 			continue

@@ -250,6 +250,12 @@ func TestParseErrors(t *testing.T) {
 			[]string{`t.hcl:1:1: Missing variable value`}},
 		{"variable of wrong type", "variable \"x\" {\n  type = number\n  default = \"many\"\n}\njob \"a\" {\n" + ok + "\n}",
 			[]string{`t.hcl:3:13: Invalid value for variable`}},
+		{"variable argument misspelt", "variable \"x\" {\n  defualt = 1\n}\njob \"a\" {\n" + ok + "\n}",
+			[]string{`t.hcl:2:3: Unsupported argument; An argument named "defualt" is not expected here. Did you mean "default"?`}},
+		{"variable block inside", "variable \"x\" {\n  default = 1\n  validation {}\n}\njob \"a\" {\n" + ok + "\n}",
+			[]string{`t.hcl:3:3: Unsupported block type; Blocks of type "validation" are not expected here.`}},
+		{"variable description not text", "variable \"x\" {\n  default = 1\n  description = [\"a\"]\n}\njob \"a\" {\n" + ok + "\n}",
+			[]string{`t.hcl:3:17: Unsuitable value type; Unsuitable value for description:`}},
 		{"locals cycle", "locals {\n  a = local.b\n  b = local.a\n}\njob \"a\" {\n" + ok + "\n  workdir = local.a\n}",
 			[]string{`t.hcl:2:7: Circular local value`, `t.hcl:3:7: Circular local value`}},
 		{"duplicate block", "job \"a\" {\n" + ok + "\n  cluster {}\n  cluster {}\n}",
@@ -332,7 +338,8 @@ variable "nodes" {
   default = 2
 }
 variable "tag" {
-  default = "small"
+  default     = "small"
+  description = "the image's tag"
 }
 variable "args" {
   type    = list(string)

@@ -3,6 +3,7 @@ package jobspec
 import (
 	"fmt"
 	"regexp"
+	"sync"
 
 	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
@@ -14,7 +15,7 @@ import (
 func bodyContent(body hcl.Body, schema *hcl.BodySchema) (*hcl.BodyContent, hcl.Diagnostics) {
 	c, diags := body.Content(schema)
 	for _, d := range diags {
-		m := unsupported.FindStringSubmatch(d.Detail)
+		m := unsupported().FindStringSubmatch(d.Detail)
 		if m == nil {
 			continue
 		}
@@ -37,7 +38,10 @@ func bodyContent(body hcl.Body, schema *hcl.BodySchema) (*hcl.BodyContent, hcl.D
 }
 
 // unsupported matches hcl's detail for an unknown argument or block.
-var unsupported = regexp.MustCompile(`^(An argument named|Blocks of type) "([^"]*)" (is|are) not expected here\.`)
+// It is compiled on first use: most files have no such error.
+var unsupported = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(An argument named|Blocks of type) "([^"]*)" (is|are) not expected here\.`)
+})
 
 // nearest is the name fewest edits from given, at most two away (hcl's
 // threshold); on a tie the earlier name; "" when none is that close.

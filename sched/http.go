@@ -66,6 +66,24 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, res.Index, res)
 }
 
+// handleSubmitBatch stores several jobs in one raft entry (bsub --count,
+// bsub a.hcl b.hcl): all of them, or none and why.
+func (s *Server) handleSubmitBatch(w http.ResponseWriter, r *http.Request) {
+	var req api.SubmitBatch
+	if !decode(w, r, &req) {
+		return
+	}
+	for i := range req.Jobs {
+		asCaller(r.Context(), &req.Jobs[i])
+	}
+	res, err := s.SubmitBatch(r.Context(), req.Jobs)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, res[0].Index, api.SubmitBatchResponse{Jobs: res})
+}
+
 // handleCheck answers bsub --dry-run: submit's admission checks on the
 // request (validation, partition and user limits, queue caps, whether
 // any nodes could ever hold it), with nothing stored. A path of its own,
@@ -77,7 +95,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	asCaller(r.Context(), &req)
-	j, err := s.newJob(req)
+	j, err := s.newJob(req, nil)
 	if err != nil {
 		writeErr(w, err)
 		return

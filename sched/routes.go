@@ -21,6 +21,7 @@ func (s *Server) routes() []route {
 	return []route{
 		{"POST", "/v1/jobs", s.handleSubmit},
 		{"POST", "/v1/jobs/check", s.handleCheck},
+		{"POST", "/v1/jobs/batch", s.handleSubmitBatch},
 		{"GET", "/v1/jobs", s.handleJobs},
 		{"GET", "/v1/jobs/{id}", s.handleJob},
 		{"POST", "/v1/jobs/{id}/kill", s.handleKill},

@@ -319,7 +319,7 @@ func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 // Submit validates a submission, fills in what schedd decides (partition,
 // session and kernel ids) and commits it.
 func (s *Server) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
-	j, err := s.newJob(req)
+	j, err := s.newJob(req, nil)
 	if err != nil {
 		return api.SubmitResponse{}, err
 	}
@@ -332,7 +332,56 @@ func (s *Server) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 	return api.SubmitResponse{JobID: v.(uint64), Partition: j.Partition, Index: idx}, nil
 }
 
-func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
+// SubmitBatch checks each of reqs as Submit does, the jobs ahead of it in
+// the batch counted against the queue limits, and commits them all in one
+// raft entry (api.SubmitBatch). A refusal names the job by its place.
+func (s *Server) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]api.SubmitResponse, error) {
+	switch {
+	case len(reqs) == 0:
+		return nil, fmt.Errorf("%w: a batch submit needs at least one job", ErrInvalid)
+	case len(reqs) > api.MaxSubmitBatch:
+		return nil, fmt.Errorf("%w: a batch submit holds at most %d jobs, not %d; send them in several", ErrInvalid, api.MaxSubmitBatch, len(reqs))
+	}
+	base := requestID(ctx)
+	jobs := make([]*api.Job, 0, len(reqs))
+	for i, req := range reqs {
+		if req.RequestID == "" && base != "" {
+			req.RequestID = fmt.Sprintf("%s/%d", base, i+1)
+		}
+		j, err := s.newJob(req, jobs)
+		if err != nil {
+			return nil, fmt.Errorf("job %d of %d (%s): %w", i+1, len(reqs), batchName(req), err)
+		}
+		jobs = append(jobs, j)
+	}
+	v, err := s.apply(ctx, state.Command{Kind: state.CmdBatch, Batch: jobs})
+	if err != nil {
+		return nil, err
+	}
+	s.wake()
+	idx, _ := s.st.Snapshot().Index() // the entry is applied: idx is at or past it
+	ids := v.([]uint64)
+	out := make([]api.SubmitResponse, len(jobs))
+	for i, j := range jobs {
+		out[i] = api.SubmitResponse{JobID: ids[i], Partition: j.Partition, Index: idx}
+	}
+	return out, nil
+}
+
+// batchName names a batch's job in a refusal: its source, else its name.
+func batchName(req api.SubmitRequest) string {
+	if req.Source != "" {
+		return req.Source
+	}
+	if req.Spec.Name != "" {
+		return req.Spec.Name
+	}
+	return "unnamed"
+}
+
+// newJob checks req and makes the job to store; ahead are the jobs before
+// it in the same batch, not stored yet, which the queue limits count.
+func (s *Server) newJob(req api.SubmitRequest, ahead []*api.Job) (*api.Job, error) {
 	spec := req.Spec
 	if req.JobFile != "" || req.Vars != nil {
 		parsed, err := parseJobFile(req)
@@ -412,7 +461,7 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 	}
 	if max := p.UserLimits.MaxSubmitJobs; max > 0 {
 		n := 0
-		for _, o := range v.Jobs() {
+		for _, o := range slices.Concat(v.Jobs(), ahead) {
 			if !o.State.Terminal() && o.User == j.User && o.Partition == j.Partition && o.ArrayID == 0 {
 				n++
 			}
@@ -422,7 +471,7 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 				ErrInvalid, j.User, n, j.Partition, max)
 		}
 	}
-	if err := s.checkQueued(v, j); err != nil {
+	if err := s.checkQueued(v, j, ahead...); err != nil {
 		return nil, err
 	}
 	if why := s.nodes.check(v, j); why != "" {
@@ -450,13 +499,13 @@ func checkCwd(cwd string) error {
 
 // checkQueued refuses j when its user already has the most jobs waiting
 // (PENDING or HELD) that schedd's max_queued_per_user allows.
-func (s *Server) checkQueued(v *state.Snapshot, j *api.Job) error {
+func (s *Server) checkQueued(v *state.Snapshot, j *api.Job, ahead ...*api.Job) error {
 	limit := s.cfg.MaxQueuedPerUser
 	if limit < 0 {
 		return nil
 	}
 	n := 0
-	for _, o := range v.Jobs() {
+	for _, o := range slices.Concat(v.Jobs(), ahead) {
 		// A job array counts once, by its own row (its elements are
 		// made a few at a time, see state's arrays).
 		if o.UID == j.UID && (o.State == api.JobPending || o.State == api.JobHeld) && o.ArrayID == 0 {

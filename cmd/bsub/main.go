@@ -18,18 +18,18 @@ import (
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
-	"github.com/troupe-hpc/troupe/jobspec/script"
 )
 
 const prog = "bsub"
 
 var command = cli.Command{
 	Name:     prog,
-	Synopsis: "JOBFILE | SCRIPT [ARG...] | COMMAND [ARG...] | < SCRIPT | -I JOBFILE [-- COMMAND [ARG...]]",
+	Synopsis: "JOBFILE... | SCRIPT [ARG...] | COMMAND [ARG...] | < SCRIPT | -I JOBFILE [-- COMMAND [ARG...]]",
 	Summary: "Submit the job described by JOBFILE (HCL, see troupe-job(5)) and print its id.\n" +
 		"A script (#! or #BSUB/#SBATCH lines), a script on stdin, or a command line (run by /bin/sh -c)\n" +
 		"is submitted as LSF does: as you, in this directory (-cwd), with your environment (-env), on\n" +
 		"the host image; -n is then slots, with LSF's -R, -M, -G (troupe-job(5), SCRIPT JOBS).\n" +
+		"Several job files, or --count N copies, are submitted in one request: all of them or none.\n" +
 		"With --wait, wait until the job ends and exit with its exit code. With -I, run main1's\n" +
 		"command (COMMAND, else the file's, else a shell) on a terminal connected to this one.",
 	Examples: []string{
@@ -40,6 +40,8 @@ var command = cli.Command{
 		"bsub -q gpu -n 8 -W 4:00 -J big train.hcl   # LSF-style overrides of the file",
 		"bsub --env EPOCHS=20 -o 'train-%J.out' train.hcl",
 		"bsub -H train.hcl                           # submit held; brelease starts it",
+		"bsub a.hcl b.hcl c.hcl                      # three jobs, one request",
+		"bsub --count 100 sim.hcl                    # 100 separate jobs of one file, one request",
 		"bsub -J 'sweep[1-100%10]' sweep.hcl         # a job array: 100 elements, 10 at a time",
 		"bsub --array 1-100:2%10 -o 'out.%I' sweep.sh # Slurm's syntax; %I is the element's index",
 		"bsub -w 'done(12)' post.hcl                 # start once job 12 COMPLETED",
@@ -73,6 +75,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ov overrides
 	ov.define(fs)
 	defineLSF(fs)
+	count := fs.Int("count", 1, "submit `N` copies of the job, as N separate jobs in one request (a job array,\n-J 'name[1-N]', is one job of N elements and usually the better choice)")
 	dry := &dryRunFlag{}
 	fs.Var(dry, "dry-run", "parse, apply the overrides and validate, then show what would be submitted and\n"+
 		"the partition's verdict; submit nothing (--dry-run=json: as JSON)")
@@ -95,6 +98,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *inter && (*wait || *hold) {
 		return fs.UsageError("-I waits on its own and cannot be held: drop --wait and -H")
 	}
+	if *count < 1 || *count > maxCount {
+		return fs.UsageError("--count %d: want 1 to %d", *count, maxCount)
+	}
 	w, err := classify(fs.Args(), stdin, stdinIsTerminal(stdin))
 	var ue usageError
 	if errors.As(err, &ue) {
@@ -113,22 +119,32 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	} else {
 		pos = []string{w.source}
 	}
-	if w.jobFile != "" && len(pos) > 1 && !*inter {
-		return fs.UsageError("one job file at a time, got %d: %s", len(pos), strings.Join(pos, " "))
+	files := pos[:1]
+	if w.jobFile != "" && !*inter {
+		files = pos // bsub a.hcl b.hcl: one request
+	}
+	if n := len(files) * *count; n > 1 {
+		switch {
+		case *inter:
+			return fs.UsageError("-I runs one job on this terminal: drop --count")
+		case *wait:
+			return fs.UsageError("--wait waits for one job, not %d: submit them, then follow them with bjobs", n)
+		case dry.on:
+			return fs.UsageError("--dry-run checks one job, not %d: check each file on its own", n)
+		}
 	}
 	if given := lsfOnlyGiven(fs); w.jobFile != "" && len(given) > 0 {
 		return fs.UsageError("%s: for scripts and command lines; a job file says this itself (see troupe-job(5))", strings.Join(given, " "))
 	}
-	path := pos[0]
 	ov.parsed(fs)
 
 	var (
-		spec      *jobspec.Job
-		singleton bool // #SBATCH --dependency=singleton
+		specs     []*jobspec.Job // one per file
+		singleton bool           // #SBATCH --dependency=singleton
 	)
 	if w.jobFile == "" {
-		var opts *script.Options
-		if spec, opts, err = scriptJob(fs, w, &ov, stderr); err != nil {
+		spec, opts, err := scriptJob(fs, w, &ov, stderr)
+		if err != nil {
 			return cli.Fail(stderr, prog, fmt.Errorf("%s: %w", w.source, err))
 		}
 		if dep == nil {
@@ -136,50 +152,52 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			singleton = opts.Singleton
 		}
 		*hold = *hold || opts.Hold
+		specs = []*jobspec.Job{spec}
 	} else {
-		src := w.src
-		if src == nil {
-			if src, err = os.ReadFile(path); err != nil {
+		for i, file := range files {
+			src := w.src
+			if i > 0 {
+				src = nil
+			}
+			spec, code := jobFile(file, src, vars, *inter, stderr)
+			if spec == nil {
+				return code
+			}
+			if err := ov.apply(spec); err != nil {
 				return cli.Fail(stderr, prog, err)
 			}
-		}
-		parsed, diags := jobspec.ParseWith(path, src, jobspec.Options{Vars: vars, Interactive: *inter})
-		if len(diags) > 0 {
-			if werr := jobspec.WriteDiagnostics(stderr, path, src, diags); werr != nil {
-				return cli.Fail(stderr, prog, werr)
+			if *inter {
+				interactiveCommand(spec, pos[1:])
 			}
+			specs = append(specs, spec)
 		}
-		if diags.HasErrors() {
-			// hcl's text names "file line N"; add the compiler-style
-			// file:line:col that editors jump to, one line per error.
-			for _, d := range diags {
-				if d.Severity == hcl.DiagError {
-					fmt.Fprintf(stderr, "%s: %s\n", prog, position(d, path))
-				}
-			}
-			return cli.ExitFail
-		}
-		if parsed == nil {
-			return cli.Fail(stderr, prog, fmt.Errorf("%s: no job in file", path))
-		}
-		spec = parsed
-		if err := ov.apply(spec); err != nil {
-			return cli.Fail(stderr, prog, err)
-		}
-		if *inter {
-			interactiveCommand(spec, pos[1:])
-		}
+	}
+	spec := specs[0]
+	if singleton && *count > 1 {
+		return fs.UsageError("--dependency=singleton runs one job of a name at a time: drop --count")
 	}
 
 	c, err := fs.Client()
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
-	req, err := request(*spec, path)
-	if err != nil {
-		return cli.Fail(stderr, prog, err)
+	var reqs []api.SubmitRequest
+	for i, sp := range specs {
+		req, err := request(*sp, files[i])
+		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+		req.Hold, req.DependsOn, req.Interactive = *hold, dep, *inter
+		for range *count {
+			reqs = append(reqs, req)
+		}
 	}
-	req.Hold, req.DependsOn, req.Interactive = *hold, dep, *inter
+	if len(reqs) > 1 {
+		ctx, stop := cli.SignalContext()
+		defer stop()
+		return submitMany(ctx, c, reqs, stdout, stderr)
+	}
+	req := reqs[0]
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	if singleton && dep == nil {
@@ -202,12 +220,98 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *inter {
 		return interactive(ctx, c, resp, stdin, stdout, stderr)
 	}
-	// The same line for a job array (workflow tools parse it, as LSF's).
-	fmt.Fprintf(stdout, "Job <%d> is submitted to partition <%s>.\n", resp.JobID, resp.Partition)
+	printSubmitted(stdout, resp)
 	if !*wait {
 		return cli.ExitOK
 	}
 	return waitJob(ctx, c, resp, stderr)
+}
+
+// maxCount bounds --count: a million jobs is a job array's business.
+const maxCount = 100_000
+
+// jobFile reads (unless src is given) and parses the job file at path,
+// writing its diagnostics; nil and the exit status when it is no job.
+func jobFile(path string, src []byte, vars varFlag, inter bool, stderr io.Writer) (*jobspec.Job, int) {
+	if src == nil {
+		var err error
+		if src, err = os.ReadFile(path); err != nil {
+			return nil, cli.Fail(stderr, prog, err)
+		}
+	}
+	parsed, diags := jobspec.ParseWith(path, src, jobspec.Options{Vars: vars, Interactive: inter})
+	if len(diags) > 0 {
+		if werr := jobspec.WriteDiagnostics(stderr, path, src, diags); werr != nil {
+			return nil, cli.Fail(stderr, prog, werr)
+		}
+	}
+	if diags.HasErrors() {
+		// hcl's text names "file line N"; add the compiler-style
+		// file:line:col that editors jump to, one line per error.
+		for _, d := range diags {
+			if d.Severity == hcl.DiagError {
+				fmt.Fprintf(stderr, "%s: %s\n", prog, position(d, path))
+			}
+		}
+		return nil, cli.ExitFail
+	}
+	if parsed == nil {
+		return nil, cli.Fail(stderr, prog, fmt.Errorf("%s: no job in file", path))
+	}
+	return parsed, cli.ExitOK
+}
+
+// printSubmitted prints the line workflow tools parse, as LSF's bsub does;
+// the same for a job array.
+func printSubmitted(stdout io.Writer, r api.SubmitResponse) {
+	fmt.Fprintf(stdout, "Job <%d> is submitted to partition <%s>.\n", r.JobID, r.Partition)
+}
+
+// submitMany submits reqs in batches (POST /v1/jobs/batch, one raft
+// entry each), printing a line per job; to a schedd without batches, one
+// request per job.
+func submitMany(ctx context.Context, c *client.Client, reqs []api.SubmitRequest, stdout, stderr io.Writer) int {
+	done := 0
+	fail := func(err error) int {
+		if done > 0 {
+			fmt.Fprintf(stderr, "%s: %d of %d jobs submitted (above); the rest were not\n", prog, done, len(reqs))
+		}
+		if errors.Is(err, client.ErrUnknownOutcome) {
+			err = fmt.Errorf("the jobs of the last request may or may not have been submitted: %w; look for them with bqueue before submitting again", err)
+		}
+		return cli.Fail(stderr, prog, err)
+	}
+	for done < len(reqs) {
+		chunk := reqs[done:min(done+api.MaxSubmitBatch, len(reqs))]
+		res, err := c.SubmitBatch(ctx, chunk)
+		if client.IsUnsupported(err) && done == 0 {
+			return submitEach(ctx, c, reqs, stdout, stderr)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		for _, r := range res {
+			printSubmitted(stdout, r)
+		}
+		done += len(chunk)
+	}
+	return cli.ExitOK
+}
+
+// submitEach submits reqs one request each, for a schedd older than
+// batches.
+func submitEach(ctx context.Context, c *client.Client, reqs []api.SubmitRequest, stdout, stderr io.Writer) int {
+	for i, req := range reqs {
+		r, err := c.Submit(ctx, req)
+		if err != nil {
+			if i > 0 {
+				fmt.Fprintf(stderr, "%s: %d of %d jobs submitted (above); the rest were not\n", prog, i, len(reqs))
+			}
+			return cli.Fail(stderr, prog, err)
+		}
+		printSubmitted(stdout, r)
+	}
+	return cli.ExitOK
 }
 
 // request builds the submission: the spec and who submits it from where.

@@ -135,7 +135,11 @@ func TestArgs(t *testing.T) {
 		errs string // first line of stderr
 	}{
 		{"no file", nil, 2, "bsub: missing job file, script or command (and stdin is empty)"},
-		{"two files", []string{"a.hcl", "b.hcl"}, 2, "bsub: one job file at a time, got 2: a.hcl b.hcl"},
+		{"count zero", []string{"--count", "0", "a.hcl"}, 2, "bsub: --count 0: want 1 to 100000"},
+		{"count and wait", []string{"--count", "3", "-K", "a.hcl"}, 2, "bsub: --wait waits for one job, not 3: submit them, then follow them with bjobs"},
+		{"two files and wait", []string{"-K", "a.hcl", "b.hcl"}, 2, "bsub: --wait waits for one job, not 2: submit them, then follow them with bjobs"},
+		{"count and dry run", []string{"--count", "2", "--dry-run", "a.hcl"}, 2, "bsub: --dry-run checks one job, not 2: check each file on its own"},
+		{"count and -I", []string{"--count", "2", "-I", "a.hcl"}, 2, "bsub: -I runs one job on this terminal: drop --count"},
 		{"unknown flag", []string{"-Z", "normal", "a.hcl"}, 2, "bsub: flag provided but not defined: -Z"},
 		{"script option on a job file", []string{"-R", "span[hosts=1]", "a.hcl"}, 2, "bsub: -R: for scripts and command lines; a job file says this itself (see troupe-job(5))"},
 		{"-e without a file", []string{"a.hcl", "-e"}, 2, "bsub: flag needs an argument: -e"},
@@ -349,5 +353,75 @@ func TestWaitErrorNamesJobOnce(t *testing.T) {
 	code, _, errs := runBsub("-K", "--addr", s.Addr, writeJob(t, goodJob))
 	if code != 1 || errs != "bsub: job 7: permission denied: it belongs to alice\n" {
 		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestSubmitBatch: several job files and --count go in one POST
+// /v1/jobs/batch, one line per job in order; each job has its own request
+// id, the same on a retry of the request.
+func TestSubmitBatch(t *testing.T) {
+	s := clitest.NewSchedd(t)
+	var got []api.SubmitBatch
+	var heads []string
+	s.Handle("POST /v1/jobs/batch", func(w http.ResponseWriter, r *http.Request) {
+		var b api.SubmitBatch
+		if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+			clitest.Error(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		got, heads = append(got, b), append(heads, r.Header.Get(api.RequestHeader))
+		var res api.SubmitBatchResponse
+		for i := range b.Jobs {
+			res.Jobs = append(res.Jobs, api.SubmitResponse{JobID: uint64(10 + i), Partition: "cpu"})
+		}
+		clitest.JSON(w, http.StatusCreated, 5, res)
+	})
+	a := writeJob(t, goodJob)
+	b := writeJob(t, strings.Replace(goodJob, `"hello"`, `"other"`, 1))
+	code, out, errs := runBsub("--addr", s.Addr, "--count", "2", "-H", a, b)
+	want := "Job <10> is submitted to partition <cpu>.\nJob <11> is submitted to partition <cpu>.\n" +
+		"Job <12> is submitted to partition <cpu>.\nJob <13> is submitted to partition <cpu>.\n"
+	if code != 0 || out != want || errs != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if len(got) != 1 || len(got[0].Jobs) != 4 {
+		t.Fatalf("requests %d, want one batch of 4: %+v", len(got), got)
+	}
+	ids := map[string]bool{}
+	for i, j := range got[0].Jobs {
+		name, src := "hello", a
+		if i >= 2 {
+			name, src = "other", b
+		}
+		if j.Spec.Name != name || j.Source != src || !j.Hold || j.RequestID == "" {
+			t.Errorf("job %d: name %q source %q hold %v request %q", i, j.Spec.Name, j.Source, j.Hold, j.RequestID)
+		}
+		ids[j.RequestID] = true
+	}
+	if len(ids) != 4 || heads[0] == "" {
+		t.Errorf("request ids %v, batch's %q: want 4 distinct ones and the batch's", ids, heads[0])
+	}
+	for _, r := range s.Requests() {
+		if r == "POST /v1/jobs" {
+			t.Errorf("a single submit besides the batch: %v", s.Requests())
+		}
+	}
+}
+
+// TestSubmitBatchOldSchedd: a schedd without POST /v1/jobs/batch gets one
+// POST /v1/jobs per job.
+func TestSubmitBatchOldSchedd(t *testing.T) {
+	s := clitest.NewSchedd(t)
+	n := uint64(0)
+	s.Handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		n++
+		clitest.JSON(w, http.StatusCreated, 5, api.SubmitResponse{JobID: n, Partition: "cpu"})
+	})
+	code, out, errs := runBsub("--addr", s.Addr, "--count", "3", writeJob(t, goodJob))
+	if code != 0 || strings.Count(out, "is submitted") != 3 || !strings.HasPrefix(out, "Job <1>") || errs != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if n != 3 {
+		t.Errorf("%d single submits, want 3: %v", n, s.Requests())
 	}
 }

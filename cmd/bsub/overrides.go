@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -56,13 +57,15 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.Var(&o.env, "env", "set `NAME=value` in every container's environment (repeatable; overrides env)")
 }
 
+// The regexps here are compiled on first use, not at the start of every
+// command that links this package (bsub starts in a few milliseconds).
 // lsfWalltime is LSF's -W [HH:]MM: one colon means hours:minutes (Slurm's
 // and jobspec's M:SS would read it as minutes:seconds).
-var lsfWalltime = regexp.MustCompile(`^([0-9]+):([0-9]+)$`)
+var lsfWalltime = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+):([0-9]+)$`) })
 
 // parseW reads -W.
 func parseW(s string) (time.Duration, error) {
-	if m := lsfWalltime.FindStringSubmatch(strings.TrimSpace(s)); m != nil {
+	if m := lsfWalltime().FindStringSubmatch(strings.TrimSpace(s)); m != nil {
 		h, _ := strconv.Atoi(m[1])
 		mi, _ := strconv.Atoi(m[2])
 		if mi >= 60 {

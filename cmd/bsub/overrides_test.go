@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -319,4 +320,54 @@ func runBsubErr(t *testing.T, addr, path string) (int, string) {
 		t.Fatalf("submit of %s was taken", path)
 	}
 	return code, errs
+}
+
+// TestCountWithSchedd: bsub --count with several files against a real
+// schedd stores every copy of each, ids in the order of the lines, and a
+// batch that breaks the queue limit stores none and says which job.
+func TestCountWithSchedd(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := sched.Open(ctx, sched.Config{DataDir: t.TempDir(), MaxQueuedPerUser: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); cancel(); <-done; srv.Close() })
+	small := strings.Replace(goodJob, `partition = "cpu"`, `partition = "default"`, 1)
+	a := writeJob(t, small)
+	b := writeJob(t, strings.Replace(small, `"hello"`, `"other"`, 1))
+
+	code, out, errs := runBsub("--addr", hs.URL, "-H", "--count", "3", a, b)
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d lines, want 6:\n%s", len(lines), out)
+	}
+	for i, l := range lines {
+		var id uint64
+		if _, err := fmt.Sscanf(l, "Job <%d> is submitted to partition <default>.", &id); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		j := srv.Store().Snapshot().Job(id)
+		name := "hello"
+		if i >= 3 {
+			name = "other"
+		}
+		if j == nil || j.Name != name || j.State != api.JobHeld {
+			t.Fatalf("line %d names job %d: %+v, want %s, held", i+1, id, j, name)
+		}
+	}
+
+	// 6 held + 3 more is over max_queued_per_user 8: none of the three.
+	code, out, errs = runBsub("--addr", hs.URL, "--count", "3", a)
+	if code != 1 || out != "" || !strings.Contains(errs, "job 3 of 3") || !strings.Contains(errs, "max_queued_per_user 8") {
+		t.Fatalf("over the limit: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if n := len(srv.Store().Snapshot().Jobs()); n != 6 {
+		t.Fatalf("%d jobs stored, want 6", n)
+	}
 }

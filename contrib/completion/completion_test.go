@@ -167,7 +167,8 @@ func TestBash(t *testing.T) {
 	}{
 		{"bsub long flag", "bsub --w", path, []string{"--wait"}},
 		{"bsub files", "bsub ", path, []string{"a.hcl", "b.json", "sub"}},
-		{"bsub one file only", "bsub a.hcl ", path, nil},
+		{"bsub more job files", "bsub a.hcl ", path, []string{"a.hcl", "b.json", "sub"}},
+		{"bsub no job files after a command", "bsub echo ", path, nil},
 		{"bsub after --var value", "bsub --var x=1 a", path, []string{"a.hcl"}},
 		{"bqueue -o", "bqueue -o ", real, []string{"json", "table"}},
 		{"bqueue -o=", "bqueue -o=j", real, []string{"json"}},

@@ -219,7 +219,10 @@ _troupe() {
 
     case $prog in
     bsub)
-        ((${#pos[@]} == 0)) && _troupe_files '*.@(hcl|json)'
+        # Job files, while every argument so far is one (bsub a.hcl b.hcl).
+        local f files=1
+        for f in "${pos[@]}"; do [[ $f == *.@(hcl|json) ]] || files=; done
+        [[ -n $files ]] && _troupe_files '*.@(hcl|json)'
         ;;
     bsim)
         ((${#pos[@]} == 0)) && _troupe_files '*.@(swf|swf.gz)'

@@ -5,6 +5,7 @@
 //
 //	POST /v1/jobs                      SubmitRequest → SubmitResponse (X-Troupe-Index: where it was stored)
 //	POST /v1/jobs/check                SubmitRequest → SubmitCheck (submit's checks, nothing stored: bsub --dry-run)
+//	POST /v1/jobs/batch                SubmitBatch → SubmitBatchResponse (several jobs, one raft entry: all or none)
 //	GET  /v1/jobs[?index=N&wait=30s]   → JobList (blocking when index given)
 //	GET  /v1/jobs/{id}                 → Job
 //	POST /v1/jobs/{id}/kill            → Job (?done=true: bkill -d, the job ends COMPLETED)
@@ -170,6 +171,28 @@ type SubmitResponse struct {
 	// stored: a blocking query for an index below it waits on a lagging
 	// peer until that peer holds the job.
 	Index uint64 `json:"-"`
+}
+
+// MaxSubmitBatch bounds the jobs of one SubmitBatch; bsub sends more in
+// several.
+const MaxSubmitBatch = 1000
+
+// SubmitBatch submits several jobs at once (bsub --count, bsub a.hcl
+// b.hcl): schedd checks each as POST /v1/jobs would, the jobs ahead of it
+// in the batch counted against the queue limits, then stores all of them
+// in one raft entry with consecutive ids, or refuses the whole batch
+// naming the first job it refuses. Each job's RequestID makes it
+// idempotent as a single submit's does; a job without one is given the
+// batch's request id (the X-Troupe-Request header) with "/N" appended, N its
+// place from 1.
+type SubmitBatch struct {
+	Jobs []SubmitRequest `json:"jobs"`
+}
+
+// SubmitBatchResponse answers a SubmitBatch: one SubmitResponse per job,
+// in the order of the request.
+type SubmitBatchResponse struct {
+	Jobs []SubmitResponse `json:"jobs"`
 }
 
 // SubmitCheck answers POST /v1/jobs/check (bsub --dry-run): submit's

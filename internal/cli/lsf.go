@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -375,21 +376,23 @@ var (
 	// ErrBjobsFormat is a bad bjobs -o string.
 	ErrBjobsFormat = errors.New("bad -o format")
 
-	delimRe = regexp.MustCompile(`\s*delimiter\s*=\s*'([^']*)'\s*$`)
-	fieldRe = regexp.MustCompile(`^([a-z_]+)(?::(-)?([0-9]+))?$`)
+	// The regexps here are compiled on first use, not at the start of every
+	// command that links this package (bsub starts in a few milliseconds).
+	delimRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\s*delimiter\s*=\s*'([^']*)'\s*$`) })
+	fieldRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([a-z_]+)(?::(-)?([0-9]+))?$`) })
 )
 
 // ParseBjobsFormat reads bjobs -o: "field[:[-]width] ... [delimiter='c']",
 // fields separated by spaces, case-insensitive.
 func ParseBjobsFormat(s string) ([]BjobsField, string, error) {
 	delim := ""
-	if m := delimRe.FindStringSubmatchIndex(s); m != nil {
+	if m := delimRe().FindStringSubmatchIndex(s); m != nil {
 		delim = s[m[2]:m[3]]
 		s = s[:m[0]]
 	}
 	var fields []BjobsField
 	for _, word := range strings.Fields(strings.ToLower(s)) {
-		m := fieldRe.FindStringSubmatch(word)
+		m := fieldRe().FindStringSubmatch(word)
 		if m == nil {
 			return nil, "", fmt.Errorf("%w: %q: want field[:[-]width]", ErrBjobsFormat, word)
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -226,7 +227,9 @@ type squeueItem struct {
 // SqueueFormat is a parsed squeue -o format.
 type SqueueFormat []squeueItem
 
-var squeueSpec = regexp.MustCompile(`^%(\.?)(-?)([0-9]*)(.)`)
+// The regexps here are compiled on first use, not at the start of every
+// command that links this package (bsub starts in a few milliseconds).
+var squeueSpec = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^%(\.?)(-?)([0-9]*)(.)`) })
 
 // ParseSqueueFormat reads squeue's -o: text with %[.][width]X fields
 // (. right-justifies; a value longer than its width is cut).
@@ -244,7 +247,7 @@ func ParseSqueueFormat(s string) (SqueueFormat, error) {
 			i += 2
 			continue
 		}
-		m := squeueSpec.FindStringSubmatch(s[i:])
+		m := squeueSpec().FindStringSubmatch(s[i:])
 		if m == nil {
 			return nil, fmt.Errorf("%q: a %% ends the format; want %%[.][width]X", s)
 		}
@@ -614,7 +617,7 @@ var sinfoLongState = map[string]string{
 	"idle": "idle", "mix": "mixed", "alloc": "allocated", "drng": "draining", "drain": "drained", "down*": "down*", "n/a": "n/a",
 }
 
-var sinfoSpec = regexp.MustCompile(`^%(\.?)(-?)(#|[0-9]*)(.)`)
+var sinfoSpec = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^%(\.?)(-?)(#|[0-9]*)(.)`) })
 
 // WriteSinfo writes rows as sinfo does with format (its -o); header
 // false is -h. A "#" width is the widest value's (or title's).
@@ -633,7 +636,7 @@ func WriteSinfo(w io.Writer, rows []SinfoRow, format string, header bool) error 
 			i++
 			continue
 		}
-		m := sinfoSpec.FindStringSubmatch(format[i:])
+		m := sinfoSpec().FindStringSubmatch(format[i:])
 		if m == nil {
 			return fmt.Errorf("-o %q: a %% ends the format; want %%[.][width]X", format)
 		}

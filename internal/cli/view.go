@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -399,13 +400,15 @@ func WriteHostsLong(w io.Writer, nodes []api.Node, loc *time.Location) error {
 	return nil
 }
 
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+// The regexps here are compiled on first use, not at the start of every
+// command that links this package (bsub starts in a few milliseconds).
+var shellSafe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`) })
 
 // ShellJoin joins argv as a shell would need it typed.
 func ShellJoin(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		if shellSafe.MatchString(a) {
+		if shellSafe().MatchString(a) {
 			q[i] = a
 		} else {
 			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"

@@ -350,6 +350,51 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 	return r, nil
 }
 
+// SubmitBatch submits several jobs in one request and one raft entry
+// (POST /v1/jobs/batch, at most api.MaxSubmitBatch): all of them, in
+// order, or none. The retries of the request make the same jobs: each job
+// without a request id is given one. A schedd without batches answers
+// 404 or 405 (IsUnsupported).
+func (c *Client) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]api.SubmitResponse, error) {
+	base := auth.NewID() + auth.NewID()
+	batch := api.SubmitBatch{Jobs: make([]api.SubmitRequest, len(reqs))}
+	for i, req := range reqs {
+		if req.RequestID == "" {
+			req.RequestID = base + "/" + strconv.Itoa(i+1)
+		}
+		batch.Jobs[i] = req
+	}
+	b, err := json.Marshal(batch)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: "/v1/jobs/batch", body: b, ctype: "application/json", requestID: base})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var r api.SubmitBatchResponse
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, fmt.Errorf("decoding answer of POST /v1/jobs/batch: %w", err)
+	}
+	if len(r.Jobs) != len(reqs) {
+		return nil, fmt.Errorf("POST /v1/jobs/batch: %d jobs sent, %d answered", len(reqs), len(r.Jobs))
+	}
+	idx, _ := strconv.ParseUint(resp.Header.Get(api.IndexHeader), 10, 64)
+	for i := range r.Jobs {
+		r.Jobs[i].Index = idx
+	}
+	return r.Jobs, nil
+}
+
+// IsUnsupported reports whether err is a schedd's answer to a route it
+// does not have (an older schedd): 405, or net/http's own 404.
+func IsUnsupported(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && (ae.Status == http.StatusMethodNotAllowed ||
+		ae.Status == http.StatusNotFound && strings.HasPrefix(ae.Message, "404 page not found"))
+}
+
 // CheckSubmit runs submit's admission checks on req without storing a
 // job (bsub --dry-run): nil and where it would go, or schedd's refusal
 // (an *APIError) in the words submit would use. A schedd without the

@@ -9,9 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
-var hostNum = regexp.MustCompile(`^(.*?)([0-9]+)$`)
+// The regexps here are compiled on first use, not at the start of every
+// command that links this package (bsub starts in a few milliseconds).
+var hostNum = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(.*?)([0-9]+)$`) })
 
 // Compress writes hosts as Slurm's ranged host list, sorted, each name
 // once: "gpu1,node[01-03,07],sub[1-10]". Numbers written with leading
@@ -30,7 +33,7 @@ func Compress(hosts []string) string {
 			continue
 		}
 		seen[h] = true
-		m := hostNum.FindStringSubmatch(h)
+		m := hostNum().FindStringSubmatch(h)
 		n := -1
 		if m != nil {
 			if k, err := strconv.Atoi(m[2]); err == nil {

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -33,7 +34,9 @@ var sizeUnits = map[string]float64{
 	"p": 1 << 50, "pi": 1 << 50, "pib": 1 << 50, "pb": 1e15,
 }
 
-var sizeRe = regexp.MustCompile(`^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)$`)
+// The regexps here are compiled on first use, not at the start of every
+// command that links this package (bsub starts in a few milliseconds).
+var sizeRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)$`) })
 
 // SizeHelp says what ParseSize accepts; it ends diagnostics.
 const SizeHelp = `write a number with a unit, like "512MiB", "16GiB" or "1.5T" ` +
@@ -46,7 +49,7 @@ const SizeHelp = `write a number with a unit, like "512MiB", "16GiB" or "1.5T" `
 // are powers of 1000. Fractions are allowed ("1.5GiB") and rounded down to
 // whole bytes. The error wraps ErrSize.
 func ParseSize(s string) (int64, error) {
-	m := sizeRe.FindStringSubmatch(strings.TrimSpace(s))
+	m := sizeRe().FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
 		return 0, fmt.Errorf("%w: %q", ErrSize, s)
 	}
@@ -85,7 +88,9 @@ const DurationHelp = `write a duration like "2h", "90m", "1h30m" or "1d12h", ` +
 // maxDurationSeconds keeps durations far from time.Duration's overflow.
 const maxDurationSeconds = 100 * 365 * 86400
 
-var slurmTimeRe = regexp.MustCompile(`^(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?$`)
+var slurmTimeRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?$`)
+})
 
 // ParseDuration parses a time limit in either of two forms:
 //
@@ -99,7 +104,7 @@ var slurmTimeRe = regexp.MustCompile(`^(?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::(
 // does not reject zero or negative durations; callers decide.
 func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	if m := slurmTimeRe.FindStringSubmatch(s); m != nil {
+	if m := slurmTimeRe().FindStringSubmatch(s); m != nil {
 		return slurmTime(s, m)
 	}
 	var days time.Duration

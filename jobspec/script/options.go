@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -471,7 +472,7 @@ func LSFOptions() []string {
 // resReq reads an LSF resource requirement string: select[], rusage[]
 // and span[] sections (a string with no section is a select).
 func (o *Options) resReq(s string, at site) error {
-	secs := resSection.FindAllStringSubmatch(s, -1)
+	secs := resSection().FindAllStringSubmatch(s, -1)
 	if len(secs) == 0 && strings.TrimSpace(s) != "" {
 		secs = [][]string{{s, "select", s}}
 	}
@@ -515,7 +516,7 @@ func (o *Options) resReq(s string, at site) error {
 				}
 			}
 		case "select":
-			if mm := selectMem.FindStringSubmatch(body); mm != nil {
+			if mm := selectMem().FindStringSubmatch(body); mm != nil {
 				b, err := ParseLSFMemory(mm[1])
 				if err != nil {
 					return fmt.Errorf("select[mem>=%s]: %v", mm[1], err)
@@ -532,8 +533,12 @@ func (o *Options) resReq(s string, at site) error {
 }
 
 var (
-	resSection = regexp.MustCompile(`(select|rusage|span|order|same|cu|affinity)\s*\[([^\]]*)\]`)
-	selectMem  = regexp.MustCompile(`mem\s*>=?\s*([0-9.]+\s*[A-Za-z]*)`)
+	// The regexps here are compiled on first use, not at the start of every
+	// command that links this package (bsub starts in a few milliseconds).
+	resSection = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(select|rusage|span|order|same|cu|affinity)\s*\[([^\]]*)\]`)
+	})
+	selectMem = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`mem\s*>=?\s*([0-9.]+\s*[A-Za-z]*)`) })
 )
 
 // name sets the job name from LSF's -J: "sweep[1-100%10]" names an array
@@ -583,13 +588,13 @@ func ExpandName(pattern, name string) string {
 	return b.String()
 }
 
-var lsfWalltime = regexp.MustCompile(`^([0-9]+):([0-9]+)$`)
+var lsfWalltime = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+):([0-9]+)$`) })
 
 // ParseLSFWalltime reads bsub -W: [HH:]MM (one colon is hours:minutes,
 // as LSF reads it), or any form jobspec.ParseWalltime reads.
 func ParseLSFWalltime(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	if m := lsfWalltime.FindStringSubmatch(s); m != nil {
+	if m := lsfWalltime().FindStringSubmatch(s); m != nil {
 		h, _ := strconv.Atoi(m[1])
 		mi, _ := strconv.Atoi(m[2])
 		if mi >= 60 {
@@ -604,12 +609,12 @@ func ParseLSFWalltime(s string) (time.Duration, error) {
 	return d, nil
 }
 
-var memRe = regexp.MustCompile(`^([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)$`)
+var memRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)$`) })
 
 // parseMem reads a number with an optional K, M, G, T (B optional)
 // unit, powers of 1024; a bare number is in unit bytes.
 func parseMem(s string, unit float64, what string) (int64, error) {
-	m := memRe.FindStringSubmatch(strings.TrimSpace(s))
+	m := memRe().FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
 		return 0, fmt.Errorf("want a %s", what)
 	}
@@ -673,7 +678,7 @@ func (e *Env) parse(s, all, none, sep string) error {
 			e.Exclude = append(e.Exclude, strings.TrimSpace(item[1:]))
 		default:
 			k, v, ok := strings.Cut(item, "=")
-			if !envName.MatchString(k) {
+			if !envName().MatchString(k) {
 				return fmt.Errorf("%q is not a variable name", k)
 			}
 			if ok {
@@ -692,4 +697,4 @@ func (e *Env) parse(s, all, none, sep string) error {
 	return nil
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })

@@ -35,6 +35,7 @@ func conflict(format string, args ...any) error {
 // Command kinds.
 const (
 	CmdSubmit   = "submit"
+	CmdBatch    = "submit-batch" // several submits in one entry (bsub --count, bsub a.hcl b.hcl)
 	CmdRegister = "register"
 	CmdPlan     = "plan"
 	CmdReport   = "report"
@@ -68,7 +69,9 @@ const (
 //	   and never make its elements)
 //	3: reports committed together (CmdReports): an older schedd would
 //	   refuse the unknown kind and lose every report in the entry
-const SchemaVersion = 3
+//	4: batch submits (CmdBatch): an older schedd would refuse the kind
+//	   and lose the jobs
+const SchemaVersion = 4
 
 // ErrSchema marks an entry or snapshot written by a newer schedd, whose
 // schema this one does not know.
@@ -86,15 +89,18 @@ func CheckSchema(v int) error {
 // proposed the entry, so every replica stamps the same times. Version is
 // the SchemaVersion of the schedd that proposed it.
 type Command struct {
-	Version  int       `json:"v,omitempty"`
-	Kind     string    `json:"kind"`
-	Time     time.Time `json:"time"`
-	Submit   *api.Job  `json:"submit,omitempty"`
-	Register *api.Node `json:"register,omitempty"`
-	Plan     *Plan     `json:"plan,omitempty"`
-	Report   *Report   `json:"report,omitempty"`
-	Kill     uint64    `json:"kill,omitempty"`
-	KillDone bool      `json:"kill_done,omitempty"` // bkill -d: the killed job ends COMPLETED
+	Version int       `json:"v,omitempty"`
+	Kind    string    `json:"kind"`
+	Time    time.Time `json:"time"`
+	Submit  *api.Job  `json:"submit,omitempty"`
+	// Batch is a CmdBatch's jobs, submitted in order with consecutive
+	// ids, all or none.
+	Batch    []*api.Job `json:"batch,omitempty"`
+	Register *api.Node  `json:"register,omitempty"`
+	Plan     *Plan      `json:"plan,omitempty"`
+	Report   *Report    `json:"report,omitempty"`
+	Kill     uint64     `json:"kill,omitempty"`
+	KillDone bool       `json:"kill_done,omitempty"` // bkill -d: the killed job ends COMPLETED
 	// Hold and Release name the job to hold or release.
 	Hold    uint64 `json:"hold,omitempty"`
 	Release uint64 `json:"release,omitempty"`
@@ -159,10 +165,11 @@ type Report struct {
 }
 
 // Apply applies one committed command at raft index. It returns the new
-// job's id for a submit, the job for a kill, hold or release, the jobs it
-// moved to RUNNING ([]Started) for a report, each report's started
-// jobs ([][]Started) for a CmdReports, nil otherwise; or an error that
-// leaves the state unchanged.
+// job's id for a submit, the ids ([]uint64, in order) for a batch, the
+// job for a kill, hold or release, the jobs it moved to RUNNING
+// ([]Started) for a report, each report's started jobs ([][]Started) for
+// a CmdReports, nil otherwise; or an error that leaves the state
+// unchanged.
 func (s *Store) Apply(index uint64, c Command) (any, error) {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
@@ -183,6 +190,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	switch c.Kind {
 	case CmdSubmit:
 		res, err = submit(txn, index, c.Time, c.Submit)
+	case CmdBatch:
+		res, err = submitBatch(txn, index, c.Time, c.Batch)
 	case CmdRegister:
 		err = register(txn, c.Time, c.Register)
 	case CmdPlan:
@@ -321,6 +330,24 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 	}
 	sessionNetwork(j)
 	return j.ID, txn.Insert(tableJobs, j)
+}
+
+// submitBatch submits jobs in order in one transaction: a failure of any
+// leaves none. Each job with a request id that made a job already gets
+// that job's id, as a retried single submit does.
+func submitBatch(txn *memdb.Txn, index uint64, now time.Time, jobs []*api.Job) ([]uint64, error) {
+	if len(jobs) == 0 {
+		return nil, errors.New("batch submit without jobs")
+	}
+	ids := make([]uint64, len(jobs))
+	for i, j := range jobs {
+		id, err := submit(txn, index, now, j)
+		if err != nil {
+			return nil, fmt.Errorf("job %d of the batch: %w", i+1, err)
+		}
+		ids[i] = id
+	}
+	return ids, nil
 }
 
 func register(txn *memdb.Txn, now time.Time, in *api.Node) error {

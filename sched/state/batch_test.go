@@ -1,0 +1,51 @@
+package state
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// TestSubmitBatch: a CmdBatch stores its jobs with consecutive ids in
+// order, a job whose request id made a job already gets that job's id,
+// and a job that fails leaves none of the batch stored.
+func TestSubmitBatch(t *testing.T) {
+	h := newHarness(t)
+	one := session(1)
+	one.RequestID = "a/1"
+	first := h.apply(Command{Kind: CmdSubmit, Submit: one}).(uint64)
+
+	two, three := session(2), session(1)
+	two.RequestID, three.RequestID = "b/1", "b/2"
+	ids := h.apply(Command{Kind: CmdBatch, Batch: []*api.Job{two, three}}).([]uint64)
+	if !slices.Equal(ids, []uint64{first + 1, first + 2}) {
+		t.Fatalf("ids %v, want %d and %d", ids, first+1, first+2)
+	}
+	if j := h.job(ids[0]); j == nil || len(j.Containers) != 2 || j.State != api.JobPending {
+		t.Fatalf("first of the batch: %+v", j)
+	}
+
+	// A retry of the batch, and a batch naming the earlier single
+	// submit's request: the same jobs, none new.
+	again := h.apply(Command{Kind: CmdBatch, Batch: []*api.Job{two, three}}).([]uint64)
+	mixed := h.apply(Command{Kind: CmdBatch, Batch: []*api.Job{one, session(1)}}).([]uint64)
+	if !slices.Equal(again, ids) || mixed[0] != first || mixed[1] != first+3 {
+		t.Fatalf("retry %v (want %v), mixed %v (want %d, %d)", again, ids, mixed, first, first+3)
+	}
+
+	before := len(h.st.Snapshot().Jobs())
+	bad := session(1)
+	bad.DependsOn = &api.Dependency{Conditions: []api.Condition{{Kind: api.DepDone, JobID: 999}}}
+	h.idx++
+	if _, err := h.st.Apply(h.idx, Command{Kind: CmdBatch, Time: t0, Batch: []*api.Job{session(1), bad}}); err == nil || !strings.Contains(err.Error(), "job 2 of the batch") {
+		t.Fatalf("a batch with a bad second job: %v", err)
+	}
+	if _, err := h.st.Apply(h.idx, Command{Kind: CmdBatch, Time: t0}); err == nil {
+		t.Fatal("an empty batch was applied")
+	}
+	if n := len(h.st.Snapshot().Jobs()); n != before {
+		t.Fatalf("%d jobs after failed batches, want %d", n, before)
+	}
+}
