@@ -39,9 +39,9 @@ const DefaultChargeEvery = time.Minute
 // ErrInvalid marks a request that can never succeed as sent.
 var ErrInvalid = errors.New("invalid request")
 
-// ErrQueueFull marks a submission refused because its user has as many
-// jobs waiting as schedd allows (max_queued_per_user): it may succeed
-// later. It is an ErrInvalid for the API (HTTP 400).
+// ErrQueueFull marks a submission refused because its user, or all users
+// together, have as many jobs waiting as schedd allows
+// (max_queued_per_user, max_queued): it may succeed later. It is an ErrInvalid for the API (HTTP 400).
 var ErrQueueFull = fmt.Errorf("%w: queue limit reached", ErrInvalid)
 
 // Config sets up a Server.
@@ -83,6 +83,10 @@ type Config struct {
 	// or HELD) in all partitions together; 0 is DefaultMaxQueuedPerUser,
 	// a negative value unlimited. Submit refuses a job past it.
 	MaxQueuedPerUser int
+	// MaxQueued caps the jobs all users together may have waiting
+	// (PENDING or HELD; a job array counts once); 0 is unlimited.
+	// Submit refuses a job past it.
+	MaxQueued int
 	// KeepEnded is how long an ended job stays in the replicated state
 	// before it leaves for the accounting store only (default
 	// DefaultKeepEnded).
@@ -145,6 +149,9 @@ type Server struct {
 	// planned nothing, with the state index it planned on, before the
 	// loop waits for the next change.
 	idle func(index uint64)
+	// assignWoke, when set (tests), is called each time a node's
+	// assignments query reads its index: once on arrival, once per wake.
+	assignWoke func(node string)
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
@@ -408,9 +415,11 @@ func (s *Server) newJob(req api.SubmitRequest) (*api.Job, error) {
 	}
 	if max := p.UserLimits.MaxSubmitJobs; max > 0 {
 		n := 0
-		for _, o := range v.Jobs() {
-			if !o.State.Terminal() && o.User == j.User && o.Partition == j.Partition && o.ArrayID == 0 {
-				n++
+		for _, o := range v.JobsOf(j.User) {
+			if !o.State.Terminal() && o.Partition == j.Partition && o.ArrayID == 0 {
+				if n++; n == max {
+					break
+				}
 			}
 		}
 		if n >= max {
@@ -444,21 +453,24 @@ func checkCwd(cwd string) error {
 	return nil
 }
 
-// checkQueued refuses j when its user already has the most jobs waiting
-// (PENDING or HELD) that schedd's max_queued_per_user allows.
+// checkQueued refuses j when schedd already holds the most jobs waiting
+// (PENDING or HELD) that its max_queued allows, or j's user the most
+// that max_queued_per_user allows.
 func (s *Server) checkQueued(v *state.Snapshot, j *api.Job) error {
+	// A job array counts once, by its own row (its elements are made a
+	// few at a time, see state's arrays). The counts stop at the limit:
+	// a submit costs the limit at most, whatever the queue holds.
+	if limit := s.cfg.MaxQueued; limit > 0 {
+		if n := v.Queued(limit); n >= limit {
+			return fmt.Errorf("%w: schedd already holds %d jobs pending or held, its limit for all users together (max_queued %d); try again when some have started",
+				ErrQueueFull, n, limit)
+		}
+	}
 	limit := s.cfg.MaxQueuedPerUser
 	if limit < 0 {
 		return nil
 	}
-	n := 0
-	for _, o := range v.Jobs() {
-		// A job array counts once, by its own row (its elements are
-		// made a few at a time, see state's arrays).
-		if o.UID == j.UID && (o.State == api.JobPending || o.State == api.JobHeld) && o.ArrayID == 0 {
-			n++
-		}
-	}
+	n := v.QueuedOf(j.UID, limit)
 	if n < limit {
 		return nil
 	}
@@ -679,8 +691,8 @@ func nodeGPUs(capacity float64, use map[int]*api.NodeGPU) []api.NodeGPU {
 func Assignments(v *state.Snapshot, node string) []api.Assignment {
 	out := []api.Assignment{}
 	cfg := v.Config()
-	for _, j := range v.Jobs() {
-		if j.State.Terminal() || j.State == api.JobPending || j.State == api.JobHeld {
+	for _, j := range v.NodeJobs(node) { // by the node index: this node's live jobs alone
+		if j.State == api.JobPending || j.State == api.JobHeld {
 			continue
 		}
 		var hosts []string

@@ -1,0 +1,280 @@
+package state
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// Indexes over the jobs table, so that the questions asked often cost
+// what they answer, not what the state holds: a node's assignments
+// (index "node"), the jobs in some states ("state"), one user's jobs
+// ("user"), one user's queued jobs ("queued"). They are memdb's, kept in
+// memory only: neither the raft log (Command) nor a snapshot (Dump)
+// carries them, and a restore rebuilds them.
+//
+// The node_index table is derived the same way: for each node, the raft
+// index of the last change to the jobs it runs (a job placed on it,
+// changed, or leaving it). It is what a node's assignments query answers
+// and blocks on, so that a change wakes the nodelets whose work it
+// changes and no others.
+
+const tableNodeIndex = "node_index"
+
+// liveStates are the states of a job that has not ended.
+var liveStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, api.JobPreparing, api.JobRunning}
+
+// nodeIndex is the jobs table's multi-value index by the nodes a live
+// job's containers are placed on (a job that has not ended; an array's
+// own row runs nothing and is never in it).
+type nodeIndex struct{}
+
+// liveNodes are the distinct nodes j's containers are placed on, if j
+// has not ended.
+func liveNodes(j *api.Job) []string {
+	if j == nil || j.Array != nil || j.State.Terminal() {
+		return nil
+	}
+	var out []string
+	for _, c := range j.Containers {
+		if c.Node != "" && !slices.Contains(out, c.Node) {
+			out = append(out, c.Node)
+		}
+	}
+	return out
+}
+
+func (nodeIndex) FromObject(raw any) (bool, [][]byte, error) {
+	nodes := liveNodes(raw.(*api.Job))
+	if len(nodes) == 0 {
+		return false, nil, nil
+	}
+	out := make([][]byte, len(nodes))
+	for i, n := range nodes {
+		out[i] = append([]byte(n), 0)
+	}
+	return true, out, nil
+}
+
+func (nodeIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("node index wants a node name, got %d arguments", len(args))
+	}
+	n, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("node index wants a string, got %T", args[0])
+	}
+	return append([]byte(n), 0), nil
+}
+
+// queuedIndex is the jobs table's index of queued jobs (PENDING or
+// HELD) by uid, as max_queued_per_user counts them: a job array once,
+// by its own row, not by its elements'.
+type queuedIndex struct{}
+
+func queued(j *api.Job) bool {
+	return (j.State == api.JobPending || j.State == api.JobHeld) && j.ArrayID == 0
+}
+
+func uidKey(uid int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(int64(uid))) }
+
+func (queuedIndex) FromObject(raw any) (bool, []byte, error) {
+	j := raw.(*api.Job)
+	if !queued(j) {
+		return false, nil, nil
+	}
+	return true, uidKey(j.UID), nil
+}
+
+func (queuedIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("queued index wants a uid, got %d arguments", len(args))
+	}
+	uid, ok := args[0].(int)
+	if !ok {
+		return nil, fmt.Errorf("queued index wants an int, got %T", args[0])
+	}
+	return uidKey(uid), nil
+}
+
+// nodeIndexEntry is a node's row in node_index.
+type nodeIndexEntry struct {
+	Node  string
+	Index uint64
+}
+
+var nodeIndexTable = &memdb.TableSchema{Name: tableNodeIndex, Indexes: map[string]*memdb.IndexSchema{
+	"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Node"}},
+}}
+
+// bumpNodes moves to index the node_index rows of the nodes whose jobs
+// the transaction changed: the live nodes of each changed job before and
+// after. A touch (after a restore) moves every node's.
+func bumpNodes(txn *memdb.Txn, index uint64, all bool) error {
+	nodes := map[string]bool{}
+	for _, ch := range txn.Changes() {
+		if ch.Table != tableJobs {
+			continue
+		}
+		for _, raw := range []any{ch.Before, ch.After} {
+			if j, ok := raw.(*api.Job); ok {
+				for _, n := range liveNodes(j) {
+					nodes[n] = true
+				}
+			}
+		}
+	}
+	if all {
+		for _, t := range []string{tableNodes, tableNodeIndex} {
+			it, err := txn.Get(t, "id")
+			if err != nil {
+				return err
+			}
+			for raw := it.Next(); raw != nil; raw = it.Next() {
+				switch v := raw.(type) {
+				case *api.Node:
+					nodes[v.Name] = true
+				case *nodeIndexEntry:
+					nodes[v.Node] = true
+				}
+			}
+		}
+	}
+	for n := range nodes {
+		if err := txn.Insert(tableNodeIndex, &nodeIndexEntry{Node: n, Index: index}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebuildNodeIndex fills node_index after a restore: every node, and
+// every node a live job runs on, at index (the restored state's last).
+func rebuildNodeIndex(txn *memdb.Txn, d Dump, index uint64) error {
+	nodes := map[string]bool{}
+	for _, n := range d.Nodes {
+		nodes[n.Name] = true
+	}
+	for _, j := range d.Jobs {
+		for _, n := range liveNodes(j) {
+			nodes[n] = true
+		}
+	}
+	for n := range nodes {
+		if err := txn.Insert(tableNodeIndex, &nodeIndexEntry{Node: n, Index: index}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NodeJobs returns the jobs that have not ended with a container placed
+// on node, in id order: what the node's assignments come from. Its cost
+// follows those jobs alone, whatever else the state holds.
+func (v *Snapshot) NodeJobs(node string) []*api.Job {
+	it, err := v.txn.Get(tableJobs, "node", node)
+	if err != nil {
+		panic(err)
+	}
+	var out []*api.Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*api.Job))
+	}
+	return out
+}
+
+// NodeIndex is the index a node's assignments answer carries: the raft
+// index of the last change to the jobs it runs, or of the settings
+// (partition limits the answer holds), whichever is later; with a watch
+// set that fires when either changes again, and not when other nodes'
+// jobs do.
+func (v *Snapshot) NodeIndex(node string) (uint64, memdb.WatchSet) {
+	ws := memdb.NewWatchSet()
+	ch, raw, err := v.txn.FirstWatch(tableNodeIndex, "id", node)
+	if err != nil {
+		panic(err)
+	}
+	ws.Add(ch)
+	var idx uint64
+	if raw != nil {
+		idx = raw.(*nodeIndexEntry).Index
+	}
+	ch, raw, err = v.txn.FirstWatch(tableIndexes, "id", tableSettings)
+	if err != nil {
+		panic(err)
+	}
+	ws.Add(ch)
+	if raw != nil {
+		idx = max(idx, raw.(*indexEntry).Index)
+	}
+	return idx, ws
+}
+
+// JobsIn returns the jobs in any of states (each named once), in id
+// order.
+func (v *Snapshot) JobsIn(states ...api.JobState) []*api.Job {
+	var out []*api.Job
+	for _, st := range states {
+		it, err := v.txn.Get(tableJobs, "state", string(st))
+		if err != nil {
+			panic(err)
+		}
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			out = append(out, raw.(*api.Job))
+		}
+	}
+	if len(states) > 1 {
+		slices.SortFunc(out, func(a, b *api.Job) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	return out
+}
+
+// LiveJobs returns the jobs that have not ended, in id order: what the
+// scheduler plans with, whatever number of ended jobs wait to be purged.
+func (v *Snapshot) LiveJobs() []*api.Job { return v.JobsIn(liveStates...) }
+
+// JobsOf returns user's jobs (by name), in id order.
+func (v *Snapshot) JobsOf(user string) []*api.Job {
+	it, err := v.txn.Get(tableJobs, "user", user)
+	if err != nil {
+		panic(err)
+	}
+	var out []*api.Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*api.Job))
+	}
+	return out
+}
+
+// QueuedOf counts uid's queued jobs (PENDING or HELD; an array once),
+// stopping at limit: what a submit checks costs the limit at most.
+func (v *Snapshot) QueuedOf(uid, limit int) int {
+	it, err := v.txn.Get(tableJobs, "queued", uid)
+	if err != nil {
+		panic(err)
+	}
+	n := 0
+	for raw := it.Next(); raw != nil && n < limit; raw = it.Next() {
+		n++
+	}
+	return n
+}
+
+// Queued counts all queued jobs (PENDING or HELD; an array once, by
+// its own row), stopping at limit.
+func (v *Snapshot) Queued(limit int) int {
+	it, err := v.txn.Get(tableJobs, "queued")
+	if err != nil {
+		panic(err)
+	}
+	n := 0
+	for raw := it.Next(); raw != nil && n < limit; raw = it.Next() {
+		n++
+	}
+	return n
+}
