@@ -114,10 +114,16 @@ var nodeIndexTable = &memdb.TableSchema{Name: tableNodeIndex, Indexes: map[strin
 
 // bumpNodes moves to index the node_index rows of the nodes whose jobs
 // the transaction changed: the live nodes of each changed job before and
-// after. A touch (after a restore) moves every node's.
+// after, and of a node registered for the first time. A touch (after a
+// restore) moves every node's.
 func bumpNodes(txn *memdb.Txn, index uint64, all bool) error {
 	nodes := map[string]bool{}
 	for _, ch := range txn.Changes() {
+		if ch.Table == tableNodes && ch.Before == nil {
+			// A new node gets its row now, so that its watch is its
+			// own from the first query on.
+			nodes[ch.After.(*api.Node).Name] = true
+		}
 		if ch.Table != tableJobs {
 			continue
 		}
@@ -192,7 +198,9 @@ func (v *Snapshot) NodeJobs(node string) []*api.Job {
 // index of the last change to the jobs it runs, or of the settings
 // (partition limits the answer holds), whichever is later; with a watch
 // set that fires when either changes again, and not when other nodes'
-// jobs do.
+// jobs do. (A name no node was ever registered under has no row of its
+// own: its watch is a parent's and fires on other nodes' changes too,
+// waking its query for nothing.)
 func (v *Snapshot) NodeIndex(node string) (uint64, memdb.WatchSet) {
 	ws := memdb.NewWatchSet()
 	ch, raw, err := v.txn.FirstWatch(tableNodeIndex, "id", node)
@@ -208,8 +216,11 @@ func (v *Snapshot) NodeIndex(node string) (uint64, memdb.WatchSet) {
 	if err != nil {
 		panic(err)
 	}
-	ws.Add(ch)
 	if raw != nil {
+		// Without a row (a state never configured: schedd configures
+		// at start) the channel would be a parent's, firing on every
+		// change to any table.
+		ws.Add(ch)
 		idx = max(idx, raw.(*indexEntry).Index)
 	}
 	return idx, ws
