@@ -395,6 +395,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 func writeErr(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
 	switch {
+	case errors.Is(err, ErrQueueFull): // before ErrInvalid, which it wraps
+		code = http.StatusTooManyRequests
 	case errors.Is(err, ErrInvalid):
 		code = http.StatusBadRequest
 	case errors.Is(err, ErrUnauthenticated):

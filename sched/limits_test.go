@@ -109,7 +109,7 @@ func TestQueuedPerUserLimit(t *testing.T) {
 		}
 	}
 	code, body, _ := submit(alice, true)
-	if code != http.StatusBadRequest || !strings.Contains(body, "already has 3 jobs pending or held") || !strings.Contains(body, "max_queued_per_user 3") {
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "already has 3 jobs pending or held") || !strings.Contains(body, "max_queued_per_user 3") {
 		t.Fatalf("alice's 4th job: %d %s", code, body)
 	}
 	if code, body, _ := submit(bob, false); code != http.StatusCreated {
@@ -206,7 +206,7 @@ func TestQueuedTotalLimit(t *testing.T) {
 		t.Fatalf("%d pending rows, want the array's elements' too", n)
 	}
 	code, body, _ := submit(bob, spec(1, jobspec.ModeSingleNode, 1))
-	if code != http.StatusBadRequest || !strings.Contains(body, "already holds 3 jobs pending or held") || !strings.Contains(body, "max_queued 3") {
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "already holds 3 jobs pending or held") || !strings.Contains(body, "max_queued 3") {
 		t.Fatalf("the 4th job: %d %s", code, body)
 	}
 	if code, body := as(srv, alice, "POST", "/v1/jobs/"+jsonNum(first)+"/kill", struct{}{}); code != http.StatusOK {

@@ -41,7 +41,9 @@ var ErrInvalid = errors.New("invalid request")
 
 // ErrQueueFull marks a submission refused because its user, or all users
 // together, have as many jobs waiting as schedd allows
-// (max_queued_per_user, max_queued): it may succeed later. It is an ErrInvalid for the API (HTTP 400).
+// (max_queued_per_user, max_queued): it may succeed later, so the API
+// answers 429 Too Many Requests (which clients do not retry on their
+// own), not 400; the message still reads as an invalid request's.
 var ErrQueueFull = fmt.Errorf("%w: queue limit reached", ErrInvalid)
 
 // Config sets up a Server.
