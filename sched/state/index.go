@@ -1,7 +1,6 @@
 package state
 
 import (
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -227,20 +226,37 @@ func (v *Snapshot) NodeIndex(node string) (uint64, memdb.WatchSet) {
 }
 
 // JobsIn returns the jobs in any of states (each named once), in id
-// order.
+// order: each state's run of the index is in id order, merged here.
 func (v *Snapshot) JobsIn(states ...api.JobState) []*api.Job {
-	var out []*api.Job
+	runs := make([][]*api.Job, 0, len(states))
+	n := 0
 	for _, st := range states {
 		it, err := v.txn.Get(tableJobs, "state", string(st))
 		if err != nil {
 			panic(err)
 		}
+		var run []*api.Job
 		for raw := it.Next(); raw != nil; raw = it.Next() {
-			out = append(out, raw.(*api.Job))
+			run = append(run, raw.(*api.Job))
+		}
+		if len(run) > 0 {
+			runs = append(runs, run)
+			n += len(run)
 		}
 	}
-	if len(states) > 1 {
-		slices.SortFunc(out, func(a, b *api.Job) int { return cmp.Compare(a.ID, b.ID) })
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	out := make([]*api.Job, 0, n)
+	for len(out) < n {
+		k := 0
+		for i := 1; i < len(runs); i++ {
+			if len(runs[k]) == 0 || len(runs[i]) > 0 && runs[i][0].ID < runs[k][0].ID {
+				k = i
+			}
+		}
+		out = append(out, runs[k][0])
+		runs[k] = runs[k][1:]
 	}
 	return out
 }
