@@ -219,3 +219,23 @@ func BenchmarkCoreSnapshotEnded(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckQueued measures submit's queue-limit check (per user and
+// in total) with 1,000 and 100,000 other jobs, half ended and half
+// queued by another user: the state keeps the counts (queue_counts),
+// so the check is two lookups whatever the queue and the ended jobs.
+func BenchmarkCheckQueued(b *testing.B) {
+	for _, others := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
+			st := indexBenchState(b, others/2, others/2)
+			s := &Server{cfg: Config{MaxQueuedPerUser: DefaultMaxQueuedPerUser, MaxQueued: 1 << 20}}
+			j := &api.Job{User: "bob", UID: 1001}
+			b.ResetTimer()
+			for b.Loop() {
+				if err := s.checkQueued(st.Snapshot(), j); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -460,10 +460,10 @@ func checkCwd(cwd string) error {
 // that max_queued_per_user allows.
 func (s *Server) checkQueued(v *state.Snapshot, j *api.Job) error {
 	// A job array counts once, by its own row (its elements are made a
-	// few at a time, see state's arrays). The counts stop at the limit:
-	// a submit costs the limit at most, whatever the queue holds.
+	// few at a time, see state's arrays). The counts are kept by the
+	// state: one lookup each, whatever the queue holds.
 	if limit := s.cfg.MaxQueued; limit > 0 {
-		if n := v.Queued(limit); n >= limit {
+		if n := v.Queued(); n >= limit {
 			return fmt.Errorf("%w: schedd already holds %d jobs pending or held, its limit for all users together (max_queued %d); try again when some have started",
 				ErrQueueFull, n, limit)
 		}
@@ -472,7 +472,7 @@ func (s *Server) checkQueued(v *state.Snapshot, j *api.Job) error {
 	if limit < 0 {
 		return nil
 	}
-	n := v.QueuedOf(j.UID, limit)
+	n := v.QueuedOf(j.UID)
 	if n < limit {
 		return nil
 	}

@@ -1,7 +1,6 @@
 package state
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -23,7 +22,10 @@ import (
 // and blocks on, so that a change wakes the nodelets whose work it
 // changes and no others.
 
-const tableNodeIndex = "node_index"
+const (
+	tableNodeIndex   = "node_index"
+	tableQueueCounts = "queue_counts"
+)
 
 // liveStates are the states of a job that has not ended.
 var liveStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, api.JobPreparing, api.JobRunning}
@@ -71,34 +73,95 @@ func (nodeIndex) FromArgs(args ...any) ([]byte, error) {
 	return append([]byte(n), 0), nil
 }
 
-// queuedIndex is the jobs table's index of queued jobs (PENDING or
-// HELD) by uid, as max_queued_per_user counts them: a job array once,
+// queued reports whether j counts against the queue limits
+// (max_queued_per_user, max_queued): PENDING or HELD, a job array once,
 // by its own row, not by its elements'.
-type queuedIndex struct{}
-
 func queued(j *api.Job) bool {
 	return (j.State == api.JobPending || j.State == api.JobHeld) && j.ArrayID == 0
 }
 
-func uidKey(uid int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(int64(uid))) }
-
-func (queuedIndex) FromObject(raw any) (bool, []byte, error) {
-	j := raw.(*api.Job)
-	if !queued(j) {
-		return false, nil, nil
-	}
-	return true, uidKey(j.UID), nil
+// queueCount is a row of queue_counts: how many queued jobs (queued)
+// the key holds, "total" all users', "uid/N" one user's. Like
+// node_index it is derived from the jobs in every Apply and rebuilt on
+// a restore, so that submit's limit checks cost one lookup.
+type queueCount struct {
+	Key string
+	N   int
 }
 
-func (queuedIndex) FromArgs(args ...any) ([]byte, error) {
-	if len(args) != 1 {
-		return nil, fmt.Errorf("queued index wants a uid, got %d arguments", len(args))
+const totalKey = "total"
+
+func uidKey(uid int) string { return fmt.Sprintf("uid/%d", uid) }
+
+var queueCountsTable = &memdb.TableSchema{Name: tableQueueCounts, Indexes: map[string]*memdb.IndexSchema{
+	"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
+}}
+
+// countQueued moves the queue counts by what the transaction changed.
+func countQueued(txn *memdb.Txn) error {
+	delta := map[string]int{}
+	for _, ch := range txn.Changes() {
+		if ch.Table != tableJobs {
+			continue
+		}
+		if j, ok := ch.Before.(*api.Job); ok && queued(j) {
+			delta[totalKey]--
+			delta[uidKey(j.UID)]--
+		}
+		if j, ok := ch.After.(*api.Job); ok && queued(j) {
+			delta[totalKey]++
+			delta[uidKey(j.UID)]++
+		}
 	}
-	uid, ok := args[0].(int)
-	if !ok {
-		return nil, fmt.Errorf("queued index wants an int, got %T", args[0])
+	for k, d := range delta {
+		if d == 0 {
+			continue
+		}
+		n := d
+		if raw, err := txn.First(tableQueueCounts, "id", k); err != nil {
+			return err
+		} else if raw != nil {
+			n += raw.(*queueCount).N
+		}
+		var err error
+		if n <= 0 {
+			_, err = txn.DeleteAll(tableQueueCounts, "id", k)
+		} else {
+			err = txn.Insert(tableQueueCounts, &queueCount{Key: k, N: n})
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return uidKey(uid), nil
+	return nil
+}
+
+// rebuildQueueCounts fills queue_counts from a restored state's jobs.
+func rebuildQueueCounts(txn *memdb.Txn, d Dump) error {
+	counts := map[string]int{}
+	for _, j := range d.Jobs {
+		if queued(j) {
+			counts[totalKey]++
+			counts[uidKey(j.UID)]++
+		}
+	}
+	for k, n := range counts {
+		if err := txn.Insert(tableQueueCounts, &queueCount{Key: k, N: n}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (v *Snapshot) queueCount(key string) int {
+	raw, err := v.txn.First(tableQueueCounts, "id", key)
+	if err != nil {
+		panic(err)
+	}
+	if raw == nil {
+		return 0
+	}
+	return raw.(*queueCount).N
 }
 
 // nodeIndexEntry is a node's row in node_index.
@@ -278,30 +341,10 @@ func (v *Snapshot) JobsOf(user string) []*api.Job {
 	return out
 }
 
-// QueuedOf counts uid's queued jobs (PENDING or HELD; an array once),
-// stopping at limit: what a submit checks costs the limit at most.
-func (v *Snapshot) QueuedOf(uid, limit int) int {
-	it, err := v.txn.Get(tableJobs, "queued", uid)
-	if err != nil {
-		panic(err)
-	}
-	n := 0
-	for raw := it.Next(); raw != nil && n < limit; raw = it.Next() {
-		n++
-	}
-	return n
-}
+// QueuedOf is how many jobs uid has queued (PENDING or HELD; a job
+// array once): one lookup, whatever the queue holds.
+func (v *Snapshot) QueuedOf(uid int) int { return v.queueCount(uidKey(uid)) }
 
-// Queued counts all queued jobs (PENDING or HELD; an array once, by
-// its own row), stopping at limit.
-func (v *Snapshot) Queued(limit int) int {
-	it, err := v.txn.Get(tableJobs, "queued")
-	if err != nil {
-		panic(err)
-	}
-	n := 0
-	for raw := it.Next(); raw != nil && n < limit; raw = it.Next() {
-		n++
-	}
-	return n
-}
+// Queued is how many jobs all users have queued (PENDING or HELD; a job
+// array once, by its own row).
+func (v *Snapshot) Queued() int { return v.queueCount(totalKey) }

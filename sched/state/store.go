@@ -38,10 +38,9 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		"request": {Name: "request", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "RequestID"}},
 		"element": {Name: "element", Unique: true, AllowMissing: true, Indexer: elementIndex{}},
 		// In memory only (index.go): what the queries below look up by.
-		"node":   {Name: "node", AllowMissing: true, Indexer: nodeIndex{}},
-		"state":  {Name: "state", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "State"}},
-		"user":   {Name: "user", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "User"}},
-		"queued": {Name: "queued", AllowMissing: true, Indexer: queuedIndex{}},
+		"node":  {Name: "node", AllowMissing: true, Indexer: nodeIndex{}},
+		"state": {Name: "state", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "State"}},
+		"user":  {Name: "user", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "User"}},
 	}},
 	tableTokens: {Name: tableTokens, Indexes: map[string]*memdb.IndexSchema{
 		"id":   {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
@@ -62,8 +61,9 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 	tableUsage: {Name: tableUsage, Indexes: map[string]*memdb.IndexSchema{
 		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
 	}},
-	tableRequests:  requestsTable,
-	tableNodeIndex: nodeIndexTable,
+	tableRequests:    requestsTable,
+	tableNodeIndex:   nodeIndexTable,
+	tableQueueCounts: queueCountsTable,
 }}
 
 // Store holds the tables.
@@ -263,7 +263,7 @@ func (s *Store) Restore(d Dump) error {
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers, tableRequests, tableNodeIndex} {
+	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers, tableRequests, tableNodeIndex, tableQueueCounts} {
 		if _, err := txn.DeleteAll(t, "id"); err != nil {
 			return err
 		}
@@ -286,6 +286,9 @@ func (s *Store) Restore(d Dump) error {
 		last = max(last, e.Index)
 	}
 	if err := rebuildNodeIndex(txn, d, last); err != nil {
+		return err
+	}
+	if err := rebuildQueueCounts(txn, d); err != nil {
 		return err
 	}
 	if s := d.Settings; s != nil {
