@@ -142,3 +142,100 @@ func BenchmarkPassArrays(b *testing.B) {
 		_ = core.Schedule(snap, now)
 	}
 }
+
+// indexBenchState is a state with node n1 running 4 jobs among others
+// that have nothing to do with it: ended ones on n2 (waiting for their
+// purge), then queued ones.
+func indexBenchState(b *testing.B, ended, queued int) *state.Store {
+	b.Helper()
+	job := func(id uint64, st api.JobState, node string) *api.Job {
+		c := api.Container{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1,
+			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}, KernelID: fmt.Sprint("k", id), Node: node, State: api.ContainerPending}
+		if node != "" {
+			c.State = api.ContainerRunning
+			if st.Terminal() {
+				c.State = api.ContainerExited
+			}
+		}
+		return &api.Job{ID: id, Name: "t", User: "ada", UID: 1000, Partition: DefaultPartition, State: st,
+			Containers: []api.Container{c}, SessionID: c.KernelID, ModifyIndex: id}
+	}
+	d := state.Dump{Version: state.SchemaVersion}
+	for _, n := range []string{"n1", "n2"} {
+		d.Nodes = append(d.Nodes, &api.Node{Name: n, State: api.NodeUp, Capacity: api.Resources{CPUMilli: 64000, Memory: 256 << 30}})
+	}
+	id := uint64(0)
+	for i := range ended + queued {
+		id++
+		if i < ended {
+			d.Jobs = append(d.Jobs, job(id, api.JobCompleted, "n2"))
+		} else {
+			d.Jobs = append(d.Jobs, job(id, api.JobPending, ""))
+		}
+	}
+	for range 4 {
+		id++
+		d.Jobs = append(d.Jobs, job(id, api.JobRunning, "n1"))
+	}
+	st := state.New()
+	if err := st.Restore(d); err != nil {
+		b.Fatal(err)
+	}
+	return st
+}
+
+// BenchmarkAssignments measures one node's assignments query (what each
+// nodelet's long-poll answers) with 1,000 and 100,000 other jobs in the
+// state, half ended and half queued: its cost follows the node's own
+// jobs (the node index), not the state's size.
+func BenchmarkAssignments(b *testing.B) {
+	for _, others := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
+			st := indexBenchState(b, others/2, others/2)
+			b.ResetTimer()
+			for b.Loop() {
+				if as := Assignments(st.Snapshot(), "n1"); len(as) != 4 {
+					b.Fatalf("%d assignments, want 4", len(as))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCoreSnapshotEnded measures building the scheduler core's
+// input with 1,000 and 100,000 ended jobs waiting for their purge
+// (beside 4 running and none queued): the state index leaves them out.
+func BenchmarkCoreSnapshotEnded(b *testing.B) {
+	for _, others := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
+			st := indexBenchState(b, others, 0)
+			now := time.Now()
+			b.ResetTimer()
+			for b.Loop() {
+				if snap := coreSnapshot(st.Snapshot(), nil, now); len(snap.Running) != 4 {
+					b.Fatalf("%d running, want 4", len(snap.Running))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCheckQueued measures submit's queue-limit check (per user and
+// in total) with 1,000 and 100,000 other jobs, half ended and half
+// queued by another user: the state keeps the counts (queue_counts),
+// so the check is two lookups whatever the queue and the ended jobs.
+func BenchmarkCheckQueued(b *testing.B) {
+	for _, others := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
+			st := indexBenchState(b, others/2, others/2)
+			s := &Server{cfg: Config{MaxQueuedPerUser: DefaultMaxQueuedPerUser, MaxQueued: 1 << 20}}
+			j := &api.Job{User: "bob", UID: 1001}
+			b.ResetTimer()
+			for b.Loop() {
+				if err := s.checkQueued(st.Snapshot(), j); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

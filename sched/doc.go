@@ -20,9 +20,11 @@
 //		    builds a core.Snapshot (free resources per node, the queue in order),
 //		    calls core.Schedule and commits the plan it returns. Placement is
 //		    gang: all containers of a session or none.
-//		 4. Nodelets long-poll their assignments (a blocking query), run the
-//		    containers, and report their states; the store derives each job's
-//		    state from its containers' (state.advance).
+//		 4. Nodelets long-poll their assignments (a blocking query on the
+//		    node's own index: state.Snapshot.NodeIndex, woken only by changes
+//		    to the jobs placed on it), run the containers, and report their
+//		    states; the store derives each job's state from its containers'
+//		    (state.advance).
 //
 //	 5. Node failure (nodefail.go): the leader notes every heartbeat and
 //	    assignments query; a node silent past Config.NodeTimeout is marked

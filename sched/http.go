@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/go-memdb"
+
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/state"
@@ -114,7 +116,7 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list := api.JobList{Jobs: []api.Job{}, Index: idx}
-	jobs := v.Jobs()
+	jobs := q.candidates(v)
 	if q.array != 0 {
 		jobs = arrayElements(v, q.array)
 	}
@@ -267,11 +269,17 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	v, idx, ok := s.block(w, r)
+	name := r.PathValue("name")
+	v, idx, ok := s.blockOn(w, r, func(v *state.Snapshot) (uint64, memdb.WatchSet) {
+		if s.assignWoke != nil {
+			defer s.assignWoke(name)
+		}
+		return v.NodeIndex(name)
+	})
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, idx, api.Assignments{Assignments: Assignments(v, r.PathValue("name")), Index: idx})
+	writeJSON(w, http.StatusOK, idx, api.Assignments{Assignments: Assignments(v, name), Index: idx})
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -324,6 +332,13 @@ func (s *Server) handleReconfig(w http.ResponseWriter, r *http.Request) {
 // default 30s, at most 5m) until the state index passes N, then returns a
 // snapshot. Without index it returns at once.
 func (s *Server) block(w http.ResponseWriter, r *http.Request) (*state.Snapshot, uint64, bool) {
+	return s.blockOn(w, r, (*state.Snapshot).Index)
+}
+
+// blockOn is block on the index that index reads from a snapshot, waking
+// only when its watch set fires: a node's assignments wait on that
+// node's jobs alone (state.Snapshot.NodeIndex).
+func (s *Server) blockOn(w http.ResponseWriter, r *http.Request, index func(*state.Snapshot) (uint64, memdb.WatchSet)) (*state.Snapshot, uint64, bool) {
 	q := r.URL.Query()
 	var min uint64
 	if v := q.Get("index"); v != "" {
@@ -346,7 +361,7 @@ func (s *Server) block(w http.ResponseWriter, r *http.Request) (*state.Snapshot,
 	defer cancel()
 	for {
 		v := s.st.Snapshot()
-		idx, ws := v.Index()
+		idx, ws := index(v)
 		if min == 0 || idx > min || ws.WatchCtx(ctx) != nil {
 			return v, idx, true
 		}
@@ -398,6 +413,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 func writeErr(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
 	switch {
+	case errors.Is(err, ErrQueueFull): // before ErrInvalid, which it wraps
+		code = http.StatusTooManyRequests
 	case errors.Is(err, ErrInvalid):
 		code = http.StatusBadRequest
 	case errors.Is(err, ErrUnauthenticated):

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // jobsQuery is GET /v1/jobs's filters: what bqueue shows, picked on the
@@ -78,4 +80,32 @@ func (q jobsQuery) match(j *api.Job) bool {
 		(len(q.users) == 0 || slices.Contains(q.users, j.User)) &&
 		(len(q.partitions) == 0 || slices.Contains(q.partitions, j.Partition)) &&
 		(len(q.states) == 0 || slices.Contains(q.states, j.State))
+}
+
+// candidates are the jobs the filters pick from, in id order, read by
+// the smallest index that holds every match: the state index when the
+// states asked for are live ones (a queue's few against the many ended
+// jobs not yet purged), else the user index, else the state index, else
+// the live jobs (ended=false), else every job.
+func (q jobsQuery) candidates(v *state.Snapshot) []*api.Job {
+	states := slices.Compact(slices.Sorted(slices.Values(q.states)))
+	live := len(states) > 0 && !slices.ContainsFunc(states, api.JobState.Terminal)
+	switch {
+	case live:
+		return v.JobsIn(states...)
+	case len(q.users) > 0:
+		var out []*api.Job
+		for _, u := range slices.Compact(slices.Sorted(slices.Values(q.users))) {
+			out = append(out, v.JobsOf(u)...)
+		}
+		if len(q.users) > 1 {
+			slices.SortFunc(out, func(a, b *api.Job) int { return cmp.Compare(a.ID, b.ID) })
+		}
+		return out
+	case len(q.states) > 0:
+		return v.JobsIn(states...)
+	case q.noEnded:
+		return v.LiveJobs()
+	}
+	return v.Jobs()
 }

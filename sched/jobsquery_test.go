@@ -53,6 +53,14 @@ func TestJobsQuery(t *testing.T) {
 		"?partition=default&limit=2":   {a1, a2},
 		"?after=" + jsonNum(a1):        {a2, b1},
 		"?partition=gpu":               nil,
+		// Read through the state and user indexes: several values
+		// merge in id order, a repeated one counts once.
+		"?user=bob&user=alice&user=bob":                  {a1, a2, b1},
+		"?state=HELD&state=CANCELLED&state=HELD":         {a1, a2, b1},
+		"?state=held&state=held&limit=1":                 {a2},
+		"?state=cancelled&state=held&user=alice&limit=1": {a1},
+		"?state=RUNNING":                                 nil,
+		"?user=carol":                                    nil,
 	} {
 		if got := ids(q); got != fmt.Sprint(want) {
 			t.Errorf("GET /v1/jobs%s: %s, want %v", q, got, want)

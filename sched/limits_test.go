@@ -46,7 +46,7 @@ func TestSubmitCapsInput(t *testing.T) {
 	sp := spec(1, jobspec.ModeSingleNode, 1)
 	sp.Env = map[string]string{"BIG": strings.Repeat("x", 4<<20-200)}
 	for i := range 40 {
-		code, body := as(srv, mallory, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp, Hold: true})
+		code, body := as(srv, mallory, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp})
 		if code != http.StatusBadRequest || !strings.Contains(string(body), "env.BIG alone takes") || !strings.Contains(string(body), "max_job_input") {
 			t.Fatalf("submit %d with a 4MiB env: %d %.300s", i, code, body)
 		}
@@ -65,7 +65,7 @@ func TestSubmitCapsInput(t *testing.T) {
 	}
 	// Within the cap, a job is taken.
 	sp.Command = []string{"echo", strings.Repeat("y", 30<<10)}
-	if code, body := as(srv, mallory, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp, Hold: true}); code != http.StatusCreated {
+	if code, body := as(srv, mallory, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp}); code != http.StatusCreated {
 		t.Fatalf("submit with a 30KiB argument: %d %.300s", code, body)
 	}
 }
@@ -109,7 +109,7 @@ func TestQueuedPerUserLimit(t *testing.T) {
 		}
 	}
 	code, body, _ := submit(alice, true)
-	if code != http.StatusBadRequest || !strings.Contains(body, "already has 3 jobs pending or held") || !strings.Contains(body, "max_queued_per_user 3") {
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "already has 3 jobs pending or held") || !strings.Contains(body, "max_queued_per_user 3") {
 		t.Fatalf("alice's 4th job: %d %s", code, body)
 	}
 	if code, body, _ := submit(bob, false); code != http.StatusCreated {
@@ -170,5 +170,49 @@ func TestSubmitRefusesUnrunnable(t *testing.T) {
 	}
 	if n := len(srv.Store().Snapshot().Jobs()); n != 0 {
 		t.Fatalf("refused submissions left %d jobs", n)
+	}
+}
+
+// TestQueuedTotalLimit: all users together may have MaxQueued jobs
+// pending or held; the next submission, whoever sends it, is refused
+// with the limit's name, a job array counts once, and a slot frees when
+// a job leaves the queue.
+func TestQueuedTotalLimit(t *testing.T) {
+	srv, _ := clusterWith(t, Config{MaxQueued: 3})
+	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
+	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
+	submit := func(id auth.Identity, sp jobspec.Job) (int, string, uint64) {
+		code, body := as(srv, id, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp})
+		var res api.SubmitResponse
+		_ = json.Unmarshal(body, &res)
+		return code, string(body), res.JobID
+	}
+	arr := spec(1, jobspec.ModeSingleNode, 1)
+	arr.Array = &jobspec.Array{Range: "1-50"}
+	var first uint64
+	for i, s := range []struct {
+		id auth.Identity
+		sp jobspec.Job
+	}{{alice, spec(1, jobspec.ModeSingleNode, 1)}, {bob, arr}, {alice, spec(1, jobspec.ModeSingleNode, 1)}} {
+		code, body, id := submit(s.id, s.sp)
+		if code != http.StatusCreated {
+			t.Fatalf("job %d: %d %s", i+1, code, body)
+		}
+		if i == 0 {
+			first = id
+		}
+	}
+	if n := len(srv.Store().Snapshot().JobsIn(api.JobPending)); n < 50 {
+		t.Fatalf("%d pending rows, want the array's elements' too", n)
+	}
+	code, body, _ := submit(bob, spec(1, jobspec.ModeSingleNode, 1))
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "already holds 3 jobs pending or held") || !strings.Contains(body, "max_queued 3") {
+		t.Fatalf("the 4th job: %d %s", code, body)
+	}
+	if code, body := as(srv, alice, "POST", "/v1/jobs/"+jsonNum(first)+"/kill", struct{}{}); code != http.StatusOK {
+		t.Fatalf("kill: %d %s", code, body)
+	}
+	if code, body, _ := submit(bob, spec(1, jobspec.ModeSingleNode, 1)); code != http.StatusCreated {
+		t.Fatalf("bob's job after a kill: %d %s", code, body)
 	}
 }

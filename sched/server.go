@@ -39,9 +39,11 @@ const DefaultChargeEvery = time.Minute
 // ErrInvalid marks a request that can never succeed as sent.
 var ErrInvalid = errors.New("invalid request")
 
-// ErrQueueFull marks a submission refused because its user has as many
-// jobs waiting as schedd allows (max_queued_per_user): it may succeed
-// later. It is an ErrInvalid for the API (HTTP 400).
+// ErrQueueFull marks a submission refused because its user, or all users
+// together, have as many jobs waiting as schedd allows
+// (max_queued_per_user, max_queued): it may succeed later, so the API
+// answers 429 Too Many Requests (which clients do not retry on their
+// own), not 400; the message still reads as an invalid request's.
 var ErrQueueFull = fmt.Errorf("%w: queue limit reached", ErrInvalid)
 
 // Config sets up a Server.
@@ -83,6 +85,10 @@ type Config struct {
 	// or HELD) in all partitions together; 0 is DefaultMaxQueuedPerUser,
 	// a negative value unlimited. Submit refuses a job past it.
 	MaxQueuedPerUser int
+	// MaxQueued caps the jobs all users together may have waiting
+	// (PENDING or HELD; a job array counts once); 0 is unlimited.
+	// Submit refuses a job past it.
+	MaxQueued int
 	// KeepEnded is how long an ended job stays in the replicated state
 	// before it leaves for the accounting store only (default
 	// DefaultKeepEnded).
@@ -146,6 +152,9 @@ type Server struct {
 	// planned nothing, with the state index it planned on, before the
 	// loop waits for the next change.
 	idle func(index uint64)
+	// assignWoke, when set (tests), is called each time a node's
+	// assignments query reads its index: once on arrival, once per wake.
+	assignWoke func(node string)
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
@@ -461,7 +470,7 @@ func (s *Server) newJob(req api.SubmitRequest, ahead []*api.Job) (*api.Job, erro
 	}
 	if max := p.UserLimits.MaxSubmitJobs; max > 0 {
 		n := 0
-		for _, o := range slices.Concat(v.Jobs(), ahead) {
+		for _, o := range slices.Concat(v.JobsOf(j.User), ahead) {
 			if !o.State.Terminal() && o.User == j.User && o.Partition == j.Partition && o.ArrayID == 0 {
 				n++
 			}
@@ -497,18 +506,36 @@ func checkCwd(cwd string) error {
 	return nil
 }
 
-// checkQueued refuses j when its user already has the most jobs waiting
-// (PENDING or HELD) that schedd's max_queued_per_user allows.
+// checkQueued refuses j when schedd already holds the most jobs waiting
+// (PENDING or HELD) that its max_queued allows, or j's user the most
+// that max_queued_per_user allows. ahead are the jobs before j in the
+// same batch submit, not in the state yet.
 func (s *Server) checkQueued(v *state.Snapshot, j *api.Job, ahead ...*api.Job) error {
+	// A job array counts once, by its own row (its elements are made a
+	// few at a time, see state's arrays). The counts are kept by the
+	// state: one lookup each, whatever the queue holds.
+	waiting := func(o *api.Job) bool {
+		return (o.State == api.JobPending || o.State == api.JobHeld) && o.ArrayID == 0
+	}
+	if limit := s.cfg.MaxQueued; limit > 0 {
+		n := v.Queued()
+		for _, o := range ahead {
+			if waiting(o) {
+				n++
+			}
+		}
+		if n >= limit {
+			return fmt.Errorf("%w: schedd already holds %d jobs pending or held, its limit for all users together (max_queued %d); try again when some have started",
+				ErrQueueFull, n, limit)
+		}
+	}
 	limit := s.cfg.MaxQueuedPerUser
 	if limit < 0 {
 		return nil
 	}
-	n := 0
-	for _, o := range slices.Concat(v.Jobs(), ahead) {
-		// A job array counts once, by its own row (its elements are
-		// made a few at a time, see state's arrays).
-		if o.UID == j.UID && (o.State == api.JobPending || o.State == api.JobHeld) && o.ArrayID == 0 {
+	n := v.QueuedOf(j.UID)
+	for _, o := range ahead {
+		if o.UID == j.UID && waiting(o) {
 			n++
 		}
 	}
@@ -718,8 +745,8 @@ func nodeGPUs(capacity float64, use map[int]*api.NodeGPU) []api.NodeGPU {
 func Assignments(v *state.Snapshot, node string) []api.Assignment {
 	out := []api.Assignment{}
 	cfg := v.Config()
-	for _, j := range v.Jobs() {
-		if j.State.Terminal() || j.State == api.JobPending || j.State == api.JobHeld {
+	for _, j := range v.NodeJobs(node) { // by the node index: this node's live jobs alone
+		if j.State == api.JobPending || j.State == api.JobHeld {
 			continue
 		}
 		var hosts []string

@@ -30,7 +30,7 @@ import (
 //     fairshare policy the rest of core.DefaultPolicy).
 func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snapshot {
 	cfg := v.Config()
-	jobs := v.Jobs()
+	jobs := v.LiveJobs() // by the state index: ended jobs waiting for their purge cost nothing
 	snap := core.Snapshot{
 		Nodes:      coreNodes(empty, jobs),
 		Partitions: map[string]core.Partition{},
@@ -153,7 +153,7 @@ func heldByUser(jobs []*api.Job) map[userPart]holding {
 // each job's eligibility alone); those jobs wait with AccountLimit.
 func enforceUserLimits(v *state.Snapshot, plan core.Plan) core.Plan {
 	cfg := v.Config()
-	held := heldByUser(v.Jobs())
+	held := heldByUser(v.JobsIn(api.JobScheduled, api.JobPreparing, api.JobRunning))
 	kept := plan.Placements[:0:0]
 	dropped := map[uint64]bool{}
 	for _, pl := range plan.Placements {

@@ -76,6 +76,18 @@ func TestSubmitLimitFlags(t *testing.T) {
 	if _, err := parseFlags([]string{"--max-queued-per-user", "-1"}, io.Discard); err == nil {
 		t.Fatal("--max-queued-per-user -1 taken")
 	}
+	if o.maxTotal != 0 {
+		t.Fatalf("--max-queued defaults to %d, want 0 (unlimited)", o.maxTotal)
+	}
+	if err := os.WriteFile(p, []byte("max_queued = 200000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o, err = parseFlags([]string{"--config", p}, io.Discard); err != nil || o.maxTotal != 200000 {
+		t.Fatalf("max_queued from the file: %d, %v", o.maxTotal, err)
+	}
+	if _, err := parseFlags([]string{"--max-queued", "-1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--max-queued ") {
+		t.Fatalf("--max-queued -1: %v", err)
+	}
 }
 
 func TestConfigFileErrors(t *testing.T) {

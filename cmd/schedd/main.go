@@ -64,6 +64,7 @@ type options struct {
 	config    string
 	maxInput  byteSize
 	maxQueued int
+	maxTotal  int // --max-queued: all users together
 	keepEnded age
 	acctDrv   string
 	acctDSN   string
@@ -168,6 +169,7 @@ flags:
 	fs.BoolVar(&o.webTLS, "web-tls", false, "serve --web-addr over TLS with --tls-cert and --tls-key (https://ADDR/; the session cookie is Secure)")
 	o.maxInput = jobspec.DefaultMaxInput
 	fs.Var(&o.maxInput, "max-job-input", "the most `bytes` of text (commands, environment, mounts, paths) one job may hold, e.g. 64KiB;\na larger job is refused at submit")
+	fs.IntVar(&o.maxTotal, "max-queued", 0, "the most jobs all users together may have PENDING or HELD; more are refused at submit (0: unlimited)")
 	fs.IntVar(&o.maxQueued, "max-queued-per-user", sched.DefaultMaxQueuedPerUser, "the most jobs one user may have PENDING or HELD; more are refused at submit (0: unlimited)")
 	o.keepEnded = age(sched.DefaultKeepEnded)
 	fs.Var(&o.keepEnded, "keep-ended", "how long an ended job stays in the replicated state before it lives in the accounting\nstore only (bhist and bacct read both), e.g. 5m")
@@ -194,6 +196,9 @@ flags:
 	}
 	if o.maxQueued < 0 {
 		return o, fmt.Errorf("--max-queued-per-user must be 0 (unlimited) or more, got %d", o.maxQueued)
+	}
+	if o.maxTotal < 0 {
+		return o, fmt.Errorf("--max-queued must be 0 (unlimited) or more, got %d", o.maxTotal)
 	}
 	switch {
 	case o.fakeGPUs < 0:
@@ -323,7 +328,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	}
 	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log,
 		PartitionsFile: o.parts, Images: images, NodeTimeout: o.nodeTO, JoinToken: join, Raft: rc, APIAddr: o.apiAddr,
-		MaxJobInput: int(o.maxInput), MaxQueuedPerUser: queuedLimit(o.maxQueued),
+		MaxJobInput: int(o.maxInput), MaxQueuedPerUser: queuedLimit(o.maxQueued), MaxQueued: o.maxTotal,
 		KeepEnded: time.Duration(o.keepEnded), AccountingDriver: o.acctDrv, AccountingPath: accountingPath(o), AccountingDSN: o.acctDSN,
 		AccountingKeep: time.Duration(o.acctKeep)})
 	if err != nil {

@@ -81,6 +81,7 @@ var Settings = []Setting{
 	{"web_tls", "web-tls", kindBool},
 	{"max_job_input", "max-job-input", kindSize},
 	{"max_queued_per_user", "max-queued-per-user", kindCount},
+	{"max_queued", "max-queued", kindCount},
 	{"keep_ended", "keep-ended", kindAge},
 	{"accounting.driver", "accounting-driver", kindDriver},
 	{"accounting.dsn", "accounting-dsn", kindString},

@@ -19,6 +19,7 @@ web_addr     = "127.0.0.1:8080"
 verbose      = false
 max_job_input       = "32KiB"
 max_queued_per_user = 500
+max_queued          = 200000
 `
 	f, diags := Parse([]byte(src), "/etc/troupe/schedd.hcl")
 	if diags.HasErrors() {
@@ -27,7 +28,7 @@ max_queued_per_user = 500
 	want := map[string]string{
 		"data-dir": "/var/lib/troupe/schedd", "partitions": "/etc/troupe/partitions.hcl", "node-timeout": "45s",
 		"insecure-tcp": "true", "peers": "s1=10.0.0.1:7950,s2=10.0.0.2:7950", "web-addr": "127.0.0.1:8080", "v": "false",
-		"max-job-input": "32768", "max-queued-per-user": "500",
+		"max-job-input": "32768", "max-queued-per-user": "500", "max-queued": "200000",
 	}
 	for k, v := range want {
 		if f.Flags[k] != v {

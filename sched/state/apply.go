@@ -240,6 +240,12 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	if err := settleArrays(txn, index, c.Time); err != nil {
 		return nil, err
 	}
+	if err := bumpNodes(txn, index, c.Kind == CmdTouch); err != nil {
+		return nil, err
+	}
+	if err := countQueued(txn); err != nil {
+		return nil, err
+	}
 	if j, ok := res.(*api.Job); ok && j.Array != nil {
 		if raw, _ := txn.First(tableJobs, "id", j.ID); raw != nil {
 			res = clone(raw.(*api.Job)) // as settled

@@ -1,8 +1,10 @@
 package state
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
@@ -52,23 +54,29 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown) error {
 	for _, p := range d.Requeue {
 		requeue[p] = true
 	}
-	it, err := txn.Get(tableJobs, "id")
-	if err != nil {
-		return err
-	}
+	// The down nodes' live jobs, by the node index, in id order.
 	var hit []*api.Job
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		j := raw.(*api.Job)
-		if j.State.Terminal() || j.State == api.JobPending || j.State == api.JobHeld {
-			continue
+	seen := map[uint64]bool{}
+	for name := range down {
+		it, err := txn.Get(tableJobs, "node", name)
+		if err != nil {
+			return err
 		}
-		for _, c := range j.Containers {
-			if down[c.Node] && !c.State.Ended() {
-				hit = append(hit, j)
-				break
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			j := raw.(*api.Job)
+			if seen[j.ID] || j.State == api.JobPending || j.State == api.JobHeld {
+				continue
+			}
+			for _, c := range j.Containers {
+				if down[c.Node] && !c.State.Ended() {
+					hit = append(hit, j)
+					seen[j.ID] = true
+					break
+				}
 			}
 		}
 	}
+	slices.SortFunc(hit, func(a, b *api.Job) int { return cmp.Compare(a.ID, b.ID) })
 	for _, old := range hit {
 		j := clone(old)
 		var failed string

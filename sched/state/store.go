@@ -37,6 +37,10 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		"id":      {Name: "id", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "ID"}},
 		"request": {Name: "request", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "RequestID"}},
 		"element": {Name: "element", Unique: true, AllowMissing: true, Indexer: elementIndex{}},
+		// In memory only (index.go): what the queries below look up by.
+		"node":  {Name: "node", AllowMissing: true, Indexer: nodeIndex{}},
+		"state": {Name: "state", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "State"}},
+		"user":  {Name: "user", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "User"}},
 	}},
 	tableTokens: {Name: tableTokens, Indexes: map[string]*memdb.IndexSchema{
 		"id":   {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
@@ -57,7 +61,9 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 	tableUsage: {Name: tableUsage, Indexes: map[string]*memdb.IndexSchema{
 		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
 	}},
-	tableRequests: requestsTable,
+	tableRequests:    requestsTable,
+	tableNodeIndex:   nodeIndexTable,
+	tableQueueCounts: queueCountsTable,
 }}
 
 // Store holds the tables.
@@ -164,7 +170,7 @@ func (v *Snapshot) LastJobID() uint64 {
 // stored, so it cannot drift.
 func (v *Snapshot) Allocated() map[string]api.Resources {
 	out := map[string]api.Resources{}
-	for _, j := range v.Jobs() {
+	for _, j := range v.LiveJobs() {
 		if j.State.Terminal() {
 			continue
 		}
@@ -187,7 +193,7 @@ func (v *Snapshot) Allocated() map[string]api.Resources {
 // of: device index → its shares summed and the jobs holding them.
 func (v *Snapshot) DeviceUse() map[string]map[int]*api.NodeGPU {
 	out := map[string]map[int]*api.NodeGPU{}
-	for _, j := range v.Jobs() {
+	for _, j := range v.LiveJobs() { // in id order
 		if j.State.Terminal() {
 			continue
 		}
@@ -208,7 +214,7 @@ func (v *Snapshot) DeviceUse() map[string]map[int]*api.NodeGPU {
 				}
 				d.Allocated += g.Share
 				if n := len(d.Jobs); n == 0 || d.Jobs[n-1] != j.ID {
-					d.Jobs = append(d.Jobs, j.ID) // v.Jobs() is in id order
+					d.Jobs = append(d.Jobs, j.ID)
 				}
 			}
 		}
@@ -257,7 +263,7 @@ func (s *Store) Restore(d Dump) error {
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers, tableRequests} {
+	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers, tableRequests, tableNodeIndex, tableQueueCounts} {
 		if _, err := txn.DeleteAll(t, "id"); err != nil {
 			return err
 		}
@@ -272,10 +278,18 @@ func (s *Store) Restore(d Dump) error {
 			return err
 		}
 	}
+	var last uint64
 	for _, e := range d.Indexes {
 		if err := txn.Insert(tableIndexes, e); err != nil {
 			return err
 		}
+		last = max(last, e.Index)
+	}
+	if err := rebuildNodeIndex(txn, d, last); err != nil {
+		return err
+	}
+	if err := rebuildQueueCounts(txn, d); err != nil {
+		return err
 	}
 	if s := d.Settings; s != nil {
 		if s.Config != nil {

@@ -40,7 +40,7 @@ import time
 import urllib.parse
 
 __all__ = [
-    "Client", "TroupeError", "APIError", "BadRequest", "Unauthorized", "Forbidden",
+    "Client", "TroupeError", "APIError", "BadRequest", "QueueFull", "Unauthorized", "Forbidden",
     "NotFound", "Conflict", "Unreachable", "UnknownOutcome", "WaitTimeout",
     "TERMINAL_STATES", "DEFAULT_ADDR",
 ]
@@ -79,6 +79,12 @@ class BadRequest(APIError):
     """400: a bad parameter, body or job; the message names the place."""
 
 
+class QueueFull(BadRequest):
+    """429: a queue limit (max_queued_per_user, max_queued) is reached;
+    the message names it. The same submission may succeed once jobs
+    leave the queue. A BadRequest, as schedd answered it before 429."""
+
+
 class Unauthorized(APIError):
     """401: over TCP, the bearer token is missing, unknown or revoked."""
 
@@ -112,7 +118,7 @@ class WaitTimeout(TroupeError, TimeoutError):
         self.job = job
 
 
-_ERRORS = {400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict}
+_ERRORS = {400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 429: QueueFull}
 
 
 def parse_duration(s):

@@ -1,0 +1,350 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// Indexes over the jobs table, so that the questions asked often cost
+// what they answer, not what the state holds: a node's assignments
+// (index "node"), the jobs in some states ("state"), one user's jobs
+// ("user"), one user's queued jobs ("queued"). They are memdb's, kept in
+// memory only: neither the raft log (Command) nor a snapshot (Dump)
+// carries them, and a restore rebuilds them.
+//
+// The node_index table is derived the same way: for each node, the raft
+// index of the last change to the jobs it runs (a job placed on it,
+// changed, or leaving it). It is what a node's assignments query answers
+// and blocks on, so that a change wakes the nodelets whose work it
+// changes and no others.
+
+const (
+	tableNodeIndex   = "node_index"
+	tableQueueCounts = "queue_counts"
+)
+
+// liveStates are the states of a job that has not ended.
+var liveStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, api.JobPreparing, api.JobRunning}
+
+// nodeIndex is the jobs table's multi-value index by the nodes a live
+// job's containers are placed on (a job that has not ended; an array's
+// own row runs nothing and is never in it).
+type nodeIndex struct{}
+
+// liveNodes are the distinct nodes j's containers are placed on, if j
+// has not ended.
+func liveNodes(j *api.Job) []string {
+	if j == nil || j.Array != nil || j.State.Terminal() {
+		return nil
+	}
+	var out []string
+	for _, c := range j.Containers {
+		if c.Node != "" && !slices.Contains(out, c.Node) {
+			out = append(out, c.Node)
+		}
+	}
+	return out
+}
+
+func (nodeIndex) FromObject(raw any) (bool, [][]byte, error) {
+	nodes := liveNodes(raw.(*api.Job))
+	if len(nodes) == 0 {
+		return false, nil, nil
+	}
+	out := make([][]byte, len(nodes))
+	for i, n := range nodes {
+		out[i] = append([]byte(n), 0)
+	}
+	return true, out, nil
+}
+
+func (nodeIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("node index wants a node name, got %d arguments", len(args))
+	}
+	n, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("node index wants a string, got %T", args[0])
+	}
+	return append([]byte(n), 0), nil
+}
+
+// queued reports whether j counts against the queue limits
+// (max_queued_per_user, max_queued): PENDING or HELD, a job array once,
+// by its own row, not by its elements'.
+func queued(j *api.Job) bool {
+	return (j.State == api.JobPending || j.State == api.JobHeld) && j.ArrayID == 0
+}
+
+// queueCount is a row of queue_counts: how many queued jobs (queued)
+// the key holds, "total" all users', "uid/N" one user's. Like
+// node_index it is derived from the jobs in every Apply and rebuilt on
+// a restore, so that submit's limit checks cost one lookup.
+type queueCount struct {
+	Key string
+	N   int
+}
+
+const totalKey = "total"
+
+func uidKey(uid int) string { return fmt.Sprintf("uid/%d", uid) }
+
+var queueCountsTable = &memdb.TableSchema{Name: tableQueueCounts, Indexes: map[string]*memdb.IndexSchema{
+	"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
+}}
+
+// countQueued moves the queue counts by what the transaction changed.
+func countQueued(txn *memdb.Txn) error {
+	delta := map[string]int{}
+	for _, ch := range txn.Changes() {
+		if ch.Table != tableJobs {
+			continue
+		}
+		if j, ok := ch.Before.(*api.Job); ok && queued(j) {
+			delta[totalKey]--
+			delta[uidKey(j.UID)]--
+		}
+		if j, ok := ch.After.(*api.Job); ok && queued(j) {
+			delta[totalKey]++
+			delta[uidKey(j.UID)]++
+		}
+	}
+	for k, d := range delta {
+		if d == 0 {
+			continue
+		}
+		n := d
+		if raw, err := txn.First(tableQueueCounts, "id", k); err != nil {
+			return err
+		} else if raw != nil {
+			n += raw.(*queueCount).N
+		}
+		var err error
+		if n <= 0 {
+			_, err = txn.DeleteAll(tableQueueCounts, "id", k)
+		} else {
+			err = txn.Insert(tableQueueCounts, &queueCount{Key: k, N: n})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebuildQueueCounts fills queue_counts from a restored state's jobs.
+func rebuildQueueCounts(txn *memdb.Txn, d Dump) error {
+	counts := map[string]int{}
+	for _, j := range d.Jobs {
+		if queued(j) {
+			counts[totalKey]++
+			counts[uidKey(j.UID)]++
+		}
+	}
+	for k, n := range counts {
+		if err := txn.Insert(tableQueueCounts, &queueCount{Key: k, N: n}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (v *Snapshot) queueCount(key string) int {
+	raw, err := v.txn.First(tableQueueCounts, "id", key)
+	if err != nil {
+		panic(err)
+	}
+	if raw == nil {
+		return 0
+	}
+	return raw.(*queueCount).N
+}
+
+// nodeIndexEntry is a node's row in node_index.
+type nodeIndexEntry struct {
+	Node  string
+	Index uint64
+}
+
+var nodeIndexTable = &memdb.TableSchema{Name: tableNodeIndex, Indexes: map[string]*memdb.IndexSchema{
+	"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Node"}},
+}}
+
+// bumpNodes moves to index the node_index rows of the nodes whose jobs
+// the transaction changed: the live nodes of each changed job before and
+// after, and of a node registered for the first time. A touch (after a
+// restore) moves every node's.
+func bumpNodes(txn *memdb.Txn, index uint64, all bool) error {
+	nodes := map[string]bool{}
+	for _, ch := range txn.Changes() {
+		if ch.Table == tableNodes && ch.Before == nil {
+			// A new node gets its row now, so that its watch is its
+			// own from the first query on.
+			nodes[ch.After.(*api.Node).Name] = true
+		}
+		if ch.Table != tableJobs {
+			continue
+		}
+		for _, raw := range []any{ch.Before, ch.After} {
+			if j, ok := raw.(*api.Job); ok {
+				for _, n := range liveNodes(j) {
+					nodes[n] = true
+				}
+			}
+		}
+	}
+	if all {
+		for _, t := range []string{tableNodes, tableNodeIndex} {
+			it, err := txn.Get(t, "id")
+			if err != nil {
+				return err
+			}
+			for raw := it.Next(); raw != nil; raw = it.Next() {
+				switch v := raw.(type) {
+				case *api.Node:
+					nodes[v.Name] = true
+				case *nodeIndexEntry:
+					nodes[v.Node] = true
+				}
+			}
+		}
+	}
+	for n := range nodes {
+		if err := txn.Insert(tableNodeIndex, &nodeIndexEntry{Node: n, Index: index}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebuildNodeIndex fills node_index after a restore: every node, and
+// every node a live job runs on, at index (the restored state's last).
+func rebuildNodeIndex(txn *memdb.Txn, d Dump, index uint64) error {
+	nodes := map[string]bool{}
+	for _, n := range d.Nodes {
+		nodes[n.Name] = true
+	}
+	for _, j := range d.Jobs {
+		for _, n := range liveNodes(j) {
+			nodes[n] = true
+		}
+	}
+	for n := range nodes {
+		if err := txn.Insert(tableNodeIndex, &nodeIndexEntry{Node: n, Index: index}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NodeJobs returns the jobs that have not ended with a container placed
+// on node, in id order: what the node's assignments come from. Its cost
+// follows those jobs alone, whatever else the state holds.
+func (v *Snapshot) NodeJobs(node string) []*api.Job {
+	it, err := v.txn.Get(tableJobs, "node", node)
+	if err != nil {
+		panic(err)
+	}
+	var out []*api.Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*api.Job))
+	}
+	return out
+}
+
+// NodeIndex is the index a node's assignments answer carries: the raft
+// index of the last change to the jobs it runs, or of the settings
+// (partition limits the answer holds), whichever is later; with a watch
+// set that fires when either changes again, and not when other nodes'
+// jobs do. (A name no node was ever registered under has no row of its
+// own: its watch is a parent's and fires on other nodes' changes too,
+// waking its query for nothing.)
+func (v *Snapshot) NodeIndex(node string) (uint64, memdb.WatchSet) {
+	ws := memdb.NewWatchSet()
+	ch, raw, err := v.txn.FirstWatch(tableNodeIndex, "id", node)
+	if err != nil {
+		panic(err)
+	}
+	ws.Add(ch)
+	var idx uint64
+	if raw != nil {
+		idx = raw.(*nodeIndexEntry).Index
+	}
+	ch, raw, err = v.txn.FirstWatch(tableIndexes, "id", tableSettings)
+	if err != nil {
+		panic(err)
+	}
+	if raw != nil {
+		// Without a row (a state never configured: schedd configures
+		// at start) the channel would be a parent's, firing on every
+		// change to any table.
+		ws.Add(ch)
+		idx = max(idx, raw.(*indexEntry).Index)
+	}
+	return idx, ws
+}
+
+// JobsIn returns the jobs in any of states (each named once), in id
+// order: each state's run of the index is in id order, merged here.
+func (v *Snapshot) JobsIn(states ...api.JobState) []*api.Job {
+	runs := make([][]*api.Job, 0, len(states))
+	n := 0
+	for _, st := range states {
+		it, err := v.txn.Get(tableJobs, "state", string(st))
+		if err != nil {
+			panic(err)
+		}
+		var run []*api.Job
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			run = append(run, raw.(*api.Job))
+		}
+		if len(run) > 0 {
+			runs = append(runs, run)
+			n += len(run)
+		}
+	}
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	out := make([]*api.Job, 0, n)
+	for len(out) < n {
+		k := 0
+		for i := 1; i < len(runs); i++ {
+			if len(runs[k]) == 0 || len(runs[i]) > 0 && runs[i][0].ID < runs[k][0].ID {
+				k = i
+			}
+		}
+		out = append(out, runs[k][0])
+		runs[k] = runs[k][1:]
+	}
+	return out
+}
+
+// LiveJobs returns the jobs that have not ended, in id order: what the
+// scheduler plans with, whatever number of ended jobs wait to be purged.
+func (v *Snapshot) LiveJobs() []*api.Job { return v.JobsIn(liveStates...) }
+
+// JobsOf returns user's jobs (by name), in id order.
+func (v *Snapshot) JobsOf(user string) []*api.Job {
+	it, err := v.txn.Get(tableJobs, "user", user)
+	if err != nil {
+		panic(err)
+	}
+	var out []*api.Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*api.Job))
+	}
+	return out
+}
+
+// QueuedOf is how many jobs uid has queued (PENDING or HELD; a job
+// array once): one lookup, whatever the queue holds.
+func (v *Snapshot) QueuedOf(uid int) int { return v.queueCount(uidKey(uid)) }
+
+// Queued is how many jobs all users have queued (PENDING or HELD; a job
+// array once, by its own row).
+func (v *Snapshot) Queued() int { return v.queueCount(totalKey) }

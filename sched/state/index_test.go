@@ -1,0 +1,177 @@
+package state
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// ids are the jobs' ids, in order.
+func ids(jobs []*api.Job) []uint64 {
+	out := []uint64{}
+	for _, j := range jobs {
+		out = append(out, j.ID)
+	}
+	return out
+}
+
+// scan is the plain reference the indexes must agree with: every job
+// that keep takes, in id order.
+func scan(v *Snapshot, keep func(*api.Job) bool) []uint64 {
+	out := []uint64{}
+	for _, j := range v.Jobs() {
+		if keep(j) {
+			out = append(out, j.ID)
+		}
+	}
+	return out
+}
+
+// checkIndexes fails unless every indexed query of v answers what a
+// scan of every job does.
+func checkIndexes(t *testing.T, v *Snapshot, nodes []string) {
+	t.Helper()
+	for _, n := range nodes {
+		want := scan(v, func(j *api.Job) bool {
+			return j.Array == nil && !j.State.Terminal() && slices.ContainsFunc(j.Containers, func(c api.Container) bool { return c.Node == n })
+		})
+		if got := ids(v.NodeJobs(n)); !slices.Equal(got, want) {
+			t.Errorf("NodeJobs(%s) = %v, a scan finds %v", n, got, want)
+		}
+	}
+	for _, st := range append(slices.Clone(liveStates), api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobNodeFail) {
+		want := scan(v, func(j *api.Job) bool { return j.State == st })
+		if got := ids(v.JobsIn(st)); !slices.Equal(got, want) {
+			t.Errorf("JobsIn(%s) = %v, a scan finds %v", st, got, want)
+		}
+	}
+	if got, want := ids(v.LiveJobs()), scan(v, func(j *api.Job) bool { return !j.State.Terminal() }); !slices.Equal(got, want) {
+		t.Errorf("LiveJobs = %v, a scan finds %v", got, want)
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if got, want := ids(v.JobsOf(u)), scan(v, func(j *api.Job) bool { return j.User == u }); !slices.Equal(got, want) {
+			t.Errorf("JobsOf(%s) = %v, a scan finds %v", u, got, want)
+		}
+	}
+	for _, uid := range []int{1001, 1002, 1003} {
+		want := len(scan(v, func(j *api.Job) bool { return j.UID == uid && queued(j) }))
+		if got := v.QueuedOf(uid); got != want {
+			t.Errorf("QueuedOf(%d) = %d, a scan finds %d", uid, got, want)
+		}
+	}
+	if got, total := v.Queued(), len(scan(v, queued)); got != total {
+		t.Errorf("Queued = %d, a scan finds %d", got, total)
+	}
+}
+
+// fired reports whether any of ws's channels has fired.
+func fired(ws map[<-chan struct{}]struct{}) bool {
+	for ch := range ws {
+		select {
+		case <-ch:
+			return true
+		default:
+		}
+	}
+	return false
+}
+
+// TestIndexesAgreeWithScans drives jobs through submit, placement,
+// hold, end, a job array and a node failure, and checks after each step
+// that every indexed query answers what a scan of every job does, also
+// after a restore from a dump.
+func TestIndexesAgreeWithScans(t *testing.T) {
+	h := newHarness(t)
+	for _, n := range []string{"n2", "n3"} {
+		h.apply(Command{Kind: CmdRegister, Register: &api.Node{Name: n, Addr: "10.0.0.9", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	}
+	nodes := []string{"n1", "n2", "n3"}
+	check := func(step string) {
+		t.Helper()
+		t.Run(step, func(t *testing.T) { checkIndexes(t, h.st.Snapshot(), nodes) })
+	}
+	submit := func(j *api.Job, user string, uid int) uint64 {
+		j.User, j.UID = user, uid
+		return h.apply(Command{Kind: CmdSubmit, Submit: j}).(uint64)
+	}
+	a := submit(session(2), "alice", 1001)
+	b := submit(session(1), "bob", 1002)
+	c := submit(session(1), "alice", 1001)
+	d := submit(session(1), "bob", 1002)
+	arr := submit(arrayJob("1-5", 0), "alice", 1001)
+	check("submitted")
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{
+		{JobID: a, Nodes: []string{"n1", "n2"}}, {JobID: b, Nodes: []string{"n2"}}, {JobID: arr + 1, Nodes: []string{"n3"}}}}})
+	h.apply(Command{Kind: CmdHold, Hold: d})
+	check("placed")
+	h.report("n2", b, "main1", api.ContainerRunning, 0)
+	h.report("n2", b, "main1", api.ContainerExited, 0)
+	h.apply(Command{Kind: CmdKill, Kill: c})
+	check("ended")
+	h.apply(Command{Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+	check("node down")
+
+	d2 := New()
+	if err := d2.Restore(h.st.Snapshot().Dump()); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("restored", func(t *testing.T) { checkIndexes(t, d2.Snapshot(), nodes) })
+}
+
+// TestNodeIndexWakesItsNodeOnly: a change to a job on one node moves
+// that node's index and fires its watch; the other node's stays put and
+// its watch silent, until a change reaches it too (a job ending counts:
+// it leaves the node's assignments).
+func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdRegister, Register: &api.Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	a := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
+	b := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: a, Nodes: []string{"n1"}}, {JobID: b, Nodes: []string{"n2"}}}}})
+	placed := h.idx
+
+	v := h.st.Snapshot()
+	i1, ws1 := v.NodeIndex("n1")
+	i2, ws2 := v.NodeIndex("n2")
+	if i1 != placed || i2 != placed {
+		t.Fatalf("after the plan at %d: n1 at %d, n2 at %d", placed, i1, i2)
+	}
+	h.report("n1", a, "main1", api.ContainerRunning, 0)
+	h.apply(Command{Kind: CmdSubmit, Submit: session(1)}) // queued: on no node
+	if !fired(ws1) {
+		t.Error("a report on n1's job did not fire n1's watch")
+	}
+	if fired(ws2) {
+		t.Error("a report on n1's job, and a submit, fired n2's watch")
+	}
+	v = h.st.Snapshot()
+	if i, _ := v.NodeIndex("n2"); i != placed {
+		t.Errorf("n2's index moved to %d on other nodes' changes, want %d", i, placed)
+	}
+	if i, _ := v.NodeIndex("n1"); i != h.idx-1 {
+		t.Errorf("n1's index %d, want the report's %d", i, h.idx-1)
+	}
+
+	_, ws2 = v.NodeIndex("n2")
+	h.apply(Command{Kind: CmdKill, Kill: b})
+	h.report("n2", b, "main1", api.ContainerKilled, 0)
+	if !fired(ws2) {
+		t.Fatal("ending n2's job did not fire n2's watch")
+	}
+	v = h.st.Snapshot()
+	if len(v.NodeJobs("n2")) != 0 || v.Job(b).State != api.JobCancelled {
+		t.Fatalf("job %d %s, n2 still has %v", b, v.Job(b).State, ids(v.NodeJobs("n2")))
+	}
+	if i, _ := v.NodeIndex("n2"); i != h.idx {
+		t.Errorf("n2's index %d after its last job ended at %d: a nodelet past the end would not see it go", i, h.idx)
+	}
+
+	// A touch (after a restore) moves every node's index.
+	h.apply(Command{Kind: CmdTouch})
+	for _, n := range []string{"n1", "n2"} {
+		if i, _ := h.st.Snapshot().NodeIndex(n); i != h.idx {
+			t.Errorf("after a touch at %d, %s is at %d", h.idx, n, i)
+		}
+	}
+}
