@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
 )
@@ -101,10 +102,8 @@ func peek(ctx context.Context, c *client.Client, id uint64, host string, follow 
 			}
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pollEvery):
+		if err := backoff.Sleep(ctx, pollEvery); err != nil {
+			return err
 		}
 		ended := job.State.Terminal()
 		if job, err = getJob(ctx, c, id); err != nil {
