@@ -59,9 +59,6 @@ func TestImportRules(t *testing.T) {
 		}
 		// The exceptions, each with its reason:
 		allowed := map[string][]string{
-			// badmin checks a partitions file locally before it asks
-			// schedd for a reconfig.
-			"badmin": {module + "/sched/partition"},
 			// srun (troupe-slurm, mounted into containers) finds
 			// troupe-ssh where the nodelet mounts it (session.SSHPath).
 			"troupe-slurm": {module + "/nodelet/session"},
