@@ -1,7 +1,9 @@
 package cmd
 
 import (
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,7 +30,8 @@ func deps(t *testing.T, pkg string) []string {
 // TestImportRules keeps the few import rules the architecture rests on
 // (docs/ARCHITECTURE.md): the scheduling core stays pure so bsim and
 // schedd run the same code, the API views depend on no controller or
-// node code, and no binary carries a test helper.
+// node code, a user tool imports neither, and no binary carries a test
+// helper.
 func TestImportRules(t *testing.T) {
 	t.Run("core imports only the standard library", func(t *testing.T) {
 		// google/btree is a plain ordered container with no I/O.
@@ -43,6 +46,31 @@ func TestImportRules(t *testing.T) {
 		for _, p := range deps(t, "./internal/api") {
 			if hasAnyPrefix(p, []string{module + "/sched", module + "/nodelet", module + "/cmd"}) {
 				t.Errorf("internal/api is built from %s: the /v1 views must not depend on the controller or the node", p)
+			}
+		}
+	})
+	t.Run("user tools import no controller or node code", func(t *testing.T) {
+		// The daemons, the binaries mounted into containers and bsim
+		// are built from controller or node code; every other command
+		// is a user tool that talks to schedd over the API.
+		notTools := map[string]bool{
+			"schedd": true, "nodelet": true, "troupe-init": true, "troupe-ssh": true,
+			"troupe-fence": true, "troupe-nodesim": true, "bsim": true,
+		}
+		// The exceptions, each with its reason:
+		allowed := map[string][]string{
+			// srun (troupe-slurm, mounted into containers) finds
+			// troupe-ssh where the nodelet mounts it (session.SSHPath).
+			"troupe-slurm": {module + "/nodelet/session"},
+		}
+		for _, name := range commands(t) {
+			if notTools[name] {
+				continue
+			}
+			for _, p := range deps(t, "./cmd/"+name) {
+				if hasAnyPrefix(p, []string{module + "/sched", module + "/nodelet"}) && !slices.Contains(allowed[name], p) {
+					t.Errorf("user tool %s is built from %s: a user tool talks to schedd over the API (internal/client) and imports no sched/... or nodelet/... package", name, p)
+				}
 			}
 		}
 	})
@@ -65,6 +93,25 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	})
+}
+
+// commands lists the binaries under cmd/, by directory name.
+func commands(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("no commands under cmd/")
+	}
+	return names
 }
 
 // isTestHelper: troupe's test-only packages are named test... or ...test

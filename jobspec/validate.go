@@ -376,11 +376,10 @@ func (v *validator) pattern(path, o string) {
 		esc := "%"
 		if i+1 < len(o) {
 			esc = o[i : i+2]
-		}
-		switch esc {
-		case "%j", "%h", "%u", "%%", "%I", "%a", "%A":
-			i++
-			continue
+			if strings.IndexByte(outputEscapes, o[i+1]) >= 0 {
+				i++
+				continue
+			}
 		}
 		what := fmt.Sprintf("holds %q, which is not a valid escape", esc)
 		if esc == "%" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/nodelet/fence"
@@ -238,7 +239,7 @@ func (a *agent) register(ctx context.Context) error {
 			return nil
 		}
 		a.log.Warn("register failed, retrying", "err", err)
-		if !b.sleep(ctx) {
+		if b.Wait(ctx) != nil {
 			return ctx.Err()
 		}
 	}
@@ -250,12 +251,8 @@ func (a *agent) register(ctx context.Context) error {
 // registration.
 func (a *agent) heartbeat(ctx context.Context) {
 	for {
-		t := time.NewTimer(a.fence.heartbeatEvery(a.cfg.Heartbeat))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if backoff.Sleep(ctx, a.fence.heartbeatEvery(a.cfg.Heartbeat)) != nil {
 			return
-		case <-t.C:
 		}
 		var l api.NodeLease
 		sent := fence.Now()
@@ -295,16 +292,16 @@ func (a *agent) loop(ctx context.Context) {
 				return
 			}
 			a.log.Warn("assignments query failed", "err", err)
-			b.sleep(ctx)
+			_ = b.Wait(ctx)
 			continue
 		}
-		b.reset()
+		b.Reset()
 		if as.Index < index {
 			a.log.Info("schedd index went back, resyncing", "was", index, "now", as.Index)
 		}
 		a.reconcile(ctx, as)
 		if as.Index == 0 || as.Index == index {
-			b.sleep(ctx) // a schedd without blocking queries: do not spin
+			_ = b.Wait(ctx) // a schedd without blocking queries: do not spin
 		}
 		index = as.Index
 	}

@@ -37,10 +37,10 @@ func (a *agent) attachLoop(ctx context.Context) {
 				return
 			}
 			a.log.Warn("attach requests query failed", "err", err)
-			b.sleep(ctx)
+			_ = b.Wait(ctx)
 			continue
 		}
-		b.reset()
+		b.Reset()
 		for _, r := range rs.Requests {
 			if r.Port != 0 {
 				go a.serveApp(ctx, r)

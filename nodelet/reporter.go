@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 )
 
 // maxBatch caps the updates sent in one report.
@@ -56,12 +57,12 @@ func (r *reporter) run(ctx context.Context) {
 					return
 				}
 				r.log.Warn("report not taken, retrying", "err", err, "queued", r.pending())
-				if !b.sleep(ctx) {
+				if b.Wait(ctx) != nil {
 					return
 				}
 				continue
 			}
-			b.reset()
+			b.Reset()
 		}
 	}
 }
@@ -71,7 +72,7 @@ func (r *reporter) drain(ctx context.Context) error {
 	b := newBackoff()
 	for r.pending() > 0 {
 		if err := r.flushOnce(ctx); err != nil {
-			if !b.sleep(ctx) {
+			if b.Wait(ctx) != nil {
 				return err
 			}
 		}
@@ -106,22 +107,6 @@ func (r *reporter) flushOnce(ctx context.Context) error {
 	return nil
 }
 
-// backoff doubles from 100ms to 5s.
-type backoff struct{ d time.Duration }
-
-func newBackoff() *backoff { return &backoff{d: 100 * time.Millisecond} }
-
-func (b *backoff) reset() { b.d = 100 * time.Millisecond }
-
-// sleep waits the current delay, then doubles it; false if ctx ended.
-func (b *backoff) sleep(ctx context.Context) bool {
-	t := time.NewTimer(b.d)
-	defer t.Stop()
-	b.d = min(2*b.d, 5*time.Second)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+// newBackoff is how the nodelet retries a call to schedd: 100ms,
+// doubling to 5s.
+func newBackoff() *backoff.Exp { return backoff.New(100*time.Millisecond, 5*time.Second) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -98,10 +99,8 @@ func (s *Server) Run(ctx context.Context) {
 	defer wg.Wait()
 	for ctx.Err() == nil {
 		if !s.raft.IsLeader() {
-			select {
-			case <-ctx.Done():
+			if backoff.Sleep(ctx, 20*time.Millisecond) != nil {
 				return
-			case <-time.After(20 * time.Millisecond):
 			}
 			continue
 		}

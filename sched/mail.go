@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -50,10 +51,7 @@ func (s *Server) mailLoop(ctx context.Context) {
 		}
 		_ = ws.WatchCtx(ctx)
 		// Let a burst of changes (a thousand submissions) make one pass.
-		select {
-		case <-ctx.Done():
-		case <-time.After(mailPace):
-		}
+		_ = backoff.Sleep(ctx, mailPace) // the loop sees ctx's end
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/catalog"
+	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/accounting"
 	"github.com/troupe-hpc/troupe/sched/core"
@@ -563,7 +564,7 @@ func partitionLimit(cfg *partition.Config, p *partition.Partition, j *api.Job) s
 	case p.MaxClusterSize > 0 && len(j.Containers) > p.MaxClusterSize:
 		return fmt.Sprintf("cluster size %d exceeds partition %s's limit of %d (max_cluster_size)", len(j.Containers), p.Name, p.MaxClusterSize)
 	case p.MaxWalltime > 0 && j.Spec.Walltime > p.MaxWalltime:
-		return fmt.Sprintf("walltime %s exceeds partition %s's limit of %s (max_walltime)", partition.ShowDuration(j.Spec.Walltime), p.Name, partition.ShowDuration(p.MaxWalltime))
+		return fmt.Sprintf("walltime %s exceeds partition %s's limit of %s (max_walltime)", units.FormatDuration(j.Spec.Walltime), p.Name, units.FormatDuration(p.MaxWalltime))
 	}
 	return ""
 }
@@ -578,7 +579,7 @@ func userCaps(p *partition.Partition, j *api.Job) string {
 	case l.MaxCPU > 0 && cpu > l.MaxCPU+1e-9:
 		return fmt.Sprintf("the job needs %g cpus; partition %s lets one user hold %g (user_limits.max_cpu)", cpu, p.Name, l.MaxCPU)
 	case l.MaxMemory > 0 && need.Memory > l.MaxMemory:
-		return fmt.Sprintf("the job needs %s of memory; partition %s lets one user hold %s (user_limits.max_memory)", humanBytes(need.Memory), p.Name, humanBytes(l.MaxMemory))
+		return fmt.Sprintf("the job needs %s of memory; partition %s lets one user hold %s (user_limits.max_memory)", units.FormatSizeRounded(need.Memory), p.Name, units.FormatSizeRounded(l.MaxMemory))
 	case l.MaxGPU > 0 && need.GPU > l.MaxGPU+1e-9:
 		return fmt.Sprintf("the job needs %g gpus; partition %s lets one user hold %g (user_limits.max_gpu)", need.GPU, p.Name, l.MaxGPU)
 	}
@@ -605,22 +606,14 @@ func neverFits(j *api.Job, nodes []core.Node) string {
 		}
 	}
 	r := j.Spec.Resources
-	want := fmt.Sprintf("cpu %g, memory %s", r.CPU, humanBytes(r.Memory))
-	has := fmt.Sprintf("cpu %g and memory %s", float64(big.Capacity.CPUMilli)/1000, humanBytes(big.Capacity.Memory))
+	want := fmt.Sprintf("cpu %g, memory %s", r.CPU, units.FormatSizeRounded(r.Memory))
+	has := fmt.Sprintf("cpu %g and memory %s", float64(big.Capacity.CPUMilli)/1000, units.FormatSizeRounded(big.Capacity.Memory))
 	if r.GPU > 0 {
 		want += fmt.Sprintf(", gpu %g", r.GPU)
-		has = fmt.Sprintf("cpu %g, memory %s and %g gpus", float64(big.Capacity.CPUMilli)/1000, humanBytes(big.Capacity.Memory), big.Capacity.GPU)
+		has = fmt.Sprintf("cpu %g, memory %s and %g gpus", float64(big.Capacity.CPUMilli)/1000, units.FormatSizeRounded(big.Capacity.Memory), big.Capacity.GPU)
 	}
 	return fmt.Sprintf("job can never run in partition %s: %d × (%s) %s does not fit; the largest node, %s, has %s",
 		j.Partition, len(j.Containers), want, j.Spec.Cluster.Mode, big.Name, has)
-}
-
-func humanBytes(b int64) string {
-	const gib, mib = 1 << 30, 1 << 20
-	if b%gib == 0 {
-		return fmt.Sprintf("%dGiB", b/gib)
-	}
-	return fmt.Sprintf("%dMiB", b/mib)
 }
 
 // Kill cancels a job: a pending one at once, a placed one once its

@@ -16,7 +16,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
-	"github.com/troupe-hpc/troupe/sched/partition"
+	"github.com/troupe-hpc/troupe/internal/units"
 )
 
 const prog = "badmin"
@@ -220,7 +220,7 @@ func duration(d time.Duration) string {
 	if d <= 0 {
 		return "-"
 	}
-	return partition.ShowDuration(d)
+	return units.FormatDuration(d)
 }
 
 func orAll(ss []string) string {

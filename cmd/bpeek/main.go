@@ -1,7 +1,7 @@
 // Command bpeek shows the output of a job's container, as LSF's bpeek
 // does: while the job runs and after it ended. It reads the job from
 // schedd, expands its output pattern for the container
-// (session.OutputPath: relative patterns resolve in the submit
+// (jobspec.Job.OutputPath: relative patterns resolve in the submit
 // directory, a shared file system) and prints the file; with -f it
 // follows it until the job ends.
 package main
@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
-	"github.com/troupe-hpc/troupe/nodelet/session"
 )
 
 const prog = "bpeek"
@@ -79,10 +79,10 @@ func peek(ctx context.Context, c *client.Client, id uint64, host string, follow 
 		// schedd shows other users' jobs without their directories.
 		return fmt.Errorf("job %d belongs to %s: only its owner or an admin may peek into it", id, job.User)
 	}
-	if _, err := session.Container(job, host); err != nil {
+	if _, ok := job.Container(host); !ok {
 		return fmt.Errorf("job %d has no container %s", id, host)
 	}
-	path, err := session.OutputPath(job, host)
+	path, err := job.Spec.OutputPath(job.OutputVars(host))
 	if err != nil {
 		return err
 	}
@@ -102,10 +102,8 @@ func peek(ctx context.Context, c *client.Client, id uint64, host string, follow 
 			}
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pollEvery):
+		if err := backoff.Sleep(ctx, pollEvery); err != nil {
+			return err
 		}
 		ended := job.State.Terminal()
 		if job, err = getJob(ctx, c, id); err != nil {

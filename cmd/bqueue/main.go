@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
 )
@@ -223,7 +224,7 @@ func (q query) watch(ctx context.Context, c *client.Client, w io.Writer) error {
 		for {
 			if list.Index == 0 {
 				// schedd gave no index to block on: poll.
-				sleep(ctx, 2*time.Second)
+				_ = backoff.Sleep(ctx, 2*time.Second)
 			}
 			var next api.JobList
 			next, err = q.list(ctx, c, list.Index, blockWait)
@@ -236,14 +237,5 @@ func (q query) watch(ctx context.Context, c *client.Client, w io.Writer) error {
 				break
 			}
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

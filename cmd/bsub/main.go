@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
@@ -369,7 +370,7 @@ func waitJob(ctx context.Context, c *client.Client, sub api.SubmitResponse, stde
 				status.done()
 				return cli.Fail(stderr, prog, err)
 			}
-			sleep(ctx, retryDelay)
+			_ = backoff.Sleep(ctx, retryDelay)
 			continue
 		case err != nil:
 			status.done()
@@ -383,7 +384,7 @@ func waitJob(ctx context.Context, c *client.Client, sub api.SubmitResponse, stde
 		}
 		if next == 0 || next == index {
 			// No blocking support or nothing moved: do not spin.
-			sleep(ctx, retryDelay)
+			_ = backoff.Sleep(ctx, retryDelay)
 		}
 		index = next
 	}
@@ -409,15 +410,6 @@ func exitStatus(j api.Job, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "%s: job %d %s%s\n", prog, j.ID, j.State, cause)
 	return cli.ExitFail
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // statusLine shows a job's state changes on one line of a terminal:

@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
@@ -588,10 +589,8 @@ func joinCluster(ctx context.Context, o options, log *slog.Logger) {
 			return
 		}
 		log.Warn("joining the raft cluster, retrying", "via", o.join, "err", err)
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, time.Second) != nil {
 			return
-		case <-time.After(time.Second):
 		}
 	}
 }

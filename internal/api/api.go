@@ -374,6 +374,23 @@ func (j *Job) Ref() string {
 	return strconv.FormatUint(j.ID, 10)
 }
 
+// OutputVars are what the escapes of j's output and error patterns
+// stand for in its container host: j.Spec.OutputPath(j.OutputVars(host))
+// is where that container's output goes.
+func (j *Job) OutputVars(host string) jobspec.OutputVars {
+	return jobspec.OutputVars{JobID: j.ID, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, Host: host, User: j.User, Cwd: j.Cwd}
+}
+
+// Container returns j's container named host; false if it has none.
+func (j *Job) Container(host string) (Container, bool) {
+	for _, c := range j.Containers {
+		if c.Host == host {
+			return c, true
+		}
+	}
+	return Container{}, false
+}
+
 // PriorityFactors break a pending job's priority into its weighted
 // contributions (Slurm sprio): Total = Age + FairShare + JobSize +
 // Partition + Nice, where Nice is ≤ 0.

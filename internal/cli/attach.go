@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/attach"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/client"
 )
 
@@ -63,7 +64,7 @@ func (t Terminal) Run(ctx context.Context) int {
 		if j, _, err := t.Client.Job(ctx, t.JobID, 0, 0); err == nil && j.State.Terminal() {
 			return t.ended(j)
 		}
-		sleepCtx(ctx, attachRetry)
+		_ = backoff.Sleep(ctx, attachRetry)
 	}
 	code, err := attach.Run(stream, t.Stdin, t.Stdout)
 	switch {
@@ -107,7 +108,7 @@ func (t Terminal) waitRunning(ctx context.Context) (api.Job, int, bool) {
 			return j, 0, true
 		}
 		if next == 0 || next == index {
-			sleepCtx(ctx, time.Second)
+			_ = backoff.Sleep(ctx, time.Second)
 		}
 		index = next
 	}
@@ -126,13 +127,4 @@ func (t Terminal) ended(j api.Job) int {
 		return ExitOK
 	}
 	return ExitFail
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-	case <-tm.C:
-	}
 }

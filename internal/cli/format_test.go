@@ -195,3 +195,25 @@ func TestExitCodeViewsAgree(t *testing.T) {
 		t.Errorf("cancelled before it ran: bjob %q, bhist %q, want none", a, b)
 	}
 }
+
+// TestSlurmElapsed: sacct's Elapsed pads the hours under a day
+// ("01:02:03", where squeue's Elapsed writes "1:02:03") and is the same
+// D-HH:MM:SS from a day on; clock skew shows as zero.
+func TestSlurmElapsed(t *testing.T) {
+	for in, want := range map[time.Duration]string{
+		-time.Second:    "00:00:00",
+		0:               "00:00:00",
+		5 * time.Second: "00:00:05",
+		time.Hour + 2*time.Minute + 3*time.Second:    "01:02:03",
+		24*time.Hour - time.Nanosecond:               "23:59:59",
+		24 * time.Hour:                               "1-00:00:00",
+		51*time.Hour + 4*time.Minute + 5*time.Second: "2-03:04:05",
+	} {
+		if got := cli.SlurmElapsed(in); got != want {
+			t.Errorf("SlurmElapsed(%v) = %q, want %q", in, got, want)
+		}
+		if in >= 24*time.Hour && cli.Elapsed(in) != want {
+			t.Errorf("Elapsed(%v) = %q, want sacct's %q from a day on", in, cli.Elapsed(in), want)
+		}
+	}
+}

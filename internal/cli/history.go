@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,32 +12,6 @@ import (
 
 // HistoryHeader are the columns of bhist.
 var HistoryHeader = []string{"JOBID", "USER", "NAME", "PARTITION", "STATE", "EXIT", "SUBMITTED", "WAIT", "RUN", "CPU_TIME", "MAX_MEM", "NODES"}
-
-// CPUTime shows CPU time: seconds with two decimals under a minute
-// ("1.52s"), else as Elapsed; "-" for none reported.
-func CPUTime(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "-"
-	case d < time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
-	}
-	return Elapsed(d)
-}
-
-// Memory shows bytes in KiB, MiB or GiB, at most one decimal ("812K",
-// "120.5M", "3G"); "-" for none reported.
-func Memory(b int64) string {
-	switch {
-	case b <= 0:
-		return "-"
-	case b < 1<<20:
-		return trimFloat(float64(b)/(1<<10), 1) + "K"
-	case b < 1<<30:
-		return trimFloat(float64(b)/(1<<20), 1) + "M"
-	}
-	return trimFloat(float64(b)/(1<<30), 1) + "G"
-}
 
 // WriteHistory writes ended jobs as bhist's table, in the order given
 // (schedd's: oldest end first); times in loc.

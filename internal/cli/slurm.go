@@ -65,22 +65,6 @@ func SlurmExitCode(code int) string {
 	return strconv.Itoa(code) + ":0"
 }
 
-// SlurmElapsed is sacct's Elapsed (Slurm's secs2time_str): HH:MM:SS, or
-// D-HH:MM:SS from a day on.
-func SlurmElapsed(d time.Duration) string {
-	if d < 0 {
-		d = 0
-	}
-	s := int64(d / time.Second)
-	days, s := s/86400, s%86400
-	h, s := s/3600, s%3600
-	m, s := s/60, s%60
-	if days > 0 {
-		return fmt.Sprintf("%d-%02d:%02d:%02d", days, h, m, s)
-	}
-	return fmt.Sprintf("%02d:%02d:%02d", h, m, s)
-}
-
 // SlurmTimeLimit is squeue's %l and sinfo's %l (Slurm's mins2time_str of
 // a limit): "UNLIMITED" (squeue) or "infinite" (sinfo) for none, else
 // [D-]H:MM:SS (M:SS under an hour).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 )
 
 // call is one request as roundTrip sends it, on every try alike.
@@ -135,13 +136,11 @@ func (c *Client) roundTrip(ctx context.Context, k call) (*http.Response, error) 
 			return nil, c.gaveUp(k, limit, tries, open, lastErr)
 		}
 		if (attempt+1)%n == 0 || n == 1 {
-			select {
-			case <-ctx.Done():
+			if err := backoff.Sleep(ctx, retryPause); err != nil {
 				if k.write() && open != nil {
-					return nil, fmt.Errorf("%w: interrupted (request id %s): %w", ErrUnknownOutcome, k.requestID, ctx.Err())
+					return nil, fmt.Errorf("%w: interrupted (request id %s): %w", ErrUnknownOutcome, k.requestID, err)
 				}
-				return nil, ctx.Err()
-			case <-time.After(retryPause):
+				return nil, err
 			}
 		}
 	}

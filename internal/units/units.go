@@ -68,19 +68,6 @@ func ParseSize(s string) (int64, error) {
 	return int64(b), nil
 }
 
-// FormatMemory writes a byte count the way ParseSize reads it back,
-// with the largest binary unit that divides it ("16GiB", "1536MiB").
-func FormatSize(b int64) string {
-	units := []string{"PiB", "TiB", "GiB", "MiB", "KiB"}
-	for i, u := range units {
-		size := int64(1) << (10 * (len(units) - i))
-		if b != 0 && b%size == 0 {
-			return strconv.FormatInt(b/size, 10) + u
-		}
-	}
-	return strconv.FormatInt(b, 10)
-}
-
 // DurationHelp says what ParseDuration accepts; it ends diagnostics.
 const DurationHelp = `write a duration like "2h", "90m", "1h30m" or "1d12h", ` +
 	`or Slurm's "minutes", "hours:minutes:seconds", "days-hours:minutes:seconds" ("1:30:00", "2-00:00:00")`

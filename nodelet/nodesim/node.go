@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/nodelet/session"
 )
@@ -119,7 +120,7 @@ func (n *node) register(ctx context.Context) error {
 			return ctx.Err()
 		}
 		n.sim.log.Warn("register failed, retrying", "node", n.name, "err", err)
-		if !b.sleep(ctx) {
+		if b.Wait(ctx) != nil {
 			return ctx.Err()
 		}
 	}
@@ -138,12 +139,8 @@ func (n *node) heartbeat(ctx context.Context) {
 		if first {
 			d, first = time.Duration(rand.Int64N(int64(d))+1), false
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if backoff.Sleep(ctx, d) != nil {
 			return
-		case <-t.C:
 		}
 		var l api.NodeLease
 		sent := time.Now()
@@ -224,16 +221,16 @@ func (n *node) loop(ctx context.Context) {
 				return
 			}
 			n.sim.log.Warn("assignments query failed", "node", n.name, "err", err)
-			b.sleep(ctx)
+			_ = b.Wait(ctx)
 			continue
 		}
-		b.reset()
+		b.Reset()
 		n.mu.Lock()
 		n.last = as.Assignments
 		n.reconcileLocked(ctx)
 		n.mu.Unlock()
 		if as.Index == 0 || as.Index == index {
-			b.sleep(ctx) // a schedd without blocking queries: do not spin
+			_ = b.Wait(ctx) // a schedd without blocking queries: do not spin
 		}
 		index = as.Index
 	}
@@ -309,22 +306,6 @@ func (n *node) endHere(k key, state api.ContainerState, msg string) {
 	n.rep.add(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, Message: msg})
 }
 
-// backoff doubles from 100ms to 5s, as nodelet's.
-type backoff struct{ d time.Duration }
-
-func newBackoff() *backoff { return &backoff{d: 100 * time.Millisecond} }
-
-func (b *backoff) reset() { b.d = 100 * time.Millisecond }
-
-// sleep waits the current delay, then doubles it; false if ctx ended.
-func (b *backoff) sleep(ctx context.Context) bool {
-	t := time.NewTimer(b.d)
-	defer t.Stop()
-	b.d = min(2*b.d, 5*time.Second)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+// newBackoff is how a simulated node retries a call to schedd, as the
+// nodelet does: 100ms, doubling to 5s.
+func newBackoff() *backoff.Exp { return backoff.New(100*time.Millisecond, 5*time.Second) }

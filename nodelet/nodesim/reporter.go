@@ -51,12 +51,12 @@ func (r *reporter) run(ctx context.Context) {
 					return
 				}
 				r.n.sim.log.Warn("report not taken, retrying", "node", r.n.name, "err", err, "queued", r.pending())
-				if !b.sleep(ctx) {
+				if b.Wait(ctx) != nil {
 					return
 				}
 				continue
 			}
-			b.reset()
+			b.Reset()
 		}
 	}
 }
@@ -66,7 +66,7 @@ func (r *reporter) drain(ctx context.Context) error {
 	b := newBackoff()
 	for r.pending() > 0 {
 		if err := r.flushOnce(ctx); err != nil {
-			if !b.sleep(ctx) {
+			if b.Wait(ctx) != nil {
 				return err
 			}
 		}

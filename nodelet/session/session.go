@@ -16,10 +16,8 @@ var ErrNoSuchHost = errors.New("no such container in session")
 
 // Container returns the container of job named host.
 func Container(job api.Job, host string) (api.Container, error) {
-	for _, c := range job.Containers {
-		if c.Host == host {
-			return c, nil
-		}
+	if c, ok := job.Container(host); ok {
+		return c, nil
 	}
 	return api.Container{}, fmt.Errorf("job %d host %s: %w", job.ID, host, ErrNoSuchHost)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -233,7 +234,7 @@ func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partit
 	maxA, _ := d.duration(attrs, "max_walltime", &p.MaxWalltime, false)
 	if a, ok := d.duration(attrs, "default_walltime", &p.DefaultWalltime, false); ok && maxA != nil && p.MaxWalltime > 0 && p.DefaultWalltime > p.MaxWalltime {
 		d.errorf(a.Expr.Range(), "Default walltime above the maximum", "default_walltime %s exceeds max_walltime %s (at %s); jobs without a walltime would be refused.",
-			ShowDuration(p.DefaultWalltime), ShowDuration(p.MaxWalltime), pos(maxA.Expr.Range()))
+			units.FormatDuration(p.DefaultWalltime), units.FormatDuration(p.MaxWalltime), pos(maxA.Expr.Range()))
 	}
 	if a, ok := d.whole(attrs, "max_cluster_size", &p.MaxClusterSize); ok && (p.MaxClusterSize < 1 || p.MaxClusterSize > jobspec.MaxClusterSize) {
 		d.errorf(a.Expr.Range(), "Invalid max_cluster_size", "max_cluster_size %d is not valid; it is between 1 and %d.", p.MaxClusterSize, jobspec.MaxClusterSize)
@@ -600,19 +601,4 @@ func tidy(diags hcl.Diagnostics) hcl.Diagnostics {
 		return ab - bb
 	})
 	return out
-}
-
-// ShowDuration writes d briefly: "2h", "1h30m", "45s", "7d".
-func ShowDuration(d time.Duration) string {
-	if d > 0 && d%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/attach"
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -121,10 +122,8 @@ func (c *container) Destroy(ctx context.Context) error {
 	// hold nothing).
 	for groupAlive(c.pgid) {
 		_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		if err := backoff.Sleep(ctx, 5*time.Millisecond); err != nil {
+			return err
 		}
 	}
 	if err := os.RemoveAll(c.dir); err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/backoff"
 )
 
 // freezeWait bounds waiting for a cgroup to report itself frozen; the
@@ -71,10 +73,8 @@ func waitEmpty(ctx context.Context, procs string) error {
 		for _, p := range pids {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %d tasks in %s: %w", ErrKillStuck, len(pids), filepath.Dir(procs), ctx.Err())
-		case <-time.After(10 * time.Millisecond):
+		if err := backoff.Sleep(ctx, 10*time.Millisecond); err != nil {
+			return fmt.Errorf("%w: %d tasks in %s: %w", ErrKillStuck, len(pids), filepath.Dir(procs), err)
 		}
 	}
 }
