@@ -49,10 +49,10 @@ func TestSubmitBatch(t *testing.T) {
 	}
 
 	// Two more make four, over the limit of 3: refused whole, the second
-	// named (the first alone would fit).
+	// named (the first alone would fit), with 429 as a single submit gets.
 	stored := len(srv.Store().Snapshot().Jobs())
 	code, body = as(srv, alice, "POST", "/v1/jobs/batch", batch(2, nil))
-	if code != http.StatusBadRequest || !strings.Contains(string(body), "job 2 of 2 (j2.hcl)") || !strings.Contains(string(body), "already has 3 jobs pending or held") {
+	if code != http.StatusTooManyRequests || !strings.Contains(string(body), "job 2 of 2 (j2.hcl)") || !strings.Contains(string(body), "already has 3 jobs pending or held") {
 		t.Fatalf("batch over the queue limit: %d %s", code, body)
 	}
 	code, body = as(srv, alice, "POST", "/v1/jobs/batch", batch(1, func(_ int, r *api.SubmitRequest) { r.Spec.Name = "bad name" }))
