@@ -15,7 +15,7 @@ import (
 // short --node-timeout marked healthy idle nodes DOWN), and keeps a
 // lease of half the timeout in its lease file.
 func TestAgentHeartbeatFollowsNodeTimeout(t *testing.T) {
-	const timeout = 800 * time.Millisecond
+	const timeout = 1500 * time.Millisecond // heartbeats every T/8: room for a loaded machine
 	s := newTestScheddWith(t, sched.Config{NodeTimeout: timeout})
 	cfg, _, _ := startAgentCause(t, s, RuntimeProcess, t.TempDir(), func(c *Config) { c.Heartbeat = 0 })
 	deadline := time.Now().Add(10 * time.Second)
