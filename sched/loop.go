@@ -56,7 +56,8 @@ func (s *Server) schedule(ctx context.Context) {
 		s.setStarts(plan.Starts)
 		s.setRanks(ranks(snap, now))
 		if !plan.Empty() {
-			if _, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: fromCore(plan)}); err != nil {
+			sp := fromCore(plan)
+			if _, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: sp}); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -64,6 +65,7 @@ func (s *Server) schedule(ctx context.Context) {
 				time.Sleep(100 * time.Millisecond)
 			} else {
 				s.metrics.placements.Add(float64(len(plan.Placements)))
+				s.metrics.stages.placed(s.st.Snapshot(), sp, s.cfg.Clock())
 			}
 			continue
 		}

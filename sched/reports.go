@@ -120,6 +120,13 @@ func (s *Server) commitReportBatch(batch []*reportCall) {
 			}
 		}
 	}
+	if err == nil {
+		rs := make([]state.Report, len(batch))
+		for i, c := range batch {
+			rs[i] = c.rep
+		}
+		s.metrics.stages.reported(s.st.Snapshot(), rs, s.cfg.Clock())
+	}
 	for i, c := range batch {
 		if err == nil {
 			// Only the leader commits, and each start is committed once.
