@@ -41,7 +41,7 @@ type stageClock struct {
 
 // stageTimes are the boundaries a job has passed; zero: not yet.
 type stageTimes struct {
-	requeues                            int
+	requeues                           int
 	placed, preparing, running, exited time.Time
 }
 
