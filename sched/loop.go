@@ -57,7 +57,10 @@ func (s *Server) schedule(ctx context.Context) {
 		s.setRanks(ranks(snap, now))
 		if !plan.Empty() {
 			sp := fromCore(plan)
-			if _, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: sp}); err != nil {
+			s.metrics.stages.placing(v, sp, s.cfg.Clock())
+			_, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: sp})
+			s.metrics.stages.placed(s.st.Snapshot(), sp, err == nil)
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -65,7 +68,6 @@ func (s *Server) schedule(ctx context.Context) {
 				time.Sleep(100 * time.Millisecond)
 			} else {
 				s.metrics.placements.Add(float64(len(plan.Placements)))
-				s.metrics.stages.placed(s.st.Snapshot(), sp, s.cfg.Clock())
 			}
 			continue
 		}

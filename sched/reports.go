@@ -99,6 +99,7 @@ func (s *Server) commitReports() {
 func (s *Server) commitReportBatch(batch []*reportCall) {
 	ctx := context.Background() // raft's own apply timeout bounds it
 	started := make([][]state.Started, len(batch))
+	at := s.cfg.Clock() // the entry's time, as apply sets it
 	var err error
 	if len(batch) == 1 {
 		var res any
@@ -125,7 +126,7 @@ func (s *Server) commitReportBatch(batch []*reportCall) {
 		for i, c := range batch {
 			rs[i] = c.rep
 		}
-		s.metrics.stages.reported(s.st.Snapshot(), rs, s.cfg.Clock())
+		s.metrics.stages.reported(s.st.Snapshot(), rs, at)
 	}
 	for i, c := range batch {
 		if err == nil {

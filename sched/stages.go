@@ -24,8 +24,9 @@ var stageNames = []string{stageQueued, stageDispatch, stagePreparing, stageRunni
 
 // stageClock times the stages of the jobs this server commits as leader.
 // Only the submission time is in the state; the other boundaries are the
-// times at which the leader committed the plan or report that passed
-// them, kept here and never in the raft log. A stage is observed once
+// times of the plan or report entries that passed them (the time the
+// leader proposed each, as the state's own Submitted, Started and Ended
+// are), kept here and never in the raft log. A stage is observed once
 // per run of a job, when both its ends were seen by this leader (a job
 // placed before it led has no queued or dispatch stage). When one report
 // passes two boundaries at once (a `true` job's running and exited
@@ -41,8 +42,8 @@ type stageClock struct {
 
 // stageTimes are the boundaries a job has passed; zero: not yet.
 type stageTimes struct {
-	requeues                           int
-	placed, preparing, running, exited time.Time
+	requeues                                      int
+	submitted, placed, preparing, running, exited time.Time
 }
 
 func newStageClock() *stageClock {
@@ -62,17 +63,33 @@ func (c *stageClock) observe(stage string, from, to time.Time) {
 	c.hist.WithLabelValues(stage).Observe(max(to.Sub(from), 0).Seconds())
 }
 
-// placed records the jobs a committed plan placed at now.
-func (c *stageClock) placed(v *state.Snapshot, p *state.Plan, now time.Time) {
+// placing records, before the plan is proposed at at, the jobs it
+// places (as v, the snapshot it was made from, shows them): a nodelet
+// may report on a job before the loop hears that its plan committed.
+func (c *stageClock) placing(v *state.Snapshot, p *state.Plan, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, pl := range p.Placements {
-		j := v.Job(pl.JobID)
-		if j == nil || j.State != api.JobScheduled {
-			continue
+		if j := v.Job(pl.JobID); j != nil {
+			c.jobs[j.ID] = &stageTimes{requeues: j.Requeues, submitted: j.Submitted, placed: at}
 		}
-		c.jobs[j.ID] = &stageTimes{requeues: j.Requeues, placed: now}
-		c.observe(stageQueued, j.Submitted, now)
+	}
+}
+
+// placed observes the queued stage of the jobs p placed once it
+// committed (ok), or forgets them when it did not; v is the state after.
+func (c *stageClock) placed(v *state.Snapshot, p *state.Plan, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, pl := range p.Placements {
+		t := c.jobs[pl.JobID]
+		switch {
+		case t == nil:
+		case ok:
+			c.observe(stageQueued, t.submitted, t.placed)
+		default:
+			delete(c.jobs, pl.JobID)
+		}
 	}
 	if len(c.jobs) >= c.nextPrune {
 		c.prune(v)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // TestJobStageSeconds runs a two-container job through a real controller
@@ -116,5 +117,33 @@ func TestJobStageSecondsTogether(t *testing.T) {
 		if s := metricValue(body, fmt.Sprintf(`troupe_job_stage_seconds_sum{stage=%q}`, stage)); s != 0 {
 			t.Errorf("stage %s took %v s, want 0 (passed in the same report)", stage, s)
 		}
+	}
+}
+
+// TestStageClockForgets: the jobs of a plan that did not commit are not
+// timed, and a job that left the pipeline other than by a report (killed
+// while queued) is pruned, so the map holds only jobs in flight.
+func TestStageClockForgets(t *testing.T) {
+	srv, c := clusterWith(t, Config{})
+	ctx := context.Background()
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newStageClock()
+	plan := &state.Plan{Placements: []state.Placement{{JobID: res.JobID, Nodes: []string{"n1"}}}}
+	sc.placing(srv.st.Snapshot(), plan, time.Now())
+	sc.placed(srv.st.Snapshot(), plan, false)
+	if len(sc.jobs) != 0 {
+		t.Fatalf("a plan that did not commit left %d jobs timed", len(sc.jobs))
+	}
+	sc.placing(srv.st.Snapshot(), plan, time.Now())
+	sc.placed(srv.st.Snapshot(), plan, true)
+	if _, err := c.Kill(ctx, res.JobID); err != nil {
+		t.Fatal(err)
+	}
+	sc.prune(srv.st.Snapshot())
+	if len(sc.jobs) != 0 {
+		t.Fatalf("a killed job is still timed after a prune")
 	}
 }
