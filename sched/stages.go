@@ -27,8 +27,8 @@ var stageNames = []string{stageQueued, stageDispatch, stagePreparing, stageRunni
 // times of the plan or report entries that passed them (the time the
 // leader proposed each, as the state's own Submitted, Started and Ended
 // are), kept here and never in the raft log. A stage is observed once
-// per run of a job placed by this leader (a job placed before it led,
-// or by a plan before a requeue, is not timed from then on). When one report
+// per run of a job placed by this leader (a job placed before it led is
+// not timed; a requeued job is timed afresh from its next placement). When one report
 // passes two boundaries at once (a `true` job's running and exited
 // updates arrive together) the skipped stage is observed as 0: the
 // reports' resolution, not the job's.
