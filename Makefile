@@ -7,7 +7,7 @@ CMDS     := $(notdir $(patsubst %/,%,$(wildcard cmd/*/)))
 STATICCHECK_VERSION := v0.8.2
 TEST_FLAGS ?= -timeout 30m
 
-.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean bench-scale
+.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean bench-scale bench-pipeline
 
 all: build
 
@@ -98,6 +98,17 @@ BENCH_GANGS ?= 200
 bench-scale:
 	NODES=$(NODES) BENCH_JOBS=$(BENCH_JOBS) BENCH_GANGS=$(BENCH_GANGS) \
 		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -v -timeout 60m ./cmd/troupe-nodesim/
+
+# The pipeline benchmark (docs/scale.md, Pipeline): N one-container jobs
+# through `schedd --dev --nodes 1` beside `runc run` of the same rootfs
+# two at a time; prints both rates, their ratio, the stages' p50/p90
+# (troupe_job_stage_seconds), CPU ms per job by process and raft entries
+# per job. Needs root, runc and busybox.
+N ?= 100
+bench-pipeline: build
+	@if [ "$$(id -u)" != 0 ]; then echo "bench-pipeline: needs root (runc containers): run sudo make bench-pipeline" >&2; exit 1; fi
+	@for c in runc busybox; do command -v $$c >/dev/null || { echo "bench-pipeline: needs $$c (make deps installs it)" >&2; exit 1; }; done
+	N=$(N) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x -v -timeout 30m ./e2e/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -33,7 +33,7 @@ func badmin(t *testing.T) string {
 	return bin + "/badmin"
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -56,7 +56,11 @@ func (s *Server) schedule(ctx context.Context) {
 		s.setStarts(plan.Starts)
 		s.setRanks(ranks(snap, now))
 		if !plan.Empty() {
-			if _, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: fromCore(plan)}); err != nil {
+			sp := fromCore(plan)
+			s.metrics.stages.placing(v, sp, s.cfg.Clock())
+			_, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: sp})
+			s.metrics.stages.placed(s.st.Snapshot(), sp, err == nil)
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}

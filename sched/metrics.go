@@ -20,14 +20,15 @@ import (
 // metrics are schedd's Prometheus metrics (schedd --metrics-addr). What
 // describes the state (jobs, nodes, fair share, raft) is computed from a
 // snapshot at scrape time by stateCollector; only events the state does
-// not keep (a pass's duration, placements, a job's queue wait at start)
-// are counted as they happen, on the leader.
+// not keep (a pass's duration, placements, a job's queue wait at start,
+// the stages of its pipeline) are counted as they happen, on the leader.
 type metrics struct {
 	reg        *prometheus.Registry
 	wait       *prometheus.HistogramVec
 	pass       prometheus.Histogram
 	placements prometheus.Counter
 	entries    *prometheus.CounterVec
+	stages     *stageClock // troupe_job_stage_seconds
 }
 
 func newMetrics(s *Server) *metrics {
@@ -52,8 +53,9 @@ func newMetrics(s *Server) *metrics {
 			Name: "troupe_schedd_raft_entries_total",
 			Help: "Raft entries this server committed as leader and the state applied, by command kind (one command each).",
 		}, []string{"kind"}),
+		stages: newStageClock(),
 	}
-	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, stateCollector{s},
+	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, m.stages.hist, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -99,6 +99,7 @@ func (s *Server) commitReports() {
 func (s *Server) commitReportBatch(batch []*reportCall) {
 	ctx := context.Background() // raft's own apply timeout bounds it
 	started := make([][]state.Started, len(batch))
+	at := s.cfg.Clock() // the entry's time, as apply sets it
 	var err error
 	if len(batch) == 1 {
 		var res any
@@ -119,6 +120,13 @@ func (s *Server) commitReportBatch(batch []*reportCall) {
 				started = per
 			}
 		}
+	}
+	if err == nil {
+		rs := make([]state.Report, len(batch))
+		for i, c := range batch {
+			rs[i] = c.rep
+		}
+		s.metrics.stages.reported(s.st.Snapshot(), rs, at)
 	}
 	for i, c := range batch {
 		if err == nil {
