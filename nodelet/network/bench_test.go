@@ -50,8 +50,9 @@ func benchOne(b *testing.B, egress bool) {
 // BenchmarkSetupDuringTeardown measures the setup of a session's first
 // container (its bridge, veth and namespace) while another session on
 // the node tears its network down (issue 17: one slot's teardown must
-// not stall the next slot's setup). setup-ms is the mean Attach of B
-// started together with the Detach of A's two containers.
+// not stall the next slot's setup). setup-ms is the mean Attach of B,
+// started as A's two containers start to Detach; teardown-ms the mean
+// of A's two Detach calls together, as their caller waits for them.
 func BenchmarkSetupDuringTeardown(b *testing.B) {
 	needNetNS(b)
 	nodeAddr(b)
@@ -63,7 +64,7 @@ func BenchmarkSetupDuringTeardown(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	var setup time.Duration
+	var setup, teardown time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		a := testJob(uint64(2*i+1), uint32(4096+(2*i)%200), 2)
@@ -73,14 +74,18 @@ func BenchmarkSetupDuringTeardown(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		done := make(chan error, 1)
+		started, done := make(chan struct{}), make(chan error, 1)
 		go func() {
 			var errs []error
+			close(started)
+			t0 := time.Now()
 			for _, h := range []string{"sub1", "main1"} {
 				errs = append(errs, m.Detach(a, h, fmt.Sprintf("j%d-%s", a.ID, h)))
 			}
+			teardown += time.Since(t0)
 			done <- errors.Join(errs...)
 		}()
+		<-started
 		t0 := time.Now()
 		if _, err := m.Attach(bj, "main1", fmt.Sprintf("j%d-main1", bj.ID), true); err != nil {
 			b.Fatal(err)
@@ -94,4 +99,5 @@ func BenchmarkSetupDuringTeardown(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(setup.Microseconds())/1000/float64(b.N), "setup-ms")
+	b.ReportMetric(float64(teardown.Microseconds())/1000/float64(b.N), "teardown-ms")
 }
