@@ -126,7 +126,7 @@ func defaultVeth(n uint32) string { return prefixDefault + strconv.FormatUint(ui
 
 // setupDefault makes (or finds again, after a crash) the node's default
 // bridge with the gateway address, turns on IPv4 forwarding, and
-// replaces DefaultTable. m.mu is held.
+// replaces DefaultTable.
 func (m *Manager) setupDefault() error {
 	d := m.def
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
@@ -170,7 +170,7 @@ func (m *Manager) setupDefault() error {
 	return m.syncDefaultTable()
 }
 
-// closeDefault removes the default bridge and DefaultTable. m.mu is held.
+// closeDefault removes the default bridge and DefaultTable.
 func (m *Manager) closeDefault() error {
 	c, err := nftables.New()
 	if err != nil {

@@ -51,7 +51,15 @@
 // makes it); Close removes it at a clean shutdown.
 //
 // Lifetime: the session's bridge and VXLAN are created with its first
-// container on the node and deleted with its last. Every object is
+// container on the node and deleted with its last. The Manager's mutex
+// guards its bookkeeping only: the first container of a session makes
+// its links while the session's others wait for them, and the links of
+// a container or session that left are set down at once and deleted by
+// a background reaper (the kernel takes ~30 ms per veth, ~50 ms per
+// bridge), so no teardown holds up another session's setup. A session
+// whose VNI comes back while its old links die deletes them first;
+// FilterTable keeps a dying session's rules until its VXLAN device is
+// gone. Every object is
 // named with a prefix that belongs to troupe (trb, trx, trv, trd) or lives
 // under the state directory (pinned namespaces), so Cleanup after a
 // crash removes exactly what a previous nodelet left: the FDB entries,

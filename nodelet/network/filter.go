@@ -25,9 +25,32 @@ import (
 const FilterTable = "troupe-vxlan"
 
 // syncFilter replaces FilterTable, in one atomic netlink batch, with the
-// rules of the sessions in m.sessions that have a VXLAN device; with
-// none, the table is removed. m.mu is held.
+// rules of the sessions that have a VXLAN device: those in m.sessions,
+// and those in m.dying, whose device is not deleted yet (first: a VNI
+// that came round again has its new session's rules once the old is
+// gone); with none, the table is removed. One update at a time, each
+// from the bookkeeping as it is when it starts, so the last one written
+// is the newest. Neither m.mu nor m.filterMu is held.
 func (m *Manager) syncFilter() error {
+	m.filterMu.Lock()
+	defer m.filterMu.Unlock()
+	type overlay struct {
+		vni   uint32
+		peers []net.IP
+	}
+	var overlays []overlay
+	m.mu.Lock()
+	for vni, td := range m.dying {
+		if td.vxlan != "" {
+			overlays = append(overlays, overlay{vni, td.peers})
+		}
+	}
+	for vni, s := range m.sessions {
+		if s.vxlan != "" {
+			overlays = append(overlays, overlay{vni, s.peers})
+		}
+	}
+	m.mu.Unlock()
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
@@ -35,24 +58,17 @@ func (m *Manager) syncFilter() error {
 	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: FilterTable}
 	c.AddTable(t) // so that the delete finds one
 	c.DelTable(t)
-	overlays := false
-	for _, s := range m.sessions {
-		overlays = overlays || s.vxlan != ""
-	}
-	if overlays {
+	if len(overlays) > 0 {
 		c.AddTable(t)
 		accept := nftables.ChainPolicyAccept
 		ch := c.AddChain(&nftables.Chain{Name: "input", Table: t, Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
-		for vni, s := range m.sessions {
-			if s.vxlan == "" {
-				continue
-			}
-			for _, peer := range s.peers {
-				exprs := append(vxlanMatch(vni), sourceIs(peer)...)
+		for _, o := range overlays {
+			for _, peer := range o.peers {
+				exprs := append(vxlanMatch(o.vni), sourceIs(peer)...)
 				c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(exprs, &expr.Verdict{Kind: expr.VerdictAccept})})
 			}
-			exprs := append(vxlanMatch(vni), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop})
+			exprs := append(vxlanMatch(o.vni), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop})
 			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs})
 		}
 	}

@@ -3,6 +3,7 @@ package network
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -39,7 +40,16 @@ const (
 var ErrNoNetwork = errors.New("job has no session network")
 
 // Manager creates and removes session networks on this node. It is safe
-// for concurrent use; netlink calls are serialised.
+// for concurrent use.
+//
+// Its mutex guards the bookkeeping alone (which sessions have links here
+// and how many containers hold them, the default addresses, the adopted
+// containers), never a netlink call: one slot's teardown never stalls
+// another slot's setup. Per session, the first container makes the
+// links while the others wait on the session's ready channel; the last
+// one hands them to a teardown, which deletes them in the background,
+// and a new session of the same VNI deletes them first if the
+// background has not yet.
 type Manager struct {
 	dir   string // pinned container namespaces
 	node  string // this node's name in schedd
@@ -47,10 +57,14 @@ type Manager struct {
 	mtu   int    // of the underlay link holding local
 
 	mu       sync.Mutex
-	sessions map[uint32]*session // by VNI
-	adopted  map[string]bool     // container ids whose namespace Cleanup keeps
-	def      *defaultNet         // nil: containers get no default network
-	deleting sync.WaitGroup      // default veths being deleted
+	sessions map[uint32]*session  // by VNI
+	dying    map[uint32]*teardown // sessions whose links are being deleted, by VNI
+	adopted  map[string]bool      // container ids whose namespace Cleanup keeps
+	kept     map[string]bool      // session veths of adopted containers: Cleanup keeps them
+	def      *defaultNet          // nil: containers get no default network
+
+	filterMu sync.Mutex // one FilterTable update at a time; taken before mu
+	reaper   reaper     // deletes links off the callers' path
 }
 
 // session is one session's network on this node.
@@ -59,7 +73,29 @@ type session struct {
 	vxlan  string   // "" when the session is on this node only
 	peers  []net.IP // the session's other nodes: the only VXLAN sources accepted
 	mtu    int      // of the containers' links
-	users  int      // containers attached here
+	users  int      // containers attached here, or on their way
+	// ready is closed once the first container made the links; err
+	// then tells whether it failed (the session left m.sessions).
+	ready chan struct{}
+	err   error
+}
+
+// teardown is a session whose last container left this node: its links
+// are deleted once, by the reaper or by the next session of its VNI,
+// whichever comes first. Until then FilterTable keeps its rules.
+type teardown struct {
+	vni    uint32
+	bridge string
+	vxlan  string
+	peers  []net.IP
+	once   sync.Once
+}
+
+// closed is a ready channel of a session whose links exist already.
+func closed() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }
 
 // Endpoint is a container's place on its session network.
@@ -79,7 +115,9 @@ func New(dir, node, advertise, defaultSubnet string) (*Manager, error) {
 	if ip == nil || ip.To4() == nil {
 		return nil, fmt.Errorf("session networks: advertise %q is not an IPv4 address", advertise)
 	}
-	m := &Manager{dir: dir, node: node, local: ip, mtu: underlayMTU(ip), sessions: map[uint32]*session{}, adopted: map[string]bool{}}
+	m := &Manager{dir: dir, node: node, local: ip, mtu: underlayMTU(ip), sessions: map[uint32]*session{},
+		dying: map[uint32]*teardown{}, adopted: map[string]bool{}, kept: map[string]bool{}}
+	m.reaper.idle.L = &m.reaper.mu
 	if defaultSubnet != "" {
 		d, err := parseDefault(defaultSubnet, ip)
 		if err != nil {
@@ -143,8 +181,6 @@ func (m *Manager) Attach(job api.Job, host, id string, egress bool) (Endpoint, e
 		return Endpoint{}, fmt.Errorf("job %d %s: address %q not in subnet %q", job.ID, host, c.Addr, job.Network.Subnet)
 	}
 	vni := job.Network.VNI
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var s *session
 	if private(job) {
 		if s, err = m.acquire(job); err != nil {
@@ -155,7 +191,10 @@ func (m *Manager) Attach(job api.Job, host, id string, egress bool) (Endpoint, e
 	var def *net.IPNet
 	n := uint32(0)
 	if egress && m.def != nil {
-		if n, err = m.def.alloc(id); err != nil {
+		m.mu.Lock()
+		n, err = m.def.alloc(id)
+		m.mu.Unlock()
+		if err != nil {
 			m.release(vni)
 			return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, err)
 		}
@@ -163,7 +202,7 @@ func (m *Manager) Attach(job api.Job, host, id string, egress bool) (Endpoint, e
 		ep.Default = def.IP.String()
 	}
 	if err := m.plug(s, vni, c.Rank, ep.NetNS, &net.IPNet{IP: ip, Mask: subnet.Mask}, def, n); err != nil {
-		_ = m.unplug(id, vni, c.Rank, ep.NetNS)
+		_ = m.unplug(id, vni, c.Rank)
 		m.release(vni)
 		return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, err)
 	}
@@ -171,47 +210,78 @@ func (m *Manager) Attach(job api.Job, host, id string, egress bool) (Endpoint, e
 }
 
 // Detach removes what Attach made for the container, and the session's
-// links with its last container on this node.
+// links with its last container on this node. The container is cut off
+// at once (its links down, its namespace unpinned); the links themselves
+// are deleted in the background, off the caller's path (the kernel
+// takes ~30 ms to delete a veth, ~50 ms a bridge). A crash before that
+// leaves them to the next nodelet's Cleanup.
 func (m *Manager) Detach(job api.Job, host, id string) error {
 	c, ok := container(job, host)
 	if !ok || job.Network == nil {
 		return nil
 	}
+	err := m.unplug(id, job.Network.VNI, c.Rank)
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	err := m.unplug(id, job.Network.VNI, c.Rank, m.nsPath(id))
 	delete(m.adopted, id)
-	return errors.Join(err, m.release(job.Network.VNI))
+	m.mu.Unlock()
+	m.release(job.Network.VNI)
+	return err
 }
 
 // acquire returns the session's network on this node, creating it for
-// the first container. m.mu is held.
+// the first container; the others wait until it exists. m.mu is not
+// held.
 func (m *Manager) acquire(job api.Job) (*session, error) {
 	vni := job.Network.VNI
+	m.mu.Lock()
 	if s := m.sessions[vni]; s != nil {
 		s.users++
+		m.mu.Unlock()
+		<-s.ready
+		if s.err != nil {
+			return nil, s.err // the session is gone from m.sessions: nothing to release
+		}
 		return s, nil
 	}
-	s := &session{bridge: bridgeName(vni), mtu: 1500, users: 1}
+	s := &session{bridge: bridgeName(vni), mtu: 1500, users: 1, ready: make(chan struct{})}
 	s.peers = remoteNodes(job, m.node, m.local)
 	if len(s.peers) > 0 {
 		s.vxlan, s.mtu = vxlanName(vni), min(1500, m.mtu-vxlanOverhead)
 	}
+	m.sessions[vni] = s
+	prev := m.dying[vni]
+	m.mu.Unlock()
+	// A previous session of this VNI (the VNI came round again) whose
+	// links are still being deleted: they go first, here if the reaper
+	// has not got to them.
+	if prev != nil {
+		m.finish(prev)
+	}
 	// The filter first: the VXLAN device takes no frame from a host
 	// outside the session from the moment it exists.
-	m.sessions[vni] = s
+	var err error
 	if s.vxlan != "" {
-		if err := m.syncFilter(); err != nil {
-			delete(m.sessions, vni)
-			return nil, err
+		err = m.syncFilter()
+	}
+	if err == nil {
+		if err = m.create(s, vni, remoteContainers(job, m.node, m.local)); err != nil {
+			_ = deleteLinks(s.vxlan, s.bridge)
 		}
 	}
-	if err := m.create(s, vni, remoteContainers(job, m.node, m.local)); err != nil {
-		_ = deleteLinks(s.vxlan, s.bridge)
-		delete(m.sessions, vni)
-		_ = m.syncFilter()
+	if err != nil {
+		m.mu.Lock()
+		if m.sessions[vni] == s {
+			delete(m.sessions, vni)
+		}
+		s.err = err
+		m.mu.Unlock()
+		close(s.ready)
+		if s.vxlan != "" {
+			_ = m.syncFilter()
+		}
 		return nil, err
 	}
+	close(s.ready)
 	return s, nil
 }
 
@@ -267,22 +337,43 @@ func (m *Manager) create(s *session, vni uint32, remotes map[string]net.IP) erro
 	return netlink.LinkSetUp(br)
 }
 
-// release drops one container's hold on the session's network and
-// deletes its links with the last. m.mu is held.
-func (m *Manager) release(vni uint32) error {
+// release drops one container's hold on the session's network and,
+// with the last, hands its links to a teardown in the background. m.mu
+// is not held.
+func (m *Manager) release(vni uint32) {
+	m.mu.Lock()
 	s := m.sessions[vni]
 	if s == nil {
-		return nil
+		m.mu.Unlock()
+		return
 	}
 	if s.users--; s.users > 0 {
-		return nil
+		m.mu.Unlock()
+		return
 	}
 	delete(m.sessions, vni)
-	err := deleteLinks(s.vxlan, s.bridge)
-	if s.vxlan != "" {
-		err = errors.Join(err, m.syncFilter())
-	}
-	return err
+	td := &teardown{vni: vni, bridge: s.bridge, vxlan: s.vxlan, peers: s.peers}
+	m.dying[vni] = td
+	m.mu.Unlock()
+	m.reaper.do(func() { m.finish(td) })
+}
+
+// finish deletes a teardown's links, once, then its FilterTable rules:
+// its VXLAN device listens until it is gone. Whoever calls it second
+// waits for the first. m.mu is not held.
+func (m *Manager) finish(td *teardown) {
+	td.once.Do(func() {
+		err := deleteLinks(td.vxlan, td.bridge)
+		m.mu.Lock()
+		if m.dying[td.vni] == td {
+			delete(m.dying, td.vni)
+		}
+		m.mu.Unlock()
+		if td.vxlan != "" {
+			err = errors.Join(err, m.syncFilter())
+		}
+		m.reaper.fail(err)
+	})
 }
 
 // plug makes the container's namespace and its links: with s, a veth
@@ -405,32 +496,57 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 	return nil
 }
 
-// unplug deletes the container's session veth (its peer goes with it),
-// unpins its namespace and frees its default address. Its default veth
-// is deleted in the background, off the caller's path (the kernel takes
-// ~28 ms to delete a veth), but cut off at once: down, so that a process
-// that outlived the container has no way out either. Its name and
-// address come back only after the whole default subnet was handed out.
-func (m *Manager) unplug(id string, vni uint32, rank int, nsPath string) error {
-	var err error
+// unplug cuts container id off at once: its session veth and its
+// default veth down (so that a process that outlived the container has
+// no way out either), its namespace unpinned; then frees its default
+// address and has the reaper delete the veths (their peers go with
+// them). The veths are found now and deleted by index: a container that
+// gets the same names meanwhile (the same rank of the same session, the
+// same default address, which comes back only after the whole default
+// subnet was handed out) is never hit. m.mu is not held.
+func (m *Manager) unplug(id string, vni uint32, rank int) error {
+	m.mu.Lock()
+	var names []string
 	if m.sessions[vni] != nil {
-		err = deleteLinks(vethName(vni, rank))
+		names = append(names, vethName(vni, rank))
 	}
 	if m.def != nil {
 		if n, ok := m.def.ports[id]; ok {
-			name := defaultVeth(n)
-			if l, lerr := netlink.LinkByName(name); lerr == nil {
-				err = errors.Join(err, netlink.LinkSetDown(l))
-				m.deleting.Add(1)
-				go func() {
-					defer m.deleting.Done()
-					_ = netlink.LinkDel(l) // gone already with its namespace: no matter
-				}()
-			}
-			m.def.free(id)
+			names = append(names, defaultVeth(n))
 		}
 	}
-	return errors.Join(err, removeNetNS(nsPath))
+	m.mu.Unlock()
+	var links []netlink.Link
+	var err error
+	for _, name := range names {
+		l, lerr := netlink.LinkByName(name)
+		if lerr != nil {
+			if !isNotFound(lerr) {
+				err = errors.Join(err, lerr)
+			}
+			continue
+		}
+		if lerr := netlink.LinkSetDown(l); lerr != nil && !isNotFound(lerr) {
+			err = errors.Join(err, fmt.Errorf("%s down: %w", name, lerr))
+		}
+		links = append(links, l)
+	}
+	err = errors.Join(err, removeNetNS(m.nsPath(id)))
+	if m.def != nil {
+		m.mu.Lock()
+		m.def.free(id)
+		m.mu.Unlock()
+	}
+	if len(links) > 0 {
+		m.reaper.do(func() {
+			for _, l := range links {
+				if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
+					m.reaper.fail(fmt.Errorf("deleting %s: %w", l.Attrs().Name, err))
+				}
+			}
+		})
+	}
+	return err
 }
 
 // Adopt takes over the network a previous nodelet attached container id
@@ -445,58 +561,66 @@ func (m *Manager) Adopt(job api.Job, host, id string) error {
 		return fmt.Errorf("job %d %s: pinned namespace: %w", job.ID, host, err)
 	}
 	vni := job.Network.VNI
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	n, hasDefault := uint32(0), false
 	if m.def != nil {
-		if err := m.adoptDefault(id); err != nil {
+		var err error
+		if n, hasDefault, err = m.defaultHeld(id); err != nil {
 			return fmt.Errorf("job %d %s: %w", job.ID, host, err)
 		}
 	}
+	_, berr := netlink.LinkByName(bridgeName(vni))
+	m.mu.Lock()
+	if hasDefault {
+		m.def.used[n], m.def.ports[id] = true, n
+	}
 	m.adopted[id] = true
-	if _, err := netlink.LinkByName(bridgeName(vni)); !private(job) && isNotFound(err) {
+	if !private(job) && isNotFound(berr) {
+		m.mu.Unlock()
 		return nil // one container, no bridge (one from an older nodelet is kept)
 	}
+	m.kept[vethName(vni, c.Rank)] = true
 	s := m.sessions[vni]
 	if s == nil {
-		s = &session{bridge: bridgeName(vni), mtu: 1500, peers: remoteNodes(job, m.node, m.local)}
+		s = &session{bridge: bridgeName(vni), mtu: 1500, peers: remoteNodes(job, m.node, m.local), ready: closed()}
 		if len(s.peers) > 0 {
 			s.vxlan, s.mtu = vxlanName(vni), min(1500, m.mtu-vxlanOverhead)
 		}
 		m.sessions[vni] = s
-		if s.vxlan != "" {
-			if err := m.syncFilter(); err != nil {
-				return fmt.Errorf("job %d %s: %w", job.ID, host, err)
-			}
-		}
 	}
 	s.users++
+	overlay := s.vxlan != ""
+	m.mu.Unlock()
+	if overlay {
+		if err := m.syncFilter(); err != nil {
+			return fmt.Errorf("job %d %s: %w", job.ID, host, err)
+		}
+	}
 	return nil
 }
 
-// adoptDefault records the default address the pinned namespace of
-// container id holds, if any. m.mu is held.
-func (m *Manager) adoptDefault(id string) error {
+// defaultHeld tells the default host number the pinned namespace of
+// container id holds, if any.
+func (m *Manager) defaultHeld(id string) (uint32, bool, error) {
 	ns, err := netns.GetFromPath(m.nsPath(id))
 	if err != nil {
-		return fmt.Errorf("opening netns: %w", err)
+		return 0, false, fmt.Errorf("opening netns: %w", err)
 	}
 	defer ns.Close()
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
-		return fmt.Errorf("netlink in container netns: %w", err)
+		return 0, false, fmt.Errorf("netlink in container netns: %w", err)
 	}
 	defer h.Close()
 	addrs, err := h.AddrList(nil, netlink.FAMILY_V4)
 	if err != nil {
-		return fmt.Errorf("addresses in container netns: %w", err)
+		return 0, false, fmt.Errorf("addresses in container netns: %w", err)
 	}
 	for _, a := range addrs {
 		if n, ok := m.def.host(a.IP); ok {
-			m.def.used[n], m.def.ports[id] = true, n
-			return nil
+			return n, true, nil
 		}
 	}
-	return nil
+	return 0, false, nil
 }
 
 // Cleanup removes every session link and pinned namespace a previous
@@ -504,15 +628,18 @@ func (m *Manager) adoptDefault(id string) error {
 // sessions. Call it before the first Attach, after the runtime's own
 // cleanup has killed the old containers.
 func (m *Manager) Cleanup() error {
+	rerr := m.reaper.wait() // no deletion of this nodelet's own in flight
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	keep := m.keptLinks()
+	adopted := maps.Clone(m.adopted)
+	m.mu.Unlock()
 	links, err := netlink.LinkList()
 	if err != nil {
 		return fmt.Errorf("listing links: %w", err)
 	}
-	var errs []error
+	errs := []error{rerr}
 	for _, l := range links {
-		if n := l.Attrs().Name; isOurs(n) && !m.keepsLink(n) {
+		if n := l.Attrs().Name; isOurs(n) && !keep[n] {
 			if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
 				errs = append(errs, fmt.Errorf("deleting %s: %w", n, err))
 			}
@@ -523,7 +650,7 @@ func (m *Manager) Cleanup() error {
 		errs = append(errs, err)
 	}
 	for _, e := range ents {
-		if !m.adopted[e.Name()] {
+		if !adopted[e.Name()] {
 			errs = append(errs, removeNetNS(filepath.Join(m.dir, e.Name())))
 		}
 	}
@@ -537,36 +664,34 @@ func (m *Manager) Cleanup() error {
 	return errors.Join(errs...)
 }
 
-// Close removes the node's default network (its bridge and filter
-// table) at a clean shutdown, once every container is detached. A
-// nodelet that leaves its containers running does not call it.
+// Close waits for the links being deleted in the background, then
+// removes the node's default network (its bridge and filter table) at a
+// clean shutdown, once every container is detached. A nodelet that
+// leaves its containers running does not call it. Its error includes
+// the background deletions' that failed.
 func (m *Manager) Close() error {
-	m.deleting.Wait()
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	err := m.reaper.wait()
 	if m.def == nil {
-		return nil
+		return err
 	}
-	return m.closeDefault()
+	return errors.Join(err, m.closeDefault())
 }
 
-// keepsLink tells the links of adopted sessions (their bridge, VXLAN and
-// containers' veths) and adopted containers' default veths. m.mu is held.
-func (m *Manager) keepsLink(name string) bool {
+// keptLinks are the links Cleanup keeps: adopted sessions' bridge and
+// VXLAN, adopted containers' session veths and default veths (not those
+// of the containers that left before a crash, their deletion pending).
+// m.mu is held.
+func (m *Manager) keptLinks() map[string]bool {
+	keep := maps.Clone(m.kept)
 	if m.def != nil {
 		for _, n := range m.def.ports {
-			if name == defaultVeth(n) {
-				return true
-			}
+			keep[defaultVeth(n)] = true
 		}
 	}
 	for vni := range m.sessions {
-		v := strconv.FormatUint(uint64(vni), 10)
-		if name == bridgeName(vni) || name == vxlanName(vni) || strings.HasPrefix(name, prefixVeth+v+"-") {
-			return true
-		}
+		keep[bridgeName(vni)], keep[vxlanName(vni)] = true, true
 	}
-	return false
+	return keep
 }
 
 // isOurs tells troupe's per-session and per-container link names
