@@ -51,7 +51,7 @@ func (s *Server) schedule(ctx context.Context) {
 		}
 		began := time.Now()
 		snap := coreSnapshot(v, s.nodes.open(v), now)
-		plan := enforceUserLimits(v, core.Schedule(snap, now))
+		plan := core.Schedule(snap, now)
 		s.metrics.pass.Observe(time.Since(began).Seconds())
 		s.setStarts(plan.Starts)
 		s.setRanks(ranks(snap, now))

@@ -570,17 +570,17 @@ func partitionLimit(cfg *partition.Config, p *partition.Partition, j *api.Job) s
 }
 
 // userCaps says which per-user resource cap j alone exceeds ("" none): a
-// job that could never start within its user's limits.
+// job that could never start within its user's limits. The caps are the
+// ones the core enforces (coreLimits).
 func userCaps(p *partition.Partition, j *api.Job) string {
 	need := jobResources(j)
-	l := p.UserLimits
-	cpu := float64(need.CPUMilli) / 1000
+	l, caps := p.UserLimits, coreLimits(p.UserLimits).Res
 	switch {
-	case l.MaxCPU > 0 && cpu > l.MaxCPU+1e-9:
-		return fmt.Sprintf("the job needs %g cpus; partition %s lets one user hold %g (user_limits.max_cpu)", cpu, p.Name, l.MaxCPU)
-	case l.MaxMemory > 0 && need.Memory > l.MaxMemory:
+	case caps.CPUMilli > 0 && need.CPUMilli > caps.CPUMilli:
+		return fmt.Sprintf("the job needs %g cpus; partition %s lets one user hold %g (user_limits.max_cpu)", float64(need.CPUMilli)/1000, p.Name, l.MaxCPU)
+	case caps.Memory > 0 && need.Memory > caps.Memory:
 		return fmt.Sprintf("the job needs %s of memory; partition %s lets one user hold %s (user_limits.max_memory)", units.FormatSizeRounded(need.Memory), p.Name, units.FormatSizeRounded(l.MaxMemory))
-	case l.MaxGPU > 0 && need.GPU > l.MaxGPU+1e-9:
+	case caps.GPU > 0 && need.GPU > caps.GPU+1e-9:
 		return fmt.Sprintf("the job needs %g gpus; partition %s lets one user hold %g (user_limits.max_gpu)", need.GPU, p.Name, l.MaxGPU)
 	}
 	return ""

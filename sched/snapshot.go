@@ -19,15 +19,17 @@ import (
 //   - nodes that are up and belong to a partition, with their free
 //     resources, GPU devices and partitions;
 //   - pending jobs with their submit time, walltime, fair-share factor,
-//     nice, partition, and a reason when something keeps them out now
-//     (Dependency, DependencyNeverSatisfied, PartitionLimit,
-//     AccountLimit);
-//   - started jobs with their start and walltime, for backfill;
+//     nice, partition, user, and a reason when something keeps them out
+//     now (Dependency, DependencyNeverSatisfied, PartitionLimit);
+//   - started jobs with their start, walltime, user and live
+//     containers, for backfill and the per-user limits;
 //   - for each job array with a throttle, how many more of its elements
 //     may start (its own row is not queued: its elements are);
-//   - each partition's tier, default walltime, GPU quantum and starvation
-//     threshold, and the policy (weights, reservation depth, and for the
-//     fairshare policy the rest of core.DefaultPolicy).
+//   - each partition's tier, default walltime, GPU quantum, starvation
+//     threshold and per-user limits (the core enforces them: a job past
+//     its user's waits AccountLimit), and the policy (weights,
+//     reservation depth, and for the fairshare policy the rest of
+//     core.DefaultPolicy).
 func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snapshot {
 	cfg := v.Config()
 	jobs := v.LiveJobs() // by the state index: ended jobs waiting for their purge cost nothing
@@ -38,9 +40,8 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 	}
 	for _, p := range cfg.Partitions {
 		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), DefaultWalltime: p.Walltime(0), GPUQuantum: p.GPUQuantum,
-			StarvationAge: p.Starvation()}
+			StarvationAge: p.Starvation(), UserLimits: coreLimits(p.UserLimits)}
 	}
-	held := heldByUser(jobs)
 	var users []string
 	for _, j := range jobs {
 		if j.State == api.JobPending && j.Array == nil {
@@ -63,7 +64,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 			cj := coreJob(j)
 			cj.FairShare = jobFactor(factors, j.Account, j.User)
 			if cj.Ineligible = dependencyReason(v, j); cj.Ineligible == "" {
-				cj.Ineligible = ineligible(cfg, held, j)
+				cj.Ineligible = ineligible(cfg, j)
 			}
 			snap.Queue = append(snap.Queue, cj)
 		case !j.State.Terminal() && j.State != api.JobHeld:
@@ -96,97 +97,19 @@ func corePolicy(cfg *partition.Config) core.Policy {
 }
 
 // ineligible is the reason a pending job may not start now, "" if it may.
-func ineligible(cfg *partition.Config, held map[userPart]holding, j *api.Job) string {
-	p := cfg.Partition(j.Partition)
-	if p == nil || partitionLimit(cfg, p, j) != "" {
+// Per-user limits are the core's (core.Partition.UserLimits).
+func ineligible(cfg *partition.Config, j *api.Job) string {
+	if p := cfg.Partition(j.Partition); p == nil || partitionLimit(cfg, p, j) != "" {
 		return api.ReasonPartitionLimit
-	}
-	if held[userPart{j.User, j.Partition}].over(p, j) {
-		return api.ReasonAccountLimit
 	}
 	return ""
 }
 
-// userPart keys what one user holds in one partition.
-type userPart struct{ user, partition string }
-
-// holding is what one user's started jobs hold in one partition.
-type holding struct {
-	res  api.Resources
-	jobs int
-}
-
-func (h holding) plus(j *api.Job) holding {
-	need := jobResources(j)
-	h.res.CPUMilli += need.CPUMilli
-	h.res.Memory += need.Memory
-	h.res.GPU += need.GPU
-	h.jobs++
-	return h
-}
-
-// over reports whether starting j would take its user past one of p's
-// per-user limits.
-func (h holding) over(p *partition.Partition, j *api.Job) bool {
-	l, n := p.UserLimits, h.plus(j)
-	return (l.MaxJobs > 0 && n.jobs > l.MaxJobs) ||
-		(l.MaxCPU > 0 && float64(n.res.CPUMilli)/1000 > l.MaxCPU+1e-9) ||
-		(l.MaxMemory > 0 && n.res.Memory > l.MaxMemory) ||
-		(l.MaxGPU > 0 && n.res.GPU > l.MaxGPU+1e-9)
-}
-
-// heldByUser sums what each user's started jobs hold per partition.
-func heldByUser(jobs []*api.Job) map[userPart]holding {
-	out := map[userPart]holding{}
-	for _, j := range jobs {
-		if j.State == api.JobPending || j.State == api.JobHeld || j.State.Terminal() || j.Array != nil {
-			continue
-		}
-		k := userPart{j.User, j.Partition}
-		out[k] = out[k].plus(j)
-	}
-	return out
-}
-
-// enforceUserLimits drops placements that, together with earlier ones of
-// the same pass, would take a user past a per-user limit (the core sees
-// each job's eligibility alone); those jobs wait with AccountLimit.
-func enforceUserLimits(v *state.Snapshot, plan core.Plan) core.Plan {
-	cfg := v.Config()
-	held := heldByUser(v.JobsIn(api.JobScheduled, api.JobPreparing, api.JobRunning))
-	kept := plan.Placements[:0:0]
-	dropped := map[uint64]bool{}
-	for _, pl := range plan.Placements {
-		j := v.Job(pl.JobID)
-		if j == nil {
-			continue
-		}
-		k := userPart{j.User, j.Partition}
-		if p := cfg.Partition(j.Partition); p != nil && held[k].over(p, j) {
-			dropped[j.ID] = true
-			continue
-		}
-		held[k] = held[k].plus(j)
-		kept = append(kept, pl)
-	}
-	if len(dropped) == 0 {
-		return plan
-	}
-	plan.Placements = kept
-	var reasons []core.ReasonChange
-	for _, r := range plan.Reasons {
-		if !dropped[r.JobID] {
-			reasons = append(reasons, r)
-		}
-	}
-	for id := range dropped {
-		if v.Job(id).Reason != api.ReasonAccountLimit {
-			reasons = append(reasons, core.ReasonChange{JobID: id, Reason: api.ReasonAccountLimit})
-		}
-	}
-	sort.Slice(reasons, func(a, b int) bool { return reasons[a].JobID < reasons[b].JobID })
-	plan.Reasons = reasons
-	return plan
+// coreLimits is the core's form of a partition's per-user limits; the
+// core enforces them on every pass, submission (userCaps) refuses a job
+// that alone is past them.
+func coreLimits(l partition.Limits) core.Limits {
+	return core.Limits{Jobs: l.MaxJobs, Res: core.Res{CPUMilli: core.MilliCores(l.MaxCPU), Memory: l.MaxMemory, GPU: l.MaxGPU}}
 }
 
 // coreNodes is the core's view of the nodes that take work: empty (from
@@ -296,7 +219,7 @@ func coreJob(j *api.Job) core.Job {
 // coreRunning is a started (or placed) job for backfill: a job still
 // starting counts from now.
 func coreRunning(j *api.Job, now time.Time) core.Running {
-	r := core.Running{JobID: j.ID, Start: j.Started, Walltime: j.Walltime, Partition: j.Partition}
+	r := core.Running{JobID: j.ID, Start: j.Started, Walltime: j.Walltime, Partition: j.Partition, User: j.User}
 	if r.Start.IsZero() {
 		r.Start = now
 	}

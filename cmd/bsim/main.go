@@ -6,7 +6,8 @@
 // With --compare POLICY it prints instead a table of --policy against
 // POLICY (the ratios of issue 18).
 //
-//	bsim [--policy fcfs|easy|default] [--procs N] [--nodes N] [--depth N] trace.swf[.gz]
+//	bsim [--policy fcfs|easy|default] [--procs N] [--nodes N] [--depth N]
+//	     [--user-max-jobs N] [--user-max-cpu N] trace.swf[.gz]
 //	bsim --compare easy trace.swf[.gz]   (the ratio table, default ÷ easy)
 //	bsim --synthetic place|gang|pass [--nodes 10000] [--jobs 100000]
 package main
@@ -18,10 +19,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/sim"
 	"github.com/troupe-hpc/troupe/sched/swf"
 )
@@ -88,6 +91,8 @@ flags:
 	})
 	compare := fs.String("compare", "", "also replay the trace under this policy (fcfs, easy or default) and print the ratio table of --policy to it")
 	starve := fs.Duration("starvation", -1, "starvation threshold: jobs pending this long hold a reservation; 0: none (default: the policy's)")
+	userJobs := fs.Int("user-max-jobs", 0, "at most this many running jobs per user, as a partition's user_limits.max_jobs; 0: no limit")
+	userCPU := fs.Float64("user-max-cpu", 0, "at most this many processors held by one user's running jobs, as user_limits.max_cpu; 0: no limit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -132,6 +137,13 @@ flags:
 	if *starve >= 0 {
 		pol.StarvationAge = *starve
 	}
+	if *userJobs < 0 {
+		return fmt.Errorf("--user-max-jobs %d: want 0 (no limit) or more", *userJobs)
+	}
+	if *userCPU < 0 {
+		return fmt.Errorf("--user-max-cpu %g: want 0 (no limit) or more", *userCPU)
+	}
+	limits := core.Limits{Jobs: *userJobs, Res: core.Res{CPUMilli: core.MilliCores(*userCPU)}}
 	l, err := swf.Open(fs.Arg(0))
 	if err != nil {
 		return err
@@ -147,7 +159,14 @@ flags:
 		return errors.New("the trace names no MaxProcs or MaxNodes; give --procs")
 	}
 	js, dropped := sim.FromSWF(l.Jobs, p)
-	o := sim.Options{Procs: p, Nodes: *nodes, Policy: pol, FairShare: fair}
+	if c := limits.Res.CPUMilli; c > 0 {
+		// schedd refuses a job that alone is past a user's cpu limit
+		// (user_limits.max_cpu); so does the replay.
+		n := len(js)
+		js = slices.DeleteFunc(js, func(j sim.Job) bool { return int64(j.Procs)*1000 > c })
+		dropped += n - len(js)
+	}
+	o := sim.Options{Procs: p, Nodes: *nodes, Policy: pol, FairShare: fair, UserLimits: limits}
 	if !*quiet {
 		o.Progress = progress(stderr, time.Now())
 	}

@@ -67,7 +67,8 @@ func TestKTHEasy(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	var out, errb bytes.Buffer
-	for _, args := range [][]string{{}, {"--policy", "sjf", "x.swf"}, {"/nonexistent.swf"}, {"--synthetic", "nope"}} {
+	for _, args := range [][]string{{}, {"--policy", "sjf", "x.swf"}, {"/nonexistent.swf"}, {"--synthetic", "nope"},
+		{"--user-max-jobs", "-1", "x.swf"}, {"--user-max-cpu", "-1", "x.swf"}} {
 		if err := run(args, &out, &errb); err == nil {
 			t.Errorf("bsim %v: no error", args)
 		}
@@ -144,5 +145,31 @@ func TestDefaultAgainstEasy(t *testing.T) {
 				t.Errorf("utilization %.4f vs easy %.4f", d.Utilization, e.Utilization)
 			}
 		})
+	}
+}
+
+// TestUserLimitFlags on the small trace under EASY: user 1's job 4 (1
+// proc, 5 s) backfills at 3 s without limits; with one running job per
+// user it waits for the user's job 1 to end and starts with job 3 at 150
+// (mean wait 61.75 → 98.5 s). With one processor per user the 8- and
+// 2-processor jobs are dropped, as schedd refuses them, and job 4 waits
+// for job 1.
+func TestUserLimitFlags(t *testing.T) {
+	small := filepath.Join("testdata", "small.swf")
+	for _, tt := range []struct {
+		args     []string
+		jobs     int
+		dropped  int
+		meanWait float64
+	}{
+		{nil, 4, 0, 61.75},
+		{[]string{"--user-max-jobs", "1"}, 4, 0, 98.5},
+		{[]string{"--user-max-cpu", "1"}, 2, 2, 48.5},
+	} {
+		o := runJSON(t, append(append([]string{"--policy", "easy"}, tt.args...), small)...)
+		if o.Jobs != tt.jobs || o.Dropped != tt.dropped || o.MeanWait != tt.meanWait {
+			t.Errorf("bsim %v: %d jobs, %d dropped, mean wait %g; want %d, %d, %g",
+				tt.args, o.Jobs, o.Dropped, o.MeanWait, tt.jobs, tt.dropped, tt.meanWait)
+		}
 	}
 }

@@ -6,11 +6,16 @@
 //	Snapshot{Nodes, Queue, Running, Partitions, Policy}, now
 //	   │
 //	   ├─ ineligible (Job.Ineligible set by the caller: Held, Dependency,
-//	   │  PartitionLimit, AccountLimit) ──► reason passed through, skipped
+//	   │  PartitionLimit) ──► reason passed through, skipped
 //	   ▼
 //	priority (priority.go): age, fair share, job size, partition tier,
 //	   nice ──► eligible jobs in priority order (queue order on ties)
 //	   ▼ for each job, highest first:
+//	limits (core.go, limits.go): its array's throttle (ArraySlots) ──►
+//	   JobArrayTaskLimit; its user's running jobs in its partition with
+//	   it would pass Partition.UserLimits (limits.go) ──► AccountLimit;
+//	   either way skipped: it blocks nobody and holds no reservation
+//	   ▼
 //	gang placement (place.go, fit.go, gpu/):
 //	   feasibility (partition, GPU nodes) → fit (fill; fGPU devices,
 //	   best fit) → rank (best-fit node index) ── fits ──► Placement
@@ -82,7 +87,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	c := newCluster(s.Nodes)
 	pr := newPrio(&s, c.totalCPU)
 	order := pr.order(s.Queue, now)
-	pass := pass{s: &s, c: c, now: now, plan: &plan, slots: maps.Clone(s.ArraySlots)}
+	pass := pass{s: &s, c: c, now: now, plan: &plan, slots: maps.Clone(s.ArraySlots), users: newUserLimits(&s)}
 	pass.prepare()
 	front := 0
 	if s.Policy.ReservationDepth > 0 {
@@ -216,6 +221,9 @@ type pass struct {
 	meta   []jobMeta
 	// slots is what is left of Snapshot.ArraySlots in this pass.
 	slots map[uint64]int
+	// users is what each user holds where per-user limits apply; nil
+	// when no partition has any.
+	users *userLimits
 }
 
 // shape identifies gangs that place alike.
@@ -250,6 +258,10 @@ func (p *pass) job(qi int32, reserved bool) {
 			p.plan.setReason(&p.s.Queue[qi], ReasonArrayTaskLimit)
 			return
 		}
+	}
+	if p.users.over(&p.s.Queue[qi]) {
+		p.plan.setReason(&p.s.Queue[qi], ReasonAccountLimit)
+		return
 	}
 	full := p.bf != nil && len(p.bf.resv) >= pol.ReservationDepth
 	if !reserved && (p.strict || (p.blocked && pol.MaxBackfillJobs > 0 && p.tried >= pol.MaxBackfillJobs) ||
@@ -300,6 +312,7 @@ func (p *pass) job(qi int32, reserved bool) {
 	if _, limited := p.slots[j.Array]; limited && j.Array != 0 {
 		p.slots[j.Array]--
 	}
+	p.users.started(j)
 }
 
 // miss handles a job that cannot start now; reserved: it gets a

@@ -2,17 +2,19 @@ package core
 
 import "time"
 
-// Pending reasons. The core gives Priority and Resources itself; the
-// others are the caller's (partition and account limits, holds,
-// dependencies), handed in through Job.Ineligible and passed through.
-// The strings equal api.Reason*.
+// Pending reasons. The core gives Priority, Resources, AccountLimit
+// (Partition.UserLimits) and JobArrayTaskLimit itself; the others are the
+// caller's (partition limits, holds, dependencies), handed in through
+// Job.Ineligible and passed through. The strings equal api.Reason*.
 const (
 	ReasonResources      = "Resources"
 	ReasonPriority       = "Priority"
 	ReasonPartitionLimit = "PartitionLimit"
-	ReasonAccountLimit   = "AccountLimit"
-	ReasonDependency     = "Dependency"
-	ReasonHeld           = "Held"
+	// ReasonAccountLimit: starting the job would take its user past a
+	// per-user limit of its partition (Partition.UserLimits).
+	ReasonAccountLimit = "AccountLimit"
+	ReasonDependency   = "Dependency"
+	ReasonHeld         = "Held"
 	// ReasonDependencyNeverSatisfied is Dependency that can no longer be met.
 	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
 	// ReasonArrayTaskLimit: the job's array runs as many elements as its
@@ -96,8 +98,9 @@ type Job struct {
 	Reason string
 	// Partition the job runs in. Empty: any node.
 	Partition string
-	// User and Account are informational for the core (fair share is
-	// already in FairShare); they show in transcripts and simulations.
+	// User is whose job it is: Partition.UserLimits count per user.
+	// Account is informational for the core (fair share is already in
+	// FairShare); it shows in transcripts and simulations.
 	User, Account string
 	// Submit is when the job was queued; the age factor grows from it.
 	Submit time.Time
@@ -110,7 +113,7 @@ type Job struct {
 	// association, in [0, 1], as sched/fairshare computes it.
 	FairShare float64
 	// Ineligible, when set, is a reason the caller computed (Held,
-	// Dependency, PartitionLimit, AccountLimit): the job is not
+	// Dependency, PartitionLimit): the job is not
 	// considered, blocks nobody, and gets this reason.
 	Ineligible string
 	// Array, when not 0, is the job array the job is an element of: it
@@ -130,6 +133,9 @@ type Running struct {
 	Walltime time.Duration
 	// Partition the job runs in (for its default walltime).
 	Partition string
+	// User whose job it is: it counts toward the user's
+	// Partition.UserLimits while it runs.
+	User string
 	// Nodes[i] holds container i, which uses Containers[i].
 	Nodes      []string
 	Containers []Res
@@ -151,7 +157,33 @@ type Partition struct {
 	// pending this long holds a reservation (see Policy.StarvationAge).
 	// Zero: the policy's; negative: none in this partition.
 	StarvationAge time.Duration
+	// UserLimits caps what the running jobs of one user may hold in the
+	// partition at once.
+	UserLimits Limits
 }
+
+// Limits cap what one user's running jobs (Snapshot.Running, by
+// Running.User and Running.Partition) hold in one partition, together with
+// what the pass starts. A job that would take its user past one waits with
+// ReasonAccountLimit: it blocks nobody and holds no reservation. Zero
+// fields are unlimited.
+type Limits struct {
+	// Jobs is the most running jobs.
+	Jobs int
+	// Res is the most resources, per field (CPUMilli, Memory, GPU).
+	Res Res
+}
+
+// exceeded reports whether holding jobs jobs and r goes past l.
+func (l Limits) exceeded(jobs int, r Res) bool {
+	return (l.Jobs > 0 && jobs > l.Jobs) ||
+		(l.Res.CPUMilli > 0 && r.CPUMilli > l.Res.CPUMilli) ||
+		(l.Res.Memory > 0 && r.Memory > l.Res.Memory) ||
+		(l.Res.GPU > 0 && r.GPU > l.Res.GPU+gpuEps)
+}
+
+// set reports whether l limits anything.
+func (l Limits) set() bool { return l != Limits{} }
 
 // Weights are the multifactor priority weights (Slurm PriorityWeight*).
 // A job's priority is Σ weight × factor − Nice, each factor in [0, 1].

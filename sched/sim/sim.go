@@ -76,6 +76,12 @@ type Options struct {
 	FairShare bool
 	// HalfLife of usage decay; zero: fairshare.DefaultHalfLife.
 	HalfLife time.Duration
+	// UserLimits cap what each user's running jobs hold at once, as a
+	// partition's user_limits in schedd: the core gets them as the
+	// partition's, and a job past its user's waits (AccountLimit) while
+	// other users' jobs start. Zero: no limits. Run refuses a job wider
+	// than the CPU limit: it could never start.
+	UserLimits core.Limits
 	// Progress, when set, is called now and then with jobs done and total.
 	Progress func(done, total int)
 }
@@ -216,6 +222,7 @@ type machine struct {
 	perUser map[string]int // processors in use
 	charged int64          // when usage was last charged
 	starts  map[uint64]int64
+	parts   map[string]core.Partition // the one partition ("") and its user limits
 }
 
 // Run simulates jobs (in any order) and measures the outcome.
@@ -225,6 +232,14 @@ func Run(jobs []Job, o Options, wall func() time.Time) (Result, error) {
 	}
 	if o.HalfLife == 0 {
 		o.HalfLife = fairshare.DefaultHalfLife
+	}
+	if c := o.UserLimits.Res.CPUMilli; c > 0 {
+		for _, j := range jobs {
+			if int64(j.Procs)*1000 > c {
+				return Result{}, fmt.Errorf("job %d needs %d processors, more than one user may hold (UserLimits: %g); it would never start (drop it, as schedd refuses it at submission)",
+					j.ID, j.Procs, float64(c)/1000)
+			}
+		}
 	}
 	m := newMachine(o)
 	js := slices.Clone(jobs)
@@ -269,6 +284,9 @@ func newMachine(o Options) *machine {
 	m := &machine{o: o, byID: map[uint64]*Job{}, run: map[uint64]*running{}, starts: map[uint64]int64{},
 		users: map[string]bool{}, usage: map[string]fairshare.Usage{}, perUser: map[string]int{},
 		nodeIdx: map[string]int{}}
+	if o.UserLimits != (core.Limits{}) {
+		m.parts = map[string]core.Partition{"": {UserLimits: o.UserLimits}}
+	}
 	n := max(1, o.Nodes)
 	for i := 0; i < n; i++ {
 		cpu := int64(o.Procs / n)
@@ -375,7 +393,7 @@ func (m *machine) fairShare(now int64) {
 // schedule runs one pass at now and applies its plan.
 func (m *machine) schedule(now int64) int {
 	m.fairShare(now)
-	snap := core.Snapshot{Nodes: m.nodes, Queue: m.queue, Running: m.runs, Policy: m.o.Policy}
+	snap := core.Snapshot{Nodes: m.nodes, Queue: m.queue, Running: m.runs, Policy: m.o.Policy, Partitions: m.parts}
 	plan := core.Schedule(snap, at(now))
 	if len(plan.Reasons) > 0 {
 		pos := make(map[uint64]int, len(m.queue))
@@ -408,7 +426,7 @@ func (m *machine) schedule(now int64) int {
 		r := &running{job: j, start: now, end: now + j.Run}
 		m.run[j.ID] = r
 		heap.Push(&m.ends, r)
-		m.runs = append(m.runs, core.Running{JobID: j.ID, Start: at(now), Walltime: cj.Walltime, Nodes: p.Nodes, Containers: cj.Containers})
+		m.runs = append(m.runs, core.Running{JobID: j.ID, User: j.User, Start: at(now), Walltime: cj.Walltime, Nodes: p.Nodes, Containers: cj.Containers})
 		m.starts[j.ID] = now
 		m.charge(now)
 		m.perUser[j.User] += j.Procs

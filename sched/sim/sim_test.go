@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/swf"
 )
 
@@ -56,5 +59,48 @@ func TestMultiNodeShape(t *testing.T) {
 	r, err := Run(js, Options{Procs: 8, Nodes: 4, Policy: pol}, time.Now)
 	if err != nil || r.MeanWait != 0 || r.Placements != 2 {
 		t.Fatalf("%+v %v", r, err)
+	}
+}
+
+// TestUserLimits: with at most one running job per user (or 3 cores),
+// alice's second job waits for her first to end while bob's job, later
+// and on a machine with room for all three, starts at once. Without
+// limits all three start on arrival.
+func TestUserLimits(t *testing.T) {
+	js := []Job{
+		{ID: 1, User: "alice", Submit: 0, Run: 100, Estimate: 100, Procs: 2},
+		{ID: 2, User: "alice", Submit: 0, Run: 100, Estimate: 100, Procs: 2},
+		{ID: 3, User: "bob", Submit: 5, Run: 100, Estimate: 100, Procs: 2},
+	}
+	pol, _, _ := Policy("easy")
+	for _, tt := range []struct {
+		name   string
+		nodes  int
+		limits core.Limits
+		want   map[uint64]int64
+	}{
+		{"none", 0, core.Limits{}, map[uint64]int64{1: 0, 2: 0, 3: 5}},
+		{"one job", 0, core.Limits{Jobs: 1}, map[uint64]int64{1: 0, 2: 100, 3: 5}},
+		{"three cores", 0, core.Limits{Res: core.Res{CPUMilli: 3000}}, map[uint64]int64{1: 0, 2: 100, 3: 5}},
+		{"three cores, gangs", 5, core.Limits{Res: core.Res{CPUMilli: 3000}}, map[uint64]int64{1: 0, 2: 100, 3: 5}},
+	} {
+		r, err := Run(js, Options{Procs: 10, Nodes: tt.nodes, Policy: pol, UserLimits: tt.limits}, time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(r.Starts, tt.want) {
+			t.Errorf("%s: starts %v, want %v", tt.name, r.Starts, tt.want)
+		}
+	}
+}
+
+// TestUserLimitTooWide: a job wider than the per-user CPU limit could
+// never start; Run says so instead of leaving it queued.
+func TestUserLimitTooWide(t *testing.T) {
+	pol, _, _ := Policy("easy")
+	_, err := Run([]Job{{ID: 7, User: "a", Run: 1, Estimate: 1, Procs: 4}},
+		Options{Procs: 8, Policy: pol, UserLimits: core.Limits{Res: core.Res{CPUMilli: 2000}}}, time.Now)
+	if err == nil || !strings.Contains(err.Error(), "job 7 needs 4 processors") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -1,0 +1,92 @@
+package core
+
+import "math"
+
+// userPart keys what one user holds in one partition.
+type userPart struct{ user, part string }
+
+// holding is what one user's jobs hold in one partition.
+type holding struct {
+	jobs int
+	res  Res
+}
+
+// userLimits is the per-user limits stage of a pass: what each user
+// holds in each partition with per-user limits (Partition.UserLimits),
+// from the running jobs and then the pass's placements.
+type userLimits struct {
+	s    *Snapshot
+	held map[userPart]holding
+}
+
+// newUserLimits sums what the running jobs hold per user in the
+// partitions that have per-user limits; nil when none has.
+func newUserLimits(s *Snapshot) *userLimits {
+	limited := false
+	for _, p := range s.Partitions {
+		if p.UserLimits.set() {
+			limited = true
+			break
+		}
+	}
+	if !limited {
+		return nil
+	}
+	u := &userLimits{s: s, held: map[userPart]holding{}}
+	for i := range s.Running {
+		r := &s.Running[i]
+		if !s.Partitions[r.Partition].UserLimits.set() {
+			continue
+		}
+		k := userPart{r.User, r.Partition}
+		h := u.held[k]
+		h.jobs++
+		for _, c := range r.Containers {
+			h.res = h.res.Add(c)
+		}
+		u.held[k] = h
+	}
+	return u
+}
+
+// plus is what j's user would hold in j's partition with j started.
+func (u *userLimits) plus(j *Job) holding {
+	h := u.held[userPart{j.User, j.Partition}]
+	h.jobs++
+	for _, c := range j.Containers {
+		h.res = h.res.Add(c)
+	}
+	return h
+}
+
+// over reports whether starting j would take its user past its
+// partition's per-user limits.
+func (u *userLimits) over(j *Job) bool {
+	if u == nil {
+		return false
+	}
+	l := u.s.Partitions[j.Partition].UserLimits
+	if !l.set() {
+		return false
+	}
+	h := u.plus(j)
+	return l.exceeded(h.jobs, h.res)
+}
+
+// started counts j, placed in this pass, toward its user's holding.
+func (u *userLimits) started(j *Job) {
+	if u == nil || !u.s.Partitions[j.Partition].UserLimits.set() {
+		return
+	}
+	u.held[userPart{j.User, j.Partition}] = u.plus(j)
+}
+
+// MilliCores is a limit of cores in whole millicores: a holding over it
+// is over cores (to within 1e-6 of a millicore). At least 1 for any
+// cores > 0, so that a limit stays a limit; 0 (none) otherwise.
+func MilliCores(cores float64) int64 {
+	if cores <= 0 {
+		return 0
+	}
+	return max(1, int64(math.Floor(cores*1000+1e-6)))
+}
