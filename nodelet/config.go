@@ -227,7 +227,7 @@ func newRuntime(c Config, log *slog.Logger) (runtime.Runtime, error) {
 		if err != nil {
 			return nil, err
 		}
-		return runc.New(bin, c.StateDir)
+		return newRunc(c, bin)
 	case RuntimeAuto:
 		if os.Geteuid() == 0 {
 			bin, err := ociBinary(c, log)
@@ -235,7 +235,7 @@ func newRuntime(c Config, log *slog.Logger) (runtime.Runtime, error) {
 				return nil, err
 			}
 			if err == nil {
-				if r, err := runc.New(bin, c.StateDir); err == nil {
+				if r, err := newRunc(c, bin); err == nil {
 					return r, nil
 				}
 			}
@@ -250,7 +250,26 @@ func newRuntime(c Config, log *slog.Logger) (runtime.Runtime, error) {
 // once, at start; if it fails, one warning names why and runc is used.
 // OCICrun that is missing or fails its trial is an error naming the
 // cause.
+//
+// Containers a previous run left (a detached restart) are known only to
+// the binary that started them: while any remain, that binary is kept
+// (auto) or required (an explicit other choice is an error), so that
+// none vanishes from Recover or Cleanup.
 func ociBinary(c Config, log *slog.Logger) (string, error) {
+	if prev, root := previousOCI(c.StateDir); prev != "" {
+		if c.OCIRuntime != OCIAuto && c.OCIRuntime != prev {
+			return "", fmt.Errorf("--oci-runtime %s: containers a previous run started with %s remain under %s; use --oci-runtime %s until they are gone", c.OCIRuntime, prev, root, prev)
+		}
+		if prev == OCIRunc {
+			return runc.Find("")
+		}
+		bin, err := findBinary(prev)
+		if err != nil {
+			return "", fmt.Errorf("containers a previous run started with %s remain under %s: %w", prev, root, err)
+		}
+		log.Info("OCI runtime: keeping the previous run's, whose containers remain", "binary", bin, "root", root)
+		return bin, nil
+	}
 	if c.OCIRuntime == OCIRunc {
 		return runc.Find("")
 	}
@@ -272,6 +291,46 @@ func ociBinary(c Config, log *slog.Logger) (string, error) {
 	}
 	log.Warn(fmt.Sprintf("crun present but not working here: %v; using runc", perr), "binary", crun)
 	return runc.Find("")
+}
+
+// ociFile records, in the state directory, the OCI runtime (OCICrun or
+// OCIRunc) whose containers are under runc's state root.
+const ociFile = "oci-runtime"
+
+// previousOCI returns the OCI runtime a previous run started the
+// containers left under the runc driver's state root with, and that
+// root; "" when none is left. Nodelets older than ociFile ran runc.
+func previousOCI(stateDir string) (name, root string) {
+	root = filepath.Join(stateDir, "runc")
+	if ents, err := os.ReadDir(root); err != nil || len(ents) == 0 {
+		return "", root
+	}
+	b, err := os.ReadFile(filepath.Join(stateDir, ociFile))
+	if err != nil {
+		return OCIRunc, root
+	}
+	switch name := strings.TrimSpace(string(b)); name {
+	case OCICrun, OCIRunc:
+		return name, root
+	}
+	return OCIRunc, root
+}
+
+// newRunc starts the runc driver with binary and records which OCI
+// runtime its containers belong to (previousOCI).
+func newRunc(c Config, binary string) (*runc.Runtime, error) {
+	r, err := runc.New(binary, c.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	name := OCIRunc
+	if filepath.Base(binary) == OCICrun {
+		name = OCICrun
+	}
+	if err := os.WriteFile(filepath.Join(c.StateDir, ociFile), []byte(name+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // findBinary looks name up on $PATH, else in the usual system places.

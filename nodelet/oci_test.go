@@ -117,3 +117,54 @@ func TestOCIRuncSkipsProbe(t *testing.T) {
 		t.Errorf("ociBinary = %q, %v (log %q); want runc at %s, silently", got, err, logs.String(), want)
 	}
 }
+
+// TestOCIKeepsPreviousRuntime: containers a previous run left under the
+// runc driver's root stay with the binary that started them: auto keeps
+// it without a trial, an explicit other choice is refused, and newRunc
+// records the choice for the next start.
+func TestOCIKeepsPreviousRuntime(t *testing.T) {
+	rc, err := runc.Find("")
+	if err != nil {
+		t.Skipf("SKIP: needs the runc binary: %v", err)
+	}
+	crun := failingCrun(t)
+	state := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(state, "runc", "troupe-k1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+
+	// No record: an older nodelet, which ran runc.
+	got, err := ociBinary(Config{OCIRuntime: OCIAuto, InitBinary: "/bin/true", StateDir: state}, log)
+	if err != nil || got != rc || strings.Contains(logs.String(), "crun present") {
+		t.Errorf("auto with runc's containers left = %q, %v (log %q); want runc without a crun trial", got, err, logs.String())
+	}
+	_, err = ociBinary(Config{OCIRuntime: OCICrun, InitBinary: "/bin/true", StateDir: state}, log)
+	want := "--oci-runtime crun: containers a previous run started with runc remain under " + filepath.Join(state, "runc") + "; use --oci-runtime runc until they are gone"
+	if err == nil || err.Error() != want {
+		t.Errorf("explicit crun with runc's containers left = %v, want %q", err, want)
+	}
+
+	// A previous run on crun: auto keeps crun although its trial would fail.
+	if err := os.WriteFile(filepath.Join(state, ociFile), []byte("crun\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ociBinary(Config{OCIRuntime: OCIAuto, InitBinary: "/bin/true", StateDir: state}, log); err != nil || got != crun {
+		t.Errorf("auto with crun's containers left = %q, %v; want %s", got, err, crun)
+	}
+	if _, err := ociBinary(Config{OCIRuntime: OCIRunc, StateDir: state}, log); err == nil || !strings.Contains(err.Error(), "started with crun") {
+		t.Errorf("explicit runc with crun's containers left = %v, want refused", err)
+	}
+
+	// Once none is left, the choice is free again; newRunc records it.
+	if err := os.Remove(filepath.Join(state, "runc", "troupe-k1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newRunc(Config{StateDir: state}, rc); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(state, ociFile)); string(b) != "runc\n" {
+		t.Errorf("%s = %q after starting with runc, want runc", ociFile, b)
+	}
+}
