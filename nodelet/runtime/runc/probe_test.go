@@ -70,3 +70,22 @@ func TestSuiteCrun(t *testing.T) {
 	t.Cleanup(func() { _ = r.Cleanup(context.Background()) })
 	runtimetest.Run(t, r)
 }
+
+// BenchmarkProbe measures one trial container with runc: the time
+// --oci-runtime auto adds to a nodelet's start when crun is installed
+// (the same trial, run by crun).
+func BenchmarkProbe(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("SKIP: needs root")
+	}
+	bin, err := Find("")
+	if err != nil {
+		b.Skipf("SKIP: %v", err)
+	}
+	init, dir := runtimetest.BuildInit(b), b.TempDir()
+	for b.Loop() {
+		if err := Probe(context.Background(), bin, init, dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
