@@ -51,6 +51,11 @@ func TestNodeRuntime(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`"gpu":\s*2\b`).MatchString(out) {
 		t.Errorf("bhosts: node capacity without 2 GPUs (exit %d): %s%s", code, out, errOut)
 	}
+	// The node registers the OCI runtime its runc driver runs: crun
+	// where crun works, else runc (nodelet --oci-runtime auto).
+	if !regexp.MustCompile(`"oci_runtime":\s*"(runc|crun) \d`).MatchString(out) {
+		t.Errorf("bhosts: no oci_runtime of runc or crun with a version: %s", out)
+	}
 
 	job := func(image, command, mounts, extra string) string {
 		return fmt.Sprintf(`

@@ -41,6 +41,7 @@ type agent struct {
 	log *slog.Logger
 	cli *client.Client
 	rt  runtime.Runtime
+	oci string // the runc driver's OCI runtime and version ("crun 1.8.1"); "" for others
 	rep *reporter
 	net *network.Manager // nil: containers share the node's network
 	// feat is what containers get beyond the environment.
@@ -126,15 +127,19 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, err
 	}
-	rt, err := newRuntime(cfg)
+	rt, err := newRuntime(cfg, log)
 	if err != nil {
 		return nil, err
+	}
+	oci := ""
+	if r, ok := rt.(interface{ OCI() string }); ok {
+		oci = r.OCI()
 	}
 	if cfg.wrapRuntime != nil {
 		rt = cfg.wrapRuntime(rt)
 	}
 	a := &agent{
-		cfg: cfg, log: log, cli: cli, rt: rt,
+		cfg: cfg, log: log, cli: cli, rt: rt, oci: oci,
 		running: map[key]*task{}, finished: map[key]bool{},
 		mps:  &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
 		cpus: newCPUSet(nil),
@@ -155,7 +160,7 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	a.rep = newReporter(func(ctx context.Context, r api.ContainerReport) error {
 		return cli.Report(ctx, cfg.Name, r)
 	}, log)
-	log.Info("nodelet starting", "name", cfg.Name, "schedd", cfg.Addr, "runtime", rt.Name(),
+	log.Info("nodelet starting", "name", cfg.Name, "schedd", cfg.Addr, "runtime", rt.Name(), "oci", oci,
 		"cpu", cfg.CPU, "memory", cfg.Memory, "advertise", cfg.Advertise, "init", cfg.InitBinary,
 		"network", a.net != nil, "ssh", a.feat.Tools)
 	return a, nil
@@ -210,7 +215,7 @@ func (a *agent) filesDir() string      { return filepath.Join(a.cfg.StateDir, "f
 // answers; it fails only when ctx ends.
 func (a *agent) register(ctx context.Context) error {
 	reg := api.NodeRegister{
-		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(), Instance: a.instance,
+		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(), OCIRuntime: a.oci, Instance: a.instance,
 		Capacity: api.Resources{CPUMilli: int64(a.cfg.CPU * 1000), Memory: a.cfg.Memory, GPU: float64(len(a.gpus))},
 	}
 	regCli := a.cli

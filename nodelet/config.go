@@ -3,11 +3,14 @@ package nodelet
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
@@ -27,6 +30,14 @@ const (
 	RuntimeRunc      = runc.Name
 	RuntimeProcess   = process.Name
 	RuntimeApptainer = apptainer.Name
+)
+
+// OCI runtime choices for Config.OCIRuntime: the binary the runc
+// driver runs.
+const (
+	OCIAuto = "auto"       // crun when it is installed and runs a trial container, else runc
+	OCICrun = runc.BinCrun // crun, or the nodelet does not start
+	OCIRunc = runc.BinRunc
 )
 
 // Network choices for Config.Network.
@@ -54,13 +65,17 @@ const (
 
 // Config configures the agent. Zero fields get the defaults noted.
 type Config struct {
-	Name      string  // node name; default: the hostname
-	Addr      string  // schedd address (see client.New); required
-	StateDir  string  // default DefaultStateDir
-	Runtime   string  // RuntimeAuto (default), RuntimeRunc, RuntimeProcess
-	CPU       float64 // cores offered; 0: runtime.NumCPU()
-	Memory    int64   // bytes offered; 0: MemTotal of /proc/meminfo
-	Advertise string  // IP containers are reached at; see advertise()
+	Name     string // node name; default: the hostname
+	Addr     string // schedd address (see client.New); required
+	StateDir string // default DefaultStateDir
+	Runtime  string // RuntimeAuto (default), RuntimeRunc, RuntimeProcess
+	// OCIRuntime is the binary the runc driver runs: OCIAuto (default),
+	// OCICrun or OCIRunc. Found on $PATH, else in /usr/sbin, /usr/bin,
+	// /usr/local/sbin, /usr/local/bin.
+	OCIRuntime string
+	CPU        float64 // cores offered; 0: runtime.NumCPU()
+	Memory     int64   // bytes offered; 0: MemTotal of /proc/meminfo
+	Advertise  string  // IP containers are reached at; see advertise()
 	// InitBinary is the host path of troupe-init; default: next to the
 	// running executable.
 	InitBinary string
@@ -138,6 +153,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.StateDir = cmp.Or(c.StateDir, DefaultStateDir)
 	c.Runtime = cmp.Or(c.Runtime, RuntimeAuto)
+	c.OCIRuntime = cmp.Or(c.OCIRuntime, OCIAuto)
+	switch c.OCIRuntime {
+	case OCIAuto, OCICrun, OCIRunc:
+	default:
+		return c, fmt.Errorf("oci runtime %q: want auto, crun or runc", c.OCIRuntime)
+	}
 	c.Network = cmp.Or(c.Network, NetworkAuto)
 	switch c.Network {
 	case NetworkAuto, NetworkSession, NetworkHost:
@@ -189,8 +210,10 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// newRuntime picks the container runtime Config.Runtime names.
-func newRuntime(c Config) (runtime.Runtime, error) {
+// newRuntime picks the container runtime Config.Runtime names and, for
+// the runc driver, the OCI runtime binary Config.OCIRuntime names
+// (ociBinary).
+func newRuntime(c Config, log *slog.Logger) (runtime.Runtime, error) {
 	switch c.Runtime {
 	case RuntimeProcess:
 		return process.New(), nil
@@ -200,16 +223,124 @@ func newRuntime(c Config) (runtime.Runtime, error) {
 		if os.Geteuid() != 0 {
 			return nil, errors.New("runtime runc needs root (rootless runc is not supported)")
 		}
-		return runc.New("", c.StateDir)
+		bin, err := ociBinary(c, log)
+		if err != nil {
+			return nil, err
+		}
+		return newRunc(c, bin)
 	case RuntimeAuto:
 		if os.Geteuid() == 0 {
-			if r, err := runc.New("", c.StateDir); err == nil {
-				return r, nil
+			bin, err := ociBinary(c, log)
+			if err != nil && c.OCIRuntime == OCICrun {
+				return nil, err
+			}
+			if err == nil {
+				if r, err := newRunc(c, bin); err == nil {
+					return r, nil
+				}
 			}
 		}
 		return process.New(), nil
 	}
 	return nil, fmt.Errorf("unknown runtime %q: want auto, runc, apptainer or process", c.Runtime)
+}
+
+// ociBinary finds the OCI runtime the runc driver runs. OCIAuto prefers
+// crun: when it is installed, a trial container (runc.Probe) decides,
+// once, at start; if it fails, one warning names why and runc is used.
+// OCICrun that is missing or fails its trial is an error naming the
+// cause.
+//
+// Containers a previous run left (a detached restart) are known only to
+// the binary that started them: while any remain, that binary is kept
+// (auto) or required (an explicit other choice is an error), so that
+// none vanishes from Recover or Cleanup.
+func ociBinary(c Config, log *slog.Logger) (string, error) {
+	if prev, root := previousOCI(c.StateDir); prev != "" {
+		if c.OCIRuntime != OCIAuto && c.OCIRuntime != prev {
+			return "", fmt.Errorf("--oci-runtime %s: containers a previous run started with %s remain under %s; use --oci-runtime %s until they are gone", c.OCIRuntime, prev, root, prev)
+		}
+		if prev == OCIRunc {
+			return runc.Find("")
+		}
+		bin, err := findBinary(prev)
+		if err != nil {
+			return "", fmt.Errorf("containers a previous run started with %s remain under %s: %w", prev, root, err)
+		}
+		log.Info("OCI runtime: keeping the previous run's, whose containers remain", "binary", bin, "root", root)
+		return bin, nil
+	}
+	if c.OCIRuntime == OCIRunc {
+		return runc.Find("")
+	}
+	crun, err := findBinary(runc.BinCrun)
+	if err != nil {
+		if c.OCIRuntime == OCICrun {
+			return "", fmt.Errorf("--oci-runtime crun: %w", err)
+		}
+		return runc.Find("")
+	}
+	start := time.Now()
+	perr := runc.Probe(context.Background(), crun, c.InitBinary, filepath.Join(c.StateDir, "probe"))
+	if perr == nil {
+		log.Info("OCI runtime: crun runs containers here", "binary", crun, "trial", time.Since(start).Round(time.Millisecond))
+		return crun, nil
+	}
+	if c.OCIRuntime == OCICrun {
+		return "", fmt.Errorf("--oci-runtime crun: %s does not work here: %w", crun, perr)
+	}
+	log.Warn(fmt.Sprintf("crun present but not working here: %v; using runc", perr), "binary", crun)
+	return runc.Find("")
+}
+
+// ociFile records, in the state directory, the OCI runtime (OCICrun or
+// OCIRunc) whose containers are under runc's state root.
+const ociFile = "oci-runtime"
+
+// previousOCI returns the OCI runtime a previous run started the
+// containers left under the runc driver's state root with, and that
+// root; "" when none is left. Nodelets older than ociFile ran runc.
+func previousOCI(stateDir string) (name, root string) {
+	root = filepath.Join(stateDir, "runc")
+	if ents, err := os.ReadDir(root); err != nil || len(ents) == 0 {
+		return "", root
+	}
+	b, err := os.ReadFile(filepath.Join(stateDir, ociFile))
+	if err != nil {
+		return OCIRunc, root
+	}
+	switch name := strings.TrimSpace(string(b)); name {
+	case OCICrun, OCIRunc:
+		return name, root
+	}
+	return OCIRunc, root
+}
+
+// newRunc starts the runc driver with binary and records which OCI
+// runtime its containers belong to (previousOCI).
+func newRunc(c Config, binary string) (*runc.Runtime, error) {
+	r, err := runc.New(binary, c.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	name := OCIRunc
+	if filepath.Base(binary) == OCICrun {
+		name = OCICrun
+	}
+	if err := os.WriteFile(filepath.Join(c.StateDir, ociFile), []byte(name+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// findBinary looks name up on $PATH, else in the usual system places.
+func findBinary(name string) (string, error) {
+	for _, cand := range []string{name, "/usr/sbin/" + name, "/usr/bin/" + name, "/usr/local/sbin/" + name, "/usr/local/bin/" + name} {
+		if p, err := exec.LookPath(cand); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found on $PATH or in /usr/sbin, /usr/bin, /usr/local/sbin, /usr/local/bin", name)
 }
 
 // findTool returns the host path of one of troupe's container tools

@@ -86,3 +86,28 @@ func TestRegisterSameNameTwice(t *testing.T) {
 		t.Fatalf("nodes: %+v, %v", l, err)
 	}
 }
+
+// TestRegisterOCIRuntime: the OCI runtime a nodelet registers is kept
+// and listed with the node (bhosts -l shows it); an absurdly long one
+// is refused.
+func TestRegisterOCIRuntime(t *testing.T) {
+	_, c := cluster(t)
+	ctx := context.Background()
+	reg := api.NodeRegister{Name: "n1", Addr: "127.0.0.1", Runtime: "runc", OCIRuntime: "crun 1.8.1",
+		Capacity: api.Resources{CPUMilli: 4000, Memory: 16 << 30}}
+	if _, err := c.Register(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := list.Nodes
+	if len(nodes) != 1 || nodes[0].OCIRuntime != "crun 1.8.1" || nodes[0].Runtime != "runc" {
+		t.Errorf("nodes = %+v, want n1 with runtime runc, OCI runtime crun 1.8.1", nodes)
+	}
+	reg.Name, reg.OCIRuntime = "n2", strings.Repeat("x", 101)
+	if _, err := c.Register(ctx, reg); err == nil || !strings.Contains(err.Error(), "oci_runtime longer than 100 bytes") {
+		t.Errorf("a 101-byte oci_runtime: %v, want refused", err)
+	}
+}

@@ -690,7 +690,7 @@ func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*api.Node,
 	if err := s.checkInstance(s.st.Snapshot(), reg.Name, reg.Instance, "registration"); err != nil {
 		return nil, err
 	}
-	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, Capacity: reg.Capacity, Labels: reg.Labels,
+	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, OCIRuntime: reg.OCIRuntime, Capacity: reg.Capacity, Labels: reg.Labels,
 		Instance: reg.Instance}
 	if _, err := s.apply(ctx, state.Command{Kind: state.CmdRegister, Register: n}); err != nil {
 		return nil, err
@@ -777,6 +777,8 @@ func checkRegister(reg api.NodeRegister) error {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_')
 	}):
 		return fmt.Errorf("%w: node name %q: use letters, digits, '-', '.' and '_' (at most 253)", ErrInvalid, reg.Name)
+	case len(reg.OCIRuntime) > 100:
+		return fmt.Errorf("%w: node %s: oci_runtime longer than 100 bytes", ErrInvalid, reg.Name)
 	case !(reg.Capacity.GPU >= 0 && reg.Capacity.GPU <= maxNodeGPUs):
 		return fmt.Errorf("%w: node %s offers %g gpus; a node offers 0 to %d", ErrInvalid, reg.Name, reg.Capacity.GPU, maxNodeGPUs)
 	}

@@ -93,15 +93,16 @@ func TestGolden(t *testing.T) {
 }
 
 // TestLong (issue 14 item 6h): bhosts -l shows each GPU device's share
-// allocated and free and the jobs holding it.
+// allocated and free and the jobs holding it, and the OCI runtime a
+// node registered.
 func TestLong(t *testing.T) {
 	s := hostsSchedd(t, clitest.Nodes())
 	code, out, errs := runBhosts("--addr", s.Addr, "-l")
 	if code != 0 || errs != "" {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
-	for _, want := range []string{"HOST node01\n", "GPU:        1 of 4 allocated", "  GPU  ALLOCATED  FREE  JOBS\n",
-		"  2    0.25       0.75  14,15\n", "  3    0          1     -\n", "HOST node05\n"} {
+	for _, want := range []string{"HOST node01\n", "OCI runtime: runc 1.1.5\n", "GPU:         1 of 4 allocated", "  GPU  ALLOCATED  FREE  JOBS\n",
+		"  2    0.25       0.75  14,15\n", "  3    0          1     -\n", "OCI runtime: crun 1.8.1\n", "HOST node05\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bhosts -l lacks %q:\n%s", want, out)
 		}

@@ -83,6 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
 	fs.StringVar(&cfg.StateDir, "state-dir", nodelet.DefaultStateDir, "state directory")
 	fs.StringVar(&cfg.Runtime, "runtime", nodelet.RuntimeAuto, "container runtime: auto, runc, apptainer or process")
+	fs.StringVar(&cfg.OCIRuntime, "oci-runtime", nodelet.OCIAuto, "OCI runtime the runc driver runs: auto (crun if it runs a trial container, else runc), crun or runc")
 	fs.Float64Var(&cfg.CPU, "cpu", 0, "cores offered (default: all)")
 	fs.StringVar(&memory, "memory", "", "memory offered, e.g. 8GiB (default: MemTotal)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "IP containers are reached at (default 127.0.0.1 for a local schedd, else the first non-loopback)")
@@ -133,6 +134,11 @@ func checkFlags(cfg *nodelet.Config, memory string) error {
 	case nodelet.RuntimeAuto, nodelet.RuntimeRunc, nodelet.RuntimeApptainer, nodelet.RuntimeProcess:
 	default:
 		return fmt.Errorf("--runtime %q: want auto, runc, apptainer or process", cfg.Runtime)
+	}
+	switch cfg.OCIRuntime {
+	case "", nodelet.OCIAuto, nodelet.OCICrun, nodelet.OCIRunc:
+	default:
+		return fmt.Errorf("--oci-runtime %q: want auto, crun or runc", cfg.OCIRuntime)
 	}
 	switch cfg.Network {
 	case nodelet.NetworkAuto, nodelet.NetworkSession, nodelet.NetworkHost:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -58,6 +59,7 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{"UnknownFlag", []string{"--bogus"}, "flag provided but not defined: -bogus"},
 		{"BadRuntime", []string{"--runtime", "crun"}, `--runtime "crun": want auto, runc, apptainer or process`},
+		{"BadOCIRuntime", []string{"--oci-runtime", "youki"}, `--oci-runtime "youki": want auto, crun or runc`},
 		{"BadMemory", []string{"--memory", "lots"}, "--memory"},
 		{"NegativeCPU", []string{"--cpu", "-2"}, "--cpu -2"},
 		{"BadGrace", []string{"--stop-grace", "soon"}, "invalid value"},
@@ -113,5 +115,32 @@ func TestSIGTERMStopsWhileRegistering(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "register failed") {
 		t.Errorf("log does not mention the failed registration:\n%s", stderr.String())
+	}
+}
+
+// TestExplicitCrunFailsAtStartup: --oci-runtime crun with a crun that
+// runs no container (a stand-in that fails as crun 1.8 does on a mixed
+// cgroup v1/v2 node) stops the nodelet at start, naming the cause.
+func TestExplicitCrunFailsAtStartup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: the runc driver needs root (euid 0)")
+	}
+	dir := t.TempDir()
+	crun := filepath.Join(dir, "crun")
+	if err := os.WriteFile(crun, []byte("#!/bin/sh\necho 'cgroups in hybrid mode not supported' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	exe := os.Args[0] // any executable file will do as the tools here
+	var stderr bytes.Buffer
+	code := run([]string{"--addr", "127.0.0.1:1", "--runtime", "runc", "--oci-runtime", "crun",
+		"--init", exe, "--fence", exe, "--ssh", exe, "--network", "host", "--state-dir", t.TempDir()}, &stderr)
+	if code != 1 {
+		t.Errorf("exit = %d, want 1", code)
+	}
+	out := stderr.String()
+	want := "nodelet: --oci-runtime crun: " + crun + " does not work here: trial container: exit status 1: cgroups in hybrid mode not supported"
+	if !strings.Contains(out, want) {
+		t.Errorf("stderr = %q, want it to contain %q", out, want)
 	}
 }

@@ -471,6 +471,9 @@ type NodeRegister struct {
 	Capacity Resources `json:"capacity"`
 	Runtime  string    `json:"runtime"`          // runc | process
 	Labels   []string  `json:"labels,omitempty"` // partitions.hcl selects nodes by them
+	// OCIRuntime is the OCI runtime binary the runc driver runs and its
+	// version, e.g. "crun 1.8.1" or "runc 1.1.5"; empty for the others.
+	OCIRuntime string `json:"oci_runtime,omitempty"`
 	// Instance tells one nodelet from another: an id the nodelet keeps
 	// in its state directory, the same across its restarts. While a node
 	// is live, schedd refuses a registration of its name from another
@@ -490,10 +493,12 @@ type NodeHeartbeat struct {
 
 // Node is a node as schedd keeps it.
 type Node struct {
-	Name          string    `json:"name"`
-	Addr          string    `json:"addr"`
-	State         NodeState `json:"state"`
-	Runtime       string    `json:"runtime"`
+	Name    string    `json:"name"`
+	Addr    string    `json:"addr"`
+	State   NodeState `json:"state"`
+	Runtime string    `json:"runtime"`
+	// OCIRuntime is NodeRegister's: the runc driver's binary and version.
+	OCIRuntime    string    `json:"oci_runtime,omitempty"`
 	Labels        []string  `json:"labels,omitempty"`
 	Capacity      Resources `json:"capacity"`
 	Allocated     Resources `json:"allocated"`

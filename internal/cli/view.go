@@ -365,6 +365,9 @@ func WriteHostsLong(w io.Writer, nodes []api.Node, loc *time.Location) error {
 		pair("State", string(n.State))
 		pair("Address", n.Addr)
 		pair("Runtime", n.Runtime)
+		if n.OCIRuntime != "" { // the runc driver's binary (crun or runc) and version
+			pair("OCI runtime", n.OCIRuntime)
+		}
 		pair("CPU", Cores(n.Allocated.CPUMilli)+" of "+Cores(n.Capacity.CPUMilli)+" cores allocated")
 		pair("Memory", GiB(n.Allocated.Memory)+" of "+GiB(n.Capacity.Memory)+" GiB allocated")
 		if n.Capacity.GPU > 0 {

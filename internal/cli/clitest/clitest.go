@@ -186,13 +186,13 @@ func Job(id uint64) api.Job {
 func Nodes() []api.Node {
 	const gib = 1 << 30
 	return []api.Node{
-		{Name: "node02", Addr: "10.0.0.2", State: api.NodeUp, Runtime: "runc",
+		{Name: "node02", Addr: "10.0.0.2", State: api.NodeUp, Runtime: "runc", OCIRuntime: "crun 1.8.1",
 			Labels: []string{"gpu", "rack=a"}, Partitions: []string{"gpu"},
 			Capacity:      api.Resources{CPUMilli: 64000, Memory: 256 * gib, GPU: 4},
 			Allocated:     api.Resources{CPUMilli: 16000, Memory: 64 * gib, GPU: 1.5},
 			GPUs:          []api.NodeGPU{{Device: 0, Allocated: 1, Jobs: []uint64{7}}, {Device: 1, Allocated: 0.5, Jobs: []uint64{12}}, {Device: 2}, {Device: 3}},
 			LastHeartbeat: at(3 * time.Second), Registered: at(48 * time.Hour)},
-		{Name: "node01", Addr: "10.0.0.1", State: api.NodeUp, Runtime: "runc",
+		{Name: "node01", Addr: "10.0.0.1", State: api.NodeUp, Runtime: "runc", OCIRuntime: "runc 1.1.5",
 			Labels: []string{"gpu", "rack=a"}, Partitions: []string{"gpu"},
 			Capacity:  api.Resources{CPUMilli: 64000, Memory: 251*gib + gib/2, GPU: 4},
 			Allocated: api.Resources{CPUMilli: 8500, Memory: 32 * gib, GPU: 1},

@@ -11,6 +11,12 @@ import (
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
+// ociVersion is the runtime spec version bundles declare: the 1.0
+// series has every field ociSpec writes, and crun 1.8 refuses a version
+// newer than it knows (specs.Version, 1.3.0, included) where runc does
+// not mind.
+const ociVersion = "1.0.2"
+
 // cpuPeriod is the CFS period, in microseconds, quotas are expressed in.
 const cpuPeriod = 100000
 
@@ -82,7 +88,7 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 		ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: s.NetNS})
 	}
 	return &specs.Spec{
-		Version:  specs.Version,
+		Version:  ociVersion,
 		Hostname: hostname,
 		Root:     &specs.Root{Path: root, Readonly: true},
 		Process:  process(s),

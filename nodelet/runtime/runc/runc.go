@@ -66,6 +66,7 @@ var ErrNoRunc = errors.New("runc binary not found")
 // Runtime starts containers with runc. It is safe for concurrent use.
 type Runtime struct {
 	binary string
+	oci    string       // the binary's name and version (Version), for reports
 	root   string       // runc --root: runc's state of our containers
 	mnt    string       // mountpoints of image overlays, by container id
 	images *image.Store // unpacked OCI and SIF images, by digest
@@ -109,7 +110,8 @@ func Find(binary string) (string, error) {
 }
 
 // New returns a runtime that keeps runc's state under stateDir/runc.
-// binary may be empty (see Find).
+// binary may be empty (see Find) or name another OCI runtime that takes
+// runc's commands (crun; see Probe).
 func New(binary, stateDir string) (*Runtime, error) {
 	bin, err := Find(binary)
 	if err != nil {
@@ -125,11 +127,14 @@ func New(binary, stateDir string) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{binary: bin, root: root, mnt: mnt, images: images, live: map[string]bool{}}, nil
+	return &Runtime{binary: bin, oci: Version(context.Background(), bin), root: root, mnt: mnt, images: images, live: map[string]bool{}}, nil
 }
 
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return Name }
+
+// OCI is the OCI runtime binary's name and version, e.g. "crun 1.8.1".
+func (r *Runtime) OCI() string { return r.oci }
 
 // rootMount is where container id's image overlay is mounted.
 func (r *Runtime) rootMount(id string) string { return filepath.Join(r.mnt, id) }
