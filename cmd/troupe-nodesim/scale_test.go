@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/sched/accounting"
 )
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's
@@ -289,6 +290,59 @@ func runPhase(b *testing.B, c *client.Client, schedd, sim proc, reqs []api.Submi
 	return ph
 }
 
+// fillHistory puts n synthetic ended jobs (50 users, 10 accounts, 4
+// partitions, ending over the past year) into the SQLite accounting store
+// at path, where schedd keeps it by default, 10,000 to a transaction.
+// Their ids start at 1<<40, clear of the jobs the benchmark submits:
+// the store skips a record whose id it holds already.
+func fillHistory(b *testing.B, path string, n int) time.Duration {
+	ctx := context.Background()
+	began := time.Now()
+	s, err := accounting.OpenSQLite(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	states := []api.JobState{api.JobCompleted, api.JobCompleted, api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout}
+	start := began.Add(-365 * 24 * time.Hour)
+	step := 365 * 24 * time.Hour / time.Duration(max(n, 1))
+	const batch = 10000
+	for i := 0; i < n; i += batch {
+		recs := make([]api.HistoryJob, 0, batch)
+		for j := i; j < min(i+batch, n); j++ {
+			ended := start.Add(time.Duration(j) * step)
+			node := fmt.Sprintf("n%d", j%1000)
+			recs = append(recs, api.HistoryJob{ID: 1<<40 + uint64(j), User: fmt.Sprintf("user%02d", j%50), Account: fmt.Sprintf("acct%d", j%10),
+				Partition: []string{"cpu", "gpu", "big", "debug"}[j%4], State: states[j%len(states)],
+				Submitted: ended.Add(-3 * time.Minute), Started: ended.Add(-2 * time.Minute), Ended: ended,
+				Wait: time.Minute, Run: 2 * time.Minute, CPUTime: 90 * time.Second, Nodes: []string{node},
+				Containers: []api.HistoryContainer{{Host: "main1", Node: node, State: api.ContainerExited}}})
+		}
+		if _, err := s.Put(ctx, recs); err != nil {
+			b.Fatalf("filling the accounting store: %v", err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(began)
+}
+
+// listLatency is bqueue's question (`bqueue -u all`: the jobs not
+// ended), asked n times one after another; it returns the median.
+func listLatency(b *testing.B, c *client.Client, n int) time.Duration {
+	var took []time.Duration
+	for range n {
+		t := time.Now()
+		if _, err := c.JobsWhere(context.Background(), url.Values{"ended": {"false"}}, 0, 0); err != nil {
+			b.Fatalf("listing the jobs as bqueue does: %v", err)
+		}
+		took = append(took, time.Since(t))
+	}
+	slices.Sort(took)
+	return took[len(took)/2]
+}
+
 // oneSecondJobs are n jobs of size containers each (sizes cycling
 // through sizes), every container running 1 s.
 func oneSecondJobs(prefix string, n int, sizes ...int) []api.SubmitRequest {
@@ -307,6 +361,9 @@ func oneSecondJobs(prefix string, n int, sizes ...int) []api.SubmitRequest {
 // to COMPLETED, from schedd's own timestamps) of $BENCH_JOBS
 // one-container jobs (default 2,000) and of $BENCH_GANGS gangs of 8, 16,
 // 32 and 64 containers (default 200), every container running 1 s.
+// $BENCH_HISTORY (default 0) synthetic ended jobs are put in schedd's
+// accounting store before it starts, to show whether a long history
+// slows it (throughput, bqueue's latency, memory).
 // b.N is ignored: one run is minutes long.
 func BenchmarkScale(b *testing.B) {
 	nodes := envInt(b, "NODES", 10000)
@@ -314,6 +371,7 @@ func BenchmarkScale(b *testing.B) {
 	gangs := envInt(b, "BENCH_GANGS", 200)
 	idle := time.Duration(envInt(b, "BENCH_IDLE_SECONDS", 10)) * time.Second
 	limit := time.Duration(envInt(b, "BENCH_PHASE_MINUTES", 10)) * time.Minute
+	history := envInt(b, "BENCH_HISTORY", 0)
 
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Max < uint64(nodes)+1024 {
@@ -345,8 +403,17 @@ func BenchmarkScale(b *testing.B) {
 	}
 	fmt.Printf("\ntroupe scale benchmark: schedd + troupe-nodesim, %d nodes of 4 cores / 16 GiB, on %d CPUs\n", nodes, runtime.NumCPU())
 	row("load average (1 5 15 min) at start", "%s", loadavg())
-	sock := filepath.Join(dir, "schedd.sock")
-	scmd, slines := startProc(b, log, filepath.Join(dir, "schedd"), "--data-dir", filepath.Join(dir, "data"), "--socket", sock,
+	sock, data := filepath.Join(dir, "schedd.sock"), filepath.Join(dir, "data")
+	if history > 0 {
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		took := fillHistory(b, filepath.Join(data, accounting.FileName), history)
+		row("ended jobs in the store", "%d (inserted in %.1f s)", history, took.Seconds())
+	} else {
+		row("ended jobs in the store", "0")
+	}
+	scmd, slines := startProc(b, log, filepath.Join(dir, "schedd"), "--data-dir", data, "--socket", sock,
 		"--keep-ended", "1h", "--max-queued-per-user", "0")
 	addr := waitLine(b, slines, "export TROUPE_ADDR=", time.Minute)
 	schedd := proc{scmd.Process.Pid}
@@ -394,6 +461,8 @@ func BenchmarkScale(b *testing.B) {
 		return fmt.Sprintf("%d UP, %d DOWN", len(l.Nodes)-down, down)
 	}
 	row("nodes after idle", "%s", upDown())
+	idleList := listLatency(b, c, 20)
+	row("bqueue -u all (GET /v1/jobs?ended=false)", "p50 %s over 20, idle", idleList.Round(time.Microsecond))
 
 	var one, gang phase
 	for _, p := range []struct {
@@ -427,4 +496,6 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(float64(idleRSS)/(1<<20), "idle-MiB")
 	b.ReportMetric(one.steady, "jobs/s")
 	b.ReportMetric(gang.steady, "gangs/s")
+	b.ReportMetric(float64(idleList.Microseconds())/1000, "bqueue-ms")
+	b.ReportMetric(float64(peakRSS)/(1<<20), "peak-MiB")
 }
