@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/nodelet/fence"
 	"github.com/troupe-hpc/troupe/nodelet/gpu"
 	"github.com/troupe-hpc/troupe/nodelet/network"
+	"github.com/troupe-hpc/troupe/nodelet/report"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
 	"github.com/troupe-hpc/troupe/nodelet/session"
@@ -42,7 +43,7 @@ type agent struct {
 	cli *client.Client
 	rt  runtime.Runtime
 	oci string // the runc driver's OCI runtime and version ("crun 1.8.1"); "" for others
-	rep *reporter
+	rep *report.Queue
 	net *network.Manager // nil: containers share the node's network
 	// feat is what containers get beyond the environment.
 	feat    session.Features
@@ -94,7 +95,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return nil // ctx cancelled while schedd was away
 	}
 	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))
-	go a.rep.run(repCtx)
+	go a.rep.Run(repCtx)
 	go a.heartbeat(ctx)
 	go a.attachLoop(ctx)
 	a.loop(ctx)
@@ -108,8 +109,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	stopRep()
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
-	if err := a.rep.drain(drainCtx); err != nil {
-		a.log.Warn("final reports not delivered", "err", err, "queued", a.rep.pending())
+	if err := a.rep.Drain(drainCtx); err != nil {
+		a.log.Warn("final reports not delivered", "err", err, "queued", a.rep.Pending())
 	}
 	a.log.Info("nodelet stopped")
 	return nil
@@ -157,9 +158,9 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	if err := a.setupNetwork(); err != nil {
 		return nil, err
 	}
-	a.rep = newReporter(func(ctx context.Context, r api.ContainerReport) error {
+	a.rep = report.New(func(ctx context.Context, r api.ContainerReport) error {
 		return cli.Report(ctx, cfg.Name, r)
-	}, log)
+	}, log, true)
 	log.Info("nodelet starting", "name", cfg.Name, "schedd", cfg.Addr, "runtime", rt.Name(), "oci", oci,
 		"cpu", cfg.CPU, "memory", cfg.Memory, "advertise", cfg.Advertise, "init", cfg.InitBinary,
 		"network", a.net != nil, "ssh", a.feat.Tools)
@@ -230,7 +231,7 @@ func (a *agent) register(ctx context.Context) error {
 			return fmt.Errorf("join token: %w", err)
 		}
 	}
-	b := newBackoff()
+	b := report.Backoff()
 	for {
 		var n api.NodeRegistered
 		sent := fence.Now()
@@ -289,7 +290,7 @@ func (a *agent) grant(ctx context.Context, sent time.Duration, l api.NodeLease) 
 // ends.
 func (a *agent) loop(ctx context.Context) {
 	var index uint64
-	b := newBackoff()
+	b := report.Backoff()
 	for ctx.Err() == nil {
 		as, err := a.cli.Assignments(ctx, a.cfg.Name, index, assignmentsWait)
 		if err != nil {

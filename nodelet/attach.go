@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/nodelet/report"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -29,7 +30,7 @@ const socketWait = 5 * time.Second
 // see; the runtime connects only to the container's own init
 // (runtime.Terminal).
 func (a *agent) attachLoop(ctx context.Context) {
-	b := newBackoff()
+	b := report.Backoff()
 	for ctx.Err() == nil {
 		rs, err := a.cli.AttachRequests(ctx, a.cfg.Name, attachWait)
 		if err != nil {

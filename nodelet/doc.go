@@ -36,7 +36,7 @@
 //  4. Start the heartbeat, as often as schedd asks (its node timeout / 8;
 //     re-registering if schedd forgot the node), each answer renewing the
 //     lease (half the node timeout, written to STATE-DIR/lease), and the
-//     reporter, which delivers container updates in order and retries
+//     report queue (package report), which delivers container updates in order and retries
 //     until schedd takes them. No container starts while the lease has
 //     run out.
 //  5. Loop on GET assignments?index=N (blocking up to 30s). Each answer

@@ -101,5 +101,5 @@ func (a *agent) admit(ctx context.Context, k key, job api.Job) {
 // is held.
 func (a *agent) endHere(k key, state api.ContainerState, code int, msg string) {
 	a.finished[k] = true
-	a.rep.add(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg})
+	a.rep.Add(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/nodelet/report"
 )
 
 // TestReconcileWhileStoppingReportsNothing: an assignments answer that
@@ -18,7 +19,7 @@ import (
 func TestReconcileWhileStoppingReportsNothing(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
-	a.rep = newReporter(func(context.Context, api.ContainerReport) error { return nil }, log)
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	job := api.Job{ID: 1, State: api.JobRunning, Containers: []api.Container{
 		{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning},
 	}}
@@ -27,11 +28,11 @@ func TestReconcileWhileStoppingReportsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(ErrDetach)
 	a.reconcile(ctx, as)
-	if n := a.rep.pending(); n != 0 {
-		t.Fatalf("a detaching nodelet queued %d reports: %+v", n, a.rep.queue)
+	if n := a.rep.Pending(); n != 0 {
+		t.Fatalf("a detaching nodelet queued %d reports: %+v", n, a.rep.Queued())
 	}
 	a.reconcile(context.Background(), as)
-	if n := a.rep.pending(); n != 1 || a.rep.queue[0].State != api.ContainerFailed {
-		t.Fatalf("a live nodelet queued %+v, want the container reported failed (lost)", a.rep.queue)
+	if n := a.rep.Pending(); n != 1 || a.rep.Queued()[0].State != api.ContainerFailed {
+		t.Fatalf("a live nodelet queued %+v, want the container reported failed (lost)", a.rep.Queued())
 	}
 }

@@ -95,7 +95,7 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.Job, c runtime
 }
 
 func (a *agent) report(t *task, state api.ContainerState, code int, msg string) {
-	a.rep.add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state, ExitCode: code, Message: msg})
+	a.rep.Add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state, ExitCode: code, Message: msg})
 }
 
 // runTask: preparing → running → exited | killed | failed, then destroy.
@@ -152,7 +152,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	}
 	a.cpus.release(t.id()) // its cores are free with its process
 	a.markTearingDown(t, u)
-	a.rep.add(u)
+	a.rep.Add(u)
 	if !destroyed {
 		a.destroy(ctx, c)
 	}

@@ -70,7 +70,7 @@ func (n *node) start(ctx context.Context, k key, job api.Job) {
 // it).
 func (n *node) runContainer(ctx context.Context, c *container) {
 	update := func(state api.ContainerState, code int, msg string) {
-		n.rep.add(api.ContainerUpdate{JobID: c.key.job, Host: c.key.host, Requeues: c.key.run, State: state, ExitCode: code, Message: msg})
+		n.rep.Add(api.ContainerUpdate{JobID: c.key.job, Host: c.key.host, Requeues: c.key.run, State: state, ExitCode: code, Message: msg})
 	}
 	update(api.ContainerPreparing, 0, "")
 	run, code, err := behaviour(c.job, n.sim.cfg.Duration)
@@ -125,7 +125,7 @@ func (n *node) runContainer(ctx context.Context, c *container) {
 		now := time.Now()
 		if !now.Before(end) {
 			n.sim.exited.Add(1)
-			n.rep.add(api.ContainerUpdate{JobID: c.key.job, Host: c.key.host, Requeues: c.key.run, State: api.ContainerExited,
+			n.rep.Add(api.ContainerUpdate{JobID: c.key.job, Host: c.key.host, Requeues: c.key.run, State: api.ContainerExited,
 				ExitCode: code, CPUTime: now.Sub(began)})
 			return
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/nodelet/report"
 	"github.com/troupe-hpc/troupe/nodelet/session"
 )
 
@@ -38,7 +39,7 @@ type node struct {
 	name     string
 	instance string
 	cli      atomic.Pointer[client.Client] // its own credential once registered with the join token
-	rep      *reporter
+	rep      *report.Queue
 
 	mu       sync.Mutex
 	lease    time.Time     // containers may run until then (monotonic clock)
@@ -56,7 +57,9 @@ func newNode(s *Sim, name string) *node {
 	n := &node{sim: s, name: name, instance: hex.EncodeToString(b),
 		running: map[key]*container{}, finished: map[key]bool{}}
 	n.cli.Store(s.base)
-	n.rep = newReporter(n)
+	n.rep = report.New(func(ctx context.Context, r api.ContainerReport) error {
+		return n.cli.Load().Report(ctx, n.name, r)
+	}, s.log.With("node", name), false)
 	return n
 }
 
@@ -71,7 +74,7 @@ func (n *node) run(ctx context.Context, registered func()) {
 	}
 	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))
 	repDone := make(chan struct{})
-	go func() { n.rep.run(repCtx); close(repDone) }()
+	go func() { n.rep.Run(repCtx); close(repDone) }()
 	hbDone := make(chan struct{})
 	go func() { n.heartbeat(ctx); close(hbDone) }()
 	n.loop(ctx)
@@ -81,8 +84,8 @@ func (n *node) run(ctx context.Context, registered func()) {
 	<-repDone
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
-	if err := n.rep.drain(drainCtx); err != nil {
-		n.sim.log.Warn("final reports not delivered", "node", n.name, "err", err, "queued", n.rep.pending())
+	if err := n.rep.Drain(drainCtx); err != nil {
+		n.sim.log.Warn("final reports not delivered", "node", n.name, "err", err, "queued", n.rep.Pending())
 	}
 }
 
@@ -97,7 +100,7 @@ func (n *node) register(ctx context.Context) error {
 	if n.sim.join != nil {
 		regCli = n.sim.join
 	}
-	b := newBackoff()
+	b := report.Backoff()
 	for {
 		select {
 		case n.sim.regs <- struct{}{}:
@@ -213,7 +216,7 @@ func (n *node) leaseEnd() time.Time {
 // ends, as nodelet's.
 func (n *node) loop(ctx context.Context) {
 	var index uint64
-	b := newBackoff()
+	b := report.Backoff()
 	for ctx.Err() == nil {
 		as, err := n.cli.Load().Assignments(ctx, n.name, index, assignmentsWait)
 		if err != nil {
@@ -303,9 +306,5 @@ func (n *node) admit(ctx context.Context, k key, job api.Job) {
 // n.mu is held.
 func (n *node) endHere(k key, state api.ContainerState, msg string) {
 	n.finished[k] = true
-	n.rep.add(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, Message: msg})
+	n.rep.Add(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, Message: msg})
 }
-
-// newBackoff is how a simulated node retries a call to schedd, as the
-// nodelet does: 100ms, doubling to 5s.
-func newBackoff() *backoff.Exp { return backoff.New(100*time.Millisecond, 5*time.Second) }
