@@ -427,12 +427,16 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 	}
 	var started []Started
 	changed := map[uint64]*api.Job{}
+	was := map[uint64]api.JobState{}
 	for _, u := range r.Updates {
 		j := changed[u.JobID]
 		if j == nil {
 			var err error
 			if j, err = getJob(txn, u.JobID); err != nil {
 				continue // a job schedd forgot: the nodelet stops it anyway
+			}
+			if _, ok := was[j.ID]; !ok {
+				was[j.ID] = j.State
 			}
 		}
 		if j.State.Terminal() || u.Requeues != j.Requeues {
@@ -447,11 +451,16 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 			addUsage(j, c, u)
 			changed[j.ID] = j
 		}
+		// Each update moves the job on, so that a report carrying a
+		// container's running and exited at once still starts the job
+		// (its Started) before it ends it.
+		if changed[j.ID] == j {
+			advance(j, now)
+		}
 	}
 	for _, j := range changed {
-		was := j.State
-		advance(j, now)
-		if was != api.JobRunning && j.State == api.JobRunning {
+		// Started in this report (perhaps ended in it too).
+		if was[j.ID] != api.JobRunning && !j.Started.IsZero() && j.Started.Equal(now) {
 			started = append(started, Started{JobID: j.ID, Partition: j.Partition, Wait: j.Started.Sub(j.Submitted)})
 		}
 		j.ModifyIndex = index

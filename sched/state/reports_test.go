@@ -78,3 +78,24 @@ func TestReportsApplyAsAlone(t *testing.T) {
 		t.Error("a reports entry without a report was applied")
 	}
 }
+
+// TestRunAndExitInOneReport: a nodelet whose container ran and exited
+// between two of its reports sends both updates in one; the job still
+// gets its start time (bhist's, dependencies'), and counts as started.
+func TestRunAndExitInOneReport(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	res := h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+		{JobID: 1, Host: "main1", State: api.ContainerPreparing},
+		{JobID: 1, Host: "main1", State: api.ContainerRunning},
+		{JobID: 1, Host: "main1", State: api.ContainerExited},
+	}}})
+	j := h.job(1)
+	if j.State != api.JobCompleted || j.Started.IsZero() || j.Ended.Before(j.Started) {
+		t.Fatalf("job 1: %s, started %v, ended %v; want COMPLETED with a start time", j.State, j.Started, j.Ended)
+	}
+	if s, ok := res.([]Started); !ok || len(s) != 1 || s[0].JobID != 1 {
+		t.Errorf("the report answered started %#v, want job 1", res)
+	}
+}
