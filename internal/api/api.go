@@ -175,10 +175,18 @@ type SourcePos struct {
 	Column int `json:"column"`
 }
 
+// MaxPositions bounds the positions PositionsOf gives: about 40 bytes
+// each on the wire, a few dozen for a usual job file. A job of more
+// settings (thousands of env entries) is sent without any, so that they
+// never push a request past schedd's body limit; its refusals are then
+// unplaced.
+const MaxPositions = 4096
+
 // PositionsOf is where spec's settings were written (its Ranges), for
-// SubmitRequest.Positions; nil for a spec from no file.
+// SubmitRequest.Positions; nil for a spec from no file, or of more than
+// MaxPositions settings.
 func PositionsOf(spec *jobspec.Job) map[string]SourcePos {
-	if len(spec.Ranges) == 0 {
+	if len(spec.Ranges) == 0 || len(spec.Ranges) > MaxPositions {
 		return nil
 	}
 	out := make(map[string]SourcePos, len(spec.Ranges))
