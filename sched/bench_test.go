@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/admission"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -229,11 +230,11 @@ func BenchmarkCheckQueued(b *testing.B) {
 		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
 			st := indexBenchState(b, others/2, others/2)
 			s := &Server{cfg: Config{MaxQueuedPerUser: DefaultMaxQueuedPerUser, MaxQueued: 1 << 20}}
-			j := &api.Job{User: "bob", UID: 1001}
+			j := &admission.Job{User: "bob", UID: 1001}
 			b.ResetTimer()
 			for b.Loop() {
-				if err := s.checkQueued(st.Snapshot(), j); err != nil {
-					b.Fatal(err)
+				if p := admission.QueueLimits(admitView{st.Snapshot(), &s.nodes}, s.admission(), j, nil); p != nil {
+					b.Fatal(p)
 				}
 			}
 		})

@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -94,27 +93,4 @@ func withDependency(v *state.Snapshot, j api.Job) api.Job {
 	conds, _ := dependencyStatus(v, j.DependsOn)
 	j.DependsOn = &api.Dependency{Any: j.DependsOn.Any, Conditions: conds}
 	return j
-}
-
-// checkDependency refuses a submission whose dependency is malformed or
-// names a job schedd does not know.
-func checkDependency(v *state.Snapshot, d *api.Dependency) error {
-	if d == nil {
-		return nil
-	}
-	if err := d.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	for _, c := range d.Conditions {
-		o := v.Job(c.JobID)
-		switch {
-		case o == nil:
-			return fmt.Errorf("%w: dependency %s: job %d does not exist (the last job is %d)", ErrInvalid, c, c.JobID, v.LastJobID())
-		case c.Index != nil && o.Array == nil:
-			return fmt.Errorf("%w: dependency %s: job %d is not a job array", ErrInvalid, c, c.JobID)
-		case c.Index != nil && !o.Array.Indices.Contains(*c.Index):
-			return fmt.Errorf("%w: dependency %s: array %d has no element %d (its indices: %s)", ErrInvalid, c, c.JobID, *c.Index, o.Array.Indices)
-		}
-	}
-	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/admission"
 )
 
 // fuzzServer is a real controller (raft on disk) with one node, shared by
@@ -91,8 +92,8 @@ func FuzzSubmitBody(f *testing.F) {
 			if d := j.Spec.Validate(); d.HasErrors() {
 				t.Fatalf("job %d stored though invalid: %s", j.ID, jobspec.FormatDiagnostics(d))
 			}
-			if err := checkCwd(j.Cwd); err != nil {
-				t.Fatalf("job %d stored with cwd %q: %v", j.ID, j.Cwd, err)
+			if why := admission.CheckCwd(j.Cwd); why != "" {
+				t.Fatalf("job %d stored with cwd %q: %s", j.ID, j.Cwd, why)
 			}
 		}
 	})

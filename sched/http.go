@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-memdb"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/admission"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -86,23 +87,27 @@ func (s *Server) handleSubmitBatch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, res[0].Index, api.SubmitBatchResponse{Jobs: res})
 }
 
-// handleCheck answers bsub --dry-run: submit's admission checks on the
-// request (validation, partition and user limits, queue caps, whether
-// any nodes could ever hold it), with nothing stored. A path of its own,
-// not a flag on POST /v1/jobs, so that an older schedd answers 404/405
-// rather than submit the job.
+// handleCheck answers bsub --dry-run: submit's admission (validation,
+// partition and user limits, queue caps, whether any nodes could ever
+// hold it; the same sched/admission call as POST /v1/jobs), with
+// nothing stored, and notes on what may keep the job pending. A path of
+// its own, not a flag on POST /v1/jobs, so that an older schedd answers
+// 404/405 rather than submit the job.
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	var req api.SubmitRequest
 	if !decode(w, r, &req) {
 		return
 	}
 	asCaller(r.Context(), &req)
-	j, err := s.newJob(req, nil)
+	v := s.st.Snapshot()
+	j, err := s.admit(v, req, nil)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, 0, api.SubmitCheck{Partition: j.Partition, Account: j.Account})
+	n, capacity := s.partitionCapacity(v, j.Partition)
+	writeJSON(w, http.StatusOK, 0, api.SubmitCheck{Partition: j.Partition, Account: j.Account, Walltime: j.Walltime,
+		Notes: admission.Notes(j, n, capacity)})
 }
 
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
@@ -440,7 +445,11 @@ func writeErr(w http.ResponseWriter, err error) {
 		code = http.StatusGatewayTimeout
 		w.Header().Set(api.OutcomeHeader, api.OutcomeUnknown)
 	}
-	writeJSON(w, code, 0, api.Error{Error: err.Error()})
+	body := api.Error{Error: err.Error()}
+	if r := (*admission.Refusal)(nil); errors.As(err, &r) {
+		body.Problems = r.API()
+	}
+	writeJSON(w, code, 0, body)
 }
 
 func writeJSON(w http.ResponseWriter, code int, idx uint64, v any) {

@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/admission"
 )
 
 // dirSize is the bytes of the files under dir.
@@ -131,8 +132,8 @@ func TestQueuedPerUserDefault(t *testing.T) {
 		t.Fatalf("defaults: max_queued_per_user %d, max_job_input %d", srv.cfg.MaxQueuedPerUser, srv.cfg.MaxJobInput)
 	}
 	srv, _ = clusterWith(t, Config{MaxQueuedPerUser: -1})
-	if err := srv.checkQueued(srv.Store().Snapshot(), &api.Job{UID: 1}); err != nil {
-		t.Fatal(err)
+	if p := admission.QueueLimits(admitView{srv.Store().Snapshot(), &srv.nodes}, srv.admission(), &admission.Job{UID: 1}, nil); p != nil {
+		t.Fatal(p)
 	}
 }
 

@@ -61,6 +61,8 @@ var openAPISchemas = map[string]reflect.Type{
 	"Mail":                reflect.TypeFor[jobspec.Mail](),
 	"NodeGPU":             reflect.TypeFor[api.NodeGPU](),
 	"SubmitCheck":         reflect.TypeFor[api.SubmitCheck](),
+	"SourcePos":           reflect.TypeFor[api.SourcePos](),
+	"Problem":             reflect.TypeFor[api.Problem](),
 	"SubmitBatch":         reflect.TypeFor[api.SubmitBatch](),
 	"SubmitBatchResponse": reflect.TypeFor[api.SubmitBatchResponse](),
 	"ArraySpec":           reflect.TypeFor[jobspec.Array](),

@@ -10,21 +10,17 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/catalog"
-	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/accounting"
-	"github.com/troupe-hpc/troupe/sched/core"
+	"github.com/troupe-hpc/troupe/sched/admission"
 	"github.com/troupe-hpc/troupe/sched/partition"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/state"
@@ -329,7 +325,7 @@ func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 // Submit validates a submission, fills in what schedd decides (partition,
 // session and kernel ids) and commits it.
 func (s *Server) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
-	j, err := s.newJob(req, nil)
+	j, _, err := s.newJob(req, nil)
 	if err != nil {
 		return api.SubmitResponse{}, err
 	}
@@ -354,15 +350,16 @@ func (s *Server) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]a
 	}
 	base := requestID(ctx)
 	jobs := make([]*api.Job, 0, len(reqs))
+	admitted := make([]*admission.Job, 0, len(reqs))
 	for i, req := range reqs {
 		if req.RequestID == "" && base != "" {
 			req.RequestID = fmt.Sprintf("%s/%d", base, i+1)
 		}
-		j, err := s.newJob(req, jobs)
+		j, a, err := s.newJob(req, admitted)
 		if err != nil {
 			return nil, fmt.Errorf("job %d of %d (%s): %w", i+1, len(reqs), batchName(req), err)
 		}
-		jobs = append(jobs, j)
+		jobs, admitted = append(jobs, j), append(admitted, a)
 	}
 	v, err := s.apply(ctx, state.Command{Kind: state.CmdBatch, Batch: jobs})
 	if err != nil {
@@ -387,233 +384,6 @@ func batchName(req api.SubmitRequest) string {
 		return req.Spec.Name
 	}
 	return "unnamed"
-}
-
-// newJob checks req and makes the job to store; ahead are the jobs before
-// it in the same batch, not stored yet, which the queue limits count.
-func (s *Server) newJob(req api.SubmitRequest, ahead []*api.Job) (*api.Job, error) {
-	spec := req.Spec
-	if req.JobFile != "" || req.Vars != nil {
-		parsed, err := parseJobFile(req)
-		if err != nil {
-			return nil, err
-		}
-		spec = *parsed
-	}
-	if diags := spec.Validate(); diags.HasErrors() {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.ReplaceAll(strings.TrimSpace(jobspec.FormatDiagnostics(diags)), "\n", "; "))
-	}
-	if diags := spec.CheckInput(s.cfg.MaxJobInput); diags.HasErrors() {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimSpace(jobspec.FormatDiagnostics(diags)))
-	}
-	if err := checkCwd(req.Cwd); err != nil {
-		return nil, err
-	}
-	cs := spec.Containers()
-	if len(cs) == 0 {
-		return nil, fmt.Errorf("%w: the job has no containers", ErrInvalid)
-	}
-	if s.cfg.Images != nil {
-		for _, c := range cs {
-			if !catalog.IsName(c.Image) {
-				continue
-			}
-			if _, err := s.cfg.Images.Resolve(c.Image); err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-			}
-		}
-	}
-	v := s.st.Snapshot()
-	cfg := v.Config()
-	name := spec.Partition
-	if name == "" {
-		name = cfg.DefaultPartition
-	}
-	p := cfg.Partition(name)
-	if p == nil {
-		return nil, fmt.Errorf("%w: partition %q does not exist; known partitions: %s", ErrInvalid, name, strings.Join(cfg.PartitionNames(), ", "))
-	}
-	account, err := cfg.ResolveAccount(req.User, spec.Account)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	j := &api.Job{
-		RequestID: req.RequestID,
-		Name:      spec.Name, User: req.User, UID: req.UID, GID: req.GID, Cwd: req.Cwd,
-		Partition: name, Account: account, Walltime: p.Walltime(spec.Walltime),
-		Spec: spec, State: api.JobPending, Reason: api.ReasonPriority,
-		Interactive: req.Interactive,
-	}
-	if err := checkDependency(v, req.DependsOn); err != nil {
-		return nil, err
-	}
-	if req.DependsOn != nil {
-		j.DependsOn, j.Reason = &api.Dependency{Any: req.DependsOn.Any, Conditions: slices.Clone(req.DependsOn.Conditions)}, api.ReasonDependency
-		for i := range j.DependsOn.Conditions { // statuses are the server's answers, never stored
-			j.DependsOn.Conditions[i].Status, j.DependsOn.Conditions[i].JobState = "", ""
-		}
-	}
-	if req.Hold {
-		j.State, j.Reason = api.JobHeld, api.ReasonHeld
-	}
-	if spec.Array != nil && req.Interactive {
-		return nil, fmt.Errorf("%w: a job array cannot be interactive (bsub -I): its elements have no terminal to share; drop -I or the array", ErrInvalid)
-	}
-	for _, c := range cs {
-		j.Containers = append(j.Containers, api.Container{Container: c, KernelID: uuid.NewString(), State: api.ContainerPending})
-	}
-	j.SessionID = j.Containers[0].KernelID
-	if why := partitionLimit(cfg, p, j); why != "" {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, why)
-	}
-	if why := userCaps(p, j); why != "" {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, why)
-	}
-	if max := p.UserLimits.MaxSubmitJobs; max > 0 {
-		n := 0
-		for _, o := range slices.Concat(v.JobsOf(j.User), ahead) {
-			if !o.State.Terminal() && o.User == j.User && o.Partition == j.Partition && o.ArrayID == 0 {
-				n++
-			}
-		}
-		if n >= max {
-			return nil, fmt.Errorf("%w: user %s already has %d jobs queued or running in partition %s, its limit (user_limits.max_submit_jobs %d)",
-				ErrInvalid, j.User, n, j.Partition, max)
-		}
-	}
-	if err := s.checkQueued(v, j, ahead...); err != nil {
-		return nil, err
-	}
-	if why := s.nodes.check(v, j); why != "" {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, why)
-	}
-	return j, nil
-}
-
-// checkCwd refuses a submit directory that cannot be one: relative, with
-// a NUL byte, or longer than PATH_MAX. Empty is allowed (API callers
-// without one; relative output paths then resolve in the container).
-func checkCwd(cwd string) error {
-	switch {
-	case cwd == "":
-		return nil
-	case !strings.HasPrefix(cwd, "/"):
-		return fmt.Errorf("%w: cwd %q: the submit directory must be an absolute path", ErrInvalid, cwd)
-	case strings.IndexByte(cwd, 0) >= 0:
-		return fmt.Errorf("%w: cwd %q holds a NUL byte, which no path can", ErrInvalid, cwd)
-	case len(cwd) > 4096:
-		return fmt.Errorf("%w: cwd is %d bytes long; a path may be at most 4096", ErrInvalid, len(cwd))
-	}
-	return nil
-}
-
-// checkQueued refuses j when schedd already holds the most jobs waiting
-// (PENDING or HELD) that its max_queued allows, or j's user the most
-// that max_queued_per_user allows. ahead are the jobs before j in the
-// same batch submit, not in the state yet.
-func (s *Server) checkQueued(v *state.Snapshot, j *api.Job, ahead ...*api.Job) error {
-	// A job array counts once, by its own row (its elements are made a
-	// few at a time, see state's arrays). The counts are kept by the
-	// state: one lookup each, whatever the queue holds.
-	waiting := func(o *api.Job) bool {
-		return (o.State == api.JobPending || o.State == api.JobHeld) && o.ArrayID == 0
-	}
-	if limit := s.cfg.MaxQueued; limit > 0 {
-		n := v.Queued()
-		for _, o := range ahead {
-			if waiting(o) {
-				n++
-			}
-		}
-		if n >= limit {
-			return fmt.Errorf("%w: schedd already holds %d jobs pending or held, its limit for all users together (max_queued %d); try again when some have started",
-				ErrQueueFull, n, limit)
-		}
-	}
-	limit := s.cfg.MaxQueuedPerUser
-	if limit < 0 {
-		return nil
-	}
-	n := v.QueuedOf(j.UID)
-	for _, o := range ahead {
-		if o.UID == j.UID && waiting(o) {
-			n++
-		}
-	}
-	if n < limit {
-		return nil
-	}
-	return fmt.Errorf("%w: user %s (uid %d) already has %d jobs pending or held, schedd's limit (max_queued_per_user %d); wait for some to start, or remove some with bkill",
-		ErrQueueFull, j.User, j.UID, n, limit)
-}
-
-// partitionLimit says which of p's static limits j breaks ("" none): an
-// account or cluster mode the partition does not take, a cluster size or
-// walltime above its maximum. Submit refuses such a job; a queued job
-// that breaks one after a reconfig waits with reason PartitionLimit.
-func partitionLimit(cfg *partition.Config, p *partition.Partition, j *api.Job) string {
-	mode := j.Spec.Cluster.Mode
-	if mode == "" {
-		mode = jobspec.ModeSingleNode
-	}
-	switch {
-	case cfg.HasTree() && !p.Allows(cfg.AccountPath(j.Account)):
-		return fmt.Sprintf("partition %s does not take jobs of account %s; allowed accounts: %s", p.Name, j.Account, strings.Join(p.AllowedAccounts, ", "))
-	case !p.AllowsMode(mode):
-		return fmt.Sprintf("cluster mode %s is not allowed in partition %s; allowed modes: %s", mode, p.Name, strings.Join(p.AllowedModes, ", "))
-	case p.MaxClusterSize > 0 && len(j.Containers) > p.MaxClusterSize:
-		return fmt.Sprintf("cluster size %d exceeds partition %s's limit of %d (max_cluster_size)", len(j.Containers), p.Name, p.MaxClusterSize)
-	case p.MaxWalltime > 0 && j.Spec.Walltime > p.MaxWalltime:
-		return fmt.Sprintf("walltime %s exceeds partition %s's limit of %s (max_walltime)", units.FormatDuration(j.Spec.Walltime), p.Name, units.FormatDuration(p.MaxWalltime))
-	}
-	return ""
-}
-
-// userCaps says which per-user resource cap j alone exceeds ("" none): a
-// job that could never start within its user's limits. The caps are the
-// ones the core enforces (coreLimits).
-func userCaps(p *partition.Partition, j *api.Job) string {
-	need := jobResources(j)
-	l, caps := p.UserLimits, coreLimits(p.UserLimits).Res
-	switch {
-	case caps.CPUMilli > 0 && need.CPUMilli > caps.CPUMilli:
-		return fmt.Sprintf("the job needs %g cpus; partition %s lets one user hold %g (user_limits.max_cpu)", float64(need.CPUMilli)/1000, p.Name, l.MaxCPU)
-	case caps.Memory > 0 && need.Memory > caps.Memory:
-		return fmt.Sprintf("the job needs %s of memory; partition %s lets one user hold %s (user_limits.max_memory)", units.FormatSizeRounded(need.Memory), p.Name, units.FormatSizeRounded(l.MaxMemory))
-	case caps.GPU > 0 && need.GPU > caps.GPU+1e-9:
-		return fmt.Sprintf("the job needs %g gpus; partition %s lets one user hold %g (user_limits.max_gpu)", need.GPU, p.Name, l.MaxGPU)
-	}
-	return ""
-}
-
-// jobResources is what all of j's containers hold together.
-func jobResources(j *api.Job) api.Resources {
-	var r api.Resources
-	for _, c := range j.Containers {
-		cr := state.ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)
-		r.CPUMilli += cr.CPUMilli
-		r.Memory += cr.Memory
-		r.GPU += cr.GPU
-	}
-	return r
-}
-
-func neverFits(j *api.Job, nodes []core.Node) string {
-	var big core.Node
-	for _, n := range nodes {
-		if n.Capacity.CPUMilli > big.Capacity.CPUMilli || (n.Capacity.CPUMilli == big.Capacity.CPUMilli && n.Capacity.GPU > big.Capacity.GPU) {
-			big = n
-		}
-	}
-	r := j.Spec.Resources
-	want := fmt.Sprintf("cpu %g, memory %s", r.CPU, units.FormatSizeRounded(r.Memory))
-	has := fmt.Sprintf("cpu %g and memory %s", float64(big.Capacity.CPUMilli)/1000, units.FormatSizeRounded(big.Capacity.Memory))
-	if r.GPU > 0 {
-		want += fmt.Sprintf(", gpu %g", r.GPU)
-		has = fmt.Sprintf("cpu %g, memory %s and %g gpus", float64(big.Capacity.CPUMilli)/1000, units.FormatSizeRounded(big.Capacity.Memory), big.Capacity.GPU)
-	}
-	return fmt.Sprintf("job can never run in partition %s: %d × (%s) %s does not fit; the largest node, %s, has %s",
-		j.Partition, len(j.Containers), want, j.Spec.Cluster.Mode, big.Name, has)
 }
 
 // Kill cancels a job: a pending one at once, a placed one once its
@@ -783,26 +553,4 @@ func checkRegister(reg api.NodeRegister) error {
 		return fmt.Errorf("%w: node %s offers %g gpus; a node offers 0 to %d", ErrInvalid, reg.Name, reg.Capacity.GPU, maxNodeGPUs)
 	}
 	return nil
-}
-
-// parseJobFile parses a submission's job file text (api.SubmitRequest's
-// JobFile) as bsub parses a file: the errors name Source's lines.
-// Parsing reads nothing but the text (jobspec's functions never touch
-// files, the clock or the environment).
-func parseJobFile(req api.SubmitRequest) (*jobspec.Job, error) {
-	name := req.Source
-	if name == "" {
-		name = "job.hcl"
-	}
-	switch {
-	case req.JobFile == "":
-		return nil, fmt.Errorf("%w: vars without a job_file", ErrInvalid)
-	case !reflect.ValueOf(req.Spec).IsZero():
-		return nil, fmt.Errorf("%w: give a spec or a job_file, not both", ErrInvalid)
-	}
-	job, diags := jobspec.ParseWith(name, []byte(req.JobFile), jobspec.Options{Vars: req.Vars, Interactive: req.Interactive})
-	if diags.HasErrors() {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.ReplaceAll(strings.TrimSpace(jobspec.FormatDiagnostics(diags)), "\n", "; "))
-	}
-	return job, nil
 }

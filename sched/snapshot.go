@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/admission"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/partition"
 	"github.com/troupe-hpc/troupe/sched/state"
@@ -40,7 +41,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 	}
 	for _, p := range cfg.Partitions {
 		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), DefaultWalltime: p.Walltime(0), GPUQuantum: p.GPUQuantum,
-			StarvationAge: p.Starvation(), UserLimits: coreLimits(p.UserLimits)}
+			StarvationAge: p.Starvation(), UserLimits: admission.Limits(p.UserLimits)}
 	}
 	var users []string
 	for _, j := range jobs {
@@ -99,17 +100,11 @@ func corePolicy(cfg *partition.Config) core.Policy {
 // ineligible is the reason a pending job may not start now, "" if it may.
 // Per-user limits are the core's (core.Partition.UserLimits).
 func ineligible(cfg *partition.Config, j *api.Job) string {
-	if p := cfg.Partition(j.Partition); p == nil || partitionLimit(cfg, p, j) != "" {
+	shape := admission.Shape{Account: j.Account, Mode: j.Spec.Cluster.Mode, Containers: len(j.Containers), Walltime: j.Spec.Walltime}
+	if p := cfg.Partition(j.Partition); p == nil || len(admission.PartitionLimits(cfg, p, shape)) > 0 {
 		return api.ReasonPartitionLimit
 	}
 	return ""
-}
-
-// coreLimits is the core's form of a partition's per-user limits; the
-// core enforces them on every pass, submission (userCaps) refuses a job
-// that alone is past them.
-func coreLimits(l partition.Limits) core.Limits {
-	return core.Limits{Jobs: l.MaxJobs, Res: core.Res{CPUMilli: core.MilliCores(l.MaxCPU), Memory: l.MaxMemory, GPU: l.MaxGPU}}
 }
 
 // coreNodes is the core's view of the nodes that take work: empty (from

@@ -329,7 +329,11 @@ func request(spec jobspec.Job, path string) (api.SubmitRequest, error) {
 	if name == "" {
 		name = strconv.Itoa(uid)
 	}
-	return api.SubmitRequest{Spec: spec, Cwd: cwd, User: name, UID: uid, GID: gid, Source: path}, nil
+	// The positions of this parse let schedd's refusals name the file's
+	// line and column: a few bytes a setting, where sending the file
+	// would have schedd parse it again and point at the file for what a
+	// flag (-q, -W, -n) changed.
+	return api.SubmitRequest{Spec: spec, Cwd: cwd, User: name, UID: uid, GID: gid, Source: path, Positions: api.PositionsOf(&spec)}, nil
 }
 
 // Waiting tolerates schedd being away (a restart) this long.

@@ -242,9 +242,10 @@ func (d *dryRunFlag) Set(s string) error {
 var verdictWait = 5 * time.Second
 
 // dryRun shows req and schedd's verdict on it, submitting nothing: schedd
-// runs submit's own checks (POST /v1/jobs/check). Without schedd it says
-// why the verdict is missing, and the dry run still succeeds. It exits 1
-// when schedd would refuse the job.
+// runs submit's own admission (POST /v1/jobs/check). Without schedd, or
+// with one too old for the check, it says why the verdict is missing,
+// and the dry run still succeeds. It exits 1 when schedd would refuse
+// the job.
 func dryRun(ctx context.Context, c *client.Client, req api.SubmitRequest, format cli.Format, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, verdictWait)
 	defer cancel()
@@ -264,44 +265,28 @@ func dryRun(ctx context.Context, c *client.Client, req api.SubmitRequest, format
 	return cli.ExitOK
 }
 
-// verdict asks schedd to run submit's checks on req. The notes (what may
-// keep the job pending) come from its partitions; a schedd older than
-// the check is judged from its partitions alone, as bsub did before.
+// verdict asks schedd to run submit's admission on req: its answer, its
+// problems (placed in the job file by the positions req carries) and
+// its notes are the verdict, with nothing judged here.
 func verdict(ctx context.Context, c *client.Client, req api.SubmitRequest) cli.Verdict {
 	chk, err := c.CheckSubmit(ctx, req)
 	var ae *client.APIError
 	switch {
 	case err == nil:
-		v := cli.Verdict{Checked: true, BySchedd: true, OK: true, Partition: chk.Partition}
-		if list, err := c.Partitions(ctx); err == nil {
-			spec := req.Spec
-			spec.Partition = chk.Partition
-			v.Notes = cli.CheckPartition(spec, list).Notes
-		}
-		return v
+		return cli.Verdict{Checked: true, BySchedd: true, OK: true, Partition: chk.Partition, Notes: chk.Notes}
 	case errors.As(err, &ae) && (ae.Status == http.StatusMethodNotAllowed || ae.Status == http.StatusNotFound && strings.HasPrefix(ae.Message, "404 page not found")):
-		list, err := c.Partitions(ctx)
-		if err != nil {
-			return cli.Verdict{Error: unchecked(c, err)}
-		}
-		v := cli.CheckPartition(req.Spec, list)
-		v.Notes = append(v.Notes, "this schedd has no POST /v1/jobs/check: judged from its partitions only; node fit is judged at submit")
-		return v
+		return cli.Verdict{Error: fmt.Sprintf("schedd at %s has no POST /v1/jobs/check, the check --dry-run asks for; it is older than this bsub", c.Addr())}
 	case errors.As(err, &ae) && ae.Status/100 == 4 && ae.Status != http.StatusUnauthorized:
 		part := req.Spec.Partition
 		if part == "" {
 			part = "(schedd's default)"
 		}
-		v := cli.Verdict{Checked: true, BySchedd: true, Partition: part, Problems: []string{strings.TrimPrefix(ae.Message, "invalid request: ")}}
-		// schedd's words have no file position; the size check's can
-		// have them here, where the job's file was parsed.
-		if list, err := c.Partitions(ctx); err == nil && list.MaxJobInput > 0 {
-			if diags := req.Spec.CheckInput(list.MaxJobInput); diags.HasErrors() {
-				v.Problems = nil
-				for _, d := range diags {
-					v.Problems = append(v.Problems, jobspec.FormatDiagnostic(d))
-				}
-			}
+		v := cli.Verdict{Checked: true, BySchedd: true, Partition: part}
+		for _, p := range ae.Problems {
+			v.Problems = append(v.Problems, p.String())
+		}
+		if len(v.Problems) == 0 { // a refusal of the request itself
+			v.Problems = []string{strings.TrimPrefix(ae.Message, "invalid request: ")}
 		}
 		return v
 	}

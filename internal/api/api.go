@@ -161,6 +161,39 @@ type SubmitRequest struct {
 	// Interactive (bsub -I) runs main1's command on a terminal that the
 	// submitter attaches to through schedd (POST /v1/jobs/{id}/attach).
 	Interactive bool `json:"interactive,omitempty"`
+	// Positions says where Source wrote each setting of Spec, keyed by
+	// its JSON path as jobspec.Job.Ranges is ("walltime",
+	// "cluster.size", "resources.cpu"): schedd's refusals then name the
+	// file's line and column. A setting a flag changed has none. Only
+	// read for the refusal's words; never stored.
+	Positions map[string]SourcePos `json:"positions,omitempty"`
+}
+
+// SourcePos is a place in a job file: line and column from 1.
+type SourcePos struct {
+	Line   int `json:"line"`
+	Column int `json:"column"`
+}
+
+// MaxPositions bounds the positions PositionsOf gives: about 40 bytes
+// each on the wire, a few dozen for a usual job file. A job of more
+// settings (thousands of env entries) is sent without any, so that they
+// never push a request past schedd's body limit; its refusals are then
+// unplaced.
+const MaxPositions = 4096
+
+// PositionsOf is where spec's settings were written (its Ranges), for
+// SubmitRequest.Positions; nil for a spec from no file, or of more than
+// MaxPositions settings.
+func PositionsOf(spec *jobspec.Job) map[string]SourcePos {
+	if len(spec.Ranges) == 0 || len(spec.Ranges) > MaxPositions {
+		return nil
+	}
+	out := make(map[string]SourcePos, len(spec.Ranges))
+	for path, r := range spec.Ranges {
+		out[path] = SourcePos{Line: r.Start.Line, Column: r.Start.Column}
+	}
+	return out
 }
 
 // SubmitResponse answers a submission.
@@ -200,6 +233,12 @@ type SubmitBatchResponse struct {
 type SubmitCheck struct {
 	Partition string `json:"partition"`
 	Account   string `json:"account"`
+	// Walltime is the job's limit: its own, else the partition's
+	// default.
+	Walltime time.Duration `json:"walltime,omitempty"`
+	// Notes say what may keep the job pending once submitted (its
+	// partition has no nodes now, or less than it needs).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Job is a job as schedd keeps it.
@@ -718,6 +757,26 @@ type ReconfigResponse struct {
 // Error is the body of every non-2xx response.
 type Error struct {
 	Error string `json:"error"`
+	// Problems lists a refused submission's reasons one by one (Error
+	// joins them with "; "), each with the setting's path and, when the
+	// job came from a file, its place there.
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// Problem is one reason schedd refuses a submission.
+type Problem struct {
+	Path     string `json:"path,omitempty"`     // the spec's JSON path, e.g. "cluster.size"
+	Position string `json:"position,omitempty"` // "file:line:col" when the job came from a file
+	Message  string `json:"message"`
+}
+
+// String is "file:line:col: message", or the message without a
+// position.
+func (p Problem) String() string {
+	if p.Position != "" {
+		return p.Position + ": " + p.Message
+	}
+	return p.Message
 }
 
 // SnapshotRestored answers a snapshot restore that was applied.

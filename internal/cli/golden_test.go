@@ -14,6 +14,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/cli/*.golden from the current output")
 
+// dryRunTaken is schedd's verdict on clitest.Submission, as POST
+// /v1/jobs/check gives it.
+var dryRunTaken = cli.Verdict{Checked: true, BySchedd: true, OK: true, Partition: "gpu",
+	Notes: []string{"the job needs more than partition gpu's up nodes hold (8 cpu, 32 GiB memory, 1 gpu)"}}
+
 // golden compares got with testdata/cli/name, or rewrites it with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
@@ -60,20 +65,21 @@ func TestGolden(t *testing.T) {
 		}},
 		{"queue_start.golden", func(b *bytes.Buffer) error { return cli.WriteQueueStart(b, clitest.Jobs(), now) }},
 		{"dryrun.golden", func(b *bytes.Buffer) error {
-			req := clitest.Submission()
-			return cli.WriteDryRun(b, req, cli.CheckPartition(req.Spec, clitest.Partitions()))
+			return cli.WriteDryRun(b, clitest.Submission(), dryRunTaken)
 		}},
 		{"dryrun_refused.golden", func(b *bytes.Buffer) error {
 			req := clitest.Submission()
 			req.Spec.Walltime, req.Spec.Cluster.Size, req.Spec.Account = 100*time.Hour, 64, "physics"
-			return cli.WriteDryRun(b, req, cli.CheckPartition(req.Spec, clitest.Partitions()))
+			return cli.WriteDryRun(b, req, cli.Verdict{Checked: true, BySchedd: true, Partition: "gpu", Problems: []string{
+				"train.hcl:7:3: walltime 4-04:00:00 exceeds partition gpu's limit of 3-00:00:00 (max_walltime)",
+				"cluster size 64 exceeds partition gpu's limit of 16 (max_cluster_size)",
+			}})
 		}},
 		{"dryrun_unchecked.golden", func(b *bytes.Buffer) error {
 			return cli.WriteDryRun(b, clitest.Submission(), cli.Verdict{Error: "cannot reach schedd at unix:///run/troupe/schedd.sock: connect: no such file or directory"})
 		}},
 		{"dryrun.json.golden", func(b *bytes.Buffer) error {
-			req := clitest.Submission()
-			return cli.WriteJSON(b, cli.DryRun{Submit: req, Verdict: cli.CheckPartition(req.Spec, clitest.Partitions())})
+			return cli.WriteJSON(b, cli.DryRun{Submit: clitest.Submission(), Verdict: dryRunTaken})
 		}},
 		{"history.golden", func(b *bytes.Buffer) error { return cli.WriteHistory(b, clitest.History(), now.Location()) }},
 		{"history_long.golden", func(b *bytes.Buffer) error { return cli.WriteHistoryLong(b, clitest.History(), now.Location()) }},

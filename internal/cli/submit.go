@@ -8,18 +8,16 @@ import (
 	"text/tabwriter"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // Verdict is what bsub --dry-run says of a job: schedd's, from submit's
-// own checks (POST /v1/jobs/check), or, from a schedd without that
-// check, judged here from GET /v1/partitions (CheckPartition).
+// own admission (POST /v1/jobs/check), or why there is none.
 type Verdict struct {
 	Checked   bool     `json:"checked"`             // schedd gave a verdict
-	BySchedd  bool     `json:"by_schedd,omitempty"` // from submit's checks, not CheckPartition
+	BySchedd  bool     `json:"by_schedd,omitempty"` // from submit's admission (always, when checked)
 	Partition string   `json:"partition,omitempty"` // the one the job would go to
 	OK        bool     `json:"ok"`                  // no problem found
-	Problems  []string `json:"problems,omitempty"`  // why schedd would refuse it
+	Problems  []string `json:"problems,omitempty"`  // why schedd would refuse it ("file:line:col: …" when placed)
 	Notes     []string `json:"notes,omitempty"`     // what may keep it pending
 	Error     string   `json:"error,omitempty"`     // why it was not checked
 }
@@ -28,61 +26,6 @@ type Verdict struct {
 type DryRun struct {
 	Submit  api.SubmitRequest `json:"submit"`
 	Verdict Verdict           `json:"verdict"`
-}
-
-// CheckPartition judges spec against the partitions schedd has in force:
-// existence, walltime, cluster size, account, mode, and (as notes) the
-// capacity of the up nodes.
-func CheckPartition(spec jobspec.Job, list api.PartitionList) Verdict {
-	v := Verdict{Checked: true, Partition: spec.Partition}
-	var p *api.PartitionInfo
-	var names []string
-	for i := range list.Partitions {
-		q := &list.Partitions[i]
-		names = append(names, q.Name)
-		if (spec.Partition == "" && q.Default) || (spec.Partition != "" && q.Name == spec.Partition) {
-			p = q
-		}
-	}
-	if p == nil {
-		if spec.Partition == "" {
-			v.Problems = append(v.Problems, fmt.Sprintf("no partition named and schedd has no default; partitions: %s", strings.Join(names, ", ")))
-		} else {
-			v.Problems = append(v.Problems, fmt.Sprintf("partition %q does not exist; partitions: %s", spec.Partition, strings.Join(names, ", ")))
-		}
-		return v
-	}
-	v.Partition = p.Name
-	problem := func(format string, args ...any) { v.Problems = append(v.Problems, fmt.Sprintf(format, args...)) }
-	if list.MaxJobInput > 0 { // schedd's max_job_input, as submit checks it
-		for _, d := range spec.CheckInput(list.MaxJobInput) {
-			problem("%s", jobspec.FormatDiagnostic(d))
-		}
-	}
-	if p.MaxWalltime > 0 && spec.Walltime > p.MaxWalltime {
-		problem("walltime %s exceeds partition %s's limit of %s", Elapsed(spec.Walltime), p.Name, Elapsed(p.MaxWalltime))
-	}
-	if p.MaxClusterSize > 0 && spec.Cluster.Size > p.MaxClusterSize {
-		problem("cluster size %d exceeds partition %s's limit of %d containers", spec.Cluster.Size, p.Name, p.MaxClusterSize)
-	}
-	if len(p.AllowedAccounts) > 0 && spec.Account != "" && !slices.Contains(p.AllowedAccounts, spec.Account) {
-		problem("account %q may not use partition %s; allowed: %s", spec.Account, p.Name, strings.Join(p.AllowedAccounts, ", "))
-	}
-	if len(p.AllowedModes) > 0 && !slices.Contains(p.AllowedModes, spec.Cluster.Mode) {
-		problem("cluster mode %s is not allowed in partition %s; allowed: %s", spec.Cluster.Mode, p.Name, strings.Join(p.AllowedModes, ", "))
-	}
-	if len(p.Nodes) == 0 {
-		v.Notes = append(v.Notes, fmt.Sprintf("partition %s has no nodes now", p.Name))
-	} else {
-		n := float64(spec.Cluster.Size)
-		r := spec.Resources
-		if n*r.CPU*1000 > float64(p.Capacity.CPUMilli) || n*float64(r.Memory) > float64(p.Capacity.Memory) || n*r.GPU > p.Capacity.GPU+1e-9 {
-			v.Notes = append(v.Notes, fmt.Sprintf("the job needs more than partition %s's up nodes hold (%s cpu, %s GiB, %s gpu)",
-				p.Name, Cores(p.Capacity.CPUMilli), GiB(p.Capacity.Memory), Number(p.Capacity.GPU, 2)))
-		}
-	}
-	v.OK = len(v.Problems) == 0
-	return v
 }
 
 // WriteDryRun writes what bsub would submit and the verdict on it.
@@ -172,10 +115,7 @@ func VerdictLine(v Verdict) string {
 	case !v.OK:
 		return fmt.Sprintf("Verdict: schedd would refuse it (partition %s)", cell(v.Partition))
 	}
-	if v.BySchedd {
-		return fmt.Sprintf("Verdict: schedd would take it into partition %s (submit's checks passed; nothing stored)", cell(v.Partition))
-	}
-	return fmt.Sprintf("Verdict: within partition %s's limits (checked against GET /v1/partitions; node fit is judged at submit)", v.Partition)
+	return fmt.Sprintf("Verdict: schedd would take it into partition %s (submit's checks passed; nothing stored)", cell(v.Partition))
 }
 
 // shortHosts elides the middle of a long host list.

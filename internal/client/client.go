@@ -66,6 +66,9 @@ type APIError struct {
 	// Outcome is api.OutcomeNotApplied or api.OutcomeUnknown when schedd
 	// said so (api.OutcomeHeader).
 	Outcome string
+	// Problems are a refused submission's reasons one by one, as schedd
+	// listed them (Message joins them).
+	Problems []api.Problem
 }
 
 func (e *APIError) Error() string { return e.Message }
@@ -317,7 +320,7 @@ func apiError(resp *http.Response) *APIError {
 	if json.Unmarshal(b, &e) != nil || e.Error == "" {
 		e.Error = strings.TrimSpace(string(b))
 	}
-	return &APIError{Status: resp.StatusCode, Message: e.Error, Outcome: resp.Header.Get(api.OutcomeHeader)}
+	return &APIError{Status: resp.StatusCode, Message: e.Error, Outcome: resp.Header.Get(api.OutcomeHeader), Problems: e.Problems}
 }
 
 func unwrapDial(err error) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-memdb"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/admission"
 )
 
 const (
@@ -222,9 +223,10 @@ func (v *Snapshot) DeviceUse() map[string]map[int]*api.NodeGPU {
 	return out
 }
 
-// ContainerResources converts a job file's request into schedulable units.
+// ContainerResources converts a job file's request into schedulable units
+// (admission's conversion, the one schedd makes).
 func ContainerResources(cpu float64, memory int64, gpu float64) api.Resources {
-	return api.Resources{CPUMilli: int64(cpu*1000 + 0.5), Memory: memory, GPU: gpu}
+	return admission.ContainerResources(cpu, memory, gpu)
 }
 
 // Dump is the whole state, for raft snapshots. Version is the

@@ -369,6 +369,46 @@ func TestSubmitFromPage(t *testing.T) {
 	}
 }
 
+// TestSubmitFromPageRefusalPlaced: a job file the page parses but schedd
+// refuses (sched/admission, the path bsub's submit and dry run take)
+// comes back in the same words as the API's submit of the same file,
+// each problem placed at its file:line:col.
+func TestSubmitFromPageRefusalPlaced(t *testing.T) {
+	srv, page, _ := schedd(t)
+	me, err := user.Current()
+	if err != nil || me.HomeDir == "" {
+		t.Skipf("SKIP: this process's user has no home directory (%v): the page submits from there", err)
+	}
+	uid := os.Getuid()
+	_, secret := token(t, srv, uid, me.Username)
+	c := newClient(t, page)
+	c.login(secret)
+	src := `job "elsewhere" {
+  partition = "nope"
+  image     = "host"
+  command   = ["true"]
+}
+`
+	body, _ := json.Marshal(web.Submit{Name: "where.hcl", Source: src})
+	code, _, out := c.do("POST", "/submit", string(body), nil)
+	var got api.Error
+	if err := json.Unmarshal([]byte(out), &got); code != 400 || err != nil {
+		t.Fatalf("POST /submit: %d %s", code, out)
+	}
+	_, want := srv.Submit(context.Background(), api.SubmitRequest{JobFile: src, Source: "where.hcl", Cwd: me.HomeDir,
+		User: me.Username, UID: uid, GID: os.Getgid()})
+	if want == nil || got.Error != want.Error() {
+		t.Fatalf("the page says %q\nsubmit says %v", got.Error, want)
+	}
+	placed := api.Problem{Path: "partition", Position: "where.hcl:2:15", Message: `partition "nope" does not exist; known partitions: default`}
+	if len(got.Problems) != 1 || got.Problems[0] != placed || got.Error != "invalid request: "+placed.String() {
+		t.Errorf("the page's refusal: %+v\nwant %+v", got, placed)
+	}
+	if n := len(srv.Store().Snapshot().Jobs()); n != 0 {
+		t.Errorf("%d jobs stored by refused submissions", n)
+	}
+}
+
 // The terminal's WebSocket: a session, this page's Origin, and the
 // job's owner; a refusal after the handshake comes as an 'e' frame.
 func TestTerminalRefusals(t *testing.T) {

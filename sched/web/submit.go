@@ -42,7 +42,9 @@ var interactiveShell = []string{"/bin/sh"}
 // submit parses the job file as bsub does and submits it through the
 // API's POST /v1/jobs as the session's user, who submits it from their
 // home directory on schedd's machine (relative output paths resolve
-// there). Errors in the file come back as "name:line:col: …", one a line.
+// there). Errors in the file come back as "name:line:col: …", one a line;
+// schedd's refusals (sched/admission, as for bsub) as the API's error
+// body, its problems placed in the file the same way.
 func (p *page) submit(w http.ResponseWriter, r *http.Request, id auth.Identity) {
 	var in Submit
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*maxJobFile))
@@ -83,8 +85,11 @@ func (p *page) submit(w http.ResponseWriter, r *http.Request, id auth.Identity) 
 		httpError(w, http.StatusBadRequest, err)
 		return
 	}
+	// The positions of this parse go along, as bsub sends its own:
+	// schedd's refusals (a partition's limits) then name the file's
+	// line and column too.
 	body, err := json.Marshal(api.SubmitRequest{Spec: *spec, Cwd: home, Source: name, Hold: in.Hold,
-		Interactive: in.Interactive, RequestID: in.RequestID})
+		Interactive: in.Interactive, RequestID: in.RequestID, Positions: api.PositionsOf(spec)})
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, err)
 		return

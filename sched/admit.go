@@ -1,0 +1,156 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/units"
+	"github.com/troupe-hpc/troupe/sched/admission"
+	"github.com/troupe-hpc/troupe/sched/core"
+	"github.com/troupe-hpc/troupe/sched/state"
+)
+
+// Submissions are admitted by sched/admission (the one path for submit,
+// batch submit, the dry run's check and the web page); this file is the
+// controller's side of it: the state as admission reads it, and the row
+// an admitted job becomes.
+
+// admit runs admission on req against the current state; ahead are the
+// jobs before it in the same batch. A refusal is an ErrInvalid (or
+// ErrQueueFull) that wraps the *admission.Refusal, whose problems the
+// API's error body lists.
+func (s *Server) admit(v *state.Snapshot, req api.SubmitRequest, ahead []*admission.Job) (*admission.Job, error) {
+	j, err := admission.Admit(req, admitView{v, &s.nodes}, s.admission(), ahead)
+	var r *admission.Refusal
+	switch {
+	case err == nil:
+		return j, nil
+	case errors.As(err, &r) && r.QueueFull:
+		return nil, fmt.Errorf("%w: %w", ErrQueueFull, err)
+	}
+	return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+}
+
+// admission is schedd's settings as admission takes them.
+func (s *Server) admission() admission.Settings {
+	set := admission.Settings{MaxJobInput: s.cfg.MaxJobInput, MaxQueued: s.cfg.MaxQueued, MaxQueuedPerUser: s.cfg.MaxQueuedPerUser, Images: s.cfg.Images}
+	if set.MaxQueuedPerUser < 0 {
+		set.MaxQueuedPerUser = 0 // unlimited
+	}
+	return set
+}
+
+// newJob admits req and makes the job to store, with its session and
+// kernel ids; ahead as for admit.
+func (s *Server) newJob(req api.SubmitRequest, ahead []*admission.Job) (*api.Job, *admission.Job, error) {
+	a, err := s.admit(s.st.Snapshot(), req, ahead)
+	if err != nil {
+		return nil, nil, err
+	}
+	j := jobRow(a)
+	for i := range j.Containers {
+		j.Containers[i].KernelID = uuid.NewString()
+	}
+	j.SessionID = j.Containers[0].KernelID
+	return j, a, nil
+}
+
+// jobRow is the row an admitted job is stored as, less its ids.
+func jobRow(a *admission.Job) *api.Job {
+	j := &api.Job{
+		RequestID: a.RequestID,
+		Name:      a.Spec.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
+		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime,
+		Spec: a.Spec, State: api.JobPending, Reason: api.ReasonPriority,
+		Interactive: a.Interactive,
+	}
+	j.Spec.Ranges = nil // where the file wrote it matters to admission only
+	if a.DependsOn != nil {
+		j.DependsOn, j.Reason = a.DependsOn, api.ReasonDependency
+	}
+	if a.Held {
+		j.State, j.Reason = api.JobHeld, api.ReasonHeld
+	}
+	for _, c := range a.Containers {
+		j.Containers = append(j.Containers, api.Container{Container: c, State: api.ContainerPending})
+	}
+	return j
+}
+
+// admitView is a state snapshot as admission reads it.
+type admitView struct {
+	*state.Snapshot
+	nodes *nodeCache
+}
+
+// Target is job id for a dependency: array elements are named through
+// their array's row.
+func (a admitView) Target(id uint64) (admission.Target, bool) {
+	o := a.Job(id)
+	if o == nil {
+		return admission.Target{}, false
+	}
+	if o.Array == nil {
+		return admission.Target{}, true
+	}
+	return admission.Target{Array: true, Indices: o.Array.Indices}, true
+}
+
+// Submitted counts user's jobs in part that have not ended, an array's
+// own row once (its elements not).
+func (a admitView) Submitted(user, part string) int {
+	n := 0
+	for _, o := range a.JobsOf(user) {
+		if !o.State.Terminal() && o.User == user && o.Partition == part && o.ArrayID == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// NeverFits asks the node cache whether the job could ever be placed.
+func (a admitView) NeverFits(j *admission.Job) string {
+	return a.nodes.check(a.Snapshot, jobRow(j))
+}
+
+// partitionCapacity is how many up nodes part has and what they hold
+// together, for the dry run's notes.
+func (s *Server) partitionCapacity(v *state.Snapshot, part string) (int, api.Resources) {
+	var (
+		n     int
+		total api.Resources
+	)
+	for _, nd := range s.nodes.empty(v) {
+		if slices.Contains(nd.Partitions, part) {
+			n++
+			total.CPUMilli += nd.Capacity.CPUMilli
+			total.Memory += nd.Capacity.Memory
+			total.GPU += nd.Capacity.GPU
+		}
+	}
+	return n, total
+}
+
+// neverFits says why j can never run on nodes, the partition's largest
+// named.
+func neverFits(j *api.Job, nodes []core.Node) string {
+	var big core.Node
+	for _, n := range nodes {
+		if n.Capacity.CPUMilli > big.Capacity.CPUMilli || (n.Capacity.CPUMilli == big.Capacity.CPUMilli && n.Capacity.GPU > big.Capacity.GPU) {
+			big = n
+		}
+	}
+	r := j.Spec.Resources
+	want := fmt.Sprintf("cpu %g, memory %s", r.CPU, units.FormatSizeRounded(r.Memory))
+	has := fmt.Sprintf("cpu %g and memory %s", float64(big.Capacity.CPUMilli)/1000, units.FormatSizeRounded(big.Capacity.Memory))
+	if r.GPU > 0 {
+		want += fmt.Sprintf(", gpu %g", r.GPU)
+		has = fmt.Sprintf("cpu %g, memory %s and %g gpus", float64(big.Capacity.CPUMilli)/1000, units.FormatSizeRounded(big.Capacity.Memory), big.Capacity.GPU)
+	}
+	return fmt.Sprintf("job can never run in partition %s: %d × (%s) %s does not fit; the largest node, %s, has %s",
+		j.Partition, len(j.Containers), want, j.Spec.Cluster.Mode, big.Name, has)
+}
