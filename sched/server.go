@@ -135,9 +135,10 @@ type Server struct {
 	nodes     nodeCache         // empty nodes and submit's can-ever-fit answers
 	config    *partition.Config // the partitions config read at start
 	metrics   *metrics
-	reports   reportQueue // reports waiting to share a raft entry
-	attach    attachHub   // terminal attach requests waiting for nodelets: leader-local
-	apps      appProxy    // the /apps proxy's connections: leader-local
+	reports   groupCommit[state.Report, []state.Started] // nodelet reports waiting to share a raft entry
+	submits   groupCommit[*api.Job, state.Submitted]     // single submits waiting to share a raft entry
+	attach    attachHub                                  // terminal attach requests waiting for nodelets: leader-local
+	apps      appProxy                                   // the /apps proxy's connections: leader-local
 	acct      *accounting.Store
 	exportMu  sync.Mutex // one export at a time; guards exp
 	exp       exporter
@@ -215,6 +216,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl, acct: acct, exp: exporter{done: map[accounting.Key]bool{}},
 		seen: map[string]time.Time{}, starts: map[uint64]time.Time{}, kick: make(chan struct{}, 1),
 		leadSince: cfg.Clock(), config: pc}
+	s.reports = groupCommit[state.Report, []state.Started]{commit: s.commitReports,
+		maxItems: maxReportBatch, maxWeight: maxReportUpdates, weight: func(r state.Report) int { return len(r.Updates) }}
+	s.submits = groupCommit[*api.Job, state.Submitted]{commit: s.commitSubmits, maxItems: maxSubmitGroup}
 	s.metrics = newMetrics(s)
 	if rl.Multi() {
 		return s, nil // the leader puts its config in force when it takes office
@@ -329,13 +333,43 @@ func (s *Server) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 	if err != nil {
 		return api.SubmitResponse{}, err
 	}
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdSubmit, Submit: j})
+	out, err := s.submits.do(j)
+	if err == nil {
+		err = out.Err
+	}
 	if err != nil {
 		return api.SubmitResponse{}, err
 	}
-	s.wake()
 	idx, _ := s.st.Snapshot().Index() // the job's entry is applied: idx is at or past it
-	return api.SubmitResponse{JobID: v.(uint64), Partition: j.Partition, Index: idx}, nil
+	return api.SubmitResponse{JobID: out.ID, Partition: j.Partition, Index: idx}, nil
+}
+
+// maxSubmitGroup bounds the single submits that share one raft entry
+// (a job is a few KB in the log).
+const maxSubmitGroup = 128
+
+// commitSubmits commits jobs, single submits that arrived together, as
+// one entry (one alone as a CmdSubmit): each is stored or refused on its
+// own, as if submitted alone, in the order they arrived.
+func (s *Server) commitSubmits(jobs []*api.Job) ([]state.Submitted, error) {
+	defer s.wake()
+	ctx := context.Background() // raft's own apply timeout bounds it
+	if len(jobs) == 1 {
+		v, err := s.apply(ctx, state.Command{Kind: state.CmdSubmit, Submit: jobs[0]})
+		if err != nil {
+			return []state.Submitted{{Err: err}}, nil
+		}
+		return []state.Submitted{{ID: v.(uint64)}}, nil
+	}
+	v, err := s.apply(ctx, state.Command{Kind: state.CmdSubmits, Submits: jobs})
+	if err != nil {
+		return nil, err
+	}
+	out, ok := v.([]state.Submitted)
+	if !ok || len(out) != len(jobs) {
+		return nil, fmt.Errorf("submits entry answered %T for %d jobs", v, len(jobs))
+	}
+	return out, nil
 }
 
 // SubmitBatch checks each of reqs as Submit does, the jobs ahead of it in

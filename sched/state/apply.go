@@ -36,6 +36,7 @@ func conflict(format string, args ...any) error {
 const (
 	CmdSubmit   = "submit"
 	CmdBatch    = "submit-batch" // several submits in one entry (bsub --count, bsub a.hcl b.hcl)
+	CmdSubmits  = "submits"      // single submits that arrived together (the leader's group commit), each stored or refused alone
 	CmdRegister = "register"
 	CmdPlan     = "plan"
 	CmdReport   = "report"
@@ -71,7 +72,8 @@ const (
 //	   refuse the unknown kind and lose every report in the entry
 //	4: batch submits (CmdBatch): an older schedd would refuse the kind
 //	   and lose the jobs
-const SchemaVersion = 4
+//	5: single submits committed together (CmdSubmits): likewise
+const SchemaVersion = 5
 
 // ErrSchema marks an entry or snapshot written by a newer schedd, whose
 // schema this one does not know.
@@ -95,7 +97,10 @@ type Command struct {
 	Submit  *api.Job  `json:"submit,omitempty"`
 	// Batch is a CmdBatch's jobs, submitted in order with consecutive
 	// ids, all or none.
-	Batch    []*api.Job `json:"batch,omitempty"`
+	Batch []*api.Job `json:"batch,omitempty"`
+	// Submits are a CmdSubmits entry's jobs: each is stored or refused
+	// on its own, in order, as if it came alone.
+	Submits  []*api.Job `json:"submits,omitempty"`
 	Register *api.Node  `json:"register,omitempty"`
 	Plan     *Plan      `json:"plan,omitempty"`
 	Report   *Report    `json:"report,omitempty"`
@@ -168,7 +173,8 @@ type Report struct {
 // job's id for a submit, the ids ([]uint64, in order) for a batch, the
 // job for a kill, hold or release, the jobs it moved to RUNNING
 // ([]Started) for a report, each report's started jobs ([][]Started) for
-// a CmdReports, nil otherwise; or an error that leaves the state
+// a CmdReports, each job's outcome ([]Submitted) for a CmdSubmits, nil
+// otherwise; or an error that leaves the state
 // unchanged.
 func (s *Store) Apply(index uint64, c Command) (any, error) {
 	txn := s.db.Txn(true)
@@ -192,6 +198,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		res, err = submit(txn, index, c.Time, c.Submit)
 	case CmdBatch:
 		res, err = submitBatch(txn, index, c.Time, c.Batch)
+	case CmdSubmits:
+		res, err = submitEach(txn, index, c.Time, c.Submits)
 	case CmdRegister:
 		err = register(txn, c.Time, c.Register)
 	case CmdPlan:
@@ -304,22 +312,33 @@ func clone(j *api.Job) *api.Job {
 }
 
 func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, error) {
+	j, id, err := newRow(txn, index, now, in)
+	if err != nil || j == nil {
+		return id, err
+	}
+	return j.ID, txn.Insert(tableJobs, j)
+}
+
+// newRow checks a submitted job and makes its row, or returns the id of
+// the job an earlier try of the same request made (and a nil row). It
+// writes nothing, so a refusal leaves the transaction as it was.
+func newRow(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (*api.Job, uint64, error) {
 	if in == nil {
-		return 0, errors.New("submit without a job")
+		return nil, 0, errors.New("submit without a job")
 	}
 	last, err := lastJobID(txn)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	if in.RequestID != "" {
 		if raw, _ := txn.First(tableJobs, "request", in.RequestID); raw != nil {
-			return raw.(*api.Job).ID, nil // a retried submission: the job it made
+			return nil, raw.(*api.Job).ID, nil // a retried submission: the job it made
 		}
 	}
 	j := clone(in)
 	j.ID = last + 1
 	if len(j.Containers) > MaxSessionSize {
-		return 0, fmt.Errorf("a session holds at most %d containers, not %d", MaxSessionSize, len(j.Containers))
+		return nil, 0, fmt.Errorf("a session holds at most %d containers, not %d", MaxSessionSize, len(j.Containers))
 	}
 	j.State, j.Submitted, j.ModifyIndex = api.JobPending, now, index
 	if in.State == api.JobHeld { // bsub -H
@@ -328,14 +347,44 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 	j.Array, j.ArrayID, j.ArrayIndex, j.ArraySpan = nil, 0, 0, nil
 	if j.Spec.Array != nil {
 		if err := newArray(j); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 	}
 	if err := checkDependency(txn, j); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	sessionNetwork(j)
-	return j.ID, txn.Insert(tableJobs, j)
+	return j, j.ID, nil
+}
+
+// Submitted is one job's outcome in a CmdSubmits entry: its id, or why
+// it was refused (the others in the entry are stored all the same).
+type Submitted struct {
+	ID  uint64
+	Err error
+}
+
+// submitEach submits jobs in order in one transaction, each on its own:
+// a refused job leaves the others stored, with consecutive ids.
+func submitEach(txn *memdb.Txn, index uint64, now time.Time, jobs []*api.Job) ([]Submitted, error) {
+	if len(jobs) == 0 {
+		return nil, errors.New("submits entry without jobs")
+	}
+	out := make([]Submitted, len(jobs))
+	for i, in := range jobs {
+		j, id, err := newRow(txn, index, now, in)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		if j != nil {
+			if err := txn.Insert(tableJobs, j); err != nil {
+				return nil, err // the store failed, not the job: refuse the entry
+			}
+		}
+		out[i].ID = id
+	}
+	return out, nil
 }
 
 // submitBatch submits jobs in order in one transaction: a failure of any

@@ -49,3 +49,45 @@ func TestSubmitBatch(t *testing.T) {
 		t.Fatalf("%d jobs after failed batches, want %d", n, before)
 	}
 }
+
+// TestSubmitEach: a CmdSubmits entry (single submits the leader commits
+// together) stores each job as if it came alone: consecutive ids in
+// order, a retried request gets its first job, and a refused job leaves
+// the others stored.
+func TestSubmitEach(t *testing.T) {
+	h := newHarness(t)
+	one := session(1)
+	one.RequestID = "a"
+	first := h.apply(Command{Kind: CmdSubmit, Submit: one}).(uint64)
+
+	bad := session(1)
+	bad.DependsOn = &api.Dependency{Conditions: []api.Condition{{Kind: api.DepDone, JobID: 999}}}
+	two, retry := session(2), session(1)
+	retry.RequestID = "a"
+	out := h.apply(Command{Kind: CmdSubmits, Submits: []*api.Job{two, bad, retry, session(1)}}).([]Submitted)
+	if len(out) != 4 {
+		t.Fatalf("%d outcomes for 4 jobs", len(out))
+	}
+	if out[0].Err != nil || out[0].ID != first+1 {
+		t.Errorf("first job: %+v, want id %d", out[0], first+1)
+	}
+	if out[1].Err == nil || out[1].ID != 0 {
+		t.Errorf("the job on a missing job was stored: %+v", out[1])
+	}
+	if out[2].Err != nil || out[2].ID != first {
+		t.Errorf("retried request: %+v, want its first job %d", out[2], first)
+	}
+	if out[3].Err != nil || out[3].ID != first+2 {
+		t.Errorf("last job: %+v, want id %d (the refused one takes no id)", out[3], first+2)
+	}
+	if j := h.job(first + 1); j == nil || len(j.Containers) != 2 || j.State != api.JobPending {
+		t.Fatalf("first of the entry: %+v", j)
+	}
+	if n := len(h.st.Snapshot().Jobs()); n != 3 {
+		t.Errorf("%d jobs stored, want 3", n)
+	}
+	h.idx++
+	if _, err := h.st.Apply(h.idx, Command{Kind: CmdSubmits, Time: t0}); err == nil {
+		t.Fatal("an empty submits entry was applied")
+	}
+}
