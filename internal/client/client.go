@@ -9,6 +9,9 @@
 // open ("leadership lost while committing") or a connection lost after the
 // request went out is retried with that id, and if no try settles it the
 // call returns an error that is ErrUnknownOutcome, never a plain failure.
+//
+// It must not import sched/... or nodelet/...: it knows the API
+// (internal/api), not the controller.
 package client
 
 import (
