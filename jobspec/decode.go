@@ -2,13 +2,13 @@ package jobspec
 
 import (
 	"fmt"
-	"math/big"
 	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/troupe-hpc/troupe/internal/hclattr"
 )
 
 // Defaults Parse fills for settings a job file leaves out.
@@ -59,73 +59,65 @@ var (
 	}
 )
 
-// decoder evaluates attributes, collecting diagnostics and the range of
-// every value it reads.
+// decoder evaluates attributes, collecting diagnostics, the range of
+// every value it reads (Ranges) and the paths already reported broken
+// (Failed), for Validate to skip.
 type decoder struct {
-	ctx    *hcl.EvalContext
-	diags  hcl.Diagnostics
-	ranges map[string]hcl.Range
-	failed map[string]bool // paths already reported, for Validate to skip
+	hclattr.Decoder
 }
 
 // decodeJob decodes a job block; Validate checks the result.
 func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, hcl.Diagnostics) {
-	d := &decoder{ctx: ctx, failed: map[string]bool{}, ranges: map[string]hcl.Range{
+	d := &decoder{hclattr.Decoder{Ctx: ctx, Failed: map[string]bool{}, Ranges: map[string]hcl.Range{
 		"":     block.DefRange,
 		"name": block.LabelRanges[0],
-	}}
+	}}}
 	j := &Job{
 		Name:      block.Labels[0],
 		Cluster:   Cluster{Size: DefaultClusterSize, Mode: DefaultClusterMode},
 		Resources: Resources{CPU: DefaultCPU, Memory: DefaultMemory},
 		Workdir:   DefaultWorkdir,
-		Ranges:    d.ranges,
+		Ranges:    d.Ranges,
 	}
 	content, diags := bodyContent(block.Body, jobSchema)
-	d.diags = diags
-	attrs := content.Attributes
-	d.str(attrs, "partition", "partition", &j.Partition)
-	d.str(attrs, "account", "account", &j.Account)
+	d.Diags = diags
+	attrs := d.Attrs(content.Attributes, "")
+	attrs.String("partition", &j.Partition)
+	attrs.String("account", &j.Account)
 	d.walltime(attrs, j)
-	d.whole(attrs, "priority", "priority", &j.Priority)
-	d.boolean(attrs, "requeue", "requeue", &j.Requeue)
-	d.boolean(attrs, "ssh", "ssh", &j.SSH)
-	d.str(attrs, "image", "image", &j.Image)
-	d.strList(attrs, "command", "command", &j.Command)
-	d.str(attrs, "workdir", "workdir", &j.Workdir)
+	attrs.Whole("priority", &j.Priority)
+	attrs.Bool("requeue", &j.Requeue)
+	attrs.Bool("ssh", &j.SSH)
+	attrs.String("image", &j.Image)
+	attrs.Strings("command", &j.Command)
+	attrs.String("workdir", &j.Workdir)
 	d.env(attrs, j)
-	d.str(attrs, "output", "output", &j.Output)
-	d.str(attrs, "error", "error", &j.Error)
+	attrs.String("output", &j.Output)
+	attrs.String("error", &j.Error)
 
 	blocks := content.Blocks.ByType()
 	sizeSet := false
 	if b := d.single(blocks["cluster"]); b != nil {
-		d.ranges["cluster"] = b.DefRange
-		c, diags := bodyContent(b.Body, clusterSchema)
-		d.diags = append(d.diags, diags...)
-		sizeSet = d.whole(c.Attributes, "size", "cluster.size", &j.Cluster.Size)
-		d.str(c.Attributes, "mode", "cluster.mode", &j.Cluster.Mode)
+		c := d.block(b, "cluster", clusterSchema)
+		_, sizeSet = c.Whole("size", &j.Cluster.Size)
+		c.String("mode", &j.Cluster.Mode)
 	}
 	if b := d.single(blocks["resources"]); b != nil {
 		d.resources(b, "resources", &j.Resources)
 	}
 	if b := d.single(blocks["array"]); b != nil {
-		d.ranges["array"] = b.DefRange
-		c, diags := bodyContent(b.Body, arraySchema)
-		d.diags = append(d.diags, diags...)
+		c := d.block(b, "array", arraySchema)
 		j.Array = &Array{}
-		d.str(c.Attributes, "range", "array.range", &j.Array.Range)
-		d.whole(c.Attributes, "max_running", "array.max_running", &j.Array.MaxRunning)
+		c.String("range", &j.Array.Range)
+		c.Whole("max_running", &j.Array.MaxRunning)
 	}
 	if b := d.single(blocks["mail"]); b != nil {
-		d.ranges["mail"] = b.DefRange
-		c, diags := bodyContent(b.Body, mailSchema)
-		d.diags = append(d.diags, diags...)
+		c := d.block(b, "mail", mailSchema)
 		m := &Mail{}
-		d.str(c.Attributes, "to", "mail.to", &m.To)
-		d.boolean(c.Attributes, "begin", "mail.begin", &m.Begin)
-		d.boolean(c.Attributes, "end", "mail.end", &m.End)
-		d.boolean(c.Attributes, "fail", "mail.fail", &m.Fail)
+		c.String("to", &m.To)
+		c.Bool("begin", &m.Begin)
+		c.Bool("end", &m.End)
+		c.Bool("fail", &m.Fail)
 		j.Mail = m
 	}
 	for i, b := range blocks["mount"] {
@@ -141,13 +133,16 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	for i, b := range blocks["service"] {
 		j.Services = append(j.Services, d.service(b, fmt.Sprintf("services.%d", i)))
 	}
-	return j, d.failed, d.diags
+	return j, d.Failed, d.Diags
 }
 
-// fail reports diag for the value at path, which Validate then skips.
-func (d *decoder) fail(path string, diag *hcl.Diagnostic) {
-	d.diags = append(d.diags, diag)
-	d.failed[path] = true
+// block reads the content of block b, at path, against schema (with
+// suggestions for unknown names): its attributes, read at path.
+func (d *decoder) block(b *hcl.Block, path string, schema *hcl.BodySchema) hclattr.Attrs {
+	d.Ranges[path] = b.DefRange
+	c, diags := bodyContent(b.Body, schema)
+	d.Diags = append(d.Diags, diags...)
+	return d.Attrs(c.Attributes, path)
 }
 
 // single returns the one block of a type, reporting any more.
@@ -156,139 +151,40 @@ func (d *decoder) single(blocks []*hcl.Block) *hcl.Block {
 		return nil
 	}
 	for _, b := range blocks[1:] {
-		d.diags = append(d.diags, errorAt(b.DefRange.Ptr(), fmt.Sprintf("Duplicate %s block", b.Type),
+		d.Diags = append(d.Diags, errorAt(b.DefRange.Ptr(), fmt.Sprintf("Duplicate %s block", b.Type),
 			"A job has at most one %s block; the first is at %s. Merge them.", b.Type, posString(blocks[0].DefRange)))
 	}
 	return blocks[0]
 }
 
-// eval evaluates attribute name as type ty, recording its range under
-// path. ok is false when the attribute is absent or null (both mean
-// "not set"), when evaluating it failed (reported), or when its value
-// depends on an earlier error.
-func (d *decoder) eval(attrs hcl.Attributes, name, path string, ty cty.Type) (v cty.Value, a *hcl.Attribute, ok bool) {
-	a = attrs[name]
-	if a == nil {
-		return cty.NilVal, nil, false
-	}
-	d.ranges[path] = a.Expr.Range()
-	v, diags := a.Expr.Value(d.ctx)
-	d.diags = append(d.diags, diags...)
-	if diags.HasErrors() || !v.IsWhollyKnown() {
-		d.failed[path] = true
-		return cty.NilVal, a, false
-	}
-	if v.IsNull() {
-		return cty.NilVal, a, false
-	}
-	v, err := convert.Convert(v, ty)
-	if err != nil {
-		d.diags = append(d.diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Incorrect attribute value type",
-			Detail:   fmt.Sprintf("Inappropriate value for attribute %q: %s.", name, err),
-			Subject:  a.Expr.Range().Ptr(),
-			Context:  a.Range.Ptr(),
-		})
-		d.failed[path] = true
-		return cty.NilVal, a, false
-	}
-	return v, a, true
-}
-
-func (d *decoder) str(attrs hcl.Attributes, name, path string, dst *string) bool {
-	v, _, ok := d.eval(attrs, name, path, cty.String)
-	if ok {
-		*dst = v.AsString()
-	}
-	return ok
-}
-
-func (d *decoder) boolean(attrs hcl.Attributes, name, path string, dst *bool) bool {
-	v, _, ok := d.eval(attrs, name, path, cty.Bool)
-	if ok {
-		*dst = v.True()
-	}
-	return ok
-}
-
-func (d *decoder) number(attrs hcl.Attributes, name, path string, dst *float64) bool {
-	v, _, ok := d.eval(attrs, name, path, cty.Number)
-	if ok {
-		*dst, _ = v.AsBigFloat().Float64()
-	}
-	return ok
-}
-
-// whole reads a whole number that fits an int32.
-func (d *decoder) whole(attrs hcl.Attributes, name, path string, dst *int) bool {
-	v, a, ok := d.eval(attrs, name, path, cty.Number)
-	if !ok {
-		return false
-	}
-	bf := v.AsBigFloat()
-	i, acc := bf.Int64()
-	if !bf.IsInt() || acc != big.Exact || i != int64(int32(i)) {
-		d.fail(path, errorAt(a.Expr.Range().Ptr(), "Invalid "+name,
-			"%s %s is not valid; it must be a whole number.", name, bf.Text('g', -1)))
-		return false
-	}
-	*dst = int(i)
-	return true
-}
-
-func (d *decoder) strList(attrs hcl.Attributes, name, path string, dst *[]string) bool {
-	v, a, ok := d.eval(attrs, name, path, cty.List(cty.String))
-	if !ok {
-		return false
-	}
-	out := make([]string, 0, v.LengthInt())
-	for it := v.ElementIterator(); it.Next(); {
-		_, e := it.Element()
-		if e.IsNull() {
-			d.fail(path, errorAt(a.Expr.Range().Ptr(), "Invalid "+name,
-				"%s holds a null element; every element must be a string.", name))
-			return false
-		}
-		out = append(out, e.AsString())
-	}
-	if elems, diags := hcl.ExprList(a.Expr); !diags.HasErrors() && len(elems) == len(out) {
-		for i, e := range elems {
-			d.ranges[path+"."+strconv.Itoa(i)] = e.Range()
-		}
-	}
-	*dst = out
-	return true
-}
-
-func (d *decoder) walltime(attrs hcl.Attributes, j *Job) {
+func (d *decoder) walltime(attrs hclattr.Attrs, j *Job) {
 	var s string
-	if !d.str(attrs, "walltime", "walltime", &s) {
+	if _, ok := attrs.String("walltime", &s); !ok {
 		return
 	}
-	rng := d.ranges["walltime"]
+	rng := d.Ranges["walltime"]
 	w, err := ParseWalltime(s)
 	switch {
 	case err != nil:
-		d.fail("walltime", errorAt(&rng, "Invalid walltime",
+		d.Fail("walltime", errorAt(&rng, "Invalid walltime",
 			"walltime %q is not valid; %s.", s, walltimeHelp))
 	case w == 0:
-		d.diags = append(d.diags, errorAt(&rng, "Invalid walltime",
+		d.Diags = append(d.Diags, errorAt(&rng, "Invalid walltime",
 			"walltime %q is zero; give a positive limit, or leave walltime out for the partition's default.", s))
 	default:
 		j.Walltime = w
 	}
 }
 
-func (d *decoder) env(attrs hcl.Attributes, j *Job) {
-	v, a, ok := d.eval(attrs, "env", "env", cty.Map(cty.String))
+func (d *decoder) env(attrs hclattr.Attrs, j *Job) {
+	v, a, ok := attrs.Value("env", cty.Map(cty.String))
 	if !ok {
 		return
 	}
 	j.Env = map[string]string{}
 	for k, e := range v.AsValueMap() {
 		if e.IsNull() {
-			d.diags = append(d.diags, errorAt(a.Expr.Range().Ptr(), "Invalid env",
+			d.Diags = append(d.Diags, errorAt(a.Expr.Range().Ptr(), "Invalid env",
 				"env %s is null; every value must be a string.", k))
 			continue
 		}
@@ -297,8 +193,8 @@ func (d *decoder) env(attrs hcl.Attributes, j *Job) {
 	// Point at each key where the map is written out.
 	if pairs, diags := hcl.ExprMap(a.Expr); !diags.HasErrors() {
 		for _, p := range pairs {
-			if k, diags := p.Key.Value(d.ctx); !diags.HasErrors() && k.Type() == cty.String && k.IsKnown() && !k.IsNull() {
-				d.ranges["env."+k.AsString()] = p.Key.Range()
+			if k, diags := p.Key.Value(d.Ctx); !diags.HasErrors() && k.Type() == cty.String && k.IsKnown() && !k.IsNull() {
+				d.Ranges["env."+k.AsString()] = p.Key.Range()
 			}
 		}
 	}
@@ -307,13 +203,10 @@ func (d *decoder) env(attrs hcl.Attributes, j *Job) {
 // resources decodes a resources block over res, which holds the values
 // it inherits.
 func (d *decoder) resources(b *hcl.Block, path string, res *Resources) {
-	d.ranges[path] = b.DefRange
-	c, diags := bodyContent(b.Body, resourcesSchema)
-	d.diags = append(d.diags, diags...)
-	attrs := c.Attributes
-	d.number(attrs, "cpu", path+".cpu", &res.CPU)
-	d.number(attrs, "gpu", path+".gpu", &res.GPU)
-	v, a, ok := d.eval(attrs, "memory", path+".memory", cty.DynamicPseudoType)
+	attrs := d.block(b, path, resourcesSchema)
+	attrs.Number("cpu", &res.CPU)
+	attrs.Number("gpu", &res.GPU)
+	v, a, ok := attrs.Value("memory", cty.DynamicPseudoType)
 	if !ok {
 		return
 	}
@@ -326,17 +219,17 @@ func (d *decoder) resources(b *hcl.Block, path string, res *Resources) {
 	case cty.Number:
 		n, err = memoryValue(v.AsBigFloat())
 	default:
-		d.fail(path+".memory", errorAt(&rng, "Invalid memory",
+		d.Fail(path+".memory", errorAt(&rng, "Invalid memory",
 			"memory must be a string or a number, not %s; %s.", v.Type().FriendlyName(), memoryHelp))
 		return
 	}
 	if err != nil {
-		d.fail(path+".memory", errorAt(&rng, "Invalid memory",
+		d.Fail(path+".memory", errorAt(&rng, "Invalid memory",
 			"memory %s is not valid; %s.", showValue(v), memoryHelp))
 		return
 	}
 	if n > 0 && n < 1<<20 {
-		d.diags = append(d.diags, warningAt(&rng, "Very little memory",
+		d.Diags = append(d.Diags, warningAt(&rng, "Very little memory",
 			"memory %s is %d bytes; a number without a unit counts bytes. Did you mean %q?",
 			showValue(v), n, strconv.FormatInt(n, 10)+"MiB"))
 	}
@@ -345,33 +238,30 @@ func (d *decoder) resources(b *hcl.Block, path string, res *Resources) {
 
 func (d *decoder) mount(b *hcl.Block, path string) Mount {
 	m := Mount{Name: b.Labels[0]}
-	d.ranges[path] = b.DefRange
-	d.ranges[path+".name"] = b.LabelRanges[0]
-	c, diags := bodyContent(b.Body, mountSchema)
-	d.diags = append(d.diags, diags...)
+	d.Ranges[path+".name"] = b.LabelRanges[0]
+	c := d.block(b, path, mountSchema)
 	for _, name := range []string{"source", "target"} {
-		if c.Attributes[name] == nil {
-			d.failed[path+"."+name] = true // hcl reported it missing
+		if c.Get(name) == nil {
+			d.Failed[c.Path(name)] = true // hcl reported it missing
 		}
 	}
-	d.str(c.Attributes, "source", path+".source", &m.Source)
-	d.str(c.Attributes, "target", path+".target", &m.Target)
-	d.boolean(c.Attributes, "readonly", path+".readonly", &m.ReadOnly)
+	c.String("source", &m.Source)
+	c.String("target", &m.Target)
+	c.Bool("readonly", &m.ReadOnly)
 	return m
 }
 
 func (d *decoder) service(b *hcl.Block, path string) Service {
 	s := Service{Name: b.Labels[0], Protocol: ProtocolHTTP}
-	d.ranges[path] = b.DefRange
-	d.ranges[path+".name"] = b.LabelRanges[0]
-	c, diags := b.Body.Content(serviceSchema)
-	d.diags = append(d.diags, diags...)
-	if c.Attributes["port"] == nil {
-		d.failed[path+".port"] = true // hcl reported it missing
+	d.Ranges[path] = b.DefRange
+	d.Ranges[path+".name"] = b.LabelRanges[0]
+	c := d.Attrs(d.Content(b.Body, serviceSchema).Attributes, path)
+	if c.Get("port") == nil {
+		d.Failed[c.Path("port")] = true // hcl reported it missing
 	}
-	d.whole(c.Attributes, "port", path+".port", &s.Port)
-	d.str(c.Attributes, "protocol", path+".protocol", &s.Protocol)
-	d.boolean(c.Attributes, "keep_prefix", path+".keep_prefix", &s.KeepPrefix)
+	c.Whole("port", &s.Port)
+	c.String("protocol", &s.Protocol)
+	c.Bool("keep_prefix", &s.KeepPrefix)
 	return s
 }
 
@@ -379,16 +269,16 @@ func (d *decoder) service(b *hcl.Block, path string) Service {
 // says whether the block gives replicas.
 func (d *decoder) role(b *hcl.Block, path string, j *Job) (r Role, set bool) {
 	r = Role{Name: b.Labels[0]}
-	d.ranges[path] = b.DefRange
-	d.ranges[path+".name"] = b.LabelRanges[0]
+	d.Ranges[path] = b.DefRange
+	d.Ranges[path+".name"] = b.LabelRanges[0]
 	c, diags := bodyContent(b.Body, roleSchema)
-	d.diags = append(d.diags, diags...)
-	set = d.whole(c.Attributes, "replicas", path+".replicas", &r.Replicas)
-	if _, given := c.Attributes["replicas"]; given {
-		set = true
-	}
-	d.strList(c.Attributes, "command", path+".command", &r.Command)
-	d.str(c.Attributes, "image", path+".image", &r.Image)
+	d.Diags = append(d.Diags, diags...)
+	attrs := d.Attrs(c.Attributes, path)
+	// Given at all, replicas counts as set, even when it is broken.
+	a, _ := attrs.Whole("replicas", &r.Replicas)
+	set = a != nil
+	attrs.Strings("command", &r.Command)
+	attrs.String("image", &r.Image)
 	if rb := d.single(c.Blocks.OfType("resources")); rb != nil {
 		res := j.Resources
 		d.resources(rb, path+".resources", &res)
@@ -434,8 +324,8 @@ func (d *decoder) resolveSize(j *Job, sizeSet bool, replicasSet []bool) {
 		if n := j.Cluster.Size - total; n > 0 && (sub < 0 || !replicasSet[sub]) {
 			hint = fmt.Sprintf(`, or add role "sub" { replicas = %d } to fill the rest with subs`, n)
 		}
-		rng := d.ranges["cluster.size"]
-		d.diags = append(d.diags, errorAt(&rng, "Cluster size does not match roles",
+		rng := d.Ranges["cluster.size"]
+		d.Diags = append(d.Diags, errorAt(&rng, "Cluster size does not match roles",
 			"cluster size is %d, but the roles add up to %d containers (main 1, %s); set size = %d or leave size out%s.",
 			j.Cluster.Size, total, strings.Join(parts, ", "), total, hint))
 	}

@@ -109,4 +109,8 @@
 // later checks, such as schedd's partition limits, point at the file too.
 // Job.Validate re-checks a Job from elsewhere (an API body) with the same
 // rules.
+//
+// Of troupe it imports internal/units and internal/hclattr only; it must
+// not import internal/api, sched/... or nodelet/...: bsub, schedd and
+// the API import it, never the other way.
 package jobspec

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -40,7 +38,7 @@ type key struct {
 type agent struct {
 	cfg Config
 	log *slog.Logger
-	cli *client.Client
+	cli schedd // *client.Client but in tests
 	rt  runtime.Runtime
 	oci string // the runc driver's OCI runtime and version ("crun 1.8.1"); "" for others
 	rep *report.Queue
@@ -121,7 +119,7 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	cli, err := client.New(cfg.Addr)
+	cli, err := dialSchedd(cfg, "", false)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +223,7 @@ func (a *agent) register(ctx context.Context) error {
 		// own credential for everything after.
 		join, err := auth.ReadSecretFile(a.cfg.JoinTokenFile)
 		if err == nil {
-			regCli, err = client.NewWith(a.cfg.Addr, client.Options{CA: a.cfg.CA, Token: join})
+			regCli, err = dialSchedd(a.cfg, join, true)
 		}
 		if err != nil {
 			return fmt.Errorf("join token: %w", err)
@@ -233,9 +231,8 @@ func (a *agent) register(ctx context.Context) error {
 	}
 	b := report.Backoff()
 	for {
-		var n api.NodeRegistered
 		sent := fence.Now()
-		_, err := regCli.Do(ctx, http.MethodPost, "/v1/nodes/register", nil, reg, &n)
+		n, err := regCli.Register(ctx, reg)
 		if err == nil {
 			if n.Credential != "" {
 				a.cli.SetToken(n.Credential)
@@ -260,9 +257,8 @@ func (a *agent) heartbeat(ctx context.Context) {
 		if backoff.Sleep(ctx, a.fence.heartbeatEvery(a.cfg.Heartbeat)) != nil {
 			return
 		}
-		var l api.NodeLease
 		sent := fence.Now()
-		_, err := a.cli.Do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(a.cfg.Name)+"/heartbeat", nil, api.NodeHeartbeat{Instance: a.instance}, &l)
+		l, err := a.cli.Heartbeat(ctx, a.cfg.Name, api.NodeHeartbeat{Instance: a.instance})
 		switch {
 		case err == nil:
 			a.grant(ctx, sent, l)

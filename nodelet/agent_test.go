@@ -55,11 +55,16 @@ func startAgentIn(t *testing.T, s *testSchedd, rt, stateDir string) (Config, fun
 // the agent with ErrDetach (its containers keep running).
 func startAgentCause(t *testing.T, s *testSchedd, rt, stateDir string, mods ...func(*Config)) (Config, func(), func()) {
 	t.Helper()
-	cfg := Config{
-		Name: "node1", Addr: s.hs.URL, StateDir: stateDir, Runtime: rt,
-		CPU: 2, Memory: 1 << 30, InitBinary: runtimetest.BuildInit(t), SSHBinary: buildSSH(t),
-		FenceBinary: buildFence(t), Heartbeat: 50 * time.Millisecond, StopGrace: time.Second,
-	}
+	return runAgent(t, Config{Addr: s.hs.URL}, rt, stateDir, mods...)
+}
+
+// runAgent is startAgentCause for cfg, which names schedd (Addr, or the
+// fake in cfg.schedd).
+func runAgent(t *testing.T, cfg Config, rt, stateDir string, mods ...func(*Config)) (Config, func(), func()) {
+	t.Helper()
+	cfg.Name, cfg.StateDir, cfg.Runtime = "node1", stateDir, rt
+	cfg.CPU, cfg.Memory, cfg.InitBinary, cfg.SSHBinary = 2, 1<<30, runtimetest.BuildInit(t), buildSSH(t)
+	cfg.FenceBinary, cfg.Heartbeat, cfg.StopGrace = buildFence(t), 50*time.Millisecond, time.Second
 	for _, m := range mods {
 		m(&cfg)
 	}
@@ -248,81 +253,94 @@ func TestAgentShutdownDestroysEverything(t *testing.T) {
 	})
 }
 
-// TestAgentReconcileEdges drives the reconcile table through the real
-// scheduler: a job killed before its nodelet came, containers a crashed
-// nodelet left running (lost) or ended, and starts that fail.
+// TestAgentReconcileEdges drives the reconcile table (reconcile.go) with
+// assignments as schedd would send them after a nodelet crashed or while
+// a job is being killed: a job killed before it started, a container a
+// previous nodelet left running (lost) or ended, an ending session,
+// starts that fail, and running containers whose job is killed or taken
+// off the node. Each gets one report, and later answers add none.
 func TestAgentReconcileEdges(t *testing.T) {
-	s := newTestSchedd(t)
-	ctx := context.Background()
-	// Killed before start: node1 is known (registered as a previous
-	// nodelet would have) but no agent runs when the job is placed and
-	// killed.
-	if _, err := s.cli.Register(ctx, api.NodeRegister{Name: "node1", Addr: "127.0.0.1", Runtime: RuntimeProcess,
-		Capacity: api.Resources{CPUMilli: 2000, Memory: 1 << 30}}); err != nil {
-		t.Fatal(err)
+	f := newFakeSchedd()
+	const killed, lost, done, badImage, badOutput, bkilled, gone, later = 1, 2, 3, 4, 5, 6, 7, 8
+	job := func(id uint64, edit func(*jobspec.Job), cmds ...[]string) api.Job {
+		return fakeJob(t, id, t.TempDir(), edit, cmds...)
 	}
-	killed := s.submit(t, t.TempDir(), nil, sh("exit 0"))
-	s.waitJob(t, killed, func(j api.Job) bool { return j.State == api.JobScheduled })
-	if _, err := s.cli.Kill(ctx, killed); err != nil {
-		t.Fatal(err)
+	k := job(killed, nil, sh("exit 0"))
+	k.KillWanted = true
+	l := job(lost, nil, sh("sleep 60"))
+	l.State, l.Containers[0].State = api.JobRunning, api.ContainerRunning
+	d := job(done, nil, sh("exit 0"), nil)
+	d.State, d.KillWanted = api.JobRunning, true
+	d.Containers[0].State, d.Containers[0].ExitCode, d.Containers[1].State = api.ContainerExited, 0, api.ContainerRunning
+	for _, j := range []api.Job{k, l, d,
+		job(badImage, func(j *jobspec.Job) { j.Image = "pytorch-2.3" }, sh("exit 0")),
+		job(badOutput, func(j *jobspec.Job) { j.Output = "/nonexistent-dir/x.out" }, sh("exit 0")),
+		job(bkilled, nil, sh(`trap "" TERM; while :; do sleep 0.1; done`)),
+		job(gone, nil, sh("sleep 60")),
+	} {
+		f.assign(j)
 	}
-	// A first agent starts two sessions, then dies without a word: its
-	// last reports never reach schedd.
-	_, crash := startAgent(t, s, RuntimeProcess)
-	wantOrder(t, []api.ContainerUpdate{s.waitState(t, killed, "main1", api.ContainerKilled)}, api.ContainerKilled)
-	lost := s.submit(t, t.TempDir(), nil, sh("sleep 60"))
-	// done's main1 exits; its sub1 takes the whole grace period to stop,
-	// and the agent dies meanwhile.
-	done := s.submit(t, t.TempDir(), func(j *jobspec.Job) {
-		j.Roles = []jobspec.Role{{Name: jobspec.RoleSub, Command: sh(`trap "" TERM; sleep 60`)}}
-	}, sh("sleep 0.5"), nil)
-	s.waitState(t, lost, "main1", api.ContainerRunning)
-	s.waitState(t, done, "sub1", api.ContainerRunning)
-	s.waitState(t, done, "main1", api.ContainerExited)
-	s.dropStatus.Store(true)
-	crash()
-	s.dropStatus.Store(false)
-	nDone := len(s.states(done, "main1"))
+	startFakeAgent(t, f, RuntimeProcess, t.TempDir())
 
-	startAgent(t, s, RuntimeProcess)
-	badImage := s.submit(t, t.TempDir(), func(j *jobspec.Job) { j.Image = "pytorch-2.3" }, sh("exit 0"))
-	badOutput := s.submit(t, t.TempDir(), func(j *jobspec.Job) { j.Output = "/nonexistent-dir/x.out" }, sh("exit 0"))
-	if u := s.waitState(t, lost, "main1", api.ContainerFailed); !strings.Contains(u.Message, "lost") {
+	if u := f.waitState(t, killed, "main1", api.ContainerKilled); !strings.Contains(u.Message, "before it started") {
+		t.Errorf("kill before start: message = %q", u.Message)
+	}
+	if u := f.waitState(t, lost, "main1", api.ContainerFailed); !strings.Contains(u.Message, "lost") {
 		t.Errorf("lost container message = %q", u.Message)
 	}
 	// The session is ending (KillWanted): its sub is reported killed.
-	if u := s.waitState(t, done, "sub1", api.ContainerKilled); !strings.Contains(u.Message, "before it started") {
+	if u := f.waitState(t, done, "sub1", api.ContainerKilled); !strings.Contains(u.Message, "before it started") {
 		t.Errorf("sub of an ending session: message = %q", u.Message)
 	}
-	if u := s.waitState(t, badImage, "main1", api.ContainerFailed); !strings.Contains(u.Message, "catalog") {
+	if u := f.waitState(t, badImage, "main1", api.ContainerFailed); !strings.Contains(u.Message, "catalog") {
 		t.Errorf("bad image message = %q", u.Message)
 	}
-	if u := s.waitState(t, badOutput, "main1", api.ContainerFailed); !strings.Contains(u.Message, "output") {
+	if u := f.waitState(t, badOutput, "main1", api.ContainerFailed); !strings.Contains(u.Message, "output") {
 		t.Errorf("bad output message = %q", u.Message)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if got := s.states(done, "main1"); len(got) != nDone {
-		t.Errorf("ended container got reports after the restart: %+v", got[nDone:])
+	// Running here, then killed (bkill: KillWanted, main1 ignores
+	// SIGTERM) or taken off the node: stopped.
+	f.waitState(t, bkilled, "main1", api.ContainerRunning)
+	f.waitState(t, gone, "main1", api.ContainerRunning)
+	f.update(bkilled, func(j *api.Job) {
+		j.State, j.KillWanted, j.Containers[0].State = api.JobRunning, true, api.ContainerRunning
+	})
+	f.unassign(gone)
+	if u := f.waitState(t, bkilled, "main1", api.ContainerKilled); !strings.Contains(u.Message, "SIGKILL") {
+		t.Errorf("killed main1 message = %q, want the SIGKILL escalation", u.Message)
 	}
-	if got := s.states(killed, "main1"); len(got) != 1 {
-		t.Errorf("kill-before-start reported %d times: %+v", len(got), got)
-	}
-	for _, id := range []uint64{killed, lost, done, badImage, badOutput} {
-		s.waitJob(t, id, func(j api.Job) bool { return j.State.Terminal() })
+	f.waitState(t, gone, "main1", api.ContainerKilled)
+
+	// A later answer (a new job's) reports nothing again.
+	f.assign(job(later, nil, sh("exit 0")))
+	f.waitState(t, later, "main1", api.ContainerExited)
+	for _, c := range []struct {
+		id   uint64
+		host string
+		n    int
+	}{{killed, "main1", 1}, {lost, "main1", 1}, {done, "main1", 0}, {done, "sub1", 1},
+		{badImage, "main1", 2}, {badOutput, "main1", 2}} { // preparing, failed
+		if got := f.states(c.id, c.host); len(got) != c.n {
+			t.Errorf("job %d %s: %d reports, want %d: %+v", c.id, c.host, len(got), c.n, got)
+		}
 	}
 }
 
+// TestAgentRetriesReports: reports schedd refuses are sent again, in
+// order, until it takes them.
 func TestAgentRetriesReports(t *testing.T) {
-	s := newTestSchedd(t)
-	s.failStatus.Store(3)
-	startAgent(t, s, RuntimeProcess)
-	id := s.submit(t, t.TempDir(), nil, sh("exit 5"))
-	if u := s.waitState(t, id, "main1", api.ContainerExited); u.ExitCode != 5 {
+	f := newFakeSchedd()
+	f.failReports = 3
+	startFakeAgent(t, f, RuntimeProcess, t.TempDir())
+	f.assign(fakeJob(t, 1, t.TempDir(), nil, sh("exit 5")))
+	if u := f.waitState(t, 1, "main1", api.ContainerExited); u.ExitCode != 5 {
 		t.Errorf("exit code = %d, want 5", u.ExitCode)
 	}
-	wantOrder(t, s.states(id, "main1"), api.ContainerPreparing, api.ContainerRunning, api.ContainerExited)
-	if j := s.waitJob(t, id, func(j api.Job) bool { return j.State.Terminal() }); j.ExitCode != 5 {
-		t.Errorf("job exit code = %d, want 5", j.ExitCode)
+	wantOrder(t, f.states(1, "main1"), api.ContainerPreparing, api.ContainerRunning, api.ContainerExited)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failReports != 0 {
+		t.Errorf("%d refusals left: the agent sent fewer reports than were refused", f.failReports)
 	}
 }
 

@@ -88,4 +88,7 @@
 //     for the next nodelet on the same state dir (step 2); a re-attached
 //     container is reported running again, and reconcile stops it when
 //     schedd no longer assigns it.
+//
+// It must not import sched/...: it reaches schedd through
+// internal/client only, behind its schedd interface.
 package nodelet

@@ -3,43 +3,50 @@ package nodelet
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
-	"github.com/troupe-hpc/troupe/sched"
 )
 
 // TestAgentRequeuedRunSurvivesOldRunsTeardown: two nodes on one machine,
 // as schedd --dev runs them. A requeue job runs on node1; node1's
 // nodelet goes away (detached: its container stays until the node's
-// fence kills it) past the node timeout, so the job is requeued and its
-// second run starts on node2. node1's nodelet comes back and tears the
-// first run down; the second run lives on. (The kernel id survives a
-// requeue: when a run's container id was the kernel id alone, both runs
-// had one cgroup and the teardown killed the second run; e2e
+// fence kills it), and schedd requeues the job: its second run (the same
+// kernel id, Requeues 1) starts on node2. node1's nodelet comes back, no
+// longer assigned the job, and tears the first run down; the second run
+// lives on. (When a run's container id was the kernel id alone, both
+// runs had one cgroup and the teardown killed the second run; e2e
 // TestFenceNoOverlap met it as a thawed nodelet ending the requeued job
-// FAILED with exit 137.)
+// FAILED with exit 137.) Each node has its own fake schedd: what matters
+// here is what each nodelet is assigned, not how schedd decides it.
 func TestAgentRequeuedRunSurvivesOldRunsTeardown(t *testing.T) {
 	needRunc(t)
-	s := newTestScheddWith(t, sched.Config{NodeTimeout: 2 * time.Second})
+	f1, f2 := newFakeSchedd(), newFakeSchedd()
 	node := func(name string) func(*Config) {
 		return func(c *Config) { c.Name, c.Network = name, NetworkHost }
 	}
+	const id = 1
+	first := fakeJob(t, id, t.TempDir(), func(j *jobspec.Job) { j.Requeue = true }, sh("exec sleep 600"))
+	f1.assign(first)
 	state1 := t.TempDir()
-	_, _, detach := startAgentCause(t, s, RuntimeRunc, state1, node("node1"))
-	id := s.submit(t, t.TempDir(), func(j *jobspec.Job) { j.Requeue = true }, sh("exec sleep 600"))
-	first := s.waitJob(t, id, func(j api.Job) bool { return j.State == api.JobRunning })
+	_, _, detach := startFakeAgent(t, f1, RuntimeRunc, state1, node("node1"))
+	f1.waitState(t, id, "main1", api.ContainerRunning)
 	detach()
 
-	cfg2, _, _ := startAgentCause(t, s, RuntimeRunc, t.TempDir(), node("node2"))
-	second := s.waitJob(t, id, func(j api.Job) bool { return j.Requeues == 1 && j.State == api.JobRunning })
-	if n := second.Containers[0].Node; n != "node2" {
-		t.Fatalf("second run on %s, want node2", n)
-	}
+	second := first
+	second.Requeues, second.Containers = 1, slices.Clone(first.Containers)
+	second.Containers[0].Node = "node2"
+	f2.assign(second)
+	f1.unassign(id)
+	cfg2, _, _ := startFakeAgent(t, f2, RuntimeRunc, t.TempDir(), node("node2"))
 	ids := []string{ContainerID(&first, "main1"), ContainerID(&second, "main1")}
+	if ids[0] == ids[1] {
+		t.Fatalf("both runs are container %s", ids[0])
+	}
 	if !runtimetest.WaitFor(10*time.Second, func() bool { return initPid(t, cfg2.StateDir, ids[1]) > 0 }) {
 		t.Fatalf("second run's container %s not running on node2", ids[1])
 	}
@@ -47,7 +54,7 @@ func TestAgentRequeuedRunSurvivesOldRunsTeardown(t *testing.T) {
 
 	// node1's nodelet comes back: its first run is not assigned any
 	// more, and it tears it down (the record goes last).
-	cfg1, _, _ := startAgentCause(t, s, RuntimeRunc, state1, node("node1"))
+	cfg1, _, _ := startFakeAgent(t, f1, RuntimeRunc, state1, node("node1"))
 	if !runtimetest.WaitFor(20*time.Second, func() bool {
 		ents, err := os.ReadDir(filepath.Join(state1, "records"))
 		return err == nil && len(ents) == 0
@@ -57,12 +64,11 @@ func TestAgentRequeuedRunSurvivesOldRunsTeardown(t *testing.T) {
 	if got := initPid(t, cfg2.StateDir, ids[1]); got != pid {
 		t.Fatalf("the second run's container on node2 died (init pid %d, was %d) when node1 tore the first run down", got, pid)
 	}
-	if ids[0] == ids[1] {
-		t.Errorf("both runs are container %s", ids[0])
-	}
 	assertNothingLeft(t, cfg1, RuntimeRunc, ids[:1])
-	if j := s.waitJob(t, id, func(api.Job) bool { return true }); j.State != api.JobRunning || j.Requeues != 1 {
-		t.Errorf("job %s (run %d), want RUNNING in run 1: %+v", j.State, j.Requeues, j.Containers)
+	for _, u := range f2.states(id, "main1") {
+		if u.State != api.ContainerPreparing && u.State != api.ContainerRunning {
+			t.Errorf("second run reported %s: %s", u.State, u.Message)
+		}
 	}
 }
 

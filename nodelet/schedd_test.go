@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,8 +32,7 @@ type testSchedd struct {
 	failStatus atomic.Int32 // answer 500 to this many status posts first
 	dropStatus atomic.Bool  // answer 500 to every status post while set
 
-	mu      sync.Mutex
-	updates []api.ContainerUpdate // accepted by schedd, in arrival order
+	reportLog // the updates schedd accepted
 }
 
 func newTestSchedd(t *testing.T) *testSchedd {
@@ -84,9 +82,7 @@ func (s *testSchedd) wrap(h http.Handler) http.Handler {
 		h.ServeHTTP(rec, r)
 		var rep api.ContainerReport
 		if rec.code/100 == 2 && json.Unmarshal(body, &rep) == nil {
-			s.mu.Lock()
-			s.updates = append(s.updates, rep.Updates...)
-			s.mu.Unlock()
+			s.add(rep.Updates)
 		}
 	})
 }
@@ -136,36 +132,6 @@ func (s *testSchedd) waitJob(t *testing.T, id uint64, cond func(api.Job) bool) a
 		}
 		idx = i
 	}
-}
-
-// states returns the updates the nodelet reported for (job, host), in
-// order.
-func (s *testSchedd) states(job uint64, host string) []api.ContainerUpdate {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []api.ContainerUpdate
-	for _, u := range s.updates {
-		if u.JobID == job && u.Host == host {
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
-// waitState waits for state to be reported for (job, host).
-func (s *testSchedd) waitState(t *testing.T, job uint64, host string, state api.ContainerState) api.ContainerUpdate {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, u := range s.states(job, host) {
-			if u.State == state {
-				return u
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("job %d %s never reported %s; got %+v", job, host, state, s.states(job, host))
-	return api.ContainerUpdate{}
 }
 
 // registered reports whether schedd knows node.

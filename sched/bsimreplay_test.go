@@ -241,7 +241,7 @@ func (r *replay) at(s int64) {
 	r.clock.Add(time.Duration(s-r.now) * time.Second)
 	r.now = s
 	for _, n := range r.nodes {
-		if err := r.c.Heartbeat(context.Background(), n); err != nil {
+		if _, err := r.c.Heartbeat(context.Background(), n, api.NodeHeartbeat{}); err != nil {
 			r.t.Fatal(err)
 		}
 	}

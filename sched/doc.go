@@ -83,4 +83,8 @@
 // Subpackages: core (the pure scheduler), state (tables and transitions),
 // raftlog (durability), web (the read-only page), config (schedd.hcl),
 // accounting (the store of ended jobs).
+//
+// It must not import nodelet/... or internal/client: nodes are reached
+// over HTTP only, and the scheduling decisions themselves stay in
+// sched/core.
 package sched

@@ -40,7 +40,7 @@ func TestNodeFailure(t *testing.T) {
 	defer stopHB()
 	go func() {
 		for hbCtx.Err() == nil {
-			_ = c.Heartbeat(hbCtx, "b")
+			_, _ = c.Heartbeat(hbCtx, "b", api.NodeHeartbeat{})
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
@@ -70,7 +70,7 @@ func TestNodeFailure(t *testing.T) {
 		t.Fatalf("a stale report moved the requeued job to %s", j.State)
 	}
 	// a comes back: UP, and nothing of either job in its assignments.
-	if err := c.Heartbeat(ctx, "a"); err != nil {
+	if _, err := c.Heartbeat(ctx, "a", api.NodeHeartbeat{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := srv.Store().Snapshot().Node("a"); n.State != api.NodeUp {

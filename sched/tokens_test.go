@@ -146,14 +146,14 @@ func TestNodeJoinAndCredential(t *testing.T) {
 		creds[n] = node.Credential
 	}
 	n1 := with(t, u, creds["n1"])
-	if err := n1.Heartbeat(ctx, "n1"); err != nil {
+	if _, err := n1.Heartbeat(ctx, "n1", api.NodeHeartbeat{}); err != nil {
 		t.Fatalf("n1's own heartbeat: %v", err)
 	}
 	if _, err := n1.Assignments(ctx, "n1", 0, 0); err != nil {
 		t.Fatalf("n1's own assignments: %v", err)
 	}
 	// n1's credential cannot act for n2, nor as a user.
-	if err := n1.Heartbeat(ctx, "n2"); status(err) != 403 {
+	if _, err := n1.Heartbeat(ctx, "n2", api.NodeHeartbeat{}); status(err) != 403 {
 		t.Fatalf("n1 heartbeats for n2: %v, want 403", err)
 	}
 	if _, err := n1.Assignments(ctx, "n2", 0, 0); status(err) != 403 {

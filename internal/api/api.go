@@ -41,6 +41,9 @@
 //
 // Blocking queries: the response carries header X-Troupe-Index; a request
 // with ?index=N waits (up to wait) until the state index exceeds N.
+//
+// Of troupe it imports jobspec only; it must not import sched/... or
+// nodelet/... (cmd/layout_test.go checks).
 package api
 
 import (

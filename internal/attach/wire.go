@@ -15,6 +15,9 @@
 // to troupe-init as an inherited descriptor (ListenFD); the nodelet
 // connects with DialPeer, which follows no symlink and checks that the
 // listener is the container's init. Run is the client's end.
+//
+// It imports no troupe package: client, schedd, nodelet and troupe-init
+// all import it.
 package attach
 
 import (

@@ -4,6 +4,8 @@
 // ask FromContext; a request with no identity came over a listener that
 // does not authenticate (plain TCP, tests), which schedd treats as the
 // trusted network DESIGN.md describes for --listen without TLS.
+//
+// It imports no troupe package.
 package auth
 
 import (

@@ -2,6 +2,8 @@
 // cuts short, and Exp, the capped exponential backoff of the loops that
 // retry a call until schedd answers (the nodelet's register, reports and
 // assignment polls, troupe-nodesim's).
+//
+// It imports no troupe package.
 package backoff
 
 import (

@@ -8,6 +8,8 @@
 //	  source      = "/shared/images/pytorch-2.3.sif"
 //	  description = "PyTorch 2.3, CUDA 12.1, Python 3.11"
 //	}
+//
+// It imports no troupe package.
 package catalog
 
 import (

@@ -12,4 +12,7 @@
 //
 // Renderers take the moment to render at ("now") as an argument and show
 // timestamps in now's location, so that tests pin both clock and zone.
+//
+// It must not import sched/... or nodelet/...: the user tools reach
+// schedd through internal/client only (cmd/layout_test.go checks).
 package cli

@@ -9,6 +9,9 @@
 // open ("leadership lost while committing") or a connection lost after the
 // request went out is retried with that id, and if no try settles it the
 // call returns an error that is ErrUnknownOutcome, never a plain failure.
+//
+// It must not import sched/... or nodelet/...: it knows the API
+// (internal/api), not the controller.
 package client
 
 import (
@@ -490,17 +493,19 @@ func (c *Client) Drain(ctx context.Context, d api.NodeDrain) (api.NodeList, erro
 	return r, err
 }
 
-// Register announces a nodelet.
-func (c *Client) Register(ctx context.Context, reg api.NodeRegister) (api.Node, error) {
-	var r api.Node
+// Register announces a nodelet: the answer is the node as schedd keeps
+// it (its Credential, over TCP with a join token) and its first lease.
+func (c *Client) Register(ctx context.Context, reg api.NodeRegister) (api.NodeRegistered, error) {
+	var r api.NodeRegistered
 	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/register", nil, reg, &r)
 	return r, err
 }
 
-// Heartbeat tells schedd the node is alive.
-func (c *Client) Heartbeat(ctx context.Context, node string) error {
-	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/heartbeat", nil, struct{}{}, nil)
-	return err
+// Heartbeat tells schedd the node is alive; the answer renews its lease.
+func (c *Client) Heartbeat(ctx context.Context, node string, hb api.NodeHeartbeat) (api.NodeLease, error) {
+	var l api.NodeLease
+	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/heartbeat", nil, hb, &l)
+	return l, err
 }
 
 // Assignments returns what node should run, blocking past index.

@@ -414,7 +414,7 @@ func TestWithTokenSharesConnections(t *testing.T) {
 	node := base.WithToken("node-token")
 	ctx := context.Background()
 	for _, c := range []*Client{base, node, base, node} {
-		if err := c.Heartbeat(ctx, "n1"); err != nil {
+		if _, err := c.Heartbeat(ctx, "n1", api.NodeHeartbeat{}); err != nil {
 			t.Fatal(err)
 		}
 	}

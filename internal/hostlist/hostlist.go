@@ -1,5 +1,7 @@
 // Package hostlist reads and writes Slurm's ranged host lists,
 // "main1,sub[1-3]", as SLURM_JOB_NODELIST and squeue's NODELIST hold them.
+//
+// It imports no troupe package.
 package hostlist
 
 import (

@@ -1,5 +1,7 @@
 // Package metrics serves a Prometheus registry on its own plain-HTTP
 // listener, as schedd and nodelet do with --metrics-addr.
+//
+// It imports no troupe package.
 package metrics
 
 import (

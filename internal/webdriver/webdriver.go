@@ -3,6 +3,8 @@
 // schedd's web page (sched/web, e2e). Tests that call Find skip, saying
 // why, where Chromium or chromedriver is not installed
 // (contrib/dev/install-deps installs them).
+//
+// It imports no troupe package.
 package webdriver
 
 import (

@@ -14,4 +14,7 @@
 // Options troupe accepts but cannot honour (-x, -U, --exclusive, …) give one
 // warning each, naming the option; unknown directives a warning with the
 // script's line number; a bad value an error with the line.
+//
+// Of troupe it imports jobspec and internal/api only; it must not import
+// sched/... or nodelet/....
 package script

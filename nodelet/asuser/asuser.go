@@ -18,6 +18,8 @@
 // The helper mode starts from this package's init when the environment
 // names it, so every binary that links the package (the nodelet, its
 // tests) can serve as its own helper.
+//
+// It imports no troupe package.
 package asuser
 
 import (

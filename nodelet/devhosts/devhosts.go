@@ -20,6 +20,8 @@
 //
 // It drives iproute2 (`ip`) and util-linux (`nsenter`), which the
 // nodelet already needs, and needs root.
+//
+// It imports no troupe package.
 package devhosts
 
 import (

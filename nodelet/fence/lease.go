@@ -29,6 +29,8 @@
 // within the lease in force), and starts its own fence; the predecessor's
 // fence sees the new owner and exits. A nodelet that stops cleanly (its
 // containers destroyed) removes the file, and its fence exits.
+//
+// It imports no troupe package.
 package fence
 
 import (

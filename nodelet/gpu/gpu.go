@@ -2,6 +2,9 @@
 // driver has none, which is not an error) and turns a container's
 // allocated shares into what enforces them: the visible-devices
 // variables, the device nodes, and NVIDIA MPS limits for fractions.
+//
+// Of troupe it imports internal/api only; it must not import the agent
+// (package nodelet) or sched/....
 package gpu
 
 import (

@@ -14,6 +14,8 @@
 // partition's size and time), so that every container of every job using
 // the same image shares one read-only rootfs, unpacked once. The runc
 // runtime mounts it read-only, like the host image.
+//
+// It imports no troupe package.
 package image
 
 import (

@@ -71,4 +71,7 @@
 // delete what it added, and no reference plugin builds a VXLAN with a
 // per-session VNI and static FDB entries; the whole job is a dozen
 // netlink calls, made in-process, with errors we can wrap and test.
+//
+// Of troupe it imports internal/api only; it must not import the agent
+// (package nodelet) or sched/....
 package network

@@ -24,6 +24,9 @@
 // commits and exports is what a cluster of N nodelets makes it do. What a
 // nodelet does besides (images, networks, output files, signals, attach,
 // metrics) is not simulated.
+//
+// It must not import sched/... or the agent (package nodelet): like a
+// nodelet, it reaches a real schedd through internal/client.
 package nodesim
 
 import (

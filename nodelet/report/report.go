@@ -3,6 +3,10 @@
 // MaxBatch updates a report and one report at a time, retried with
 // Backoff until schedd takes it. The nodelet and troupe-nodesim's
 // simulated nodes share it, so schedd sees the same batches from both.
+//
+// Of troupe it imports internal/api and internal/backoff only; it must
+// not import internal/client (it is handed a send function) or
+// sched/....
 package report
 
 import (

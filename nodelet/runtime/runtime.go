@@ -18,6 +18,8 @@
 //     call returns the same Exit.
 //   - Destroy kills whatever still runs, releases every kernel object the
 //     container held (processes, mounts, cgroups) and removes Spec.Dir.
+//
+// It imports no troupe package: drivers import it, never the other way.
 package runtime
 
 import (

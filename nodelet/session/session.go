@@ -2,6 +2,10 @@
 // container sees: its environment, /etc/hosts, /etc/hostname and the
 // path its output goes to. Everything here is a pure function of
 // (api.Job, host); the nodelet writes the files and opens the output.
+//
+// Of troupe it imports internal/api, internal/hostlist and jobspec only;
+// it must not import the agent (package nodelet), a runtime or
+// sched/....
 package session
 
 import (

@@ -12,6 +12,8 @@
 // never sent over the network, never stored by schedd (nor in its raft
 // log), and gone with the session's files. Whoever reads the secret can
 // derive every session's key: it is as sensitive as the nodes' root.
+//
+// It imports no troupe package.
 package sshkey
 
 import (

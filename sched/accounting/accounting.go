@@ -11,6 +11,9 @@
 // builds stay static) in WAL mode with synchronous=FULL: a committed
 // batch survives a power cut. The schema is versioned (migrations) and
 // the same for every driver.
+//
+// Of troupe it imports internal/api only; it must not import sched,
+// sched/state or nodelet/....
 package accounting
 
 import (

@@ -7,6 +7,9 @@
 // Errors carry the place: "schedd.hcl:4:1: Unsupported argument; An
 // argument named "data_dri" is not expected here. Did you mean
 // "data_dir"?".
+//
+// Of troupe it imports jobspec only; it must not import sched (the
+// controller) or nodelet/....
 package config
 
 import (

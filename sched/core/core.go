@@ -36,6 +36,9 @@
 //
 // The zero Policy is strict FIFO in queue order; DefaultPolicy is fair
 // share without starving (see its comment and docs/scheduling.md).
+//
+// It must stay pure: no troupe package outside sched/core/..., no
+// internal/api, no I/O and no clock (the time is an argument).
 package core
 
 import (

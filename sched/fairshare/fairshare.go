@@ -13,6 +13,8 @@
 //
 // A child of the root has Ue = Un. Usage is in TRES-seconds (Billing),
 // decayed by 2^(−age/half-life) (Usage).
+//
+// Pure: the standard library only, no troupe package.
 package fairshare
 
 import (

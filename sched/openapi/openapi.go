@@ -6,6 +6,9 @@
 // and that its schemas have exactly the JSON fields of the internal/api
 // types they describe, so a change to either fails until the other
 // follows.
+//
+// It imports no troupe package: the document is data, which sched's
+// tests hold against internal/api.
 package openapi
 
 import _ "embed"

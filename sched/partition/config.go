@@ -13,6 +13,9 @@
 //	partitions.hcl ──Parse──► Config ──raft (CmdConfig)──► state ──► scheduler loop
 //	                   │                                          submit checks
 //	                   └─ diagnostics (file:line:col): the running config stays
+//
+// Of troupe it imports jobspec, internal/units and internal/hclattr
+// only; it must not import sched, sched/state or nodelet/....
 package partition
 
 import (

@@ -3,7 +3,6 @@ package partition
 import (
 	"fmt"
 	"math"
-	"math/big"
 	"os"
 	"slices"
 	"strings"
@@ -12,8 +11,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/troupe-hpc/troupe/internal/hclattr"
 	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
@@ -81,7 +80,7 @@ func Parse(filename string, src []byte) (*Config, hcl.Diagnostics) {
 	d := &decoder{}
 	c := d.file(file.Body)
 	c.Source = filename
-	diags = tidy(append(diags, d.diags...))
+	diags = tidy(append(diags, d.Diags...))
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -96,20 +95,16 @@ func Parse(filename string, src []byte) (*Config, hcl.Diagnostics) {
 // detail", as jobspec does for job files.
 func FormatDiagnostics(diags hcl.Diagnostics) string { return jobspec.FormatDiagnostics(diags) }
 
+// decoder reads the file's blocks; hclattr reads their attributes.
 type decoder struct {
-	diags hcl.Diagnostics
+	hclattr.Decoder
 }
 
-func (d *decoder) errorf(rng hcl.Range, summary, detail string, args ...any) {
-	d.diags = append(d.diags, &hcl.Diagnostic{
-		Severity: hcl.DiagError, Summary: summary, Detail: fmt.Sprintf(detail, args...), Subject: rng.Ptr(),
-	})
-}
-
-func (d *decoder) content(body hcl.Body, schema *hcl.BodySchema) *hcl.BodyContent {
-	c, diags := body.Content(schema)
-	d.diags = append(d.diags, diags...)
-	return c
+// attrs reads body's content against schema: its blocks, and its
+// attributes.
+func (d *decoder) attrs(body hcl.Body, schema *hcl.BodySchema) (*hcl.BodyContent, hclattr.Attrs) {
+	c := d.Content(body, schema)
+	return c, d.Attrs(c.Attributes, "")
 }
 
 func (d *decoder) file(body hcl.Body) *Config {
@@ -117,16 +112,15 @@ func (d *decoder) file(body hcl.Body) *Config {
 		Policy: PolicyFairShare, ReservationDepth: DefaultReservationDepth, HalfLife: DefaultHalfLife,
 		Weights: DefaultWeights(), Billing: DefaultBilling(),
 	}
-	ct := d.content(body, fileSchema)
-	attrs := ct.Attributes
-	d.str(attrs, "default_partition", &c.DefaultPartition)
-	d.str(attrs, "default_account", &c.DefaultAccount)
-	if a, ok := d.str(attrs, "policy", &c.Policy); ok && !slices.Contains([]string{PolicyFairShare, PolicyEASY, PolicyFCFS}, c.Policy) {
-		d.errorf(a.Expr.Range(), "Invalid policy", "policy %q is not known; write %q (multifactor priority and backfill, the default), %q (first come, first served with EASY backfill) or %q (strict first come, first served).",
+	ct, attrs := d.attrs(body, fileSchema)
+	attrs.String("default_partition", &c.DefaultPartition)
+	attrs.String("default_account", &c.DefaultAccount)
+	if a, ok := attrs.String("policy", &c.Policy); ok && !slices.Contains([]string{PolicyFairShare, PolicyEASY, PolicyFCFS}, c.Policy) {
+		d.Errorf(a.Expr.Range(), "Invalid policy", "policy %q is not known; write %q (multifactor priority and backfill, the default), %q (first come, first served with EASY backfill) or %q (strict first come, first served).",
 			c.Policy, PolicyFairShare, PolicyEASY, PolicyFCFS)
 	}
-	if a, ok := d.whole(attrs, "reservation_depth", &c.ReservationDepth); ok && c.ReservationDepth < 0 {
-		d.errorf(a.Expr.Range(), "Invalid reservation_depth", "reservation_depth %d is negative; 0 turns backfill off, 1 is EASY backfill, more reserves for more jobs.", c.ReservationDepth)
+	if a, ok := attrs.Whole("reservation_depth", &c.ReservationDepth); ok && c.ReservationDepth < 0 {
+		d.Errorf(a.Expr.Range(), "Invalid reservation_depth", "reservation_depth %d is negative; 0 turns backfill off, 1 is EASY backfill, more reserves for more jobs.", c.ReservationDepth)
 	}
 	d.duration(attrs, "usage_half_life", &c.HalfLife, true)
 
@@ -155,7 +149,7 @@ func (d *decoder) file(body hcl.Body) *Config {
 	}
 
 	if len(parts) == 0 {
-		d.errorf(ct.MissingItemRange, "Missing partition block",
+		d.Errorf(ct.MissingItemRange, "Missing partition block",
 			`A partitions file defines at least one partition: partition "batch" { nodes = ["node[01-16]"] }.`)
 		return c
 	}
@@ -164,7 +158,7 @@ func (d *decoder) file(body hcl.Body) *Config {
 	for _, b := range parts {
 		p, isDefault := d.partition(b, seenAcct)
 		if first, dup := where[p.Name]; dup {
-			d.errorf(b.LabelRanges[0], "Duplicate partition", "Partition %q was already defined at %s; give each partition one block.", p.Name, pos(first))
+			d.Errorf(b.LabelRanges[0], "Duplicate partition", "Partition %q was already defined at %s; give each partition one block.", p.Name, hclattr.Pos(first))
 			continue
 		}
 		where[p.Name] = b.LabelRanges[0]
@@ -174,16 +168,16 @@ func (d *decoder) file(body hcl.Body) *Config {
 		c.Partitions = append(c.Partitions, p)
 	}
 	for _, b := range defaults[min(1, len(defaults)):] {
-		d.errorf(b.LabelRanges[0], "Two default partitions", "Partition %q says default = true, and so does %q at %s; one partition is the default.",
-			b.Labels[0], defaults[0].Labels[0], pos(defaults[0].LabelRanges[0]))
+		d.Errorf(b.LabelRanges[0], "Two default partitions", "Partition %q says default = true, and so does %q at %s; one partition is the default.",
+			b.Labels[0], defaults[0].Labels[0], hclattr.Pos(defaults[0].LabelRanges[0]))
 	}
-	if a := attrs["default_partition"]; a != nil && c.DefaultPartition != "" {
+	if a := attrs.Get("default_partition"); a != nil && c.DefaultPartition != "" {
 		if _, ok := where[c.DefaultPartition]; !ok {
-			d.errorf(a.Expr.Range(), "Unknown default partition", "default_partition %q is not defined; defined partitions: %s.", c.DefaultPartition, strings.Join(c.PartitionNames(), ", "))
+			d.Errorf(a.Expr.Range(), "Unknown default partition", "default_partition %q is not defined; defined partitions: %s.", c.DefaultPartition, strings.Join(c.PartitionNames(), ", "))
 		}
 		if len(defaults) > 0 && defaults[0].Labels[0] != c.DefaultPartition {
-			d.errorf(defaults[0].LabelRanges[0], "Two default partitions", "Partition %q says default = true, but default_partition at %s names %q; keep one.",
-				defaults[0].Labels[0], pos(a.Expr.Range()), c.DefaultPartition)
+			d.Errorf(defaults[0].LabelRanges[0], "Two default partitions", "Partition %q says default = true, but default_partition at %s names %q; keep one.",
+				defaults[0].Labels[0], hclattr.Pos(a.Expr.Range()), c.DefaultPartition)
 		}
 	}
 	switch {
@@ -193,9 +187,9 @@ func (d *decoder) file(body hcl.Body) *Config {
 	case len(c.Partitions) > 0:
 		c.DefaultPartition = c.Partitions[0].Name
 	}
-	if a := attrs["default_account"]; a != nil && c.DefaultAccount != "" {
+	if a := attrs.Get("default_account"); a != nil && c.DefaultAccount != "" {
 		if _, ok := seenAcct[c.DefaultAccount]; !ok {
-			d.errorf(a.Expr.Range(), "Unknown default account", "default_account %q is not an account of this file; known accounts: %s.", c.DefaultAccount, listOrNone(sortedKeys(seenAcct)))
+			d.Errorf(a.Expr.Range(), "Unknown default account", "default_account %q is not an account of this file; known accounts: %s.", c.DefaultAccount, listOrNone(sortedKeys(seenAcct)))
 		}
 	}
 	return c
@@ -211,55 +205,52 @@ func (d *decoder) once(blocks hcl.Blocks, typ string) {
 			first = b
 			continue
 		}
-		d.errorf(b.DefRange, "Duplicate "+typ+" block", "A partitions file has at most one %s block; the first is at %s. Merge them.", typ, pos(first.DefRange))
+		d.Errorf(b.DefRange, "Duplicate "+typ+" block", "A partitions file has at most one %s block; the first is at %s. Merge them.", typ, hclattr.Pos(first.DefRange))
 	}
 }
 
 func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partition, bool) {
 	p := Partition{Name: b.Labels[0], GPUQuantum: DefaultGPUQuantum, MaxOutput: DefaultMaxOutput}
 	if !nameRe(p.Name) {
-		d.errorf(b.LabelRanges[0], "Invalid partition name", "Partition name %q is not valid; a name starts with a letter and holds letters, digits, '_' and '-'.", p.Name)
+		d.Errorf(b.LabelRanges[0], "Invalid partition name", "Partition name %q is not valid; a name starts with a letter and holds letters, digits, '_' and '-'.", p.Name)
 	}
-	ct := d.content(b.Body, partitionSchema)
-	attrs := ct.Attributes
+	ct, attrs := d.attrs(b.Body, partitionSchema)
 	var isDefault bool
-	d.boolean(attrs, "default", &isDefault)
-	if a, ok := d.strList(attrs, "nodes", &p.Nodes); ok {
+	attrs.Bool("default", &isDefault)
+	if a, ok := attrs.Strings("nodes", &p.Nodes); ok {
 		d.nodePatterns(a, p.Nodes)
 	}
-	d.strList(attrs, "labels", &p.Labels)
-	if attrs["nodes"] == nil && attrs["labels"] == nil {
-		d.errorf(b.DefRange, "Partition without nodes", `Partition %q names no nodes; set nodes (names, ranges such as "gpu[01-16]", or "*" for every node) or labels.`, p.Name)
+	attrs.Strings("labels", &p.Labels)
+	if attrs.Get("nodes") == nil && attrs.Get("labels") == nil {
+		d.Errorf(b.DefRange, "Partition without nodes", `Partition %q names no nodes; set nodes (names, ranges such as "gpu[01-16]", or "*" for every node) or labels.`, p.Name)
 	}
 	maxA, _ := d.duration(attrs, "max_walltime", &p.MaxWalltime, false)
 	if a, ok := d.duration(attrs, "default_walltime", &p.DefaultWalltime, false); ok && maxA != nil && p.MaxWalltime > 0 && p.DefaultWalltime > p.MaxWalltime {
-		d.errorf(a.Expr.Range(), "Default walltime above the maximum", "default_walltime %s exceeds max_walltime %s (at %s); jobs without a walltime would be refused.",
-			units.FormatDuration(p.DefaultWalltime), units.FormatDuration(p.MaxWalltime), pos(maxA.Expr.Range()))
+		d.Errorf(a.Expr.Range(), "Default walltime above the maximum", "default_walltime %s exceeds max_walltime %s (at %s); jobs without a walltime would be refused.",
+			units.FormatDuration(p.DefaultWalltime), units.FormatDuration(p.MaxWalltime), hclattr.Pos(maxA.Expr.Range()))
 	}
-	if a, ok := d.whole(attrs, "max_cluster_size", &p.MaxClusterSize); ok && (p.MaxClusterSize < 1 || p.MaxClusterSize > jobspec.MaxClusterSize) {
-		d.errorf(a.Expr.Range(), "Invalid max_cluster_size", "max_cluster_size %d is not valid; it is between 1 and %d.", p.MaxClusterSize, jobspec.MaxClusterSize)
+	if a, ok := attrs.Whole("max_cluster_size", &p.MaxClusterSize); ok && (p.MaxClusterSize < 1 || p.MaxClusterSize > jobspec.MaxClusterSize) {
+		d.Errorf(a.Expr.Range(), "Invalid max_cluster_size", "max_cluster_size %d is not valid; it is between 1 and %d.", p.MaxClusterSize, jobspec.MaxClusterSize)
 	}
-	d.whole(attrs, "priority_tier", &p.PriorityTier)
-	if a, ok := d.strList(attrs, "allowed_accounts", &p.AllowedAccounts); ok {
+	attrs.Whole("priority_tier", &p.PriorityTier)
+	if a, ok := attrs.Strings("allowed_accounts", &p.AllowedAccounts); ok {
 		d.known(a, p.AllowedAccounts, accounts, "account")
 	}
-	if a, ok := d.strList(attrs, "allowed_modes", &p.AllowedModes); ok {
+	if a, ok := attrs.Strings("allowed_modes", &p.AllowedModes); ok {
 		for i, m := range p.AllowedModes {
 			if m != jobspec.ModeSingleNode && m != jobspec.ModeMultiNode {
-				d.errorf(elemRange(a, i), "Invalid cluster mode", "allowed_modes holds %q; the modes are %q and %q.", m, jobspec.ModeSingleNode, jobspec.ModeMultiNode)
+				d.Errorf(hclattr.ElemRange(a, i), "Invalid cluster mode", "allowed_modes holds %q; the modes are %q and %q.", m, jobspec.ModeSingleNode, jobspec.ModeMultiNode)
 			}
 		}
 	}
-	if a, ok := d.number(attrs, "gpu_quantum", &p.GPUQuantum); ok {
+	if a, ok := attrs.Number("gpu_quantum", &p.GPUQuantum); ok {
 		steps := 1 / p.GPUQuantum
 		if !(p.GPUQuantum > 0 && p.GPUQuantum <= 1) || math.Abs(steps-math.Round(steps)) > 1e-9 {
-			d.errorf(a.Expr.Range(), "Invalid gpu_quantum", "gpu_quantum %g is not valid; it is a fraction of one GPU that divides it evenly, such as 0.1, 0.25, 0.5 or 1.", p.GPUQuantum)
+			d.Errorf(a.Expr.Range(), "Invalid gpu_quantum", "gpu_quantum %g is not valid; it is a fraction of one GPU that divides it evenly, such as 0.1, 0.25, 0.5 or 1.", p.GPUQuantum)
 		}
 	}
-	d.boolean(attrs, "requeue", &p.Requeue)
-	if a := attrs["max_output"]; a != nil {
-		d.memory(a, &p.MaxOutput)
-	}
+	attrs.Bool("requeue", &p.Requeue)
+	d.memory(attrs, "max_output", &p.MaxOutput)
 	d.starvation(attrs, &p.StarvationThreshold)
 	for _, lb := range ct.Blocks {
 		switch lb.Type {
@@ -267,7 +258,8 @@ func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partit
 			d.limits(lb, &p.UserLimits)
 		case "network":
 			egress := true
-			d.boolean(d.content(lb.Body, networkSchema).Attributes, "egress", &egress)
+			_, na := d.attrs(lb.Body, networkSchema)
+			na.Bool("egress", &egress)
 			p.NoEgress = !egress
 		}
 	}
@@ -278,17 +270,17 @@ func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partit
 
 func (d *decoder) nodePatterns(a *hcl.Attribute, pats []string) {
 	for i, pat := range pats {
-		rng := elemRange(a, i)
+		rng := hclattr.ElemRange(a, i)
 		if isGlob(pat) {
 			if strings.ContainsAny(pat, "[]") {
-				d.errorf(rng, "Invalid node pattern", "%q mixes a glob (* or ?) with a range; write one or the other.", pat)
+				d.Errorf(rng, "Invalid node pattern", "%q mixes a glob (* or ?) with a range; write one or the other.", pat)
 			} else if _, err := pathMatch(pat); err != nil {
-				d.errorf(rng, "Invalid node pattern", "%q is not a valid glob: %v.", pat, err)
+				d.Errorf(rng, "Invalid node pattern", "%q is not a valid glob: %v.", pat, err)
 			}
 			continue
 		}
 		if _, err := Expand(pat); err != nil {
-			d.errorf(rng, "Invalid node range", "%s; write names, ranges such as \"gpu[01-16]\" or \"n[1-4,8]\", or globs such as \"cpu*\".", strings.TrimPrefix(err.Error(), ErrRange.Error()+": "))
+			d.Errorf(rng, "Invalid node range", "%s; write names, ranges such as \"gpu[01-16]\" or \"n[1-4,8]\", or globs such as \"cpu*\".", strings.TrimPrefix(err.Error(), ErrRange.Error()+": "))
 		}
 	}
 }
@@ -296,20 +288,20 @@ func (d *decoder) nodePatterns(a *hcl.Attribute, pats []string) {
 func (d *decoder) known(a *hcl.Attribute, names []string, defined map[string]hcl.Range, what string) {
 	for i, n := range names {
 		if _, ok := defined[n]; !ok {
-			d.errorf(elemRange(a, i), "Unknown "+what, "%s %q is not defined in this file; known %ss: %s.", what, n, what, listOrNone(sortedKeys(defined)))
+			d.Errorf(hclattr.ElemRange(a, i), "Unknown "+what, "%s %q is not defined in this file; known %ss: %s.", what, n, what, listOrNone(sortedKeys(defined)))
 		}
 	}
 }
 
 func (d *decoder) limits(b *hcl.Block, l *Limits) {
-	attrs := d.content(b.Body, limitsSchema).Attributes
+	_, attrs := d.attrs(b.Body, limitsSchema)
 	for _, name := range []string{"max_jobs", "max_submit_jobs"} {
 		dst := &l.MaxJobs
 		if name == "max_submit_jobs" {
 			dst = &l.MaxSubmitJobs
 		}
-		if a, ok := d.whole(attrs, name, dst); ok && *dst < 1 {
-			d.errorf(a.Expr.Range(), "Invalid "+name, "%s %d is not valid; it is at least 1 (leave it out for no limit).", name, *dst)
+		if a, ok := attrs.Whole(name, dst); ok && *dst < 1 {
+			d.Errorf(a.Expr.Range(), "Invalid "+name, "%s %d is not valid; it is at least 1 (leave it out for no limit).", name, *dst)
 		}
 	}
 	for _, name := range []string{"max_cpu", "max_gpu"} {
@@ -317,53 +309,51 @@ func (d *decoder) limits(b *hcl.Block, l *Limits) {
 		if name == "max_gpu" {
 			dst = &l.MaxGPU
 		}
-		if a, ok := d.number(attrs, name, dst); ok && !(*dst > 0) {
-			d.errorf(a.Expr.Range(), "Invalid "+name, "%s %g is not valid; it is above 0 (leave it out for no limit).", name, *dst)
+		if a, ok := attrs.Number(name, dst); ok && !(*dst > 0) {
+			d.Errorf(a.Expr.Range(), "Invalid "+name, "%s %g is not valid; it is above 0 (leave it out for no limit).", name, *dst)
 		}
 	}
-	if a := attrs["max_memory"]; a != nil {
-		d.memory(a, &l.MaxMemory)
-	}
+	d.memory(attrs, "max_memory", &l.MaxMemory)
 }
 
 func (d *decoder) account(b *hcl.Block, seen, users map[string]hcl.Range) (Account, bool) {
 	a := Account{Name: b.Labels[0], Shares: 1}
 	ok := true
 	if !nameRe(a.Name) {
-		d.errorf(b.LabelRanges[0], "Invalid account name", "Account name %q is not valid; a name starts with a letter and holds letters, digits, '_' and '-'.", a.Name)
+		d.Errorf(b.LabelRanges[0], "Invalid account name", "Account name %q is not valid; a name starts with a letter and holds letters, digits, '_' and '-'.", a.Name)
 	}
 	if first, dup := seen[a.Name]; dup {
-		d.errorf(b.LabelRanges[0], "Duplicate account", "Account %q was already defined at %s; account names are unique in the whole tree.", a.Name, pos(first))
+		d.Errorf(b.LabelRanges[0], "Duplicate account", "Account %q was already defined at %s; account names are unique in the whole tree.", a.Name, hclattr.Pos(first))
 		ok = false
 	} else {
 		seen[a.Name] = b.LabelRanges[0]
 	}
-	ct := d.content(b.Body, accountSchema)
-	d.shares(ct.Attributes, &a.Shares)
+	ct, attrs := d.attrs(b.Body, accountSchema)
+	d.shares(attrs, &a.Shares)
 	var listed []string
-	la, _ := d.strList(ct.Attributes, "users", &listed)
+	la, _ := attrs.Strings("users", &listed)
 	inAcct := map[string]hcl.Range{}
 	addUser := func(u User, rng hcl.Range) {
 		if first, dup := inAcct[u.Name]; dup {
-			d.errorf(rng, "Duplicate user", "User %q is already a member of account %q (at %s).", u.Name, a.Name, pos(first))
+			d.Errorf(rng, "Duplicate user", "User %q is already a member of account %q (at %s).", u.Name, a.Name, hclattr.Pos(first))
 			return
 		}
 		inAcct[u.Name] = rng
 		a.Users = append(a.Users, u)
 	}
 	for i, u := range listed {
-		addUser(User{Name: u, Shares: 1}, elemRange(la, i))
+		addUser(User{Name: u, Shares: 1}, hclattr.ElemRange(la, i))
 	}
 	for _, cb := range ct.Blocks {
 		switch cb.Type {
 		case "user":
 			u := User{Name: cb.Labels[0], Shares: 1}
-			attrs := d.content(cb.Body, userSchema).Attributes
+			_, attrs := d.attrs(cb.Body, userSchema)
 			d.shares(attrs, &u.Shares)
-			d.boolean(attrs, "default", &u.Default)
+			attrs.Bool("default", &u.Default)
 			if u.Default {
 				if first, dup := users[u.Name]; dup {
-					d.errorf(cb.LabelRanges[0], "Two default accounts", "User %q already has a default account (at %s); a user has one.", u.Name, pos(first))
+					d.Errorf(cb.LabelRanges[0], "Two default accounts", "User %q already has a default account (at %s); a user has one.", u.Name, hclattr.Pos(first))
 				} else {
 					users[u.Name] = cb.LabelRanges[0]
 				}
@@ -378,125 +368,50 @@ func (d *decoder) account(b *hcl.Block, seen, users map[string]hcl.Range) (Accou
 	return a, ok
 }
 
-func (d *decoder) shares(attrs hcl.Attributes, dst *float64) {
-	if a, ok := d.number(attrs, "shares", dst); ok && !(*dst > 0) {
-		d.errorf(a.Expr.Range(), "Invalid shares", "shares %g is not valid; shares are above 0.", *dst)
+func (d *decoder) shares(attrs hclattr.Attrs, dst *float64) {
+	if a, ok := attrs.Number("shares", dst); ok && !(*dst > 0) {
+		d.Errorf(a.Expr.Range(), "Invalid shares", "shares %g is not valid; shares are above 0.", *dst)
 	}
 }
 
 func (d *decoder) priority(b *hcl.Block, w *Weights) {
-	attrs := d.content(b.Body, prioritySchema).Attributes
+	_, attrs := d.attrs(b.Body, prioritySchema)
 	for _, f := range []struct {
 		name string
 		dst  *float64
 	}{{"age", &w.Age}, {"fair_share", &w.FairShare}, {"job_size", &w.JobSize}, {"tier", &w.Tier}} {
-		if a, ok := d.number(attrs, f.name, f.dst); ok && (*f.dst < 0 || *f.dst > 1e9) {
-			d.errorf(a.Expr.Range(), "Invalid weight", "weight %s = %g is not valid; weights are between 0 and 1e9.", f.name, *f.dst)
+		if a, ok := attrs.Number(f.name, f.dst); ok && (*f.dst < 0 || *f.dst > 1e9) {
+			d.Errorf(a.Expr.Range(), "Invalid weight", "weight %s = %g is not valid; weights are between 0 and 1e9.", f.name, *f.dst)
 		}
 	}
-	d.boolean(attrs, "favor_small", &w.FavorSmall)
+	attrs.Bool("favor_small", &w.FavorSmall)
 	if a, ok := d.duration(attrs, "max_age", &w.MaxAge, false); ok && w.MaxAge == 0 {
-		d.errorf(a.Expr.Range(), "Invalid max_age", "max_age is the wait at which the age factor reaches 1; it is above 0.")
+		d.Errorf(a.Expr.Range(), "Invalid max_age", "max_age is the wait at which the age factor reaches 1; it is above 0.")
 	}
 }
 
 func (d *decoder) billing(b *hcl.Block, bl *Billing) {
-	attrs := d.content(b.Body, billingSchema).Attributes
+	_, attrs := d.attrs(b.Body, billingSchema)
 	for _, f := range []struct {
 		name string
 		dst  *float64
 	}{{"cpu", &bl.CPU}, {"memory", &bl.Memory}, {"gpu", &bl.GPU}} {
-		if a, ok := d.number(attrs, f.name, f.dst); ok && !(*f.dst >= 0 && *f.dst <= 1e9) {
-			d.errorf(a.Expr.Range(), "Invalid billing weight", "billing weight %s = %g is not valid; it is between 0 and 1e9.", f.name, *f.dst)
+		if a, ok := attrs.Number(f.name, f.dst); ok && !(*f.dst >= 0 && *f.dst <= 1e9) {
+			d.Errorf(a.Expr.Range(), "Invalid billing weight", "billing weight %s = %g is not valid; it is between 0 and 1e9.", f.name, *f.dst)
 		}
 	}
-}
-
-// eval evaluates an attribute as type ty; ok is false when it is absent,
-// null, or broken (reported).
-func (d *decoder) eval(attrs hcl.Attributes, name string, ty cty.Type) (cty.Value, *hcl.Attribute, bool) {
-	a := attrs[name]
-	if a == nil {
-		return cty.NilVal, nil, false
-	}
-	v, diags := a.Expr.Value(nil)
-	d.diags = append(d.diags, diags...)
-	if diags.HasErrors() || !v.IsWhollyKnown() || v.IsNull() {
-		return cty.NilVal, a, false
-	}
-	v, err := convert.Convert(v, ty)
-	if err != nil {
-		d.errorf(a.Expr.Range(), "Incorrect attribute value type", "Inappropriate value for attribute %q: %s.", name, err)
-		return cty.NilVal, a, false
-	}
-	return v, a, true
-}
-
-func (d *decoder) str(attrs hcl.Attributes, name string, dst *string) (*hcl.Attribute, bool) {
-	v, a, ok := d.eval(attrs, name, cty.String)
-	if ok {
-		*dst = v.AsString()
-	}
-	return a, ok
-}
-
-func (d *decoder) boolean(attrs hcl.Attributes, name string, dst *bool) {
-	if v, _, ok := d.eval(attrs, name, cty.Bool); ok {
-		*dst = v.True()
-	}
-}
-
-func (d *decoder) number(attrs hcl.Attributes, name string, dst *float64) (*hcl.Attribute, bool) {
-	v, a, ok := d.eval(attrs, name, cty.Number)
-	if ok {
-		*dst, _ = v.AsBigFloat().Float64()
-	}
-	return a, ok
-}
-
-func (d *decoder) whole(attrs hcl.Attributes, name string, dst *int) (*hcl.Attribute, bool) {
-	v, a, ok := d.eval(attrs, name, cty.Number)
-	if !ok {
-		return a, false
-	}
-	bf := v.AsBigFloat()
-	i, acc := bf.Int64()
-	if !bf.IsInt() || acc != big.Exact || i != int64(int32(i)) {
-		d.errorf(a.Expr.Range(), "Invalid "+name, "%s %s is not valid; it must be a whole number.", name, bf.Text('g', -1))
-		return a, false
-	}
-	*dst = int(i)
-	return a, true
-}
-
-func (d *decoder) strList(attrs hcl.Attributes, name string, dst *[]string) (*hcl.Attribute, bool) {
-	v, a, ok := d.eval(attrs, name, cty.List(cty.String))
-	if !ok {
-		return a, false
-	}
-	out := []string{}
-	for it := v.ElementIterator(); it.Next(); {
-		_, e := it.Element()
-		if e.IsNull() {
-			d.errorf(a.Expr.Range(), "Invalid "+name, "%s holds a null element; every element must be a string.", name)
-			return a, false
-		}
-		out = append(out, e.AsString())
-	}
-	*dst = out
-	return a, true
 }
 
 // duration reads a time such as "2h", "7d" or Slurm's "2-00:00:00".
-func (d *decoder) duration(attrs hcl.Attributes, name string, dst *time.Duration, zeroOK bool) (*hcl.Attribute, bool) {
+func (d *decoder) duration(attrs hclattr.Attrs, name string, dst *time.Duration, zeroOK bool) (*hcl.Attribute, bool) {
 	var s string
-	a, ok := d.str(attrs, name, &s)
+	a, ok := attrs.String(name, &s)
 	if !ok {
 		return a, false
 	}
 	v, err := jobspec.ParseWalltime(s)
 	if err != nil || v < 0 || (v == 0 && !zeroOK) {
-		d.errorf(a.Expr.Range(), "Invalid "+name, `%s %q is not valid; write a positive duration such as "90m", "12h", "7d" or "2-00:00:00".`, name, s)
+		d.Errorf(a.Expr.Range(), "Invalid "+name, `%s %q is not valid; write a positive duration such as "90m", "12h", "7d" or "2-00:00:00".`, name, s)
 		return a, false
 	}
 	*dst = v
@@ -505,9 +420,9 @@ func (d *decoder) duration(attrs hcl.Attributes, name string, dst *time.Duration
 
 // starvation reads starvation_threshold: a positive duration, or "off"
 // (stored as -1).
-func (d *decoder) starvation(attrs hcl.Attributes, dst *time.Duration) {
+func (d *decoder) starvation(attrs hclattr.Attrs, dst *time.Duration) {
 	var s string
-	a, ok := d.str(attrs, "starvation_threshold", &s)
+	a, ok := attrs.String("starvation_threshold", &s)
 	if !ok {
 		return
 	}
@@ -517,16 +432,16 @@ func (d *decoder) starvation(attrs hcl.Attributes, dst *time.Duration) {
 	}
 	v, err := jobspec.ParseWalltime(s)
 	if err != nil || v <= 0 {
-		d.errorf(a.Expr.Range(), "Invalid starvation_threshold", `starvation_threshold %q is not valid; write a positive duration such as "6h", "90m" or "2d", or "off".`, s)
+		d.Errorf(a.Expr.Range(), "Invalid starvation_threshold", `starvation_threshold %q is not valid; write a positive duration such as "6h", "90m" or "2d", or "off".`, s)
 		return
 	}
 	*dst = v
 }
 
-func (d *decoder) memory(a *hcl.Attribute, dst *int64) {
-	v, diags := a.Expr.Value(nil)
-	d.diags = append(d.diags, diags...)
-	if diags.HasErrors() || v.IsNull() || !v.IsWhollyKnown() {
+// memory reads a size: a string such as "512GiB", or a number of bytes.
+func (d *decoder) memory(attrs hclattr.Attrs, name string, dst *int64) {
+	v, a, ok := attrs.Value(name, cty.DynamicPseudoType)
+	if !ok {
 		return
 	}
 	var n int64
@@ -541,23 +456,10 @@ func (d *decoder) memory(a *hcl.Attribute, dst *int64) {
 		err = fmt.Errorf("not a size")
 	}
 	if err != nil || n <= 0 {
-		d.errorf(a.Expr.Range(), "Invalid "+a.Name, `%s is not a valid size; write a number with a unit, such as "512GiB" or "2TiB".`, a.Name)
+		d.Errorf(a.Expr.Range(), "Invalid "+a.Name, `%s is not a valid size; write a number with a unit, such as "512GiB" or "2TiB".`, a.Name)
 		return
 	}
 	*dst = n
-}
-
-// elemRange is the range of element i of a list attribute, else the
-// attribute's.
-func elemRange(a *hcl.Attribute, i int) hcl.Range {
-	if elems, diags := hcl.ExprList(a.Expr); !diags.HasErrors() && i < len(elems) {
-		return elems[i].Range()
-	}
-	return a.Expr.Range()
-}
-
-func pos(r hcl.Range) string {
-	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
 }
 
 func nameRe(s string) bool {

@@ -20,6 +20,9 @@
 //     the last command it had on disk.
 //   - Close is bounded (ShutdownTimeout): it cuts raft's connections.
 //   - A full disk is ErrDiskFull at once, not a lost leadership.
+//
+// Of troupe it imports sched/state only; it must not import sched (the
+// controller) or nodelet/....
 package raftlog
 
 import (

@@ -3,6 +3,10 @@
 // the simulated machine. Events are handled one at a time, as pyss does:
 // at equal times terminations come before submissions, and a scheduling
 // pass follows every event.
+//
+// It imports the pure parts only (sched/core, sched/fairshare,
+// sched/swf); it must not import sched, sched/state or raft, so that
+// bsim runs without a controller.
 package sim
 
 import (

@@ -6,6 +6,9 @@
 //
 // Objects handed out are shared with the store: callers must not modify
 // them. Writers copy before they change (see Job.clone).
+//
+// It must not import sched (the controller), sched/raftlog, nodelet/...
+// or internal/client.
 package state
 
 import (

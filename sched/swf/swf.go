@@ -1,6 +1,8 @@
 // Package swf reads workload logs in the Standard Workload Format of the
 // Parallel Workloads Archive: one job a line, 18 whitespace-separated
 // fields, header lines starting with ';'. Plain or gzip input.
+//
+// The standard library only: no troupe package.
 package swf
 
 import (

@@ -19,6 +19,10 @@
 // as the token's owner, so the server's own authorization decides what
 // they may do; the listener passes on only the page's endpoints
 // (apiRoutes). Writes need the session's CSRF token in a header.
+//
+// It must not import sched or sched/state: it reaches the controller
+// through the interface it declares (schedd imports it, not the other
+// way).
 package web
 
 import (

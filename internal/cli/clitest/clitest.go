@@ -1,5 +1,8 @@
 // Package clitest helps test the user tools: a fake schedd serving the
 // api types, fixed fixtures and clock, and an address nothing listens on.
+//
+// A test helper: no binary may import it (cmd/layout_test.go checks). Of
+// troupe it imports internal/api and jobspec only.
 package clitest
 
 import (

@@ -17,6 +17,9 @@
 // before apptainer starts. CPU and memory limits are not applied by this
 // driver (apptainer's --cpus/--memory need cgroups delegation): schedd
 // still accounts them.
+//
+// It must not import the agent (package nodelet), internal/api or
+// sched/...: a driver knows containers, not jobs.
 package apptainer
 
 import (

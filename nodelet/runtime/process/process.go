@@ -18,6 +18,9 @@
 // The command runs in its own process group; Signal and Destroy address
 // the whole group, so children started by a shell go too (a process that
 // leaves the group, e.g. by setsid, escapes).
+//
+// It must not import the agent (package nodelet), internal/api or
+// sched/...: a driver knows containers, not jobs.
 package process
 
 import (

@@ -40,6 +40,9 @@
 // Stopping (Signal SIGKILL, Destroy) lifts the CPU quota, freezes the
 // cgroup, SIGKILLs every task and thaws it (killAll): a fork bomb under
 // a CPU quota dies within seconds.
+//
+// It must not import the agent (package nodelet), internal/api or
+// sched/...: a driver knows containers, not jobs.
 package runc
 
 import (

@@ -1,6 +1,9 @@
 // Package runtimetest is the behaviour suite every nodelet runtime must
 // pass: a driver's test calls Run with its Runtime. It needs /bin/sh and
 // sleep on the host (ImageHost), and the go tool to build troupe-init.
+//
+// A test helper: no binary may import it (cmd/layout_test.go checks). It
+// must not import a driver: each driver's test imports it.
 package runtimetest
 
 import (

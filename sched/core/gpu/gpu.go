@@ -8,6 +8,8 @@
 //   - among devices that can serve a request ≤ 1, the one left with the
 //     least free share wins (best fit), ties to the lowest index, so that
 //     whole devices stay whole for whole requests.
+//
+// Pure like sched/core: the standard library only.
 package gpu
 
 import "math"
