@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/fdlimit"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched"
 	"github.com/troupe-hpc/troupe/sched/accounting"
@@ -115,6 +116,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// Each node holds a connection (its blocking query) and, busy, up to
+	// two more: 10,000 nodes need some 10,000-30,000 open files.
+	if soft, hard, err := fdlimit.Raise(); err != nil {
+		log.Warn("raising the limit of open files to the hard limit", "soft", soft, "hard", hard, "err", err)
+	} else {
+		log.Info("limit of open files raised to the hard limit", "nofile", soft)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, o, log, stdout); err != nil {
