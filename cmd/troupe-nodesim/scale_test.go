@@ -100,6 +100,9 @@ func loadavg() string {
 // of its stdout to lines; it is killed when the benchmark ends.
 func startProc(b *testing.B, log *os.File, bin string, args ...string) (*exec.Cmd, <-chan string) {
 	cmd := exec.Command(bin, args...)
+	// A benchmark stopped by a signal (timeout(1)) runs no cleanup: its
+	// schedd and troupe-nodesim must not outlive it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = log
 	out, err := cmd.StdoutPipe()
 	if err != nil {
