@@ -228,3 +228,17 @@ func (c *benchCluster) passes(b *testing.B, leader int) (int, time.Duration) {
 	const name = "troupe_schedd_scheduling_pass_duration_seconds"
 	return int(m[name+"_count"]), time.Duration(m[name+"_sum"] * float64(time.Second))
 }
+
+// heap is the leader's Go heap from its metrics: in use now, and the
+// live heap at its last collection (the next goal over 1 + GOGC/100).
+func (c *benchCluster) heap(b *testing.B, leader int) (inuse, live int64) {
+	m, err := scrape(c.peers[leader].metrics)
+	if err != nil {
+		b.Fatalf("reading schedd's metrics: %v", err)
+	}
+	gogc := m["go_gc_gogc_percent"]
+	if gogc <= 0 {
+		gogc = 100
+	}
+	return int64(m["go_memstats_heap_inuse_bytes"]), int64(m["go_memstats_next_gc_bytes"] / (1 + gogc/100))
+}

@@ -471,7 +471,8 @@ func BenchmarkScale(b *testing.B) {
 		if n1 > n0 {
 			row("  scheduling passes meanwhile", "%d, mean %s (snapshot to plan)", n1-n0, ((d1 - d0) / time.Duration(n1-n0)).Round(time.Microsecond))
 		}
-		row("schedd RSS, "+label, "%s", mib(rss))
+		inuse, live := cl.heap(b, lead)
+		row("schedd RSS, "+label, "%s (Go heap %s in use, %s live at the last GC)", mib(rss), mib(inuse), mib(live))
 		row("schedd open files, "+label, "%d", schedd.files())
 		return cores, rss
 	}
@@ -572,7 +573,8 @@ func BenchmarkScale(b *testing.B) {
 	}
 	_, peakRSS := schedd.mem(b)
 	b.StopTimer()
-	row("schedd RSS, peak", "%s", mib(peakRSS))
+	inuse, live := cl.heap(b, lead)
+	row("schedd RSS, peak", "%s (Go heap at the end %s in use, %s live at the last GC)", mib(peakRSS), mib(inuse), mib(live))
 	if npeers > 1 {
 		followers("end")
 		if now := cl.leader(); now != lead {
