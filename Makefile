@@ -91,15 +91,24 @@ fuzz:
 # idle CPU and memory, and the end-to-end throughput of BENCH_JOBS
 # 1-container jobs and BENCH_GANGS gangs of 8-64 containers, 1 s each.
 # It takes minutes; each node holds up to three connections, so 10,000
-# nodes want `ulimit -Hn` of about 30,000 (it refuses below 11,024).
-# BENCH_HISTORY synthetic ended jobs are put in schedd's accounting store
-# before it starts (a long history must not slow it).
+# nodes want `ulimit -Hn` of about 30,000 (it refuses below 11,024; it
+# raises the soft limit itself). PEERS=3 runs three schedd raft peers
+# over https, the nodes following the leader. BENCH_HISTORY synthetic
+# ended jobs are put in schedd's accounting store before it starts (a
+# long history must not slow it); BENCH_QUEUED jobs wait for Resources
+# before the throughput runs (a backlog: schedd's memory, its scheduling
+# pass and bqueue's latency with it). BENCH_BIN=dir takes prebuilt schedd
+# and troupe-nodesim from dir; contrib/dev/bench-scale-remote builds them
+# and the test binary, and runs the 10,000-node figures where Go is not.
 NODES         ?= 10000
 BENCH_JOBS    ?= 2000
 BENCH_GANGS   ?= 200
 BENCH_HISTORY ?= 0
+BENCH_QUEUED  ?= 0
+PEERS         ?= 1
 bench-scale:
 	NODES=$(NODES) BENCH_JOBS=$(BENCH_JOBS) BENCH_GANGS=$(BENCH_GANGS) BENCH_HISTORY=$(BENCH_HISTORY) \
+		BENCH_QUEUED=$(BENCH_QUEUED) PEERS=$(PEERS) \
 		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -v -timeout 60m ./cmd/troupe-nodesim/
 
 # The pipeline benchmark (docs/scale.md, Pipeline): N one-container jobs

@@ -240,3 +240,31 @@ func BenchmarkCheckQueued(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPassBacklog is the leader loop's work for one scheduling pass
+// (the walltime check, the core's snapshot built from the state,
+// core.Schedule, and the queue positions bqueue shows) with 10,000 and
+// 100,000 jobs pending beside 10,000 ended ones waiting for their purge:
+// what every state change costs a schedd with that backlog.
+func BenchmarkPassBacklog(b *testing.B) {
+	for _, queued := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("queued=%d", queued), func(b *testing.B) {
+			st := indexBenchState(b, 10000, queued)
+			now := time.Now()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				v := st.Snapshot()
+				if late, _ := v.Late(now); len(late) != 0 {
+					b.Fatalf("%d late jobs, want none", len(late))
+				}
+				snap := coreSnapshot(v, nil, now)
+				if len(snap.Queue) != queued {
+					b.Fatalf("queue of %d, want %d", len(snap.Queue), queued)
+				}
+				_ = core.Schedule(snap, now)
+				_ = ranks(snap, now)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -120,21 +121,41 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	list := api.JobList{Jobs: []api.Job{}, Index: idx}
 	jobs := q.candidates(v)
 	if q.array != 0 {
 		jobs = arrayElements(v, q.array)
 	}
+	// The api.JobList is written a job at a time: a backlog of 100,000
+	// jobs (bqueue -u all) held as one list and one encoded buffer took
+	// hundreds of MB of schedd's memory for each such answer.
+	w.Header().Set("Content-Type", "application/json")
+	if idx > 0 {
+		w.Header().Set(api.IndexHeader, strconv.FormatUint(idx, 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	_, _ = bw.WriteString(`{"jobs":[`)
+	n := 0
 	for _, j := range jobs {
 		if !q.match(j) {
 			continue
 		}
-		if q.limit > 0 && len(list.Jobs) == q.limit {
+		if q.limit > 0 && n == q.limit {
 			break
 		}
-		list.Jobs = append(list.Jobs, visible(r.Context(), withDependency(v, s.withStart(*j))))
+		b, err := json.Marshal(visible(r.Context(), withDependency(v, s.withStart(*j))))
+		if err != nil {
+			s.log.Error("encoding a job for GET /v1/jobs", "job", j.ID, "err", err)
+			return // the answer ends short: the client sees it is not JSON
+		}
+		if n > 0 {
+			_ = bw.WriteByte(',')
+		}
+		_, _ = bw.Write(b)
+		n++
 	}
-	writeJSON(w, http.StatusOK, idx, list)
+	_, _ = fmt.Fprintf(bw, "],\"index\":%d}\n", idx)
+	_ = bw.Flush()
 }
 
 // arrayElements are the elements of job array id in index order, as

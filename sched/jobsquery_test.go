@@ -72,3 +72,38 @@ func TestJobsQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsListStreamed: GET /v1/jobs, written a job at a time, answers
+// byte for byte what encoding the whole api.JobList at once did, for no
+// job, one, and several.
+func TestJobsListStreamed(t *testing.T) {
+	srv, _ := cluster(t)
+	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
+	for _, q := range []string{"?user=alice", "?user=alice&limit=1", "?user=alice&limit=3"} {
+		code, body := as(srv, alice, "GET", "/v1/jobs"+q, nil)
+		var l api.JobList
+		if code != http.StatusOK || json.Unmarshal(body, &l) != nil {
+			t.Fatalf("GET /v1/jobs%s: %d %s", q, code, body)
+		}
+		if l.Jobs == nil {
+			l.Jobs = []api.Job{}
+		}
+		want, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(body) != string(want)+"\n" {
+			t.Errorf("GET /v1/jobs%s answered\n%s\nwant\n%s", q, body, want)
+		}
+		if len(l.Jobs) == 0 {
+			code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true})
+			if code != http.StatusCreated {
+				t.Fatalf("submit: %d %s", code, body)
+			}
+			code, body = as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true})
+			if code != http.StatusCreated {
+				t.Fatalf("submit: %d %s", code, body)
+			}
+		}
+	}
+}

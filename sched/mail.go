@@ -44,7 +44,9 @@ func (s *Server) mailLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		v := s.st.Snapshot()
 		_, ws := v.Index()
-		for _, j := range v.Jobs() {
+		// Mail is for a start or an end: the queue (a backlog of
+		// 100,000 jobs, walked on every change) has none due.
+		for _, j := range v.JobsIn(mailStates...) {
 			for _, ev := range mailDue(j) {
 				s.mailEvent(ctx, j, ev)
 			}
@@ -54,6 +56,10 @@ func (s *Server) mailLoop(ctx context.Context) {
 		_ = backoff.Sleep(ctx, mailPace) // the loop sees ctx's end
 	}
 }
+
+// mailStates are the states of the jobs mailDue may find mail due for:
+// started (j.Started is set from RUNNING on) or ended.
+var mailStates = []api.JobState{api.JobRunning, api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail}
 
 // mailPace is the least time between two passes of mailLoop.
 var mailPace = 50 * time.Millisecond

@@ -167,3 +167,20 @@ func TestJobMail(t *testing.T) {
 		t.Fatalf("after the restart: %d mails, want job 3's end only, to its user:\n%s", len(got), strings.Join(got, "\n---\n"))
 	}
 }
+
+// TestMailStatesCoverMailDue: mailLoop walks only the jobs in
+// mailStates (not the queue); a job in any other state, started and
+// ended as far as its times go, with every mail wanted, has none due.
+func TestMailStatesCoverMailDue(t *testing.T) {
+	all := []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, api.JobPreparing, api.JobRunning,
+		api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail}
+	for _, st := range all {
+		j := &api.Job{ID: 1, State: st, Spec: jobspec.Job{Mail: &jobspec.Mail{To: "ada@example.org", Begin: true, End: true, Fail: true}}}
+		if st != api.JobPending && st != api.JobHeld && st != api.JobScheduled && st != api.JobPreparing {
+			j.Started = time.Now() // a queued job has none: set at RUNNING, cleared on requeue
+		}
+		if due := mailDue(j); len(due) > 0 && !slices.Contains(mailStates, st) {
+			t.Errorf("a %s job has mail due (%v) but mailLoop does not walk %s jobs", st, due, st)
+		}
+	}
+}

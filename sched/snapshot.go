@@ -44,6 +44,16 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 			StarvationAge: p.Starvation(), UserLimits: admission.Limits(p.UserLimits)}
 	}
 	var users []string
+	pending := 0
+	for _, j := range jobs {
+		if j.State == api.JobPending {
+			pending++
+		}
+	}
+	// Sized once: a backlog of 100,000 pending jobs grown by append was
+	// most of a pass's time (copying the queue as it grew).
+	users = make([]string, 0, pending)
+	snap.Queue = make([]core.Job, 0, pending)
 	for _, j := range jobs {
 		if j.State == api.JobPending && j.Array == nil {
 			users = append(users, j.User)

@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/fdlimit"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched"
 	"github.com/troupe-hpc/troupe/sched/accounting"
@@ -280,6 +281,13 @@ func applyConfig(fs *flag.FlagSet, path string) error {
 }
 
 func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) error {
+	// Each node holds a connection (its blocking query) and, busy, up to
+	// two more: 10,000 nodes need some 10,000-30,000 open files. The
+	// limit got is in the "schedd serving" line.
+	nofile, hard, ferr := fdlimit.Raise()
+	if ferr != nil {
+		log.Warn("raising the limit of open files to the hard limit", "soft", nofile, "hard", hard, "err", ferr)
+	}
 	var images *catalog.Catalog
 	if o.images != "" {
 		var err error
@@ -406,7 +414,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		close(loopDone)
 	}()
 	addr := "unix://" + o.socket
-	log.Info("schedd serving", "addr", addr, "tcp", o.listen, "tls", o.tlsCert != "", "data_dir", o.dataDir, "partitions", o.parts)
+	log.Info("schedd serving", "addr", addr, "tcp", o.listen, "tls", o.tlsCert != "", "data_dir", o.dataDir, "partitions", o.parts, "nofile", nofile)
 
 	var cluster *devCluster
 	if o.dev {

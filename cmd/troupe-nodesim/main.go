@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/fdlimit"
 	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/nodelet/nodesim"
 )
@@ -48,12 +49,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg.Registered = func(d time.Duration) {
 		fmt.Fprintf(stdout, "troupe-nodesim: %d nodes registered in %s\n", cfg.Nodes, d.Round(time.Millisecond))
 	}
-	// Go raises the soft limit of open files to the hard one; each node
-	// holds a connection, and schedd one per node too.
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(cfg.Nodes)+256 {
-		fmt.Fprintf(stderr, "troupe-nodesim: warning: --nodes %d holds a connection per node, but open files are limited to %d (ulimit -n): "+
-			"queries will fail with \"too many open files\"; raise the limit (for schedd too) or run fewer nodes\n", cfg.Nodes, lim.Cur)
+	// Each node holds a connection, and schedd one per node too.
+	if soft, hard, err := fdlimit.Raise(); err != nil {
+		fmt.Fprintf(stderr, "troupe-nodesim: warning: raising the limit of open files from %d to the hard limit %d: %v\n", soft, hard, err)
+	} else if soft < uint64(cfg.Nodes)+256 {
+		fmt.Fprintf(stderr, "troupe-nodesim: warning: --nodes %d holds a connection per node, but open files are limited to %d (ulimit -Hn): "+
+			"queries will fail with \"too many open files\"; raise the limit (for schedd too) or run fewer nodes\n", cfg.Nodes, soft)
 	}
 	sim, err := nodesim.New(cfg, log)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/fdlimit"
 	"github.com/troupe-hpc/troupe/sched/accounting"
 )
 
@@ -99,6 +100,9 @@ func loadavg() string {
 // of its stdout to lines; it is killed when the benchmark ends.
 func startProc(b *testing.B, log *os.File, bin string, args ...string) (*exec.Cmd, <-chan string) {
 	cmd := exec.Command(bin, args...)
+	// A benchmark stopped by a signal (timeout(1)) runs no cleanup: its
+	// schedd and troupe-nodesim must not outlive it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = log
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -218,7 +222,7 @@ func runPhase(b *testing.B, c *client.Client, schedd, sim proc, reqs []api.Submi
 	for {
 		var l api.JobList
 		if !retry(b, deadline, "listing the jobs", func() (err error) {
-			l, err = c.JobsWhere(ctx, url.Values{"ended": {"false"}}, 0, 0)
+			l, err = c.JobsWhere(ctx, url.Values{"ended": {"false"}, "partition": {"default"}}, 0, 0)
 			return err
 		}) {
 			break
@@ -239,7 +243,7 @@ func runPhase(b *testing.B, c *client.Client, schedd, sim proc, reqs []api.Submi
 	ph.simCPU = (sim.cpu(b) - simCPU0).Seconds() / time.Since(t0).Seconds()
 	var all api.JobList
 	if !retry(b, time.Now().Add(5*time.Minute), "listing the ended jobs", func() (err error) {
-		all, err = c.JobsWhere(ctx, url.Values{"ended": {"true"}}, 0, 0)
+		all, err = c.JobsWhere(ctx, url.Values{"partition": {"default"}}, 0, 0)
 		return err
 	}) {
 		return ph
@@ -328,21 +332,6 @@ func fillHistory(b *testing.B, path string, n int) time.Duration {
 	return time.Since(began)
 }
 
-// listLatency is bqueue's question (`bqueue -u all`: the jobs not
-// ended), asked n times one after another; it returns the median.
-func listLatency(b *testing.B, c *client.Client, n int) time.Duration {
-	var took []time.Duration
-	for range n {
-		t := time.Now()
-		if _, err := c.JobsWhere(context.Background(), url.Values{"ended": {"false"}}, 0, 0); err != nil {
-			b.Fatalf("listing the jobs as bqueue does: %v", err)
-		}
-		took = append(took, time.Since(t))
-	}
-	slices.Sort(took)
-	return took[len(took)/2]
-}
-
 // oneSecondJobs are n jobs of size containers each (sizes cycling
 // through sizes), every container running 1 s.
 func oneSecondJobs(prefix string, n int, sizes ...int) []api.SubmitRequest {
@@ -354,16 +343,24 @@ func oneSecondJobs(prefix string, n int, sizes ...int) []api.SubmitRequest {
 }
 
 // BenchmarkScale is `make bench-scale`: a real schedd (its own process,
-// built from this tree) and troupe-nodesim with $NODES simulated nodes
-// (default 10,000; 4 cores and 16 GiB each) on this machine. It prints
-// the time all nodes take to register, schedd's CPU and memory while
-// they only heartbeat, and the sustained end-to-end throughput (submit
-// to COMPLETED, from schedd's own timestamps) of $BENCH_JOBS
-// one-container jobs (default 2,000) and of $BENCH_GANGS gangs of 8, 16,
-// 32 and 64 containers (default 200), every container running 1 s.
+// built from this tree, or $BENCH_BIN's) and troupe-nodesim with $NODES
+// simulated nodes (default 10,000; 4 cores and 16 GiB each) on this
+// machine. It prints the time all nodes take to register, schedd's CPU
+// and memory while they only heartbeat, and the sustained end-to-end
+// throughput (submit to COMPLETED, from schedd's own timestamps) of
+// $BENCH_JOBS one-container jobs (default 2,000) and of $BENCH_GANGS
+// gangs of 8, 16, 32 and 64 containers (default 200), every container
+// running 1 s.
+//
+// $PEERS (default 1) schedd peers: with 3, a raft cluster over https,
+// the nodes and the submitters given the list of all three (a follower
+// sends them to the leader); the followers' memory is printed too.
 // $BENCH_HISTORY (default 0) synthetic ended jobs are put in schedd's
 // accounting store before it starts, to show whether a long history
-// slows it (throughput, bqueue's latency, memory).
+// slows it (throughput, bqueue's latency, memory). $BENCH_QUEUED
+// (default 0) jobs wait for Resources behind a full node of their own
+// partition before the throughput runs (a backlog): schedd's memory, its
+// scheduling passes and bqueue's latency are printed with it.
 // b.N is ignored: one run is minutes long.
 func BenchmarkScale(b *testing.B) {
 	nodes := envInt(b, "NODES", 10000)
@@ -372,19 +369,25 @@ func BenchmarkScale(b *testing.B) {
 	idle := time.Duration(envInt(b, "BENCH_IDLE_SECONDS", 10)) * time.Second
 	limit := time.Duration(envInt(b, "BENCH_PHASE_MINUTES", 10)) * time.Minute
 	history := envInt(b, "BENCH_HISTORY", 0)
+	queued := envInt(b, "BENCH_QUEUED", 0)
+	npeers := envInt(b, "PEERS", 1)
+	if npeers < 1 || npeers%2 == 0 {
+		b.Fatalf("$PEERS=%d: want an odd number of schedd peers (1, 3, 5)", npeers)
+	}
 
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Max < uint64(nodes)+1024 {
-		b.Fatalf("NODES=%d needs a connection per node in schedd and in troupe-nodesim, but open files are limited to %d (ulimit -Hn): raise it or lower NODES", nodes, lim.Max)
-	} else if err == nil && lim.Max < 3*uint64(nodes) {
-		fmt.Printf("warning: open files are limited to %d (ulimit -Hn); a busy node holds up to 3 connections, so NODES=%d may run out\n", lim.Max, nodes)
+	// schedd and troupe-nodesim each need a file per node and more; the
+	// limit raised here is the one they start with.
+	soft, hard, err := fdlimit.Raise()
+	if err != nil {
+		b.Fatalf("raising the limit of open files (%d) to the hard limit (%d): %v", soft, hard, err)
+	}
+	if soft < uint64(nodes)+1024 {
+		b.Fatalf("NODES=%d needs a connection per node in schedd and in troupe-nodesim, but open files are limited to %d (ulimit -Hn): raise it or lower NODES", nodes, soft)
+	} else if soft < 3*uint64(nodes) {
+		fmt.Printf("warning: open files are limited to %d (ulimit -Hn); a busy node holds up to 3 connections, so NODES=%d may run out\n", soft, nodes)
 	}
 	dir := b.TempDir()
-	build := exec.Command("go", "build", "-o", dir+"/", "github.com/troupe-hpc/troupe/cmd/schedd", "github.com/troupe-hpc/troupe/cmd/troupe-nodesim")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building schedd and troupe-nodesim: %v\n%s", err, out)
-	}
+	bin := benchBinaries(b, dir)
 	log, err := os.Create(filepath.Join(dir, "log"))
 	if err != nil {
 		b.Fatal(err)
@@ -399,51 +402,84 @@ func BenchmarkScale(b *testing.B) {
 	// Each figure is printed as soon as it is measured: a run that fails
 	// later keeps what it had.
 	row := func(name, format string, args ...any) {
-		fmt.Printf("%-40s %s\n", name, fmt.Sprintf(format, args...))
+		fmt.Printf("%-44s %s\n", name, fmt.Sprintf(format, args...))
 	}
-	fmt.Printf("\ntroupe scale benchmark: schedd + troupe-nodesim, %d nodes of 4 cores / 16 GiB, on %d CPUs\n", nodes, runtime.NumCPU())
+	mib := func(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
+	what := "schedd"
+	if npeers > 1 {
+		what = fmt.Sprintf("%d schedd raft peers over https", npeers)
+	}
+	fmt.Printf("\ntroupe scale benchmark: %s + troupe-nodesim, %d nodes of 4 cores / 16 GiB, on %d CPUs\n", what, nodes, runtime.NumCPU())
 	row("load average (1 5 15 min) at start", "%s", loadavg())
-	sock, data := filepath.Join(dir, "schedd.sock"), filepath.Join(dir, "data")
+	row("open files limit", "%d (hard %d)", soft, hard)
+	store := ""
 	if history > 0 {
-		if err := os.MkdirAll(data, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		took := fillHistory(b, filepath.Join(data, accounting.FileName), history)
+		store = filepath.Join(dir, "history.db")
+		took := fillHistory(b, store, history)
 		row("ended jobs in the store", "%d (inserted in %.1f s)", history, took.Seconds())
 	} else {
 		row("ended jobs in the store", "0")
 	}
-	scmd, slines := startProc(b, log, filepath.Join(dir, "schedd"), "--data-dir", data, "--socket", sock,
-		"--keep-ended", "1h", "--max-queued-per-user", "0")
-	addr := waitLine(b, slines, "export TROUPE_ADDR=", time.Minute)
-	schedd := proc{scmd.Process.Pid}
-	c, err := client.New(addr)
-	if err != nil {
-		b.Fatal(err)
+	args := []string{"--keep-ended", "1h", "--max-queued-per-user", "0"}
+	if queued > 0 {
+		parts := filepath.Join(dir, "partitions.hcl")
+		if err := os.WriteFile(parts, []byte(backlogPartitions), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		args = append(args, "--partitions", parts)
 	}
-	c.SetTimeout(5 * time.Minute)
+	cl := startCluster(b, log, bin, dir, npeers, store, args...)
+	c := cl.client
+	lead := cl.leader()
+	if lead < 0 {
+		b.Fatal("no schedd says it leads")
+	}
+	schedd := cl.peers[lead].proc
+	if npeers > 1 {
+		row("leader", "%s", cl.peers[lead].name)
+	}
+	followers := func(label string) {
+		for i, p := range cl.peers {
+			if i != lead {
+				rss, peak := p.mem(b)
+				row(fmt.Sprintf("follower %s RSS, %s / peak", p.name, label), "%s / %s", mib(rss), mib(peak))
+			}
+		}
+	}
 	b.ResetTimer()
 
-	ncmd, nlines := startProc(b, log, filepath.Join(dir, "troupe-nodesim"), "--addr", addr, "--nodes", strconv.Itoa(nodes),
-		"--cpu", "4", "--memory", "16GiB")
+	ncmd, nlines := startProc(b, log, filepath.Join(bin, "troupe-nodesim"), append(cl.simArgs, "--nodes", strconv.Itoa(nodes),
+		"--cpu", "4", "--memory", "16GiB")...)
 	reg := waitLine(b, nlines, fmt.Sprintf("troupe-nodesim: %d nodes registered in ", nodes), 30*time.Minute)
 	regTime, err := time.ParseDuration(reg)
 	if err != nil {
 		b.Fatalf("registration time %q: %v", reg, err)
 	}
 	row("registration of all nodes", "%s (%.0f nodes/s)", regTime.Round(time.Millisecond), float64(nodes)/regTime.Seconds())
-	// Idle: every node heartbeating, its blocking query open. Let the
-	// first heartbeats (spread over one interval) pass first.
-	time.Sleep(5 * time.Second)
 	sim := proc{ncmd.Process.Pid}
-	cpu0, simCPU0, t0 := schedd.cpu(b), sim.cpu(b), time.Now()
-	time.Sleep(idle)
-	idleCPU := (schedd.cpu(b) - cpu0).Seconds() / time.Since(t0).Seconds()
-	idleSimCPU := (sim.cpu(b) - simCPU0).Seconds() / time.Since(t0).Seconds()
-	idleRSS, _ := schedd.mem(b)
-	row("schedd CPU, idle, nodes heartbeating", "%.3f cores (over %s; troupe-nodesim %.3f)", idleCPU, idle, idleSimCPU)
-	row("schedd RSS, idle", "%.0f MiB", float64(idleRSS)/(1<<20))
-	row("schedd open files, idle", "%d", schedd.files())
+	// Let the first heartbeats (spread over one interval) pass.
+	time.Sleep(5 * time.Second)
+	measureIdle := func(label string) (cores float64, rss int64) {
+		cpu0, simCPU0, t0 := schedd.cpu(b), sim.cpu(b), time.Now()
+		n0, d0 := cl.passes(b, lead)
+		time.Sleep(idle)
+		cores = (schedd.cpu(b) - cpu0).Seconds() / time.Since(t0).Seconds()
+		simCores := (sim.cpu(b) - simCPU0).Seconds() / time.Since(t0).Seconds()
+		n1, d1 := cl.passes(b, lead)
+		rss, _ = schedd.mem(b)
+		row("schedd CPU, "+label, "%.3f cores (over %s; troupe-nodesim %.3f)", cores, idle, simCores)
+		if n1 > n0 {
+			row("  scheduling passes meanwhile", "%d, mean %s (snapshot to plan)", n1-n0, ((d1 - d0) / time.Duration(n1-n0)).Round(time.Microsecond))
+		}
+		inuse, live := cl.heap(b, lead)
+		row("schedd RSS, "+label, "%s (Go heap %s in use, %s live at the last GC)", mib(rss), mib(inuse), mib(live))
+		row("schedd open files, "+label, "%d", schedd.files())
+		return cores, rss
+	}
+	idleCPU, idleRSS := measureIdle("idle, nodes heartbeating")
+	if npeers > 1 {
+		followers("idle")
+	}
 	upDown := func() string {
 		var l api.NodeList
 		if !retry(b, time.Now().Add(2*time.Minute), "listing the nodes", func() (err error) {
@@ -461,8 +497,56 @@ func BenchmarkScale(b *testing.B) {
 		return fmt.Sprintf("%d UP, %d DOWN", len(l.Nodes)-down, down)
 	}
 	row("nodes after idle", "%s", upDown())
-	idleList := listLatency(b, c, 20)
+	idleList, _ := queryLatency(b, c, listQueries[0].q, 20)
 	row("bqueue -u all (GET /v1/jobs?ended=false)", "p50 %s over 20, idle", idleList.Round(time.Microsecond))
+
+	if queued > 0 {
+		bcmd, blines := startProc(b, log, filepath.Join(bin, "troupe-nodesim"), append(cl.simArgs, "--nodes", "1", "--prefix", "backlog",
+			"--cpu", "4", "--memory", "16GiB")...)
+		waitLine(b, blines, "troupe-nodesim: 1 nodes registered in ", 5*time.Minute)
+		_ = bcmd
+		blockBacklog(b, c)
+		took := submitBacklog(b, c, queued)
+		row("backlog submitted (POST /v1/jobs/batch)", "%d jobs in %.1f s (%.0f jobs/s), waiting for Resources", queued, took.Seconds(), float64(queued)/took.Seconds())
+		l, err := c.JobsWhere(context.Background(), url.Values{"state": {string(api.JobPending)}, "partition": {"backlog"}, "limit": {"1"}}, 0, 0)
+		if err != nil || len(l.Jobs) == 0 {
+			b.Fatalf("no pending job in partition backlog after submitting %d: %v", queued, err)
+		}
+		row("  a backlog job's pending reason", "%s", l.Jobs[0].Reason)
+		time.Sleep(5 * time.Second) // a pass or two over the backlog
+		idleCPU, idleRSS = measureIdle(fmt.Sprintf("idle with %d queued", queued))
+		if npeers > 1 {
+			followers(fmt.Sprintf("%d queued", queued))
+		}
+		// A pass is run on every state change: submit one more job of
+		// the backlog every 200 ms, each a pass over all of it.
+		n0, d0 := cl.passes(b, lead)
+		cpu0, t0 := schedd.cpu(b), time.Now()
+		for i := range 25 {
+			if _, err := c.Submit(context.Background(), backlogJob(fmt.Sprintf("backlog-more-%d", i), 1, time.Second)); err != nil {
+				b.Fatalf("submitting one more backlog job: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		cores := (schedd.cpu(b) - cpu0).Seconds() / time.Since(t0).Seconds()
+		n1, d1 := cl.passes(b, lead)
+		if n1 > n0 {
+			row("scheduling pass over the backlog", "%d passes for 25 submissions, mean %s (snapshot to plan); schedd %.2f cores meanwhile (%.2f idle)",
+				n1-n0, ((d1 - d0) / time.Duration(n1-n0)).Round(time.Microsecond), cores, idleCPU)
+			row("  schedd CPU per pass, idle's taken off", "%s", (time.Duration((cores-idleCPU)*float64(time.Since(t0))) / time.Duration(n1-n0)).Round(time.Microsecond))
+		} else {
+			row("scheduling pass over the backlog", "no pass in %s: schedd's metrics did not count one", time.Since(t0).Round(time.Second))
+		}
+		for _, q := range listQueries {
+			n := 20
+			if q.q.Get("limit") == "" && q.q.Get("partition") == "" && q.q.Get("state") == "" {
+				n = 5 // the whole backlog, seconds each
+			}
+			p50, got := queryLatency(b, c, q.q, n)
+			row("  "+q.label, "p50 %s over %d (%d jobs each; GET /v1/jobs?%s)", p50.Round(time.Microsecond), n, got, q.q.Encode())
+		}
+	}
 
 	var one, gang phase
 	for _, p := range []struct {
@@ -489,7 +573,20 @@ func BenchmarkScale(b *testing.B) {
 	}
 	_, peakRSS := schedd.mem(b)
 	b.StopTimer()
-	row("schedd RSS, peak", "%.0f MiB", float64(peakRSS)/(1<<20))
+	inuse, live := cl.heap(b, lead)
+	row("schedd RSS, peak", "%s (Go heap at the end %s in use, %s live at the last GC)", mib(peakRSS), mib(inuse), mib(live))
+	if npeers > 1 {
+		followers("end")
+		if now := cl.leader(); now != lead {
+			who := "none"
+			if now >= 0 {
+				who = cl.peers[now].name
+			}
+			row("leader at the end", "%s (leadership moved during the run: the figures above are the first leader's)", who)
+		} else {
+			row("leader at the end", "%s (unchanged)", cl.peers[lead].name)
+		}
+	}
 	row("load average (1 5 15 min) at end", "%s", loadavg())
 	b.ReportMetric(regTime.Seconds(), "register-s")
 	b.ReportMetric(idleCPU, "idle-cores")

@@ -715,7 +715,10 @@ func onJob(txn *memdb.Txn, index, id uint64, idx *int, do func(uint64) (*api.Job
 // Late lists the running jobs whose walltime has passed at now, and the
 // earliest time another one will (zero when none runs with a walltime).
 func (v *Snapshot) Late(now time.Time) (late []uint64, next time.Time) {
-	for _, j := range v.Jobs() {
+	// Only a started job can be late: the state index leaves out the
+	// queue and the ended jobs waiting for their purge, which a pass
+	// (it runs on every state change) would otherwise walk each time.
+	for _, j := range v.JobsIn(api.JobScheduled, api.JobPreparing, api.JobRunning) {
 		if j.State.Terminal() || j.Started.IsZero() || j.Walltime <= 0 || j.KillWanted || j.Array != nil {
 			continue
 		}
