@@ -118,21 +118,29 @@ type rank struct {
 	pos, len int
 }
 
-// ranks computes every queued job's weighted priority factors and its
+// ranks computes every pending job's weighted priority factors and its
 // position among the pending jobs of its partition: the eligible ones in
-// the order the core considers them, then those a limit keeps out, by
-// priority (ties in queue order).
+// the order the core considers them, then those the eligible stage keeps
+// out (a dependency, a partition limit), by priority (ties in queue
+// order). Held jobs are not pending: they have neither.
 func ranks(snap core.Snapshot, now time.Time) map[uint64]rank {
 	factors, order := core.Ranking(snap, now)
 	w := snap.Policy.Weights
 	out := make(map[uint64]rank, len(snap.Queue))
+	ranked := make([]bool, len(snap.Queue))
+	for _, i := range order {
+		ranked[i] = true
+	}
 	var rest []int
 	for i, f := range factors {
+		if snap.Queue[i].Held {
+			continue
+		}
 		out[snap.Queue[i].ID] = rank{factors: api.PriorityFactors{
 			Age: w.Age * f.Age, FairShare: w.FairShare * f.FairShare, JobSize: w.JobSize * f.JobSize,
 			Partition: w.Partition * f.Partition, Nice: -f.Nice, Total: f.Priority,
 		}}
-		if snap.Queue[i].Ineligible != "" {
+		if !ranked[i] {
 			rest = append(rest, i)
 		}
 	}
@@ -152,6 +160,9 @@ func ranks(snap core.Snapshot, now time.Time) map[uint64]rank {
 	}
 	for i := range snap.Queue {
 		j := &snap.Queue[i]
+		if j.Held {
+			continue
+		}
 		r := out[j.ID]
 		r.len = count[j.Partition]
 		out[j.ID] = r
