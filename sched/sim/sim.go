@@ -430,8 +430,12 @@ func (m *machine) submit(j *Job) {
 	cj := core.Job{ID: j.ID, User: j.User, Account: j.User, Submit: at(j.Submit),
 		Walltime: time.Duration(j.Estimate) * time.Second, Mode: core.ModeSingleNode,
 		Depends: j.Depends, Held: j.Hold > 0}
-	if cj.Held {
+	// The reasons schedd gives at submission.
+	switch {
+	case cj.Held:
 		cj.Reason = core.ReasonHeld
+	case cj.Depends != nil:
+		cj.Reason = core.ReasonDependency
 	}
 	if m.o.Nodes > 1 {
 		cj.Mode = core.ModeMultiNode
