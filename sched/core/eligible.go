@@ -160,17 +160,29 @@ func (l *JobLimits) takes(j *Job) bool {
 	return true
 }
 
+// set reports whether l refuses any job.
+func (l *JobLimits) set() bool {
+	return l.Closed || l.MaxWalltime > 0 || l.MaxSize > 0 || len(l.Modes) > 0 || len(l.Accounts) > 0
+}
+
 // Ineligible is the reason j may not be considered in s now, "" when it
 // may: the eligible stage's verdict on one job.
 func Ineligible(s *Snapshot, j *Job) string {
+	return ineligible(s, j, true)
+}
+
+// ineligible is Ineligible; limited: some partition of s has job limits.
+func ineligible(s *Snapshot, j *Job, limited bool) string {
 	if j.Held {
 		return ReasonHeld
 	}
 	if r := j.Depends.Reason(s.Named); r != "" {
 		return r
 	}
-	if l := s.Partitions[j.Partition].Jobs; !l.takes(j) {
-		return ReasonPartitionLimit
+	if limited {
+		if p, ok := s.Partitions[j.Partition]; ok && !p.Jobs.takes(j) {
+			return ReasonPartitionLimit
+		}
 	}
 	return ""
 }
@@ -179,10 +191,17 @@ func Ineligible(s *Snapshot, j *Job) string {
 // whether s.Queue[i] goes on to the other stages; plan, when not nil,
 // gets the reasons of those that do not.
 func eligible(s *Snapshot, plan *Plan) []bool {
+	limited := false
+	for _, p := range s.Partitions {
+		if p.Jobs.set() {
+			limited = true
+			break
+		}
+	}
 	out := make([]bool, len(s.Queue))
 	for i := range s.Queue {
 		j := &s.Queue[i]
-		r := Ineligible(s, j)
+		r := ineligible(s, j, limited)
 		out[i] = r == ""
 		if r != "" && plan != nil {
 			plan.setReason(j, r)

@@ -31,6 +31,9 @@ func newLimits(s *Snapshot) limits {
 // check is the reason j may not start now because of a limit, "" when
 // none keeps it.
 func (l *limits) check(j *Job) string {
+	if j.Array == 0 && l.users == nil {
+		return ""
+	}
 	if j.Array != 0 {
 		if left, limited := l.slots[j.Array]; limited && left <= 0 {
 			return ReasonArrayTaskLimit
