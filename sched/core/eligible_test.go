@@ -1,8 +1,11 @@
 package core
 
 import (
+	"reflect"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 // TestConditionEval: each kind of condition against each state of the
@@ -174,4 +177,54 @@ func TestIneligibleBlocksNobody(t *testing.T) {
 	if _, reasons, _ := limitsPlan(s, now); reasons[2] != ReasonDependencyNeverSatisfied {
 		t.Fatalf("after job 1 failed: job 2's reason %q, want %s", reasons[2], ReasonDependencyNeverSatisfied)
 	}
+}
+
+// TestIneligibleIsAbsent: a job the eligible stage keeps out (held, a
+// dependency waiting or never met, a partition that does not take it)
+// changes nothing for the others: the plan's placements and start
+// estimates are those of the queue without it, under every policy.
+func TestIneligibleIsAbsent(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		now := time.Unix(1e6, 0)
+		s := Snapshot{Nodes: genNodes(t, false),
+			Partitions: map[string]Partition{"p": {Jobs: JobLimits{MaxSize: 2}}},
+			Named:      map[JobRef]JobStatus{{ID: 100}: {}, {ID: 101}: {Started: true, Ended: true}}}
+		switch rapid.IntRange(0, 2).Draw(t, "policy") {
+		case 1:
+			s.Policy = Policy{ReservationDepth: 1}
+		case 2:
+			s.Policy = DefaultPolicy()
+		}
+		var kept []Job
+		for k := 0; k < rapid.IntRange(1, 12).Draw(t, "queue"); k++ {
+			j := genJob(t, uint64(k+1), false)
+			j.Walltime = time.Duration(rapid.IntRange(1, 180).Draw(t, "wall")) * time.Minute
+			j.Submit = now.Add(-time.Duration(rapid.IntRange(0, 600).Draw(t, "age")) * time.Minute)
+			j.FairShare = float64(rapid.IntRange(0, 4).Draw(t, "fs")) / 4
+			out := true
+			switch rapid.IntRange(0, 5).Draw(t, "eligibility") {
+			case 0:
+				j.Held = true
+			case 1:
+				j.Depends = &Dependency{Conditions: []Condition{{Kind: DepDone, Job: JobRef{ID: 100}}}} // waiting
+			case 2:
+				j.Depends = &Dependency{Conditions: []Condition{{Kind: DepDone, Job: JobRef{ID: 101}}}} // never
+			case 3:
+				j.Partition = "p"
+				out = len(j.Containers) > 2
+			default:
+				out = false
+			}
+			s.Queue = append(s.Queue, j)
+			if !out {
+				kept = append(kept, j)
+			}
+		}
+		without := s
+		without.Queue = kept
+		got, want := Schedule(s, now), Schedule(without, now)
+		if !reflect.DeepEqual(got.Placements, want.Placements) || !reflect.DeepEqual(got.Starts, want.Starts) {
+			t.Fatalf("with the ineligible jobs: %+v %+v\nwithout: %+v %+v", got.Placements, got.Starts, want.Placements, want.Starts)
+		}
+	})
 }
