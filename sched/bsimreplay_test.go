@@ -56,10 +56,16 @@ const replayStarvation = 20 * time.Minute
 //     charging usage as p·dt at the end of the interval (as bsim did)
 //     instead of weighing each moment by its decay (as schedd does)
 //     gives the other user's job the machine first.
+//   - replay-deps.swf: 24 jobs, six waiting for their preceding job's
+//     end (SWF field 17, ended(N), as bsim --preceding reads it), one
+//     for either of two jobs to complete (done(3) || done(4)), and two
+//     submitted held (bsub -H) and released later (brelease): the core
+//     decides the holds and dependencies for both, and without them bsim
+//     starts some job at another time.
 //
 // The replay is in lock step with bsim's event loop: one event at a time
-// (at equal times terminations first, by job id, then submissions in
-// trace order), the clock set to the event's time, then the loop runs
+// (at equal times terminations first, by job id, then submissions and
+// releases in sim.Arrivals' order), the clock set to the event's time, then the loop runs
 // until a pass plans nothing (Server.idle) and is held there while the
 // test applies the next event. So schedd's passes run at the times
 // bsim's do, on the same state; the loop's own cadence (its idle timer,
@@ -68,12 +74,53 @@ func TestReplayMatchesBsim(t *testing.T) {
 	for _, tt := range []struct {
 		trace string
 		rules bool // check that the trace exercises every rule
-	}{{"replay.swf", true}, {"replay-decay.swf", false}} {
-		t.Run(tt.trace, func(t *testing.T) { replayTrace(t, tt.trace, tt.rules) })
+		deps  bool // holds and dependencies (replayDeps)
+	}{{"replay.swf", true, false}, {"replay-decay.swf", false, false}, {"replay-deps.swf", false, true}} {
+		t.Run(tt.trace, func(t *testing.T) { replayTrace(t, tt.trace, tt.rules, tt.deps) })
 	}
 }
 
-func replayTrace(t *testing.T, trace string, rules bool) {
+// replayDeps gives jobs their holds and dependencies: the trace's
+// preceding jobs, job 10 waiting for job 3 or 4 to complete, jobs 8 and
+// 14 held for a while. It fails the test unless they change bsim's
+// schedule.
+func replayDeps(t *testing.T, recs []swf.Job, jobs []sim.Job, o sim.Options) {
+	t.Helper()
+	before, err := sim.Run(jobs, o, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sim.Preceding(recs, jobs); n != 6 {
+		t.Fatalf("%d jobs name a preceding job, want 6", n)
+	}
+	for i := range jobs {
+		switch j := &jobs[i]; j.ID {
+		case 10:
+			j.Depends = &core.Dependency{Any: true, Conditions: []core.Condition{
+				{Kind: core.DepDone, Job: core.JobRef{ID: 3}}, {Kind: core.DepDone, Job: core.JobRef{ID: 4}}}}
+		case 8:
+			j.Hold = 400
+		case 14:
+			j.Hold = 90
+		}
+	}
+	after, err := sim.Run(jobs, o, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := 0
+	for id, s := range after.Starts {
+		if before.Starts[id] != s {
+			changed++
+		}
+	}
+	if changed == 0 {
+		t.Fatal("the holds and dependencies change no start in bsim: the trace does not test them")
+	}
+	t.Logf("holds and dependencies change %d of %d starts in bsim", changed, len(jobs))
+}
+
+func replayTrace(t *testing.T, trace string, rules, deps bool) {
 	const nodes, perNode = 4, 4
 	l, err := swf.Open(filepath.Join("testdata", trace))
 	if err != nil {
@@ -85,6 +132,9 @@ func replayTrace(t *testing.T, trace string, rules bool) {
 	}
 	pol := core.DefaultPolicy()
 	pol.StarvationAge = replayStarvation
+	if deps {
+		replayDeps(t, l.Jobs, jobs, sim.Options{Procs: nodes * perNode, Nodes: nodes, Policy: pol, FairShare: true})
+	}
 	want, err := sim.Run(jobs, sim.Options{Procs: nodes * perNode, Nodes: nodes, Policy: pol, FairShare: true}, time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -125,17 +175,22 @@ func replayTrace(t *testing.T, trace string, rules bool) {
 		byID[j.ID] = j
 	}
 	var ends replayEnds
+	arrivals := sim.Arrivals(jobs)
 	next := 0
-	for next < len(jobs) || len(ends) > 0 {
-		if len(ends) > 0 && (next >= len(jobs) || ends[0].at <= jobs[next].Submit) {
+	for next < len(arrivals) || len(ends) > 0 {
+		if len(ends) > 0 && (next >= len(arrivals) || ends[0].at <= arrivals[next].At) {
 			e := heap.Pop(&ends).(replayEnd)
 			r.at(e.at)
 			r.exit(e.id)
 		} else {
-			j := jobs[next]
+			a := arrivals[next]
 			next++
-			r.at(j.Submit)
-			r.submit(j)
+			r.at(a.At)
+			if a.Release {
+				r.releaseJob(a.Job.ID)
+			} else {
+				r.submit(*a.Job)
+			}
 		}
 		for _, id := range r.settle() {
 			heap.Push(&ends, replayEnd{at: r.now + byID[id].Run, id: id})
@@ -252,12 +307,27 @@ func (r *replay) submit(j sim.Job) {
 	s := jobspec.Job{Name: fmt.Sprint("trace-", j.ID), Image: "host", Command: []string{"true"},
 		Cluster:   jobspec.Cluster{Size: j.Procs, Mode: jobspec.ModeMultiNode},
 		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 20}, Walltime: time.Duration(j.Estimate) * time.Second}
-	res, err := r.c.Submit(context.Background(), api.SubmitRequest{Spec: s, User: "u" + j.User, UID: 1000, GID: 1000})
+	req := api.SubmitRequest{Spec: s, User: "u" + j.User, UID: 1000, GID: 1000, Hold: j.Hold > 0}
+	if d := j.Depends; d != nil {
+		req.DependsOn = &api.Dependency{Any: d.Any}
+		for _, c := range d.Conditions {
+			req.DependsOn.Conditions = append(req.DependsOn.Conditions, api.Condition{Kind: api.DepKind(c.Kind), JobID: c.Job.ID})
+		}
+	}
+	res, err := r.c.Submit(context.Background(), req)
 	if err != nil {
 		r.t.Fatalf("submitting trace job %d: %v", j.ID, err)
 	}
 	if res.JobID != j.ID {
 		r.t.Fatalf("trace job %d got id %d", j.ID, res.JobID)
+	}
+}
+
+// releaseJob releases held job id (brelease).
+func (r *replay) releaseJob(id uint64) {
+	r.t.Helper()
+	if _, err := r.c.Release(context.Background(), id); err != nil {
+		r.t.Fatalf("releasing trace job %d: %v", id, err)
 	}
 }
 

@@ -4,31 +4,59 @@ import (
 	"slices"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
-// Job dependencies (bsub -w). A pending job with a dependency is handed
-// to the core as ineligible until the dependency is satisfied: reason
-// Dependency while it may still be, DependencyNeverSatisfied once it
-// cannot (done(12) and job 12 FAILED); such a job waits until killed, as
-// Slurm keeps it. The verdict is read from the state when the core's
-// snapshot is built, so the core stays pure.
+// Job dependencies (bsub -w). The core decides a pending job's
+// dependency (core.Dependency, its eligible stage): reason Dependency
+// while it may still be met, DependencyNeverSatisfied once it cannot
+// (done(12) and job 12 FAILED); such a job waits until killed, as Slurm
+// keeps it. Here the state is read for it: the dependency in the core's
+// terms and the state of every job it names (core.Snapshot.Named). The
+// answers (bjob's conditions, an array row's reason) use the core's
+// verdict too.
 
-// dependencyStatus evaluates d against the jobs in v: each condition's
-// status (and its job's state) and the whole's.
+// coreDependency is d in the core's terms; what the state holds of each
+// job d names goes into named (a job it no longer holds is left out:
+// the core takes it as gone).
+func coreDependency(v *state.Snapshot, d *api.Dependency, named map[core.JobRef]core.JobStatus) *core.Dependency {
+	cd := &core.Dependency{Any: d.Any, Conditions: make([]core.Condition, len(d.Conditions))}
+	for i, c := range d.Conditions {
+		ref := core.JobRef{ID: c.JobID}
+		if c.Index != nil {
+			ref.Index, ref.Element = *c.Index, true
+		}
+		cd.Conditions[i] = core.Condition{Kind: core.DepKind(c.Kind), Job: ref}
+		if _, seen := named[ref]; seen {
+			continue
+		}
+		if o := conditionJob(v, c); o != nil {
+			named[ref] = jobStatus(o)
+		}
+	}
+	return cd
+}
+
+// jobStatus is what a dependency may ask of o.
+func jobStatus(o *api.Job) core.JobStatus {
+	return core.JobStatus{Started: !o.Started.IsZero(), Ended: o.State.Terminal(), Completed: o.State == api.JobCompleted}
+}
+
+// dependencyStatus evaluates d against the jobs in v, as the core does:
+// each condition's status (and its job's state) and the whole's.
 func dependencyStatus(v *state.Snapshot, d *api.Dependency) ([]api.Condition, api.DepStatus) {
+	named := map[core.JobRef]core.JobStatus{}
+	cd := coreDependency(v, d, named)
 	conds := slices.Clone(d.Conditions)
-	sts := make([]api.DepStatus, len(conds))
 	for i := range conds {
 		c := &conds[i]
-		if o := conditionJob(v, *c); o == nil {
-			c.Status, c.JobState = api.DepNever, "" // only after a restore lost it
-		} else {
-			c.Status, c.JobState = c.Eval(o.State, !o.Started.IsZero()), o.State
+		c.Status, c.JobState = api.DepNever, "" // only after a restore lost it
+		if o := conditionJob(v, *c); o != nil {
+			c.Status, c.JobState = api.DepStatus(cd.Conditions[i].Eval(named[cd.Conditions[i].Job])), o.State
 		}
-		sts[i] = c.Status
 	}
-	return conds, d.Combine(sts)
+	return conds, api.DepStatus(cd.Status(named))
 }
 
 // conditionJob is the job (or array element) c names, nil when the state
@@ -64,13 +92,8 @@ func dependencyReason(v *state.Snapshot, j *api.Job) string {
 	if j.DependsOn == nil {
 		return ""
 	}
-	switch _, st := dependencyStatus(v, j.DependsOn); st {
-	case api.DepSatisfied:
-		return ""
-	case api.DepNever:
-		return api.ReasonDependencyNeverSatisfied
-	}
-	return api.ReasonDependency
+	named := map[core.JobRef]core.JobStatus{}
+	return coreDependency(v, j.DependsOn, named).Reason(named)
 }
 
 // withDependency is j with its conditions' statuses filled in, for

@@ -5,11 +5,46 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/core"
 )
+
+// TestDependencyJobStates: what a condition says of the job it names in
+// each state, as the core decides it from jobStatus (the table of bsub
+// -w; the kinds and statuses are the same strings in api and core).
+func TestDependencyJobStates(t *testing.T) {
+	for _, r := range []struct {
+		kind    api.DepKind
+		state   api.JobState
+		started bool
+		want    api.DepStatus
+	}{
+		{api.DepDone, api.JobRunning, true, api.DepWaiting},
+		{api.DepDone, api.JobCompleted, true, api.DepSatisfied},
+		{api.DepDone, api.JobFailed, true, api.DepNever},
+		{api.DepDone, api.JobCancelled, false, api.DepNever},
+		{api.DepExit, api.JobCompleted, true, api.DepNever},
+		{api.DepExit, api.JobTimeout, true, api.DepSatisfied},
+		{api.DepExit, api.JobPending, false, api.DepWaiting},
+		{api.DepEnded, api.JobNodeFail, true, api.DepSatisfied},
+		{api.DepEnded, api.JobHeld, false, api.DepWaiting},
+		{api.DepStarted, api.JobPending, false, api.DepWaiting},
+		{api.DepStarted, api.JobRunning, true, api.DepSatisfied},
+		{api.DepStarted, api.JobCancelled, false, api.DepSatisfied},
+	} {
+		o := &api.Job{State: r.state}
+		if r.started {
+			o.Started = time.Unix(1, 0)
+		}
+		if got := api.DepStatus((core.Condition{Kind: core.DepKind(r.kind)}).Eval(jobStatus(o))); got != r.want {
+			t.Errorf("%s(1) with the job %s (started %v): %s, want %s", r.kind, r.state, r.started, got, r.want)
+		}
+	}
+}
 
 // finish plays the nodelet of a placed 1-container job: main1 runs, then
 // exits with code.

@@ -37,11 +37,13 @@
 //	    peer credentials; submit runs the job as the caller, others' jobs
 //	    are shown redacted, kill is for the owner or an admin, the nodes'
 //	    endpoints, reconfig and snapshots are for admins.
-//	 7. Dependencies and drains: a pending job's dependency (bsub -w,
-//	    depend.go) and the drained nodes (badmin drain, drain.go) are read
-//	    from the state where the core's snapshot is built: such a job goes
-//	    to the core as Ineligible (Dependency, DependencyNeverSatisfied),
-//	    a drained node is left out of its nodes (nodeCache.open).
+//	 7. Holds, dependencies and drains: where the core's snapshot is
+//	    built (snapshot.go), held jobs go to the core as Held, a pending
+//	    job's dependency (bsub -w, depend.go) with the state of the jobs
+//	    it names (core.Snapshot.Named), and the core decides Held,
+//	    Dependency, DependencyNeverSatisfied and PartitionLimit itself;
+//	    a drained node (badmin drain, drain.go) is left out of its nodes
+//	    (nodeCache.open).
 //	 8. Snapshot files (snapfile.go): GET/POST /v1/snapshot stream the FSM
 //	    state with a sha256 header; a restore is checked whole before raft
 //	    installs it on every replica.

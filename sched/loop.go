@@ -118,24 +118,33 @@ type rank struct {
 	pos, len int
 }
 
-// ranks computes every queued job's weighted priority factors and its
+// ranks computes every pending job's weighted priority factors and its
 // position among the pending jobs of its partition: the eligible ones in
-// the order the core considers them, then those a limit keeps out, by
-// priority (ties in queue order).
+// the order the core considers them, then those the eligible stage keeps
+// out (a dependency, a partition limit), by priority (ties in queue
+// order). Held jobs are not pending: they have neither.
 func ranks(snap core.Snapshot, now time.Time) map[uint64]rank {
 	factors, order := core.Ranking(snap, now)
 	w := snap.Policy.Weights
 	// Worked out by queue position, then put in the map once: with a
 	// backlog of 100,000 jobs, a map lookup and store per step was most
-	// of this function's time, which every pass spends.
+	// of this function's time, which every pass spends. Held jobs get no
+	// rank; jobs the core kept out come after the ranked ones.
 	rs := make([]rank, len(snap.Queue))
+	ranked := make([]bool, len(snap.Queue))
+	for _, i := range order {
+		ranked[i] = true
+	}
 	var rest []int
 	for i, f := range factors {
+		if snap.Queue[i].Held {
+			continue
+		}
 		rs[i].factors = api.PriorityFactors{
 			Age: w.Age * f.Age, FairShare: w.FairShare * f.FairShare, JobSize: w.JobSize * f.JobSize,
 			Partition: w.Partition * f.Partition, Nice: -f.Nice, Total: f.Priority,
 		}
-		if snap.Queue[i].Ineligible != "" {
+		if !ranked[i] {
 			rest = append(rest, i)
 		}
 	}
@@ -153,6 +162,9 @@ func ranks(snap core.Snapshot, now time.Time) map[uint64]rank {
 	}
 	out := make(map[uint64]rank, len(snap.Queue))
 	for i := range snap.Queue {
+		if snap.Queue[i].Held {
+			continue
+		}
 		rs[i].len = count[snap.Queue[i].Partition]
 		out[snap.Queue[i].ID] = rs[i]
 	}

@@ -19,16 +19,21 @@ import (
 //
 //   - nodes that are up and belong to a partition, with their free
 //     resources, GPU devices and partitions;
-//   - pending jobs with their submit time, walltime, fair-share factor,
-//     nice, partition, user, and a reason when something keeps them out
-//     now (Dependency, DependencyNeverSatisfied, PartitionLimit);
+//   - pending and held jobs with their submit time, walltime, fair-share
+//     factor, nice, partition, user, account path (with an account
+//     tree) and dependency, and the state of every job a dependency
+//     names (core.Snapshot.Named): the core decides Held, Dependency,
+//     DependencyNeverSatisfied and PartitionLimit itself;
 //   - started jobs with their start, walltime, user and live
 //     containers, for backfill and the per-user limits;
 //   - for each job array with a throttle, how many more of its elements
 //     may start (its own row is not queued: its elements are);
 //   - each partition's tier, default walltime, GPU quantum, starvation
-//     threshold and per-user limits (the core enforces them: a job past
-//     its user's waits AccountLimit), and the policy (weights,
+//     threshold, per-user limits (the core enforces them: a job past
+//     its user's waits AccountLimit) and limits on each job
+//     (max_walltime, max_cluster_size, allowed_modes, allowed_accounts;
+//     a partition a job names that the config no longer has is closed),
+//     and the policy (weights,
 //     reservation depth, and for the fairshare policy the rest of
 //     core.DefaultPolicy).
 func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snapshot {
@@ -41,7 +46,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 	}
 	for _, p := range cfg.Partitions {
 		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), DefaultWalltime: p.Walltime(0), GPUQuantum: p.GPUQuantum,
-			StarvationAge: p.Starvation(), UserLimits: admission.Limits(p.UserLimits)}
+			StarvationAge: p.Starvation(), UserLimits: admission.Limits(p.UserLimits), Jobs: coreJobLimits(cfg, &p)}
 	}
 	var users []string
 	pending := 0
@@ -71,11 +76,26 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 				}
 				snap.ArraySlots[j.ID] = max(0, a.MaxRunning-a.Started())
 			}
+		case j.State == api.JobHeld:
+			// Held (bsub -H, bhold): the core gives it Held, its reason
+			// already, and ranks it not.
+			cj := coreJob(j)
+			cj.Held = true
+			snap.Queue = append(snap.Queue, cj)
 		case j.State == api.JobPending:
 			cj := coreJob(j)
 			cj.FairShare = jobFactor(factors, j.Account, j.User)
-			if cj.Ineligible = dependencyReason(v, j); cj.Ineligible == "" {
-				cj.Ineligible = ineligible(cfg, j)
+			if j.DependsOn != nil {
+				if snap.Named == nil {
+					snap.Named = map[core.JobRef]core.JobStatus{}
+				}
+				cj.Depends = coreDependency(v, j.DependsOn, snap.Named)
+			}
+			if cfg.HasTree() {
+				cj.Accounts = cfg.AccountPath(j.Account)
+			}
+			if _, ok := snap.Partitions[j.Partition]; !ok {
+				snap.Partitions[j.Partition] = core.Partition{Jobs: core.JobLimits{Closed: true}}
 			}
 			snap.Queue = append(snap.Queue, cj)
 		case !j.State.Terminal() && j.State != api.JobHeld:
@@ -107,14 +127,16 @@ func corePolicy(cfg *partition.Config) core.Policy {
 	return p
 }
 
-// ineligible is the reason a pending job may not start now, "" if it may.
-// Per-user limits are the core's (core.Partition.UserLimits).
-func ineligible(cfg *partition.Config, j *api.Job) string {
-	shape := admission.Shape{Account: j.Account, Mode: j.Spec.Cluster.Mode, Containers: len(j.Containers), Walltime: j.Spec.Walltime}
-	if p := cfg.Partition(j.Partition); p == nil || len(admission.PartitionLimits(cfg, p, shape)) > 0 {
-		return api.ReasonPartitionLimit
+// coreJobLimits is the core's form of what partition p takes of each
+// job; submission refuses a job outside them (partitionLimit) with the
+// reason spelled out, the core keeps one that a new config no longer
+// takes waiting PartitionLimit.
+func coreJobLimits(cfg *partition.Config, p *partition.Partition) core.JobLimits {
+	l := core.JobLimits{MaxWalltime: p.MaxWalltime, MaxSize: p.MaxClusterSize, Modes: p.AllowedModes}
+	if cfg.HasTree() {
+		l.Accounts = p.AllowedAccounts
 	}
-	return ""
+	return l
 }
 
 // coreNodes is the core's view of the nodes that take work: empty (from

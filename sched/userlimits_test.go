@@ -35,8 +35,8 @@ func TestUserLimitsInCoreSnapshot(t *testing.T) {
 		t.Fatalf("queue of %d, want 3", len(snap.Queue))
 	}
 	for _, j := range snap.Queue {
-		if j.Ineligible != "" {
-			t.Fatalf("job %d comes to the core ineligible (%s): per-user limits are the core's", j.ID, j.Ineligible)
+		if r := core.Ineligible(&snap, &j); r != "" {
+			t.Fatalf("job %d is ineligible in the core (%s): per-user limits are the limits stage's", j.ID, r)
 		}
 	}
 	plan := core.Schedule(snap, now)

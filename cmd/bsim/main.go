@@ -7,7 +7,7 @@
 // POLICY (the ratios of issue 18).
 //
 //	bsim [--policy fcfs|easy|default] [--procs N] [--nodes N] [--depth N]
-//	     [--user-max-jobs N] [--user-max-cpu N] trace.swf[.gz]
+//	     [--user-max-jobs N] [--user-max-cpu N] [--preceding] trace.swf[.gz]
 //	bsim --compare easy trace.swf[.gz]   (the ratio table, default ÷ easy)
 //	bsim --synthetic place|gang|pass [--nodes 10000] [--jobs 100000]
 package main
@@ -44,6 +44,8 @@ type Output struct {
 	Trace   string `json:"trace"`
 	Policy  string `json:"policy"`
 	Dropped int    `json:"dropped"`
+	// Dependencies is how many jobs --preceding gave a dependency.
+	Dependencies int `json:"dependencies,omitempty"`
 	sim.Result
 }
 
@@ -93,6 +95,7 @@ flags:
 	starve := fs.Duration("starvation", -1, "starvation threshold: jobs pending this long hold a reservation; 0: none (default: the policy's)")
 	userJobs := fs.Int("user-max-jobs", 0, "at most this many running jobs per user, as a partition's user_limits.max_jobs; 0: no limit")
 	userCPU := fs.Float64("user-max-cpu", 0, "at most this many processors held by one user's running jobs, as user_limits.max_cpu; 0: no limit")
+	preceding := fs.Bool("preceding", false, "a record's preceding job (SWF field 17) is a dependency on its end (bsub -w ended(N)): the job waits for it, as schedd would")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -166,6 +169,10 @@ flags:
 		js = slices.DeleteFunc(js, func(j sim.Job) bool { return int64(j.Procs)*1000 > c })
 		dropped += n - len(js)
 	}
+	deps := 0
+	if *preceding {
+		deps = sim.Preceding(l.Jobs, js)
+	}
 	o := sim.Options{Procs: p, Nodes: *nodes, Policy: pol, FairShare: fair, UserLimits: limits}
 	if !*quiet {
 		o.Progress = progress(stderr, time.Now())
@@ -174,7 +181,7 @@ flags:
 	if err != nil {
 		return err
 	}
-	out := Output{Trace: fs.Arg(0), Policy: *policy, Dropped: dropped, Result: res}
+	out := Output{Trace: fs.Arg(0), Policy: *policy, Dropped: dropped, Dependencies: deps, Result: res}
 	if *compare == "" {
 		return printJSON(stdout, out)
 	}
@@ -187,7 +194,7 @@ flags:
 	if err != nil {
 		return err
 	}
-	return printCompare(stdout, out, Output{Trace: fs.Arg(0), Policy: *compare, Dropped: dropped, Result: bres})
+	return printCompare(stdout, out, Output{Trace: fs.Arg(0), Policy: *compare, Dropped: dropped, Dependencies: deps, Result: bres})
 }
 
 // printCompare writes the table of a against b: each measure under both

@@ -173,3 +173,27 @@ func TestUserLimitFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestPrecedingFlag on the small trace under EASY: job 4 names job 3 as
+// its preceding job. Ignored, job 4 (1 proc, 5 s) backfills at 3 s; with
+// --preceding it depends on job 3's end (ended(3)) and starts at 350,
+// when job 3 (started at 150, 200 s) ends: mean wait 61.75 → 148.5 s. The
+// others start as before: waiting on its dependency, job 4 blocks nobody.
+func TestPrecedingFlag(t *testing.T) {
+	small := filepath.Join("testdata", "small.swf")
+	for _, tt := range []struct {
+		args     []string
+		deps     int
+		meanWait float64
+		maxWait  float64
+	}{
+		{nil, 0, 61.75, 148},
+		{[]string{"--preceding"}, 1, 148.5, 347},
+	} {
+		o := runJSON(t, append(append([]string{"--policy", "easy"}, tt.args...), small)...)
+		if o.Jobs != 4 || o.Dependencies != tt.deps || o.MeanWait != tt.meanWait || o.MaxWait != tt.maxWait {
+			t.Errorf("bsim %v: %d jobs, %d dependencies, mean wait %g, max wait %g; want 4, %d, %g, %g",
+				tt.args, o.Jobs, o.Dependencies, o.MeanWait, o.MaxWait, tt.deps, tt.meanWait, tt.maxWait)
+		}
+	}
+}

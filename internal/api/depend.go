@@ -19,7 +19,8 @@ const (
 )
 
 // DepStatus is where one condition stands. The server fills it in when
-// it answers (it is derived, never stored).
+// it answers (it is derived, never stored), from the scheduler core's
+// verdict (sched/core Condition.Eval), the one place the rule lives.
 type DepStatus string
 
 // Dependency statuses.
@@ -79,65 +80,6 @@ func (c Condition) Ref() JobRef {
 		return JobRef{ID: c.JobID, Index: *c.Index, Element: true}
 	}
 	return JobRef{ID: c.JobID}
-}
-
-// Eval is c's status given the state of the job it names and whether
-// that job ever started.
-func (c Condition) Eval(s JobState, started bool) DepStatus {
-	end := s.Terminal()
-	switch c.Kind {
-	case DepDone:
-		switch {
-		case s == JobCompleted:
-			return DepSatisfied
-		case end:
-			return DepNever
-		}
-	case DepExit:
-		switch {
-		case s == JobCompleted:
-			return DepNever
-		case end:
-			return DepSatisfied
-		}
-	case DepEnded:
-		if end {
-			return DepSatisfied
-		}
-	case DepStarted:
-		if end || started {
-			return DepSatisfied
-		}
-	}
-	return DepWaiting
-}
-
-// Combine is the dependency's status given each condition's.
-func (d *Dependency) Combine(st []DepStatus) DepStatus {
-	if d.Any {
-		never := true
-		for _, s := range st {
-			if s == DepSatisfied {
-				return DepSatisfied
-			}
-			never = never && s == DepNever
-		}
-		if never {
-			return DepNever
-		}
-		return DepWaiting
-	}
-	all := true
-	for _, s := range st {
-		if s == DepNever {
-			return DepNever
-		}
-		all = all && s == DepSatisfied
-	}
-	if all {
-		return DepSatisfied
-	}
-	return DepWaiting
 }
 
 // Validate checks a dependency as a submission carries it.

@@ -46,50 +46,6 @@ func TestParseDependency(t *testing.T) {
 	}
 }
 
-func TestDependencyEval(t *testing.T) {
-	type row struct {
-		kind    DepKind
-		state   JobState
-		started bool
-		want    DepStatus
-	}
-	for _, r := range []row{
-		{DepDone, JobRunning, true, DepWaiting},
-		{DepDone, JobCompleted, true, DepSatisfied},
-		{DepDone, JobFailed, true, DepNever},
-		{DepDone, JobCancelled, false, DepNever},
-		{DepExit, JobCompleted, true, DepNever},
-		{DepExit, JobTimeout, true, DepSatisfied},
-		{DepExit, JobPending, false, DepWaiting},
-		{DepEnded, JobNodeFail, true, DepSatisfied},
-		{DepEnded, JobHeld, false, DepWaiting},
-		{DepStarted, JobPending, false, DepWaiting},
-		{DepStarted, JobRunning, true, DepSatisfied},
-		{DepStarted, JobCancelled, false, DepSatisfied},
-	} {
-		if got := (Condition{Kind: r.kind, JobID: 1}).Eval(r.state, r.started); got != r.want {
-			t.Errorf("%s(1) with the job %s (started %v): %s, want %s", r.kind, r.state, r.started, got, r.want)
-		}
-	}
-	all, any := &Dependency{}, &Dependency{Any: true}
-	for _, tt := range []struct {
-		d    *Dependency
-		in   []DepStatus
-		want DepStatus
-	}{
-		{all, []DepStatus{DepSatisfied, DepSatisfied}, DepSatisfied},
-		{all, []DepStatus{DepSatisfied, DepWaiting}, DepWaiting},
-		{all, []DepStatus{DepWaiting, DepNever}, DepNever},
-		{any, []DepStatus{DepNever, DepSatisfied}, DepSatisfied},
-		{any, []DepStatus{DepNever, DepWaiting}, DepWaiting},
-		{any, []DepStatus{DepNever, DepNever}, DepNever},
-	} {
-		if got := tt.d.Combine(tt.in); got != tt.want {
-			t.Errorf("any=%v %v: %s, want %s", tt.d.Any, tt.in, got, tt.want)
-		}
-	}
-}
-
 func FuzzParseDependency(f *testing.F) {
 	for _, s := range []string{"done(12) && ended(13)", "afterok:12:13,afterany:14", "12", "exit(1)||started(2)"} {
 		f.Add(s)

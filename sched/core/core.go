@@ -3,18 +3,23 @@
 // global state and no randomness, so schedd and the simulator (bsim) run
 // the very same code and tests can replay it step by step.
 //
-//	Snapshot{Nodes, Queue, Running, Partitions, Policy}, now
+//	Snapshot{Nodes, Queue, Running, Partitions, Named, ArraySlots, Policy}, now
 //	   │
-//	   ├─ ineligible (Job.Ineligible set by the caller: Held, Dependency,
-//	   │  PartitionLimit) ──► reason passed through, skipped
+//	   ▼
+//	eligible (eligible.go), each job once: held ──► Held; its dependency
+//	   (Job.Depends, decided from Snapshot.Named) ──► Dependency or
+//	   DependencyNeverSatisfied; its partition does not take it
+//	   (Partition.Jobs: closed, walltime, size, mode, account) ──►
+//	   PartitionLimit. Such a job is skipped: not ranked, blocks nobody.
 //	   ▼
 //	priority (priority.go): age, fair share, job size, partition tier,
 //	   nice ──► eligible jobs in priority order (queue order on ties)
 //	   ▼ for each job, highest first:
-//	limits (core.go, limits.go): its array's throttle (ArraySlots) ──►
+//	limits (limits.go): its array's throttle (ArraySlots) ──►
 //	   JobArrayTaskLimit; its user's running jobs in its partition with
-//	   it would pass Partition.UserLimits (limits.go) ──► AccountLimit;
-//	   either way skipped: it blocks nobody and holds no reservation
+//	   it would pass Partition.UserLimits ──► AccountLimit; either way
+//	   skipped: it blocks nobody and holds no reservation. It runs in the
+//	   walk because it counts the pass's own starts.
 //	   ▼
 //	gang placement (place.go, fit.go, gpu/):
 //	   feasibility (partition, GPU nodes) → fit (fill; fGPU devices,
@@ -34,6 +39,12 @@
 //	   ▼
 //	Plan{Placements, Reasons (changes only), Starts}
 //
+// Every input of every stage is in the Snapshot: the caller (schedd's
+// sched/snapshot.go, bsim's sched/sim) only describes the jobs and the
+// machine, and decides no reason itself. To add a stage, give it its own
+// file and tests, and call it from Schedule (a verdict on each job alone)
+// or from pass.job (one that depends on what the pass started).
+//
 // The zero Policy is strict FIFO in queue order; DefaultPolicy is fair
 // share without starving (see its comment and docs/scheduling.md).
 //
@@ -41,10 +52,7 @@
 // internal/api, no I/O and no clock (the time is an argument).
 package core
 
-import (
-	"maps"
-	"time"
-)
+import "time"
 
 // DefaultPolicy is the recommended policy: fair share without starving.
 //
@@ -82,16 +90,12 @@ const DefaultStarvationAge = 6 * time.Hour
 // It reads s only.
 func Schedule(s Snapshot, now time.Time) Plan {
 	var plan Plan
-	for i := range s.Queue {
-		if j := &s.Queue[i]; j.Ineligible != "" {
-			plan.setReason(j, j.Ineligible)
-		}
-	}
+	ok := eligible(&s, &plan)
 	c := newCluster(s.Nodes)
 	pr := newPrio(&s, c.totalCPU)
-	order := pr.order(s.Queue, now)
-	pass := pass{s: &s, c: c, now: now, plan: &plan, slots: maps.Clone(s.ArraySlots), users: newUserLimits(&s)}
-	pass.prepare()
+	order := pr.order(s.Queue, ok, now)
+	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s)}
+	pass.prepare(ok)
 	front := 0
 	if s.Policy.ReservationDepth > 0 {
 		pass.bf = newBackfill(c, &s, now)
@@ -177,13 +181,14 @@ type jobMeta struct {
 	priority bool  // its reason is already Priority
 }
 
-// prepare fills the jobs' meta in queue order and numbers their shapes.
-func (p *pass) prepare() {
+// prepare fills the eligible jobs' meta in queue order and numbers
+// their shapes.
+func (p *pass) prepare(eligible []bool) {
 	p.meta = make([]jobMeta, len(p.s.Queue))
 	shapes := map[shape]int32{}
 	for qi := range p.s.Queue {
 		j := &p.s.Queue[qi]
-		if j.Ineligible != "" {
+		if !eligible[qi] {
 			continue
 		}
 		m := jobMeta{end: p.now.Add(walltime(p.s, j.Walltime, j.Partition)).UnixNano(), shape: -1,
@@ -222,11 +227,7 @@ type pass struct {
 	// running as long or longer cannot fit either.
 	failed []int64
 	meta   []jobMeta
-	// slots is what is left of Snapshot.ArraySlots in this pass.
-	slots map[uint64]int
-	// users is what each user holds where per-user limits apply; nil
-	// when no partition has any.
-	users *userLimits
+	limits limits
 }
 
 // shape identifies gangs that place alike.
@@ -256,14 +257,8 @@ func shapeOf(j *Job) (shape, bool) {
 func (p *pass) job(qi int32, reserved bool) {
 	m := &p.meta[qi]
 	pol := &p.s.Policy
-	if a := p.s.Queue[qi].Array; a != 0 {
-		if left, limited := p.slots[a]; limited && left <= 0 {
-			p.plan.setReason(&p.s.Queue[qi], ReasonArrayTaskLimit)
-			return
-		}
-	}
-	if p.users.over(&p.s.Queue[qi]) {
-		p.plan.setReason(&p.s.Queue[qi], ReasonAccountLimit)
+	if r := p.limits.check(&p.s.Queue[qi]); r != "" {
+		p.plan.setReason(&p.s.Queue[qi], r)
 		return
 	}
 	full := p.bf != nil && len(p.bf.resv) >= pol.ReservationDepth
@@ -312,10 +307,7 @@ func (p *pass) job(qi int32, reserved bool) {
 	p.plan.Placements = append(p.plan.Placements, Placement{
 		JobID: j.ID, Nodes: p.c.names(g.hosts), GPUs: g.shares, Backfilled: p.blocked,
 	})
-	if _, limited := p.slots[j.Array]; limited && j.Array != 0 {
-		p.slots[j.Array]--
-	}
-	p.users.started(j)
+	p.limits.started(j)
 }
 
 // miss handles a job that cannot start now; reserved: it gets a

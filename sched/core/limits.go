@@ -1,6 +1,57 @@
 package core
 
-import "math"
+import (
+	"maps"
+	"math"
+)
+
+// The limits stage: run on each job in priority order during the walk
+// (it counts what the pass itself starts, so it cannot run before the
+// order is known). A job past a limit waits, blocks nobody and holds no
+// reservation:
+//
+//	its array runs as many elements as its throttle allows
+//	  (Snapshot.ArraySlots)                              ──► JobArrayTaskLimit
+//	its user's running jobs in its partition with it would pass
+//	  Partition.UserLimits                               ──► AccountLimit
+
+// limits is the limits stage of one pass.
+type limits struct {
+	// slots is what is left of Snapshot.ArraySlots in this pass.
+	slots map[uint64]int
+	// users is what each user holds where per-user limits apply; nil
+	// when no partition has any.
+	users *userLimits
+}
+
+func newLimits(s *Snapshot) limits {
+	return limits{slots: maps.Clone(s.ArraySlots), users: newUserLimits(s)}
+}
+
+// check is the reason j may not start now because of a limit, "" when
+// none keeps it.
+func (l *limits) check(j *Job) string {
+	if j.Array == 0 && l.users == nil {
+		return ""
+	}
+	if j.Array != 0 {
+		if left, limited := l.slots[j.Array]; limited && left <= 0 {
+			return ReasonArrayTaskLimit
+		}
+	}
+	if l.users.over(j) {
+		return ReasonAccountLimit
+	}
+	return ""
+}
+
+// started counts j, placed in this pass, against its limits.
+func (l *limits) started(j *Job) {
+	if _, limited := l.slots[j.Array]; limited && j.Array != 0 {
+		l.slots[j.Array]--
+	}
+	l.users.started(j)
+}
 
 // userPart keys what one user holds in one partition.
 type userPart struct{ user, part string }

@@ -126,3 +126,36 @@ func TestUserLimitHoldsNoReservation(t *testing.T) {
 			placed, reasons, plan.Starts)
 	}
 }
+
+// TestLimitsStage: the limits stage alone, as the walk calls it: the
+// array's throttle first, then the user's limits, each counting what the
+// pass started (started) and leaving the snapshot as it was.
+func TestLimitsStage(t *testing.T) {
+	s := Snapshot{
+		ArraySlots: map[uint64]int{10: 1},
+		Partitions: map[string]Partition{"p": {UserLimits: Limits{Jobs: 2}}},
+		Running:    []Running{{JobID: 1, User: "alice", Partition: "p", Containers: []Res{{CPUMilli: 1000}}}},
+	}
+	l := newLimits(&s)
+	elem := userJob(11, "alice", "p", 1)
+	elem.Array = 10
+	if r := l.check(&elem); r != "" {
+		t.Fatalf("first element: %q, want none (one slot, alice holds one job of two)", r)
+	}
+	l.started(&elem)
+	next := elem
+	next.ID = 12
+	if r := l.check(&next); r != ReasonArrayTaskLimit {
+		t.Errorf("second element: %q, want %s (array before user)", r, ReasonArrayTaskLimit)
+	}
+	plain := userJob(20, "alice", "p", 1)
+	if r := l.check(&plain); r != ReasonAccountLimit {
+		t.Errorf("alice's third job: %q, want %s", r, ReasonAccountLimit)
+	}
+	if bob := userJob(21, "bob", "p", 1); l.check(&bob) != "" {
+		t.Error("bob's job is limited by alice's")
+	}
+	if s.ArraySlots[10] != 1 {
+		t.Error("the stage changed its snapshot's ArraySlots")
+	}
+}

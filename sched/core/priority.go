@@ -85,14 +85,14 @@ func JobFactors(s Snapshot, j Job, now time.Time) Factors {
 	return p.factors(&j, now)
 }
 
-// order returns the indexes of the eligible jobs of q, highest priority
-// first; equal priorities keep queue order.
-func (p *prio) order(q []Job, now time.Time) []int32 {
+// order returns the indexes of the eligible jobs of q (eligible[i]),
+// highest priority first; equal priorities keep queue order.
+func (p *prio) order(q []Job, eligible []bool, now time.Time) []int32 {
 	weighted := p.weighted()
 	nice := false
 	rs := make([]ranked, 0, len(q))
 	for i := range q {
-		if q[i].Ineligible != "" {
+		if !eligible[i] {
 			continue
 		}
 		r := ranked{i: int32(i)}
@@ -200,5 +200,5 @@ func Ranking(s Snapshot, now time.Time) (factors []Factors, order []int32) {
 	for i := range s.Queue {
 		factors[i] = p.factors(&s.Queue[i], now)
 	}
-	return factors, p.order(s.Queue, now)
+	return factors, p.order(s.Queue, eligible(&s, nil), now)
 }

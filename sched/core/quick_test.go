@@ -87,15 +87,15 @@ func TestPriorityOrderMatchesSort(t *testing.T) {
 				Submit:    now.Add(-time.Duration(rapid.IntRange(-10, 1000).Draw(t, "age")) * time.Minute),
 				FairShare: float64(rapid.IntRange(0, 4).Draw(t, "fs")) / 4, Nice: float64(rapid.IntRange(-1, 2).Draw(t, "nice"))}
 			if rapid.IntRange(0, 9).Draw(t, "inel") == 0 {
-				q[i].Ineligible = ReasonHeld
+				q[i].Held = true
 			}
 		}
 		s := Snapshot{Nodes: []Node{node("a", 8, 8)}, Queue: q, Policy: DefaultPolicy()}
 		p := newPrio(&s, 8000)
-		got := p.order(q, now)
+		got := p.order(q, eligible(&s, nil), now)
 		var want []int32
 		for i := range q {
-			if q[i].Ineligible == "" {
+			if !q[i].Held {
 				want = append(want, int32(i))
 			}
 		}

@@ -22,11 +22,11 @@ import (
 //	node NAME cpu=N mem=GiB [gpus=f,f,…] [parts=a,b]
 //	partition NAME [tier=N] [default-walltime=D] [quantum=F]
 //	policy [depth=N] [age=W] [fairshare=W] [size=W] [partition=W] [favor-small] [max-age=D] [default-walltime=D] [max-backfill=N]
-//	submit id=N [n=N] [cpu=N] [mem=GiB] [gpu=F] [mode=single|multi] [walltime=D] [user=U] [fs=F] [nice=N] [part=P] [ineligible=REASON]
+//	submit id=N [n=N] [cpu=N] [mem=GiB] [gpu=F] [mode=single|multi] [walltime=D] [user=U] [fs=F] [nice=N] [part=P] [held=1]
 //	tick D            advance now
 //	schedule          run one pass at now and apply its plan
 //	finish id=N       a running job ends; its resources come back
-//	set id=N [fs=F] [ineligible=REASON]
+//	set id=N [fs=F] [held=0|1]
 //	dump-queue        pending jobs in priority order with reason and priority
 //	dump-nodes        free resources per node
 var rewrite = flag.Bool("rewrite", false, "rewrite transcript outputs in testdata/sched")
@@ -176,7 +176,7 @@ func (h *harness) run(t *testing.T, line string) string {
 	case "submit":
 		j := Job{ID: uint64(num(t, a["id"], 0)), Mode: ModeSingleNode, Submit: h.now, Walltime: dur(t, a["walltime"]),
 			User: a["user"], Account: a["user"], FairShare: num(t, a["fs"], 0), Nice: num(t, a["nice"], 0),
-			Partition: a["part"], Ineligible: a["ineligible"], Reason: ReasonPriority}
+			Partition: a["part"], Held: a["held"] == "1", Reason: ReasonPriority}
 		if a["mode"] == "multi" {
 			j.Mode = ModeMultiNode
 		}
@@ -191,8 +191,8 @@ func (h *harness) run(t *testing.T, line string) string {
 				if v, ok := a["fs"]; ok {
 					h.queue[i].FairShare = num(t, v, 0)
 				}
-				if v, ok := a["ineligible"]; ok {
-					h.queue[i].Ineligible = v
+				if v, ok := a["held"]; ok {
+					h.queue[i].Held = v == "1"
 				}
 			}
 		}
@@ -322,7 +322,8 @@ func (h *harness) dumpQueue() string {
 	}
 	pr := newPrio(&s, total)
 	var sb strings.Builder
-	for _, qi := range pr.order(s.Queue, h.now) {
+	elig := eligible(&s, nil)
+	for _, qi := range pr.order(s.Queue, elig, h.now) {
 		j := &s.Queue[qi]
 		f := pr.factors(j, h.now)
 		fmt.Fprintf(&sb, "%d %s prio=%.1f age=%.3f fs=%.3f size=%.3f part=%.3f", j.ID, j.Reason, f.Priority, f.Age, f.FairShare, f.JobSize, f.Partition)
@@ -331,8 +332,8 @@ func (h *harness) dumpQueue() string {
 		}
 		sb.WriteString("\n")
 	}
-	for _, j := range s.Queue {
-		if j.Ineligible != "" {
+	for i, j := range s.Queue {
+		if !elig[i] {
 			fmt.Fprintf(&sb, "%d %s (ineligible)\n", j.ID, j.Reason)
 		}
 	}

@@ -2,10 +2,11 @@ package core
 
 import "time"
 
-// Pending reasons. The core gives Priority, Resources, AccountLimit
-// (Partition.UserLimits) and JobArrayTaskLimit itself; the others are the
-// caller's (partition limits, holds, dependencies), handed in through
-// Job.Ineligible and passed through. The strings equal api.Reason*.
+// Pending reasons, every one the core's: Held, Dependency,
+// DependencyNeverSatisfied and PartitionLimit from the eligible stage
+// (eligible.go), JobArrayTaskLimit and AccountLimit from the limits stage
+// (limits.go), Priority and Resources from placement and backfill. The
+// strings equal api.Reason*.
 const (
 	ReasonResources      = "Resources"
 	ReasonPriority       = "Priority"
@@ -112,10 +113,16 @@ type Job struct {
 	// FairShare is the fair-share factor F = 2^(−U/S) of the job's
 	// association, in [0, 1], as sched/fairshare computes it.
 	FairShare float64
-	// Ineligible, when set, is a reason the caller computed (Held,
-	// Dependency, PartitionLimit): the job is not
-	// considered, blocks nobody, and gets this reason.
-	Ineligible string
+	// Held marks a held job (bsub -H, bhold): it waits with ReasonHeld
+	// until released.
+	Held bool
+	// Depends, when set, is the job's dependency (bsub -w): the job waits
+	// with ReasonDependency until the jobs it names (Snapshot.Named)
+	// satisfy it, with ReasonDependencyNeverSatisfied once they cannot.
+	Depends *Dependency
+	// Accounts is the job's account and the accounts above it, for a
+	// partition's Limits.Accounts; nil when the site has no account tree.
+	Accounts []string
 	// Array, when not 0, is the job array the job is an element of: it
 	// starts only while Snapshot.ArraySlots has room for its array.
 	Array uint64
@@ -160,6 +167,28 @@ type Partition struct {
 	// UserLimits caps what the running jobs of one user may hold in the
 	// partition at once.
 	UserLimits Limits
+	// Jobs are the partition's limits on each job: a job past one waits
+	// with ReasonPartitionLimit (the eligible stage).
+	Jobs JobLimits
+}
+
+// JobLimits are what a partition takes (partitions.hcl's max_walltime,
+// max_cluster_size, allowed_modes, allowed_accounts). A job outside them
+// waits with ReasonPartitionLimit, blocking nobody. Zero fields take all.
+type JobLimits struct {
+	// Closed: the partition takes no job at all (the configuration no
+	// longer has it).
+	Closed bool
+	// MaxWalltime bounds Job.Walltime.
+	MaxWalltime time.Duration
+	// MaxSize bounds the containers of one job.
+	MaxSize int
+	// Modes are the cluster modes taken (a Job.Mode of "" is
+	// ModeSingleNode).
+	Modes []string
+	// Accounts are the accounts taken: a job is taken when one of its
+	// Job.Accounts is here.
+	Accounts []string
 }
 
 // Limits cap what one user's running jobs (Snapshot.Running, by
@@ -252,6 +281,10 @@ type Snapshot struct {
 	// and an element past them waits with ReasonArrayTaskLimit,
 	// blocking nobody. An array missing here has no throttle.
 	ArraySlots map[uint64]int
+	// Named is what the eligible stage knows of each job (or array
+	// element) that a queued job's dependency names. A job named but
+	// missing here is taken as gone: the dependency can never be met.
+	Named map[JobRef]JobStatus
 }
 
 // Placement puts every container of one job: Nodes[i] holds container i.

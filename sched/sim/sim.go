@@ -1,8 +1,10 @@
 // Package sim replays a workload through the scheduler core in virtual
 // time: the same core.Schedule that schedd calls, fed snapshots built from
-// the simulated machine. Events are handled one at a time, as pyss does:
-// at equal times terminations come before submissions, and a scheduling
-// pass follows every event.
+// the simulated machine, holds and dependencies included (the core
+// decides them as it does for schedd). Events are handled one at a time,
+// as pyss does: at equal times terminations come before submissions and
+// releases of held jobs (Arrivals), and a scheduling pass follows every
+// event.
 //
 // It imports the pure parts only (sched/core, sched/fairshare,
 // sched/swf); it must not import sched, sched/state or raft, so that
@@ -34,6 +36,63 @@ type Job struct {
 	Run      int64 // actual runtime, ≥ 1
 	Estimate int64 // the walltime the scheduler sees, ≥ Run
 	Procs    int
+	// Hold, when > 0, submits the job held (bsub -H) and releases it
+	// (brelease) Hold seconds later.
+	Hold int64
+	// Depends, when set, is the job's dependency (bsub -w) on jobs
+	// submitted before it; every simulated job ends COMPLETED. Elements
+	// of arrays (JobRef.Element) are not simulated.
+	Depends *core.Dependency
+}
+
+// Arrival is a submission, or the release of a held job.
+type Arrival struct {
+	At      int64
+	Job     *Job
+	Release bool
+}
+
+// Arrivals lists the submissions and releases of jobs in the order Run
+// handles them: by time; at equal times submissions (in the order of
+// jobs) before releases (in the order of their jobs). jobs must be sorted
+// by submit time.
+func Arrivals(jobs []Job) []Arrival {
+	out := make([]Arrival, 0, len(jobs))
+	for i := range jobs {
+		out = append(out, Arrival{At: jobs[i].Submit, Job: &jobs[i]})
+	}
+	for i := range jobs {
+		if jobs[i].Hold > 0 {
+			out = append(out, Arrival{At: jobs[i].Submit + jobs[i].Hold, Job: &jobs[i], Release: true})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Arrival) int { return cmp.Compare(a.At, b.At) })
+	return out
+}
+
+// Preceding makes each job whose SWF record names a preceding job
+// (field 17) that is in jobs depend on its end: ended(preceding), Slurm's
+// afterany. A record's think time (field 18) is not modelled: the trace's
+// submit time already has it. It returns how many jobs got one.
+func Preceding(recs []swf.Job, jobs []Job) int {
+	in := make(map[uint64]bool, len(jobs))
+	for _, j := range jobs {
+		in[j.ID] = true
+	}
+	prev := make(map[uint64]uint64, len(recs))
+	for _, r := range recs {
+		if r.Preceding > 0 && r.Preceding != r.ID {
+			prev[uint64(r.ID)] = uint64(r.Preceding)
+		}
+	}
+	n := 0
+	for i := range jobs {
+		if p, ok := prev[jobs[i].ID]; ok && in[p] {
+			jobs[i].Depends = &core.Dependency{Conditions: []core.Condition{{Kind: core.DepEnded, Job: core.JobRef{ID: p}}}}
+			n++
+		}
+	}
+	return n
 }
 
 // FromSWF converts trace records as the archive's simulators read them:
@@ -227,6 +286,8 @@ type machine struct {
 	charged int64          // when usage was last charged
 	starts  map[uint64]int64
 	parts   map[string]core.Partition // the one partition ("") and its user limits
+	// named is what dependencies ask of the jobs they name (Snapshot.Named).
+	named map[core.JobRef]core.JobStatus
 }
 
 // Run simulates jobs (in any order) and measures the outcome.
@@ -248,13 +309,17 @@ func Run(jobs []Job, o Options, wall func() time.Time) (Result, error) {
 	m := newMachine(o)
 	js := slices.Clone(jobs)
 	slices.SortStableFunc(js, func(a, b Job) int { return cmp.Compare(a.Submit, b.Submit) })
+	if err := m.dependencies(js); err != nil {
+		return Result{}, err
+	}
+	arrivals := Arrivals(js)
 	t0 := wall()
 	var res Result
 	next := 0
 	done := 0
-	for next < len(js) || len(m.ends) > 0 {
+	for next < len(arrivals) || len(m.ends) > 0 {
 		var now int64
-		if len(m.ends) > 0 && (next >= len(js) || m.ends[0].end <= js[next].Submit) {
+		if len(m.ends) > 0 && (next >= len(arrivals) || m.ends[0].end <= arrivals[next].At) {
 			r := heap.Pop(&m.ends).(*running)
 			now = r.end
 			m.finish(r)
@@ -263,13 +328,21 @@ func Run(jobs []Job, o Options, wall func() time.Time) (Result, error) {
 				o.Progress(done, len(js))
 			}
 		} else {
-			j := &js[next]
+			a := arrivals[next]
 			next++
-			now = j.Submit
-			m.submit(j)
+			now = a.At
+			if a.Release {
+				m.release(a.Job)
+			} else {
+				m.submit(a.Job)
+			}
 		}
 		res.Placements += m.schedule(now)
 		res.Passes++
+	}
+	if len(m.queue) > 0 {
+		j := &m.queue[0]
+		return Result{}, fmt.Errorf("job %d never started (%s) and %d job(s) with it: its dependency can never be met", j.ID, j.Reason, len(m.queue)-1)
 	}
 	elapsed := wall().Sub(t0).Seconds()
 	m.measure(js, &res)
@@ -305,10 +378,69 @@ func newMachine(o Options) *machine {
 	return m
 }
 
+// dependencies checks the jobs' dependencies (js in submit order) as
+// schedd does at submission, and sets up what the core needs of the jobs
+// they name.
+func (m *machine) dependencies(js []Job) error {
+	pos := make(map[uint64]int, len(js))
+	for i, j := range js {
+		pos[j.ID] = i
+	}
+	for i, j := range js {
+		if j.Depends == nil {
+			continue
+		}
+		if len(j.Depends.Conditions) == 0 {
+			return fmt.Errorf("job %d: dependency without conditions", j.ID)
+		}
+		for _, c := range j.Depends.Conditions {
+			switch p, ok := pos[c.Job.ID]; {
+			case c.Job.Element:
+				return fmt.Errorf("job %d: dependency on element %d[%d]: the simulator has no job arrays", j.ID, c.Job.ID, c.Job.Index)
+			case !ok:
+				return fmt.Errorf("job %d: dependency on job %d, which is not in the workload", j.ID, c.Job.ID)
+			case p >= i:
+				return fmt.Errorf("job %d: dependency on job %d, submitted after it (schedd refuses a dependency on a job it does not know yet)", j.ID, c.Job.ID)
+			}
+			if m.named == nil {
+				m.named = map[core.JobRef]core.JobStatus{}
+			}
+			m.named[c.Job] = core.JobStatus{} // set as the job goes
+		}
+	}
+	return nil
+}
+
+// setStatus records st for job id when a dependency names it.
+func (m *machine) setStatus(id uint64, st core.JobStatus) {
+	if _, ok := m.named[core.JobRef{ID: id}]; ok {
+		m.named[core.JobRef{ID: id}] = st
+	}
+}
+
+// release puts held job j back in the queue, as brelease: pending with
+// reason Priority until the next pass.
+func (m *machine) release(j *Job) {
+	for i := range m.queue {
+		if q := &m.queue[i]; q.ID == j.ID {
+			q.Held, q.Reason = false, core.ReasonPriority
+			return
+		}
+	}
+}
+
 func (m *machine) submit(j *Job) {
 	m.byID[j.ID] = j
 	cj := core.Job{ID: j.ID, User: j.User, Account: j.User, Submit: at(j.Submit),
-		Walltime: time.Duration(j.Estimate) * time.Second, Mode: core.ModeSingleNode}
+		Walltime: time.Duration(j.Estimate) * time.Second, Mode: core.ModeSingleNode,
+		Depends: j.Depends, Held: j.Hold > 0}
+	// The reasons schedd gives at submission.
+	switch {
+	case cj.Held:
+		cj.Reason = core.ReasonHeld
+	case cj.Depends != nil:
+		cj.Reason = core.ReasonDependency
+	}
 	if m.o.Nodes > 1 {
 		cj.Mode = core.ModeMultiNode
 		cj.Containers = make([]core.Res, j.Procs)
@@ -336,6 +468,7 @@ func (m *machine) finish(r *running) {
 		}
 	}
 	m.perUser[r.job.User] -= r.job.Procs
+	m.setStatus(r.job.ID, core.JobStatus{Started: true, Ended: true, Completed: true})
 }
 
 func (m *machine) nodeIndex(name string) int { return m.nodeIdx[name] }
@@ -397,7 +530,7 @@ func (m *machine) fairShare(now int64) {
 // schedule runs one pass at now and applies its plan.
 func (m *machine) schedule(now int64) int {
 	m.fairShare(now)
-	snap := core.Snapshot{Nodes: m.nodes, Queue: m.queue, Running: m.runs, Policy: m.o.Policy, Partitions: m.parts}
+	snap := core.Snapshot{Nodes: m.nodes, Queue: m.queue, Running: m.runs, Policy: m.o.Policy, Partitions: m.parts, Named: m.named}
 	plan := core.Schedule(snap, at(now))
 	if len(plan.Reasons) > 0 {
 		pos := make(map[uint64]int, len(m.queue))
@@ -432,6 +565,7 @@ func (m *machine) schedule(now int64) int {
 		heap.Push(&m.ends, r)
 		m.runs = append(m.runs, core.Running{JobID: j.ID, User: j.User, Start: at(now), Walltime: cj.Walltime, Nodes: p.Nodes, Containers: cj.Containers})
 		m.starts[j.ID] = now
+		m.setStatus(j.ID, core.JobStatus{Started: true})
 		m.charge(now)
 		m.perUser[j.User] += j.Procs
 	}

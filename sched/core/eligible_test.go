@@ -1,0 +1,230 @@
+package core
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// TestConditionEval: each kind of condition against each state of the
+// job it names (the table of bsub -w).
+func TestConditionEval(t *testing.T) {
+	pending := JobStatus{}
+	running := JobStatus{Started: true}
+	completed := JobStatus{Started: true, Ended: true, Completed: true}
+	failed := JobStatus{Started: true, Ended: true}
+	cancelled := JobStatus{Ended: true} // never started
+	for _, tt := range []struct {
+		kind DepKind
+		want [5]DepStatus // pending, running, completed, failed, cancelled
+	}{
+		{DepDone, [5]DepStatus{DepWaiting, DepWaiting, DepSatisfied, DepNever, DepNever}},
+		{DepExit, [5]DepStatus{DepWaiting, DepWaiting, DepNever, DepSatisfied, DepSatisfied}},
+		{DepEnded, [5]DepStatus{DepWaiting, DepWaiting, DepSatisfied, DepSatisfied, DepSatisfied}},
+		{DepStarted, [5]DepStatus{DepWaiting, DepSatisfied, DepSatisfied, DepSatisfied, DepSatisfied}},
+	} {
+		for i, s := range []JobStatus{pending, running, completed, failed, cancelled} {
+			if got := (Condition{Kind: tt.kind}).Eval(s); got != tt.want[i] {
+				t.Errorf("%s of %+v: %s, want %s", tt.kind, s, got, tt.want[i])
+			}
+		}
+	}
+}
+
+// TestDependencyStatus: all of the conditions (&&) or any of them (||),
+// and a named job missing from Snapshot.Named counts as gone.
+func TestDependencyStatus(t *testing.T) {
+	ref := func(id uint64) JobRef { return JobRef{ID: id} }
+	named := map[JobRef]JobStatus{
+		ref(1):                           {Started: true, Ended: true, Completed: true}, // completed
+		ref(2):                           {Started: true},                               // running
+		ref(3):                           {Started: true, Ended: true},                  // failed
+		{ID: 4, Index: 2, Element: true}: {Started: true, Ended: true, Completed: true},
+		{ID: 4, Index: 3, Element: true}: {},
+		{ID: 4}:                          {Started: true},
+	}
+	done := func(r JobRef) Condition { return Condition{Kind: DepDone, Job: r} }
+	for _, tt := range []struct {
+		name string
+		d    Dependency
+		want DepStatus
+		why  string
+	}{
+		{"done(1)", Dependency{Conditions: []Condition{done(ref(1))}}, DepSatisfied, ""},
+		{"done(1) && done(2)", Dependency{Conditions: []Condition{done(ref(1)), done(ref(2))}}, DepWaiting, ReasonDependency},
+		{"done(2) && done(3)", Dependency{Conditions: []Condition{done(ref(2)), done(ref(3))}}, DepNever, ReasonDependencyNeverSatisfied},
+		{"done(3) || done(2)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(2))}}, DepWaiting, ReasonDependency},
+		{"done(3) || done(1)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(1))}}, DepSatisfied, ""},
+		{"done(3) || done(9)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(9))}}, DepNever, ReasonDependencyNeverSatisfied},
+		{"done(9) (gone)", Dependency{Conditions: []Condition{done(ref(9))}}, DepNever, ReasonDependencyNeverSatisfied},
+		{"done(4[2])", Dependency{Conditions: []Condition{done(JobRef{ID: 4, Index: 2, Element: true})}}, DepSatisfied, ""},
+		{"done(4[3])", Dependency{Conditions: []Condition{done(JobRef{ID: 4, Index: 3, Element: true})}}, DepWaiting, ReasonDependency},
+		{"done(4)", Dependency{Conditions: []Condition{done(ref(4))}}, DepWaiting, ReasonDependency},
+	} {
+		if got := tt.d.Status(named); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+		if got := tt.d.Reason(named); got != tt.why {
+			t.Errorf("%s: reason %q, want %q", tt.name, got, tt.why)
+		}
+	}
+	if r := (*Dependency)(nil).Reason(named); r != "" {
+		t.Errorf("no dependency: reason %q", r)
+	}
+}
+
+// TestIneligible: the eligible stage's verdict on one job, first reason
+// first (held, then the dependency, then the partition's limits).
+func TestIneligible(t *testing.T) {
+	waiting := &Dependency{Conditions: []Condition{{Kind: DepDone, Job: JobRef{ID: 1}}}}
+	s := Snapshot{
+		Partitions: map[string]Partition{
+			"gone":  {Jobs: JobLimits{Closed: true}},
+			"short": {Jobs: JobLimits{MaxWalltime: time.Hour}},
+			"small": {Jobs: JobLimits{MaxSize: 2}},
+			"multi": {Jobs: JobLimits{Modes: []string{ModeMultiNode}}},
+			"chem":  {Jobs: JobLimits{Accounts: []string{"chem"}}},
+		},
+		Named: map[JobRef]JobStatus{{ID: 1}: {Started: true}},
+	}
+	mk := func(part string, f func(*Job)) Job {
+		j := gang(7, ModeSingleNode, 1, 1)
+		j.Partition, j.Walltime = part, 30*time.Minute
+		if f != nil {
+			f(&j)
+		}
+		return j
+	}
+	for _, tt := range []struct {
+		name string
+		j    Job
+		want string
+	}{
+		{"plain", mk("", nil), ""},
+		{"held", mk("", func(j *Job) { j.Held = true }), ReasonHeld},
+		{"held before its dependency", mk("gone", func(j *Job) { j.Held, j.Depends = true, waiting }), ReasonHeld},
+		{"dependency waiting", mk("", func(j *Job) { j.Depends = waiting }), ReasonDependency},
+		{"dependency before the partition", mk("gone", func(j *Job) { j.Depends = waiting }), ReasonDependency},
+		{"dependency on a gone job", mk("", func(j *Job) {
+			j.Depends = &Dependency{Conditions: []Condition{{Kind: DepEnded, Job: JobRef{ID: 99}}}}
+		}), ReasonDependencyNeverSatisfied},
+		{"dependency met", mk("", func(j *Job) {
+			j.Depends = &Dependency{Conditions: []Condition{{Kind: DepStarted, Job: JobRef{ID: 1}}}}
+		}), ""},
+		{"closed partition", mk("gone", nil), ReasonPartitionLimit},
+		{"walltime within", mk("short", nil), ""},
+		{"walltime past", mk("short", func(j *Job) { j.Walltime = 2 * time.Hour }), ReasonPartitionLimit},
+		{"size within", mk("small", func(j *Job) { j.Containers = append(j.Containers, j.Containers[0]) }), ""},
+		{"size past", mk("small", func(j *Job) { j.Containers = append(j.Containers, j.Containers[0], j.Containers[0]) }), ReasonPartitionLimit},
+		{"mode taken", mk("multi", func(j *Job) { j.Mode = ModeMultiNode }), ""},
+		{"mode refused", mk("multi", nil), ReasonPartitionLimit},
+		{"empty mode is single-node", mk("multi", func(j *Job) { j.Mode = "" }), ReasonPartitionLimit},
+		{"account above taken", mk("chem", func(j *Job) { j.Accounts = []string{"root", "chem", "chem-lab"} }), ""},
+		{"account refused", mk("chem", func(j *Job) { j.Accounts = []string{"root", "phys"} }), ReasonPartitionLimit},
+	} {
+		if got := Ineligible(&s, &tt.j); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestIneligibleBlocksNobody: under strict FIFO (depth 0) a job the
+// eligible stage keeps out neither starts nor blocks the jobs behind it,
+// nor is it ranked; once the job it depends on completes it starts like
+// any other, and a held job's reason is not set again.
+func TestIneligibleBlocksNobody(t *testing.T) {
+	now := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	s := Snapshot{
+		Nodes:      []Node{node("a", 4, 64)},
+		Partitions: map[string]Partition{"p": {Jobs: JobLimits{MaxWalltime: time.Hour}}},
+		Named:      map[JobRef]JobStatus{{ID: 1}: {Started: true}},
+	}
+	big := gang(2, ModeSingleNode, 1, 4) // would take the whole node
+	big.Depends = &Dependency{Conditions: []Condition{{Kind: DepDone, Job: JobRef{ID: 1}}}}
+	held := gang(3, ModeSingleNode, 1, 4)
+	held.Held, held.Reason = true, ReasonHeld
+	long := gang(4, ModeSingleNode, 1, 4)
+	long.Partition, long.Walltime = "p", 2*time.Hour
+	small := gang(5, ModeSingleNode, 1, 1)
+	s.Queue = []Job{big, held, long, small}
+
+	placed, reasons, _ := limitsPlan(s, now)
+	if !placed[5] || len(placed) != 1 {
+		t.Fatalf("placed %v, want job 5 only", placed)
+	}
+	want := map[uint64]string{2: ReasonDependency, 4: ReasonPartitionLimit}
+	for id, r := range want {
+		if reasons[id] != r {
+			t.Errorf("job %d: reason %q, want %s", id, reasons[id], r)
+		}
+	}
+	if r, ok := reasons[3]; ok {
+		t.Errorf("held job 3 already waits Held; the plan sets %q", r)
+	}
+	if _, order := Ranking(s, now); len(order) != 1 || order[0] != 3 {
+		t.Errorf("ranked %v, want only queue index 3 (job 5)", order)
+	}
+
+	// Job 1 completes: job 2 is eligible and, first in the queue, starts.
+	s.Named[JobRef{ID: 1}] = JobStatus{Started: true, Ended: true, Completed: true}
+	if placed, _, _ := limitsPlan(s, now); !placed[2] || placed[5] {
+		t.Fatalf("after job 1 completed: placed %v, want job 2 (the node's 4 cpus) and not 5", placed)
+	}
+	// Job 1 failed instead: job 2 can never start.
+	s.Named[JobRef{ID: 1}] = JobStatus{Started: true, Ended: true}
+	if _, reasons, _ := limitsPlan(s, now); reasons[2] != ReasonDependencyNeverSatisfied {
+		t.Fatalf("after job 1 failed: job 2's reason %q, want %s", reasons[2], ReasonDependencyNeverSatisfied)
+	}
+}
+
+// TestIneligibleIsAbsent: a job the eligible stage keeps out (held, a
+// dependency waiting or never met, a partition that does not take it)
+// changes nothing for the others: the plan's placements and start
+// estimates are those of the queue without it, under every policy.
+func TestIneligibleIsAbsent(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		now := time.Unix(1e6, 0)
+		s := Snapshot{Nodes: genNodes(t, false),
+			Partitions: map[string]Partition{"p": {Jobs: JobLimits{MaxSize: 2}}},
+			Named:      map[JobRef]JobStatus{{ID: 100}: {}, {ID: 101}: {Started: true, Ended: true}}}
+		switch rapid.IntRange(0, 2).Draw(t, "policy") {
+		case 1:
+			s.Policy = Policy{ReservationDepth: 1}
+		case 2:
+			s.Policy = DefaultPolicy()
+		}
+		var kept []Job
+		for k := 0; k < rapid.IntRange(1, 12).Draw(t, "queue"); k++ {
+			j := genJob(t, uint64(k+1), false)
+			j.Walltime = time.Duration(rapid.IntRange(1, 180).Draw(t, "wall")) * time.Minute
+			j.Submit = now.Add(-time.Duration(rapid.IntRange(0, 600).Draw(t, "age")) * time.Minute)
+			j.FairShare = float64(rapid.IntRange(0, 4).Draw(t, "fs")) / 4
+			out := true
+			switch rapid.IntRange(0, 5).Draw(t, "eligibility") {
+			case 0:
+				j.Held = true
+			case 1:
+				j.Depends = &Dependency{Conditions: []Condition{{Kind: DepDone, Job: JobRef{ID: 100}}}} // waiting
+			case 2:
+				j.Depends = &Dependency{Conditions: []Condition{{Kind: DepDone, Job: JobRef{ID: 101}}}} // never
+			case 3:
+				j.Partition = "p"
+				out = len(j.Containers) > 2
+			default:
+				out = false
+			}
+			s.Queue = append(s.Queue, j)
+			if !out {
+				kept = append(kept, j)
+			}
+		}
+		without := s
+		without.Queue = kept
+		got, want := Schedule(s, now), Schedule(without, now)
+		if !reflect.DeepEqual(got.Placements, want.Placements) || !reflect.DeepEqual(got.Starts, want.Starts) {
+			t.Fatalf("with the ineligible jobs: %+v %+v\nwithout: %+v %+v", got.Placements, got.Starts, want.Placements, want.Starts)
+		}
+	})
+}
