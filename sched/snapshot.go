@@ -46,7 +46,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 	}
 	for _, p := range cfg.Partitions {
 		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), DefaultWalltime: p.Walltime(0), GPUQuantum: p.GPUQuantum,
-			StarvationAge: p.Starvation(), UserLimits: admission.Limits(p.UserLimits), Jobs: coreJobLimits(cfg, &p)}
+			StarvationAge: p.Starvation(), UserLimits: admission.Limits(p.UserLimits), Jobs: admission.JobLimits(cfg, &p)}
 	}
 	var users []string
 	pending := 0
@@ -125,18 +125,6 @@ func corePolicy(cfg *partition.Config) core.Policy {
 		p.StarvationAge = core.DefaultStarvationAge
 	}
 	return p
-}
-
-// coreJobLimits is the core's form of what partition p takes of each
-// job; submission refuses a job outside them (partitionLimit) with the
-// reason spelled out, the core keeps one that a new config no longer
-// takes waiting PartitionLimit.
-func coreJobLimits(cfg *partition.Config, p *partition.Partition) core.JobLimits {
-	l := core.JobLimits{MaxWalltime: p.MaxWalltime, MaxSize: p.MaxClusterSize, Modes: p.AllowedModes}
-	if cfg.HasTree() {
-		l.Accounts = p.AllowedAccounts
-	}
-	return l
 }
 
 // coreNodes is the core's view of the nodes that take work: empty (from

@@ -27,6 +27,15 @@ type Shape struct {
 // waits with reason PartitionLimit (the scheduling pass asks the same).
 // Each problem's Path is the spec setting at fault.
 func PartitionLimits(cfg *partition.Config, p *partition.Partition, s Shape) []Problem {
+	l := JobLimits(cfg, p)
+	j := core.Job{Mode: s.Mode, Containers: make([]core.Res, s.Containers), Walltime: s.Walltime}
+	if cfg.HasTree() {
+		j.Accounts = cfg.AccountPath(s.Account)
+	}
+	b := l.Breaches(&j)
+	if b == 0 {
+		return nil
+	}
 	mode := s.Mode
 	if mode == "" {
 		mode = jobspec.ModeSingleNode
@@ -35,19 +44,31 @@ func PartitionLimits(cfg *partition.Config, p *partition.Partition, s Shape) []P
 	add := func(path, format string, args ...any) {
 		out = append(out, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 	}
-	if cfg.HasTree() && !p.Allows(cfg.AccountPath(s.Account)) {
+	if b&core.BreachAccount != 0 {
 		add("account", "partition %s does not take jobs of account %s; allowed accounts: %s", p.Name, s.Account, strings.Join(p.AllowedAccounts, ", "))
 	}
-	if !p.AllowsMode(mode) {
+	if b&core.BreachMode != 0 {
 		add("cluster.mode", "cluster mode %s is not allowed in partition %s; allowed modes: %s", mode, p.Name, strings.Join(p.AllowedModes, ", "))
 	}
-	if p.MaxClusterSize > 0 && s.Containers > p.MaxClusterSize {
+	if b&core.BreachSize != 0 {
 		add("cluster.size", "cluster size %d exceeds partition %s's limit of %d (max_cluster_size)", s.Containers, p.Name, p.MaxClusterSize)
 	}
-	if p.MaxWalltime > 0 && s.Walltime > p.MaxWalltime {
+	if b&core.BreachWalltime != 0 {
 		add("walltime", "walltime %s exceeds partition %s's limit of %s (max_walltime)", units.FormatDuration(s.Walltime), p.Name, units.FormatDuration(p.MaxWalltime))
 	}
 	return out
+}
+
+// JobLimits is the core's form of what partition p takes of each job
+// (core.JobLimits, judged by its Breaches): submission refuses a job
+// outside them (PartitionLimits, in words); the core keeps a queued job
+// that a new config no longer takes waiting PartitionLimit.
+func JobLimits(cfg *partition.Config, p *partition.Partition) core.JobLimits {
+	l := core.JobLimits{MaxWalltime: p.MaxWalltime, MaxSize: p.MaxClusterSize, Modes: p.AllowedModes}
+	if cfg.HasTree() {
+		l.Accounts = p.AllowedAccounts
+	}
+	return l
 }
 
 // Limits is the core's form of a partition's per-user limits: the core

@@ -140,10 +140,29 @@ func (d *Dependency) Reason(named map[JobRef]JobStatus) string {
 	return ReasonDependency
 }
 
-// takes reports whether a partition with limits l takes j.
-func (l *JobLimits) takes(j *Job) bool {
-	if l.Closed || (l.MaxWalltime > 0 && j.Walltime > l.MaxWalltime) || (l.MaxSize > 0 && len(j.Containers) > l.MaxSize) {
-		return false
+// Breach is a set of the JobLimits bounds a job is outside.
+type Breach uint8
+
+// The bounds of JobLimits, as Breaches names them.
+const (
+	BreachClosed   Breach = 1 << iota // the partition takes no job
+	BreachAccount                     // none of the job's accounts is taken
+	BreachMode                        // its cluster mode is not taken
+	BreachSize                        // more containers than MaxSize
+	BreachWalltime                    // a walltime above MaxWalltime
+)
+
+// Breaches returns the bounds of l that j is outside, 0 when l takes j.
+// It is the one partition-limit rule: the eligible stage keeps a queued
+// job outside them waiting PartitionLimit, and submission (package
+// sched/admission) refuses one, each breach in words.
+func (l *JobLimits) Breaches(j *Job) Breach {
+	var b Breach
+	if l.Closed {
+		b |= BreachClosed
+	}
+	if len(l.Accounts) > 0 && !slices.ContainsFunc(j.Accounts, func(a string) bool { return slices.Contains(l.Accounts, a) }) {
+		b |= BreachAccount
 	}
 	if len(l.Modes) > 0 {
 		mode := j.Mode
@@ -151,14 +170,20 @@ func (l *JobLimits) takes(j *Job) bool {
 			mode = ModeSingleNode
 		}
 		if !slices.Contains(l.Modes, mode) {
-			return false
+			b |= BreachMode
 		}
 	}
-	if len(l.Accounts) > 0 && !slices.ContainsFunc(j.Accounts, func(a string) bool { return slices.Contains(l.Accounts, a) }) {
-		return false
+	if l.MaxSize > 0 && len(j.Containers) > l.MaxSize {
+		b |= BreachSize
 	}
-	return true
+	if l.MaxWalltime > 0 && j.Walltime > l.MaxWalltime {
+		b |= BreachWalltime
+	}
+	return b
 }
+
+// takes reports whether a partition with limits l takes j.
+func (l *JobLimits) takes(j *Job) bool { return l.Breaches(j) == 0 }
 
 // set reports whether l refuses any job.
 func (l *JobLimits) set() bool {

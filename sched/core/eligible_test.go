@@ -228,3 +228,28 @@ func TestIneligibleIsAbsent(t *testing.T) {
 		}
 	})
 }
+
+// TestBreaches: the one partition-limit rule names every bound a job is
+// outside (submission words each; the eligible stage needs only "any").
+func TestBreaches(t *testing.T) {
+	l := JobLimits{MaxWalltime: time.Hour, MaxSize: 2, Modes: []string{ModeMultiNode}, Accounts: []string{"phys"}}
+	for _, c := range []struct {
+		j    Job
+		want Breach
+	}{
+		{Job{Mode: ModeMultiNode, Containers: make([]Res, 2), Walltime: time.Hour, Accounts: []string{"root", "phys"}}, 0},
+		{Job{Containers: make([]Res, 3), Walltime: 2 * time.Hour, Accounts: []string{"chem"}}, BreachAccount | BreachMode | BreachSize | BreachWalltime},
+		{Job{Mode: ModeMultiNode, Containers: make([]Res, 1), Accounts: []string{"phys"}}, 0},
+	} {
+		if got := l.Breaches(&c.j); got != c.want {
+			t.Errorf("%+v: breaches %05b, want %05b", c.j, got, c.want)
+		}
+		if l.takes(&c.j) != (c.want == 0) {
+			t.Errorf("%+v: takes disagrees with Breaches", c.j)
+		}
+	}
+	closed := JobLimits{Closed: true}
+	if got := closed.Breaches(&Job{}); got != BreachClosed {
+		t.Errorf("closed partition: %05b", got)
+	}
+}
