@@ -49,6 +49,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -99,20 +100,17 @@ func (s JobState) Terminal() bool {
 	return false
 }
 
-// Pending reasons, as Slurm names them.
+// Pending reasons, as Slurm names them (package reason defines them;
+// these names stay for the API's users).
 const (
-	ReasonResources      = "Resources"
-	ReasonPriority       = "Priority"
-	ReasonPartitionLimit = "PartitionLimit"
-	ReasonAccountLimit   = "AccountLimit"
-	ReasonDependency     = "Dependency"
-	ReasonHeld           = "Held"
-	// ReasonDependencyNeverSatisfied: a dependency that can never be
-	// satisfied (done(12) but job 12 FAILED); the job waits until killed.
-	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
-	// ReasonArrayTaskLimit: an array element waits because its array
-	// runs as many elements as its max_running allows (Slurm's name).
-	ReasonArrayTaskLimit = "JobArrayTaskLimit"
+	ReasonResources                = reason.Resources
+	ReasonPriority                 = reason.Priority
+	ReasonPartitionLimit           = reason.PartitionLimit
+	ReasonAccountLimit             = reason.AccountLimit
+	ReasonDependency               = reason.Dependency
+	ReasonHeld                     = reason.Held
+	ReasonDependencyNeverSatisfied = reason.DependencyNeverSatisfied
+	ReasonArrayTaskLimit           = reason.ArrayTaskLimit
 )
 
 // ContainerState is where one container of a session stands.
