@@ -148,21 +148,22 @@ func BenchmarkPassArrays(b *testing.B) {
 // purge), then queued ones.
 func indexBenchState(b *testing.B, ended, queued int) *state.Store {
 	b.Helper()
-	job := func(id uint64, st api.JobState, node string) *api.Job {
-		c := api.Container{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1,
-			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}, KernelID: fmt.Sprint("k", id), Node: node, State: api.ContainerPending}
+	job := func(id uint64, st api.JobState, node string) *state.Job {
+		c := state.NewContainer(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1,
+			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}, fmt.Sprint("k", id))
+		c.Node = node
 		if node != "" {
 			c.State = api.ContainerRunning
 			if st.Terminal() {
 				c.State = api.ContainerExited
 			}
 		}
-		return &api.Job{ID: id, Name: "t", User: "ada", UID: 1000, Partition: DefaultPartition, State: st,
-			Containers: []api.Container{c}, SessionID: c.KernelID, ModifyIndex: id}
+		return &state.Job{ID: id, Name: "t", User: "ada", UID: 1000, Partition: DefaultPartition, State: st,
+			Containers: []state.Container{c}, SessionID: c.KernelID, ModifyIndex: id}
 	}
 	d := state.Dump{Version: state.SchemaVersion}
 	for _, n := range []string{"n1", "n2"} {
-		d.Nodes = append(d.Nodes, &api.Node{Name: n, State: api.NodeUp, Capacity: api.Resources{CPUMilli: 64000, Memory: 256 << 30}})
+		d.Nodes = append(d.Nodes, &state.Node{Name: n, State: api.NodeUp, Capacity: api.Resources{CPUMilli: 64000, Memory: 256 << 30}})
 	}
 	id := uint64(0)
 	for i := range ended + queued {
@@ -229,7 +230,7 @@ func BenchmarkCheckQueued(b *testing.B) {
 		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
 			st := indexBenchState(b, others/2, others/2)
 			s := &Server{cfg: Config{MaxQueuedPerUser: DefaultMaxQueuedPerUser, MaxQueued: 1 << 20}}
-			j := &api.Job{User: "bob", UID: 1001}
+			j := &state.Job{User: "bob", UID: 1001}
 			b.ResetTimer()
 			for b.Loop() {
 				if err := s.checkQueued(st.Snapshot(), j); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // dirSize is the bytes of the files under dir.
@@ -131,7 +132,7 @@ func TestQueuedPerUserDefault(t *testing.T) {
 		t.Fatalf("defaults: max_queued_per_user %d, max_job_input %d", srv.cfg.MaxQueuedPerUser, srv.cfg.MaxJobInput)
 	}
 	srv, _ = clusterWith(t, Config{MaxQueuedPerUser: -1})
-	if err := srv.checkQueued(srv.Store().Snapshot(), &api.Job{UID: 1}); err != nil {
+	if err := srv.checkQueued(srv.Store().Snapshot(), &state.Job{UID: 1}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -353,7 +353,7 @@ func (s *Server) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]a
 		return nil, fmt.Errorf("%w: a batch submit holds at most %d jobs, not %d; send them in several", ErrInvalid, api.MaxSubmitBatch, len(reqs))
 	}
 	base := requestID(ctx)
-	jobs := make([]*api.Job, 0, len(reqs))
+	jobs := make([]*state.Job, 0, len(reqs))
 	for i, req := range reqs {
 		if req.RequestID == "" && base != "" {
 			req.RequestID = fmt.Sprintf("%s/%d", base, i+1)
@@ -391,7 +391,7 @@ func batchName(req api.SubmitRequest) string {
 
 // newJob checks req and makes the job to store; ahead are the jobs before
 // it in the same batch, not stored yet, which the queue limits count.
-func (s *Server) newJob(req api.SubmitRequest, ahead []*api.Job) (*api.Job, error) {
+func (s *Server) newJob(req api.SubmitRequest, ahead []*state.Job) (*state.Job, error) {
 	spec := req.Spec
 	if req.JobFile != "" || req.Vars != nil {
 		parsed, err := parseJobFile(req)
@@ -437,7 +437,7 @@ func (s *Server) newJob(req api.SubmitRequest, ahead []*api.Job) (*api.Job, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	j := &api.Job{
+	j := &state.Job{
 		RequestID: req.RequestID,
 		Name:      spec.Name, User: req.User, UID: req.UID, GID: req.GID, Cwd: req.Cwd,
 		Partition: name, Account: account, Walltime: p.Walltime(spec.Walltime),
@@ -460,7 +460,7 @@ func (s *Server) newJob(req api.SubmitRequest, ahead []*api.Job) (*api.Job, erro
 		return nil, fmt.Errorf("%w: a job array cannot be interactive (bsub -I): its elements have no terminal to share; drop -I or the array", ErrInvalid)
 	}
 	for _, c := range cs {
-		j.Containers = append(j.Containers, api.Container{Container: c, KernelID: uuid.NewString(), State: api.ContainerPending})
+		j.Containers = append(j.Containers, state.NewContainer(c, uuid.NewString()))
 	}
 	j.SessionID = j.Containers[0].KernelID
 	if why := partitionLimit(cfg, p, j); why != "" {
@@ -511,11 +511,11 @@ func checkCwd(cwd string) error {
 // (PENDING or HELD) that its max_queued allows, or j's user the most
 // that max_queued_per_user allows. ahead are the jobs before j in the
 // same batch submit, not in the state yet.
-func (s *Server) checkQueued(v *state.Snapshot, j *api.Job, ahead ...*api.Job) error {
+func (s *Server) checkQueued(v *state.Snapshot, j *state.Job, ahead ...*state.Job) error {
 	// A job array counts once, by its own row (its elements are made a
 	// few at a time, see state's arrays). The counts are kept by the
 	// state: one lookup each, whatever the queue holds.
-	waiting := func(o *api.Job) bool {
+	waiting := func(o *state.Job) bool {
 		return (o.State == api.JobPending || o.State == api.JobHeld) && o.ArrayID == 0
 	}
 	if limit := s.cfg.MaxQueued; limit > 0 {
@@ -551,7 +551,7 @@ func (s *Server) checkQueued(v *state.Snapshot, j *api.Job, ahead ...*api.Job) e
 // account or cluster mode the partition does not take, a cluster size or
 // walltime above its maximum. Submit refuses such a job; a queued job
 // that breaks one after a reconfig waits with reason PartitionLimit.
-func partitionLimit(cfg *partition.Config, p *partition.Partition, j *api.Job) string {
+func partitionLimit(cfg *partition.Config, p *partition.Partition, j *state.Job) string {
 	mode := j.Spec.Cluster.Mode
 	if mode == "" {
 		mode = jobspec.ModeSingleNode
@@ -572,7 +572,7 @@ func partitionLimit(cfg *partition.Config, p *partition.Partition, j *api.Job) s
 // userCaps says which per-user resource cap j alone exceeds ("" none): a
 // job that could never start within its user's limits. The caps are the
 // ones the core enforces (coreLimits).
-func userCaps(p *partition.Partition, j *api.Job) string {
+func userCaps(p *partition.Partition, j *state.Job) string {
 	need := jobResources(j)
 	l, caps := p.UserLimits, coreLimits(p.UserLimits).Res
 	switch {
@@ -587,10 +587,10 @@ func userCaps(p *partition.Partition, j *api.Job) string {
 }
 
 // jobResources is what all of j's containers hold together.
-func jobResources(j *api.Job) api.Resources {
+func jobResources(j *state.Job) api.Resources {
 	var r api.Resources
 	for _, c := range j.Containers {
-		cr := state.ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)
+		cr := c.Res()
 		r.CPUMilli += cr.CPUMilli
 		r.Memory += cr.Memory
 		r.GPU += cr.GPU
@@ -598,7 +598,7 @@ func jobResources(j *api.Job) api.Resources {
 	return r
 }
 
-func neverFits(j *api.Job, nodes []core.Node) string {
+func neverFits(j *state.Job, nodes []core.Node) string {
 	var big core.Node
 	for _, n := range nodes {
 		if n.Capacity.CPUMilli > big.Capacity.CPUMilli || (n.Capacity.CPUMilli == big.Capacity.CPUMilli && n.Capacity.GPU > big.Capacity.GPU) {
@@ -618,29 +618,29 @@ func neverFits(j *api.Job, nodes []core.Node) string {
 
 // Kill cancels a job: a pending one at once, a placed one once its
 // nodelets have stopped its containers.
-func (s *Server) Kill(ctx context.Context, id uint64) (*api.Job, error) {
+func (s *Server) Kill(ctx context.Context, id uint64) (*state.Job, error) {
 	return s.kill(ctx, id, false)
 }
 
 // KillDone cancels a job as Kill does but records it COMPLETED (LSF's
 // bkill -d).
-func (s *Server) KillDone(ctx context.Context, id uint64) (*api.Job, error) {
+func (s *Server) KillDone(ctx context.Context, id uint64) (*state.Job, error) {
 	return s.kill(ctx, id, true)
 }
 
-func (s *Server) kill(ctx context.Context, id uint64, done bool) (*api.Job, error) {
+func (s *Server) kill(ctx context.Context, id uint64, done bool) (*state.Job, error) {
 	v, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id, KillDone: done})
 	if err != nil {
 		return nil, err
 	}
 	s.wake()
-	return v.(*api.Job), nil
+	return v.(*state.Job), nil
 }
 
 // control returns the kill (bkill -d with done), hold or release of a
 // job, a whole job array, or one element of an array.
-func (s *Server) control(kind string, done bool) func(context.Context, api.JobRef) (*api.Job, error) {
-	return func(ctx context.Context, ref api.JobRef) (*api.Job, error) {
+func (s *Server) control(kind string, done bool) func(context.Context, api.JobRef) (*state.Job, error) {
+	return func(ctx context.Context, ref api.JobRef) (*state.Job, error) {
 		c := state.Command{Kind: kind}
 		switch kind {
 		case state.CmdKill:
@@ -659,38 +659,38 @@ func (s *Server) control(kind string, done bool) func(context.Context, api.JobRe
 			return nil, err
 		}
 		s.wake()
-		return v.(*api.Job), nil
+		return v.(*state.Job), nil
 	}
 }
 
 // Hold keeps a pending job out of scheduling until Release.
-func (s *Server) Hold(ctx context.Context, id uint64) (*api.Job, error) {
+func (s *Server) Hold(ctx context.Context, id uint64) (*state.Job, error) {
 	v, err := s.apply(ctx, state.Command{Kind: state.CmdHold, Hold: id})
 	if err != nil {
 		return nil, err
 	}
-	return v.(*api.Job), nil
+	return v.(*state.Job), nil
 }
 
 // Release puts a held job back in the queue.
-func (s *Server) Release(ctx context.Context, id uint64) (*api.Job, error) {
+func (s *Server) Release(ctx context.Context, id uint64) (*state.Job, error) {
 	v, err := s.apply(ctx, state.Command{Kind: state.CmdRelease, Release: id})
 	if err != nil {
 		return nil, err
 	}
 	s.wake()
-	return v.(*api.Job), nil
+	return v.(*state.Job), nil
 }
 
 // Register records a nodelet and its capacity.
-func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*api.Node, error) {
+func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*state.Node, error) {
 	if err := checkRegister(reg); err != nil {
 		return nil, err
 	}
 	if err := s.checkInstance(s.st.Snapshot(), reg.Name, reg.Instance, "registration"); err != nil {
 		return nil, err
 	}
-	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, OCIRuntime: reg.OCIRuntime, Capacity: reg.Capacity, Labels: reg.Labels,
+	n := &state.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, OCIRuntime: reg.OCIRuntime, Capacity: reg.Capacity, Labels: reg.Labels,
 		Instance: reg.Instance}
 	if _, err := s.apply(ctx, state.Command{Kind: state.CmdRegister, Register: n}); err != nil {
 		return nil, err
@@ -709,7 +709,7 @@ func (s *Server) Nodes(v *state.Snapshot) []api.Node {
 	defer s.mu.Unlock()
 	var out []api.Node
 	for _, n := range v.Nodes() {
-		c := *n
+		c := nodeView(n)
 		c.Allocated = alloc[n.Name]
 		c.GPUs = nodeGPUs(n.Capacity.GPU, devs[n.Name])
 		if t, ok := s.seen[n.Name]; ok {
@@ -750,7 +750,7 @@ func Assignments(v *state.Snapshot, node string) []api.Assignment {
 		}
 		if len(hosts) > 0 {
 			p := cfg.Partition(j.Partition)
-			out = append(out, api.Assignment{Job: *j, Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed()})
+			out = append(out, api.Assignment{Job: jobView(j, jobExtras{}), Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed()})
 		}
 	}
 	return out

@@ -71,7 +71,13 @@ const (
 //	   refuse the unknown kind and lose every report in the entry
 //	4: batch submits (CmdBatch): an older schedd would refuse the kind
 //	   and lose the jobs
-const SchemaVersion = 4
+//	5: rows split from the API's views (Job, Node): a job's containers
+//	   carry their CPU in millicores (cpu_milli, converted at admission),
+//	   and a node row no longer carries the derived "allocated". Rows of
+//	   versions 1 to 4 still load: their millicores are derived from the
+//	   job file's cpu (legacyMilli) and "allocated" is dropped
+//	   (Node.UnmarshalJSON).
+const SchemaVersion = 5
 
 // ErrSchema marks an entry or snapshot written by a newer schedd, whose
 // schema this one does not know.
@@ -92,15 +98,15 @@ type Command struct {
 	Version int       `json:"v,omitempty"`
 	Kind    string    `json:"kind"`
 	Time    time.Time `json:"time"`
-	Submit  *api.Job  `json:"submit,omitempty"`
+	Submit  *Job      `json:"submit,omitempty"`
 	// Batch is a CmdBatch's jobs, submitted in order with consecutive
 	// ids, all or none.
-	Batch    []*api.Job `json:"batch,omitempty"`
-	Register *api.Node  `json:"register,omitempty"`
-	Plan     *Plan      `json:"plan,omitempty"`
-	Report   *Report    `json:"report,omitempty"`
-	Kill     uint64     `json:"kill,omitempty"`
-	KillDone bool       `json:"kill_done,omitempty"` // bkill -d: the killed job ends COMPLETED
+	Batch    []*Job  `json:"batch,omitempty"`
+	Register *Node   `json:"register,omitempty"`
+	Plan     *Plan   `json:"plan,omitempty"`
+	Report   *Report `json:"report,omitempty"`
+	Kill     uint64  `json:"kill,omitempty"`
+	KillDone bool    `json:"kill_done,omitempty"` // bkill -d: the killed job ends COMPLETED
 	// Hold and Release name the job to hold or release.
 	Hold    uint64 `json:"hold,omitempty"`
 	Release uint64 `json:"release,omitempty"`
@@ -201,11 +207,11 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case CmdReports:
 		res, err = reports(txn, index, c.Time, c.Reports)
 	case CmdKill:
-		res, err = onJob(txn, index, c.Kill, c.Index, func(id uint64) (*api.Job, error) { return kill(txn, index, c.Time, id, c.KillDone) })
+		res, err = onJob(txn, index, c.Kill, c.Index, func(id uint64) (*Job, error) { return kill(txn, index, c.Time, id, c.KillDone) })
 	case CmdHold:
-		res, err = onJob(txn, index, c.Hold, c.Index, func(id uint64) (*api.Job, error) { return hold(txn, index, id) })
+		res, err = onJob(txn, index, c.Hold, c.Index, func(id uint64) (*Job, error) { return hold(txn, index, id) })
 	case CmdRelease:
-		res, err = onJob(txn, index, c.Release, c.Index, func(id uint64) (*api.Job, error) { return release(txn, index, id) })
+		res, err = onJob(txn, index, c.Release, c.Index, func(id uint64) (*Job, error) { return release(txn, index, id) })
 	case CmdConfig:
 		err = setConfig(txn, c.Config)
 	case CmdCharge:
@@ -246,13 +252,13 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	if err := countQueued(txn); err != nil {
 		return nil, err
 	}
-	if j, ok := res.(*api.Job); ok && j.Array != nil {
+	if j, ok := res.(*Job); ok && j.Array != nil {
 		if raw, _ := txn.First(tableJobs, "id", j.ID); raw != nil {
-			res = clone(raw.(*api.Job)) // as settled
+			res = clone(raw.(*Job)) // as settled
 		}
 	}
 	if keep {
-		if err := remember(txn, index, c, res.(*api.Job)); err != nil {
+		if err := remember(txn, index, c, res.(*Job)); err != nil {
 			return nil, err
 		}
 	}
@@ -285,7 +291,7 @@ func touched(kind string) []string {
 	return []string{tableJobs}
 }
 
-func getJob(txn *memdb.Txn, id uint64) (*api.Job, error) {
+func getJob(txn *memdb.Txn, id uint64) (*Job, error) {
 	raw, err := txn.First(tableJobs, "id", id)
 	if err != nil {
 		return nil, err
@@ -293,17 +299,17 @@ func getJob(txn *memdb.Txn, id uint64) (*api.Job, error) {
 	if raw == nil {
 		return nil, fmt.Errorf("job %d: %w", id, ErrNotFound)
 	}
-	return clone(raw.(*api.Job)), nil
+	return clone(raw.(*Job)), nil
 }
 
 // clone copies what writers change: the job and its containers.
-func clone(j *api.Job) *api.Job {
+func clone(j *Job) *Job {
 	c := *j
-	c.Containers = append([]api.Container(nil), j.Containers...)
+	c.Containers = append([]Container(nil), j.Containers...)
 	return &c
 }
 
-func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, error) {
+func submit(txn *memdb.Txn, index uint64, now time.Time, in *Job) (uint64, error) {
 	if in == nil {
 		return 0, errors.New("submit without a job")
 	}
@@ -313,10 +319,10 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 	}
 	if in.RequestID != "" {
 		if raw, _ := txn.First(tableJobs, "request", in.RequestID); raw != nil {
-			return raw.(*api.Job).ID, nil // a retried submission: the job it made
+			return raw.(*Job).ID, nil // a retried submission: the job it made
 		}
 	}
-	j := clone(in)
+	j := clone(legacyMilli(in))
 	j.ID = last + 1
 	if len(j.Containers) > MaxSessionSize {
 		return 0, fmt.Errorf("a session holds at most %d containers, not %d", MaxSessionSize, len(j.Containers))
@@ -341,7 +347,7 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 // submitBatch submits jobs in order in one transaction: a failure of any
 // leaves none. Each job with a request id that made a job already gets
 // that job's id, as a retried single submit does.
-func submitBatch(txn *memdb.Txn, index uint64, now time.Time, jobs []*api.Job) ([]uint64, error) {
+func submitBatch(txn *memdb.Txn, index uint64, now time.Time, jobs []*Job) ([]uint64, error) {
 	if len(jobs) == 0 {
 		return nil, errors.New("batch submit without jobs")
 	}
@@ -356,15 +362,15 @@ func submitBatch(txn *memdb.Txn, index uint64, now time.Time, jobs []*api.Job) (
 	return ids, nil
 }
 
-func register(txn *memdb.Txn, now time.Time, in *api.Node) error {
+func register(txn *memdb.Txn, now time.Time, in *Node) error {
 	if in == nil || in.Name == "" {
 		return errors.New("register without a node name")
 	}
 	n := *in
 	n.State, n.LastHeartbeat = api.NodeUp, now
 	if raw, _ := txn.First(tableNodes, "id", n.Name); raw != nil {
-		n.Registered = raw.(*api.Node).Registered
-		keepDrain(&n, raw.(*api.Node))
+		n.Registered = raw.(*Node).Registered
+		keepDrain(&n, raw.(*Node))
 	} else {
 		n.Registered = now
 	}
@@ -390,7 +396,7 @@ func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
 				c.GPUs = pl.GPUs[i]
 			}
 			if raw, _ := txn.First(tableNodes, "id", c.Node); raw != nil {
-				c.NodeAddr = raw.(*api.Node).Addr
+				c.NodeAddr = raw.(*Node).Addr
 			}
 		}
 		j.State, j.Reason, j.ModifyIndex = api.JobScheduled, "", index
@@ -426,7 +432,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 		return nil, errors.New("empty report")
 	}
 	var started []Started
-	changed := map[uint64]*api.Job{}
+	changed := map[uint64]*Job{}
 	was := map[uint64]api.JobState{}
 	for _, u := range r.Updates {
 		j := changed[u.JobID]
@@ -495,7 +501,7 @@ func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report) ([][]Star
 // advance derives the job's state from its containers' (DESIGN.md, Job
 // lifecycle): the session ends when main1 ends or a container fails; the
 // job ends when every container has.
-func advance(j *api.Job, now time.Time) {
+func advance(j *Job, now time.Time) {
 	all, running, active := true, true, false
 	for _, c := range j.Containers {
 		switch {
@@ -534,14 +540,14 @@ func advance(j *api.Job, now time.Time) {
 }
 
 // finalStateOfQueued is how a job killed before it started ends.
-func finalStateOfQueued(j *api.Job) api.JobState {
+func finalStateOfQueued(j *Job) api.JobState {
 	if j.KillDone {
 		return api.JobCompleted
 	}
 	return api.JobCancelled
 }
 
-func finalState(j *api.Job) api.JobState {
+func finalState(j *Job) api.JobState {
 	main := j.Containers[0]
 	switch {
 	case j.Cancelled && j.KillDone:
@@ -560,7 +566,7 @@ func finalState(j *api.Job) api.JobState {
 	}
 }
 
-func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64, done bool) (*api.Job, error) {
+func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64, done bool) (*Job, error) {
 	j, err := getJob(txn, id)
 	if err != nil {
 		return nil, err
@@ -582,7 +588,7 @@ func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64, done bool) (*a
 }
 
 // hold keeps a pending job from being scheduled until it is released.
-func hold(txn *memdb.Txn, index uint64, id uint64) (*api.Job, error) {
+func hold(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 	j, err := getJob(txn, id)
 	if err != nil {
 		return nil, err
@@ -604,7 +610,7 @@ func hold(txn *memdb.Txn, index uint64, id uint64) (*api.Job, error) {
 
 // release puts a held job back in the queue; the next scheduling pass
 // gives it its real reason.
-func release(txn *memdb.Txn, index uint64, id uint64) (*api.Job, error) {
+func release(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 	j, err := getJob(txn, id)
 	if err != nil {
 		return nil, err
@@ -645,7 +651,7 @@ func timeout(txn *memdb.Txn, index uint64, now time.Time, ids []uint64) error {
 
 // onJob runs do on job id, or with idx on element *idx of array id
 // (making its row if it has none yet).
-func onJob(txn *memdb.Txn, index, id uint64, idx *int, do func(uint64) (*api.Job, error)) (*api.Job, error) {
+func onJob(txn *memdb.Txn, index, id uint64, idx *int, do func(uint64) (*Job, error)) (*Job, error) {
 	if idx == nil {
 		return do(id)
 	}

@@ -4,14 +4,12 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/go-memdb"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 // checkDependency refuses a dependency on a job that does not exist (yet):
 // ids are given in log order, so one at or past the new job's id is one
 // a concurrent submission could not have meant.
-func checkDependency(txn *memdb.Txn, j *api.Job) error {
+func checkDependency(txn *memdb.Txn, j *Job) error {
 	if j.DependsOn == nil {
 		return nil
 	}

@@ -107,20 +107,20 @@ func (v *Snapshot) Index() (uint64, memdb.WatchSet) {
 }
 
 // Jobs returns every job in id order.
-func (v *Snapshot) Jobs() []*api.Job {
+func (v *Snapshot) Jobs() []*Job {
 	it, err := v.txn.Get(tableJobs, "id")
 	if err != nil {
 		panic(err)
 	}
-	var out []*api.Job
+	var out []*Job
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*api.Job))
+		out = append(out, raw.(*Job))
 	}
 	return out
 }
 
 // Job returns one job, or nil.
-func (v *Snapshot) Job(id uint64) *api.Job {
+func (v *Snapshot) Job(id uint64) *Job {
 	raw, err := v.txn.First(tableJobs, "id", id)
 	if err != nil {
 		panic(err)
@@ -128,24 +128,24 @@ func (v *Snapshot) Job(id uint64) *api.Job {
 	if raw == nil {
 		return nil
 	}
-	return raw.(*api.Job)
+	return raw.(*Job)
 }
 
 // Nodes returns every node in name order.
-func (v *Snapshot) Nodes() []*api.Node {
+func (v *Snapshot) Nodes() []*Node {
 	it, err := v.txn.Get(tableNodes, "id")
 	if err != nil {
 		panic(err)
 	}
-	var out []*api.Node
+	var out []*Node
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*api.Node))
+		out = append(out, raw.(*Node))
 	}
 	return out
 }
 
 // Node returns one node, or nil.
-func (v *Snapshot) Node(name string) *api.Node {
+func (v *Snapshot) Node(name string) *Node {
 	raw, err := v.txn.First(tableNodes, "id", name)
 	if err != nil {
 		panic(err)
@@ -153,7 +153,7 @@ func (v *Snapshot) Node(name string) *api.Node {
 	if raw == nil {
 		return nil
 	}
-	return raw.(*api.Node)
+	return raw.(*Node)
 }
 
 // LastJobID is the highest job id ever given (0 when none).
@@ -179,7 +179,7 @@ func (v *Snapshot) Allocated() map[string]api.Resources {
 				continue
 			}
 			r := out[c.Node]
-			cr := ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)
+			cr := c.Res()
 			r.CPUMilli += cr.CPUMilli
 			r.Memory += cr.Memory
 			r.GPU += cr.GPU
@@ -222,17 +222,12 @@ func (v *Snapshot) DeviceUse() map[string]map[int]*api.NodeGPU {
 	return out
 }
 
-// ContainerResources converts a job file's request into schedulable units.
-func ContainerResources(cpu float64, memory int64, gpu float64) api.Resources {
-	return api.Resources{CPUMilli: int64(cpu*1000 + 0.5), Memory: memory, GPU: gpu}
-}
-
 // Dump is the whole state, for raft snapshots. Version is the
 // SchemaVersion of the schedd that wrote it.
 type Dump struct {
 	Version  int           `json:"version,omitempty"`
-	Jobs     []*api.Job    `json:"jobs"`
-	Nodes    []*api.Node   `json:"nodes"`
+	Jobs     []*Job        `json:"jobs"`
+	Nodes    []*Node       `json:"nodes"`
 	Indexes  []*indexEntry `json:"indexes"`
 	Settings *settings     `json:"settings,omitempty"`
 	Usage    []*Usage      `json:"usage,omitempty"`
@@ -269,7 +264,7 @@ func (s *Store) Restore(d Dump) error {
 		}
 	}
 	for _, j := range d.Jobs {
-		if err := txn.Insert(tableJobs, j); err != nil {
+		if err := txn.Insert(tableJobs, legacyMilli(j)); err != nil {
 			return err
 		}
 	}
