@@ -32,7 +32,7 @@ func (a *agent) canDetach() bool { return a.rt.Name() == RuntimeRunc }
 // record is what the state dir keeps of a started container, so that a
 // restarted nodelet can re-attach to it (records/<id>.json).
 type record struct {
-	Job   api.Job `json:"job"` // as assigned when it started
+	Job   api.AssignedJob `json:"job"` // as assigned when it started
 	Host  string  `json:"host"`
 	Run   int     `json:"run"` // the job's Requeues
 	ID    string  `json:"id"`

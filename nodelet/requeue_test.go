@@ -39,7 +39,7 @@ func TestAgentRequeuedRunSurvivesOldRunsTeardown(t *testing.T) {
 	if n := second.Containers[0].Node; n != "node2" {
 		t.Fatalf("second run on %s, want node2", n)
 	}
-	ids := []string{ContainerID(&first, "main1"), ContainerID(&second, "main1")}
+	ids := []string{ContainerID(assigned(t, first), "main1"), ContainerID(assigned(t, second), "main1")}
 	if !runtimetest.WaitFor(10*time.Second, func() bool { return initPid(t, cfg2.StateDir, ids[1]) > 0 }) {
 		t.Fatalf("second run's container %s not running on node2", ids[1])
 	}
@@ -71,7 +71,7 @@ func TestAgentRequeuedRunSurvivesOldRunsTeardown(t *testing.T) {
 // its number, and a re-attached container keeps the id it was started
 // with, whatever the rule says now.
 func TestContainerIDPerRun(t *testing.T) {
-	j := api.Job{ID: 7, Containers: []api.Container{{Container: jobspec.Container{Host: "main1"}, KernelID: "k"}}}
+	j := api.AssignedJob{ID: 7, Containers: []api.Container{{Container: jobspec.Container{Host: "main1"}, KernelID: "k"}}}
 	if got := ContainerID(&j, "main1"); got != "troupe-k" {
 		t.Errorf("run 0: %q, want troupe-k", got)
 	}

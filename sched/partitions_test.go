@@ -378,6 +378,16 @@ func TestPriorityAndPosition(t *testing.T) {
 			t.Fatalf("the replicated row carries %q: %s", name, row)
 		}
 	}
+	// Nor does a snapshot of the whole state, taken while the view shows them.
+	dump, err := json.Marshal(srv.st.Snapshot().Dump())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"priority_factors", "queue_position", "queue_length", "estimated_start"} {
+		if strings.Contains(string(dump), `"`+name+`"`) {
+			t.Fatalf("the snapshot carries %q", name)
+		}
+	}
 }
 
 // fairShareScene is two accounts of equal shares on one 1-cpu node:

@@ -750,7 +750,7 @@ func Assignments(v *state.Snapshot, node string) []api.Assignment {
 		}
 		if len(hosts) > 0 {
 			p := cfg.Partition(j.Partition)
-			out = append(out, api.Assignment{Job: jobView(j, jobExtras{}), Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed()})
+			out = append(out, api.Assignment{Job: assignedJob(j), Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed()})
 		}
 	}
 	return out

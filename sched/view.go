@@ -89,3 +89,14 @@ func nodeView(n *state.Node) api.Node {
 		Drain: n.Drain, DrainedBy: n.DrainedBy, DrainedAt: n.DrainedAt, Reason: n.Reason, Instance: n.Instance,
 	}
 }
+
+// assignedJob is row j as a nodelet needs it (api.AssignedJob).
+func assignedJob(j *state.Job) api.AssignedJob {
+	return api.AssignedJob{
+		ID: j.ID, SessionID: j.SessionID, Network: j.Network, Name: j.Name,
+		User: j.User, UID: j.UID, GID: j.GID, Cwd: j.Cwd, Partition: j.Partition, Account: j.Account,
+		Walltime: j.Walltime, Spec: j.Spec, Interactive: j.Interactive,
+		KillWanted: j.KillWanted, Requeues: j.Requeues, Containers: containerViews(j.Containers),
+		Signals: j.Signals, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: j.ArraySpan,
+	}
+}

@@ -117,3 +117,29 @@ func TestJobViewCarriesLeaderExtras(t *testing.T) {
 		t.Fatalf("view without extras: %+v", v)
 	}
 }
+
+// An assignment carries the row's values under the view's names, for
+// every field a nodelet reads (a field added to api.AssignedJob but not
+// to assignedJob fails here), and none of the leader-only ones.
+func TestAssignedJobCopiesItsFields(t *testing.T) {
+	var row state.Job
+	fill(reflect.ValueOf(&row).Elem())
+	got := jsonMap(t, assignedJob(&row))
+	full := jsonMap(t, jobView(&row, jobExtras{}))
+	for name, v := range got {
+		if !reflect.DeepEqual(v, full[name]) {
+			t.Errorf("assignment's %q = %v, the job's is %v", name, v, full[name])
+		}
+	}
+	names, _ := jsonFields(reflect.TypeFor[api.AssignedJob]())
+	for name := range names {
+		if _, ok := got[name]; !ok {
+			t.Errorf("assignment lacks %q (left zero by assignedJob)", name)
+		}
+	}
+	for _, name := range []string{"estimated_start", "priority", "priority_factors", "queue_position", "queue_length"} {
+		if _, ok := got[name]; ok {
+			t.Errorf("assignment carries the leader-only %q", name)
+		}
+	}
+}

@@ -1,5 +1,9 @@
 // Package api holds the wire types of schedd's HTTP/JSON /v1 API, shared by
-// schedd, nodelet and the command-line tools.
+// schedd, nodelet and the command-line tools: the views schedd answers
+// with, never what it stores. schedd's replicated rows are sched/state's
+// (state.Job, state.Node); schedd builds these views from them in one
+// place (sched/view.go), adding what it derives for the answer. The
+// package imports nothing from sched, nodelet or cmd.
 //
 // Endpoints (all JSON; errors are {"error": "..."} with a 4xx/5xx status):
 //
@@ -200,7 +204,10 @@ type SubmitCheck struct {
 	Account   string `json:"account"`
 }
 
-// Job is a job as schedd keeps it.
+// Job is a job as the API shows it: the view schedd builds from its row
+// (sched/state.Job), plus what the leader works out for the answer
+// (EstimatedStart, Priority, PriorityFactors, QueuePosition,
+// QueueLength), which no row holds.
 type Job struct {
 	ID        uint64        `json:"id"`
 	SessionID string        `json:"session_id"`           // equals main1's kernel id
@@ -489,7 +496,10 @@ type NodeHeartbeat struct {
 	Instance string `json:"instance,omitempty"`
 }
 
-// Node is a node as schedd keeps it.
+// Node is a node as the API shows it: the view schedd builds from its row
+// (sched/state.Node), plus what it derives for the answer (Allocated,
+// Partitions, GPUs, a DRAINING or DRAINED state, a registration's
+// Credential), which no row holds.
 type Node struct {
 	Name    string    `json:"name"`
 	Addr    string    `json:"addr"`
@@ -570,7 +580,7 @@ type NodeList struct {
 // Assignment is one job's containers on one node, with the whole session
 // so the nodelet can write /etc/hosts and the environment.
 type Assignment struct {
-	Job Job `json:"job"` // full job, all containers (other nodes' too)
+	Job AssignedJob `json:"job"` // the job as a nodelet needs it, all containers (other nodes' too)
 	// Hosts are the container hostnames placed on this node.
 	Hosts []string `json:"hosts"`
 	// MaxOutput is the job's partition's max_output: the most bytes
@@ -581,6 +591,52 @@ type Assignment struct {
 	// = false }): its containers get no default network, their session
 	// network only.
 	NoEgress bool `json:"no_egress,omitempty"`
+}
+
+// AssignedJob is a job as a nodelet needs it to run its containers: who
+// runs it, what they run, the session (its network and every container,
+// other nodes' too) and what schedd wants done (KillWanted, Signals). It
+// is Job's subset, under Job's JSON names, so a nodelet reads an older
+// schedd's whole Job as before; a field the nodelet comes to need is
+// added here and filled where schedd builds assignments
+// (sched.Assignments).
+type AssignedJob struct {
+	ID          uint64          `json:"id"`
+	SessionID   string          `json:"session_id"`
+	Network     *Network        `json:"network,omitempty"`
+	Name        string          `json:"name"`
+	User        string          `json:"user"`
+	UID         int             `json:"uid"`
+	GID         int             `json:"gid"`
+	Cwd         string          `json:"cwd"`
+	Partition   string          `json:"partition"`
+	Account     string          `json:"account,omitempty"`
+	Walltime    time.Duration   `json:"walltime,omitempty"`
+	Spec        jobspec.Job     `json:"spec"`
+	Interactive bool            `json:"interactive,omitempty"`
+	KillWanted  bool            `json:"kill_wanted,omitempty"`
+	Requeues    int             `json:"requeues,omitempty"`
+	Containers  []Container     `json:"containers"`
+	Signals     []SignalRequest `json:"signals,omitempty"`
+	ArrayID     uint64          `json:"array_id,omitempty"`
+	ArrayIndex  int             `json:"array_index,omitempty"`
+	ArraySpan   *ArraySpan      `json:"array_span,omitempty"`
+}
+
+// OutputVars are what the escapes of j's output and error patterns
+// stand for in its container host (as Job.OutputVars).
+func (j *AssignedJob) OutputVars(host string) jobspec.OutputVars {
+	return jobspec.OutputVars{JobID: j.ID, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, Host: host, User: j.User, Cwd: j.Cwd}
+}
+
+// Container returns j's container named host; false if it has none.
+func (j *AssignedJob) Container(host string) (Container, bool) {
+	for _, c := range j.Containers {
+		if c.Host == host {
+			return c, true
+		}
+	}
+	return Container{}, false
 }
 
 // Assignments is what a nodelet should be running now. A job whose

@@ -4,6 +4,14 @@
 // take a Snapshot, a consistent read-only view that also yields watch
 // channels for blocking queries.
 //
+// Its rows (Job, Node, row.go) are what the tables hold, what the raft
+// log's commands carry and what snapshots keep: only what is replicated.
+// They are not the API's views (internal/api): schedd converts a row to
+// its view when it answers (sched/view.go) and adds there what it derives
+// or what only the leader knows. The package must not import sched or
+// nodelet; it imports internal/api only for the value types rows share
+// with the views (states, containers, networks, resources).
+//
 // Objects handed out are shared with the store: callers must not modify
 // them. Writers copy before they change (see Job.clone).
 package state
