@@ -75,8 +75,8 @@ const (
 //	   carry their CPU in millicores (cpu_milli, converted at admission),
 //	   and a node row no longer carries the derived "allocated". Rows of
 //	   versions 1 to 4 still load: their millicores are derived from the
-//	   job file's cpu (legacyMilli) and "allocated" is dropped
-//	   (Node.UnmarshalJSON).
+//	   job file's cpu (legacyMilli) and "allocated" is ignored (dropped
+//	   by the strict reader of snapshot files through LegacyNode).
 const SchemaVersion = 5
 
 // ErrSchema marks an entry or snapshot written by a newer schedd, whose

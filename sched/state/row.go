@@ -1,7 +1,6 @@
 package state
 
 import (
-	"bytes"
 	"encoding/json"
 	"time"
 
@@ -164,17 +163,11 @@ type Node struct {
 	Instance string `json:"instance,omitempty"`
 }
 
-// UnmarshalJSON reads a node row strictly (a field it does not know is an
-// error, as in a snapshot file), except for "allocated": rows written
-// before schema 5 were the whole view and carry it (always zero there);
-// it is derived, so it is read and dropped.
-func (n *Node) UnmarshalJSON(b []byte) error {
-	type row Node // without this method
-	v := struct {
-		*row
-		Allocated json.RawMessage `json:"allocated"`
-	}{row: (*row)(n)}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode(&v)
+// LegacyNode is a node row as schemas 1 to 4 wrote it: the whole view,
+// with its derived allocation (always zero in a row). Readers that refuse
+// unknown fields (a snapshot file, sched.ReadSnapshot) read such rows
+// through it and drop Allocated; others ignore the field.
+type LegacyNode struct {
+	Node
+	Allocated json.RawMessage `json:"allocated,omitempty"`
 }
