@@ -138,3 +138,17 @@ func TestRowsRoundTrip(t *testing.T) {
 		t.Fatalf("node row round trip: %v, %+v", err, back)
 	}
 }
+
+// Once admitted, a container's CPU is its row's millicores: what the
+// node's allocation counts is CPUMilli, not the job file's cpu read
+// again (here they disagree on purpose).
+func TestAllocationReadsRowMillicores(t *testing.T) {
+	h := newHarness(t)
+	j := session(1)
+	j.Containers[0].CPUMilli = 300 // the job file says cpu 1
+	id := h.apply(Command{Kind: CmdSubmit, Submit: j}).(uint64)
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: []string{"n1"}}}}})
+	if got := h.st.Snapshot().Allocated()["n1"].CPUMilli; got != 300 {
+		t.Fatalf("n1 allocated %d millicores, want the row's 300", got)
+	}
+}
