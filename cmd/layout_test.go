@@ -34,8 +34,9 @@ func deps(t *testing.T, pkg string) []string {
 // helper.
 func TestImportRules(t *testing.T) {
 	t.Run("core imports only the standard library", func(t *testing.T) {
-		// google/btree is a plain ordered container with no I/O.
-		allowed := []string{module + "/sched/core", "github.com/google/btree"}
+		// google/btree is a plain ordered container with no I/O;
+		// internal/reason is the pending reasons, standard library only.
+		allowed := []string{module + "/sched/core", module + "/internal/reason", "github.com/google/btree"}
 		for _, p := range deps(t, "./sched/core/...") {
 			if !hasAnyPrefix(p, allowed) {
 				t.Errorf("sched/core is built from %s: the core must stay pure (snapshot + now -> plan)", p)

@@ -303,7 +303,7 @@ func TestContainerVariables(t *testing.T) {
 		t.Fatal(jobspec.FormatDiagnostics(diags))
 	}
 	// An element of a job array: the array variables are set too.
-	job := api.Job{ID: 7, User: "alice", SessionID: "s", Spec: *spec,
+	job := api.AssignedJob{ID: 7, User: "alice", SessionID: "s", Spec: *spec,
 		ArrayID: 6, ArrayIndex: 1, ArraySpan: &api.ArraySpan{Min: 1, Max: 4, Count: 4, Step: 1}}
 	for _, c := range spec.Containers() {
 		job.Containers = append(job.Containers, api.Container{Container: c, KernelID: c.Host + "-id"})

@@ -262,17 +262,17 @@ func TestAgentShutdownDestroysEverything(t *testing.T) {
 func TestAgentReconcileEdges(t *testing.T) {
 	f := newFakeSchedd()
 	const killed, lost, done, badImage, badOutput, bkilled, gone, later = 1, 2, 3, 4, 5, 6, 7, 8
-	job := func(id uint64, edit func(*jobspec.Job), cmds ...[]string) api.Job {
+	job := func(id uint64, edit func(*jobspec.Job), cmds ...[]string) api.AssignedJob {
 		return fakeJob(t, id, t.TempDir(), edit, cmds...)
 	}
 	k := job(killed, nil, sh("exit 0"))
 	k.KillWanted = true
 	l := job(lost, nil, sh("sleep 60"))
-	l.State, l.Containers[0].State = api.JobRunning, api.ContainerRunning
+	l.Containers[0].State = api.ContainerRunning
 	d := job(done, nil, sh("exit 0"), nil)
-	d.State, d.KillWanted = api.JobRunning, true
+	d.KillWanted = true
 	d.Containers[0].State, d.Containers[0].ExitCode, d.Containers[1].State = api.ContainerExited, 0, api.ContainerRunning
-	for _, j := range []api.Job{k, l, d,
+	for _, j := range []api.AssignedJob{k, l, d,
 		job(badImage, func(j *jobspec.Job) { j.Image = "pytorch-2.3" }, sh("exit 0")),
 		job(badOutput, func(j *jobspec.Job) { j.Output = "/nonexistent-dir/x.out" }, sh("exit 0")),
 		job(bkilled, nil, sh(`trap "" TERM; while :; do sleep 0.1; done`)),
@@ -302,8 +302,8 @@ func TestAgentReconcileEdges(t *testing.T) {
 	// SIGTERM) or taken off the node: stopped.
 	f.waitState(t, bkilled, "main1", api.ContainerRunning)
 	f.waitState(t, gone, "main1", api.ContainerRunning)
-	f.update(bkilled, func(j *api.Job) {
-		j.State, j.KillWanted, j.Containers[0].State = api.JobRunning, true, api.ContainerRunning
+	f.update(bkilled, func(j *api.AssignedJob) {
+		j.KillWanted, j.Containers[0].State = true, api.ContainerRunning
 	})
 	f.unassign(gone)
 	if u := f.waitState(t, bkilled, "main1", api.ContainerKilled); !strings.Contains(u.Message, "SIGKILL") {

@@ -53,7 +53,7 @@ func (f *fakeSchedd) bump() {
 
 // assign puts job on the node, or replaces its assignment (matched by
 // ID): every container of the job is the node's.
-func (f *fakeSchedd) assign(job api.Job) {
+func (f *fakeSchedd) assign(job api.AssignedJob) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	asg := api.Assignment{Job: job}
@@ -73,7 +73,7 @@ func (f *fakeSchedd) assign(job api.Job) {
 
 // update changes the assigned job id in place, as schedd would (a kill,
 // a container's reported state).
-func (f *fakeSchedd) update(id uint64, change func(*api.Job)) {
+func (f *fakeSchedd) update(id uint64, change func(*api.AssignedJob)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.assigned {
@@ -187,7 +187,7 @@ func (f *fakeSchedd) SetToken(string) {}
 // fakeJob is job id as schedd would assign it to node1: a session of
 // len(cmds) containers of the current user, main1 running cmds[0] (the
 // subs wait), all of them ASSIGNED.
-func fakeJob(t *testing.T, id uint64, cwd string, edit func(*jobspec.Job), cmds ...[]string) api.Job {
+func fakeJob(t *testing.T, id uint64, cwd string, edit func(*jobspec.Job), cmds ...[]string) api.AssignedJob {
 	t.Helper()
 	spec := jobspec.Job{
 		Name: "t", Image: "host", Command: cmds[0],
@@ -200,7 +200,7 @@ func fakeJob(t *testing.T, id uint64, cwd string, edit func(*jobspec.Job), cmds 
 	if diags := spec.Validate(); diags.HasErrors() {
 		t.Fatalf("job %d: %s", id, jobspec.FormatDiagnostics(diags))
 	}
-	j := api.Job{ID: id, Name: spec.Name, User: "alice", UID: uid(), GID: gid(), Cwd: cwd, Spec: spec, State: api.JobScheduled}
+	j := api.AssignedJob{ID: id, Name: spec.Name, User: "alice", UID: uid(), GID: gid(), Cwd: cwd, Spec: spec}
 	for _, c := range spec.Containers() {
 		j.Containers = append(j.Containers, api.Container{Container: c, KernelID: uuid.NewString(),
 			State: api.ContainerAssigned, Node: "node1", NodeAddr: "127.0.0.1"})

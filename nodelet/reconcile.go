@@ -38,7 +38,7 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	want := map[key]api.Job{}
+	want := map[key]api.AssignedJob{}
 	for _, asg := range a.last.Assignments {
 		for _, h := range asg.Hosts {
 			want[key{asg.Job.ID, h, asg.Job.Requeues}] = asg.Job
@@ -76,7 +76,7 @@ func (a *agent) earlierRunHere(k key) bool {
 }
 
 // admit decides about one container not running here. a.mu is held.
-func (a *agent) admit(ctx context.Context, k key, job api.Job) {
+func (a *agent) admit(ctx context.Context, k key, job api.AssignedJob) {
 	c, err := session.Container(job, k.host)
 	if err != nil {
 		a.log.Error("assignment names a host the job lacks", "job", k.job, "host", k.host)

@@ -20,7 +20,7 @@ func TestReconcileWhileStoppingReportsNothing(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
-	job := api.Job{ID: 1, State: api.JobRunning, Containers: []api.Container{
+	job := api.AssignedJob{ID: 1, Containers: []api.Container{
 		{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning},
 	}}
 	as := api.Assignments{Assignments: []api.Assignment{{Job: job, Hosts: []string{"main1"}}}}

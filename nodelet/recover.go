@@ -32,12 +32,12 @@ func (a *agent) canDetach() bool { return a.rt.Name() == RuntimeRunc }
 // record is what the state dir keeps of a started container, so that a
 // restarted nodelet can re-attach to it (records/<id>.json).
 type record struct {
-	Job   api.Job `json:"job"` // as assigned when it started
-	Host  string  `json:"host"`
-	Run   int     `json:"run"` // the job's Requeues
-	ID    string  `json:"id"`
-	Dir   string  `json:"dir"`             // the runtime's Spec.Dir (bundle)
-	NetNS string  `json:"netns,omitempty"` // pinned namespace, when on a session network
+	Job   api.AssignedJob `json:"job"` // as assigned when it started
+	Host  string          `json:"host"`
+	Run   int             `json:"run"` // the job's Requeues
+	ID    string          `json:"id"`
+	Dir   string          `json:"dir"`             // the runtime's Spec.Dir (bundle)
+	NetNS string          `json:"netns,omitempty"` // pinned namespace, when on a session network
 	// Signalled is the highest signal request Seq of the job handled for
 	// this container (delivered, or not for it): a restarted nodelet
 	// delivers only later ones.

@@ -148,7 +148,21 @@ func (s *testSchedd) containerIDs(t *testing.T, id uint64) []string {
 	j := s.waitJob(t, id, func(api.Job) bool { return true })
 	var ids []string
 	for _, c := range j.Containers {
-		ids = append(ids, ContainerID(&j, c.Host))
+		ids = append(ids, ContainerID(assigned(t, j), c.Host))
 	}
 	return ids
+}
+
+// assigned is view j as an assignment carries it (the same JSON names).
+func assigned(t *testing.T, j api.Job) *api.AssignedJob {
+	t.Helper()
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a api.AssignedJob
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	return &a
 }

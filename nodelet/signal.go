@@ -28,7 +28,7 @@ type signalQueue struct {
 func newSignalQueue() signalQueue { return signalQueue{kick: make(chan struct{}, 1)} }
 
 // lastSignal is the Seq of the job's last signal request (0: none).
-func lastSignal(j api.Job) uint64 {
+func lastSignal(j api.AssignedJob) uint64 {
 	if n := len(j.Signals); n > 0 {
 		return j.Signals[n-1].Seq
 	}
@@ -37,7 +37,7 @@ func lastSignal(j api.Job) uint64 {
 
 // queueSignals queues job's signal requests for this container that it
 // has not handled yet. a.mu is held.
-func (t *task) queueSignals(job api.Job) {
+func (t *task) queueSignals(job api.AssignedJob) {
 	var add []api.SignalRequest
 	for _, s := range job.Signals {
 		if s.Seq <= t.signalled {

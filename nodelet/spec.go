@@ -25,7 +25,7 @@ import (
 // nodes share a machine (schedd --dev, the tests) a nodelet thawed or
 // restarted after its node was declared down would kill the new run
 // the other node started.
-func ContainerID(j *api.Job, host string) string {
+func ContainerID(j *api.AssignedJob, host string) string {
 	run := ""
 	if j.Requeues > 0 {
 		run = fmt.Sprintf("-run%d", j.Requeues)
@@ -211,7 +211,7 @@ func (a *agent) resolveImage(own, job string) (img string, byPath bool, err erro
 // container costs CPU on every job. The hostfiles and LSF's host
 // variables stay (mpirun and LSF scripts count the container's slots
 // with them). bsub -I needs no SSH (its terminal comes from the runtime).
-func (a *agent) features(job api.Job) session.Features {
+func (a *agent) features(job api.AssignedJob) session.Features {
 	f := a.feat
 	if len(job.Containers) <= 1 && !job.Spec.SSH && f.Tools {
 		f.Tools, f.Hostfiles = false, true

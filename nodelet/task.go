@@ -24,7 +24,7 @@ const killWait = 5 * time.Second
 // task supervises one container from preparing to destroyed.
 type task struct {
 	key      key
-	job      api.Job
+	job      api.AssignedJob
 	stop     chan struct{} // closed by requestStop
 	stopOnce sync.Once
 	// adopted is the container a previous nodelet started, re-attached
@@ -63,14 +63,14 @@ func (a *agent) releaseMPS(t *task) {
 func (t *task) requestStop() { t.stopOnce.Do(func() { close(t.stop) }) }
 
 // startTask registers and launches the task for k. a.mu is held.
-func (a *agent) startTask(ctx context.Context, k key, job api.Job) {
+func (a *agent) startTask(ctx context.Context, k key, job api.AssignedJob) {
 	a.startTaskWith(ctx, k, job, nil, false, nil)
 }
 
 // startTaskWith is startTask, for a re-attached container when c is not
 // nil (holding the MPS daemon when mpsHeld), with its record rec. a.mu
 // is held.
-func (a *agent) startTaskWith(ctx context.Context, k key, job api.Job, c runtime.Container, mpsHeld bool, rec *record) {
+func (a *agent) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c runtime.Container, mpsHeld bool, rec *record) {
 	t := &task{key: k, job: job, stop: make(chan struct{}), adopted: c, mpsHeld: mpsHeld,
 		signalled: lastSignal(job), sigs: newSignalQueue(), rec: rec}
 	if rec != nil {

@@ -46,7 +46,7 @@ func (s *Server) admission() admission.Settings {
 
 // newJob admits req and makes the job to store, with its session and
 // kernel ids; ahead as for admit.
-func (s *Server) newJob(req api.SubmitRequest, ahead []*admission.Job) (*api.Job, *admission.Job, error) {
+func (s *Server) newJob(req api.SubmitRequest, ahead []*admission.Job) (*state.Job, *admission.Job, error) {
 	a, err := s.admit(s.st.Snapshot(), req, ahead)
 	if err != nil {
 		return nil, nil, err
@@ -60,8 +60,8 @@ func (s *Server) newJob(req api.SubmitRequest, ahead []*admission.Job) (*api.Job
 }
 
 // jobRow is the row an admitted job is stored as, less its ids.
-func jobRow(a *admission.Job) *api.Job {
-	j := &api.Job{
+func jobRow(a *admission.Job) *state.Job {
+	j := &state.Job{
 		RequestID: a.RequestID,
 		Name:      a.Spec.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
 		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime,
@@ -76,7 +76,7 @@ func jobRow(a *admission.Job) *api.Job {
 		j.State, j.Reason = api.JobHeld, api.ReasonHeld
 	}
 	for _, c := range a.Containers {
-		j.Containers = append(j.Containers, api.Container{Container: c, State: api.ContainerPending})
+		j.Containers = append(j.Containers, state.NewContainer(c, ""))
 	}
 	return j
 }
@@ -137,7 +137,7 @@ func (s *Server) partitionCapacity(v *state.Snapshot, part string) (int, api.Res
 
 // neverFits says why j can never run on nodes, the partition's largest
 // named.
-func neverFits(j *api.Job, nodes []core.Node) string {
+func neverFits(j *state.Job, nodes []core.Node) string {
 	var big core.Node
 	for _, n := range nodes {
 		if n.Capacity.CPUMilli > big.Capacity.CPUMilli || (n.Capacity.CPUMilli == big.Capacity.CPUMilli && n.Capacity.GPU > big.Capacity.GPU) {

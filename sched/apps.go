@@ -123,7 +123,7 @@ func (s *Server) dialApp(ctx context.Context, _, addr string) (net.Conn, error) 
 }
 
 // appNode is the node of j's main1 while it runs.
-func appNode(j *api.Job) (string, error) {
+func appNode(j *state.Job) (string, error) {
 	if j.State.Terminal() {
 		return "", fmt.Errorf("%w: job %d has ended (%s); its services with it", state.ErrEnded, j.ID, j.State)
 	}
@@ -220,7 +220,7 @@ func (s *Server) handleApp(w http.ResponseWriter, r *http.Request) {
 }
 
 // serviceNames lists j's services for an error message.
-func serviceNames(j *api.Job) string {
+func serviceNames(j *state.Job) string {
 	if len(j.Spec.Services) == 0 {
 		return "it declares none"
 	}

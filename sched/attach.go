@@ -174,7 +174,7 @@ func (s *Server) Attach(ctx context.Context, id uint64, host string) (net.Conn, 
 }
 
 // mayAttach: only the job's owner (or an admin) gets its terminal.
-func mayAttach(ctx context.Context, j *api.Job) error {
+func mayAttach(ctx context.Context, j *state.Job) error {
 	if err := mayControl(ctx, j); err != nil {
 		return fmt.Errorf("%w: job %d belongs to %s; you may attach only to your own jobs", ErrForbidden, j.ID, j.User)
 	}
@@ -183,7 +183,7 @@ func mayAttach(ctx context.Context, j *api.Job) error {
 
 // attachable checks that j's container host has a terminal to attach to
 // now, and returns its node.
-func attachable(j *api.Job, host string) (string, error) {
+func attachable(j *state.Job, host string) (string, error) {
 	if !j.Interactive {
 		return "", fmt.Errorf("%w: job %d is not interactive (submit it with bsub -I); bpeek shows its output", state.ErrConflict, j.ID)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // ErrForbidden marks a request its caller may not make (HTTP 403).
@@ -42,7 +43,7 @@ func adminOnly(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // mayControl says whether the caller may kill (hold, …) j.
-func mayControl(ctx context.Context, j *api.Job) error {
+func mayControl(ctx context.Context, j *state.Job) error {
 	id, ok := caller(ctx)
 	if !ok || id.Admin || id.UID == j.UID {
 		return nil

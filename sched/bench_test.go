@@ -149,21 +149,22 @@ func BenchmarkPassArrays(b *testing.B) {
 // purge), then queued ones.
 func indexBenchState(b *testing.B, ended, queued int) *state.Store {
 	b.Helper()
-	job := func(id uint64, st api.JobState, node string) *api.Job {
-		c := api.Container{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1,
-			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}, KernelID: fmt.Sprint("k", id), Node: node, State: api.ContainerPending}
+	job := func(id uint64, st api.JobState, node string) *state.Job {
+		c := state.NewContainer(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1,
+			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}, fmt.Sprint("k", id))
+		c.Node = node
 		if node != "" {
 			c.State = api.ContainerRunning
 			if st.Terminal() {
 				c.State = api.ContainerExited
 			}
 		}
-		return &api.Job{ID: id, Name: "t", User: "ada", UID: 1000, Partition: DefaultPartition, State: st,
-			Containers: []api.Container{c}, SessionID: c.KernelID, ModifyIndex: id}
+		return &state.Job{ID: id, Name: "t", User: "ada", UID: 1000, Partition: DefaultPartition, State: st,
+			Containers: []state.Container{c}, SessionID: c.KernelID, ModifyIndex: id}
 	}
 	d := state.Dump{Version: state.SchemaVersion}
 	for _, n := range []string{"n1", "n2"} {
-		d.Nodes = append(d.Nodes, &api.Node{Name: n, State: api.NodeUp, Capacity: api.Resources{CPUMilli: 64000, Memory: 256 << 30}})
+		d.Nodes = append(d.Nodes, &state.Node{Name: n, State: api.NodeUp, Capacity: api.Resources{CPUMilli: 64000, Memory: 256 << 30}})
 	}
 	id := uint64(0)
 	for i := range ended + queued {

@@ -39,7 +39,7 @@ func coreDependency(v *state.Snapshot, d *api.Dependency, named map[core.JobRef]
 }
 
 // jobStatus is what a dependency may ask of o.
-func jobStatus(o *api.Job) core.JobStatus {
+func jobStatus(o *state.Job) core.JobStatus {
 	return core.JobStatus{Started: !o.Started.IsZero(), Ended: o.State.Terminal(), Completed: o.State == api.JobCompleted}
 }
 
@@ -62,7 +62,7 @@ func dependencyStatus(v *state.Snapshot, d *api.Dependency) ([]api.Condition, ap
 // conditionJob is the job (or array element) c names, nil when the state
 // no longer holds it. An element without a row yet is shown as the
 // array's answer for it (PENDING, HELD, or CANCELLED with the array).
-func conditionJob(v *state.Snapshot, c api.Condition) *api.Job {
+func conditionJob(v *state.Snapshot, c api.Condition) *state.Job {
 	o := v.Job(c.JobID)
 	if o == nil || c.Index == nil {
 		return o
@@ -79,7 +79,7 @@ func conditionJob(v *state.Snapshot, c api.Condition) *api.Job {
 
 // dependencyElement is the row of the element c names, nil when c names
 // a whole job or the element has no row.
-func dependencyElement(v *state.Snapshot, c api.Condition) *api.Job {
+func dependencyElement(v *state.Snapshot, c api.Condition) *state.Job {
 	if c.Index == nil {
 		return nil
 	}
@@ -88,12 +88,18 @@ func dependencyElement(v *state.Snapshot, c api.Condition) *api.Job {
 
 // dependencyReason is the pending reason j's dependency gives it, "" when
 // it has none or it is satisfied.
-func dependencyReason(v *state.Snapshot, j *api.Job) string {
-	if j.DependsOn == nil {
+func dependencyReason(v *state.Snapshot, j *state.Job) string {
+	return dependsReason(v, j.DependsOn)
+}
+
+// dependsReason is the pending reason dependency d gives, "" when there
+// is none or it is satisfied.
+func dependsReason(v *state.Snapshot, d *api.Dependency) string {
+	if d == nil {
 		return ""
 	}
 	named := map[core.JobRef]core.JobStatus{}
-	return coreDependency(v, j.DependsOn, named).Reason(named)
+	return coreDependency(v, d, named).Reason(named)
 }
 
 // withDependency is j with its conditions' statuses filled in, for
@@ -102,7 +108,7 @@ func withDependency(v *state.Snapshot, j api.Job) api.Job {
 	if a := j.Array; a != nil && j.State == api.JobPending {
 		// An array's row is never queued, so no pass gives it a reason:
 		// its dependency's, else its throttle's, else Priority.
-		switch j.Reason = dependencyReason(v, &j); {
+		switch j.Reason = dependsReason(v, j.DependsOn); {
 		case j.Reason != "":
 		case a.MaxRunning > 0 && a.Started() >= a.MaxRunning:
 			j.Reason = api.ReasonArrayTaskLimit

@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/core"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // TestDependencyJobStates: what a condition says of the job it names in
@@ -36,7 +37,7 @@ func TestDependencyJobStates(t *testing.T) {
 		{api.DepStarted, api.JobRunning, true, api.DepSatisfied},
 		{api.DepStarted, api.JobCancelled, false, api.DepSatisfied},
 	} {
-		o := &api.Job{State: r.state}
+		o := &state.Job{State: r.state}
 		if r.started {
 			o.Started = time.Unix(1, 0)
 		}

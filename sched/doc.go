@@ -81,6 +81,12 @@
 //	    jobRef, state.Snapshot.ElementView). Elements are exported to
 //	    the accounting store one by one with their index; the array's
 //	    row leaves raft with them.
+//	12. Rows and views (view.go): the store holds rows (state.Job,
+//	    state.Node), only what is replicated; every answer is a view
+//	    (api.Job, api.Node, api.AssignedJob for nodelets) built in
+//	    view.go, where the leader adds its last pass's start estimate,
+//	    priority and queue position (jobExtras) and the node list its
+//	    derived allocation. Nothing derived is ever written to a row.
 //
 // Subpackages: core (the pure scheduler), state (tables and transitions),
 // raftlog (durability), web (the read-only page), config (schedd.hcl),

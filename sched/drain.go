@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -18,8 +19,8 @@ import (
 // jobs running there go on. Listings derive DRAINING (jobs still run)
 // or DRAINED (empty) when they answer.
 
-// ReasonNotResponding is the reason a DOWN node shows, as Slurm's.
-const ReasonNotResponding = "Not responding"
+// ReasonNotResponding is the reason a DOWN node shows (reason.NotResponding).
+const ReasonNotResponding = reason.NotResponding
 
 // maxReason bounds a drain reason.
 const maxReason = 256

@@ -95,7 +95,7 @@ func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 				continue
 			}
 			if !s.exp.done[k] && len(recs) < exportBatch {
-				recs = append(recs, HistoryRecord(*j))
+				recs = append(recs, HistoryRecord(jobView(j, jobExtras{})))
 			}
 		}
 		if len(recs) > 0 {

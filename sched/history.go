@@ -172,12 +172,12 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, idx, api.History{Jobs: out, Index: idx})
 }
 
-// endedJobs are the ended jobs in v.
+// endedJobs are the ended jobs in v, as views.
 func endedJobs(v *state.Snapshot) []api.Job {
 	var jobs []api.Job
 	for _, j := range v.Jobs() {
 		if j.State.Terminal() {
-			jobs = append(jobs, *j)
+			jobs = append(jobs, jobView(j, jobExtras{}))
 		}
 	}
 	return jobs
@@ -285,7 +285,7 @@ func (s *Server) handleAccounting(w http.ResponseWriter, r *http.Request) {
 }
 
 // Signal records a bkill -s request (see state.CmdSignal).
-func (s *Server) Signal(ctx context.Context, id uint64, req api.SignalJob) (*api.Job, error) {
+func (s *Server) Signal(ctx context.Context, id uint64, req api.SignalJob) (*state.Job, error) {
 	sig, err := api.ParseSignal(req.Signal)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -295,7 +295,7 @@ func (s *Server) Signal(ctx context.Context, id uint64, req api.SignalJob) (*api
 		return nil, err
 	}
 	s.wake()
-	return v.(*api.Job), nil
+	return v.(*state.Job), nil
 }
 
 func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
@@ -318,7 +318,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, 0, j)
+	writeJSON(w, http.StatusOK, 0, jobView(j, jobExtras{}))
 }
 
 func plural(n int) string {

@@ -143,7 +143,7 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 		if q.limit > 0 && n == q.limit {
 			break
 		}
-		b, err := json.Marshal(visible(r.Context(), withDependency(v, s.withStart(*j))))
+		b, err := json.Marshal(visible(r.Context(), s.view(v, j)))
 		if err != nil {
 			s.log.Error("encoding a job for GET /v1/jobs", "job", j.ID, "err", err)
 			return // the answer ends short: the client sees it is not JSON
@@ -161,12 +161,12 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 // arrayElements are the elements of job array id in index order, as
 // answers show them (state.Snapshot.ElementView); none when id is not
 // an array.
-func arrayElements(v *state.Snapshot, id uint64) []*api.Job {
+func arrayElements(v *state.Snapshot, id uint64) []*state.Job {
 	p := v.Job(id)
 	if p == nil || p.Array == nil {
 		return nil
 	}
-	var out []*api.Job
+	var out []*state.Job
 	for pos := range p.Array.Count {
 		if e, ok := v.ElementView(p, p.Array.Indices.At(pos)); ok {
 			out = append(out, e)
@@ -196,7 +196,7 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, fmt.Errorf("job %s: %w", ref, state.ErrNotFound))
 		return
 	}
-	writeJSON(w, http.StatusOK, idx, visible(r.Context(), withDependency(v, s.withStart(*j))))
+	writeJSON(w, http.StatusOK, idx, visible(r.Context(), s.view(v, j)))
 }
 
 func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
@@ -210,7 +210,7 @@ func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
 // handleControl serves POST /v1/jobs/{id}/kill, hold and release: the
 // job's owner or an admin may; the answer is the job. {id} may name a
 // whole job array ("12") or one element ("12[5]").
-func (s *Server) handleControl(do func(context.Context, api.JobRef) (*api.Job, error)) http.HandlerFunc {
+func (s *Server) handleControl(do func(context.Context, api.JobRef) (*state.Job, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ref, ok := jobRef(w, r)
 		if !ok {
@@ -227,7 +227,7 @@ func (s *Server) handleControl(do func(context.Context, api.JobRef) (*api.Job, e
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, 0, j)
+		writeJSON(w, http.StatusOK, 0, jobView(j, jobExtras{}))
 	}
 }
 
@@ -258,15 +258,14 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	view := nodeView(n)
 	if ok && id.Join {
-		c := *n
-		if c.Credential, err = s.nodeCredential(r.Context(), reg.Name); err != nil {
+		if view.Credential, err = s.nodeCredential(r.Context(), reg.Name); err != nil {
 			writeErr(w, err)
 			return
 		}
-		n = &c
 	}
-	writeJSON(w, http.StatusOK, 0, api.NodeRegistered{Node: *n, NodeLease: Lease(s.cfg.NodeTimeout)})
+	writeJSON(w, http.StatusOK, 0, api.NodeRegistered{Node: view, NodeLease: Lease(s.cfg.NodeTimeout)})
 }
 
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {

@@ -72,7 +72,7 @@ func parseJobsQuery(q url.Values) (jobsQuery, error) {
 }
 
 // match reports whether j passes the filters other than after and limit.
-func (q jobsQuery) match(j *api.Job) bool {
+func (q jobsQuery) match(j *state.Job) bool {
 	if q.noEnded && j.State.Terminal() && !slices.Contains(q.states, j.State) {
 		return false
 	}
@@ -87,19 +87,19 @@ func (q jobsQuery) match(j *api.Job) bool {
 // states asked for are live ones (a queue's few against the many ended
 // jobs not yet purged), else the user index, else the state index, else
 // the live jobs (ended=false), else every job.
-func (q jobsQuery) candidates(v *state.Snapshot) []*api.Job {
+func (q jobsQuery) candidates(v *state.Snapshot) []*state.Job {
 	states := slices.Compact(slices.Sorted(slices.Values(q.states)))
 	live := len(states) > 0 && !slices.ContainsFunc(states, api.JobState.Terminal)
 	switch {
 	case live:
 		return v.JobsIn(states...)
 	case len(q.users) > 0:
-		var out []*api.Job
+		var out []*state.Job
 		for _, u := range slices.Compact(slices.Sorted(slices.Values(q.users))) {
 			out = append(out, v.JobsOf(u)...)
 		}
 		if len(q.users) > 1 {
-			slices.SortFunc(out, func(a, b *api.Job) int { return cmp.Compare(a.ID, b.ID) })
+			slices.SortFunc(out, func(a, b *state.Job) int { return cmp.Compare(a.ID, b.ID) })
 		}
 		return out
 	case len(q.states) > 0:

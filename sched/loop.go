@@ -177,22 +177,3 @@ func (s *Server) setRanks(r map[uint64]rank) {
 	s.ranks = r
 	s.mu.Unlock()
 }
-
-// withStart fills j's EstimatedStart, priority and queue position from
-// the last pass (j is a copy).
-func (s *Server) withStart(j api.Job) api.Job {
-	if j.State != api.JobPending {
-		return j
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.starts[j.ID]; ok {
-		j.EstimatedStart = t
-	}
-	if r, ok := s.ranks[j.ID]; ok {
-		f := r.factors
-		j.Priority, j.PriorityFactors = f.Total, &f
-		j.QueuePosition, j.QueueLength = r.pos, r.len
-	}
-	return j
-}

@@ -65,7 +65,7 @@ var mailStates = []api.JobState{api.JobRunning, api.JobCompleted, api.JobFailed,
 var mailPace = 50 * time.Millisecond
 
 // mailDue lists the events of j that ask for mail not yet taken on.
-func mailDue(j *api.Job) []string {
+func mailDue(j *state.Job) []string {
 	m := j.Spec.Mail
 	if !m.Wanted() {
 		return nil
@@ -82,7 +82,7 @@ func mailDue(j *api.Job) []string {
 
 // mailEvent takes event ev of j on (raft) and, when this call did, sends
 // its mail.
-func (s *Server) mailEvent(ctx context.Context, j *api.Job, ev string) {
+func (s *Server) mailEvent(ctx context.Context, j *state.Job, ev string) {
 	res, err := s.apply(ctx, state.Command{Kind: state.CmdMailed, Mailed: &state.Mailed{JobID: j.ID, Event: ev}})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -116,7 +116,7 @@ func sendmailBinary() (string, error) {
 }
 
 // sendJobMail runs sendmail -t -i with the mail of event ev of j.
-func sendJobMail(ctx context.Context, j *api.Job, ev string) error {
+func sendJobMail(ctx context.Context, j *state.Job, ev string) error {
 	to := j.Spec.Mail.To
 	if strings.TrimSpace(to) == "" {
 		to = j.User
@@ -150,7 +150,7 @@ func sendJobMail(ctx context.Context, j *api.Job, ev string) error {
 }
 
 // jobMail is the message of event ev of j, headers and body.
-func jobMail(j *api.Job, ev string, to []string) []byte {
+func jobMail(j *state.Job, ev string, to []string) []byte {
 	var subject string
 	var b strings.Builder
 	fmt.Fprintf(&b, "Job %d (%s) of %s, partition %s", j.ID, j.Name, j.User, j.Partition)
@@ -197,7 +197,7 @@ func jobMail(j *api.Job, ev string, to []string) []byte {
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
 
 // mailHosts names where each container ran: "node01 (main1)".
-func mailHosts(j *api.Job) []string {
+func mailHosts(j *state.Job) []string {
 	var out []string
 	for _, c := range j.Containers {
 		if c.Node != "" {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -104,7 +103,7 @@ func (c *nodeCache) partitionNodes(v *state.Snapshot, part string) []core.Node {
 
 // check says "" when j can run in its partition once the partition is
 // empty (or has no nodes yet: it waits for them), else why not.
-func (c *nodeCache) check(v *state.Snapshot, j *api.Job) string {
+func (c *nodeCache) check(v *state.Snapshot, j *state.Job) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	nodes := c.partitionNodes(v, j.Partition)

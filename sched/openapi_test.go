@@ -31,6 +31,7 @@ import (
 var openAPISchemas = map[string]reflect.Type{
 	"Accounting":          reflect.TypeFor[api.Accounting](),
 	"AccountingRow":       reflect.TypeFor[api.AccountingRow](),
+	"AssignedJob":         reflect.TypeFor[api.AssignedJob](),
 	"Assignment":          reflect.TypeFor[api.Assignment](),
 	"Assignments":         reflect.TypeFor[api.Assignments](),
 	"AttachRequest":       reflect.TypeFor[api.AttachRequest](),

@@ -136,7 +136,7 @@ type Server struct {
 	config    *partition.Config // the partitions config read at start
 	metrics   *metrics
 	reports   groupCommit[state.Report, []state.Started] // nodelet reports waiting to share a raft entry
-	submits   groupCommit[*api.Job, state.Submitted]     // single submits waiting to share a raft entry
+	submits   groupCommit[*state.Job, state.Submitted]   // single submits waiting to share a raft entry
 	attach    attachHub                                  // terminal attach requests waiting for nodelets: leader-local
 	apps      appProxy                                   // the /apps proxy's connections: leader-local
 	acct      *accounting.Store
@@ -218,7 +218,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		leadSince: cfg.Clock(), config: pc}
 	s.reports = groupCommit[state.Report, []state.Started]{commit: s.commitReports,
 		maxItems: maxReportBatch, maxWeight: maxReportUpdates, weight: func(r state.Report) int { return len(r.Updates) }}
-	s.submits = groupCommit[*api.Job, state.Submitted]{commit: s.commitSubmits, maxItems: maxSubmitGroup}
+	s.submits = groupCommit[*state.Job, state.Submitted]{commit: s.commitSubmits, maxItems: maxSubmitGroup}
 	s.metrics = newMetrics(s)
 	if rl.Multi() {
 		return s, nil // the leader puts its config in force when it takes office
@@ -351,7 +351,7 @@ const maxSubmitGroup = 128
 // commitSubmits commits jobs, single submits that arrived together, as
 // one entry (one alone as a CmdSubmit): each is stored or refused on its
 // own, as if submitted alone, in the order they arrived.
-func (s *Server) commitSubmits(jobs []*api.Job) ([]state.Submitted, error) {
+func (s *Server) commitSubmits(jobs []*state.Job) ([]state.Submitted, error) {
 	defer s.wake()
 	ctx := context.Background() // raft's own apply timeout bounds it
 	if len(jobs) == 1 {
@@ -383,7 +383,7 @@ func (s *Server) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]a
 		return nil, fmt.Errorf("%w: a batch submit holds at most %d jobs, not %d; send them in several", ErrInvalid, api.MaxSubmitBatch, len(reqs))
 	}
 	base := requestID(ctx)
-	jobs := make([]*api.Job, 0, len(reqs))
+	jobs := make([]*state.Job, 0, len(reqs))
 	admitted := make([]*admission.Job, 0, len(reqs))
 	for i, req := range reqs {
 		if req.RequestID == "" && base != "" {
@@ -422,29 +422,29 @@ func batchName(req api.SubmitRequest) string {
 
 // Kill cancels a job: a pending one at once, a placed one once its
 // nodelets have stopped its containers.
-func (s *Server) Kill(ctx context.Context, id uint64) (*api.Job, error) {
+func (s *Server) Kill(ctx context.Context, id uint64) (*state.Job, error) {
 	return s.kill(ctx, id, false)
 }
 
 // KillDone cancels a job as Kill does but records it COMPLETED (LSF's
 // bkill -d).
-func (s *Server) KillDone(ctx context.Context, id uint64) (*api.Job, error) {
+func (s *Server) KillDone(ctx context.Context, id uint64) (*state.Job, error) {
 	return s.kill(ctx, id, true)
 }
 
-func (s *Server) kill(ctx context.Context, id uint64, done bool) (*api.Job, error) {
+func (s *Server) kill(ctx context.Context, id uint64, done bool) (*state.Job, error) {
 	v, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id, KillDone: done})
 	if err != nil {
 		return nil, err
 	}
 	s.wake()
-	return v.(*api.Job), nil
+	return v.(*state.Job), nil
 }
 
 // control returns the kill (bkill -d with done), hold or release of a
 // job, a whole job array, or one element of an array.
-func (s *Server) control(kind string, done bool) func(context.Context, api.JobRef) (*api.Job, error) {
-	return func(ctx context.Context, ref api.JobRef) (*api.Job, error) {
+func (s *Server) control(kind string, done bool) func(context.Context, api.JobRef) (*state.Job, error) {
+	return func(ctx context.Context, ref api.JobRef) (*state.Job, error) {
 		c := state.Command{Kind: kind}
 		switch kind {
 		case state.CmdKill:
@@ -463,38 +463,38 @@ func (s *Server) control(kind string, done bool) func(context.Context, api.JobRe
 			return nil, err
 		}
 		s.wake()
-		return v.(*api.Job), nil
+		return v.(*state.Job), nil
 	}
 }
 
 // Hold keeps a pending job out of scheduling until Release.
-func (s *Server) Hold(ctx context.Context, id uint64) (*api.Job, error) {
+func (s *Server) Hold(ctx context.Context, id uint64) (*state.Job, error) {
 	v, err := s.apply(ctx, state.Command{Kind: state.CmdHold, Hold: id})
 	if err != nil {
 		return nil, err
 	}
-	return v.(*api.Job), nil
+	return v.(*state.Job), nil
 }
 
 // Release puts a held job back in the queue.
-func (s *Server) Release(ctx context.Context, id uint64) (*api.Job, error) {
+func (s *Server) Release(ctx context.Context, id uint64) (*state.Job, error) {
 	v, err := s.apply(ctx, state.Command{Kind: state.CmdRelease, Release: id})
 	if err != nil {
 		return nil, err
 	}
 	s.wake()
-	return v.(*api.Job), nil
+	return v.(*state.Job), nil
 }
 
 // Register records a nodelet and its capacity.
-func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*api.Node, error) {
+func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*state.Node, error) {
 	if err := checkRegister(reg); err != nil {
 		return nil, err
 	}
 	if err := s.checkInstance(s.st.Snapshot(), reg.Name, reg.Instance, "registration"); err != nil {
 		return nil, err
 	}
-	n := &api.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, OCIRuntime: reg.OCIRuntime, Capacity: reg.Capacity, Labels: reg.Labels,
+	n := &state.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, OCIRuntime: reg.OCIRuntime, Capacity: reg.Capacity, Labels: reg.Labels,
 		Instance: reg.Instance}
 	if _, err := s.apply(ctx, state.Command{Kind: state.CmdRegister, Register: n}); err != nil {
 		return nil, err
@@ -513,7 +513,7 @@ func (s *Server) Nodes(v *state.Snapshot) []api.Node {
 	defer s.mu.Unlock()
 	var out []api.Node
 	for _, n := range v.Nodes() {
-		c := *n
+		c := nodeView(n)
 		c.Allocated = alloc[n.Name]
 		c.GPUs = nodeGPUs(n.Capacity.GPU, devs[n.Name])
 		if t, ok := s.seen[n.Name]; ok {
@@ -554,7 +554,7 @@ func Assignments(v *state.Snapshot, node string) []api.Assignment {
 		}
 		if len(hosts) > 0 {
 			p := cfg.Partition(j.Partition)
-			out = append(out, api.Assignment{Job: *j, Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed()})
+			out = append(out, api.Assignment{Job: assignedJob(j), Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed()})
 		}
 	}
 	return out

@@ -87,10 +87,27 @@ func ReadSnapshot(r io.Reader) (state.Dump, error) {
 			return d, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 		}
 	}
+	// Before schema 5 a node row was the whole view and carried its
+	// derived allocation: read and dropped (state.LegacyNode).
+	var legacy struct {
+		state.Dump
+		Nodes []*state.LegacyNode `json:"nodes"`
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
+	if err := dec.Decode(&legacy); err != nil {
 		return d, fmt.Errorf("%w: the body does not decode: %v", ErrBadSnapshot, err)
+	}
+	d = legacy.Dump
+	for _, n := range legacy.Nodes {
+		if n == nil {
+			d.Nodes = append(d.Nodes, nil)
+			continue
+		}
+		if n.Allocated != nil && head.Version >= 5 {
+			return d, fmt.Errorf("%w: the body does not decode: node %q carries \"allocated\", which a schema %d row does not have", ErrBadSnapshot, n.Name, head.Version)
+		}
+		d.Nodes = append(d.Nodes, &n.Node)
 	}
 	seen := map[uint64]bool{}
 	for _, j := range d.Jobs {

@@ -3,11 +3,16 @@ package sched
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // TestSnapshotSaveRestore saves a snapshot through the API, changes the
@@ -81,5 +86,51 @@ func TestSnapshotSaveRestore(t *testing.T) {
 	r, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), User: "u", UID: 1000, GID: 1000})
 	if err != nil || r.JobID != 4 {
 		t.Fatalf("submit after restore: id %d, %v; want 4", r.JobID, err)
+	}
+}
+
+// snapFile is body as a snapshot file.
+func snapFile(body string) []byte {
+	sum := sha256.Sum256([]byte(body))
+	return fmt.Appendf(nil, "%s index=3 bytes=%d sha256=%s\n%s", snapMagic, len(body), hex.EncodeToString(sum[:]), body)
+}
+
+// A snapshot file saved by a schema 4 schedd (each node row the whole
+// view, with its derived "allocated"; containers without millicores)
+// still reads through the file's strict decoder, and restores with the
+// millicores derived; a schema 5 file with "allocated", or any field a
+// row does not know, is refused.
+func TestSchema4SnapshotFile(t *testing.T) {
+	const job = `{"id":7,"session_id":"k1","name":"old","user":"ada","uid":1000,"gid":1000,"cwd":"/home/ada","partition":"default",` +
+		`"spec":{"name":"old"},"state":"PENDING","exit_code":0,"containers":[{"host":"main1","role":"main","idx":1,"rank":0,"image":"alpine",` +
+		`"resources":{"cpu":0.5,"memory":1073741824},"kernel_id":"k1","state":"pending","exit_code":0}],"submitted":"2026-01-02T03:04:05Z","modify_index":3}`
+	node := func(extra string) string {
+		return `{"name":"n1","addr":"10.0.0.1","state":"UP","runtime":"runc","capacity":{"cpu_milli":4000,"memory":8589934592},` +
+			extra + `"last_heartbeat":"2026-01-02T03:04:05Z","registered":"2026-01-02T03:04:05Z"}`
+	}
+	body := func(v int, extra string) string {
+		return fmt.Sprintf(`{"version":%d,"jobs":[%s],"nodes":[%s],"indexes":[{"table":"jobs","index":3}]}`, v, job, node(extra))
+	}
+	d, err := ReadSnapshot(bytes.NewReader(snapFile(body(4, `"allocated":{"cpu_milli":0,"memory":0},`))))
+	if err != nil {
+		t.Fatalf("a schema 4 snapshot file is refused: %v", err)
+	}
+	st := state.New()
+	if err := st.Restore(d); err != nil {
+		t.Fatal(err)
+	}
+	if j := st.Snapshot().Job(7); j == nil || j.Containers[0].CPUMilli != 500 {
+		t.Fatalf("restored job 7 = %+v, want its container at 500 millicores", j)
+	}
+	if n := st.Snapshot().Node("n1"); n == nil || n.Capacity.CPUMilli != 4000 {
+		t.Fatalf("restored node n1 = %+v", n)
+	}
+	for name, b := range map[string]string{
+		"schema 5 with allocated": body(state.SchemaVersion, `"allocated":{"cpu_milli":0,"memory":0},`),
+		"unknown node field":      body(4, `"bogus":1,`),
+	} {
+		if _, err := ReadSnapshot(bytes.NewReader(snapFile(b))); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("%s: %v, want ErrBadSnapshot", name, err)
+		}
 	}
 }

@@ -130,7 +130,7 @@ func corePolicy(cfg *partition.Config) core.Policy {
 // coreNodes is the core's view of the nodes that take work: empty (from
 // the node cache) less what the live containers of jobs hold, GPU devices
 // included.
-func coreNodes(empty []core.Node, jobs []*api.Job) []core.Node {
+func coreNodes(empty []core.Node, jobs []*state.Job) []core.Node {
 	type held struct {
 		res  core.Res
 		devs map[int]float64
@@ -149,7 +149,7 @@ func coreNodes(empty []core.Node, jobs []*api.Job) []core.Node {
 				h = &held{}
 				use[c.Node] = h
 			}
-			h.res = h.res.Add(toCore(state.ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)))
+			h.res = h.res.Add(toCore(c.Res()))
 			for _, g := range c.GPUs {
 				if h.devs == nil {
 					h.devs = map[int]float64{}
@@ -216,7 +216,7 @@ func toCore(r api.Resources) core.Res {
 	return core.Res{CPUMilli: r.CPUMilli, Memory: r.Memory, GPU: r.GPU}
 }
 
-func coreJob(j *api.Job) core.Job {
+func coreJob(j *state.Job) core.Job {
 	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason, Partition: j.Partition,
 		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID}
 	if cj.Mode == "" {
@@ -226,14 +226,14 @@ func coreJob(j *api.Job) core.Job {
 		cj.Nice = float64(-j.Spec.Priority)
 	}
 	for _, c := range j.Containers {
-		cj.Containers = append(cj.Containers, toCore(state.ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)))
+		cj.Containers = append(cj.Containers, toCore(c.Res()))
 	}
 	return cj
 }
 
 // coreRunning is a started (or placed) job for backfill: a job still
 // starting counts from now.
-func coreRunning(j *api.Job, now time.Time) core.Running {
+func coreRunning(j *state.Job, now time.Time) core.Running {
 	r := core.Running{JobID: j.ID, Start: j.Started, Walltime: j.Walltime, Partition: j.Partition, User: j.User}
 	if r.Start.IsZero() {
 		r.Start = now
@@ -243,7 +243,7 @@ func coreRunning(j *api.Job, now time.Time) core.Running {
 			continue
 		}
 		r.Nodes = append(r.Nodes, c.Node)
-		r.Containers = append(r.Containers, toCore(state.ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)))
+		r.Containers = append(r.Containers, toCore(c.Res()))
 		var gs []core.GPUShare
 		for _, g := range c.GPUs {
 			gs = append(gs, core.GPUShare{Device: g.Device, Share: g.Share})

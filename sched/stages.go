@@ -119,7 +119,7 @@ func (c *stageClock) reported(v *state.Snapshot, rs []state.Report, now time.Tim
 
 // advance passes the boundaries j's state shows and t has not seen,
 // observing each stage that ends there.
-func (c *stageClock) advance(id uint64, t *stageTimes, j *api.Job, now time.Time) {
+func (c *stageClock) advance(id uint64, t *stageTimes, j *state.Job, now time.Time) {
 	ended := false
 	for _, ct := range j.Containers {
 		if ct.State.Ended() {

@@ -67,7 +67,7 @@ func writeJobs(t *testing.T, dir string) {
 	}
 	for _, name := range []string{"a", "corrupt-me", "b"} {
 		if _, err := l.Apply(ctx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-			Submit: &api.Job{Name: name, Containers: []api.Container{{KernelID: "k"}}}}); err != nil {
+			Submit: &state.Job{Name: name, Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

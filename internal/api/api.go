@@ -1,5 +1,9 @@
 // Package api holds the wire types of schedd's HTTP/JSON /v1 API, shared by
-// schedd, nodelet and the command-line tools.
+// schedd, nodelet and the command-line tools: the views schedd answers
+// with, never what it stores. schedd's replicated rows are sched/state's
+// (state.Job, state.Node); schedd builds these views from them in one
+// place (sched/view.go), adding what it derives for the answer. The
+// package imports nothing from sched, nodelet or cmd.
 //
 // Endpoints (all JSON; errors are {"error": "..."} with a 4xx/5xx status):
 //
@@ -52,6 +56,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -102,20 +107,17 @@ func (s JobState) Terminal() bool {
 	return false
 }
 
-// Pending reasons, as Slurm names them.
+// Pending reasons, as Slurm names them (package reason defines them;
+// these names stay for the API's users).
 const (
-	ReasonResources      = "Resources"
-	ReasonPriority       = "Priority"
-	ReasonPartitionLimit = "PartitionLimit"
-	ReasonAccountLimit   = "AccountLimit"
-	ReasonDependency     = "Dependency"
-	ReasonHeld           = "Held"
-	// ReasonDependencyNeverSatisfied: a dependency that can never be
-	// satisfied (done(12) but job 12 FAILED); the job waits until killed.
-	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
-	// ReasonArrayTaskLimit: an array element waits because its array
-	// runs as many elements as its max_running allows (Slurm's name).
-	ReasonArrayTaskLimit = "JobArrayTaskLimit"
+	ReasonResources                = reason.Resources
+	ReasonPriority                 = reason.Priority
+	ReasonPartitionLimit           = reason.PartitionLimit
+	ReasonAccountLimit             = reason.AccountLimit
+	ReasonDependency               = reason.Dependency
+	ReasonHeld                     = reason.Held
+	ReasonDependencyNeverSatisfied = reason.DependencyNeverSatisfied
+	ReasonArrayTaskLimit           = reason.ArrayTaskLimit
 )
 
 // ContainerState is where one container of a session stands.
@@ -244,7 +246,10 @@ type SubmitCheck struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Job is a job as schedd keeps it.
+// Job is a job as the API shows it: the view schedd builds from its row
+// (sched/state.Job), plus what the leader works out for the answer
+// (EstimatedStart, Priority, PriorityFactors, QueuePosition,
+// QueueLength), which no row holds.
 type Job struct {
 	ID        uint64        `json:"id"`
 	SessionID string        `json:"session_id"`           // equals main1's kernel id
@@ -533,7 +538,10 @@ type NodeHeartbeat struct {
 	Instance string `json:"instance,omitempty"`
 }
 
-// Node is a node as schedd keeps it.
+// Node is a node as the API shows it: the view schedd builds from its row
+// (sched/state.Node), plus what it derives for the answer (Allocated,
+// Partitions, GPUs, a DRAINING or DRAINED state, a registration's
+// Credential), which no row holds.
 type Node struct {
 	Name    string    `json:"name"`
 	Addr    string    `json:"addr"`
@@ -614,7 +622,7 @@ type NodeList struct {
 // Assignment is one job's containers on one node, with the whole session
 // so the nodelet can write /etc/hosts and the environment.
 type Assignment struct {
-	Job Job `json:"job"` // full job, all containers (other nodes' too)
+	Job AssignedJob `json:"job"` // the job as a nodelet needs it, all containers (other nodes' too)
 	// Hosts are the container hostnames placed on this node.
 	Hosts []string `json:"hosts"`
 	// MaxOutput is the job's partition's max_output: the most bytes
@@ -625,6 +633,52 @@ type Assignment struct {
 	// = false }): its containers get no default network, their session
 	// network only.
 	NoEgress bool `json:"no_egress,omitempty"`
+}
+
+// AssignedJob is a job as a nodelet needs it to run its containers: who
+// runs it, what they run, the session (its network and every container,
+// other nodes' too) and what schedd wants done (KillWanted, Signals). It
+// is Job's subset, under Job's JSON names, so a nodelet reads an older
+// schedd's whole Job as before; a field the nodelet comes to need is
+// added here and filled where schedd builds assignments
+// (sched.Assignments).
+type AssignedJob struct {
+	ID          uint64          `json:"id"`
+	SessionID   string          `json:"session_id"`
+	Network     *Network        `json:"network,omitempty"`
+	Name        string          `json:"name"`
+	User        string          `json:"user"`
+	UID         int             `json:"uid"`
+	GID         int             `json:"gid"`
+	Cwd         string          `json:"cwd"`
+	Partition   string          `json:"partition"`
+	Account     string          `json:"account,omitempty"`
+	Walltime    time.Duration   `json:"walltime,omitempty"`
+	Spec        jobspec.Job     `json:"spec"`
+	Interactive bool            `json:"interactive,omitempty"`
+	KillWanted  bool            `json:"kill_wanted,omitempty"`
+	Requeues    int             `json:"requeues,omitempty"`
+	Containers  []Container     `json:"containers"`
+	Signals     []SignalRequest `json:"signals,omitempty"`
+	ArrayID     uint64          `json:"array_id,omitempty"`
+	ArrayIndex  int             `json:"array_index,omitempty"`
+	ArraySpan   *ArraySpan      `json:"array_span,omitempty"`
+}
+
+// OutputVars are what the escapes of j's output and error patterns
+// stand for in its container host (as Job.OutputVars).
+func (j *AssignedJob) OutputVars(host string) jobspec.OutputVars {
+	return jobspec.OutputVars{JobID: j.ID, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, Host: host, User: j.User, Cwd: j.Cwd}
+}
+
+// Container returns j's container named host; false if it has none.
+func (j *AssignedJob) Container(host string) (Container, bool) {
+	for _, c := range j.Containers {
+		if c.Host == host {
+			return c, true
+		}
+	}
+	return Container{}, false
 }
 
 // Assignments is what a nodelet should be running now. A job whose

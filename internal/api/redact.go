@@ -3,6 +3,7 @@ package api
 import (
 	"maps"
 
+	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -75,9 +76,7 @@ func publicContainer(c *Container) Container {
 // pending reasons as they are; nothing else (end causes and messages may
 // carry paths or a program's output).
 func PublicReason(r string) string {
-	switch r {
-	case ReasonResources, ReasonPriority, ReasonPartitionLimit, ReasonAccountLimit, ReasonDependency, ReasonHeld,
-		ReasonDependencyNeverSatisfied, ReasonArrayTaskLimit:
+	if reason.IsPending(r) {
 		return r
 	}
 	return ""

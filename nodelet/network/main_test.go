@@ -49,9 +49,9 @@ func needNetNS(t testing.TB) {
 
 // testJob is a job of n containers on this node ("node1", 10.250.0.1)
 // with session network vni, 10.64.<vni%256>.0/24.
-func testJob(id uint64, vni uint32, n int) api.Job {
+func testJob(id uint64, vni uint32, n int) api.AssignedJob {
 	subnet := fmt.Sprintf("10.64.%d.0/24", vni%256)
-	j := api.Job{ID: id, Network: &api.Network{VNI: vni, Subnet: subnet}}
+	j := api.AssignedJob{ID: id, Network: &api.Network{VNI: vni, Subnet: subnet}}
 	for i := range n {
 		host := "main1"
 		if i > 0 {

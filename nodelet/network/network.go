@@ -134,7 +134,7 @@ func New(dir, node, advertise, defaultSubnet string) (*Manager, error) {
 // private tells whether job's containers share a session bridge: those
 // of a session of one container need none (its session address sits on
 // its own interface).
-func private(job api.Job) bool { return len(job.Containers) > 1 }
+func private(job api.AssignedJob) bool { return len(job.Containers) > 1 }
 
 // underlayMTU is the MTU of the link that holds ip; 1500 when unknown.
 func underlayMTU(ip net.IP) int {
@@ -170,7 +170,7 @@ func (m *Manager) nsPath(id string) string { return filepath.Join(m.dir, id) }
 // its session address sits on its default-network interface, then
 // named Iface, or, without egress, on an Iface of its own. Undo it with
 // Detach, after the container's processes are gone.
-func (m *Manager) Attach(job api.Job, host, id string, egress bool) (Endpoint, error) {
+func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (Endpoint, error) {
 	c, ok := container(job, host)
 	if !ok || job.Network == nil || c.Addr == "" {
 		return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, ErrNoNetwork)
@@ -215,7 +215,7 @@ func (m *Manager) Attach(job api.Job, host, id string, egress bool) (Endpoint, e
 // are deleted in the background, off the caller's path (the kernel
 // takes ~30 ms to delete a veth, ~50 ms a bridge). A crash before that
 // leaves them to the next nodelet's Cleanup.
-func (m *Manager) Detach(job api.Job, host, id string) error {
+func (m *Manager) Detach(job api.AssignedJob, host, id string) error {
 	c, ok := container(job, host)
 	if !ok || job.Network == nil {
 		return nil
@@ -231,7 +231,7 @@ func (m *Manager) Detach(job api.Job, host, id string) error {
 // acquire returns the session's network on this node, creating it for
 // the first container; the others wait until it exists. m.mu is not
 // held.
-func (m *Manager) acquire(job api.Job) (*session, error) {
+func (m *Manager) acquire(job api.AssignedJob) (*session, error) {
 	vni := job.Network.VNI
 	m.mu.Lock()
 	if s := m.sessions[vni]; s != nil {
@@ -552,7 +552,7 @@ func (m *Manager) unplug(id string, vni uint32, rank int) error {
 // Adopt takes over the network a previous nodelet attached container id
 // (job's host) to, as if Attach had made it here: Detach undoes it, and
 // Cleanup keeps it and its session's links. Call it before Cleanup.
-func (m *Manager) Adopt(job api.Job, host, id string) error {
+func (m *Manager) Adopt(job api.AssignedJob, host, id string) error {
 	c, ok := container(job, host)
 	if !ok || job.Network == nil || c.Addr == "" {
 		return fmt.Errorf("job %d %s: %w", job.ID, host, ErrNoNetwork)
@@ -732,7 +732,7 @@ func isNotFound(err error) bool {
 	return errors.As(err, &nf) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT)
 }
 
-func container(job api.Job, host string) (api.Container, bool) {
+func container(job api.AssignedJob, host string) (api.Container, bool) {
 	for _, c := range job.Containers {
 		if c.Host == host {
 			return c, true
@@ -742,7 +742,7 @@ func container(job api.Job, host string) (api.Container, bool) {
 }
 
 // remoteNodes are the addresses of the other nodes job spans.
-func remoteNodes(job api.Job, node string, local net.IP) []net.IP {
+func remoteNodes(job api.AssignedJob, node string, local net.IP) []net.IP {
 	var out []net.IP
 	seen := map[string]bool{}
 	for _, c := range job.Containers {
@@ -758,7 +758,7 @@ func remoteNodes(job api.Job, node string, local net.IP) []net.IP {
 
 // remoteContainers maps the session address of each of job's containers
 // on another node to that node's address.
-func remoteContainers(job api.Job, node string, local net.IP) map[string]net.IP {
+func remoteContainers(job api.AssignedJob, node string, local net.IP) map[string]net.IP {
 	out := map[string]net.IP{}
 	for _, c := range job.Containers {
 		ip := net.ParseIP(c.NodeAddr)

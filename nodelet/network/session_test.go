@@ -28,7 +28,7 @@ func blockReaper(t *testing.T, m *Manager) func() {
 }
 
 // attachAll attaches every container of job, with ids suffixed by try.
-func attachAll(m *Manager, job api.Job, try int) ([]Endpoint, error) {
+func attachAll(m *Manager, job api.AssignedJob, try int) ([]Endpoint, error) {
 	var eps []Endpoint
 	for _, c := range job.Containers {
 		ep, err := m.Attach(job, c.Host, fmt.Sprintf("j%d-%s-%d", job.ID, c.Host, try), false)
@@ -40,7 +40,7 @@ func attachAll(m *Manager, job api.Job, try int) ([]Endpoint, error) {
 	return eps, nil
 }
 
-func detachAll(t *testing.T, m *Manager, job api.Job, try int) {
+func detachAll(t *testing.T, m *Manager, job api.AssignedJob, try int) {
 	t.Helper()
 	for _, c := range job.Containers {
 		if err := m.Detach(job, c.Host, fmt.Sprintf("j%d-%s-%d", job.ID, c.Host, try)); err != nil {
@@ -52,7 +52,7 @@ func detachAll(t *testing.T, m *Manager, job api.Job, try int) {
 // checkSession asserts that job's session bridge is up with every
 // container's veth on it, and that its first container reaches its
 // last; it returns the bridge's index.
-func checkSession(t *testing.T, job api.Job, eps []Endpoint, port int) int {
+func checkSession(t *testing.T, job api.AssignedJob, eps []Endpoint, port int) int {
 	t.Helper()
 	vni := job.Network.VNI
 	br, err := netlink.LinkByName(bridgeName(vni))

@@ -16,7 +16,7 @@ const fenceMessage = "killed by the node's fence: no answer from schedd within t
 // container is one pretend container, from preparing to ended.
 type container struct {
 	key      key
-	job      api.Job
+	job      api.AssignedJob
 	stop     chan struct{} // closed by requestStop
 	stopOnce sync.Once
 }
@@ -26,7 +26,7 @@ func (c *container) requestStop() { c.stopOnce.Do(func() { close(c.stop) }) }
 // behaviour reads how long the job's containers run and their exit code
 // from its environment (TROUPE_SIM_DURATION, TROUPE_SIM_EXIT); the
 // duration defaults to the walltime in force, else def.
-func behaviour(job api.Job, def time.Duration) (time.Duration, int, error) {
+func behaviour(job api.AssignedJob, def time.Duration) (time.Duration, int, error) {
 	d := def
 	if job.Walltime > 0 {
 		d = job.Walltime
@@ -48,7 +48,7 @@ func behaviour(job api.Job, def time.Duration) (time.Duration, int, error) {
 }
 
 // start registers and launches the container for k; n.mu is held.
-func (n *node) start(ctx context.Context, k key, job api.Job) {
+func (n *node) start(ctx context.Context, k key, job api.AssignedJob) {
 	c := &container{key: k, job: job, stop: make(chan struct{})}
 	n.running[k] = c
 	n.tasks.Add(1)

@@ -247,7 +247,7 @@ func (n *node) reconcileLocked(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	want := map[key]api.Job{}
+	want := map[key]api.AssignedJob{}
 	for _, asg := range n.last {
 		for _, h := range asg.Hosts {
 			want[key{asg.Job.ID, h, asg.Job.Requeues}] = asg.Job
@@ -282,7 +282,7 @@ func (n *node) earlierRunHere(k key) bool {
 }
 
 // admit decides about one container not running here; n.mu is held.
-func (n *node) admit(ctx context.Context, k key, job api.Job) {
+func (n *node) admit(ctx context.Context, k key, job api.AssignedJob) {
 	c, err := session.Container(job, k.host)
 	if err != nil {
 		n.sim.log.Error("assignment names a host the job lacks", "node", n.name, "job", k.job, "host", k.host)

@@ -27,12 +27,12 @@ func TestNamesSortAndMatchRanges(t *testing.T) {
 // come from the job's env, else its walltime, else the default; a bad
 // value is refused naming the variable.
 func TestBehaviour(t *testing.T) {
-	job := func(walltime time.Duration, env map[string]string) api.Job {
-		return api.Job{Walltime: walltime, Spec: jobspec.Job{Env: env}}
+	job := func(walltime time.Duration, env map[string]string) api.AssignedJob {
+		return api.AssignedJob{Walltime: walltime, Spec: jobspec.Job{Env: env}}
 	}
 	for _, c := range []struct {
 		name    string
-		job     api.Job
+		job     api.AssignedJob
 		run     time.Duration
 		code    int
 		errName string

@@ -7,7 +7,7 @@ import (
 )
 
 // element is fixture as element 5 of job array 40 (indices 1-9:2).
-func element() api.Job {
+func element() api.AssignedJob {
 	j := fixture()
 	j.ArrayID, j.ArrayIndex = 40, 5
 	j.ArraySpan = &api.ArraySpan{Min: 1, Max: 9, Count: 5, Step: 2}

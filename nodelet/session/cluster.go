@@ -63,7 +63,7 @@ func Slots(c api.Container) int {
 
 // clusterEnv is what the hostfiles and ssh make possible, in layer 3
 // (the job cannot override it): LSF's host lists, the hostfile paths.
-func clusterEnv(job api.Job) map[string]string {
+func clusterEnv(job api.AssignedJob) map[string]string {
 	var hosts, mcpu []string
 	total := 0
 	for _, c := range byRank(job.Containers) {
@@ -133,7 +133,7 @@ func mpiDefaults(f Features) map[string]string {
 }
 
 // HostfileOpenMPIText is the OpenMPI hostfile of job.
-func HostfileOpenMPIText(job api.Job) string {
+func HostfileOpenMPIText(job api.AssignedJob) string {
 	var b strings.Builder
 	for _, c := range byRank(job.Containers) {
 		fmt.Fprintf(&b, "%s slots=%d\n", c.Host, Slots(c))
@@ -142,7 +142,7 @@ func HostfileOpenMPIText(job api.Job) string {
 }
 
 // HostfileMPICHText is the MPICH (Hydra) hostfile of job.
-func HostfileMPICHText(job api.Job) string {
+func HostfileMPICHText(job api.AssignedJob) string {
 	var b strings.Builder
 	for _, c := range byRank(job.Containers) {
 		fmt.Fprintf(&b, "%s:%d\n", c.Host, Slots(c))
@@ -151,7 +151,7 @@ func HostfileMPICHText(job api.Job) string {
 }
 
 // HostfileLSFText is LSB_DJOB_HOSTFILE's content: a host per slot.
-func HostfileLSFText(job api.Job) string {
+func HostfileLSFText(job api.AssignedJob) string {
 	var b strings.Builder
 	for _, c := range byRank(job.Containers) {
 		for range Slots(c) {

@@ -19,7 +19,7 @@ const MasterPort = 29500
 
 // Env returns the environment every container of job gets, whatever
 // its runtime: EnvWith with no Features.
-func Env(job api.Job, host string) ([]string, error) {
+func Env(job api.AssignedJob, host string) ([]string, error) {
 	return EnvWith(job, host, Features{})
 }
 
@@ -41,7 +41,7 @@ func Env(job api.Job, host string) ([]string, error) {
 // Features add what the container's runtime provides (see Features and
 // clusterEnv): the LSF host lists and hostfiles, the MPI launcher
 // settings, troupe's ssh first on PATH.
-func EnvWith(job api.Job, host string, f Features) ([]string, error) {
+func EnvWith(job api.AssignedJob, host string, f Features) ([]string, error) {
 	self, err := Container(job, host)
 	if err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func EnvWith(job api.Job, host string, f Features) ([]string, error) {
 }
 
 // sessionEnv is layer 3 of Env.
-func sessionEnv(job api.Job, self api.Container) map[string]string {
+func sessionEnv(job api.AssignedJob, self api.Container) map[string]string {
 	ordered := byRank(job.Containers)
 	hosts := make([]string, len(ordered))
 	for i, c := range ordered {
@@ -114,7 +114,7 @@ func sessionEnv(job api.Job, self api.Container) map[string]string {
 // job): its index and its array's bounds as LSF, Slurm and troupe name
 // them. LSB_JOBID is the array's id, as LSF gives it to every element;
 // TROUPE_JOB_ID stays the element's own (what bkill and bjob take).
-func arrayEnv(job api.Job) map[string]string {
+func arrayEnv(job api.AssignedJob) map[string]string {
 	if job.ArrayID == 0 {
 		return nil
 	}
@@ -145,7 +145,7 @@ func arrayEnv(job api.Job) map[string]string {
 // list's order), their
 // slots its CPUs, and the tasks are the slots divided by
 // SLURM_CPUS_PER_TASK where the job's env sets it (sbatch -c does).
-func slurmEnv(job api.Job, self api.Container) map[string]string {
+func slurmEnv(job api.AssignedJob, self api.Container) map[string]string {
 	cpt := 1
 	if n, err := strconv.Atoi(job.Spec.Env["SLURM_CPUS_PER_TASK"]); err == nil && n > 0 {
 		cpt = n
@@ -244,7 +244,7 @@ func replicas(ordered []api.Container) string {
 	return strings.Join(parts, ",")
 }
 
-func mode(job api.Job) string {
+func mode(job api.AssignedJob) string {
 	if job.Spec.Cluster.Mode == "" {
 		return jobspec.ModeSingleNode
 	}

@@ -12,14 +12,14 @@ import (
 
 // fixture is a 4-container multi-node session, containers deliberately
 // listed out of rank order.
-func fixture() api.Job {
+func fixture() api.AssignedJob {
 	c := func(host, role string, idx, rank int, addr string) api.Container {
 		return api.Container{
 			Container: jobspec.Container{Host: host, Role: role, Idx: idx, Rank: rank},
 			KernelID:  "k-" + host, NodeAddr: addr,
 		}
 	}
-	return api.Job{
+	return api.AssignedJob{
 		ID: 42, SessionID: "k-main1", User: "alice", UID: 1000, GID: 1000, Cwd: "/home/alice/exp",
 		Spec: jobspec.Job{
 			Cluster: jobspec.Cluster{Size: 4, Mode: jobspec.ModeMultiNode},
@@ -53,7 +53,7 @@ func envMap(t *testing.T, env []string) map[string]string {
 func TestEnv(t *testing.T) {
 	tests := []struct {
 		name string
-		job  func() api.Job
+		job  func() api.AssignedJob
 		host string
 		want map[string]string
 	}{
@@ -84,8 +84,8 @@ func TestEnv(t *testing.T) {
 			"BACKENDAI_CLUSTER_LOCAL_RANK": "0",
 			"BACKENDAI_KERNEL_ID":          "k-main1",
 		}},
-		{"SingleContainerDefaults", func() api.Job {
-			return api.Job{ID: 7, SessionID: "s", User: "bob", Containers: []api.Container{{
+		{"SingleContainerDefaults", func() api.AssignedJob {
+			return api.AssignedJob{ID: 7, SessionID: "s", User: "bob", Containers: []api.Container{{
 				Container: jobspec.Container{Host: "main1", Role: "main", Idx: 1}, KernelID: "s",
 			}}}
 		}, "main1", map[string]string{
@@ -95,7 +95,7 @@ func TestEnv(t *testing.T) {
 			"BACKENDAI_CLUSTER_MODE":     "single-node",
 			"PATH":                       DefaultPath,
 		}},
-		{"HeterogeneousRoles", func() api.Job {
+		{"HeterogeneousRoles", func() api.AssignedJob {
 			j := fixture()
 			j.Containers[3].Role, j.Containers[3].Idx = "ps", 1
 			return j

@@ -108,7 +108,11 @@ func Need(containers []jobspec.Container) api.Resources {
 }
 
 // ContainerResources is what one container holds in the units schedd
-// counts: cpu in millicores, rounded to the nearest.
+// schedules in.
 func ContainerResources(cpu float64, memory int64, gpu float64) api.Resources {
-	return api.Resources{CPUMilli: int64(cpu*1000 + 0.5), Memory: memory, GPU: gpu}
+	return api.Resources{CPUMilli: MilliCPU(cpu), Memory: memory, GPU: gpu}
 }
+
+// MilliCPU converts a job file's cpu (cores, fractional) to millicores,
+// the one conversion: a job's row stores it (state.NewContainer).
+func MilliCPU(cpu float64) int64 { return int64(cpu*1000 + 0.5) }

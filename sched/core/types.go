@@ -1,26 +1,25 @@
 package core
 
-import "time"
+import (
+	"time"
 
-// Pending reasons, every one the core's: Held, Dependency,
-// DependencyNeverSatisfied and PartitionLimit from the eligible stage
-// (eligible.go), JobArrayTaskLimit and AccountLimit from the limits stage
-// (limits.go), Priority and Resources from placement and backfill. The
-// strings equal api.Reason*.
+	"github.com/troupe-hpc/troupe/internal/reason"
+)
+
+// Pending reasons (package reason defines them), every one the core's:
+// Held, Dependency, DependencyNeverSatisfied and PartitionLimit from the
+// eligible stage (eligible.go), JobArrayTaskLimit and AccountLimit from
+// the limits stage (limits.go), Priority and Resources from placement
+// and backfill.
 const (
-	ReasonResources      = "Resources"
-	ReasonPriority       = "Priority"
-	ReasonPartitionLimit = "PartitionLimit"
-	// ReasonAccountLimit: starting the job would take its user past a
-	// per-user limit of its partition (Partition.UserLimits).
-	ReasonAccountLimit = "AccountLimit"
-	ReasonDependency   = "Dependency"
-	ReasonHeld         = "Held"
-	// ReasonDependencyNeverSatisfied is Dependency that can no longer be met.
-	ReasonDependencyNeverSatisfied = "DependencyNeverSatisfied"
-	// ReasonArrayTaskLimit: the job's array runs as many elements as its
-	// throttle allows (Snapshot.ArraySlots).
-	ReasonArrayTaskLimit = "JobArrayTaskLimit"
+	ReasonResources                = reason.Resources
+	ReasonPriority                 = reason.Priority
+	ReasonPartitionLimit           = reason.PartitionLimit
+	ReasonAccountLimit             = reason.AccountLimit
+	ReasonDependency               = reason.Dependency
+	ReasonHeld                     = reason.Held
+	ReasonDependencyNeverSatisfied = reason.DependencyNeverSatisfied
+	ReasonArrayTaskLimit           = reason.ArrayTaskLimit
 )
 
 // Cluster modes (the same strings as jobspec.Mode*).

@@ -15,7 +15,7 @@ import (
 func BenchmarkDurableSubmit(b *testing.B) {
 	l, _ := open(b, b.TempDir())
 	defer l.Close()
-	job := &api.Job{Name: "bench", Containers: []api.Container{{KernelID: "k"}}}
+	job := &state.Job{Name: "bench", Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}
 	b.SetParallelism(64)
 	b.ResetTimer()
 	start := time.Now()

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -172,7 +171,7 @@ func TestUndecodableEntryStopsTheLog(t *testing.T) {
 		t.Fatalf("Err = %v", l.Err())
 	}
 	_, err := l.Apply(context.Background(), state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-		Submit: &api.Job{Name: "after"}})
+		Submit: &state.Job{Name: "after"}})
 	if !errors.Is(err, ErrDamaged) {
 		t.Fatalf("a submit after the bad entry: %v, want ErrDamaged", err)
 	}

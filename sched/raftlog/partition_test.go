@@ -132,7 +132,7 @@ func TestShutdownAfterPartition(t *testing.T) {
 				for _, l := range c.logs {
 					actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 					_, _ = l.Apply(actx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-						Submit: &api.Job{Name: fmt.Sprint("w", w), Containers: []api.Container{{KernelID: "k"}}}})
+						Submit: &state.Job{Name: fmt.Sprint("w", w), Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}})
 					cancel()
 				}
 			}

@@ -25,7 +25,7 @@ func open(t testing.TB, dir string) (*Log, *state.Store) {
 func submit(t *testing.T, l *Log, name string) uint64 {
 	t.Helper()
 	v, err := l.Apply(context.Background(), state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-		Submit: &api.Job{Name: name, Containers: []api.Container{{KernelID: "k"}}}})
+		Submit: &state.Job{Name: name, Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,14 +74,13 @@ func BenchmarkRestart100k(b *testing.B) {
 	b.ReportMetric(total.Seconds()/float64(b.N), "s/restart")
 }
 
-func benchJob(id uint64, now time.Time) *api.Job {
+func benchJob(id uint64, now time.Time) *state.Job {
 	k := uuid.NewString()
-	return &api.Job{ID: id, Name: fmt.Sprintf("job%d", id), User: "alice", UID: 1000, GID: 1000, Cwd: "/home/alice",
+	return &state.Job{ID: id, Name: fmt.Sprintf("job%d", id), User: "alice", UID: 1000, GID: 1000, Cwd: "/home/alice",
 		Partition: "default", Account: "vision", State: api.JobPending, Reason: api.ReasonPriority, SessionID: k, Submitted: now,
 		Spec: jobspec.Job{Name: "train", Image: "pytorch-2.3", Command: []string{"python", "train.py"},
 			Cluster:   jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
 			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}, Workdir: "/home/work", Env: map[string]string{"EPOCHS": "10"}},
-		Containers: []api.Container{{Container: jobspec.Container{Role: "main", Idx: 1, Host: "main1", Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}},
-			KernelID: k, State: api.ContainerPending}},
+		Containers: []state.Container{state.NewContainer(jobspec.Container{Role: "main", Idx: 1, Host: "main1", Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}, k)},
 	}
 }

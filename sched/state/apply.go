@@ -72,8 +72,15 @@ const (
 //	   refuse the unknown kind and lose every report in the entry
 //	4: batch submits (CmdBatch): an older schedd would refuse the kind
 //	   and lose the jobs
-//	5: single submits committed together (CmdSubmits): likewise
-const SchemaVersion = 5
+//	5: rows split from the API's views (Job, Node): a job's containers
+//	   carry their CPU in millicores (cpu_milli, converted at admission),
+//	   and a node row no longer carries the derived "allocated". Rows of
+//	   versions 1 to 4 still load: their millicores are derived from the
+//	   job file's cpu (legacyMilli) and "allocated" is ignored (dropped
+//	   by the strict reader of snapshot files through LegacyNode).
+//	6: single submits committed together (CmdSubmits): an older schedd
+//	   would refuse the kind and lose the jobs
+const SchemaVersion = 6
 
 // ErrSchema marks an entry or snapshot written by a newer schedd, whose
 // schema this one does not know.
@@ -94,18 +101,18 @@ type Command struct {
 	Version int       `json:"v,omitempty"`
 	Kind    string    `json:"kind"`
 	Time    time.Time `json:"time"`
-	Submit  *api.Job  `json:"submit,omitempty"`
+	Submit  *Job      `json:"submit,omitempty"`
 	// Batch is a CmdBatch's jobs, submitted in order with consecutive
 	// ids, all or none.
-	Batch []*api.Job `json:"batch,omitempty"`
+	Batch []*Job `json:"batch,omitempty"`
 	// Submits are a CmdSubmits entry's jobs: each is stored or refused
 	// on its own, in order, as if it came alone.
-	Submits  []*api.Job `json:"submits,omitempty"`
-	Register *api.Node  `json:"register,omitempty"`
-	Plan     *Plan      `json:"plan,omitempty"`
-	Report   *Report    `json:"report,omitempty"`
-	Kill     uint64     `json:"kill,omitempty"`
-	KillDone bool       `json:"kill_done,omitempty"` // bkill -d: the killed job ends COMPLETED
+	Submits  []*Job  `json:"submits,omitempty"`
+	Register *Node   `json:"register,omitempty"`
+	Plan     *Plan   `json:"plan,omitempty"`
+	Report   *Report `json:"report,omitempty"`
+	Kill     uint64  `json:"kill,omitempty"`
+	KillDone bool    `json:"kill_done,omitempty"` // bkill -d: the killed job ends COMPLETED
 	// Hold and Release name the job to hold or release.
 	Hold    uint64 `json:"hold,omitempty"`
 	Release uint64 `json:"release,omitempty"`
@@ -209,11 +216,11 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case CmdReports:
 		res, err = reports(txn, index, c.Time, c.Reports)
 	case CmdKill:
-		res, err = onJob(txn, index, c.Kill, c.Index, func(id uint64) (*api.Job, error) { return kill(txn, index, c.Time, id, c.KillDone) })
+		res, err = onJob(txn, index, c.Kill, c.Index, func(id uint64) (*Job, error) { return kill(txn, index, c.Time, id, c.KillDone) })
 	case CmdHold:
-		res, err = onJob(txn, index, c.Hold, c.Index, func(id uint64) (*api.Job, error) { return hold(txn, index, id) })
+		res, err = onJob(txn, index, c.Hold, c.Index, func(id uint64) (*Job, error) { return hold(txn, index, id) })
 	case CmdRelease:
-		res, err = onJob(txn, index, c.Release, c.Index, func(id uint64) (*api.Job, error) { return release(txn, index, id) })
+		res, err = onJob(txn, index, c.Release, c.Index, func(id uint64) (*Job, error) { return release(txn, index, id) })
 	case CmdConfig:
 		err = setConfig(txn, c.Config)
 	case CmdCharge:
@@ -254,13 +261,13 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	if err := countQueued(txn); err != nil {
 		return nil, err
 	}
-	if j, ok := res.(*api.Job); ok && j.Array != nil {
+	if j, ok := res.(*Job); ok && j.Array != nil {
 		if raw, _ := txn.First(tableJobs, "id", j.ID); raw != nil {
-			res = clone(raw.(*api.Job)) // as settled
+			res = clone(raw.(*Job)) // as settled
 		}
 	}
 	if keep {
-		if err := remember(txn, index, c, res.(*api.Job)); err != nil {
+		if err := remember(txn, index, c, res.(*Job)); err != nil {
 			return nil, err
 		}
 	}
@@ -293,7 +300,7 @@ func touched(kind string) []string {
 	return []string{tableJobs}
 }
 
-func getJob(txn *memdb.Txn, id uint64) (*api.Job, error) {
+func getJob(txn *memdb.Txn, id uint64) (*Job, error) {
 	raw, err := txn.First(tableJobs, "id", id)
 	if err != nil {
 		return nil, err
@@ -301,17 +308,17 @@ func getJob(txn *memdb.Txn, id uint64) (*api.Job, error) {
 	if raw == nil {
 		return nil, fmt.Errorf("job %d: %w", id, ErrNotFound)
 	}
-	return clone(raw.(*api.Job)), nil
+	return clone(raw.(*Job)), nil
 }
 
 // clone copies what writers change: the job and its containers.
-func clone(j *api.Job) *api.Job {
+func clone(j *Job) *Job {
 	c := *j
-	c.Containers = append([]api.Container(nil), j.Containers...)
+	c.Containers = append([]Container(nil), j.Containers...)
 	return &c
 }
 
-func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, error) {
+func submit(txn *memdb.Txn, index uint64, now time.Time, in *Job) (uint64, error) {
 	j, id, err := newRow(txn, index, now, in)
 	if err != nil || j == nil {
 		return id, err
@@ -322,7 +329,7 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (uint64, e
 // newRow checks a submitted job and makes its row, or returns the id of
 // the job an earlier try of the same request made (and a nil row). It
 // writes nothing, so a refusal leaves the transaction as it was.
-func newRow(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (*api.Job, uint64, error) {
+func newRow(txn *memdb.Txn, index uint64, now time.Time, in *Job) (*Job, uint64, error) {
 	if in == nil {
 		return nil, 0, errors.New("submit without a job")
 	}
@@ -332,10 +339,10 @@ func newRow(txn *memdb.Txn, index uint64, now time.Time, in *api.Job) (*api.Job,
 	}
 	if in.RequestID != "" {
 		if raw, _ := txn.First(tableJobs, "request", in.RequestID); raw != nil {
-			return nil, raw.(*api.Job).ID, nil // a retried submission: the job it made
+			return nil, raw.(*Job).ID, nil // a retried submission: the job it made
 		}
 	}
-	j := clone(in)
+	j := clone(legacyMilli(in))
 	j.ID = last + 1
 	if len(j.Containers) > MaxSessionSize {
 		return nil, 0, fmt.Errorf("a session holds at most %d containers, not %d", MaxSessionSize, len(j.Containers))
@@ -366,7 +373,7 @@ type Submitted struct {
 
 // submitEach submits jobs in order in one transaction, each on its own:
 // a refused job leaves the others stored, with consecutive ids.
-func submitEach(txn *memdb.Txn, index uint64, now time.Time, jobs []*api.Job) ([]Submitted, error) {
+func submitEach(txn *memdb.Txn, index uint64, now time.Time, jobs []*Job) ([]Submitted, error) {
 	if len(jobs) == 0 {
 		return nil, errors.New("submits entry without jobs")
 	}
@@ -390,7 +397,7 @@ func submitEach(txn *memdb.Txn, index uint64, now time.Time, jobs []*api.Job) ([
 // submitBatch submits jobs in order in one transaction: a failure of any
 // leaves none. Each job with a request id that made a job already gets
 // that job's id, as a retried single submit does.
-func submitBatch(txn *memdb.Txn, index uint64, now time.Time, jobs []*api.Job) ([]uint64, error) {
+func submitBatch(txn *memdb.Txn, index uint64, now time.Time, jobs []*Job) ([]uint64, error) {
 	if len(jobs) == 0 {
 		return nil, errors.New("batch submit without jobs")
 	}
@@ -405,15 +412,15 @@ func submitBatch(txn *memdb.Txn, index uint64, now time.Time, jobs []*api.Job) (
 	return ids, nil
 }
 
-func register(txn *memdb.Txn, now time.Time, in *api.Node) error {
+func register(txn *memdb.Txn, now time.Time, in *Node) error {
 	if in == nil || in.Name == "" {
 		return errors.New("register without a node name")
 	}
 	n := *in
 	n.State, n.LastHeartbeat = api.NodeUp, now
 	if raw, _ := txn.First(tableNodes, "id", n.Name); raw != nil {
-		n.Registered = raw.(*api.Node).Registered
-		keepDrain(&n, raw.(*api.Node))
+		n.Registered = raw.(*Node).Registered
+		keepDrain(&n, raw.(*Node))
 	} else {
 		n.Registered = now
 	}
@@ -439,7 +446,7 @@ func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
 				c.GPUs = pl.GPUs[i]
 			}
 			if raw, _ := txn.First(tableNodes, "id", c.Node); raw != nil {
-				c.NodeAddr = raw.(*api.Node).Addr
+				c.NodeAddr = raw.(*Node).Addr
 			}
 		}
 		j.State, j.Reason, j.ModifyIndex = api.JobScheduled, "", index
@@ -475,7 +482,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 		return nil, errors.New("empty report")
 	}
 	var started []Started
-	changed := map[uint64]*api.Job{}
+	changed := map[uint64]*Job{}
 	was := map[uint64]api.JobState{}
 	for _, u := range r.Updates {
 		j := changed[u.JobID]
@@ -544,7 +551,7 @@ func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report) ([][]Star
 // advance derives the job's state from its containers' (DESIGN.md, Job
 // lifecycle): the session ends when main1 ends or a container fails; the
 // job ends when every container has.
-func advance(j *api.Job, now time.Time) {
+func advance(j *Job, now time.Time) {
 	all, running, active := true, true, false
 	for _, c := range j.Containers {
 		switch {
@@ -583,14 +590,14 @@ func advance(j *api.Job, now time.Time) {
 }
 
 // finalStateOfQueued is how a job killed before it started ends.
-func finalStateOfQueued(j *api.Job) api.JobState {
+func finalStateOfQueued(j *Job) api.JobState {
 	if j.KillDone {
 		return api.JobCompleted
 	}
 	return api.JobCancelled
 }
 
-func finalState(j *api.Job) api.JobState {
+func finalState(j *Job) api.JobState {
 	main := j.Containers[0]
 	switch {
 	case j.Cancelled && j.KillDone:
@@ -609,7 +616,7 @@ func finalState(j *api.Job) api.JobState {
 	}
 }
 
-func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64, done bool) (*api.Job, error) {
+func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64, done bool) (*Job, error) {
 	j, err := getJob(txn, id)
 	if err != nil {
 		return nil, err
@@ -631,7 +638,7 @@ func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64, done bool) (*a
 }
 
 // hold keeps a pending job from being scheduled until it is released.
-func hold(txn *memdb.Txn, index uint64, id uint64) (*api.Job, error) {
+func hold(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 	j, err := getJob(txn, id)
 	if err != nil {
 		return nil, err
@@ -653,7 +660,7 @@ func hold(txn *memdb.Txn, index uint64, id uint64) (*api.Job, error) {
 
 // release puts a held job back in the queue; the next scheduling pass
 // gives it its real reason.
-func release(txn *memdb.Txn, index uint64, id uint64) (*api.Job, error) {
+func release(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 	j, err := getJob(txn, id)
 	if err != nil {
 		return nil, err
@@ -694,7 +701,7 @@ func timeout(txn *memdb.Txn, index uint64, now time.Time, ids []uint64) error {
 
 // onJob runs do on job id, or with idx on element *idx of array id
 // (making its row if it has none yet).
-func onJob(txn *memdb.Txn, index, id uint64, idx *int, do func(uint64) (*api.Job, error)) (*api.Job, error) {
+func onJob(txn *memdb.Txn, index, id uint64, idx *int, do func(uint64) (*Job, error)) (*Job, error) {
 	if idx == nil {
 		return do(id)
 	}

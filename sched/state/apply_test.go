@@ -12,15 +12,15 @@ import (
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 // session builds a valid job of n containers: main1, sub1…
-func session(n int) *api.Job {
-	j := &api.Job{Name: "t", Partition: "default", State: api.JobPending}
+func session(n int) *Job {
+	j := &Job{Name: "t", Partition: "default", State: api.JobPending}
 	for i := 0; i < n; i++ {
 		c := jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1, Rank: i,
 			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}
 		if i > 0 {
 			c.Host, c.Role, c.Idx = "sub"+string(rune('0'+i)), jobspec.RoleSub, i
 		}
-		j.Containers = append(j.Containers, api.Container{Container: c, KernelID: c.Host + "-k", State: api.ContainerPending})
+		j.Containers = append(j.Containers, NewContainer(c, c.Host+"-k"))
 	}
 	j.SessionID = j.Containers[0].KernelID
 	return j
@@ -43,7 +43,7 @@ func (h *harness) apply(c Command) any {
 	return v
 }
 
-func (h *harness) job(id uint64) *api.Job { return h.st.Snapshot().Job(id) }
+func (h *harness) job(id uint64) *Job { return h.st.Snapshot().Job(id) }
 
 func (h *harness) report(node string, id uint64, host string, s api.ContainerState, code int) {
 	h.apply(Command{Kind: CmdReport, Report: &Report{Node: node, Updates: []api.ContainerUpdate{{JobID: id, Host: host, State: s, ExitCode: code}}}})
@@ -51,7 +51,7 @@ func (h *harness) report(node string, id uint64, host string, s api.ContainerSta
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, st: New()}
-	h.apply(Command{Kind: CmdRegister, Register: &api.Node{Name: "n1", Addr: "10.0.0.1", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n1", Addr: "10.0.0.1", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
 	return h
 }
 
@@ -121,10 +121,10 @@ func TestKill(t *testing.T) {
 	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
 	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
 
-	if j := h.apply(Command{Kind: CmdKill, Kill: 2}).(*api.Job); j.State != api.JobCancelled {
+	if j := h.apply(Command{Kind: CmdKill, Kill: 2}).(*Job); j.State != api.JobCancelled {
 		t.Fatalf("pending job killed: %s, want CANCELLED at once", j.State)
 	}
-	j := h.apply(Command{Kind: CmdKill, Kill: 1}).(*api.Job)
+	j := h.apply(Command{Kind: CmdKill, Kill: 1}).(*Job)
 	if j.State.Terminal() || !j.KillWanted {
 		t.Fatalf("placed job killed: %s kill wanted %v; want it to wait for its nodelet", j.State, j.KillWanted)
 	}
@@ -274,7 +274,7 @@ func TestStaleRunReportsKeepLiveRun(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.apply(Command{Kind: CmdRegister, Register: &api.Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+			h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
 			j := session(1)
 			j.Spec.Requeue = true
 			h.apply(Command{Kind: CmdSubmit, Submit: j})
@@ -316,7 +316,7 @@ func TestHoldRelease(t *testing.T) {
 		t.Fatalf("submitted held: %s (%s), want HELD (Held)", j.State, j.Reason)
 	}
 
-	j := h.apply(Command{Kind: CmdHold, Hold: 1}).(*api.Job)
+	j := h.apply(Command{Kind: CmdHold, Hold: 1}).(*Job)
 	if j.State != api.JobHeld || j.Reason != api.ReasonHeld || h.job(1).State != api.JobHeld {
 		t.Fatalf("held: %s (%s), want HELD (Held)", j.State, j.Reason)
 	}
@@ -346,7 +346,7 @@ func TestHoldRelease(t *testing.T) {
 	}
 	refuse(Command{Kind: CmdHold, Hold: 1}, ErrConflict, "job 1 is already held")
 
-	j = h.apply(Command{Kind: CmdRelease, Release: 1}).(*api.Job)
+	j = h.apply(Command{Kind: CmdRelease, Release: 1}).(*Job)
 	if j.State != api.JobPending || j.Reason != api.ReasonPriority {
 		t.Fatalf("released: %s (%s), want PENDING (Priority)", j.State, j.Reason)
 	}

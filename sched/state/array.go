@@ -13,7 +13,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 )
 
-// Job arrays. An array is one row, the array's own (api.Job.Array), made
+// Job arrays. An array is one row, the array's own (Job.Array), made
 // by one submit command whatever its size. Its elements get rows of
 // their own, ordinary jobs the scheduler places with fair share, only as
 // they come up: settleArrays, run at the end of every command that
@@ -47,7 +47,7 @@ func elementKey(array uint64, index int) []byte {
 }
 
 func (elementIndex) FromObject(raw any) (bool, []byte, error) {
-	j := raw.(*api.Job)
+	j := raw.(*Job)
 	if j.ArrayID == 0 {
 		return false, nil, nil
 	}
@@ -79,7 +79,7 @@ func (elementIndex) PrefixFromArgs(args ...any) ([]byte, error) {
 
 // newArray makes j (a submission whose spec has an array) an array's
 // own row: no element has a row yet.
-func newArray(j *api.Job) error {
+func newArray(j *Job) error {
 	x, err := j.Spec.Array.Indices()
 	if err != nil {
 		return err
@@ -97,30 +97,30 @@ func newArray(j *api.Job) error {
 func unmade(a *api.Array) int { return a.Unmade() }
 
 // element returns the row of element idx of array id, or nil.
-func element(txn *memdb.Txn, id uint64, idx int) (*api.Job, error) {
+func element(txn *memdb.Txn, id uint64, idx int) (*Job, error) {
 	raw, err := txn.First(tableJobs, "element", id, idx)
 	if err != nil || raw == nil {
 		return nil, err
 	}
-	return clone(raw.(*api.Job)), nil
+	return clone(raw.(*Job)), nil
 }
 
 // elements returns the rows of array id's elements, in index order.
-func elements(txn *memdb.Txn, id uint64) ([]*api.Job, error) {
+func elements(txn *memdb.Txn, id uint64) ([]*Job, error) {
 	it, err := txn.Get(tableJobs, "element_prefix", id)
 	if err != nil {
 		return nil, err
 	}
-	var out []*api.Job
+	var out []*Job
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*api.Job))
+		out = append(out, raw.(*Job))
 	}
 	return out, nil
 }
 
 // makeElement inserts element idx of array p with a fresh id, in state
 // st (PENDING or HELD). The caller accounts for it in p's counts.
-func makeElement(txn *memdb.Txn, index uint64, p *api.Job, idx int, st api.JobState) (*api.Job, error) {
+func makeElement(txn *memdb.Txn, index uint64, p *Job, idx int, st api.JobState) (*Job, error) {
 	last, err := lastJobID(txn)
 	if err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func makeElement(txn *memdb.Txn, index uint64, p *api.Job, idx int, st api.JobSt
 // hold or release that names it, making the row now (PENDING, or HELD
 // in a held array) if the element has none yet; p's counts move with
 // the row (settleArrays sees a new row as an unmade element's).
-func elementForCommand(txn *memdb.Txn, index uint64, p *api.Job, idx int) (*api.Job, error) {
+func elementForCommand(txn *memdb.Txn, index uint64, p *Job, idx int) (*Job, error) {
 	a := p.Array
 	e, err := element(txn, p.ID, idx)
 	if err != nil || e != nil {
@@ -191,16 +191,16 @@ func elementForCommand(txn *memdb.Txn, index uint64, p *api.Job, idx int) (*api.
 // rows, or their elements') up to date: counts by state, new element
 // rows up to the window and the throttle, and the derived state.
 func settleArrays(txn *memdb.Txn, index uint64, now time.Time) error {
-	arrays := map[uint64]*api.Job{}
+	arrays := map[uint64]*Job{}
 	var order []uint64
-	get := func(id uint64) *api.Job {
+	get := func(id uint64) *Job {
 		if p, ok := arrays[id]; ok {
 			return p
 		}
 		raw, _ := txn.First(tableJobs, "id", id)
-		var p *api.Job
-		if raw != nil && raw.(*api.Job).Array != nil {
-			p = clone(raw.(*api.Job))
+		var p *Job
+		if raw != nil && raw.(*Job).Array != nil {
+			p = clone(raw.(*Job))
 			a := *p.Array
 			a.States = maps.Clone(a.States)
 			p.Array = &a
@@ -213,7 +213,7 @@ func settleArrays(txn *memdb.Txn, index uint64, now time.Time) error {
 		if ch.Table != tableJobs || ch.After == nil {
 			continue // a purge: the counts keep the element's end
 		}
-		after := ch.After.(*api.Job)
+		after := ch.After.(*Job)
 		if after.Array != nil {
 			get(after.ID)
 			continue
@@ -230,7 +230,7 @@ func settleArrays(txn *memdb.Txn, index uint64, now time.Time) error {
 			before = api.JobHeld
 		}
 		if ch.Before != nil {
-			before = ch.Before.(*api.Job).State
+			before = ch.Before.(*Job).State
 		}
 		p.Array.States[before]--
 		p.Array.States[after.State]++
@@ -261,7 +261,7 @@ func settleArrays(txn *memdb.Txn, index uint64, now time.Time) error {
 // refill gives rows to the next unmade elements of p, in index order,
 // while fewer than ArrayWindow element rows wait PENDING and the
 // started and pending elements stay within max_running.
-func refill(txn *memdb.Txn, index uint64, p *api.Job) error {
+func refill(txn *memdb.Txn, index uint64, p *Job) error {
 	a := p.Array
 	if a.Held || p.Cancelled || p.State.Terminal() {
 		return nil
@@ -286,7 +286,7 @@ func refill(txn *memdb.Txn, index uint64, p *api.Job) error {
 }
 
 // deriveArrayState sets p's state from its counts (see api.Array).
-func deriveArrayState(p *api.Job, now time.Time) {
+func deriveArrayState(p *Job, now time.Time) {
 	a := p.Array
 	was := p.State
 	switch {
@@ -320,7 +320,7 @@ func deriveArrayState(p *api.Job, now time.Time) {
 
 // killArray cancels the whole array p: every element with a row that has
 // not ended is killed as a job is, the elements without one end at once.
-func killArray(txn *memdb.Txn, index uint64, now time.Time, p *api.Job, done bool) (*api.Job, error) {
+func killArray(txn *memdb.Txn, index uint64, now time.Time, p *Job, done bool) (*Job, error) {
 	p.Cancelled, p.ModifyIndex = true, index
 	p.KillDone = p.KillDone || done
 	a := *p.Array
@@ -358,7 +358,7 @@ func killArray(txn *memdb.Txn, index uint64, now time.Time, p *api.Job, done boo
 
 // holdArray holds the whole array p: its pending elements become HELD
 // and no more get rows until it is released; started ones go on.
-func holdArray(txn *memdb.Txn, index uint64, p *api.Job, on bool) (*api.Job, error) {
+func holdArray(txn *memdb.Txn, index uint64, p *Job, on bool) (*Job, error) {
 	a := *p.Array
 	a.States = maps.Clone(a.States)
 	switch {
@@ -401,7 +401,7 @@ func holdArray(txn *memdb.Txn, index uint64, p *api.Job, on bool) (*api.Job, err
 
 // Element returns the row of element idx of array id, or nil (not made
 // yet, purged, or no such element).
-func (v *Snapshot) Element(id uint64, idx int) *api.Job {
+func (v *Snapshot) Element(id uint64, idx int) *Job {
 	raw, err := v.txn.First(tableJobs, "element", id, idx)
 	if err != nil {
 		panic(err)
@@ -409,11 +409,11 @@ func (v *Snapshot) Element(id uint64, idx int) *api.Job {
 	if raw == nil {
 		return nil
 	}
-	return raw.(*api.Job)
+	return raw.(*Job)
 }
 
 // Elements returns the rows of array id's elements, in index order.
-func (v *Snapshot) Elements(id uint64) []*api.Job {
+func (v *Snapshot) Elements(id uint64) []*Job {
 	es, err := elements(v.txn, id)
 	if err != nil {
 		panic(err)
@@ -425,7 +425,7 @@ func (v *Snapshot) Elements(id uint64) []*api.Job {
 // when it has one, else the array's settings in the state an element
 // without a row is in (PENDING, HELD, or ended with the array). ok is
 // false when p has no such element, or its row was purged.
-func (v *Snapshot) ElementView(p *api.Job, idx int) (j *api.Job, ok bool) {
+func (v *Snapshot) ElementView(p *Job, idx int) (j *Job, ok bool) {
 	a := p.Array
 	if a == nil || a.Indices.Position(idx) < 0 {
 		return nil, false

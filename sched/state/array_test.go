@@ -9,7 +9,7 @@ import (
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
-func arrayJob(rng string, maxRunning int) *api.Job {
+func arrayJob(rng string, maxRunning int) *Job {
 	j := session(1)
 	j.Spec.Array = &jobspec.Array{Range: rng, MaxRunning: maxRunning}
 	j.SessionID = "6f1c0a52-1d3e-4f5b-9a2b-3c4d5e6f7a8b"
@@ -19,7 +19,7 @@ func arrayJob(rng string, maxRunning int) *api.Job {
 // checkCounts fails unless the array's counts add up to its size and
 // match its element rows (elements without a row counted PENDING, or
 // HELD in a held array).
-func checkCounts(t *testing.T, st *Store, id uint64) *api.Job {
+func checkCounts(t *testing.T, st *Store, id uint64) *Job {
 	t.Helper()
 	v := st.Snapshot()
 	p := v.Job(id)
@@ -87,7 +87,7 @@ func TestArrayWindowAndThrottle(t *testing.T) {
 	// Kill one element by name, before its turn: it gets a row, CANCELLED,
 	// and is skipped when its turn comes.
 	nine := 9
-	e := h.apply(Command{Kind: CmdKill, Kill: tid, Index: &nine}).(*api.Job)
+	e := h.apply(Command{Kind: CmdKill, Kill: tid, Index: &nine}).(*Job)
 	if e.ArrayIndex != 9 || e.State != api.JobCancelled {
 		t.Fatalf("bkill 12[9] gave %+v", e)
 	}
@@ -103,19 +103,19 @@ func TestArrayWindowAndThrottle(t *testing.T) {
 	h.idx++
 
 	// Hold the whole array, then release it.
-	p = h.apply(Command{Kind: CmdHold, Hold: tid}).(*api.Job)
+	p = h.apply(Command{Kind: CmdHold, Hold: tid}).(*Job)
 	if !p.Array.Held || p.State != api.JobHeld {
 		t.Fatalf("held array: %s %+v", p.State, p.Array)
 	}
 	checkCounts(t, h.st, tid)
-	p = h.apply(Command{Kind: CmdRelease, Release: tid}).(*api.Job)
+	p = h.apply(Command{Kind: CmdRelease, Release: tid}).(*Job)
 	if p.Array.Held || p.State != api.JobPending {
 		t.Fatalf("released array: %s %+v", p.State, p.Array)
 	}
 	checkCounts(t, h.st, tid)
 
 	// Kill the whole array: every element ends, the array CANCELLED.
-	p = h.apply(Command{Kind: CmdKill, Kill: tid}).(*api.Job)
+	p = h.apply(Command{Kind: CmdKill, Kill: tid}).(*Job)
 	if p.State != api.JobCancelled || p.Array.States[api.JobCompleted] != 1 || p.Array.States[api.JobCancelled] != 9 {
 		t.Fatalf("killed array: %s %v", p.State, p.Array.States)
 	}

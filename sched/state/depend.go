@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/admission"
 )
 
@@ -14,7 +13,7 @@ import (
 // the jobs before j in the log: ids are given in log order, so one at or
 // past the new job's id is one a concurrent submission could not have
 // meant. A job it names that is missing is ErrNotFound.
-func checkDependency(txn *memdb.Txn, j *api.Job) error {
+func checkDependency(txn *memdb.Txn, j *Job) error {
 	if j.DependsOn == nil {
 		return nil
 	}
@@ -39,7 +38,7 @@ func (c commitJobs) Target(id uint64) (admission.Target, bool) {
 	if err != nil || raw == nil {
 		return admission.Target{}, false
 	}
-	o := raw.(*api.Job)
+	o := raw.(*Job)
 	if o.Array == nil {
 		return admission.Target{}, true
 	}

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-memdb"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 // Drain is badmin drain (or, with Resume, badmin resume) as the log
@@ -37,7 +35,7 @@ func drain(txn *memdb.Txn, now time.Time, d *Drain) error {
 		if raw == nil {
 			return fmt.Errorf("node %q: %w", name, ErrNotFound)
 		}
-		n := *raw.(*api.Node)
+		n := *raw.(*Node)
 		if d.Resume {
 			n.Drain, n.Reason, n.DrainedBy, n.DrainedAt = false, "", "", time.Time{}
 		} else {
@@ -52,6 +50,6 @@ func drain(txn *memdb.Txn, now time.Time, d *Drain) error {
 
 // keepDrain carries a node's drain over a re-registration: a nodelet
 // that restarts does not undo badmin drain.
-func keepDrain(n *api.Node, old *api.Node) {
+func keepDrain(n *Node, old *Node) {
 	n.Drain, n.Reason, n.DrainedBy, n.DrainedAt = old.Drain, old.Reason, old.DrainedBy, old.DrainedAt
 }

@@ -15,7 +15,7 @@ func TestDrainCommand(t *testing.T) {
 		t.Fatalf("drained n1: %+v", n)
 	}
 	// The nodelet registers again (a restart): the drain stays.
-	h.apply(Command{Kind: CmdRegister, Register: &api.Node{Name: "n1", Addr: "10.0.0.9", Capacity: api.Resources{CPUMilli: 8000, Memory: 8 << 30}}})
+	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n1", Addr: "10.0.0.9", Capacity: api.Resources{CPUMilli: 8000, Memory: 8 << 30}}})
 	if n := h.st.Snapshot().Node("n1"); !n.Drain || n.Reason != "fan" || n.Addr != "10.0.0.9" {
 		t.Fatalf("re-registered n1: %+v", n)
 	}

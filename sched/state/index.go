@@ -37,7 +37,7 @@ type nodeIndex struct{}
 
 // liveNodes are the distinct nodes j's containers are placed on, if j
 // has not ended.
-func liveNodes(j *api.Job) []string {
+func liveNodes(j *Job) []string {
 	if j == nil || j.Array != nil || j.State.Terminal() {
 		return nil
 	}
@@ -51,7 +51,7 @@ func liveNodes(j *api.Job) []string {
 }
 
 func (nodeIndex) FromObject(raw any) (bool, [][]byte, error) {
-	nodes := liveNodes(raw.(*api.Job))
+	nodes := liveNodes(raw.(*Job))
 	if len(nodes) == 0 {
 		return false, nil, nil
 	}
@@ -76,7 +76,7 @@ func (nodeIndex) FromArgs(args ...any) ([]byte, error) {
 // queued reports whether j counts against the queue limits
 // (max_queued_per_user, max_queued): PENDING or HELD, a job array once,
 // by its own row, not by its elements'.
-func queued(j *api.Job) bool {
+func queued(j *Job) bool {
 	return (j.State == api.JobPending || j.State == api.JobHeld) && j.ArrayID == 0
 }
 
@@ -104,11 +104,11 @@ func countQueued(txn *memdb.Txn) error {
 		if ch.Table != tableJobs {
 			continue
 		}
-		if j, ok := ch.Before.(*api.Job); ok && queued(j) {
+		if j, ok := ch.Before.(*Job); ok && queued(j) {
 			delta[totalKey]--
 			delta[uidKey(j.UID)]--
 		}
-		if j, ok := ch.After.(*api.Job); ok && queued(j) {
+		if j, ok := ch.After.(*Job); ok && queued(j) {
 			delta[totalKey]++
 			delta[uidKey(j.UID)]++
 		}
@@ -184,13 +184,13 @@ func bumpNodes(txn *memdb.Txn, index uint64, all bool) error {
 		if ch.Table == tableNodes && ch.Before == nil {
 			// A new node gets its row now, so that its watch is its
 			// own from the first query on.
-			nodes[ch.After.(*api.Node).Name] = true
+			nodes[ch.After.(*Node).Name] = true
 		}
 		if ch.Table != tableJobs {
 			continue
 		}
 		for _, raw := range []any{ch.Before, ch.After} {
-			if j, ok := raw.(*api.Job); ok {
+			if j, ok := raw.(*Job); ok {
 				for _, n := range liveNodes(j) {
 					nodes[n] = true
 				}
@@ -205,7 +205,7 @@ func bumpNodes(txn *memdb.Txn, index uint64, all bool) error {
 			}
 			for raw := it.Next(); raw != nil; raw = it.Next() {
 				switch v := raw.(type) {
-				case *api.Node:
+				case *Node:
 					nodes[v.Name] = true
 				case *nodeIndexEntry:
 					nodes[v.Node] = true
@@ -244,14 +244,14 @@ func rebuildNodeIndex(txn *memdb.Txn, d Dump, index uint64) error {
 // NodeJobs returns the jobs that have not ended with a container placed
 // on node, in id order: what the node's assignments come from. Its cost
 // follows those jobs alone, whatever else the state holds.
-func (v *Snapshot) NodeJobs(node string) []*api.Job {
+func (v *Snapshot) NodeJobs(node string) []*Job {
 	it, err := v.txn.Get(tableJobs, "node", node)
 	if err != nil {
 		panic(err)
 	}
-	var out []*api.Job
+	var out []*Job
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*api.Job))
+		out = append(out, raw.(*Job))
 	}
 	return out
 }
@@ -290,17 +290,17 @@ func (v *Snapshot) NodeIndex(node string) (uint64, memdb.WatchSet) {
 
 // JobsIn returns the jobs in any of states (each named once), in id
 // order: each state's run of the index is in id order, merged here.
-func (v *Snapshot) JobsIn(states ...api.JobState) []*api.Job {
-	runs := make([][]*api.Job, 0, len(states))
+func (v *Snapshot) JobsIn(states ...api.JobState) []*Job {
+	runs := make([][]*Job, 0, len(states))
 	n := 0
 	for _, st := range states {
 		it, err := v.txn.Get(tableJobs, "state", string(st))
 		if err != nil {
 			panic(err)
 		}
-		var run []*api.Job
+		var run []*Job
 		for raw := it.Next(); raw != nil; raw = it.Next() {
-			run = append(run, raw.(*api.Job))
+			run = append(run, raw.(*Job))
 		}
 		if len(run) > 0 {
 			runs = append(runs, run)
@@ -310,7 +310,7 @@ func (v *Snapshot) JobsIn(states ...api.JobState) []*api.Job {
 	if len(runs) == 1 {
 		return runs[0]
 	}
-	out := make([]*api.Job, 0, n)
+	out := make([]*Job, 0, n)
 	for len(out) < n {
 		k := 0
 		for i := 1; i < len(runs); i++ {
@@ -326,17 +326,17 @@ func (v *Snapshot) JobsIn(states ...api.JobState) []*api.Job {
 
 // LiveJobs returns the jobs that have not ended, in id order: what the
 // scheduler plans with, whatever number of ended jobs wait to be purged.
-func (v *Snapshot) LiveJobs() []*api.Job { return v.JobsIn(liveStates...) }
+func (v *Snapshot) LiveJobs() []*Job { return v.JobsIn(liveStates...) }
 
 // JobsOf returns user's jobs (by name), in id order.
-func (v *Snapshot) JobsOf(user string) []*api.Job {
+func (v *Snapshot) JobsOf(user string) []*Job {
 	it, err := v.txn.Get(tableJobs, "user", user)
 	if err != nil {
 		panic(err)
 	}
-	var out []*api.Job
+	var out []*Job
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*api.Job))
+		out = append(out, raw.(*Job))
 	}
 	return out
 }

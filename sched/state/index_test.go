@@ -8,7 +8,7 @@ import (
 )
 
 // ids are the jobs' ids, in order.
-func ids(jobs []*api.Job) []uint64 {
+func ids(jobs []*Job) []uint64 {
 	out := []uint64{}
 	for _, j := range jobs {
 		out = append(out, j.ID)
@@ -18,7 +18,7 @@ func ids(jobs []*api.Job) []uint64 {
 
 // scan is the plain reference the indexes must agree with: every job
 // that keep takes, in id order.
-func scan(v *Snapshot, keep func(*api.Job) bool) []uint64 {
+func scan(v *Snapshot, keep func(*Job) bool) []uint64 {
 	out := []uint64{}
 	for _, j := range v.Jobs() {
 		if keep(j) {
@@ -33,29 +33,29 @@ func scan(v *Snapshot, keep func(*api.Job) bool) []uint64 {
 func checkIndexes(t *testing.T, v *Snapshot, nodes []string) {
 	t.Helper()
 	for _, n := range nodes {
-		want := scan(v, func(j *api.Job) bool {
-			return j.Array == nil && !j.State.Terminal() && slices.ContainsFunc(j.Containers, func(c api.Container) bool { return c.Node == n })
+		want := scan(v, func(j *Job) bool {
+			return j.Array == nil && !j.State.Terminal() && slices.ContainsFunc(j.Containers, func(c Container) bool { return c.Node == n })
 		})
 		if got := ids(v.NodeJobs(n)); !slices.Equal(got, want) {
 			t.Errorf("NodeJobs(%s) = %v, a scan finds %v", n, got, want)
 		}
 	}
 	for _, st := range append(slices.Clone(liveStates), api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobNodeFail) {
-		want := scan(v, func(j *api.Job) bool { return j.State == st })
+		want := scan(v, func(j *Job) bool { return j.State == st })
 		if got := ids(v.JobsIn(st)); !slices.Equal(got, want) {
 			t.Errorf("JobsIn(%s) = %v, a scan finds %v", st, got, want)
 		}
 	}
-	if got, want := ids(v.LiveJobs()), scan(v, func(j *api.Job) bool { return !j.State.Terminal() }); !slices.Equal(got, want) {
+	if got, want := ids(v.LiveJobs()), scan(v, func(j *Job) bool { return !j.State.Terminal() }); !slices.Equal(got, want) {
 		t.Errorf("LiveJobs = %v, a scan finds %v", got, want)
 	}
 	for _, u := range []string{"alice", "bob"} {
-		if got, want := ids(v.JobsOf(u)), scan(v, func(j *api.Job) bool { return j.User == u }); !slices.Equal(got, want) {
+		if got, want := ids(v.JobsOf(u)), scan(v, func(j *Job) bool { return j.User == u }); !slices.Equal(got, want) {
 			t.Errorf("JobsOf(%s) = %v, a scan finds %v", u, got, want)
 		}
 	}
 	for _, uid := range []int{1001, 1002, 1003} {
-		want := len(scan(v, func(j *api.Job) bool { return j.UID == uid && queued(j) }))
+		want := len(scan(v, func(j *Job) bool { return j.UID == uid && queued(j) }))
 		if got := v.QueuedOf(uid); got != want {
 			t.Errorf("QueuedOf(%d) = %d, a scan finds %d", uid, got, want)
 		}
@@ -84,14 +84,14 @@ func fired(ws map[<-chan struct{}]struct{}) bool {
 func TestIndexesAgreeWithScans(t *testing.T) {
 	h := newHarness(t)
 	for _, n := range []string{"n2", "n3"} {
-		h.apply(Command{Kind: CmdRegister, Register: &api.Node{Name: n, Addr: "10.0.0.9", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+		h.apply(Command{Kind: CmdRegister, Register: &Node{Name: n, Addr: "10.0.0.9", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
 	}
 	nodes := []string{"n1", "n2", "n3"}
 	check := func(step string) {
 		t.Helper()
 		t.Run(step, func(t *testing.T) { checkIndexes(t, h.st.Snapshot(), nodes) })
 	}
-	submit := func(j *api.Job, user string, uid int) uint64 {
+	submit := func(j *Job, user string, uid int) uint64 {
 		j.User, j.UID = user, uid
 		return h.apply(Command{Kind: CmdSubmit, Submit: j}).(uint64)
 	}
@@ -125,7 +125,7 @@ func TestIndexesAgreeWithScans(t *testing.T) {
 // it leaves the node's assignments).
 func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdRegister, Register: &api.Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
 	a := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
 	b := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
 	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: a, Nodes: []string{"n1"}}, {JobID: b, Nodes: []string{"n2"}}}}})

@@ -5,8 +5,6 @@ import (
 	"slices"
 
 	"github.com/hashicorp/go-memdb"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 // CmdMailed records that the leader takes on sending one mail event of a
@@ -38,7 +36,7 @@ func mailed(txn *memdb.Txn, index uint64, m *Mailed) (bool, error) {
 	if err != nil || raw == nil {
 		return false, err
 	}
-	j := clone(raw.(*api.Job))
+	j := clone(raw.(*Job))
 	if slices.Contains(j.Mailed, m.Event) {
 		return false, nil
 	}

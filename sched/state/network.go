@@ -22,7 +22,7 @@ const MaxSessionSize = 253
 
 // sessionNetwork gives job id its network and each container its address
 // (.2 upward, in rank order).
-func sessionNetwork(j *api.Job) {
+func sessionNetwork(j *Job) {
 	slot := uint32((j.ID - 1) % networkSlots)
 	// 10.64.0.0/10 holds 2^14 /24s: second octet 64..127, third 0..255.
 	b, c := 64+slot>>8, slot&0xff

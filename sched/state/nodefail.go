@@ -40,7 +40,7 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown) error {
 		if raw == nil {
 			continue
 		}
-		n := *raw.(*api.Node)
+		n := *raw.(*Node)
 		if n.State == api.NodeDown {
 			continue
 		}
@@ -55,7 +55,7 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown) error {
 		requeue[p] = true
 	}
 	// The down nodes' live jobs, by the node index, in id order.
-	var hit []*api.Job
+	var hit []*Job
 	seen := map[uint64]bool{}
 	for name := range down {
 		it, err := txn.Get(tableJobs, "node", name)
@@ -63,7 +63,7 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown) error {
 			return err
 		}
 		for raw := it.Next(); raw != nil; raw = it.Next() {
-			j := raw.(*api.Job)
+			j := raw.(*Job)
 			if seen[j.ID] || j.State == api.JobPending || j.State == api.JobHeld {
 				continue
 			}
@@ -76,7 +76,7 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown) error {
 			}
 		}
 	}
-	slices.SortFunc(hit, func(a, b *api.Job) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(hit, func(a, b *Job) int { return cmp.Compare(a.ID, b.ID) })
 	for _, old := range hit {
 		j := clone(old)
 		var failed string
@@ -108,7 +108,7 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown) error {
 // node failed (lost): nothing reports on them any more, and the node's
 // fence has stopped them (nodelet(8), FENCING). Containers on live
 // nodes stay as they are until their nodelets report them killed.
-func loseContainers(j *api.Job, down map[string]bool) {
+func loseContainers(j *Job, down map[string]bool) {
 	for i := range j.Containers {
 		c := &j.Containers[i]
 		if down[c.Node] && !c.State.Ended() {
@@ -120,7 +120,7 @@ func loseContainers(j *api.Job, down map[string]bool) {
 
 // requeueJob puts j back in the queue as if just submitted (its id,
 // submit time and kernel ids kept): every container unplaced.
-func requeueJob(j *api.Job, why string) {
+func requeueJob(j *Job, why string) {
 	j.State, j.Reason = api.JobPending, api.ReasonPriority
 	j.Requeues++
 	j.LastRequeue = why
@@ -143,7 +143,7 @@ func nodeUp(txn *memdb.Txn, name string) error {
 	if raw == nil {
 		return fmt.Errorf("node %q: %w", name, ErrNotFound)
 	}
-	n := *raw.(*api.Node)
+	n := *raw.(*Node)
 	if n.State == api.NodeUp {
 		return nil
 	}

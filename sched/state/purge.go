@@ -4,8 +4,6 @@ import (
 	"errors"
 
 	"github.com/hashicorp/go-memdb"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 // CmdPurge drops ended jobs the leader has exported to the accounting
@@ -41,7 +39,7 @@ func purge(txn *memdb.Txn, keys []PurgeKey) error {
 		if raw == nil {
 			continue
 		}
-		j := raw.(*api.Job)
+		j := raw.(*Job)
 		if !j.State.Terminal() || j.Requeues != k.Run {
 			continue
 		}
@@ -61,7 +59,7 @@ func lastJobID(txn *memdb.Txn) (uint64, error) {
 		return 0, err
 	}
 	if raw != nil {
-		last = raw.(*api.Job).ID
+		last = raw.(*Job).ID
 	}
 	raw, err = txn.First(tableIndexes, "id", lastIDEntry)
 	if err != nil {

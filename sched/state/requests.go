@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-memdb"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 // RequestTTL is how long the answer to an applied hold, release, kill or
@@ -26,7 +24,7 @@ type request struct {
 	Index uint64    `json:"index"` // the raft index that applied it
 	Time  time.Time `json:"time"`
 	// Answer is the job as the first application returned it.
-	Answer *api.Job `json:"answer"`
+	Answer *Job `json:"answer"`
 }
 
 var requestsTable = &memdb.TableSchema{Name: tableRequests, Indexes: map[string]*memdb.IndexSchema{
@@ -63,7 +61,7 @@ func commandJob(c Command) uint64 {
 
 // repeated returns the first answer to c's request id, if it was applied
 // already; a request id reused for another command is a conflict.
-func repeated(txn *memdb.Txn, c Command) (*api.Job, bool, error) {
+func repeated(txn *memdb.Txn, c Command) (*Job, bool, error) {
 	raw, err := txn.First(tableRequests, "id", c.Request)
 	if err != nil || raw == nil {
 		return nil, false, err
@@ -78,7 +76,7 @@ func repeated(txn *memdb.Txn, c Command) (*api.Job, bool, error) {
 // remember records the answer to c's request and forgets the requests
 // older than RequestTTL (by the leader's clock carried in the command,
 // so every replica forgets the same ones).
-func remember(txn *memdb.Txn, index uint64, c Command, answer *api.Job) error {
+func remember(txn *memdb.Txn, index uint64, c Command, answer *Job) error {
 	it, err := txn.Get(tableRequests, "index")
 	if err != nil {
 		return err

@@ -19,11 +19,11 @@ func TestRequestAppliedOnce(t *testing.T) {
 	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
 	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
 
-	twice := func(c Command) (*api.Job, *api.Job) {
+	twice := func(c Command) (*Job, *Job) {
 		t.Helper()
-		first := h.apply(c).(*api.Job)
+		first := h.apply(c).(*Job)
 		before := h.job(first.ID).ModifyIndex
-		again := h.apply(c).(*api.Job) // fails the test on an error
+		again := h.apply(c).(*Job) // fails the test on an error
 		if h.job(first.ID).ModifyIndex != before {
 			t.Fatalf("repeated %s %s changed job %d", c.Kind, c.Request, first.ID)
 		}

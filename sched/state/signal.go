@@ -24,7 +24,7 @@ type Signal struct {
 // to deliver: the job goes on running and ends as its containers' exits
 // say. A job that has not started is cancelled by KILL, TERM or INT (as
 // kill does) and refuses any other signal.
-func signalJob(txn *memdb.Txn, index uint64, now time.Time, s *Signal) (*api.Job, error) {
+func signalJob(txn *memdb.Txn, index uint64, now time.Time, s *Signal) (*Job, error) {
 	if s == nil || s.Signal < 1 || s.Signal > 64 {
 		return nil, errors.New("signal command without a signal from 1 to 64")
 	}
@@ -68,7 +68,7 @@ func signalJob(txn *memdb.Txn, index uint64, now time.Time, s *Signal) (*api.Job
 
 // addUsage records a container's usage from its final update and sums
 // the job's.
-func addUsage(j *api.Job, c *api.Container, u api.ContainerUpdate) {
+func addUsage(j *Job, c *Container, u api.ContainerUpdate) {
 	if u.CPUTime <= 0 && u.MemPeak <= 0 {
 		return
 	}

@@ -26,8 +26,8 @@ func TestSignalRunningJob(t *testing.T) {
 		t.Fatalf("state %s", h.job(1).State)
 	}
 
-	j := h.apply(Command{Kind: CmdSignal, Signal: &Signal{JobID: 1, Signal: int(syscall.SIGUSR1)}}).(*api.Job)
-	j2 := h.apply(Command{Kind: CmdSignal, Signal: &Signal{JobID: 1, Signal: int(syscall.SIGTERM), Host: "sub1"}}).(*api.Job)
+	j := h.apply(Command{Kind: CmdSignal, Signal: &Signal{JobID: 1, Signal: int(syscall.SIGUSR1)}}).(*Job)
+	j2 := h.apply(Command{Kind: CmdSignal, Signal: &Signal{JobID: 1, Signal: int(syscall.SIGTERM), Host: "sub1"}}).(*Job)
 	got := h.job(1)
 	if got.State != api.JobRunning || got.KillWanted || got.Cancelled {
 		t.Fatalf("a signal must not cancel: %s kill %v cancelled %v", got.State, got.KillWanted, got.Cancelled)
@@ -84,7 +84,7 @@ func TestSignalCancelsWaitingJob(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGINT} {
 		h := newHarness(t)
 		h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-		j := h.apply(Command{Kind: CmdSignal, Signal: &Signal{JobID: 1, Signal: int(sig)}}).(*api.Job)
+		j := h.apply(Command{Kind: CmdSignal, Signal: &Signal{JobID: 1, Signal: int(sig)}}).(*Job)
 		if j.State != api.JobCancelled || h.job(1).State != api.JobCancelled || len(j.Signals) != 0 {
 			t.Errorf("%v to a pending job: %s, signals %v", sig, h.job(1).State, j.Signals)
 		}

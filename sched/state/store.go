@@ -4,6 +4,14 @@
 // take a Snapshot, a consistent read-only view that also yields watch
 // channels for blocking queries.
 //
+// Its rows (Job, Node, row.go) are what the tables hold, what the raft
+// log's commands carry and what snapshots keep: only what is replicated.
+// They are not the API's views (internal/api): schedd converts a row to
+// its view when it answers (sched/view.go) and adds there what it derives
+// or what only the leader knows. The package must not import sched or
+// nodelet; it imports internal/api only for the value types rows share
+// with the views (states, containers, networks, resources).
+//
 // Objects handed out are shared with the store: callers must not modify
 // them. Writers copy before they change (see Job.clone).
 //
@@ -17,7 +25,6 @@ import (
 	"github.com/hashicorp/go-memdb"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/sched/admission"
 )
 
 const (
@@ -111,20 +118,20 @@ func (v *Snapshot) Index() (uint64, memdb.WatchSet) {
 }
 
 // Jobs returns every job in id order.
-func (v *Snapshot) Jobs() []*api.Job {
+func (v *Snapshot) Jobs() []*Job {
 	it, err := v.txn.Get(tableJobs, "id")
 	if err != nil {
 		panic(err)
 	}
-	var out []*api.Job
+	var out []*Job
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*api.Job))
+		out = append(out, raw.(*Job))
 	}
 	return out
 }
 
 // Job returns one job, or nil.
-func (v *Snapshot) Job(id uint64) *api.Job {
+func (v *Snapshot) Job(id uint64) *Job {
 	raw, err := v.txn.First(tableJobs, "id", id)
 	if err != nil {
 		panic(err)
@@ -132,24 +139,24 @@ func (v *Snapshot) Job(id uint64) *api.Job {
 	if raw == nil {
 		return nil
 	}
-	return raw.(*api.Job)
+	return raw.(*Job)
 }
 
 // Nodes returns every node in name order.
-func (v *Snapshot) Nodes() []*api.Node {
+func (v *Snapshot) Nodes() []*Node {
 	it, err := v.txn.Get(tableNodes, "id")
 	if err != nil {
 		panic(err)
 	}
-	var out []*api.Node
+	var out []*Node
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*api.Node))
+		out = append(out, raw.(*Node))
 	}
 	return out
 }
 
 // Node returns one node, or nil.
-func (v *Snapshot) Node(name string) *api.Node {
+func (v *Snapshot) Node(name string) *Node {
 	raw, err := v.txn.First(tableNodes, "id", name)
 	if err != nil {
 		panic(err)
@@ -157,7 +164,7 @@ func (v *Snapshot) Node(name string) *api.Node {
 	if raw == nil {
 		return nil
 	}
-	return raw.(*api.Node)
+	return raw.(*Node)
 }
 
 // LastJobID is the highest job id ever given (0 when none).
@@ -183,7 +190,7 @@ func (v *Snapshot) Allocated() map[string]api.Resources {
 				continue
 			}
 			r := out[c.Node]
-			cr := ContainerResources(c.Resources.CPU, c.Resources.Memory, c.Resources.GPU)
+			cr := c.Res()
 			r.CPUMilli += cr.CPUMilli
 			r.Memory += cr.Memory
 			r.GPU += cr.GPU
@@ -226,18 +233,12 @@ func (v *Snapshot) DeviceUse() map[string]map[int]*api.NodeGPU {
 	return out
 }
 
-// ContainerResources converts a job file's request into schedulable units
-// (admission's conversion, the one schedd makes).
-func ContainerResources(cpu float64, memory int64, gpu float64) api.Resources {
-	return admission.ContainerResources(cpu, memory, gpu)
-}
-
 // Dump is the whole state, for raft snapshots. Version is the
 // SchemaVersion of the schedd that wrote it.
 type Dump struct {
 	Version  int           `json:"version,omitempty"`
-	Jobs     []*api.Job    `json:"jobs"`
-	Nodes    []*api.Node   `json:"nodes"`
+	Jobs     []*Job        `json:"jobs"`
+	Nodes    []*Node       `json:"nodes"`
 	Indexes  []*indexEntry `json:"indexes"`
 	Settings *settings     `json:"settings,omitempty"`
 	Usage    []*Usage      `json:"usage,omitempty"`
@@ -274,7 +275,7 @@ func (s *Store) Restore(d Dump) error {
 		}
 	}
 	for _, j := range d.Jobs {
-		if err := txn.Insert(tableJobs, j); err != nil {
+		if err := txn.Insert(tableJobs, legacyMilli(j)); err != nil {
 			return err
 		}
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/partition"
 )
 
@@ -116,7 +115,7 @@ func charge(txn *memdb.Txn, now time.Time) error {
 		return err
 	}
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		j := raw.(*api.Job)
+		j := raw.(*Job)
 		if j.Started.IsZero() || j.Array != nil { // an array's elements are charged, not its row
 			continue
 		}
@@ -192,7 +191,7 @@ func snapshotUsage(txn *memdb.Txn) []*Usage {
 
 // Billed is the billing rate of a job's whole session per second: cores,
 // GiB of memory and GPUs of all its containers, weighed by b.
-func Billed(b partition.Billing, j *api.Job) float64 {
+func Billed(b partition.Billing, j *Job) float64 {
 	var cpu, mem, gpu float64
 	for _, c := range j.Containers {
 		cpu += c.Resources.CPU

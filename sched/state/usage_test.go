@@ -106,7 +106,7 @@ func TestChargeIndependentOfInterval(t *testing.T) {
 // same usage, bit for bit, also through a snapshot and restore.
 func TestChargeDeterministic(t *testing.T) {
 	var cmds []Command
-	cmds = append(cmds, Command{Kind: CmdRegister, Time: t0, Register: &api.Node{Name: "n1", Capacity: api.Resources{CPUMilli: 64000, Memory: 256 << 30}}})
+	cmds = append(cmds, Command{Kind: CmdRegister, Time: t0, Register: &Node{Name: "n1", Capacity: api.Resources{CPUMilli: 64000, Memory: 256 << 30}}})
 	cmds = append(cmds, Command{Kind: CmdConfig, Time: t0, Config: configWith(7 * 24 * time.Hour)})
 	for i := 0; i < 20; i++ {
 		j := session(1 + i%3)

@@ -1,0 +1,48 @@
+// Package reason is the one vocabulary of why a job waits (its pending
+// reasons, as Slurm names them) and why a node is down. schedd, the
+// scheduling core, the /v1 API and the command-line tools all spell them
+// from here. It imports only the standard library, so the pure core
+// (sched/core) may import it too; add a reason here, never as a string
+// elsewhere.
+package reason
+
+// Pending reasons, as Slurm names them. The core decides Priority,
+// Resources, AccountLimit and JobArrayTaskLimit; schedd decides the others
+// (partition limits, holds, dependencies) before it asks the core.
+const (
+	// Resources: the job waits for nodes to free up.
+	Resources = "Resources"
+	// Priority: jobs ranked ahead of it go first.
+	Priority = "Priority"
+	// PartitionLimit: the job asks for more than its partition allows.
+	PartitionLimit = "PartitionLimit"
+	// AccountLimit: starting the job would take its user past a per-user
+	// limit of its partition.
+	AccountLimit = "AccountLimit"
+	// Dependency: the job waits for other jobs (bsub -w).
+	Dependency = "Dependency"
+	// Held: the job was submitted or put on hold (bhold).
+	Held = "Held"
+	// DependencyNeverSatisfied: a dependency that can never be satisfied
+	// (done(12) but job 12 FAILED); the job waits until killed.
+	DependencyNeverSatisfied = "DependencyNeverSatisfied"
+	// ArrayTaskLimit: an array element waits because its array runs as
+	// many elements as its max_running allows (Slurm's name).
+	ArrayTaskLimit = "JobArrayTaskLimit"
+)
+
+// Pending lists every pending reason.
+var Pending = []string{Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit}
+
+// IsPending reports whether r is one of the pending reasons (the others a
+// job shows are end causes and messages, free text).
+func IsPending(r string) bool {
+	switch r {
+	case Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit:
+		return true
+	}
+	return false
+}
+
+// NotResponding is the reason a DOWN node shows, as Slurm's.
+const NotResponding = "Not responding"
