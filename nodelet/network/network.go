@@ -138,6 +138,20 @@ func New(dir, node, advertise, defaultSubnet string) (*Manager, error) {
 // its own interface).
 func private(job api.Job) bool { return len(job.Containers) > 1 }
 
+// overlayMTU is the MTU of a session's links when it spans nodes whose
+// underlay links have MTU underlay: what is left of it after VXLAN's
+// headers, so that an encapsulated frame is never fragmented and a
+// jumbo-frame underlay (MTU 9000) gives sessions jumbo frames too (8950)
+// instead of 1500: each frame cut to a smaller MTU costs the kernel a
+// packet on the way and an aggregation (GRO) at the other end. Every
+// node of a cluster must have the same underlay MTU, as for any L2
+// overlay: a frame larger than the other end's MTU is dropped.
+func overlayMTU(underlay int) int { return min(underlay-vxlanOverhead, maxOverlayMTU) }
+
+// maxOverlayMTU is the largest MTU of a VXLAN device with no lower
+// device (IP's 65535 less its headers).
+const maxOverlayMTU = 65535 - vxlanOverhead
+
 // underlayMTU is the MTU of the link that holds ip; 1500 when unknown.
 func underlayMTU(ip net.IP) int {
 	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
@@ -254,7 +268,7 @@ func (m *Manager) acquire(job api.Job) (*session, error) {
 	s := &session{bridge: bridgeName(vni), mtu: 1500, users: 1, ready: make(chan struct{})}
 	s.peers = remoteNodes(job, m.node, m.local)
 	if len(s.peers) > 0 {
-		s.vxlan, s.mtu = vxlanName(vni), min(1500, m.mtu-vxlanOverhead)
+		s.vxlan, s.mtu = vxlanName(vni), overlayMTU(m.mtu)
 	}
 	m.sessions[vni] = s
 	prev := m.dying[vni]
@@ -635,7 +649,7 @@ func (m *Manager) Adopt(job api.Job, host, id string) error {
 	if s == nil {
 		s = &session{bridge: bridgeName(vni), mtu: 1500, peers: remoteNodes(job, m.node, m.local), ready: closed()}
 		if len(s.peers) > 0 {
-			s.vxlan, s.mtu = vxlanName(vni), min(1500, m.mtu-vxlanOverhead)
+			s.vxlan, s.mtu = vxlanName(vni), overlayMTU(m.mtu)
 		}
 		m.sessions[vni] = s
 	}
