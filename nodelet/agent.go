@@ -192,7 +192,7 @@ func (a *agent) setupNetwork() error {
 	if err != nil {
 		return fmt.Errorf("nodelet.hcl default_subnet: %w", err)
 	}
-	if err := m.SetPool(a.cfg.NetNSPool); err != nil {
+	if err := m.SetPool(max(a.cfg.NetNSPool, 0)); err != nil {
 		return fmt.Errorf("nodelet.hcl netns_pool: %w", err)
 	}
 	a.net = m

@@ -173,8 +173,6 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.NetNSPool == 0:
 		c.NetNSPool = network.DefaultPool
-	case c.NetNSPool < 0:
-		c.NetNSPool = 0
 	case c.NetNSPool > network.MaxPool:
 		return c, fmt.Errorf("netns pool %d: at most %d", c.NetNSPool, network.MaxPool)
 	}

@@ -60,7 +60,7 @@ func TestLoadDefaultSubnet(t *testing.T) {
 func TestLoadNetNSPool(t *testing.T) {
 	for src, want := range map[string]int{
 		"netns_pool = 8\n": 8,
-		"netns_pool = 0\n": 0,
+		"netns_pool = 0\n": -1, // none
 		"":                 network.DefaultPool,
 	} {
 		p := filepath.Join(t.TempDir(), "nodelet.hcl")

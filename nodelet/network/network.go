@@ -423,6 +423,7 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 	}
 	_ = removeNetNS(nsPath)
 	e, pooled := m.take(def != nil)
+	defer m.refill()
 	if pooled {
 		if err := m.movePin(e.path, nsPath); err != nil {
 			return "", errors.Join(err, discard(e))

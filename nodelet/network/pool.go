@@ -74,11 +74,12 @@ func (m *Manager) Pooled() int {
 	return len(m.pool.ready)
 }
 
-// take hands out a prepared namespace, if one is ready, and wakes the
-// filler to replace it. def tells whether the container gets the default
-// network: entries hold a default veth exactly when the node has a
-// default network, so a container without one (a sealed partition) on
-// such a node gets none from the pool.
+// take hands out a prepared namespace, if one is ready. def tells
+// whether the container gets the default network: entries hold a
+// default veth exactly when the node has a default network, so a
+// container without one (a sealed partition) on such a node gets none
+// from the pool. Call refill once the container's setup is done: the
+// filler then does not compete with it for the kernel's locks.
 func (m *Manager) take(def bool) (poolEntry, bool) {
 	if def != (m.def != nil) {
 		return poolEntry{}, false
@@ -87,13 +88,18 @@ func (m *Manager) take(def bool) (poolEntry, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.ready) == 0 {
-		m.fillLocked()
 		return poolEntry{}, false
 	}
 	e := p.ready[0]
 	p.ready = p.ready[1:]
-	m.fillLocked()
 	return e, true
+}
+
+// refill wakes the filler unless the pool is full.
+func (m *Manager) refill() {
+	m.pool.mu.Lock()
+	m.fillLocked()
+	m.pool.mu.Unlock()
 }
 
 // after makes the pool name its entries past name (trp<seq>), which an
@@ -153,13 +159,21 @@ func (m *Manager) fill() {
 		p.mu.Unlock()
 		e, err := m.prepare(seq)
 		p.mu.Lock()
-		if err != nil || p.closed {
+		if err == nil && p.closed {
+			p.mu.Unlock()
+			err = discard(e) // closed meanwhile: gone before closePool returns
+			p.mu.Lock()
+			if err == nil {
+				p.running = false
+				p.idle.Broadcast()
+				p.mu.Unlock()
+				return
+			}
+		}
+		if err != nil {
 			p.running = false
 			p.idle.Broadcast()
 			p.mu.Unlock()
-			if err == nil {
-				err = discard(e) // closed meanwhile
-			}
 			m.reaper.fail(err)
 			return
 		}
