@@ -348,3 +348,48 @@ func TestSetPoolChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolWithoutDefaultNetwork: on a node without a default network
+// the pool holds namespaces with their loopback alone, and containers
+// of one- and two-container sessions take them: loopback up, their
+// session address on eth0, the session's containers reaching each
+// other.
+func TestPoolWithoutDefaultNetwork(t *testing.T) {
+	needNetNS(t)
+	nodeAddr(t)
+	m, err := New(t.TempDir(), "node1", "10.250.0.1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetPool(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	waitPool(t, m, 3)
+	if pl := poolLinks(t); len(pl) > 0 {
+		t.Errorf("pool links without a default network: %v", pl)
+	}
+	one, _ := attach(t, m, 1, 5231, 1, "main1", true)
+	main1, _ := attach(t, m, 2, 5232, 2, "main1", true)
+	sub1, _ := attach(t, m, 2, 5232, 2, "sub1", true)
+	if n := m.Pooled(); n == 3 {
+		t.Errorf("pool still full: the containers took nothing from it")
+	}
+	for _, ep := range []Endpoint{one, main1, sub1} {
+		got := ifaces(t, ep.NetNS)
+		if !slices.Contains(got["lo"], "127.0.0.1/8") || !slices.Contains(got[Iface], ep.Addr+"/24") || got[DefaultIface] != nil {
+			t.Errorf("%s: %v; want lo and %s on %s alone", ep.Addr, got, ep.Addr, Iface)
+		}
+	}
+	listenIn(t, one.NetNS, "127.0.0.1:7007")
+	if _, err := dialFrom(t, one.NetNS, "127.0.0.1:7007"); err != nil {
+		t.Errorf("loopback in a pooled namespace: %v", err)
+	}
+	listenIn(t, sub1.NetNS, sub1.Addr+":7008")
+	if got, err := dialFrom(t, main1.NetNS, sub1.Addr+":7008"); err != nil || got != main1.Addr {
+		t.Errorf("main1 to sub1 on the session network: %q, %v", got, err)
+	}
+}
