@@ -14,3 +14,7 @@ allowed_mount_roots = ["/shared", "/scratch", "/home"]
 
 # Most tasks (processes and threads) one container may hold.
 pids_limit = 4096
+
+# Network namespaces kept prepared (loopback and default-network veth up)
+# so that a container's setup skips making them; 0 turns the pool off.
+# netns_pool = 4

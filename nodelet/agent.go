@@ -190,6 +190,9 @@ func (a *agent) setupNetwork() error {
 	if err != nil {
 		return fmt.Errorf("nodelet.hcl default_subnet: %w", err)
 	}
+	if err := m.SetPool(max(a.cfg.NetNSPool, 0)); err != nil {
+		return fmt.Errorf("nodelet.hcl netns_pool: %w", err)
+	}
 	a.net = m
 	a.feat = session.Features{SessionNet: true, Iface: network.Iface, Srun: a.cfg.SlurmBinary != ""}
 	if a.cfg.SSHBinary == "" {

@@ -95,6 +95,10 @@ type Config struct {
 	// the node; package network): network.DefaultSubnet when empty,
 	// DefaultSubnetNone for no default network at all.
 	DefaultSubnet string
+	// NetNSPool is how many network namespaces the node keeps prepared
+	// for containers on a session network (package network, pool.go):
+	// 0 for network.DefaultPool, negative for none.
+	NetNSPool int
 	// SessionSecret is the file session SSH keys are derived from (see
 	// package sshkey); every nodelet of a cluster needs the same one for
 	// multi-node sessions. Default: StateDir/session-secret, made when
@@ -169,6 +173,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("network %q: want auto, session or host", c.Network)
 	}
 	c.DefaultSubnet = cmp.Or(c.DefaultSubnet, network.DefaultSubnet)
+	switch {
+	case c.NetNSPool == 0:
+		c.NetNSPool = network.DefaultPool
+	case c.NetNSPool > network.MaxPool:
+		return c, fmt.Errorf("netns pool %d: at most %d", c.NetNSPool, network.MaxPool)
+	}
 	if c.AllowedMountRoots == nil {
 		c.AllowedMountRoots = DevMountRoots()
 	}

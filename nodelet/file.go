@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/troupe-hpc/troupe/nodelet/network"
 )
@@ -38,6 +39,9 @@ type File struct {
 	// DefaultSubnet is the default network's subnet (Config.DefaultSubnet):
 	// "" for 10.199.0.0/16, "none" for no default network.
 	DefaultSubnet string `hcl:"default_subnet,optional"`
+	// NetNSPool is how many network namespaces the node keeps prepared
+	// (Config.NetNSPool): unset for network.DefaultPool, 0 for none.
+	NetNSPool *int `hcl:"netns_pool,optional"`
 }
 
 // LoadFile reads a nodelet.hcl. Errors carry file, line and column.
@@ -72,10 +76,23 @@ func LoadFile(path string) (File, error) {
 			return File{}, fmt.Errorf("%s: default_subnet: %w", path, err)
 		}
 	}
+	if n := fc.NetNSPool; n != nil && (*n < 0 || *n > network.MaxPool) {
+		return File{}, fmt.Errorf("%s: netns_pool = %d: want 0 (none) to %d", at(f, path, "netns_pool"), *n, network.MaxPool)
+	}
 	if fc.FakeGPUs < 0 || fc.PidsLimit < 0 {
 		return File{}, fmt.Errorf("%s: fake_gpus and pids_limit must not be negative", path)
 	}
 	return fc, nil
+}
+
+// at is where attribute name is set in f: file:line, or path alone.
+func at(f *hcl.File, path, name string) string {
+	if b, ok := f.Body.(*hclsyntax.Body); ok {
+		if a, ok := b.Attributes[name]; ok {
+			return fmt.Sprintf("%s:%d", path, a.SrcRange.Start.Line)
+		}
+	}
+	return path
 }
 
 // ConfigPath picks the config file: flag, else $TROUPE_NODELET_CONFIG,
@@ -109,5 +126,11 @@ func (f File) Apply(c *Config) {
 	}
 	if c.DefaultSubnet == "" {
 		c.DefaultSubnet = f.DefaultSubnet
+	}
+	if c.NetNSPool == 0 && f.NetNSPool != nil {
+		c.NetNSPool = *f.NetNSPool
+		if c.NetNSPool == 0 {
+			c.NetNSPool = -1 // none
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/troupe-hpc/troupe/nodelet/network"
 )
 
 func TestLoadExampleFile(t *testing.T) {
@@ -52,6 +54,29 @@ func TestLoadDefaultSubnet(t *testing.T) {
 	}
 }
 
+// TestLoadNetNSPool: nodelet.hcl sizes the node's pool of prepared
+// network namespaces, 0 turning it off; unset, the agent keeps
+// network.DefaultPool.
+func TestLoadNetNSPool(t *testing.T) {
+	for src, want := range map[string]int{
+		"netns_pool = 8\n": 8,
+		"netns_pool = 0\n": -1, // none
+		"":                 network.DefaultPool,
+	} {
+		p := filepath.Join(t.TempDir(), "nodelet.hcl")
+		_ = os.WriteFile(p, []byte(src), 0o644)
+		f, err := LoadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := Config{Addr: "unix:///x", InitBinary: "/bin/true", FenceBinary: "/bin/true", SSHBinary: "/bin/true", Runtime: RuntimeProcess, CPU: 1, Memory: 1}
+		f.Apply(&c)
+		if c, err = c.withDefaults(); err != nil || c.NetNSPool != want {
+			t.Errorf("%q: netns pool %d, %v; want %d", src, c.NetNSPool, err, want)
+		}
+	}
+}
+
 func TestLoadFileErrors(t *testing.T) {
 	tests := []struct{ name, src, want string }{
 		{"Unknown", "fake_gpu = 2\n", "line 1"},
@@ -59,6 +84,8 @@ func TestLoadFileErrors(t *testing.T) {
 		{"Negative", "fake_gpus = -1\n", "must not be negative"},
 		{"DefaultSubnetInSessions", "default_subnet = \"10.100.0.0/16\"\n", "default_subnet: default network subnet \"10.100.0.0/16\": overlaps the session networks"},
 		{"DefaultSubnetBad", "default_subnet = \"10.199.0.0\"\n", "not an IPv4 CIDR"},
+		{"NetNSPoolNegative", "# pool\nnetns_pool = -1\n", "nodelet.hcl:2: netns_pool = -1: want 0 (none) to 64"},
+		{"NetNSPoolLarge", "netns_pool = 1000\n", "nodelet.hcl:1: netns_pool = 1000"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

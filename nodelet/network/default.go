@@ -52,7 +52,10 @@ type defaultNet struct {
 	size   uint32            // addresses in the subnet
 	next   uint32            // where the next allocation starts looking
 	ports  map[string]uint32 // container id → host number (its address is base+n)
-	used   map[uint32]bool
+	// links: container id → host end of its veth, when not defaultVeth
+	// of its number (trp<seq>: from the pool, pool.go).
+	links map[string]string
+	used  map[uint32]bool
 }
 
 // CheckDefaultSubnet tells whether subnet can be a default network's:
@@ -81,7 +84,7 @@ func parseDefault(subnet string, local net.IP) (*defaultNet, error) {
 		return nil, fmt.Errorf("%w %q: holds the node's address %s", ErrDefaultSubnet, subnet, local)
 	}
 	return &defaultNet{subnet: n, base: binary.BigEndian.Uint32(n.IP.To4()), size: 1 << (32 - ones),
-		next: 2, ports: map[string]uint32{}, used: map[uint32]bool{}}, nil
+		next: 2, ports: map[string]uint32{}, links: map[string]string{}, used: map[uint32]bool{}}, nil
 }
 
 func (d *defaultNet) addr(n uint32) net.IP { return binary.BigEndian.AppendUint32(nil, d.base+n) }
@@ -110,7 +113,16 @@ func (d *defaultNet) free(id string) {
 	if n, ok := d.ports[id]; ok {
 		delete(d.used, n)
 		delete(d.ports, id)
+		delete(d.links, id)
 	}
+}
+
+// link is the host end of container id's veth.
+func (d *defaultNet) link(id string) string {
+	if l, ok := d.links[id]; ok {
+		return l
+	}
+	return defaultVeth(d.ports[id])
 }
 
 // host tells the host number of ip, false when ip is not in the subnet.

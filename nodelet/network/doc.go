@@ -33,6 +33,12 @@
 // (A node that loads br_netfilter with a FORWARD DROP policy, as Docker
 // sets, filters bridged traffic too: allow the trb+ bridges there.)
 //
+// Over VXLAN the session's links take the MTU of the node's underlay
+// link less VXLAN's 50 bytes (overlayMTU): jumbo frames on the node
+// network give sessions jumbo frames. Checksum and segmentation offloads
+// are on by default on veth, bridge and VXLAN devices, and a TCP stream
+// crosses them as 64 KiB segments end to end (BenchmarkVXLAN shows it).
+//
 // A session of one container needs no bridge: its namespace gets no trv
 // veth, and its session address sits on its own eth0 (the default
 // network's, or without it a veth pair whose both ends stay inside).
@@ -65,6 +71,18 @@
 // crash removes exactly what a previous nodelet left: the FDB entries,
 // addresses and routes go with their links, the namespaces with their
 // pins and their last process.
+//
+// The pool (pool.go): a container's setup is mostly making its
+// namespace and its default veth, so the Manager keeps a few made ahead
+// (SetPool; the nodelet's netns_pool, DefaultPool): fresh namespaces,
+// pinned under <dir>-pool, loopback up, a veth pair up on the default
+// bridge (trp<seq>, isolated; eth0 inside, no address, no route).
+// Attach takes one when the container gets the default network, pins it
+// at the container's path, and adds the addresses and the route; a
+// background filler makes the next. A namespace a container used is
+// unpinned with it and never handed out again. Cleanup deletes a dead
+// nodelet's pool (the trp links by prefix, the pins by directory), Close
+// its own.
 //
 // Why vishvananda/netlink rather than the CNI plugins: the nodelet would
 // have to install and exec plugin binaries and keep CNI's cache to

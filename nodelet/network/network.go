@@ -65,6 +65,7 @@ type Manager struct {
 
 	filterMu sync.Mutex // one FilterTable update at a time; taken before mu
 	reaper   reaper     // deletes links off the callers' path
+	pool     pool       // prepared namespaces (SetPool)
 }
 
 // session is one session's network on this node.
@@ -118,6 +119,7 @@ func New(dir, node, advertise, defaultSubnet string) (*Manager, error) {
 	m := &Manager{dir: dir, node: node, local: ip, mtu: underlayMTU(ip), sessions: map[uint32]*session{},
 		dying: map[uint32]*teardown{}, adopted: map[string]bool{}, kept: map[string]bool{}}
 	m.reaper.idle.L = &m.reaper.mu
+	m.pool.dir, m.pool.idle.L = dir+"-pool", &m.pool.mu
 	if defaultSubnet != "" {
 		d, err := parseDefault(defaultSubnet, ip)
 		if err != nil {
@@ -135,6 +137,20 @@ func New(dir, node, advertise, defaultSubnet string) (*Manager, error) {
 // of a session of one container need none (its session address sits on
 // its own interface).
 func private(job api.AssignedJob) bool { return len(job.Containers) > 1 }
+
+// overlayMTU is the MTU of a session's links when it spans nodes whose
+// underlay links have MTU underlay: what is left of it after VXLAN's
+// headers, so that an encapsulated frame is never fragmented and a
+// jumbo-frame underlay (MTU 9000) gives sessions jumbo frames too (8950)
+// instead of 1500: each frame cut to a smaller MTU costs the kernel a
+// packet on the way and an aggregation (GRO) at the other end. Every
+// node of a cluster must have the same underlay MTU, as for any L2
+// overlay: a frame larger than the other end's MTU is dropped.
+func overlayMTU(underlay int) int { return min(underlay-vxlanOverhead, maxOverlayMTU) }
+
+// maxOverlayMTU is the largest MTU of a VXLAN device with no lower
+// device (IP's 65535 less its headers).
+const maxOverlayMTU = 65535 - vxlanOverhead
 
 // underlayMTU is the MTU of the link that holds ip; 1500 when unknown.
 func underlayMTU(ip net.IP) int {
@@ -201,10 +217,16 @@ func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (End
 		def = &net.IPNet{IP: m.def.addr(n), Mask: m.def.subnet.Mask}
 		ep.Default = def.IP.String()
 	}
-	if err := m.plug(s, vni, c.Rank, ep.NetNS, &net.IPNet{IP: ip, Mask: subnet.Mask}, def, n); err != nil {
+	hostEnd, err := m.plug(s, vni, c.Rank, ep.NetNS, &net.IPNet{IP: ip, Mask: subnet.Mask}, def, n)
+	if err != nil {
 		_ = m.unplug(id, vni, c.Rank)
 		m.release(vni)
 		return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, err)
+	}
+	if def != nil && hostEnd != defaultVeth(n) {
+		m.mu.Lock()
+		m.def.links[id] = hostEnd
+		m.mu.Unlock()
 	}
 	return ep, nil
 }
@@ -246,7 +268,7 @@ func (m *Manager) acquire(job api.AssignedJob) (*session, error) {
 	s := &session{bridge: bridgeName(vni), mtu: 1500, users: 1, ready: make(chan struct{})}
 	s.peers = remoteNodes(job, m.node, m.local)
 	if len(s.peers) > 0 {
-		s.vxlan, s.mtu = vxlanName(vni), min(1500, m.mtu-vxlanOverhead)
+		s.vxlan, s.mtu = vxlanName(vni), overlayMTU(m.mtu)
 	}
 	m.sessions[vni] = s
 	prev := m.dying[vni]
@@ -383,68 +405,105 @@ func (m *Manager) finish(td *teardown) {
 // bridge, isolated from its other ports; with neither, a bridge of its
 // own as Iface, for addr alone: a veth pair whose both ends stay in the
 // namespace (a veth costs a fraction of a bridge to make and to delete,
-// and a dummy link is not in every kernel).
-func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, def *net.IPNet, n uint32) error {
+// and a dummy link is not in every kernel). It returns the name of the
+// default veth's host end.
+//
+// The namespace, its loopback and its default veth pair come from the
+// pool when one is ready (pool.go): then only the addresses, the route
+// and the session's veth are the container's to make, and the default
+// veth keeps its pool name, trp<seq> (renaming a link costs an RCU grace
+// period, as long as making the veth).
+func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, def *net.IPNet, n uint32) (hostEnd string, err error) {
 	if s != nil {
 		_ = deleteLinks(vethName(vni, rank))
 	}
 	if def != nil {
-		_ = deleteLinks(defaultVeth(n))
+		hostEnd = defaultVeth(n)
+		_ = deleteLinks(hostEnd)
 	}
 	_ = removeNetNS(nsPath)
-	if err := newNetNS(nsPath); err != nil {
-		return err
+	e, pooled := m.take(def != nil)
+	defer m.refill()
+	if pooled {
+		if err := m.movePin(e.path, nsPath); err != nil {
+			return "", errors.Join(err, discard(e))
+		}
+		if def != nil {
+			hostEnd = e.host
+			// unplug, after Attach fails, knows it by defaultVeth(n).
+			defer func() {
+				if err != nil {
+					_ = deleteLinks(e.host)
+				}
+			}()
+		}
+	} else if err := newNetNS(nsPath); err != nil {
+		return "", err
 	}
 	ns, err := netns.GetFromPath(nsPath)
 	if err != nil {
-		return fmt.Errorf("opening netns: %w", err)
+		return "", fmt.Errorf("opening netns: %w", err)
 	}
 	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return "", fmt.Errorf("netlink in container netns: %w", err)
+	}
+	defer h.Close()
+	defIface := DefaultIface
+	if s == nil {
+		defIface = Iface
+	}
+	if pooled && def != nil && s != nil {
+		// The pooled default veth is Iface inside: the session's takes
+		// that name. (A link is renamed down; up() sets it up again.)
+		l, err := h.LinkByName(Iface)
+		if err == nil {
+			err = h.LinkSetDown(l)
+		}
+		if err == nil {
+			err = h.LinkSetName(l, DefaultIface)
+		}
+		if err != nil {
+			return "", fmt.Errorf("pooled %s to %s: %w", Iface, DefaultIface, err)
+		}
+	}
 	if s != nil {
 		br, err := netlink.LinkByName(s.bridge)
 		if err != nil {
-			return fmt.Errorf("bridge %s: %w", s.bridge, err)
+			return "", fmt.Errorf("bridge %s: %w", s.bridge, err)
 		}
 		la := netlink.NewLinkAttrs()
 		la.Name, la.MTU, la.MasterIndex = vethName(vni, rank), s.mtu, br.Attrs().Index
 		veth := &netlink.Veth{LinkAttrs: la, PeerName: Iface, PeerNamespace: netlink.NsFd(int(ns)), PeerMTU: uint32(s.mtu),
 			PeerHardwareAddr: containerMAC(addr.IP)}
 		if err := netlink.LinkAdd(veth); err != nil {
-			return fmt.Errorf("veth %s: %w", la.Name, err)
+			return "", fmt.Errorf("veth %s: %w", la.Name, err)
 		}
 		if err := netlink.LinkSetUp(veth); err != nil {
-			return err
+			return "", err
 		}
 	}
-	defIface := DefaultIface
-	if s == nil {
-		defIface = Iface
-	}
-	if def != nil {
+	if def != nil && !pooled {
 		br, err := netlink.LinkByName(DefaultBridge)
 		if err != nil {
-			return fmt.Errorf("default bridge %s: %w", DefaultBridge, err)
+			return "", fmt.Errorf("default bridge %s: %w", DefaultBridge, err)
 		}
 		la := netlink.NewLinkAttrs()
-		la.Name, la.MasterIndex = defaultVeth(n), br.Attrs().Index
+		la.Name, la.MasterIndex = hostEnd, br.Attrs().Index
 		veth := &netlink.Veth{LinkAttrs: la, PeerName: defIface, PeerNamespace: netlink.NsFd(int(ns))}
 		if err := netlink.LinkAdd(veth); err != nil {
-			return fmt.Errorf("veth %s: %w", la.Name, err)
+			return "", fmt.Errorf("veth %s: %w", la.Name, err)
 		}
 		// No frame from one port to another: containers on the default
 		// network reach the gateway only.
 		if err := netlink.LinkSetIsolated(veth, true); err != nil {
-			return fmt.Errorf("veth %s: isolating: %w", la.Name, err)
+			return "", fmt.Errorf("veth %s: isolating: %w", la.Name, err)
 		}
 		if err := netlink.LinkSetUp(veth); err != nil {
-			return err
+			return "", err
 		}
 	}
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return fmt.Errorf("netlink in container netns: %w", err)
-	}
-	defer h.Close()
 	up := func(name string, addrs ...*net.IPNet) (netlink.Link, error) {
 		l, err := h.LinkByName(name)
 		if err != nil {
@@ -464,18 +523,20 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 		la := netlink.NewLinkAttrs()
 		la.Name = Iface
 		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: sealedPeer}); err != nil {
-			return fmt.Errorf("%s in container netns: %w", Iface, err)
+			return "", fmt.Errorf("%s in container netns: %w", Iface, err)
 		}
 		if _, err := up(sealedPeer); err != nil {
-			return err
+			return "", err
 		}
 	}
-	if _, err := up("lo"); err != nil {
-		return err
+	if !pooled {
+		if _, err := up("lo"); err != nil {
+			return "", err
+		}
 	}
 	if s != nil || def == nil {
 		if _, err := up(Iface, addr); err != nil {
-			return err
+			return "", err
 		}
 	}
 	if def != nil {
@@ -485,15 +546,18 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 		}
 		l, err := up(defIface, addrs...)
 		if err != nil {
-			return err
+			return "", err
 		}
 		gw := m.def.gateway().IP
 		if err := h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: gw}); err != nil {
-			return fmt.Errorf("default route via %s: %w", gw, err)
+			return "", fmt.Errorf("default route via %s: %w", gw, err)
 		}
 	}
-	tuneNeighbours(ns, Iface, DefaultIface)
-	return nil
+	// A pooled default veth was tuned in the pool.
+	if !pooled || s != nil {
+		tuneNeighbours(ns, Iface, DefaultIface)
+	}
+	return hostEnd, nil
 }
 
 // unplug cuts container id off at once: its session veth and its
@@ -511,8 +575,8 @@ func (m *Manager) unplug(id string, vni uint32, rank int) error {
 		names = append(names, vethName(vni, rank))
 	}
 	if m.def != nil {
-		if n, ok := m.def.ports[id]; ok {
-			names = append(names, defaultVeth(n))
+		if _, ok := m.def.ports[id]; ok {
+			names = append(names, m.def.link(id))
 		}
 	}
 	m.mu.Unlock()
@@ -561,10 +625,10 @@ func (m *Manager) Adopt(job api.AssignedJob, host, id string) error {
 		return fmt.Errorf("job %d %s: pinned namespace: %w", job.ID, host, err)
 	}
 	vni := job.Network.VNI
-	n, hasDefault := uint32(0), false
+	n, hostEnd, hasDefault := uint32(0), "", false
 	if m.def != nil {
 		var err error
-		if n, hasDefault, err = m.defaultHeld(id); err != nil {
+		if n, hostEnd, hasDefault, err = m.defaultHeld(id); err != nil {
 			return fmt.Errorf("job %d %s: %w", job.ID, host, err)
 		}
 	}
@@ -572,6 +636,9 @@ func (m *Manager) Adopt(job api.AssignedJob, host, id string) error {
 	m.mu.Lock()
 	if hasDefault {
 		m.def.used[n], m.def.ports[id] = true, n
+		if hostEnd != "" && hostEnd != defaultVeth(n) {
+			m.def.links[id] = hostEnd
+		}
 	}
 	m.adopted[id] = true
 	if !private(job) && isNotFound(berr) {
@@ -583,7 +650,7 @@ func (m *Manager) Adopt(job api.AssignedJob, host, id string) error {
 	if s == nil {
 		s = &session{bridge: bridgeName(vni), mtu: 1500, peers: remoteNodes(job, m.node, m.local), ready: closed()}
 		if len(s.peers) > 0 {
-			s.vxlan, s.mtu = vxlanName(vni), min(1500, m.mtu-vxlanOverhead)
+			s.vxlan, s.mtu = vxlanName(vni), overlayMTU(m.mtu)
 		}
 		m.sessions[vni] = s
 	}
@@ -599,28 +666,38 @@ func (m *Manager) Adopt(job api.AssignedJob, host, id string) error {
 }
 
 // defaultHeld tells the default host number the pinned namespace of
-// container id holds, if any.
-func (m *Manager) defaultHeld(id string) (uint32, bool, error) {
+// container id holds, if any, and the name of its veth's host end (its
+// peer's, found by index: trd<n>, or trp<seq> when it came from the
+// pool; "" when not found).
+func (m *Manager) defaultHeld(id string) (uint32, string, bool, error) {
 	ns, err := netns.GetFromPath(m.nsPath(id))
 	if err != nil {
-		return 0, false, fmt.Errorf("opening netns: %w", err)
+		return 0, "", false, fmt.Errorf("opening netns: %w", err)
 	}
 	defer ns.Close()
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
-		return 0, false, fmt.Errorf("netlink in container netns: %w", err)
+		return 0, "", false, fmt.Errorf("netlink in container netns: %w", err)
 	}
 	defer h.Close()
 	addrs, err := h.AddrList(nil, netlink.FAMILY_V4)
 	if err != nil {
-		return 0, false, fmt.Errorf("addresses in container netns: %w", err)
+		return 0, "", false, fmt.Errorf("addresses in container netns: %w", err)
 	}
 	for _, a := range addrs {
-		if n, ok := m.def.host(a.IP); ok {
-			return n, true, nil
+		n, ok := m.def.host(a.IP)
+		if !ok {
+			continue
 		}
+		hostEnd := ""
+		if l, err := h.LinkByIndex(a.LinkIndex); err == nil && l.Attrs().ParentIndex > 0 {
+			if p, err := netlink.LinkByIndex(l.Attrs().ParentIndex); err == nil && isOurs(p.Attrs().Name) {
+				hostEnd = p.Attrs().Name
+			}
+		}
+		return n, hostEnd, true, nil
 	}
-	return 0, false, nil
+	return 0, "", false, nil
 }
 
 // Cleanup removes every session link and pinned namespace a previous
@@ -628,7 +705,7 @@ func (m *Manager) defaultHeld(id string) (uint32, bool, error) {
 // sessions. Call it before the first Attach, after the runtime's own
 // cleanup has killed the old containers.
 func (m *Manager) Cleanup() error {
-	rerr := m.reaper.wait() // no deletion of this nodelet's own in flight
+	rerr := errors.Join(m.closePool(), m.reaper.wait()) // nothing of this nodelet's own in flight
 	m.mu.Lock()
 	keep := m.keptLinks()
 	adopted := maps.Clone(m.adopted)
@@ -639,7 +716,11 @@ func (m *Manager) Cleanup() error {
 	}
 	errs := []error{rerr}
 	for _, l := range links {
-		if n := l.Attrs().Name; isOurs(n) && !keep[n] {
+		n := l.Attrs().Name
+		if keep[n] && isPooled(n) {
+			m.pool.after(n) // an adopted container's: the pool names past it
+		}
+		if isOurs(n) && !keep[n] {
 			if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
 				errs = append(errs, fmt.Errorf("deleting %s: %w", n, err))
 			}
@@ -654,6 +735,9 @@ func (m *Manager) Cleanup() error {
 			errs = append(errs, removeNetNS(filepath.Join(m.dir, e.Name())))
 		}
 	}
+	// A previous nodelet's pool: never handed to a container, never
+	// taken over (its host ends went with the links above).
+	errs = append(errs, m.cleanupPool())
 	// The filter of the adopted sessions only (none: no table).
 	errs = append(errs, m.syncFilter())
 	if m.def != nil {
@@ -661,16 +745,18 @@ func (m *Manager) Cleanup() error {
 	} else {
 		errs = append(errs, m.closeDefault()) // a previous configuration's
 	}
+	errs = append(errs, m.startPool())
 	return errors.Join(errs...)
 }
 
-// Close waits for the links being deleted in the background, then
-// removes the node's default network (its bridge and filter table) at a
+// Close discards the pool, waits for the links being deleted in the
+// background, then removes the node's default network (its bridge and filter table) at a
 // clean shutdown, once every container is detached. A nodelet that
 // leaves its containers running does not call it. Its error includes
 // the background deletions' that failed.
 func (m *Manager) Close() error {
-	err := m.reaper.wait()
+	err := errors.Join(m.closePool(), m.reaper.wait())
+	_ = os.Remove(m.pool.dir) // empty now; absent without a pool
 	if m.def == nil {
 		return err
 	}
@@ -684,8 +770,8 @@ func (m *Manager) Close() error {
 func (m *Manager) keptLinks() map[string]bool {
 	keep := maps.Clone(m.kept)
 	if m.def != nil {
-		for _, n := range m.def.ports {
-			keep[defaultVeth(n)] = true
+		for id := range m.def.ports {
+			keep[m.def.link(id)] = true
 		}
 	}
 	for vni := range m.sessions {
@@ -694,10 +780,10 @@ func (m *Manager) keptLinks() map[string]bool {
 	return keep
 }
 
-// isOurs tells troupe's per-session and per-container link names
-// (trb4096, trx4096, trv4096-2, trd17), not DefaultBridge.
+// isOurs tells troupe's per-session, per-container and pooled link
+// names (trb4096, trx4096, trv4096-2, trd17, trp3), not DefaultBridge.
 func isOurs(name string) bool {
-	for _, p := range []string{prefixBridge, prefixVXLAN, prefixVeth, prefixDefault} {
+	for _, p := range []string{prefixBridge, prefixVXLAN, prefixVeth, prefixDefault, prefixPool} {
 		rest, ok := strings.CutPrefix(name, p)
 		if ok && rest != "" && rest[0] >= '0' && rest[0] <= '9' {
 			return true
@@ -770,8 +856,9 @@ func remoteContainers(job api.AssignedJob, node string, local net.IP) map[string
 	return out
 }
 
-// Links lists the names of the session links on this node, for tests
-// and diagnostics.
+// Links lists the names of the session and container links on this
+// node (not the pool's, which belong to no container), for tests and
+// diagnostics.
 func Links() ([]string, error) {
 	links, err := netlink.LinkList()
 	if err != nil {
@@ -779,8 +866,8 @@ func Links() ([]string, error) {
 	}
 	var out []string
 	for _, l := range links {
-		if isOurs(l.Attrs().Name) {
-			out = append(out, l.Attrs().Name)
+		if n := l.Attrs().Name; isOurs(n) && !isPooled(n) {
+			out = append(out, n)
 		}
 	}
 	return out, nil

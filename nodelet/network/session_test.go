@@ -274,3 +274,62 @@ func TestCrashWithDeletionsPending(t *testing.T) {
 	}
 	noLeak(t, m2)
 }
+
+// TestOverlayMTU: a session spanning nodes takes its MTU from the
+// node's underlay link less VXLAN's 50 bytes, whatever it is: 1450 on a
+// 1500 underlay, 8950 on a jumbo-frame one (not 1500), on its bridge,
+// VXLAN device, veths and the containers' eth0.
+func TestOverlayMTU(t *testing.T) {
+	needNetNS(t)
+	nodeAddr(t)
+	node0, err := netlink.LinkByName("node0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netlink.LinkSetMTU(node0, 1500) })
+	for _, c := range []struct{ underlay, want int }{{1500, 1450}, {9000, 8950}} {
+		if err := netlink.LinkSetMTU(node0, c.underlay); err != nil {
+			t.Fatal(err)
+		}
+		m, err := New(t.TempDir(), "node1", "10.250.0.1", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Cleanup(); err != nil {
+			t.Fatal(err)
+		}
+		job := testJob(uint64(c.underlay), 5141, 2)
+		job.Containers[1].Node, job.Containers[1].NodeAddr = "node2", "10.250.0.2"
+		ep, err := m.Attach(job, "main1", "main1", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, name := range []string{bridgeName(5141), vxlanName(5141), vethName(5141, 0)} {
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[name] = l.Attrs().MTU
+		}
+		inNS(t, ep.NetNS, func() {
+			if l, err := netlink.LinkByName(Iface); err == nil {
+				got[Iface] = l.Attrs().MTU
+			}
+		})
+		for name, mtu := range got {
+			if mtu != c.want {
+				t.Errorf("underlay MTU %d: %s has MTU %d, want %d (all: %v)", c.underlay, name, mtu, c.want, got)
+			}
+		}
+		if len(got) != 4 {
+			t.Errorf("underlay MTU %d: links %v, want 4", c.underlay, got)
+		}
+		if err := m.Detach(job, "main1", "main1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
