@@ -60,7 +60,7 @@ func benchVXLAN(b *testing.B, mtu int) {
 		b.Cleanup(func() { _ = removeNetNS(h.ns) })
 	}
 	underlay(b, hosts, mtu)
-	job := api.Job{ID: 9, Network: &api.Network{VNI: 4096, Subnet: "10.64.9.0/24"}}
+	job := api.AssignedJob{ID: 9, Network: &api.Network{VNI: 4096, Subnet: "10.64.9.0/24"}}
 	for i, h := range hosts {
 		c := api.Container{Node: fmt.Sprintf("host%d", i), NodeAddr: h.addr, Addr: fmt.Sprintf("10.64.9.%d", i+2)}
 		c.Rank, c.Host = i, fmt.Sprintf("c%d", i)
