@@ -9,12 +9,20 @@ import (
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
 
+// inProcess makes newTestRuntime return the in-process mode
+// (NewLibcontainer) while set: TestLibcontainerSecurity runs the runc
+// driver's own tests in that mode. No test here runs in parallel.
+var inProcess bool
+
 // newTestRuntime returns a runc runtime with a private state dir, or
 // skips loudly when this machine cannot run it.
 func newTestRuntime(t *testing.T) *Runtime {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP: runc runtime tests need root (euid 0)")
+	}
+	if inProcess {
+		return newLibctRuntime(t)
 	}
 	r, err := New("", t.TempDir())
 	if err != nil {
