@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	godebug "runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -263,4 +264,52 @@ func signalAll(id string, sig syscall.Signal) error {
 		_ = syscall.Kill(p, sig)
 	}
 	return nil
+}
+
+// ProbeLibcontainer runs Probe's trial container in-process (the calling
+// binary as its init, see LibcontainerInit): the same spec, cgroup,
+// seccomp filter and check of its output. It says why the in-process
+// mode cannot run here: a binary built without cgo (no nsenter) or
+// without seccomp support, a kernel or cgroup layout libcontainer
+// refuses. Its state lives in a fresh directory under dir, removed
+// afterwards. Needs root.
+func ProbeLibcontainer(ctx context.Context, init, dir string) error {
+	if !seccomp.Enabled {
+		return fmt.Errorf("%s: %w", Libcontainer, ErrNoSeccomp)
+	}
+	tmp, id, spec, err := trialSpec(init, dir)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	out, err := os.CreateTemp(tmp, "out-")
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	root := filepath.Join(tmp, "state")
+	c, p, err := libctRun(root, id, spec, out, out, nil)
+	if err != nil {
+		_ = removeCgroups(id)
+		return fmt.Errorf("trial container: %w", err)
+	}
+	waited := make(chan struct{})
+	go func() { _, _ = p.Wait(); close(waited) }()
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		_ = killAll(context.Background(), cgroupBase, id)
+		<-waited
+	}
+	derr := errors.Join(c.Destroy(), removeCgroups(id))
+	b, _ := os.ReadFile(out.Name())
+	if strings.Contains(string(b), "usage: troupe-init") {
+		return derr
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("trial container: no answer in %s", probeTimeout)
+	}
+	return fmt.Errorf("trial container: did not run its process: %q", strings.TrimSpace(string(b)))
 }

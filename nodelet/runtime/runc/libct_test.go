@@ -104,3 +104,19 @@ func TestLibcontainerInitIsChild(t *testing.T) {
 		t.Errorf("libcontainer state left: %v", ids)
 	}
 }
+
+// TestProbeLibcontainer: the in-process trial container runs here, and
+// leaves nothing behind.
+func TestProbeLibcontainer(t *testing.T) {
+	newLibctRuntime(t) // skips where the mode cannot run
+	dir := t.TempDir()
+	if err := ProbeLibcontainer(context.Background(), runtimetest.BuildInit(t), dir); err != nil {
+		t.Fatalf("libcontainer probe: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("probe left %d entries in %s", len(ents), dir)
+	}
+	if err := ProbeLibcontainer(context.Background(), "/nonexistent/troupe-init", t.TempDir()); err == nil {
+		t.Error("a trial whose init binary is missing passed")
+	}
+}
