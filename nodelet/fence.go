@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -69,8 +70,15 @@ func (a *agent) startFence() error {
 		if err != nil {
 			return err
 		}
-		// The runtime keeps runc's state under StateDir/runc (runc.New).
-		k.args = append(k.args, "--runc", bin, "--runc-root", filepath.Join(a.cfg.StateDir, "runc"))
+		// The runtime keeps runc's state under StateDir/runc (runc.New),
+		// or libcontainer's under runc.LibcontainerRoot in the
+		// in-process mode, whose state.json runc's command line reads
+		// as its own (runc is libcontainer's command line).
+		root := filepath.Join(a.cfg.StateDir, "runc")
+		if strings.HasPrefix(a.oci, runc.Libcontainer) {
+			root = runc.LibcontainerRoot(a.cfg.StateDir)
+		}
+		k.args = append(k.args, "--runc", bin, "--runc-root", root)
 	}
 	if a.cfg.FenceChildren {
 		k.args = append(k.args, "--children")

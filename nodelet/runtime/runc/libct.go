@@ -36,6 +36,14 @@ const libcontainerModule = "github.com/opencontainers/runc"
 // apply the containers' filter.
 var ErrNoSeccomp = errors.New("built without seccomp support (build with CGO_ENABLED=1 -tags seccomp and libseccomp's headers; make build does)")
 
+// ErrNoInit means the running binary does not register LibcontainerInit,
+// so it cannot be re-executed as a container's init.
+var ErrNoInit = errors.New("this binary does not register the container init (runc.LibcontainerInit)")
+
+// initRegistered is set by LibcontainerInit: only a binary that calls it
+// is ever re-executed as a container's init.
+var initRegistered bool
+
 // LibcontainerInit is the container init of the in-process mode: the
 // binary that starts containers with NewLibcontainer is re-executed by
 // libcontainer as `BINARY init` (with its sync pipe in the environment)
@@ -46,6 +54,7 @@ var ErrNoSeccomp = errors.New("built without seccomp support (build with CGO_ENA
 // constructor joins the namespaces first. Any other invocation returns
 // at once (two string compares).
 func LibcontainerInit() {
+	initRegistered = true
 	if len(os.Args) > 1 && os.Args[1] == "init" && os.Getenv("_LIBCONTAINER_SYNCPIPE") != "" {
 		libcontainer.Init() // does not return
 	}
@@ -58,8 +67,8 @@ func LibcontainerInit() {
 // the rest (rootfs, images, bundle) as New's. The calling binary must
 // register LibcontainerInit.
 func NewLibcontainer(stateDir string) (*Runtime, error) {
-	if !seccomp.Enabled {
-		return nil, fmt.Errorf("%s: %w", Libcontainer, ErrNoSeccomp)
+	if err := libctUsable(); err != nil {
+		return nil, err
 	}
 	r, err := newRuntime(LibcontainerRoot(stateDir), stateDir)
 	if err != nil {
@@ -67,6 +76,17 @@ func NewLibcontainer(stateDir string) (*Runtime, error) {
 	}
 	r.lib, r.oci = true, LibcontainerVersion()
 	return r, nil
+}
+
+// libctUsable says why this binary cannot run the in-process mode.
+func libctUsable() error {
+	if !initRegistered {
+		return fmt.Errorf("%s: %w", Libcontainer, ErrNoInit)
+	}
+	if !seccomp.Enabled {
+		return fmt.Errorf("%s: %w", Libcontainer, ErrNoSeccomp)
+	}
+	return nil
 }
 
 // LibcontainerRoot is the in-process mode's state directory (one
@@ -274,8 +294,8 @@ func signalAll(id string, sig syscall.Signal) error {
 // refuses. Its state lives in a fresh directory under dir, removed
 // afterwards. Needs root.
 func ProbeLibcontainer(ctx context.Context, init, dir string) error {
-	if !seccomp.Enabled {
-		return fmt.Errorf("%s: %w", Libcontainer, ErrNoSeccomp)
+	if err := libctUsable(); err != nil {
+		return err
 	}
 	tmp, id, spec, err := trialSpec(init, dir)
 	if err != nil {

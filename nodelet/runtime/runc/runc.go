@@ -145,6 +145,10 @@ func newRuntime(root, stateDir string) (*Runtime, error) {
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return Name }
 
+// Binary is the OCI runtime binary the driver runs; "" in the
+// in-process mode (NewLibcontainer).
+func (r *Runtime) Binary() string { return r.binary }
+
 // OCI is the OCI runtime binary's name and version, e.g. "crun 1.8.1".
 func (r *Runtime) OCI() string { return r.oci }
 
