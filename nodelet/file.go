@@ -38,6 +38,9 @@ type File struct {
 	// DefaultSubnet is the default network's subnet (Config.DefaultSubnet):
 	// "" for 10.199.0.0/16, "none" for no default network.
 	DefaultSubnet string `hcl:"default_subnet,optional"`
+	// OCIRuntime is Config.OCIRuntime: "auto" (also ""), "crun",
+	// "libcontainer" or "runc".
+	OCIRuntime string `hcl:"oci_runtime,optional"`
 }
 
 // LoadFile reads a nodelet.hcl. Errors carry file, line and column.
@@ -71,6 +74,11 @@ func LoadFile(path string) (File, error) {
 		if err := network.CheckDefaultSubnet(s); err != nil {
 			return File{}, fmt.Errorf("%s: default_subnet: %w", path, err)
 		}
+	}
+	switch fc.OCIRuntime {
+	case "", OCIAuto, OCICrun, OCILibcontainer, OCIRunc:
+	default:
+		return File{}, fmt.Errorf("%s: oci_runtime %q: want auto, crun, libcontainer or runc", path, fc.OCIRuntime)
 	}
 	if fc.FakeGPUs < 0 || fc.PidsLimit < 0 {
 		return File{}, fmt.Errorf("%s: fake_gpus and pids_limit must not be negative", path)
@@ -109,5 +117,8 @@ func (f File) Apply(c *Config) {
 	}
 	if c.DefaultSubnet == "" {
 		c.DefaultSubnet = f.DefaultSubnet
+	}
+	if c.OCIRuntime == "" {
+		c.OCIRuntime = f.OCIRuntime
 	}
 }

@@ -96,7 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
 	fs.StringVar(&cfg.StateDir, "state-dir", nodelet.DefaultStateDir, "state directory")
 	fs.StringVar(&cfg.Runtime, "runtime", nodelet.RuntimeAuto, "container runtime: auto, runc, apptainer or process")
-	fs.StringVar(&cfg.OCIRuntime, "oci-runtime", nodelet.OCIAuto, "OCI runtime of the runc driver: auto (the first that runs a trial container of crun, libcontainer, runc), crun, libcontainer (in-process) or runc")
+	fs.StringVar(&cfg.OCIRuntime, "oci-runtime", "", "OCI runtime of the runc driver: auto (the first that runs a trial container of crun, libcontainer, runc), crun, libcontainer (in-process) or runc (default: the config file's oci_runtime, else auto)")
 	fs.Float64Var(&cfg.CPU, "cpu", 0, "cores offered (default: all)")
 	fs.StringVar(&memory, "memory", "", "memory offered, e.g. 8GiB (default: MemTotal)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "IP containers are reached at (default 127.0.0.1 for a local schedd, else the first non-loopback)")
