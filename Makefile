@@ -114,10 +114,11 @@ bench-scale:
 # (troupe_job_stage_seconds), CPU ms per job by process and raft entries
 # per job. Needs root, runc and busybox.
 N ?= 100
+OCI_RUNTIME ?=
 bench-pipeline: build
 	@if [ "$$(id -u)" != 0 ]; then echo "bench-pipeline: needs root (runc containers): run sudo make bench-pipeline" >&2; exit 1; fi
 	@for c in runc busybox; do command -v $$c >/dev/null || { echo "bench-pipeline: needs $$c (make deps installs it)" >&2; exit 1; }; done
-	N=$(N) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x -v -timeout 30m ./e2e/
+	N=$(N) OCI_RUNTIME=$(OCI_RUNTIME) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x -v -timeout 30m ./e2e/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
