@@ -16,11 +16,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	// The C half of libcontainer's container init: when this binary is
-	// re-executed as a container's init it joins the namespaces before
-	// the Go runtime starts; otherwise it returns at once.
-	_ "github.com/opencontainers/runc/libcontainer/nsenter"
-
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/units"

@@ -1,9 +1,10 @@
+//go:build cgo
+
 package runc
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,24 +22,6 @@ import (
 )
 
 func init() { LibcontainerInit() }
-
-// newLibctRuntime returns the in-process mode with a private state dir,
-// or skips loudly when this test binary or machine cannot run it.
-func newLibctRuntime(t *testing.T) *Runtime {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP: libcontainer runtime tests need root (euid 0)")
-	}
-	r, err := NewLibcontainer(t.TempDir())
-	if errors.Is(err, ErrNoSeccomp) {
-		t.Skipf("SKIP: this test binary cannot apply the containers' seccomp filter: %v (go test -tags seccomp)", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Cleanup(context.Background()) })
-	return r
-}
 
 // TestSuiteLibcontainer runs the shared runtime suite with containers
 // driven in-process by libcontainer (the test binary re-executed as

@@ -2,6 +2,7 @@ package runc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,6 +32,24 @@ func newTestRuntime(t *testing.T) *Runtime {
 	r, err := New("", t.TempDir())
 	if err != nil {
 		t.Skipf("SKIP: runc runtime tests need the runc binary: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Cleanup(context.Background()) })
+	return r
+}
+
+// newLibctRuntime returns the in-process mode with a private state dir,
+// or skips loudly when this test binary or machine cannot run it.
+func newLibctRuntime(t *testing.T) *Runtime {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: libcontainer runtime tests need root (euid 0)")
+	}
+	r, err := NewLibcontainer(t.TempDir())
+	if errors.Is(err, ErrNoSeccomp) || errors.Is(err, ErrNoCgo) {
+		t.Skipf("SKIP: this test binary cannot run containers in-process: %v (go test -tags seccomp, with cgo)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Cleanup(context.Background()) })
 	return r
