@@ -52,6 +52,27 @@ func TestLoadDefaultSubnet(t *testing.T) {
 	}
 }
 
+// TestLoadOCIRuntime: nodelet.hcl's oci_runtime applies where no
+// --oci-runtime flag was given.
+func TestLoadOCIRuntime(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "nodelet.hcl")
+	_ = os.WriteFile(p, []byte("oci_runtime = \"libcontainer\"\n"), 0o644)
+	f, err := LoadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Config
+	f.Apply(&c)
+	if c.OCIRuntime != OCILibcontainer {
+		t.Errorf("oci runtime %q, want %s", c.OCIRuntime, OCILibcontainer)
+	}
+	c = Config{OCIRuntime: OCIRunc} // the flag
+	f.Apply(&c)
+	if c.OCIRuntime != OCIRunc {
+		t.Errorf("with the flag: %q, want %s", c.OCIRuntime, OCIRunc)
+	}
+}
+
 func TestLoadFileErrors(t *testing.T) {
 	tests := []struct{ name, src, want string }{
 		{"Unknown", "fake_gpu = 2\n", "line 1"},
@@ -59,6 +80,7 @@ func TestLoadFileErrors(t *testing.T) {
 		{"Negative", "fake_gpus = -1\n", "must not be negative"},
 		{"DefaultSubnetInSessions", "default_subnet = \"10.100.0.0/16\"\n", "default_subnet: default network subnet \"10.100.0.0/16\": overlaps the session networks"},
 		{"DefaultSubnetBad", "default_subnet = \"10.199.0.0\"\n", "not an IPv4 CIDR"},
+		{"OCIRuntime", "oci_runtime = \"youki\"\n", "nodelet.hcl: oci_runtime \"youki\": want auto, crun, libcontainer or runc"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
