@@ -27,10 +27,6 @@ var ErrNoSeccomp = errors.New("built without seccomp support (build with CGO_ENA
 // so it cannot be re-executed as a container's init.
 var ErrNoInit = errors.New("this binary does not register the container init (runc.LibcontainerInit)")
 
-// initRegistered is set by LibcontainerInit: only a binary that calls it
-// is ever re-executed as a container's init.
-var initRegistered bool
-
 // NewLibcontainer returns a runtime that drives containers in-process
 // with runc's libcontainer instead of running an OCI runtime binary: one
 // re-exec of this binary (LibcontainerInit) per container, no runc

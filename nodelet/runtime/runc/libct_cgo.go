@@ -25,6 +25,10 @@ import (
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
+// initRegistered is set by LibcontainerInit: only a binary that calls it
+// is ever re-executed as a container's init.
+var initRegistered bool
+
 // LibcontainerInit is the container init of the in-process mode: the
 // binary that starts containers with NewLibcontainer is re-executed by
 // libcontainer as `BINARY init` (with its sync pipe in the environment)
