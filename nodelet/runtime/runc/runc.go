@@ -40,6 +40,16 @@
 // Stopping (Signal SIGKILL, Destroy) lifts the CPU quota, freezes the
 // cgroup, SIGKILLs every task and thaws it (killAll): a fork bomb under
 // a CPU quota dies within seconds.
+//
+// NewLibcontainer is the same driver without an OCI runtime binary: it
+// turns the same spec into libcontainer's config (specconv) and starts
+// the container in-process with runc's libcontainer, the calling binary
+// re-executed once as the container's init (LibcontainerInit). The
+// init is the caller's child, reaped as it exits; libcontainer's state
+// under <state>/libcontainer/<id> is what Recover and Cleanup read after
+// a restart (and what `runc --root` reads as its own). Bundle, exit
+// file, cgroups, killAll, usage and the OOM verdict are shared with the
+// binary mode. It needs cgo and the seccomp build tag.
 package runc
 
 import (
