@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
@@ -127,10 +128,40 @@ func libctRun(root, id string, spec *specs.Spec, stdout, stderr *os.File, files 
 
 // launchLibct is launch for the in-process mode: the container's init
 // is this process's child, and reap waits for it (Wait4 through
-// os/exec), so that no zombie stays behind.
-func (r *Runtime) launchLibct(s runtime.Spec, spec *specs.Spec, files []*os.File) (pid int, reap func(), err error) {
+// os/exec), so that no zombie stays behind. ctx ending before the
+// container runs kills whatever of it is in its cgroup already (an init
+// stuck setting up mounts), which ends the start with ctx's error.
+func (r *Runtime) launchLibct(ctx context.Context, s runtime.Spec, spec *specs.Spec, files []*os.File) (pid int, reap func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, nil, err
+	}
+	started := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+		case <-started:
+			return
+		}
+		for { // the cgroup may not be there yet
+			kctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = killAll(kctx, cgroupBase, s.ID)
+			cancel()
+			select {
+			case <-started:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
 	_, p, err := libctRun(r.root, s.ID, spec, s.Stdout, s.Stderr, files)
+	close(started)
+	<-stopped
 	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil, ctx.Err()
+		}
 		return 0, nil, err
 	}
 	pid, err = p.Pid()

@@ -26,7 +26,7 @@ func libctUsable() error { return fmt.Errorf("%s: %w", Libcontainer, ErrNoCgo) }
 // binary was built without cgo.
 func ProbeLibcontainer(ctx context.Context, init, dir string) error { return libctUsable() }
 
-func (r *Runtime) launchLibct(runtime.Spec, *specs.Spec, []*os.File) (int, func(), error) {
+func (r *Runtime) launchLibct(context.Context, runtime.Spec, *specs.Spec, []*os.File) (int, func(), error) {
 	return 0, nil, libctUsable()
 }
 

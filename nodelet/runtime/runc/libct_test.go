@@ -5,6 +5,7 @@ package runc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -238,5 +239,32 @@ func TestLibcontainerRecoverAfterExit(t *testing.T) {
 	}
 	if !runtimetest.WaitFor(5*time.Second, func() bool { return len(runtimetest.FindProcs(long.ID)) == 0 }) {
 		t.Errorf("processes left: %v", runtimetest.FindProcs(long.ID))
+	}
+}
+
+// TestLibcontainerStartCancelled: a start whose context has ended fails
+// with the context's error and leaves nothing: no state, no cgroup, no
+// directory.
+func TestLibcontainerStartCancelled(t *testing.T) {
+	r := newLibctRuntime(t)
+	spec, _ := runtimetest.NewSpec(t, runtimetest.BuildInit(t), "true")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if c, err := r.Start(ctx, spec); !errors.Is(err, context.Canceled) {
+		if c != nil {
+			_ = c.Destroy(context.Background())
+		}
+		t.Fatalf("start with an ended context = %v, want context.Canceled", err)
+	}
+	if ids, _ := r.list(context.Background()); len(ids) != 0 {
+		t.Errorf("libcontainer state left: %v", ids)
+	}
+	for _, p := range CgroupPaths(spec.ID) {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("cgroup %s left", p)
+		}
+	}
+	if _, err := os.Stat(spec.Dir); err == nil {
+		t.Errorf("%s left", spec.Dir)
 	}
 }

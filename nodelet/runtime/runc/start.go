@@ -46,7 +46,7 @@ func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container,
 		reap func()
 	)
 	if r.lib {
-		pid, reap, err = r.launchLibct(s, spec, files)
+		pid, reap, err = r.launchLibct(ctx, s, spec, files)
 	} else {
 		pid, err = r.launch(ctx, s, l, files)
 	}
