@@ -23,6 +23,10 @@ const libcontainerModule = "github.com/opencontainers/runc"
 // apply the containers' filter.
 var ErrNoSeccomp = errors.New("built without seccomp support (build with CGO_ENABLED=1 -tags seccomp and libseccomp's headers; make build does)")
 
+// ErrNoCgo means this binary was built without cgo: libcontainer's
+// container init (nsenter) and its seccomp support are C.
+var ErrNoCgo = errors.New("built without cgo (CGO_ENABLED=1; make build does)")
+
 // ErrNoInit means the running binary does not register LibcontainerInit,
 // so it cannot be re-executed as a container's init.
 var ErrNoInit = errors.New("this binary does not register the container init (runc.LibcontainerInit)")
@@ -95,7 +99,3 @@ func signalAll(id string, sig syscall.Signal) error {
 	}
 	return nil
 }
-
-// ErrNoCgo means this binary was built without cgo: libcontainer's
-// container init (nsenter) and its seccomp support are C.
-var ErrNoCgo = errors.New("built without cgo (CGO_ENABLED=1; make build does)")
