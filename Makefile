@@ -14,12 +14,18 @@ all: build
 # Static binaries: troupe-init and troupe-ssh are mounted into containers
 # whatever their libc, and the tools copy cleanly onto any node. nodelet
 # is built with cgo so that go-nvml can load the NVIDIA driver's
-# libnvidia-ml where there is one (without it, the node reports no GPUs).
+# libnvidia-ml where there is one (without it, the node reports no GPUs),
+# and so that it can drive containers in-process with runc's libcontainer
+# (--oci-runtime libcontainer), whose container init needs cgo and whose
+# seccomp filters need libseccomp (the seccomp tag, where its headers are
+# installed: libseccomp-dev; without them that mode says so and auto
+# leaves it out).
 STATIC   := $(filter-out nodelet,$(CMDS))
+NODELET_TAGS ?= $(shell pkg-config --exists libseccomp 2>/dev/null && echo seccomp)
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(STATIC))
-	CGO_ENABLED=1 $(GO) build -trimpath -o $(BIN)/ ./cmd/nodelet
+	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(NODELET_TAGS)' -o $(BIN)/ ./cmd/nodelet
 	@$(MAKE) --no-print-directory slurm-links
 
 # Slurm's commands are links to troupe-slurm (which acts as the command
@@ -58,7 +64,7 @@ demo: build deps
 # real clusters), then each fuzz target briefly: the parsers of everything
 # users and nodes send must not panic or hang.
 test: build deps
-	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test -tags '$(NODELET_TAGS)' $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz
 
 # The fault-injection test in full (e2e/chaos_test.go): three schedd
@@ -117,10 +123,11 @@ bench-scale:
 # (troupe_job_stage_seconds), CPU ms per job by process and raft entries
 # per job. Needs root, runc and busybox.
 N ?= 100
+OCI_RUNTIME ?=
 bench-pipeline: build
 	@if [ "$$(id -u)" != 0 ]; then echo "bench-pipeline: needs root (runc containers): run sudo make bench-pipeline" >&2; exit 1; fi
 	@for c in runc busybox; do command -v $$c >/dev/null || { echo "bench-pipeline: needs $$c (make deps installs it)" >&2; exit 1; }; done
-	N=$(N) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x -v -timeout 30m ./e2e/
+	N=$(N) OCI_RUNTIME=$(OCI_RUNTIME) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x -v -timeout 30m ./e2e/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -31,17 +31,36 @@ func TestMain(m *testing.M) {
 	}
 	bin = dir
 	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/bsub", "../cmd/bqueue", "../cmd/bkill",
-		"../cmd/bjob", "../cmd/bpeek", "../cmd/battach", "../cmd/bapp", "../cmd/bhist", "../cmd/bhold", "../cmd/brelease", "../cmd/bhosts", "../cmd/bjobs", "../cmd/bstop", "../cmd/bresume", "../cmd/schedd", "../cmd/nodelet", "../cmd/troupe-init", "../cmd/troupe-ssh", "../cmd/troupe-fence", "../cmd/troupe-slurm")
+		"../cmd/bjob", "../cmd/bpeek", "../cmd/battach", "../cmd/bapp", "../cmd/bhist", "../cmd/bhold", "../cmd/brelease", "../cmd/bhosts", "../cmd/bjobs", "../cmd/bstop", "../cmd/bresume", "../cmd/schedd", "../cmd/troupe-init", "../cmd/troupe-ssh", "../cmd/troupe-fence", "../cmd/troupe-slurm")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building troupe:", err)
 		os.Exit(1)
 	}
+	// The nodelet as make build builds it: with cgo and, where
+	// libseccomp's headers are, the seccomp tag, so that it can run
+	// containers in-process (--oci-runtime libcontainer).
+	cmd = exec.Command("go", "build", "-tags", nodeletTags(), "-o", dir+"/", "../cmd/nodelet")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building nodelet:", err)
+		os.Exit(1)
+	}
 	_ = os.Chmod(dir, 0o755) // tests run bsub as other users too
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// nodeletTags is the Makefile's NODELET_TAGS: seccomp where pkg-config
+// finds libseccomp.
+func nodeletTags() string {
+	if exec.Command("pkg-config", "--exists", "libseccomp").Run() == nil {
+		return "seccomp"
+	}
+	return ""
 }
 
 // needBusybox skips t without busybox (the jobs' nc).

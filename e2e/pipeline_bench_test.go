@@ -42,7 +42,8 @@ import (
 //     containers, the kernel's work, and any other load on the machine);
 //   - raft entries per job (troupe_schedd_raft_entries_total), by kind.
 //
-// N is the environment's N (default 100).
+// N is the environment's N (default 100); OCI_RUNTIME, when set, is the
+// nodelet's oci_runtime (auto, crun, libcontainer, runc; default auto).
 //
 //	sudo N=100 go test ./e2e -run '^$' -bench '^BenchmarkPipeline$' -benchtime 1x -v
 func BenchmarkPipeline(b *testing.B) {
@@ -60,7 +61,21 @@ func BenchmarkPipeline(b *testing.B) {
 	_ = os.Chmod(dir, 0o755)
 	rootfs := busyboxRootfs(b, filepath.Join(dir, "rootfs"))
 	metricsAddr := freeAddr(b)
+	if oci := os.Getenv("OCI_RUNTIME"); oci != "" {
+		conf := filepath.Join(dir, "nodelet.hcl")
+		if err := os.WriteFile(conf, fmt.Appendf(nil, "oci_runtime = %q\n", oci), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.Setenv("TROUPE_NODELET_CONFIG", conf)
+	}
 	c := startCluster(b, 1, "2", "--metrics-addr", metricsAddr)
+	hosts, errOut, code := c.run(dir, "bhosts", "-o", "json")
+	ociName := "?"
+	if m := regexp.MustCompile(`"oci_runtime":\s*"([^"]*)"`).FindStringSubmatch(hosts); code == 0 && m != nil {
+		ociName = m[1]
+	} else {
+		b.Logf("bhosts: exit %d: %s%s", code, hosts, errOut)
+	}
 	cli, err := client.New(c.addr)
 	if err != nil {
 		b.Fatal(err)
@@ -83,6 +98,7 @@ func BenchmarkPipeline(b *testing.B) {
 		// troupe
 		m0 := scrapeSeries(b, metricsAddr)
 		cpu0 := readCPU(b, c.cmd.Process.Pid, nodelet)
+		forks0 := forks(b)
 		out, errOut, code := c.run(dir, "bsub", "--count", strconv.Itoa(n), job)
 		if code != 0 {
 			b.Fatalf("bsub --count %d: exit %d: %s%s", n, code, out, errOut)
@@ -97,6 +113,7 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		jobs := waitAllEnded(b, cli, ids, 10*time.Minute)
 		cpu1 := readCPU(b, c.cmd.Process.Pid, nodelet)
+		forks1 := forks(b)
 		m1 := scrapeSeries(b, metricsAddr)
 		first, last := jobs[0].Submitted, jobs[0].Ended
 		for _, j := range jobs {
@@ -118,7 +135,7 @@ func BenchmarkPipeline(b *testing.B) {
 
 		w := os.Stdout
 		fmt.Fprintf(w, "\npipeline: %d one-container jobs (/bin/true, busybox rootfs), one node of 2 cpus\n", n)
-		fmt.Fprintf(w, "  %-34s %8.1f jobs/s  (%v submitted → last ended)\n", "troupe", troupeRate, last.Sub(first).Round(time.Millisecond))
+		fmt.Fprintf(w, "  %-34s %8.1f jobs/s  (%v submitted → last ended)\n", "troupe ("+ociName+")", troupeRate, last.Sub(first).Round(time.Millisecond))
 		fmt.Fprintf(w, "  %-34s %8.1f jobs/s  (%v, 2 at a time)\n", "runc run", runcRate, runcTime.Round(time.Millisecond))
 		fmt.Fprintf(w, "  %-34s %8.2f\n", "troupe / runc", troupeRate/runcRate)
 		fmt.Fprintf(w, "  stage (troupe_job_stage_seconds)      p50 ms   p90 ms  mean ms  count\n")
@@ -133,6 +150,7 @@ func BenchmarkPipeline(b *testing.B) {
 		fmt.Fprintf(w, "  %-34s %8.1f\n", "nodelet", per(nd))
 		fmt.Fprintf(w, "  %-34s %8.1f\n", "nodelet's reaped children (runc…)", per(kids))
 		fmt.Fprintf(w, "  %-34s %8.1f\n", "rest of the machine", per(all-min(all, sd+nd+kids)))
+		fmt.Fprintf(w, "  %-34s %8.1f  (the whole machine's forks and clones, /proc/stat)\n", "processes per job", float64(forks1-forks0)/float64(n))
 		var kinds []string
 		total := 0.0
 		for k, v := range m1 {
@@ -216,6 +234,23 @@ func readCPU(b *testing.B, schedd, nodelet int) cpuTicks {
 		t.machine += v
 	}
 	return t
+}
+
+// forks is /proc/stat's count of processes (and threads) created since
+// boot.
+func forks(b *testing.B) uint64 {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "processes "); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	b.Fatal("/proc/stat: no processes line")
+	return 0
 }
 
 // procTicks is pid's utime, stime, cutime and cstime.

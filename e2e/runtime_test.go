@@ -52,9 +52,10 @@ func TestNodeRuntime(t *testing.T) {
 		t.Errorf("bhosts: node capacity without 2 GPUs (exit %d): %s%s", code, out, errOut)
 	}
 	// The node registers the OCI runtime its runc driver runs: crun
-	// where crun works, else runc (nodelet --oci-runtime auto).
-	if !regexp.MustCompile(`"oci_runtime":\s*"(runc|crun) \d`).MatchString(out) {
-		t.Errorf("bhosts: no oci_runtime of runc or crun with a version: %s", out)
+	// where crun works, else libcontainer in-process, else runc
+	// (nodelet --oci-runtime auto).
+	if !regexp.MustCompile(`"oci_runtime":\s*"(runc \d|crun \d|libcontainer v\d)`).MatchString(out) {
+		t.Errorf("bhosts: no oci_runtime of runc, crun or libcontainer with a version: %s", out)
 	}
 
 	job := func(image, command, mounts, extra string) string {

@@ -12,6 +12,11 @@ allowed_mount_roots = ["/shared", "/scratch", "/home"]
 # Report this many fake GPUs instead of discovering them with NVML (tests).
 # fake_gpus = 4
 
+# What the runc runtime starts containers with: auto (crun, else
+# libcontainer in-process, else runc; see nodelet(8)), crun, libcontainer
+# or runc.
+# oci_runtime = "auto"
+
 # Most tasks (processes and threads) one container may hold.
 pids_limit = 4096
 

@@ -32,12 +32,17 @@ const (
 	RuntimeApptainer = apptainer.Name
 )
 
-// OCI runtime choices for Config.OCIRuntime: the binary the runc
-// driver runs.
+// OCI runtime choices for Config.OCIRuntime: what the runc driver
+// starts containers with.
 const (
-	OCIAuto = "auto"       // crun when it is installed and runs a trial container, else runc
+	// OCIAuto: the first of crun, libcontainer and runc that runs a
+	// trial container (runc itself is not tried).
+	OCIAuto = "auto"
 	OCICrun = runc.BinCrun // crun, or the nodelet does not start
-	OCIRunc = runc.BinRunc
+	// OCILibcontainer: runc's libcontainer in-process, the nodelet
+	// re-executed as each container's init (no OCI runtime binary).
+	OCILibcontainer = runc.Libcontainer
+	OCIRunc         = runc.BinRunc
 )
 
 // Network choices for Config.Network.
@@ -69,9 +74,10 @@ type Config struct {
 	Addr     string // schedd address (see client.New); required
 	StateDir string // default DefaultStateDir
 	Runtime  string // RuntimeAuto (default), RuntimeRunc, RuntimeProcess
-	// OCIRuntime is the binary the runc driver runs: OCIAuto (default),
-	// OCICrun or OCIRunc. Found on $PATH, else in /usr/sbin, /usr/bin,
-	// /usr/local/sbin, /usr/local/bin.
+	// OCIRuntime is what the runc driver starts containers with:
+	// OCIAuto (default), OCICrun, OCILibcontainer or OCIRunc. Binaries
+	// are found on $PATH, else in /usr/sbin, /usr/bin, /usr/local/sbin,
+	// /usr/local/bin.
 	OCIRuntime string
 	CPU        float64 // cores offered; 0: runtime.NumCPU()
 	Memory     int64   // bytes offered; 0: MemTotal of /proc/meminfo
@@ -162,9 +168,9 @@ func (c Config) withDefaults() (Config, error) {
 	c.Runtime = cmp.Or(c.Runtime, RuntimeAuto)
 	c.OCIRuntime = cmp.Or(c.OCIRuntime, OCIAuto)
 	switch c.OCIRuntime {
-	case OCIAuto, OCICrun, OCIRunc:
+	case OCIAuto, OCICrun, OCILibcontainer, OCIRunc:
 	default:
-		return c, fmt.Errorf("oci runtime %q: want auto, crun or runc", c.OCIRuntime)
+		return c, fmt.Errorf("oci runtime %q: want auto, crun, libcontainer or runc", c.OCIRuntime)
 	}
 	c.Network = cmp.Or(c.Network, NetworkAuto)
 	switch c.Network {
@@ -224,8 +230,8 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // newRuntime picks the container runtime Config.Runtime names and, for
-// the runc driver, the OCI runtime binary Config.OCIRuntime names
-// (ociBinary).
+// the runc driver, what it starts containers with (Config.OCIRuntime,
+// ociRuntime).
 func newRuntime(c Config, log *slog.Logger) (runtime.Runtime, error) {
 	switch c.Runtime {
 	case RuntimeProcess:
@@ -236,21 +242,15 @@ func newRuntime(c Config, log *slog.Logger) (runtime.Runtime, error) {
 		if os.Geteuid() != 0 {
 			return nil, errors.New("runtime runc needs root (rootless runc is not supported)")
 		}
-		bin, err := ociBinary(c, log)
-		if err != nil {
-			return nil, err
-		}
-		return newRunc(c, bin)
+		return ociRuntime(c, log)
 	case RuntimeAuto:
 		if os.Geteuid() == 0 {
-			bin, err := ociBinary(c, log)
-			if err != nil && c.OCIRuntime == OCICrun {
-				return nil, err
-			}
+			r, err := ociRuntime(c, log)
 			if err == nil {
-				if r, err := newRunc(c, bin); err == nil {
-					return r, nil
-				}
+				return r, nil
+			}
+			if c.OCIRuntime == OCICrun || c.OCIRuntime == OCILibcontainer {
+				return nil, err
 			}
 		}
 		return process.New(), nil
@@ -258,52 +258,77 @@ func newRuntime(c Config, log *slog.Logger) (runtime.Runtime, error) {
 	return nil, fmt.Errorf("unknown runtime %q: want auto, runc, apptainer or process", c.Runtime)
 }
 
-// ociBinary finds the OCI runtime the runc driver runs. OCIAuto prefers
-// crun: when it is installed, a trial container (runc.Probe) decides,
-// once, at start; if it fails, one warning names why and runc is used.
-// OCICrun that is missing or fails its trial is an error naming the
-// cause.
+// ociRuntime starts the runc driver with what Config.OCIRuntime names.
+// OCIAuto tries, once, at start: crun when it is installed, then
+// libcontainer in-process, each with a trial container (runc.Probe,
+// runc.ProbeLibcontainer), and takes the first that runs it; each that
+// fails gets one warning naming why; runc is the last resort, untried.
+// An explicit OCICrun or OCILibcontainer that fails its trial is an
+// error naming the cause.
 //
 // Containers a previous run left (a detached restart) are known only to
-// the binary that started them: while any remain, that binary is kept
-// (auto) or required (an explicit other choice is an error), so that
-// none vanishes from Recover or Cleanup.
-func ociBinary(c Config, log *slog.Logger) (string, error) {
+// what started them: while any remain, that is kept (auto) or required
+// (an explicit other choice is an error), so that none vanishes from
+// Recover or Cleanup.
+func ociRuntime(c Config, log *slog.Logger) (*runc.Runtime, error) {
 	if prev, root := previousOCI(c.StateDir); prev != "" {
 		if c.OCIRuntime != OCIAuto && c.OCIRuntime != prev {
-			return "", fmt.Errorf("--oci-runtime %s: containers a previous run started with %s remain under %s; use --oci-runtime %s until they are gone", c.OCIRuntime, prev, root, prev)
+			return nil, fmt.Errorf("--oci-runtime %s: containers a previous run started with %s remain under %s; use --oci-runtime %s until they are gone", c.OCIRuntime, prev, root, prev)
 		}
-		if prev == OCIRunc {
-			return runc.Find("")
+		switch prev {
+		case OCIRunc:
+			return newRunc(c, "")
+		case OCILibcontainer:
+			r, err := runc.NewLibcontainer(c.StateDir)
+			if err != nil {
+				return nil, fmt.Errorf("containers a previous run started with %s remain under %s: %w", prev, root, err)
+			}
+			log.Info("OCI runtime: keeping the previous run's, whose containers remain", "oci", r.OCI(), "root", root)
+			return r, nil
 		}
 		bin, err := findBinary(prev)
 		if err != nil {
-			return "", fmt.Errorf("containers a previous run started with %s remain under %s: %w", prev, root, err)
+			return nil, fmt.Errorf("containers a previous run started with %s remain under %s: %w", prev, root, err)
 		}
 		log.Info("OCI runtime: keeping the previous run's, whose containers remain", "binary", bin, "root", root)
-		return bin, nil
+		return newRunc(c, bin)
 	}
 	if c.OCIRuntime == OCIRunc {
-		return runc.Find("")
+		return newRunc(c, "")
 	}
-	crun, err := findBinary(runc.BinCrun)
-	if err != nil {
-		if c.OCIRuntime == OCICrun {
-			return "", fmt.Errorf("--oci-runtime crun: %w", err)
+	if c.OCIRuntime != OCILibcontainer {
+		crun, err := findBinary(runc.BinCrun)
+		if err != nil && c.OCIRuntime == OCICrun {
+			return nil, fmt.Errorf("--oci-runtime crun: %w", err)
 		}
-		return runc.Find("")
+		if err == nil {
+			start := time.Now()
+			perr := runc.Probe(context.Background(), crun, c.InitBinary, filepath.Join(c.StateDir, "probe"))
+			if perr == nil {
+				log.Info("OCI runtime: crun runs containers here", "binary", crun, "trial", time.Since(start).Round(time.Millisecond))
+				return newRunc(c, crun)
+			}
+			if c.OCIRuntime == OCICrun {
+				return nil, fmt.Errorf("--oci-runtime crun: %s does not work here: %w", crun, perr)
+			}
+			log.Warn(fmt.Sprintf("crun present but not working here: %v; trying libcontainer", perr), "binary", crun)
+		}
 	}
 	start := time.Now()
-	perr := runc.Probe(context.Background(), crun, c.InitBinary, filepath.Join(c.StateDir, "probe"))
+	perr := runc.ProbeLibcontainer(context.Background(), c.InitBinary, filepath.Join(c.StateDir, "probe"))
 	if perr == nil {
-		log.Info("OCI runtime: crun runs containers here", "binary", crun, "trial", time.Since(start).Round(time.Millisecond))
-		return crun, nil
+		r, err := runc.NewLibcontainer(c.StateDir)
+		if err == nil {
+			log.Info("OCI runtime: libcontainer runs containers here, in-process", "oci", r.OCI(), "trial", time.Since(start).Round(time.Millisecond))
+			return r, nil
+		}
+		perr = err
 	}
-	if c.OCIRuntime == OCICrun {
-		return "", fmt.Errorf("--oci-runtime crun: %s does not work here: %w", crun, perr)
+	if c.OCIRuntime == OCILibcontainer {
+		return nil, fmt.Errorf("--oci-runtime libcontainer: does not work here: %w", perr)
 	}
-	log.Warn(fmt.Sprintf("crun present but not working here: %v; using runc", perr), "binary", crun)
-	return runc.Find("")
+	log.Warn(fmt.Sprintf("libcontainer does not work here: %v; using runc", perr))
+	return newRunc(c, "")
 }
 
 // ociFile records, in the state directory, the OCI runtime (OCICrun or
@@ -311,11 +336,16 @@ func ociBinary(c Config, log *slog.Logger) (string, error) {
 const ociFile = "oci-runtime"
 
 // previousOCI returns the OCI runtime a previous run started the
-// containers left under the runc driver's state root with, and that
-// root; "" when none is left. Nodelets older than ociFile ran runc.
+// containers it left with, and the state root they are under; "" when
+// none is left. The in-process mode's containers are under a root of
+// their own (runc.LibcontainerRoot); the binaries' share runc's, and
+// ociFile says which binary. Nodelets older than ociFile ran runc.
 func previousOCI(stateDir string) (name, root string) {
+	if lib := runc.LibcontainerRoot(stateDir); hasEntries(lib) {
+		return OCILibcontainer, lib
+	}
 	root = filepath.Join(stateDir, "runc")
-	if ents, err := os.ReadDir(root); err != nil || len(ents) == 0 {
+	if !hasEntries(root) {
 		return "", root
 	}
 	b, err := os.ReadFile(filepath.Join(stateDir, ociFile))
@@ -329,8 +359,14 @@ func previousOCI(stateDir string) (name, root string) {
 	return OCIRunc, root
 }
 
-// newRunc starts the runc driver with binary and records which OCI
-// runtime its containers belong to (previousOCI).
+// hasEntries reports whether dir exists and is not empty.
+func hasEntries(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	return err == nil && len(ents) > 0
+}
+
+// newRunc starts the runc driver with binary ("": runc, see runc.Find)
+// and records which OCI runtime its containers belong to (previousOCI).
 func newRunc(c Config, binary string) (*runc.Runtime, error) {
 	r, err := runc.New(binary, c.StateDir)
 	if err != nil {

@@ -4,12 +4,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -65,12 +67,28 @@ func (a *agent) startFence() error {
 	}
 	k.args = []string{"--lease", k.path, "--owner", k.owner, "--nodelet-pid", strconv.Itoa(os.Getpid())}
 	if a.rt.Name() == runc.Name {
-		bin, err := runc.Find("")
-		if err != nil {
-			return err
+		// The runtime keeps runc's state under StateDir/runc (runc.New),
+		// or libcontainer's under runc.LibcontainerRoot in the
+		// in-process mode, whose state.json runc's command line reads
+		// as its own (runc is libcontainer's command line).
+		lib := strings.HasPrefix(a.oci, runc.Libcontainer)
+		root := filepath.Join(a.cfg.StateDir, "runc")
+		if lib {
+			root = runc.LibcontainerRoot(a.cfg.StateDir)
 		}
-		// The runtime keeps runc's state under StateDir/runc (runc.New).
-		k.args = append(k.args, "--runc", bin, "--runc-root", filepath.Join(a.cfg.StateDir, "runc"))
+		switch bin, err := runc.Find(""); {
+		case err == nil:
+			k.args = append(k.args, "--runc", bin, "--runc-root", root)
+		case !lib:
+			return err
+		case a.cfg.FenceChildren:
+			// The in-process mode's containers are this nodelet's
+			// children, which --children kills; after a restart
+			// they are not, and only runc's command line finds them.
+			a.log.Warn("no runc binary: at the lease's deadline the fence kills only the containers this nodelet started, not those it recovered", "err", err)
+		default:
+			return fmt.Errorf("the fence needs the runc binary to kill libcontainer's containers: %w", err)
+		}
 	}
 	if a.cfg.FenceChildren {
 		k.args = append(k.args, "--children")

@@ -42,6 +42,9 @@ type File struct {
 	// NetNSPool is how many network namespaces the node keeps prepared
 	// (Config.NetNSPool): unset for network.DefaultPool, 0 for none.
 	NetNSPool *int `hcl:"netns_pool,optional"`
+	// OCIRuntime is Config.OCIRuntime: "auto" (also ""), "crun",
+	// "libcontainer" or "runc".
+	OCIRuntime string `hcl:"oci_runtime,optional"`
 }
 
 // LoadFile reads a nodelet.hcl. Errors carry file, line and column.
@@ -78,6 +81,11 @@ func LoadFile(path string) (File, error) {
 	}
 	if n := fc.NetNSPool; n != nil && (*n < 0 || *n > network.MaxPool) {
 		return File{}, fmt.Errorf("%s: netns_pool = %d: want 0 (none) to %d", at(f, path, "netns_pool"), *n, network.MaxPool)
+	}
+	switch fc.OCIRuntime {
+	case "", OCIAuto, OCICrun, OCILibcontainer, OCIRunc:
+	default:
+		return File{}, fmt.Errorf("%s: oci_runtime %q: want auto, crun, libcontainer or runc", path, fc.OCIRuntime)
 	}
 	if fc.FakeGPUs < 0 || fc.PidsLimit < 0 {
 		return File{}, fmt.Errorf("%s: fake_gpus and pids_limit must not be negative", path)
@@ -132,5 +140,8 @@ func (f File) Apply(c *Config) {
 		if c.NetNSPool == 0 {
 			c.NetNSPool = -1 // none
 		}
+	}
+	if c.OCIRuntime == "" {
+		c.OCIRuntime = f.OCIRuntime
 	}
 }

@@ -77,6 +77,27 @@ func TestLoadNetNSPool(t *testing.T) {
 	}
 }
 
+// TestLoadOCIRuntime: nodelet.hcl's oci_runtime applies where no
+// --oci-runtime flag was given.
+func TestLoadOCIRuntime(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "nodelet.hcl")
+	_ = os.WriteFile(p, []byte("oci_runtime = \"libcontainer\"\n"), 0o644)
+	f, err := LoadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Config
+	f.Apply(&c)
+	if c.OCIRuntime != OCILibcontainer {
+		t.Errorf("oci runtime %q, want %s", c.OCIRuntime, OCILibcontainer)
+	}
+	c = Config{OCIRuntime: OCIRunc} // the flag
+	f.Apply(&c)
+	if c.OCIRuntime != OCIRunc {
+		t.Errorf("with the flag: %q, want %s", c.OCIRuntime, OCIRunc)
+	}
+}
+
 func TestLoadFileErrors(t *testing.T) {
 	tests := []struct{ name, src, want string }{
 		{"Unknown", "fake_gpu = 2\n", "line 1"},
@@ -86,6 +107,7 @@ func TestLoadFileErrors(t *testing.T) {
 		{"DefaultSubnetBad", "default_subnet = \"10.199.0.0\"\n", "not an IPv4 CIDR"},
 		{"NetNSPoolNegative", "# pool\nnetns_pool = -1\n", "nodelet.hcl:2: netns_pool = -1: want 0 (none) to 64"},
 		{"NetNSPoolLarge", "netns_pool = 1000\n", "nodelet.hcl:1: netns_pool = 1000"},
+		{"OCIRuntime", "oci_runtime = \"youki\"\n", "nodelet.hcl: oci_runtime \"youki\": want auto, crun, libcontainer or runc"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

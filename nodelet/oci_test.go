@@ -25,9 +25,19 @@ func failingCrun(t *testing.T) string {
 	return crun
 }
 
+// ociBinary is the binary ociRuntime picks ("" for libcontainer).
+func ociBinary(c Config, log *slog.Logger) (string, error) {
+	r, err := ociRuntime(c, log)
+	if err != nil {
+		return "", err
+	}
+	return r.Binary(), nil
+}
+
 // TestOCIAutoFallsBackToRunc: with --oci-runtime auto, a crun that
-// fails its trial container leaves runc in charge, and one warning
-// says why.
+// fails its trial container, then libcontainer that cannot run (this
+// test binary is no container init) leave runc in charge, and one
+// warning each says why.
 func TestOCIAutoFallsBackToRunc(t *testing.T) {
 	want, err := runc.Find("")
 	if err != nil {
@@ -40,10 +50,11 @@ func TestOCIAutoFallsBackToRunc(t *testing.T) {
 	if err != nil || got != want {
 		t.Fatalf("ociBinary = %q, %v; want runc at %s", got, err, want)
 	}
-	line := "crun present but not working here: trial container: exit status 1: cgroups in hybrid mode not supported; using runc"
-	if out := logs.String(); strings.Count(out, "\n") != 1 || !strings.Contains(out, "level=WARN") ||
-		!strings.Contains(out, line) || !strings.Contains(out, crun) {
-		t.Errorf("log = %q, want one warning with %q and the binary %s", out, line, crun)
+	line := "crun present but not working here: trial container: exit status 1: cgroups in hybrid mode not supported; trying libcontainer"
+	line2 := "libcontainer does not work here: libcontainer: " + runc.ErrNoInit.Error() + "; using runc"
+	if out := logs.String(); strings.Count(out, "\n") != 2 || strings.Count(out, "level=WARN") != 2 ||
+		!strings.Contains(out, line) || !strings.Contains(out, crun) || !strings.Contains(out, line2) {
+		t.Errorf("log = %q, want a warning with %q and the binary %s, and one with %q", out, line, crun, line2)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(c.StateDir, "probe")); len(ents) != 0 {
 		t.Errorf("the trial left %d entries behind", len(ents))
@@ -74,6 +85,17 @@ func TestOCICrunExplicit(t *testing.T) {
 	})
 }
 
+// TestOCILibcontainerExplicit: --oci-runtime libcontainer in a binary
+// that cannot run it is an error naming why; runc is not tried.
+func TestOCILibcontainerExplicit(t *testing.T) {
+	c := Config{OCIRuntime: OCILibcontainer, InitBinary: "/bin/true", StateDir: t.TempDir()}
+	_, err := ociBinary(c, slog.New(slog.DiscardHandler))
+	want := "--oci-runtime libcontainer: does not work here: libcontainer: " + runc.ErrNoInit.Error()
+	if err == nil || err.Error() != want {
+		t.Errorf("ociBinary = %v, want %q", err, want)
+	}
+}
+
 // TestOCIAutoRealCrun: the installed crun, if any, is taken when its
 // trial container runs and otherwise leaves runc with the warning
 // (crun 1.8 on a mixed cgroup v1/v2 node).
@@ -97,7 +119,8 @@ func TestOCIAutoRealCrun(t *testing.T) {
 		t.Fatal(err)
 	case got == crun:
 		t.Logf("crun works here: %s", logs.String())
-	case got == rc && strings.Contains(logs.String(), "crun present but not working here: trial container: "):
+	case got == rc && strings.Contains(logs.String(), "crun present but not working here: trial container: ") &&
+		strings.Contains(logs.String(), "libcontainer does not work here"):
 		t.Logf("crun does not work here, runc chosen: %s", logs.String())
 	default:
 		t.Errorf("ociBinary = %q (log %q); want crun %s, or runc %s with the warning", got, logs.String(), crun, rc)
@@ -159,6 +182,25 @@ func TestOCIKeepsPreviousRuntime(t *testing.T) {
 
 	// Once none is left, the choice is free again; newRunc records it.
 	if err := os.Remove(filepath.Join(state, "runc", "troupe-k1")); err != nil {
+		t.Fatal(err)
+	}
+
+	// A previous run in-process: its containers are under libcontainer's
+	// root, known to no binary's: auto keeps it (here: cannot, and says
+	// why), an explicit binary is refused.
+	lib := filepath.Join(runc.LibcontainerRoot(state), "troupe-k2")
+	if err := os.MkdirAll(lib, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ociBinary(Config{OCIRuntime: OCIAuto, InitBinary: "/bin/true", StateDir: state}, log); err == nil ||
+		!strings.Contains(err.Error(), "containers a previous run started with libcontainer remain under "+runc.LibcontainerRoot(state)) {
+		t.Errorf("auto with libcontainer's containers left, in a binary that cannot run them = %v, want refused", err)
+	}
+	want = "--oci-runtime runc: containers a previous run started with libcontainer remain under " + runc.LibcontainerRoot(state) + "; use --oci-runtime libcontainer until they are gone"
+	if _, err := ociBinary(Config{OCIRuntime: OCIRunc, StateDir: state}, log); err == nil || err.Error() != want {
+		t.Errorf("explicit runc with libcontainer's containers left = %v, want %q", err, want)
+	}
+	if err := os.Remove(lib); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := newRunc(Config{StateDir: state}, rc); err != nil {

@@ -20,7 +20,15 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/nodelet"
+	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
 )
+
+// init makes this binary the containers' init in the in-process
+// (--oci-runtime libcontainer) mode: libcontainer re-executes it as
+// `nodelet init` to set each container up and exec its first process.
+// It runs before main and anything main starts; any other invocation
+// goes on at once.
+func init() { runc.LibcontainerInit() }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -83,7 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
 	fs.StringVar(&cfg.StateDir, "state-dir", nodelet.DefaultStateDir, "state directory")
 	fs.StringVar(&cfg.Runtime, "runtime", nodelet.RuntimeAuto, "container runtime: auto, runc, apptainer or process")
-	fs.StringVar(&cfg.OCIRuntime, "oci-runtime", nodelet.OCIAuto, "OCI runtime the runc driver runs: auto (crun if it runs a trial container, else runc), crun or runc")
+	fs.StringVar(&cfg.OCIRuntime, "oci-runtime", "", "OCI runtime of the runc driver: auto (the first that runs a trial container of crun, libcontainer, runc), crun, libcontainer (in-process) or runc (default: the config file's oci_runtime, else auto)")
 	fs.Float64Var(&cfg.CPU, "cpu", 0, "cores offered (default: all)")
 	fs.StringVar(&memory, "memory", "", "memory offered, e.g. 8GiB (default: MemTotal)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "IP containers are reached at (default 127.0.0.1 for a local schedd, else the first non-loopback)")
@@ -136,9 +144,9 @@ func checkFlags(cfg *nodelet.Config, memory string) error {
 		return fmt.Errorf("--runtime %q: want auto, runc, apptainer or process", cfg.Runtime)
 	}
 	switch cfg.OCIRuntime {
-	case "", nodelet.OCIAuto, nodelet.OCICrun, nodelet.OCIRunc:
+	case "", nodelet.OCIAuto, nodelet.OCICrun, nodelet.OCILibcontainer, nodelet.OCIRunc:
 	default:
-		return fmt.Errorf("--oci-runtime %q: want auto, crun or runc", cfg.OCIRuntime)
+		return fmt.Errorf("--oci-runtime %q: want auto, crun, libcontainer or runc", cfg.OCIRuntime)
 	}
 	switch cfg.Network {
 	case nodelet.NetworkAuto, nodelet.NetworkSession, nodelet.NetworkHost:

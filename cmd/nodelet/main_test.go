@@ -59,7 +59,7 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{"UnknownFlag", []string{"--bogus"}, "flag provided but not defined: -bogus"},
 		{"BadRuntime", []string{"--runtime", "crun"}, `--runtime "crun": want auto, runc, apptainer or process`},
-		{"BadOCIRuntime", []string{"--oci-runtime", "youki"}, `--oci-runtime "youki": want auto, crun or runc`},
+		{"BadOCIRuntime", []string{"--oci-runtime", "youki"}, `--oci-runtime "youki": want auto, crun, libcontainer or runc`},
 		{"BadMemory", []string{"--memory", "lots"}, "--memory"},
 		{"NegativeCPU", []string{"--cpu", "-2"}, "--cpu -2"},
 		{"BadGrace", []string{"--stop-grace", "soon"}, "invalid value"},

@@ -71,6 +71,12 @@ func (c *container) watch(pidfd int) {
 		}
 		_ = unix.Close(pidfd)
 	}
+	c.exited()
+}
+
+// exited sets the exit (troupe-init's exit file, the OOM verdict) and
+// the usage once init has exited, and closes done.
+func (c *container) exited() {
 	exit := readExit(c.l.exitFile())
 	// The kernel counts an OOM kill before its victim dies: the count
 	// is in the cgroup by the time init has exited.
@@ -170,6 +176,22 @@ func (c *container) Signal(sig syscall.Signal) error {
 		// troupe-init cannot forward what it cannot catch: every
 		// process of the container stops (or goes on) together.
 		args = []string{"kill", "--all", c.id, fmt.Sprint(int(sig))}
+	}
+	if c.rt.lib {
+		var err error
+		if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
+			err = signalAll(c.id, sig)
+		} else {
+			err = c.rt.libctSignal(c.id, sig)
+		}
+		if err != nil {
+			select {
+			case <-c.done:
+				return fmt.Errorf("container %s: %w", c.id, runtime.ErrNotRunning)
+			default:
+			}
+		}
+		return err
 	}
 	out, err := c.rt.runc(context.Background(), args...)
 	if err != nil {
@@ -275,9 +297,19 @@ func (r *Runtime) state(ctx context.Context, id string) (state, error) {
 }
 
 // attach makes the container value for id, whose init is pid (0: it has
-// exited), and starts watching it.
-func (r *Runtime) attach(id string, l layout, pid int) *container {
+// exited), and starts watching it: with reap when the init is this
+// process's child (the in-process mode's), which returns once it has
+// exited and been reaped, else through a pidfd.
+func (r *Runtime) attach(id string, l layout, pid int, reap func()) *container {
 	c := &container{rt: r, id: id, l: l, pid: pid, done: make(chan struct{})}
+	if reap != nil {
+		r.remember(id)
+		go func() {
+			reap()
+			c.exited()
+		}()
+		return c
+	}
 	pidfd := -1
 	if pid > 0 {
 		fd, err := unix.PidfdOpen(pid, 0)

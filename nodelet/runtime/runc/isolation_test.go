@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -120,13 +119,12 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new nodelet process: same state dir, no Container handle.
-	r2 := &Runtime{binary: r.binary, root: r.root, mnt: r.mnt, images: r.images}
+	r2 := &Runtime{binary: r.binary, root: r.root, lib: r.lib, mnt: r.mnt, images: r.images}
 	if err := r2.Cleanup(context.Background()); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}
-	out, _ := r.runc(context.Background(), "list", "-q")
-	if s := strings.TrimSpace(string(out)); s != "" {
-		t.Errorf("runc still lists %q", s)
+	if ids, err := r.list(context.Background()); err != nil || len(ids) != 0 {
+		t.Errorf("%s still lists %q (%v)", r.OCI(), ids, err)
 	}
 	if !runtimetest.WaitFor(5*time.Second, func() bool { return len(runtimetest.FindProcs(spec.ID)) == 0 }) {
 		t.Errorf("processes left: %v", runtimetest.FindProcs(spec.ID))

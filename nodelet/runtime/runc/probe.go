@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -54,31 +56,12 @@ func Version(ctx context.Context, binary string) string {
 // proves the container ran. Its bundle and the runtime's state live in
 // a fresh directory under dir, removed afterwards. Needs root.
 func Probe(ctx context.Context, binary, init, dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(dir, "probe-")
+	tmp, id, spec, err := trialSpec(init, dir)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	id := "troupe-probe-" + hex.EncodeToString(rnd[:])
 	l := layout{dir: tmp}
-	root := filepath.Join(tmp, "root")
-	for _, d := range []string{l.bundle(), l.home(), root} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-	}
-	// The trial's user must reach its root's mountpoints.
-	if err := os.Chmod(root, 0o755); err != nil {
-		return err
-	}
-	s := runtime.Spec{ID: id, Init: init, UID: 65534, GID: 65534, CPU: 1, Memory: 64 << 20, Pids: 16}
-	spec := ociSpec(s, l, root, nil)
-	spec.Process.Args = []string{runtime.InitPath}
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return err
@@ -112,4 +95,37 @@ func Probe(ctx context.Context, binary, init, dir string) error {
 		runErr = errors.New("exited 0 without running the trial process")
 	}
 	return fmt.Errorf("trial container: %v: %s", runErr, msg)
+}
+
+// trialSpec makes Probe's trial: a fresh directory tmp under dir (the
+// caller removes it) with its bundle, home and an empty root, a random
+// id and the OCI spec, whose process is init with no arguments.
+func trialSpec(init, dir string) (tmp, id string, spec *specs.Spec, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", nil, err
+	}
+	tmp, err = os.MkdirTemp(dir, "probe-")
+	if err != nil {
+		return "", "", nil, err
+	}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	id = "troupe-probe-" + hex.EncodeToString(rnd[:])
+	l := layout{dir: tmp}
+	root := filepath.Join(tmp, "root")
+	for _, d := range []string{l.bundle(), l.home(), root} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			os.RemoveAll(tmp)
+			return "", "", nil, err
+		}
+	}
+	// The trial's user must reach its root's mountpoints.
+	if err := os.Chmod(root, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return "", "", nil, err
+	}
+	s := runtime.Spec{ID: id, Init: init, UID: 65534, GID: 65534, CPU: 1, Memory: 64 << 20, Pids: 16}
+	spec = ociSpec(s, l, root, nil)
+	spec.Process.Args = []string{runtime.InitPath}
+	return tmp, id, spec, nil
 }

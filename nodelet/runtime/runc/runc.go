@@ -41,6 +41,16 @@
 // cgroup, SIGKILLs every task and thaws it (killAll): a fork bomb under
 // a CPU quota dies within seconds.
 //
+// NewLibcontainer is the same driver without an OCI runtime binary: it
+// turns the same spec into libcontainer's config (specconv) and starts
+// the container in-process with runc's libcontainer, the calling binary
+// re-executed once as the container's init (LibcontainerInit). The
+// init is the caller's child, reaped as it exits; libcontainer's state
+// under <state>/libcontainer/<id> is what Recover and Cleanup read after
+// a restart (and what `runc --root` reads as its own). Bundle, exit
+// file, cgroups, killAll, usage and the OOM verdict are shared with the
+// binary mode. It needs cgo and the seccomp build tag.
+//
 // It must not import the agent (package nodelet), internal/api or
 // sched/...: a driver knows containers, not jobs.
 package runc
@@ -71,6 +81,7 @@ type Runtime struct {
 	binary string
 	oci    string       // the binary's name and version (Version), for reports
 	root   string       // runc --root: runc's state of our containers
+	lib    bool         // in-process (NewLibcontainer): root is libcontainer's
 	mnt    string       // mountpoints of image overlays, by container id
 	images *image.Store // unpacked OCI and SIF images, by digest
 
@@ -120,7 +131,18 @@ func New(binary, stateDir string) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, mnt := filepath.Join(stateDir, "runc"), filepath.Join(stateDir, "rootfs")
+	r, err := newRuntime(filepath.Join(stateDir, "runc"), stateDir)
+	if err != nil {
+		return nil, err
+	}
+	r.binary, r.oci = bin, Version(context.Background(), bin)
+	return r, nil
+}
+
+// newRuntime makes the state directories (root: the OCI runtime's) and
+// the image store under stateDir.
+func newRuntime(root, stateDir string) (*Runtime, error) {
+	mnt := filepath.Join(stateDir, "rootfs")
 	for _, d := range []string{root, mnt} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
@@ -130,11 +152,15 @@ func New(binary, stateDir string) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{binary: bin, oci: Version(context.Background(), bin), root: root, mnt: mnt, images: images, live: map[string]bool{}}, nil
+	return &Runtime{root: root, mnt: mnt, images: images, live: map[string]bool{}}, nil
 }
 
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return Name }
+
+// Binary is the OCI runtime binary the driver runs; "" in the
+// in-process mode (NewLibcontainer).
+func (r *Runtime) Binary() string { return r.binary }
 
 // OCI is the OCI runtime binary's name and version, e.g. "crun 1.8.1".
 func (r *Runtime) OCI() string { return r.oci }
@@ -146,12 +172,12 @@ func (r *Runtime) rootMount(id string) string { return filepath.Join(r.mnt, id) 
 // except those this Runtime started or recovered, and any cgroup and
 // image overlay they left.
 func (r *Runtime) Cleanup(ctx context.Context) error {
-	out, err := r.runc(ctx, "list", "-q")
+	ids, err := r.list(ctx)
 	if err != nil {
-		return fmt.Errorf("runc list: %w", err)
+		return err
 	}
 	var errs []error
-	for _, id := range strings.Fields(string(out)) {
+	for _, id := range ids {
 		if r.isLive(id) {
 			continue
 		}
@@ -173,9 +199,24 @@ func (r *Runtime) Cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// list is the ids of the containers under our root.
+func (r *Runtime) list(ctx context.Context) ([]string, error) {
+	if r.lib {
+		return r.libctList()
+	}
+	out, err := r.runc(ctx, "list", "-q")
+	if err != nil {
+		return nil, fmt.Errorf("runc list: %w", err)
+	}
+	return strings.Fields(string(out)), nil
+}
+
 // delete kills every task of id (killAll), then force-deletes it; a
 // container runc does not know is no error.
 func (r *Runtime) delete(ctx context.Context, id string) error {
+	if r.lib {
+		return r.libctDelete(ctx, id)
+	}
 	kerr := killAll(ctx, cgroupBase, id)
 	out, err := r.runc(ctx, "delete", "--force", id)
 	if err != nil && !notExist(out) {

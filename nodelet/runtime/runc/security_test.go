@@ -114,7 +114,7 @@ func TestOverlayCleanedUpAfterRestart(t *testing.T) {
 	if _, err := r.Start(context.Background(), spec); err != nil {
 		t.Fatal(err)
 	}
-	r2 := &Runtime{binary: r.binary, root: r.root, mnt: r.mnt, images: r.images}
+	r2 := &Runtime{binary: r.binary, root: r.root, lib: r.lib, mnt: r.mnt, images: r.images}
 	if err := r2.Cleanup(context.Background()); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
@@ -28,7 +30,7 @@ func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container,
 		return nil, fmt.Errorf("%w: runc needs the troupe-init binary", runtime.ErrInvalidSpec)
 	}
 	l := layout{dir: s.Dir}
-	files, err := r.writeBundle(s, l)
+	files, spec, err := r.writeBundle(s, l)
 	defer func() {
 		for _, f := range files {
 			f.Close() // troupe-init holds its own
@@ -39,14 +41,22 @@ func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container,
 		_ = os.RemoveAll(s.Dir)
 		return nil, err
 	}
-	pid, err := r.launch(ctx, s, l, files)
+	var (
+		pid  int
+		reap func()
+	)
+	if r.lib {
+		pid, reap, err = r.launchLibct(ctx, s, spec, files)
+	} else {
+		pid, err = r.launch(ctx, s, l, files)
+	}
 	if err != nil {
 		_ = r.delete(context.WithoutCancel(ctx), s.ID)
 		_ = unmountOverlay(r.rootMount(s.ID))
 		_ = os.RemoveAll(s.Dir)
 		return nil, err
 	}
-	return r.attach(s.ID, l, pid), nil
+	return r.attach(s.ID, l, pid, reap), nil
 }
 
 // Recover implements runtime.Runtime: runc state tells whether id still
@@ -55,7 +65,15 @@ func (r *Runtime) Recover(ctx context.Context, id, dir string) (runtime.Containe
 	if !idOK(id) || !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("%w: recover %q in %q", runtime.ErrInvalidSpec, id, dir)
 	}
-	st, err := r.state(ctx, id)
+	var (
+		st  state
+		err error
+	)
+	if r.lib {
+		st, err = r.libctState(id)
+	} else {
+		st, err = r.state(ctx, id)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +85,7 @@ func (r *Runtime) Recover(ctx context.Context, id, dir string) (runtime.Containe
 	if st.Status == "stopped" {
 		pid = 0
 	}
-	return r.attach(id, l, pid), nil
+	return r.attach(id, l, pid, nil), nil
 }
 
 // idOK is runtime.Spec's id rule.
@@ -77,8 +95,46 @@ func idOK(id string) bool {
 
 // writeBundle prepares home, the private directory with the exit file
 // (and the attach socket), the root and config.json. It returns the
-// files troupe-init inherits, in descriptor order from exitFD.
-func (r *Runtime) writeBundle(s runtime.Spec, l layout) ([]*os.File, error) {
+// files troupe-init inherits, in descriptor order from exitFD, and the
+// spec written.
+func (r *Runtime) writeBundle(s runtime.Spec, l layout) ([]*os.File, *specs.Spec, error) {
+	files, err := r.prepare(s, l)
+	if err != nil {
+		return files, nil, err
+	}
+	root, hostDirs := s.ImageOrHost(), []string(nil)
+	if root == runtime.ImageHost {
+		dirs, err := buildHostRootfs(l.skeleton())
+		if err != nil {
+			return files, nil, err
+		}
+		root, hostDirs = l.skeleton(), dirs
+	} else {
+		images := r.images
+		if images == nil {
+			return files, nil, fmt.Errorf("image %s: this runtime has no image store", root)
+		}
+		lower, err := images.Rootfs(root)
+		if err != nil {
+			return files, nil, err
+		}
+		root = r.rootMount(s.ID)
+		if err := mountOverlay(lower, l, root); err != nil {
+			return files, nil, err
+		}
+	}
+	spec := ociSpec(s, l, root, hostDirs)
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return files, nil, err
+	}
+	return files, spec, os.WriteFile(filepath.Join(l.bundle(), "config.json"), b, 0o600)
+}
+
+// prepare makes the bundle directory, home and the private directory
+// with the exit file (and the attach socket), and returns the files
+// troupe-init inherits.
+func (r *Runtime) prepare(s runtime.Spec, l layout) ([]*os.File, error) {
 	if err := os.MkdirAll(l.bundle(), 0o700); err != nil {
 		return nil, err
 	}
@@ -106,32 +162,7 @@ func (r *Runtime) writeBundle(s runtime.Spec, l layout) ([]*os.File, error) {
 		}
 		files = append(files, sock)
 	}
-	root, hostDirs := s.ImageOrHost(), []string(nil)
-	if root == runtime.ImageHost {
-		dirs, err := buildHostRootfs(l.skeleton())
-		if err != nil {
-			return files, err
-		}
-		root, hostDirs = l.skeleton(), dirs
-	} else {
-		images := r.images
-		if images == nil {
-			return files, fmt.Errorf("image %s: this runtime has no image store", root)
-		}
-		lower, err := images.Rootfs(root)
-		if err != nil {
-			return files, err
-		}
-		root = r.rootMount(s.ID)
-		if err := mountOverlay(lower, l, root); err != nil {
-			return files, err
-		}
-	}
-	b, err := json.MarshalIndent(ociSpec(s, l, root, hostDirs), "", "  ")
-	if err != nil {
-		return files, err
-	}
-	return files, os.WriteFile(filepath.Join(l.bundle(), "config.json"), b, 0o600)
+	return files, nil
 }
 
 // launch runs `runc run -d` with files as the init's descriptors from
