@@ -158,6 +158,9 @@ func (c *devCluster) stop() {
 
 // leftovers lists the runc containers and mounts of the cluster in dir,
 // and with procs its processes (the daemons' command lines name dir).
+// Without procs the cluster is still up, so the namespaces each nodelet
+// keeps prepared for the next containers (netns-pool/.pool-N) are not
+// leftovers; a stopped cluster must have removed them too.
 func leftovers(dir string, procs bool) string {
 	var b strings.Builder
 	if procs {
@@ -177,7 +180,7 @@ func leftovers(dir string, procs bool) string {
 	}
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, l := range strings.Split(string(mounts), "\n") {
-		if strings.Contains(l, dir) {
+		if strings.Contains(l, dir) && (procs || !strings.Contains(l, "/netns-pool/.pool-")) {
 			fmt.Fprintf(&b, "mount: %s\n", l)
 		}
 	}
