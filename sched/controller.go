@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"net/http"
 	"slices"
@@ -181,8 +180,8 @@ func (s *Server) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) (ap
 	return jobView(v.(*state.Job), jobExtras{}), nil
 }
 
-// SignalJob sends a signal to the job ref names (bkill -s): its owner
-// or an admin may.
+// SignalJob records a signal for the job ref names (bkill -s; see
+// state.CmdSignal): its owner or an admin may.
 func (s *Server) SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, error) {
 	id, err := s.JobRow(ref)
 	if err != nil {
@@ -193,11 +192,16 @@ func (s *Server) SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJo
 			return api.Job{}, err
 		}
 	}
-	j, err := s.Signal(ctx, id, req)
+	sig, err := api.ParseSignal(req.Signal)
+	if err != nil {
+		return api.Job{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	v, err := s.apply(ctx, state.Command{Kind: state.CmdSignal, Signal: &state.Signal{JobID: id, Signal: int(sig), Host: req.Host}})
 	if err != nil {
 		return api.Job{}, err
 	}
-	return jobView(j, jobExtras{}), nil
+	s.wake()
+	return jobView(v.(*state.Job), jobExtras{}), nil
 }
 
 // ListNodes is the node list as bhosts shows it (NodeView).
@@ -238,7 +242,7 @@ func (s *Server) NodeHeartbeat(ctx context.Context, node, instance string) (api.
 // assignments, waiting on the node's own index (state.Snapshot.NodeIndex).
 func (s *Server) NodeAssignments(ctx context.Context, w httpapi.Wait, node string) (api.Assignments, error) {
 	if s.st.Snapshot().Node(node) != nil {
-		if err := s.Heartbeat(ctx, node); err != nil {
+		if err := s.HeartbeatFrom(ctx, node, ""); err != nil {
 			return api.Assignments{}, err
 		}
 	}
@@ -353,15 +357,6 @@ func (s *Server) JoinPeer(ctx context.Context, req api.RaftJoin) error {
 	}
 	s.log.Info("raft peer joined", "id", req.ID, "addr", req.Addr)
 	return nil
-}
-
-// Restore is RestoreSnapshot, answering what it put in force.
-func (s *Server) Restore(ctx context.Context, r io.Reader) (api.SnapshotRestored, error) {
-	d, err := s.RestoreSnapshot(ctx, r)
-	if err != nil {
-		return api.SnapshotRestored{}, err
-	}
-	return api.SnapshotRestored{Jobs: len(d.Jobs), Nodes: len(d.Nodes)}, nil
 }
 
 // Leadership says where this server stands in its raft cluster.

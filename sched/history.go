@@ -2,7 +2,6 @@ package sched
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -96,20 +95,6 @@ func endedJobs(v *state.Snapshot) []api.Job {
 		}
 	}
 	return jobs
-}
-
-// Signal records a bkill -s request (see state.CmdSignal).
-func (s *Server) Signal(ctx context.Context, id uint64, req api.SignalJob) (*state.Job, error) {
-	sig, err := api.ParseSignal(req.Signal)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdSignal, Signal: &state.Signal{JobID: id, Signal: int(sig), Host: req.Host}})
-	if err != nil {
-		return nil, err
-	}
-	s.wake()
-	return v.(*state.Job), nil
 }
 
 func plural(n int) string {

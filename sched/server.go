@@ -426,36 +426,7 @@ func batchName(req api.SubmitRequest) string {
 // Kill cancels a job: a pending one at once, a placed one once its
 // nodelets have stopped its containers.
 func (s *Server) Kill(ctx context.Context, id uint64) (*state.Job, error) {
-	return s.kill(ctx, id, false)
-}
-
-// KillDone cancels a job as Kill does but records it COMPLETED (LSF's
-// bkill -d).
-func (s *Server) KillDone(ctx context.Context, id uint64) (*state.Job, error) {
-	return s.kill(ctx, id, true)
-}
-
-func (s *Server) kill(ctx context.Context, id uint64, done bool) (*state.Job, error) {
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id, KillDone: done})
-	if err != nil {
-		return nil, err
-	}
-	s.wake()
-	return v.(*state.Job), nil
-}
-
-// Hold keeps a pending job out of scheduling until Release.
-func (s *Server) Hold(ctx context.Context, id uint64) (*state.Job, error) {
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdHold, Hold: id})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*state.Job), nil
-}
-
-// Release puts a held job back in the queue.
-func (s *Server) Release(ctx context.Context, id uint64) (*state.Job, error) {
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdRelease, Release: id})
+	v, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id})
 	if err != nil {
 		return nil, err
 	}

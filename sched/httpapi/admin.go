@@ -45,7 +45,7 @@ func (a *API) snapshotSave(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) snapshotRestore(w http.ResponseWriter, r *http.Request) {
-	res, err := a.c.Restore(r.Context(), http.MaxBytesReader(w, r.Body, maxSnapshotBody))
+	res, err := a.c.RestoreSnapshot(r.Context(), http.MaxBytesReader(w, r.Body, maxSnapshotBody))
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -97,7 +97,7 @@ type Admin interface {
 	Reconfig(ctx context.Context) (api.ReconfigResponse, error)
 	JoinPeer(ctx context.Context, req api.RaftJoin) error
 	SaveSnapshot(w io.Writer) error
-	Restore(ctx context.Context, r io.Reader) (api.SnapshotRestored, error)
+	RestoreSnapshot(ctx context.Context, r io.Reader) (api.SnapshotRestored, error)
 	CreateToken(ctx context.Context, req api.TokenCreate) (api.TokenCreated, error)
 	Tokens(ctx context.Context) api.TokenList
 	RevokeToken(ctx context.Context, id string) error
