@@ -95,7 +95,7 @@ func (s *Server) dialApp(ctx context.Context, _, addr string) (net.Conn, error) 
 	select {
 	case nc = <-wait.conn:
 	case <-timer.C:
-		return nil, fmt.Errorf("%w: node %s did not connect job %d's port %d within %s", fault.Unavailable, node, id, port, attachAnswer)
+		return nil, fmt.Errorf("%w: node %s did not connect job %d's port %d within %s", fault.ErrUnavailable, node, id, port, attachAnswer)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -106,7 +106,7 @@ func (s *Server) dialApp(ctx context.Context, _, addr string) (net.Conn, error) 
 	_ = nc.SetReadDeadline(time.Time{})
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("%w: node %s: job %d's port %d: %v", fault.Unavailable, node, id, port, err)
+		return nil, fmt.Errorf("%w: node %s: job %d's port %d: %v", fault.ErrUnavailable, node, id, port, err)
 	}
 	if line != api.AppReady {
 		nc.Close()

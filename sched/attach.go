@@ -135,7 +135,7 @@ func (s *Server) Attach(ctx context.Context, id uint64, host string) (net.Conn, 
 		s.log.Info("terminal attached", "job", id, "host", host, "node", node)
 		return nc, nil
 	case <-timer.C:
-		return nil, fmt.Errorf("%w: node %s did not connect job %d's terminal within %s", fault.Unavailable, node, id, attachAnswer)
+		return nil, fmt.Errorf("%w: node %s did not connect job %d's terminal within %s", fault.ErrUnavailable, node, id, attachAnswer)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

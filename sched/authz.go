@@ -10,7 +10,7 @@ import (
 )
 
 // ErrForbidden marks a request its caller may not make (HTTP 403).
-var ErrForbidden = fault.Forbidden
+var ErrForbidden = fault.ErrForbidden
 
 // Who may call which route is decided by sched/httpapi, from its route
 // table's rules (httpapi.Rule: anyone, a node's credential, admins).

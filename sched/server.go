@@ -37,14 +37,14 @@ const DefaultPartition = partition.DefaultName
 const DefaultChargeEvery = time.Minute
 
 // ErrInvalid marks a request that can never succeed as sent.
-var ErrInvalid = fault.Invalid
+var ErrInvalid = fault.ErrInvalid
 
 // ErrQueueFull marks a submission refused because its user, or all users
 // together, have as many jobs waiting as schedd allows
 // (max_queued_per_user, max_queued): it may succeed later, so the API
 // answers 429 Too Many Requests (which clients do not retry on their
 // own), not 400; the message still reads as an invalid request's.
-var ErrQueueFull = fault.QueueFull
+var ErrQueueFull = fault.ErrQueueFull
 
 // Config sets up a Server.
 type Config struct {

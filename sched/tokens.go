@@ -12,7 +12,7 @@ import (
 
 // ErrUnauthenticated marks a request whose bearer token is missing,
 // unknown or revoked (HTTP 401).
-var ErrUnauthenticated = fault.Unauthenticated
+var ErrUnauthenticated = fault.ErrUnauthenticated
 
 // Identify maps a bearer secret to the identity TCPHandler gives its
 // bearer: a user token's owner (admin if issued so), the join token, or

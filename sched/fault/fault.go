@@ -16,31 +16,31 @@ import (
 )
 
 var (
-	// Invalid marks a request that can never succeed as sent (400).
-	Invalid = errors.New("invalid request")
-	// QueueFull marks a submission past a queue limit: it may succeed
-	// later (429); it is also Invalid.
-	QueueFull = fmt.Errorf("%w: queue limit reached", Invalid)
-	// Unauthenticated marks a missing, unknown or revoked bearer token (401).
-	Unauthenticated = errors.New("unauthenticated")
-	// Forbidden marks a request its caller may not make (403).
-	Forbidden = errors.New("permission denied")
-	// NotFound marks what names nothing in the state (404).
-	NotFound = errors.New("not found")
-	// Ended marks a job that has already ended (409).
-	Ended = errors.New("already ended")
-	// Conflict marks a job or node in a state the request does not
+	// ErrInvalid marks a request that can never succeed as sent (400).
+	ErrInvalid = errors.New("invalid request")
+	// ErrQueueFull marks a submission past a queue limit: it may succeed
+	// later (429); it is also ErrInvalid.
+	ErrQueueFull = fmt.Errorf("%w: queue limit reached", ErrInvalid)
+	// ErrUnauthenticated marks a missing, unknown or revoked bearer token (401).
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrForbidden marks a request its caller may not make (403).
+	ErrForbidden = errors.New("permission denied")
+	// ErrNotFound marks what names nothing in the state (404).
+	ErrNotFound = errors.New("not found")
+	// ErrEnded marks a job that has already ended (409).
+	ErrEnded = errors.New("already ended")
+	// ErrConflict marks a job or node in a state the request does not
 	// apply to (409).
-	Conflict = errors.New("conflict")
-	// Unavailable marks a far end (a nodelet) that did not answer in
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable marks a far end (a nodelet) that did not answer in
 	// time (504).
-	Unavailable = errors.New("terminal unavailable")
-	// DiskFull marks a write refused because the data dir is full (507).
-	DiskFull = errors.New("schedd data dir full")
-	// NotLeader marks a write that never entered the log: this server
+	ErrUnavailable = errors.New("terminal unavailable")
+	// ErrDiskFull marks a write refused because the data dir is full (507).
+	ErrDiskFull = errors.New("schedd data dir full")
+	// ErrNotLeader marks a write that never entered the log: this server
 	// cannot take writes now (503, safe to send again).
-	NotLeader = errors.New("not the raft leader")
-	// UnknownOutcome marks a write that reached the log with its fate
+	ErrNotLeader = errors.New("not the raft leader")
+	// ErrUnknownOutcome marks a write that reached the log with its fate
 	// unknown here (504; only an idempotent request may be sent again).
-	UnknownOutcome = errors.New("outcome unknown")
+	ErrUnknownOutcome = errors.New("outcome unknown")
 )

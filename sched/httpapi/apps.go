@@ -76,7 +76,7 @@ func (a *API) app(w http.ResponseWriter, r *http.Request) {
 			}
 			var ae *AppError
 			switch {
-			case errors.As(err, &ae), errors.Is(err, fault.Ended), errors.Is(err, fault.Conflict):
+			case errors.As(err, &ae), errors.Is(err, fault.ErrEnded), errors.Is(err, fault.ErrConflict):
 				writeJSON(w, http.StatusBadGateway, 0, api.Error{Error: fmt.Sprintf("job %d service %s: %v", id, name, err)})
 			default:
 				writeErr(w, fmt.Errorf("job %d service %s: %w", id, name, err))

@@ -28,7 +28,7 @@ func (a *API) attach(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), attach.Upgrade) {
-		writeErr(w, fmt.Errorf("%w: attach needs the header Upgrade: %s", fault.Invalid, attach.Upgrade))
+		writeErr(w, fmt.Errorf("%w: attach needs the header Upgrade: %s", fault.ErrInvalid, attach.Upgrade))
 		return
 	}
 	nc, err := a.c.Attach(r.Context(), id, r.URL.Query().Get("host"))
@@ -66,7 +66,7 @@ func (a *API) attachPoll(w http.ResponseWriter, r *http.Request) {
 // nodelet's end of a request, handed to the client waiting for it.
 func (a *API) attachConnect(w http.ResponseWriter, r *http.Request) {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), attach.Upgrade) {
-		writeErr(w, fmt.Errorf("%w: attach needs the header Upgrade: %s", fault.Invalid, attach.Upgrade))
+		writeErr(w, fmt.Errorf("%w: attach needs the header Upgrade: %s", fault.ErrInvalid, attach.Upgrade))
 		return
 	}
 	deliver, err := a.c.AttachConnect(r.PathValue("name"), r.PathValue("req"))

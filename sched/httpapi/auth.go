@@ -36,7 +36,7 @@ const (
 	// Anyone authenticated (and any trusted caller).
 	Anyone Rule = iota
 	// Owner: anyone may ask; the controller lets only the job's owner
-	// or an admin through (fault.Forbidden).
+	// or an admin through (fault.ErrForbidden).
 	Owner
 	// NodeOnly: the node the path's {name} names, or an admin.
 	NodeOnly
@@ -57,15 +57,15 @@ func authorize(r *http.Request, rule Rule, node string) error {
 	}
 	switch {
 	case id.Join && rule != Register:
-		return fmt.Errorf("%w: the join token only registers nodes (POST /v1/nodes/register)", fault.Forbidden)
+		return fmt.Errorf("%w: the join token only registers nodes (POST /v1/nodes/register)", fault.ErrForbidden)
 	case id.Node != "" && rule != Register && !(rule == NodeOnly && node == id.Node):
-		return fmt.Errorf("%w: the credential of node %s acts only for that node, not at %s", fault.Forbidden, id.Node, r.URL.Path)
+		return fmt.Errorf("%w: the credential of node %s acts only for that node, not at %s", fault.ErrForbidden, id.Node, r.URL.Path)
 	}
 	switch rule {
 	case AdminOnly:
 		if !id.Admin {
 			return fmt.Errorf("%w: %s %s is for administrators (root or the admin group); you are %s (uid %d)",
-				fault.Forbidden, r.Method, r.URL.Path, id.User, id.UID)
+				fault.ErrForbidden, r.Method, r.URL.Path, id.User, id.UID)
 		}
 	case NodeOnly:
 		if !id.Admin && id.Node != node {
@@ -74,12 +74,12 @@ func authorize(r *http.Request, rule Rule, node string) error {
 				who = fmt.Sprintf("%s (uid %d)", id.User, id.UID)
 			}
 			return fmt.Errorf("%w: %s %s is for node %s (or administrators); you are %s",
-				fault.Forbidden, r.Method, r.URL.Path, node, who)
+				fault.ErrForbidden, r.Method, r.URL.Path, node, who)
 		}
 	case Register:
 		if !id.Admin && !id.Join && (id.Node == "" || id.Node != node) {
 			return fmt.Errorf("%w: registering node %q needs the cluster's join token, that node's credential, or an administrator; you are %s",
-				fault.Forbidden, node, id.User)
+				fault.ErrForbidden, node, id.User)
 		}
 	}
 	return nil

@@ -41,7 +41,7 @@ func TestAuthorize(t *testing.T) {
 			}
 			err := authorize(r, rule, "n1")
 			want := strings.Contains(" "+strings.Join(may, " ")+" ", " "+c.name+" ")
-			if (err == nil) != want || (err != nil && !errors.Is(err, fault.Forbidden)) {
+			if (err == nil) != want || (err != nil && !errors.Is(err, fault.ErrForbidden)) {
 				t.Errorf("rule %d, caller %s: %v, want allowed %v", rule, c.name, err, want)
 			}
 		}
@@ -51,7 +51,7 @@ func TestAuthorize(t *testing.T) {
 	for _, rule := range []Rule{NodeOnly, Register} {
 		r := httptest.NewRequest("POST", "/v1/nodes/n1/status", nil)
 		r = r.WithContext(auth.WithIdentity(r.Context(), n2))
-		if err := authorize(r, rule, "n1"); !errors.Is(err, fault.Forbidden) {
+		if err := authorize(r, rule, "n1"); !errors.Is(err, fault.ErrForbidden) {
 			t.Errorf("node n2 at n1's rule %d: %v", rule, err)
 		}
 	}

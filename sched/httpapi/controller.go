@@ -46,7 +46,7 @@ type Jobs interface {
 	// SignalJob sends a signal to the job ref names (owner or admin).
 	SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, error)
 	// JobRow is the id of the job row ref names (an element has one
-	// once it came up); fault.NotFound if none.
+	// once it came up); fault.ErrNotFound if none.
 	JobRow(ref api.JobRef) (uint64, error)
 	// Attach connects the caller to the terminal of job id's container
 	// host (owner or admin; the leader only).
@@ -101,7 +101,7 @@ type Admin interface {
 	CreateToken(ctx context.Context, req api.TokenCreate) (api.TokenCreated, error)
 	Tokens(ctx context.Context) api.TokenList
 	RevokeToken(ctx context.Context, id string) error
-	// Identify maps a bearer secret to its identity; fault.Unauthenticated
+	// Identify maps a bearer secret to its identity; fault.ErrUnauthenticated
 	// when unknown or revoked.
 	Identify(secret string) (auth.Identity, error)
 }

@@ -23,28 +23,28 @@ const maxSnapshotBody = 4<<30 + 4096
 // place the controller's errors (package fault's kinds) become statuses.
 func Status(err error, h http.Header) int {
 	switch {
-	case errors.Is(err, fault.QueueFull): // before Invalid, which it wraps
+	case errors.Is(err, fault.ErrQueueFull): // before Invalid, which it wraps
 		return http.StatusTooManyRequests
-	case errors.Is(err, fault.Invalid):
+	case errors.Is(err, fault.ErrInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, fault.Unauthenticated):
+	case errors.Is(err, fault.ErrUnauthenticated):
 		return http.StatusUnauthorized
-	case errors.Is(err, fault.Forbidden):
+	case errors.Is(err, fault.ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, fault.NotFound):
+	case errors.Is(err, fault.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, fault.Ended), errors.Is(err, fault.Conflict):
+	case errors.Is(err, fault.ErrEnded), errors.Is(err, fault.ErrConflict):
 		return http.StatusConflict
-	case errors.Is(err, fault.Unavailable):
+	case errors.Is(err, fault.ErrUnavailable):
 		return http.StatusGatewayTimeout
-	case errors.Is(err, fault.DiskFull):
+	case errors.Is(err, fault.ErrDiskFull):
 		return http.StatusInsufficientStorage
-	case errors.Is(err, fault.NotLeader):
+	case errors.Is(err, fault.ErrNotLeader):
 		// Not applied: the write never entered the log; an election.
 		h.Set("Retry-After", "1")
 		h.Set(api.OutcomeHeader, api.OutcomeNotApplied)
 		return http.StatusServiceUnavailable
-	case errors.Is(err, fault.UnknownOutcome):
+	case errors.Is(err, fault.ErrUnknownOutcome):
 		// The entry may still commit under the next leader: clients send
 		// the same request id again (idempotent), never a new request.
 		h.Set(api.OutcomeHeader, api.OutcomeUnknown)
@@ -84,7 +84,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeErr(w, fmt.Errorf("%w: request body: %v", fault.Invalid, err))
+		writeErr(w, fmt.Errorf("%w: request body: %v", fault.ErrInvalid, err))
 		return false
 	}
 	return true

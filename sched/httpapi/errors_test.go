@@ -15,7 +15,7 @@ import (
 // leader" (which clients retry for their whole budget).
 func TestDiskFullIs507(t *testing.T) {
 	w := httptest.NewRecorder()
-	writeErr(w, fmt.Errorf("%w: /var/lib/troupe/schedd/raft: no space left on device", fault.DiskFull))
+	writeErr(w, fmt.Errorf("%w: /var/lib/troupe/schedd/raft: no space left on device", fault.ErrDiskFull))
 	if w.Code != http.StatusInsufficientStorage || !strings.Contains(w.Body.String(), "schedd data dir full") {
 		t.Fatalf("%d %s", w.Code, w.Body.String())
 	}
@@ -32,8 +32,8 @@ func TestOutcomeMapping(t *testing.T) {
 		outcome string
 		retry   bool
 	}{
-		{fmt.Errorf("%w: node is not the leader", fault.NotLeader), http.StatusServiceUnavailable, api.OutcomeNotApplied, true},
-		{fmt.Errorf("%w: leadership lost while committing log", fault.UnknownOutcome), http.StatusGatewayTimeout, api.OutcomeUnknown, false},
+		{fmt.Errorf("%w: node is not the leader", fault.ErrNotLeader), http.StatusServiceUnavailable, api.OutcomeNotApplied, true},
+		{fmt.Errorf("%w: leadership lost while committing log", fault.ErrUnknownOutcome), http.StatusGatewayTimeout, api.OutcomeUnknown, false},
 	} {
 		w := httptest.NewRecorder()
 		writeErr(w, tc.err)

@@ -96,7 +96,7 @@ func (a *API) TCP(trustAnonymous bool) http.Handler {
 				h.ServeHTTP(w, r)
 				return
 			}
-			writeErr(w, fmt.Errorf("%w: schedd over TCP needs a bearer token: set TROUPE_TOKEN or write one to ~/.troupe/token (badmin token create issues them)", fault.Unauthenticated))
+			writeErr(w, fmt.Errorf("%w: schedd over TCP needs a bearer token: set TROUPE_TOKEN or write one to ~/.troupe/token (badmin token create issues them)", fault.ErrUnauthenticated))
 			return
 		}
 		id, err := a.c.Identify(secret)
@@ -158,10 +158,10 @@ func (a *API) redirectToLeader(w http.ResponseWriter, r *http.Request) bool {
 	if l.LeaderAPI == "" {
 		w.Header().Set("Retry-After", "1")
 		if !l.CaughtUp {
-			writeErr(w, fmt.Errorf("%w: this peer is still replaying its raft log (applied %d of %d) and knows no leader yet; retry", fault.NotLeader, l.Applied, l.OnDisk))
+			writeErr(w, fmt.Errorf("%w: this peer is still replaying its raft log (applied %d of %d) and knows no leader yet; retry", fault.ErrNotLeader, l.Applied, l.OnDisk))
 			return true
 		}
-		writeErr(w, fmt.Errorf("%w: no leader elected yet; retry", fault.NotLeader))
+		writeErr(w, fmt.Errorf("%w: no leader elected yet; retry", fault.ErrNotLeader))
 		return true
 	}
 	http.Redirect(w, r, strings.TrimRight(l.LeaderAPI, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
@@ -179,7 +179,7 @@ func (a *API) CatchUpGate(h http.Handler) http.Handler {
 		if r.Method == http.MethodGet {
 			if l := a.c.Leadership(); l.Multi && !l.CaughtUp {
 				w.Header().Set("Retry-After", "1")
-				err := fmt.Errorf("%w: this peer is still replaying its raft log (applied %d of %d); retry", fault.NotLeader, l.Applied, l.OnDisk)
+				err := fmt.Errorf("%w: this peer is still replaying its raft log (applied %d of %d); retry", fault.ErrNotLeader, l.Applied, l.OnDisk)
 				if l.LeaderAPI != "" {
 					err = fmt.Errorf("%w; the leader serves at %s", err, l.LeaderAPI)
 				}

@@ -42,7 +42,7 @@ func parseJobsQuery(q url.Values) (JobsQuery, error) {
 	for _, s := range q["state"] {
 		st := api.JobState(strings.ToUpper(s))
 		if !slices.Contains(QueryStates, st) {
-			return jq, fmt.Errorf("%w: state %q is not a job state", fault.Invalid, s)
+			return jq, fmt.Errorf("%w: state %q is not a job state", fault.ErrInvalid, s)
 		}
 		jq.States = append(jq.States, st)
 	}
@@ -51,26 +51,26 @@ func parseJobsQuery(q url.Values) (JobsQuery, error) {
 	case "false":
 		jq.NoEnded = true
 	default:
-		return jq, fmt.Errorf("%w: ended %q: want true or false", fault.Invalid, v)
+		return jq, fmt.Errorf("%w: ended %q: want true or false", fault.ErrInvalid, v)
 	}
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return jq, fmt.Errorf("%w: after %q is not a job id", fault.Invalid, v)
+			return jq, fmt.Errorf("%w: after %q is not a job id", fault.ErrInvalid, v)
 		}
 		jq.After = n
 	}
 	if v := q.Get("array"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || n == 0 {
-			return jq, fmt.Errorf("%w: array %q is not a job id", fault.Invalid, v)
+			return jq, fmt.Errorf("%w: array %q is not a job id", fault.ErrInvalid, v)
 		}
 		jq.Array = n
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return jq, fmt.Errorf("%w: limit %q is not a number ≥ 0", fault.Invalid, v)
+			return jq, fmt.Errorf("%w: limit %q is not a number ≥ 0", fault.ErrInvalid, v)
 		}
 		jq.Limit = n
 	}
@@ -102,14 +102,14 @@ func parseHistoryQuery(q url.Values) (HistoryQuery, error) {
 	for _, st := range q["state"] {
 		js := api.JobState(strings.ToUpper(st))
 		if !js.Terminal() {
-			return h, fmt.Errorf("%w: state %q is not an end state (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL)", fault.Invalid, st)
+			return h, fmt.Errorf("%w: state %q is not an end state (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL)", fault.ErrInvalid, st)
 		}
 		h.States = append(h.States, js)
 	}
 	for _, v := range q["id"] {
 		id, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || id == 0 {
-			return h, fmt.Errorf("%w: id %q is not a job id", fault.Invalid, v)
+			return h, fmt.Errorf("%w: id %q is not a job id", fault.ErrInvalid, v)
 		}
 		h.IDs = append(h.IDs, id)
 	}
@@ -123,7 +123,7 @@ func parseHistoryQuery(q url.Values) (HistoryQuery, error) {
 		if v := q.Get(t.name); v != "" {
 			tm, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				return h, fmt.Errorf("%w: %s %q is not an RFC 3339 time", fault.Invalid, t.name, v)
+				return h, fmt.Errorf("%w: %s %q is not an RFC 3339 time", fault.ErrInvalid, t.name, v)
 			}
 			*t.to = tm
 		}
@@ -131,7 +131,7 @@ func parseHistoryQuery(q url.Values) (HistoryQuery, error) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return h, fmt.Errorf("%w: limit %q is not a number ≥ 0", fault.Invalid, v)
+			return h, fmt.Errorf("%w: limit %q is not a number ≥ 0", fault.ErrInvalid, v)
 		}
 		h.Limit = n
 	}
@@ -145,7 +145,7 @@ func parseWait(q url.Values) (Wait, error) {
 	if v := q.Get("index"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return w, fmt.Errorf("%w: index %q is not a number", fault.Invalid, v)
+			return w, fmt.Errorf("%w: index %q is not a number", fault.ErrInvalid, v)
 		}
 		w.Index = n
 	}
@@ -165,7 +165,7 @@ func parseDuration(q url.Values) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%w: wait %q is not a duration such as 30s", fault.Invalid, v)
+		return 0, fmt.Errorf("%w: wait %q is not a duration such as 30s", fault.ErrInvalid, v)
 	}
 	return min(d, maxWait), nil
 }
@@ -175,7 +175,7 @@ func parseDuration(q url.Values) (time.Duration, error) {
 func jobRef(r *http.Request) (api.JobRef, error) {
 	ref, err := api.ParseJobRef(r.PathValue("id"))
 	if err != nil {
-		return ref, fmt.Errorf("%w: %v", fault.Invalid, err)
+		return ref, fmt.Errorf("%w: %v", fault.ErrInvalid, err)
 	}
 	return ref, nil
 }

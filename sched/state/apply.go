@@ -15,11 +15,11 @@ import (
 
 // Errors Apply returns; the API maps them to HTTP statuses.
 var (
-	ErrNotFound = fault.NotFound
-	ErrEnded    = fault.Ended
+	ErrNotFound = fault.ErrNotFound
+	ErrEnded    = fault.ErrEnded
 	// ErrConflict: the job is in a state the command does not apply to
 	// (holding a running job, releasing one not held).
-	ErrConflict = fault.Conflict
+	ErrConflict = fault.ErrConflict
 )
 
 // conflictError is a refusal that errors.Is(ErrConflict) and reads as its
