@@ -50,6 +50,18 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	})
+	t.Run("httpapi imports no controller, state or raft", func(t *testing.T) {
+		// The HTTP layer sees the controller through httpapi.Controller
+		// and views only: never sched itself (which builds it), the
+		// state's rows, the raft log or the libraries behind them.
+		forbidden := []string{module + "/sched/state", module + "/sched/raftlog", module + "/sched/accounting",
+			"github.com/hashicorp/raft", "github.com/hashicorp/raft-boltdb", "github.com/hashicorp/go-memdb", "go.etcd.io/bbolt"}
+		for _, p := range deps(t, "./sched/httpapi") {
+			if p == module+"/sched" || hasAnyPrefix(p, forbidden) {
+				t.Errorf("sched/httpapi is built from %s: handlers talk to the controller through httpapi.Controller and see views and sched/fault's errors only", p)
+			}
+		}
+	})
 	t.Run("user tools import no controller or node code", func(t *testing.T) {
 		// The daemons, the binaries mounted into containers and bsim
 		// are built from controller or node code; every other command

@@ -1,20 +1,16 @@
 package sched
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/fault"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -105,34 +101,6 @@ func (h *attachHub) claim(node, id string) *attachWait {
 	return w
 }
 
-// handleAttach serves POST /v1/jobs/{id}/attach: the caller, who must own
-// the job (or be an admin), gets the terminal of its container ?host=
-// (main1) once the container's nodelet connected.
-func (s *Server) handleAttach(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.jobID(w, r)
-	if !ok {
-		return
-	}
-	if !strings.EqualFold(r.Header.Get("Upgrade"), attach.Upgrade) {
-		writeErr(w, fmt.Errorf("%w: attach needs the header Upgrade: %s", ErrInvalid, attach.Upgrade))
-		return
-	}
-	nc, err := s.Attach(r.Context(), id, r.URL.Query().Get("host"))
-	if err != nil {
-		if r.Context().Err() == nil {
-			writeErr(w, err)
-		}
-		return
-	}
-	cc, brw, err := upgrade(w)
-	if err != nil {
-		nc.Close()
-		s.log.Warn("attach: upgrading the client's connection", "job", id, "err", err)
-		return
-	}
-	attach.Splice(&bufferedConn{Conn: cc, r: brw.Reader}, nc)
-}
-
 // Attach connects the caller (from ctx, as the API's handlers see it) to
 // the terminal of job id's container host ("": main1): the stream of
 // attach frames (internal/attach) from the container's nodelet, once it
@@ -150,7 +118,7 @@ func (s *Server) Attach(ctx context.Context, id uint64, host string) (net.Conn, 
 	if j == nil {
 		return nil, fmt.Errorf("job %d: %w", id, state.ErrNotFound)
 	}
-	if err := mayAttach(ctx, j); err != nil {
+	if err := mayControl(ctx, j, doAttach); err != nil {
 		return nil, err
 	}
 	node, err := attachable(j, host)
@@ -167,18 +135,10 @@ func (s *Server) Attach(ctx context.Context, id uint64, host string) (net.Conn, 
 		s.log.Info("terminal attached", "job", id, "host", host, "node", node)
 		return nc, nil
 	case <-timer.C:
-		return nil, fmt.Errorf("%w: node %s did not connect job %d's terminal within %s", errUnavailable, node, id, attachAnswer)
+		return nil, fmt.Errorf("%w: node %s did not connect job %d's terminal within %s", fault.ErrUnavailable, node, id, attachAnswer)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-// mayAttach: only the job's owner (or an admin) gets its terminal.
-func mayAttach(ctx context.Context, j *state.Job) error {
-	if err := mayControl(ctx, j); err != nil {
-		return fmt.Errorf("%w: job %d belongs to %s; you may attach only to your own jobs", ErrForbidden, j.ID, j.User)
-	}
-	return nil
 }
 
 // attachable checks that j's container host has a terminal to attach to
@@ -205,83 +165,32 @@ func attachable(j *state.Job, host string) (string, error) {
 	return "", fmt.Errorf("%w: job %d has no container %s", ErrInvalid, j.ID, host)
 }
 
-// handleAttachPoll serves GET /v1/nodes/{name}/attach: the node's attach
-// requests, waiting up to ?wait= (30s) for one.
-func (s *Server) handleAttachPoll(w http.ResponseWriter, r *http.Request) {
-	wait := defaultWait
-	if v := r.URL.Query().Get("wait"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			writeErr(w, fmt.Errorf("%w: wait %q is not a duration such as 30s", ErrInvalid, v))
-			return
-		}
-		wait = min(d, maxWait)
-	}
+// AttachRequests are node's attach requests, waiting up to wait for one
+// (none when wait or ctx ends first).
+func (s *Server) AttachRequests(ctx context.Context, node string, wait time.Duration) []api.AttachRequest {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	node := r.PathValue("name")
 	for {
 		reqs, ch := s.attach.take(node)
 		if len(reqs) > 0 {
-			writeJSON(w, http.StatusOK, 0, api.AttachRequests{Requests: reqs})
-			return
+			return reqs
 		}
 		select {
 		case <-ch:
 		case <-timer.C:
-			writeJSON(w, http.StatusOK, 0, api.AttachRequests{Requests: []api.AttachRequest{}})
-			return
-		case <-r.Context().Done():
-			return
+			return []api.AttachRequest{}
+		case <-ctx.Done():
+			return []api.AttachRequest{}
 		}
 	}
 }
 
-// handleAttachConnect serves POST /v1/nodes/{name}/attach/{req}: the
-// nodelet's end of a request, handed to the client waiting for it.
-func (s *Server) handleAttachConnect(w http.ResponseWriter, r *http.Request) {
-	if !strings.EqualFold(r.Header.Get("Upgrade"), attach.Upgrade) {
-		writeErr(w, fmt.Errorf("%w: attach needs the header Upgrade: %s", ErrInvalid, attach.Upgrade))
-		return
-	}
-	wait := s.attach.claim(r.PathValue("name"), r.PathValue("req"))
+// AttachConnect claims node's attach request id: deliver hands the
+// nodelet's connection to the client waiting for it.
+func (s *Server) AttachConnect(node, id string) (deliver func(net.Conn), err error) {
+	wait := s.attach.claim(node, id)
 	if wait == nil {
-		writeErr(w, fmt.Errorf("attach request %s: %w (the client gave up)", r.PathValue("req"), state.ErrNotFound))
-		return
+		return nil, fmt.Errorf("attach request %s: %w (the client gave up)", id, state.ErrNotFound)
 	}
-	nc, brw, err := upgrade(w)
-	if err != nil {
-		s.log.Warn("attach: upgrading the nodelet's connection", "err", err)
-		return
-	}
-	wait.conn <- &bufferedConn{Conn: nc, r: brw.Reader}
+	return func(c net.Conn) { wait.conn <- c }, nil
 }
-
-// upgrade answers 101 Switching Protocols and takes the connection over.
-func upgrade(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error) {
-	nc, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return nil, nil, err
-	}
-	_ = nc.SetDeadline(time.Time{})
-	if _, err := brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + attach.Upgrade + "\r\n\r\n"); err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	if err := brw.Flush(); err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return nc, brw, nil
-}
-
-// bufferedConn reads through what the HTTP server had already buffered.
-type bufferedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-// errUnavailable maps to 504: the far end did not answer in time.
-var errUnavailable = errors.New("terminal unavailable")

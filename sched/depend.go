@@ -86,12 +86,6 @@ func dependencyElement(v *state.Snapshot, c api.Condition) *state.Job {
 	return v.Element(c.JobID, *c.Index)
 }
 
-// dependencyReason is the pending reason j's dependency gives it, "" when
-// it has none or it is satisfied.
-func dependencyReason(v *state.Snapshot, j *state.Job) string {
-	return dependsReason(v, j.DependsOn)
-}
-
 // dependsReason is the pending reason dependency d gives, "" when there
 // is none or it is satisfied.
 func dependsReason(v *state.Snapshot, d *api.Dependency) string {

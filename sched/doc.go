@@ -1,6 +1,6 @@
 // Package sched is schedd, the queue controller. Read this first.
 //
-//		bsub/bqueue/bkill/nodelets ──HTTP/JSON /v1──► Server (http.go)
+//		bsub/bqueue/bkill/nodelets ──HTTP/JSON /v1──► httpapi ──Controller──► Server
 //		                                                 │ reads: state.Snapshot (memdb), blocking on watch sets
 //		                                                 │ writes: state.Command
 //		                                                 ▼
@@ -33,10 +33,15 @@
 //	    job file or the partition says requeue; their resources are free at
 //	    once. A DOWN node heard from again is marked UP (CmdNodeUp); its
 //	    assignments no longer hold those jobs, so its nodelet stops them.
-//	 6. Identity (authz.go, internal/auth): unix-socket callers carry their
-//	    peer credentials; submit runs the job as the caller, others' jobs
-//	    are shown redacted, kill is for the owner or an admin, the nodes'
-//	    endpoints, reconfig and snapshots are for admins.
+//	 6. Identity (internal/auth) and who may do what: unix-socket callers
+//	    carry their peer credentials, TCP callers a bearer token;
+//	    sched/httpapi decides from its route table who may call each
+//	    route (the nodes' endpoints for that node, reconfig, drain and
+//	    snapshots for admins) and redacts others' jobs; what depends on
+//	    the data is decided here, once: a job's owner or an admin may
+//	    kill, hold, release, signal, attach to it or reach its services
+//	    (authz.go, mayControl), a token's owner or an admin may see and
+//	    revoke it (tokens.go).
 //	 7. Holds, dependencies and drains: where the core's snapshot is
 //	    built (snapshot.go), held jobs go to the core as Held, a pending
 //	    job's dependency (bsub -w, depend.go) with the state of the jobs
@@ -61,7 +66,7 @@
 //	    simulated nodes on a fake clock and checks every start against
 //	    bsim's (the loop's idle hook, Server.idle, holds it between the
 //	    trace's events).
-//	10. The web page (readonly.go, package web; schedd --web-addr): an
+//	10. The web page (httpapi.API.ReadOnly, package web; schedd --web-addr): an
 //	    unauthenticated listener serving an embedded page and the GET
 //	    endpoints of jobs, nodes, partitions and fair share only, every
 //	    caller Anonymous (others' jobs redacted for all).
@@ -77,8 +82,8 @@
 //	    own (ordinary jobs, ids from the job counter) a window at a time
 //	    and keeps the array's counts and state. Here the array's row is
 //	    never queued; its max_running reaches the core as ArraySlots
-//	    (snapshot.go), and answers name elements 12[5] (http.go
-//	    jobRef, state.Snapshot.ElementView). Elements are exported to
+//	    (snapshot.go), and answers name elements 12[5]
+//	    (api.ParseJobRef, state.Snapshot.ElementView). Elements are exported to
 //	    the accounting store one by one with their index; the array's
 //	    row leaves raft with them.
 //	12. Rows and views (view.go): the store holds rows (state.Job,
@@ -88,11 +93,18 @@
 //	    priority and queue position (jobExtras) and the node list its
 //	    derived allocation. Nothing derived is ever written to a row.
 //
+// The HTTP layer is sched/httpapi: handlers, routes, authentication,
+// the rules of who may call what and the mapping of errors to statuses.
+// The Server implements its Controller (controller.go), answering views
+// built in view.go; Handler, TCPHandler, ReadOnlyHandler and
+// CatchUpGate build it, so callers need not import it.
+//
 // Subpackages: core (the pure scheduler), state (tables and transitions),
-// raftlog (durability), web (the read-only page), config (schedd.hcl),
-// accounting (the store of ended jobs).
+// raftlog (durability), httpapi (the HTTP layer), fault (the kinds of
+// error httpapi maps to statuses), web (the read-only page), config
+// (schedd.hcl), accounting (the store of ended jobs).
 //
 // It must not import nodelet/... or internal/client: nodes are reached
 // over HTTP only, and the scheduling decisions themselves stay in
-// sched/core.
+// sched/core. No handler lives here: a route belongs in sched/httpapi.
 package sched

@@ -3,7 +3,6 @@ package sched
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -66,23 +65,6 @@ func (s *Server) Drain(ctx context.Context, d api.NodeDrain, by string) ([]api.N
 		}
 	}
 	return out, nil
-}
-
-func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
-	var d api.NodeDrain
-	if !decode(w, r, &d) {
-		return
-	}
-	by := ""
-	if id, ok := caller(r.Context()); ok {
-		by = id.User
-	}
-	nodes, err := s.Drain(r.Context(), d, by)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, 0, api.NodeList{Nodes: nodes})
 }
 
 // NodeView is the node list as bhosts shows it: Nodes with the state

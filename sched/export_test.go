@@ -306,7 +306,7 @@ func TestPublicHistory(t *testing.T) {
 			State: api.ContainerFailed, ExitCode: 3, Message: "cannot open /home/alice/secret"}}}
 	pub := j.Public()
 	want, _ := json.Marshal(HistoryRecord(pub))
-	got, _ := json.Marshal(PublicHistory(HistoryRecord(j)))
+	got, _ := json.Marshal(HistoryRecord(j).Public())
 	if string(got) != string(want) {
 		t.Fatalf("redacted record\n%s\nwant\n%s", got, want)
 	}

@@ -2,13 +2,13 @@ package sched
 
 import (
 	"encoding/json"
-	"github.com/troupe-hpc/troupe/internal/auth"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/auth"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
@@ -80,18 +80,6 @@ func TestHistory(t *testing.T) {
 	}
 	if hc := HistoryRecord(c); hc.Events[len(hc.Events)-1].Detail != "FAILED, exit code 2: main1: oops" {
 		t.Errorf("failed: %+v", hc.Events)
-	}
-}
-
-func TestHistoryQuery(t *testing.T) {
-	q, err := parseHistoryQuery(url.Values{"user": {"a", "b"}, "limit": {"5"}, "ended_from": {"2026-11-22T10:00:00Z"}})
-	if err != nil || !slices.Equal(q.Users, []string{"a", "b"}) || q.Limit != 5 || q.EndedFrom.IsZero() {
-		t.Errorf("%+v %v", q, err)
-	}
-	for _, bad := range []url.Values{{"limit": {"x"}}, {"limit": {"-1"}}, {"submitted_to": {"yesterday"}}} {
-		if _, err := parseHistoryQuery(bad); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
 	}
 }
 

@@ -29,16 +29,11 @@ func Lease(timeout time.Duration) api.NodeLease {
 	return api.NodeLease{Lease: timeout / 2, Heartbeat: timeout / leaseHeartbeats, NodeTimeout: timeout}
 }
 
-// Heartbeat notes that a node is alive. A node the state holds DOWN is
-// brought UP again through raft: it gets its assignments, which no longer
-// hold the jobs that were failed or requeued, and stops what it still
-// runs of them.
-func (s *Server) Heartbeat(ctx context.Context, node string) error {
-	return s.HeartbeatFrom(ctx, node, "")
-}
-
-// HeartbeatFrom is Heartbeat from nodelet instance inst: "" (not told)
-// is taken from anyone; another instance than the registered one, while
+// HeartbeatFrom notes that node is alive. A node the state holds DOWN
+// is brought UP again through raft: it gets its assignments, which no
+// longer hold the jobs that were failed or requeued, and stops what it
+// still runs of them. From nodelet instance inst: "" (not told) is
+// taken from anyone; another instance than the registered one, while
 // that one is live, is refused with ErrNodeTaken and keeps nothing alive.
 func (s *Server) HeartbeatFrom(ctx context.Context, node, inst string) error {
 	if inst != "" {

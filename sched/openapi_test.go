@@ -17,11 +17,12 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/httpapi"
 	"github.com/troupe-hpc/troupe/sched/openapi"
 )
 
 // The OpenAPI document (openapi/openapi.json) must not drift from the
-// code: these tests hold it to the route table (routes), to the wire
+// code: these tests hold it to the route table (sched/httpapi's routes), to the wire
 // types' JSON fields (internal/api, jobspec) and to what the real
 // handlers answer.
 
@@ -105,7 +106,7 @@ var openAPISchemas = map[string]reflect.Type{
 var openAPIEnums = map[string][]string{
 	"JobState": func() []string {
 		var s []string
-		for _, st := range queryStates {
+		for _, st := range httpapi.QueryStates {
 			s = append(s, string(st))
 		}
 		return s
@@ -189,8 +190,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 	srv, _ := cluster(t)
 	d := loadOpenAPI(t)
 	var served, documented []string
-	for _, rt := range srv.routes() {
-		served = append(served, rt.method+" "+rt.path)
+	for _, rt := range httpapi.Routes() {
+		served = append(served, rt.Method+" "+rt.Path)
 	}
 	for path, ops := range d.Paths {
 		for method := range ops {
@@ -206,11 +207,11 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 	for _, r := range documented {
 		if !slices.Contains(served, r) {
-			t.Errorf("openapi/openapi.json documents %s, which schedd does not serve (routes in routes.go)", r)
+			t.Errorf("openapi/openapi.json documents %s, which schedd does not serve (routes in sched/httpapi/routes.go)", r)
 		}
 	}
 
-	mux := srv.mux()
+	mux := httpapi.New(srv, nil).Mux()
 	wildcard := regexp.MustCompile(`\{([a-z]+)\}`)
 	for path, ops := range d.Paths {
 		want := wildcard.FindAllStringSubmatch(path, -1)

@@ -9,30 +9,7 @@ import (
 	"testing"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/sched/raftlog"
 )
-
-// TestOutcomeMapping (issue 21 item 1): "not applied" (the write never
-// entered the log) and "unknown outcome" (leadership lost while
-// committing) are distinct answers; the second used to read as the first,
-// and clients re-sent writes that had taken effect.
-func TestOutcomeMapping(t *testing.T) {
-	for _, tc := range []struct {
-		err     error
-		code    int
-		outcome string
-		retry   bool
-	}{
-		{fmt.Errorf("%w: node is not the leader", raftlog.ErrNotLeader), http.StatusServiceUnavailable, api.OutcomeNotApplied, true},
-		{fmt.Errorf("%w: leadership lost while committing log", raftlog.ErrUnknownOutcome), http.StatusGatewayTimeout, api.OutcomeUnknown, false},
-	} {
-		w := httptest.NewRecorder()
-		writeErr(w, tc.err)
-		if w.Code != tc.code || w.Header().Get(api.OutcomeHeader) != tc.outcome || (w.Header().Get("Retry-After") != "") != tc.retry {
-			t.Errorf("%v: %d %q Retry-After %q, want %d %q", tc.err, w.Code, w.Header().Get(api.OutcomeHeader), w.Header().Get("Retry-After"), tc.code, tc.outcome)
-		}
-	}
-}
 
 // TestControlRequestIDOnce: hold, release and kill sent twice with one
 // request id (a client re-sending after a lost answer) answer 200 both

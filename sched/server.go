@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupe-hpc/troupe/sched/fault"
+	"github.com/troupe-hpc/troupe/sched/httpapi"
+
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -34,14 +37,14 @@ const DefaultPartition = partition.DefaultName
 const DefaultChargeEvery = time.Minute
 
 // ErrInvalid marks a request that can never succeed as sent.
-var ErrInvalid = errors.New("invalid request")
+var ErrInvalid = fault.ErrInvalid
 
 // ErrQueueFull marks a submission refused because its user, or all users
 // together, have as many jobs waiting as schedd allows
 // (max_queued_per_user, max_queued): it may succeed later, so the API
 // answers 429 Too Many Requests (which clients do not retry on their
 // own), not 400; the message still reads as an invalid request's.
-var ErrQueueFull = fmt.Errorf("%w: queue limit reached", ErrInvalid)
+var ErrQueueFull = fault.ErrQueueFull
 
 // Config sets up a Server.
 type Config struct {
@@ -110,7 +113,7 @@ const DefaultMaxQueuedPerUser = 10000
 
 // MaxJobInputLimit is the highest max_job_input schedd takes: a quarter
 // of the API's body limit, so that a job at the cap still fits a request.
-const MaxJobInputLimit = maxBody / 4
+const MaxJobInputLimit = httpapi.MaxBody / 4
 
 // Server is a running controller: state, raft log and scheduler loop.
 type Server struct {
@@ -312,7 +315,7 @@ func (s *Server) Store() *state.Store { return s.st }
 func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 	c.Time = s.cfg.Clock().UTC()
 	if c.Request == "" {
-		c.Request = requestID(ctx) // see withRequestID
+		c.Request = httpapi.RequestID(ctx) // see httpapi.WithRequestID
 	}
 	v, err := s.raft.Apply(ctx, c)
 	if err == nil {
@@ -382,7 +385,7 @@ func (s *Server) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]a
 	case len(reqs) > api.MaxSubmitBatch:
 		return nil, fmt.Errorf("%w: a batch submit holds at most %d jobs, not %d; send them in several", ErrInvalid, api.MaxSubmitBatch, len(reqs))
 	}
-	base := requestID(ctx)
+	base := httpapi.RequestID(ctx)
 	jobs := make([]*state.Job, 0, len(reqs))
 	admitted := make([]*admission.Job, 0, len(reqs))
 	for i, req := range reqs {
@@ -423,62 +426,7 @@ func batchName(req api.SubmitRequest) string {
 // Kill cancels a job: a pending one at once, a placed one once its
 // nodelets have stopped its containers.
 func (s *Server) Kill(ctx context.Context, id uint64) (*state.Job, error) {
-	return s.kill(ctx, id, false)
-}
-
-// KillDone cancels a job as Kill does but records it COMPLETED (LSF's
-// bkill -d).
-func (s *Server) KillDone(ctx context.Context, id uint64) (*state.Job, error) {
-	return s.kill(ctx, id, true)
-}
-
-func (s *Server) kill(ctx context.Context, id uint64, done bool) (*state.Job, error) {
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id, KillDone: done})
-	if err != nil {
-		return nil, err
-	}
-	s.wake()
-	return v.(*state.Job), nil
-}
-
-// control returns the kill (bkill -d with done), hold or release of a
-// job, a whole job array, or one element of an array.
-func (s *Server) control(kind string, done bool) func(context.Context, api.JobRef) (*state.Job, error) {
-	return func(ctx context.Context, ref api.JobRef) (*state.Job, error) {
-		c := state.Command{Kind: kind}
-		switch kind {
-		case state.CmdKill:
-			c.Kill, c.KillDone = ref.ID, done
-		case state.CmdHold:
-			c.Hold = ref.ID
-		case state.CmdRelease:
-			c.Release = ref.ID
-		}
-		if ref.Element {
-			i := ref.Index
-			c.Index = &i
-		}
-		v, err := s.apply(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		s.wake()
-		return v.(*state.Job), nil
-	}
-}
-
-// Hold keeps a pending job out of scheduling until Release.
-func (s *Server) Hold(ctx context.Context, id uint64) (*state.Job, error) {
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdHold, Hold: id})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*state.Job), nil
-}
-
-// Release puts a held job back in the queue.
-func (s *Server) Release(ctx context.Context, id uint64) (*state.Job, error) {
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdRelease, Release: id})
+	v, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -125,21 +126,23 @@ func ReadSnapshot(r io.Reader) (state.Dump, error) {
 }
 
 // RestoreSnapshot checks the snapshot file in r and, only if it is
-// whole, puts its state in force on every replica (a raft user restore).
-func (s *Server) RestoreSnapshot(ctx context.Context, r io.Reader) (state.Dump, error) {
+// whole, puts its state in force on every replica (a raft user restore);
+// it answers how many jobs and nodes it restored.
+func (s *Server) RestoreSnapshot(ctx context.Context, r io.Reader) (api.SnapshotRestored, error) {
 	d, err := ReadSnapshot(r)
 	if err != nil {
-		return d, err
+		return api.SnapshotRestored{}, err
 	}
 	if err := s.raft.Restore(ctx, d); err != nil {
-		return d, fmt.Errorf("restoring the snapshot: %w", err)
+		return api.SnapshotRestored{}, fmt.Errorf("restoring the snapshot: %w", err)
 	}
+	res := api.SnapshotRestored{Jobs: len(d.Jobs), Nodes: len(d.Nodes)}
 	// Move every table's index past the restore, so blocking queries
 	// (nodelets' assignments) wake up and see the new state.
 	if _, err := s.apply(ctx, state.Command{Kind: state.CmdTouch}); err != nil && !errors.Is(err, context.Canceled) {
-		return d, err
+		return res, err
 	}
 	s.wake()
-	s.log.Warn("state restored from a snapshot file", "jobs", len(d.Jobs), "nodes", len(d.Nodes))
-	return d, nil
+	s.log.Warn("state restored from a snapshot file", "jobs", res.Jobs, "nodes", res.Nodes)
+	return res, nil
 }

@@ -2,63 +2,17 @@ package sched
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/sched/fault"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // ErrUnauthenticated marks a request whose bearer token is missing,
 // unknown or revoked (HTTP 401).
-var ErrUnauthenticated = errors.New("unauthenticated")
-
-// TCPHandler is the API for a TCP listener: every request must carry a
-// bearer token (Authorization: Bearer …), which becomes the caller's
-// identity under the same rules as the unix socket's peer credentials:
-//
-//   - a user token (badmin token create) is its owner, admin if issued so;
-//   - the cluster's join token may only POST /v1/nodes/register, which
-//     answers the node's own credential;
-//   - a node credential acts only for its node (/v1/nodes/NAME/…).
-//
-// An unknown or revoked token is refused with 401. trustAnonymous (the
-// dev-only schedd --insecure-tcp) lets requests without a token through
-// as trusted, as the unix socket's root would be.
-func (s *Server) TCPHandler(trustAnonymous bool) http.Handler {
-	h := s.Handler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.redirectToLeader(w, r) {
-			return
-		}
-		secret := auth.Bearer(r)
-		if secret == "" {
-			if trustAnonymous {
-				h.ServeHTTP(w, r)
-				return
-			}
-			writeErr(w, fmt.Errorf("%w: schedd over TCP needs a bearer token: set TROUPE_TOKEN or write one to ~/.troupe/token (badmin token create issues them)", ErrUnauthenticated))
-			return
-		}
-		id, err := s.identify(secret)
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		switch {
-		case id.Join && !(r.Method == http.MethodPost && r.URL.Path == "/v1/nodes/register"):
-			writeErr(w, fmt.Errorf("%w: the join token only registers nodes (POST /v1/nodes/register)", ErrForbidden))
-			return
-		case id.Node != "" && r.URL.Path != "/v1/nodes/register" && !strings.HasPrefix(r.URL.Path, "/v1/nodes/"+id.Node+"/"):
-			writeErr(w, fmt.Errorf("%w: the credential of node %s acts only for that node, not at %s", ErrForbidden, id.Node, r.URL.Path))
-			return
-		}
-		h.ServeHTTP(w, r.WithContext(auth.WithIdentity(r.Context(), id)))
-	})
-}
+var ErrUnauthenticated = fault.ErrUnauthenticated
 
 // Identify maps a bearer secret to the identity TCPHandler gives its
 // bearer: a user token's owner (admin if issued so), the join token, or
@@ -156,46 +110,4 @@ func (s *Server) RevokeToken(ctx context.Context, tid string) error {
 	}
 	_, err := s.apply(ctx, state.Command{Kind: state.CmdRevoke, Revoke: tid})
 	return err
-}
-
-func (s *Server) handleTokenCreate(w http.ResponseWriter, r *http.Request) {
-	var req api.TokenCreate
-	if !decode(w, r, &req) {
-		return
-	}
-	res, err := s.CreateToken(r.Context(), req)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, 0, res)
-}
-
-func (s *Server) handleTokens(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, 0, s.Tokens(r.Context()))
-}
-
-func (s *Server) handleTokenRevoke(w http.ResponseWriter, r *http.Request) {
-	if err := s.RevokeToken(r.Context(), r.PathValue("id")); err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, 0, struct{}{})
-}
-
-// nodeOnly wraps a /v1/nodes/{name}/… handler: admins, trusted
-// listeners and the node's own credential reach it.
-func nodeOnly(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if id, ok := caller(r.Context()); ok && !id.Admin && id.Node != r.PathValue("name") {
-			who := id.User
-			if id.Node == "" {
-				who = fmt.Sprintf("%s (uid %d)", id.User, id.UID)
-			}
-			writeErr(w, fmt.Errorf("%w: %s %s is for node %s (or administrators); you are %s",
-				ErrForbidden, r.Method, r.URL.Path, r.PathValue("name"), who))
-			return
-		}
-		h(w, r)
-	}
 }

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/jobspec"
@@ -80,4 +82,36 @@ func PublicReason(r string) string {
 		return r
 	}
 	return ""
+}
+
+// Public is h as others see it (Job.Public): no signals, the public
+// reason, no container messages.
+func (h HistoryJob) Public() HistoryJob {
+	p := h
+	p.Reason = PublicReason(h.Reason)
+	p.Events = nil
+	for _, e := range h.Events {
+		switch e.Event {
+		case EventSignalled:
+			continue
+		case EventEnded:
+			e.Detail = EndedDetail(h.State, h.ExitCode, p.Reason)
+		}
+		p.Events = append(p.Events, e)
+	}
+	p.Containers = slices.Clone(h.Containers)
+	for i := range p.Containers {
+		p.Containers[i].Message = ""
+	}
+	return p
+}
+
+// EndedDetail is the detail of a job's EventEnded: its state, exit code
+// and reason.
+func EndedDetail(st JobState, code int, reason string) string {
+	d := fmt.Sprintf("%s, exit code %d", st, code)
+	if reason != "" {
+		d += ": " + reason
+	}
+	return d
 }

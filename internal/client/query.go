@@ -11,7 +11,7 @@ import (
 )
 
 // JobsWhere lists the jobs GET /v1/jobs's filters in q pick (user,
-// partition, state, ended, after, limit: see sched's handleJobs); index
+// partition, state, ended, after, limit: see sched/httpapi's JobsQuery); index
 // and wait block as Jobs does.
 func (c *Client) JobsWhere(ctx context.Context, q url.Values, index uint64, wait time.Duration) (api.JobList, error) {
 	all := url.Values{}

@@ -3,6 +3,7 @@
 //
 // The document is maintained by hand, next to the code: the sched
 // package's tests check that it names exactly the routes schedd serves
+// (the route table of sched/httpapi)
 // and that its schemas have exactly the JSON fields of the internal/api
 // types they describe, so a change to either fails until the other
 // follows.

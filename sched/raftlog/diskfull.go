@@ -3,6 +3,7 @@ package raftlog
 import (
 	"errors"
 	"fmt"
+	"github.com/troupe-hpc/troupe/sched/fault"
 	"sync"
 	"syscall"
 	"time"
@@ -14,7 +15,7 @@ import (
 // ErrDiskFull marks a write refused because the data dir's file system
 // is full (or over quota): nothing was committed; the write may be sent
 // again once space is freed. The API answers it 507.
-var ErrDiskFull = errors.New("schedd data dir full")
+var ErrDiskFull = fault.ErrDiskFull
 
 // store is raft's log and stable store (bbolt) with its out-of-space
 // errors made ErrDiskFull and remembered until a write succeeds again,

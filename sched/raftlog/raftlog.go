@@ -32,6 +32,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/troupe-hpc/troupe/sched/fault"
 	"io"
 	"net"
 	"os"
@@ -50,13 +51,13 @@ import (
 // ErrNotLeader is returned by Apply on a server that cannot take writes:
 // the command was not applied, and sending it again (to the leader) is
 // safe.
-var ErrNotLeader = errors.New("not the raft leader")
+var ErrNotLeader = fault.ErrNotLeader
 
 // ErrUnknownOutcome is returned by Apply when the command reached the log
 // but its fate is not known here: leadership was lost while committing,
 // or raft shut down. It may be committed by the next leader or dropped;
 // only a request that is idempotent (one request id) may be sent again.
-var ErrUnknownOutcome = errors.New("outcome unknown")
+var ErrUnknownOutcome = fault.ErrUnknownOutcome
 
 // Config sets up a log.
 type Config struct {

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"github.com/troupe-hpc/troupe/sched/fault"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
@@ -14,11 +15,11 @@ import (
 
 // Errors Apply returns; the API maps them to HTTP statuses.
 var (
-	ErrNotFound = errors.New("not found")
-	ErrEnded    = errors.New("already ended")
+	ErrNotFound = fault.ErrNotFound
+	ErrEnded    = fault.ErrEnded
 	// ErrConflict: the job is in a state the command does not apply to
 	// (holding a running job, releasing one not held).
-	ErrConflict = errors.New("conflict")
+	ErrConflict = fault.ErrConflict
 )
 
 // conflictError is a refusal that errors.Is(ErrConflict) and reads as its

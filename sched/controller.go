@@ -1,0 +1,375 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/accounting"
+	"github.com/troupe-hpc/troupe/sched/admission"
+	"github.com/troupe-hpc/troupe/sched/httpapi"
+	"github.com/troupe-hpc/troupe/sched/state"
+)
+
+// The Server as the HTTP layer sees it: the methods of
+// httpapi.Controller, each answering views (view.go), never rows. The
+// handlers, routes, authentication and the rules of who may call what
+// are sched/httpapi's.
+
+var _ httpapi.Controller = (*Server)(nil)
+
+// Handler serves the /v1 API and the jobs' services (httpapi.API.Handler).
+func (s *Server) Handler() http.Handler { return s.api().Handler() }
+
+// TCPHandler is the API for a TCP listener, authenticated by bearer
+// tokens (httpapi.API.TCP).
+func (s *Server) TCPHandler(trustAnonymous bool) http.Handler { return s.api().TCP(trustAnonymous) }
+
+// ReadOnlyHandler serves the API's public reads to Anonymous callers
+// (httpapi.API.ReadOnly; the web page before someone logs in).
+func (s *Server) ReadOnlyHandler() http.Handler { return s.api().ReadOnly() }
+
+// CatchUpGate answers reads 503 until this peer has replayed its log
+// (httpapi.API.CatchUpGate).
+func (s *Server) CatchUpGate(h http.Handler) http.Handler { return s.api().CatchUpGate(h) }
+
+// Anonymous is who a caller of ReadOnlyHandler is.
+var Anonymous = httpapi.Anonymous
+
+func (s *Server) api() *httpapi.API { return httpapi.New(s, s.log) }
+
+// block serves a blocking query: with w.Index it waits (up to w.For)
+// until the state index passes it, then returns a snapshot.
+func (s *Server) block(ctx context.Context, w httpapi.Wait) (*state.Snapshot, uint64) {
+	return s.blockOn(ctx, w, (*state.Snapshot).Index)
+}
+
+// blockOn is block on the index that index reads from a snapshot, waking
+// only when its watch set fires: a node's assignments wait on that
+// node's jobs alone (state.Snapshot.NodeIndex).
+func (s *Server) blockOn(ctx context.Context, w httpapi.Wait, index func(*state.Snapshot) (uint64, memdb.WatchSet)) (*state.Snapshot, uint64) {
+	ctx, cancel := context.WithTimeout(ctx, w.For)
+	defer cancel()
+	for {
+		v := s.st.Snapshot()
+		idx, ws := index(v)
+		if w.Index == 0 || idx > w.Index || ws.WatchCtx(ctx) != nil {
+			return v, idx
+		}
+	}
+}
+
+// Check is submit's admission with nothing stored (bsub --dry-run), and
+// notes on what may keep the job pending.
+func (s *Server) Check(ctx context.Context, req api.SubmitRequest) (api.SubmitCheck, error) {
+	v := s.st.Snapshot()
+	j, err := s.admit(v, req, nil)
+	if err != nil {
+		return api.SubmitCheck{}, err
+	}
+	n, capacity := s.partitionCapacity(v, j.Partition)
+	return api.SubmitCheck{Partition: j.Partition, Account: j.Account, Walltime: j.Walltime,
+		Notes: admission.Notes(j, n, capacity)}, nil
+}
+
+// ListJobs answers the jobs q picks, as views, in id order.
+func (s *Server) ListJobs(ctx context.Context, w httpapi.Wait, q httpapi.JobsQuery) (uint64, iter.Seq[api.Job]) {
+	v, idx := s.block(ctx, w)
+	jobs := candidates(v, &q)
+	if q.Array != 0 {
+		jobs = arrayElements(v, q.Array)
+	}
+	return idx, func(yield func(api.Job) bool) {
+		n := 0
+		for _, j := range jobs {
+			if !matchJob(&q, j) {
+				continue
+			}
+			if q.Limit > 0 && n == q.Limit {
+				return
+			}
+			if !yield(s.view(v, j)) {
+				return
+			}
+			n++
+		}
+	}
+}
+
+// arrayElements are the elements of job array id in index order, as
+// answers show them (state.Snapshot.ElementView); none when id is not
+// an array.
+func arrayElements(v *state.Snapshot, id uint64) []*state.Job {
+	p := v.Job(id)
+	if p == nil || p.Array == nil {
+		return nil
+	}
+	var out []*state.Job
+	for pos := range p.Array.Count {
+		if e, ok := v.ElementView(p, p.Array.Indices.At(pos)); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Job answers the job ref names: a whole job array, or one element.
+func (s *Server) Job(ctx context.Context, w httpapi.Wait, ref api.JobRef) (api.Job, uint64, error) {
+	v, idx := s.block(ctx, w)
+	j := v.Job(ref.ID)
+	if j != nil && ref.Element {
+		if j.Array == nil {
+			return api.Job{}, 0, fmt.Errorf("job %s: job %d is not a job array: %w", ref, ref.ID, state.ErrNotFound)
+		}
+		j, _ = v.ElementView(j, ref.Index)
+	}
+	if j == nil {
+		return api.Job{}, 0, fmt.Errorf("job %s: %w", ref, state.ErrNotFound)
+	}
+	return s.view(v, j), idx, nil
+}
+
+// JobRow is the id of the job row ref names: an element "12[5]" has a
+// row of its own once it came up (see state's arrays).
+func (s *Server) JobRow(ref api.JobRef) (uint64, error) {
+	if !ref.Element {
+		return ref.ID, nil
+	}
+	if e := s.st.Snapshot().Element(ref.ID, ref.Index); e != nil {
+		return e.ID, nil
+	}
+	return 0, fmt.Errorf("job %s: %w (an element that has not come up yet, has ended and been purged, or does not exist)", ref, state.ErrNotFound)
+}
+
+// Control kills (bkill -d with KillDone), holds or releases a job, a
+// whole job array, or one element of an array: its owner or an admin
+// may (mayControl).
+func (s *Server) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) (api.Job, error) {
+	if j := s.st.Snapshot().Job(ref.ID); j != nil {
+		if err := mayControl(ctx, j, doControl); err != nil {
+			return api.Job{}, err
+		}
+	}
+	var c state.Command
+	switch op {
+	case httpapi.Kill, httpapi.KillDone:
+		c = state.Command{Kind: state.CmdKill, Kill: ref.ID, KillDone: op == httpapi.KillDone}
+	case httpapi.Hold:
+		c = state.Command{Kind: state.CmdHold, Hold: ref.ID}
+	case httpapi.Release:
+		c = state.Command{Kind: state.CmdRelease, Release: ref.ID}
+	default:
+		return api.Job{}, fmt.Errorf("%w: no job operation %q", ErrInvalid, op)
+	}
+	if ref.Element {
+		i := ref.Index
+		c.Index = &i
+	}
+	v, err := s.apply(ctx, c)
+	if err != nil {
+		return api.Job{}, err
+	}
+	s.wake()
+	return jobView(v.(*state.Job), jobExtras{}), nil
+}
+
+// SignalJob records a signal for the job ref names (bkill -s; see
+// state.CmdSignal): its owner or an admin may.
+func (s *Server) SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, error) {
+	id, err := s.JobRow(ref)
+	if err != nil {
+		return api.Job{}, err
+	}
+	if j := s.st.Snapshot().Job(id); j != nil {
+		if err := mayControl(ctx, j, doControl); err != nil {
+			return api.Job{}, err
+		}
+	}
+	sig, err := api.ParseSignal(req.Signal)
+	if err != nil {
+		return api.Job{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	v, err := s.apply(ctx, state.Command{Kind: state.CmdSignal, Signal: &state.Signal{JobID: id, Signal: int(sig), Host: req.Host}})
+	if err != nil {
+		return api.Job{}, err
+	}
+	s.wake()
+	return jobView(v.(*state.Job), jobExtras{}), nil
+}
+
+// ListNodes is the node list as bhosts shows it (NodeView).
+func (s *Server) ListNodes(ctx context.Context, w httpapi.Wait) api.NodeList {
+	v, idx := s.block(ctx, w)
+	return api.NodeList{Nodes: s.NodeView(v), Index: idx}
+}
+
+// RegisterNode records a nodelet and answers its lease; with credential
+// (a register by the join token) it also issues the node's credential.
+func (s *Server) RegisterNode(ctx context.Context, reg api.NodeRegister, credential bool) (api.NodeRegistered, error) {
+	n, err := s.Register(ctx, reg)
+	if err != nil {
+		return api.NodeRegistered{}, err
+	}
+	view := nodeView(n)
+	if credential {
+		if view.Credential, err = s.nodeCredential(ctx, reg.Name); err != nil {
+			return api.NodeRegistered{}, err
+		}
+	}
+	return api.NodeRegistered{Node: view, NodeLease: Lease(s.cfg.NodeTimeout)}, nil
+}
+
+// NodeHeartbeat notes a registered node alive (HeartbeatFrom) and
+// answers its lease.
+func (s *Server) NodeHeartbeat(ctx context.Context, node, instance string) (api.NodeLease, error) {
+	if s.st.Snapshot().Node(node) == nil {
+		return api.NodeLease{}, fmt.Errorf("node %q: %w; register first", node, state.ErrNotFound)
+	}
+	if err := s.HeartbeatFrom(ctx, node, instance); err != nil {
+		return api.NodeLease{}, err
+	}
+	return Lease(s.cfg.NodeTimeout), nil
+}
+
+// NodeAssignments notes a registered node alive and answers its
+// assignments, waiting on the node's own index (state.Snapshot.NodeIndex).
+func (s *Server) NodeAssignments(ctx context.Context, w httpapi.Wait, node string) (api.Assignments, error) {
+	if s.st.Snapshot().Node(node) != nil {
+		if err := s.HeartbeatFrom(ctx, node, ""); err != nil {
+			return api.Assignments{}, err
+		}
+	}
+	v, idx := s.blockOn(ctx, w, func(v *state.Snapshot) (uint64, memdb.WatchSet) {
+		if s.assignWoke != nil {
+			defer s.assignWoke(node)
+		}
+		return v.NodeIndex(node)
+	})
+	return api.Assignments{Assignments: Assignments(v, node), Index: idx}, nil
+}
+
+// ListPartitions is the partitions with their nodes and limits.
+func (s *Server) ListPartitions(ctx context.Context, w httpapi.Wait) api.PartitionList {
+	v, idx := s.block(ctx, w)
+	list := Partitions(v, s.nodes.empty(v))
+	list.Index = idx
+	list.MaxJobInput, list.MaxQueuedPerUser = s.cfg.MaxJobInput, max(s.cfg.MaxQueuedPerUser, 0)
+	return list
+}
+
+// ListFairShare is the fair-share tree.
+func (s *Server) ListFairShare(ctx context.Context, w httpapi.Wait) api.FairShareList {
+	v, idx := s.block(ctx, w)
+	list := FairShare(v)
+	list.Index = idx
+	return list
+}
+
+// JobHistory answers bhist from the accounting store and the ended
+// jobs still in the replicated state, each run once.
+func (s *Server) JobHistory(ctx context.Context, w httpapi.Wait, hq httpapi.HistoryQuery) (api.History, error) {
+	q := HistoryQuery(hq)
+	v, idx := s.block(ctx, w)
+	live := History(endedJobs(v), q)
+	stored, err := s.acct.Query(ctx, q)
+	if err != nil {
+		return api.History{}, err
+	}
+	seen := map[accounting.Key]bool{}
+	out := make([]api.HistoryJob, 0, len(live)+len(stored))
+	for i := range live {
+		seen[accounting.KeyOf(&live[i])] = true
+		out = append(out, live[i])
+	}
+	for i := range stored {
+		if !seen[accounting.KeyOf(&stored[i])] {
+			out = append(out, stored[i])
+		}
+	}
+	return api.History{Jobs: sortHistory(out, q.Limit), Index: idx}, nil
+}
+
+// AccountingSummary answers bacct: the ended jobs the query picks
+// (store and state, each run once) summed per group.
+func (s *Server) AccountingSummary(ctx context.Context, hq httpapi.HistoryQuery, group string) (api.Accounting, error) {
+	q := HistoryQuery(hq)
+	rows, err := s.acct.Summary(ctx, q, group)
+	if err != nil {
+		if errors.Is(err, accounting.ErrInvalid) {
+			err = fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return api.Accounting{}, err
+	}
+	live := History(endedJobs(s.st.Snapshot()), q)
+	keys := make([]accounting.Key, len(live))
+	for i := range live {
+		keys[i] = accounting.KeyOf(&live[i])
+	}
+	has, err := s.acct.Has(ctx, keys)
+	if err != nil {
+		return api.Accounting{}, err
+	}
+	byGroup := map[string]int{}
+	for i, row := range rows {
+		byGroup[row.Group] = i
+	}
+	for i := range live {
+		if has[keys[i]] {
+			continue
+		}
+		g := accounting.GroupOf(&live[i], group)
+		at, ok := byGroup[g]
+		if !ok {
+			rows = append(rows, api.AccountingRow{Group: g})
+			at = len(rows) - 1
+			byGroup[g] = at
+		}
+		accounting.Add(&rows[at], &live[i])
+	}
+	slices.SortFunc(rows, func(a, b api.AccountingRow) int { return strings.Compare(a.Group, b.Group) })
+	res := api.Accounting{GroupBy: group, Rows: rows}
+	for _, row := range rows {
+		res.Total.Jobs += row.Jobs
+		res.Total.Completed += row.Completed
+		res.Total.Failed += row.Failed
+		res.Total.Wait += row.Wait
+		res.Total.Run += row.Run
+		res.Total.CPUTime += row.CPUTime
+		res.Total.GPUHours += row.GPUHours
+	}
+	return res, nil
+}
+
+// JoinPeer adds a raft peer as a voter.
+func (s *Server) JoinPeer(ctx context.Context, req api.RaftJoin) error {
+	if req.ID == "" || req.Addr == "" {
+		return fmt.Errorf("%w: a joining peer needs an id and a raft address", ErrInvalid)
+	}
+	if err := s.raft.AddVoter(req.ID, req.Addr); err != nil {
+		return err
+	}
+	s.log.Info("raft peer joined", "id", req.ID, "addr", req.Addr)
+	return nil
+}
+
+// Leadership says where this server stands in its raft cluster.
+func (s *Server) Leadership() httpapi.Leadership {
+	if !s.raft.Multi() {
+		return httpapi.Leadership{Leader: true, CaughtUp: true}
+	}
+	l := httpapi.Leadership{Multi: true, Leader: s.raft.IsLeader(), CaughtUp: s.raft.CaughtUp()}
+	if !l.CaughtUp {
+		l.Applied, l.OnDisk = s.raft.Replay()
+	}
+	if !l.Leader {
+		l.LeaderAPI = s.leaderAPI()
+	}
+	return l
+}

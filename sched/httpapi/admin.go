@@ -1,0 +1,79 @@
+package httpapi
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+func (a *API) reconfig(w http.ResponseWriter, r *http.Request) {
+	var body struct{}
+	if r.ContentLength != 0 && !decode(w, r, &body) {
+		return
+	}
+	res, err := a.c.Reconfig(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, res)
+}
+
+func (a *API) raftJoin(w http.ResponseWriter, r *http.Request) {
+	var req api.RaftJoin
+	if !decode(w, r, &req) {
+		return
+	}
+	if err := a.c.JoinPeer(r.Context(), req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, struct{}{})
+}
+
+func (a *API) snapshotSave(w http.ResponseWriter, r *http.Request) {
+	var buf bytes.Buffer
+	if err := a.c.SaveSnapshot(&buf); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	_, _ = buf.WriteTo(w)
+}
+
+func (a *API) snapshotRestore(w http.ResponseWriter, r *http.Request) {
+	res, err := a.c.RestoreSnapshot(r.Context(), http.MaxBytesReader(w, r.Body, maxSnapshotBody))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, res)
+}
+
+func (a *API) tokenCreate(w http.ResponseWriter, r *http.Request) {
+	var req api.TokenCreate
+	if !decode(w, r, &req) {
+		return
+	}
+	res, err := a.c.CreateToken(r.Context(), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, 0, res)
+}
+
+func (a *API) tokens(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, 0, a.c.Tokens(r.Context()))
+}
+
+func (a *API) tokenRevoke(w http.ResponseWriter, r *http.Request) {
+	if err := a.c.RevokeToken(r.Context(), r.PathValue("id")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, struct{}{})
+}

@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/auth"
+)
+
+func (a *API) nodes(w http.ResponseWriter, r *http.Request) {
+	wait, err := parseWait(r.URL.Query())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	list := a.c.ListNodes(r.Context(), wait)
+	writeJSON(w, http.StatusOK, list.Index, list)
+}
+
+// register records a nodelet: the join token, the node's own
+// credential or an admin may (Register); a register by the join token
+// also answers the node's credential.
+func (a *API) register(w http.ResponseWriter, r *http.Request) {
+	var reg api.NodeRegister
+	if !decode(w, r, &reg) {
+		return
+	}
+	if err := authorize(r, Register, reg.Name); err != nil {
+		writeErr(w, err)
+		return
+	}
+	id, ok := auth.FromContext(r.Context())
+	res, err := a.c.RegisterNode(r.Context(), reg, ok && id.Join)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, res)
+}
+
+func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var hb api.NodeHeartbeat
+	if r.ContentLength != 0 && !decode(w, r, &hb) {
+		return
+	}
+	// Only the leader answers here (redirectToLeader): the lease comes
+	// from the server that counts the node's silence.
+	lease, err := a.c.NodeHeartbeat(r.Context(), r.PathValue("name"), hb.Instance)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, lease)
+}
+
+func (a *API) assignments(w http.ResponseWriter, r *http.Request) {
+	wait, err := parseWait(r.URL.Query())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	res, err := a.c.NodeAssignments(r.Context(), wait, r.PathValue("name"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res.Index, res)
+}
+
+func (a *API) status(w http.ResponseWriter, r *http.Request) {
+	var rep api.ContainerReport
+	if !decode(w, r, &rep) {
+		return
+	}
+	if err := a.c.Report(r.Context(), r.PathValue("name"), rep); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, struct{}{})
+}
+
+func (a *API) drain(w http.ResponseWriter, r *http.Request) {
+	var d api.NodeDrain
+	if !decode(w, r, &d) {
+		return
+	}
+	nodes, err := a.c.Drain(r.Context(), d, by(r.Context()))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, 0, api.NodeList{Nodes: nodes})
+}
