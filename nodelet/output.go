@@ -63,8 +63,8 @@ func (f *userFiles) Close() error {
 }
 
 // openUserPaths opens p's paths with the credentials of uid:gid (and the
-// user's supplementary groups, as a login gets them) in one as-user
-// helper run: the output and error files are created by the user, never
+// user's supplementary groups, as a login gets them) in one asuser.Open
+// call: the output and error files are created by the user, never
 // by root then chowned; a mount source is checked for the user's search
 // permission on every directory above it and read permission on itself,
 // and its Source becomes the opened file (/proc/PID/fd/N of the

@@ -17,7 +17,7 @@ import (
 // while the container starts (its mount namespace keeps its own copies).
 func (a *agent) pinsDir() string { return filepath.Join(a.cfg.StateDir, "pins") }
 
-// pin bind-mounts the opened file f (which the as-user helper opened, so
+// pin bind-mounts the opened file f (which asuser.Open opened with the user's credentials, so
 // /proc/self/fd/N is exactly what the user may reach) at dir/name, made
 // private so that nothing propagates, and returns that path.
 func pin(f *os.File, dir, name string) (string, error) {

@@ -127,10 +127,12 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	if a.rt.Name() == RuntimeRunc {
 		pins = filepath.Join(a.pinsDir(), t.id())
 	}
+	t.steps.mark("spec")
 	files, err := openUserPaths(paths, job.UID, job.GID, pins)
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
+	t.steps.mark("as-user")
 	if byPath {
 		image = paths.image
 	}
@@ -139,6 +141,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 		files.Close()
 		return runtime.Spec{}, nil, err
 	}
+	t.steps.mark("files")
 	var initArgs []string
 	if feat.Tools {
 		initArgs = []string{"--sshd", session.SSHDPath}

@@ -50,6 +50,8 @@ type task struct {
 	// watch their size against the partition's max_output (the task's
 	// goroutine only).
 	outputs []watchedOutput
+	// steps times the container's start (the task's goroutine only).
+	steps *stepClock
 }
 
 // releaseMPS drops the task's hold on the MPS daemon.
@@ -104,6 +106,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	if c == nil {
 		a.report(t, api.ContainerPreparing, 0, "")
 		began := time.Now()
+		t.steps = newStepClock()
 		var err error
 		c, err = a.startContainer(ctx, t)
 		if err != nil {
@@ -115,7 +118,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 			a.cpus.release(t.id())
 			return
 		}
-		a.log.Debug("container started", "id", c.ID(), "took", time.Since(began))
+		a.log.Debug("container started", "id", c.ID(), "took", time.Since(began), t.steps.group())
 		a.metrics.starts.Inc()
 	}
 	if tc, ok := c.(runtime.Terminal); ok {
@@ -264,6 +267,7 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 			return nil, err
 		}
 		spec.NetNS = ep.NetNS
+		t.steps.mark("network")
 	}
 	defer out.Close() // the runtime holds its own copy
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
@@ -272,10 +276,12 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
+	t.steps.mark("runtime")
 	t.outputs = watchOutputs(out) // measured against max_output while it runs
 	if err := a.writeRecord(t, spec); err != nil {
 		a.log.Warn("container record not written: a restarted nodelet will not re-attach to it", "id", spec.ID, "err", err)
 	}
+	t.steps.mark("record")
 	return c, nil
 }
 

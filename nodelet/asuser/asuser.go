@@ -2,35 +2,37 @@
 // credentials, so that the root nodelet never creates, reads or mounts
 // anything the same user could not on the host.
 //
-// Open starts a short-lived helper: the running binary again
-// (/proc/self/exe), which drops to the user's uid, gid and supplementary
-// groups (looked up as a login would: os/user, so NSS with cgo) before it
-// touches any path, opens each path with openat2(RESOLVE_NO_SYMLINKS) and
-// hands the open files back over a socketpair (SCM_RIGHTS). The kernel
-// answers every permission question exactly as it would for that user in
-// a shell: search permission on every directory, write permission where a
-// file is created, ACLs, supplementary groups, root-squashed NFS.
+// Open runs on an OS thread of its own that takes the user's file-system
+// credentials before it touches any path: the supplementary groups, the
+// fsgid and the fsuid (looked up as a login would: os/user, so NSS with
+// cgo), then drops every capability. Linux keeps credentials per thread
+// (only the C library and Go's syscall.Setuid apply them to every
+// thread), so the rest of the nodelet keeps root's. The thread opens
+// each path with openat2(RESOLVE_NO_SYMLINKS), and the kernel answers
+// every permission question exactly as it would for that user in a
+// shell: search permission on every directory, write permission where a
+// file is created (owned by the fsuid and fsgid), ACLs, supplementary
+// groups, root-squashed NFS (which sends the fsuid).
 //
-//	nodelet (root) ──stdin: request (uid, gid, groups, paths)──► helper
-//	        ▲                                                 setgroups/setgid/setuid
-//	        └──── socketpair: one message per path: error or fd ◄┘
-//
-// The helper mode starts from this package's init when the environment
-// names it, so every binary that links the package (the nodelet, its
-// tests) can serve as its own helper.
+// The thread is never given back: its goroutine ends locked to it, and
+// Go then ends the thread, so no other goroutine ever runs with the
+// user's credentials. Its real, effective and saved uids stay root's:
+// the user cannot signal or trace it (which would reach the whole
+// nodelet) as the user could a thread whose uids were the user's. The
+// fsuid change makes the nodelet undumpable (the kernel's rule for any
+// credential change), as a root daemon without core dumps.
 //
 // It imports no troupe package.
 package asuser
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"os/user"
+	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -65,7 +67,7 @@ const (
 	Image Kind = "image"
 )
 
-// Cred is whose credentials the helper takes.
+// Cred is whose credentials Open takes.
 type Cred struct {
 	UID    int   `json:"uid"`
 	GID    int   `json:"gid"`
@@ -106,135 +108,105 @@ type Result struct {
 	Err  error
 }
 
-// helperEnv names the helper mode in the helper's environment.
-const helperEnv = "TROUPE_ASUSER_HELPER"
-
-// timeout bounds one helper run (a hung NFS mount must not hang a job's
-// start forever).
+// timeout bounds one Open (a hung NFS mount must not hang a job's start
+// forever).
 const timeout = 30 * time.Second
 
-type request struct {
-	Cred Cred      `json:"cred"`
-	Reqs []Request `json:"reqs"`
-}
-
-type answer struct {
-	Errno int    `json:"errno,omitempty"`
-	Err   string `json:"err,omitempty"`
-}
-
-// Open opens every request with c's credentials, in one helper run. The
-// error is for the helper itself; each path's own refusal is in its
+// Open opens every request with c's credentials, on one thread that
+// takes them and ends after. The error is for the thread itself (its
+// credentials could not be taken); each path's own refusal is in its
 // Result. The caller closes the files.
 func Open(c Cred, reqs []Request) ([]Result, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("as user: %w", err)
+	type answer struct {
+		res []Result
+		err error
 	}
-	mine, theirs := os.NewFile(uintptr(fds[0]), "asuser"), os.NewFile(uintptr(fds[1]), "asuser-helper")
-	defer mine.Close()
-	conn, err := net.FileConn(mine)
-	if err != nil {
-		theirs.Close()
-		return nil, fmt.Errorf("as user: %w", err)
-	}
-	defer conn.Close()
-	body, err := json.Marshal(request{Cred: c, Reqs: reqs})
-	if err != nil {
-		theirs.Close()
-		return nil, err
-	}
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{"troupe-asuser"}
-	cmd.Env = []string{helperEnv + "=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	cmd.Stdin = bytesReader(body)
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
-	cmd.ExtraFiles = []*os.File{theirs}
-	cmd.Dir = "/"
-	err = cmd.Start()
-	theirs.Close()
-	if err != nil {
-		return nil, fmt.Errorf("as user: starting helper: %w", err)
-	}
-	results, rerr := receive(conn.(*net.UnixConn), len(reqs))
-	if werr := cmd.Wait(); werr != nil && rerr == nil {
-		rerr = fmt.Errorf("as user: helper: %w: %s", werr, stderr.String())
-	}
-	if rerr != nil {
-		for _, r := range results {
-			if r.File != nil {
-				r.File.Close()
-			}
+	var (
+		mu        sync.Mutex
+		abandoned bool
+	)
+	done := make(chan answer, 1)
+	go func() {
+		res, err := openOnOwnThread(c, reqs)
+		mu.Lock()
+		defer mu.Unlock()
+		if abandoned {
+			closeAll(res)
+			return
 		}
-		if _, ok := rerr.(net.Error); ok || stderr.Len() > 0 {
-			rerr = fmt.Errorf("%w: %s", rerr, stderr.String())
-		}
-		return nil, rerr
+		done <- answer{res, err}
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case a := <-done:
+		return a.res, a.err
+	case <-timer.C:
 	}
-	return results, nil
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case a := <-done:
+		return a.res, a.err
+	default:
+	}
+	abandoned = true // its files are closed when it ends
+	return nil, fmt.Errorf("as user: no answer in %v (a hung file system?)", timeout)
 }
 
-func receive(conn *net.UnixConn, n int) ([]Result, error) {
-	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return nil, err
+// openOnOwnThread locks its goroutine to a thread that is not the
+// process's main thread (whose credentials the kernel shows as the
+// process's own), takes c's credentials there and opens reqs. It never
+// unlocks: the thread ends with the goroutine.
+func openOnOwnThread(c Cred, reqs []Request) ([]Result, error) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		// The main thread: hold it (so that the goroutine below runs
+		// elsewhere) and give it back untouched.
+		defer runtime.UnlockOSThread()
+		type answer struct {
+			res []Result
+			err error
+		}
+		done := make(chan answer)
+		go func() {
+			runtime.LockOSThread()
+			res, err := openAs(c, reqs)
+			done <- answer{res, err}
+		}()
+		a := <-done
+		return a.res, a.err
 	}
-	var out []Result
-	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
-	for range n {
-		m, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+	return openAs(c, reqs)
+}
+
+// openAs takes c's credentials on this thread (locked to the calling
+// goroutine, for good) and opens reqs.
+func openAs(c Cred, reqs []Request) ([]Result, error) {
+	if err := become(c); err != nil {
+		return nil, fmt.Errorf("as user: %w", err)
+	}
+	out := make([]Result, 0, len(reqs))
+	for _, r := range reqs {
+		fd, err := openOne(c, r)
 		if err != nil {
-			return out, fmt.Errorf("as user: reading the helper's answer: %w", err)
+			out = append(out, Result{Err: err})
+			continue
 		}
-		if m == 0 {
-			return out, errors.New("as user: the helper ended before answering")
-		}
-		var a answer
-		if err := json.Unmarshal(buf[:m], &a); err != nil {
-			return out, fmt.Errorf("as user: bad answer from helper: %w", err)
-		}
-		var f *os.File
-		if oobn > 0 {
-			cms, err := unix.ParseSocketControlMessage(oob[:oobn])
-			if err != nil || len(cms) != 1 {
-				return out, errors.New("as user: bad control message from helper")
-			}
-			fds, err := unix.ParseUnixRights(&cms[0])
-			if err != nil || len(fds) != 1 {
-				return out, errors.New("as user: bad file from helper")
-			}
-			unix.CloseOnExec(fds[0])
-			f = os.NewFile(uintptr(fds[0]), "")
-		}
-		switch {
-		case a.Errno != 0:
-			out = append(out, Result{File: f, Err: syscall.Errno(a.Errno)})
-		case a.Err != "":
-			out = append(out, Result{File: f, Err: errorFrom(a.Err)})
-		case f == nil:
-			return out, errors.New("as user: helper sent neither file nor error")
-		default:
-			out = append(out, Result{File: f})
-		}
-		if out[len(out)-1].Err != nil && f != nil {
-			f.Close()
-			out[len(out)-1].File = nil
-		}
+		out = append(out, Result{File: os.NewFile(uintptr(fd), r.Path)})
 	}
 	return out, nil
 }
 
-// errorFrom turns a helper's refusal back into its sentinel.
-func errorFrom(s string) error {
-	for _, e := range []error{ErrSymlink, ErrNotRegular, ErrNotOwner} {
-		if s == e.Error() {
-			return e
+func closeAll(res []Result) {
+	for _, r := range res {
+		if r.File != nil {
+			r.File.Close()
 		}
 	}
-	return errors.New(s)
 }
 
 // Describe words a Result's error for a message: the symlink refusal for

@@ -1,84 +1,44 @@
 package asuser
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
-	"syscall"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	if os.Getenv(helperEnv) != "1" {
-		return
-	}
-	if err := serve(); err != nil {
-		fmt.Fprintf(os.Stderr, "troupe-asuser: %v\n", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
-// serve is the helper: read the request, become the user, answer each
-// path on fd 3.
-func serve() error {
-	body, err := io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
-	if err != nil {
-		return err
-	}
-	var req request
-	if err := json.Unmarshal(body, &req); err != nil {
-		return err
-	}
-	if err := become(req.Cred); err != nil {
-		return err
-	}
-	const sock = 3
-	for _, r := range req.Reqs {
-		fd, err := openOne(r)
-		var a answer
-		var errno syscall.Errno
-		switch {
-		case err == nil:
-		case errors.As(err, &errno):
-			a.Errno = int(errno)
-		default:
-			a.Err = err.Error()
-		}
-		msg, _ := json.Marshal(a)
-		var rights []byte
-		if fd >= 0 {
-			rights = unix.UnixRights(fd)
-		}
-		err = unix.Sendmsg(sock, msg, rights, nil, 0)
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// become drops root for c's credentials, every thread at once (Go's
-// Setgroups, Setgid and Setuid apply to all threads).
+// become gives the calling thread, which must be locked to its
+// goroutine for good, c's file-system credentials: the supplementary
+// groups, the fsgid, the fsuid, and no capability at all (permitted and
+// effective), so that no capability overrides a permission check
+// (CAP_DAC_OVERRIDE and the like, CAP_SYS_RESOURCE's quotas). Each call
+// here is the raw system call, which changes this thread only. The
+// real, effective and saved ids stay root's (see the package doc).
 func become(c Cred) error {
-	if err := syscall.Setgroups(c.Groups); err != nil {
+	if err := unix.Setgroups(c.Groups); err != nil {
 		return fmt.Errorf("setgroups: %w", err)
 	}
-	if err := syscall.Setgid(c.GID); err != nil {
-		return fmt.Errorf("setgid: %w", err)
+	if _, err := unix.SetfsgidRetGid(c.GID); err != nil {
+		return fmt.Errorf("setfsgid: %w", err)
 	}
-	if err := syscall.Setuid(c.UID); err != nil {
-		return fmt.Errorf("setuid: %w", err)
+	if _, err := unix.SetfsuidRetUid(c.UID); err != nil {
+		return fmt.Errorf("setfsuid: %w", err)
 	}
-	if os.Getuid() != c.UID || os.Geteuid() != c.UID || os.Getegid() != c.GID {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var none [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &none[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	// Check, rather than trust: setfsuid(-1) changes nothing and
+	// answers the current fsuid.
+	fsuid, _ := unix.SetfsuidRetUid(-1)
+	fsgid, _ := unix.SetfsgidRetGid(-1)
+	var caps [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &caps[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	if fsuid != c.UID || fsgid != c.GID || caps != none {
 		return errors.New("credentials did not change")
 	}
 	return nil
@@ -89,19 +49,24 @@ func become(c Cred) error {
 const resolve = unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
 // openOne answers one request with an fd (-1 with an error).
-func openOne(r Request) (int, error) {
+func openOne(c Cred, r Request) (int, error) {
 	switch r.Kind {
 	case Output:
 		return openOutput(r.Path)
 	case Source:
 		return openSource(r.Path)
 	case Image:
-		return openImage(r.Path)
+		return openImage(c, r.Path)
 	}
 	return -1, fmt.Errorf("unknown request kind %q", r.Kind)
 }
 
+// openat2 opens path; a relative one from "/" (the directory the
+// nodelet's own working directory may not be).
 func openat2(path string, flags uint64, mode uint64) (int, error) {
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
 	for {
 		fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Mode: mode, Resolve: resolve})
 		if err == unix.EINTR || err == unix.EAGAIN {
@@ -142,8 +107,9 @@ func openSource(path string) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	// access(2) checks the real uid: the user's, here.
-	if err := unix.Access("/proc/self/fd/"+strconv.Itoa(fd), unix.R_OK); err != nil {
+	// AT_EACCESS: with this thread's fsuid, fsgid and groups (and no
+	// capability), not the real uid (root's) that access(2) would use.
+	if err := unix.Faccessat2(fd, "", unix.R_OK, unix.AT_EMPTY_PATH|unix.AT_EACCESS); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
@@ -152,7 +118,7 @@ func openSource(path string) (int, error) {
 
 // openImage opens for reading; a directory must be the user's own (a
 // rootfs runs as the container's /, so it is the user's to give).
-func openImage(path string) (int, error) {
+func openImage(c Cred, path string) (int, error) {
 	fd, err := openat2(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return -1, err
@@ -165,7 +131,7 @@ func openImage(path string) (int, error) {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 	case unix.S_IFDIR:
-		if uid := os.Getuid(); uid != 0 && int(st.Uid) != uid {
+		if c.UID != 0 && int(st.Uid) != c.UID {
 			unix.Close(fd)
 			return -1, ErrNotOwner
 		}
@@ -174,16 +140,4 @@ func openImage(path string) (int, error) {
 		return -1, ErrNotRegular
 	}
 	return fd, nil
-}
-
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
-
-// limitedBuffer keeps the first 4 KiB of the helper's stderr.
-type limitedBuffer struct{ bytes.Buffer }
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := 4096 - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
 }

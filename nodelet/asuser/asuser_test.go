@@ -1,0 +1,128 @@
+package asuser
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+const nobody = 65534
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: taking another user's credentials needs root")
+	}
+}
+
+// TestOpenAsUser: paths are opened with the user's permissions: a file
+// created in the user's directory is the user's (0600), root's private
+// directory and /etc/shadow are refused, a relative path is taken from
+// "/", and a symlinked component is refused.
+func TestOpenAsUser(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} { // searchable by nobody
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := filepath.Join(dir, "own")
+	private := filepath.Join(dir, "private")
+	for _, d := range []string{own, private} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(own, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("own", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	reqs := []Request{
+		{Output, filepath.Join(own, "x.out")},
+		{Output, filepath.Join(private, "x.out")},
+		{Source, "/etc/shadow"},
+		{Source, own[1:]}, // relative: from /
+		{Output, filepath.Join(dir, "link", "y.out")},
+		{Image, own},
+	}
+	res, err := Open(Cred{UID: nobody, GID: nobody, Groups: []int{nobody}}, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(res)
+	want := []error{nil, fs.ErrPermission, fs.ErrPermission, nil, syscall.ELOOP, nil}
+	for i, w := range want {
+		r := res[i]
+		if w == nil && (r.Err != nil || r.File == nil) || w != nil && (!errors.Is(r.Err, w) || r.File != nil) {
+			t.Errorf("%s %s: file %v, err %v; want err %v", reqs[i].Kind, reqs[i].Path, r.File != nil, r.Err, w)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(own, "x.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != nobody || st.Gid != nobody || fi.Mode().Perm() != 0o600 {
+		t.Errorf("created output: %v %d:%d, want 0600 %d:%d", fi.Mode().Perm(), st.Uid, st.Gid, nobody, nobody)
+	}
+	if _, err := os.Lstat(filepath.Join(private, "x.out")); err == nil {
+		t.Error("the refused output was created")
+	}
+}
+
+// TestOpenLeavesOtherThreadsRoot: the thread that took a user's
+// credentials is never given back, so after many Opens every goroutine,
+// each on a thread of the pool, still has root's fsuid and capabilities;
+// and the real and effective uids never changed.
+func TestOpenLeavesOtherThreadsRoot(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	for range 20 {
+		res, err := Open(Cred{UID: nobody, GID: nobody, Groups: []int{nobody}}, []Request{{Source, dir}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeAll(res)
+	}
+	// 64 goroutines each holding a thread at once: the idle threads of
+	// the pool are among them.
+	var wg, held sync.WaitGroup
+	release := make(chan struct{})
+	errs := make(chan string, 64)
+	for range 64 {
+		wg.Add(1)
+		held.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			defer func() { held.Done(); <-release }()
+			fsuid, _ := unix.SetfsuidRetUid(-1)
+			hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+			var caps [2]unix.CapUserData
+			if err := unix.Capget(&hdr, &caps[0]); err != nil {
+				errs <- err.Error()
+				return
+			}
+			if fsuid != 0 || caps[0].Effective&(1<<unix.CAP_DAC_OVERRIDE) == 0 || unix.Getuid() != 0 || unix.Geteuid() != 0 {
+				errs <- "a thread of the pool has lost root's credentials"
+			}
+		}()
+	}
+	held.Wait()
+	close(release)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+}
