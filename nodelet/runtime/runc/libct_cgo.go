@@ -23,6 +23,7 @@ import (
 	// GPUs) need libcontainer's device controller.
 	_ "github.com/opencontainers/cgroups/devices"
 
+	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -192,6 +193,10 @@ func (r *Runtime) libctState(id string) (state, error) {
 	return state{Status: status.String(), Pid: st.InitProcessPid}, nil
 }
 
+// destroyWait bounds how long libctDelete waits for a killed init to
+// finish exiting.
+const destroyWait = 5 * time.Second
+
 // libctDelete is delete's in-process mode: every task killed (killAll),
 // then libcontainer removes the cgroups and its state directory. An id
 // libcontainer does not know is no error; one whose state it cannot
@@ -204,9 +209,16 @@ func (r *Runtime) libctDelete(ctx context.Context, id string) error {
 	case err != nil:
 		err = errors.Join(err, os.RemoveAll(filepath.Join(r.root, id)))
 	default:
-		// killAll has ended init: Destroy finds it stopped (it refuses a
-		// running container).
+		// killAll has emptied the cgroup, but a task leaves cgroup.procs
+		// a moment before it is a zombie, and Destroy refuses a container
+		// whose init is not one yet (ErrRunning): ask again until it is.
 		err = c.Destroy()
+		for deadline := time.Now().Add(destroyWait); errors.Is(err, libcontainer.ErrRunning) && time.Now().Before(deadline); {
+			if backoff.Sleep(ctx, 5*time.Millisecond) != nil {
+				break
+			}
+			err = c.Destroy()
+		}
 	}
 	if err != nil {
 		err = fmt.Errorf("%s delete %s: %w", Libcontainer, id, err)
