@@ -18,9 +18,6 @@ import (
 // jobs running there go on. Listings derive DRAINING (jobs still run)
 // or DRAINED (empty) when they answer.
 
-// ReasonNotResponding is the reason a DOWN node shows (reason.NotResponding).
-const ReasonNotResponding = reason.NotResponding
-
 // maxReason bounds a drain reason.
 const maxReason = 256
 
@@ -84,7 +81,7 @@ func (s *Server) NodeView(v *state.Snapshot) []api.Node {
 		}
 		switch {
 		case n.State == api.NodeDown && !n.Drain:
-			n.Reason = ReasonNotResponding
+			n.Reason = reason.NotResponding
 		case n.State == api.NodeUp && n.Drain && n.Allocated != (api.Resources{}):
 			n.State = api.NodeDraining
 		case n.State == api.NodeUp && n.Drain:

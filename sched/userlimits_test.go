@@ -3,6 +3,7 @@ package sched
 import (
 	"testing"
 
+	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/core"
 )
@@ -48,7 +49,7 @@ func TestUserLimitsInCoreSnapshot(t *testing.T) {
 		t.Fatalf("placed %v, want ada's %d and bob's %d", placed, ids[0], ids[2])
 	}
 	for _, r := range plan.Reasons {
-		if r.JobID == ids[1] && r.Reason == core.ReasonAccountLimit {
+		if r.JobID == ids[1] && r.Reason == reason.AccountLimit {
 			return
 		}
 	}

@@ -17,9 +17,10 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// inNS runs fn on a thread in the network namespace pinned at path.
-// Sockets fn opens stay in that namespace; the thread dies with fn.
-func inNS(t *testing.T, path string, fn func()) {
+// inNS runs fn on a thread in the network namespace pinned at path, as
+// a nodelet in that host would: sockets fn opens and the netlink and
+// nftables calls it makes act there; the thread dies with fn.
+func inNS(t testing.TB, path string, fn func()) {
 	t.Helper()
 	errc := make(chan error, 1)
 	go func() {

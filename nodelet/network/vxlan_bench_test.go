@@ -7,7 +7,6 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -71,7 +70,7 @@ func benchVXLAN(b *testing.B, mtu int) {
 		c := job.Containers[i]
 		var ep Endpoint
 		var err error
-		onHost(b, h.ns, func() {
+		inNS(b, h.ns, func() {
 			var m *Manager
 			if m, err = New(filepath.Join(dir, c.Host), c.Node, h.addr, ""); err != nil {
 				return
@@ -176,27 +175,6 @@ func underlay(b *testing.B, hosts []testHost, mtu int) {
 	}
 }
 
-// onHost runs fn on a thread in the namespace at path, as a nodelet in
-// that host would: the netlink and nftables calls fn makes act there.
-func onHost(b *testing.B, path string, fn func()) {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
-		ns, err := netns.GetFromPath(path)
-		if err == nil {
-			err = netns.Set(ns)
-			ns.Close()
-		}
-		if err == nil {
-			fn()
-		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		b.Fatalf("entering %s: %v", path, err)
-	}
-}
-
 func linkIn(path, name string) (netlink.Link, error) {
 	ns, err := netns.GetFromPath(path)
 	if err != nil {
@@ -263,7 +241,7 @@ func pingPong(b *testing.B, server, client, addr string) float64 {
 	const rounds = 2000
 	var l net.Listener
 	var err error
-	onHost(b, server, func() { l, err = net.Listen("tcp4", addr+":5298") })
+	inNS(b, server, func() { l, err = net.Listen("tcp4", addr+":5298") })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -285,7 +263,7 @@ func pingPong(b *testing.B, server, client, addr string) float64 {
 		}
 	}()
 	rtts := make([]float64, 0, rounds)
-	onHost(b, client, func() {
+	inNS(b, client, func() {
 		var c net.Conn
 		if c, err = net.DialTimeout("tcp4", addr+":5298", 10*time.Second); err != nil {
 			return

@@ -3,6 +3,8 @@ package core
 import (
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
 // TestArraySlots: a pass starts no more elements of an array than its
@@ -43,8 +45,8 @@ func TestArraySlots(t *testing.T) {
 		reasons[r.JobID] = r.Reason
 	}
 	for _, id := range []uint64{13, 14, 15, 21} {
-		if reasons[id] != ReasonArrayTaskLimit {
-			t.Errorf("job %d: reason %q, want %s", id, reasons[id], ReasonArrayTaskLimit)
+		if reasons[id] != reason.ArrayTaskLimit {
+			t.Errorf("job %d: reason %q, want %s", id, reasons[id], reason.ArrayTaskLimit)
 		}
 	}
 	if s.ArraySlots[10] != 2 {

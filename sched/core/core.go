@@ -52,7 +52,11 @@
 // internal/api, no I/O and no clock (the time is an argument).
 package core
 
-import "time"
+import (
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/reason"
+)
 
 // DefaultPolicy is the recommended policy: fair share without starving.
 //
@@ -105,7 +109,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	for k, qi := range order {
 		// A kept reservation is held whatever the depth; an aged job
 		// without one gets one while the depth allows, as any other.
-		pass.job(qi, k < front && s.Policy.KeepReservations && s.Queue[qi].Reason == ReasonResources)
+		pass.job(qi, k < front && s.Policy.KeepReservations && s.Queue[qi].Reason == reason.Resources)
 		if !sorted && k+1 >= front && len(pass.bf.resv) >= s.Policy.ReservationDepth {
 			pass.shortestFirst(order[k+1:])
 			sorted = true
@@ -143,7 +147,7 @@ func (p *pass) promote(order []int32) ([]int32, int) {
 // promoted reports whether j goes before the priority order.
 func (p *pass) promoted(j *Job) bool {
 	pol := &p.s.Policy
-	if pol.KeepReservations && j.Reason == ReasonResources {
+	if pol.KeepReservations && j.Reason == reason.Resources {
 		return true
 	}
 	t := starvationAge(p.s, j.Partition)
@@ -192,7 +196,7 @@ func (p *pass) prepare(eligible []bool) {
 			continue
 		}
 		m := jobMeta{end: p.now.Add(walltime(p.s, j.Walltime, j.Partition)).UnixNano(), shape: -1,
-			priority: j.Reason == ReasonPriority}
+			priority: j.Reason == reason.Priority}
 		if sh, ok := shapeOf(j); ok {
 			id, seen := shapes[sh]
 			if !seen {
@@ -265,13 +269,13 @@ func (p *pass) job(qi int32, reserved bool) {
 	if !reserved && (p.strict || (p.blocked && pol.MaxBackfillJobs > 0 && p.tried >= pol.MaxBackfillJobs) ||
 		(full && m.shape >= 0 && m.end >= p.failed[m.shape])) {
 		if !m.priority {
-			p.plan.setReason(&p.s.Queue[qi], ReasonPriority)
+			p.plan.setReason(&p.s.Queue[qi], reason.Priority)
 		}
 		return
 	}
 	j := &p.s.Queue[qi]
 	if len(j.Containers) == 0 {
-		p.plan.setReason(j, ReasonPriority)
+		p.plan.setReason(j, reason.Priority)
 		return
 	}
 	if p.blocked && !reserved {
@@ -316,14 +320,14 @@ func (p *pass) miss(j *Job, w time.Duration, quantum float64, reserved bool) {
 	p.blocked = true
 	if p.bf == nil {
 		p.strict = true
-		p.plan.setReason(j, ReasonResources)
+		p.plan.setReason(j, reason.Resources)
 		return
 	}
 	if !reserved && len(p.bf.resv) >= p.s.Policy.ReservationDepth {
-		p.plan.setReason(j, ReasonPriority)
+		p.plan.setReason(j, reason.Priority)
 		return
 	}
-	p.plan.setReason(j, ReasonResources)
+	p.plan.setReason(j, reason.Resources)
 	at, g, ok := p.bf.reserve(j.Partition, j, w, quantum)
 	if ok {
 		p.plan.Starts = append(p.plan.Starts, StartEstimate{

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
 const gib = 1 << 30
@@ -69,13 +71,13 @@ func TestScheduleFIFO(t *testing.T) {
 			{JobID: 1, Nodes: []string{"a", "a", "a"}},
 			{JobID: 2, Nodes: []string{"b", "b", "b", "b"}},
 		},
-		Reasons: []ReasonChange{{3, ReasonResources}, {4, ReasonPriority}},
+		Reasons: []ReasonChange{{3, reason.Resources}, {4, reason.Priority}},
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("plan:\n got %+v\nwant %+v", p, want)
 	}
 	// A second pass with the reasons already set changes nothing for them.
-	s.Queue[2].Reason, s.Queue[3].Reason = ReasonResources, ReasonPriority
+	s.Queue[2].Reason, s.Queue[3].Reason = reason.Resources, reason.Priority
 	s.Queue = s.Queue[2:]
 	s.Nodes[0].Free, s.Nodes[1].Free = Res{1000, 13 * gib, 0}, Res{0, 12 * gib, 0}
 	if p := Schedule(s, time.Unix(0, 0)); !p.Empty() {

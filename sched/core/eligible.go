@@ -1,6 +1,10 @@
 package core
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/troupe-hpc/troupe/internal/reason"
+)
 
 // The eligible stage, first of a pass: may a queued job be considered at
 // all? A job that may not gets its reason and takes no further part in
@@ -135,9 +139,9 @@ func (d *Dependency) Reason(named map[JobRef]JobStatus) string {
 	case DepSatisfied:
 		return ""
 	case DepNever:
-		return ReasonDependencyNeverSatisfied
+		return reason.DependencyNeverSatisfied
 	}
-	return ReasonDependency
+	return reason.Dependency
 }
 
 // Breach is a set of the JobLimits bounds a job is outside.
@@ -199,14 +203,14 @@ func Ineligible(s *Snapshot, j *Job) string {
 // ineligible is Ineligible; limited: some partition of s has job limits.
 func ineligible(s *Snapshot, j *Job, limited bool) string {
 	if j.Held {
-		return ReasonHeld
+		return reason.Held
 	}
 	if r := j.Depends.Reason(s.Named); r != "" {
 		return r
 	}
 	if limited {
 		if p, ok := s.Partitions[j.Partition]; ok && !p.Jobs.takes(j) {
-			return ReasonPartitionLimit
+			return reason.PartitionLimit
 		}
 	}
 	return ""

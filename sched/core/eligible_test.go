@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
 // TestConditionEval: each kind of condition against each state of the
@@ -53,15 +55,15 @@ func TestDependencyStatus(t *testing.T) {
 		why  string
 	}{
 		{"done(1)", Dependency{Conditions: []Condition{done(ref(1))}}, DepSatisfied, ""},
-		{"done(1) && done(2)", Dependency{Conditions: []Condition{done(ref(1)), done(ref(2))}}, DepWaiting, ReasonDependency},
-		{"done(2) && done(3)", Dependency{Conditions: []Condition{done(ref(2)), done(ref(3))}}, DepNever, ReasonDependencyNeverSatisfied},
-		{"done(3) || done(2)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(2))}}, DepWaiting, ReasonDependency},
+		{"done(1) && done(2)", Dependency{Conditions: []Condition{done(ref(1)), done(ref(2))}}, DepWaiting, reason.Dependency},
+		{"done(2) && done(3)", Dependency{Conditions: []Condition{done(ref(2)), done(ref(3))}}, DepNever, reason.DependencyNeverSatisfied},
+		{"done(3) || done(2)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(2))}}, DepWaiting, reason.Dependency},
 		{"done(3) || done(1)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(1))}}, DepSatisfied, ""},
-		{"done(3) || done(9)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(9))}}, DepNever, ReasonDependencyNeverSatisfied},
-		{"done(9) (gone)", Dependency{Conditions: []Condition{done(ref(9))}}, DepNever, ReasonDependencyNeverSatisfied},
+		{"done(3) || done(9)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(9))}}, DepNever, reason.DependencyNeverSatisfied},
+		{"done(9) (gone)", Dependency{Conditions: []Condition{done(ref(9))}}, DepNever, reason.DependencyNeverSatisfied},
 		{"done(4[2])", Dependency{Conditions: []Condition{done(JobRef{ID: 4, Index: 2, Element: true})}}, DepSatisfied, ""},
-		{"done(4[3])", Dependency{Conditions: []Condition{done(JobRef{ID: 4, Index: 3, Element: true})}}, DepWaiting, ReasonDependency},
-		{"done(4)", Dependency{Conditions: []Condition{done(ref(4))}}, DepWaiting, ReasonDependency},
+		{"done(4[3])", Dependency{Conditions: []Condition{done(JobRef{ID: 4, Index: 3, Element: true})}}, DepWaiting, reason.Dependency},
+		{"done(4)", Dependency{Conditions: []Condition{done(ref(4))}}, DepWaiting, reason.Dependency},
 	} {
 		if got := tt.d.Status(named); got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
@@ -103,26 +105,26 @@ func TestIneligible(t *testing.T) {
 		want string
 	}{
 		{"plain", mk("", nil), ""},
-		{"held", mk("", func(j *Job) { j.Held = true }), ReasonHeld},
-		{"held before its dependency", mk("gone", func(j *Job) { j.Held, j.Depends = true, waiting }), ReasonHeld},
-		{"dependency waiting", mk("", func(j *Job) { j.Depends = waiting }), ReasonDependency},
-		{"dependency before the partition", mk("gone", func(j *Job) { j.Depends = waiting }), ReasonDependency},
+		{"held", mk("", func(j *Job) { j.Held = true }), reason.Held},
+		{"held before its dependency", mk("gone", func(j *Job) { j.Held, j.Depends = true, waiting }), reason.Held},
+		{"dependency waiting", mk("", func(j *Job) { j.Depends = waiting }), reason.Dependency},
+		{"dependency before the partition", mk("gone", func(j *Job) { j.Depends = waiting }), reason.Dependency},
 		{"dependency on a gone job", mk("", func(j *Job) {
 			j.Depends = &Dependency{Conditions: []Condition{{Kind: DepEnded, Job: JobRef{ID: 99}}}}
-		}), ReasonDependencyNeverSatisfied},
+		}), reason.DependencyNeverSatisfied},
 		{"dependency met", mk("", func(j *Job) {
 			j.Depends = &Dependency{Conditions: []Condition{{Kind: DepStarted, Job: JobRef{ID: 1}}}}
 		}), ""},
-		{"closed partition", mk("gone", nil), ReasonPartitionLimit},
+		{"closed partition", mk("gone", nil), reason.PartitionLimit},
 		{"walltime within", mk("short", nil), ""},
-		{"walltime past", mk("short", func(j *Job) { j.Walltime = 2 * time.Hour }), ReasonPartitionLimit},
+		{"walltime past", mk("short", func(j *Job) { j.Walltime = 2 * time.Hour }), reason.PartitionLimit},
 		{"size within", mk("small", func(j *Job) { j.Containers = append(j.Containers, j.Containers[0]) }), ""},
-		{"size past", mk("small", func(j *Job) { j.Containers = append(j.Containers, j.Containers[0], j.Containers[0]) }), ReasonPartitionLimit},
+		{"size past", mk("small", func(j *Job) { j.Containers = append(j.Containers, j.Containers[0], j.Containers[0]) }), reason.PartitionLimit},
 		{"mode taken", mk("multi", func(j *Job) { j.Mode = ModeMultiNode }), ""},
-		{"mode refused", mk("multi", nil), ReasonPartitionLimit},
-		{"empty mode is single-node", mk("multi", func(j *Job) { j.Mode = "" }), ReasonPartitionLimit},
+		{"mode refused", mk("multi", nil), reason.PartitionLimit},
+		{"empty mode is single-node", mk("multi", func(j *Job) { j.Mode = "" }), reason.PartitionLimit},
 		{"account above taken", mk("chem", func(j *Job) { j.Accounts = []string{"root", "chem", "chem-lab"} }), ""},
-		{"account refused", mk("chem", func(j *Job) { j.Accounts = []string{"root", "phys"} }), ReasonPartitionLimit},
+		{"account refused", mk("chem", func(j *Job) { j.Accounts = []string{"root", "phys"} }), reason.PartitionLimit},
 	} {
 		if got := Ineligible(&s, &tt.j); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
@@ -144,7 +146,7 @@ func TestIneligibleBlocksNobody(t *testing.T) {
 	big := gang(2, ModeSingleNode, 1, 4) // would take the whole node
 	big.Depends = &Dependency{Conditions: []Condition{{Kind: DepDone, Job: JobRef{ID: 1}}}}
 	held := gang(3, ModeSingleNode, 1, 4)
-	held.Held, held.Reason = true, ReasonHeld
+	held.Held, held.Reason = true, reason.Held
 	long := gang(4, ModeSingleNode, 1, 4)
 	long.Partition, long.Walltime = "p", 2*time.Hour
 	small := gang(5, ModeSingleNode, 1, 1)
@@ -154,7 +156,7 @@ func TestIneligibleBlocksNobody(t *testing.T) {
 	if !placed[5] || len(placed) != 1 {
 		t.Fatalf("placed %v, want job 5 only", placed)
 	}
-	want := map[uint64]string{2: ReasonDependency, 4: ReasonPartitionLimit}
+	want := map[uint64]string{2: reason.Dependency, 4: reason.PartitionLimit}
 	for id, r := range want {
 		if reasons[id] != r {
 			t.Errorf("job %d: reason %q, want %s", id, reasons[id], r)
@@ -174,8 +176,8 @@ func TestIneligibleBlocksNobody(t *testing.T) {
 	}
 	// Job 1 failed instead: job 2 can never start.
 	s.Named[JobRef{ID: 1}] = JobStatus{Started: true, Ended: true}
-	if _, reasons, _ := limitsPlan(s, now); reasons[2] != ReasonDependencyNeverSatisfied {
-		t.Fatalf("after job 1 failed: job 2's reason %q, want %s", reasons[2], ReasonDependencyNeverSatisfied)
+	if _, reasons, _ := limitsPlan(s, now); reasons[2] != reason.DependencyNeverSatisfied {
+		t.Fatalf("after job 1 failed: job 2's reason %q, want %s", reasons[2], reason.DependencyNeverSatisfied)
 	}
 }
 

@@ -3,6 +3,8 @@ package core
 import (
 	"maps"
 	"math"
+
+	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
 // The limits stage: run on each job in priority order during the walk
@@ -36,11 +38,11 @@ func (l *limits) check(j *Job) string {
 	}
 	if j.Array != 0 {
 		if left, limited := l.slots[j.Array]; limited && left <= 0 {
-			return ReasonArrayTaskLimit
+			return reason.ArrayTaskLimit
 		}
 	}
 	if l.users.over(j) {
-		return ReasonAccountLimit
+		return reason.AccountLimit
 	}
 	return ""
 }

@@ -3,6 +3,8 @@ package core
 import (
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
 // limitsPlan runs s and returns who was placed and the reasons set.
@@ -45,12 +47,12 @@ func TestUserLimitJobs(t *testing.T) {
 		t.Fatalf("placed %v, want bob's 2 and alice's 4 (q) only", placed)
 	}
 	for _, id := range []uint64{1, 3, 5} { // bob's second job: his first started in this pass
-		if reasons[id] != ReasonAccountLimit {
-			t.Errorf("job %d: reason %q, want %s", id, reasons[id], ReasonAccountLimit)
+		if reasons[id] != reason.AccountLimit {
+			t.Errorf("job %d: reason %q, want %s", id, reasons[id], reason.AccountLimit)
 		}
 	}
 	// A job already waiting AccountLimit gets no new reason.
-	s.Queue[0].Reason = ReasonAccountLimit
+	s.Queue[0].Reason = reason.AccountLimit
 	if _, reasons, _ := limitsPlan(s, now); reasons[1] != "" {
 		t.Errorf("job 1 was AccountLimit already; the plan sets %q", reasons[1])
 	}
@@ -84,8 +86,8 @@ func TestUserLimitResources(t *testing.T) {
 				if placed[id] != want {
 					t.Errorf("job %d placed %v, want %v", id, placed[id], want)
 				}
-				if !want && reasons[id] != ReasonAccountLimit {
-					t.Errorf("job %d: reason %q, want %s", id, reasons[id], ReasonAccountLimit)
+				if !want && reasons[id] != reason.AccountLimit {
+					t.Errorf("job %d: reason %q, want %s", id, reasons[id], reason.AccountLimit)
 				}
 			}
 		})
@@ -117,11 +119,11 @@ func TestUserLimitHoldsNoReservation(t *testing.T) {
 	// Without the limit: alice's job reserves the 6 cores free when her
 	// running job ends, and bob's ten-hour job would delay it.
 	placed, reasons, plan := limitsPlan(mk(Limits{}), now)
-	if len(placed) != 0 || reasons[1] != ReasonResources || reasons[2] != ReasonPriority || len(plan.Starts) != 1 {
+	if len(placed) != 0 || reasons[1] != reason.Resources || reasons[2] != reason.Priority || len(plan.Starts) != 1 {
 		t.Fatalf("unlimited: placed %v, reasons %v, starts %v", placed, reasons, plan.Starts)
 	}
 	placed, reasons, plan = limitsPlan(mk(Limits{Res: Res{CPUMilli: 6000}}), now)
-	if !placed[2] || placed[1] || reasons[1] != ReasonAccountLimit || len(plan.Starts) != 0 {
+	if !placed[2] || placed[1] || reasons[1] != reason.AccountLimit || len(plan.Starts) != 0 {
 		t.Fatalf("limited: placed %v, reasons %v, starts %v; want bob's job 2 started, alice's 1 AccountLimit without a reservation",
 			placed, reasons, plan.Starts)
 	}
@@ -145,12 +147,12 @@ func TestLimitsStage(t *testing.T) {
 	l.started(&elem)
 	next := elem
 	next.ID = 12
-	if r := l.check(&next); r != ReasonArrayTaskLimit {
-		t.Errorf("second element: %q, want %s (array before user)", r, ReasonArrayTaskLimit)
+	if r := l.check(&next); r != reason.ArrayTaskLimit {
+		t.Errorf("second element: %q, want %s (array before user)", r, reason.ArrayTaskLimit)
 	}
 	plain := userJob(20, "alice", "p", 1)
-	if r := l.check(&plain); r != ReasonAccountLimit {
-		t.Errorf("alice's third job: %q, want %s", r, ReasonAccountLimit)
+	if r := l.check(&plain); r != reason.AccountLimit {
+		t.Errorf("alice's third job: %q, want %s", r, reason.AccountLimit)
 	}
 	if bob := userJob(21, "bob", "p", 1); l.check(&bob) != "" {
 		t.Error("bob's job is limited by alice's")

@@ -3,6 +3,8 @@ package core
 import (
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
 // starveSnapshot is one 4-CPU node held until t0+100s by a running job,
@@ -20,7 +22,7 @@ func starveSnapshot(pol Policy, age time.Duration, oldReason string) (Snapshot, 
 	}
 	return Snapshot{
 		Nodes: []Node{n},
-		Queue: []Job{job(1, t0.Add(-age), 0.1, oldReason), job(2, t0, 1, ReasonPriority)},
+		Queue: []Job{job(1, t0.Add(-age), 0.1, oldReason), job(2, t0, 1, reason.Priority)},
 		Running: []Running{{JobID: 9, Start: t0.Add(-time.Minute), Walltime: 101 * time.Second, Nodes: []string{"a"},
 			Containers: []Res{{CPUMilli: 4000, Memory: 0}}}},
 		Partitions: map[string]Partition{"p": {}},
@@ -41,7 +43,7 @@ func reservedJob(t *testing.T, p Plan) uint64 {
 // that comes later does not take it.
 func TestKeepReservation(t *testing.T) {
 	pol := Policy{Weights: Weights{FairShare: 10000, Age: 1}, ReservationDepth: 1}
-	s, now := starveSnapshot(pol, time.Minute, ReasonResources)
+	s, now := starveSnapshot(pol, time.Minute, reason.Resources)
 	if got := reservedJob(t, Schedule(s, now)); got != 2 {
 		t.Fatalf("without KeepReservations job %d reserved; want the higher priority job 2", got)
 	}
@@ -63,7 +65,7 @@ func TestKeepReservation(t *testing.T) {
 // the policy's.
 func TestStarvationThreshold(t *testing.T) {
 	pol := Policy{Weights: Weights{FairShare: 10000, Age: 1}, ReservationDepth: 1, StarvationAge: 6 * time.Hour}
-	s, now := starveSnapshot(pol, 7*time.Hour, ReasonPriority)
+	s, now := starveSnapshot(pol, 7*time.Hour, reason.Priority)
 	if got := reservedJob(t, Schedule(s, now)); got != 1 {
 		t.Fatalf("job %d reserved; want job 1, pending 7h past a 6h threshold", got)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
 // Transcript tests in the manner of etcd raft's datadriven interaction
@@ -176,7 +178,7 @@ func (h *harness) run(t *testing.T, line string) string {
 	case "submit":
 		j := Job{ID: uint64(num(t, a["id"], 0)), Mode: ModeSingleNode, Submit: h.now, Walltime: dur(t, a["walltime"]),
 			User: a["user"], Account: a["user"], FairShare: num(t, a["fs"], 0), Nice: num(t, a["nice"], 0),
-			Partition: a["part"], Held: a["held"] == "1", Reason: ReasonPriority}
+			Partition: a["part"], Held: a["held"] == "1", Reason: reason.Priority}
 		if a["mode"] == "multi" {
 			j.Mode = ModeMultiNode
 		}

@@ -1,26 +1,12 @@
 package core
 
-import (
-	"time"
+import "time"
 
-	"github.com/troupe-hpc/troupe/internal/reason"
-)
-
-// Pending reasons (package reason defines them), every one the core's:
-// Held, Dependency, DependencyNeverSatisfied and PartitionLimit from the
+// The pending reasons the core gives are package reason's: Held,
+// Dependency, DependencyNeverSatisfied and PartitionLimit from the
 // eligible stage (eligible.go), JobArrayTaskLimit and AccountLimit from
 // the limits stage (limits.go), Priority and Resources from placement
 // and backfill.
-const (
-	ReasonResources                = reason.Resources
-	ReasonPriority                 = reason.Priority
-	ReasonPartitionLimit           = reason.PartitionLimit
-	ReasonAccountLimit             = reason.AccountLimit
-	ReasonDependency               = reason.Dependency
-	ReasonHeld                     = reason.Held
-	ReasonDependencyNeverSatisfied = reason.DependencyNeverSatisfied
-	ReasonArrayTaskLimit           = reason.ArrayTaskLimit
-)
 
 // Cluster modes (the same strings as jobspec.Mode*).
 const (
@@ -112,12 +98,12 @@ type Job struct {
 	// FairShare is the fair-share factor F = 2^(−U/S) of the job's
 	// association, in [0, 1], as sched/fairshare computes it.
 	FairShare float64
-	// Held marks a held job (bsub -H, bhold): it waits with ReasonHeld
+	// Held marks a held job (bsub -H, bhold): it waits with reason.Held
 	// until released.
 	Held bool
 	// Depends, when set, is the job's dependency (bsub -w): the job waits
-	// with ReasonDependency until the jobs it names (Snapshot.Named)
-	// satisfy it, with ReasonDependencyNeverSatisfied once they cannot.
+	// with reason.Dependency until the jobs it names (Snapshot.Named)
+	// satisfy it, with reason.DependencyNeverSatisfied once they cannot.
 	Depends *Dependency
 	// Accounts is the job's account and the accounts above it, for a
 	// partition's Limits.Accounts; nil when the site has no account tree.
@@ -167,13 +153,13 @@ type Partition struct {
 	// partition at once.
 	UserLimits Limits
 	// Jobs are the partition's limits on each job: a job past one waits
-	// with ReasonPartitionLimit (the eligible stage).
+	// with reason.PartitionLimit (the eligible stage).
 	Jobs JobLimits
 }
 
 // JobLimits are what a partition takes (partitions.hcl's max_walltime,
 // max_cluster_size, allowed_modes, allowed_accounts). A job outside them
-// waits with ReasonPartitionLimit, blocking nobody. Zero fields take all.
+// waits with reason.PartitionLimit, blocking nobody. Zero fields take all.
 type JobLimits struct {
 	// Closed: the partition takes no job at all (the configuration no
 	// longer has it).
@@ -193,7 +179,7 @@ type JobLimits struct {
 // Limits cap what one user's running jobs (Snapshot.Running, by
 // Running.User and Running.Partition) hold in one partition, together with
 // what the pass starts. A job that would take its user past one waits with
-// ReasonAccountLimit: it blocks nobody and holds no reservation. Zero
+// reason.AccountLimit: it blocks nobody and holds no reservation. Zero
 // fields are unlimited.
 type Limits struct {
 	// Jobs is the most running jobs.
@@ -277,7 +263,7 @@ type Snapshot struct {
 	Policy Policy
 	// ArraySlots is, per job array with a throttle (max_running), how
 	// many more of its elements may start now: a pass starts no more,
-	// and an element past them waits with ReasonArrayTaskLimit,
+	// and an element past them waits with reason.ArrayTaskLimit,
 	// blocking nobody. An array missing here has no throttle.
 	ArraySlots map[uint64]int
 	// Named is what the eligible stage knows of each job (or array

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/fairshare"
 	"github.com/troupe-hpc/troupe/sched/swf"
@@ -423,7 +424,7 @@ func (m *machine) setStatus(id uint64, st core.JobStatus) {
 func (m *machine) release(j *Job) {
 	for i := range m.queue {
 		if q := &m.queue[i]; q.ID == j.ID {
-			q.Held, q.Reason = false, core.ReasonPriority
+			q.Held, q.Reason = false, reason.Priority
 			return
 		}
 	}
@@ -437,9 +438,9 @@ func (m *machine) submit(j *Job) {
 	// The reasons schedd gives at submission.
 	switch {
 	case cj.Held:
-		cj.Reason = core.ReasonHeld
+		cj.Reason = reason.Held
 	case cj.Depends != nil:
-		cj.Reason = core.ReasonDependency
+		cj.Reason = reason.Dependency
 	}
 	if m.o.Nodes > 1 {
 		cj.Mode = core.ModeMultiNode

@@ -92,13 +92,9 @@ type Container struct {
 func NewContainer(c jobspec.Container, kernelID string) Container {
 	return Container{
 		Container: api.Container{Container: c, KernelID: kernelID, State: api.ContainerPending},
-		CPUMilli:  MilliCPU(c.Resources.CPU),
+		CPUMilli:  admission.MilliCPU(c.Resources.CPU),
 	}
 }
-
-// MilliCPU converts a job file's cpu (cores, fractional) to millicores
-// (admission's conversion, the one schedd makes).
-func MilliCPU(cpu float64) int64 { return admission.MilliCPU(cpu) }
 
 // Res is what c holds while it is placed, in schedulable units.
 func (c *Container) Res() api.Resources {
@@ -113,7 +109,7 @@ func legacyMilli(j *Job) *Job {
 	out := j
 	for i := range j.Containers {
 		c := &j.Containers[i]
-		if m := MilliCPU(c.Resources.CPU); c.CPUMilli == 0 && m != 0 {
+		if m := admission.MilliCPU(c.Resources.CPU); c.CPUMilli == 0 && m != 0 {
 			if out == j {
 				out = clone(j)
 			}
