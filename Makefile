@@ -7,7 +7,7 @@ CMDS     := $(notdir $(patsubst %/,%,$(wildcard cmd/*/)))
 STATICCHECK_VERSION := v0.8.2
 TEST_FLAGS ?= -timeout 30m
 
-.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean bench-scale bench-pipeline
+.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean bench-scale bench-pipeline runc-linked
 
 all: build
 
@@ -117,17 +117,30 @@ bench-scale:
 		BENCH_QUEUED=$(BENCH_QUEUED) PEERS=$(PEERS) \
 		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -v -timeout 60m ./cmd/troupe-nodesim/
 
-# The pipeline benchmark (docs/scale.md, Pipeline): N one-container jobs
+# The pipeline benchmark (docs/pipeline.md): N one-container jobs
 # through `schedd --dev --nodes 1` beside `runc run` of the same rootfs
-# two at a time; prints both rates, their ratio, the stages' p50/p90
-# (troupe_job_stage_seconds), CPU ms per job by process and raft entries
-# per job. Needs root, runc and busybox.
+# two at a time, with the installed runc and with runc built at the
+# version of libcontainer the nodelet links (bin/runc-VERSION, from the
+# module cache); prints the rates, the ratios, the stages' p50/p90
+# (troupe_job_stage_seconds), the slot each job held, CPU ms per job by
+# process and raft entries per job. Needs root, runc and busybox.
+# RUNC="runc /path/to/runc" names the baselines instead.
 N ?= 100
 OCI_RUNTIME ?=
+RUNC ?= runc $(CURDIR)/$(BIN)/runc-linked
 bench-pipeline: build
 	@if [ "$$(id -u)" != 0 ]; then echo "bench-pipeline: needs root (runc containers): run sudo make bench-pipeline" >&2; exit 1; fi
 	@for c in runc busybox; do command -v $$c >/dev/null || { echo "bench-pipeline: needs $$c (make deps installs it)" >&2; exit 1; }; done
-	N=$(N) OCI_RUNTIME=$(OCI_RUNTIME) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x -v -timeout 30m ./e2e/
+	@case " $(RUNC) " in *" $(CURDIR)/$(BIN)/runc-linked "*) $(MAKE) --no-print-directory runc-linked;; esac
+	N=$(N) OCI_RUNTIME=$(OCI_RUNTIME) RUNC="$(RUNC)" $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x -v -timeout 30m ./e2e/
+
+# runc itself at the version of github.com/opencontainers/runc in go.mod,
+# the libcontainer the nodelet runs containers with.
+runc-linked:
+	@mkdir -p $(BIN)
+	$(GO) mod download github.com/opencontainers/runc
+	cd "$$($(GO) list -m -f '{{.Dir}}' github.com/opencontainers/runc)" && \
+		GOFLAGS=-mod=mod CGO_ENABLED=1 $(GO) build -trimpath -tags '$(NODELET_TAGS)' -o $(CURDIR)/$(BIN)/runc-linked .
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -32,10 +32,15 @@ import (
 //     submitted in one request (bsub --count N); jobs/s is N over the
 //     first job's submission → the last one's end, as schedd records them;
 //   - runc: `runc run` of the same rootfs, /bin/true, N containers two at
-//     a time (the node's two cpus), jobs/s over the wall time;
-//   - their ratio; the stages of troupe_job_stage_seconds (p50 and p90
+//     a time (the node's two cpus), jobs/s over the wall time, for each
+//     runc the environment's RUNC names (default: the installed runc;
+//     make bench-pipeline adds runc built at the libcontainer version the
+//     nodelet links), each with its own `runc spec`;
+//   - the ratios; the stages of troupe_job_stage_seconds (p50 and p90
 //     interpolated in the histogram's buckets, as histogram_quantile does,
-//     and the exact mean), counted over this run only;
+//     and the exact mean), counted over this run only, and the slot each
+//     job held (troupe_job_slot_seconds: placed → exit reported) beside
+//     the issue's bound, 1.3 × the running stage + 50 ms;
 //   - CPU ms per job of schedd, of the nodelet, of what the nodelet ran
 //     and reaped (runc, troupe-init…), and of the rest of the machine
 //     (all busy CPU in /proc/stat less those: bsub, the polling, the
@@ -43,9 +48,10 @@ import (
 //   - raft entries per job (troupe_schedd_raft_entries_total), by kind.
 //
 // N is the environment's N (default 100); OCI_RUNTIME, when set, is the
-// nodelet's oci_runtime (auto, crun, libcontainer, runc; default auto).
+// nodelet's oci_runtime (auto, crun, libcontainer, runc; default auto);
+// RUNC lists the runc binaries to compare with (spaces or commas).
 //
-//	sudo N=100 go test ./e2e -run '^$' -bench '^BenchmarkPipeline$' -benchtime 1x -v
+//	sudo N=100 RUNC="runc bin/runc-linked" go test ./e2e -run '^$' -bench '^BenchmarkPipeline$' -benchtime 1x -v
 func BenchmarkPipeline(b *testing.B) {
 	needRunc(b)
 	needBusybox(b)
@@ -57,6 +63,7 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		n = v
 	}
+	runcs := runcBaselines(b)
 	dir := b.TempDir()
 	_ = os.Chmod(dir, 0o755)
 	rootfs := busyboxRootfs(b, filepath.Join(dir, "rootfs"))
@@ -129,20 +136,35 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		troupeRate := float64(n) / last.Sub(first).Seconds()
 
-		// runc, two at a time
-		runcTime := runcPairs(b, dir, rootfs, n)
-		runcRate := float64(n) / runcTime.Seconds()
+		// each runc, two at a time
+		type baseline struct {
+			version string
+			rate    float64
+			took    time.Duration
+		}
+		var bases []baseline
+		for k, rc := range runcs {
+			took := runcPairs(b, filepath.Join(dir, fmt.Sprintf("runc-%d", k)), rc.path, rootfs, n)
+			bases = append(bases, baseline{rc.version, float64(n) / took.Seconds(), took})
+		}
 
 		w := os.Stdout
 		fmt.Fprintf(w, "\npipeline: %d one-container jobs (/bin/true, busybox rootfs), one node of 2 cpus\n", n)
 		fmt.Fprintf(w, "  %-34s %8.1f jobs/s  (%v submitted → last ended)\n", "troupe ("+ociName+")", troupeRate, last.Sub(first).Round(time.Millisecond))
-		fmt.Fprintf(w, "  %-34s %8.1f jobs/s  (%v, 2 at a time)\n", "runc run", runcRate, runcTime.Round(time.Millisecond))
-		fmt.Fprintf(w, "  %-34s %8.2f\n", "troupe / runc", troupeRate/runcRate)
+		for _, bl := range bases {
+			fmt.Fprintf(w, "  %-34s %8.1f jobs/s  (%v, 2 at a time)\n", "runc run ("+bl.version+")", bl.rate, bl.took.Round(time.Millisecond))
+		}
+		for _, bl := range bases {
+			fmt.Fprintf(w, "  %-34s %8.2f\n", "troupe / runc "+bl.version, troupeRate/bl.rate)
+		}
 		fmt.Fprintf(w, "  stage (troupe_job_stage_seconds)      p50 ms   p90 ms  mean ms  count\n")
 		for _, st := range []string{"queued", "dispatch", "preparing", "running", "ending"} {
 			h := stageHist(m0, m1, st)
 			fmt.Fprintf(w, "  %-34s %8.1f %8.1f %8.1f %6d\n", st, 1000*h.quantile(0.5), 1000*h.quantile(0.9), 1000*h.sum/math.Max(h.count, 1), int(h.count))
 		}
+		slot, running := histOf(m0, m1, "troupe_job_slot_seconds", ""), stageHist(m0, m1, "running")
+		fmt.Fprintf(w, "  %-34s %8.1f %8.1f %8.1f %6d\n", "slot held (placed → exit reported)", 1000*slot.quantile(0.5), 1000*slot.quantile(0.9), 1000*slot.sum/math.Max(slot.count, 1), int(slot.count))
+		fmt.Fprintf(w, "  %-34s %8.1f %8.1f\n", "  1.3 × running + 50 ms", 1000*(1.3*running.quantile(0.5)+0.05), 1000*(1.3*running.quantile(0.9)+0.05))
 		fmt.Fprintf(w, "  CPU ms per job\n")
 		per := func(ticks uint64) float64 { return float64(ticks) * 10 / float64(n) } // USER_HZ 100: 10 ms a tick
 		sd, nd, kids, all := cpu1.schedd-cpu0.schedd, cpu1.nodelet-cpu0.nodelet, cpu1.reaped-cpu0.reaped, cpu1.machine-cpu0.machine
@@ -167,8 +189,15 @@ func BenchmarkPipeline(b *testing.B) {
 			fmt.Fprintf(w, "  load average: %s\n", strings.TrimSpace(string(load)))
 		}
 		b.ReportMetric(troupeRate, "jobs/s")
-		b.ReportMetric(runcRate, "runc-jobs/s")
-		b.ReportMetric(troupeRate/runcRate, "ratio")
+		for k, bl := range bases {
+			suffix := ""
+			if k > 0 {
+				suffix = "-runc-" + bl.version
+			}
+			b.ReportMetric(bl.rate, "runc-jobs/s"+suffix)
+			b.ReportMetric(troupeRate/bl.rate, "ratio"+suffix)
+		}
+		b.ReportMetric(1000*slot.quantile(0.9), "slot-p90-ms")
 		b.ReportMetric(total/float64(n), "raft-entries/job")
 	}
 }
@@ -296,16 +325,44 @@ func waitAllEnded(b *testing.B, cli *client.Client, ids []uint64, timeout time.D
 	}
 }
 
+// runcBin is a runc the raw rate is measured with.
+type runcBin struct{ path, version string }
+
+// runcBaselines are the runcs of the environment's RUNC (paths or
+// names, separated by spaces or commas; default the installed runc),
+// each with the version its --version gives.
+func runcBaselines(b *testing.B) []runcBin {
+	list := strings.FieldsFunc(os.Getenv("RUNC"), func(r rune) bool { return r == ',' || r == ' ' })
+	if len(list) == 0 {
+		list = []string{"runc"}
+	}
+	var out []runcBin
+	for _, p := range list {
+		raw, err := exec.Command(p, "--version").Output()
+		if err != nil {
+			b.Fatalf("RUNC: %s --version: %v", p, err)
+		}
+		first, _, _ := strings.Cut(string(raw), "\n")
+		v, ok := strings.CutPrefix(first, "runc version ")
+		if !ok {
+			b.Fatalf("RUNC: %s --version: not a runc: %q", p, first)
+		}
+		out = append(out, runcBin{p, strings.TrimSpace(v)})
+	}
+	return out
+}
+
 // runcPairs runs n containers of /bin/true on rootfs (read-only) with
-// `runc run`, two at a time, and answers the wall time.
-func runcPairs(b *testing.B, dir, rootfs string, n int) time.Duration {
+// `runc run` of the given runc (and its own `runc spec`), two at a time,
+// in dir, and answers the wall time.
+func runcPairs(b *testing.B, dir, runc, rootfs string, n int) time.Duration {
 	bundle, state := filepath.Join(dir, "bundle"), filepath.Join(dir, "runc-state")
 	for _, d := range []string{bundle, state} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			b.Fatal(err)
 		}
 	}
-	cmd := exec.Command("runc", "spec")
+	cmd := exec.Command(runc, "spec")
 	cmd.Dir = bundle
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("runc spec: %v: %s", err, out)
@@ -335,7 +392,7 @@ func runcPairs(b *testing.B, dir, rootfs string, n int) time.Duration {
 		wg.Go(func() {
 			for k := w; k < n; k += 2 {
 				id := fmt.Sprintf("pipeline-%d-%d", os.Getpid(), k)
-				if out, err := exec.Command("runc", "--root", state, "run", "--bundle", bundle, id).CombinedOutput(); err != nil {
+				if out, err := exec.Command(runc, "--root", state, "run", "--bundle", bundle, id).CombinedOutput(); err != nil {
 					errs <- fmt.Errorf("runc run %s: %v: %s", id, err, out)
 					return
 				}
@@ -385,11 +442,18 @@ type hist struct {
 var leLabel = regexp.MustCompile(`le="([^"]+)"`)
 
 func stageHist(m0, m1 map[string]float64, stage string) hist {
+	return histOf(m0, m1, "troupe_job_stage_seconds", fmt.Sprintf(`stage=%q`, stage))
+}
+
+// histOf is the histogram name (of the series whose labels include sel,
+// or of the only series when sel is empty), the difference of two
+// scrapes.
+func histOf(m0, m1 map[string]float64, name, sel string) hist {
 	var h hist
 	type bucket struct{ le, n float64 }
 	var bs []bucket
 	for k, v := range m1 {
-		if strings.HasPrefix(k, `troupe_job_stage_seconds_bucket{`) && strings.Contains(k, fmt.Sprintf(`stage=%q`, stage)) {
+		if strings.HasPrefix(k, name+"_bucket{") && strings.Contains(k, sel) {
 			le, err := strconv.ParseFloat(leLabel.FindStringSubmatch(k)[1], 64)
 			if err == nil {
 				bs = append(bs, bucket{le, v - m0[k]})
@@ -400,9 +464,12 @@ func stageHist(m0, m1 map[string]float64, stage string) hist {
 	for _, bk := range bs {
 		h.les, h.cum = append(h.les, bk.le), append(h.cum, bk.n)
 	}
-	s := fmt.Sprintf(`{stage=%q}`, stage)
-	h.sum = m1["troupe_job_stage_seconds_sum"+s] - m0["troupe_job_stage_seconds_sum"+s]
-	h.count = m1["troupe_job_stage_seconds_count"+s] - m0["troupe_job_stage_seconds_count"+s]
+	labels := ""
+	if sel != "" {
+		labels = "{" + sel + "}"
+	}
+	h.sum = m1[name+"_sum"+labels] - m0[name+"_sum"+labels]
+	h.count = m1[name+"_count"+labels] - m0[name+"_count"+labels]
 	return h
 }
 

@@ -28,7 +28,7 @@ type metrics struct {
 	pass       prometheus.Histogram
 	placements prometheus.Counter
 	entries    *prometheus.CounterVec
-	stages     *stageClock // troupe_job_stage_seconds
+	stages     *stageClock // troupe_job_stage_seconds, troupe_job_slot_seconds
 }
 
 func newMetrics(s *Server) *metrics {
@@ -55,7 +55,7 @@ func newMetrics(s *Server) *metrics {
 		}, []string{"kind"}),
 		stages: newStageClock(),
 	}
-	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, m.stages.hist, stateCollector{s},
+	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, m.stages.hist, m.stages.slot, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -34,6 +34,11 @@ var stageNames = []string{stageQueued, stageDispatch, stagePreparing, stageRunni
 // reports' resolution, not the job's.
 type stageClock struct {
 	hist *prometheus.HistogramVec
+	// slot is troupe_job_slot_seconds: placed → the first container
+	// ended, the time the job held its node's resources as the scheduler
+	// saw it (dispatch + preparing + running). The nodelet reports the
+	// exit before it tears the container down, so teardown is not in it.
+	slot prometheus.Histogram
 
 	mu        sync.Mutex
 	jobs      map[uint64]*stageTimes
@@ -54,6 +59,14 @@ func newStageClock() *stageClock {
 				"preparing: to running; running: to the first container's end; ending: to the job's end), observed by the leader.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 16), // 0.5ms … ~7 min
 		}, []string{"stage"}),
+		slot: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "troupe_job_slot_seconds",
+			Help: "Time from a job's placement to its first container's end (dispatch + preparing + running), observed by the leader: " +
+				"how long the job held what it was placed on.",
+			// Finer than the stages' (a factor of 1.4, 0.5 ms … 1 h): the
+			// slot of a short job is compared with its process's life.
+			Buckets: prometheus.ExponentialBucketsRange(0.0005, 3600, 48),
+		}),
 		jobs:      map[uint64]*stageTimes{},
 		nextPrune: 1024,
 	}
@@ -138,6 +151,7 @@ func (c *stageClock) advance(id uint64, t *stageTimes, j *state.Job, now time.Ti
 	if t.exited.IsZero() && (ended || done) {
 		t.exited = now
 		c.observe(stageRunning, t.running, now)
+		c.slot.Observe(max(now.Sub(t.placed), 0).Seconds())
 	}
 	if done {
 		c.observe(stageEnding, t.exited, now)

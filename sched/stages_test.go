@@ -75,6 +75,10 @@ func TestJobStageSeconds(t *testing.T) {
 			t.Errorf("stage %s took %v s, want %v", stage, s, want)
 		}
 	}
+	// The slot is placed → main1's end: dispatch + preparing + running.
+	if n, s := metricValue(body, "troupe_job_slot_seconds_count"), metricValue(body, "troupe_job_slot_seconds_sum"); n != 1 || s != 2+3+4 {
+		t.Errorf("troupe_job_slot_seconds: %v observations summing to %v s, want 1 of 9 s", n, s)
+	}
 	srv.metrics.stages.mu.Lock()
 	left := len(srv.metrics.stages.jobs)
 	srv.metrics.stages.mu.Unlock()
