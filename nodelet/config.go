@@ -59,8 +59,9 @@ const (
 const (
 	DefaultStateDir = "/var/lib/troupe/nodelet"
 	// DefaultRunDir is the run directory of a nodelet whose StateDir is
-	// the default: on /run, a tmpfs on systemd hosts.
-	DefaultRunDir = "/run/troupe/nodelet"
+	// the default: on /run, a tmpfs on systemd hosts (not under
+	// /run/troupe, schedd's, which systemd removes when schedd stops).
+	DefaultRunDir = "/run/troupe-nodelet"
 	// DefaultHeartbeat is the heartbeat interval when schedd announces
 	// none (schedd announces its node timeout / 8).
 	DefaultHeartbeat = 10 * time.Second
