@@ -124,15 +124,17 @@ bench-scale:
 # module cache); prints the rates, the ratios, the stages' p50/p90
 # (troupe_job_stage_seconds), the slot each job held, CPU ms per job by
 # process and raft entries per job. Needs root, runc and busybox.
-# RUNC="runc /path/to/runc" names the baselines instead.
+# RUNC="runc /path/to/runc" names the baselines instead; the nodelet's
+# run directory is on a tmpfs the benchmark mounts (RUN_DIR=disk: not).
 N ?= 100
 OCI_RUNTIME ?=
+RUN_DIR ?=
 RUNC ?= runc $(CURDIR)/$(BIN)/runc-linked
 bench-pipeline: build
 	@if [ "$$(id -u)" != 0 ]; then echo "bench-pipeline: needs root (runc containers): run sudo make bench-pipeline" >&2; exit 1; fi
 	@for c in runc busybox; do command -v $$c >/dev/null || { echo "bench-pipeline: needs $$c (make deps installs it)" >&2; exit 1; }; done
 	@case " $(RUNC) " in *" $(CURDIR)/$(BIN)/runc-linked "*) $(MAKE) --no-print-directory runc-linked;; esac
-	N=$(N) OCI_RUNTIME=$(OCI_RUNTIME) RUNC="$(RUNC)" $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x -v -timeout 30m ./e2e/
+	N=$(N) OCI_RUNTIME=$(OCI_RUNTIME) RUNC="$(RUNC)" RUN_DIR=$(RUN_DIR) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x -v -timeout 30m ./e2e/
 
 # runc itself at the version of github.com/opencontainers/runc in go.mod,
 # the libcontainer the nodelet runs containers with.

@@ -171,7 +171,11 @@ func leftovers(dir string, procs bool) string {
 			}
 		}
 	}
-	roots, _ := filepath.Glob(filepath.Join(dir, "nodes", "*", "runc"))
+	var roots []string
+	for _, pat := range []string{"runc", "libcontainer", "run/runc", "run/libcontainer"} {
+		m, _ := filepath.Glob(filepath.Join(dir, "nodes", "*", pat))
+		roots = append(roots, m...)
+	}
 	for _, r := range roots {
 		out, _ := exec.Command("runc", "--root", r, "list", "-q").Output()
 		if s := strings.TrimSpace(string(out)); s != "" {

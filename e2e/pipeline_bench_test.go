@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 )
@@ -49,7 +51,9 @@ import (
 //
 // N is the environment's N (default 100); OCI_RUNTIME, when set, is the
 // nodelet's oci_runtime (auto, crun, libcontainer, runc; default auto);
-// RUNC lists the runc binaries to compare with (spaces or commas).
+// RUNC lists the runc binaries to compare with (spaces or commas);
+// RUN_DIR=disk leaves the nodelet's run directory on the disk instead of
+// the tmpfs the benchmark mounts for it (as /run is on a systemd host).
 //
 //	sudo N=100 RUNC="runc bin/runc-linked" go test ./e2e -run '^$' -bench '^BenchmarkPipeline$' -benchtime 1x -v
 func BenchmarkPipeline(b *testing.B) {
@@ -68,12 +72,36 @@ func BenchmarkPipeline(b *testing.B) {
 	_ = os.Chmod(dir, 0o755)
 	rootfs := busyboxRootfs(b, filepath.Join(dir, "rootfs"))
 	metricsAddr := freeAddr(b)
-	if oci := os.Getenv("OCI_RUNTIME"); oci != "" {
-		conf := filepath.Join(dir, "nodelet.hcl")
-		if err := os.WriteFile(conf, fmt.Appendf(nil, "oci_runtime = %q\n", oci), 0o644); err != nil {
+	// The nodelet's run directory on a tmpfs, as /run is on a systemd
+	// host (RUN_DIR=disk: where the dev cluster puts it, under its
+	// state directory, on this machine's disk).
+	var conf []byte
+	runDir := "disk"
+	switch os.Getenv("RUN_DIR") {
+	case "", "tmpfs":
+		run := filepath.Join(dir, "run")
+		if err := os.Mkdir(run, 0o700); err != nil {
 			b.Fatal(err)
 		}
-		b.Setenv("TROUPE_NODELET_CONFIG", conf)
+		if err := unix.Mount("tmpfs", run, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size=256m"); err != nil {
+			b.Fatalf("tmpfs for the run directory: %v", err)
+		}
+		b.Cleanup(func() { _ = unix.Unmount(run, unix.MNT_DETACH) })
+		conf = fmt.Appendf(conf, "run_dir = %q\n", run)
+		runDir = "tmpfs"
+	case "disk":
+	default:
+		b.Fatalf("RUN_DIR=%q: want tmpfs or disk", os.Getenv("RUN_DIR"))
+	}
+	if oci := os.Getenv("OCI_RUNTIME"); oci != "" {
+		conf = fmt.Appendf(conf, "oci_runtime = %q\n", oci)
+	}
+	if len(conf) > 0 {
+		path := filepath.Join(dir, "nodelet.hcl")
+		if err := os.WriteFile(path, conf, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.Setenv("TROUPE_NODELET_CONFIG", path)
 	}
 	c := startCluster(b, 1, "2", "--metrics-addr", metricsAddr)
 	hosts, errOut, code := c.run(dir, "bhosts", "-o", "json")
@@ -149,7 +177,7 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 
 		w := os.Stdout
-		fmt.Fprintf(w, "\npipeline: %d one-container jobs (/bin/true, busybox rootfs), one node of 2 cpus\n", n)
+		fmt.Fprintf(w, "\npipeline: %d one-container jobs (/bin/true, busybox rootfs), one node of 2 cpus, its run_dir on %s\n", n, runDir)
 		fmt.Fprintf(w, "  %-34s %8.1f jobs/s  (%v submitted → last ended)\n", "troupe ("+ociName+")", troupeRate, last.Sub(first).Round(time.Millisecond))
 		for _, bl := range bases {
 			fmt.Fprintf(w, "  %-34s %8.1f jobs/s  (%v, 2 at a time)\n", "runc run ("+bl.version+")", bl.rate, bl.took.Round(time.Millisecond))

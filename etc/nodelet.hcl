@@ -23,3 +23,9 @@ pids_limit = 4096
 # Network namespaces kept prepared (loopback and default-network veth up)
 # so that a container's setup skips making them; 0 turns the pool off.
 # netns_pool = 4
+
+# What containers need only while they exist (bundles, overlay
+# mountpoints, session files, the OCI runtime's state): many small files
+# made and removed with every container, so best on a tmpfs. Default:
+# /run/troupe-nodelet (with the default state directory).
+# run_dir = "/run/troupe-nodelet"

@@ -123,8 +123,10 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return nil, err
+	for _, d := range []string{cfg.StateDir, cfg.RunDir, filepath.Join(cfg.StateDir, "homes")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
 	}
 	rt, err := newRuntime(cfg, log)
 	if err != nil {
@@ -210,8 +212,18 @@ func (a *agent) setupNetwork() error {
 	return nil
 }
 
-func (a *agent) containersDir() string { return filepath.Join(a.cfg.StateDir, "containers") }
-func (a *agent) filesDir() string      { return filepath.Join(a.cfg.StateDir, "files") }
+// Each container's directory (the runtime's Spec.Dir: bundle, overlay,
+// exit file) and session files are in RunDir; its home, which the job
+// writes, is in StateDir.
+func (a *agent) containersDir() string { return filepath.Join(a.cfg.RunDir, "containers") }
+func (a *agent) filesDir() string      { return filepath.Join(a.cfg.RunDir, "files") }
+func (a *agent) homesDir() string      { return filepath.Join(a.cfg.StateDir, "homes") }
+
+// legacyDirs are where nodelets from before RunDir kept containers'
+// directories and files: leftovers there are removed as the others are.
+func (a *agent) legacyDirs() []string {
+	return []string{filepath.Join(a.cfg.StateDir, "containers"), filepath.Join(a.cfg.StateDir, "files")}
+}
 
 // register announces the node, retrying with backoff until schedd
 // answers; it fails only when ctx ends.

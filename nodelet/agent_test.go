@@ -1,6 +1,7 @@
 package nodelet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -160,13 +161,22 @@ func toStrings(ss []api.ContainerState) []string {
 	return out
 }
 
-// assertNothingLeft checks the state dir and, for runc, runc's list and
-// the processes of containers named with prefix.
+// runDirOf is cfg's run directory (Config.RunDir's default for a state
+// directory of a test's own).
+func runDirOf(cfg Config) string { return cmp.Or(cfg.RunDir, filepath.Join(cfg.StateDir, "run")) }
+
+// assertNothingLeft checks the state and run dirs (and where nodelets
+// from before the run dir kept containers) and, for runc, runc's list
+// and the processes of containers named with prefix.
 func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 	t.Helper()
+	run := runDirOf(cfg)
+	dirs := []string{filepath.Join(run, "containers"), filepath.Join(run, "files"), filepath.Join(run, "pins"),
+		filepath.Join(cfg.StateDir, "homes"), filepath.Join(cfg.StateDir, "records"),
+		filepath.Join(cfg.StateDir, "containers"), filepath.Join(cfg.StateDir, "files")}
 	empty := func() bool {
-		for _, d := range []string{"containers", "files", "records"} {
-			ents, _ := os.ReadDir(filepath.Join(cfg.StateDir, d))
+		for _, d := range dirs {
+			ents, _ := os.ReadDir(d)
 			if len(ents) > 0 {
 				return false
 			}
@@ -187,9 +197,11 @@ func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 	if ents, _ := os.ReadDir(filepath.Join(cfg.StateDir, "netns")); len(ents) > 0 {
 		t.Errorf("pinned netns left: %v", ents)
 	}
-	out, _ := exec.Command("runc", "--root", filepath.Join(cfg.StateDir, "runc"), "list", "-q").Output()
-	if s := strings.TrimSpace(string(out)); s != "" {
-		t.Errorf("runc still lists %q", s)
+	for _, root := range []string{filepath.Join(run, "runc"), runc.LibcontainerRoot(run), filepath.Join(cfg.StateDir, "runc"), runc.LibcontainerRoot(cfg.StateDir)} {
+		out, _ := exec.Command("runc", "--root", root, "list", "-q").Output()
+		if s := strings.TrimSpace(string(out)); s != "" {
+			t.Errorf("runc --root %s still lists %q", root, s)
+		}
 	}
 	for _, id := range ids {
 		for _, p := range runc.CgroupPaths(id) {
@@ -458,7 +470,7 @@ printf 'hostname\nexit 4\n' | ssh -t sub1 >/dev/null || echo shell=$?`)}})
 	// writes them as root, then hands them over): on the node, the key
 	// is readable by the job's user (and root) only.
 	s.waitJob(t, id, func(j api.Job) bool { return j.State == api.JobRunning || j.State.Terminal() })
-	keys, _ := filepath.Glob(filepath.Join(cfg.StateDir, "files", "*", "ssh", "id_cluster"))
+	keys, _ := filepath.Glob(filepath.Join(runDirOf(cfg), "files", "*", "ssh", "id_cluster"))
 	for _, k := range keys {
 		fi, err := os.Stat(k)
 		if err != nil {

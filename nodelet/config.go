@@ -58,6 +58,10 @@ const (
 // Defaults for zero Config fields.
 const (
 	DefaultStateDir = "/var/lib/troupe/nodelet"
+	// DefaultRunDir is the run directory of a nodelet whose StateDir is
+	// the default: on /run, a tmpfs on systemd hosts (not under
+	// /run/troupe, schedd's, which systemd removes when schedd stops).
+	DefaultRunDir = "/run/troupe-nodelet"
 	// DefaultHeartbeat is the heartbeat interval when schedd announces
 	// none (schedd announces its node timeout / 8).
 	DefaultHeartbeat = 10 * time.Second
@@ -73,7 +77,16 @@ type Config struct {
 	Name     string // node name; default: the hostname
 	Addr     string // schedd address (see client.New); required
 	StateDir string // default DefaultStateDir
-	Runtime  string // RuntimeAuto (default), RuntimeRunc, RuntimeProcess
+	// RunDir holds what containers need only while they exist: their
+	// bundles, the images' overlay mountpoints, session files and the
+	// OCI runtime's state. Many small files are made and removed there
+	// with every container, so it belongs on a tmpfs (a reboot, which
+	// ends every container, empties it). The job's own files (its home)
+	// and the records a restarted nodelet re-attaches with stay in
+	// StateDir. Default: DefaultRunDir when StateDir is the default,
+	// else StateDir/run.
+	RunDir  string
+	Runtime string // RuntimeAuto (default), RuntimeRunc, RuntimeProcess
 	// OCIRuntime is what the runc driver starts containers with:
 	// OCIAuto (default), OCICrun, OCILibcontainer or OCIRunc. Binaries
 	// are found on $PATH, else in /usr/sbin, /usr/bin, /usr/local/sbin,
@@ -162,6 +175,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Name == "" {
 		if c.Name, err = os.Hostname(); err != nil {
 			return c, fmt.Errorf("node name: %w", err)
+		}
+	}
+	if c.RunDir == "" {
+		c.RunDir = filepath.Join(c.StateDir, "run")
+		if c.StateDir == "" || filepath.Clean(c.StateDir) == DefaultStateDir {
+			c.RunDir = DefaultRunDir
 		}
 	}
 	c.StateDir = cmp.Or(c.StateDir, DefaultStateDir)
@@ -271,15 +290,16 @@ func newRuntime(c Config, log *slog.Logger) (runtime.Runtime, error) {
 // (an explicit other choice is an error), so that none vanishes from
 // Recover or Cleanup.
 func ociRuntime(c Config, log *slog.Logger) (*runc.Runtime, error) {
-	if prev, root := previousOCI(c.StateDir); prev != "" {
+	dir := c.ociRunDir()
+	if prev, root := previousOCI(c.StateDir, dir); prev != "" {
 		if c.OCIRuntime != OCIAuto && c.OCIRuntime != prev {
 			return nil, fmt.Errorf("--oci-runtime %s: containers a previous run started with %s remain under %s; use --oci-runtime %s until they are gone", c.OCIRuntime, prev, root, prev)
 		}
 		switch prev {
 		case OCIRunc:
-			return newRunc(c, "")
+			return newRunc(c, "", dir)
 		case OCILibcontainer:
-			r, err := runc.NewLibcontainer(c.StateDir)
+			r, err := runc.NewLibcontainerIn(c.StateDir, dir)
 			if err != nil {
 				return nil, fmt.Errorf("containers a previous run started with %s remain under %s: %w", prev, root, err)
 			}
@@ -291,10 +311,10 @@ func ociRuntime(c Config, log *slog.Logger) (*runc.Runtime, error) {
 			return nil, fmt.Errorf("containers a previous run started with %s remain under %s: %w", prev, root, err)
 		}
 		log.Info("OCI runtime: keeping the previous run's, whose containers remain", "binary", bin, "root", root)
-		return newRunc(c, bin)
+		return newRunc(c, bin, dir)
 	}
 	if c.OCIRuntime == OCIRunc {
-		return newRunc(c, "")
+		return newRunc(c, "", dir)
 	}
 	if c.OCIRuntime != OCILibcontainer {
 		crun, err := findBinary(runc.BinCrun)
@@ -306,7 +326,7 @@ func ociRuntime(c Config, log *slog.Logger) (*runc.Runtime, error) {
 			perr := runc.Probe(context.Background(), crun, c.InitBinary, filepath.Join(c.StateDir, "probe"))
 			if perr == nil {
 				log.Info("OCI runtime: crun runs containers here", "binary", crun, "trial", time.Since(start).Round(time.Millisecond))
-				return newRunc(c, crun)
+				return newRunc(c, crun, dir)
 			}
 			if c.OCIRuntime == OCICrun {
 				return nil, fmt.Errorf("--oci-runtime crun: %s does not work here: %w", crun, perr)
@@ -317,7 +337,7 @@ func ociRuntime(c Config, log *slog.Logger) (*runc.Runtime, error) {
 	start := time.Now()
 	perr := runc.ProbeLibcontainer(context.Background(), c.InitBinary, filepath.Join(c.StateDir, "probe"))
 	if perr == nil {
-		r, err := runc.NewLibcontainer(c.StateDir)
+		r, err := runc.NewLibcontainerIn(c.StateDir, dir)
 		if err == nil {
 			log.Info("OCI runtime: libcontainer runs containers here, in-process", "oci", r.OCI(), "trial", time.Since(start).Round(time.Millisecond))
 			return r, nil
@@ -328,7 +348,7 @@ func ociRuntime(c Config, log *slog.Logger) (*runc.Runtime, error) {
 		return nil, fmt.Errorf("--oci-runtime libcontainer: does not work here: %w", perr)
 	}
 	log.Warn(fmt.Sprintf("libcontainer does not work here: %v; using runc", perr))
-	return newRunc(c, "")
+	return newRunc(c, "", dir)
 }
 
 // ociFile records, in the state directory, the OCI runtime (OCICrun or
@@ -340,11 +360,11 @@ const ociFile = "oci-runtime"
 // none is left. The in-process mode's containers are under a root of
 // their own (runc.LibcontainerRoot); the binaries' share runc's, and
 // ociFile says which binary. Nodelets older than ociFile ran runc.
-func previousOCI(stateDir string) (name, root string) {
-	if lib := runc.LibcontainerRoot(stateDir); hasEntries(lib) {
+func previousOCI(stateDir, dir string) (name, root string) {
+	if lib := runc.LibcontainerRoot(dir); hasEntries(lib) {
 		return OCILibcontainer, lib
 	}
-	root = filepath.Join(stateDir, "runc")
+	root = filepath.Join(dir, "runc")
 	if !hasEntries(root) {
 		return "", root
 	}
@@ -359,6 +379,19 @@ func previousOCI(stateDir string) (name, root string) {
 	return OCIRunc, root
 }
 
+// ociRunDir is where the runc driver keeps its OCI runtime's state and
+// the overlays' mountpoints: RunDir, unless containers that a nodelet
+// from before RunDir left running remain under StateDir, in which case
+// StateDir, as before, until they are gone (a restart after moves on).
+func (c Config) ociRunDir() string {
+	for _, legacy := range []string{runc.LibcontainerRoot(c.StateDir), filepath.Join(c.StateDir, "runc")} {
+		if hasEntries(legacy) {
+			return c.StateDir
+		}
+	}
+	return c.RunDir
+}
+
 // hasEntries reports whether dir exists and is not empty.
 func hasEntries(dir string) bool {
 	ents, err := os.ReadDir(dir)
@@ -367,8 +400,8 @@ func hasEntries(dir string) bool {
 
 // newRunc starts the runc driver with binary ("": runc, see runc.Find)
 // and records which OCI runtime its containers belong to (previousOCI).
-func newRunc(c Config, binary string) (*runc.Runtime, error) {
-	r, err := runc.New(binary, c.StateDir)
+func newRunc(c Config, binary, runDir string) (*runc.Runtime, error) {
+	r, err := runc.NewIn(binary, c.StateDir, runDir)
 	if err != nil {
 		return nil, err
 	}

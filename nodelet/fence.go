@@ -67,14 +67,17 @@ func (a *agent) startFence() error {
 	}
 	k.args = []string{"--lease", k.path, "--owner", k.owner, "--nodelet-pid", strconv.Itoa(os.Getpid())}
 	if a.rt.Name() == runc.Name {
-		// The runtime keeps runc's state under StateDir/runc (runc.New),
-		// or libcontainer's under runc.LibcontainerRoot in the
-		// in-process mode, whose state.json runc's command line reads
-		// as its own (runc is libcontainer's command line).
+		// The runtime keeps runc's state under its root (RunDir/runc),
+		// or libcontainer's (runc.LibcontainerRoot) in the in-process
+		// mode, whose state.json runc's command line reads as its own
+		// (runc is libcontainer's command line).
 		lib := strings.HasPrefix(a.oci, runc.Libcontainer)
-		root := filepath.Join(a.cfg.StateDir, "runc")
+		root := filepath.Join(a.cfg.RunDir, "runc")
 		if lib {
-			root = runc.LibcontainerRoot(a.cfg.StateDir)
+			root = runc.LibcontainerRoot(a.cfg.RunDir)
+		}
+		if r, ok := a.rt.(interface{ Root() string }); ok {
+			root = r.Root() // StateDir's, while a nodelet from before RunDir left containers there
 		}
 		switch bin, err := runc.Find(""); {
 		case err == nil:

@@ -45,6 +45,8 @@ type File struct {
 	// OCIRuntime is Config.OCIRuntime: "auto" (also ""), "crun",
 	// "libcontainer" or "runc".
 	OCIRuntime string `hcl:"oci_runtime,optional"`
+	// RunDir is Config.RunDir, an absolute path.
+	RunDir string `hcl:"run_dir,optional"`
 }
 
 // LoadFile reads a nodelet.hcl. Errors carry file, line and column.
@@ -73,6 +75,9 @@ func LoadFile(path string) (File, error) {
 				return File{}, fmt.Errorf("%s: allowed_mount_roots: %q is not an absolute path", path, r)
 			}
 		}
+	}
+	if fc.RunDir != "" && !filepath.IsAbs(fc.RunDir) {
+		return File{}, fmt.Errorf("%s: run_dir %q: want an absolute path", at(f, path, "run_dir"), fc.RunDir)
 	}
 	if s := fc.DefaultSubnet; s != "" && s != DefaultSubnetNone {
 		if err := network.CheckDefaultSubnet(s); err != nil {
@@ -143,5 +148,8 @@ func (f File) Apply(c *Config) {
 	}
 	if c.OCIRuntime == "" {
 		c.OCIRuntime = f.OCIRuntime
+	}
+	if c.RunDir == "" {
+		c.RunDir = f.RunDir
 	}
 }

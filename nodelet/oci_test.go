@@ -203,7 +203,7 @@ func TestOCIKeepsPreviousRuntime(t *testing.T) {
 	if err := os.Remove(lib); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newRunc(Config{StateDir: state}, rc); err != nil {
+	if _, err := newRunc(Config{StateDir: state}, rc, state); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(state, ociFile)); string(b) != "runc\n" {

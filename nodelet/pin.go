@@ -14,8 +14,9 @@ import (
 // the job's user opened (mount sources, an image given by path): the
 // runtime mounts these, never the paths the job named, so nothing can be
 // swapped between the check as the user and the mount. They live only
-// while the container starts (its mount namespace keeps its own copies).
-func (a *agent) pinsDir() string { return filepath.Join(a.cfg.StateDir, "pins") }
+// while the container starts (its mount namespace keeps its own copies),
+// in RunDir.
+func (a *agent) pinsDir() string { return filepath.Join(a.cfg.RunDir, "pins") }
 
 // pin bind-mounts the opened file f (which asuser.Open opened with the user's credentials, so
 // /proc/self/fd/N is exactly what the user may reach) at dir/name, made

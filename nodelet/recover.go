@@ -184,10 +184,14 @@ func (a *agent) recoverLeftovers(ctx context.Context) ([]recovered, error) {
 			return got, fmt.Errorf("cleaning leftovers: %w", err)
 		}
 	}
-	if err := unpin(a.pinsDir()); err != nil { // a start cut short: unmounted, never RemoveAll
-		return got, fmt.Errorf("cleaning leftovers: %w", err)
+	// A start cut short: unmounted, never RemoveAll (StateDir/pins: a
+	// nodelet's from before RunDir).
+	for _, d := range []string{a.pinsDir(), filepath.Join(a.cfg.StateDir, "pins")} {
+		if err := unpin(d); err != nil {
+			return got, fmt.Errorf("cleaning leftovers: %w", err)
+		}
 	}
-	for _, d := range []string{a.containersDir(), a.filesDir(), a.recordsDir()} {
+	for _, d := range append([]string{a.containersDir(), a.filesDir(), a.homesDir(), a.recordsDir()}, a.legacyDirs()...) {
 		ents, err := os.ReadDir(d)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return got, fmt.Errorf("cleaning leftovers: %w", err)

@@ -33,7 +33,7 @@ func needRunc(t *testing.T) {
 // when runc does not know it or it is not running.
 func initPid(t *testing.T, stateDir, id string) int {
 	t.Helper()
-	out, err := exec.Command("runc", "--root", filepath.Join(stateDir, "runc"), "state", id).Output()
+	out, err := exec.Command("runc", "--root", filepath.Join(stateDir, "run", "runc"), "state", id).Output()
 	if err != nil {
 		return 0
 	}

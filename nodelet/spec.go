@@ -51,9 +51,16 @@ func (t *task) id() string {
 // filesOf is where the /etc/hosts and /etc/hostname of a container live.
 func (a *agent) filesOf(t *task) string { return filepath.Join(a.filesDir(), t.id()) }
 
+// homeOf is the host directory of t's container's home (runtime.Spec.Home).
+func (a *agent) homeOf(t *task) string { return filepath.Join(a.homesDir(), t.id()) }
+
+// removeFiles removes t's session files and its container's home (what
+// the job left there included: RemoveAll does not follow its links).
 func (a *agent) removeFiles(t *task) {
-	if err := os.RemoveAll(a.filesOf(t)); err != nil {
-		a.log.Warn("removing container files", "err", err)
+	for _, d := range []string{a.filesOf(t), a.homeOf(t)} {
+		if err := os.RemoveAll(d); err != nil {
+			a.log.Warn("removing container files", "dir", d, "err", err)
+		}
 	}
 }
 
@@ -160,7 +167,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 		UID: job.UID, GID: job.GID,
 		CPU: c.Resources.CPU, CPUs: cpus, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
 		Mounts: mounts, Stdout: files.out, Stderr: files.err,
-		Dir:  filepath.Join(a.containersDir(), t.id()),
+		Dir: filepath.Join(a.containersDir(), t.id()), Home: a.homeOf(t),
 		Init: a.cfg.InitBinary, InitArgs: initArgs, Devices: devices,
 		TTY: job.Interactive && c.Role == jobspec.RoleMain && c.Idx == 1 && len(c.Command) > 0,
 	}, files, nil

@@ -109,7 +109,7 @@ func TestAgentFinishesTeardownAfterCrash(t *testing.T) {
 		t.Fatalf("record = %s (%v), want its exit 6 marked", b, err)
 	}
 	detach()
-	out, _ := exec.Command("runc", "--root", filepath.Join(state, "runc"), "list", "-q").Output()
+	out, _ := exec.Command("runc", "--root", filepath.Join(state, "run", "runc"), "list", "-q").Output()
 	if !strings.Contains(string(out), cid) {
 		t.Fatalf("runc lists %q, want %s left by the dead nodelet", out, cid)
 	}

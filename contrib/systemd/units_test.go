@@ -263,7 +263,7 @@ func TestDefaults(t *testing.T) {
 	}
 
 	_, help = flags(t, filepath.Join(bin, "nodelet"))
-	m = regexp.MustCompile(`state directory \(default "([^"]+)"\)`).FindStringSubmatch(help)
+	m = regexp.MustCompile(`state directory [^\n]*\(default "([^"]+)"\)`).FindStringSubmatch(help)
 	if m == nil {
 		t.Fatalf("nodelet -h names no default state directory:\n%s", help)
 	}

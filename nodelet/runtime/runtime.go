@@ -177,8 +177,14 @@ type Spec struct {
 	Stdout, Stderr *os.File
 	// Dir is a directory the driver owns for this container (bundle,
 	// rootfs, home). It is created when missing; Destroy removes it.
-	// Required.
+	// Required. It holds only what the container needs while it exists
+	// (a tmpfs suits it), unless Home is empty.
 	Dir string
+	// Home is the host directory mounted as the container's writable
+	// home (HomeDir): the driver creates it, owned by UID:GID, when
+	// missing. The job writes there, so it belongs on disk; Destroy
+	// leaves it to the caller. Empty: Dir/home, which Destroy removes.
+	Home string
 	// Init is the host path of the troupe-init binary. Required by
 	// isolated runtimes, and by every runtime when Args is empty.
 	Init string

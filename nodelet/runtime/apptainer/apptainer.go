@@ -23,6 +23,7 @@
 package apptainer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -148,7 +149,7 @@ func Command(binary string, s runtime.Spec, img string) []string {
 		host = s.ID
 	}
 	args := []string{binary, "exec", "--containall", "--cleanenv", "--uts", "--hostname", host,
-		"--home", filepath.Join(s.Dir, "home") + ":" + runtime.HomeDir,
+		"--home", cmp.Or(s.Home, filepath.Join(s.Dir, "home")) + ":" + runtime.HomeDir,
 		"--pwd", s.WorkdirOrHome()}
 	binds := append(s.Mounts, runtime.Mount{Source: s.Init, Target: runtime.InitPath, ReadOnly: true})
 	for _, m := range binds {

@@ -24,6 +24,7 @@
 package process
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -64,7 +65,7 @@ func (Runtime) Start(_ context.Context, s runtime.Spec) (runtime.Container, erro
 	if err := check(s); err != nil {
 		return nil, err
 	}
-	home := filepath.Join(s.Dir, "home")
+	home := cmp.Or(s.Home, filepath.Join(s.Dir, "home"))
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, err
 	}

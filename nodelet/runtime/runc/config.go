@@ -38,13 +38,22 @@ var (
 	}
 )
 
-// layout is where one container's files live on the host, under Spec.Dir.
+// layout is where one container's files live on the host, under Spec.Dir
+// (its home: Spec.Home when set).
 type layout struct {
-	dir string
+	dir, homeDir string
 }
 
+func newLayout(s runtime.Spec) layout { return layout{dir: s.Dir, homeDir: s.Home} }
+
 func (l layout) bundle() string { return filepath.Join(l.dir, "bundle") }
-func (l layout) home() string   { return filepath.Join(l.dir, "home") }
+
+func (l layout) home() string {
+	if l.homeDir != "" {
+		return l.homeDir
+	}
+	return filepath.Join(l.dir, "home")
+}
 
 // skeleton is the ImageHost root: top-level directories only, in the
 // bundle (buildHostRootfs).

@@ -38,10 +38,17 @@ var ErrNoInit = errors.New("this binary does not register the container init (ru
 // the rest (rootfs, images, bundle) as New's. The calling binary must
 // register LibcontainerInit.
 func NewLibcontainer(stateDir string) (*Runtime, error) {
+	return NewLibcontainerIn(stateDir, stateDir)
+}
+
+// NewLibcontainerIn is NewLibcontainer with libcontainer's state
+// (LibcontainerRoot(runDir)) and the overlays' mountpoints under runDir,
+// as NewIn.
+func NewLibcontainerIn(stateDir, runDir string) (*Runtime, error) {
 	if err := libctUsable(); err != nil {
 		return nil, err
 	}
-	r, err := newRuntime(LibcontainerRoot(stateDir), stateDir)
+	r, err := newRuntime(LibcontainerRoot(runDir), stateDir, runDir)
 	if err != nil {
 		return nil, err
 	}
@@ -50,9 +57,9 @@ func NewLibcontainer(stateDir string) (*Runtime, error) {
 }
 
 // LibcontainerRoot is the in-process mode's state directory (one
-// directory per container, libcontainer's state.json in it) under the
-// nodelet's state directory.
-func LibcontainerRoot(stateDir string) string { return filepath.Join(stateDir, Libcontainer) }
+// directory per container, libcontainer's state.json in it) under dir,
+// the runtime's runDir.
+func LibcontainerRoot(dir string) string { return filepath.Join(dir, Libcontainer) }
 
 // LibcontainerVersion is "libcontainer VERSION", the runc module this
 // binary was built with.

@@ -127,11 +127,19 @@ func Find(binary string) (string, error) {
 // binary may be empty (see Find) or name another OCI runtime that takes
 // runc's commands (crun; see Probe).
 func New(binary, stateDir string) (*Runtime, error) {
+	return NewIn(binary, stateDir, stateDir)
+}
+
+// NewIn is New with the OCI runtime's state (runDir/runc) and the
+// images' overlay mountpoints (runDir/rootfs) under runDir, which holds
+// only what exists while containers do (a tmpfs suits it); the image
+// store stays under stateDir.
+func NewIn(binary, stateDir, runDir string) (*Runtime, error) {
 	bin, err := Find(binary)
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRuntime(filepath.Join(stateDir, "runc"), stateDir)
+	r, err := newRuntime(filepath.Join(runDir, "runc"), stateDir, runDir)
 	if err != nil {
 		return nil, err
 	}
@@ -139,10 +147,10 @@ func New(binary, stateDir string) (*Runtime, error) {
 	return r, nil
 }
 
-// newRuntime makes the state directories (root: the OCI runtime's) and
-// the image store under stateDir.
-func newRuntime(root, stateDir string) (*Runtime, error) {
-	mnt := filepath.Join(stateDir, "rootfs")
+// newRuntime makes the state directories (root: the OCI runtime's; the
+// overlays' mountpoints under runDir) and the image store under stateDir.
+func newRuntime(root, stateDir, runDir string) (*Runtime, error) {
+	mnt := filepath.Join(runDir, "rootfs")
 	for _, d := range []string{root, mnt} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
@@ -161,6 +169,10 @@ func (r *Runtime) Name() string { return Name }
 // Binary is the OCI runtime binary the driver runs; "" in the
 // in-process mode (NewLibcontainer).
 func (r *Runtime) Binary() string { return r.binary }
+
+// Root is the OCI runtime's state root (runc --root), where its
+// command line finds the containers, libcontainer's included.
+func (r *Runtime) Root() string { return r.root }
 
 // OCI is the OCI runtime binary's name and version, e.g. "crun 1.8.1".
 func (r *Runtime) OCI() string { return r.oci }

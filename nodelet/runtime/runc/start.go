@@ -29,7 +29,7 @@ func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container,
 	if s.Init == "" {
 		return nil, fmt.Errorf("%w: runc needs the troupe-init binary", runtime.ErrInvalidSpec)
 	}
-	l := layout{dir: s.Dir}
+	l := newLayout(s)
 	files, spec, err := r.writeBundle(s, l)
 	defer func() {
 		for _, f := range files {
