@@ -6,7 +6,7 @@
 // supervised as package process supervises a host process:
 //
 //	apptainer exec --containall --cleanenv --uts --hostname main1
-//	    --home <Dir>/home:/home/work --pwd WORKDIR
+//	    --home <Home, else Dir/home>:/home/work --pwd WORKDIR
 //	    --bind SRC:DST[:ro] ... --bind troupe-init:/.troupe/bin/troupe-init:ro
 //	    IMAGE /.troupe/bin/troupe-init [INITARGS] run -- ARGS...
 //
