@@ -9,7 +9,8 @@
 //	  description = "PyTorch 2.3, CUDA 12.1, Python 3.11"
 //	}
 //
-// It imports no troupe package.
+// It imports no troupe package but internal/hclattr (which imports
+// none).
 package catalog
 
 import (
