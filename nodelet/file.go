@@ -3,15 +3,17 @@ package nodelet
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 
+	"github.com/troupe-hpc/troupe/internal/hclattr"
 	"github.com/troupe-hpc/troupe/nodelet/network"
 )
 
@@ -27,27 +29,33 @@ const DefaultConfigFile = "/etc/troupe/nodelet.hcl"
 type File struct {
 	// Images is the image catalog; relative paths are relative to the
 	// config file.
-	Images string `hcl:"images,optional"`
+	Images string
 	// AllowedMountRoots are the only host directories job mount sources
 	// may lie under. Unset: /tmp and the invoking user's home (a dev
 	// cluster); an empty list refuses every mount.
-	AllowedMountRoots *[]string `hcl:"allowed_mount_roots,optional"`
+	AllowedMountRoots *[]string
 	// FakeGPUs replaces GPU discovery with that many fake devices.
-	FakeGPUs int `hcl:"fake_gpus,optional"`
+	FakeGPUs int
 	// PidsLimit caps the tasks of one container; 0: 4096.
-	PidsLimit int64 `hcl:"pids_limit,optional"`
+	PidsLimit int64
 	// DefaultSubnet is the default network's subnet (Config.DefaultSubnet):
 	// "" for 10.199.0.0/16, "none" for no default network.
-	DefaultSubnet string `hcl:"default_subnet,optional"`
+	DefaultSubnet string
 	// NetNSPool is how many network namespaces the node keeps prepared
 	// (Config.NetNSPool): unset for network.DefaultPool, 0 for none.
-	NetNSPool *int `hcl:"netns_pool,optional"`
+	NetNSPool *int
 	// OCIRuntime is Config.OCIRuntime: "auto" (also ""), "crun",
 	// "libcontainer" or "runc".
-	OCIRuntime string `hcl:"oci_runtime,optional"`
+	OCIRuntime string
 	// RunDir is Config.RunDir, an absolute path.
-	RunDir string `hcl:"run_dir,optional"`
+	RunDir string
 }
+
+// fileSchema is nodelet.hcl's attributes, every one optional.
+var fileSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "images"}, {Name: "allowed_mount_roots"}, {Name: "fake_gpus"}, {Name: "pids_limit"},
+	{Name: "default_subnet"}, {Name: "netns_pool"}, {Name: "oci_runtime"}, {Name: "run_dir"},
+}}
 
 // LoadFile reads a nodelet.hcl. Errors carry file, line and column.
 func LoadFile(path string) (File, error) {
@@ -55,7 +63,7 @@ func LoadFile(path string) (File, error) {
 	f, diags := p.ParseHCLFile(path)
 	var fc File
 	if !diags.HasErrors() {
-		diags = gohcl.DecodeBody(f.Body, nil, &fc)
+		diags = decodeFile(f.Body, &fc)
 	}
 	if diags.HasErrors() {
 		var b strings.Builder
@@ -96,6 +104,40 @@ func LoadFile(path string) (File, error) {
 		return File{}, fmt.Errorf("%s: fake_gpus and pids_limit must not be negative", path)
 	}
 	return fc, nil
+}
+
+// decodeFile reads body's attributes into fc, hclattr's way (as job and
+// partitions files are read): literal values only, each problem at its
+// file:line:col.
+func decodeFile(body hcl.Body, fc *File) hcl.Diagnostics {
+	var d hclattr.Decoder
+	c := d.Content(body, fileSchema)
+	if c == nil {
+		return d.Diags
+	}
+	attrs := d.Attrs(c.Attributes, "")
+	attrs.String("images", &fc.Images)
+	var roots []string
+	if _, ok := attrs.Strings("allowed_mount_roots", &roots); ok {
+		fc.AllowedMountRoots = &roots
+	}
+	attrs.Whole("fake_gpus", &fc.FakeGPUs)
+	if v, a, ok := attrs.Value("pids_limit", cty.Number); ok {
+		// An int64, as before: hclattr's whole numbers stop at int32.
+		n, acc := v.AsBigFloat().Int64()
+		if !v.AsBigFloat().IsInt() || acc != big.Exact {
+			d.Errorf(a.Expr.Range(), "Invalid pids_limit", "pids_limit %s is not valid; it must be a whole number.", v.AsBigFloat().Text('g', -1))
+		}
+		fc.PidsLimit = n
+	}
+	attrs.String("default_subnet", &fc.DefaultSubnet)
+	var pool int
+	if _, ok := attrs.Whole("netns_pool", &pool); ok {
+		fc.NetNSPool = &pool
+	}
+	attrs.String("oci_runtime", &fc.OCIRuntime)
+	attrs.String("run_dir", &fc.RunDir)
+	return d.Diags
 }
 
 // at is where attribute name is set in f: file:line, or path alone.

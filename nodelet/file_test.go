@@ -98,6 +98,30 @@ func TestLoadOCIRuntime(t *testing.T) {
 	}
 }
 
+// TestLoadFileTypes: every attribute's type, null as unset, and a
+// pids_limit beyond an int32 (which hclattr's whole numbers stop at).
+func TestLoadFileTypes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "nodelet.hcl")
+	_ = os.WriteFile(p, []byte(`images = "/i.hcl"
+allowed_mount_roots = []
+fake_gpus = 3
+pids_limit = 99999999999
+default_subnet = null
+netns_pool = 0
+oci_runtime = "runc"
+run_dir = "/run/t"
+`), 0o644)
+	f, err := LoadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Images != "/i.hcl" || f.AllowedMountRoots == nil || len(*f.AllowedMountRoots) != 0 || f.FakeGPUs != 3 ||
+		f.PidsLimit != 99999999999 || f.DefaultSubnet != "" || f.NetNSPool == nil || *f.NetNSPool != 0 || f.OCIRuntime != OCIRunc ||
+		f.RunDir != "/run/t" {
+		t.Errorf("LoadFile = %+v", f)
+	}
+}
+
 func TestLoadFileErrors(t *testing.T) {
 	tests := []struct{ name, src, want string }{
 		{"Unknown", "fake_gpu = 2\n", "line 1"},
@@ -108,6 +132,14 @@ func TestLoadFileErrors(t *testing.T) {
 		{"NetNSPoolNegative", "# pool\nnetns_pool = -1\n", "nodelet.hcl:2: netns_pool = -1: want 0 (none) to 64"},
 		{"NetNSPoolLarge", "netns_pool = 1000\n", "nodelet.hcl:1: netns_pool = 1000"},
 		{"OCIRuntime", "oci_runtime = \"youki\"\n", "nodelet.hcl: oci_runtime \"youki\": want auto, crun, libcontainer or runc"},
+		{"NotWhole", "# gpus\nfake_gpus = 1.5\n", "nodelet.hcl line 2"},
+		{"NotWholeWhy", "fake_gpus = 1.5\n", "fake_gpus 1.5 is not valid; it must be a whole number"},
+		{"PidsNotWhole", "pids_limit = 10.5\n", "pids_limit 10.5 is not valid"},
+		{"Type", "images = [\"a\"]\n", `Inappropriate value for attribute "images": string required`},
+		{"NullRoot", "allowed_mount_roots = [null]\n", "allowed_mount_roots holds a null element"},
+		{"Function", "oci_runtime = upper(\"runc\")\n", "Functions may not be called here"},
+		{"Block", "\nnetwork {}\n", "nodelet.hcl line 2"},
+		{"RunDirRelative", "\nrun_dir = \"run\"\n", "nodelet.hcl:2: run_dir \"run\": want an absolute path"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

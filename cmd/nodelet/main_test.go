@@ -144,3 +144,24 @@ func TestExplicitCrunFailsAtStartup(t *testing.T) {
 		t.Errorf("stderr = %q, want it to contain %q", out, want)
 	}
 }
+
+// TestLinksNoReflectiveDecoding: nodelet.hcl and the image catalog are
+// read through internal/hclattr, not gohcl, whose hclwrite import links
+// go-cmp: package initialisers every container's init (this binary,
+// re-executed as `nodelet init`) would pay for at its every start.
+func TestLinksNoReflectiveDecoding(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("SKIP: no go binary to list the nodelet's packages with")
+	}
+	out, err := exec.Command(gobin, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		switch p {
+		case "github.com/hashicorp/hcl/v2/gohcl", "github.com/hashicorp/hcl/v2/hclwrite", "github.com/google/go-cmp/cmp":
+			t.Errorf("the nodelet links %s", p)
+		}
+	}
+}

@@ -9,20 +9,21 @@
 //	  description = "PyTorch 2.3, CUDA 12.1, Python 3.11"
 //	}
 //
-// It imports no troupe package.
+// It imports no troupe package but internal/hclattr (which imports
+// none).
 package catalog
 
 import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/troupe-hpc/troupe/internal/hclattr"
 )
 
 // ErrUnknownImage: the catalog has no image of that name.
@@ -30,9 +31,9 @@ var ErrUnknownImage = errors.New("unknown image")
 
 // Source is one catalog entry.
 type Source struct {
-	Name        string `hcl:"name,label"`
-	Path        string `hcl:"source"` // absolute path on the nodes
-	Description string `hcl:"description,optional"`
+	Name        string // the block's label
+	Path        string // source: absolute path on the nodes
+	Description string
 }
 
 // Catalog maps image names to sources. The zero value is empty.
@@ -41,11 +42,53 @@ type Catalog struct {
 	images map[string]Source
 }
 
-type file struct {
-	Images []Source `hcl:"image,block"`
+var (
+	fileSchema  = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "image", LabelNames: []string{"name"}}}}
+	imageSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "source", Required: true}, {Name: "description"},
+	}}
+)
+
+// nameOK says whether name is an image name: a letter or digit, then
+// letters, digits, '_', '.', ':' and '-'.
+func nameOK(name string) bool {
+	for i, c := range []byte(name) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == ':' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return name != ""
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
+// decode reads the image blocks of body, hclattr's way (as job and
+// partitions files are read): literal values only, each problem at its
+// file:line:col.
+func decode(body hcl.Body) ([]Source, hcl.Diagnostics) {
+	var d hclattr.Decoder
+	c := d.Content(body, fileSchema)
+	if c == nil {
+		return nil, d.Diags
+	}
+	var out []Source
+	for _, b := range c.Blocks {
+		im := Source{Name: b.Labels[0]}
+		ic := d.Content(b.Body, imageSchema)
+		if ic == nil {
+			continue
+		}
+		attrs := d.Attrs(ic.Attributes, "")
+		before := len(d.Diags)
+		if a, ok := attrs.String("source", &im.Path); a != nil && !ok && len(d.Diags) == before {
+			d.Errorf(a.Expr.Range(), "Invalid source", "image %q: source is null; it must be the image's absolute path.", im.Name)
+		}
+		attrs.String("description", &im.Description)
+		out = append(out, im)
+	}
+	return out, d.Diags
+}
 
 // Load reads a catalog file. Errors carry file:line:col.
 func Load(path string) (*Catalog, error) {
@@ -54,14 +97,14 @@ func Load(path string) (*Catalog, error) {
 	if diags.HasErrors() {
 		return nil, diagErr(p, diags)
 	}
-	var raw file
-	if diags := gohcl.DecodeBody(f.Body, nil, &raw); diags.HasErrors() {
+	images, diags := decode(f.Body)
+	if diags.HasErrors() {
 		return nil, diagErr(p, diags)
 	}
 	c := &Catalog{File: path, images: map[string]Source{}}
-	for _, im := range raw.Images {
+	for _, im := range images {
 		switch {
-		case !namePattern.MatchString(im.Name) || im.Name == "host":
+		case !nameOK(im.Name) || im.Name == "host":
 			return nil, fmt.Errorf("%s: image %q: want letters, digits, '.', '_', '-', ':' (and not \"host\")", path, im.Name)
 		case !filepath.IsAbs(im.Path):
 			return nil, fmt.Errorf("%s: image %q: source %q must be an absolute path", path, im.Name, im.Path)

@@ -1,6 +1,6 @@
 // Package hclattr reads the typed attributes of HCL blocks for the
-// decoders of job files (jobspec) and partitions files
-// (sched/partition): strings, booleans, numbers, whole numbers and lists
+// decoders of job files (jobspec), partitions files (sched/partition),
+// nodelet.hcl (nodelet) and the image catalog (internal/catalog): strings, booleans, numbers, whole numbers and lists
 // of strings, each problem an error diagnostic at the value's
 // file:line:col; and, when asked, the range of every value read and the
 // paths of those found broken, so that the checks that run after
@@ -12,7 +12,10 @@
 // number of bytes; "off" or a duration), whether an attribute was given
 // at all (a role's replicas), and the messages the files' tests pin
 // (a whole number, a null element). So the decoders keep their schemas
-// and domain rules, and read each attribute through this package.
+// and domain rules, and read each attribute through this package. It
+// also keeps gohcl out of the binaries: gohcl imports hclwrite, which
+// links go-cmp, whose package initialisers every start of the nodelet
+// (each container's init among them) would pay for.
 //
 // It owns no schema and no rule of its own, and imports only hcl and
 // cty: never a troupe package.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -120,6 +121,41 @@ func BenchmarkStartWaitDestroyLibcontainer(b *testing.B) {
 		b.Skipf("SKIP: %v", err)
 	}
 	benchStartWaitDestroy(b, r)
+}
+
+// BenchmarkLibcontainerSessionMounts prices the read-only bind mounts a
+// one-container job's session files add (/etc/hosts, /etc/hostname,
+// the hostfiles' directory, srun): the same containers of `true` with
+// none and with those four, each container's init resolving, creating
+// and checking their mountpoints (libcontainer's safe path resolution).
+func BenchmarkLibcontainerSessionMounts(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("SKIP: needs root")
+	}
+	r, err := NewLibcontainer(b.TempDir())
+	if err != nil {
+		b.Skipf("SKIP: %v", err)
+	}
+	src := b.TempDir()
+	for _, f := range []string{"hosts", "hostname", "srun"} {
+		if err := os.WriteFile(filepath.Join(src, f), []byte(f+"\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(src, "session"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	session := []runtime.Mount{
+		{Source: filepath.Join(src, "hosts"), Target: "/etc/hosts", ReadOnly: true},
+		{Source: filepath.Join(src, "hostname"), Target: "/etc/hostname", ReadOnly: true},
+		{Source: filepath.Join(src, "session"), Target: "/.troupe/session", ReadOnly: true},
+		{Source: filepath.Join(src, "srun"), Target: "/.troupe/slurm/srun", ReadOnly: true},
+	}
+	for _, n := range []int{0, len(session)} {
+		b.Run(fmt.Sprintf("mounts=%d", n), func(b *testing.B) {
+			benchStartWaitDestroyWith(b, r, func(s *runtime.Spec) { s.Mounts = session[:n] })
+		})
+	}
 }
 
 // helperEnv carries TestLibcontainerHelper's orders: JSON of

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
 
@@ -78,11 +79,20 @@ func BenchmarkStartWaitDestroy(b *testing.B) {
 // (runc, the container's init before it joins its own cgroup) and the
 // container's cgroup's, read before Destroy.
 func benchStartWaitDestroy(b *testing.B, r *Runtime) {
+	benchStartWaitDestroyWith(b, r, nil)
+}
+
+// benchStartWaitDestroyWith is benchStartWaitDestroy with each spec
+// amended by edit first (nil: as NewSpec makes it).
+func benchStartWaitDestroyWith(b *testing.B, r *Runtime, edit func(*runtime.Spec)) {
 	init := runtimetest.BuildInit(b)
 	m := newCPUMeter(b)
 	var inContainers time.Duration
 	for b.Loop() {
 		spec, _ := runtimetest.NewSpec(b, init, "true")
+		if edit != nil {
+			edit(&spec)
+		}
 		c, err := r.Start(context.Background(), spec)
 		if err != nil {
 			b.Fatal(err)
