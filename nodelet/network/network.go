@@ -71,6 +71,7 @@ type Manager struct {
 // session is one session's network on this node.
 type session struct {
 	bridge string
+	index  int    // the bridge's link index; 0: look it up by name (adopted)
 	vxlan  string   // "" when the session is on this node only
 	peers  []net.IP // the session's other nodes: the only VXLAN sources accepted
 	mtu    int      // of the containers' links
@@ -322,6 +323,7 @@ func (m *Manager) create(s *session, vni uint32, remotes map[string]net.IP) erro
 	if err := netlink.LinkAdd(br); err != nil {
 		return fmt.Errorf("bridge %s: %w", s.bridge, err)
 	}
+	s.index = br.Index // before ready closes: the other containers read it then
 	if s.vxlan != "" {
 		la := netlink.NewLinkAttrs()
 		la.Name, la.MTU, la.MasterIndex = s.vxlan, s.mtu, br.Index
@@ -414,12 +416,8 @@ func (m *Manager) finish(td *teardown) {
 // veth keeps its pool name, trp<seq> (renaming a link costs an RCU grace
 // period, as long as making the veth).
 func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, def *net.IPNet, n uint32) (hostEnd string, err error) {
-	if s != nil {
-		_ = deleteLinks(vethName(vni, rank))
-	}
 	if def != nil {
 		hostEnd = defaultVeth(n)
-		_ = deleteLinks(hostEnd)
 	}
 	_ = removeNetNS(nsPath)
 	e, pooled := m.take(def != nil)
@@ -469,19 +467,21 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 		}
 	}
 	if s != nil {
-		br, err := netlink.LinkByName(s.bridge)
-		if err != nil {
-			return "", fmt.Errorf("bridge %s: %w", s.bridge, err)
+		index := s.index
+		if index == 0 {
+			br, err := netlink.LinkByName(s.bridge)
+			if err != nil {
+				return "", fmt.Errorf("bridge %s: %w", s.bridge, err)
+			}
+			index = br.Attrs().Index
 		}
-		la := netlink.NewLinkAttrs()
-		la.Name, la.MTU, la.MasterIndex = vethName(vni, rank), s.mtu, br.Attrs().Index
+		la := oneQueue(netlink.NewLinkAttrs())
+		// Up as it is made: one request less.
+		la.Name, la.MTU, la.MasterIndex, la.Flags = vethName(vni, rank), s.mtu, index, net.FlagUp
 		veth := &netlink.Veth{LinkAttrs: la, PeerName: Iface, PeerNamespace: netlink.NsFd(int(ns)), PeerMTU: uint32(s.mtu),
 			PeerHardwareAddr: containerMAC(addr.IP)}
-		if err := netlink.LinkAdd(veth); err != nil {
+		if err := addLink(veth); err != nil {
 			return "", fmt.Errorf("veth %s: %w", la.Name, err)
-		}
-		if err := netlink.LinkSetUp(veth); err != nil {
-			return "", err
 		}
 	}
 	if def != nil && !pooled {
@@ -489,10 +489,10 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 		if err != nil {
 			return "", fmt.Errorf("default bridge %s: %w", DefaultBridge, err)
 		}
-		la := netlink.NewLinkAttrs()
+		la := oneQueue(netlink.NewLinkAttrs())
 		la.Name, la.MasterIndex = hostEnd, br.Attrs().Index
 		veth := &netlink.Veth{LinkAttrs: la, PeerName: defIface, PeerNamespace: netlink.NsFd(int(ns))}
-		if err := netlink.LinkAdd(veth); err != nil {
+		if err := addLink(veth); err != nil {
 			return "", fmt.Errorf("veth %s: %w", la.Name, err)
 		}
 		// No frame from one port to another: containers on the default
@@ -520,7 +520,7 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 		return l, nil
 	}
 	if s == nil && def == nil {
-		la := netlink.NewLinkAttrs()
+		la := oneQueue(netlink.NewLinkAttrs())
 		la.Name = Iface
 		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: sealedPeer}); err != nil {
 			return "", fmt.Errorf("%s in container netns: %w", Iface, err)
@@ -790,6 +790,33 @@ func isOurs(name string) bool {
 		}
 	}
 	return false
+}
+
+// oneQueue gives a veth's ends (the peer takes its end's) one transmit
+// and one receive queue. Without them the kernel makes a veth end with
+// a queue per possible CPU, with its sysfs entries, and then, still
+// holding the RTNL lock every other link change on the node waits for,
+// cuts the queues in use to one and waits for an RCU grace period
+// (veth_init_queues): with many containers starting at once, every one
+// of them queues behind it. One queue is what a veth uses anyway.
+func oneQueue(la netlink.LinkAttrs) netlink.LinkAttrs {
+	la.NumTxQueues, la.NumRxQueues = 1, 1
+	return la
+}
+
+// addLink adds l; a link of the same name that is still there (a
+// container's that the reaper has not deleted yet, or a crash's) is
+// deleted first and the add tried again. Looking for it before every
+// add would cost every container a request under the kernel's RTNL lock.
+func addLink(l netlink.Link) error {
+	err := netlink.LinkAdd(l)
+	if errors.Is(err, unix.EEXIST) {
+		if derr := deleteLinks(l.Attrs().Name); derr != nil {
+			return errors.Join(err, derr)
+		}
+		err = netlink.LinkAdd(l)
+	}
+	return err
 }
 
 // deleteLinks deletes the named links; missing ones are no error.
