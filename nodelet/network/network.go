@@ -71,7 +71,7 @@ type Manager struct {
 // session is one session's network on this node.
 type session struct {
 	bridge string
-	index  int    // the bridge's link index; 0: look it up by name (adopted)
+	index  int      // the bridge's link index; 0: look it up by name (adopted)
 	vxlan  string   // "" when the session is on this node only
 	peers  []net.IP // the session's other nodes: the only VXLAN sources accepted
 	mtu    int      // of the containers' links
