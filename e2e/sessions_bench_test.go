@@ -27,7 +27,9 @@ import (
 //     mode: a private session bridge per session), each container 0.1
 //     cpu and 64MiB on a busybox rootfs, whose command (main1's and the
 //     subs') first prints the wall clock, busybox `ts %.s` (µs), then
-//     sleeps 2 s so that schedd sees the whole session running;
+//     sleeps; once every container has printed (the benchmark polls
+//     their output files), `bkill -d` ends them all COMPLETED, so that no
+//     session's teardown runs beside another's start;
 //   - per session, submit → first output: from schedd's record of the
 //     submission to main1's printed time (both this host's clock), and
 //     to the last of its containers' (every command running), p50, p90,
@@ -36,10 +38,13 @@ import (
 //   - the stages of troupe_job_stage_seconds as BenchmarkPipeline prints
 //     them, counted over this run only; CPU ms per session of schedd, of
 //     the nodelets, of what they ran and reaped (the containers' inits
-//     and everything in them), and of the rest of the machine; the load
-//     average before and after.
+//     and everything in them), and of the rest of the machine, from the
+//     submission until every container printed (the start), and until
+//     every session ended (start, bkill and teardown); the load average
+//     before and after.
 //
-// SESSIONS defaults to 100, SIZE to 4, NODES to 4. With STEPS=1 the
+// SESSIONS defaults to 100, SIZE to 4, NODES to 4, CPU (each
+// container's cpu, a CFS quota) to 0.1. With STEPS=1 the
 // nodelets run with -v and the benchmark prints, from their log, the
 // median and p90 of each step of a container's start ("container
 // started", steps.*=). OCI_RUNTIME, when set, is the nodelets'
@@ -57,7 +62,15 @@ func BenchmarkSessionBurst(b *testing.B) {
 	needBusybox(b)
 	sessions, size, nodes := envInt(b, "SESSIONS", 100, 1), envInt(b, "SIZE", 4, 1), envInt(b, "NODES", 4, 1)
 	steps := os.Getenv("STEPS") == "1"
-	const cpu, memMiB = 0.1, 64
+	const memMiB = 64
+	cpu := 0.1
+	if s := os.Getenv("CPU"); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 {
+			b.Fatalf("CPU=%q: want the cpus of each container, more than 0", s)
+		}
+		cpu = v
+	}
 	dir := b.TempDir()
 	_ = os.Chmod(dir, 0o755)
 	rootfs := busyboxRootfs(b, filepath.Join(dir, "rootfs"))
@@ -102,7 +115,7 @@ func BenchmarkSessionBurst(b *testing.B) {
 	if len(nodelets) != nodes {
 		b.Fatalf("%d nodelets among schedd's children, want %d", len(nodelets), nodes)
 	}
-	cmd := `echo | ts %.s; sleep 2`
+	cmd := `echo | ts %.s; exec sleep 600`
 	job := filepath.Join(dir, "burst.hcl")
 	if err := os.WriteFile(job, fmt.Appendf(nil, `job "burst" {
   image   = %[1]q
@@ -141,10 +154,29 @@ func BenchmarkSessionBurst(b *testing.B) {
 		if len(ids) != sessions {
 			b.Fatalf("bsub --count %d submitted %d jobs:\n%s", sessions, len(ids), out)
 		}
+		var outs []string
+		for _, id := range ids {
+			for k := range size {
+				host := "main1"
+				if k > 0 {
+					host = fmt.Sprintf("sub%d", k)
+				}
+				outs = append(outs, filepath.Join(dir, "out", fmt.Sprintf("burst-%d.%s.out", id, host)))
+			}
+		}
+		waitPrinted(b, outs, 10*time.Minute)
+		cpuStart := sessionCPU(b, c.cmd.Process.Pid, nodelets)
+		load1 := loadAvg()
+		kill := []string{"-d"}
+		for _, id := range ids {
+			kill = append(kill, strconv.FormatUint(id, 10))
+		}
+		if out, errOut, code := c.run(dir, "bkill", kill...); code != 0 {
+			b.Fatalf("bkill -d: exit %d: %s%s", code, out, errOut)
+		}
 		jobs := waitAllEnded(b, cli, ids, 10*time.Minute)
 		cpu1 := sessionCPU(b, c.cmd.Process.Pid, nodelets)
 		m1 := scrapeSeries(b, metricsAddr)
-		load1 := loadAvg()
 
 		var mainOut, allOut, running []float64 // seconds after submission
 		missing, used := 0, map[string]bool{}
@@ -188,24 +220,57 @@ func BenchmarkSessionBurst(b *testing.B) {
 			fmt.Fprintf(w, "  %-34s %8.1f %8.1f %8.1f %8.1f %6d\n", r.name, 1000*q[0], 1000*q[1], 1000*q[2], 1000*q[3], len(r.v))
 		}
 		if missing > 0 {
-			fmt.Fprintf(w, "  %d containers printed nothing (their session ended before they ran)\n", missing)
+			fmt.Fprintf(w, "  %d containers printed nothing\n", missing)
 		}
 		fmt.Fprintf(w, "  stage (troupe_job_stage_seconds)      p50 ms   p90 ms  mean ms  count\n")
 		for _, st := range []string{"queued", "dispatch", "preparing", "running", "ending"} {
 			h := stageHist(m0, m1, st)
 			fmt.Fprintf(w, "  %-34s %8.1f %8.1f %8.1f %6d\n", st, 1000*h.quantile(0.5), 1000*h.quantile(0.9), 1000*h.sum/math.Max(h.count, 1), int(h.count))
 		}
-		fmt.Fprintf(w, "  CPU ms per session\n")
+		fmt.Fprintf(w, "  CPU ms per session                     start    whole\n")
 		per := func(ticks uint64) float64 { return float64(ticks) * 10 / float64(sessions) } // USER_HZ 100
-		sd, nd, kids, all := cpu1.schedd-cpu0.schedd, cpu1.nodelet-cpu0.nodelet, cpu1.reaped-cpu0.reaped, cpu1.machine-cpu0.machine
-		fmt.Fprintf(w, "  %-34s %8.1f\n", "schedd", per(sd))
-		fmt.Fprintf(w, "  %-34s %8.1f\n", "nodelets", per(nd))
-		fmt.Fprintf(w, "  %-34s %8.1f\n", "nodelets' reaped children", per(kids))
-		fmt.Fprintf(w, "  %-34s %8.1f\n", "rest of the machine", per(all-min(all, sd+nd+kids)))
-		fmt.Fprintf(w, "  load average: %s before, %s after\n", load0, load1)
+		for _, r := range []struct {
+			name string
+			of   func(cpuTicks) uint64
+		}{
+			{"schedd", func(t cpuTicks) uint64 { return t.schedd }},
+			{"nodelets", func(t cpuTicks) uint64 { return t.nodelet }},
+			{"nodelets' reaped children", func(t cpuTicks) uint64 { return t.reaped }},
+			{"rest of the machine", func(t cpuTicks) uint64 { return t.machine - min(t.machine, t.schedd+t.nodelet+t.reaped) }},
+		} {
+			fmt.Fprintf(w, "  %-34s %8.1f %8.1f\n", r.name, per(r.of(diff(cpuStart, cpu0))), per(r.of(diff(cpu1, cpu0))))
+		}
+		fmt.Fprintf(w, "  load average: %s before, %s once all printed\n", load0, load1)
 		q := quantiles(mainOut)
 		b.ReportMetric(1000*q[2], "p99-first-output-ms")
 		b.ReportMetric(1000*quantiles(allOut)[2], "p99-all-output-ms")
+	}
+}
+
+// diff is b - a, field by field.
+func diff(b, a cpuTicks) cpuTicks {
+	return cpuTicks{b.schedd - a.schedd, b.nodelet - a.nodelet, b.reaped - a.reaped, b.machine - a.machine}
+}
+
+// waitPrinted polls until every file of paths holds a first line.
+func waitPrinted(b *testing.B, paths []string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	done := map[string]bool{}
+	for len(done) < len(paths) {
+		for _, p := range paths {
+			if !done[p] {
+				if _, ok := firstOutput(p); ok {
+					done[p] = true
+				}
+			}
+		}
+		if len(done) == len(paths) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d containers printed after %v", len(done), len(paths), timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
