@@ -50,7 +50,6 @@ type agent struct {
 	gpus    []gpu.Device
 	mps     *mpsDaemon // the MPS control daemon of fractional GPU shares
 	cpus    *cpuSet    // the CPUs containers of whole cores hold (cpuset.go)
-	starts  *startSlots
 	metrics *metrics
 	fence   *leaseKeeper // the lease from schedd and troupe-fence
 	// instance tells this nodelet from another under the same name
@@ -141,9 +140,8 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	a := &agent{
 		cfg: cfg, log: log, cli: cli, rt: rt, oci: oci,
 		running: map[key]*task{}, finished: map[key]bool{},
-		mps:    &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
-		cpus:   newCPUSet(nil),
-		starts: newStartSlots(cfg.startSlots, cfg.startLease),
+		mps:  &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
+		cpus: newCPUSet(nil),
 	}
 	a.metrics = newMetrics(a)
 	if a.instance, err = loadInstance(cfg.StateDir); err != nil {

@@ -145,12 +145,6 @@ type Config struct {
 	// CA is a PEM file of the CA that signed schedd's TLS certificate
 	// ("": the system's CAs and $TROUPE_CA).
 	CA string
-	// startSlots is how many containers the node starts at once (0:
-	// DefaultStartSlotsPerCPU per CPU, negative: no limit) and
-	// startLease how long one start holds its slot at most (0: the
-	// default); tests only (startslot.go).
-	startSlots int
-	startLease time.Duration
 	// wrapRuntime, when set (tests only), wraps the runtime the agent
 	// drives, e.g. to make Destroy block or stop short.
 	wrapRuntime func(runtime.Runtime) runtime.Runtime

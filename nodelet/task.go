@@ -107,11 +107,8 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 		a.report(t, api.ContainerPreparing, 0, "")
 		began := time.Now()
 		t.steps = newStepClock()
-		release := a.starts.wait(ctx, t.stop)
-		t.steps.mark("slot")
 		var err error
 		c, err = a.startContainer(ctx, t)
-		release()
 		if err != nil {
 			a.report(t, api.ContainerFailed, 0, err.Error())
 			a.metrics.failures.WithLabelValues(failStart).Inc()
