@@ -78,8 +78,9 @@
 // one queue each end (the kernel's default, a queue per CPU cut to one
 // afterwards, costs an RCU grace period under the lock), a name still
 // held by a dying or crashed container's link is deleted when an add
-// meets it rather than looked for before every add, and a session's
-// bridge and veths are made up (a default veth goes up once isolated).
+// meets it rather than looked for before every add, a veth is made on
+// its bridge in one request (addVeth), and a session's bridge and veths
+// are made up (a default veth goes up once isolated).
 //
 // The pool (pool.go): a container's setup is mostly making its
 // namespace and its default veth, so the Manager keeps a few made ahead

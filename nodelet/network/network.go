@@ -504,21 +504,24 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 		if err != nil {
 			return "", fmt.Errorf("default bridge %s: %w", DefaultBridge, err)
 		}
-		la := oneQueue(netlink.NewLinkAttrs())
-		la.Name, la.MasterIndex = hostEnd, br.Attrs().Index
-		veth := &netlink.Veth{LinkAttrs: la, PeerName: defIface, PeerNamespace: netlink.NsFd(int(ns))}
-		if err := addLink(veth); err != nil {
-			return "", fmt.Errorf("veth %s: %w", la.Name, err)
+		// On the default bridge, down until isolated.
+		if err := addVeth(veth{name: hostEnd, master: br.Attrs().Index, peer: defIface, peerNS: int(ns)}); err != nil {
+			return "", err
+		}
+		l, err := netlink.LinkByName(hostEnd)
+		if err != nil {
+			return "", fmt.Errorf("veth %s: %w", hostEnd, err)
 		}
 		// No frame from one port to another: containers on the default
 		// network reach the gateway only.
-		if err := netlink.LinkSetIsolated(veth, true); err != nil {
-			return "", fmt.Errorf("veth %s: isolating: %w", la.Name, err)
+		if err := netlink.LinkSetIsolated(l, true); err != nil {
+			return "", fmt.Errorf("veth %s: isolating: %w", hostEnd, err)
 		}
-		if err := netlink.LinkSetUp(veth); err != nil {
+		if err := netlink.LinkSetUp(l); err != nil {
 			return "", err
 		}
 	}
+	// up gives the link name its addresses and sets it up.
 	up := func(name string, addrs ...*net.IPNet) (netlink.Link, error) {
 		l, err := h.LinkByName(name)
 		if err != nil {
@@ -545,8 +548,8 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 		}
 	}
 	if !pooled {
-		if _, err := up("lo"); err != nil {
-			return "", err
+		if err := h.LinkSetUp(loopback); err != nil {
+			return "", fmt.Errorf("lo up: %w", err)
 		}
 	}
 	if def != nil {
@@ -577,13 +580,9 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 			}
 			index = br.Attrs().Index
 		}
-		la := oneQueue(netlink.NewLinkAttrs())
-		// Up as it is made: one request less.
-		la.Name, la.MTU, la.MasterIndex, la.Flags = vethName(vni, rank), s.mtu, index, net.FlagUp
-		veth := &netlink.Veth{LinkAttrs: la, PeerName: Iface, PeerNamespace: netlink.NsFd(int(ns)), PeerMTU: uint32(s.mtu),
-			PeerHardwareAddr: containerMAC(addr.IP)}
-		if err := addLink(veth); err != nil {
-			return "", fmt.Errorf("veth %s: %w", la.Name, err)
+		if err := addVeth(veth{name: vethName(vni, rank), master: index, mtu: s.mtu, up: true,
+			peer: Iface, peerNS: int(ns), mac: containerMAC(addr.IP)}); err != nil {
+			return "", err
 		}
 	}
 	if s != nil || def == nil {
