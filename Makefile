@@ -7,7 +7,7 @@ CMDS     := $(notdir $(patsubst %/,%,$(wildcard cmd/*/)))
 STATICCHECK_VERSION := v0.8.2
 TEST_FLAGS ?= -timeout 30m
 
-.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean bench-scale bench-pipeline runc-linked
+.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean bench-scale bench-pipeline runc-linked bench-sessions
 
 all: build
 
@@ -143,6 +143,24 @@ runc-linked:
 	$(GO) mod download github.com/opencontainers/runc
 	cd "$$($(GO) list -m -f '{{.Dir}}' github.com/opencontainers/runc)" && \
 		GOFLAGS=-mod=mod CGO_ENABLED=1 $(GO) build -trimpath -tags '$(NODELET_TAGS)' -o $(CURDIR)/$(BIN)/runc-linked .
+
+# The session burst benchmark (docs/pipeline.md, Cluster sessions at
+# once): SESSIONS cluster sessions of SIZE containers submitted in one
+# request (bsub --count) to `schedd --dev --nodes NODES` with room for
+# all at once; prints submit → first output p50/p90/p99/max per session,
+# submit → all running, the stages, CPU ms per session by process and the
+# load average. STEPS=1 adds the nodelets' container start steps (-v).
+# Needs root, runc and busybox. NODES here defaults to 4, not
+# bench-scale's 10000.
+SESSIONS ?= 100
+SIZE     ?= 4
+STEPS    ?=
+SESSION_NODES = $(if $(filter command line environment,$(origin NODES)),$(NODES),4)
+bench-sessions: build
+	@if [ "$$(id -u)" != 0 ]; then echo "bench-sessions: needs root (runc containers): run sudo make bench-sessions" >&2; exit 1; fi
+	@for c in runc busybox; do command -v $$c >/dev/null || { echo "bench-sessions: needs $$c (make deps installs it)" >&2; exit 1; }; done
+	SESSIONS=$(SESSIONS) SIZE=$(SIZE) NODES=$(SESSION_NODES) STEPS=$(STEPS) OCI_RUNTIME=$(OCI_RUNTIME) \
+		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkSessionBurst$$' -benchtime 1x -v -timeout 30m ./e2e/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

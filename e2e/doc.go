@@ -5,5 +5,8 @@
 // network namespace on an underlay bridge), so multi-node sessions cross
 // a real VXLAN overlay. The tests need root and runc, some busybox and
 // OpenMPI; without them they skip, saying so. BenchmarkSessionLaunch
-// measures the 4-container launch target.
+// measures the 4-container launch target, BenchmarkSessionBurst (make
+// bench-sessions) many sessions submitted at once. TestMain builds the
+// binaries, or with TROUPE_E2E_BIN=dir takes prebuilt ones from dir, so
+// that the test binary (go test -c) runs where Go is not.
 package e2e

@@ -59,7 +59,8 @@
 // Lifetime: the session's bridge and VXLAN are created with its first
 // container on the node and deleted with its last. The Manager's mutex
 // guards its bookkeeping only: the first container of a session makes
-// its links while the session's others wait for them, and the links of
+// its links while the session's others make their own namespaces and
+// default veths, waiting for the bridge only to plug into it; the links of
 // a container or session that left are set down at once and deleted by
 // a background reaper (the kernel takes ~30 ms per veth, ~50 ms per
 // bridge), so no teardown holds up another session's setup. A session
@@ -71,6 +72,15 @@
 // crash removes exactly what a previous nodelet left: the FDB entries,
 // addresses and routes go with their links, the namespaces with their
 // pins and their last process.
+//
+// Many containers starting at once all queue for the kernel's RTNL lock,
+// which every link change and lookup takes: so every veth is made with
+// one queue each end (the kernel's default, a queue per CPU cut to one
+// afterwards, costs an RCU grace period under the lock), a name still
+// held by a dying or crashed container's link is deleted when an add
+// meets it rather than looked for before every add, a veth is made on
+// its bridge in one request (addVeth), and a session's bridge and veths
+// are made up (a default veth goes up once isolated).
 //
 // The pool (pool.go): a container's setup is mostly making its
 // namespace and its default veth, so the Manager keeps a few made ahead

@@ -46,10 +46,11 @@ var ErrNoNetwork = errors.New("job has no session network")
 // and how many containers hold them, the default addresses, the adopted
 // containers), never a netlink call: one slot's teardown never stalls
 // another slot's setup. Per session, the first container makes the
-// links while the others wait on the session's ready channel; the last
-// one hands them to a teardown, which deletes them in the background,
-// and a new session of the same VNI deletes them first if the
-// background has not yet.
+// links while the others make their own namespaces and default links,
+// waiting on the session's ready channel only for their veth on the
+// session's bridge; the last one hands them to a teardown, which deletes
+// them in the background, and a new session of the same VNI deletes them
+// first if the background has not yet.
 type Manager struct {
 	dir   string // pinned container namespaces
 	node  string // this node's name in schedd
@@ -66,11 +67,16 @@ type Manager struct {
 	filterMu sync.Mutex // one FilterTable update at a time; taken before mu
 	reaper   reaper     // deletes links off the callers' path
 	pool     pool       // prepared namespaces (SetPool)
+
+	// createHook, when set (tests), runs before a session's links are
+	// made; an error it returns fails the session as the kernel would.
+	createHook func() error
 }
 
 // session is one session's network on this node.
 type session struct {
 	bridge string
+	index  int      // the bridge's link index; 0: look it up by name (adopted)
 	vxlan  string   // "" when the session is on this node only
 	peers  []net.IP // the session's other nodes: the only VXLAN sources accepted
 	mtu    int      // of the containers' links
@@ -186,7 +192,7 @@ func (m *Manager) nsPath(id string) string { return filepath.Join(m.dir, id) }
 // its session address sits on its default-network interface, then
 // named Iface, or, without egress, on an Iface of its own. Undo it with
 // Detach, after the container's processes are gone.
-func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (Endpoint, error) {
+func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (_ Endpoint, err error) {
 	c, ok := container(job, host)
 	if !ok || job.Network == nil || c.Addr == "" {
 		return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, ErrNoNetwork)
@@ -203,6 +209,15 @@ func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (End
 			return Endpoint{}, fmt.Errorf("session network of job %d: %w", job.ID, err)
 		}
 	}
+	if s != nil {
+		// A failed Attach lets go of this session, not of another of the
+		// same VNI made since.
+		defer func() {
+			if err != nil {
+				m.drop(vni, s)
+			}
+		}()
+	}
 	ep := Endpoint{NetNS: m.nsPath(id), Addr: c.Addr}
 	var def *net.IPNet
 	n := uint32(0)
@@ -211,7 +226,6 @@ func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (End
 		n, err = m.def.alloc(id)
 		m.mu.Unlock()
 		if err != nil {
-			m.release(vni)
 			return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, err)
 		}
 		def = &net.IPNet{IP: m.def.addr(n), Mask: m.def.subnet.Mask}
@@ -220,7 +234,6 @@ func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (End
 	hostEnd, err := m.plug(s, vni, c.Rank, ep.NetNS, &net.IPNet{IP: ip, Mask: subnet.Mask}, def, n)
 	if err != nil {
 		_ = m.unplug(id, vni, c.Rank)
-		m.release(vni)
 		return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, err)
 	}
 	if def != nil && hostEnd != defaultVeth(n) {
@@ -251,7 +264,9 @@ func (m *Manager) Detach(job api.AssignedJob, host, id string) error {
 }
 
 // acquire returns the session's network on this node, creating it for
-// the first container; the others wait until it exists. m.mu is not
+// the first container. The others do not wait for it here: they make
+// their own namespace and default links meanwhile, and wait on s.ready
+// (plug) only to put their veth on the session's bridge. m.mu is not
 // held.
 func (m *Manager) acquire(job api.AssignedJob) (*session, error) {
 	vni := job.Network.VNI
@@ -259,10 +274,6 @@ func (m *Manager) acquire(job api.AssignedJob) (*session, error) {
 	if s := m.sessions[vni]; s != nil {
 		s.users++
 		m.mu.Unlock()
-		<-s.ready
-		if s.err != nil {
-			return nil, s.err // the session is gone from m.sessions: nothing to release
-		}
 		return s, nil
 	}
 	s := &session{bridge: bridgeName(vni), mtu: 1500, users: 1, ready: make(chan struct{})}
@@ -279,10 +290,13 @@ func (m *Manager) acquire(job api.AssignedJob) (*session, error) {
 	if prev != nil {
 		m.finish(prev)
 	}
+	var err error
+	if m.createHook != nil {
+		err = m.createHook()
+	}
 	// The filter first: the VXLAN device takes no frame from a host
 	// outside the session from the moment it exists.
-	var err error
-	if s.vxlan != "" {
+	if err == nil && s.vxlan != "" {
 		err = m.syncFilter()
 	}
 	if err == nil {
@@ -314,14 +328,18 @@ func (m *Manager) acquire(job api.AssignedJob) (*session, error) {
 // ever comes from what a datagram claims.
 func (m *Manager) create(s *session, vni uint32, remotes map[string]net.IP) error {
 	// Stale links of the same name (a session whose VNI came round
-	// again while a crash left them) are replaced.
-	_ = deleteLinks(s.vxlan, s.bridge)
+	// again while a crash left them) are replaced: the bridge by addLink,
+	// without a lookup first.
+	if s.vxlan != "" {
+		_ = deleteLinks(s.vxlan)
+	}
 	la := netlink.NewLinkAttrs()
-	la.Name, la.MTU = s.bridge, s.mtu
+	la.Name, la.MTU, la.Flags = s.bridge, s.mtu, net.FlagUp // up as it is made: one request less
 	br := &netlink.Bridge{LinkAttrs: la}
-	if err := netlink.LinkAdd(br); err != nil {
+	if err := addLink(br); err != nil {
 		return fmt.Errorf("bridge %s: %w", s.bridge, err)
 	}
+	s.index = br.Index // before ready closes: the other containers read it then
 	if s.vxlan != "" {
 		la := netlink.NewLinkAttrs()
 		la.Name, la.MTU, la.MasterIndex = s.vxlan, s.mtu, br.Index
@@ -356,7 +374,20 @@ func (m *Manager) create(s *session, vni uint32, remotes map[string]net.IP) erro
 			return err
 		}
 	}
-	return netlink.LinkSetUp(br)
+	return nil
+}
+
+// drop is release for a container whose Attach failed, holding s: a
+// session whose creation failed has left m.sessions already (its
+// containers hold nothing), and a new session of the same VNI may be
+// there since.
+func (m *Manager) drop(vni uint32, s *session) {
+	m.mu.Lock()
+	current := m.sessions[vni] == s
+	m.mu.Unlock()
+	if current {
+		m.release(vni)
+	}
 }
 
 // release drops one container's hold on the session's network and,
@@ -408,18 +439,18 @@ func (m *Manager) finish(td *teardown) {
 // and a dummy link is not in every kernel). It returns the name of the
 // default veth's host end.
 //
+// The container's own links and its default network come first: in a
+// session, only the veth on the session's bridge waits for the bridge,
+// which the session's first container makes meanwhile (acquire).
+//
 // The namespace, its loopback and its default veth pair come from the
 // pool when one is ready (pool.go): then only the addresses, the route
 // and the session's veth are the container's to make, and the default
 // veth keeps its pool name, trp<seq> (renaming a link costs an RCU grace
 // period, as long as making the veth).
 func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, def *net.IPNet, n uint32) (hostEnd string, err error) {
-	if s != nil {
-		_ = deleteLinks(vethName(vni, rank))
-	}
 	if def != nil {
 		hostEnd = defaultVeth(n)
-		_ = deleteLinks(hostEnd)
 	}
 	_ = removeNetNS(nsPath)
 	e, pooled := m.take(def != nil)
@@ -468,42 +499,29 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 			return "", fmt.Errorf("pooled %s to %s: %w", Iface, DefaultIface, err)
 		}
 	}
-	if s != nil {
-		br, err := netlink.LinkByName(s.bridge)
-		if err != nil {
-			return "", fmt.Errorf("bridge %s: %w", s.bridge, err)
-		}
-		la := netlink.NewLinkAttrs()
-		la.Name, la.MTU, la.MasterIndex = vethName(vni, rank), s.mtu, br.Attrs().Index
-		veth := &netlink.Veth{LinkAttrs: la, PeerName: Iface, PeerNamespace: netlink.NsFd(int(ns)), PeerMTU: uint32(s.mtu),
-			PeerHardwareAddr: containerMAC(addr.IP)}
-		if err := netlink.LinkAdd(veth); err != nil {
-			return "", fmt.Errorf("veth %s: %w", la.Name, err)
-		}
-		if err := netlink.LinkSetUp(veth); err != nil {
-			return "", err
-		}
-	}
 	if def != nil && !pooled {
 		br, err := netlink.LinkByName(DefaultBridge)
 		if err != nil {
 			return "", fmt.Errorf("default bridge %s: %w", DefaultBridge, err)
 		}
-		la := netlink.NewLinkAttrs()
-		la.Name, la.MasterIndex = hostEnd, br.Attrs().Index
-		veth := &netlink.Veth{LinkAttrs: la, PeerName: defIface, PeerNamespace: netlink.NsFd(int(ns))}
-		if err := netlink.LinkAdd(veth); err != nil {
-			return "", fmt.Errorf("veth %s: %w", la.Name, err)
+		// On the default bridge, down until isolated.
+		if err := addVeth(veth{name: hostEnd, master: br.Attrs().Index, peer: defIface, peerNS: int(ns)}); err != nil {
+			return "", err
+		}
+		l, err := netlink.LinkByName(hostEnd)
+		if err != nil {
+			return "", fmt.Errorf("veth %s: %w", hostEnd, err)
 		}
 		// No frame from one port to another: containers on the default
 		// network reach the gateway only.
-		if err := netlink.LinkSetIsolated(veth, true); err != nil {
-			return "", fmt.Errorf("veth %s: isolating: %w", la.Name, err)
+		if err := netlink.LinkSetIsolated(l, true); err != nil {
+			return "", fmt.Errorf("veth %s: isolating: %w", hostEnd, err)
 		}
-		if err := netlink.LinkSetUp(veth); err != nil {
+		if err := netlink.LinkSetUp(l); err != nil {
 			return "", err
 		}
 	}
+	// up gives the link name its addresses and sets it up.
 	up := func(name string, addrs ...*net.IPNet) (netlink.Link, error) {
 		l, err := h.LinkByName(name)
 		if err != nil {
@@ -520,7 +538,7 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 		return l, nil
 	}
 	if s == nil && def == nil {
-		la := netlink.NewLinkAttrs()
+		la := oneQueue(netlink.NewLinkAttrs())
 		la.Name = Iface
 		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: sealedPeer}); err != nil {
 			return "", fmt.Errorf("%s in container netns: %w", Iface, err)
@@ -530,13 +548,8 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 		}
 	}
 	if !pooled {
-		if _, err := up("lo"); err != nil {
-			return "", err
-		}
-	}
-	if s != nil || def == nil {
-		if _, err := up(Iface, addr); err != nil {
-			return "", err
+		if err := h.LinkSetUp(loopback); err != nil {
+			return "", fmt.Errorf("lo up: %w", err)
 		}
 	}
 	if def != nil {
@@ -551,6 +564,30 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 		gw := m.def.gateway().IP
 		if err := h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: gw}); err != nil {
 			return "", fmt.Errorf("default route via %s: %w", gw, err)
+		}
+	}
+	if s != nil {
+		// The session's bridge, which its first container makes while
+		// the others got this far.
+		if <-s.ready; s.err != nil {
+			return "", fmt.Errorf("session network: %w", s.err)
+		}
+		index := s.index
+		if index == 0 {
+			br, err := netlink.LinkByName(s.bridge)
+			if err != nil {
+				return "", fmt.Errorf("bridge %s: %w", s.bridge, err)
+			}
+			index = br.Attrs().Index
+		}
+		if err := addVeth(veth{name: vethName(vni, rank), master: index, mtu: s.mtu, up: true,
+			peer: Iface, peerNS: int(ns), mac: containerMAC(addr.IP)}); err != nil {
+			return "", err
+		}
+	}
+	if s != nil || def == nil {
+		if _, err := up(Iface, addr); err != nil {
+			return "", err
 		}
 	}
 	// A pooled default veth was tuned in the pool.
@@ -790,6 +827,33 @@ func isOurs(name string) bool {
 		}
 	}
 	return false
+}
+
+// oneQueue gives a veth's ends (the peer takes its end's) one transmit
+// and one receive queue. Without them the kernel makes a veth end with
+// a queue per possible CPU, with its sysfs entries, and then, still
+// holding the RTNL lock every other link change on the node waits for,
+// cuts the queues in use to one and waits for an RCU grace period
+// (veth_init_queues): with many containers starting at once, every one
+// of them queues behind it. One queue is what a veth uses anyway.
+func oneQueue(la netlink.LinkAttrs) netlink.LinkAttrs {
+	la.NumTxQueues, la.NumRxQueues = 1, 1
+	return la
+}
+
+// addLink adds l; a link of the same name that is still there (a
+// container's that the reaper has not deleted yet, or a crash's) is
+// deleted first and the add tried again. Looking for it before every
+// add would cost every container a request under the kernel's RTNL lock.
+func addLink(l netlink.Link) error {
+	err := netlink.LinkAdd(l)
+	if errors.Is(err, unix.EEXIST) {
+		if derr := deleteLinks(l.Attrs().Name); derr != nil {
+			return errors.Join(err, derr)
+		}
+		err = netlink.LinkAdd(l)
+	}
+	return err
 }
 
 // deleteLinks deletes the named links; missing ones are no error.

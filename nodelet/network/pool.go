@@ -230,7 +230,7 @@ func (m *Manager) prepare(seq uint64) (e poolEntry, err error) {
 	if err != nil {
 		return e, fmt.Errorf("default bridge %s: %w", DefaultBridge, err)
 	}
-	la := netlink.NewLinkAttrs()
+	la := oneQueue(netlink.NewLinkAttrs())
 	la.Name, la.MasterIndex = e.host, br.Attrs().Index
 	veth := &netlink.Veth{LinkAttrs: la, PeerName: Iface, PeerNamespace: netlink.NsFd(int(ns))}
 	if err := netlink.LinkAdd(veth); err != nil {

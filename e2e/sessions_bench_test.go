@@ -1,0 +1,398 @@
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/client"
+)
+
+// BenchmarkSessionBurst (`make bench-sessions`) measures issue 17's
+// session target: SESSIONS cluster sessions of SIZE containers each,
+// submitted in one request (bsub --count SESSIONS), on a dev cluster
+// with room for all of them at once:
+//
+//   - `schedd --dev --nodes NODES` (runc nodelets, each in a test host of
+//     its own), every node with the cpus and memory of its share of the
+//     sessions, so that none waits for room;
+//   - each session is a job of `cluster { size = SIZE }` (single-node
+//     mode: a private session bridge per session), each container 0.1
+//     cpu and 64MiB on a busybox rootfs, whose command (main1's and the
+//     subs') first prints the wall clock, busybox `ts %.s` (µs), then
+//     sleeps; once every container has printed (the benchmark polls
+//     their output files), `bkill -d` ends them all COMPLETED, so that no
+//     session's teardown runs beside another's start;
+//   - per session, submit → first output: from schedd's record of the
+//     submission to main1's printed time (both this host's clock), and
+//     to the last of its containers' (every command running), p50, p90,
+//     p99 and max; submit → all containers running as schedd recorded it
+//     (the job's started − submitted);
+//   - the stages of troupe_job_stage_seconds as BenchmarkPipeline prints
+//     them, counted over this run only; CPU ms per session of schedd, of
+//     the nodelets, of what they ran and reaped (the containers' inits
+//     and everything in them), and of the rest of the machine, from the
+//     submission until every container printed (the start), and until
+//     every session ended (start, bkill and teardown); the load average
+//     before and after.
+//
+// SESSIONS defaults to 100, SIZE to 4, NODES to 4, CPU (each
+// container's cpu, a CFS quota) to 0.1. With STEPS=1 the
+// nodelets run with -v and the benchmark prints, from their log, the
+// median and p90 of each step of a container's start ("container
+// started", steps.*=). OCI_RUNTIME, when set, is the nodelets'
+// oci_runtime.
+//
+// TROUPE_E2E_BIN=dir runs it with prebuilt binaries (dir holds schedd,
+// nodelet, bsub, bhosts, troupe-init, troupe-ssh… as `make build` puts
+// them in bin/), so a test binary built here (`go test -c ./e2e`) runs
+// where Go is not:
+//
+//	sudo SESSIONS=100 go test ./e2e -run '^$' -bench '^BenchmarkSessionBurst$' -benchtime 1x -v
+//	sudo TROUPE_E2E_BIN=$PWD/bin ./e2e.test -test.run '^$' -test.bench '^BenchmarkSessionBurst$' -test.benchtime 1x -test.v
+func BenchmarkSessionBurst(b *testing.B) {
+	needRunc(b)
+	needBusybox(b)
+	sessions, size, nodes := envInt(b, "SESSIONS", 100, 1), envInt(b, "SIZE", 4, 1), envInt(b, "NODES", 4, 1)
+	steps := os.Getenv("STEPS") == "1"
+	const memMiB = 64
+	cpu := 0.1
+	if s := os.Getenv("CPU"); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 {
+			b.Fatalf("CPU=%q: want the cpus of each container, more than 0", s)
+		}
+		cpu = v
+	}
+	dir := b.TempDir()
+	_ = os.Chmod(dir, 0o755)
+	rootfs := busyboxRootfs(b, filepath.Join(dir, "rootfs"))
+	for _, l := range []string{"ts", "sleep", "echo"} {
+		if err := os.Symlink("busybox", filepath.Join(rootfs, "bin", l)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if oci := os.Getenv("OCI_RUNTIME"); oci != "" {
+		conf := filepath.Join(dir, "nodelet.hcl")
+		if err := os.WriteFile(conf, fmt.Appendf(nil, "oci_runtime = %q\n", oci), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.Setenv("TROUPE_NODELET_CONFIG", conf)
+	}
+	// Room for every session at once, single-node sessions whole on a
+	// node: ceil(sessions / nodes) of them a node, and a margin.
+	perNode := (sessions + nodes - 1) / nodes
+	nodeCPU := math.Ceil(float64(perNode*size)*cpu) + 1
+	nodeMem := fmt.Sprintf("%dMiB", perNode*size*memMiB+1024)
+	metricsAddr := freeAddr(b)
+	extra := []string{"--metrics-addr", metricsAddr, "--node-memory", nodeMem}
+	if steps {
+		extra = append(extra, "-v")
+	}
+	var c *devCluster
+	if steps {
+		// Cleanups run last first: this one after the cluster's stop,
+		// when its log is complete.
+		b.Cleanup(func() {
+			if c != nil {
+				printSteps(c.log.String())
+			}
+		})
+	}
+	c = startCluster(b, nodes, strconv.FormatFloat(nodeCPU, 'f', -1, 64), extra...)
+	cli, err := client.New(c.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nodelets := childrenNamed(c.cmd.Process.Pid, "nodelet")
+	if len(nodelets) != nodes {
+		b.Fatalf("%d nodelets among schedd's children, want %d", len(nodelets), nodes)
+	}
+	cmd := `echo | ts %.s; exec sleep 600`
+	job := filepath.Join(dir, "burst.hcl")
+	if err := os.WriteFile(job, fmt.Appendf(nil, `job "burst" {
+  image   = %[1]q
+  command = ["sh", "-c", %[2]q]
+  output  = %[3]q
+  cluster {
+    size = %[4]d
+  }
+  resources {
+    cpu    = %[5]g
+    memory = "%[6]dMiB"
+  }
+  role "sub" {
+    command = ["sh", "-c", %[2]q]
+  }
+}
+`, rootfs, cmd, filepath.Join(dir, "out", "burst-%j.%h.out"), size, cpu, memMiB), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		load0 := loadAvg()
+		m0 := scrapeSeries(b, metricsAddr)
+		cpu0 := sessionCPU(b, c.cmd.Process.Pid, nodelets)
+		out, errOut, code := c.run(dir, "bsub", "--count", strconv.Itoa(sessions), job)
+		if code != 0 {
+			b.Fatalf("bsub --count %d: exit %d: %s%s", sessions, code, out, errOut)
+		}
+		var ids []uint64
+		for _, m := range submittedAll.FindAllStringSubmatch(out, -1) {
+			id, _ := strconv.ParseUint(m[1], 10, 64)
+			ids = append(ids, id)
+		}
+		if len(ids) != sessions {
+			b.Fatalf("bsub --count %d submitted %d jobs:\n%s", sessions, len(ids), out)
+		}
+		var outs []string
+		for _, id := range ids {
+			for k := range size {
+				host := "main1"
+				if k > 0 {
+					host = fmt.Sprintf("sub%d", k)
+				}
+				outs = append(outs, filepath.Join(dir, "out", fmt.Sprintf("burst-%d.%s.out", id, host)))
+			}
+		}
+		waitPrinted(b, outs, 10*time.Minute)
+		cpuStart := sessionCPU(b, c.cmd.Process.Pid, nodelets)
+		load1 := loadAvg()
+		kill := []string{"-d"}
+		for _, id := range ids {
+			kill = append(kill, strconv.FormatUint(id, 10))
+		}
+		if out, errOut, code := c.run(dir, "bkill", kill...); code != 0 {
+			b.Fatalf("bkill -d: exit %d: %s%s", code, out, errOut)
+		}
+		jobs := waitAllEnded(b, cli, ids, 10*time.Minute)
+		cpu1 := sessionCPU(b, c.cmd.Process.Pid, nodelets)
+		m1 := scrapeSeries(b, metricsAddr)
+
+		var mainOut, allOut, running []float64 // seconds after submission
+		missing, used := 0, map[string]bool{}
+		for _, j := range jobs {
+			if j.State != api.JobCompleted {
+				b.Fatalf("job %d ended %s (%s)", j.ID, j.State, j.Reason)
+			}
+			if !j.Started.IsZero() {
+				running = append(running, j.Started.Sub(j.Submitted).Seconds())
+			}
+			last := 0.0
+			complete := true
+			for _, ct := range j.Containers {
+				used[ct.Node] = true
+				t, ok := firstOutput(filepath.Join(dir, "out", fmt.Sprintf("burst-%d.%s.out", j.ID, ct.Host)))
+				if !ok {
+					missing++
+					complete = false
+					continue
+				}
+				d := t.Sub(j.Submitted).Seconds()
+				last = max(last, d)
+				if ct.Host == "main1" {
+					mainOut = append(mainOut, d)
+				}
+			}
+			if complete {
+				allOut = append(allOut, last)
+			}
+		}
+
+		w := os.Stdout
+		fmt.Fprintf(w, "\nsession burst: %d sessions of %d containers (%g cpu, %dMiB each; busybox rootfs) in one bsub --count, %d nodes of %g cpus (%d used)\n",
+			sessions, size, cpu, memMiB, nodes, nodeCPU, len(used))
+		fmt.Fprintf(w, "  per session, submit →                 p50 ms   p90 ms   p99 ms   max ms  count\n")
+		for _, r := range []struct {
+			name string
+			v    []float64
+		}{{"main1's first output", mainOut}, {"every container's first output", allOut}, {"all running (schedd's started)", running}} {
+			q := quantiles(r.v)
+			fmt.Fprintf(w, "  %-34s %8.1f %8.1f %8.1f %8.1f %6d\n", r.name, 1000*q[0], 1000*q[1], 1000*q[2], 1000*q[3], len(r.v))
+		}
+		if missing > 0 {
+			fmt.Fprintf(w, "  %d containers printed nothing\n", missing)
+		}
+		fmt.Fprintf(w, "  stage (troupe_job_stage_seconds)      p50 ms   p90 ms  mean ms  count\n")
+		for _, st := range []string{"queued", "dispatch", "preparing", "running", "ending"} {
+			h := stageHist(m0, m1, st)
+			fmt.Fprintf(w, "  %-34s %8.1f %8.1f %8.1f %6d\n", st, 1000*h.quantile(0.5), 1000*h.quantile(0.9), 1000*h.sum/math.Max(h.count, 1), int(h.count))
+		}
+		fmt.Fprintf(w, "  CPU ms per session                     start    whole\n")
+		per := func(ticks uint64) float64 { return float64(ticks) * 10 / float64(sessions) } // USER_HZ 100
+		for _, r := range []struct {
+			name string
+			of   func(cpuTicks) uint64
+		}{
+			{"schedd", func(t cpuTicks) uint64 { return t.schedd }},
+			{"nodelets", func(t cpuTicks) uint64 { return t.nodelet }},
+			{"nodelets' reaped children", func(t cpuTicks) uint64 { return t.reaped }},
+			{"rest of the machine", func(t cpuTicks) uint64 { return t.machine - min(t.machine, t.schedd+t.nodelet+t.reaped) }},
+		} {
+			fmt.Fprintf(w, "  %-34s %8.1f %8.1f\n", r.name, per(r.of(diff(cpuStart, cpu0))), per(r.of(diff(cpu1, cpu0))))
+		}
+		fmt.Fprintf(w, "  load average: %s before, %s once all printed\n", load0, load1)
+		q := quantiles(mainOut)
+		b.ReportMetric(1000*q[2], "p99-first-output-ms")
+		b.ReportMetric(1000*quantiles(allOut)[2], "p99-all-output-ms")
+	}
+}
+
+// diff is b - a, field by field.
+func diff(b, a cpuTicks) cpuTicks {
+	return cpuTicks{b.schedd - a.schedd, b.nodelet - a.nodelet, b.reaped - a.reaped, b.machine - a.machine}
+}
+
+// waitPrinted polls until every file of paths holds a first line.
+func waitPrinted(b *testing.B, paths []string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	done := map[string]bool{}
+	for len(done) < len(paths) {
+		for _, p := range paths {
+			if !done[p] {
+				if _, ok := firstOutput(p); ok {
+					done[p] = true
+				}
+			}
+		}
+		if len(done) == len(paths) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d containers printed after %v", len(done), len(paths), timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// envInt is the environment's whole number name, at least least; def
+// when unset.
+func envInt(b *testing.B, name string, def, least int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < least {
+		b.Fatalf("%s=%q: want a whole number, %d or more", name, s, least)
+	}
+	return v
+}
+
+// firstOutput is the wall-clock time a container printed first: the
+// first field of its output file's first line, in seconds since the
+// epoch.
+func firstOutput(path string) (time.Time, bool) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return time.Time{}, false
+	}
+	f := strings.Fields(string(raw))
+	if len(f) == 0 {
+		return time.Time{}, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	sec, frac := math.Modf(v)
+	return time.Unix(int64(sec), int64(frac*1e9)), true
+}
+
+// quantiles are v's p50, p90, p99 (nearest rank) and maximum.
+func quantiles(v []float64) [4]float64 {
+	if len(v) == 0 {
+		return [4]float64{}
+	}
+	s := slices.Sorted(slices.Values(v))
+	at := func(q float64) float64 { return s[max(int(math.Ceil(q*float64(len(s))))-1, 0)] }
+	return [4]float64{at(0.5), at(0.9), at(0.99), s[len(s)-1]}
+}
+
+// loadAvg is /proc/loadavg's three averages.
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// childrenNamed are the pids of pid's children whose command is name.
+func childrenNamed(pid int, name string) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		raw, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(raw)) {
+			comm, _ := os.ReadFile("/proc/" + f + "/comm")
+			if strings.TrimSpace(string(comm)) == name {
+				p, _ := strconv.Atoi(f)
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// sessionCPU is readCPU over several nodelets: their CPU and their
+// reaped children's summed.
+func sessionCPU(b *testing.B, schedd int, nodelets []int) cpuTicks {
+	t := readCPU(b, schedd, nodelets[0])
+	for _, n := range nodelets[1:] {
+		k := procTicks(b, n)
+		t.nodelet += k[0] + k[1]
+		t.reaped += k[2] + k[3]
+	}
+	return t
+}
+
+// printSteps prints the median and p90 of each step of the containers'
+// starts the nodelets logged with -v (msg="container started",
+// took=… steps.NAME=…).
+func printSteps(log string) {
+	steps := map[string][]float64{}
+	var order []string
+	for line := range strings.SplitSeq(log, "\n") {
+		if !strings.Contains(line, `msg="container started"`) {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			k, v, ok := strings.Cut(f, "=")
+			if !ok || (k != "took" && !strings.HasPrefix(k, "steps.")) {
+				continue
+			}
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				continue
+			}
+			k = strings.TrimPrefix(k, "steps.")
+			if _, seen := steps[k]; !seen {
+				order = append(order, k)
+			}
+			steps[k] = append(steps[k], d.Seconds())
+		}
+	}
+	if len(order) == 0 {
+		fmt.Println("  no container start steps in the nodelets' log")
+		return
+	}
+	fmt.Printf("  container start step (nodelet -v)     p50 ms   p90 ms   p99 ms   max ms  count\n")
+	for _, k := range order {
+		q := quantiles(steps[k])
+		fmt.Printf("  %-34s %8.1f %8.1f %8.1f %8.1f %6d\n", k, 1000*q[0], 1000*q[1], 1000*q[2], 1000*q[3], len(steps[k]))
+	}
+}
