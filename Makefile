@@ -159,7 +159,7 @@ SESSION_NODES = $(if $(filter command line environment,$(origin NODES)),$(NODES)
 bench-sessions: build
 	@if [ "$$(id -u)" != 0 ]; then echo "bench-sessions: needs root (runc containers): run sudo make bench-sessions" >&2; exit 1; fi
 	@for c in runc busybox; do command -v $$c >/dev/null || { echo "bench-sessions: needs $$c (make deps installs it)" >&2; exit 1; }; done
-	SESSIONS=$(SESSIONS) SIZE=$(SIZE) NODES=$(SESSION_NODES) STEPS=$(STEPS) OCI_RUNTIME=$(OCI_RUNTIME) \
+	SESSIONS=$(SESSIONS) SIZE=$(SIZE) NODES=$(SESSION_NODES) STEPS=$(STEPS) OCI_RUNTIME=$(OCI_RUNTIME) RUN_DIR=$(RUN_DIR) \
 		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkSessionBurst$$' -benchtime 1x -v -timeout 30m ./e2e/
 
 lint:

@@ -72,38 +72,15 @@ func BenchmarkPipeline(b *testing.B) {
 	_ = os.Chmod(dir, 0o755)
 	rootfs := busyboxRootfs(b, filepath.Join(dir, "rootfs"))
 	metricsAddr := freeAddr(b)
-	// The nodelet's run directory on a tmpfs, as /run is on a systemd
-	// host (RUN_DIR=disk: where the dev cluster puts it, under its
-	// state directory, on this machine's disk).
-	var conf []byte
-	runDir := "disk"
-	switch os.Getenv("RUN_DIR") {
-	case "", "tmpfs":
-		run := filepath.Join(dir, "run")
-		if err := os.Mkdir(run, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		if err := unix.Mount("tmpfs", run, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size=256m"); err != nil {
-			b.Fatalf("tmpfs for the run directory: %v", err)
-		}
-		b.Cleanup(func() { _ = unix.Unmount(run, unix.MNT_DETACH) })
-		conf = fmt.Appendf(conf, "run_dir = %q\n", run)
-		runDir = "tmpfs"
-	case "disk":
-	default:
-		b.Fatalf("RUN_DIR=%q: want tmpfs or disk", os.Getenv("RUN_DIR"))
-	}
+	runArgs, runDir := benchRunDir(b, dir)
 	if oci := os.Getenv("OCI_RUNTIME"); oci != "" {
-		conf = fmt.Appendf(conf, "oci_runtime = %q\n", oci)
-	}
-	if len(conf) > 0 {
-		path := filepath.Join(dir, "nodelet.hcl")
-		if err := os.WriteFile(path, conf, 0o644); err != nil {
+		conf := filepath.Join(dir, "nodelet.hcl")
+		if err := os.WriteFile(conf, fmt.Appendf(nil, "oci_runtime = %q\n", oci), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		b.Setenv("TROUPE_NODELET_CONFIG", path)
+		b.Setenv("TROUPE_NODELET_CONFIG", conf)
 	}
-	c := startCluster(b, 1, "2", "--metrics-addr", metricsAddr)
+	c := startCluster(b, 1, "2", append([]string{"--metrics-addr", metricsAddr}, runArgs...)...)
 	hosts, errOut, code := c.run(dir, "bhosts", "-o", "json")
 	ociName := "?"
 	if m := regexp.MustCompile(`"oci_runtime":\s*"([^"]*)"`).FindStringSubmatch(hosts); code == 0 && m != nil {
@@ -228,6 +205,30 @@ func BenchmarkPipeline(b *testing.B) {
 		b.ReportMetric(1000*slot.quantile(0.9), "slot-p90-ms")
 		b.ReportMetric(total/float64(n), "raft-entries/job")
 	}
+}
+
+// benchRunDir puts the dev nodelets' run directories on a tmpfs it
+// mounts in dir, as /run is on a systemd host, and answers the schedd
+// --dev arguments that say so and where they are. RUN_DIR=disk leaves
+// them where the dev cluster puts them by default: under its state
+// directory, on this machine's disk.
+func benchRunDir(b *testing.B, dir string) ([]string, string) {
+	switch os.Getenv("RUN_DIR") {
+	case "", "tmpfs":
+	case "disk":
+		return nil, "disk"
+	default:
+		b.Fatalf("RUN_DIR=%q: want tmpfs or disk", os.Getenv("RUN_DIR"))
+	}
+	run := filepath.Join(dir, "run")
+	if err := os.Mkdir(run, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", run, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size=1g"); err != nil {
+		b.Fatalf("tmpfs for the run directories: %v", err)
+	}
+	b.Cleanup(func() { _ = unix.Unmount(run, unix.MNT_DETACH) })
+	return []string{"--dev-run-dir", run}, "tmpfs"
 }
 
 var submittedAll = regexp.MustCompile(`(?m)^Job <(\d+)> is submitted`)

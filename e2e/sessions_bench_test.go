@@ -48,7 +48,8 @@ import (
 // nodelets run with -v and the benchmark prints, from their log, the
 // median and p90 of each step of a container's start ("container
 // started", steps.*=). OCI_RUNTIME, when set, is the nodelets'
-// oci_runtime.
+// oci_runtime. The nodelets' run directories are on a tmpfs the
+// benchmark mounts, as /run is on a systemd host (RUN_DIR=disk: not).
 //
 // TROUPE_E2E_BIN=dir runs it with prebuilt binaries (dir holds schedd,
 // nodelet, bsub, bhosts, troupe-init, troupe-ssh… as `make build` puts
@@ -92,7 +93,8 @@ func BenchmarkSessionBurst(b *testing.B) {
 	nodeCPU := math.Ceil(float64(perNode*size)*cpu) + 1
 	nodeMem := fmt.Sprintf("%dMiB", perNode*size*memMiB+1024)
 	metricsAddr := freeAddr(b)
-	extra := []string{"--metrics-addr", metricsAddr, "--node-memory", nodeMem}
+	runArgs, runDir := benchRunDir(b, dir)
+	extra := append([]string{"--metrics-addr", metricsAddr, "--node-memory", nodeMem}, runArgs...)
 	if steps {
 		extra = append(extra, "-v")
 	}
@@ -209,8 +211,8 @@ func BenchmarkSessionBurst(b *testing.B) {
 		}
 
 		w := os.Stdout
-		fmt.Fprintf(w, "\nsession burst: %d sessions of %d containers (%g cpu, %dMiB each; busybox rootfs) in one bsub --count, %d nodes of %g cpus (%d used)\n",
-			sessions, size, cpu, memMiB, nodes, nodeCPU, len(used))
+		fmt.Fprintf(w, "\nsession burst: %d sessions of %d containers (%g cpu, %dMiB each; busybox rootfs) in one bsub --count, %d nodes of %g cpus (%d used), their run_dir on %s\n",
+			sessions, size, cpu, memMiB, nodes, nodeCPU, len(used), runDir)
 		fmt.Fprintf(w, "  per session, submit →                 p50 ms   p90 ms   p99 ms   max ms  count\n")
 		for _, r := range []struct {
 			name string

@@ -118,6 +118,9 @@ func nodeletArgs(o options, addr, name, advertise, secret string, shared bool) [
 		"--runtime", o.runtime, "--advertise", advertise,
 		"--session-secret", secret,
 		"--stop-grace", o.stopGrace.String()}
+	if o.runDir != "" {
+		args = append(args, "--run-dir", filepath.Join(o.runDir, name))
+	}
 	if shared && o.nodes > 1 {
 		// Nodelets sharing one network cannot build overlays
 		// between themselves: containers use the node's network.

@@ -44,6 +44,7 @@ type options struct {
 	fakeGPUs  int
 	runtime   string
 	stopGrace time.Duration
+	runDir    string
 	verbose   bool
 	parts     string
 	images    string
@@ -151,6 +152,7 @@ flags:
 	fs.IntVar(&o.fakeGPUs, "fake-gpus", 0, "fake GPUs each dev nodelet offers (nodelet --fake-gpus), to try gpu jobs without one (default: the node's own)")
 	fs.StringVar(&o.runtime, "runtime", "auto", "dev nodelets' runtime: auto, runc or process")
 	fs.DurationVar(&o.stopGrace, "stop-grace", 10*time.Second, "dev nodelets: time between SIGTERM and SIGKILL when a container is stopped")
+	fs.StringVar(&o.runDir, "dev-run-dir", "", "dev nodelets' run directories: `dir`/NAME each, best on a tmpfs (default: DATA-DIR/nodes/NAME/run)")
 	fs.StringVar(&o.images, "images", "", "image catalog `file` (see etc/images.hcl): a job naming an image it lacks is refused;\nwith --dev the nodelets resolve names in it too")
 	fs.StringVar(&o.parts, "partitions", "", "partitions `file` (see troupe-partitions(5)), re-read on badmin reconfig\n(default: one partition, \"default\", of every node)")
 	fs.StringVar(&o.devHosts, "dev-hosts", "auto", "where dev nodelets run: netns (each in its own network namespace, a test host),\nshared (this machine's network) or auto (netns when root with runc)")
@@ -207,6 +209,15 @@ flags:
 		return o, fmt.Errorf("--fake-gpus must be 0 or more, got %d", o.fakeGPUs)
 	case o.fakeGPUs > 0 && !o.dev:
 		return o, errors.New("--fake-gpus goes with --dev: it gives the dev nodelets fake GPUs (a real node's nodelet takes nodelet --fake-gpus)")
+	case o.runDir != "" && !o.dev:
+		return o, errors.New("--dev-run-dir goes with --dev: it places the dev nodelets' run directories (a real node's nodelet takes nodelet --run-dir)")
+	}
+	if o.runDir != "" {
+		abs, err := filepath.Abs(o.runDir)
+		if err != nil {
+			return o, fmt.Errorf("--dev-run-dir: %w", err)
+		}
+		o.runDir = abs
 	}
 	if o.dev && o.nodes < 1 {
 		return o, fmt.Errorf("--nodes must be at least 1, got %d", o.nodes)
