@@ -89,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	)
 	fs.StringVar(&cfg.Addr, "addr", "", "schedd address (default $"+client.EnvAddr+", else "+client.DefaultAddr+")")
 	fs.StringVar(&cfg.Name, "name", "", "node name (default: hostname)")
-	fs.StringVar(&cfg.StateDir, "state-dir", nodelet.DefaultStateDir, "state directory (homes, records, images)")
+	fs.StringVar(&cfg.StateDir, "state-dir", nodelet.DefaultStateDir, "state directory")
 	fs.StringVar(&cfg.RunDir, "run-dir", "", "run directory, best a tmpfs: bundles, overlays' mountpoints, session files, OCI runtime state (default: the config file's run_dir, else "+nodelet.DefaultRunDir+" with the default state directory, else STATE_DIR/run)")
 	fs.StringVar(&cfg.Runtime, "runtime", nodelet.RuntimeAuto, "container runtime: auto, runc, apptainer or process")
 	fs.StringVar(&cfg.OCIRuntime, "oci-runtime", "", "OCI runtime of the runc driver: auto (the first that runs a trial container of crun, libcontainer, runc), crun, libcontainer (in-process) or runc (default: the config file's oci_runtime, else auto)")
