@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 // BenchmarkVXLAN measures a multi-node session's overlay against the
@@ -50,43 +47,7 @@ type testHost struct {
 }
 
 func benchVXLAN(b *testing.B, mtu int) {
-	dir := b.TempDir()
-	hosts := []testHost{{filepath.Join(dir, "hostA"), "10.250.9.1"}, {filepath.Join(dir, "hostB"), "10.250.9.2"}}
-	for _, h := range hosts {
-		if err := newNetNS(h.ns); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = removeNetNS(h.ns) })
-	}
-	underlay(b, hosts, mtu)
-	job := api.AssignedJob{ID: 9, Network: &api.Network{VNI: 4096, Subnet: "10.64.9.0/24"}}
-	for i, h := range hosts {
-		c := api.Container{Node: fmt.Sprintf("host%d", i), NodeAddr: h.addr, Addr: fmt.Sprintf("10.64.9.%d", i+2)}
-		c.Rank, c.Host = i, fmt.Sprintf("c%d", i)
-		job.Containers = append(job.Containers, c)
-	}
-	var eps []Endpoint
-	for i, h := range hosts {
-		c := job.Containers[i]
-		var ep Endpoint
-		var err error
-		inNS(b, h.ns, func() {
-			var m *Manager
-			if m, err = New(filepath.Join(dir, c.Host), c.Node, h.addr, ""); err != nil {
-				return
-			}
-			if err = m.Cleanup(); err != nil {
-				return
-			}
-			ep, err = m.Attach(job, c.Host, c.Host, false)
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		// Nothing to detach: the links go with the host namespaces.
-		b.Cleanup(func() { _ = removeNetNS(ep.NetNS) })
-		eps = append(eps, ep)
-	}
+	hosts, eps := twoHosts(b, mtu)
 	if l, err := linkIn(eps[0].NetNS, Iface); err == nil {
 		b.Logf("underlay MTU %d: container %s MTU %d", mtu, Iface, l.Attrs().MTU)
 	}
@@ -137,7 +98,7 @@ func rxStats(b *testing.B, path string) netlink.LinkStatistics {
 
 // underlay joins the hosts by a veth pair of the given MTU, eth0 in
 // each, with their addresses.
-func underlay(b *testing.B, hosts []testHost, mtu int) {
+func underlay(b testing.TB, hosts []testHost, mtu int) {
 	var nss []netns.NsHandle
 	for _, h := range hosts {
 		ns, err := netns.GetFromPath(h.ns)
