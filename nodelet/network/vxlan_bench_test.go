@@ -32,8 +32,8 @@ import (
 //     each host, so a bridge per host, a veth per container and the
 //     VXLAN device on the bridge (what every session had before).
 //
-// Metrics, medians over the rounds: <path>-MB/s and <path>-% (of host),
-// <path>-rtt-us (the median round trip of a byte) and <path>-rtt-p10-us
+// Metrics, medians over the rounds: <path>-MB/s, <path>-% (of host's
+// in the same round) and <path>-cpu-% (MB/cpu-s, the same), <path>-rtt-us (the median round trip of a byte) and <path>-rtt-p10-us
 // (its 10th percentile: the path's own cost with the least of the
 // scheduler's), <path>-MB/cpu-s (MB per CPU-second of the two iperf3
 // processes and of the machine's softirq time, where most of the
@@ -95,12 +95,32 @@ func benchVXLAN(b *testing.B, mtu int) {
 			p50, p10 := pingPong(b, p.server, p.client, p.addr)
 			p.bw, p.eff, p.rtt, p.rtt10 = append(p.bw, mbs), append(p.eff, perCPU), append(p.rtt, p50), append(p.rtt10, p10)
 		}
+		var line strings.Builder
+		fmt.Fprintf(&line, "round %d, load %s:", len(rxSize), loadAvg())
+		for _, p := range paths {
+			i := len(p.bw) - 1
+			fmt.Fprintf(&line, " %s %.0f MB/s %.0f MB/cpu-s %.1f/%.1f µs;", p.name, p.bw[i], p.eff[i], p.rtt[i], p.rtt10[i])
+		}
+		b.Log(line.String())
 	}
 	b.StopTimer()
+	// Ratios to host round by round (each round's paths ran within
+	// seconds of each other), then their median: steadier than the
+	// ratio of medians while the machine's load drifts.
+	ratio := func(xs, host []float64) float64 {
+		var r []float64
+		for i := range xs {
+			if host[i] > 0 {
+				r = append(r, 100*xs[i]/host[i])
+			}
+		}
+		return median(r)
+	}
 	for _, p := range paths {
 		b.ReportMetric(median(p.bw), p.name+"-MB/s")
 		if p.name != "host" {
-			b.ReportMetric(100*median(p.bw)/median(paths[0].bw), p.name+"-%")
+			b.ReportMetric(ratio(p.bw, paths[0].bw), p.name+"-%")
+			b.ReportMetric(ratio(p.eff, paths[0].eff), p.name+"-cpu-%")
 		}
 		b.ReportMetric(median(p.eff), p.name+"-MB/cpu-s")
 		b.ReportMetric(median(p.rtt), p.name+"-rtt-us")
@@ -247,6 +267,16 @@ func iperf3(b *testing.B, server, client, addr string) (float64, float64) {
 		return mbs, 0
 	}
 	return mbs, mbs / cpu
+}
+
+// loadAvg is the machine's 1-minute load average.
+func loadAvg() string {
+	data, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
 }
 
 // softirqTime is the machine's time in softirqs so far (/proc/stat).
