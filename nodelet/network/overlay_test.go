@@ -15,17 +15,12 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 )
 
-// twoHosts builds two test hosts (namespaces, as the e2e tests' nodes
-// are) joined by a veth pair of the underlay MTU, and attaches one
+// twoHostsJob builds two test hosts (namespaces, as the e2e tests'
+// nodes are) joined by a veth pair of the underlay MTU, and attaches one
 // container of a two-container session (job 9, VNI 4096) on each with a
-// Manager of its own; it returns the hosts, the containers' endpoints
-// and the Managers. Nothing to detach at the end: the links go with
-// the host namespaces.
-func twoHosts(t testing.TB, mtu int) ([]testHost, []Endpoint) {
-	hosts, eps, _, _ := twoHostsJob(t, mtu)
-	return hosts, eps
-}
-
+// Manager of its own, the session direct at both ends; it returns the
+// hosts, the containers' endpoints, the Managers and the job. Nothing
+// to detach at the end: the links go with the host namespaces.
 func twoHostsJob(t testing.TB, mtu int) ([]testHost, []Endpoint, []*Manager, api.AssignedJob) {
 	t.Helper()
 	dir := t.TempDir()
