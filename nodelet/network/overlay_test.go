@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -21,7 +22,11 @@ import (
 // Manager of its own, the session direct at both ends; it returns the
 // hosts, the containers' endpoints, the Managers and the job. Nothing
 // to detach at the end: the links go with the host namespaces.
-func twoHostsJob(t testing.TB, mtu int) ([]testHost, []Endpoint, []*Manager, api.AssignedJob) {
+//
+// With egress, each host has the default network too (no pool: a
+// Manager's background work runs outside its host's namespace here) and
+// the containers get it.
+func twoHostsJob(t testing.TB, mtu int, egress bool) ([]testHost, []Endpoint, []*Manager, api.AssignedJob) {
 	t.Helper()
 	dir := t.TempDir()
 	hosts := []testHost{{filepath.Join(dir, "hostA"), "10.250.9.1"}, {filepath.Join(dir, "hostB"), "10.250.9.2"}}
@@ -46,13 +51,17 @@ func twoHostsJob(t testing.TB, mtu int) ([]testHost, []Endpoint, []*Manager, api
 		var m *Manager
 		var err error
 		inNS(t, h.ns, func() {
-			if m, err = New(filepath.Join(dir, c.Host), c.Node, h.addr, ""); err != nil {
+			subnet := ""
+			if egress {
+				subnet = DefaultSubnet
+			}
+			if m, err = New(filepath.Join(dir, c.Host), c.Node, h.addr, subnet); err != nil {
 				return
 			}
 			if err = m.Cleanup(); err != nil {
 				return
 			}
-			ep, err = m.Attach(job, c.Host, c.Host, false)
+			ep, err = m.Attach(job, c.Host, c.Host, egress)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -126,16 +135,25 @@ func nftablesHas(name string) (bool, error) {
 func TestDirectOverlay(t *testing.T) {
 	needNetNS(t)
 	for _, mtu := range []int{1500, 9000} {
-		t.Run(fmt.Sprintf("underlay-mtu=%d", mtu), func(t *testing.T) { testDirectOverlay(t, mtu) })
+		t.Run(fmt.Sprintf("underlay-mtu=%d", mtu), func(t *testing.T) { testDirectOverlay(t, mtu, false) })
 	}
+	// With the default network, its veth is eth1 beside the VXLAN eth0.
+	t.Run("egress", func(t *testing.T) { testDirectOverlay(t, 1500, true) })
 }
 
-func testDirectOverlay(t *testing.T, mtu int) {
-	hosts, eps, ms, job := twoHostsJob(t, mtu)
+func testDirectOverlay(t *testing.T, mtu int, egress bool) {
+	hosts, eps, ms, job := twoHostsJob(t, mtu, egress)
 	for i, h := range hosts {
 		inNS(t, h.ns, func() {
-			if links, err := Links(); err != nil || len(links) > 0 {
-				t.Errorf("%s: node links %v, %v; want none (no bridge, no veth)", h.addr, links, err)
+			links, err := Links()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range links {
+				if !strings.HasPrefix(l, prefixDefault) {
+					t.Errorf("%s: node links %v; want no session link (no bridge, no veth)", h.addr, links)
+					break
+				}
 			}
 			if ok, err := nftablesHas(FilterTable); err != nil || !ok {
 				t.Errorf("%s: table %s: %v, %v; want the session's filter where its socket is", h.addr, FilterTable, ok, err)
@@ -165,6 +183,13 @@ func testDirectOverlay(t *testing.T, mtu int) {
 				if on, err := ethtoolValue(Iface, cmd); err != nil || !on {
 					t.Errorf("%s: %s offload %v (%v), want on", c.Host, name, on, err)
 				}
+			}
+			d, err := netlink.LinkByName(DefaultIface)
+			switch {
+			case egress && (err != nil || d.Type() != "veth"):
+				t.Errorf("%s: %s %v, want the default network's veth", c.Host, DefaultIface, err)
+			case !egress && err == nil:
+				t.Errorf("%s: %s (%s) without egress", c.Host, DefaultIface, d.Type())
 			}
 		})
 	}
@@ -213,7 +238,7 @@ func testDirectOverlay(t *testing.T, mtu int) {
 // while a process keeps the namespace, and the VNI is free at once).
 func TestDirectOverlayRecovery(t *testing.T) {
 	needNetNS(t)
-	hosts, eps, ms, job := twoHostsJob(t, 1500)
+	hosts, eps, ms, job := twoHostsJob(t, 1500, false)
 	c0 := job.Containers[0]
 	held, err := netns.GetFromPath(eps[0].NetNS)
 	if err != nil {
@@ -298,4 +323,58 @@ func TestDirectOverlayRecovery(t *testing.T) {
 		}
 		return m3.Detach(job, c0.Host, "third")
 	})
+}
+
+// TestDirectOverlayPooled: a direct session's container that takes a
+// prepared namespace from the pool gets the session's VXLAN device as
+// eth0 and the pooled default veth as eth1, each with its address; both
+// go with Detach.
+func TestDirectOverlayPooled(t *testing.T) {
+	needNetNS(t)
+	nodeAddr(t)
+	m := newPoolManager(t, t.TempDir(), 1)
+	job := testJob(31, 5151, 2)
+	job.Containers[1].Node, job.Containers[1].NodeAddr = "node2", "10.250.0.2"
+	ep, err := m.Attach(job, "main1", "main1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	end := m.def.links["main1"]
+	m.mu.Unlock()
+	if !isPooled(end) {
+		t.Fatalf("default veth host end %q: the container took no namespace from the pool", end)
+	}
+	got := ifaces(t, ep.NetNS)
+	if a := got[Iface]; len(a) != 1 || a[0] != ep.Addr+"/24" {
+		t.Errorf("%s addresses %v, want %s/24 (all: %v)", Iface, a, ep.Addr, got)
+	}
+	if a := got[DefaultIface]; len(a) != 1 || a[0] != ep.Default+"/16" {
+		t.Errorf("%s addresses %v, want %s/16 (all: %v)", DefaultIface, a, ep.Default, got)
+	}
+	inNS(t, ep.NetNS, func() {
+		for name, typ := range map[string]string{Iface: "vxlan", DefaultIface: "veth"} {
+			if l, err := netlink.LinkByName(name); err != nil || l.Type() != typ {
+				t.Errorf("%s: %v, want a %s", name, err, typ)
+			}
+		}
+	})
+	if links, err := Links(); err != nil || len(links) > 0 {
+		t.Errorf("node links %v, %v: want none but the pooled default veth's host end (%s)", links, err, end)
+	}
+	held, err := netns.GetFromPath(ep.NetNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := m.Detach(job, "main1", "main1"); err != nil {
+		t.Fatal(err)
+	}
+	noLeak(t, m)
+	if h, err := netlink.NewHandleAt(held); err == nil {
+		if l, err := h.LinkByName(Iface); err == nil {
+			t.Errorf("after Detach: %s (%s) still in the container's namespace", Iface, l.Type())
+		}
+		h.Close()
+	}
 }

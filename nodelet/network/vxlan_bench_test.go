@@ -67,7 +67,7 @@ type benchPath struct {
 }
 
 func benchVXLAN(b *testing.B, mtu int) {
-	hosts, eps, ms, _ := twoHostsJob(b, mtu)
+	hosts, eps, ms, _ := twoHostsJob(b, mtu, false)
 	bridged := bridgedSession(b, hosts, ms)
 	for _, ep := range []Endpoint{eps[0], bridged[0]} {
 		if l, err := linkIn(ep.NetNS, Iface); err == nil {
