@@ -803,7 +803,7 @@ func (m *Manager) Cleanup() error {
 	keep := m.keptLinks()
 	adopted := maps.Clone(m.adopted)
 	m.mu.Unlock()
-	links, err := netlink.LinkList()
+	links, err := linkList()
 	if err != nil {
 		return fmt.Errorf("listing links: %w", err)
 	}
@@ -928,6 +928,19 @@ func setDownIn(ns netns.NsHandle, name string) error {
 	return nil
 }
 
+// linkList lists the links of the calling thread's namespace. A dump
+// the kernel interrupted because links changed meanwhile (as they do
+// while namespaces unpinned a moment ago die in the background,
+// deleting their veths' peers here) is taken again, a few times.
+func linkList() ([]netlink.Link, error) {
+	for try := 0; ; try++ {
+		links, err := netlink.LinkList()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) || try == 4 {
+			return links, err
+		}
+	}
+}
+
 // deleteLinks deletes the named links; missing ones are no error.
 func deleteLinks(names ...string) error {
 	var errs []error
@@ -996,7 +1009,7 @@ func remoteContainers(job api.AssignedJob, node string, local net.IP) map[string
 // node (not the pool's, which belong to no container), for tests and
 // diagnostics.
 func Links() ([]string, error) {
-	links, err := netlink.LinkList()
+	links, err := linkList()
 	if err != nil {
 		return nil, err
 	}
