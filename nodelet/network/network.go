@@ -195,8 +195,10 @@ func (m *Manager) nsPath(id string) string { return filepath.Join(m.dir, id) }
 // it also gets a veth on the default bridge (DefaultIface) and the
 // default route through it. A session of one container gets no bridge:
 // its session address sits on its default-network interface, then
-// named Iface, or, without egress, on an Iface of its own. Undo it with
-// Detach, after the container's processes are gone.
+// named Iface, or, without egress, on an Iface of its own. A direct
+// session (one container here, others elsewhere) gets neither bridge
+// nor veth: the container's Iface is the session's VXLAN device. Undo
+// it with Detach, after the container's processes are gone.
 func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (Endpoint, error) {
 	c, ok := container(job, host)
 	if !ok || job.Network == nil || c.Addr == "" {
@@ -635,9 +637,11 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 	return hostEnd, nil
 }
 
-// unplug cuts container id off at once: its session veth and its
-// default veth down (so that a process that outlived the container has
-// no way out either), its namespace unpinned; then frees its default
+// unplug cuts container id off at once: its session veth (a direct
+// session's VXLAN device, which the session's teardown deletes through
+// the namespace handle unplug leaves it) and its default veth down (so
+// that a process that outlived the container has no way out either),
+// its namespace unpinned; then frees its default
 // address and has the reaper delete the veths (their peers go with
 // them). The veths are found now and deleted by index: a container that
 // gets the same names meanwhile (the same rank of the same session, the
