@@ -630,9 +630,20 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 			return "", fmt.Errorf("default route via %s: %w", gw, err)
 		}
 	}
-	// A pooled default veth was tuned in the pool.
+	// A pooled default veth was tuned in the pool. A direct session's
+	// device gets GRO off: its segments arrive whole (the sender's GSO,
+	// or the node's NIC's GRO), so the device's GRO cell only adds a
+	// pass over each; the kernel's backlog is cheaper (BenchmarkVXLAN,
+	// docs/network.md).
 	if !pooled || s != nil {
-		tuneNeighbours(ns, Iface, DefaultIface)
+		groOff := ""
+		if s != nil && s.direct {
+			groOff = Iface
+		}
+		if err := tuneLinks(ns, groOff, Iface, DefaultIface); err != nil {
+			slog.Warn("session network: the kernel refused to turn GRO off on a container's VXLAN device; it keeps GRO",
+				"vni", vni, "err", err)
+		}
 	}
 	return hostEnd, nil
 }

@@ -6,12 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 )
@@ -76,23 +74,8 @@ func twoHostsJob(t testing.TB, mtu int, egress bool) ([]testHost, []Endpoint, []
 // (ETHTOOL_GTSO and the like) of link name in the calling thread's
 // namespace, the way `ethtool -k` does, without the ethtool binary.
 func ethtoolValue(name string, cmd uint32) (bool, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return false, err
-	}
-	defer unix.Close(fd)
-	val := struct{ cmd, data uint32 }{cmd: cmd}
-	var ifr struct {
-		name [unix.IFNAMSIZ]byte
-		data uintptr
-		_    [16]byte
-	}
-	copy(ifr.name[:], name)
-	ifr.data = uintptr(unsafe.Pointer(&val))
-	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr))); errno != 0 {
-		return false, errno
-	}
-	return val.data != 0, nil
+	v, err := ethtool(name, cmd, 0)
+	return v != 0, err
 }
 
 // The legacy ethtool commands for the offloads a TCP stream needs to
@@ -102,7 +85,6 @@ var offloads = map[string]uint32{
 	"scatter-gather":       0x18, // ETHTOOL_GSG
 	"tcp-segmentation":     0x1e, // ETHTOOL_GTSO
 	"generic-segmentation": 0x23, // ETHTOOL_GGSO
-	"generic-receive":      0x2b, // ETHTOOL_GGRO
 }
 
 // nftablesHas tells whether the calling thread's namespace has the inet
@@ -183,6 +165,11 @@ func testDirectOverlay(t *testing.T, mtu int, egress bool) {
 				if on, err := ethtoolValue(Iface, cmd); err != nil || !on {
 					t.Errorf("%s: %s offload %v (%v), want on", c.Host, name, on, err)
 				}
+			}
+			// GRO off: the segments arrive whole, and the GRO cell's
+			// pass over each costs more than the backlog's.
+			if on, err := ethtoolValue(Iface, ethtoolGGRO); err != nil || on {
+				t.Errorf("%s: generic-receive offload %v (%v), want off", c.Host, on, err)
 			}
 			d, err := netlink.LinkByName(DefaultIface)
 			switch {
@@ -357,6 +344,9 @@ func TestDirectOverlayPooled(t *testing.T) {
 			if l, err := netlink.LinkByName(name); err != nil || l.Type() != typ {
 				t.Errorf("%s: %v, want a %s", name, err, typ)
 			}
+		}
+		if on, err := ethtoolValue(Iface, ethtoolGGRO); err != nil || on {
+			t.Errorf("%s: generic-receive offload %v (%v), want off", Iface, on, err)
 		}
 	})
 	if links, err := Links(); err != nil || len(links) > 0 {
