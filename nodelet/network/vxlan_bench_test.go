@@ -132,7 +132,7 @@ func benchVXLAN(b *testing.B, mtu int) {
 // bridgedSession attaches a second session (job 10, VNI 4097) with two
 // containers on each of the hosts, whose Managers are ms: a bridge on
 // each. It returns the endpoints, ranks 0 and 1 on the first host.
-func bridgedSession(b *testing.B, hosts []testHost, ms []*Manager) []Endpoint {
+func bridgedSession(b testing.TB, hosts []testHost, ms []*Manager) []Endpoint {
 	job := api.AssignedJob{ID: 10, Network: &api.Network{VNI: 4097, Subnet: "10.64.10.0/24"}}
 	for i := range 4 {
 		h := i / 2
