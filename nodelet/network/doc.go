@@ -39,6 +39,17 @@
 // are on by default on veth, bridge and VXLAN devices, and a TCP stream
 // crosses them as 64 KiB segments end to end (BenchmarkVXLAN shows it).
 //
+// A session with one container on this node and others elsewhere (one
+// rank per node, the common MPI layout) needs no bridge either: the
+// container's eth0 is the session's VXLAN device itself (a "direct"
+// session), made from the node's namespace into the container's, so
+// that its UDP socket, and FilterTable, stay in the node's while its
+// frames skip a veth and a bridge at each end (less CPU per byte and
+// less latency: BenchmarkVXLAN's vxlan against bridged). Its teardown
+// deletes it through a handle on the namespace, which a stray process
+// may keep alive after its pin is gone, so its VNI is free at once;
+// Cleanup deletes those of containers it does not adopt.
+//
 // A session of one container needs no bridge: its namespace gets no trv
 // veth, and its session address sits on its own eth0 (the default
 // network's, or without it a veth pair whose both ends stay inside).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"unsafe"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -74,18 +75,74 @@ func removeNetNS(path string) error {
 // other than the first has no neigh/default. Best effort: the default
 // still works.
 func tuneNeighbours(ns netns.NsHandle, links ...string) {
-	done := make(chan struct{})
+	tuneLinks(ns, "", links...)
+}
+
+// tuneLinks is tuneNeighbours, and with groOff != "" it also turns GRO
+// off on that link (see plug), on the same thread; it returns that
+// error, if any.
+func tuneLinks(ns netns.NsHandle, groOff string, links ...string) error {
+	errc := make(chan error, 1)
 	go func() {
-		defer close(done)
 		// Never unlocked: the thread, in the container's namespace, goes
 		// with the goroutine.
 		runtime.LockOSThread()
-		if netns.Set(ns) != nil {
+		if err := netns.Set(ns); err != nil {
+			errc <- err
 			return
 		}
 		for _, l := range links {
 			_ = os.WriteFile("/proc/sys/net/ipv4/neigh/"+l+"/retrans_time_ms", []byte("100"), 0o644)
 		}
+		var err error
+		if groOff != "" {
+			err = setOffload(groOff, ethtoolSGRO, false)
+		}
+		errc <- err
 	}()
-	<-done
+	return <-errc
+}
+
+// Legacy ethtool commands (linux/ethtool.h), which every kernel keeps:
+// get and set one offload, the way `ethtool -K` does without the
+// ethtool binary.
+const (
+	ethtoolGGRO = 0x2b
+	ethtoolSGRO = 0x2c
+)
+
+// setOffload sets one offload of link name, in the calling thread's
+// namespace, with the legacy ethtool set command cmd.
+func setOffload(name string, cmd uint32, on bool) error {
+	v := uint32(0)
+	if on {
+		v = 1
+	}
+	_, err := ethtool(name, cmd, v)
+	return err
+}
+
+// ethtool issues the legacy ethtool command cmd with value v (struct
+// ethtool_value) for link name in the calling thread's namespace, and
+// returns the value the kernel left there.
+func ethtool(name string, cmd, v uint32) (uint32, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	val := &struct{ cmd, data uint32 }{cmd: cmd, data: v}
+	var ifr struct {
+		name [unix.IFNAMSIZ]byte
+		data uintptr
+		_    [16]byte // the rest of struct ifreq
+	}
+	copy(ifr.name[:unix.IFNAMSIZ-1], name)
+	ifr.data = uintptr(unsafe.Pointer(val))
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+	runtime.KeepAlive(val)
+	if errno != 0 {
+		return 0, fmt.Errorf("ethtool command %#x on %s: %w", cmd, name, errno)
+	}
+	return val.data, nil
 }

@@ -3,6 +3,7 @@ package network
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"os"
@@ -75,12 +76,21 @@ type Manager struct {
 
 // session is one session's network on this node.
 type session struct {
-	bridge string
+	bridge string   // "" when direct
 	index  int      // the bridge's link index; 0: look it up by name (adopted)
 	vxlan  string   // "" when the session is on this node only
 	peers  []net.IP // the session's other nodes: the only VXLAN sources accepted
 	mtu    int      // of the containers' links
 	users  int      // containers attached here, or on their way
+	// direct: the session has one container on this node and others
+	// elsewhere, so the container's Iface is the session's VXLAN device
+	// itself, made in its namespace (plug): no bridge, no veth.
+	direct  bool
+	remotes map[string]net.IP // containers on other nodes (remoteContainers)
+	// devNS is the namespace holding a direct session's VXLAN device
+	// once its container is cut off (unplug), for finish to delete it
+	// from; -1 when none.
+	devNS netns.NsHandle
 	// ready is closed once the first container made the links; err
 	// then tells whether it failed (the session left m.sessions).
 	ready chan struct{}
@@ -95,6 +105,7 @@ type teardown struct {
 	bridge string
 	vxlan  string
 	peers  []net.IP
+	devNS  netns.NsHandle // a direct session's container namespace, or -1
 	once   sync.Once
 }
 
@@ -190,8 +201,10 @@ func (m *Manager) nsPath(id string) string { return filepath.Join(m.dir, id) }
 // it also gets a veth on the default bridge (DefaultIface) and the
 // default route through it. A session of one container gets no bridge:
 // its session address sits on its default-network interface, then
-// named Iface, or, without egress, on an Iface of its own. Undo it with
-// Detach, after the container's processes are gone.
+// named Iface, or, without egress, on an Iface of its own. A direct
+// session (one container here, others elsewhere) gets neither bridge
+// nor veth: the container's Iface is the session's VXLAN device. Undo
+// it with Detach, after the container's processes are gone.
 func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (_ Endpoint, err error) {
 	c, ok := container(job, host)
 	if !ok || job.Network == nil || c.Addr == "" {
@@ -276,11 +289,8 @@ func (m *Manager) acquire(job api.AssignedJob) (*session, error) {
 		m.mu.Unlock()
 		return s, nil
 	}
-	s := &session{bridge: bridgeName(vni), mtu: 1500, users: 1, ready: make(chan struct{})}
-	s.peers = remoteNodes(job, m.node, m.local)
-	if len(s.peers) > 0 {
-		s.vxlan, s.mtu = vxlanName(vni), overlayMTU(m.mtu)
-	}
+	s := m.newSession(job, true)
+	s.users, s.ready = 1, make(chan struct{})
 	m.sessions[vni] = s
 	prev := m.dying[vni]
 	m.mu.Unlock()
@@ -300,7 +310,7 @@ func (m *Manager) acquire(job api.AssignedJob) (*session, error) {
 		err = m.syncFilter()
 	}
 	if err == nil {
-		if err = m.create(s, vni, remoteContainers(job, m.node, m.local)); err != nil {
+		if err = m.create(s, vni); err != nil {
 			_ = deleteLinks(s.vxlan, s.bridge)
 		}
 	}
@@ -321,15 +331,35 @@ func (m *Manager) acquire(job api.AssignedJob) (*session, error) {
 	return s, nil
 }
 
+// newSession is job's session network on this node as Attach (direct
+// allowed) or Adopt (told) makes it: a bridge, and a VXLAN device when
+// it spans other nodes; direct when it has one container here and
+// others elsewhere. Its users and ready are the caller's.
+func (m *Manager) newSession(job api.AssignedJob, direct bool) *session {
+	s := &session{bridge: bridgeName(job.Network.VNI), mtu: 1500, devNS: -1}
+	s.peers = remoteNodes(job, m.node, m.local)
+	if len(s.peers) > 0 {
+		s.vxlan, s.mtu = vxlanName(job.Network.VNI), overlayMTU(m.mtu)
+		s.remotes = remoteContainers(job, m.node, m.local)
+		if direct && len(job.Containers)-len(s.remotes) == 1 {
+			s.direct, s.bridge = true, ""
+		}
+	}
+	return s
+}
+
 // create makes the session's bridge and, when it spans other nodes, its
-// VXLAN device: learning off, an all-zero FDB entry per peer node
-// (broadcast and ARP by head-end replication) and a static entry per
-// container on a peer (its MAC, containerMAC, to its node), so no entry
-// ever comes from what a datagram claims.
-func (m *Manager) create(s *session, vni uint32, remotes map[string]net.IP) error {
+// VXLAN device (vxlanDevice); a direct session's device is its
+// container's (plug), so create makes nothing for it.
+func (m *Manager) create(s *session, vni uint32) error {
 	// Stale links of the same name (a session whose VNI came round
-	// again while a crash left them) are replaced: the bridge by addLink,
-	// without a lookup first.
+	// again while a crash left them) are replaced: a VXLAN device left
+	// with the VNI would hold its socket; the bridge by addLink, without
+	// a lookup first (a direct session makes none: one left is deleted).
+	if s.direct {
+		_ = deleteLinks(s.vxlan, bridgeName(vni))
+		return nil
+	}
 	if s.vxlan != "" {
 		_ = deleteLinks(s.vxlan)
 	}
@@ -343,34 +373,7 @@ func (m *Manager) create(s *session, vni uint32, remotes map[string]net.IP) erro
 	if s.vxlan != "" {
 		la := netlink.NewLinkAttrs()
 		la.Name, la.MTU, la.MasterIndex = s.vxlan, s.mtu, br.Index
-		vx := &netlink.Vxlan{LinkAttrs: la, VxlanId: int(vni), SrcAddr: m.local, Port: VXLANPort, Learning: false}
-		if err := netlink.LinkAdd(vx); err != nil {
-			return fmt.Errorf("vxlan %s (VNI %d): %w", s.vxlan, vni, err)
-		}
-		fdb := func(mac net.HardwareAddr, node net.IP) error {
-			err := netlink.NeighAppend(&netlink.Neigh{
-				LinkIndex: vx.Index, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
-				State: netlink.NUD_PERMANENT | netlink.NUD_NOARP, IP: node, HardwareAddr: mac,
-			})
-			if err != nil {
-				return fmt.Errorf("vxlan %s: fdb entry %s for %s: %w", s.vxlan, mac, node, err)
-			}
-			return nil
-		}
-		for _, r := range s.peers {
-			// All-zero MAC: flood broadcast and unknown unicast to r.
-			if err := fdb(make(net.HardwareAddr, 6), r); err != nil {
-				return err
-			}
-		}
-		for addr, node := range remotes {
-			if mac := containerMAC(net.ParseIP(addr)); mac != nil {
-				if err := fdb(mac, node); err != nil {
-					return err
-				}
-			}
-		}
-		if err := netlink.LinkSetUp(vx); err != nil {
+		if err := m.vxlanDevice(nil, la, vni, s); err != nil {
 			return err
 		}
 	}
@@ -390,6 +393,55 @@ func (m *Manager) drop(vni uint32, s *session) {
 	}
 }
 
+// vxlanDevice makes a session's VXLAN device with attributes la (name,
+// MTU, and master or namespace) and sets it up: its local end on the
+// node's advertised address, learning off, an all-zero FDB entry per
+// peer node (broadcast and ARP by head-end replication) and a static
+// entry per container on a peer (its MAC, containerMAC, to its node), so
+// no entry ever comes from what a datagram claims. The device is always
+// made from the nodelet's namespace, which keeps its UDP socket there
+// (and under FilterTable) even when la puts the device in a container's
+// namespace; h is a handle in the namespace the device lands in (nil:
+// the nodelet's).
+func (m *Manager) vxlanDevice(h *netlink.Handle, la netlink.LinkAttrs, vni uint32, s *session) error {
+	if err := netlink.LinkAdd(&netlink.Vxlan{LinkAttrs: la, VxlanId: int(vni), SrcAddr: m.local, Port: VXLANPort, Learning: false}); err != nil {
+		return fmt.Errorf("vxlan %s (VNI %d): %w", la.Name, vni, err)
+	}
+	if h == nil {
+		h = &netlink.Handle{} // as netlink's own functions: the calling thread's namespace
+	}
+	// Found again by name where it is: LinkAdd's own lookup of the index
+	// is in the nodelet's namespace.
+	vx, err := h.LinkByName(la.Name)
+	if err != nil {
+		return fmt.Errorf("vxlan %s (VNI %d): %w", la.Name, vni, err)
+	}
+	fdb := func(mac net.HardwareAddr, node net.IP) error {
+		err := h.NeighAppend(&netlink.Neigh{
+			LinkIndex: vx.Attrs().Index, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
+			State: netlink.NUD_PERMANENT | netlink.NUD_NOARP, IP: node, HardwareAddr: mac,
+		})
+		if err != nil {
+			return fmt.Errorf("vxlan %s: fdb entry %s for %s: %w", la.Name, mac, node, err)
+		}
+		return nil
+	}
+	for _, r := range s.peers {
+		// All-zero MAC: flood broadcast and unknown unicast to r.
+		if err := fdb(make(net.HardwareAddr, 6), r); err != nil {
+			return err
+		}
+	}
+	for addr, node := range s.remotes {
+		if mac := containerMAC(net.ParseIP(addr)); mac != nil {
+			if err := fdb(mac, node); err != nil {
+				return err
+			}
+		}
+	}
+	return h.LinkSetUp(vx)
+}
+
 // release drops one container's hold on the session's network and,
 // with the last, hands its links to a teardown in the background. m.mu
 // is not held.
@@ -405,18 +457,24 @@ func (m *Manager) release(vni uint32) {
 		return
 	}
 	delete(m.sessions, vni)
-	td := &teardown{vni: vni, bridge: s.bridge, vxlan: s.vxlan, peers: s.peers}
+	td := &teardown{vni: vni, bridge: s.bridge, vxlan: s.vxlan, peers: s.peers, devNS: s.devNS}
 	m.dying[vni] = td
 	m.mu.Unlock()
 	m.reaper.do(func() { m.finish(td) })
 }
 
 // finish deletes a teardown's links, once, then its FilterTable rules:
-// its VXLAN device listens until it is gone. Whoever calls it second
-// waits for the first. m.mu is not held.
+// its VXLAN device listens until it is gone (a direct session's, in its
+// container's namespace, too: the namespace may outlive its pin while a
+// process holds it). Whoever calls it second waits for the first. m.mu
+// is not held.
 func (m *Manager) finish(td *teardown) {
 	td.once.Do(func() {
 		err := deleteLinks(td.vxlan, td.bridge)
+		if td.devNS >= 0 {
+			err = errors.Join(err, dropOverlayIn(td.devNS))
+			_ = td.devNS.Close()
+		}
 		m.mu.Lock()
 		if m.dying[td.vni] == td {
 			delete(m.dying, td.vni)
@@ -499,6 +557,26 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 			return "", fmt.Errorf("pooled %s to %s: %w", Iface, DefaultIface, err)
 		}
 	}
+	if s != nil && s.direct {
+		la := netlink.NewLinkAttrs()
+		la.Name, la.MTU, la.HardwareAddr, la.Namespace = Iface, s.mtu, containerMAC(addr.IP), netlink.NsFd(int(ns))
+		if err := m.vxlanDevice(h, la, vni, s); err != nil {
+			// Not expected of any kernel with VXLAN (a device made in
+			// another namespace than its socket's is as old as
+			// namespaces), but the bridge works wherever VXLAN does.
+			if l, lerr := h.LinkByName(Iface); lerr == nil && l.Type() == "vxlan" {
+				_ = h.LinkDel(l)
+			}
+			slog.Warn("session network: no VXLAN device in the container's namespace; falling back to a bridge and a veth",
+				"vni", vni, "err", err)
+			m.mu.Lock()
+			s.direct, s.bridge = false, bridgeName(vni)
+			m.mu.Unlock()
+			if err := m.create(s, vni); err != nil {
+				return "", err
+			}
+		}
+	}
 	if def != nil && !pooled {
 		br, err := netlink.LinkByName(DefaultBridge)
 		if err != nil {
@@ -566,7 +644,7 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 			return "", fmt.Errorf("default route via %s: %w", gw, err)
 		}
 	}
-	if s != nil {
+	if s != nil && !s.direct {
 		// The session's bridge, which its first container makes while
 		// the others got this far.
 		if <-s.ready; s.err != nil {
@@ -590,27 +668,58 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 			return "", err
 		}
 	}
-	// A pooled default veth was tuned in the pool.
+	// A pooled default veth was tuned in the pool. A direct session's
+	// device gets GRO off: its segments arrive whole (the sender's GSO,
+	// or the node's NIC's GRO), so the device's GRO cell only adds a
+	// pass over each; the kernel's backlog is cheaper (BenchmarkVXLAN,
+	// docs/network.md).
 	if !pooled || s != nil {
-		tuneNeighbours(ns, Iface, DefaultIface)
+		groOff := ""
+		if s != nil && s.direct {
+			groOff = Iface
+		}
+		if err := tuneLinks(ns, groOff, Iface, DefaultIface); err != nil {
+			slog.Warn("session network: the kernel refused to turn GRO off on a container's VXLAN device; it keeps GRO",
+				"vni", vni, "err", err)
+		}
 	}
 	return hostEnd, nil
 }
 
-// unplug cuts container id off at once: its session veth and its
-// default veth down (so that a process that outlived the container has
-// no way out either), its namespace unpinned; then frees its default
+// unplug cuts container id off at once: its session veth (a direct
+// session's VXLAN device, which the session's teardown deletes through
+// the namespace handle unplug leaves it) and its default veth down (so
+// that a process that outlived the container has no way out either),
+// its namespace unpinned; then frees its default
 // address and has the reaper delete the veths (their peers go with
 // them). The veths are found now and deleted by index: a container that
 // gets the same names meanwhile (the same rank of the same session, the
 // same default address, which comes back only after the whole default
 // subnet was handed out) is never hit. m.mu is not held.
-func (m *Manager) unplug(id string, vni uint32, rank int) error {
+func (m *Manager) unplug(id string, vni uint32, rank int) (err error) {
 	m.mu.Lock()
 	var names []string
-	if m.sessions[vni] != nil {
+	s := m.sessions[vni]
+	if s != nil && !s.direct {
 		names = append(names, vethName(vni, rank))
 	}
+	direct := s != nil && s.direct
+	m.mu.Unlock()
+	if direct {
+		// The session's VXLAN device is the container's Iface: down
+		// now, deleted with the session (finish) from the namespace,
+		// which its pin no longer names by then.
+		if ns, nerr := netns.GetFromPath(m.nsPath(id)); nerr == nil {
+			err = errors.Join(err, setDownIn(ns, Iface))
+			m.mu.Lock()
+			if s.devNS >= 0 {
+				_ = s.devNS.Close()
+			}
+			s.devNS = ns
+			m.mu.Unlock()
+		}
+	}
+	m.mu.Lock()
 	if m.def != nil {
 		if _, ok := m.def.ports[id]; ok {
 			names = append(names, m.def.link(id))
@@ -618,7 +727,6 @@ func (m *Manager) unplug(id string, vni uint32, rank int) error {
 	}
 	m.mu.Unlock()
 	var links []netlink.Link
-	var err error
 	for _, name := range names {
 		l, lerr := netlink.LinkByName(name)
 		if lerr != nil {
@@ -682,14 +790,15 @@ func (m *Manager) Adopt(job api.AssignedJob, host, id string) error {
 		m.mu.Unlock()
 		return nil // one container, no bridge (one from an older nodelet is kept)
 	}
-	m.kept[vethName(vni, c.Rank)] = true
 	s := m.sessions[vni]
 	if s == nil {
-		s = &session{bridge: bridgeName(vni), mtu: 1500, peers: remoteNodes(job, m.node, m.local), ready: closed()}
-		if len(s.peers) > 0 {
-			s.vxlan, s.mtu = vxlanName(vni), overlayMTU(m.mtu)
-		}
+		// Direct unless an older nodelet gave it a bridge.
+		s = m.newSession(job, isNotFound(berr))
+		s.ready = closed()
 		m.sessions[vni] = s
+	}
+	if !s.direct {
+		m.kept[vethName(vni, c.Rank)] = true
 	}
 	s.users++
 	overlay := s.vxlan != ""
@@ -747,7 +856,7 @@ func (m *Manager) Cleanup() error {
 	keep := m.keptLinks()
 	adopted := maps.Clone(m.adopted)
 	m.mu.Unlock()
-	links, err := netlink.LinkList()
+	links, err := linkList()
 	if err != nil {
 		return fmt.Errorf("listing links: %w", err)
 	}
@@ -769,7 +878,14 @@ func (m *Manager) Cleanup() error {
 	}
 	for _, e := range ents {
 		if !adopted[e.Name()] {
-			errs = append(errs, removeNetNS(filepath.Join(m.dir, e.Name())))
+			// A direct session's VXLAN device first: it holds its VNI
+			// until the namespace goes, after its last process.
+			p := filepath.Join(m.dir, e.Name())
+			if ns, err := netns.GetFromPath(p); err == nil {
+				errs = append(errs, dropOverlayIn(ns))
+				_ = ns.Close()
+			}
+			errs = append(errs, removeNetNS(p))
 		}
 	}
 	// A previous nodelet's pool: never handed to a container, never
@@ -856,6 +972,55 @@ func addLink(l netlink.Link) error {
 	return err
 }
 
+// dropOverlayIn deletes Iface in namespace ns if it is a VXLAN device
+// (a direct session's); anything else, or none, is left.
+func dropOverlayIn(ns netns.NsHandle) error {
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in container netns: %w", err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(Iface)
+	if err != nil || l.Type() != "vxlan" {
+		return nil
+	}
+	if err := h.LinkDel(l); err != nil && !isNotFound(err) {
+		return fmt.Errorf("deleting the session's VXLAN device %s: %w", Iface, err)
+	}
+	return nil
+}
+
+// setDownIn sets link name in namespace ns down; a missing one is no
+// error.
+func setDownIn(ns netns.NsHandle, name string) error {
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in container netns: %w", err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return nil
+	}
+	if err := h.LinkSetDown(l); err != nil && !isNotFound(err) {
+		return fmt.Errorf("%s down: %w", name, err)
+	}
+	return nil
+}
+
+// linkList lists the links of the calling thread's namespace. A dump
+// the kernel interrupted because links changed meanwhile (as they do
+// while namespaces unpinned a moment ago die in the background,
+// deleting their veths' peers here) is taken again, a few times.
+func linkList() ([]netlink.Link, error) {
+	for try := 0; ; try++ {
+		links, err := netlink.LinkList()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) || try == 4 {
+			return links, err
+		}
+	}
+}
+
 // deleteLinks deletes the named links; missing ones are no error.
 func deleteLinks(names ...string) error {
 	var errs []error
@@ -924,7 +1089,7 @@ func remoteContainers(job api.AssignedJob, node string, local net.IP) map[string
 // node (not the pool's, which belong to no container), for tests and
 // diagnostics.
 func Links() ([]string, error) {
-	links, err := netlink.LinkList()
+	links, err := linkList()
 	if err != nil {
 		return nil, err
 	}

@@ -275,10 +275,12 @@ func TestCrashWithDeletionsPending(t *testing.T) {
 	noLeak(t, m2)
 }
 
-// TestOverlayMTU: a session spanning nodes takes its MTU from the
-// node's underlay link less VXLAN's 50 bytes, whatever it is: 1450 on a
-// 1500 underlay, 8950 on a jumbo-frame one (not 1500), on its bridge,
-// VXLAN device, veths and the containers' eth0.
+// TestOverlayMTU: a session spanning nodes with two containers on this
+// one (so a bridge here) takes its MTU from the node's underlay link
+// less VXLAN's 50 bytes, whatever it is: 1450 on a 1500 underlay, 8950
+// on a jumbo-frame one (not 1500), on its bridge, VXLAN device, veths
+// and the containers' eth0. (TestDirectOverlay checks a session with
+// one container here.)
 func TestOverlayMTU(t *testing.T) {
 	needNetNS(t)
 	nodeAddr(t)
@@ -298,8 +300,8 @@ func TestOverlayMTU(t *testing.T) {
 		if err := m.Cleanup(); err != nil {
 			t.Fatal(err)
 		}
-		job := testJob(uint64(c.underlay), 5141, 2)
-		job.Containers[1].Node, job.Containers[1].NodeAddr = "node2", "10.250.0.2"
+		job := testJob(uint64(c.underlay), 5141, 3)
+		job.Containers[2].Node, job.Containers[2].NodeAddr = "node2", "10.250.0.2"
 		ep, err := m.Attach(job, "main1", "main1", false)
 		if err != nil {
 			t.Fatal(err)
