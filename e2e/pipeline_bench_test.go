@@ -111,18 +111,7 @@ func BenchmarkPipeline(b *testing.B) {
 		m0 := scrapeSeries(b, metricsAddr)
 		cpu0 := readCPU(b, c.cmd.Process.Pid, nodelet)
 		forks0 := forks(b)
-		out, errOut, code := c.run(dir, "bsub", "--count", strconv.Itoa(n), job)
-		if code != 0 {
-			b.Fatalf("bsub --count %d: exit %d: %s%s", n, code, out, errOut)
-		}
-		var ids []uint64
-		for _, m := range submittedAll.FindAllStringSubmatch(out, -1) {
-			id, _ := strconv.ParseUint(m[1], 10, 64)
-			ids = append(ids, id)
-		}
-		if len(ids) != n {
-			b.Fatalf("bsub --count %d submitted %d jobs:\n%s", n, len(ids), out)
-		}
+		ids := bsubCount(b, c, dir, job, n)
 		jobs := waitAllEnded(b, cli, ids, 10*time.Minute)
 		cpu1 := readCPU(b, c.cmd.Process.Pid, nodelet)
 		forks1 := forks(b)
@@ -229,6 +218,25 @@ func benchRunDir(b *testing.B, dir string) ([]string, string) {
 	}
 	b.Cleanup(func() { _ = unix.Unmount(run, unix.MNT_DETACH) })
 	return []string{"--dev-run-dir", run}, "tmpfs"
+}
+
+// bsubCount submits n copies of job file job in one request (bsub
+// --count), from dir, and answers their ids.
+func bsubCount(b *testing.B, c *devCluster, dir, job string, n int) []uint64 {
+	b.Helper()
+	out, errOut, code := c.run(dir, "bsub", "--count", strconv.Itoa(n), job)
+	if code != 0 {
+		b.Fatalf("bsub --count %d: exit %d: %s%s", n, code, out, errOut)
+	}
+	var ids []uint64
+	for _, m := range submittedAll.FindAllStringSubmatch(out, -1) {
+		id, _ := strconv.ParseUint(m[1], 10, 64)
+		ids = append(ids, id)
+	}
+	if len(ids) != n {
+		b.Fatalf("bsub --count %d submitted %d jobs:\n%s", n, len(ids), out)
+	}
+	return ids
 }
 
 var submittedAll = regexp.MustCompile(`(?m)^Job <(\d+)> is submitted`)

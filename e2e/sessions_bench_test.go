@@ -144,18 +144,7 @@ func BenchmarkSessionBurst(b *testing.B) {
 		load0 := loadAvg()
 		m0 := scrapeSeries(b, metricsAddr)
 		cpu0 := sessionCPU(b, c.cmd.Process.Pid, nodelets)
-		out, errOut, code := c.run(dir, "bsub", "--count", strconv.Itoa(sessions), job)
-		if code != 0 {
-			b.Fatalf("bsub --count %d: exit %d: %s%s", sessions, code, out, errOut)
-		}
-		var ids []uint64
-		for _, m := range submittedAll.FindAllStringSubmatch(out, -1) {
-			id, _ := strconv.ParseUint(m[1], 10, 64)
-			ids = append(ids, id)
-		}
-		if len(ids) != sessions {
-			b.Fatalf("bsub --count %d submitted %d jobs:\n%s", sessions, len(ids), out)
-		}
+		ids := bsubCount(b, c, dir, job, sessions)
 		var outs []string
 		for _, id := range ids {
 			for k := range size {
