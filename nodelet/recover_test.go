@@ -33,7 +33,13 @@ func needRunc(t *testing.T) {
 // when runc does not know it or it is not running.
 func initPid(t *testing.T, stateDir, id string) int {
 	t.Helper()
-	out, err := exec.Command("runc", "--root", filepath.Join(stateDir, "run", "runc"), "state", id).Output()
+	return initPidIn(t, filepath.Join(stateDir, "run", "runc"), id)
+}
+
+// initPidIn is initPid for runc's state root root.
+func initPidIn(t *testing.T, root, id string) int {
+	t.Helper()
+	out, err := exec.Command("runc", "--root", root, "state", id).Output()
 	if err != nil {
 		return 0
 	}

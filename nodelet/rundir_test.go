@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
 
@@ -54,4 +55,64 @@ func TestAgentRunDirApart(t *testing.T) {
 		}
 		assertNothingLeft(t, cfg, rt, []string{cid})
 	})
+}
+
+// TestAgentReattachesFromBeforeRunDir: a nodelet upgraded while its
+// containers run (detached) finds those of the layout before the run
+// directory, everything under the state directory, re-attaches to them
+// and keeps their OCI runtime's root until they are gone; the nodelet
+// after that puts its containers in the run directory. Nothing of
+// either layout is left.
+func TestAgentReattachesFromBeforeRunDir(t *testing.T) {
+	needRunc(t)
+	s := newTestSchedd(t)
+	state := t.TempDir()
+	// The layout before: RunDir is the state directory itself
+	// (containers/, files/, runc/ under it).
+	old := func(c *Config) { c.RunDir = state }
+	_, _, detach := startAgentCause(t, s, RuntimeRunc, state, old)
+	data := t.TempDir() // data/go lets the container end, after the upgrade
+	id := s.submit(t, t.TempDir(), func(j *jobspec.Job) {
+		j.Mounts = []jobspec.Mount{{Name: "data", Source: data, Target: "/data"}}
+	}, sh("while [ ! -e /data/go ]; do sleep 0.1; done; exit 3"))
+	s.waitState(t, id, "main1", api.ContainerRunning)
+	cid := s.containerIDs(t, id)[0]
+	legacyRoot := filepath.Join(state, "runc")
+	pid := initPidIn(t, legacyRoot, cid)
+	if _, err := os.Stat(filepath.Join(legacyRoot, cid)); err != nil {
+		t.Fatalf("the old layout's container is not under %s: %v", legacyRoot, err)
+	}
+	detach()
+
+	// The upgraded nodelet: default run directory, state/run.
+	cfg, stop := startAgentIn(t, s, RuntimeRunc, state)
+	if j := s.waitJob(t, id, func(api.Job) bool { return true }); j.State != api.JobRunning {
+		t.Fatalf("after the upgrade job %d is %s, want RUNNING", id, j.State)
+	}
+	if got := initPidIn(t, legacyRoot, cid); pid == 0 || got != pid {
+		t.Fatalf("after the upgrade: init pid %d, want %d, re-attached", got, pid)
+	}
+	if err := os.WriteFile(filepath.Join(data, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if u := s.waitState(t, id, "main1", api.ContainerExited); u.ExitCode != 3 {
+		t.Errorf("re-attached container: exit %d, want 3", u.ExitCode)
+	}
+	for _, u := range s.states(id, "main1") {
+		if u.State == api.ContainerFailed || u.State == api.ContainerKilled {
+			t.Errorf("re-attached container reported %s: %s", u.State, u.Message)
+		}
+	}
+	assertNothingLeft(t, cfg, RuntimeRunc, []string{cid})
+	stop()
+
+	// The next start finds nothing under the old root: its containers
+	// are in the run directory.
+	cfg, _ = startAgentIn(t, s, RuntimeRunc, state)
+	next := s.submit(t, t.TempDir(), nil, sh("sleep 30"))
+	s.waitState(t, next, "main1", api.ContainerRunning)
+	ncid := s.containerIDs(t, next)[0]
+	if _, err := os.Stat(filepath.Join(state, "run", "runc", ncid)); err != nil {
+		t.Errorf("a container after the old ones ended is not under the run directory's runc root: %v (%s)", err, lsR(state))
+	}
 }

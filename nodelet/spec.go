@@ -55,9 +55,15 @@ func (a *agent) filesOf(t *task) string { return filepath.Join(a.filesDir(), t.i
 func (a *agent) homeOf(t *task) string { return filepath.Join(a.homesDir(), t.id()) }
 
 // removeFiles removes t's session files and its container's home (what
-// the job left there included: RemoveAll does not follow its links).
+// the job left there included: RemoveAll does not follow its links); for
+// a re-attached container, also where a nodelet from before RunDir kept
+// its files.
 func (a *agent) removeFiles(t *task) {
-	for _, d := range []string{a.filesOf(t), a.homeOf(t)} {
+	dirs := []string{a.filesOf(t), a.homeOf(t)}
+	if t.adopted != nil {
+		dirs = append(dirs, filepath.Join(a.cfg.StateDir, "files", t.id()))
+	}
+	for _, d := range dirs {
 		if err := os.RemoveAll(d); err != nil {
 			a.log.Warn("removing container files", "dir", d, "err", err)
 		}
