@@ -266,6 +266,16 @@ func busyboxRootfs(b *testing.B, root string) string {
 
 // childNamed is the pid of pid's child whose command is name.
 func childNamed(b *testing.B, pid int, name string) int {
+	if ps := childrenNamed(pid, name); len(ps) > 0 {
+		return ps[0]
+	}
+	b.Fatalf("no %s among the children of pid %d", name, pid)
+	return 0
+}
+
+// childrenNamed are the pids of pid's children whose command is name.
+func childrenNamed(pid int, name string) []int {
+	var out []int
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	for _, t := range tasks {
 		raw, _ := os.ReadFile(t)
@@ -273,12 +283,11 @@ func childNamed(b *testing.B, pid int, name string) int {
 			comm, _ := os.ReadFile("/proc/" + f + "/comm")
 			if strings.TrimSpace(string(comm)) == name {
 				p, _ := strconv.Atoi(f)
-				return p
+				out = append(out, p)
 			}
 		}
 	}
-	b.Fatalf("no %s among the children of pid %d", name, pid)
-	return 0
+	return out
 }
 
 // cpuTicks are CPU times in USER_HZ ticks.

@@ -322,23 +322,6 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// childrenNamed are the pids of pid's children whose command is name.
-func childrenNamed(pid int, name string) []int {
-	var out []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, t := range tasks {
-		raw, _ := os.ReadFile(t)
-		for _, f := range strings.Fields(string(raw)) {
-			comm, _ := os.ReadFile("/proc/" + f + "/comm")
-			if strings.TrimSpace(string(comm)) == name {
-				p, _ := strconv.Atoi(f)
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
 // sessionCPU is readCPU over several nodelets: their CPU and their
 // reaped children's summed.
 func sessionCPU(b *testing.B, schedd int, nodelets []int) cpuTicks {
