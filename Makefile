@@ -149,7 +149,9 @@ runc-linked:
 # request (bsub --count) to `schedd --dev --nodes NODES` with room for
 # all at once; prints submit → first output p50/p90/p99/max per session,
 # submit → all running, the stages, CPU ms per session by process and the
-# load average. STEPS=1 adds the nodelets' container start steps (-v).
+# load average, beside the same containers started at once by `runc run
+# --detach` with each runc of RUNC (as bench-pipeline's). STEPS=1 adds
+# the nodelets' container start steps (-v).
 # Needs root, runc and busybox. NODES here defaults to 4, not
 # bench-scale's 10000.
 SESSIONS ?= 100
@@ -159,7 +161,8 @@ SESSION_NODES = $(if $(filter command line environment,$(origin NODES)),$(NODES)
 bench-sessions: build
 	@if [ "$$(id -u)" != 0 ]; then echo "bench-sessions: needs root (runc containers): run sudo make bench-sessions" >&2; exit 1; fi
 	@for c in runc busybox; do command -v $$c >/dev/null || { echo "bench-sessions: needs $$c (make deps installs it)" >&2; exit 1; }; done
-	SESSIONS=$(SESSIONS) SIZE=$(SIZE) NODES=$(SESSION_NODES) STEPS=$(STEPS) OCI_RUNTIME=$(OCI_RUNTIME) RUN_DIR=$(RUN_DIR) \
+	@case " $(RUNC) " in *" $(CURDIR)/$(BIN)/runc-linked "*) $(MAKE) --no-print-directory runc-linked;; esac
+	SESSIONS=$(SESSIONS) SIZE=$(SIZE) NODES=$(SESSION_NODES) STEPS=$(STEPS) OCI_RUNTIME=$(OCI_RUNTIME) RUN_DIR=$(RUN_DIR) RUNC="$(RUNC)" \
 		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkSessionBurst$$' -benchtime 1x -v -timeout 30m ./e2e/
 
 lint:

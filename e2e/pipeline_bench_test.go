@@ -298,15 +298,23 @@ func readCPU(b *testing.B, schedd, nodelet int) cpuTicks {
 	var sk, nk [4]uint64
 	sk, nk = procTicks(b, schedd), procTicks(b, nodelet)
 	t.schedd, t.nodelet, t.reaped = sk[0]+sk[1], nk[0]+nk[1], nk[2]+nk[3]
+	t.machine = machineTicks(b)
+	return t
+}
+
+// machineTicks is the CPU the whole machine spent since boot, in clock
+// ticks: /proc/stat's user, nice, system, irq, softirq and steal.
+func machineTicks(b *testing.B) uint64 {
 	raw, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		b.Fatal(err)
 	}
 	line, _, _ := strings.Cut(string(raw), "\n")
 	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	var t uint64
 	for _, i := range []int{1, 2, 3, 6, 7, 8} {
 		v, _ := strconv.ParseUint(f[i], 10, 64)
-		t.machine += v
+		t += v
 	}
 	return t
 }
@@ -398,11 +406,12 @@ func runcBaselines(b *testing.B) []runcBin {
 	return out
 }
 
-// runcPairs runs n containers of /bin/true on rootfs (read-only) with
-// `runc run` of the given runc (and its own `runc spec`), two at a time,
-// in dir, and answers the wall time.
-func runcPairs(b *testing.B, dir, runc, rootfs string, n int) time.Duration {
-	bundle, state := filepath.Join(dir, "bundle"), filepath.Join(dir, "runc-state")
+// runcBundle makes dir/bundle with the given runc's own `runc spec`,
+// rootfs as its read-only root and no terminal, edit's changes to the
+// spec's process and linux sections, and dir/runc-state for runc's
+// --root; it answers both.
+func runcBundle(b *testing.B, dir, runc, rootfs string, edit func(proc, linux map[string]any)) (bundle, state string) {
+	bundle, state = filepath.Join(dir, "bundle"), filepath.Join(dir, "runc-state")
 	for _, d := range []string{bundle, state} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			b.Fatal(err)
@@ -423,14 +432,25 @@ func runcPairs(b *testing.B, dir, runc, rootfs string, n int) time.Duration {
 		b.Fatal(err)
 	}
 	proc := spec["process"].(map[string]any)
-	proc["terminal"], proc["args"] = false, []string{"/bin/true"}
+	proc["terminal"] = false
 	spec["root"] = map[string]any{"path": rootfs, "readonly": true}
+	edit(proc, spec["linux"].(map[string]any))
 	if raw, err = json.Marshal(spec); err != nil {
 		b.Fatal(err)
 	}
 	if err := os.WriteFile(path, raw, 0o644); err != nil {
 		b.Fatal(err)
 	}
+	return bundle, state
+}
+
+// runcPairs runs n containers of /bin/true on rootfs (read-only) with
+// `runc run` of the given runc (and its own `runc spec`), two at a time,
+// in dir, and answers the wall time.
+func runcPairs(b *testing.B, dir, runc, rootfs string, n int) time.Duration {
+	bundle, state := runcBundle(b, dir, runc, rootfs, func(proc, _ map[string]any) {
+		proc["args"] = []string{"/bin/true"}
+	})
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	began := time.Now()

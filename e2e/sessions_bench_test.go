@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +43,15 @@ import (
 //     and everything in them), and of the rest of the machine, from the
 //     submission until every container printed (the start), and until
 //     every session ended (start, bkill and teardown); the load average
-//     before and after.
+//     before and after;
+//   - before that, the runtime's own figure for the same burst: the same
+//     SESSIONS×SIZE containers (command, rootfs, cpu quota, memory limit)
+//     started at once by as many `runc run --detach`, with every runc of
+//     RUNC (as BenchmarkPipeline's baselines; default the installed
+//     runc), each with its own network namespace holding loopback only;
+//     per group of SIZE, launch → the first one's and every one's first
+//     output, troupe's every-container p99 over runc's, and the
+//     machine's CPU per group until all printed beside troupe's.
 //
 // SESSIONS defaults to 100, SIZE to 4, NODES to 4, CPU (each
 // container's cpu, a CFS quota) to 0.1. With STEPS=1 the
@@ -140,7 +150,32 @@ func BenchmarkSessionBurst(b *testing.B) {
 	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
 		b.Fatal(err)
 	}
+	runcs := runcBaselines(b)
+	// runc's bundles and state where the nodelets' run directories are.
+	rawDir := dir
+	if runDir == "tmpfs" {
+		rawDir = filepath.Join(dir, "run")
+	}
 	for i := 0; i < b.N; i++ {
+		// The runtime's own figure first, on the idle cluster's machine:
+		// runc delete is done when it returns, while a session's
+		// teardown goes on after the job ended.
+		type rawBurst struct {
+			version         string
+			mainOut, allOut []float64
+			ticks           uint64
+		}
+		var raws []rawBurst
+		for k, rc := range runcs {
+			tag := fmt.Sprintf("runc-%d-%d", i, k)
+			firsts, ticks := runcBurst(b, filepath.Join(rawDir, tag), filepath.Join(dir, "out-"+tag), rc.path, rootfs, cmd, sessions*size, cpu, memMiB)
+			r := rawBurst{version: rc.version, ticks: ticks}
+			for s := range sessions {
+				grp := firsts[s*size : (s+1)*size]
+				r.mainOut, r.allOut = append(r.mainOut, grp[0]), append(r.allOut, slices.Max(grp))
+			}
+			raws = append(raws, r)
+		}
 		load0 := loadAvg()
 		m0 := scrapeSeries(b, metricsAddr)
 		cpu0 := sessionCPU(b, c.cmd.Process.Pid, nodelets)
@@ -232,6 +267,20 @@ func BenchmarkSessionBurst(b *testing.B) {
 			fmt.Fprintf(w, "  %-34s %8.1f %8.1f\n", r.name, per(r.of(diff(cpuStart, cpu0))), per(r.of(diff(cpu1, cpu0))))
 		}
 		fmt.Fprintf(w, "  load average: %s before, %s once all printed\n", load0, load1)
+		troupeAll := quantiles(allOut)
+		for _, r := range raws {
+			fmt.Fprintf(w, "  runc %s: the same %d containers at once, each by a `runc run --detach` (runc spec's namespaces: loopback only, no bridge or veth; read-only rootfs)\n", r.version, sessions*size)
+			fmt.Fprintf(w, "  %-34s   p50 ms   p90 ms   p99 ms   max ms  count\n", fmt.Sprintf("per %d of them, launch →", size))
+			for _, row := range []struct {
+				name string
+				v    []float64
+			}{{"the first one's first output", r.mainOut}, {"every one's first output", r.allOut}} {
+				q := quantiles(row.v)
+				fmt.Fprintf(w, "  %-34s %8.1f %8.1f %8.1f %8.1f %6d\n", row.name, 1000*q[0], 1000*q[1], 1000*q[2], 1000*q[3], len(row.v))
+			}
+			fmt.Fprintf(w, "  troupe's every-container p99 / runc's: %.2f; the machine's CPU ms per %d until all printed: troupe %.1f, runc %.1f\n",
+				troupeAll[2]/quantiles(r.allOut)[2], size, per(cpuStart.machine-cpu0.machine), per(r.ticks))
+		}
 		q := quantiles(mainOut)
 		b.ReportMetric(1000*q[2], "p99-first-output-ms")
 		b.ReportMetric(1000*quantiles(allOut)[2], "p99-all-output-ms")
@@ -369,4 +418,90 @@ func printSteps(log string) {
 		q := quantiles(steps[k])
 		fmt.Printf("  %-34s %8.1f %8.1f %8.1f %8.1f %6d\n", k, 1000*q[0], 1000*q[1], 1000*q[2], 1000*q[3], len(steps[k]))
 	}
+}
+
+// runcBurst is the runtime's own figure for the same burst: n
+// containers of command started at once, each by a `runc run -d` of the
+// given runc (its own `runc spec`: new pid, network, ipc, uts and mount
+// namespaces, the network one with loopback only, no bridge or veth)
+// on rootfs read-only, with the benchmark's cpu quota and memory limit,
+// each printing into a file of its own in out; runc's bundle and state
+// are in dir. It answers each
+// container's launch → first output in seconds, in launch order, and the
+// machine's CPU ticks from the launch until every container printed;
+// the containers are deleted before it returns.
+func runcBurst(b *testing.B, dir, out, runc, rootfs, command string, n int, cpu float64, memMiB int) ([]float64, uint64) {
+	bundle, state := runcBundle(b, dir, runc, rootfs, func(proc, linux map[string]any) {
+		proc["args"] = []string{"sh", "-c", command}
+		res, _ := linux["resources"].(map[string]any)
+		if res == nil {
+			res = map[string]any{}
+			linux["resources"] = res
+		}
+		res["memory"] = map[string]any{"limit": memMiB << 20}
+		res["cpu"] = map[string]any{"quota": int64(cpu * 100000), "period": 100000}
+	})
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	ids, outs := make([]string, n), make([]string, n)
+	for k := range n {
+		ids[k] = fmt.Sprintf("burst-%d-%d", os.Getpid(), k)
+		outs[k] = filepath.Join(out, ids[k]+".out")
+	}
+	// Deferred, so that a failure deletes them too (b.Fatal exits
+	// through the deferred calls).
+	defer func() {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for _, id := range ids {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				_ = exec.Command(runc, "--root", state, "delete", "--force", id).Run()
+			})
+		}
+		wg.Wait()
+	}()
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	cpu0 := machineTicks(b)
+	began := time.Now()
+	for k := range n {
+		wg.Go(func() {
+			stdout, err := os.Create(outs[k])
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer stdout.Close()
+			stderr, err := os.Create(outs[k] + ".err")
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer stderr.Close()
+			// Files, not pipes: the detached container keeps runc's
+			// stdio, and a pipe would hold Wait until it exits.
+			cmd := exec.Command(runc, "--root", state, "run", "--detach", "--bundle", bundle, ids[k])
+			cmd.Stdout, cmd.Stderr = stdout, stderr
+			if err := cmd.Run(); err != nil {
+				msg, _ := os.ReadFile(outs[k] + ".err")
+				errs <- fmt.Errorf("runc run %s: %v: %s", ids[k], err, msg)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	waitPrinted(b, outs, 10*time.Minute)
+	cpu1 := machineTicks(b)
+	firsts := make([]float64, n)
+	for k, p := range outs {
+		t, _ := firstOutput(p)
+		firsts[k] = t.Sub(began).Seconds()
+	}
+	return firsts, cpu1 - cpu0
 }
