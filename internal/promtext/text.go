@@ -166,8 +166,11 @@ func Handler(write func(*Writer)) http.Handler {
 }
 
 // escape writes s escaped as the format asks: a backslash and a newline
-// in HELP text, and a double quote too in a label value.
+// in HELP text, and a double quote too in a label value. The format is
+// UTF-8: invalid bytes (a device name, say) become U+FFFD rather than
+// make the exposition unreadable.
 func escape(b *bytes.Buffer, s string, quote bool) {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if !strings.ContainsAny(s, "\\\n\"") {
 		b.WriteString(s)
 		return

@@ -35,13 +35,15 @@ func labels(m *dto.Metric) map[string]string {
 
 // TestWriterEscapes: label values with quotes, backslashes and newlines,
 // and HELP text with backslashes and newlines, are written escaped as
-// the format asks and read back the same by Prometheus' parser.
+// the format asks and read back the same by Prometheus' parser; invalid
+// UTF-8 is replaced, not written.
 func TestWriterEscapes(t *testing.T) {
 	tricky := "a \"quoted\" C:\\path\nand a second line"
 	var w Writer
 	w.Family("x_info", GaugeType, "Help with a \\ backslash,\na newline and \"quotes\".")
 	w.Sample(1, Label{"name", tricky}, Label{"plain", "é ok"})
 	w.Sample(2, Label{"name", ""}, Label{"plain", "}"})
+	w.Sample(3, Label{"name", "bad \xff byte"}, Label{"plain", ""})
 	if err := w.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func TestWriterEscapes(t *testing.T) {
 		}
 	}
 	mf := parse(t, text)["x_info"]
-	if mf == nil || len(mf.Metric) != 2 {
+	if mf == nil || len(mf.Metric) != 3 {
 		t.Fatalf("parsed %v", mf)
 	}
 	if got := mf.GetHelp(); got != "Help with a \\ backslash,\na newline and \"quotes\"." {
@@ -67,6 +69,9 @@ func TestWriterEscapes(t *testing.T) {
 	}
 	if got := labels(mf.Metric[1])["plain"]; got != "}" {
 		t.Errorf("label read back as %q", got)
+	}
+	if got := labels(mf.Metric[2])["name"]; got != "bad \uFFFD byte" {
+		t.Errorf("invalid UTF-8 read back as %q", got)
 	}
 }
 
