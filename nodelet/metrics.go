@@ -6,10 +6,7 @@ import (
 	"strconv"
 
 	promserve "github.com/troupe-hpc/troupe/internal/metrics"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/troupe-hpc/troupe/internal/promtext"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/nodelet/gpu"
@@ -23,106 +20,101 @@ const (
 	failExit  = "exit"  // it exited with a non-zero code
 )
 
-// metrics are the nodelet's Prometheus metrics (nodelet --metrics-addr).
+// metrics are the nodelet's Prometheus metrics (nodelet --metrics-addr),
+// written in the text format by internal/promtext: Prometheus' client
+// library would run its package initialisers at every start of this
+// binary, which is every container's init too.
 type metrics struct {
-	reg      *prometheus.Registry
-	starts   prometheus.Counter
-	failures *prometheus.CounterVec
-	running  prometheus.Gauge
+	a        *agent
+	starts   promtext.Counter
+	failures struct{ start, oom, exit promtext.Counter }
+	running  promtext.Gauge
 }
 
-func newMetrics(a *agent) *metrics {
-	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		starts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "troupe_nodelet_container_starts_total",
-			Help: "Containers this nodelet started.",
-		}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "troupe_nodelet_container_failures_total",
-			Help: "Containers that failed, by reason: start (could not be started), oom (out of memory), exit (non-zero exit code).",
-		}, []string{"reason"}),
-		running: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "troupe_nodelet_containers_running",
-			Help: "Containers running on this node (started or re-attached, not yet ended).",
-		}),
+func newMetrics(a *agent) *metrics { return &metrics{a: a} }
+
+// failed counts a failure for reason (failStart, failOOM, failExit).
+func (m *metrics) failed(reason string) {
+	switch reason {
+	case failStart:
+		m.failures.start.Inc()
+	case failOOM:
+		m.failures.oom.Inc()
+	case failExit:
+		m.failures.exit.Inc()
+	default:
+		panic("nodelet: unknown failure reason " + reason)
 	}
-	for _, r := range []string{failStart, failOOM, failExit} {
-		m.failures.WithLabelValues(r)
-	}
-	m.reg.MustRegister(m.starts, m.failures, m.running, nodeCollector{a},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
 }
 
 // serve serves /metrics on addr until ctx ends; it fails only when addr
 // cannot be listened on.
 func (m *metrics) serve(ctx context.Context, addr string, log interface{ Warn(string, ...any) }) (net.Addr, error) {
-	return promserve.Serve(ctx, addr, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}), log.Warn)
+	return promserve.Serve(ctx, addr, promtext.Handler(m.write), log.Warn)
 }
 
-// nodeCollector reports what the node offers and what its assignments
-// hold, and its GPUs, at scrape time.
-type nodeCollector struct{ a *agent }
+// write writes the nodelet's metrics: its counters, what the node offers
+// and what its assignments hold, its GPUs at scrape time, and the Go
+// runtime's and the process's series.
+func (m *metrics) write(w *promtext.Writer) {
+	w.Counter("troupe_nodelet_container_starts_total", "Containers this nodelet started.", m.starts.Value())
+	w.Family("troupe_nodelet_container_failures_total", promtext.CounterType,
+		"Containers that failed, by reason: start (could not be started), oom (out of memory), exit (non-zero exit code).")
+	w.Sample(m.failures.exit.Value(), promtext.Label{Name: "reason", Value: failExit})
+	w.Sample(m.failures.oom.Value(), promtext.Label{Name: "reason", Value: failOOM})
+	w.Sample(m.failures.start.Value(), promtext.Label{Name: "reason", Value: failStart})
+	w.Gauge("troupe_nodelet_containers_running", "Containers running on this node (started or re-attached, not yet ended).", m.running.Value())
 
-var (
-	descCPUAllocatable = prometheus.NewDesc("troupe_nodelet_cpu_allocatable_cores",
-		"CPU cores this node offers to containers.", nil, nil)
-	descCPUAllocated = prometheus.NewDesc("troupe_nodelet_cpu_allocated_cores",
-		"CPU cores held by the containers schedd assigns to this node.", nil, nil)
-	descMemAllocatable = prometheus.NewDesc("troupe_nodelet_memory_allocatable_bytes",
-		"Memory this node offers to containers.", nil, nil)
-	descMemAllocated = prometheus.NewDesc("troupe_nodelet_memory_allocated_bytes",
-		"Memory held by the containers schedd assigns to this node.", nil, nil)
-	descGPUAllocatable = prometheus.NewDesc("troupe_nodelet_gpus_allocatable",
-		"GPU devices this node offers.", nil, nil)
-	descGPUAllocated = prometheus.NewDesc("troupe_nodelet_gpus_allocated",
-		"GPUs held by the containers schedd assigns to this node, fractions summed.", nil, nil)
-	descGPUInfo = prometheus.NewDesc("troupe_nodelet_gpu_info",
-		"One per GPU device of the node, with its identity.", []string{"gpu", "uuid", "name"}, nil)
-	descGPUMemory = prometheus.NewDesc("troupe_nodelet_gpu_memory_bytes",
-		"Memory of the GPU device.", []string{"gpu"}, nil)
-	descGPUShare = prometheus.NewDesc("troupe_nodelet_gpu_allocated_ratio",
-		"Share of the GPU device held by assigned containers (1 is the whole device).", []string{"gpu"}, nil)
-	descGPUUtil = prometheus.NewDesc("troupe_nodelet_gpu_utilization_ratio",
-		"GPU utilization over NVML's last sample period (NVML only).", []string{"gpu"}, nil)
-	descGPUMemUsed = prometheus.NewDesc("troupe_nodelet_gpu_memory_used_bytes",
-		"GPU memory in use (NVML only).", []string{"gpu"}, nil)
-)
-
-func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCPUAllocatable, descCPUAllocated, descMemAllocatable, descMemAllocated,
-		descGPUAllocatable, descGPUAllocated, descGPUInfo, descGPUMemory, descGPUShare, descGPUUtil, descGPUMemUsed} {
-		ch <- d
-	}
-}
-
-func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
-	a := c.a
+	a := m.a
 	a.mu.Lock()
 	alloc := allocated(a.last, len(a.gpus))
 	a.mu.Unlock()
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	w.Gauge("troupe_nodelet_cpu_allocatable_cores", "CPU cores this node offers to containers.", a.cfg.CPU)
+	w.Gauge("troupe_nodelet_cpu_allocated_cores", "CPU cores held by the containers schedd assigns to this node.", alloc.cpu)
+	w.Gauge("troupe_nodelet_memory_allocatable_bytes", "Memory this node offers to containers.", float64(a.cfg.Memory))
+	w.Gauge("troupe_nodelet_memory_allocated_bytes", "Memory held by the containers schedd assigns to this node.", float64(alloc.memory))
+	w.Gauge("troupe_nodelet_gpus_allocatable", "GPU devices this node offers.", float64(len(a.gpus)))
+	w.Gauge("troupe_nodelet_gpus_allocated", "GPUs held by the containers schedd assigns to this node, fractions summed.", alloc.gpus)
+	if len(a.gpus) > 0 {
+		writeGPUs(w, a, alloc)
 	}
-	gauge(descCPUAllocatable, a.cfg.CPU)
-	gauge(descCPUAllocated, alloc.cpu)
-	gauge(descMemAllocatable, float64(a.cfg.Memory))
-	gauge(descMemAllocated, float64(alloc.memory))
-	gauge(descGPUAllocatable, float64(len(a.gpus)))
-	gauge(descGPUAllocated, alloc.gpus)
+	promtext.WriteGo(w)
+	promtext.WriteProcess(w)
+}
+
+// writeGPUs writes the per-GPU families, each family's samples together
+// as the format asks.
+func writeGPUs(w *promtext.Writer, a *agent, alloc allocation) {
 	var use map[int]gpu.Use
-	if a.cfg.FakeGPUs == 0 && len(a.gpus) > 0 {
+	if a.cfg.FakeGPUs == 0 {
 		use = gpu.Usage()
 	}
+	idx := func(d gpu.Device) promtext.Label { return promtext.Label{Name: "gpu", Value: strconv.Itoa(d.Index)} }
+	w.Family("troupe_nodelet_gpu_info", promtext.GaugeType, "One per GPU device of the node, with its identity.")
+	for _, d := range a.gpus {
+		w.Sample(1, idx(d), promtext.Label{Name: "name", Value: d.Name}, promtext.Label{Name: "uuid", Value: d.UUID})
+	}
+	w.Family("troupe_nodelet_gpu_memory_bytes", promtext.GaugeType, "Memory of the GPU device.")
+	for _, d := range a.gpus {
+		w.Sample(float64(d.Memory), idx(d))
+	}
+	w.Family("troupe_nodelet_gpu_allocated_ratio", promtext.GaugeType, "Share of the GPU device held by assigned containers (1 is the whole device).")
 	for i, d := range a.gpus {
-		idx := strconv.Itoa(d.Index)
-		gauge(descGPUInfo, 1, idx, d.UUID, d.Name)
-		gauge(descGPUMemory, float64(d.Memory), idx)
-		gauge(descGPUShare, alloc.shares[i], idx)
+		w.Sample(alloc.shares[i], idx(d))
+	}
+	if len(use) == 0 {
+		return
+	}
+	w.Family("troupe_nodelet_gpu_utilization_ratio", promtext.GaugeType, "GPU utilization over NVML's last sample period (NVML only).")
+	for _, d := range a.gpus {
 		if u, ok := use[d.Index]; ok {
-			gauge(descGPUUtil, u.Utilization, idx)
-			gauge(descGPUMemUsed, float64(u.MemoryUsed), idx)
+			w.Sample(u.Utilization, idx(d))
+		}
+	}
+	w.Family("troupe_nodelet_gpu_memory_used_bytes", promtext.GaugeType, "GPU memory in use (NVML only).")
+	for _, d := range a.gpus {
+		if u, ok := use[d.Index]; ok {
+			w.Sample(float64(u.MemoryUsed), idx(d))
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package nodelet
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,9 @@ import (
 	"context"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
@@ -43,9 +47,60 @@ func scrape(t *testing.T, addr string) string {
 	return string(b)
 }
 
+// sample is one sample a scrape must hold: its family's type, labels
+// and value.
+type sample struct {
+	name   string
+	typ    dto.MetricType
+	labels map[string]string
+	value  float64
+}
+
+// parseMetrics reads a scrape with Prometheus' own parser.
+func parseMetrics(t *testing.T, body string) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("Prometheus' parser: %v\n%s", err, body)
+	}
+	return mfs
+}
+
+// find is s's value in mfs, and why not when it is not there.
+func (s sample) find(mfs map[string]*dto.MetricFamily) (float64, string) {
+	mf := mfs[s.name]
+	if mf == nil {
+		return 0, "missing"
+	}
+	if mf.GetType() != s.typ {
+		return 0, fmt.Sprintf("a %v, want a %v", mf.GetType(), s.typ)
+	}
+next:
+	for _, m := range mf.Metric {
+		if len(m.Label) != len(s.labels) {
+			continue
+		}
+		for _, l := range m.Label {
+			if s.labels[l.GetName()] != l.GetValue() {
+				continue next
+			}
+		}
+		if s.typ == dto.MetricType_COUNTER {
+			return m.GetCounter().GetValue(), ""
+		}
+		return m.GetGauge().GetValue(), ""
+	}
+	return 0, fmt.Sprintf("no sample labelled %v", s.labels)
+}
+
 // TestAgentMetrics scrapes nodelet --metrics-addr while a container
-// holding half a fake GPU runs: starts, running containers, what the
-// node offers and what is allocated, per GPU; every name passes promlint.
+// holding half a fake GPU runs, after one container failed to start and
+// one exited with code 3: Prometheus' parser reads it, and it holds every
+// troupe_nodelet_* family with its type and values (starts, failures by
+// reason, running containers, what the node offers and what is
+// allocated, per GPU) and the go_* and process_* series; every name
+// passes promlint.
 func TestAgentMetrics(t *testing.T) {
 	t.Setenv("PATH", filepath.Dir(goBinary(t))+":/usr/sbin:/usr/bin:/sbin:/bin") // no MPS daemon
 	s := newTestSchedd(t)
@@ -59,28 +114,37 @@ func TestAgentMetrics(t *testing.T) {
 	s.waitState(t, id, "main1", api.ContainerRunning)
 	bad := s.submit(t, t.TempDir(), func(j *jobspec.Job) { j.Output = "/nonexistent-dir/x.out" }, sh("exit 0"))
 	s.waitState(t, bad, "main1", api.ContainerFailed)
+	exit3 := s.submit(t, t.TempDir(), nil, sh("exit 3"))
+	s.waitState(t, exit3, "main1", api.ContainerExited)
 
-	want := []string{
-		"troupe_nodelet_container_starts_total 1",
-		`troupe_nodelet_container_failures_total{reason="start"} 1`,
-		`troupe_nodelet_container_failures_total{reason="oom"} 0`,
-		"troupe_nodelet_containers_running 1",
-		"troupe_nodelet_cpu_allocatable_cores 2",
-		"troupe_nodelet_cpu_allocated_cores 0.5",
-		"troupe_nodelet_memory_allocatable_bytes 1.073741824e+09",
-		"troupe_nodelet_memory_allocated_bytes 6.7108864e+07",
-		"troupe_nodelet_gpus_allocatable 2",
-		"troupe_nodelet_gpus_allocated 0.5",
-		`troupe_nodelet_gpu_info{gpu="0",name="Fake GPU",uuid="GPU-fake-0000"} 1`,
-		`troupe_nodelet_gpu_allocated_ratio{gpu="0"} 0.5`,
-		`troupe_nodelet_gpu_allocated_ratio{gpu="1"} 0`,
-		`troupe_nodelet_gpu_memory_bytes{gpu="1"} 1.7179869184e+10`,
+	counter, gauge := dto.MetricType_COUNTER, dto.MetricType_GAUGE
+	gpu := func(i string) map[string]string { return map[string]string{"gpu": i} }
+	want := []sample{
+		{"troupe_nodelet_container_starts_total", counter, nil, 2},
+		{"troupe_nodelet_container_failures_total", counter, map[string]string{"reason": "start"}, 1},
+		{"troupe_nodelet_container_failures_total", counter, map[string]string{"reason": "oom"}, 0},
+		{"troupe_nodelet_container_failures_total", counter, map[string]string{"reason": "exit"}, 1},
+		{"troupe_nodelet_containers_running", gauge, nil, 1},
+		{"troupe_nodelet_cpu_allocatable_cores", gauge, nil, 2},
+		{"troupe_nodelet_cpu_allocated_cores", gauge, nil, 0.5},
+		{"troupe_nodelet_memory_allocatable_bytes", gauge, nil, 1 << 30},
+		{"troupe_nodelet_memory_allocated_bytes", gauge, nil, 64 << 20},
+		{"troupe_nodelet_gpus_allocatable", gauge, nil, 2},
+		{"troupe_nodelet_gpus_allocated", gauge, nil, 0.5},
+		{"troupe_nodelet_gpu_info", gauge, map[string]string{"gpu": "0", "name": "Fake GPU", "uuid": "GPU-fake-0000"}, 1},
+		{"troupe_nodelet_gpu_info", gauge, map[string]string{"gpu": "1", "name": "Fake GPU", "uuid": "GPU-fake-0001"}, 1},
+		{"troupe_nodelet_gpu_allocated_ratio", gauge, gpu("0"), 0.5},
+		{"troupe_nodelet_gpu_allocated_ratio", gauge, gpu("1"), 0},
+		{"troupe_nodelet_gpu_memory_bytes", gauge, gpu("0"), 16 << 30},
+		{"troupe_nodelet_gpu_memory_bytes", gauge, gpu("1"), 16 << 30},
 	}
 	var body string
+	var mfs map[string]*dto.MetricFamily
 	ok := runtimetest.WaitFor(10*time.Second, func() bool {
 		body = scrape(t, addr)
+		mfs = parseMetrics(t, body)
 		for _, w := range want {
-			if !strings.Contains(body, w+"\n") {
+			if v, why := w.find(mfs); why != "" || v != w.value {
 				return false
 			}
 		}
@@ -88,11 +152,31 @@ func TestAgentMetrics(t *testing.T) {
 	})
 	if !ok {
 		for _, w := range want {
-			if !strings.Contains(body, w+"\n") {
-				t.Errorf("metrics lack %q", w)
+			if v, why := w.find(mfs); why != "" {
+				t.Errorf("%s%v: %s", w.name, w.labels, why)
+			} else if v != w.value {
+				t.Errorf("%s%v = %v, want %v", w.name, w.labels, v, w.value)
 			}
 		}
 		t.Logf("scraped:\n%s", body)
+	}
+	// The families an earlier nodelet had from the Go client's
+	// collectors, and the help texts the man page's users know.
+	for _, n := range []string{"go_goroutines", "go_threads", "go_info", "go_gc_duration_seconds",
+		"go_memstats_heap_alloc_bytes", "go_memstats_sys_bytes", "process_cpu_seconds_total",
+		"process_resident_memory_bytes", "process_virtual_memory_bytes", "process_open_fds",
+		"process_max_fds", "process_start_time_seconds"} {
+		if mfs[n] == nil {
+			t.Errorf("metrics lack %s", n)
+		}
+	}
+	if mf := mfs["process_start_time_seconds"]; mf != nil {
+		if st := mf.Metric[0].GetGauge().GetValue(); st > float64(time.Now().Unix()+1) || st < float64(time.Now().Add(-time.Hour).Unix()) {
+			t.Errorf("process_start_time_seconds = %v: not this process", st)
+		}
+	}
+	if h := mfs["troupe_nodelet_container_failures_total"].GetHelp(); h != "Containers that failed, by reason: start (could not be started), oom (out of memory), exit (non-zero exit code)." {
+		t.Errorf("failures' help = %q", h)
 	}
 	problems, err := promlint.New(strings.NewReader(body)).Lint()
 	if err != nil {
@@ -100,6 +184,14 @@ func TestAgentMetrics(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8" {
+		t.Errorf("Content-Type = %q", ct)
 	}
 	if _, err := s.cli.Kill(context.Background(), id); err != nil {
 		t.Fatal(err)

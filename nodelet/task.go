@@ -111,7 +111,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 		c, err = a.startContainer(ctx, t)
 		if err != nil {
 			a.report(t, api.ContainerFailed, 0, err.Error())
-			a.metrics.failures.WithLabelValues(failStart).Inc()
+			a.metrics.failed(failStart)
 			a.detach(t)
 			a.removeFiles(t)
 			a.releaseMPS(t)
@@ -138,9 +138,9 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	}
 	switch {
 	case state == api.ContainerOOM:
-		a.metrics.failures.WithLabelValues(failOOM).Inc()
+		a.metrics.failed(failOOM)
 	case state == api.ContainerExited && exit.Code != 0:
-		a.metrics.failures.WithLabelValues(failExit).Inc()
+		a.metrics.failed(failExit)
 	}
 	state, msg = a.fenceMessage(state, msg)
 	u := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state,

@@ -165,3 +165,24 @@ func TestLinksNoReflectiveDecoding(t *testing.T) {
 		}
 	}
 }
+
+// TestLinksNoPrometheusClient: the nodelet writes its /metrics by hand
+// (internal/promtext), not with Prometheus' Go client, whose package
+// initialisers (its default registry with the Go and process
+// collectors, procfs, expvar) every container's init would pay for at
+// its every start.
+func TestLinksNoPrometheusClient(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("SKIP: no go binary to list the nodelet's packages with")
+	}
+	out, err := exec.Command(gobin, "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "github.com/prometheus/") || p == "expvar" {
+			t.Errorf("the nodelet links %s", p)
+		}
+	}
+}
