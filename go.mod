@@ -83,7 +83,7 @@ require (
 	github.com/opencontainers/image-spec v1.1.0 // indirect
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
-	github.com/prometheus/common v0.66.1 // indirect
+	github.com/prometheus/common v0.66.1
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/vbatts/tar-split v0.11.6 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect

@@ -52,6 +52,7 @@ func TestLibcontainerSecurity(t *testing.T) {
 		{"OOMKillReported", TestOOMKillReported},
 		{"ImageDirUntouched", TestImageDirUntouched},
 		{"OverlayCleanedUpAfterRestart", TestOverlayCleanedUpAfterRestart},
+		{"OverlayOnlyInContainer", TestOverlayOnlyInContainer},
 		{"ForkBombStops", TestForkBombStops},
 		{"Seccomp", TestSeccomp},
 		{"Images", TestSuiteImages},
