@@ -194,8 +194,16 @@ func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 	if !runtimetest.WaitFor(5*time.Second, func() bool { links, _ = network.Links(); return len(links) == 0 }) {
 		t.Errorf("session links left: %v", links)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(cfg.StateDir, "netns")); len(ents) > 0 {
-		t.Errorf("pinned netns left: %v", ents)
+	// Pins: the run directory's, and the state directory's of nodelets
+	// from before it (and its pool, which the first start after them
+	// sweeps; the run directory's pool lives as long as the nodelet).
+	for _, d := range []string{filepath.Join(run, "netns"), filepath.Join(cfg.StateDir, "netns"), filepath.Join(cfg.StateDir, "netns-pool")} {
+		if d == filepath.Join(run, "netns-pool") {
+			continue // the old layout's run directory was the state directory
+		}
+		if ents, _ := os.ReadDir(d); len(ents) > 0 {
+			t.Errorf("pinned netns left in %s: %v", d, ents)
+		}
 	}
 	for _, root := range []string{filepath.Join(run, "runc"), runc.LibcontainerRoot(run), filepath.Join(cfg.StateDir, "runc"), runc.LibcontainerRoot(cfg.StateDir)} {
 		out, _ := exec.Command("runc", "--root", root, "list", "-q").Output()
