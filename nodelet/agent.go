@@ -2,6 +2,7 @@ package nodelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -189,8 +190,11 @@ func (a *agent) setupNetwork() error {
 		subnet = ""
 	}
 	m, err := network.New(a.netnsDir(), a.cfg.Name, a.cfg.Advertise, subnet)
-	if err != nil {
+	if errors.Is(err, network.ErrDefaultSubnet) {
 		return fmt.Errorf("nodelet.hcl default_subnet: %w", err)
+	}
+	if err != nil {
+		return err // the advertised address, or the pin directory: named
 	}
 	m.SetLegacyDir(filepath.Join(a.cfg.StateDir, "netns"))
 	if err := m.SetPool(max(a.cfg.NetNSPool, 0)); err != nil {

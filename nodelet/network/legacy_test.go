@@ -168,3 +168,35 @@ func names(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestPinDirChecked: New refuses a pin directory others may write, or a
+// symbolic link to one, naming it; it makes a missing one 0700.
+func TestPinDirChecked(t *testing.T) {
+	base := t.TempDir()
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(open, "node1", "10.250.0.1", ""); err == nil || !strings.Contains(err.Error(), open) {
+		t.Errorf("New with a pin directory of mode 0777: %v, want an error naming it", err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(link, "node1", "10.250.0.1", ""); err == nil || !strings.Contains(err.Error(), link) {
+		t.Errorf("New with a symbolic link for its pin directory: %v, want an error naming it", err)
+	}
+	made := filepath.Join(base, "run", "netns")
+	if _, err := New(made, "node1", "10.250.0.1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(made); err != nil {
+		t.Fatal(err)
+	} else if fi.Mode().Perm() != 0o700 {
+		t.Errorf("pin directory made with mode %v, want 0700", fi.Mode().Perm())
+	}
+}

@@ -149,10 +149,33 @@ func New(dir, node, advertise, defaultSubnet string) (*Manager, error) {
 		}
 		m.def = d
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := pinDir(dir); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// pinDir makes dir, where namespaces are pinned (0700), or checks the
+// one there: a directory, not a symbolic link, of the nodelet's user,
+// which no other user may write (a pin is made, bind-mounted on and
+// handed to the runtime by path).
+func pinDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("session networks: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("session networks: %w", err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("session networks: pin directory %s is not a directory", dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("session networks: pin directory %s belongs to uid %d, want %d", dir, st.Uid, os.Geteuid())
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("session networks: pin directory %s has mode %#o: others may write it (want 0700)", dir, st.Mode&0o777)
+	}
+	return nil
 }
 
 // SetLegacyDir names where an older nodelet pinned its containers'

@@ -119,7 +119,7 @@ func (m *Manager) startPool() error {
 	if p.size == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+	if err := pinDir(p.dir); err != nil {
 		return fmt.Errorf("netns pool: %w", err)
 	}
 	p.mu.Lock()
