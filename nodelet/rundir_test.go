@@ -151,7 +151,7 @@ func TestAgentReattachesFromBeforeRunDir(t *testing.T) {
 
 	// The next start finds nothing under the old root: its containers
 	// are in the run directory.
-	cfg, _ = startAgentIn(t, s, RuntimeRunc, state)
+	startAgentIn(t, s, RuntimeRunc, state)
 	next := s.submit(t, t.TempDir(), nil, sh("sleep 30"))
 	s.waitState(t, next, "main1", api.ContainerRunning)
 	ncid := s.containerIDs(t, next)[0]
