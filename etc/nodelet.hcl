@@ -25,7 +25,8 @@ pids_limit = 4096
 # netns_pool = 4
 
 # What containers need only while they exist (bundles, overlay
-# mountpoints, session files, the OCI runtime's state): many small files
-# made and removed with every container, so best on a tmpfs. Default:
-# /run/troupe-nodelet (with the default state directory).
+# mountpoints, session files, network namespaces' pins, the OCI
+# runtime's state): many small files made and removed with every
+# container, so best on a tmpfs. Default: /run/troupe-nodelet (with the
+# default state directory).
 # run_dir = "/run/troupe-nodelet"

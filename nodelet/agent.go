@@ -2,6 +2,7 @@ package nodelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -188,10 +189,14 @@ func (a *agent) setupNetwork() error {
 	if subnet == DefaultSubnetNone {
 		subnet = ""
 	}
-	m, err := network.New(filepath.Join(a.cfg.StateDir, "netns"), a.cfg.Name, a.cfg.Advertise, subnet)
-	if err != nil {
+	m, err := network.New(a.netnsDir(), a.cfg.Name, a.cfg.Advertise, subnet)
+	if errors.Is(err, network.ErrDefaultSubnet) {
 		return fmt.Errorf("nodelet.hcl default_subnet: %w", err)
 	}
+	if err != nil {
+		return err // the advertised address, or the pin directory: named
+	}
+	m.SetLegacyDir(filepath.Join(a.cfg.StateDir, "netns"))
 	if err := m.SetPool(max(a.cfg.NetNSPool, 0)); err != nil {
 		return fmt.Errorf("nodelet.hcl netns_pool: %w", err)
 	}
@@ -218,6 +223,15 @@ func (a *agent) setupNetwork() error {
 func (a *agent) containersDir() string { return filepath.Join(a.cfg.RunDir, "containers") }
 func (a *agent) filesDir() string      { return filepath.Join(a.cfg.RunDir, "files") }
 func (a *agent) homesDir() string      { return filepath.Join(a.cfg.StateDir, "homes") }
+
+// netnsDir is where containers' network namespaces are pinned (and
+// the pool's, in netns-pool): RunDir, as a namespace never outlives a
+// reboot. Nodelets from before RunDir pinned them in StateDir/netns,
+// which the network manager still adopts from and sweeps
+// (Manager.SetLegacyDir): unlike the OCI runtime's root, which is one
+// place for all containers (ociRunDir), a pin is one file per
+// container, so new containers are pinned in RunDir at once.
+func (a *agent) netnsDir() string { return filepath.Join(a.cfg.RunDir, "netns") }
 
 // legacyDirs are where nodelets from before RunDir kept containers'
 // directories and files: leftovers there are removed as the others are.

@@ -3,6 +3,7 @@ package nodelet
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -194,8 +195,16 @@ func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 	if !runtimetest.WaitFor(5*time.Second, func() bool { links, _ = network.Links(); return len(links) == 0 }) {
 		t.Errorf("session links left: %v", links)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(cfg.StateDir, "netns")); len(ents) > 0 {
-		t.Errorf("pinned netns left: %v", ents)
+	// Pins: the run directory's, and the state directory's of nodelets
+	// from before it (and its pool, which the first start after them
+	// sweeps; the run directory's pool lives as long as the nodelet).
+	for _, d := range []string{filepath.Join(run, "netns"), filepath.Join(cfg.StateDir, "netns"), filepath.Join(cfg.StateDir, "netns-pool")} {
+		if d == filepath.Join(run, "netns-pool") {
+			continue // the old layout's run directory was the state directory
+		}
+		if ents, _ := os.ReadDir(d); len(ents) > 0 {
+			t.Errorf("pinned netns left in %s: %v", d, ents)
+		}
 	}
 	for _, root := range []string{filepath.Join(run, "runc"), runc.LibcontainerRoot(run), filepath.Join(cfg.StateDir, "runc"), runc.LibcontainerRoot(cfg.StateDir)} {
 		out, _ := exec.Command("runc", "--root", root, "list", "-q").Output()
@@ -375,8 +384,10 @@ func TestAgentCleansLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Its session network: a bridge, a VXLAN with an FDB entry, a veth,
-	// a pinned namespace.
+	// a pinned namespace (where a nodelet from before the run directory
+	// pinned it), and another one's in the run directory.
 	pin := filepath.Join(state, "netns", "j99-main1")
+	runPin := filepath.Join(state, "run", "netns", "j97-main1")
 	for _, c := range [][]string{
 		{"ip", "link", "add", "trb9999", "type", "bridge"},
 		{"ip", "link", "add", "trx9999", "type", "vxlan", "id", "9999", "local", "127.0.0.1", "dstport", "4789"},
@@ -384,6 +395,8 @@ func TestAgentCleansLeftovers(t *testing.T) {
 		{"ip", "link", "add", "trv9999-0", "type", "veth", "peer", "name", "trv9999-p"},
 		{"mkdir", "-p", filepath.Dir(pin)}, {"touch", pin},
 		{"unshare", "--net=" + pin, "true"},
+		{"mkdir", "-p", filepath.Dir(runPin)}, {"touch", runPin},
+		{"unshare", "--net=" + runPin, "true"},
 	} {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v: %s", c, err, out)
@@ -395,6 +408,9 @@ func TestAgentCleansLeftovers(t *testing.T) {
 		t.Fatal("agent never registered")
 	}
 	assertNothingLeft(t, cfg, RuntimeRunc, []string{spec.ID})
+	if _, err := os.Stat(filepath.Dir(pin)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old layout's netns directory is left: %v", err)
+	}
 	if pids := runtimetest.FindProcs(spec.ID); len(pids) > 0 {
 		t.Errorf("leftover processes alive: %v", pids)
 	}

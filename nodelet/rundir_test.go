@@ -1,10 +1,14 @@
 package nodelet
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
@@ -12,8 +16,9 @@ import (
 )
 
 // TestAgentRunDirApart: a container's directory (bundle, overlay, exit
-// file) and session files are in the run directory, its home, which the
-// job writes, is in the state directory's homes/; both go with it.
+// file), session files and network namespace's pin are in the run
+// directory, its home, which the job writes, is in the state
+// directory's homes/; all go with it.
 func TestAgentRunDirApart(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt string) {
 		s := newTestSchedd(t)
@@ -38,11 +43,19 @@ func TestAgentRunDirApart(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(run, "runc", cid)); err != nil {
 				t.Errorf("the OCI runtime's state is not in the run directory: %v", err)
 			}
+			if !isPinnedNetNS(filepath.Join(run, "netns", cid)) {
+				t.Errorf("the network namespace is not pinned in the run directory: %s", lsR(run))
+			}
+			if fi, err := os.Stat(filepath.Join(run, "netns")); err != nil {
+				t.Error(err)
+			} else if fi.Mode().Perm() != 0o700 {
+				t.Errorf("the run directory's netns: mode %v, want 0700", fi.Mode().Perm())
+			}
 		}
 		if _, err := os.Stat(filepath.Join(run, "files", cid, "hosts")); err != nil {
 			t.Errorf("the session files are not in the run directory: %v", err)
 		}
-		for _, d := range []string{"containers", "files", "runc"} {
+		for _, d := range []string{"containers", "files", "runc", "netns"} {
 			if _, err := os.Stat(filepath.Join(cfg.StateDir, d, cid)); err == nil {
 				t.Errorf("%s/%s/%s in the state directory, want it in the run directory only", cfg.StateDir, d, cid)
 			}
@@ -60,9 +73,10 @@ func TestAgentRunDirApart(t *testing.T) {
 // TestAgentReattachesFromBeforeRunDir: a nodelet upgraded while its
 // containers run (detached) finds those of the layout before the run
 // directory, everything under the state directory, re-attaches to them
-// and keeps their OCI runtime's root until they are gone; the nodelet
-// after that puts its containers in the run directory. Nothing of
-// either layout is left.
+// and keeps their OCI runtime's root until they are gone, and their
+// network namespaces pinned where they are (their records say so) while
+// it sweeps the old nodelet's pool; the nodelet after that puts its
+// containers in the run directory. Nothing of either layout is left.
 func TestAgentReattachesFromBeforeRunDir(t *testing.T) {
 	needRunc(t)
 	s := newTestSchedd(t)
@@ -82,6 +96,20 @@ func TestAgentReattachesFromBeforeRunDir(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(legacyRoot, cid)); err != nil {
 		t.Fatalf("the old layout's container is not under %s: %v", legacyRoot, err)
 	}
+	legacyPin := filepath.Join(state, "netns", cid)
+	if !isPinnedNetNS(legacyPin) {
+		t.Fatalf("the old layout's network namespace is not pinned at %s: %s", legacyPin, lsR(state))
+	}
+	var rec record
+	if b, err := os.ReadFile(filepath.Join(state, "records", cid+".json")); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &rec); err != nil || rec.NetNS != legacyPin {
+		t.Fatalf("the old layout's record: netns %q (%v), want %s", rec.NetNS, err, legacyPin)
+	}
+	// The old nodelet's pool, left with its containers.
+	if !runtimetest.WaitFor(10*time.Second, func() bool { return hasEntries(filepath.Join(state, "netns-pool")) }) {
+		t.Fatalf("the old layout's netns pool is empty: %s", lsR(state))
+	}
 	detach()
 
 	// The upgraded nodelet: default run directory, state/run.
@@ -91,6 +119,18 @@ func TestAgentReattachesFromBeforeRunDir(t *testing.T) {
 	}
 	if got := initPidIn(t, legacyRoot, cid); pid == 0 || got != pid {
 		t.Fatalf("after the upgrade: init pid %d, want %d, re-attached", got, pid)
+	}
+	// The upgraded nodelet's recovery sweeps the old pool, and keeps the
+	// re-attached container's pin.
+	oldPool := filepath.Join(state, "netns-pool")
+	if !runtimetest.WaitFor(30*time.Second, func() bool { _, err := os.Stat(oldPool); return errors.Is(err, os.ErrNotExist) }) {
+		t.Errorf("after the upgrade the old nodelet's netns pool is left: %s", lsR(oldPool))
+	}
+	if !isPinnedNetNS(legacyPin) {
+		t.Errorf("after the upgrade the re-attached container's namespace is no longer pinned at %s", legacyPin)
+	}
+	if _, err := os.Stat(filepath.Join(runDirOf(cfg), "netns", cid)); err == nil {
+		t.Errorf("the re-attached container is pinned in the run directory too")
 	}
 	if err := os.WriteFile(filepath.Join(data, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -104,15 +144,28 @@ func TestAgentReattachesFromBeforeRunDir(t *testing.T) {
 		}
 	}
 	assertNothingLeft(t, cfg, RuntimeRunc, []string{cid})
+	if _, err := os.Stat(filepath.Join(state, "netns")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old layout's netns directory is left after its last container: %v", err)
+	}
 	stop()
 
 	// The next start finds nothing under the old root: its containers
 	// are in the run directory.
-	_, _ = startAgentIn(t, s, RuntimeRunc, state)
+	startAgentIn(t, s, RuntimeRunc, state)
 	next := s.submit(t, t.TempDir(), nil, sh("sleep 30"))
 	s.waitState(t, next, "main1", api.ContainerRunning)
 	ncid := s.containerIDs(t, next)[0]
 	if _, err := os.Stat(filepath.Join(state, "run", "runc", ncid)); err != nil {
 		t.Errorf("a container after the old ones ended is not under the run directory's runc root: %v (%s)", err, lsR(state))
 	}
+	if !isPinnedNetNS(filepath.Join(state, "run", "netns", ncid)) {
+		t.Errorf("a container after the old ones ended is not pinned in the run directory: %s", lsR(state))
+	}
+}
+
+// isPinnedNetNS tells whether p is a network namespace's pin: a file
+// with nsfs mounted on it.
+func isPinnedNetNS(p string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(p, &st) == nil && st.Type == unix.NSFS_MAGIC
 }

@@ -27,7 +27,8 @@ func (m *Manager) DialLoopback(ctx context.Context, id string, port int) (net.Co
 	if port < 1 || port > 65535 {
 		return nil, fmt.Errorf("port %d is not a TCP port", port)
 	}
-	ns, err := os.OpenFile(m.nsPath(id), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	pin := m.pinOf(id)
+	ns, err := os.OpenFile(pin, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("container %s: %w", id, ErrNoNamespace)
 	}
@@ -41,7 +42,7 @@ func (m *Manager) DialLoopback(ctx context.Context, id string, port int) (net.Co
 	}
 	if st.Type != unix.NSFS_MAGIC {
 		// Attach pins a namespace there; anything else is not ours.
-		return nil, fmt.Errorf("container %s: %w (%s is not a pinned namespace)", id, ErrNoNamespace, m.nsPath(id))
+		return nil, fmt.Errorf("container %s: %w (%s is not a pinned namespace)", id, ErrNoNamespace, pin)
 	}
 	type result struct {
 		c   net.Conn

@@ -23,7 +23,7 @@
 // itself accepts a VNI's datagrams from any source. Containers get a
 // veth pair: trv<VNI>-<rank> on the bridge, eth0 with the address schedd
 // allocated (api.Container.Addr, a /24 per session) in a network
-// namespace the nodelet creates and pins under its state directory, and
+// namespace the nodelet creates and pins under its run directory, and
 // hands to the runtime (runc joins it through the OCI spec's network
 // namespace path).
 //
@@ -79,7 +79,8 @@
 // FilterTable keeps a dying session's rules until its VXLAN device is
 // gone. Every object is
 // named with a prefix that belongs to troupe (trb, trx, trv, trd) or lives
-// under the state directory (pinned namespaces), so Cleanup after a
+// under the Manager's directory (pinned namespaces; SetLegacyDir names
+// where an older nodelet pinned them, swept too), so Cleanup after a
 // crash removes exactly what a previous nodelet left: the FDB entries,
 // addresses and routes go with their links, the namespaces with their
 // pins and their last process.

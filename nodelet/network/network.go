@@ -57,11 +57,16 @@ type Manager struct {
 	node  string // this node's name in schedd
 	local net.IP // VXLAN source: the node's advertised address
 	mtu   int    // of the underlay link holding local
+	// legacy is where an older nodelet pinned them ("": nowhere else;
+	// SetLegacyDir): Adopt finds a re-attached container's pin there,
+	// Cleanup sweeps it and its pool. Nothing new is pinned there.
+	legacy string
 
 	mu       sync.Mutex
 	sessions map[uint32]*session  // by VNI
 	dying    map[uint32]*teardown // sessions whose links are being deleted, by VNI
 	adopted  map[string]bool      // container ids whose namespace Cleanup keeps
+	pins     map[string]string    // adopted containers pinned in legacy: id -> pin
 	kept     map[string]bool      // session veths of adopted containers: Cleanup keeps them
 	def      *defaultNet          // nil: containers get no default network
 
@@ -134,7 +139,7 @@ func New(dir, node, advertise, defaultSubnet string) (*Manager, error) {
 		return nil, fmt.Errorf("session networks: advertise %q is not an IPv4 address", advertise)
 	}
 	m := &Manager{dir: dir, node: node, local: ip, mtu: underlayMTU(ip), sessions: map[uint32]*session{},
-		dying: map[uint32]*teardown{}, adopted: map[string]bool{}, kept: map[string]bool{}}
+		dying: map[uint32]*teardown{}, adopted: map[string]bool{}, pins: map[string]string{}, kept: map[string]bool{}}
 	m.reaper.idle.L = &m.reaper.mu
 	m.pool.dir, m.pool.idle.L = dir+"-pool", &m.pool.mu
 	if defaultSubnet != "" {
@@ -144,10 +149,45 @@ func New(dir, node, advertise, defaultSubnet string) (*Manager, error) {
 		}
 		m.def = d
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := pinDir(dir); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// pinDir makes dir, where namespaces are pinned (0700), or checks the
+// one there: a directory, not a symbolic link, of the nodelet's user,
+// which no other user may write (a pin is made, bind-mounted on and
+// handed to the runtime by path).
+func pinDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("session networks: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("session networks: %w", err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("session networks: pin directory %s is not a directory", dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("session networks: pin directory %s belongs to uid %d, want %d", dir, st.Uid, os.Geteuid())
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("session networks: pin directory %s has mode %#o: others may write it (want 0700)", dir, st.Mode&0o777)
+	}
+	return nil
+}
+
+// SetLegacyDir names where an older nodelet pinned its containers'
+// namespaces (and, under <dir>-pool, its pool), when that is not the
+// Manager's own directory: containers it left running are adopted with
+// their pins where they are, Cleanup removes the others, and the
+// directories go once empty. Call it before Adopt and Cleanup.
+func (m *Manager) SetLegacyDir(dir string) {
+	if dir != "" && filepath.Clean(dir) == filepath.Clean(m.dir) {
+		dir = ""
+	}
+	m.legacy = dir
 }
 
 // private tells whether job's containers share a session bridge: those
@@ -191,8 +231,20 @@ func vethName(vni uint32, rank int) string {
 	return prefixVeth + strconv.FormatUint(uint64(vni), 10) + "-" + strconv.Itoa(rank)
 }
 
-// nsPath is where container id's namespace is pinned.
+// nsPath is where Attach pins container id's namespace.
 func (m *Manager) nsPath(id string) string { return filepath.Join(m.dir, id) }
+
+// pinOf is where container id's namespace is pinned: nsPath, or for a
+// container adopted from an older nodelet, where that one pinned it.
+func (m *Manager) pinOf(id string) string {
+	m.mu.Lock()
+	p, ok := m.pins[id]
+	m.mu.Unlock()
+	if ok {
+		return p
+	}
+	return m.nsPath(id)
+}
 
 // Attach puts job's container host on the session network: the
 // session's bridge (and overlay) on this node when it is the first, a
@@ -270,8 +322,13 @@ func (m *Manager) Detach(job api.AssignedJob, host, id string) error {
 	}
 	err := m.unplug(id, job.Network.VNI, c.Rank)
 	m.mu.Lock()
+	_, legacy := m.pins[id]
 	delete(m.adopted, id)
+	delete(m.pins, id)
 	m.mu.Unlock()
+	if legacy {
+		_ = os.Remove(m.legacy) // with the older nodelet's last container
+	}
 	m.release(job.Network.VNI)
 	return err
 }
@@ -705,11 +762,12 @@ func (m *Manager) unplug(id string, vni uint32, rank int) (err error) {
 	}
 	direct := s != nil && s.direct
 	m.mu.Unlock()
+	pin := m.pinOf(id)
 	if direct {
 		// The session's VXLAN device is the container's Iface: down
 		// now, deleted with the session (finish) from the namespace,
 		// which its pin no longer names by then.
-		if ns, nerr := netns.GetFromPath(m.nsPath(id)); nerr == nil {
+		if ns, nerr := netns.GetFromPath(pin); nerr == nil {
 			err = errors.Join(err, setDownIn(ns, Iface))
 			m.mu.Lock()
 			if s.devNS >= 0 {
@@ -740,7 +798,7 @@ func (m *Manager) unplug(id string, vni uint32, rank int) (err error) {
 		}
 		links = append(links, l)
 	}
-	err = errors.Join(err, removeNetNS(m.nsPath(id)))
+	err = errors.Join(err, removeNetNS(pin))
 	if m.def != nil {
 		m.mu.Lock()
 		m.def.free(id)
@@ -766,14 +824,14 @@ func (m *Manager) Adopt(job api.AssignedJob, host, id string) error {
 	if !ok || job.Network == nil || c.Addr == "" {
 		return fmt.Errorf("job %d %s: %w", job.ID, host, ErrNoNetwork)
 	}
-	if _, err := os.Stat(m.nsPath(id)); err != nil {
+	pin, err := m.findPin(id)
+	if err != nil {
 		return fmt.Errorf("job %d %s: pinned namespace: %w", job.ID, host, err)
 	}
 	vni := job.Network.VNI
 	n, hostEnd, hasDefault := uint32(0), "", false
 	if m.def != nil {
-		var err error
-		if n, hostEnd, hasDefault, err = m.defaultHeld(id); err != nil {
+		if n, hostEnd, hasDefault, err = m.defaultHeld(pin); err != nil {
 			return fmt.Errorf("job %d %s: %w", job.ID, host, err)
 		}
 	}
@@ -786,6 +844,9 @@ func (m *Manager) Adopt(job api.AssignedJob, host, id string) error {
 		}
 	}
 	m.adopted[id] = true
+	if pin != m.nsPath(id) {
+		m.pins[id] = pin
+	}
 	if !private(job) && isNotFound(berr) {
 		m.mu.Unlock()
 		return nil // one container, no bridge (one from an older nodelet is kept)
@@ -811,12 +872,26 @@ func (m *Manager) Adopt(job api.AssignedJob, host, id string) error {
 	return nil
 }
 
-// defaultHeld tells the default host number the pinned namespace of
-// container id holds, if any, and the name of its veth's host end (its
+// findPin is where a previous nodelet pinned container id's namespace:
+// where this one would, or else in the legacy directory.
+func (m *Manager) findPin(id string) (string, error) {
+	p := m.nsPath(id)
+	_, err := os.Stat(p)
+	if errors.Is(err, os.ErrNotExist) && m.legacy != "" {
+		lp := filepath.Join(m.legacy, id)
+		if _, lerr := os.Stat(lp); lerr == nil {
+			return lp, nil
+		}
+	}
+	return p, err
+}
+
+// defaultHeld tells the default host number the namespace pinned at pin
+// holds, if any, and the name of its veth's host end (its
 // peer's, found by index: trd<n>, or trp<seq> when it came from the
 // pool; "" when not found).
-func (m *Manager) defaultHeld(id string) (uint32, string, bool, error) {
-	ns, err := netns.GetFromPath(m.nsPath(id))
+func (m *Manager) defaultHeld(pin string) (uint32, string, bool, error) {
+	ns, err := netns.GetFromPath(pin)
 	if err != nil {
 		return 0, "", false, fmt.Errorf("opening netns: %w", err)
 	}
@@ -872,25 +947,18 @@ func (m *Manager) Cleanup() error {
 			}
 		}
 	}
-	ents, err := os.ReadDir(m.dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
-	}
-	for _, e := range ents {
-		if !adopted[e.Name()] {
-			// A direct session's VXLAN device first: it holds its VNI
-			// until the namespace goes, after its last process.
-			p := filepath.Join(m.dir, e.Name())
-			if ns, err := netns.GetFromPath(p); err == nil {
-				errs = append(errs, dropOverlayIn(ns))
-				_ = ns.Close()
-			}
-			errs = append(errs, removeNetNS(p))
-		}
+	errs = append(errs, sweepPins(m.dir, adopted))
+	if m.legacy != "" {
+		errs = append(errs, sweepPins(m.legacy, adopted))
 	}
 	// A previous nodelet's pool: never handed to a container, never
 	// taken over (its host ends went with the links above).
 	errs = append(errs, m.cleanupPool())
+	if m.legacy != "" {
+		// Gone once empty: the older nodelet's last adopted container
+		// takes the other (Detach).
+		_ = os.Remove(m.legacy)
+	}
 	// The filter of the adopted sessions only (none: no table).
 	errs = append(errs, m.syncFilter())
 	if m.def != nil {
@@ -899,6 +967,29 @@ func (m *Manager) Cleanup() error {
 		errs = append(errs, m.closeDefault()) // a previous configuration's
 	}
 	errs = append(errs, m.startPool())
+	return errors.Join(errs...)
+}
+
+// sweepPins unpins every namespace pinned in dir but those of the
+// adopted containers.
+func sweepPins(dir string, adopted map[string]bool) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if !adopted[e.Name()] {
+			// A direct session's VXLAN device first: it holds its VNI
+			// until the namespace goes, after its last process.
+			p := filepath.Join(dir, e.Name())
+			if ns, err := netns.GetFromPath(p); err == nil {
+				errs = append(errs, dropOverlayIn(ns))
+				_ = ns.Close()
+			}
+			errs = append(errs, removeNetNS(p))
+		}
+	}
 	return errors.Join(errs...)
 }
 

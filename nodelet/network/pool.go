@@ -119,7 +119,7 @@ func (m *Manager) startPool() error {
 	if p.size == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+	if err := pinDir(p.dir); err != nil {
 		return fmt.Errorf("netns pool: %w", err)
 	}
 	p.mu.Lock()
@@ -279,9 +279,21 @@ func (m *Manager) closePool() error {
 }
 
 // cleanupPool removes what a previous nodelet's pool left: every pin
-// under the pool directory (the links are Cleanup's, by prefix).
+// under the pool directory, and under the legacy directory's, which
+// goes too (the links are Cleanup's, by prefix).
 func (m *Manager) cleanupPool() error {
-	ents, err := os.ReadDir(m.pool.dir)
+	errs := []error{removePins(m.pool.dir)}
+	if m.legacy != "" {
+		legacy := m.legacy + "-pool"
+		errs = append(errs, removePins(legacy))
+		_ = os.Remove(legacy) // nothing pins there any more
+	}
+	return errors.Join(errs...)
+}
+
+// removePins unpins every namespace pinned in dir.
+func removePins(dir string) error {
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
@@ -290,7 +302,7 @@ func (m *Manager) cleanupPool() error {
 	}
 	var errs []error
 	for _, e := range ents {
-		errs = append(errs, removeNetNS(filepath.Join(m.pool.dir, e.Name())))
+		errs = append(errs, removeNetNS(filepath.Join(dir, e.Name())))
 	}
 	return errors.Join(errs...)
 }
