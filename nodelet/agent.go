@@ -61,6 +61,11 @@ type agent struct {
 	running  map[key]*task   // started here, not yet destroyed
 	finished map[key]bool    // ended here; kept while schedd still assigns it
 	last     api.Assignments // the last answer reconciled: a task that ends reconciles it again
+	// assigned: last holds an answer of schedd's. Until the first one,
+	// an empty last says nothing: a restarted nodelet's re-attached
+	// containers are in no assignment yet, and reconciling against it
+	// would stop them all (a lease granted, a task ended meanwhile).
+	assigned bool
 	tasks    sync.WaitGroup
 }
 

@@ -24,7 +24,7 @@ import (
 func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.last = as
+	a.last, a.assigned = as, true
 	a.reconcileLocked(ctx)
 }
 
@@ -34,8 +34,9 @@ func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
 // (or, detaching, leave their containers running) by themselves, and an
 // answer to the assignments query or the heartbeat that comes in after
 // must not find a container left running "not here" and report it lost.
+// Before schedd's first answer it does nothing either (agent.assigned).
 func (a *agent) reconcileLocked(ctx context.Context) {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || !a.assigned {
 		return
 	}
 	want := map[key]api.AssignedJob{}

@@ -36,3 +36,51 @@ func TestReconcileWhileStoppingReportsNothing(t *testing.T) {
 		t.Fatalf("a live nodelet queued %+v, want the container reported failed (lost)", a.rep.Queued())
 	}
 }
+
+// TestNoReconcileBeforeFirstAssignments: a restarted nodelet has
+// re-attached to a running container and recorded one that ended while
+// no nodelet ran, and schedd has not answered yet. A reconcile then (a
+// lease granted at register, a task that ended) must neither stop the
+// running container nor forget the ended one; once schedd's answer
+// assigns both, nothing is stopped or reported lost. Reconciling against
+// the empty assignments stopped every re-attached container and
+// reported the ended one lost (TestAgentReattachesAfterRestart, now and
+// then).
+func TestNoReconcileBeforeFirstAssignments(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
+	running := &task{key: key{1, "main1", 0}, stop: make(chan struct{})}
+	a.running[running.key] = running
+	ended := key{2, "main1", 0}
+	a.finished[ended] = true
+
+	a.mu.Lock()
+	a.reconcileLocked(context.Background()) // as grant and an ended task do
+	a.mu.Unlock()
+	select {
+	case <-running.stop:
+		t.Fatal("a re-attached container was stopped before schedd's first assignments")
+	default:
+	}
+	if !a.finished[ended] {
+		t.Fatal("a container that ended was forgotten before schedd's first assignments")
+	}
+
+	var as api.Assignments
+	for _, id := range []uint64{1, 2} {
+		job := api.AssignedJob{ID: id, Containers: []api.Container{
+			{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning},
+		}}
+		as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
+	}
+	a.reconcile(context.Background(), as)
+	select {
+	case <-running.stop:
+		t.Error("a re-attached container schedd assigns was stopped")
+	default:
+	}
+	if n := a.rep.Pending(); n != 0 {
+		t.Errorf("reports queued: %+v, want none (the ended container's exit is its task's to report)", a.rep.Queued())
+	}
+}
