@@ -103,7 +103,9 @@ func TestProcessValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	for start := time.Now(); time.Since(start) < 20*time.Millisecond; { // some CPU time
+	// Some CPU time, enough to show in /proc/self/stat's clock ticks
+	// (10 ms) however loaded the machine: a wall-clock wait may get none.
+	for start := time.Now(); cpuTime(t) < 30*time.Millisecond && time.Since(start) < 10*time.Second; {
 	}
 	var w Writer
 	WriteProcess(&w)
@@ -142,4 +144,13 @@ func TestProcessValues(t *testing.T) {
 	if p := gauge(t, mfs, "go_sched_gomaxprocs_threads"); p != float64(runtime.GOMAXPROCS(0)) {
 		t.Errorf("go_sched_gomaxprocs_threads = %v, want %d", p, runtime.GOMAXPROCS(0))
 	}
+}
+
+// cpuTime is the CPU this process has used, user and system.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
