@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/seccomp"
@@ -56,19 +55,7 @@ func libctUsable() error {
 	if !seccomp.Enabled {
 		return fmt.Errorf("%s: %w", Libcontainer, ErrNoSeccomp)
 	}
-	primeCgroupRoot()
 	return nil
-}
-
-// primeCgroupRoot makes libcontainer's cgroup package open the handle on
-// /sys/fs/cgroup it keeps for the process's life (and resolves every
-// cgroup file through) now, in the nodelet's own mount namespace. Opened
-// first during a start, it would be in the namespace inOwnMounts gives
-// that start, whose copy of the cgroup mounts goes with it: every later
-// cgroup file would be missing. Any read does it; what it reads does not
-// matter.
-func primeCgroupRoot() {
-	_, _ = cgroups.ReadFile("/sys/fs/cgroup", "cgroup.controllers")
 }
 
 // libctConfig turns the bundle's OCI spec into libcontainer's config the

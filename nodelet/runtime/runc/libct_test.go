@@ -52,7 +52,6 @@ func TestLibcontainerSecurity(t *testing.T) {
 		{"OOMKillReported", TestOOMKillReported},
 		{"ImageDirUntouched", TestImageDirUntouched},
 		{"OverlayCleanedUpAfterRestart", TestOverlayCleanedUpAfterRestart},
-		{"OverlayOnlyInContainer", TestOverlayOnlyInContainer},
 		{"ForkBombStops", TestForkBombStops},
 		{"Seccomp", TestSeccomp},
 		{"Images", TestSuiteImages},

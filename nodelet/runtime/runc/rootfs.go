@@ -91,12 +91,9 @@ func mountOverlay(lower string, l layout, mnt string) error {
 	return nil
 }
 
-// unmountOverlay removes the mountpoint of a container's overlay. Start
-// mounts it in a namespace that goes with the start (inOwnMounts), so
-// the nodelet's own namespace holds it only for a container an earlier
-// nodelet started: that one is unmounted first (lazily: the container's
-// mount namespace may still hold it a moment). An overlay that is not
-// mounted is no error.
+// unmountOverlay undoes mountOverlay (lazily: the container's mount
+// namespace may still hold it a moment) and removes the mountpoint. An
+// overlay that is not mounted is no error.
 func unmountOverlay(mnt string) error {
 	if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 		return fmt.Errorf("unmounting %s: %w", mnt, err)

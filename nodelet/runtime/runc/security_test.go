@@ -255,36 +255,3 @@ func TestSeccomp(t *testing.T) {
 		}
 	}
 }
-
-// TestOverlayOnlyInContainer: a running container's image overlay is in
-// the container's mount namespace, not in the nodelet's (inOwnMounts),
-// so that the nodelet's mount table does not grow by a mount per
-// container, and the container still runs on its image.
-func TestOverlayOnlyInContainer(t *testing.T) {
-	r := newTestRuntime(t)
-	init := runtimetest.BuildInit(t)
-	spec, out := runtimetest.NewSpec(t, init, "sh", "-c", `test -x /bin/busybox && grep -q ' / / .* - overlay ' /proc/self/mountinfo && echo on-its-image; exec sleep 60`)
-	spec.Image = runtimetest.BusyboxRootfs(t)
-	c := runtimetest.Start(t, r, spec)
-	defer c.Destroy(context.Background())
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(runtimetest.ReadFile(t, out), "on-its-image") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the container did not say it runs on its overlaid image: %q", runtimetest.ReadFile(t, out))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	after, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(after), r.rootMount(spec.ID)) {
-		t.Errorf("the container's overlay is mounted in the nodelet's namespace at %s", r.rootMount(spec.ID))
-	}
-	if err := c.Destroy(context.Background()); err != nil {
-		t.Fatalf("destroy: %v", err)
-	}
-	if _, err := os.Stat(r.rootMount(spec.ID)); !os.IsNotExist(err) {
-		t.Errorf("overlay mountpoint %s left after destroy (%v)", r.rootMount(spec.ID), err)
-	}
-}

@@ -30,40 +30,28 @@ func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container,
 		return nil, fmt.Errorf("%w: runc needs the troupe-init binary", runtime.ErrInvalidSpec)
 	}
 	l := newLayout(s)
-	var (
-		files    []*os.File
-		pid      int
-		reap     func()
-		launched bool
-	)
+	files, spec, err := r.writeBundle(s, l)
 	defer func() {
 		for _, f := range files {
 			f.Close() // troupe-init holds its own
 		}
 	}()
-	// The overlay is mounted, and the init forked, in a mount namespace
-	// of their own (inOwnMounts): when the start fails, it goes with
-	// its thread, and the mountpoint and Spec.Dir are removed here.
-	err := inOwnMounts(func() error {
-		var (
-			spec *specs.Spec
-			err  error
-		)
-		if files, spec, err = r.writeBundle(s, l); err != nil {
-			return err
-		}
-		launched = true
-		if r.lib {
-			pid, reap, err = r.launchLibct(ctx, s, spec, files)
-		} else {
-			pid, err = r.launch(ctx, s, l, files)
-		}
-		return err
-	})
 	if err != nil {
-		if launched {
-			_ = r.delete(context.WithoutCancel(ctx), s.ID)
-		}
+		_ = unmountOverlay(r.rootMount(s.ID))
+		_ = os.RemoveAll(s.Dir)
+		return nil, err
+	}
+	var (
+		pid  int
+		reap func()
+	)
+	if r.lib {
+		pid, reap, err = r.launchLibct(ctx, s, spec, files)
+	} else {
+		pid, err = r.launch(ctx, s, l, files)
+	}
+	if err != nil {
+		_ = r.delete(context.WithoutCancel(ctx), s.ID)
 		_ = unmountOverlay(r.rootMount(s.ID))
 		_ = os.RemoveAll(s.Dir)
 		return nil, err
