@@ -32,8 +32,10 @@ func TestAgentRunDirApart(t *testing.T) {
 		if !runtimetest.WaitFor(10*time.Second, func() bool { _, err := os.Stat(filepath.Join(home, "f")); return err == nil }) {
 			t.Fatalf("the job's home/f is not in %s: %s", home, lsR(cfg.StateDir))
 		}
-		if fi, err := os.Stat(home); err != nil || fi.Mode().Perm() != 0o700 {
-			t.Errorf("home %s: %v, mode %v, want 0700", home, err, fi.Mode().Perm())
+		if fi, err := os.Stat(home); err != nil {
+			t.Errorf("home %s: %v", home, err)
+		} else if fi.Mode().Perm() != 0o700 {
+			t.Errorf("home %s: mode %v, want 0700", home, fi.Mode().Perm())
 		}
 		run := runDirOf(cfg)
 		if rt == RuntimeRunc {
