@@ -150,15 +150,7 @@ func TestExplicitCrunFailsAtStartup(t *testing.T) {
 // go-cmp: package initialisers every container's init (this binary,
 // re-executed as `nodelet init`) would pay for at its every start.
 func TestLinksNoReflectiveDecoding(t *testing.T) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("SKIP: no go binary to list the nodelet's packages with")
-	}
-	out, err := exec.Command(gobin, "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	for _, p := range strings.Fields(string(out)) {
+	for _, p := range linked(t) {
 		switch p {
 		case "github.com/hashicorp/hcl/v2/gohcl", "github.com/hashicorp/hcl/v2/hclwrite", "github.com/google/go-cmp/cmp":
 			t.Errorf("the nodelet links %s", p)
@@ -172,6 +164,17 @@ func TestLinksNoReflectiveDecoding(t *testing.T) {
 // collectors, procfs, expvar) every container's init would pay for at
 // its every start.
 func TestLinksNoPrometheusClient(t *testing.T) {
+	for _, p := range linked(t) {
+		if strings.HasPrefix(p, "github.com/prometheus/") || p == "expvar" {
+			t.Errorf("the nodelet links %s", p)
+		}
+	}
+}
+
+// linked is the packages the nodelet binary links (go list -deps); it
+// skips loudly without a go binary.
+func linked(t *testing.T) []string {
+	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("SKIP: no go binary to list the nodelet's packages with")
@@ -180,9 +183,5 @@ func TestLinksNoPrometheusClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
-	for _, p := range strings.Fields(string(out)) {
-		if strings.HasPrefix(p, "github.com/prometheus/") || p == "expvar" {
-			t.Errorf("the nodelet links %s", p)
-		}
-	}
+	return strings.Fields(string(out))
 }
