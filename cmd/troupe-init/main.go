@@ -6,8 +6,14 @@
 //	troupe-init [OPTIONS] run -- CMD ...  run CMD in its own process group, forward
 //	                                      signals to that group, exit with CMD's status
 //
-// Options: --sshd PATH first starts `PATH server` (troupe-ssh's SSH
-// server) in its own process group, and stops it on the way out;
+// Options: --sshd PATH serves SSH with `PATH server` (troupe-ssh's SSH
+// server) on demand: troupe-init listens on the sessions' SSH port
+// (--sshd-port, default 2200) before the command starts, and starts the
+// server, in its own process group, on the first connection, handing it
+// the listening socket and that connection (socket activation). A
+// session whose containers nobody reaches over SSH runs no server, and
+// a connection that comes early waits in the listener's backlog instead
+// of being refused. The server is stopped on the way out;
 // --exit-fd N writes the exit status (decimal, newline) to inherited
 // descriptor N, a file the nodelet made in a directory of its own that
 // the container cannot see, so that a nodelet that was not the
@@ -31,10 +37,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -58,11 +66,25 @@ func main() {
 	os.Exit(realMain(os.Args[1:]))
 }
 
+// sshPort is where sessions' SSH servers listen: troupe-ssh's
+// DefaultPort, the nodelet's session.SSHPort (Backend.AI's too).
+const sshPort = 2200
+
 func realMain(args []string) int {
-	sshd, exitFD, ttyFD := "", -1, -1
-	for len(args) > 1 && (args[0] == "--sshd" || args[0] == "--exit-fd" || args[0] == "--tty-fd") {
-		if args[0] == "--sshd" {
+	sshd, exitFD, ttyFD, port := "", -1, -1, sshPort
+	for len(args) > 1 && (args[0] == "--sshd" || args[0] == "--sshd-port" || args[0] == "--exit-fd" || args[0] == "--tty-fd") {
+		switch args[0] {
+		case "--sshd":
 			sshd = args[1]
+			args = args[2:]
+			continue
+		case "--sshd-port":
+			p, err := strconv.Atoi(args[1])
+			if err != nil || p < 1 || p > 65535 {
+				fmt.Fprintf(os.Stderr, "troupe-init: --sshd-port %q: want a TCP port\n", args[1])
+				return 2
+			}
+			port = p
 			args = args[2:]
 			continue
 		}
@@ -89,7 +111,7 @@ func realMain(args []string) int {
 		unix.CloseOnExec(exitFD)
 		exit = os.NewFile(uintptr(exitFD), "exit")
 	}
-	code := realRun(sshd, ttyFD, args)
+	code := realRun(sshd, port, ttyFD, args)
 	if exit != nil {
 		writeExit(exit, code)
 	}
@@ -105,14 +127,20 @@ func writeExit(f *os.File, code int) {
 	_ = f.Close()
 }
 
-func realRun(sshd string, ttyFD int, args []string) int {
+func realRun(sshd string, port, ttyFD int, args []string) int {
 	if sshd != "" {
-		stop, err := startDaemon(sshd, "server")
-		if err != nil {
+		if _, err := os.Stat(sshd); err != nil {
 			fmt.Fprintf(os.Stderr, "troupe-init: sshd: %v\n", err)
 			return 127
 		}
-		defer stop()
+		// Without the port (something else holds it) the command runs
+		// without SSH, as it did when the server itself failed to
+		// listen.
+		if stop, err := sshdOnDemand(sshd, port); err != nil {
+			fmt.Fprintf(os.Stderr, "troupe-init: sshd: %v\n", err)
+		} else {
+			defer stop()
+		}
 	}
 	switch args[0] {
 	case "wait":
@@ -134,26 +162,79 @@ func realRun(sshd string, ttyFD int, args []string) int {
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "usage: troupe-init [--sshd PATH] [--exit-fd N] wait | troupe-init [--sshd PATH] [--exit-fd N] [--tty-fd N] run -- COMMAND [ARG...]")
+	fmt.Fprintln(os.Stderr, "usage: troupe-init [--sshd PATH [--sshd-port N]] [--exit-fd N] wait | troupe-init [--sshd PATH [--sshd-port N]] [--exit-fd N] [--tty-fd N] run -- COMMAND [ARG...]")
 	return 2
 }
 
 // startDaemon starts path args... in its own process group with stdin
 // from /dev/null; stop sends its group SIGTERM.
-func startDaemon(path string, args ...string) (stop func(), err error) {
+func startDaemon(path string, extra []*os.File, args ...string) (stop func(), err error) {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, err
 	}
 	defer null.Close()
 	p, err := os.StartProcess(path, append([]string{path}, args...), &os.ProcAttr{
-		Files: []*os.File{null, os.Stdout, os.Stderr},
+		Files: append([]*os.File{null, os.Stdout, os.Stderr}, extra...),
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	if err != nil {
 		return nil, err
 	}
 	return func() { _ = syscall.Kill(-p.Pid, syscall.SIGTERM) }, nil
+}
+
+// sshdOnDemand listens on port and starts `path server` on the first
+// connection, handing it the listening socket (descriptor 3) and that
+// connection (4); from then on the server accepts. stop closes the
+// listener and ends the server if it started.
+func sshdOnDemand(path string, port int) (stop func(), err error) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{Port: port})
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		kill    func()
+	)
+	go func() {
+		defer ln.Close() // the server holds its own from now on
+		conn, err := ln.AcceptTCP()
+		if err != nil {
+			return // stopped
+		}
+		defer conn.Close()
+		lf, err := ln.File()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "troupe-init: sshd: %v\n", err)
+			return
+		}
+		defer lf.Close()
+		cf, err := conn.File()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "troupe-init: sshd: %v\n", err)
+			return
+		}
+		defer cf.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if kill, err = startDaemon(path, []*os.File{lf, cf}, "server", "--listen-fd", "3", "--conn-fd", "4"); err != nil {
+			fmt.Fprintf(os.Stderr, "troupe-init: sshd: %v\n", err)
+		}
+	}()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		_ = ln.Close()
+		if kill != nil {
+			kill()
+		}
+	}, nil
 }
 
 // waitForever blocks until SIGTERM or SIGINT, reaping children meanwhile.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"debug/elf"
 	"errors"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -302,4 +304,91 @@ func readUntil(t *testing.T, c net.Conn, r *attach.Reader, want string) string {
 		got.Write(f.Payload)
 	}
 	return got.String()
+}
+
+// TestSSHDOnDemand: with --sshd, troupe-init listens on the SSH port
+// before the command runs but starts no server until a client connects;
+// the first connection starts `PATH server --listen-fd 3 --conn-fd 4`
+// with the listening socket and that very connection, which the server
+// then serves; the server is stopped when troupe-init ends.
+func TestSSHDOnDemand(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "started")
+	fake := filepath.Join(dir, "fake-sshd")
+	// The stand-in server records its arguments and descriptors, answers
+	// on the connection it was handed, and stays (as a server would).
+	script := "#!/bin/sh\n" +
+		"{ echo \"$@\"; readlink /proc/$$/fd/3 /proc/$$/fd/4; } > " + mark + ".tmp && mv " + mark + ".tmp " + mark + "\n" +
+		"echo served >&4\n" +
+		"exec sleep 60\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	out := filepath.Join(dir, "out")
+	stdout, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	cmd := exec.Command(bin, "--sshd", fake, "--sshd-port", strconv.Itoa(port), "run", "--", "sh", "-c", "echo up; exec sleep 60")
+	cmd.Stdout, cmd.Stderr = stdout, stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitFor(t, func() bool { b, _ := os.ReadFile(out); return strings.Contains(string(b), "up") })
+	time.Sleep(200 * time.Millisecond) // a server started at once would have written its mark by now
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the SSH server started before any client connected")
+	}
+
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
+	if err != nil {
+		t.Fatalf("the SSH port is not listened on while the command runs: %v", err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || got != "served\n" {
+		t.Fatalf("the first connection was not handed to the server: read %q, %v", got, err)
+	}
+	b, err := os.ReadFile(mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 3 || lines[0] != "server --listen-fd 3 --conn-fd 4" ||
+		!strings.HasPrefix(lines[1], "socket:") || !strings.HasPrefix(lines[2], "socket:") {
+		t.Fatalf("the server was started as %q, want `server --listen-fd 3 --conn-fd 4` with two sockets", lines)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	waitFor(t, func() bool {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+	}
 }

@@ -5,7 +5,9 @@
 //
 //	troupe-ssh server [-p 2200]        sshd: keys from ~/.ssh (id_cluster,
 //	                                   authorized_keys); exec, shell with a
-//	                                   pty, env, signals
+//	                                   pty, env, signals; -listen-fd N and
+//	                                   -conn-fd N take troupe-init's
+//	                                   listener and first connection
 //	ssh [options] host [command...]    the client, when invoked as "ssh"
 //	                                   (mounted at /.troupe/bin/ssh)
 //	troupe-ssh ssh [options] host ...  the client, by name
@@ -50,7 +52,7 @@ func dispatch(argv []string) int {
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "usage: troupe-ssh server [-p PORT] | troupe-ssh ssh [options] HOST [COMMAND...] | troupe-ssh probe HOST...")
+	fmt.Fprintln(os.Stderr, "usage: troupe-ssh server [-p PORT] [-keys DIR] [-listen-fd N [-conn-fd N]] | troupe-ssh ssh [options] HOST [COMMAND...] | troupe-ssh probe HOST...")
 	return 2
 }
 

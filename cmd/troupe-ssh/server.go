@@ -26,6 +26,8 @@ func server(args []string) int {
 	fs := flag.NewFlagSet("troupe-ssh server", flag.ContinueOnError)
 	port := fs.Int("p", DefaultPort, "TCP port")
 	dir := fs.String("keys", filepath.Join(home(), ".ssh"), "directory with id_cluster and authorized_keys")
+	listenFD := fs.Int("listen-fd", -1, "accept on this inherited listening socket instead of listening on -p")
+	connFD := fs.Int("conn-fd", -1, "serve this inherited connection first (troupe-init's socket activation)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -34,10 +36,20 @@ func server(args []string) int {
 		fmt.Fprintf(os.Stderr, "troupe-ssh server: %v\n", err)
 		return 1
 	}
-	ln, err := net.Listen("tcp", ":"+strconv.Itoa(*port))
+	ln, err := serverListener(*listenFD, *port)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "troupe-ssh server: %v\n", err)
 		return 1
+	}
+	if *connFD >= 0 {
+		f := os.NewFile(uintptr(*connFD), "connection")
+		conn, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "troupe-ssh server: --conn-fd %d: %v\n", *connFD, err)
+			return 1
+		}
+		go serveConn(conn, cfg)
 	}
 	for {
 		conn, err := ln.Accept()
@@ -50,6 +62,21 @@ func server(args []string) int {
 		}
 		go serveConn(conn, cfg)
 	}
+}
+
+// serverListener is the inherited listening socket fd, or a new one on
+// port when fd is negative.
+func serverListener(fd, port int) (net.Listener, error) {
+	if fd < 0 {
+		return net.Listen("tcp", ":"+strconv.Itoa(port))
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("--listen-fd %d: %w", fd, err)
+	}
+	return ln, nil
 }
 
 // serverConfig: the host key is id_cluster, clients must hold a key of
