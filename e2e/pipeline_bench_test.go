@@ -72,7 +72,7 @@ func BenchmarkPipeline(b *testing.B) {
 	_ = os.Chmod(dir, 0o755)
 	rootfs := busyboxRootfs(b, filepath.Join(dir, "rootfs"))
 	metricsAddr := freeAddr(b)
-	runArgs, runDir := benchRunDir(b, dir)
+	runArgs, runDir, _ := benchRunDir(b, dir)
 	if oci := os.Getenv("OCI_RUNTIME"); oci != "" {
 		conf := filepath.Join(dir, "nodelet.hcl")
 		if err := os.WriteFile(conf, fmt.Appendf(nil, "oci_runtime = %q\n", oci), 0o644); err != nil {
@@ -198,14 +198,16 @@ func BenchmarkPipeline(b *testing.B) {
 
 // benchRunDir puts the dev nodelets' run directories on a tmpfs it
 // mounts in dir, as /run is on a systemd host, and answers the schedd
-// --dev arguments that say so and where they are. RUN_DIR=disk leaves
-// them where the dev cluster puts them by default: under its state
-// directory, on this machine's disk.
-func benchRunDir(b *testing.B, dir string) ([]string, string) {
+// --dev arguments that say so, where they are ("tmpfs" or "disk"), and
+// a directory there for the benchmark's own runtime state (runc's).
+// RUN_DIR=disk leaves them where the dev cluster puts them by default:
+// under its state directory, on this machine's disk (the state goes in
+// dir).
+func benchRunDir(b *testing.B, dir string) (args []string, where, path string) {
 	switch os.Getenv("RUN_DIR") {
 	case "", "tmpfs":
 	case "disk":
-		return nil, "disk"
+		return nil, "disk", dir
 	default:
 		b.Fatalf("RUN_DIR=%q: want tmpfs or disk", os.Getenv("RUN_DIR"))
 	}
@@ -217,7 +219,7 @@ func benchRunDir(b *testing.B, dir string) ([]string, string) {
 		b.Fatalf("tmpfs for the run directories: %v", err)
 	}
 	b.Cleanup(func() { _ = unix.Unmount(run, unix.MNT_DETACH) })
-	return []string{"--dev-run-dir", run}, "tmpfs"
+	return []string{"--dev-run-dir", run}, "tmpfs", run
 }
 
 // bsubCount submits n copies of job file job in one request (bsub

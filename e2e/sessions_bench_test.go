@@ -103,7 +103,7 @@ func BenchmarkSessionBurst(b *testing.B) {
 	nodeCPU := math.Ceil(float64(perNode*size)*cpu) + 1
 	nodeMem := fmt.Sprintf("%dMiB", perNode*size*memMiB+1024)
 	metricsAddr := freeAddr(b)
-	runArgs, runDir := benchRunDir(b, dir)
+	runArgs, runDir, rawDir := benchRunDir(b, dir)
 	extra := append([]string{"--metrics-addr", metricsAddr, "--node-memory", nodeMem}, runArgs...)
 	if steps {
 		extra = append(extra, "-v")
@@ -150,12 +150,7 @@ func BenchmarkSessionBurst(b *testing.B) {
 	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
 		b.Fatal(err)
 	}
-	runcs := runcBaselines(b)
-	// runc's bundles and state where the nodelets' run directories are.
-	rawDir := dir
-	if runDir == "tmpfs" {
-		rawDir = filepath.Join(dir, "run")
-	}
+	runcs := runcBaselines(b) // their bundles and state in rawDir, beside the nodelets' run directories
 	for i := 0; i < b.N; i++ {
 		// The runtime's own figure first, on the idle cluster's machine:
 		// runc delete is done when it returns, while a session's
