@@ -120,10 +120,11 @@ bench-scale:
 # The pipeline benchmark (docs/pipeline.md): N one-container jobs
 # through `schedd --dev --nodes 1` beside `runc run` of the same rootfs
 # two at a time, with the installed runc and with runc built at the
-# version of libcontainer the nodelet links (bin/runc-VERSION, from the
+# version of libcontainer the nodelet links (bin/runc-linked, from the
 # module cache); prints the rates, the ratios, the stages' p50/p90
 # (troupe_job_stage_seconds), the slot each job held, CPU ms per job by
-# process and raft entries per job. Needs root, runc and busybox.
+# process (and the machine's per job under each runc) and raft entries
+# per job. Needs root, runc and busybox.
 # RUNC="runc /path/to/runc" names the baselines instead; the nodelet's
 # run directory is on a tmpfs the benchmark mounts (RUN_DIR=disk: not).
 N ?= 100

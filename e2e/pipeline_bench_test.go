@@ -46,7 +46,10 @@ import (
 //   - CPU ms per job of schedd, of the nodelet, of what the nodelet ran
 //     and reaped (runc, troupe-init…), and of the rest of the machine
 //     (all busy CPU in /proc/stat less those: bsub, the polling, the
-//     containers, the kernel's work, and any other load on the machine);
+//     containers, the kernel's work, and any other load on the machine),
+//     their sum (the whole machine), and the whole machine's CPU ms and
+//     processes per job while each runc ran, for the same comparison in
+//     CPU;
 //   - raft entries per job (troupe_schedd_raft_entries_total), by kind.
 //
 // N is the environment's N (default 100); OCI_RUNTIME, when set, is the
@@ -135,11 +138,14 @@ func BenchmarkPipeline(b *testing.B) {
 			version string
 			rate    float64
 			took    time.Duration
+			ticks   uint64 // the whole machine's CPU, USER_HZ
+			forks   uint64
 		}
 		var bases []baseline
 		for k, rc := range runcs {
+			t0, f0 := machineTicks(b), forks(b)
 			took := runcPairs(b, filepath.Join(dir, fmt.Sprintf("runc-%d", k)), rc.path, rootfs, n)
-			bases = append(bases, baseline{rc.version, float64(n) / took.Seconds(), took})
+			bases = append(bases, baseline{rc.version, float64(n) / took.Seconds(), took, machineTicks(b) - t0, forks(b) - f0})
 		}
 
 		w := os.Stdout
@@ -166,7 +172,11 @@ func BenchmarkPipeline(b *testing.B) {
 		fmt.Fprintf(w, "  %-34s %8.1f\n", "nodelet", per(nd))
 		fmt.Fprintf(w, "  %-34s %8.1f\n", "nodelet's reaped children (runc…)", per(kids))
 		fmt.Fprintf(w, "  %-34s %8.1f\n", "rest of the machine", per(all-min(all, sd+nd+kids)))
+		fmt.Fprintf(w, "  %-34s %8.1f\n", "the whole machine", per(all))
 		fmt.Fprintf(w, "  %-34s %8.1f  (the whole machine's forks and clones, /proc/stat)\n", "processes per job", float64(forks1-forks0)/float64(n))
+		for _, bl := range bases {
+			fmt.Fprintf(w, "  %-34s %8.1f  (%.1f processes per job)\n", "runc run ("+bl.version+"), the machine", per(bl.ticks), float64(bl.forks)/float64(n))
+		}
 		var kinds []string
 		total := 0.0
 		for k, v := range m1 {
