@@ -67,7 +67,7 @@ func (m *metrics) write(w *promtext.Writer) {
 
 	a := m.a
 	a.mu.Lock()
-	alloc := allocated(a.last, len(a.gpus))
+	alloc := allocated(a.last, len(a.gpus), a.endedHere)
 	a.mu.Unlock()
 	w.Gauge("troupe_nodelet_cpu_allocatable_cores", "CPU cores this node offers to containers.", a.cfg.CPU)
 	w.Gauge("troupe_nodelet_cpu_allocated_cores", "CPU cores held by the containers schedd assigns to this node.", alloc.cpu)
@@ -128,13 +128,15 @@ type allocation struct {
 }
 
 // allocated sums the resources of the containers in as that have not
-// ended.
-func allocated(as api.Assignments, devices int) allocation {
+// ended, by as or by ended: schedd's answer does not come back with the
+// end a node reported itself (state.ownEcho), so the assignments may
+// still show a container this node has ended.
+func allocated(as api.Assignments, devices int, ended func(key) bool) allocation {
 	al := allocation{shares: make([]float64, devices)}
 	for _, asg := range as.Assignments {
 		for _, h := range asg.Hosts {
 			c, err := session.Container(asg.Job, h)
-			if err != nil || c.State.Ended() {
+			if err != nil || c.State.Ended() || ended(key{asg.Job.ID, h, asg.Job.Requeues}) {
 				continue
 			}
 			al.cpu += c.Resources.CPU

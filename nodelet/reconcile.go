@@ -98,6 +98,17 @@ func (a *agent) admit(ctx context.Context, k key, job api.AssignedJob) {
 	}
 }
 
+// endedHere tells whether this nodelet has reported k's final state: its
+// task reported the exit (or the failure to start), or it ended without
+// a task. a.mu is held.
+func (a *agent) endedHere(k key) bool {
+	if a.finished[k] {
+		return true
+	}
+	t := a.running[k]
+	return t != nil && t.ended.Load()
+}
+
 // endHere reports a final state for a container that has no task. a.mu
 // is held.
 func (a *agent) endHere(k key, state api.ContainerState, code int, msg string) {

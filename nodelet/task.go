@@ -52,6 +52,9 @@ type task struct {
 	outputs []watchedOutput
 	// steps times the container's start (the task's goroutine only).
 	steps *stepClock
+	// ended: the container's final state is reported (its exit, or its
+	// failure to start); the task may still be tearing it down.
+	ended atomic.Bool
 }
 
 // releaseMPS drops the task's hold on the MPS daemon.
@@ -110,6 +113,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 		var err error
 		c, err = a.startContainer(ctx, t)
 		if err != nil {
+			t.ended.Store(true)
 			a.report(t, api.ContainerFailed, 0, err.Error())
 			a.metrics.failed(failStart)
 			a.detach(t)
@@ -155,6 +159,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	}
 	a.cpus.release(t.id()) // its cores are free with its process
 	a.markTearingDown(t, u)
+	t.ended.Store(true)
 	a.rep.Add(u)
 	if !destroyed {
 		a.destroy(ctx, c)

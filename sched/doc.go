@@ -22,7 +22,8 @@
 //		    gang: all containers of a session or none.
 //		 4. Nodelets long-poll their assignments (a blocking query on the
 //		    node's own index: state.Snapshot.NodeIndex, woken only by changes
-//		    to the jobs placed on it), run the containers, and report their
+//		    to the jobs placed on it, not by the echo of its own reports),
+//		    run the containers, and report their
 //		    states; the store derives each job's state from its containers'
 //		    (state.advance).
 //

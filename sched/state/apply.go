@@ -3,13 +3,14 @@ package state
 import (
 	"errors"
 	"fmt"
-	"github.com/troupe-hpc/troupe/sched/fault"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/fault"
 	"github.com/troupe-hpc/troupe/sched/partition"
 )
 
@@ -177,6 +178,23 @@ type Report struct {
 	Updates []api.ContainerUpdate `json:"updates"`
 }
 
+// reporters are the nodes whose reports c carries.
+func (c *Command) reporters() []string {
+	switch {
+	case c.Kind == CmdReport && c.Report != nil:
+		return []string{c.Report.Node}
+	case c.Kind == CmdReports:
+		var out []string
+		for _, r := range c.Reports {
+			if !slices.Contains(out, r.Node) {
+				out = append(out, r.Node)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
 // Apply applies one committed command at raft index. It returns the new
 // job's id for a submit, the ids ([]uint64, in order) for a batch, the
 // job for a kill, hold or release, the jobs it moved to RUNNING
@@ -256,7 +274,7 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	if err := settleArrays(txn, index, c.Time); err != nil {
 		return nil, err
 	}
-	if err := bumpNodes(txn, index, c.Kind == CmdTouch); err != nil {
+	if err := bumpNodes(txn, index, c.Kind == CmdTouch, c.reporters()); err != nil {
 		return nil, err
 	}
 	if err := countQueued(txn); err != nil {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/hashicorp/go-memdb"
@@ -20,7 +21,8 @@ import (
 // index of the last change to the jobs it runs (a job placed on it,
 // changed, or leaving it). It is what a node's assignments query answers
 // and blocks on, so that a change wakes the nodelets whose work it
-// changes and no others.
+// changes and no others: not even the node whose own report made it,
+// when the report changed nothing but what that node said (ownEcho).
 
 const (
 	tableNodeIndex   = "node_index"
@@ -177,8 +179,12 @@ var nodeIndexTable = &memdb.TableSchema{Name: tableNodeIndex, Indexes: map[strin
 // bumpNodes moves to index the node_index rows of the nodes whose jobs
 // the transaction changed: the live nodes of each changed job before and
 // after, and of a node registered for the first time. A touch (after a
-// restore) moves every node's.
-func bumpNodes(txn *memdb.Txn, index uint64, all bool) error {
+// restore) moves every node's. reporters are the nodes whose own reports
+// the transaction applied: a change that is only the echo of a node's
+// report (ownEcho) does not move that node's row, so that its
+// assignments query, parked until its row moves, is not answered with
+// what it has just said and is still parked when a plan comes.
+func bumpNodes(txn *memdb.Txn, index uint64, all bool, reporters []string) error {
 	nodes := map[string]bool{}
 	for _, ch := range txn.Changes() {
 		if ch.Table == tableNodes && ch.Before == nil {
@@ -189,9 +195,11 @@ func bumpNodes(txn *memdb.Txn, index uint64, all bool) error {
 		if ch.Table != tableJobs {
 			continue
 		}
-		for _, raw := range []any{ch.Before, ch.After} {
-			if j, ok := raw.(*Job); ok {
-				for _, n := range liveNodes(j) {
+		before, _ := ch.Before.(*Job)
+		after, _ := ch.After.(*Job)
+		for _, j := range []*Job{before, after} {
+			for _, n := range liveNodes(j) {
+				if !nodes[n] && !(slices.Contains(reporters, n) && ownEcho(before, after, n)) {
 					nodes[n] = true
 				}
 			}
@@ -219,6 +227,41 @@ func bumpNodes(txn *memdb.Txn, index uint64, all bool) error {
 		}
 	}
 	return nil
+}
+
+// ownEcho tells whether a job's change from before to after is only
+// what node's own report said: the state, exit code, message and usage
+// of node's containers, and what the job derives from those alone (its
+// state, start and end, exit code, reason, usage), which the node knows,
+// having reported them. KillWanted counts among those only once every
+// container of the job on node has ended: a session that ends because of
+// the report must still reach the node's other containers. Signals,
+// another node's containers, the requeue count or anything else that
+// changed makes it no echo; so does a change to a field this does not
+// name, so that a field added later wakes the node as before. A job that
+// ends with the report leaves the node's assignments unannounced: the
+// node ended it, and keeps nothing of it running.
+func ownEcho(before, after *Job, node string) bool {
+	if before == nil || after == nil || len(before.Containers) != len(after.Containers) {
+		return false
+	}
+	b := *before
+	b.State, b.Started, b.Ended, b.ExitCode, b.Reason = after.State, after.Started, after.Ended, after.ExitCode, after.Reason
+	b.CPUTime, b.MemPeak, b.ModifyIndex = after.CPUTime, after.MemPeak, after.ModifyIndex
+	b.Containers = slices.Clone(before.Containers)
+	ownEnded := true
+	for i := range b.Containers {
+		c, a := &b.Containers[i], &after.Containers[i]
+		if c.Node != node || a.Node != node || c.Host != a.Host {
+			continue
+		}
+		c.State, c.ExitCode, c.Message, c.CPUTime, c.MemPeak = a.State, a.ExitCode, a.Message, a.CPUTime, a.MemPeak
+		ownEnded = ownEnded && a.State.Ended()
+	}
+	if ownEnded {
+		b.KillWanted = after.KillWanted
+	}
+	return reflect.DeepEqual(&b, after)
 }
 
 // rebuildNodeIndex fills node_index after a restore: every node, and

@@ -2,6 +2,7 @@ package state
 
 import (
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -121,8 +122,8 @@ func TestIndexesAgreeWithScans(t *testing.T) {
 
 // TestNodeIndexWakesItsNodeOnly: a change to a job on one node moves
 // that node's index and fires its watch; the other node's stays put and
-// its watch silent, until a change reaches it too (a job ending counts:
-// it leaves the node's assignments).
+// its watch silent, until a change reaches it too (a kill counts: its
+// nodelet must stop the container).
 func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 	h := newHarness(t)
 	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
@@ -130,6 +131,7 @@ func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 	b := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
 	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: a, Nodes: []string{"n1"}}, {JobID: b, Nodes: []string{"n2"}}}}})
 	placed := h.idx
+	h.report("n1", a, "main1", api.ContainerRunning, 0) // its own news: n1's index stays
 
 	v := h.st.Snapshot()
 	i1, ws1 := v.NodeIndex("n1")
@@ -137,34 +139,35 @@ func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 	if i1 != placed || i2 != placed {
 		t.Fatalf("after the plan at %d: n1 at %d, n2 at %d", placed, i1, i2)
 	}
-	h.report("n1", a, "main1", api.ContainerRunning, 0)
+	h.apply(Command{Kind: CmdSignal, Signal: &Signal{JobID: a, Signal: int(syscall.SIGUSR1)}})
 	h.apply(Command{Kind: CmdSubmit, Submit: session(1)}) // queued: on no node
 	if !fired(ws1) {
-		t.Error("a report on n1's job did not fire n1's watch")
+		t.Error("a signal to n1's job did not fire n1's watch")
 	}
 	if fired(ws2) {
-		t.Error("a report on n1's job, and a submit, fired n2's watch")
+		t.Error("a signal to n1's job, and a submit, fired n2's watch")
 	}
 	v = h.st.Snapshot()
 	if i, _ := v.NodeIndex("n2"); i != placed {
 		t.Errorf("n2's index moved to %d on other nodes' changes, want %d", i, placed)
 	}
 	if i, _ := v.NodeIndex("n1"); i != h.idx-1 {
-		t.Errorf("n1's index %d, want the report's %d", i, h.idx-1)
+		t.Errorf("n1's index %d, want the signal's %d", i, h.idx-1)
 	}
 
 	_, ws2 = v.NodeIndex("n2")
 	h.apply(Command{Kind: CmdKill, Kill: b})
-	h.report("n2", b, "main1", api.ContainerKilled, 0)
+	killed := h.idx
 	if !fired(ws2) {
-		t.Fatal("ending n2's job did not fire n2's watch")
+		t.Fatal("killing n2's job did not fire n2's watch")
 	}
+	h.report("n2", b, "main1", api.ContainerKilled, 0)
 	v = h.st.Snapshot()
 	if len(v.NodeJobs("n2")) != 0 || v.Job(b).State != api.JobCancelled {
 		t.Fatalf("job %d %s, n2 still has %v", b, v.Job(b).State, ids(v.NodeJobs("n2")))
 	}
-	if i, _ := v.NodeIndex("n2"); i != h.idx {
-		t.Errorf("n2's index %d after its last job ended at %d: a nodelet past the end would not see it go", i, h.idx)
+	if i, _ := v.NodeIndex("n2"); i != killed {
+		t.Errorf("n2's index %d, want the kill's %d: its own report of the end is no news to it", i, killed)
 	}
 
 	// A touch (after a restore) moves every node's index.
@@ -173,5 +176,81 @@ func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 		if i, _ := h.st.Snapshot().NodeIndex(n); i != h.idx {
 			t.Errorf("after a touch at %d, %s is at %d", h.idx, n, i)
 		}
+	}
+}
+
+// TestNodeIndexOwnReports: a node's report about its own containers does
+// not move its own index (its assignments query stays parked, ready for
+// the next plan) as long as the report changes nothing else it is shown;
+// what the report changes for other nodes, or beyond the reporting
+// node's own containers' states, still moves theirs and its.
+func TestNodeIndexOwnReports(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	one := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
+	other := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
+	two := h.apply(Command{Kind: CmdSubmit, Submit: session(3)}).(uint64) // main1 on n1, sub1 and sub2 on n2
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{
+		{JobID: one, Nodes: []string{"n1"}}, {JobID: other, Nodes: []string{"n2"}}, {JobID: two, Nodes: []string{"n1", "n2", "n2"}}}}})
+	placed := h.idx
+	index := func(n string) uint64 { i, _ := h.st.Snapshot().NodeIndex(n); return i }
+
+	_, ws1 := h.st.Snapshot().NodeIndex("n1")
+	h.report("n1", one, "main1", api.ContainerPreparing, 0)
+	h.report("n1", one, "main1", api.ContainerRunning, 0)
+	if fired(ws1) || index("n1") != placed {
+		t.Errorf("n1's own reports on its one-container job moved its index to %d (placed at %d)", index("n1"), placed)
+	}
+	if st := h.st.Snapshot().Job(one).State; st != api.JobRunning {
+		t.Fatalf("job %d is %s after its running report", one, st)
+	}
+
+	// Several nodes' reports in one entry (the leader's group commit).
+	h.apply(Command{Kind: CmdReports, Reports: []Report{
+		{Node: "n1", Updates: []api.ContainerUpdate{{JobID: one, Host: "main1", State: api.ContainerExited}}},
+		{Node: "n2", Updates: []api.ContainerUpdate{{JobID: other, Host: "main1", State: api.ContainerRunning}}},
+	}})
+	if index("n1") != placed || index("n2") != placed {
+		t.Errorf("two nodes' own reports in one entry moved n1 to %d, n2 to %d (placed at %d)", index("n1"), index("n2"), placed)
+	}
+	if st := h.st.Snapshot().Job(one).State; st != api.JobCompleted {
+		t.Fatalf("job %d is %s after its exit", one, st)
+	}
+
+	// A session across nodes: n2's report moves n1 (another node's
+	// container changed), not n2.
+	_, ws1 = h.st.Snapshot().NodeIndex("n1")
+	h.report("n2", two, "sub1", api.ContainerRunning, 0)
+	if !fired(ws1) || index("n1") != h.idx {
+		t.Errorf("n2's report on a session n1 shares left n1 at %d, want %d", index("n1"), h.idx)
+	}
+	if index("n2") != placed {
+		t.Errorf("n2's own report moved n2 to %d", index("n2"))
+	}
+
+	// main1 ends on n1: the session ends (KillWanted), which n2 must
+	// hear of; n1, whose containers of it have all ended, need not.
+	was := index("n1")
+	_, ws2 := h.st.Snapshot().NodeIndex("n2")
+	h.report("n1", two, "main1", api.ContainerExited, 0)
+	if !h.st.Snapshot().Job(two).KillWanted {
+		t.Fatal("main1's end did not end the session")
+	}
+	if !fired(ws2) || index("n2") != h.idx {
+		t.Errorf("the session's end, from n1's report at %d, left n2 at %d", h.idx, index("n2"))
+	}
+	if index("n1") != was {
+		t.Errorf("n1's report of its last container's end moved n1 from %d to %d", was, index("n1"))
+	}
+
+	// A report that leaves some of the reporting node's containers of
+	// the job running and ends the session tells that node to stop them.
+	three := h.apply(Command{Kind: CmdSubmit, Submit: session(2)}).(uint64) // main1 and sub1 on n1
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: three, Nodes: []string{"n1", "n1"}}}}})
+	h.report("n1", three, "sub1", api.ContainerRunning, 0)
+	was = index("n1")
+	h.report("n1", three, "main1", api.ContainerExited, 0)
+	if index("n1") != h.idx {
+		t.Errorf("main1's end on n1 with sub1 still running there left n1 at %d, want %d (was %d)", index("n1"), h.idx, was)
 	}
 }
