@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -37,8 +38,8 @@ func TestHALeaderFailover(t *testing.T) {
 	const n = 3
 	var apis, rafts, peers []string
 	for i := range n {
-		apis = append(apis, freeAddr(t))
-		rafts = append(rafts, freeAddr(t))
+		apis = append(apis, freeport.Addr(t))
+		rafts = append(rafts, freeport.Addr(t))
 		peers = append(peers, fmt.Sprintf("s%d=%s", i+1, rafts[i]))
 	}
 	cmds := make([]*exec.Cmd, n)
@@ -208,7 +209,7 @@ func TestHAJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api1, api2, r1, r2 := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	api1, api2, r1, r2 := freeport.Addr(t), freeport.Addr(t), freeport.Addr(t), freeport.Addr(t)
 	_, sock1 := startPlain(t, filepath.Join(dir, "s1"), "--listen", api1, "--tls-cert", cert, "--tls-key", key,
 		"--raft-addr", r1, "--peers", "s1="+r1)
 	ctx := context.Background()

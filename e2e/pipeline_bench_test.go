@@ -25,6 +25,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/freeport"
 )
 
 // BenchmarkPipeline (`make bench-pipeline`) puts troupe's one-container
@@ -75,7 +76,7 @@ func BenchmarkPipeline(b *testing.B) {
 	dir := b.TempDir()
 	_ = os.Chmod(dir, 0o755)
 	rootfs := busyboxRootfs(b, filepath.Join(dir, "rootfs"))
-	metricsAddr := freeAddr(b)
+	metricsAddr := freeport.Addr(b)
 	runArgs, runDir, _ := benchRunDir(b, dir)
 	if oci := os.Getenv("OCI_RUNTIME"); oci != "" {
 		conf := filepath.Join(dir, "nodelet.hcl")

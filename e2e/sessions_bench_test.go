@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/freeport"
 )
 
 // BenchmarkSessionBurst (`make bench-sessions`) measures issue 17's
@@ -102,7 +103,7 @@ func BenchmarkSessionBurst(b *testing.B) {
 	perNode := (sessions + nodes - 1) / nodes
 	nodeCPU := math.Ceil(float64(perNode*size)*cpu) + 1
 	nodeMem := fmt.Sprintf("%dMiB", perNode*size*memMiB+1024)
-	metricsAddr := freeAddr(b)
+	metricsAddr := freeport.Addr(b)
 	runArgs, runDir, rawDir := benchRunDir(b, dir)
 	extra := append([]string{"--metrics-addr", metricsAddr, "--node-memory", nodeMem}, runArgs...)
 	if steps {

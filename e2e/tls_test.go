@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -31,16 +31,6 @@ func badmin(t *testing.T) string {
 		}
 	})
 	return bin + "/badmin"
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // startPlain starts a schedd (not --dev) with args and returns it and its
@@ -88,7 +78,7 @@ func TestTLSTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tcp := freeAddr(t)
+	tcp := freeport.Addr(t)
 	join := filepath.Join(dir, "join-token")
 	_, sock := startPlain(t, filepath.Join(dir, "s"), "--listen", tcp, "--tls-cert", cert, "--tls-key", key, "--join-token-file", join)
 	if fi, err := os.Stat(join); err != nil || fi.Mode().Perm() != 0o600 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/attach"
+	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/internal/webdriver"
 	"github.com/troupe-hpc/troupe/sched/web"
 )
@@ -31,7 +32,7 @@ func TestWebTerminal(t *testing.T) {
 	needRunc(t)
 	browser, driver := webdriver.Find(t)
 	ba := badmin(t)
-	addr := freeAddr(t)
+	addr := freeport.Addr(t)
 	c := startCluster(t, 1, "2", "--web-addr", addr)
 	defer c.stop()
 	page := "http://" + addr

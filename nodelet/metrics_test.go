@@ -3,7 +3,6 @@ package nodelet
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -19,19 +18,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 func scrape(t *testing.T, addr string) string {
 	t.Helper()
@@ -104,7 +94,7 @@ next:
 func TestAgentMetrics(t *testing.T) {
 	t.Setenv("PATH", filepath.Dir(goBinary(t))+":/usr/sbin:/usr/bin:/sbin:/bin") // no MPS daemon
 	s := newTestSchedd(t)
-	addr := freeAddr(t)
+	addr := freeport.Addr(t)
 	startAgentCause(t, s, RuntimeProcess, t.TempDir(), func(c *Config) { c.FakeGPUs = 2; c.MetricsAddr = addr })
 	id := s.submit(t, t.TempDir(), func(j *jobspec.Job) {
 		j.Resources.GPU = 0.5

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/attach"
+	"github.com/troupe-hpc/troupe/internal/freeport"
 )
 
 func build(t *testing.T) string {
@@ -325,12 +326,8 @@ func TestSSHDOnDemand(t *testing.T) {
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	_, p, _ := net.SplitHostPort(freeport.Addr(t))
+	port, _ := strconv.Atoi(p)
 
 	out := filepath.Join(dir, "out")
 	stdout, err := os.Create(out)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/sched"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 )
@@ -36,12 +36,7 @@ func startPeers(t *testing.T, n int) ([]*sched.Server, []string) {
 	}
 	var peers []raftlog.Peer
 	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers = append(peers, raftlog.Peer{ID: fmt.Sprint("s", i+1), Addr: ln.Addr().String()})
-		ln.Close()
+		peers = append(peers, raftlog.Peer{ID: fmt.Sprint("s", i+1), Addr: freeport.Addr(t)})
 	}
 	var srvs []*sched.Server
 	var urls []string

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/sched/accounting"
 )
 
@@ -40,16 +40,6 @@ func benchBinaries(b *testing.B, dir string) string {
 		b.Fatalf("building schedd and troupe-nodesim (set $BENCH_BIN to a directory of prebuilt ones on a machine without Go): %v\n%s", err, out)
 	}
 	return dir
-}
-
-// freeAddr is a loopback TCP address nobody listens on just now.
-func freeAddr(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // benchPeer is one schedd process of the benchmark.
@@ -91,13 +81,13 @@ func startCluster(b *testing.B, log *os.File, bin, dir string, n int, store stri
 			b.Fatal(err)
 		}
 		for i := range n {
-			rafts, apis = append(rafts, freeAddr(b)), append(apis, freeAddr(b))
+			rafts, apis = append(rafts, freeport.Addr(b)), append(apis, freeport.Addr(b))
 			peers = append(peers, fmt.Sprintf("s%d=%s", i+1, rafts[i]))
 		}
 	}
 	var lines []<-chan string
 	for i := range n {
-		p := benchPeer{name: fmt.Sprintf("s%d", i+1), data: filepath.Join(dir, fmt.Sprintf("s%d", i+1)), metrics: freeAddr(b)}
+		p := benchPeer{name: fmt.Sprintf("s%d", i+1), data: filepath.Join(dir, fmt.Sprintf("s%d", i+1)), metrics: freeport.Addr(b)}
 		if err := os.MkdirAll(p.data, 0o700); err != nil {
 			b.Fatal(err)
 		}

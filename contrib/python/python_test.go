@@ -7,7 +7,6 @@ package python
 import (
 	"bufio"
 	"bytes"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/freeport"
 )
 
 func TestPythonClient(t *testing.T) {
@@ -40,12 +41,7 @@ func TestPythonClient(t *testing.T) {
 	defer os.RemoveAll(data)
 	_ = os.Chmod(data, 0o755) // the socket is there
 	var log syncBuffer
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcp := l.Addr().String()
-	l.Close()
+	tcp := freeport.Addr(t)
 	schedd := exec.Command(bin+"/schedd", "--dev", "--data-dir", data, "--listen", tcp, "--nodes", "1", "--node-cpu", "2",
 		"--node-memory", "2GiB", "--runtime", "process", "--dev-hosts", "shared", "--stop-grace", "1s")
 	schedd.Stderr = &log

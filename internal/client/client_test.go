@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/freeport"
 )
 
 // fast shortens the per-try deadlines for the test.
@@ -210,18 +211,13 @@ func TestBlockingQueryOutlivesTryDeadline(t *testing.T) {
 // the configured address; the next call goes to the leader it followed.
 func TestRedirectTargetNamed(t *testing.T) {
 	fast(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + l.Addr().String()
-	l.Close()
+	dead := "http://" + freeport.Addr(t)
 	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, dead+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 	}))
 	defer follower.Close()
 	c, _ := NewWith(follower.URL, Options{})
-	_, err = c.Nodes(context.Background())
+	_, err := c.Nodes(context.Background())
 	if err == nil || !strings.Contains(err.Error(), dead) {
 		t.Fatalf("error %v, want it to name the leader %s", err, dead)
 	}

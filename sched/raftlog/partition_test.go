@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -80,12 +81,7 @@ func openCluster(t *testing.T, n int) *cluster {
 	tc := peerTLS(t, filepath.Join(dir, "tls"))
 	var peers []Peer
 	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers = append(peers, Peer{ID: fmt.Sprint("s", i+1), Addr: ln.Addr().String()})
-		ln.Close()
+		peers = append(peers, Peer{ID: fmt.Sprint("s", i+1), Addr: freeport.Addr(t)})
 	}
 	c := &cluster{}
 	for i, p := range peers {
