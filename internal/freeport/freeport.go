@@ -8,10 +8,11 @@
 // port the same way (another test's httptest server) or that connects
 // anywhere (every outgoing connection takes its source port from the
 // same range). A test then meets another server at the address it chose
-// for its own. Addr picks at random below the ephemeral range instead,
-// where the kernel hands out no port by itself: only another test that
-// picks the same port at random can collide, one chance in tens of
-// thousands.
+// for its own, or its own next server, which may be given the same port
+// back. Addr picks at random below the ephemeral range instead, where the
+// kernel hands out no port by itself, and never the same port twice in
+// one test binary: only another test binary that picks the same port at
+// random can collide, one chance in tens of thousands.
 //
 // Only tests import it.
 package freeport
@@ -23,6 +24,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -30,13 +32,27 @@ import (
 // privileged ports and the most common services'.
 const lowest = 10000
 
+// given are the ports Addr has handed out in this process.
+var given struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
 // Addr returns "127.0.0.1:PORT" with a port nothing listens on now,
-// below the kernel's ephemeral range.
+// below the kernel's ephemeral range, that it has not returned before.
 func Addr(tb testing.TB) string {
 	tb.Helper()
 	top := ephemeralLow()
+	given.Lock()
+	defer given.Unlock()
+	if given.ports == nil {
+		given.ports = map[int]bool{}
+	}
 	for range 200 {
 		port := lowest + rand.IntN(top-lowest)
+		if given.ports[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue // taken: try another
@@ -45,6 +61,7 @@ func Addr(tb testing.TB) string {
 		if err := l.Close(); err != nil {
 			tb.Fatal(err)
 		}
+		given.ports[port] = true
 		return addr
 	}
 	tb.Fatalf("freeport: no free port in %d-%d after 200 tries", lowest, top-1)

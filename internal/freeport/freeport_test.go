@@ -28,3 +28,16 @@ func TestAddrBelowEphemeral(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestAddrNeverTwice: no two calls in one process give the same address,
+// even once the first one's server has gone.
+func TestAddrNeverTwice(t *testing.T) {
+	seen := map[string]bool{}
+	for range 500 {
+		addr := Addr(t)
+		if seen[addr] {
+			t.Fatalf("Addr gave %s twice", addr)
+		}
+		seen[addr] = true
+	}
+}
