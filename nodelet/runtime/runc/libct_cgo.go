@@ -156,7 +156,7 @@ func (r *Runtime) launchLibct(ctx context.Context, s runtime.Spec, spec *specs.S
 			}
 		}
 	}()
-	_, p, err := libctRun(r.root, s.ID, spec, s.Stdout, s.Stderr, files)
+	c, p, err := libctRun(r.root, s.ID, spec, s.Stdout, s.Stderr, files)
 	close(started)
 	<-stopped
 	if err != nil {
@@ -169,7 +169,26 @@ func (r *Runtime) launchLibct(ctx context.Context, s runtime.Spec, spec *specs.S
 	if err != nil {
 		return 0, nil, err
 	}
+	r.started.Store(s.ID, c)
 	return pid, func() { _, _ = p.Wait() }, nil
+}
+
+// libctLoad is container id as libcontainer knows it: the handle from
+// its start when this Runtime started it, else loaded from its state
+// directory. With forget, a handle from the start is dropped (the
+// container is being deleted).
+func (r *Runtime) libctLoad(id string, forget bool) (*libcontainer.Container, error) {
+	var h any
+	var ok bool
+	if forget {
+		h, ok = r.started.LoadAndDelete(id)
+	} else {
+		h, ok = r.started.Load(id)
+	}
+	if ok {
+		return h.(*libcontainer.Container), nil
+	}
+	return libcontainer.Load(r.root, id)
 }
 
 // libctState is state for the in-process mode: libcontainer's state
@@ -203,7 +222,7 @@ const destroyWait = 5 * time.Second
 // read has its state directory removed all the same.
 func (r *Runtime) libctDelete(ctx context.Context, id string) error {
 	kerr := killAll(ctx, cgroupBase, id)
-	c, err := libcontainer.Load(r.root, id)
+	c, err := r.libctLoad(id, true)
 	switch {
 	case errors.Is(err, libcontainer.ErrNotExist):
 	case err != nil:
@@ -229,7 +248,7 @@ func (r *Runtime) libctDelete(ctx context.Context, id string) error {
 // libctSignal sends sig to container id's init through libcontainer,
 // which checks that the pid is still the init it started.
 func (r *Runtime) libctSignal(id string, sig syscall.Signal) error {
-	c, err := libcontainer.Load(r.root, id)
+	c, err := r.libctLoad(id, false)
 	if err != nil {
 		if errors.Is(err, libcontainer.ErrNotExist) {
 			return fmt.Errorf("container %s: %w", id, runtime.ErrNotRunning)

@@ -87,6 +87,13 @@ type Runtime struct {
 
 	mu   sync.Mutex
 	live map[string]bool // started or recovered, not destroyed: Cleanup keeps them
+
+	// started are the in-process containers this Runtime started, by
+	// id, until they are deleted: libcontainer's handle from their start
+	// (libct_cgo.go), so that signalling and deleting one does not read
+	// and decode its state file again. A container this Runtime did not
+	// start (re-attached after a restart) is loaded from that file.
+	started sync.Map
 }
 
 func (r *Runtime) remember(id string) {
