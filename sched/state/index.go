@@ -197,11 +197,15 @@ func bumpNodes(txn *memdb.Txn, index uint64, all bool, reporters []string) error
 		}
 		before, _ := ch.Before.(*Job)
 		after, _ := ch.After.(*Job)
-		for _, j := range []*Job{before, after} {
-			for _, n := range liveNodes(j) {
-				if !nodes[n] && !(slices.Contains(reporters, n) && ownEcho(before, after, n)) {
-					nodes[n] = true
-				}
+		live := liveNodes(before)
+		for _, n := range liveNodes(after) {
+			if !slices.Contains(live, n) {
+				live = append(live, n)
+			}
+		}
+		for _, n := range live { // each node once: ownEcho compares whole jobs
+			if !nodes[n] && !(slices.Contains(reporters, n) && ownEcho(before, after, n)) {
+				nodes[n] = true
 			}
 		}
 	}
