@@ -36,6 +36,9 @@ func newNetNS(path string) error {
 			errc <- fmt.Errorf("unshare: %w", err)
 			return
 		}
+		// Every link made in or moved to the namespace from now on has
+		// IPv6 off (its loopback, already there, keeps ::1).
+		noIPv6("default")
 		merr := unix.Mount("/proc/thread-self/ns/net", path, "none", unix.MS_BIND, "")
 		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
 			errc <- errors.Join(merr, fmt.Errorf("back to the nodelet's netns: %w", err))
@@ -52,6 +55,21 @@ func newNetNS(path string) error {
 		return err
 	}
 	return nil
+}
+
+// noIPv6 turns IPv6 off on link name of the calling thread's namespace
+// ("default": on every link made there later), before the link goes up:
+// troupe's networks are IPv4. A link with IPv6 on gets a link-local
+// address when it goes up, and the kernel's IPv6 autoconfiguration and
+// multicast listener reports run for it; and when the address goes,
+// with the link, every MASQUERADE rule of the node (the default
+// network's is one) has the kernel walk its whole connection-tracking
+// table in the background, looking for connections of that address
+// (nf_nat_masquerade: on a node with 262,144 buckets, about a
+// millisecond of CPU a container). Best effort: a kernel without IPv6
+// has no such file, and nothing to turn off.
+func noIPv6(name string) {
+	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0o644)
 }
 
 // removeNetNS unpins the namespace at path and removes the file; the

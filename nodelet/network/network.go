@@ -421,10 +421,14 @@ func (m *Manager) create(s *session, vni uint32) error {
 		_ = deleteLinks(s.vxlan)
 	}
 	la := netlink.NewLinkAttrs()
-	la.Name, la.MTU, la.Flags = s.bridge, s.mtu, net.FlagUp // up as it is made: one request less
+	la.Name, la.MTU = s.bridge, s.mtu
 	br := &netlink.Bridge{LinkAttrs: la}
 	if err := addLink(br); err != nil {
 		return fmt.Errorf("bridge %s: %w", s.bridge, err)
+	}
+	noIPv6(s.bridge) // before it is up
+	if err := linkUp(s.bridge); err != nil {
+		return fmt.Errorf("bridge %w", err)
 	}
 	s.index = br.Index // before ready closes: the other containers read it then
 	if s.vxlan != "" {
@@ -466,6 +470,7 @@ func (m *Manager) vxlanDevice(h *netlink.Handle, la netlink.LinkAttrs, vni uint3
 	}
 	if h == nil {
 		h = &netlink.Handle{} // as netlink's own functions: the calling thread's namespace
+		noIPv6(la.Name)       // (one made in a container's namespace has it off already: newNetNS)
 	}
 	// Found again by name where it is: LinkAdd's own lookup of the index
 	// is in the nodelet's namespace.
@@ -652,6 +657,7 @@ func (m *Manager) plug(s *session, vni uint32, rank int, nsPath string, addr, de
 		if err := netlink.LinkSetIsolated(l, true); err != nil {
 			return "", fmt.Errorf("veth %s: isolating: %w", hostEnd, err)
 		}
+		noIPv6(hostEnd)
 		if err := netlink.LinkSetUp(l); err != nil {
 			return "", err
 		}

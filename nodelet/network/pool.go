@@ -239,6 +239,7 @@ func (m *Manager) prepare(seq uint64) (e poolEntry, err error) {
 	if err := netlink.LinkSetIsolated(veth, true); err != nil {
 		return e, fmt.Errorf("veth %s: isolating: %w", e.host, err)
 	}
+	noIPv6(e.host)
 	if err := netlink.LinkSetUp(veth); err != nil {
 		return e, fmt.Errorf("veth %s up: %w", e.host, err)
 	}

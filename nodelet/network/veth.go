@@ -23,12 +23,13 @@ type veth struct {
 }
 
 // addVeth makes v in one RTM_NEWLINK request: the host end on its
-// bridge and up, the peer in its namespace with its MAC, and one queue
-// each end (oneQueue). netlink.LinkAdd takes up to four requests, each a
-// turn on the kernel's RTNL lock (the add, a lookup for the new link's
-// index, another to set its bridge, another to set it up). The peer is
-// left down: the kernel (6.18) refuses to set it up in the same request
-// (ENOTCONN). A link that still holds the name is replaced, as addLink
+// bridge, the peer in its namespace with its MAC, and one queue each end
+// (oneQueue); then, with v.up, sets the host end up in a second, once
+// its IPv6 is off (noIPv6). netlink.LinkAdd takes up to four requests,
+// each a turn on the kernel's RTNL lock (the add, a lookup for the new
+// link's index, another to set its bridge, another to set it up). The
+// peer is left down: the kernel (6.18) refuses to set it up in the same
+// request (ENOTCONN). A link that still holds the name is replaced, as addLink
 // does.
 func addVeth(v veth) error {
 	err := newVeth(v)
@@ -38,6 +39,11 @@ func addVeth(v veth) error {
 		}
 		err = newVeth(v)
 	}
+	if err == nil && v.up {
+		// Up in a request of its own, once IPv6 is off (noIPv6).
+		noIPv6(v.name)
+		err = linkUp(v.name)
+	}
 	if err != nil {
 		return fmt.Errorf("veth %s: %w", v.name, err)
 	}
@@ -46,11 +52,7 @@ func addVeth(v veth) error {
 
 func newVeth(v veth) error {
 	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL|unix.NLM_F_ACK)
-	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
-	if v.up {
-		msg.Change, msg.Flags = unix.IFF_UP, unix.IFF_UP
-	}
-	req.AddData(msg)
+	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
 	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(v.name)))
 	if v.mtu > 0 {
 		req.AddData(nl.NewRtAttr(unix.IFLA_MTU, nl.Uint32Attr(uint32(v.mtu))))
@@ -78,6 +80,20 @@ func newVeth(v veth) error {
 	req.AddData(info)
 	_, err := req.Execute(unix.NETLINK_ROUTE, 0)
 	return err
+}
+
+// linkUp sets link name of the nodelet's namespace up, found by name
+// in the same request (netlink.LinkSetUp looks its index up first).
+func linkUp(name string) error {
+	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Change, msg.Flags = unix.IFF_UP, unix.IFF_UP
+	req.AddData(msg)
+	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
+	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
+		return fmt.Errorf("%s up: %w", name, err)
+	}
+	return nil
 }
 
 // loopback is a namespace's lo: always index 1 (the kernel's
