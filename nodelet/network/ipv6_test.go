@@ -52,11 +52,10 @@ func TestNoIPv6OnLinks(t *testing.T) {
 			sealed, _ := attach(t, m, 3, vni+2, 1, "main1", false)
 			for name, ep := range map[string]Endpoint{"main1 of two": two1, "sub1 of two": two2, "one": one, "sealed": sealed} {
 				var got map[string][]string
-				var off map[string]string
 				inNS(t, ep.NetNS, func() {
 					got = v6Addrs(t, func(string) bool { return true })
 				})
-				off = map[string]string{}
+				off := map[string]string{}
 				for l := range got {
 					if l != "lo" {
 						off[l] = readIn(t, ep.NetNS, "/proc/sys/net/ipv6/conf/"+l+"/disable_ipv6")
@@ -77,7 +76,7 @@ func TestNoIPv6OnLinks(t *testing.T) {
 				}
 			}
 			host := v6Addrs(t, isOurs)
-			if len(host) < 4 { // the default bridge, the session's bridge, three default veths, the session's two veths
+			if len(host) < 7 { // the default bridge, the session's bridge, three default veths, the session's two veths
 				t.Errorf("host links %v; want troupe's", host)
 			}
 			for l, addrs := range host {

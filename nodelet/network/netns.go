@@ -65,8 +65,8 @@ func newNetNS(path string) error {
 // with the link, every MASQUERADE rule of the node (the default
 // network's is one) has the kernel walk its whole connection-tracking
 // table in the background, looking for connections of that address
-// (nf_nat_masquerade: on a node with 262,144 buckets, about a
-// millisecond of CPU a container). Best effort: a kernel without IPv6
+// (nf_nat_masquerade: on a node with 262,144 buckets, a millisecond or
+// more of CPU a container). Best effort: a kernel without IPv6
 // has no such file, and nothing to turn off.
 func noIPv6(name string) {
 	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0o644)

@@ -29,8 +29,8 @@ type veth struct {
 // each a turn on the kernel's RTNL lock (the add, a lookup for the new
 // link's index, another to set its bridge, another to set it up). The
 // peer is left down: the kernel (6.18) refuses to set it up in the same
-// request (ENOTCONN). A link that still holds the name is replaced, as addLink
-// does.
+// request (ENOTCONN). A link that still holds the name is replaced, as
+// addLink does.
 func addVeth(v veth) error {
 	err := newVeth(v)
 	if errors.Is(err, unix.EEXIST) {
