@@ -28,10 +28,14 @@ var ErrKillStuck = errors.New("container tasks survive SIGKILL")
 // no longer grants, and new ones fork meanwhile. So: lift the CPU quota,
 // freeze the cgroup (nothing forks), SIGKILL every task, thaw (they all
 // die at once). cgroup v2 with cgroup.kill does the last three itself.
-// A container without a cgroup is no error.
+// A container without a cgroup, or whose cgroup is empty already (its
+// init gone, and the kernel killed the rest of its PID namespace: the
+// usual end), is no error, and is left as it is: freezing a cgroup v1
+// flips a kernel static key (freezer_active), which patches the
+// kernel's code on every CPU with an IPI each, twice a container.
 func killAll(ctx context.Context, base, id string) error {
 	cg := cgroupOf(base, id)
-	if cg.procs == "" {
+	if cg.procs == "" || len(readPids(cg.procs)) == 0 {
 		return nil
 	}
 	if cg.quota != "" {
