@@ -19,9 +19,13 @@ all: build
 # (--oci-runtime libcontainer), whose container init needs cgo and whose
 # seccomp filters need libseccomp (the seccomp tag, where its headers are
 # installed: libseccomp-dev; without them that mode says so and auto
-# leaves it out).
+# leaves it out). runc_nocriu leaves libcontainer's checkpoint/restore
+# (go-criu and protobuf) out: troupe never checkpoints, and every
+# container's init is the nodelet binary re-executed, which starts
+# faster without them (docs/pipeline.md, "The container's init").
 STATIC   := $(filter-out nodelet,$(CMDS))
-NODELET_TAGS ?= $(shell pkg-config --exists libseccomp 2>/dev/null && echo seccomp)
+SECCOMP_TAG  := $(shell pkg-config --exists libseccomp 2>/dev/null && echo seccomp)
+NODELET_TAGS ?= $(SECCOMP_TAG) runc_nocriu
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(STATIC))
@@ -143,7 +147,7 @@ runc-linked:
 	@mkdir -p $(BIN)
 	$(GO) mod download github.com/opencontainers/runc
 	cd "$$($(GO) list -m -f '{{.Dir}}' github.com/opencontainers/runc)" && \
-		GOFLAGS=-mod=mod CGO_ENABLED=1 $(GO) build -trimpath -tags '$(NODELET_TAGS)' -o $(CURDIR)/$(BIN)/runc-linked .
+		GOFLAGS=-mod=mod CGO_ENABLED=1 $(GO) build -trimpath -tags '$(SECCOMP_TAG)' -o $(CURDIR)/$(BIN)/runc-linked .
 
 # The session burst benchmark (docs/pipeline.md, Cluster sessions at
 # once): SESSIONS cluster sessions of SIZE containers submitted in one

@@ -71,12 +71,12 @@ func TestMain(m *testing.M) {
 }
 
 // nodeletTags is the Makefile's NODELET_TAGS: seccomp where pkg-config
-// finds libseccomp.
+// finds libseccomp, and runc_nocriu.
 func nodeletTags() string {
 	if exec.Command("pkg-config", "--exists", "libseccomp").Run() == nil {
-		return "seccomp"
+		return "seccomp runc_nocriu"
 	}
-	return ""
+	return "runc_nocriu"
 }
 
 // needBusybox skips t without busybox (the jobs' nc).

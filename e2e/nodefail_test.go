@@ -314,7 +314,7 @@ job "twice" {
 	// and ends only when killed. Its container is not the first one's:
 	// on this machine both nodes share the cgroup tree, and a teardown
 	// of the same container id killed the second copy (exit 137).
-	records := filepath.Join(c.dir, "nodes", node, "records")
+	records := filepath.Join(c.dir, "nodes", node, "run", "records")
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		if ents, err := os.ReadDir(records); err == nil && len(ents) == 0 {
 			break

@@ -239,9 +239,10 @@ func (a *agent) homesDir() string      { return filepath.Join(a.cfg.StateDir, "h
 func (a *agent) netnsDir() string { return filepath.Join(a.cfg.RunDir, "netns") }
 
 // legacyDirs are where nodelets from before RunDir kept containers'
-// directories and files: leftovers there are removed as the others are.
+// directories and files, and the records before they moved to RunDir:
+// leftovers there are removed as the others are.
 func (a *agent) legacyDirs() []string {
-	return []string{filepath.Join(a.cfg.StateDir, "containers"), filepath.Join(a.cfg.StateDir, "files")}
+	return []string{filepath.Join(a.cfg.StateDir, "containers"), filepath.Join(a.cfg.StateDir, "files"), a.legacyRecordsDir()}
 }
 
 // register announces the node, retrying with backoff until schedd

@@ -173,7 +173,7 @@ func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 	t.Helper()
 	run := runDirOf(cfg)
 	dirs := []string{filepath.Join(run, "containers"), filepath.Join(run, "files"), filepath.Join(run, "pins"),
-		filepath.Join(cfg.StateDir, "homes"), filepath.Join(cfg.StateDir, "records"),
+		filepath.Join(run, "records"), filepath.Join(cfg.StateDir, "homes"), filepath.Join(cfg.StateDir, "records"),
 		filepath.Join(cfg.StateDir, "containers"), filepath.Join(cfg.StateDir, "files")}
 	empty := func() bool {
 		for _, d := range dirs {

@@ -78,11 +78,11 @@ type Config struct {
 	Addr     string // schedd address (see client.New); required
 	StateDir string // default DefaultStateDir
 	// RunDir holds what containers need only while they exist: their
-	// bundles, the images' overlay mountpoints, session files and the
-	// OCI runtime's state. Many small files are made and removed there
-	// with every container, so it belongs on a tmpfs (a reboot, which
-	// ends every container, empties it). The job's own files (its home)
-	// and the records a restarted nodelet re-attaches with stay in
+	// bundles, the images' overlay mountpoints, session files, the OCI
+	// runtime's state and the records a restarted nodelet re-attaches
+	// with. Many small files are made and removed there with every
+	// container, so it belongs on a tmpfs (a reboot, which ends every
+	// container, empties it). The job's own files (its home) stay in
 	// StateDir. Default: DefaultRunDir when StateDir is the default,
 	// else StateDir/run.
 	RunDir  string

@@ -14,8 +14,10 @@
 //     invoking user's home). Load the image catalog (internal/catalog)
 //     and find the GPUs (package gpu: NVML, fake_gpus, or none).
 //  2. Re-attach to what a previous run left running (recover.go): each
-//     record under records/ (job, host, run, container id, bundle, netns,
-//     exit file; written once a container has started) whose container
+//     record under the run dir's records/ (job, host, run, container id,
+//     bundle, netns, exit file; written once a container has started;
+//     those a nodelet from before left under the state dir's records/
+//     are moved there first) whose container
 //     the runtime still knows (runtime Recover: runc state, then a pidfd
 //     on its init; process and apptainer say ErrUnsupported) becomes a
 //     task again, its session network adopted (network.Adopt) and its

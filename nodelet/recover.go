@@ -29,8 +29,14 @@ func detaching(ctx context.Context) bool {
 // runtimes' containers are stopped even when detaching.
 func (a *agent) canDetach() bool { return a.rt.Name() == RuntimeRunc }
 
-// record is what the state dir keeps of a started container, so that a
-// restarted nodelet can re-attach to it (records/<id>.json).
+// record is what the run dir keeps of a started container, so that a
+// restarted nodelet can re-attach to it (records/<id>.json). It is worth
+// something only while the node's boot lasts, as the container is: a
+// reboot ends every container, and the run directory with them (a
+// tmpfs), so the record is made and removed there, with each container,
+// at no cost of the disk's. A container whose record went with a reboot
+// that came before its exit reached schedd is reported lost by the next
+// nodelet (reconcile): it is not started again.
 type record struct {
 	Job   api.AssignedJob `json:"job"` // as assigned when it started
 	Host  string          `json:"host"`
@@ -53,7 +59,11 @@ type record struct {
 	CPUs []int `json:"cpus,omitempty"`
 }
 
-func (a *agent) recordsDir() string { return filepath.Join(a.cfg.StateDir, "records") }
+func (a *agent) recordsDir() string { return filepath.Join(a.cfg.RunDir, "records") }
+
+// legacyRecordsDir is where nodelets from before kept the records, in
+// the state directory: readRecords moves them to recordsDir.
+func (a *agent) legacyRecordsDir() string { return filepath.Join(a.cfg.StateDir, "records") }
 
 func (a *agent) recordPath(id string) string { return filepath.Join(a.recordsDir(), id+".json") }
 
@@ -106,14 +116,32 @@ func (a *agent) removeRecord(t *task) {
 }
 
 // readRecords loads every record; unreadable ones are logged and dropped.
+// Those a nodelet from before left in the state directory are moved to
+// the run directory first (one there wins: it is the later).
 func (a *agent) readRecords() []record {
-	ents, err := os.ReadDir(a.recordsDir())
+	if legacy := a.legacyRecordsDir(); legacy != a.recordsDir() {
+		for _, r := range a.readRecordsIn(legacy) {
+			if _, err := os.Stat(a.recordPath(r.ID)); errors.Is(err, os.ErrNotExist) {
+				if err := a.saveRecord(r); err != nil {
+					a.log.Warn("container record not moved to the run directory", "id", r.ID, "err", err)
+					continue
+				}
+			}
+			_ = os.Remove(filepath.Join(legacy, r.ID+".json"))
+		}
+		_ = os.Remove(legacy) // once empty
+	}
+	return a.readRecordsIn(a.recordsDir())
+}
+
+func (a *agent) readRecordsIn(dir string) []record {
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
 	var rs []record
 	for _, e := range ents {
-		p := filepath.Join(a.recordsDir(), e.Name())
+		p := filepath.Join(dir, e.Name())
 		var r record
 		b, err := os.ReadFile(p)
 		if err == nil {

@@ -56,7 +56,7 @@ func TestAgentRequeuedRunSurvivesOldRunsTeardown(t *testing.T) {
 	// more, and it tears it down (the record goes last).
 	cfg1, _, _ := startFakeAgent(t, f1, RuntimeRunc, state1, node("node1"))
 	if !runtimetest.WaitFor(20*time.Second, func() bool {
-		ents, err := os.ReadDir(filepath.Join(state1, "records"))
+		ents, err := os.ReadDir(filepath.Join(state1, "run", "records"))
 		return err == nil && len(ents) == 0
 	}) {
 		t.Fatalf("node1 did not tear its first run down: %s", lsR(state1))

@@ -57,6 +57,12 @@ func TestAgentRunDirApart(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(run, "files", cid, "hosts")); err != nil {
 			t.Errorf("the session files are not in the run directory: %v", err)
 		}
+		if _, err := os.Stat(filepath.Join(run, "records", cid+".json")); err != nil {
+			t.Errorf("the container's record is not in the run directory: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(cfg.StateDir, "records", cid+".json")); err == nil {
+			t.Errorf("the container's record is in the state directory, want it in the run directory only")
+		}
 		for _, d := range []string{"containers", "files", "runc", "netns"} {
 			if _, err := os.Stat(filepath.Join(cfg.StateDir, d, cid)); err == nil {
 				t.Errorf("%s/%s/%s in the state directory, want it in the run directory only", cfg.StateDir, d, cid)
@@ -121,6 +127,22 @@ func TestAgentReattachesFromBeforeRunDir(t *testing.T) {
 	}
 	if got := initPidIn(t, legacyRoot, cid); pid == 0 || got != pid {
 		t.Fatalf("after the upgrade: init pid %d, want %d, re-attached", got, pid)
+	}
+	// Its record moved to the run directory (by the recovery, which the
+	// checks above may come before).
+	moved, legacyRecords := filepath.Join(runDirOf(cfg), "records", cid+".json"), filepath.Join(state, "records")
+	runtimetest.WaitFor(10*time.Second, func() bool {
+		_, err := os.Stat(moved)
+		_, lerr := os.Stat(legacyRecords)
+		return err == nil && errors.Is(lerr, os.ErrNotExist)
+	})
+	if b, err := os.ReadFile(moved); err != nil {
+		t.Errorf("after the upgrade the record is not in the run directory: %v", err)
+	} else if err := json.Unmarshal(b, &rec); err != nil || rec.ID != cid || rec.NetNS != legacyPin {
+		t.Errorf("after the upgrade the record: id %q, netns %q (%v), want %s and %s", rec.ID, rec.NetNS, err, cid, legacyPin)
+	}
+	if _, err := os.Stat(legacyRecords); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after the upgrade the state directory's records are left: %s", lsR(legacyRecords))
 	}
 	// The upgraded nodelet's recovery sweeps the old pool, and keeps the
 	// re-attached container's pin.

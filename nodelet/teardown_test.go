@@ -100,7 +100,7 @@ func TestAgentFinishesTeardownAfterCrash(t *testing.T) {
 	}
 	<-died
 	cid := s.containerIDs(t, id)[0]
-	b, err := os.ReadFile(filepath.Join(state, "records", cid+".json"))
+	b, err := os.ReadFile(filepath.Join(state, "run", "records", cid+".json"))
 	if err != nil {
 		t.Fatalf("no record of the container tearing down: %v", err)
 	}
@@ -117,7 +117,7 @@ func TestAgentFinishesTeardownAfterCrash(t *testing.T) {
 	cfg, _ := startAgentIn(t, s, RuntimeRunc, state)
 	assertNothingLeft(t, cfg, RuntimeRunc, []string{cid})
 	if !waitRecordsGone(state) {
-		t.Errorf("records left: %s", lsR(filepath.Join(state, "records")))
+		t.Errorf("records left: %s", lsR(filepath.Join(state, "run", "records")))
 	}
 	j := s.waitJob(t, id, func(j api.Job) bool { return j.State.Terminal() })
 	if j.ExitCode != 6 {
@@ -131,6 +131,6 @@ func TestAgentFinishesTeardownAfterCrash(t *testing.T) {
 }
 
 func waitRecordsGone(state string) bool {
-	ents, _ := os.ReadDir(filepath.Join(state, "records"))
+	ents, _ := os.ReadDir(filepath.Join(state, "run", "records"))
 	return len(ents) == 0
 }

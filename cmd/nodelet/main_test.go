@@ -171,15 +171,50 @@ func TestLinksNoPrometheusClient(t *testing.T) {
 	}
 }
 
-// linked is the packages the nodelet binary links (go list -deps); it
-// skips loudly without a go binary.
-func linked(t *testing.T) []string {
+// TestBuildLeavesOutCRIU: make build and the end-to-end tests' build
+// give the nodelet the runc_nocriu tag, so that libcontainer's
+// checkpoint/restore (go-criu, and with it protobuf) is not linked: its
+// package initialisers and a quarter of the binary are what every
+// container's init would otherwise pay for at its start. troupe never
+// checkpoints a container.
+func TestBuildLeavesOutCRIU(t *testing.T) {
+	for _, f := range []struct{ file, line string }{
+		{"../../Makefile", "NODELET_TAGS ?="},
+		{"../../e2e/cluster_test.go", "return \""}, // nodeletTags's answers
+	} {
+		b, err := os.ReadFile(f.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for l := range strings.Lines(string(b)) {
+			if strings.Contains(l, f.line) {
+				found = true
+				if !strings.Contains(l, "runc_nocriu") {
+					t.Errorf("%s: %s: no runc_nocriu tag", f.file, strings.TrimSpace(l))
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no line with %q", f.file, f.line)
+		}
+	}
+	for _, p := range linked(t, "runc_nocriu") {
+		if strings.HasPrefix(p, "github.com/checkpoint-restore/") || strings.HasPrefix(p, "google.golang.org/protobuf/") {
+			t.Errorf("the nodelet built with runc_nocriu links %s", p)
+		}
+	}
+}
+
+// linked is the packages the nodelet binary links (go list -deps) when
+// built with tags; it skips loudly without a go binary.
+func linked(t *testing.T, tags ...string) []string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("SKIP: no go binary to list the nodelet's packages with")
 	}
-	out, err := exec.Command(gobin, "list", "-deps", ".").Output()
+	out, err := exec.Command(gobin, "list", "-deps", "-tags", strings.Join(tags, ","), ".").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
