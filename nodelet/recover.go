@@ -30,13 +30,12 @@ func detaching(ctx context.Context) bool {
 func (a *agent) canDetach() bool { return a.rt.Name() == RuntimeRunc }
 
 // record is what the run dir keeps of a started container, so that a
-// restarted nodelet can re-attach to it (records/<id>.json). It is worth
-// something only while the node's boot lasts, as the container is: a
-// reboot ends every container, and the run directory with them (a
-// tmpfs), so the record is made and removed there, with each container,
-// at no cost of the disk's. A container whose record went with a reboot
-// that came before its exit reached schedd is reported lost by the next
-// nodelet (reconcile): it is not started again.
+// restarted nodelet can re-attach to it (records/<id>.json). Like its
+// container, a record matters only until the node reboots, which ends
+// every container and empties the run directory (a tmpfs), so it is
+// made and removed there, at no cost of the disk's. A container whose
+// record a reboot took before its exit reached schedd is reported lost
+// by the next nodelet (reconcile); it is never started again.
 type record struct {
 	Job   api.AssignedJob `json:"job"` // as assigned when it started
 	Host  string          `json:"host"`
