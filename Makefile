@@ -22,7 +22,8 @@ all: build
 # leaves it out). runc_nocriu leaves libcontainer's checkpoint/restore
 # (go-criu and protobuf) out: troupe never checkpoints, and every
 # container's init is the nodelet binary re-executed, which starts
-# faster without them (docs/pipeline.md, "The container's init").
+# faster without them (docs/pipeline.md, "No checkpoint/restore in the
+# binary").
 STATIC   := $(filter-out nodelet,$(CMDS))
 SECCOMP_TAG  := $(shell pkg-config --exists libseccomp 2>/dev/null && echo seccomp)
 NODELET_TAGS ?= $(SECCOMP_TAG) runc_nocriu
