@@ -178,16 +178,24 @@ func TestLinksNoPrometheusClient(t *testing.T) {
 // container's init would otherwise pay for at its start. troupe never
 // checkpoints a container.
 func TestBuildLeavesOutCRIU(t *testing.T) {
-	for _, f := range []struct{ file, line string }{
-		{"../../Makefile", "NODELET_TAGS ?="},
-		{"../../e2e/cluster_test.go", "return \""}, // nodeletTags's answers
+	for _, f := range []struct{ file, within, line string }{
+		{"../../Makefile", "", "NODELET_TAGS ?="},
+		{"../../e2e/cluster_test.go", "func nodeletTags(", "return \""}, // its answers
 	} {
 		b, err := os.ReadFile(f.file)
 		if err != nil {
 			t.Fatal(err)
 		}
+		text := string(b)
+		if f.within != "" { // that function's body only
+			_, body, ok := strings.Cut(text, f.within)
+			if !ok {
+				t.Fatalf("%s: no %q", f.file, f.within)
+			}
+			text, _, _ = strings.Cut(body, "\n}\n")
+		}
 		found := false
-		for l := range strings.Lines(string(b)) {
+		for l := range strings.Lines(text) {
 			if strings.Contains(l, f.line) {
 				found = true
 				if !strings.Contains(l, "runc_nocriu") {
