@@ -106,6 +106,7 @@ func (a *agent) report(t *task, state api.ContainerState, code int, msg string) 
 // runTask: preparing → running → exited | killed | failed, then destroy.
 func (a *agent) runTask(ctx context.Context, t *task) {
 	c := t.adopted
+	var starting time.Duration // 0 for an adopted container: its start was not timed here
 	if c == nil {
 		a.report(t, api.ContainerPreparing, 0, "")
 		began := time.Now()
@@ -122,7 +123,8 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 			a.cpus.release(t.id())
 			return
 		}
-		a.log.Debug("container started", "id", c.ID(), "took", time.Since(began), t.steps.group())
+		starting = time.Since(began)
+		a.log.Debug("container started", "id", c.ID(), "took", starting, t.steps.group())
 		a.metrics.starts.Inc()
 	}
 	if tc, ok := c.(runtime.Terminal); ok {
@@ -130,7 +132,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	}
 	a.metrics.running.Inc()
 	defer a.metrics.running.Dec()
-	a.report(t, api.ContainerRunning, 0, "")
+	a.rep.Add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting})
 	state, exit, msg := a.supervise(ctx, t, c)
 	use := c.Usage()
 	if state == "" {

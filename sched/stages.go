@@ -26,7 +26,11 @@ var stageNames = []string{stageQueued, stageDispatch, stagePreparing, stageRunni
 // Only the submission time is in the state; the other boundaries are the
 // times of the plan or report entries that passed them (the time the
 // leader proposed each, as the state's own Submitted, Started and Ended
-// are), kept here and never in the raft log. A stage is observed once
+// are), kept here and never in the raft log, but for one: a node drops
+// a preparing update its container's running update overtook (see
+// nodelet/report), and the running update's Starting, the node's own
+// measure of the container's start, places that boundary instead. A
+// stage is observed once
 // per run of a job placed by this leader (a job placed before it led is
 // not timed; a requeued job is timed afresh from its next placement). When one report
 // passes two boundaries at once (a `true` job's running and exited
@@ -125,14 +129,16 @@ func (c *stageClock) reported(v *state.Snapshot, rs []state.Report, now time.Tim
 				delete(c.jobs, u.JobID) // purged, or back in the queue
 				continue
 			}
-			c.advance(u.JobID, t, j, now)
+			c.advance(u.JobID, t, j, now, u.Starting)
 		}
 	}
 }
 
 // advance passes the boundaries j's state shows and t has not seen,
-// observing each stage that ends there.
-func (c *stageClock) advance(id uint64, t *stageTimes, j *state.Job, now time.Time) {
+// observing each stage that ends there; starting is the update's
+// Starting (the preparing boundary, when this update passes it, is that
+// long before now, and not before the placement).
+func (c *stageClock) advance(id uint64, t *stageTimes, j *state.Job, now time.Time, starting time.Duration) {
 	ended := false
 	for _, ct := range j.Containers {
 		if ct.State.Ended() {
@@ -142,7 +148,13 @@ func (c *stageClock) advance(id uint64, t *stageTimes, j *state.Job, now time.Ti
 	done := j.State.Terminal()
 	if t.preparing.IsZero() && (j.State != api.JobScheduled || ended) {
 		t.preparing = now
-		c.observe(stageDispatch, t.placed, now)
+		if starting > 0 {
+			t.preparing = now.Add(-starting)
+			if t.preparing.Before(t.placed) {
+				t.preparing = t.placed
+			}
+		}
+		c.observe(stageDispatch, t.placed, t.preparing)
 	}
 	if t.running.IsZero() && (j.State == api.JobRunning || ended || done) {
 		t.running = now

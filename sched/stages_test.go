@@ -124,6 +124,55 @@ func TestJobStageSecondsTogether(t *testing.T) {
 	}
 }
 
+// TestJobStageSecondsStarting: a node that dropped a container's
+// preparing update (its running update overtook it) sends the start's
+// length as Starting; the preparing stage is that long and dispatch the
+// rest. A Starting longer than the time since the placement (a node's
+// clock running fast) leaves dispatch at 0 rather than below it.
+func TestJobStageSecondsStarting(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	srv, c := clusterWith(t, Config{Clock: clock, NodeTimeout: 1000 * time.Hour})
+	ctx := context.Background()
+	register(t, c, "n1", 4)
+	sum := func(stage string) float64 {
+		return metricValue(scrapeMetrics(t, srv.MetricsHandler()), fmt.Sprintf(`troupe_job_stage_seconds_sum{stage=%q}`, stage))
+	}
+	for i, tc := range []struct {
+		starting                    time.Duration
+		wantDispatch, wantPreparing float64 // sums so far
+	}{
+		{starting: 3 * time.Second, wantDispatch: 2, wantPreparing: 3},
+		{starting: 9 * time.Second, wantDispatch: 2 + 0, wantPreparing: 3 + 5},
+	} {
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := waitJob(t, c, res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+		for deadline := time.Now().Add(10 * time.Second); metricValue(scrapeMetrics(t, srv.MetricsHandler()),
+			`troupe_job_stage_seconds_count{stage="queued"}`) != float64(i+1); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("job %d: queued stage not observed 10s after it was placed", j.ID)
+			}
+		}
+		advance(5 * time.Second)
+		up := api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: j.ID, Host: j.Containers[0].Host,
+			State: api.ContainerRunning, Starting: tc.starting}}}
+		if err := c.Report(ctx, "n1", up); err != nil {
+			t.Fatal(err)
+		}
+		if got := sum(stageDispatch); got != tc.wantDispatch {
+			t.Errorf("Starting %v: dispatch stages sum to %v s, want %v", tc.starting, got, tc.wantDispatch)
+		}
+		if got := sum(stagePreparing); got != tc.wantPreparing {
+			t.Errorf("Starting %v: preparing stages sum to %v s, want %v", tc.starting, got, tc.wantPreparing)
+		}
+	}
+}
+
 // TestStageClockForgets: the jobs of a plan that did not commit are not
 // timed, and a job that left the pipeline other than by a report (killed
 // while queued) is pruned, so the map holds only jobs in flight.

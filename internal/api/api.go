@@ -708,6 +708,11 @@ type ContainerUpdate struct {
 	// CPUTime and MemPeak are the container's usage, on its final update.
 	CPUTime time.Duration `json:"cpu_time,omitempty"`
 	MemPeak int64         `json:"mem_peak,omitempty"`
+	// Starting is, on a running update, how long the node took to start
+	// the container once it took it on (its preparing). A node drops a
+	// preparing update that its container's next update overtakes, so
+	// schedd times the preparing stage with this.
+	Starting time.Duration `json:"starting,omitempty"`
 }
 
 // AttachRequest asks a nodelet to connect a client to the terminal of

@@ -73,6 +73,7 @@ func (n *node) runContainer(ctx context.Context, c *container) {
 		n.rep.Add(api.ContainerUpdate{JobID: c.key.job, Host: c.key.host, Requeues: c.key.run, State: state, ExitCode: code, Message: msg})
 	}
 	update(api.ContainerPreparing, 0, "")
+	preparing := time.Now()
 	run, code, err := behaviour(c.job, n.sim.cfg.Duration)
 	if err != nil {
 		n.sim.failed.Add(1)
@@ -96,7 +97,8 @@ func (n *node) runContainer(ctx context.Context, c *container) {
 		}
 	}
 	n.sim.started.Add(1)
-	update(api.ContainerRunning, 0, "")
+	n.rep.Add(api.ContainerUpdate{JobID: c.key.job, Host: c.key.host, Requeues: c.key.run, State: api.ContainerRunning,
+		Starting: time.Since(preparing)})
 	began := time.Now()
 	end := began.Add(run)
 	for {
