@@ -49,8 +49,9 @@ type agent struct {
 	secret  []byte           // session keys derive from it (package sshkey)
 	catalog *catalog.Catalog // image names; nil: none known
 	gpus    []gpu.Device
-	mps     *mpsDaemon // the MPS control daemon of fractional GPU shares
-	cpus    *cpuSet    // the CPUs containers of whole cores hold (cpuset.go)
+	mps     *mpsDaemon  // the MPS control daemon of fractional GPU shares
+	cpus    *cpuSet     // the CPUs containers of whole cores hold (cpuset.go)
+	tools   *toolCopies // the binaries runc containers link (tools.go)
 	metrics *metrics
 	fence   *leaseKeeper // the lease from schedd and troupe-fence
 	// instance tells this nodelet from another under the same name
@@ -151,6 +152,7 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 		mps:  &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
 		cpus: newCPUSet(nil),
 	}
+	a.tools = newToolCopies(a.toolsDir())
 	a.metrics = newMetrics(a)
 	if a.instance, err = loadInstance(cfg.StateDir); err != nil {
 		return nil, err

@@ -218,7 +218,8 @@ func (a *agent) recoverLeftovers(ctx context.Context) ([]recovered, error) {
 			return got, fmt.Errorf("cleaning leftovers: %w", err)
 		}
 	}
-	for _, d := range append([]string{a.containersDir(), a.filesDir(), a.homesDir(), a.recordsDir()}, a.legacyDirs()...) {
+	// The tools' copies too: a re-attached container keeps its links.
+	for _, d := range append([]string{a.containersDir(), a.filesDir(), a.homesDir(), a.recordsDir(), a.toolsDir()}, a.legacyDirs()...) {
 		ents, err := os.ReadDir(d)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return got, fmt.Errorf("cleaning leftovers: %w", err)

@@ -54,7 +54,7 @@ func TestAgentRunDirApart(t *testing.T) {
 				t.Errorf("the run directory's netns: mode %v, want 0700", fi.Mode().Perm())
 			}
 		}
-		if _, err := os.Stat(filepath.Join(run, "files", cid, "hosts")); err != nil {
+		if _, err := os.Stat(filepath.Join(run, "files", cid, "layer", "etc", "hosts")); err != nil {
 			t.Errorf("the session files are not in the run directory: %v", err)
 		}
 		if _, err := os.Stat(filepath.Join(run, "records", cid+".json")); err != nil {

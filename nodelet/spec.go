@@ -149,7 +149,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	if byPath {
 		image = paths.image
 	}
-	mounts, err := a.writeFiles(t, feat)
+	fs, err := a.writeFiles(t, feat)
 	if err != nil {
 		files.Close()
 		return runtime.Spec{}, nil, err
@@ -158,23 +158,17 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	var initArgs []string
 	if feat.Tools {
 		initArgs = []string{"--sshd", session.SSHDPath}
-		mounts = append(mounts,
-			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHDPath, ReadOnly: true},
-			runtime.Mount{Source: a.cfg.SSHBinary, Target: session.SSHPath, ReadOnly: true})
 	}
-	if feat.Srun {
-		mounts = append(mounts, runtime.Mount{Source: a.cfg.SlurmBinary, Target: session.SrunPath, ReadOnly: true})
-	}
-	mounts = append(mounts, paths.mounts...)
+	mounts := append(fs.mounts, paths.mounts...)
 	mounts = append(mounts, mpsMount...)
 	return runtime.Spec{
 		ID: t.id(), Hostname: host, Image: image,
 		Args: c.Command, Env: env, Workdir: job.Spec.Workdir,
 		UID: job.UID, GID: job.GID,
 		CPU: c.Resources.CPU, CPUs: cpus, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
-		Mounts: mounts, Stdout: files.out, Stderr: files.err,
+		Mounts: mounts, Layer: fs.layer, Stdout: files.out, Stderr: files.err,
 		Dir: filepath.Join(a.containersDir(), t.id()), Home: a.homeOf(t),
-		Init: a.cfg.InitBinary, InitArgs: initArgs, Devices: devices,
+		Init: a.cfg.InitBinary, InitLayered: fs.initLayered, InitArgs: initArgs, Devices: devices,
 		TTY: job.Interactive && c.Role == jobspec.RoleMain && c.Idx == 1 && len(c.Command) > 0,
 	}, files, nil
 }
@@ -235,55 +229,110 @@ func (a *agent) features(job api.AssignedJob) session.Features {
 	return f
 }
 
+// containerFiles are what writeFiles made for a container: its mounts
+// and its layer (runtime.Spec's Layer and InitLayered).
+type containerFiles struct {
+	mounts      []runtime.Mount
+	layer       string
+	initLayered bool
+}
+
 // writeFiles writes the container's files under filesOf and returns
 // their mounts: /etc/hosts and /etc/hostname always; the session's
 // hostfiles (session.SessionDir) where feat has them; with troupe's SSH
-// its keys and config (session.SSHDir), readable only by the job's user.
-func (a *agent) writeFiles(t *task, feat session.Features) ([]runtime.Mount, error) {
+// its keys and config (session.SSHDir), readable only by the job's user,
+// and troupe-ssh (session.SSHDPath, session.SSHPath); troupe-slurm
+// (session.SrunPath) where feat has srun. All but the keys, which go in
+// the container's home, are files of its layer (filesOf/layer, each at
+// its path in the container), and the runc runtime also gets
+// troupe-init and the binaries as hard links there (toolCopies): it lays
+// the layer over an image's root and mounts none of them.
+func (a *agent) writeFiles(t *task, feat session.Features) (containerFiles, error) {
 	dir := a.filesOf(t)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	files := []struct{ name, target, content string }{
-		{"hosts", "/etc/hosts", session.HostsWith(t.job, feat)},
-		{"hostname", "/etc/hostname", session.Hostname(t.key.host)},
-	}
-	var ms []runtime.Mount
-	for _, f := range files {
-		p := filepath.Join(dir, f.name)
-		if err := os.WriteFile(p, []byte(f.content), 0o644); err != nil {
-			return nil, err
+	layer := filepath.Join(dir, "layer")
+	for _, d := range []string{filepath.Join(layer, "etc"), filepath.Join(layer, session.ToolsDir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return containerFiles{}, err
 		}
-		ms = append(ms, runtime.Mount{Source: p, Target: f.target, ReadOnly: true})
 	}
-	if !feat.HasHostfiles() {
-		return ms, nil
+	out := containerFiles{layer: layer}
+	files := []struct{ target, content string }{
+		{"/etc/hosts", session.HostsWith(t.job, feat)},
+		{"/etc/hostname", session.Hostname(t.key.host)},
 	}
-	sess := filepath.Join(dir, "session")
-	if err := writeDir(sess, 0o755, 0, 0, []sshkey.File{
-		{Name: "hostfile", Data: []byte(session.HostfileOpenMPIText(t.job)), Mode: 0o644},
-		{Name: "hostfile.mpich", Data: []byte(session.HostfileMPICHText(t.job)), Mode: 0o644},
-		{Name: "djob_hostfile", Data: []byte(session.HostfileLSFText(t.job)), Mode: 0o644},
-	}); err != nil {
-		return nil, err
+	for _, f := range files {
+		p := filepath.Join(layer, f.target)
+		if err := os.WriteFile(p, []byte(f.content), 0o644); err != nil {
+			return containerFiles{}, err
+		}
+		out.mounts = append(out.mounts, runtime.Mount{Source: p, Target: f.target, ReadOnly: true, Layered: true})
 	}
-	ms = append(ms, runtime.Mount{Source: sess, Target: session.SessionDir, ReadOnly: true})
-	if !feat.Tools {
-		return ms, nil
+	// The binaries: hard links of the nodelet's copies where the runtime
+	// lays the layer (runc), bind mounts of the configured files where a
+	// link cannot be made (the run directory spans file systems) or the
+	// runtime does not.
+	tool := func(src, target string) error {
+		if a.rt.Name() == RuntimeRunc {
+			p := filepath.Join(layer, target)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			err := a.tools.link(src, p)
+			if err == nil {
+				if target == runtime.InitPath {
+					out.initLayered = true
+				} else {
+					out.mounts = append(out.mounts, runtime.Mount{Source: p, Target: target, ReadOnly: true, Layered: true})
+				}
+				return nil
+			}
+			a.log.Warn("tool not in the container's layer; bind-mounting it", "path", src, "err", err)
+		}
+		if target != runtime.InitPath {
+			out.mounts = append(out.mounts, runtime.Mount{Source: src, Target: target, ReadOnly: true})
+		}
+		return nil
 	}
-	key, err := sshkey.Derive(a.secret, t.job.SessionID)
-	if err != nil {
-		return nil, err
+	if err := tool(a.cfg.InitBinary, runtime.InitPath); err != nil {
+		return containerFiles{}, err
 	}
-	sshFiles, err := sshkey.Files(key, fmt.Sprintf("troupe-job-%d", t.job.ID), session.SSHPort)
-	if err != nil {
-		return nil, err
+	if feat.HasHostfiles() {
+		sess := filepath.Join(layer, session.SessionDir)
+		if err := writeDir(sess, 0o755, 0, 0, []sshkey.File{
+			{Name: "hostfile", Data: []byte(session.HostfileOpenMPIText(t.job)), Mode: 0o644},
+			{Name: "hostfile.mpich", Data: []byte(session.HostfileMPICHText(t.job)), Mode: 0o644},
+			{Name: "djob_hostfile", Data: []byte(session.HostfileLSFText(t.job)), Mode: 0o644},
+		}); err != nil {
+			return containerFiles{}, err
+		}
+		out.mounts = append(out.mounts, runtime.Mount{Source: sess, Target: session.SessionDir, ReadOnly: true, Layered: true})
 	}
-	ssh := filepath.Join(dir, "ssh")
-	if err := writeDir(ssh, 0o700, t.job.UID, t.job.GID, sshFiles); err != nil {
-		return nil, err
+	if feat.Tools {
+		key, err := sshkey.Derive(a.secret, t.job.SessionID)
+		if err != nil {
+			return containerFiles{}, err
+		}
+		sshFiles, err := sshkey.Files(key, fmt.Sprintf("troupe-job-%d", t.job.ID), session.SSHPort)
+		if err != nil {
+			return containerFiles{}, err
+		}
+		ssh := filepath.Join(dir, "ssh")
+		if err := writeDir(ssh, 0o700, t.job.UID, t.job.GID, sshFiles); err != nil {
+			return containerFiles{}, err
+		}
+		out.mounts = append(out.mounts, runtime.Mount{Source: ssh, Target: session.SSHDir, ReadOnly: true})
+		for _, target := range []string{session.SSHDPath, session.SSHPath} {
+			if err := tool(a.cfg.SSHBinary, target); err != nil {
+				return containerFiles{}, err
+			}
+		}
 	}
-	return append(ms, runtime.Mount{Source: ssh, Target: session.SSHDir, ReadOnly: true}), nil
+	if feat.Srun {
+		if err := tool(a.cfg.SlurmBinary, session.SrunPath); err != nil {
+			return containerFiles{}, err
+		}
+	}
+	return out, nil
 }
 
 // writeDir creates dir (mode, owned by uid:gid) holding files, each

@@ -137,6 +137,9 @@ type Mount struct {
 	Source   string // absolute host path (file or directory)
 	Target   string // absolute path in the container
 	ReadOnly bool
+	// Layered: Source is at Target in Spec.Layer too. A driver that lays
+	// Spec.Layer over the container's root skips the mount.
+	Layered bool
 }
 
 // Spec describes a container to start. Zero values are noted per field.
@@ -173,6 +176,14 @@ type Spec struct {
 	Pids int64
 	// Mounts are bind mounts, applied in order after the image's own.
 	Mounts []Mount
+	// Layer is a directory whose files the container sees at the same
+	// paths, read-only (the node's files for the container and its
+	// tools), each also in Mounts, marked Layered, or in Init
+	// (InitLayered). The runc driver makes it the top lower layer of an
+	// image's overlay root, where it costs no mount at the container's
+	// start; the others, and runc for the host image, bind-mount those
+	// entries instead. Empty: none.
+	Layer string
 	// Stdout and Stderr receive the container's output. Nil: discarded.
 	Stdout, Stderr *os.File
 	// Dir is a directory the driver owns for this container (bundle,
@@ -188,6 +199,8 @@ type Spec struct {
 	// Init is the host path of the troupe-init binary. Required by
 	// isolated runtimes, and by every runtime when Args is empty.
 	Init string
+	// InitLayered: Init is at InitPath in Layer too (see Layered).
+	InitLayered bool
 	// InitArgs are extra troupe-init options put before its mode (e.g.
 	// --sshd PATH); isolated runtimes only.
 	InitArgs []string

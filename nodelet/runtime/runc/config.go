@@ -78,8 +78,9 @@ const (
 )
 
 // ociSpec builds the OCI config for s. hostDirs are the image's read-only
-// bind mounts (empty for a rootfs image).
-func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Spec {
+// bind mounts (empty for a rootfs image); layered: root is an overlay
+// with s.Layer among its lower layers.
+func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string, layered bool) *specs.Spec {
 	hostname := s.Hostname
 	if hostname == "" {
 		hostname = s.ID
@@ -101,7 +102,7 @@ func ociSpec(s runtime.Spec, l layout, root string, hostDirs []string) *specs.Sp
 		Hostname: hostname,
 		Root:     &specs.Root{Path: root, Readonly: true},
 		Process:  process(s),
-		Mounts:   mounts(s, l, hostDirs),
+		Mounts:   mounts(s, l, hostDirs, layered),
 		Linux: &specs.Linux{
 			Devices:       devices(s.Devices),
 			CgroupsPath:   "/troupe/" + s.ID,
@@ -195,7 +196,10 @@ func resources(s runtime.Spec) *specs.LinuxResources {
 	return r
 }
 
-func mounts(s runtime.Spec, l layout, hostDirs []string) []specs.Mount {
+// mounts are the container's mounts; layered: s.Layer is a lower layer
+// of its root, which holds the Layered mounts (and the init, with
+// InitLayered) already.
+func mounts(s runtime.Spec, l layout, hostDirs []string, layered bool) []specs.Mount {
 	ms := standardMounts()
 	for _, d := range hostDirs {
 		ms = append(ms, bind(d, d, true))
@@ -204,10 +208,14 @@ func mounts(s runtime.Spec, l layout, hostDirs []string) []specs.Mount {
 		specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
 			Options: []string{"nosuid", "nodev", "mode=1777"}},
 		bind(l.home(), runtime.HomeDir, false),
-		bind(s.Init, runtime.InitPath, true),
 	)
+	if !layered || !s.InitLayered {
+		ms = append(ms, bind(s.Init, runtime.InitPath, true))
+	}
 	for _, m := range s.Mounts {
-		ms = append(ms, bind(m.Source, m.Target, m.ReadOnly))
+		if !layered || !m.Layered {
+			ms = append(ms, bind(m.Source, m.Target, m.ReadOnly))
+		}
 	}
 	return ms
 }

@@ -12,7 +12,7 @@ import (
 // and device cgroup allow rules after the deny-all; no GPU, no entries.
 func TestSpecGPUDevices(t *testing.T) {
 	base := runtime.Spec{ID: "x", Dir: "/d", Init: "/i", Args: []string{"true"}}
-	none := ociSpec(base, layout{dir: "/d"}, "/r", nil)
+	none := ociSpec(base, layout{dir: "/d"}, "/r", nil, false)
 	if len(none.Linux.Devices) != 0 {
 		t.Errorf("no GPU: linux.devices = %+v", none.Linux.Devices)
 	}
@@ -26,7 +26,7 @@ func TestSpecGPUDevices(t *testing.T) {
 		{Path: "/dev/nvidiactl", Type: "c", Major: 195, Minor: 255, Mode: 0o666},
 		{Path: "/dev/nvidia-uvm", Type: "c", Major: 509, Minor: 0, Mode: 0o666},
 	}
-	sp := ociSpec(withGPU, layout{dir: "/d"}, "/r", nil)
+	sp := ociSpec(withGPU, layout{dir: "/d"}, "/r", nil, false)
 	if len(sp.Linux.Devices) != 3 {
 		t.Fatalf("linux.devices = %+v, want 3", sp.Linux.Devices)
 	}
@@ -62,5 +62,51 @@ func TestDeviceAt(t *testing.T) {
 	_ = os.WriteFile(f, nil, 0o644)
 	if _, err := runtime.DeviceAt(f); err == nil {
 		t.Error("a regular file was taken for a device")
+	}
+}
+
+// TestSpecLayeredMounts: over an image with the Spec's layer, the
+// mounts the layer holds (and troupe-init, with InitLayered) are left
+// out and the others kept; without the layer (the host image), every
+// one is bind-mounted as before.
+func TestSpecLayeredMounts(t *testing.T) {
+	s := runtime.Spec{ID: "x", Dir: "/d", Init: "/i", InitLayered: true, Args: []string{"true"}, Layer: "/f/layer",
+		Mounts: []runtime.Mount{
+			{Source: "/f/layer/etc/hosts", Target: "/etc/hosts", ReadOnly: true, Layered: true},
+			{Source: "/data", Target: "/data"},
+		}}
+	targets := func(layered bool) map[string]bool {
+		out := map[string]bool{}
+		for _, m := range ociSpec(s, layout{dir: "/d"}, "/r", nil, layered).Mounts {
+			out[m.Destination] = true
+		}
+		return out
+	}
+	if got := targets(true); got["/etc/hosts"] || got[runtime.InitPath] || !got["/data"] || !got[runtime.HomeDir] {
+		t.Errorf("over the layer: mounts at %v, want /data and the home, not /etc/hosts or troupe-init", got)
+	}
+	if got := targets(false); !got["/etc/hosts"] || !got[runtime.InitPath] || !got["/data"] {
+		t.Errorf("without the layer: mounts at %v, want /etc/hosts, troupe-init and /data", got)
+	}
+}
+
+// TestLayerFits: a layer lies over an image whose /etc is a directory or
+// missing, not over one whose /etc is a symbolic link (the layer's etc/
+// would hide the image's whole).
+func TestLayerFits(t *testing.T) {
+	dir, nothing, link := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("usr/etc", filepath.Join(link, "etc")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, lower string
+		want        bool
+	}{{"/etc a directory", dir, true}, {"no /etc", nothing, true}, {"/etc a symbolic link", link, false}} {
+		if got := layerFits(c.lower); got != c.want {
+			t.Errorf("%s: layerFits = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

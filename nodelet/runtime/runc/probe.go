@@ -125,7 +125,7 @@ func trialSpec(init, dir string) (tmp, id string, spec *specs.Spec, err error) {
 		return "", "", nil, err
 	}
 	s := runtime.Spec{ID: id, Init: init, UID: 65534, GID: 65534, CPU: 1, Memory: 64 << 20, Pids: 16}
-	spec = ociSpec(s, l, root, nil)
+	spec = ociSpec(s, l, root, nil, false)
 	spec.Process.Args = []string{runtime.InitPath}
 	return tmp, id, spec, nil
 }

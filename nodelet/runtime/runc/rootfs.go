@@ -55,13 +55,16 @@ func buildHostRootfs(rootfs string) ([]string, error) {
 }
 
 // mountOverlay mounts an overlay at mnt whose lower layer is the image
-// directory lower, read-only to the container (runc remounts its root
-// read-only), and whose upper layer is the container's own (l.upper):
-// the mountpoints runc makes (/dev, /proc, /home/work, mount targets the
-// image lacks) go there, so nothing is ever written into the image.
-func mountOverlay(lower string, l layout, mnt string) error {
-	if strings.ContainsAny(lower, ",:\\") {
-		return fmt.Errorf("image %s: %w: ',', ':' and '\\' cannot be in an overlay's lower directory", lower, runtime.ErrInvalidSpec)
+// directory lower (under layer, the Spec's, when set), read-only to the
+// container (runc remounts its root read-only), and whose upper layer is
+// the container's own (l.upper): the mountpoints runc makes (/dev,
+// /proc, /home/work, mount targets the image lacks) go there, so nothing
+// is ever written into the image.
+func mountOverlay(lower, layer string, l layout, mnt string) error {
+	for _, d := range []string{lower, layer} {
+		if strings.ContainsAny(d, ",:\\") {
+			return fmt.Errorf("image %s: %w: ',', ':' and '\\' cannot be in an overlay's lower directory", d, runtime.ErrInvalidSpec)
+		}
 	}
 	fi, err := os.Stat(lower)
 	if err != nil {
@@ -84,11 +87,25 @@ func mountOverlay(lower string, l layout, mnt string) error {
 	if err := os.Chmod(l.upper(), fi.Mode().Perm()); err != nil {
 		return err
 	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, l.upper(), l.work())
+	lowers := lower
+	if layer != "" {
+		lowers = layer + ":" + lower // the first is the top one
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lowers, l.upper(), l.work())
 	if err := unix.Mount("overlay", mnt, "overlay", unix.MS_NODEV|unix.MS_NOSUID, opts); err != nil {
 		return fmt.Errorf("image %s: overlay at %s: %w", lower, mnt, err)
 	}
 	return nil
+}
+
+// layerFits says whether a Spec's layer may lie over the image
+// directory lower: its etc/ would hide the image's /etc whole where that
+// is not a directory (a symbolic link, as in some images), so then its
+// files are bind-mounted instead. Only lower's own entry is looked at,
+// never through it.
+func layerFits(lower string) bool {
+	fi, err := os.Lstat(filepath.Join(lower, "etc"))
+	return err != nil || fi.IsDir()
 }
 
 // unmountOverlay undoes mountOverlay (lazily: the container's mount

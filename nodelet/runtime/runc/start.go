@@ -102,7 +102,7 @@ func (r *Runtime) writeBundle(s runtime.Spec, l layout) ([]*os.File, *specs.Spec
 	if err != nil {
 		return files, nil, err
 	}
-	root, hostDirs := s.ImageOrHost(), []string(nil)
+	root, hostDirs, layered := s.ImageOrHost(), []string(nil), false
 	if root == runtime.ImageHost {
 		dirs, err := buildHostRootfs(l.skeleton())
 		if err != nil {
@@ -119,11 +119,16 @@ func (r *Runtime) writeBundle(s runtime.Spec, l layout) ([]*os.File, *specs.Spec
 			return files, nil, err
 		}
 		root = r.rootMount(s.ID)
-		if err := mountOverlay(lower, l, root); err != nil {
+		layered = s.Layer != "" && layerFits(lower)
+		layer := ""
+		if layered {
+			layer = s.Layer
+		}
+		if err := mountOverlay(lower, layer, l, root); err != nil {
 			return files, nil, err
 		}
 	}
-	spec := ociSpec(s, l, root, hostDirs)
+	spec := ociSpec(s, l, root, hostDirs, layered)
 	b, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return files, nil, err
