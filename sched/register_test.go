@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,11 +17,9 @@ import (
 // node's own nodelet re-registers after a restart (same instance); once
 // the first has been silent for its lease, the second takes over.
 func TestRegisterSameNameTwice(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	_, c := clusterWith(t, Config{Clock: clock, NodeTimeout: 30 * time.Second})
+	clock := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	advance := clock.Add
+	_, c := clusterWith(t, Config{Clock: clock.Now, NodeTimeout: 30 * time.Second})
 	ctx := context.Background()
 	reg := func(inst string) error {
 		_, err := c.Register(ctx, api.NodeRegister{Name: "n1", Addr: "127.0.0.1", Runtime: "process", Instance: inst,

@@ -30,12 +30,12 @@ var stageNames = []string{stageQueued, stageDispatch, stagePreparing, stageRunni
 // a preparing update its container's running update overtook (see
 // nodelet/report), and the running update's Starting, the node's own
 // measure of the container's start, places that boundary instead. A
-// stage is observed once
-// per run of a job placed by this leader (a job placed before it led is
-// not timed; a requeued job is timed afresh from its next placement). When one report
-// passes two boundaries at once (a `true` job's running and exited
-// updates arrive together) the skipped stage is observed as 0: the
-// reports' resolution, not the job's.
+// stage is observed once per run of a job placed by this leader (a job
+// placed before it led is not timed; a requeued job is timed afresh
+// from its next placement). When one report passes two boundaries at
+// once (a `true` job's running and exited updates arrive together) the
+// skipped stage is observed as 0: the reports' resolution, not the
+// job's.
 type stageClock struct {
 	hist *prometheus.HistogramVec
 	// slot is troupe_job_slot_seconds: placed → the first container

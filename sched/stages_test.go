@@ -3,7 +3,6 @@ package sched
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,11 +18,9 @@ import (
 // killed 5s later). Each stage of troupe_job_stage_seconds is observed
 // once with its own duration, and a report repeated observes nothing.
 func TestJobStageSeconds(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	srv, c := clusterWith(t, Config{Clock: clock, NodeTimeout: 1000 * time.Hour})
+	clock := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	advance := clock.Add
+	srv, c := clusterWith(t, Config{Clock: clock.Now, NodeTimeout: 1000 * time.Hour})
 	ctx := context.Background()
 
 	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(2, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada"})
@@ -130,11 +127,9 @@ func TestJobStageSecondsTogether(t *testing.T) {
 // rest. A Starting longer than the time since the placement (a node's
 // clock running fast) leaves dispatch at 0 rather than below it.
 func TestJobStageSecondsStarting(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	srv, c := clusterWith(t, Config{Clock: clock, NodeTimeout: 1000 * time.Hour})
+	clock := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	advance := clock.Add
+	srv, c := clusterWith(t, Config{Clock: clock.Now, NodeTimeout: 1000 * time.Hour})
 	ctx := context.Background()
 	register(t, c, "n1", 4)
 	sum := func(stage string) float64 {

@@ -78,6 +78,15 @@ func newQueue(rec *recorder, hold time.Duration) *Queue {
 	return q
 }
 
+// delivering is a queue holding preparing updates for hold, delivering
+// to a new recorder until the test ends.
+func delivering(t *testing.T, hold time.Duration) (*recorder, *Queue) {
+	rec := newRecorder()
+	q := newQueue(rec, hold)
+	run(t, q)
+	return rec, q
+}
+
 func upd(job uint64, host string, run int, st api.ContainerState) api.ContainerUpdate {
 	return api.ContainerUpdate{JobID: job, Host: host, Requeues: run, State: st}
 }
@@ -95,9 +104,7 @@ func states(us []api.ContainerUpdate) []string {
 // Another container's held preparing update, and one of an earlier run
 // of the same container, are not its to replace.
 func TestPreparingOvertaken(t *testing.T) {
-	rec := newRecorder()
-	q := newQueue(rec, time.Hour)
-	run(t, q)
+	rec, q := delivering(t, time.Hour)
 	q.Add(upd(1, "main1", 0, api.ContainerPreparing))
 	q.Add(upd(2, "main1", 0, api.ContainerPreparing))
 	q.Add(upd(3, "main1", 0, api.ContainerPreparing))
@@ -116,9 +123,7 @@ func TestPreparingOvertaken(t *testing.T) {
 // TestPreparingHeld: a preparing update alone waits out its hold, then
 // goes out by itself.
 func TestPreparingHeld(t *testing.T) {
-	rec := newRecorder()
-	q := newQueue(rec, time.Hour)
-	run(t, q)
+	rec, q := delivering(t, time.Hour)
 	q.Add(upd(1, "main1", 0, api.ContainerPreparing))
 	time.Sleep(50 * time.Millisecond)
 	if n := rec.count(); n != 0 {
@@ -128,9 +133,7 @@ func TestPreparingHeld(t *testing.T) {
 		t.Fatalf("%d updates pending during the hold, want 1", n)
 	}
 
-	rec2 := newRecorder()
-	q2 := newQueue(rec2, 20*time.Millisecond)
-	run(t, q2)
+	rec2, q2 := delivering(t, 20*time.Millisecond)
 	q2.Add(upd(1, "main1", 0, api.ContainerPreparing))
 	if got := rec2.wait(t, 1)[0]; !slices.Equal(got, []api.ContainerUpdate{upd(1, "main1", 0, api.ContainerPreparing)}) {
 		t.Errorf("after the hold: report %+v, want the preparing update", got)
@@ -140,9 +143,7 @@ func TestPreparingHeld(t *testing.T) {
 // TestHeldRidesAlong: an update due at once takes the held ones with
 // it, in the order they were queued.
 func TestHeldRidesAlong(t *testing.T) {
-	rec := newRecorder()
-	q := newQueue(rec, time.Hour)
-	run(t, q)
+	rec, q := delivering(t, time.Hour)
 	q.Add(upd(1, "main1", 0, api.ContainerPreparing))
 	q.Add(upd(2, "main1", 0, api.ContainerExited))
 	got := rec.wait(t, 1)[0]
@@ -158,10 +159,8 @@ func TestHeldRidesAlong(t *testing.T) {
 // schedd is not taken back; the running update follows it in the next
 // report.
 func TestPreparingInFlightKept(t *testing.T) {
-	rec := newRecorder()
-	rec.block = make(chan struct{})
-	q := newQueue(rec, time.Hour)
-	run(t, q)
+	rec, q := delivering(t, time.Hour)
+	rec.block = make(chan struct{}) // before the first Add, which the send follows
 	q.Add(upd(1, "main1", 0, api.ContainerPreparing))
 	q.Add(upd(2, "main1", 0, api.ContainerExited)) // due: the flush takes both
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {

@@ -16,7 +16,10 @@
 // and <state>/rootfs/<id>, the mountpoint of that overlay. An image
 // directory is only ever the overlay's lower layer: the mountpoints runc
 // makes go to the upper one, and the root is read-only in the container,
-// so nothing is written into the image.
+// so nothing is written into the image. Spec.Layer, when set, lies
+// between the two (the top lower layer), and the mounts it holds
+// (Mount.Layered, Spec.InitLayered) are not made; not where the image's
+// /etc is other than a directory (layerFits), nor for ImageHost.
 //
 // The container runs detached (`runc --root <state>/runc run -d`) with
 // the output file as its stdout and stderr, so it outlives the nodelet:
