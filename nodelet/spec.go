@@ -250,7 +250,9 @@ type containerFiles struct {
 func (a *agent) writeFiles(t *task, feat session.Features) (containerFiles, error) {
 	dir := a.filesOf(t)
 	layer := filepath.Join(dir, "layer")
-	for _, d := range []string{filepath.Join(layer, "etc"), filepath.Join(layer, session.ToolsDir)} {
+	// etc/ and .troupe/ (the session's hostfiles go there); tool makes
+	// the binaries' directories.
+	for _, d := range []string{filepath.Join(layer, "etc"), filepath.Join(layer, filepath.Dir(session.ToolsDir))} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return containerFiles{}, err
 		}

@@ -31,14 +31,7 @@ func TestToolCopies(t *testing.T) {
 		}
 		return p
 	}
-	content := func(p string) string {
-		t.Helper()
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
+	content := func(p string) string { t.Helper(); return runtimetest.ReadFile(t, p) }
 	sameFile := func(a, b string) bool {
 		t.Helper()
 		fa, err := os.Stat(a)
