@@ -48,12 +48,12 @@ func TestOpenAsUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := []Request{
-		{Output, filepath.Join(own, "x.out")},
-		{Output, filepath.Join(private, "x.out")},
-		{Source, "/etc/shadow"},
-		{Source, own[1:]}, // relative: from /
-		{Output, filepath.Join(dir, "link", "y.out")},
-		{Image, own},
+		{Kind: Output, Path: filepath.Join(own, "x.out")},
+		{Kind: Output, Path: filepath.Join(private, "x.out")},
+		{Kind: Source, Path: "/etc/shadow"},
+		{Kind: Source, Path: own[1:]}, // relative: from /
+		{Kind: Output, Path: filepath.Join(dir, "link", "y.out")},
+		{Kind: Image, Path: own},
 	}
 	res, err := Open(Cred{UID: nobody, GID: nobody, Groups: []int{nobody}}, reqs)
 	if err != nil {
@@ -87,7 +87,7 @@ func TestOpenLeavesOtherThreadsRoot(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
 	for range 20 {
-		res, err := Open(Cred{UID: nobody, GID: nobody, Groups: []int{nobody}}, []Request{{Source, dir}})
+		res, err := Open(Cred{UID: nobody, GID: nobody, Groups: []int{nobody}}, []Request{{Kind: Source, Path: dir}})
 		if err != nil {
 			t.Fatal(err)
 		}
