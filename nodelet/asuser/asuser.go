@@ -210,9 +210,14 @@ func openAs(c Cred, reqs []Request) ([]Result, error) {
 	return out, nil
 }
 
+// Opener is OpenIn with c's credentials: the image.OpenFunc for an
+// image a job named by path.
+func Opener(c Cred) func(dir *os.File, name string) (*os.File, error) {
+	return func(dir *os.File, name string) (*os.File, error) { return OpenIn(c, dir, name) }
+}
+
 // OpenIn opens name, relative to dir and beneath it, for reading with
-// c's credentials (a Read request): the image.OpenFunc for an image a
-// job named by path.
+// c's credentials (a Read request).
 func OpenIn(c Cred, dir *os.File, name string) (*os.File, error) {
 	res, err := Open(c, []Request{{Kind: Read, Path: name, Dir: dir}})
 	if err != nil {

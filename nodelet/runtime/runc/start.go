@@ -118,8 +118,7 @@ func (r *Runtime) writeBundle(s runtime.Spec, l layout) ([]*os.File, *specs.Spec
 		}
 		var open image.OpenFunc // nil: the node's own reads, for a catalog image
 		if s.ImageAsUser {
-			c := asuser.Lookup(s.UID, s.GID)
-			open = func(dir *os.File, name string) (*os.File, error) { return asuser.OpenIn(c, dir, name) }
+			open = asuser.Opener(asuser.Lookup(s.UID, s.GID))
 		}
 		lower, err := images.Rootfs(root, open)
 		if err != nil {
