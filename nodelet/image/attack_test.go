@@ -156,7 +156,7 @@ func TestTamperedLayerRefused(t *testing.T) {
 // tarUp writes the tree at dir into a tar at dst.
 func tarUp(t *testing.T, dir, dst string) {
 	t.Helper()
-	if out, err := exec.Command("tar", "-C", dir, "-cf", dst, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("sh", "-c", `cd "$1" && tar -cf "$2" *`, "sh", dir, dst).CombinedOutput(); err != nil {
 		t.Fatalf("tar: %v: %s", err, out)
 	}
 }
