@@ -133,6 +133,25 @@ func TestTamperedLayerRefused(t *testing.T) {
 		})
 	}
 
+	// The catalog images first, then bob's: his manifest and config name
+	// an entry in the cache, which he gets only with layers that match.
+	for _, ref := range []string{evilLayout, evilOCIArchive, evilDocker} {
+		t.Run("CatalogFirst-"+filepath.Base(ref), func(t *testing.T) {
+			s, err := image.NewStore(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, genuine := range []string{catalog, genuineDocker} {
+				if _, err := s.Rootfs(genuine, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, err := s.Rootfs(ref, asuser.Opener(bobCred)); !errors.Is(err, image.ErrDigest) {
+				t.Fatalf("bob's tampered image: rootfs %q, err %v; want %v", got, err, image.ErrDigest)
+			}
+		})
+	}
+
 	// bob's own copy of the genuine layout, read as bob, is the catalog's
 	// image: one entry for both.
 	t.Run("GenuineCopyShares", func(t *testing.T) {
@@ -150,7 +169,42 @@ func TestTamperedLayerRefused(t *testing.T) {
 		if err != nil || a != b || motd(t, b) != "genuine\n" {
 			t.Errorf("bob's genuine copy at %s, the catalog's at %s (%v): want one entry", a, b, err)
 		}
+		// Again: a hit, his blobs checked (or remembered) again.
+		if c, err := s.Rootfs(own, asuser.Opener(bobCred)); err != nil || c != a {
+			t.Errorf("bob's genuine copy again: %s, %v; want %s", c, err, a)
+		}
 	})
+}
+
+// TestCacheHitNeedsTheLayers: alice unpacked her private image; bob has
+// its index.json, manifest and config (they name the cache entry) but
+// not its layer. Whether he has no layer blob or one of his own under its
+// name, he does not get her rootfs.
+func TestCacheHitNeedsTheLayers(t *testing.T) {
+	needRoot(t)
+	_, private, _ := runtimetest.BuildOCI(t, tree(t, map[string]string{"etc/motd": "alice's secret\n"}))
+	aliceDir := filepath.Join(t.TempDir(), "alice")
+	if out, err := exec.Command("cp", "-a", private, aliceDir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	give(t, aliceDir, alice)
+	s, err := image.NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceCred := asuser.Cred{UID: alice, GID: alice, Groups: []int{alice}}
+	if _, err := s.Rootfs(aliceDir, asuser.Opener(aliceCred)); err != nil {
+		t.Fatal(err)
+	}
+	evil, layer := runtimetest.TamperOCILayout(t, private, tree(t, evilFiles))
+	give(t, evil, bob)
+	if got, err := s.Rootfs(evil, asuser.Opener(bobCred)); !errors.Is(err, image.ErrDigest) {
+		t.Errorf("bob's layout with his own layer: rootfs %q, err %v; want %v", got, err, image.ErrDigest)
+	}
+	must(t, os.Remove(layer))
+	if got, err := s.Rootfs(evil, asuser.Opener(bobCred)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("bob's layout without a layer: rootfs %q, err %v; want %v", got, err, os.ErrNotExist)
+	}
 }
 
 // tarUp writes the tree at dir into a tar at dst.

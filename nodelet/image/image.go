@@ -198,6 +198,7 @@ type Store struct {
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 	sifs  map[fileID]string // SIF file → its content's key (sif.go)
+	blobs map[fileID]string // layer blob a user gave → the digests it matched (oci.go)
 }
 
 // NewStore returns a store caching under dir (created when missing).
@@ -205,20 +206,27 @@ func NewStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, locks: map[string]*sync.Mutex{}, sifs: map[fileID]string{}}, nil
+	return &Store{dir: dir, locks: map[string]*sync.Mutex{}, sifs: map[fileID]string{}, blobs: map[fileID]string{}}, nil
 }
 
 // Rootfs returns the root filesystem directory for ref: "host" and
 // rootfs directories as they are, OCI layouts, archives and SIFs
-// unpacked into the cache (once per content). The files inside an OCI
-// layout directory are opened with open (nil: OpenBeneath, as root).
-// The returned directory must not be written to.
+// unpacked into the cache (once per content). The returned directory
+// must not be written to.
+//
+// open nil: ref is the node's choice (a catalog image), read with
+// root's credentials. Else ref is a user's, and the files inside an OCI
+// layout directory are opened with open; and an entry already in the
+// cache is given to a user's image only once its own layers were read
+// and matched the digests (a user who has a manifest and a config only,
+// of an image another user unpacked, gets ErrDigest, not its content).
 func (s *Store) Rootfs(ref string, open OpenFunc) (string, error) {
 	kind, err := Detect(ref)
 	if err != nil {
 		return "", err
 	}
-	if open == nil {
+	trusted := open == nil
+	if trusted {
 		open = OpenBeneath
 	}
 	switch kind {
@@ -229,7 +237,7 @@ func (s *Store) Rootfs(ref string, open OpenFunc) (string, error) {
 	case KindSIF:
 		return s.sifRootfs(ref)
 	default:
-		return s.ociRootfs(ref, kind, open)
+		return s.ociRootfs(ref, kind, open, trusted)
 	}
 }
 
@@ -255,13 +263,19 @@ func (s *Store) stage() (string, error) {
 
 // commit returns dir/key/rootfs; when it is not there yet, it runs fill
 // on tmp/rootfs (made here) and then renames tmp, the staging directory,
-// to dir/key. Once committed, tmp no longer exists; else the caller
-// removes it.
-func (s *Store) commit(key, tmp string, fill func(rootfs string) error) (string, error) {
+// to dir/key. hit says the entry was there already (fill not run). Once
+// committed, tmp no longer exists; else the caller removes it.
+func (s *Store) commit(key, tmp string, fill func(rootfs string) error) (rootfs string, hit bool, err error) {
+	rootfs, err = s.commitLocked(key, tmp, &hit, fill)
+	return rootfs, hit, err
+}
+
+func (s *Store) commitLocked(key, tmp string, hit *bool, fill func(rootfs string) error) (string, error) {
 	defer s.lock(key)()
 	final := filepath.Join(s.dir, key)
 	rootfs := filepath.Join(final, "rootfs")
 	if _, err := os.Stat(rootfs); err == nil {
+		*hit = true
 		return rootfs, nil
 	}
 	if err := os.Mkdir(filepath.Join(tmp, "rootfs"), 0o755); err != nil {

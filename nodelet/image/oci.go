@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/klauspost/compress/zstd"
@@ -47,8 +48,9 @@ type ociImage struct {
 }
 
 // ociRootfs unpacks an OCI layout or a docker/OCI archive, cached by its
-// config digest (see the package doc).
-func (s *Store) ociRootfs(ref string, kind Kind, open OpenFunc) (string, error) {
+// config digest (see the package doc). An image not trusted (a user's)
+// that finds its entry in the cache has its layers checked first.
+func (s *Store) ociRootfs(ref string, kind Kind, open OpenFunc, trusted bool) (string, error) {
 	tmp, err := s.stage()
 	if err != nil {
 		return "", err
@@ -59,19 +61,55 @@ func (s *Store) ociRootfs(ref string, kind Kind, open OpenFunc) (string, error) 
 		return "", fmt.Errorf("image %s: %w", ref, err)
 	}
 	defer img.dir.Close()
-	return s.commit(img.key, tmp, func(rootfs string) error {
+	rootfs, hit, err := s.commit(img.key, tmp, func(rootfs string) error {
 		root, err := os.OpenRoot(rootfs)
 		if err != nil {
 			return err
 		}
 		defer root.Close()
 		for _, l := range img.layers {
-			if err := unpackLayer(root, img.dir, img.open, l); err != nil {
+			if err := readLayer(root, img.dir, img.open, l); err != nil {
 				return fmt.Errorf("image %s: %w", ref, err)
 			}
 		}
 		return nil
 	})
+	if err != nil || !hit || trusted {
+		return rootfs, err
+	}
+	if err := s.checkLayers(img, kind == KindOCILayout); err != nil {
+		return "", fmt.Errorf("image %s: %w", ref, err)
+	}
+	return rootfs, nil
+}
+
+// checkLayers reads img's layers and checks them against their digests,
+// unpacking nothing. memo: the blobs are the user's own files (a
+// layout's), whose checks are memoised by fileID as sifRootfs memoises
+// SIFs: at worst a memo credits the user with content he showed before.
+func (s *Store) checkLayers(img *ociImage, memo bool) error {
+	for _, l := range img.layers {
+		f, err := img.open(img.dir, l.name)
+		if err != nil {
+			return fmt.Errorf("layer %s: %w", l.name, err)
+		}
+		id, err := idOf(f)
+		want := l.digest.String() + " " + l.diffID.String()
+		if err == nil && memo && s.recall(s.blobs, id) == want {
+			f.Close()
+			continue
+		}
+		start := time.Now()
+		err = streamLayer(nil, f, l)
+		if err == nil && memo {
+			s.remember(s.blobs, f, id, start, want)
+		}
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readOCI reads ref's manifest and config, checked. An archive is first
@@ -326,19 +364,25 @@ func readBlob(dir *os.File, open OpenFunc, d v1.Hash, size, max int64) ([]byte, 
 	return b, nil
 }
 
-// unpackLayer unpacks the layer l into root, reading its blob once:
-// the compressed bytes are hashed against l.digest and l.size (when
-// known), the uncompressed tar against l.diffID, as they are unpacked.
-// A mismatch is ErrDigest (what was unpacked stays in the staging
-// directory, which is then removed).
-func unpackLayer(root *os.Root, dir *os.File, open OpenFunc, l layerRef) error {
+// readLayer unpacks the layer l into root (see streamLayer).
+func readLayer(root *os.Root, dir *os.File, open OpenFunc, l layerRef) error {
 	f, err := open(dir, l.name)
 	if err != nil {
 		return fmt.Errorf("layer %s: %w", l.name, err)
 	}
 	defer f.Close()
+	return streamLayer(root, f, l)
+}
+
+// streamLayer unpacks the layer l from f into root (nil: nowhere),
+// reading f once: the compressed bytes are hashed against l.digest and
+// l.size (when known), the uncompressed tar against l.diffID, as they
+// are unpacked. A mismatch is ErrDigest (what was unpacked stays in the
+// staging directory, which is then removed).
+func streamLayer(root *os.Root, f *os.File, l layerRef) error {
 	var raw io.Reader = f
 	var ch hash.Hash
+	var err error
 	if l.digest.Algorithm != "" {
 		if ch, err = newHash(l.digest.Algorithm); err != nil {
 			return err
@@ -347,31 +391,51 @@ func unpackLayer(root *os.Root, dir *os.File, open OpenFunc, l layerRef) error {
 	}
 	counted := &counter{r: raw}
 	br := bufio.NewReader(counted)
+	checkRaw := func() error {
+		if ch == nil {
+			return nil
+		}
+		if got := hex.EncodeToString(ch.Sum(nil)); got != l.digest.Hex || counted.n != l.size {
+			return fmt.Errorf("layer %s (%d bytes, sha %s): %w", l.digest, counted.n, got, ErrDigest)
+		}
+		return nil
+	}
+	if err := unpackStream(root, br, l); err != nil {
+		// A blob that is not what its digest names says so, rather
+		// than how its bytes failed to decode.
+		_, _ = io.Copy(io.Discard, counted)
+		if derr := checkRaw(); derr != nil {
+			return derr
+		}
+		return fmt.Errorf("layer %s: %w", l.name, err)
+	}
+	return checkRaw()
+}
+
+// unpackStream decompresses br, unpacks the tar into root (nil: nowhere)
+// and checks it against l.diffID, reading both streams to their ends
+// (tar padding, the compressor's trailer: the digests cover them too).
+func unpackStream(root *os.Root, br *bufio.Reader, l layerRef) error {
 	r, done, err := decompress(br)
 	if err != nil {
-		return fmt.Errorf("layer %s: %w", l.name, err)
+		return err
 	}
 	defer done()
 	uh, _ := newHash(l.diffID.Algorithm)
 	tr := io.TeeReader(r, uh)
-	if err := untar(tr, root, true); err != nil {
-		return fmt.Errorf("layer %s: %w", l.name, err)
-	}
-	// The rest of both streams (tar padding, the compressor's trailer)
-	// is part of what the digests cover.
-	if _, err := io.Copy(io.Discard, tr); err != nil {
-		return fmt.Errorf("layer %s: %w", l.name, err)
-	}
-	if _, err := io.Copy(io.Discard, br); err != nil {
-		return fmt.Errorf("layer %s: %w", l.name, err)
-	}
-	if ch != nil {
-		if got := hex.EncodeToString(ch.Sum(nil)); got != l.digest.Hex || counted.n != l.size {
-			return fmt.Errorf("layer %s (%d bytes, sha %s): %w", l.digest, counted.n, got, ErrDigest)
+	if root != nil {
+		if err := untar(tr, root, true); err != nil {
+			return err
 		}
 	}
+	if _, err := io.Copy(io.Discard, tr); err != nil {
+		return err
+	}
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return err
+	}
 	if got := hex.EncodeToString(uh.Sum(nil)); got != l.diffID.Hex {
-		return fmt.Errorf("layer %s: uncompressed sha %s, its diff_id %s: %w", l.name, got, l.diffID, ErrDigest)
+		return fmt.Errorf("uncompressed sha %s, its diff_id %s: %w", got, l.diffID, ErrDigest)
 	}
 	return nil
 }

@@ -83,10 +83,7 @@ func (s *Store) sifRootfs(ref string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("image %s: %w", ref, err)
 	}
-	s.mu.Lock()
-	key := s.sifs[id]
-	s.mu.Unlock()
-	if key != "" {
+	if key := s.recall(s.sifs, id); key != "" {
 		rootfs := filepath.Join(s.dir, key, "rootfs")
 		if _, err := os.Stat(rootfs); err == nil {
 			return rootfs, nil
@@ -99,19 +96,12 @@ func (s *Store) sifRootfs(ref string) (string, error) {
 	defer os.RemoveAll(tmp)
 	sq := filepath.Join(tmp, "partition.squashfs")
 	start := time.Now()
-	key, err = copyPartition(f, sq)
+	key, err := copyPartition(f, sq)
 	if err != nil {
 		return "", fmt.Errorf("image %s: %w", ref, err)
 	}
-	if after, err := idOf(f); err == nil && after == id && time.Unix(id.ctime.Unix()).Add(memoMargin).Before(start) {
-		s.mu.Lock()
-		if len(s.sifs) >= maxMemo {
-			clear(s.sifs)
-		}
-		s.sifs[id] = key
-		s.mu.Unlock()
-	}
-	return s.commit(key, tmp, func(rootfs string) error {
+	s.remember(s.sifs, f, id, start, key)
+	rootfs, _, err := s.commit(key, tmp, func(rootfs string) error {
 		// -f: rootfs exists already; -d: unpack there.
 		out, err := exec.Command("unsquashfs", "-no-progress", "-f", "-d", rootfs, sq).CombinedOutput()
 		if err != nil {
@@ -119,6 +109,30 @@ func (s *Store) sifRootfs(ref string) (string, error) {
 		}
 		return nil
 	})
+	return rootfs, err
+}
+
+// recall is what memo says of the file id; "" when nothing.
+func (s *Store) recall(memo map[fileID]string, id fileID) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return memo[id]
+}
+
+// remember notes in memo that the file f, which was id when its reading
+// began at start, gave v: only when it is id still, and its ctime is
+// older than start by memoMargin (see sifRootfs).
+func (s *Store) remember(memo map[fileID]string, f *os.File, id fileID, start time.Time, v string) {
+	after, err := idOf(f)
+	if err != nil || after != id || !time.Unix(id.ctime.Unix()).Add(memoMargin).Before(start) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(memo) >= maxMemo {
+		clear(memo)
+	}
+	memo[id] = v
 }
 
 // copyPartition copies the SIF's primary squashfs partition to dst and
