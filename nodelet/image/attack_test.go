@@ -270,10 +270,15 @@ func TestTamperedSIFPartition(t *testing.T) {
 	if got := motd(t, bobs); got != "bob was here\n" {
 		t.Errorf("bob's SIF: /etc/motd = %q, want his own", got)
 	}
-	// Again, now from the memo: the same answers.
-	again, err := s.Rootfs(catalog, nil)
-	if err != nil || again != genuine {
-		t.Errorf("the catalog SIF again: %s, %v; want %s", again, err, genuine)
+	// Again, now from the memo, and through the admin's symbolic link to
+	// it: the same answers.
+	link := filepath.Join(t.TempDir(), "current.sif")
+	must(t, os.Symlink(catalog, link))
+	for _, ref := range []string{catalog, link} {
+		again, err := s.Rootfs(ref, nil)
+		if err != nil || again != genuine {
+			t.Errorf("the catalog SIF again as %s: %s, %v; want %s", ref, again, err, genuine)
+		}
 	}
 }
 

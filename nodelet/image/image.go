@@ -166,20 +166,22 @@ func regular(f *os.File) error {
 	return err
 }
 
-// openDir opens an image directory (O_PATH, the path's last component
-// not a symbolic link) for OpenFunc.
+// openDir opens an image directory (O_PATH) for OpenFunc. The path
+// itself is the admin's (a catalog source, which may be a symbolic link
+// of his) or one the nodelet made (the pin of a user's directory, or a
+// staging copy): only what is inside is the user's.
 func openDir(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// openFile opens an image file (an archive, a SIF) for reading; the
-// path's last component may not be a symbolic link.
+// openFile opens an image file (an archive, a SIF) for reading: a
+// catalog source or the pin of a user's file, as for openDir.
 func openFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
