@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/troupe-hpc/troupe/nodelet/asuser"
+	"github.com/troupe-hpc/troupe/nodelet/image"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
@@ -20,7 +21,8 @@ import (
 // every blob beneath the pin with nobody's credentials. nobody's layout
 // whose layer blob is a symbolic link (or a hard link) to alice's
 // private image, in her 0700 directory, is refused, and nothing of hers
-// reaches the image cache; his own layout unpacks.
+// reaches the image cache; nor does his copy of her layout with his own
+// layer under her layer's name (a digest error); his own layout unpacks.
 func TestImageLayoutReadAsUser(t *testing.T) {
 	a, _ := alice(t)
 	dir := openDir(t)
@@ -43,15 +45,15 @@ func TestImageLayoutReadAsUser(t *testing.T) {
 	}
 	sink := mkdir(t, filepath.Join(dir, "sink"), 0o777, 0, 0)
 
-	// start runs a container of nobody's on image as a job would.
-	start := func(t *testing.T, image string) (cache string, err error) {
+	// start runs a container of nobody's on the image ref as a job would.
+	start := func(t *testing.T, ref string) (cache string, err error) {
 		state := t.TempDir()
 		r, rerr := runc.New("", state)
 		if rerr != nil {
 			t.Skipf("SKIP: needs the runc binary: %v", rerr)
 		}
 		t.Cleanup(func() { _ = r.Cleanup(context.Background()) })
-		paths := &userPaths{out: filepath.Join(sink, "out"), image: image}
+		paths := &userPaths{out: filepath.Join(sink, "out"), image: ref}
 		files, err := openUserPaths(paths, nobody, nobody, filepath.Join(t.TempDir(), "pins"))
 		if err != nil {
 			t.Fatalf("openUserPaths: %v", err)
@@ -95,6 +97,23 @@ func TestImageLayoutReadAsUser(t *testing.T) {
 			}
 		})
 	}
+	t.Run("TamperedLayer", func(t *testing.T) {
+		evil := filepath.Join(t.TempDir(), "evil")
+		if err := os.MkdirAll(filepath.Join(evil, "etc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(evil, "etc", "motd"), "nobody was here\n", 0o644, 0, 0)
+		tampered, _ := runtimetest.TamperOCILayout(t, layout, evil)
+		bobs := filepath.Join(mkdir(t, filepath.Join(dir, "nobody-tampered"), 0o755, nobody, nobody), "img")
+		cpTree(t, tampered, bobs, nobody, nobody)
+		cache, err := start(t, bobs)
+		if !errors.Is(err, image.ErrDigest) {
+			t.Fatalf("nobody's layout with his own layer under the genuine name: %v; want %v", err, image.ErrDigest)
+		}
+		if got, _ := filepath.Glob(filepath.Join(cache, "*", "rootfs")); len(got) > 0 {
+			t.Errorf("the image cache holds %v", got)
+		}
+	})
 	t.Run("OwnLayout", func(t *testing.T) {
 		own := filepath.Join(mkdir(t, filepath.Join(dir, "nobody-own"), 0o755, nobody, nobody), "img")
 		cpTree(t, layout, own, nobody, nobody)
