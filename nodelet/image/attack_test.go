@@ -360,3 +360,59 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestArchiveSymlinks: an archive is unpacked into a private copy whose
+// own symbolic links are followed only while they stay inside it: a
+// docker archive whose layer is a link to another entry (as `docker
+// save` writes a layer that appears twice) unpacks; one whose layer
+// links to a file of the host's is refused.
+func TestArchiveSymlinks(t *testing.T) {
+	needRoot(t)
+	genuine, _, _ := runtimetest.BuildOCI(t, tree(t, genuineFiles))
+	secret := filepath.Join(t.TempDir(), "secret.tar")
+	must(t, os.WriteFile(secret, []byte("root's"), 0o600))
+	for _, tc := range []struct {
+		name   string
+		target func(dir, layer string) string // the link's target, made in dir
+		ok     bool
+	}{
+		{"Inside", func(dir, layer string) string {
+			must(t, os.MkdirAll(filepath.Join(dir, "other"), 0o755))
+			must(t, os.Rename(layer, filepath.Join(dir, "other", "layer.tar")))
+			rel, _ := filepath.Rel(filepath.Dir(layer), filepath.Join(dir, "other", "layer.tar"))
+			return rel
+		}, true},
+		{"Outside", func(dir, layer string) string { return secret }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "docker")
+			must(t, os.Mkdir(dir, 0o755))
+			if out, err := exec.Command("tar", "-C", dir, "-xf", genuine).CombinedOutput(); err != nil {
+				t.Fatalf("tar: %v: %s", err, out)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+			must(t, err)
+			var m []struct{ Layers []string }
+			must(t, json.Unmarshal(b, &m))
+			layer := filepath.Join(dir, m[0].Layers[0])
+			target := tc.target(dir, layer)
+			_ = os.Remove(layer)
+			must(t, os.Symlink(target, layer))
+			archive := filepath.Join(filepath.Dir(dir), "linked.tar")
+			tarUp(t, dir, archive)
+			s, err := image.NewStore(t.TempDir())
+			must(t, err)
+			rootfs, err := s.Rootfs(archive, nil)
+			if tc.ok {
+				if err != nil || motd(t, rootfs) != "genuine\n" {
+					t.Errorf("rootfs %q, err %v; want the genuine image", rootfs, err)
+				}
+				return
+			}
+			if !errors.Is(err, image.ErrEscape) {
+				t.Errorf("rootfs %q, err %v; want %v", rootfs, err, image.ErrEscape)
+			}
+			cacheEmpty(t, s)
+		})
+	}
+}

@@ -39,7 +39,8 @@
 // own, or a digest error.
 //
 // Archives are read once, as a whole, into a private directory before
-// anything is taken from them. Files inside an image directory (an OCI
+// anything is taken from them (their own symbolic links are followed
+// there only while they stay inside it). Files inside an image directory (an OCI
 // layout's index.json and blobs) are opened with an OpenFunc: for an
 // image a job named by path, the runtime passes one that opens them with
 // the job's user's credentials; every opener here follows no symbolic
@@ -71,6 +72,10 @@ var ErrDigest = errors.New("content does not match its digest")
 // ErrNotRegular: a file of an image directory is a symbolic link, a
 // directory or a device where a regular file must be.
 var ErrNotRegular = errors.New("not a regular file (no symbolic link is followed in an image)")
+
+// ErrEscape: a path inside an image leads out of it (a symbolic link
+// to an absolute path, or up past the image's top).
+var ErrEscape = errors.New("leads out of the image")
 
 // Kind is what a local image path holds.
 type Kind string
@@ -126,20 +131,34 @@ func Detect(ref string) (Kind, error) {
 type OpenFunc func(dir *os.File, name string) (*os.File, error)
 
 // OpenBeneath is the node's own OpenFunc (root's credentials, for the
-// catalog's images and the Store's private copies): openat2 beneath dir
-// with no symbolic link, no magic link, regular files only.
+// catalog's images): openat2 beneath dir with no symbolic link, no magic
+// link, regular files only.
 func OpenBeneath(dir *os.File, name string) (*os.File, error) {
+	return openat2(dir, name, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
+}
+
+// openStaged is the OpenFunc of an archive's private copy: the archive's
+// own symbolic links are followed (`docker save` links a layer that
+// appears twice), but only while they stay beneath the copy.
+func openStaged(dir *os.File, name string) (*os.File, error) {
+	return openat2(dir, name, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
+}
+
+func openat2(dir *os.File, name string, resolve uint64) (*os.File, error) {
 	for {
 		fd, err := unix.Openat2(int(dir.Fd()), name, &unix.OpenHow{
-			Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+			Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC,
+			Resolve: resolve,
 		})
 		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
 		}
 		if err != nil {
-			if err == unix.ELOOP {
+			switch err {
+			case unix.ELOOP:
 				return nil, fmt.Errorf("%s: %w", name, ErrNotRegular)
+			case unix.EXDEV: // what RESOLVE_BENEATH answers
+				return nil, fmt.Errorf("%s: %w", name, ErrEscape)
 			}
 			return nil, &os.PathError{Op: "open", Path: name, Err: err}
 		}

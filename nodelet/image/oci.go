@@ -114,11 +114,11 @@ func (s *Store) checkLayers(img *ociImage, memo bool) error {
 
 // readOCI reads ref's manifest and config, checked. An archive is first
 // unpacked whole into tmp/archive (read once: what is checked there is
-// what is unpacked) and read from there with OpenBeneath.
+// what is unpacked) and read from there with openStaged.
 func readOCI(ref string, kind Kind, open OpenFunc, tmp string) (*ociImage, error) {
 	dirPath := ref
 	if kind == KindArchive {
-		dirPath, open = filepath.Join(tmp, "archive"), OpenBeneath
+		dirPath, open = filepath.Join(tmp, "archive"), openStaged
 		if err := copyArchive(ref, dirPath); err != nil {
 			return nil, err
 		}
@@ -132,7 +132,7 @@ func readOCI(ref string, kind Kind, open OpenFunc, tmp string) (*ociImage, error
 		if !exists(dir, "manifest.json") {
 			err = errors.New("archive holds neither manifest.json (docker save) nor oci-layout (OCI archive)")
 		} else {
-			img, err = readDocker(dir)
+			img, err = readDocker(dir, open)
 		}
 	} else {
 		img, err = readLayout(dir, open)
@@ -167,7 +167,7 @@ func copyArchive(ref, dst string) error {
 }
 
 func exists(dir *os.File, name string) bool {
-	f, err := OpenBeneath(dir, name)
+	f, err := openStaged(dir, name)
 	if err != nil {
 		return false
 	}
@@ -255,8 +255,8 @@ type dockerManifest struct {
 
 // readDocker reads a docker archive's manifest.json (its first image)
 // and that image's config, whose own SHA-256 is the key.
-func readDocker(dir *os.File) (*ociImage, error) {
-	b, err := readFile(dir, OpenBeneath, "manifest.json", maxIndex)
+func readDocker(dir *os.File, open OpenFunc) (*ociImage, error) {
+	b, err := readFile(dir, open, "manifest.json", maxIndex)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +268,7 @@ func readDocker(dir *os.File) (*ociImage, error) {
 		return nil, errors.New("manifest.json lists no image")
 	}
 	m := ms[0]
-	cb, err := readFile(dir, OpenBeneath, clean(m.Config), maxConfig)
+	cb, err := readFile(dir, open, clean(m.Config), maxConfig)
 	if err != nil {
 		return nil, err
 	}
