@@ -38,14 +38,15 @@
 // manifest or SIF header next to content of his own gets an entry of his
 // own, or a digest error.
 //
-// Archives are read once, as a whole, into a private directory before
-// anything is taken from them (their own symbolic links are followed
-// there only while they stay inside it). Files inside an image directory (an OCI
-// layout's index.json and blobs) are opened with an OpenFunc: for an
-// image a job named by path, the runtime passes one that opens them with
-// the job's user's credentials; every opener here follows no symbolic
-// link and opens nothing but regular files beneath the directory.
-// Extraction never writes outside its target (Untar's os.Root).
+// Files inside an image directory (an OCI layout's index.json and
+// blobs) are opened with an OpenFunc: for an image a job named by path,
+// the runtime passes one that opens them with the job's user's
+// credentials; for a catalog image, OpenBeneath. Either follows no
+// symbolic link and opens nothing but regular files beneath the
+// directory. Archives are read once, as a whole, into a private
+// directory before anything is taken from them (their own symbolic links
+// are followed there only while they stay inside it). Extraction never
+// writes outside its target (Untar's os.Root).
 //
 // It imports no troupe package.
 package image
