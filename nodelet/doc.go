@@ -47,8 +47,9 @@
 //     new containers get a task, containers of a job that is KillWanted
 //     or gone are asked to stop.
 //  6. A task reports preparing, resolves its image (catalog name → SIF,
-//     OCI layout or archive, rootfs; runc unpacks them once per digest
-//     with package image) and checks its mounts (absolute, no "..", under
+//     OCI layout or archive, rootfs; runc unpacks them once per content
+//     hash with package image, every blob checked against its digest,
+//     a layout given by path read as the job's user) and checks its mounts (absolute, no "..", under
 //     an allowed root: otherwise it fails before anything exists), opens
 //     its output and error files, mount sources and image path as the
 //     job's user (package asuser: no symlink, the user's permissions and

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,6 +41,8 @@ type userFiles struct {
 	out, err *os.File   // err == out without an error file
 	held     []*os.File // mount sources and image, held open until started
 	pins     string     // the pins' directory; "" when none
+	imagePin string     // the image's pin, imagePath's stand-in; "" when none
+	imageArg string     // the image path the job named
 	outPath  string
 	errPath  string // outPath without an error file
 }
@@ -128,7 +131,7 @@ func openUserPaths(p *userPaths, uid, gid int, pins string) (*userFiles, error) 
 			if err != nil {
 				return fail(fmt.Errorf("image %s: %w", p.image, err))
 			}
-			p.image = pinned
+			f.imagePin, f.imageArg, p.image = pinned, p.image, pinned
 		}
 		i++
 	}
@@ -186,6 +189,24 @@ func openUserPaths(p *userPaths, uid, gid int, pins string) (*userFiles, error) 
 	}
 	return f, nil
 }
+
+// named words err with the image path the job named where it says the
+// image's pin (the runtime read the image there, and names that): the
+// user sees his own path. The error is still err for errors.Is.
+func (f *userFiles) named(err error) error {
+	if err == nil || f.imagePin == "" || !strings.Contains(err.Error(), f.imagePin) {
+		return err
+	}
+	return &renamed{err, strings.ReplaceAll(err.Error(), f.imagePin, f.imageArg)}
+}
+
+type renamed struct {
+	err error
+	msg string
+}
+
+func (r *renamed) Error() string { return r.msg }
+func (r *renamed) Unwrap() error { return r.err }
 
 // outputCheckEvery is how often the size of a running job's output and
 // error files is measured against its partition's max_output.

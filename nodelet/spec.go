@@ -162,7 +162,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	mounts := append(fs.mounts, paths.mounts...)
 	mounts = append(mounts, mpsMount...)
 	return runtime.Spec{
-		ID: t.id(), Hostname: host, Image: image,
+		ID: t.id(), Hostname: host, Image: image, ImageAsUser: byPath,
 		Args: c.Command, Env: env, Workdir: job.Spec.Workdir,
 		UID: job.UID, GID: job.GID,
 		CPU: c.Resources.CPU, CPUs: cpus, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,

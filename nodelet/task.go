@@ -281,7 +281,7 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 	defer cancel()
 	c, err := a.rt.Start(sctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("start: %w", err)
+		return nil, fmt.Errorf("start: %w", out.named(err))
 	}
 	t.steps.mark("runtime")
 	t.outputs = watchOutputs(out) // measured against max_output while it runs

@@ -65,6 +65,11 @@ const (
 	// Image opens an image given by path for reading: a regular file the
 	// user may read, or a directory the user owns and may read.
 	Image Kind = "image"
+	// Read opens a file inside an image directory the user gave (an OCI
+	// layout's index.json and blobs) for reading: Path is relative to
+	// Request.Dir and resolved beneath it, through no symbolic link; it
+	// must be a regular file the user may read.
+	Read Kind = "read"
 )
 
 // Cred is whose credentials Open takes.
@@ -99,6 +104,10 @@ func Lookup(uid, gid int) Cred {
 type Request struct {
 	Kind Kind   `json:"kind"`
 	Path string `json:"path"`
+	// Dir is the directory a Read's Path is relative to (an O_PATH file
+	// will do): the thread looks up Path from it with the user's search
+	// permission on every directory on the way.
+	Dir *os.File `json:"-"`
 }
 
 // Result is the answer to one Request: File, or Err (its errno kept, so
@@ -199,6 +208,25 @@ func openAs(c Cred, reqs []Request) ([]Result, error) {
 		out = append(out, Result{File: os.NewFile(uintptr(fd), r.Path)})
 	}
 	return out, nil
+}
+
+// Opener is OpenIn with c's credentials: the image.OpenFunc for an
+// image a job named by path.
+func Opener(c Cred) func(dir *os.File, name string) (*os.File, error) {
+	return func(dir *os.File, name string) (*os.File, error) { return OpenIn(c, dir, name) }
+}
+
+// OpenIn opens name, relative to dir and beneath it, for reading with
+// c's credentials (a Read request).
+func OpenIn(c Cred, dir *os.File, name string) (*os.File, error) {
+	res, err := Open(c, []Request{{Kind: Read, Path: name, Dir: dir}})
+	if err != nil {
+		return nil, err
+	}
+	if res[0].Err != nil {
+		return nil, &os.PathError{Op: "open as user", Path: name, Err: Describe(res[0].Err)}
+	}
+	return res[0].File, nil
 }
 
 func closeAll(res []Result) {

@@ -48,12 +48,12 @@ func TestOpenAsUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := []Request{
-		{Output, filepath.Join(own, "x.out")},
-		{Output, filepath.Join(private, "x.out")},
-		{Source, "/etc/shadow"},
-		{Source, own[1:]}, // relative: from /
-		{Output, filepath.Join(dir, "link", "y.out")},
-		{Image, own},
+		{Kind: Output, Path: filepath.Join(own, "x.out")},
+		{Kind: Output, Path: filepath.Join(private, "x.out")},
+		{Kind: Source, Path: "/etc/shadow"},
+		{Kind: Source, Path: own[1:]}, // relative: from /
+		{Kind: Output, Path: filepath.Join(dir, "link", "y.out")},
+		{Kind: Image, Path: own},
 	}
 	res, err := Open(Cred{UID: nobody, GID: nobody, Groups: []int{nobody}}, reqs)
 	if err != nil {
@@ -87,7 +87,7 @@ func TestOpenLeavesOtherThreadsRoot(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
 	for range 20 {
-		res, err := Open(Cred{UID: nobody, GID: nobody, Groups: []int{nobody}}, []Request{{Source, dir}})
+		res, err := Open(Cred{UID: nobody, GID: nobody, Groups: []int{nobody}}, []Request{{Kind: Source, Path: dir}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,5 +124,55 @@ func TestOpenLeavesOtherThreadsRoot(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Fatal(e)
+	}
+}
+
+// TestOpenReadBeneath: a Read request opens a regular file beneath its
+// directory as the user: not through a symbolic link, not up and out
+// with "..", not a directory, not a file the user may not read.
+func TestOpenReadBeneath(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img := filepath.Join(dir, "img")
+	if err := os.MkdirAll(filepath.Join(img, "blobs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(p string, mode os.FileMode) {
+		if err := os.WriteFile(p, []byte("x"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(img, "blobs", "ok"), 0o644)
+	write(filepath.Join(img, "blobs", "private"), 0o600)
+	write(filepath.Join(dir, "outside"), 0o644)
+	if err := os.Symlink("ok", filepath.Join(img, "blobs", "link")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.Open(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c := Cred{UID: nobody, GID: nobody, Groups: []int{nobody}}
+	for name, want := range map[string]error{
+		"blobs/ok":      nil,
+		"blobs/private": fs.ErrPermission,
+		"blobs/link":    ErrSymlink,
+		"../outside":    syscall.EXDEV,
+		"/etc/passwd":   syscall.EXDEV,
+		"blobs":         ErrNotRegular,
+	} {
+		f, err := OpenIn(c, d, name)
+		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+			t.Errorf("%s: %v; want %v", name, err, want)
+		}
+		if f != nil {
+			f.Close()
+		}
 	}
 }

@@ -3,6 +3,7 @@ package asuser
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -57,6 +58,8 @@ func openOne(c Cred, r Request) (int, error) {
 		return openSource(r.Path)
 	case Image:
 		return openImage(c, r.Path)
+	case Read:
+		return openRead(r.Dir, r.Path)
 	}
 	return -1, fmt.Errorf("unknown request kind %q", r.Kind)
 }
@@ -138,6 +141,43 @@ func openImage(c Cred, path string) (int, error) {
 	default:
 		unix.Close(fd)
 		return -1, ErrNotRegular
+	}
+	return fd, nil
+}
+
+// openRead opens path beneath dir: RESOLVE_BENEATH keeps ".." and
+// absolute paths inside it, and the user's search permission is checked
+// on dir and every directory below it on the way.
+func openRead(dir *os.File, path string) (int, error) {
+	if dir == nil {
+		return -1, errors.New("read request without a directory")
+	}
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Openat2(int(dir.Fd()), path, &unix.OpenHow{
+			Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
+			Resolve: resolve | unix.RESOLVE_BENEATH,
+		})
+		if err != unix.EINTR && err != unix.EAGAIN {
+			break
+		}
+	}
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return -1, ErrNotRegular
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_RDONLY); err != nil {
+		unix.Close(fd)
+		return -1, err
 	}
 	return fd, nil
 }

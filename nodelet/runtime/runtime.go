@@ -153,6 +153,12 @@ type Spec struct {
 	// layout, a docker-save or OCI archive, or a SIF (see package image;
 	// process supports ImageHost only). Empty: ImageHost.
 	Image string
+	// ImageAsUser: Image is a path the job named, not the node's choice.
+	// A driver that reads the files inside it (runc: an OCI layout's
+	// index.json and blobs) opens each with UID's and GID's credentials
+	// (and the user's groups), through no symbolic link. False: the
+	// node's own reads (a catalog image).
+	ImageAsUser bool
 	// Args is the command. Empty: wait until signalled (troupe-init wait).
 	Args []string
 	// Env is the complete environment, "KEY=value" entries.

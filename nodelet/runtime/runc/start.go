@@ -15,6 +15,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/troupe-hpc/troupe/internal/attach"
+	"github.com/troupe-hpc/troupe/nodelet/asuser"
+	"github.com/troupe-hpc/troupe/nodelet/image"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -114,7 +116,11 @@ func (r *Runtime) writeBundle(s runtime.Spec, l layout) ([]*os.File, *specs.Spec
 		if images == nil {
 			return files, nil, fmt.Errorf("image %s: this runtime has no image store", root)
 		}
-		lower, err := images.Rootfs(root)
+		var open image.OpenFunc // nil: the node's own reads, for a catalog image
+		if s.ImageAsUser {
+			open = asuser.Opener(asuser.Lookup(s.UID, s.GID))
+		}
+		lower, err := images.Rootfs(root, open)
 		if err != nil {
 			return files, nil, err
 		}

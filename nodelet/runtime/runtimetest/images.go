@@ -3,6 +3,7 @@ package runtimetest
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -182,4 +184,100 @@ func tarDir(src, dst, prefix string) error {
 		return err
 	}
 	return tw.Close()
+}
+
+// TamperOCILayout is what an attacker makes of the OCI layout at
+// genuine: a copy in a new directory with its index.json, manifest and
+// config, but the first layer blob (its file name kept) replaced by a
+// gzipped tar of rootfs. It returns the copy's path and the layer blob's
+// path in it.
+func TamperOCILayout(t testing.TB, genuine, rootfs string) (layoutDir, blob string) {
+	t.Helper()
+	p, err := layout.FromPath(genuine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := onlyImage(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) == 0 {
+		t.Fatalf("layers of %s: %v", genuine, err)
+	}
+	d, err := layers[0].Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layoutDir = filepath.Join(t.TempDir(), "evil")
+	if out, err := exec.Command("cp", "-a", genuine, layoutDir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	blob = filepath.Join(layoutDir, "blobs", d.Algorithm, d.Hex)
+	plain := filepath.Join(t.TempDir(), "evil.tar")
+	if err := tarDir(rootfs, plain, ""); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "-c", `gzip -c "$1" > "$2"`, "sh", plain, blob).CombinedOutput(); err != nil {
+		t.Fatalf("gzip: %v: %s", err, out)
+	}
+	return layoutDir, blob
+}
+
+// onlyImage is the first image of a layout's index.
+func onlyImage(p layout.Path) (v1.Image, error) {
+	idx, err := p.ImageIndex()
+	if err != nil {
+		return nil, err
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Manifests) == 0 {
+		return nil, errors.New("empty index")
+	}
+	return idx.Image(m.Manifests[0].Digest)
+}
+
+// TamperSIF is what an attacker makes of the SIF at genuine: a copy in
+// a new directory whose header (ID, times, descriptors) is the genuine
+// one, but whose squashfs partition holds rootfs (its squashfs, padded
+// with zeros to the partition's size; rootfs must pack smaller than the
+// genuine partition). It returns the copy's path.
+func TamperSIF(t testing.TB, genuine, rootfs string) string {
+	t.Helper()
+	fi, err := sif.LoadContainerFromPath(genuine, sif.OptLoadWithFlag(os.O_RDONLY))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := fi.GetDescriptor(sif.WithPartitionType(sif.PartPrimSys))
+	_ = fi.UnloadContainer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sq := filepath.Join(dir, "evil.squashfs")
+	if out, err := exec.Command("mksquashfs", rootfs, sq, "-noappend", "-no-progress", "-quiet").CombinedOutput(); err != nil {
+		t.Fatalf("mksquashfs: %v\n%s", err, out)
+	}
+	evil, err := os.ReadFile(sq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(evil)) > d.Size() {
+		t.Fatalf("the tampered squashfs (%d bytes) exceeds the genuine partition (%d)", len(evil), d.Size())
+	}
+	b, err := os.ReadFile(genuine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := b[d.Offset() : d.Offset()+d.Size()]
+	clear(part)
+	copy(part, evil)
+	path := filepath.Join(dir, "evil.sif")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
