@@ -49,7 +49,7 @@ func anotherUsersApp(t *testing.T, browser, driver, pageHost string) {
 	s := clitest.NewSchedd(t)
 	var mu sync.Mutex
 	var bobGot []string // the Cookie headers bob's app got
-	var aliceKey string  // her bapp key's cookie name (bob sees her port)
+	var aliceKey string // her bapp key's cookie name (bob sees her port)
 	app := func(owner string, h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer trp_"+owner {
