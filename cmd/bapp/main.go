@@ -175,7 +175,11 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// mix the app's cookies with every other page's of that name, and
 	// a name of another site could be one rebound to this machine (DNS
 	// rebinding). The answer does not say the name.
-	if h, _, err := net.SplitHostPort(r.Host); err != nil || !strings.EqualFold(h, f.host) {
+	h, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		h = r.Host // port 80
+	}
+	if !strings.EqualFold(h, f.host) {
 		http.Error(w, prog+": open the link bapp printed (this is not the host name it names)", http.StatusForbidden)
 		return
 	}
