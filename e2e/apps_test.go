@@ -229,7 +229,16 @@ job "apps" {
 // printed; stop (or the test's end) stops it.
 func startBapp(t *testing.T, c *devCluster, job uint64, service string) (link string, stop func()) {
 	t.Helper()
+	return startBappAs(t, c, nil, job, service)
+}
+
+// startBappAs is startBapp run with cred (nil: the test's user).
+func startBappAs(t *testing.T, c *devCluster, cred *syscall.Credential, job uint64, service string) (link string, stop func()) {
+	t.Helper()
 	fwd := exec.Command(bin+"/bapp", "--addr", c.addr, strconv.FormatUint(job, 10), service)
+	if cred != nil {
+		fwd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	out, err := fwd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
