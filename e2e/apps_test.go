@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,13 +177,19 @@ job "apps" {
 	}
 	conn.Close()
 
-	// bapp: a browser on this machine, through a local port.
+	// bapp: a browser on this machine, through a local port, under the
+	// app's own host name (RANDOM.localhost, which browsers resolve to
+	// the loopback; Go's resolver does not, so the client dials it).
 	link, _ := startBapp(t, c, id, "files")
-	if !strings.Contains(link, apps+"/files/?troupe-key=") {
-		t.Fatalf("bapp printed %q", link)
+	lu, err := url.Parse(link)
+	if err != nil || !strings.HasSuffix(lu.Hostname(), ".localhost") || !strings.Contains(link, apps+"/files/?troupe-key=") {
+		t.Fatalf("bapp printed %q, want http://RANDOM.localhost:PORT%s/files/?troupe-key=KEY", link, apps)
 	}
 	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar}
+	browser := &http.Client{Jar: jar, Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, "127.0.0.1:"+lu.Port())
+	}}}
 	for _, u := range []string{strings.TrimSpace(link), strings.TrimSpace(link[:strings.Index(link, apps)]) + apps + "/files/hello.txt"} {
 		resp, err := browser.Get(u)
 		if err != nil {
@@ -193,6 +200,13 @@ job "apps" {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "hello") {
 			t.Errorf("through bapp: GET %s: %d %q", u, resp.StatusCode, b)
 		}
+	}
+
+	// By the address, the name every page of this machine shares: no.
+	if resp, err := browser.Get("http://127.0.0.1:" + lu.Port() + apps + "/files/hello.txt"); err != nil {
+		t.Errorf("bapp by its address: %v", err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("bapp by its address: %s, want 403", resp.Status)
 	}
 
 	t.Run("chromium", func(t *testing.T) { appInChromium(t, link, apps+"/files/") })
@@ -215,7 +229,16 @@ job "apps" {
 // printed; stop (or the test's end) stops it.
 func startBapp(t *testing.T, c *devCluster, job uint64, service string) (link string, stop func()) {
 	t.Helper()
+	return startBappAs(t, c, nil, job, service)
+}
+
+// startBappAs is startBapp run with cred (nil: the test's user).
+func startBappAs(t *testing.T, c *devCluster, cred *syscall.Credential, job uint64, service string) (link string, stop func()) {
+	t.Helper()
 	fwd := exec.Command(bin+"/bapp", "--addr", c.addr, strconv.FormatUint(job, 10), service)
+	if cred != nil {
+		fwd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	out, err := fwd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

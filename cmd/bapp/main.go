@@ -2,9 +2,16 @@
 // service blocks; schedd's /apps/JOB/SERVICE/), as Backend.AI's `app`
 // command and kubectl port-forward do: a browser on this machine opens
 // the link bapp prints and reaches the app with the user's credentials,
-// which bapp adds. Each bapp listens on a port of its own, so each app
-// has an origin of its own in the browser; a key in the link (then a
-// cookie) keeps other users of this machine out.
+// which bapp adds.
+//
+// Browsers keep cookies by host name, not by port: every page of
+// 127.0.0.1 (any user's app, the web page of schedd --web-addr) would
+// get the others' cookies. So each bapp serves its app under a host name
+// of its own, RANDOM.localhost (browsers resolve *.localhost to the
+// loopback themselves), and answers no other: the browser gives the
+// app's pages only the app's cookies and bapp's key, and keeps them
+// from every other page. bapp also passes no cookie of troupe's own to
+// the app and lets the app set none for another host (see cookies.go).
 package main
 
 import (
@@ -43,11 +50,14 @@ var command = cli.Command{
 }
 
 // keyParam carries the key in the link bapp prints; the cookie it
-// becomes is named keyCookie plus the port (cookies do not tell ports
-// apart, origins do).
+// becomes is named keyCookie plus the port. hostSuffix ends the host
+// name each bapp serves its app under: one label before it, so that no
+// page can set a cookie for every app's host (browsers refuse a cookie
+// for the whole of localhost, as for a top-level domain).
 const (
-	keyParam  = "troupe-key"
-	keyCookie = "troupe-key-"
+	keyParam   = "troupe-key"
+	keyCookie  = "troupe-key-"
+	hostSuffix = ".localhost"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -93,7 +103,8 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cli.Fail(stderr, prog, fmt.Errorf("--listen %s: %w", *listen, err))
 	}
-	f := newForwarder(c.AppTransport(), id, service, ln.Addr().(*net.TCPAddr).Port)
+	port := ln.Addr().(*net.TCPAddr).Port
+	f := newForwarder(c.AppTransport(), id, service, port)
 	hs := &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(stderr, prog+": ", 0)}
 	go func() {
 		<-ctx.Done()
@@ -101,7 +112,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		defer cancel()
 		_ = hs.Shutdown(sctx)
 	}()
-	fmt.Fprintf(stdout, "http://%s%s/?%s=%s\n", hostPort(ln.Addr()), f.prefix, keyParam, f.key)
+	fmt.Fprintln(stdout, f.link(port))
 	fmt.Fprintf(stderr, "%s: forwarding %s to job %d's service %s; open the link above in a browser on this machine; Ctrl-C stops\n", prog, ln.Addr(), id, service)
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return cli.Fail(stderr, prog, err)
@@ -109,49 +120,40 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return cli.ExitOK
 }
 
-// hostPort writes a listener's address for a link: 127.0.0.1:PORT, or
-// localhost's for an unspecified address.
-func hostPort(a net.Addr) string {
-	ta := a.(*net.TCPAddr)
-	if ta.IP.IsUnspecified() {
-		return net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
-	}
-	return ta.String()
-}
-
-// forwarder serves one service on its local port: a request with the
-// key (in the link, then in the cookie) goes to schedd under the same
-// path; anything else is refused here.
+// forwarder serves one service on its local port, under its own host
+// name: a request with the key (in the link, then in the cookie) goes to
+// schedd under the same path; anything else is refused here.
 type forwarder struct {
 	prefix string // /apps/JOB/SERVICE
+	host   string // RANDOM.localhost, the app's own
 	key    string
 	cookie string // keyCookie + port
 	proxy  *httputil.ReverseProxy
 }
 
-func newForwarder(rt http.RoundTripper, job uint64, service string, port int) *forwarder {
-	b := make([]byte, 32)
+func randomHex(n int) string {
+	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
 		panic(err) // crypto/rand does not fail on Linux
 	}
-	f := &forwarder{prefix: "/apps/" + strconv.FormatUint(job, 10) + "/" + service, key: hex.EncodeToString(b), cookie: keyCookie + strconv.Itoa(port)}
+	return hex.EncodeToString(b)
+}
+
+func newForwarder(rt http.RoundTripper, job uint64, service string, port int) *forwarder {
+	// The host name is as hard to guess as the key: a page of another
+	// port opened under this name would get the app's cookies.
+	f := &forwarder{prefix: "/apps/" + strconv.FormatUint(job, 10) + "/" + service, host: "bapp-" + randomHex(16) + hostSuffix,
+		key: randomHex(32), cookie: keyCookie + strconv.Itoa(port)}
 	f.proxy = &httputil.ReverseProxy{
 		Transport: rt,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "schedd" // AppTransport sets both
-			setCookies(pr.Out.Header, f.cookie)
+			appCookies(pr.Out.Header)
 		},
 		ModifyResponse: func(res *http.Response) error {
-			var keep []string
-			for _, v := range res.Header.Values("Set-Cookie") {
-				if n, _, _ := strings.Cut(v, "="); strings.TrimSpace(n) != f.cookie {
-					keep = append(keep, v)
-				}
-			}
-			res.Header.Del("Set-Cookie")
-			for _, v := range keep {
-				res.Header.Add("Set-Cookie", v)
-			}
+			appSetCookies(res.Header)
+			// The app's links to other sites do not name its host.
+			res.Header.Set("Referrer-Policy", "same-origin")
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -161,16 +163,29 @@ func newForwarder(rt http.RoundTripper, job uint64, service string, port int) *f
 	return f
 }
 
+// link is the address bapp prints: the app's host name, the port the
+// browser reaches bapp on, the key.
+func (f *forwarder) link(port int) string {
+	return "http://" + net.JoinHostPort(f.host, strconv.Itoa(port)) + f.prefix + "/?" + keyParam + "=" + f.key
+}
+
 func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// A name that is not an address could be another site's, rebound
-	// to this machine (DNS rebinding): only addresses and localhost.
-	if h, _, err := net.SplitHostPort(r.Host); err != nil || (net.ParseIP(h) == nil && h != "localhost") {
-		http.Error(w, prog+": open the link bapp printed (by address, not "+r.Host+")", http.StatusForbidden)
+	// Only the app's own host name, on any port (an ssh tunnel may
+	// forward another): under 127.0.0.1 or localhost the browser would
+	// mix the app's cookies with every other page's of that name, and
+	// a name of another site could be one rebound to this machine (DNS
+	// rebinding). The answer does not say the name.
+	h, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		h = r.Host // port 80
+	}
+	if !strings.EqualFold(h, f.host) {
+		http.Error(w, prog+": open the link bapp printed (this is not the host name it names)", http.StatusForbidden)
 		return
 	}
-	// Another site's page (or another app's port) may not use the key
-	// the browser holds: browsers name the page that sent a request.
-	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {
+	// Another site's page (or another app's) may not use the key the
+	// browser holds: browsers name the page that sent a request.
+	if o := r.Header.Get("Origin"); o != "" && !strings.EqualFold(o, "http://"+r.Host) {
 		http.Error(w, prog+": requests from "+o+" are refused", http.StatusForbidden)
 		return
 	}
@@ -208,26 +223,4 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (f *forwarder) keyOK(k string) bool {
 	return subtle.ConstantTimeCompare([]byte(k), []byte(f.key)) == 1
-}
-
-// setCookies drops cookie name from h's Cookie headers, keeping the
-// others byte for byte: the key is bapp's, never the app's.
-func setCookies(h http.Header, name string) {
-	var out []string
-	for _, v := range h.Values("Cookie") {
-		var keep []string
-		for _, part := range strings.Split(v, ";") {
-			part = strings.TrimSpace(part)
-			if n, _, _ := strings.Cut(part, "="); n != name && part != "" {
-				keep = append(keep, part)
-			}
-		}
-		if len(keep) > 0 {
-			out = append(out, strings.Join(keep, "; "))
-		}
-	}
-	h.Del("Cookie")
-	if len(out) > 0 {
-		h["Cookie"] = out
-	}
 }

@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -47,41 +49,76 @@ func appSchedd(t *testing.T) *clitest.Schedd {
 			}
 		}
 		w.Header().Add("Set-Cookie", "app=1; Path=/")
+		w.Header().Add("Set-Cookie", "wide=2; Domain=localhost; Path=/; HttpOnly")
 		w.Header().Add("Set-Cookie", keyCookie+"0=forged; Path=/")
+		w.Header().Add("Set-Cookie", "troupe_session=fixed; Path=/")
+		w.Header().Add("Set-Cookie", "__Host-troupe_session=fixed; Path=/; Secure")
+		w.Header().Add("Set-Cookie", "=troupe_session=fixed")
 		fmt.Fprintf(w, "path=%s auth=%s cookie=%s host=%s", r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("Cookie"), r.Host)
 	})
 	return s
 }
 
-// forward serves a forwarder to s's job 12 service web on a local port.
-func forward(t *testing.T, s *clitest.Schedd) (*httptest.Server, *forwarder) {
+// forward serves a forwarder to s's job job's service on a local port,
+// for token's owner, and returns it with the link bapp prints.
+func forward(t *testing.T, s *clitest.Schedd, token string, job uint64, service string) (f *forwarder, link string) {
 	t.Helper()
-	c, err := client.NewWith(s.Addr, client.Options{Token: "trp_user"})
+	c, err := client.NewWith(s.Addr, client.Options{Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewUnstartedServer(nil)
-	f := newForwarder(c.AppTransport(), 12, "web", hs.Listener.Addr().(*net.TCPAddr).Port)
+	port := hs.Listener.Addr().(*net.TCPAddr).Port
+	f = newForwarder(c.AppTransport(), job, service, port)
 	hs.Config.Handler = f
 	hs.Start()
 	t.Cleanup(hs.Close)
-	return hs, f
+	return f, f.link(port)
 }
 
-// TestForward: the link's key becomes a cookie; requests with it reach
-// the service under the same path with the user's token, without the
-// key; requests without it, or sent by another origin, stop here.
+// loopback is a client that reaches every host name on this machine's
+// loopback, as browsers do *.localhost (Go's resolver does not).
+func loopback(jar http.CookieJar) *http.Client {
+	return &http.Client{Jar: jar, Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+	}}}
+}
+
+// TestForward: the link names the app's own host name, and its key
+// becomes a cookie; requests with it reach the service under the same
+// path with the user's token, without the key or any other cookie of
+// troupe's; requests without it, sent by another origin, or naming
+// another host (127.0.0.1 too) stop here. The app's cookies go back to
+// the browser for its host name only, and none of troupe's names.
 func TestForward(t *testing.T) {
 	s := appSchedd(t)
-	hs, f := forward(t, s)
+	f, link := forward(t, s, "trp_user", 12, "web")
+	u, err := url.Parse(link)
+	if err != nil || !strings.HasSuffix(u.Hostname(), hostSuffix) || strings.Count(u.Hostname(), ".") != 1 || !strings.Contains(u.Hostname(), f.host) ||
+		u.Path != "/apps/12/web/" || u.Query().Get(keyParam) != f.key {
+		t.Fatalf("bapp's link %q: want http://RANDOM.localhost:PORT/apps/12/web/?%s=KEY (%v)", link, keyParam, err)
+	}
+	if o := newForwarder(nil, 12, "web", 1); o.host == f.host || o.key == f.key {
+		t.Errorf("two forwarders share a host name or a key: %s %s", o.host, f.host)
+	}
+	base := "http://" + u.Host
 	f.cookie = keyCookie + "0" // the fake app forges this one
 	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar}
-	get := func(cl *http.Client, path string, h ...string) (int, string) {
+	browser := loopback(jar)
+	get := func(cl *http.Client, path string, h ...string) (int, string, []string) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", hs.URL+path, nil)
+		req, _ := http.NewRequest("GET", base+path, nil)
 		for i := 0; i+1 < len(h); i += 2 {
-			req.Header.Set(h[i], h[i+1])
+			if h[i] == "Host" {
+				req.Host = h[i+1]
+			} else {
+				req.Header.Add(h[i], h[i+1])
+			}
 		}
 		resp, err := cl.Do(req)
 		if err != nil {
@@ -89,57 +126,68 @@ func TestForward(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return resp.StatusCode, string(b), resp.Header.Values("Set-Cookie")
 	}
-	if code, _ := get(browser, "/apps/12/web/"); code != http.StatusUnauthorized {
+	if code, _, _ := get(browser, "/apps/12/web/"); code != http.StatusUnauthorized {
 		t.Errorf("without the key: %d, want 401", code)
 	}
-	if code, _ := get(browser, "/apps/12/web/?"+keyParam+"=wrong"); code != http.StatusUnauthorized {
+	if code, _, _ := get(browser, "/apps/12/web/?"+keyParam+"=wrong"); code != http.StatusUnauthorized {
 		t.Errorf("a wrong key: %d, want 401", code)
 	}
-	code, body := get(browser, "/apps/12/web/x?a=1&"+keyParam+"="+f.key)
-	host := strings.TrimPrefix(hs.URL, "http://")
-	if code != http.StatusOK || body != "path=/apps/12/web/x?a=1 auth=Bearer trp_user cookie= host="+host {
+	code, body, _ := get(browser, "/apps/12/web/x?a=1&"+keyParam+"="+f.key)
+	if code != http.StatusOK || body != "path=/apps/12/web/x?a=1 auth=Bearer trp_user cookie= host="+u.Host {
 		t.Fatalf("following the link: %d %q", code, body)
 	}
-	// The app's own cookie goes back to it; the key never does, and the
-	// app cannot replace it.
-	code, body = get(browser, "/apps/12/web/y")
-	if code != http.StatusOK || body != "path=/apps/12/web/y auth=Bearer trp_user cookie=app=1 host="+host {
+	// The app's own cookies go back to it; the key never does, nor the
+	// web page's session or another bapp's key, and the app can set
+	// none of them nor a cookie for a wider domain.
+	code, body, set := get(browser, "/apps/12/web/y", "Cookie", "troupe_session=s; __Host-troupe_session=h; troupe-key-1=k; __Secure-Troupe-x=1; other=3")
+	if code != http.StatusOK || body != "path=/apps/12/web/y auth=Bearer trp_user cookie=other=3; app=1; wide=2 host="+u.Host {
 		t.Errorf("with the cookie: %d %q", code, body)
 	}
-	if code, _ := get(browser, "/"); code != http.StatusOK {
+	if want := []string{"app=1; Path=/", "wide=2; Path=/; HttpOnly"}; strings.Join(set, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the app's Set-Cookie as the browser gets it: %q, want %q", set, want)
+	}
+	if code, _, _ := get(browser, "/"); code != http.StatusOK {
 		t.Errorf("/ (redirected to the service): %d", code)
 	}
 	for _, h := range [][]string{
 		{"Origin", "http://evil.example"},
 		{"Origin", "http://127.0.0.1:1"},
+		{"Origin", "http://" + f.host + ".evil.example"},
 		{"Sec-Fetch-Site", "cross-site"},
 		{"Sec-Fetch-Site", "same-site"},
+		// DNS rebinding, and the names every other page of this machine
+		// shares.
+		{"Host", "rebound.example:80"},
+		{"Host", "127.0.0.1:" + u.Port()},
+		{"Host", "localhost:" + u.Port()},
+		{"Host", "other.localhost:" + u.Port()},
+		{"Host", "x." + f.host + ":" + u.Port()},
 	} {
-		if code, _ := get(browser, "/apps/12/web/z", h...); code != http.StatusForbidden {
-			t.Errorf("a request with %s: %s: %d, want 403", h[0], h[1], code)
+		// The refusal of another host name does not say the app's.
+		if code, body, _ := get(browser, "/apps/12/web/z", h...); code != http.StatusForbidden || (h[0] == "Host" && strings.Contains(body, f.host)) {
+			t.Errorf("a request with %s: %s: %d %q, want 403", h[0], h[1], code, body)
 		}
 	}
-	req, _ := http.NewRequest("GET", hs.URL+"/apps/12/web/z", nil)
-	req.Host = "rebound.example:80"
-	if resp, err := browser.Do(req); err != nil {
-		t.Fatal(err)
-	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
-		t.Errorf("a request naming another host: %s, want 403", resp.Status)
-	}
-	if code, _ := get(browser, "/apps/12/web/z", "Origin", hs.URL, "Sec-Fetch-Site", "same-origin"); code != http.StatusOK {
+	if code, _, _ := get(browser, "/apps/12/web/z", "Origin", base, "Sec-Fetch-Site", "same-origin"); code != http.StatusOK {
 		t.Errorf("the app's own page's request: %d, want 200", code)
+	}
+	// Through a tunnel whose local port is another (80 too).
+	for _, h := range []string{strings.ToUpper(f.host) + ":9", f.host} {
+		if code, _, _ := get(browser, "/apps/12/web/z", "Host", h, "Origin", "http://"+h); code != http.StatusOK {
+			t.Errorf("the app's host name as %s: %d, want 200", h, code)
+		}
 	}
 
 	// An upgrade goes through both ways.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+	conn, err := net.Dial("tcp", "127.0.0.1:"+u.Port())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "GET /apps/12/web/ws HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nCookie: %s=%s\r\n\r\n", strings.TrimPrefix(hs.URL, "http://"), f.cookie, f.key)
+	fmt.Fprintf(conn, "GET /apps/12/web/ws HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nCookie: %s=%s\r\n\r\n", u.Host, f.cookie, f.key)
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {

@@ -295,3 +295,25 @@ func (wd *Driver) Screenshot() []byte {
 	}
 	return b
 }
+
+// Cookie is one cookie of the browser's, as WebDriver reports it.
+type Cookie struct {
+	Name     string `json:"name"`
+	Value    string `json:"value"`
+	Domain   string `json:"domain"`
+	Path     string `json:"path"`
+	Secure   bool   `json:"secure"`
+	HTTPOnly bool   `json:"httpOnly"`
+	SameSite string `json:"sameSite"`
+}
+
+// Cookies are the cookies the browser sends the current page's
+// address, HttpOnly ones too (which the page's scripts cannot read).
+func (wd *Driver) Cookies() []Cookie {
+	wd.t.Helper()
+	var cs []Cookie
+	if err := wd.do("GET", "/cookie", nil, &cs); err != nil {
+		wd.t.Fatal(err)
+	}
+	return cs
+}

@@ -22,9 +22,20 @@ import (
 // the page once; POST /login checks it (Backend.Identify) and answers a
 // session cookie:
 //
-//	troupe_session=<random>; Path=/; HttpOnly; SameSite=Strict[; Secure]
+//	troupe_session=<random>; Path=/; HttpOnly; SameSite=Strict
+//	__Host-troupe_session=<random>; Path=/; Secure; HttpOnly; SameSite=Strict
 //
-// Secure when the page is served over TLS. The token stays in schedd's
+// the second when the page is served over TLS: a __Host- cookie is one
+// the browser keeps for this host name alone, from a secure page, so no
+// other host (a sibling name under the same domain) can set or
+// overwrite it with a Domain attribute; the page reads only that name
+// then. Over plain HTTP (the page on 127.0.0.1, or through a tunnel to
+// it) not every browser keeps a Secure cookie, and there the prefix
+// would add nothing: a page on any port of the same host may set a
+// cookie of that name (Chromium counts loopback pages as secure). Each
+// cookie is host-only (no Domain attribute), so it never
+// reaches another host name, such as an app's under bapp
+// (RANDOM.localhost). The token stays in schedd's
 // memory with the session, never in the browser again: every request of
 // the session presents it to Identify anew, so revoking the token (badmin
 // token revoke) ends the session at once. A session lasts SessionTTL,
@@ -37,8 +48,20 @@ import (
 // SameSite=Strict, another site's page can neither send the session nor
 // read the CSRF token.
 
-// CookieName is the session cookie.
-const CookieName = "troupe_session"
+// CookieName is the session cookie over plain HTTP, SecureCookieName
+// over TLS.
+const (
+	CookieName       = "troupe_session"
+	SecureCookieName = "__Host-" + CookieName
+)
+
+// cookieName is the session cookie's name for r.
+func cookieName(r *http.Request) string {
+	if r.TLS != nil {
+		return SecureCookieName
+	}
+	return CookieName
+}
 
 // CSRFHeader carries a session's CSRF token on its writes.
 const CSRFHeader = "X-Troupe-CSRF"
@@ -105,7 +128,7 @@ func (ss *sessions) drop(s *session) {
 // or one that is unknown, expired, or whose token was revoked (then the
 // cookie is cleared and the request goes on as anonymous).
 func (ss *sessions) get(w http.ResponseWriter, r *http.Request, b Backend, now time.Time) (*session, auth.Identity) {
-	c, err := r.Cookie(CookieName)
+	c, err := r.Cookie(cookieName(r))
 	if err != nil || c.Value == "" {
 		return nil, auth.Identity{}
 	}
@@ -134,7 +157,7 @@ func userIdentity(id auth.Identity) error {
 }
 
 func setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: value, Path: "/", MaxAge: maxAge,
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r), Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 }
 

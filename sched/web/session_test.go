@@ -41,12 +41,13 @@ type client struct {
 	page   string
 	hc     *http.Client
 	cookie string
+	name   string // the cookie's name, as login answered it
 	csrf   string
 	origin string // sent as Origin on writes, as a browser does
 }
 
 func newClient(t *testing.T, page string) *client {
-	return &client{t: t, page: page, hc: http.DefaultClient, origin: page}
+	return &client{t: t, page: page, hc: http.DefaultClient, origin: page, name: web.CookieName}
 }
 
 // login posts the token to /login and keeps the session it answers.
@@ -57,8 +58,8 @@ func (c *client) login(secret string) (int, *http.Response, web.Session) {
 	var s web.Session
 	_ = json.Unmarshal([]byte(out), &s)
 	for _, ck := range resp.Cookies() {
-		if ck.Name == web.CookieName {
-			c.cookie = ck.Value
+		if ck.Name == web.CookieName || ck.Name == web.SecureCookieName {
+			c.cookie, c.name = ck.Value, ck.Name
 		}
 	}
 	c.csrf = s.CSRF
@@ -75,7 +76,7 @@ func (c *client) do(method, path, body string, hdr map[string]string) (int, *htt
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.cookie != "" {
-		req.AddCookie(&http.Cookie{Name: web.CookieName, Value: c.cookie})
+		req.AddCookie(&http.Cookie{Name: c.name, Value: c.cookie})
 	}
 	if method != "GET" {
 		req.Header.Set("Origin", c.origin)
@@ -100,7 +101,7 @@ func (c *client) do(method, path, body string, hdr map[string]string) (int, *htt
 func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
 	t.Helper()
 	for _, c := range resp.Cookies() {
-		if c.Name == web.CookieName {
+		if c.Name == web.CookieName || c.Name == web.SecureCookieName {
 			return c
 		}
 	}
@@ -122,8 +123,8 @@ func TestLogin(t *testing.T) {
 		t.Fatalf("login: %d %+v", code, s)
 	}
 	ck := sessionCookie(t, resp)
-	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.Secure {
-		t.Errorf("session cookie over plain HTTP: %q; want HttpOnly, SameSite=Strict, Path=/, not Secure", resp.Header.Get("Set-Cookie"))
+	if ck.Name != web.CookieName || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.Domain != "" || ck.Secure {
+		t.Errorf("session cookie over plain HTTP: %q; want %s, HttpOnly, SameSite=Strict, Path=/, no Domain, not Secure", resp.Header.Get("Set-Cookie"), web.CookieName)
 	}
 	if strings.Contains(resp.Header.Get("Set-Cookie"), secret) || len(ck.Value) < 32 {
 		t.Errorf("the cookie %q is the token or too short", ck.Value)
@@ -178,8 +179,19 @@ func TestLoginOverTLSIsSecure(t *testing.T) {
 	c := newClient(t, ts.URL)
 	c.hc = ts.Client()
 	code, resp, _ := c.login(secret)
-	if ck := sessionCookie(t, resp); code != 200 || !ck.Secure || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode {
-		t.Errorf("login over TLS: %d, cookie %q; want Secure, HttpOnly, SameSite=Strict", code, resp.Header.Get("Set-Cookie"))
+	if ck := sessionCookie(t, resp); code != 200 || ck.Name != web.SecureCookieName || !ck.Secure || !ck.HttpOnly ||
+		ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.Domain != "" {
+		t.Errorf("login over TLS: %d, cookie %q; want %s, Secure, HttpOnly, SameSite=Strict, Path=/, no Domain", code, resp.Header.Get("Set-Cookie"), web.SecureCookieName)
+	}
+	if _, _, body := c.do("GET", "/session", "", nil); !strings.Contains(body, `"user":"alice"`) {
+		t.Errorf("GET /session over TLS with the __Host- cookie: %s", body)
+	}
+	// Over TLS the page reads the __Host- cookie only: a plain one of
+	// the same value, which a sibling host could have set with a Domain
+	// attribute, is no session.
+	c.name = web.CookieName
+	if _, _, body := c.do("GET", "/session", "", nil); !strings.Contains(body, `"user":""`) {
+		t.Errorf("GET /session over TLS with a plain %s cookie: %s, want no session", web.CookieName, body)
 	}
 }
 
@@ -438,7 +450,7 @@ func TestTerminalRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Header = http.Header{"Cookie": {web.CookieName + "=" + c.cookie}}
+		cfg.Header = http.Header{"Cookie": {c.name + "=" + c.cookie}}
 		ws, err := websocket.DialConfig(cfg)
 		if err != nil {
 			t.Fatalf("WebSocket handshake: %v", err)

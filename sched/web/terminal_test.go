@@ -48,7 +48,7 @@ func TestTerminalBridge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Header = http.Header{"Cookie": {web.CookieName + "=" + c.cookie}}
+		cfg.Header = http.Header{"Cookie": {c.name + "=" + c.cookie}}
 		ws, err := websocket.DialConfig(cfg)
 		if err != nil {
 			t.Fatal(err)
