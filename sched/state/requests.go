@@ -1,6 +1,8 @@
 package state
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
@@ -31,6 +33,40 @@ var requestsTable = &memdb.TableSchema{Name: tableRequests, Indexes: map[string]
 	"id":    {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
 	"index": {Name: "index", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "Index"}},
 }}
+
+// userRequestIndex indexes jobs by their user and their submit's
+// request id together (a job without a request id is not indexed): a
+// retried submit is known by both, so that one user cannot reach
+// another's job by sending the same request id.
+type userRequestIndex struct{}
+
+func userRequestKey(user, req string) ([]byte, error) {
+	if strings.IndexByte(user, 0) >= 0 {
+		return nil, fmt.Errorf("user request index: user name %q holds a NUL", user)
+	}
+	return []byte(user + "\x00" + req + "\x00"), nil
+}
+
+func (userRequestIndex) FromObject(raw any) (bool, []byte, error) {
+	j := raw.(*Job)
+	if j.RequestID == "" {
+		return false, nil, nil
+	}
+	k, err := userRequestKey(j.User, j.RequestID)
+	return err == nil, k, err
+}
+
+func (userRequestIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 2 {
+		return nil, fmt.Errorf("user request index wants (user, request id), got %d arguments", len(args))
+	}
+	user, ok1 := args[0].(string)
+	req, ok2 := args[1].(string)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("user request index wants (string, string), got (%T, %T)", args[0], args[1])
+	}
+	return userRequestKey(user, req)
+}
 
 // idempotent reports whether kind's commands are answered once per
 // request id (a submit is, by the job's own RequestID).
