@@ -50,7 +50,7 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		// A submit's retry is known by its user and request id together
 		// (schema 7 on); "request" alone serves older entries' replay.
 		"user_request": {Name: "user_request", AllowMissing: true, Indexer: userRequestIndex{}},
-		"element": {Name: "element", Unique: true, AllowMissing: true, Indexer: elementIndex{}},
+		"element":      {Name: "element", Unique: true, AllowMissing: true, Indexer: elementIndex{}},
 		// In memory only (index.go): what the queries below look up by.
 		"node":  {Name: "node", AllowMissing: true, Indexer: nodeIndex{}},
 		"state": {Name: "state", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "State"}},
