@@ -18,6 +18,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/freeport"
+	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // fast shortens the per-try deadlines for the test.
@@ -422,5 +423,13 @@ func TestWithTokenSharesConnections(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Errorf("%d connections for four calls in turn, want one shared", n)
+	}
+}
+
+// TestTokenIsCredentialEnv: the variable the client takes its token from
+// is one jobspec keeps out of every job's env.
+func TestTokenIsCredentialEnv(t *testing.T) {
+	if !jobspec.CredentialEnv(EnvToken) {
+		t.Fatalf("$%s is not among jobspec's credential variables: a job could carry the token", EnvToken)
 	}
 }
