@@ -1,13 +1,18 @@
 package sched
 
 import (
+	"context"
 	"encoding/json"
+	"iter"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/sched/httpapi"
 )
 
 // TestSubmitRequestIDIsTheUsers: bob sends a submit with the request id
@@ -108,5 +113,69 @@ func TestSubmitRefusesCredentialEnv(t *testing.T) {
 	}
 	if strings.Contains(string(dump), "tk-leaked-secret") {
 		t.Fatal("the token is in the replicated state")
+	}
+}
+
+// countingJobs is the controller with its job listings counted as they
+// are read off the state.
+type countingJobs struct {
+	*Server
+	read atomic.Int64
+}
+
+func (c *countingJobs) ListJobs(ctx context.Context, w httpapi.Wait, q httpapi.JobsQuery) (uint64, iter.Seq[api.Job]) {
+	idx, jobs := c.Server.ListJobs(ctx, w, q)
+	return idx, func(yield func(api.Job) bool) {
+		for j := range jobs {
+			c.read.Add(1)
+			if !yield(j) {
+				return
+			}
+		}
+	}
+}
+
+// firstWrite is a response that notes how many jobs had been read when
+// its first bytes were written.
+type firstWrite struct {
+	*httptest.ResponseRecorder
+	read  *atomic.Int64
+	atOne int64
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	if w.atOne == 0 {
+		w.atOne = w.read.Load()
+	}
+	return w.ResponseRecorder.Write(p)
+}
+
+// TestJobListStreams: GET /v1/jobs of an admin (bqueue -u all) writes
+// its answer while it reads the jobs off the state: the first bytes go
+// out long before the last job is read, so that the answer is never held
+// whole, however many jobs the state keeps.
+func TestJobListStreams(t *testing.T) {
+	srv, _ := cluster(t)
+	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
+	const n = 1000
+	reqs := make([]api.SubmitRequest, n)
+	for i := range reqs {
+		reqs[i] = api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true}
+	}
+	if code, body := as(srv, alice, "POST", "/v1/jobs/batch", api.SubmitBatch{Jobs: reqs}); code != http.StatusCreated {
+		t.Fatalf("batch: %d %.300s", code, body)
+	}
+	ctl := &countingJobs{Server: srv}
+	root := auth.Identity{UID: 0, GID: 0, User: "root", Admin: true}
+	r := httptest.NewRequest("GET", "/v1/jobs", nil).WithContext(auth.WithIdentity(context.Background(), root))
+	w := &firstWrite{ResponseRecorder: httptest.NewRecorder(), read: &ctl.read}
+	httpapi.New(ctl, nil).Handler().ServeHTTP(w, r)
+	var list api.JobList
+	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil || len(list.Jobs) != n {
+		t.Fatalf("answer: %d jobs, %v", len(list.Jobs), err)
+	}
+	t.Logf("first bytes after %d of %d jobs, %d bytes in all", w.atOne, n, w.Body.Len())
+	if w.atOne == 0 || w.atOne >= n/2 {
+		t.Fatalf("the answer's first bytes went out after %d of %d jobs were read: it was held, not streamed", w.atOne, n)
 	}
 }
