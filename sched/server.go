@@ -335,6 +335,9 @@ func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 	if c.Request == "" {
 		c.Request = httpapi.RequestID(ctx) // see httpapi.WithRequestID
 	}
+	if id, ok := caller(ctx); ok && c.Request != "" && c.By == "" {
+		c.By = id.User // a request id is its sender's own (state.Command.By)
+	}
 	v, err := s.raft.Apply(ctx, c)
 	if err == nil {
 		s.metrics.entries.WithLabelValues(c.Kind).Inc()

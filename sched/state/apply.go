@@ -82,11 +82,13 @@ const (
 //	   by the strict reader of snapshot files through LegacyNode).
 //	6: single submits committed together (CmdSubmits): an older schedd
 //	   would refuse the kind and lose the jobs
-//	7: a submit's request id is its user's own: a retry is known by the
+//	7: a request id is its user's own: a submit's retry is known by the
 //	   user and the id together, so another user's submit with the same
 //	   id makes a job of its own (an older schedd would answer it with
-//	   the first user's job). Entries of versions 1 to 6 replay by the
-//	   id alone, as they were first applied (requestScoped).
+//	   the first user's job), and a kill, hold, release or signal carries
+//	   its sender (By), its answer kept under both. Entries of versions
+//	   1 to 6 replay by the id alone, as they were first applied
+//	   (requestScoped; they carry no By).
 const SchemaVersion = 7
 
 // ErrSchema marks an entry or snapshot written by a newer schedd, whose
@@ -144,6 +146,11 @@ type Command struct {
 	// signal: a command whose id was applied already changes nothing and
 	// answers as the first did (requests.go).
 	Request string `json:"request,omitempty"`
+	// By is the user who sent a command with a Request: a request id
+	// is known by its sender and the id together, so that one user's id
+	// never answers for another's command. Entries written before it
+	// carry none, and match each other as they did.
+	By string `json:"by,omitempty"`
 	// Purge lists the ended jobs the accounting store now holds.
 	Purge []PurgeKey `json:"purge,omitempty"`
 	// Index, with a kill, hold or release of a job array, names one

@@ -18,9 +18,13 @@ const RequestTTL = 15 * time.Minute
 
 const tableRequests = "requests"
 
-// request is the record of an applied job command sent with a request id.
+// request is the record of an applied job command sent with a request id,
+// known by its sender and the id together (By is "" in records and
+// entries written before commands carried their sender: those match
+// each other as before).
 type request struct {
 	ID    string    `json:"id"`
+	By    string    `json:"by,omitempty"`
 	Kind  string    `json:"kind"`
 	JobID uint64    `json:"job_id"`
 	Index uint64    `json:"index"` // the raft index that applied it
@@ -30,7 +34,7 @@ type request struct {
 }
 
 var requestsTable = &memdb.TableSchema{Name: tableRequests, Indexes: map[string]*memdb.IndexSchema{
-	"id":    {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
+	"id":    {Name: "id", Unique: true, Indexer: senderRequestIndex{}},
 	"index": {Name: "index", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "Index"}},
 }}
 
@@ -68,6 +72,18 @@ func (userRequestIndex) FromArgs(args ...any) ([]byte, error) {
 	return userRequestKey(user, req)
 }
 
+// senderRequestIndex indexes request records by their sender and id
+// together.
+type senderRequestIndex struct{}
+
+func (senderRequestIndex) FromObject(raw any) (bool, []byte, error) {
+	r := raw.(*request)
+	k, err := userRequestKey(r.By, r.ID)
+	return err == nil, k, err
+}
+
+func (senderRequestIndex) FromArgs(args ...any) ([]byte, error) { return userRequestIndex{}.FromArgs(args...) }
+
 // idempotent reports whether kind's commands are answered once per
 // request id (a submit is, by the job's own RequestID).
 func idempotent(kind string) bool {
@@ -95,10 +111,12 @@ func commandJob(c Command) uint64 {
 	return 0
 }
 
-// repeated returns the first answer to c's request id, if it was applied
-// already; a request id reused for another command is a conflict.
+// repeated returns the first answer to c's request id from the same
+// sender, if it was applied already; a request id the sender reused for
+// another command is a conflict. Another sender's request of the same id
+// is not c's.
 func repeated(txn *memdb.Txn, c Command) (*Job, bool, error) {
-	raw, err := txn.First(tableRequests, "id", c.Request)
+	raw, err := txn.First(tableRequests, "id", c.By, c.Request)
 	if err != nil || raw == nil {
 		return nil, false, err
 	}
@@ -130,7 +148,7 @@ func remember(txn *memdb.Txn, index uint64, c Command, answer *Job) error {
 			return err
 		}
 	}
-	return txn.Insert(tableRequests, &request{ID: c.Request, Kind: c.Kind, JobID: commandJob(c), Index: index, Time: c.Time, Answer: answer})
+	return txn.Insert(tableRequests, &request{ID: c.Request, By: c.By, Kind: c.Kind, JobID: commandJob(c), Index: index, Time: c.Time, Answer: answer})
 }
 
 // Requests is the number of request answers on record.

@@ -146,3 +146,31 @@ func TestSubmitRequestLegacyReplay(t *testing.T) {
 		t.Fatalf("%d jobs after the replay, want 1", n)
 	}
 }
+
+// TestRequestIsTheSenders: a hold's request id is its sender's own: bob
+// sending alice's id with a command of his is applied as his own (not
+// refused as a reuse, nor answered with alice's job), and alice's repeat
+// still gets her first answer.
+func TestRequestIsTheSenders(t *testing.T) {
+	h := newHarness(t)
+	a := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
+	b := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
+	first := h.apply(Command{Kind: CmdHold, Hold: a, Request: "r", By: "alice"}).(*Job)
+	theirs := h.apply(Command{Kind: CmdHold, Hold: b, Request: "r", By: "bob"}).(*Job)
+	if theirs.ID != b || h.job(b).State != api.JobHeld {
+		t.Fatalf("bob's hold with alice's request id answered job %d, job %d is %s", theirs.ID, b, h.job(b).State)
+	}
+	if again := h.apply(Command{Kind: CmdHold, Hold: a, Request: "r", By: "alice"}).(*Job); again.ID != first.ID || again.ModifyIndex != first.ModifyIndex {
+		t.Fatalf("alice's repeat answered %+v, want her first answer", again)
+	}
+	if n := h.st.Snapshot().Requests(); n != 2 {
+		t.Fatalf("%d answers kept, want 2", n)
+	}
+	d := New()
+	if err := d.Restore(h.st.Snapshot().Dump()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Apply(h.idx+1, Command{Version: SchemaVersion, Kind: CmdHold, Hold: a, Request: "r", By: "bob", Time: t0.Add(time.Hour)}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("after a restore, bob's reuse of his own id for another job: %v, want a conflict", err)
+	}
+}
