@@ -120,10 +120,10 @@ const DefaultMaxQueuedPerUser = 10000
 // PENDING and HELD jobs may hold together unless schedd's
 // max_queued_input_per_user says otherwise: the text of 10,000 jobs of
 // 6.5 KiB (a script job holds its script), or of 1,000 at the largest
-// max_job_input allows by default. schedd keeps a job in a few times
-// its text (the row, the raft log, the snapshot), so that one user's
-// queue costs it some 150 MB at most, not the 1.5 GB that 10,000 jobs
-// at max_job_input would.
+// max_job_input allows by default. schedd's heap grows by about a job's
+// text for each waiting job (more while raft's log and snapshots hold
+// copies), so that one user's queue costs it some 64 to 150 MB, not the
+// 1.5 GB that 10,000 jobs at max_job_input took.
 const DefaultMaxQueuedInputPerUser = 64 << 20
 
 // MaxJobInputLimit is the highest max_job_input schedd takes: a quarter
