@@ -82,7 +82,9 @@ func (senderRequestIndex) FromObject(raw any) (bool, []byte, error) {
 	return err == nil, k, err
 }
 
-func (senderRequestIndex) FromArgs(args ...any) ([]byte, error) { return userRequestIndex{}.FromArgs(args...) }
+func (senderRequestIndex) FromArgs(args ...any) ([]byte, error) {
+	return userRequestIndex{}.FromArgs(args...)
+}
 
 // idempotent reports whether kind's commands are answered once per
 // request id (a submit is, by the job's own RequestID).
