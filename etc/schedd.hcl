@@ -38,11 +38,13 @@ node_timeout = "30s"
 # Submit limits: the most bytes of text (commands, environment, mounts,
 # paths) one job may hold, the most jobs one user may have PENDING or
 # HELD at once, and the most all users together may (0: unlimited; a job
-# array counts once). Larger jobs and jobs past a limit are refused at
-# submit.
-max_job_input       = "64KiB"
-max_queued_per_user = 10000
-max_queued          = 0
+# array counts once), and the most bytes of text one user's PENDING and
+# HELD jobs may hold together (0: unlimited). Larger jobs and jobs past a
+# limit are refused at submit.
+max_job_input             = "64KiB"
+max_queued_per_user       = 10000
+max_queued                = 0
+max_queued_input_per_user = "64MiB"
 
 # Ended jobs stay in the replicated state this long, then live only in
 # the accounting store (bhist and bacct read both). See schedd(8),

@@ -418,3 +418,21 @@ func TestValidateWithoutRanges(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestValidateRefusesCredentialEnv: a job that names a troupe client's
+// credential in its env is refused, whatever sent it, so that schedd's
+// admission keeps the token out of the raft log.
+func TestValidateRefusesCredentialEnv(t *testing.T) {
+	j := &jobspec.Job{
+		Name:      "leak",
+		Cluster:   jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
+		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30},
+		Image:     "host",
+		Command:   []string{"true"},
+		Env:       map[string]string{"TROUPE_TOKEN": "tk-secret", "A": "1"},
+	}
+	got := jobspec.FormatDiagnostics(j.Validate())
+	if !strings.HasPrefix(got, "Credential in the environment; env TROUPE_TOKEN holds a troupe client's credential") || strings.Count(got, "\n") != 1 {
+		t.Errorf("got:\n%s\nwant the one refusal of env TROUPE_TOKEN", got)
+	}
+}

@@ -271,12 +271,28 @@ func (v *validator) image(at, im string) {
 	}
 }
 
+// credentialEnv are the environment variables a troupe client takes its
+// credentials from (the bearer token; internal/client reads them). They
+// authenticate the submitter to schedd: copied into a job they would sit
+// in the raft log, the snapshots and every container's environment,
+// readable by any code the job runs. Submit tools leave them out of the
+// environment they copy, and Validate refuses a job that names one, so
+// that schedd's admission keeps them out of the log whatever the client.
+var credentialEnv = []string{"TROUPE_TOKEN"}
+
+// CredentialEnv reports whether name is an environment variable that
+// holds a troupe client's credential (see credentialEnv).
+func CredentialEnv(name string) bool { return slices.Contains(credentialEnv, name) }
+
 func (v *validator) env() {
 	for _, k := range sortedKeys(v.j.Env) {
 		switch {
 		case !envKeyRule.ok(k):
 			v.errorf("env."+k, "Invalid environment variable name",
 				"env %q is not a valid variable name; use letters, digits and _, not starting with a digit.", k)
+		case CredentialEnv(k):
+			v.errorf("env."+k, "Credential in the environment",
+				"env %s holds a troupe client's credential, which a job never carries (the raft log and every process in the job would hold it in clear); remove it, and give the job a token of its own through a file it reads if it must call schedd.", k)
 		case strings.HasPrefix(k, "BACKENDAI_"):
 			v.errorf("env."+k, "Reserved environment variable",
 				"env %s is set by troupe in every container; choose a name that does not start with BACKENDAI_.", k)

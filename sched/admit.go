@@ -37,9 +37,13 @@ func (s *Server) admit(v *state.Snapshot, req api.SubmitRequest, ahead []*admiss
 
 // admission is schedd's settings as admission takes them.
 func (s *Server) admission() admission.Settings {
-	set := admission.Settings{MaxJobInput: s.cfg.MaxJobInput, MaxQueued: s.cfg.MaxQueued, MaxQueuedPerUser: s.cfg.MaxQueuedPerUser, Images: s.cfg.Images}
+	set := admission.Settings{MaxJobInput: s.cfg.MaxJobInput, MaxQueued: s.cfg.MaxQueued, MaxQueuedPerUser: s.cfg.MaxQueuedPerUser,
+		MaxQueuedInputPerUser: s.cfg.MaxQueuedInputPerUser, Images: s.cfg.Images}
 	if set.MaxQueuedPerUser < 0 {
 		set.MaxQueuedPerUser = 0 // unlimited
+	}
+	if set.MaxQueuedInputPerUser < 0 {
+		set.MaxQueuedInputPerUser = 0 // unlimited
 	}
 	return set
 }

@@ -88,7 +88,7 @@ func (s *Server) ListJobs(ctx context.Context, w httpapi.Wait, q httpapi.JobsQue
 	}
 	return idx, func(yield func(api.Job) bool) {
 		n := 0
-		for _, j := range jobs {
+		for j := range jobs {
 			if !matchJob(&q, j) {
 				continue
 			}
@@ -106,18 +106,18 @@ func (s *Server) ListJobs(ctx context.Context, w httpapi.Wait, q httpapi.JobsQue
 // arrayElements are the elements of job array id in index order, as
 // answers show them (state.Snapshot.ElementView); none when id is not
 // an array.
-func arrayElements(v *state.Snapshot, id uint64) []*state.Job {
-	p := v.Job(id)
-	if p == nil || p.Array == nil {
-		return nil
-	}
-	var out []*state.Job
-	for pos := range p.Array.Count {
-		if e, ok := v.ElementView(p, p.Array.Indices.At(pos)); ok {
-			out = append(out, e)
+func arrayElements(v *state.Snapshot, id uint64) iter.Seq[*state.Job] {
+	return func(yield func(*state.Job) bool) {
+		p := v.Job(id)
+		if p == nil || p.Array == nil {
+			return
+		}
+		for pos := range p.Array.Count {
+			if e, ok := v.ElementView(p, p.Array.Indices.At(pos)); ok && !yield(e) {
+				return
+			}
 		}
 	}
-	return out
 }
 
 // Job answers the job ref names: a whole job array, or one element.

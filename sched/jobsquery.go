@@ -1,7 +1,7 @@
 package sched
 
 import (
-	"cmp"
+	"iter"
 	"slices"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -29,26 +29,20 @@ func matchJob(q *httpapi.JobsQuery, j *state.Job) bool {
 // the smallest index that holds every match: the state index when the
 // states asked for are live ones (a queue's few against the many ended
 // jobs not yet purged), else the user index, else the state index, else
-// the live jobs (ended=false), else every job.
-func candidates(v *state.Snapshot, q *httpapi.JobsQuery) []*state.Job {
+// the live jobs (ended=false), else every job. They are read off the
+// snapshot as the answer is written, never gathered in a list.
+func candidates(v *state.Snapshot, q *httpapi.JobsQuery) iter.Seq[*state.Job] {
 	states := slices.Compact(slices.Sorted(slices.Values(q.States)))
 	live := len(states) > 0 && !slices.ContainsFunc(states, api.JobState.Terminal)
 	switch {
 	case live:
-		return v.JobsIn(states...)
+		return v.EachJobIn(states...)
 	case len(q.Users) > 0:
-		var out []*state.Job
-		for _, u := range slices.Compact(slices.Sorted(slices.Values(q.Users))) {
-			out = append(out, v.JobsOf(u)...)
-		}
-		if len(q.Users) > 1 {
-			slices.SortFunc(out, func(a, b *state.Job) int { return cmp.Compare(a.ID, b.ID) })
-		}
-		return out
+		return v.EachJobOf(slices.Compact(slices.Sorted(slices.Values(q.Users)))...)
 	case len(q.States) > 0:
-		return v.JobsIn(states...)
+		return v.EachJobIn(states...)
 	case q.NoEnded:
-		return v.LiveJobs()
+		return v.EachLiveJob()
 	}
-	return v.Jobs()
+	return v.EachJob()
 }

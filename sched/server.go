@@ -89,6 +89,11 @@ type Config struct {
 	// (PENDING or HELD; a job array counts once); 0 is unlimited.
 	// Submit refuses a job past it.
 	MaxQueued int
+	// MaxQueuedInputPerUser caps the bytes of job text (as MaxJobInput
+	// counts it) one user's waiting jobs may hold together; 0 is
+	// DefaultMaxQueuedInputPerUser, a negative value unlimited. Submit
+	// refuses a job that would pass it.
+	MaxQueuedInputPerUser int
 	// KeepEnded is how long an ended job stays in the replicated state
 	// before it leaves for the accounting store only (default
 	// DefaultKeepEnded).
@@ -110,6 +115,16 @@ type Config struct {
 // DefaultMaxQueuedPerUser is how many jobs one user may have PENDING or
 // HELD at once unless schedd's max_queued_per_user says otherwise.
 const DefaultMaxQueuedPerUser = 10000
+
+// DefaultMaxQueuedInputPerUser is how many bytes of job text one user's
+// PENDING and HELD jobs may hold together unless schedd's
+// max_queued_input_per_user says otherwise: the text of 10,000 jobs of
+// 6.5 KiB (a script job holds its script), or of 1,000 at the largest
+// max_job_input allows by default. schedd's heap grows by about a job's
+// text for each waiting job (more while raft's log and snapshots hold
+// copies), so that one user's queue costs it some 64 to 150 MB, not the
+// 1.5 GB that 10,000 jobs at max_job_input took.
+const DefaultMaxQueuedInputPerUser = 64 << 20
 
 // MaxJobInputLimit is the highest max_job_input schedd takes: a quarter
 // of the API's body limit, so that a job at the cap still fits a request.
@@ -180,6 +195,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.MaxQueuedPerUser == 0 {
 		cfg.MaxQueuedPerUser = DefaultMaxQueuedPerUser
+	}
+	if cfg.MaxQueuedInputPerUser == 0 {
+		cfg.MaxQueuedInputPerUser = DefaultMaxQueuedInputPerUser
 	}
 	if cfg.KeepEnded <= 0 {
 		cfg.KeepEnded = DefaultKeepEnded
@@ -316,6 +334,9 @@ func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 	c.Time = s.cfg.Clock().UTC()
 	if c.Request == "" {
 		c.Request = httpapi.RequestID(ctx) // see httpapi.WithRequestID
+	}
+	if id, ok := caller(ctx); ok && c.Request != "" && c.By == "" {
+		c.By = id.User // a request id is its sender's own (state.Command.By)
 	}
 	v, err := s.raft.Apply(ctx, c)
 	if err == nil {

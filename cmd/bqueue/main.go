@@ -101,6 +101,12 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
+	if !*watch && q.format == cli.FormatJSON {
+		if err := q.streamJSON(ctx, c, stdout); err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+		return cli.ExitOK
+	}
 	if !*watch {
 		list, err := q.list(ctx, c, 0, 0)
 		if err != nil {
@@ -177,6 +183,44 @@ func (q query) list(ctx context.Context, c *client.Client, index uint64, wait ti
 	}
 	list.Jobs = out
 	return list, nil
+}
+
+// streamJSON writes -o json as render does, a job at a time as it comes
+// off schedd's answer (in job id order, as render sorts them; an
+// array's elements, with --array, in index order where its row was):
+// neither the answer nor the list is held, so that every user's queue
+// costs bqueue one job's memory. An error cut short leaves the list
+// unfinished on stdout, and bqueue fails.
+func (q query) streamJSON(ctx context.Context, c *client.Client, w io.Writer) error {
+	out := cli.NewJSONList(w)
+	add := func(j api.Job) error {
+		if !q.filter.Match(j) {
+			return nil
+		}
+		return out.Add(j)
+	}
+	_, err := c.EachJob(ctx, q.server, 0, 0, func(j api.Job) error {
+		switch {
+		case j.ArrayID != 0:
+			return nil // an element: its array's row stands for it (cli.FoldArrays)
+		case q.expand && j.Array != nil:
+			es, err := c.ArrayElements(ctx, j.ID)
+			if err != nil {
+				return err
+			}
+			for _, e := range es.Jobs {
+				if err := add(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return add(j)
+	})
+	if err != nil {
+		return err
+	}
+	return out.Close()
 }
 
 // render writes the jobs that pass the filter: JSON in job id order,

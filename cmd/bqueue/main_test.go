@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
 )
 
@@ -19,10 +24,11 @@ func runBqueue(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// queueSchedd answers the queue in job id order, as schedd does.
 func queueSchedd(t *testing.T) *clitest.Schedd {
 	s := clitest.NewSchedd(t)
 	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
-		clitest.JSON(w, http.StatusOK, 50, api.JobList{Jobs: clitest.Jobs(), Index: 50})
+		clitest.JSON(w, http.StatusOK, 50, api.JobList{Jobs: cli.SortJobs(clitest.Jobs()), Index: 50})
 	})
 	return s
 }
@@ -230,5 +236,64 @@ func TestServerQuery(t *testing.T) {
 		if got := s.Requests(); len(got) != 1 || got[0] != want {
 			t.Errorf("%q: requests %q, want %q", tt.args, got, want)
 		}
+	}
+}
+
+// signalWriter is a stdout that closes seen once what was written holds
+// want.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.buf.String(), w.want)
+	w.buf.Write(p)
+	if !had && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+// TestJSONStreams: bqueue -o json prints each job as it comes off
+// schedd's answer. schedd sends the first job and holds the rest back
+// until bqueue has printed it: a bqueue that read the whole answer
+// first would print nothing until schedd gave up waiting.
+func TestJSONStreams(t *testing.T) {
+	jobs := cli.SortJobs(clitest.Jobs())
+	out := &signalWriter{want: `"id": ` + strconv.FormatUint(jobs[0].ID, 10) + ",", seen: make(chan struct{})}
+	var printedFirst atomic.Bool
+	s := clitest.NewSchedd(t)
+	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set(api.IndexHeader, "50")
+		first, _ := json.Marshal(jobs[0])
+		fmt.Fprintf(w, `{"jobs":[%s`, first)
+		w.(http.Flusher).Flush()
+		select {
+		case <-out.seen:
+			printedFirst.Store(true)
+		case <-time.After(10 * time.Second):
+		}
+		for _, j := range jobs[1:] {
+			b, _ := json.Marshal(j)
+			fmt.Fprintf(w, ",%s", b)
+		}
+		fmt.Fprint(w, `],"index":50}`+"\n")
+	})
+	var errb bytes.Buffer
+	code := run([]string{"--addr", s.Addr, "-a", "-o", "json"}, strings.NewReader(""), out, &errb)
+	if code != 0 {
+		t.Fatalf("bqueue: %d %s", code, errb.String())
+	}
+	if !printedFirst.Load() {
+		t.Fatal("bqueue -o json printed nothing before schedd's answer was whole")
+	}
+	if want := clitest.Golden(t, "queue.json.golden"); out.buf.String() != want {
+		t.Errorf("got\n%s\nwant testdata/cli/queue.json.golden", out.buf.String())
 	}
 }

@@ -88,6 +88,21 @@ func TestSubmitLimitFlags(t *testing.T) {
 	if _, err := parseFlags([]string{"--max-queued", "-1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--max-queued ") {
 		t.Fatalf("--max-queued -1: %v", err)
 	}
+	if o.maxBytes != 64<<20 {
+		t.Fatalf("--max-queued-input-per-user defaults to %d, want 64MiB", o.maxBytes)
+	}
+	if err := os.WriteFile(p, []byte("max_queued_input_per_user = 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o, err = parseFlags([]string{"--config", p}, io.Discard); err != nil || o.maxBytes != 0 || queuedLimit(int(o.maxBytes)) >= 0 {
+		t.Fatalf("max_queued_input_per_user = 0 from the file: %d, %v", o.maxBytes, err)
+	}
+	if o, err = parseFlags([]string{"--max-queued-input-per-user", "1GiB"}, io.Discard); err != nil || o.maxBytes != 1<<30 {
+		t.Fatalf("--max-queued-input-per-user 1GiB: %d, %v", o.maxBytes, err)
+	}
+	if _, err := parseFlags([]string{"--max-queued-input-per-user", "lots"}, io.Discard); err == nil || !strings.Contains(err.Error(), "max-queued-input-per-user") {
+		t.Fatalf("--max-queued-input-per-user lots: %v", err)
+	}
 }
 
 func TestConfigFileErrors(t *testing.T) {

@@ -68,6 +68,7 @@ type options struct {
 	maxInput  byteSize
 	maxQueued int
 	maxTotal  int // --max-queued: all users together
+	maxBytes  queuedBytes
 	keepEnded age
 	acctDrv   string
 	acctDSN   string
@@ -96,6 +97,24 @@ func (b *byteSize) Set(s string) error {
 		return fmt.Errorf("want a size from 1 byte to %d bytes, such as 64KiB", sched.MaxJobInputLimit)
 	}
 	*b = byteSize(n)
+	return nil
+}
+
+// queuedBytes is --max-queued-input-per-user: bytes, a number or a size
+// with a unit ("64MiB"); 0 is unlimited.
+type queuedBytes int
+
+func (b *queuedBytes) String() string { return strconv.Itoa(int(*b)) }
+
+func (b *queuedBytes) Set(s string) error {
+	n, err := jobspec.ParseMemory(s)
+	if s == "0" {
+		n, err = 0, nil
+	}
+	if err != nil || n < 0 || int64(int(n)) != n {
+		return errors.New("want a size such as 64MiB, or 0 (unlimited)")
+	}
+	*b = queuedBytes(n)
 	return nil
 }
 
@@ -175,6 +194,8 @@ flags:
 	fs.Var(&o.maxInput, "max-job-input", "the most `bytes` of text (commands, environment, mounts, paths) one job may hold, e.g. 64KiB;\na larger job is refused at submit")
 	fs.IntVar(&o.maxTotal, "max-queued", 0, "the most jobs all users together may have PENDING or HELD; more are refused at submit (0: unlimited)")
 	fs.IntVar(&o.maxQueued, "max-queued-per-user", sched.DefaultMaxQueuedPerUser, "the most jobs one user may have PENDING or HELD; more are refused at submit (0: unlimited)")
+	o.maxBytes = sched.DefaultMaxQueuedInputPerUser
+	fs.Var(&o.maxBytes, "max-queued-input-per-user", "the most `bytes` of job text (as --max-job-input counts it) one user's PENDING and HELD jobs\nmay hold together, e.g. 64MiB; a job past it is refused at submit (0: unlimited)")
 	o.keepEnded = age(sched.DefaultKeepEnded)
 	fs.Var(&o.keepEnded, "keep-ended", "how long an ended job stays in the replicated state before it lives in the accounting\nstore only (bhist and bacct read both), e.g. 5m")
 	fs.StringVar(&o.acctDrv, "accounting-driver", "sqlite", "the accounting store: sqlite (a file, DATA-DIR/accounting.db) or postgres\n(one database every HA server shares; --accounting-dsn)")
@@ -349,7 +370,8 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	srv, err := sched.Open(ctx, sched.Config{DataDir: filepath.Join(o.dataDir, "raft"), Logger: log,
 		PartitionsFile: o.parts, Images: images, NodeTimeout: o.nodeTO, JoinToken: join, Raft: rc, APIAddr: o.apiAddr,
 		MaxJobInput: int(o.maxInput), MaxQueuedPerUser: queuedLimit(o.maxQueued), MaxQueued: o.maxTotal,
-		KeepEnded: time.Duration(o.keepEnded), AccountingDriver: o.acctDrv, AccountingPath: accountingPath(o), AccountingDSN: o.acctDSN,
+		MaxQueuedInputPerUser: queuedLimit(int(o.maxBytes)),
+		KeepEnded:             time.Duration(o.keepEnded), AccountingDriver: o.acctDrv, AccountingPath: accountingPath(o), AccountingDSN: o.acctDSN,
 		AccountingKeep: time.Duration(o.acctKeep)})
 	if err != nil {
 		return err
@@ -524,8 +546,8 @@ func unreachable(sock string) (string, os.FileMode) {
 	}
 }
 
-// queuedLimit turns --max-queued-per-user (0: unlimited) into
-// sched.Config's (negative: unlimited).
+// queuedLimit turns --max-queued-per-user or --max-queued-input-per-user
+// (0: unlimited) into sched.Config's (negative: unlimited).
 func queuedLimit(n int) int {
 	if n == 0 {
 		return -1

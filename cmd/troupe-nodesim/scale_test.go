@@ -420,7 +420,7 @@ func BenchmarkScale(b *testing.B) {
 	} else {
 		row("ended jobs in the store", "0")
 	}
-	args := []string{"--keep-ended", "1h", "--max-queued-per-user", "0"}
+	args := []string{"--keep-ended", "1h", "--max-queued-per-user", "0", "--max-queued-input-per-user", "0"}
 	if queued > 0 {
 		parts := filepath.Join(dir, "partitions.hcl")
 		if err := os.WriteFile(parts, []byte(backlogPartitions), 0o600); err != nil {

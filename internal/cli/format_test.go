@@ -217,3 +217,31 @@ func TestSlurmElapsed(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONListAsWriteJSON: a list written an element at a time reads
+// byte for byte as WriteJSON writes the whole list, empty ones too.
+func TestJSONListAsWriteJSON(t *testing.T) {
+	jobs := []api.Job{
+		{ID: 1, Name: "a<b>&c", User: "alice", State: api.JobPending},
+		{ID: 2, Name: "two", User: "bob", State: api.JobRunning, Containers: []api.Container{}},
+		{ID: 3, Name: "three", Array: &api.Array{Count: 2}},
+	}
+	for n := range len(jobs) + 1 {
+		var want, got strings.Builder
+		if err := cli.WriteJSON(&want, jobs[:n]); err != nil {
+			t.Fatal(err)
+		}
+		l := cli.NewJSONList(&got)
+		for _, j := range jobs[:n] {
+			if err := l.Add(j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("%d jobs:\ngot:\n%s\nwant:\n%s", n, got.String(), want.String())
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"strings"
@@ -54,4 +55,49 @@ func WriteJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// JSONList writes a JSON list an element at a time, byte for byte as
+// WriteJSON writes the whole list, so that a long list (bqueue -o json
+// of every user's jobs) is printed as it comes without being held.
+type JSONList struct {
+	w   io.Writer
+	n   int
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// NewJSONList starts a list on w; Close ends it.
+func NewJSONList(w io.Writer) *JSONList {
+	l := &JSONList{w: w}
+	l.enc = json.NewEncoder(&l.buf)
+	l.enc.SetIndent("  ", "  ") // an element of WriteJSON's list
+	l.enc.SetEscapeHTML(false)
+	return l
+}
+
+// Add writes v, the list's next element, in one Write.
+func (l *JSONList) Add(v any) error {
+	l.buf.Reset()
+	if l.n == 0 {
+		l.buf.WriteString("[\n  ")
+	} else {
+		l.buf.WriteString(",\n  ")
+	}
+	if err := l.enc.Encode(v); err != nil {
+		return err
+	}
+	l.n++
+	_, err := l.w.Write(bytes.TrimSuffix(l.buf.Bytes(), []byte("\n")))
+	return err
+}
+
+// Close ends the list ("[]" when nothing was added) and its line.
+func (l *JSONList) Close() error {
+	end := "\n]\n"
+	if l.n == 0 {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(l.w, end)
+	return err
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/freeport"
+	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // fast shortens the per-try deadlines for the test.
@@ -422,5 +423,56 @@ func TestWithTokenSharesConnections(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Errorf("%d connections for four calls in turn, want one shared", n)
+	}
+}
+
+// TestTokenIsCredentialEnv: the variable the client takes its token from
+// is one jobspec keeps out of every job's env.
+func TestTokenIsCredentialEnv(t *testing.T) {
+	if !jobspec.CredentialEnv(EnvToken) {
+		t.Fatalf("$%s is not among jobspec's credential variables: a job could carry the token", EnvToken)
+	}
+}
+
+// TestEachJobStreams: EachJob hands over each job as it comes off the
+// answer: the server holds the rest of its list back until the first job
+// was handed over. Members it does not know are skipped, and an error
+// of the caller's stops the read and comes back as it is.
+func TestEachJobStreams(t *testing.T) {
+	got := make(chan uint64, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"note":{"a":[1]},"jobs":[{"id":1,"name":"one"}`))
+		w.(http.Flusher).Flush()
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			return // the answer ends short: the client fails
+		}
+		_, _ = w.Write([]byte(`,{"id":2}],"index":9}`))
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	idx, err := c.EachJob(context.Background(), nil, 0, 0, func(j api.Job) error {
+		if len(ids) == 0 {
+			got <- j.ID
+		}
+		ids = append(ids, j.ID)
+		return nil
+	})
+	if err != nil || idx != 9 || len(ids) != 2 || ids[0] != 1 || ids[1] != 2 {
+		t.Fatalf("EachJob: ids %v index %d, %v; want [1 2] and 9", ids, idx, err)
+	}
+	enough := errors.New("enough")
+	_, err = c.EachJob(context.Background(), nil, 0, 0, func(j api.Job) error {
+		got <- j.ID
+		return enough
+	})
+	if err != enough {
+		t.Fatalf("a stop from the caller came back as %v", err)
 	}
 }

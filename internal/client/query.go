@@ -2,9 +2,14 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -14,13 +19,120 @@ import (
 // partition, state, ended, after, limit: see sched/httpapi's JobsQuery); index
 // and wait block as Jobs does.
 func (c *Client) JobsWhere(ctx context.Context, q url.Values, index uint64, wait time.Duration) (api.JobList, error) {
+	var r api.JobList
+	idx, err := c.EachJob(ctx, q, index, wait, func(j api.Job) error {
+		r.Jobs = append(r.Jobs, j)
+		return nil
+	})
+	r.Index = idx
+	if err == nil && r.Jobs == nil {
+		r.Jobs = []api.Job{}
+	}
+	return r, err
+}
+
+// EachJob reads the jobs GET /v1/jobs's filters in q pick, as JobsWhere
+// does, and calls each with every job as it comes off the answer, in the
+// answer's order (job id): the list is never held, so that a queue of
+// 100,000 jobs (an admin's bqueue -u all -o json) costs one job's memory
+// at a time. It returns the answer's index. An error from each stops
+// the read and is returned as it is; each may have seen some of the
+// jobs before an error in the answer.
+func (c *Client) EachJob(ctx context.Context, q url.Values, index uint64, wait time.Duration, each func(api.Job) error) (uint64, error) {
 	all := url.Values{}
 	maps.Copy(all, q)
 	maps.Copy(all, blocking(index, wait))
-	var r api.JobList
-	idx, err := c.Do(ctx, http.MethodGet, "/v1/jobs", all, nil, &r)
-	if r.Index == 0 {
-		r.Index = idx
+	target := "/v1/jobs"
+	if len(all) > 0 {
+		target += "?" + all.Encode()
 	}
-	return r, err
+	resp, err := c.roundTrip(ctx, call{method: http.MethodGet, target: target, ctype: "application/json", wait: waitOf(all)})
+	if err != nil {
+		return 0, err
+	}
+	defer drainClose(resp)
+	idx, _ := strconv.ParseUint(resp.Header.Get(api.IndexHeader), 10, 64)
+	body, err := decodeJobList(resp.Body, each)
+	if body != 0 {
+		idx = body
+	}
+	var stop *stopped
+	switch {
+	case errors.As(err, &stop):
+		return idx, stop.err
+	case err != nil:
+		return idx, fmt.Errorf("decoding answer of GET /v1/jobs: %w", err)
+	}
+	return idx, nil
+}
+
+// stopped is an error of EachJob's caller, passed through the decoder.
+type stopped struct{ err error }
+
+func (s *stopped) Error() string { return s.err.Error() }
+
+// decodeJobList reads an api.JobList off r a job at a time, calling each
+// with every job of "jobs", and returns its "index"; members it does not
+// know are skipped, as json.Unmarshal would.
+func decodeJobList(r io.Reader, each func(api.Job) error) (uint64, error) {
+	dec := json.NewDecoder(r)
+	if err := expectDelim(dec, '{'); err != nil {
+		return 0, err
+	}
+	var idx uint64
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return idx, err
+		}
+		switch tok {
+		case "jobs":
+			if err := decodeJobs(dec, each); err != nil {
+				return idx, err
+			}
+		case "index":
+			if err := dec.Decode(&idx); err != nil {
+				return idx, err
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return idx, err
+			}
+		}
+	}
+	return idx, expectDelim(dec, '}')
+}
+
+// decodeJobs reads the array of jobs (or null) at dec's position.
+func decodeJobs(dec *json.Decoder, each func(api.Job) error) error {
+	tok, err := dec.Token()
+	if err != nil || tok == nil {
+		return err // null: no jobs
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return fmt.Errorf("jobs is %v, not a list", tok)
+	}
+	for dec.More() {
+		var j api.Job
+		if err := dec.Decode(&j); err != nil {
+			return err
+		}
+		if err := each(j); err != nil {
+			return &stopped{err}
+		}
+	}
+	return expectDelim(dec, ']')
+}
+
+// expectDelim reads the delimiter want at dec's position.
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("want %v, found %v", want, tok)
+	}
+	return nil
 }

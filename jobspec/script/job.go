@@ -204,7 +204,9 @@ func (o *Options) environment(environ []string) map[string]string {
 		k, v, ok := strings.Cut(kv, "=")
 		// SLURM_* describe the submitter's own job, if any (as
 		// BACKENDAI_*): each container gets its job's.
-		if !ok || notPassed[k] || !envName().MatchString(k) || strings.HasPrefix(k, "BACKENDAI_") || strings.HasPrefix(k, "SLURM_") || strings.IndexByte(v, 0) >= 0 {
+		// A troupe credential (TROUPE_TOKEN) authenticates the
+		// submitter, not the job: never copied, even when named.
+		if !ok || notPassed[k] || jobspec.CredentialEnv(k) || !envName().MatchString(k) || strings.HasPrefix(k, "BACKENDAI_") || strings.HasPrefix(k, "SLURM_") || strings.IndexByte(v, 0) >= 0 {
 			continue
 		}
 		if pol.All && !slices.Contains(pol.Exclude, k) || !pol.All && slices.Contains(pol.Names, k) {

@@ -435,3 +435,22 @@ func TestJobName(t *testing.T) {
 		t.Errorf("name %q, warnings %v", j.Name, warns)
 	}
 }
+
+// TestEnvLeavesCredentials: the submitter's troupe token is not copied
+// into a script job's env by any policy, not even when the policy names
+// it: it would sit in the raft log and in every process of the job.
+func TestEnvLeavesCredentials(t *testing.T) {
+	environ := []string{"A=1", "TROUPE_TOKEN=tk-secret"}
+	for _, src := range []string{
+		"#BSUB -n 1\n",
+		"#BSUB -env all\n",
+		"#BSUB -env \"A, TROUPE_TOKEN\"\n",
+		"#SBATCH --export=ALL\n",
+		"#SBATCH --export=A,TROUPE_TOKEN\n",
+	} {
+		j, _ := job(t, src, nil, environ...)
+		if _, ok := j.Env["TROUPE_TOKEN"]; ok || j.Env["A"] != "1" {
+			t.Errorf("%q: env %v, want A and no TROUPE_TOKEN", src, j.Env)
+		}
+	}
+}

@@ -22,6 +22,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -104,9 +106,19 @@ type Key struct {
 // KeyOf is h's key.
 func KeyOf(h *api.HistoryJob) Key { return Key{ID: h.ID, Run: h.Requeues} }
 
+// FileMode is the mode of the SQLite store's files (the database and its
+// -wal and -shm): they hold every user's ended jobs, reasons the API
+// withholds from other users included, so only schedd's user reads them.
+const FileMode fs.FileMode = 0o600
+
 // OpenSQLite opens (creating it) the SQLite store at path and brings its
-// schema up to date.
+// schema up to date. The database is made (or set to) FileMode before
+// SQLite opens it: SQLite gives the -wal and -shm files it makes later
+// the database file's mode, whatever the umask.
 func OpenSQLite(ctx context.Context, path string) (*Store, error) {
+	if err := privateFiles(path); err != nil {
+		return nil, fmt.Errorf("accounting store %s: %w", path, err)
+	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -119,6 +131,26 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("accounting store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// privateFiles creates the database file at path with FileMode if it is
+// missing, and sets FileMode on it and on the -wal and -shm files an
+// older schedd may have left readable.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Chmod(FileMode); err != nil {
+		return err
+	}
+	for _, side := range []string{path + "-wal", path + "-shm"} {
+		if err := os.Chmod(side, FileMode); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // OpenPostgres connects to the PostgreSQL database dsn names (a URL,

@@ -3,9 +3,11 @@ package accounting
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,4 +250,39 @@ func TestArrayElements(t *testing.T) {
 			t.Fatal("Match disagrees with the store on array ids")
 		}
 	})
+}
+
+// TestFilesPrivate: the store's files (the database, its -wal and -shm)
+// are FileMode whatever the umask, whether the database is new or was
+// left readable by an older schedd: another local user reads none of
+// the records, the reasons the API withholds included.
+func TestFilesPrivate(t *testing.T) {
+	old := syscall.Umask(0) // the most permissive umask a site may run with
+	defer syscall.Umask(old)
+	ctx := context.Background()
+	for _, pre := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), FileName)
+		if pre {
+			if err := os.WriteFile(path, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := OpenSQLite(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Put(ctx, []api.HistoryJob{rec(7, "alice", "", "cpu", api.JobFailed, t0)}); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{path, path + "-wal", path + "-shm"} {
+			fi, err := os.Stat(f)
+			if err != nil {
+				t.Fatalf("after a write (existing file %v): %v", pre, err)
+			}
+			if m := fi.Mode().Perm(); m != FileMode {
+				t.Errorf("%s is %v (existing file %v), want %v", filepath.Base(f), m, pre, FileMode)
+			}
+		}
+		s.Close()
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/catalog"
+	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/partition"
 )
@@ -54,7 +56,8 @@ func (p Problem) API() api.Problem {
 type Refusal struct {
 	Problems []Problem
 	// QueueFull marks a refusal for a queue limit alone (max_queued,
-	// max_queued_per_user): the same job may be taken later.
+	// max_queued_per_user, max_queued_input_per_user): the same job may
+	// be taken later.
 	QueueFull bool
 }
 
@@ -87,6 +90,9 @@ type Settings struct {
 	// MaxQueued caps the jobs all users together may have waiting; 0 is
 	// unlimited.
 	MaxQueued int
+	// MaxQueuedInputPerUser caps the bytes of job text (InputSize) one
+	// user's waiting jobs may hold together; 0 or negative is unlimited.
+	MaxQueuedInputPerUser int
 	// Images is the image catalog a job naming an image by name must be
 	// in; nil lets every name through.
 	Images *catalog.Catalog
@@ -99,9 +105,11 @@ type View interface {
 	// Config is the partitions config in force.
 	Config() *partition.Config
 	// Queued is how many jobs wait (PENDING or HELD), a job array once;
-	// QueuedOf the same for one uid.
+	// QueuedOf the same for one uid, and QueuedInputOf the bytes of job
+	// text (jobspec.Job.InputSize) those jobs of uid hold together.
 	Queued() int
 	QueuedOf(uid int) int
+	QueuedInputOf(uid int) int
 	// Submitted is how many of user's jobs in partition have not ended,
 	// a job array once.
 	Submitted(user, partition string) int
@@ -347,8 +355,9 @@ func CheckCwd(cwd string) string {
 
 // QueueLimits refuses j when schedd already holds the most jobs waiting
 // (PENDING or HELD) that its max_queued allows, or j's user the most
-// that max_queued_per_user allows. Every job ahead in the batch waits
-// (a new job is PENDING or HELD, and no array element).
+// that max_queued_per_user allows, or when j's text would take its
+// user's waiting jobs past max_queued_input_per_user. Every job ahead in
+// the batch waits (a new job is PENDING or HELD, and no array element).
 func QueueLimits(v View, set Settings, j *Job, ahead []*Job) *Problem {
 	if limit := set.MaxQueued; limit > 0 {
 		if n := v.Queued() + len(ahead); n >= limit {
@@ -356,19 +365,43 @@ func QueueLimits(v View, set Settings, j *Job, ahead []*Job) *Problem {
 				n, limit)}
 		}
 	}
-	limit := set.MaxQueuedPerUser
-	if limit <= 0 {
-		return nil
-	}
-	n := v.QueuedOf(j.UID)
+	var mine []*Job
 	for _, o := range ahead {
 		if o.UID == j.UID {
-			n++
+			mine = append(mine, o)
 		}
 	}
-	if n < limit {
-		return nil
+	if limit := set.MaxQueuedPerUser; limit > 0 {
+		if n := v.QueuedOf(j.UID) + len(mine); n >= limit {
+			return &Problem{Message: fmt.Sprintf("user %s (uid %d) already has %d jobs pending or held, schedd's limit (max_queued_per_user %d); wait for some to start, or remove some with bkill",
+				j.User, j.UID, n, limit)}
+		}
 	}
-	return &Problem{Message: fmt.Sprintf("user %s (uid %d) already has %d jobs pending or held, schedd's limit (max_queued_per_user %d); wait for some to start, or remove some with bkill",
-		j.User, j.UID, n, limit)}
+	if limit := set.MaxQueuedInputPerUser; limit > 0 {
+		held := v.QueuedInputOf(j.UID)
+		for _, o := range mine {
+			held += inputSize(o)
+		}
+		if size := inputSize(j); held+size > limit {
+			return &Problem{Message: fmt.Sprintf("user %s (uid %d) already has %s of job text pending or held; this job's %s more would pass schedd's limit (max_queued_input_per_user %s); wait for some to start, or remove some with bkill",
+				j.User, j.UID, bytesText(held), bytesText(size), bytesText(limit))}
+		}
+	}
+	return nil
+}
+
+// bytesText writes n bytes for a message: "64MiB" when round, else
+// "70000 bytes".
+func bytesText(n int) string {
+	if s := units.FormatSize(int64(n)); s != strconv.Itoa(n) {
+		return s
+	}
+	return strconv.Itoa(n) + " bytes"
+}
+
+// inputSize is what j's text costs schedd to keep, as the state counts
+// it for its user's waiting jobs.
+func inputSize(j *Job) int {
+	n, _ := j.Spec.InputSize()
+	return n
 }

@@ -35,6 +35,7 @@ type view struct {
 	jobs    map[uint64]admission.Target
 	queued  int
 	mine    int // the user's queued jobs
+	input   int // the bytes of text of the user's queued jobs
 	submits int // the user's jobs in cpu not ended
 	never   string
 }
@@ -42,6 +43,7 @@ type view struct {
 func (v *view) Config() *partition.Config { return v.cfg }
 func (v *view) Queued() int               { return v.queued }
 func (v *view) QueuedOf(int) int          { return v.mine }
+func (v *view) QueuedInputOf(int) int     { return v.input }
 func (v *view) Submitted(string, string) int {
 	return v.submits
 }
@@ -183,6 +185,36 @@ func TestAdmitQueueLimits(t *testing.T) {
 	_, err = admission.Admit(req, v, admission.Settings{}, nil)
 	if r := refusal(t, err); r.Problems[0].Path != "resources" || r.Problems[0].Position() != "train.hcl:8:3" {
 		t.Fatalf("never fits: %+v", r.Problems)
+	}
+}
+
+// The text a user's waiting jobs hold together is capped: a job that
+// would take them past max_queued_input_per_user is refused as QueueFull
+// with the limit's name, the jobs ahead in the batch counted; below it,
+// or unlimited, it is taken.
+func TestAdmitQueuedInputLimit(t *testing.T) {
+	req := fromFile(t, strings.Replace(strings.Replace(jobFile, `"3h"`, `"1h"`, 1), "cpu    = 2", "cpu    = 1", 1))
+	v := newView(t)
+	first, err := admission.Admit(req, v, admission.Settings{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, _ := first.Spec.InputSize()
+	set := admission.Settings{MaxQueuedInputPerUser: 10 * size}
+	v.input = 9 * size
+	if _, err := admission.Admit(req, v, set, nil); err != nil {
+		t.Fatalf("up to the limit: %v", err)
+	}
+	_, err = admission.Admit(req, v, set, []*admission.Job{first})
+	if r := refusal(t, err); !r.QueueFull || !strings.Contains(r.Error(), "max_queued_input_per_user") || !strings.Contains(r.Error(), "of job text pending or held") {
+		t.Fatalf("past the limit with the batch: %v", err)
+	}
+	v.input = 10*size - 1
+	if _, err := admission.Admit(req, v, set, nil); err == nil {
+		t.Fatal("a job one byte past the limit was taken")
+	}
+	if _, err := admission.Admit(req, v, admission.Settings{}, nil); err != nil {
+		t.Fatalf("unlimited: %v", err)
 	}
 }
 

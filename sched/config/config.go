@@ -42,6 +42,7 @@ const (
 	kindBool
 	kindPeers // a list of "id=host:port"
 	kindSize  // bytes: a number, or a string with a unit ("64KiB")
+	kindBytes // a limit in bytes as kindSize, or 0 (unlimited)
 	kindCount // a whole number, 0 or more
 	kindAge   // a duration that may be in days: "5m", "365d"
 	kindDriver
@@ -85,6 +86,7 @@ var Settings = []Setting{
 	{"max_job_input", "max-job-input", kindSize},
 	{"max_queued_per_user", "max-queued-per-user", kindCount},
 	{"max_queued", "max-queued", kindCount},
+	{"max_queued_input_per_user", "max-queued-input-per-user", kindBytes},
 	{"keep_ended", "keep-ended", kindAge},
 	{"accounting.driver", "accounting-driver", kindDriver},
 	{"accounting.dsn", "accounting-dsn", kindString},
@@ -211,6 +213,15 @@ func (s Setting) value(a *hcl.Attribute, dir string) (string, *hcl.Diagnostic) {
 		n, acc := v.AsBigFloat().Int64()
 		if acc != 0 || n < 0 {
 			return bad("Invalid value", "%s must be a whole number, 0 or more", s.Key)
+		}
+		return strconv.FormatInt(n, 10), nil
+	case kindBytes:
+		if v.AsString() == "0" {
+			return "0", nil
+		}
+		n, err := jobspec.ParseMemory(v.AsString())
+		if err != nil || n <= 0 {
+			return bad("Invalid size", `%s %q: want a size such as "64MiB", a number of bytes, or 0 (unlimited)`, s.Key, v.AsString())
 		}
 		return strconv.FormatInt(n, 10), nil
 	case kindSize:

@@ -20,6 +20,7 @@ verbose      = false
 max_job_input       = "32KiB"
 max_queued_per_user = 500
 max_queued          = 200000
+max_queued_input_per_user = "128MiB"
 `
 	f, diags := Parse([]byte(src), "/etc/troupe/schedd.hcl")
 	if diags.HasErrors() {
@@ -29,6 +30,7 @@ max_queued          = 200000
 		"data-dir": "/var/lib/troupe/schedd", "partitions": "/etc/troupe/partitions.hcl", "node-timeout": "45s",
 		"insecure-tcp": "true", "peers": "s1=10.0.0.1:7950,s2=10.0.0.2:7950", "web-addr": "127.0.0.1:8080", "v": "false",
 		"max-job-input": "32768", "max-queued-per-user": "500", "max-queued": "200000",
+		"max-queued-input-per-user": "134217728",
 	}
 	for k, v := range want {
 		if f.Flags[k] != v {
@@ -88,6 +90,7 @@ func TestParseErrors(t *testing.T) {
 		{"AccountingDriver", "accounting {\n  driver = \"mysql\"\n}\n", `schedd.hcl:2:12: Invalid driver; accounting.driver "mysql": want "sqlite" or "postgres"`},
 		{"AccountingUnknown", "accounting {\n  kep = \"1d\"\n}\n", `schedd.hcl:2:3: Unsupported argument; An argument named "kep" is not expected here. Did you mean "keep"?`},
 		{"AccountingTwice", "accounting {\n}\naccounting {\n}\n", `schedd.hcl:3:1: Duplicate block`},
+		{"Bytes", "max_queued_input_per_user = \"-1\"\n", `schedd.hcl:1:29: Invalid size; max_queued_input_per_user "-1": want a size such as "64MiB", a number of bytes, or 0 (unlimited)`},
 		{"CountFraction", "max_queued_per_user = 2.5\n", `schedd.hcl:1:23: Invalid value; max_queued_per_user must be a whole number`},
 	}
 	for _, tc := range tests {

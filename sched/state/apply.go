@@ -82,7 +82,14 @@ const (
 //	   by the strict reader of snapshot files through LegacyNode).
 //	6: single submits committed together (CmdSubmits): an older schedd
 //	   would refuse the kind and lose the jobs
-const SchemaVersion = 6
+//	7: a request id is its user's own: a submit's retry is known by the
+//	   user and the id together, so another user's submit with the same
+//	   id makes a job of its own (an older schedd would answer it with
+//	   the first user's job), and a kill, hold, release or signal carries
+//	   its sender (By), its answer kept under both. Entries of versions
+//	   1 to 6 replay by the id alone, as they were first applied
+//	   (requestScoped; they carry no By).
+const SchemaVersion = 7
 
 // ErrSchema marks an entry or snapshot written by a newer schedd, whose
 // schema this one does not know.
@@ -139,6 +146,11 @@ type Command struct {
 	// signal: a command whose id was applied already changes nothing and
 	// answers as the first did (requests.go).
 	Request string `json:"request,omitempty"`
+	// By is the user who sent a command with a Request: a request id
+	// is known by its sender and the id together, so that one user's id
+	// never answers for another's command. Entries written before it
+	// carry none, and match each other as they did.
+	By string `json:"by,omitempty"`
 	// Purge lists the ended jobs the accounting store now holds.
 	Purge []PurgeKey `json:"purge,omitempty"`
 	// Index, with a kill, hold or release of a job array, names one
@@ -221,11 +233,11 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	)
 	switch c.Kind {
 	case CmdSubmit:
-		res, err = submit(txn, index, c.Time, c.Submit)
+		res, err = submit(txn, index, c.Time, c.Submit, requestScoped(c.Version))
 	case CmdBatch:
-		res, err = submitBatch(txn, index, c.Time, c.Batch)
+		res, err = submitBatch(txn, index, c.Time, c.Batch, requestScoped(c.Version))
 	case CmdSubmits:
-		res, err = submitEach(txn, index, c.Time, c.Submits)
+		res, err = submitEach(txn, index, c.Time, c.Submits, requestScoped(c.Version))
 	case CmdRegister:
 		err = register(txn, c.Time, c.Register)
 	case CmdPlan:
@@ -337,8 +349,14 @@ func clone(j *Job) *Job {
 	return &c
 }
 
-func submit(txn *memdb.Txn, index uint64, now time.Time, in *Job) (uint64, error) {
-	j, id, err := newRow(txn, index, now, in)
+// requestScoped reports whether an entry of schema version v knows a
+// submit's retry by its user and request id together (version 7 on);
+// older entries replay by the request id alone, as they were applied
+// when written, so that their jobs keep their ids.
+func requestScoped(v int) bool { return v >= 7 }
+
+func submit(txn *memdb.Txn, index uint64, now time.Time, in *Job, scoped bool) (uint64, error) {
+	j, id, err := newRow(txn, index, now, in, scoped)
 	if err != nil || j == nil {
 		return id, err
 	}
@@ -346,9 +364,10 @@ func submit(txn *memdb.Txn, index uint64, now time.Time, in *Job) (uint64, error
 }
 
 // newRow checks a submitted job and makes its row, or returns the id of
-// the job an earlier try of the same request made (and a nil row). It
-// writes nothing, so a refusal leaves the transaction as it was.
-func newRow(txn *memdb.Txn, index uint64, now time.Time, in *Job) (*Job, uint64, error) {
+// the job an earlier try of the same request made (and a nil row): with
+// scoped, an earlier try by the same user only. It writes nothing, so a
+// refusal leaves the transaction as it was.
+func newRow(txn *memdb.Txn, index uint64, now time.Time, in *Job, scoped bool) (*Job, uint64, error) {
 	if in == nil {
 		return nil, 0, errors.New("submit without a job")
 	}
@@ -357,7 +376,14 @@ func newRow(txn *memdb.Txn, index uint64, now time.Time, in *Job) (*Job, uint64,
 		return nil, 0, err
 	}
 	if in.RequestID != "" {
-		if raw, _ := txn.First(tableJobs, "request", in.RequestID); raw != nil {
+		raw, err := txn.First(tableJobs, "request", in.RequestID)
+		if scoped {
+			raw, err = txn.First(tableJobs, "user_request", in.User, in.RequestID)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if raw != nil {
 			return nil, raw.(*Job).ID, nil // a retried submission: the job it made
 		}
 	}
@@ -392,13 +418,13 @@ type Submitted struct {
 
 // submitEach submits jobs in order in one transaction, each on its own:
 // a refused job leaves the others stored, with consecutive ids.
-func submitEach(txn *memdb.Txn, index uint64, now time.Time, jobs []*Job) ([]Submitted, error) {
+func submitEach(txn *memdb.Txn, index uint64, now time.Time, jobs []*Job, scoped bool) ([]Submitted, error) {
 	if len(jobs) == 0 {
 		return nil, errors.New("submits entry without jobs")
 	}
 	out := make([]Submitted, len(jobs))
 	for i, in := range jobs {
-		j, id, err := newRow(txn, index, now, in)
+		j, id, err := newRow(txn, index, now, in, scoped)
 		if err != nil {
 			out[i].Err = err
 			continue
@@ -416,13 +442,13 @@ func submitEach(txn *memdb.Txn, index uint64, now time.Time, jobs []*Job) ([]Sub
 // submitBatch submits jobs in order in one transaction: a failure of any
 // leaves none. Each job with a request id that made a job already gets
 // that job's id, as a retried single submit does.
-func submitBatch(txn *memdb.Txn, index uint64, now time.Time, jobs []*Job) ([]uint64, error) {
+func submitBatch(txn *memdb.Txn, index uint64, now time.Time, jobs []*Job, scoped bool) ([]uint64, error) {
 	if len(jobs) == 0 {
 		return nil, errors.New("batch submit without jobs")
 	}
 	ids := make([]uint64, len(jobs))
 	for i, j := range jobs {
-		id, err := submit(txn, index, now, j)
+		id, err := submit(txn, index, now, j, scoped)
 		if err != nil {
 			return nil, fmt.Errorf("job %d of the batch: %w", i+1, err)
 		}

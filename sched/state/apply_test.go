@@ -36,6 +36,9 @@ func (h *harness) apply(c Command) any {
 	h.t.Helper()
 	h.idx++
 	c.Time = t0.Add(time.Duration(h.idx) * time.Second)
+	if c.Version == 0 {
+		c.Version = SchemaVersion // as the raft log stamps every entry
+	}
 	v, err := h.st.Apply(h.idx, c)
 	if err != nil {
 		h.t.Fatalf("apply %s: %v", c.Kind, err)

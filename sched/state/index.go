@@ -83,12 +83,15 @@ func queued(j *Job) bool {
 }
 
 // queueCount is a row of queue_counts: how many queued jobs (queued)
-// the key holds, "total" all users', "uid/N" one user's. Like
-// node_index it is derived from the jobs in every Apply and rebuilt on
-// a restore, so that submit's limit checks cost one lookup.
+// the key holds, "total" all users', "uid/N" one user's, and the text
+// they hold together (Bytes: jobspec.Job.InputSize, what the jobs cost
+// schedd to keep). Like node_index it is derived from the jobs in every
+// Apply and rebuilt on a restore, so that submit's limit checks cost one
+// lookup.
 type queueCount struct {
-	Key string
-	N   int
+	Key   string
+	N     int
+	Bytes int
 }
 
 const totalKey = "total"
@@ -99,37 +102,65 @@ var queueCountsTable = &memdb.TableSchema{Name: tableQueueCounts, Indexes: map[s
 	"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
 }}
 
+// inputSize is what j's text costs schedd to keep (jobspec's InputSize).
+func inputSize(j *Job) int {
+	n, _ := j.Spec.InputSize()
+	return n
+}
+
+// queueMove is a change to a queue_counts row.
+type queueMove struct{ n, bytes int }
+
+// addQueued moves the total's and j's user's counts by sign (+1 or -1)
+// times j.
+func addQueued(delta map[string]queueMove, j *Job, sign int) {
+	b := sign * inputSize(j)
+	for _, k := range []string{totalKey, uidKey(j.UID)} {
+		m := delta[k]
+		m.n += sign
+		m.bytes += b
+		delta[k] = m
+	}
+}
+
 // countQueued moves the queue counts by what the transaction changed.
+// A row queued before and after the change moves nothing: its user and
+// its spec (whose text the counts hold) never change.
 func countQueued(txn *memdb.Txn) error {
-	delta := map[string]int{}
+	delta := map[string]queueMove{}
 	for _, ch := range txn.Changes() {
 		if ch.Table != tableJobs {
 			continue
 		}
-		if j, ok := ch.Before.(*Job); ok && queued(j) {
-			delta[totalKey]--
-			delta[uidKey(j.UID)]--
+		before, _ := ch.Before.(*Job)
+		after, _ := ch.After.(*Job)
+		bq, aq := before != nil && queued(before), after != nil && queued(after)
+		if bq && aq && before.UID == after.UID {
+			continue
 		}
-		if j, ok := ch.After.(*Job); ok && queued(j) {
-			delta[totalKey]++
-			delta[uidKey(j.UID)]++
+		if bq {
+			addQueued(delta, before, -1)
+		}
+		if aq {
+			addQueued(delta, after, 1)
 		}
 	}
 	for k, d := range delta {
-		if d == 0 {
+		if d == (queueMove{}) {
 			continue
 		}
-		n := d
+		c := queueCount{Key: k, N: d.n, Bytes: d.bytes}
 		if raw, err := txn.First(tableQueueCounts, "id", k); err != nil {
 			return err
 		} else if raw != nil {
-			n += raw.(*queueCount).N
+			c.N += raw.(*queueCount).N
+			c.Bytes += raw.(*queueCount).Bytes
 		}
 		var err error
-		if n <= 0 {
+		if c.N <= 0 {
 			_, err = txn.DeleteAll(tableQueueCounts, "id", k)
 		} else {
-			err = txn.Insert(tableQueueCounts, &queueCount{Key: k, N: n})
+			err = txn.Insert(tableQueueCounts, &c)
 		}
 		if err != nil {
 			return err
@@ -140,30 +171,29 @@ func countQueued(txn *memdb.Txn) error {
 
 // rebuildQueueCounts fills queue_counts from a restored state's jobs.
 func rebuildQueueCounts(txn *memdb.Txn, d Dump) error {
-	counts := map[string]int{}
+	delta := map[string]queueMove{}
 	for _, j := range d.Jobs {
 		if queued(j) {
-			counts[totalKey]++
-			counts[uidKey(j.UID)]++
+			addQueued(delta, j, 1)
 		}
 	}
-	for k, n := range counts {
-		if err := txn.Insert(tableQueueCounts, &queueCount{Key: k, N: n}); err != nil {
+	for k, m := range delta {
+		if err := txn.Insert(tableQueueCounts, &queueCount{Key: k, N: m.n, Bytes: m.bytes}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (v *Snapshot) queueCount(key string) int {
+func (v *Snapshot) queueCount(key string) queueCount {
 	raw, err := v.txn.First(tableQueueCounts, "id", key)
 	if err != nil {
 		panic(err)
 	}
 	if raw == nil {
-		return 0
+		return queueCount{Key: key}
 	}
-	return raw.(*queueCount).N
+	return *raw.(*queueCount)
 }
 
 // nodeIndexEntry is a node's row in node_index.
@@ -390,8 +420,12 @@ func (v *Snapshot) JobsOf(user string) []*Job {
 
 // QueuedOf is how many jobs uid has queued (PENDING or HELD; a job
 // array once): one lookup, whatever the queue holds.
-func (v *Snapshot) QueuedOf(uid int) int { return v.queueCount(uidKey(uid)) }
+func (v *Snapshot) QueuedOf(uid int) int { return v.queueCount(uidKey(uid)).N }
+
+// QueuedInputOf is how many bytes of job text (jobspec.Job.InputSize)
+// uid's queued jobs hold together: one lookup.
+func (v *Snapshot) QueuedInputOf(uid int) int { return v.queueCount(uidKey(uid)).Bytes }
 
 // Queued is how many jobs all users have queued (PENDING or HELD; a job
 // array once, by its own row).
-func (v *Snapshot) Queued() int { return v.queueCount(totalKey) }
+func (v *Snapshot) Queued() int { return v.queueCount(totalKey).N }

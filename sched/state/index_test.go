@@ -2,6 +2,7 @@ package state
 
 import (
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -60,6 +61,15 @@ func checkIndexes(t *testing.T, v *Snapshot, nodes []string) {
 		if got := v.QueuedOf(uid); got != want {
 			t.Errorf("QueuedOf(%d) = %d, a scan finds %d", uid, got, want)
 		}
+		bytes := 0
+		for _, j := range v.Jobs() {
+			if j.UID == uid && queued(j) {
+				bytes += inputSize(j)
+			}
+		}
+		if got := v.QueuedInputOf(uid); got != bytes {
+			t.Errorf("QueuedInputOf(%d) = %d, a scan finds %d", uid, got, bytes)
+		}
 	}
 	if got, total := v.Queued(), len(scan(v, queued)); got != total {
 		t.Errorf("Queued = %d, a scan finds %d", got, total)
@@ -94,6 +104,7 @@ func TestIndexesAgreeWithScans(t *testing.T) {
 	}
 	submit := func(j *Job, user string, uid int) uint64 {
 		j.User, j.UID = user, uid
+		j.Spec.Command = []string{"echo", user, strconv.FormatUint(h.idx, 10)} // text of its own, for QueuedInputOf
 		return h.apply(Command{Kind: CmdSubmit, Submit: j}).(uint64)
 	}
 	a := submit(session(2), "alice", 1001)

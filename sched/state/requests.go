@@ -1,6 +1,8 @@
 package state
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
@@ -16,9 +18,13 @@ const RequestTTL = 15 * time.Minute
 
 const tableRequests = "requests"
 
-// request is the record of an applied job command sent with a request id.
+// request is the record of an applied job command sent with a request id,
+// known by its sender and the id together (By is "" in records and
+// entries written before commands carried their sender: those match
+// each other as before).
 type request struct {
 	ID    string    `json:"id"`
+	By    string    `json:"by,omitempty"`
 	Kind  string    `json:"kind"`
 	JobID uint64    `json:"job_id"`
 	Index uint64    `json:"index"` // the raft index that applied it
@@ -28,9 +34,57 @@ type request struct {
 }
 
 var requestsTable = &memdb.TableSchema{Name: tableRequests, Indexes: map[string]*memdb.IndexSchema{
-	"id":    {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
+	"id":    {Name: "id", Unique: true, Indexer: senderRequestIndex{}},
 	"index": {Name: "index", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "Index"}},
 }}
+
+// userRequestIndex indexes jobs by their user and their submit's
+// request id together (a job without a request id is not indexed): a
+// retried submit is known by both, so that one user cannot reach
+// another's job by sending the same request id.
+type userRequestIndex struct{}
+
+func userRequestKey(user, req string) ([]byte, error) {
+	if strings.IndexByte(user, 0) >= 0 {
+		return nil, fmt.Errorf("user request index: user name %q holds a NUL", user)
+	}
+	return []byte(user + "\x00" + req + "\x00"), nil
+}
+
+func (userRequestIndex) FromObject(raw any) (bool, []byte, error) {
+	j := raw.(*Job)
+	if j.RequestID == "" {
+		return false, nil, nil
+	}
+	k, err := userRequestKey(j.User, j.RequestID)
+	return err == nil, k, err
+}
+
+func (userRequestIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 2 {
+		return nil, fmt.Errorf("user request index wants (user, request id), got %d arguments", len(args))
+	}
+	user, ok1 := args[0].(string)
+	req, ok2 := args[1].(string)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("user request index wants (string, string), got (%T, %T)", args[0], args[1])
+	}
+	return userRequestKey(user, req)
+}
+
+// senderRequestIndex indexes request records by their sender and id
+// together.
+type senderRequestIndex struct{}
+
+func (senderRequestIndex) FromObject(raw any) (bool, []byte, error) {
+	r := raw.(*request)
+	k, err := userRequestKey(r.By, r.ID)
+	return err == nil, k, err
+}
+
+func (senderRequestIndex) FromArgs(args ...any) ([]byte, error) {
+	return userRequestIndex{}.FromArgs(args...)
+}
 
 // idempotent reports whether kind's commands are answered once per
 // request id (a submit is, by the job's own RequestID).
@@ -59,10 +113,12 @@ func commandJob(c Command) uint64 {
 	return 0
 }
 
-// repeated returns the first answer to c's request id, if it was applied
-// already; a request id reused for another command is a conflict.
+// repeated returns the first answer to c's request id from the same
+// sender, if it was applied already; a request id the sender reused for
+// another command is a conflict. Another sender's request of the same id
+// is not c's.
 func repeated(txn *memdb.Txn, c Command) (*Job, bool, error) {
-	raw, err := txn.First(tableRequests, "id", c.Request)
+	raw, err := txn.First(tableRequests, "id", c.By, c.Request)
 	if err != nil || raw == nil {
 		return nil, false, err
 	}
@@ -94,7 +150,7 @@ func remember(txn *memdb.Txn, index uint64, c Command, answer *Job) error {
 			return err
 		}
 	}
-	return txn.Insert(tableRequests, &request{ID: c.Request, Kind: c.Kind, JobID: commandJob(c), Index: index, Time: c.Time, Answer: answer})
+	return txn.Insert(tableRequests, &request{ID: c.Request, By: c.By, Kind: c.Kind, JobID: commandJob(c), Index: index, Time: c.Time, Answer: answer})
 }
 
 // Requests is the number of request answers on record.

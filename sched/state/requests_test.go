@@ -96,3 +96,81 @@ func TestRequestAnswersForgotten(t *testing.T) {
 		t.Fatalf("%d answers kept, want 2 (the first is past RequestTTL)", n)
 	}
 }
+
+// TestSubmitRequestScopedToUser: a request id names a retry of its own
+// user's submit only. Bob, who read alice's request id off a listing,
+// sends it with a submit of his own: he gets a new job of his, not
+// alice's id, in a single submit, a group of them and a batch alike;
+// alice's retry still gets her first job.
+func TestSubmitRequestScopedToUser(t *testing.T) {
+	h := newHarness(t)
+	as := func(user, req string) *Job {
+		j := session(1)
+		j.User, j.RequestID = user, req
+		return j
+	}
+	alice := h.apply(Command{Kind: CmdSubmit, Submit: as("alice", "r1")}).(uint64)
+
+	bob := h.apply(Command{Kind: CmdSubmit, Submit: as("bob", "r1")}).(uint64)
+	if bob == alice {
+		t.Fatalf("bob's submit with alice's request id answered alice's job %d", alice)
+	}
+	if j := h.job(bob); j == nil || j.User != "bob" {
+		t.Fatalf("bob's submit made %+v, want a job of bob's", j)
+	}
+	out := h.apply(Command{Kind: CmdSubmits, Submits: []*Job{as("bob", "r1"), as("alice", "r1"), as("bob", "r2")}}).([]Submitted)
+	if out[0].ID != bob || out[1].ID != alice {
+		t.Errorf("retries in a group: bob %d alice %d, want their own first jobs %d and %d", out[0].ID, out[1].ID, bob, alice)
+	}
+	ids := h.apply(Command{Kind: CmdBatch, Batch: []*Job{as("carol", "r1")}}).([]uint64)
+	if ids[0] == alice || ids[0] == bob || h.job(ids[0]).User != "carol" {
+		t.Errorf("carol's batch with a used request id answered job %d", ids[0])
+	}
+}
+
+// TestSubmitRequestLegacyReplay: entries written before schema 7 replay
+// as they were first applied, by the request id alone, so that a log
+// written by an older schedd gives its jobs the same ids again.
+func TestSubmitRequestLegacyReplay(t *testing.T) {
+	h := newHarness(t)
+	as := func(user string) *Job {
+		j := session(1)
+		j.User, j.RequestID = user, "r1"
+		return j
+	}
+	first := h.apply(Command{Version: 6, Kind: CmdSubmit, Submit: as("alice")}).(uint64)
+	if again := h.apply(Command{Version: 6, Kind: CmdSubmit, Submit: as("bob")}).(uint64); again != first {
+		t.Fatalf("a schema 6 entry replayed as job %d, want %d as it was first applied", again, first)
+	}
+	if n := len(h.st.Snapshot().Jobs()); n != 1 {
+		t.Fatalf("%d jobs after the replay, want 1", n)
+	}
+}
+
+// TestRequestIsTheSenders: a hold's request id is its sender's own: bob
+// sending alice's id with a command of his is applied as his own (not
+// refused as a reuse, nor answered with alice's job), and alice's repeat
+// still gets her first answer.
+func TestRequestIsTheSenders(t *testing.T) {
+	h := newHarness(t)
+	a := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
+	b := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
+	first := h.apply(Command{Kind: CmdHold, Hold: a, Request: "r", By: "alice"}).(*Job)
+	theirs := h.apply(Command{Kind: CmdHold, Hold: b, Request: "r", By: "bob"}).(*Job)
+	if theirs.ID != b || h.job(b).State != api.JobHeld {
+		t.Fatalf("bob's hold with alice's request id answered job %d, job %d is %s", theirs.ID, b, h.job(b).State)
+	}
+	if again := h.apply(Command{Kind: CmdHold, Hold: a, Request: "r", By: "alice"}).(*Job); again.ID != first.ID || again.ModifyIndex != first.ModifyIndex {
+		t.Fatalf("alice's repeat answered %+v, want her first answer", again)
+	}
+	if n := h.st.Snapshot().Requests(); n != 2 {
+		t.Fatalf("%d answers kept, want 2", n)
+	}
+	d := New()
+	if err := d.Restore(h.st.Snapshot().Dump()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Apply(h.idx+1, Command{Version: SchemaVersion, Kind: CmdHold, Hold: a, Request: "r", By: "bob", Time: t0.Add(time.Hour)}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("after a restore, bob's reuse of his own id for another job: %v, want a conflict", err)
+	}
+}

@@ -47,7 +47,10 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 	tableJobs: {Name: tableJobs, Indexes: map[string]*memdb.IndexSchema{
 		"id":      {Name: "id", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "ID"}},
 		"request": {Name: "request", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "RequestID"}},
-		"element": {Name: "element", Unique: true, AllowMissing: true, Indexer: elementIndex{}},
+		// A submit's retry is known by its user and request id together
+		// (schema 7 on); "request" alone serves older entries' replay.
+		"user_request": {Name: "user_request", AllowMissing: true, Indexer: userRequestIndex{}},
+		"element":      {Name: "element", Unique: true, AllowMissing: true, Indexer: elementIndex{}},
 		// In memory only (index.go): what the queries below look up by.
 		"node":  {Name: "node", AllowMissing: true, Indexer: nodeIndex{}},
 		"state": {Name: "state", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "State"}},
