@@ -375,7 +375,7 @@ func jobTargets(s runtime.Spec, l layout, root string, hostDirs []string, layere
 	}
 	v := containerView(s, l, root, hostDirs, layered)
 	out := slices.Clone(s.Mounts)
-	var reserved []string
+	var reserved, inits []string
 	for i, m := range out {
 		if m.Job == "" {
 			if !layered || !m.Layered {
@@ -384,7 +384,7 @@ func jobTargets(s runtime.Spec, l layout, root string, hostDirs []string, layere
 			continue
 		}
 		if reserved == nil {
-			reserved = reservedIn(v)
+			reserved, inits = reservedIn(v), initsIn(v)
 		}
 		refuse := func(err error) error {
 			return fmt.Errorf("mount %q: %w: target %s %w", m.Job, runtime.ErrMountTarget, m.Target, err)
@@ -409,6 +409,11 @@ func jobTargets(s runtime.Spec, l layout, root string, hostDirs []string, layere
 			}
 			return nil, refuse(fmt.Errorf("leads to %s in the container (its symbolic links followed), on or under %s, %s", p, r, how))
 		}
+		for _, r := range inits {
+			if _, above := under(r, p); above {
+				return nil, refuse(fmt.Errorf("leads to %s in the container (its symbolic links followed), which holds %s, where the image's links put troupe's own files", p, r))
+			}
+		}
 		fi, err := os.Stat(m.Source)
 		if err != nil {
 			return nil, fmt.Errorf("mount %q: source: %w", m.Job, err)
@@ -420,6 +425,20 @@ func jobTargets(s runtime.Spec, l layout, root string, hostDirs []string, layere
 		v.add(viewMount{target: p, host: m.Source, kind: kindJob, job: m.Job})
 	}
 	return out, nil
+}
+
+// initsIn is where /.troupe and troupe-init lead in v: no job may mount
+// on them, under them or above them (above /.troupe itself is only "/",
+// but an image without the layer may lead them elsewhere, under a
+// directory a job could cover after runc mounted troupe-init there).
+func initsIn(v *view) []string {
+	var out []string
+	for _, r := range []string{path.Dir(path.Dir(runtime.InitPath)), runtime.InitPath} {
+		if p, err := v.resolve(r, false, nil); err == nil && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // kernelTargets are the reserved paths of the kernel's file systems.

@@ -206,6 +206,18 @@ func TestJobTargets(t *testing.T) {
 	if _, err := jobTargets(s, l, moved, nil, false); !errors.Is(err, runtime.ErrMountTarget) || !strings.Contains(err.Error(), "where a reserved path leads") {
 		t.Errorf("target where the image's /.troupe leads: %v; want ErrMountTarget", err)
 	}
+	// Nor above it: runc mounts troupe-init at /opt/t/bin/troupe-init
+	// first, and a mount at /opt after it would hide that.
+	for _, target := range []string{"/opt", "/opt/"} {
+		s.Mounts = []runtime.Mount{job(target, srcDir)}
+		if _, err := jobTargets(s, l, moved, nil, false); !errors.Is(err, runtime.ErrMountTarget) || !strings.Contains(err.Error(), "which holds /opt/t") {
+			t.Errorf("target %s above where the image's /.troupe leads: %v; want ErrMountTarget", target, err)
+		}
+	}
+	s.Mounts = []runtime.Mount{job("/opt/data", srcDir)}
+	if _, err := jobTargets(s, l, moved, nil, false); err != nil {
+		t.Errorf("target /opt/data beside where the image's /.troupe leads: %v", err)
+	}
 }
 
 // TestPinOverlay: what a job's target resolved to stays so in the
@@ -298,6 +310,33 @@ func TestMountOverInitThroughImageLink(t *testing.T) {
 	}
 	if got := runtimetest.ReadFile(t, out); strings.Contains(got, "pid") {
 		t.Errorf("the script ran: %q", got)
+	}
+
+	// An image whose /.troupe leads to /opt/t: runc mounts troupe-init
+	// at /opt/t/bin/troupe-init, and a mount at /opt after it hid that
+	// with the job's own bin/troupe-init.
+	moved := filepath.Join(t.TempDir(), "rootfs")
+	if out, err := exec.Command("cp", "-a", runtimetest.BusyboxRootfs(t), moved).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	tree(t, moved, ".troupe -> /opt/t", "opt/")
+	cover := t.TempDir()
+	tree(t, cover, "t/bin/")
+	if err := os.Link(evil, filepath.Join(cover, "t", "bin", "troupe-init")); err != nil {
+		t.Fatal(err)
+	}
+	spec, out = runtimetest.NewSpec(t, init, "sh", "-c", "echo the job ran; exit 7")
+	spec.Image = moved
+	spec.UID, spec.GID = 65534, 65534
+	spec.Mounts = []runtime.Mount{{Source: cover, Target: "/opt", ReadOnly: true, Job: "evil"}}
+	c, err = r.Start(context.Background(), spec)
+	if err == nil {
+		e := runtimetest.WaitExit(t, c, 20*time.Second)
+		_ = c.Destroy(context.Background())
+		t.Fatalf("the container above the moved /.troupe started: exit %+v, output %q", e, runtimetest.ReadFile(t, out))
+	}
+	if !errors.Is(err, runtime.ErrMountTarget) || !strings.Contains(err.Error(), "/opt/t") {
+		t.Errorf("start above the moved /.troupe: %v; want ErrMountTarget naming /opt/t", err)
 	}
 
 	data := t.TempDir()
