@@ -20,15 +20,20 @@ import (
 // /.troupe/bin/troupe-init. jobTargets resolves each job target the same
 // way, in the tree runc will have built when it makes that mount (the
 // image's overlay, the host's directories, /tmp, the home, the mounts
-// before it), refuses one that lands on or under a reserved path (each
-// resolved there too), and gives runc the resolved path, with nothing
-// on the way a user can change before runc mounts:
+// before it), and refuses one that lands on or under a reserved path,
+// each resolved there too, or on or above where /.troupe and
+// troupe-init lead (an image without the node's layer may lead them
+// elsewhere; runc mounts troupe-init there before the job's mounts). It
+// gives runc the resolved path, and leaves nothing on the way a user
+// can change before runc mounts:
 //
-//   - in the image's overlay, every directory on the way (and the
-//     target itself, when it exists) is copied up into the overlay's
-//     upper layer, root's, and a missing one is made there: the image's
-//     owner may change the image directory meanwhile, and the overlay
-//     would show it;
+//   - in the image's overlay, what each resolution found (directories
+//     and links, the node's own targets' and the reserved paths' too,
+//     which runc resolves again) is copied up into the overlay's upper
+//     layer, root's, which the overlay shows before the image; what is
+//     missing is made there, and a file a mount covers is replaced there
+//     by an empty one: the image's owner may change the image directory
+//     at any time, and the overlay would show it;
 //   - in the host's directories (the host image) each name is taken only
 //     from a directory no one but root may write;
 //   - a job's mount source is its user's to change at any time: no
@@ -63,7 +68,10 @@ type viewMount struct {
 }
 
 // view is the container's tree as runc builds it, mount by mount.
-type view struct{ mounts []viewMount }
+type view struct {
+	mounts []viewMount
+	layer  string // the node's layer, when it is the overlay's top lower one
+}
 
 // maxLinks bounds the symbolic links one resolution follows (as the
 // kernel's 40, and securejoin's 255, do).
@@ -167,6 +175,15 @@ func (v *view) readlink(p string) (string, error) {
 	return string(buf[:n]), nil
 }
 
+// step is an entry a resolution looked up and found: its path (with no
+// symbolic link before its last name), its type and, for a link, what
+// it says.
+type step struct {
+	p    string
+	mode uint32
+	link string
+}
+
 // resolve resolves target in the view as runc does: each symbolic link
 // is followed inside the container's root (an absolute one from the
 // root, ".." stops at it), and what is missing is taken as named. The
@@ -175,6 +192,13 @@ func (v *view) readlink(p string) (string, error) {
 // strict: a name in a host directory counts only from a directory no
 // one but root may write.
 func (v *view) resolve(target string, strict bool, each func(string) error) (string, error) {
+	p, _, err := v.walk(target, strict, each)
+	return p, err
+}
+
+// walk is resolve, and what it found on the way, in order.
+func (v *view) walk(target string, strict bool, each func(string) error) (string, []step, error) {
+	var trail []step
 	todo := strings.Split(target, "/")
 	cur, links := "/", 0
 	for len(todo) > 0 {
@@ -190,35 +214,108 @@ func (v *view) resolve(target string, strict bool, each func(string) error) (str
 		next := path.Join(cur, c)
 		if each != nil {
 			if err := each(next); err != nil {
-				return "", err
+				return "", nil, err
 			}
 		}
 		st, m, ok, err := v.lstat(next)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if strict && m.kind == kindHost {
 			if err := v.rootsOnly(cur, next, m, st, ok); err != nil {
-				return "", err
+				return "", nil, err
 			}
 		}
-		if ok && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			if links++; links > maxLinks {
-				return "", fmt.Errorf("%s: %w", target, unix.ELOOP)
-			}
-			link, err := v.readlink(next)
-			if err != nil {
-				return "", err
-			}
-			if path.IsAbs(link) {
-				cur = "/"
-			}
-			todo = append(strings.Split(link, "/"), todo...)
+		if !ok {
+			cur = next
 			continue
 		}
+		s := step{p: next, mode: st.Mode & unix.S_IFMT}
+		if s.mode == unix.S_IFLNK {
+			if links++; links > maxLinks {
+				return "", nil, fmt.Errorf("%s: %w", target, unix.ELOOP)
+			}
+			if s.link, err = v.readlink(next); err != nil {
+				return "", nil, err
+			}
+			trail = append(trail, s)
+			if path.IsAbs(s.link) {
+				cur = "/"
+			}
+			todo = append(strings.Split(s.link, "/"), todo...)
+			continue
+		}
+		trail = append(trail, s)
 		cur = next
 	}
-	return cur, nil
+	return cur, trail, nil
+}
+
+// settle resolves target (walk), then fixes in the image's overlay what
+// the resolution found and where it ends (pinTrail, pin): runc, which
+// resolves it again (or mounts at the result), finds the same.
+func (v *view) settle(target string, file, strict bool, each func(string) error) (string, error) {
+	p, trail, err := v.walk(target, strict, each)
+	if err != nil {
+		return "", err
+	}
+	if err := v.pinTrail(trail); err != nil {
+		return "", err
+	}
+	return p, v.pin(p, file)
+}
+
+// pinTrail copies each entry of trail that lies in the image's overlay
+// up into its upper layer (root's), in order, after checking it is
+// still what the resolution found (its type; for a link, what it says).
+func (v *view) pinTrail(trail []step) error {
+	for _, s := range trail {
+		fd, m, ok, err := v.open(s.p)
+		if err != nil {
+			return err
+		}
+		if m.kind != kindOverlay || s.mode != unix.S_IFDIR && s.mode != unix.S_IFLNK {
+			if ok {
+				unix.Close(fd)
+			}
+			continue // a file's name is pin's to fix, where it ends
+		}
+		if !ok {
+			return fmt.Errorf("%s: %w", s.p, errChanged)
+		}
+		err = pinStep(fd, s)
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pinStep copies up the overlay's entry at fd, found as s.
+func pinStep(fd int, s step) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("%s: %w", s.p, err)
+	}
+	if st.Mode&unix.S_IFMT != s.mode {
+		return fmt.Errorf("%s: %w", s.p, errChanged)
+	}
+	if err := unix.Fchownat(fd, "", int(st.Uid), int(st.Gid), unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("%s: copying up: %w", s.p, err)
+	}
+	if s.mode != unix.S_IFLNK {
+		return nil
+	}
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(fd, "", buf)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.p, err)
+	}
+	if string(buf[:n]) != s.link {
+		return fmt.Errorf("%s: %w", s.p, errChanged)
+	}
+	return nil
 }
 
 // rootsOnly refuses name next, looked up in dir of host mount m, where
@@ -242,14 +339,18 @@ func (v *view) rootsOnly(dir, next string, m viewMount, st unix.Stat_t, ok bool)
 	return fmt.Errorf("leads through %s, a directory others than root may write", dir)
 }
 
-// pin makes resolved path p, a job's target (a file when file is set,
-// else a directory), fixed in the image's overlay: each directory on
-// the way that lies in the overlay, and p itself, is copied up into the
-// overlay's upper layer (root's, which no job reaches) by a chown to
-// its own owner, and what is missing is made there, as runc would. A
-// symbolic link found on the way (the image changed since resolve) is
-// an error.
+// pin makes resolved path p (a file when file is set, else a
+// directory) fixed in the image's overlay: each directory on the way
+// that lies in the overlay is copied up into the overlay's upper layer
+// (root's, which no job reaches) by a chown to its own owner, what is
+// missing is made there, as runc would, and a file at p that is not the
+// node's layer's is replaced there by an empty one (a mount covers it:
+// its content does not matter, its name does). A symbolic link found on
+// the way (the image changed since the walk) is an error.
 func (v *view) pin(p string, file bool) error {
+	if p == "/" {
+		return nil
+	}
 	parts := strings.Split(p, "/")[1:]
 	for i := range parts {
 		q := "/" + strings.Join(parts[:i+1], "/")
@@ -265,45 +366,46 @@ func (v *view) pin(p string, file bool) error {
 			continue
 		}
 		if !ok {
-			if err := v.make(q, m, last && file); err != nil {
+			if err := v.make(q, last && file, false); err != nil {
 				return err
 			}
 			continue
 		}
-		err = copyUp(fd, q, last)
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		switch {
+		case err != nil:
+		case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			err = pinStep(fd, step{p: q, mode: unix.S_IFDIR})
+		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+			err = errChanged
+		case !last:
+			err = unix.ENOTDIR
+		case !v.inLayer(q):
+			err = v.make(q, true, true)
+		}
 		unix.Close(fd)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", q, err)
 		}
 	}
 	return nil
 }
 
-// copyUp copies the overlay's file at fd (q in the container) up into
-// its upper layer; only the last may be other than a directory.
-func copyUp(fd int, q string, last bool) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("%s: %w", q, err)
+// inLayer says whether the node's layer has q (its overlay shows the
+// layer's before the image's).
+func (v *view) inLayer(q string) bool {
+	if v.layer == "" {
+		return false
 	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFLNK:
-		return fmt.Errorf("%s: %w", q, errChanged)
-	case unix.S_IFDIR:
-	default:
-		if !last {
-			return fmt.Errorf("%s: %w", q, unix.ENOTDIR)
-		}
-	}
-	if err := unix.Fchownat(fd, "", int(st.Uid), int(st.Gid), unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("%s: copying up: %w", q, err)
-	}
-	return nil
+	_, err := os.Lstat(v.layer + q)
+	return err == nil
 }
 
-// make makes the missing q, in the overlay mount m: a directory, or an
-// empty file (file). An entry that appeared meanwhile is errChanged.
-func (v *view) make(q string, m viewMount, file bool) error {
+// make makes q in the image's overlay, a directory or an empty file
+// (file), where nothing was; replace: in place of what is there. An
+// entry that appeared meanwhile is errChanged.
+func (v *view) make(q string, file, replace bool) error {
 	dir, _, ok, err := v.open(path.Dir(q))
 	if err != nil {
 		return err
@@ -313,21 +415,23 @@ func (v *view) make(q string, m viewMount, file bool) error {
 	}
 	defer unix.Close(dir)
 	name := path.Base(q)
-	if file {
-		fd, err := unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-		if err == nil {
-			return unix.Close(fd)
+	if replace {
+		if err := unix.Unlinkat(dir, name, 0); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
 		}
-		err = fmt.Errorf("%s: %w", q, err)
-		if errors.Is(err, unix.EEXIST) {
-			err = fmt.Errorf("%s: %w", q, errChanged)
-		}
-		return err
 	}
-	if err := unix.Mkdirat(dir, name, 0o755); err != nil {
-		if errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("%s: %w", q, errChanged)
+	if file {
+		var fd int
+		if fd, err = unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); err == nil {
+			err = unix.Close(fd)
 		}
+	} else {
+		err = unix.Mkdirat(dir, name, 0o755)
+	}
+	if errors.Is(err, unix.EEXIST) {
+		err = errChanged
+	}
+	if err != nil {
 		return fmt.Errorf("%s: %w", q, err)
 	}
 	return nil
@@ -337,10 +441,13 @@ func (v *view) make(q string, m viewMount, file bool) error {
 // Spec.Mounts entry: root (an image's overlay, else the host image's
 // skeleton with hostDirs), /tmp, the home and, unless layered,
 // troupe-init.
-func containerView(s runtime.Spec, l layout, root string, hostDirs []string, layered bool) *view {
+func containerView(s runtime.Spec, l layout, root string, hostDirs []string, layered bool) (*view, error) {
 	v := &view{}
 	if s.ImageOrHost() != runtime.ImageHost {
 		v.add(viewMount{target: "/", host: root, kind: kindOverlay})
+		if layered {
+			v.layer = s.Layer
+		}
 	} else {
 		v.add(viewMount{target: "/", host: root, kind: kindNode})
 		for _, d := range hostDirs {
@@ -350,19 +457,28 @@ func containerView(s runtime.Spec, l layout, root string, hostDirs []string, lay
 	v.add(viewMount{target: "/tmp", kind: kindEmpty})
 	v.add(viewMount{target: runtime.HomeDir, host: l.home(), kind: kindNode})
 	if !layered || !s.InitLayered {
-		v.addNode(runtime.InitPath, s.Init)
+		if err := v.addNode(runtime.InitPath, s.Init); err != nil {
+			return nil, err
+		}
 	}
-	return v
+	return v, nil
 }
 
 func (v *view) add(m viewMount) { v.mounts = append(v.mounts, m) }
 
-// addNode adds a node's mount of host at target, where runc puts it.
-func (v *view) addNode(target, host string) {
-	if r, err := v.resolve(target, false, nil); err == nil {
-		target = r
+// addNode adds a node's mount of host at target, where runc puts it,
+// settled there (see settle).
+func (v *view) addNode(target, host string) error {
+	fi, err := os.Stat(host)
+	if err != nil {
+		return err
 	}
-	v.add(viewMount{target: target, host: host, kind: kindNode})
+	p, err := v.settle(target, !fi.IsDir(), false, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", target, err)
+	}
+	v.add(viewMount{target: p, host: host, kind: kindNode})
+	return nil
 }
 
 // jobTargets returns s.Mounts with each job's target (runtime.Mount.Job)
@@ -373,18 +489,28 @@ func jobTargets(s runtime.Spec, l layout, root string, hostDirs []string, layere
 	if !slices.ContainsFunc(s.Mounts, func(m runtime.Mount) bool { return m.Job != "" }) {
 		return s.Mounts, nil
 	}
-	v := containerView(s, l, root, hostDirs, layered)
+	v, err := containerView(s, l, root, hostDirs, layered)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the node's mounts: %w", runtime.ErrMountTarget, err)
+	}
 	out := slices.Clone(s.Mounts)
 	var reserved, inits []string
 	for i, m := range out {
 		if m.Job == "" {
 			if !layered || !m.Layered {
-				v.addNode(m.Target, m.Source)
+				if err := v.addNode(m.Target, m.Source); err != nil {
+					return nil, fmt.Errorf("%w: the node's mounts: %w", runtime.ErrMountTarget, err)
+				}
 			}
 			continue
 		}
 		if reserved == nil {
-			reserved, inits = reservedIn(v), initsIn(v)
+			if reserved, err = reservedIn(v); err == nil {
+				inits, err = initsIn(v)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%w: reserved paths: %w", runtime.ErrMountTarget, err)
+			}
 		}
 		refuse := func(err error) error {
 			return fmt.Errorf("mount %q: %w: target %s %w", m.Job, runtime.ErrMountTarget, m.Target, err)
@@ -398,7 +524,7 @@ func jobTargets(s runtime.Spec, l layout, root string, hostDirs []string, layere
 			}
 			return nil
 		}
-		p, err := v.resolve(path.Clean(m.Target), true, kernel)
+		p, trail, err := v.walk(path.Clean(m.Target), true, kernel)
 		if err != nil {
 			return nil, refuse(err)
 		}
@@ -418,6 +544,9 @@ func jobTargets(s runtime.Spec, l layout, root string, hostDirs []string, layere
 		if err != nil {
 			return nil, fmt.Errorf("mount %q: source: %w", m.Job, err)
 		}
+		if err := v.pinTrail(trail); err != nil {
+			return nil, refuse(err)
+		}
 		if err := v.pin(p, !fi.IsDir()); err != nil {
 			return nil, refuse(err)
 		}
@@ -427,30 +556,48 @@ func jobTargets(s runtime.Spec, l layout, root string, hostDirs []string, layere
 	return out, nil
 }
 
-// initsIn is where /.troupe and troupe-init lead in v: no job may mount
-// on them, under them or above them (above /.troupe itself is only "/",
-// but an image without the layer may lead them elsewhere, under a
-// directory a job could cover after runc mounted troupe-init there).
-func initsIn(v *view) []string {
-	var out []string
-	for _, r := range []string{path.Dir(path.Dir(runtime.InitPath)), runtime.InitPath} {
-		if p, err := v.resolve(r, false, nil); err == nil && !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	return out
+// initsIn is where /.troupe and troupe-init lead in v (settled there):
+// no job may mount on them, under them or above them (above /.troupe
+// itself is only "/", but an image without the layer may lead them
+// elsewhere, under a directory a job could cover after runc mounted
+// troupe-init there).
+func initsIn(v *view) ([]string, error) {
+	return settleAll(v, []string{path.Dir(path.Dir(runtime.InitPath)), runtime.InitPath}, nil)
 }
 
 // kernelTargets are the reserved paths of the kernel's file systems.
 var kernelTargets = []string{"/proc", "/sys", "/dev"}
 
-// reservedIn is runtime.ReservedTargets and where each leads in v.
-func reservedIn(v *view) []string {
-	out := slices.Clone(runtime.ReservedTargets)
+// reservedIn is runtime.ReservedTargets and where each leads in v
+// (settled there).
+func reservedIn(v *view) ([]string, error) {
+	out, err := settleAll(v, runtime.ReservedTargets, runtime.ReservedTargets)
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range runtime.ReservedTargets {
-		if p, err := v.resolve(r, false, nil); err == nil && !slices.Contains(out, p) {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// reservedFiles are the reserved paths that are files.
+var reservedFiles = []string{"/etc/hosts", "/etc/hostname", runtime.InitPath}
+
+// settleAll settles each of paths in v and returns the results, after
+// those of also.
+func settleAll(v *view, paths, also []string) ([]string, error) {
+	out := slices.Clone(also)
+	for _, r := range paths {
+		p, err := v.settle(r, slices.Contains(reservedFiles, r), false, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r, err)
+		}
+		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
-	return out
+	return out, nil
 }

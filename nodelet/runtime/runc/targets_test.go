@@ -354,3 +354,92 @@ func TestMountOverInitThroughImageLink(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPinReservedInOverlay: without the node's layer, where the image
+// leads /.troupe is where runc mounts troupe-init; the link is copied up
+// (the image's owner swapping it afterwards changes nothing), and
+// troupe-init's mountpoint is made in the upper layer. A file a job
+// mounts over is replaced there by an empty one of root's (no copy of
+// its data); the layer's own files are left as they are.
+func TestPinReservedInOverlay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: needs root (mounts overlays)")
+	}
+	mount := func(t *testing.T, image, layer string, l layout) string {
+		mnt := filepath.Join(t.TempDir(), "root")
+		if err := mountOverlay(image, layer, l, mnt); err != nil {
+			t.Skipf("SKIP: cannot mount an overlay here: %v", err)
+		}
+		t.Cleanup(func() { _ = unmountOverlay(mnt) })
+		return mnt
+	}
+	src := t.TempDir()
+	init := filepath.Join(t.TempDir(), "troupe-init")
+	if err := os.WriteFile(init, []byte("init"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("MovedTroupe", func(t *testing.T) {
+		image := t.TempDir()
+		tree(t, image, ".troupe -> /opt/t", "opt/", "srv/t/bin/")
+		l := layout{dir: t.TempDir()}
+		mnt := mount(t, image, "", l)
+		s := runtime.Spec{Image: image, Init: init, Mounts: []runtime.Mount{{Source: src, Target: "/data", Job: "d"}}}
+		if _, err := jobTargets(s, l, mnt, nil, false); err != nil {
+			t.Fatal(err)
+		}
+		if link, err := os.Readlink(filepath.Join(l.upper(), ".troupe")); err != nil || link != "/opt/t" {
+			t.Errorf("upper layer's /.troupe: %q, %v; want the link copied up", link, err)
+		}
+		if fi, err := os.Lstat(filepath.Join(l.upper(), "opt/t/bin/troupe-init")); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("troupe-init's mountpoint in the upper layer: %v, %v", fi, err)
+		}
+		if err := os.Remove(filepath.Join(image, ".troupe")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("/srv/t", filepath.Join(image, ".troupe")); err != nil {
+			t.Fatal(err)
+		}
+		if err := unmountOverlay(mnt); err != nil {
+			t.Fatal(err)
+		}
+		if err := mountOverlay(image, "", l, mnt); err != nil {
+			t.Fatal(err)
+		}
+		if link, err := os.Readlink(filepath.Join(mnt, ".troupe")); err != nil || link != "/opt/t" {
+			t.Errorf("/.troupe after the image changed: %q, %v; want /opt/t, as checked", link, err)
+		}
+	})
+
+	t.Run("Files", func(t *testing.T) {
+		image, layer := t.TempDir(), t.TempDir()
+		tree(t, image, "data/")
+		if err := os.WriteFile(filepath.Join(image, "data", "f"), []byte("the image's"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tree(t, layer, ".troupe/bin/", "etc/")
+		if err := os.WriteFile(filepath.Join(layer, ".troupe/bin/troupe-init"), []byte("init"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		l := layout{dir: t.TempDir()}
+		mnt := mount(t, image, layer, l)
+		file := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(file, []byte("the job's"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := runtime.Spec{Image: image, Layer: layer, Init: init, InitLayered: true,
+			Mounts: []runtime.Mount{{Source: file, Target: "/data/f", Job: "f"}}}
+		if _, err := jobTargets(s, l, mnt, nil, true); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(filepath.Join(l.upper(), "data/f")); err != nil || len(b) != 0 {
+			t.Errorf("upper layer's /data/f: %q, %v; want an empty file", b, err)
+		}
+		if _, err := os.Lstat(filepath.Join(l.upper(), ".troupe/bin/troupe-init")); err == nil {
+			t.Error("troupe-init of the layer was copied up")
+		}
+		if b, err := os.ReadFile(filepath.Join(mnt, ".troupe/bin/troupe-init")); err != nil || string(b) != "init" {
+			t.Errorf("troupe-init in the overlay: %q, %v; want the layer's", b, err)
+		}
+	})
+}
