@@ -440,7 +440,7 @@ func (v *view) make(q string, file, replace bool) error {
 // containerView is the tree runc builds for s before its first
 // Spec.Mounts entry: root (an image's overlay, else the host image's
 // skeleton with hostDirs), /tmp, the home and, unless layered,
-// troupe-init.
+// troupe-init, each where the image leads it.
 func containerView(s runtime.Spec, l layout, root string, hostDirs []string, layered bool) (*view, error) {
 	v := &view{}
 	if s.ImageOrHost() != runtime.ImageHost {
@@ -454,8 +454,15 @@ func containerView(s runtime.Spec, l layout, root string, hostDirs []string, lay
 			v.add(viewMount{target: d, host: d, kind: kindHost})
 		}
 	}
-	v.add(viewMount{target: "/tmp", kind: kindEmpty})
-	v.add(viewMount{target: runtime.HomeDir, host: l.home(), kind: kindNode})
+	// runc mounts /tmp and the home where the image leads them, too.
+	tmp, err := v.settle("/tmp", false, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("/tmp: %w", err)
+	}
+	v.add(viewMount{target: tmp, kind: kindEmpty})
+	if err := v.addNode(runtime.HomeDir, l.home()); err != nil {
+		return nil, err
+	}
 	if !layered || !s.InitLayered {
 		if err := v.addNode(runtime.InitPath, s.Init); err != nil {
 			return nil, err

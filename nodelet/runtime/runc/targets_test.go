@@ -41,6 +41,16 @@ func tree(t *testing.T, root string, spec ...string) {
 	}
 }
 
+// testLayout is a container's layout with its home made, as Start's
+// prepare makes it.
+func testLayout(t *testing.T) layout {
+	l := layout{dir: t.TempDir()}
+	if err := os.Mkdir(l.home(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // TestResolveInRoot: symbolic links are followed inside the root, as
 // runc follows them: an absolute one from the root (never the host's
 // "/"), ".." stopping at it, what is missing taken as named.
@@ -144,7 +154,7 @@ func TestJobTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	tree(t, srcDir, "in -> /.troupe", "sub/")
-	l := layout{dir: t.TempDir()}
+	l := testLayout(t)
 	spec := func(ms ...runtime.Mount) runtime.Spec {
 		return runtime.Spec{Image: root, Init: srcFile, InitLayered: true, Mounts: ms}
 	}
@@ -198,6 +208,17 @@ func TestJobTargets(t *testing.T) {
 		}
 	}
 
+	// runc mounts /tmp and the home where the image leads them: a
+	// target under them is no further from /.troupe.
+	for _, tc := range [][2]string{{"tmp -> /.troupe", "/tmp/bin"}, {"home/work -> /.troupe", "/home/work/bin"}} {
+		img := t.TempDir()
+		tree(t, img, ".troupe/bin/troupe-init", tc[0])
+		_, err := jobTargets(spec(job(tc[1], srcDir)), testLayout(t), img, nil, true)
+		if !errors.Is(err, runtime.ErrMountTarget) || !strings.Contains(err.Error(), "under /.troupe") {
+			t.Errorf("image with %s, target %s: %v; want ErrMountTarget", tc[0], tc[1], err)
+		}
+	}
+
 	// Without the layer, troupe-init is mounted where the image's
 	// /.troupe leads: that is reserved too.
 	moved := t.TempDir()
@@ -232,7 +253,7 @@ func TestPinOverlay(t *testing.T) {
 	image, layer := t.TempDir(), t.TempDir()
 	tree(t, image, "data/in/", ".troupe/")
 	tree(t, layer, ".troupe/bin/troupe-init")
-	l := layout{dir: t.TempDir()}
+	l := testLayout(t)
 	mnt := filepath.Join(t.TempDir(), "root")
 	if err := mountOverlay(image, layer, l, mnt); err != nil {
 		t.Skipf("SKIP: cannot mount an overlay here: %v", err)
@@ -339,6 +360,30 @@ func TestMountOverInitThroughImageLink(t *testing.T) {
 		t.Errorf("start above the moved /.troupe: %v; want ErrMountTarget naming /opt/t", err)
 	}
 
+	// An image whose /tmp leads to /.troupe: runc mounts the
+	// container's /tmp there, and a mount at /tmp followed the link too.
+	tmpLink := filepath.Join(t.TempDir(), "rootfs")
+	if out, err := exec.Command("cp", "-a", runtimetest.BusyboxRootfs(t), tmpLink).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	if err := os.RemoveAll(filepath.Join(tmpLink, "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	tree(t, tmpLink, "tmp -> /.troupe")
+	spec, out = runtimetest.NewSpec(t, init, "sh", "-c", "echo the job ran; exit 7")
+	spec.Image = tmpLink
+	spec.UID, spec.GID = 65534, 65534
+	spec.Mounts = []runtime.Mount{{Source: filepath.Join(cover, "t"), Target: "/tmp", ReadOnly: true, Job: "evil"}}
+	c, err = r.Start(context.Background(), spec)
+	if err == nil {
+		e := runtimetest.WaitExit(t, c, 20*time.Second)
+		_ = c.Destroy(context.Background())
+		t.Fatalf("the container with /tmp -> /.troupe started: exit %+v, output %q", e, runtimetest.ReadFile(t, out))
+	}
+	if !errors.Is(err, runtime.ErrMountTarget) || !strings.Contains(err.Error(), "/.troupe") {
+		t.Errorf("start with /tmp -> /.troupe: %v; want ErrMountTarget naming /.troupe", err)
+	}
+
 	data := t.TempDir()
 	if err := os.WriteFile(filepath.Join(data, "hello"), []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -382,7 +427,7 @@ func TestPinReservedInOverlay(t *testing.T) {
 	t.Run("MovedTroupe", func(t *testing.T) {
 		image := t.TempDir()
 		tree(t, image, ".troupe -> /opt/t", "opt/", "srv/t/bin/")
-		l := layout{dir: t.TempDir()}
+		l := testLayout(t)
 		mnt := mount(t, image, "", l)
 		s := runtime.Spec{Image: image, Init: init, Mounts: []runtime.Mount{{Source: src, Target: "/data", Job: "d"}}}
 		if _, err := jobTargets(s, l, mnt, nil, false); err != nil {
@@ -421,7 +466,7 @@ func TestPinReservedInOverlay(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(layer, ".troupe/bin/troupe-init"), []byte("init"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		l := layout{dir: t.TempDir()}
+		l := testLayout(t)
 		mnt := mount(t, image, layer, l)
 		file := filepath.Join(t.TempDir(), "file")
 		if err := os.WriteFile(file, []byte("the job's"), 0o644); err != nil {
