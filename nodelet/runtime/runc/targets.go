@@ -563,42 +563,37 @@ func jobTargets(s runtime.Spec, l layout, root string, hostDirs []string, layere
 	return out, nil
 }
 
-// initsIn is where /.troupe and troupe-init lead in v (settled there):
-// no job may mount on them, under them or above them (above /.troupe
-// itself is only "/", but an image without the layer may lead them
-// elsewhere, under a directory a job could cover after runc mounted
-// troupe-init there).
-func initsIn(v *view) ([]string, error) {
-	return settleAll(v, []string{path.Dir(path.Dir(runtime.InitPath)), runtime.InitPath}, nil)
-}
-
 // kernelTargets are the reserved paths of the kernel's file systems.
 var kernelTargets = []string{"/proc", "/sys", "/dev"}
 
-// reservedIn is runtime.ReservedTargets and where each leads in v
-// (settled there).
+// reservedIn is runtime.ReservedTargets and where each leads in v. They
+// need not be settled: the node's own targets are (addNode), and so are
+// /.troupe and troupe-init (initsIn); were the image to lead /proc,
+// /sys or /dev elsewhere after this, a job's mount would land in the
+// container's own view only (runc refuses proc and sysfs on a link).
 func reservedIn(v *view) ([]string, error) {
-	out, err := settleAll(v, runtime.ReservedTargets, runtime.ReservedTargets)
-	if err != nil {
-		return nil, err
-	}
+	out := slices.Clone(runtime.ReservedTargets)
 	for _, r := range runtime.ReservedTargets {
-		if !slices.Contains(out, r) {
-			out = append(out, r)
+		p, err := v.resolve(r, false, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r, err)
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
 		}
 	}
 	return out, nil
 }
 
-// reservedFiles are the reserved paths that are files.
-var reservedFiles = []string{"/etc/hosts", "/etc/hostname", runtime.InitPath}
-
-// settleAll settles each of paths in v and returns the results, after
-// those of also.
-func settleAll(v *view, paths, also []string) ([]string, error) {
-	out := slices.Clone(also)
-	for _, r := range paths {
-		p, err := v.settle(r, slices.Contains(reservedFiles, r), false, nil)
+// initsIn is where /.troupe and troupe-init lead in v, settled there
+// (runc resolves InitPath again to exec it): no job may mount on them,
+// under them or above them (above /.troupe itself is only "/", but an
+// image without the layer may lead them elsewhere, under a directory a
+// job could cover after runc mounted troupe-init there).
+func initsIn(v *view) ([]string, error) {
+	var out []string
+	for _, r := range []string{path.Dir(path.Dir(runtime.InitPath)), runtime.InitPath} {
+		p, err := v.settle(r, r == runtime.InitPath, false, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r, err)
 		}
