@@ -28,14 +28,16 @@ import (
 // can change before runc mounts:
 //
 //   - in the image's overlay, what each resolution found (directories
-//     and links, the node's own targets' and the reserved paths' too,
-//     which runc resolves again) is copied up into the overlay's upper
-//     layer, root's, which the overlay shows before the image; what is
-//     missing is made there, and a file a mount covers is replaced there
-//     by an empty one: the image's owner may change the image directory
-//     at any time, and the overlay would show it;
+//     and links; also for what runc resolves again: /tmp, the home, the
+//     node's own targets, /.troupe and troupe-init) is copied up into
+//     the overlay's upper layer, root's, which the overlay shows before
+//     the image; what is missing is made there, and a file a mount
+//     covers is replaced there by an empty one: the image's owner may
+//     change the image directory at any time, and the overlay would
+//     show it;
 //   - in the host's directories (the host image) each name is taken only
-//     from a directory no one but root may write;
+//     from a directory no one but root may write, or from a sticky one
+//     where the entry is root's;
 //   - a job's mount source is its user's to change at any time: no
 //     other target may lead through one.
 
