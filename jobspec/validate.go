@@ -303,8 +303,11 @@ func (v *validator) env() {
 	}
 }
 
-// forbiddenTargets are kernel filesystems a mount may not cover.
-var forbiddenTargets = []string{"/proc", "/sys", "/dev"}
+// forbiddenTargets are what a mount may not cover: kernel filesystems
+// and troupe's own files in every container (/.troupe holds troupe-init,
+// the container's first process). By name only: the node checks again
+// where a target leads through the image's symbolic links.
+var forbiddenTargets = []string{"/proc", "/sys", "/dev", "/.troupe", "/etc/hosts", "/etc/hostname"}
 
 func (v *validator) mounts() {
 	names := map[string]int{}
@@ -344,8 +347,12 @@ func (v *validator) mountTarget(p string, m Mount, i int, targets map[string]int
 	}
 	for _, f := range forbiddenTargets {
 		if t == f || strings.HasPrefix(t, f+"/") {
+			where := "is inside"
+			if t == f {
+				where = "is"
+			}
 			v.errorf(p+".target", "Invalid mount target",
-				"mount %q target %q is inside %s, which troupe sets up; mount elsewhere, such as %q.", m.Name, m.Target, f, DefaultWorkdir+"/data")
+				"mount %q target %q %s %s, which troupe sets up; mount elsewhere, such as %q.", m.Name, m.Target, where, f, DefaultWorkdir+"/data")
 			return
 		}
 	}

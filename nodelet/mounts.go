@@ -17,10 +17,6 @@ import (
 // allow, or a target it cannot honour.
 var ErrMountRefused = errors.New("mount refused")
 
-// reservedTargets may not be mounted over (troupe's own files and the
-// kernel's).
-var reservedTargets = []string{"/", "/proc", "/sys", "/dev", "/.troupe", "/etc/hosts", "/etc/hostname"}
-
 // DevMountRoots are the roots a node allows when its config names none:
 // /tmp and the invoking user's home (SUDO_USER's under sudo), what a dev
 // cluster on a workstation needs.
@@ -59,7 +55,7 @@ func checkMounts(ms []jobspec.Mount, roots []string) ([]runtime.Mount, []string,
 		if err != nil {
 			return nil, nil, fmt.Errorf("mount %q: %w", m.Name, err)
 		}
-		out = append(out, runtime.Mount{Source: src, Target: filepath.Clean(m.Target), ReadOnly: m.ReadOnly})
+		out = append(out, runtime.Mount{Source: src, Target: filepath.Clean(m.Target), ReadOnly: m.ReadOnly, Job: m.Name})
 		names = append(names, m.Name)
 	}
 	return out, names, nil
@@ -77,11 +73,12 @@ func checkMount(m jobspec.Mount, roots []string) (string, error) {
 			return refuse("%q contains \"..\"", p)
 		}
 	}
+	// By name only here: the runtime resolves the target inside the
+	// container's root, through the image's symbolic links, and refuses
+	// it again where it leads (runtime.Mount.Job).
 	target := filepath.Clean(m.Target)
-	for _, r := range reservedTargets {
-		if target == r || (r != "/" && strings.HasPrefix(target, r+"/")) {
-			return refuse("target %s is reserved", target)
-		}
+	if _, ok := runtime.ReservedBy(target, runtime.ReservedTargets); ok {
+		return refuse("target %s is reserved", target)
 	}
 	src := filepath.Clean(m.Source)
 	for _, r := range roots {

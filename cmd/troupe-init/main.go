@@ -103,12 +103,18 @@ func realMain(args []string) int {
 	if len(args) == 0 {
 		return usage()
 	}
+	// The nodelet's descriptors are closed on exec before anything is
+	// started (the SSH server on demand included), whatever the mode.
+	for _, fd := range []int{exitFD, ttyFD} {
+		if fd >= 0 {
+			unix.CloseOnExec(fd)
+		}
+	}
 	// Same-uid processes of the container may not ptrace troupe-init or
 	// open its descriptors through /proc/1/fd.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	var exit *os.File
 	if exitFD >= 0 {
-		unix.CloseOnExec(exitFD)
 		exit = os.NewFile(uintptr(exitFD), "exit")
 	}
 	code := realRun(sshd, port, ttyFD, args)

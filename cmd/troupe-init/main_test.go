@@ -389,3 +389,58 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestSSHDInheritsNoNodeletDescriptor: the exit file and the terminal's
+// socket are closed on exec from troupe-init's start, so the SSH server
+// it starts on demand (and the shells it runs) never holds them, in
+// either mode, whatever their numbers.
+func TestSSHDInheritsNoNodeletDescriptor(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "fds")
+	fake := filepath.Join(dir, "fake-sshd")
+	script := "#!/bin/sh\nls /proc/$$/fd > " + mark + ".tmp && mv " + mark + ".tmp " + mark + "\nexec sleep 60\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exit, err := os.Create(filepath.Join(dir, "exit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exit.Close()
+	sock, err := attach.Bind(filepath.Join(dir, attach.SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	_, p, _ := net.SplitHostPort(freeport.Addr(t))
+	// Descriptors 5 and 6: the server's own 3 and 4 (listener and
+	// connection) do not replace them in it.
+	cmd := exec.Command(bin, "--sshd", fake, "--sshd-port", p, "--exit-fd", "5", "--tty-fd", "6", "wait")
+	cmd.ExtraFiles = []*os.File{null, null, exit, sock}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var conn net.Conn
+	waitFor(t, func() bool {
+		conn, err = net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", p), time.Second)
+		return err == nil
+	})
+	defer conn.Close()
+	waitFor(t, func() bool { _, err := os.Stat(mark); return err == nil })
+	b, err := os.ReadFile(mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range strings.Fields(string(b)) {
+		if fd == "5" || fd == "6" {
+			t.Errorf("the SSH server holds descriptor %s of troupe-init's (its descriptors: %q)", fd, strings.Fields(string(b)))
+		}
+	}
+}

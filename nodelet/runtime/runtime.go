@@ -27,6 +27,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -50,7 +51,28 @@ var (
 	ErrInvalidSpec = errors.New("invalid container spec")
 	// ErrNotFound: Recover found no such container (it is gone).
 	ErrNotFound = errors.New("no such container")
+	// ErrMountTarget: a job's mount target leads, inside the container's
+	// root, onto or under a reserved path (ReservedTargets), or through
+	// something its user could change while the container starts.
+	ErrMountTarget = errors.New("mount target refused")
 )
+
+// ReservedTargets are the container paths no job's mount may land on or
+// under ("/" itself only): troupe's own files (troupe-init among them,
+// which holds the root-owned exit file and terminal descriptors as the
+// container's first process) and the kernel's file systems.
+var ReservedTargets = []string{"/", "/proc", "/sys", "/dev", "/.troupe", "/etc/hosts", "/etc/hostname"}
+
+// ReservedBy returns the reserved path p is on or under (r "/" only when
+// p is "/"), and whether there is one. p must be clean and absolute.
+func ReservedBy(p string, reserved []string) (string, bool) {
+	for _, r := range reserved {
+		if p == r || (r != "/" && strings.HasPrefix(p, r+"/")) {
+			return r, true
+		}
+	}
+	return "", false
+}
 
 // Runtime starts containers on this node.
 type Runtime interface {
@@ -140,6 +162,13 @@ type Mount struct {
 	// Layered: Source is at Target in Spec.Layer too. A driver that lays
 	// Spec.Layer over the container's root skips the mount.
 	Layered bool
+	// Job is the name of the job's mount block this mount comes from;
+	// empty for the node's own. An isolated driver resolves a job's
+	// Target inside the container's root, through the image's symbolic
+	// links and the mounts before it, mounts at the resolved path, and
+	// refuses (ErrMountTarget) one that lands on or under a
+	// ReservedTargets path as resolved there too.
+	Job string
 }
 
 // Spec describes a container to start. Zero values are noted per field.

@@ -134,6 +134,11 @@ func (r *Runtime) writeBundle(s runtime.Spec, l layout) ([]*os.File, *specs.Spec
 			return files, nil, err
 		}
 	}
+	ms, err := jobTargets(s, l, root, hostDirs, layered)
+	if err != nil {
+		return files, nil, err
+	}
+	s.Mounts = ms
 	spec := ociSpec(s, l, root, hostDirs, layered)
 	b, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
