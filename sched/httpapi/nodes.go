@@ -5,6 +5,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/connlimit"
 )
 
 func (a *API) nodes(w http.ResponseWriter, r *http.Request) {
@@ -35,6 +36,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	connlimit.MarkNode(r.Context()) // a node's connection (ConnGuard)
 	writeJSON(w, http.StatusOK, 0, res)
 }
 
