@@ -108,6 +108,10 @@ func (s *Server) dialApp(ctx context.Context, _, addr string) (net.Conn, error) 
 		nc.Close()
 		return nil, fmt.Errorf("%w: node %s: job %d's port %d: %v", fault.ErrUnavailable, node, id, port, err)
 	}
+	if why, ok := strings.CutPrefix(line, api.AppBusy); ok {
+		nc.Close()
+		return nil, fmt.Errorf("%w: node %s: %s", fault.ErrTooMany, node, strings.TrimSpace(why))
+	}
 	if line != api.AppReady {
 		nc.Close()
 		return nil, &httpapi.AppError{Msg: fmt.Sprintf("node %s: %s", node, strings.TrimPrefix(strings.TrimSpace(line), "error: "))}
