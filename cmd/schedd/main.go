@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -387,9 +388,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	// needs: every listener's connections are counted together, and the
 	// last --fd-reserve kept for the nodes (connlimit.Guard).
 	guard := connlimit.NewGuard(o.fdReserve)
-	guard.Shed = func(n, open int) {
-		log.Warn("near the limit of open files: closed idle user connections to keep the nodes' reserve", "closed", n, "open", open, "nofile", connlimit.NoFile())
-	}
+	guard.Shed = shedLog(log)
 	if o.web != "" {
 		wctx, stopWeb := context.WithCancel(context.Background())
 		defer stopWeb()
@@ -645,5 +644,26 @@ func joinCluster(ctx context.Context, o options, log *slog.Logger) {
 		if backoff.Sleep(ctx, time.Second) != nil {
 			return
 		}
+	}
+}
+
+// shedLog reports the idle user connections the guard closed: at most
+// one line every 10 seconds, with the count since the last.
+func shedLog(log *slog.Logger) func(n, open int) {
+	var (
+		mu     sync.Mutex
+		last   time.Time
+		closed int
+	)
+	return func(n, open int) {
+		mu.Lock()
+		defer mu.Unlock()
+		closed += n
+		if time.Since(last) < 10*time.Second {
+			return
+		}
+		log.Warn("near the limit of open files: closed idle user connections to keep the nodes' reserve",
+			"closed", closed, "open", open, "nofile", connlimit.NoFile())
+		last, closed = time.Now(), 0
 	}
 }
