@@ -71,11 +71,12 @@ func TestStreamFloodKeepsNodes(t *testing.T) {
 		t.Skip("SKIP: needs /usr/bin/python3 (the flooded job's service, in the host image)")
 	}
 	const nodeTimeout = 6 * time.Second
-	c := startCluster(t, 2, "1", "--node-timeout", nodeTimeout.String())
+	// One node: alice's job runs beside bob's, as on a shared node.
+	c := startCluster(t, 1, "2", "--node-timeout", nodeTimeout.String())
 	alice := aliceUser(t)
 	bob := nobodyUser
 
-	// alice's batch job, on one of the nodes.
+	// alice's batch job.
 	adir := dirOf(t, alice, 0o755, searchable(t), "alice")
 	aliceJob, _ := c.submitAs(alice.uid, alice.gid, adir, "steady", `job "steady" {
   image = "host"
