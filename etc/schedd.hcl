@@ -49,8 +49,8 @@ max_queued          = 0
 # users together (0: a quarter of what the limit of open files leaves
 # beyond fd_reserve). Past a cap a stream is refused with 429. The last
 # fd_reserve open files are kept for the nodes' heartbeats and reports
-# (0: an eighth of the limit, at least 64). See schedd(8), CONNECTION
-# LIMITS.
+# (0: an eighth of the limit, at least 64). See schedd(8), SECURITY,
+# Connection limits.
 max_streams_per_job  = 32
 max_streams_per_user = 200
 max_streams          = 0
