@@ -56,12 +56,12 @@ func (a *agent) attachLoop(ctx context.Context) {
 // serveAttach answers one attach request; a container without a
 // terminal gets the client an error frame that says why.
 func (a *agent) serveAttach(ctx context.Context, r api.AttachRequest) {
-	tc, why := a.terminalOf(r)
-	release := func() {}
+	var tc runtime.Terminal
+	release, why := a.takeStream(r)
 	if why == nil {
-		release, why = a.takeStream(r)
+		defer release()
+		tc, why = a.terminalOf(r)
 	}
-	defer release()
 	var term net.Conn
 	if why == nil {
 		var err error

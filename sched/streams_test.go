@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +22,9 @@ import (
 )
 
 // streamNodelet answers node's requests as the nodelet would: an app's
-// by dialing its port on this host's loopback, a terminal's by echoing.
-func streamNodelet(ctx context.Context, c *client.Client, node string) {
+// by dialing its port on this host's loopback (busy's with api.AppBusy,
+// as past the nodelet's own caps), a terminal's by echoing.
+func streamNodelet(ctx context.Context, c *client.Client, node string, busy *atomic.Uint64) {
 	for ctx.Err() == nil {
 		rs, err := c.AttachRequests(ctx, node, time.Second)
 		if err != nil {
@@ -36,6 +38,11 @@ func streamNodelet(ctx context.Context, c *client.Client, node string) {
 				}
 				if r.Port == 0 {
 					_, _ = io.Copy(stream, stream)
+					stream.Close()
+					return
+				}
+				if r.JobID == busy.Load() {
+					fmt.Fprintf(stream, "%sjob %d has 32 terminal and app streams open, the most nodelet %s allows one job (--max-streams-per-job, max_streams_per_job)\n", api.AppBusy, r.JobID, node)
 					stream.Close()
 					return
 				}
@@ -56,6 +63,7 @@ func streamNodelet(ctx context.Context, c *client.Client, node string) {
 // against the caps per job and per user: past one, the stream is
 // refused with 429 and a message naming the cap and its flag; another
 // user's streams are not held back; a stream that ends frees its place.
+// A nodelet's refusal past its own caps is a 429 too.
 func TestStreamCaps(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -63,7 +71,8 @@ func TestStreamCaps(t *testing.T) {
 	register(t, c, "n1", 8)
 	backend := appBackend(t)
 	port := backend.Listener.Addr().(*net.TCPAddr).Port
-	go streamNodelet(ctx, c, "n1")
+	var busy atomic.Uint64
+	go streamNodelet(ctx, c, "n1", &busy)
 	users := map[string]auth.Identity{
 		"alice": {UID: 1001, GID: 1001, User: "alice"},
 		"bob":   {UID: 1002, GID: 1002, User: "bob"},
@@ -147,6 +156,11 @@ func TestStreamCaps(t *testing.T) {
 	// bob is not held back by alice's streams.
 	mustOpen("bob", "attach", job3)
 	mustOpen("bob", "app", job3)
+
+	// The nodelet's own cap: schedd answers 429 with its message.
+	job4 := jobOf("bob")
+	busy.Store(job4)
+	refused("bob", "app", job4, "nodelet n1 allows one job")
 
 	// The terminal's end frees its place: once schedd has seen it close,
 	// alice opens another.
