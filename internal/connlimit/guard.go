@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -153,7 +154,7 @@ func (g *Guard) shed(force bool) {
 		}
 	}
 	g.mu.Unlock()
-	slices.SortFunc(idle, func(a, b *Conn) int { return int(a.seq) - int(b.seq) })
+	slices.SortFunc(idle, func(a, b *Conn) int { return cmp.Compare(a.seq, b.seq) })
 	n := 0
 	for _, c := range idle {
 		if g.Used() <= limit-reserve && !(force && n == 0) {
