@@ -48,6 +48,7 @@ func (s *Server) takeStream(ctx context.Context, job uint64) (release func(), er
 	}
 	release, err = s.streams.Acquire(uid, user, job)
 	if err != nil {
+		s.metrics.refused.Inc()
 		s.log.Debug("stream refused", "job", job, "user", user, "err", err)
 	}
 	return release, err

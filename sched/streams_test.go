@@ -162,6 +162,14 @@ func TestStreamCaps(t *testing.T) {
 	busy.Store(job4)
 	refused("bob", "app", job4, "nodelet n1 allows one job")
 
+	body := scrapeMetrics(t, srv.MetricsHandler())
+	if n := metricValue(body, "troupe_schedd_streams_refused_total"); n != 3 {
+		t.Errorf("troupe_schedd_streams_refused_total = %g, want 3 (schedd's own caps)", n)
+	}
+	if n := metricValue(body, "troupe_schedd_streams_open"); n != 5 {
+		t.Errorf("troupe_schedd_streams_open = %g, want 5", n)
+	}
+
 	// The terminal's end frees its place: once schedd has seen it close,
 	// alice opens another.
 	term.Close()
