@@ -30,3 +30,11 @@ pids_limit = 4096
 # container, so best on a tmpfs. Default: /run/troupe-nodelet (with the
 # default state directory).
 # run_dir = "/run/troupe-nodelet"
+
+# Terminal (bsub -I, battach) and app (/apps) streams served at once: for
+# one job, for one user's jobs (0: the defaults, 32 and 200; -1:
+# unlimited), and in all (0: derived from the limit of open files). A
+# stream past a cap is refused with a message naming it.
+# max_streams_per_job  = 32
+# max_streams_per_user = 200
+# max_streams          = 0

@@ -46,6 +46,18 @@ max_queued_per_user       = 10000
 max_queued                = 0
 max_queued_input_per_user = "64MiB"
 
+# Stream limits: the most terminal (battach, bsub -I) and /apps streams
+# one job, and one user, may have open at once (0: unlimited), and all
+# users together (0: a quarter of what the limit of open files leaves
+# beyond fd_reserve). Past a cap a stream is refused with 429. The last
+# fd_reserve open files are kept for the nodes' heartbeats and reports
+# (0: an eighth of the limit, at least 64). See schedd(8), SECURITY,
+# Connection limits.
+max_streams_per_job  = 32
+max_streams_per_user = 200
+max_streams          = 0
+fd_reserve           = 0
+
 # Ended jobs stay in the replicated state this long, then live only in
 # the accounting store (bhist and bacct read both). See schedd(8),
 # ACCOUNTING.

@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/connlimit"
 	"github.com/troupe-hpc/troupe/nodelet/fence"
 	"github.com/troupe-hpc/troupe/nodelet/gpu"
 	"github.com/troupe-hpc/troupe/nodelet/network"
@@ -53,7 +54,8 @@ type agent struct {
 	cpus    *cpuSet     // the CPUs containers of whole cores hold (cpuset.go)
 	tools   *toolCopies // the binaries runc containers link (tools.go)
 	metrics *metrics
-	fence   *leaseKeeper // the lease from schedd and troupe-fence
+	fence   *leaseKeeper       // the lease from schedd and troupe-fence
+	streams *connlimit.Streams // the terminal and app streams served (attach.go)
 	// instance tells this nodelet from another under the same name
 	// (loadInstance); sent on register and heartbeat.
 	instance string
@@ -149,8 +151,9 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	a := &agent{
 		cfg: cfg, log: log, cli: cli, rt: rt, oci: oci,
 		running: map[key]*task{}, finished: map[key]bool{},
-		mps:  &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
-		cpus: newCPUSet(nil),
+		mps:     &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
+		cpus:    newCPUSet(nil),
+		streams: newStreams(cfg),
 	}
 	a.tools = newToolCopies(a.toolsDir())
 	a.metrics = newMetrics(a)

@@ -2,6 +2,7 @@ package nodelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/connlimit"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -19,9 +21,18 @@ const appDialTimeout = 10 * time.Second
 // serveApp answers an app request of schedd's /apps proxy: it connects
 // to the service's port on the loopback of main1's network namespace,
 // and splices that to schedd's stream after api.AppReady; a request it
-// refuses gets "error: why" on the stream instead.
+// refuses gets "error: why" on the stream instead, one past a cap on
+// open streams (takeStream) api.AppBusy and why.
 func (a *agent) serveApp(ctx context.Context, r api.AttachRequest) {
-	app, why := a.dialApp(ctx, r)
+	release, busy := a.takeStream(r)
+	var app net.Conn
+	var why error
+	if busy == nil {
+		defer release()
+		app, why = a.dialApp(ctx, r)
+	} else if !errors.Is(busy, connlimit.ErrTooMany) {
+		why, busy = busy, nil
+	}
 	stream, err := a.cli.AttachConnect(ctx, a.cfg.Name, r.ID)
 	if err != nil {
 		if app != nil {
@@ -30,6 +41,11 @@ func (a *agent) serveApp(ctx context.Context, r api.AttachRequest) {
 		if !client.IsNotFound(err) && ctx.Err() == nil {
 			a.log.Warn("connecting an app stream", "job", r.JobID, "port", r.Port, "err", err)
 		}
+		return
+	}
+	if busy != nil {
+		_, _ = fmt.Fprintf(stream, "%s%v\n", api.AppBusy, busy)
+		stream.Close()
 		return
 	}
 	if why != nil {

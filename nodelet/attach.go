@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/connlimit"
 	"github.com/troupe-hpc/troupe/nodelet/report"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
@@ -55,7 +56,12 @@ func (a *agent) attachLoop(ctx context.Context) {
 // serveAttach answers one attach request; a container without a
 // terminal gets the client an error frame that says why.
 func (a *agent) serveAttach(ctx context.Context, r api.AttachRequest) {
-	tc, why := a.terminalOf(r)
+	var tc runtime.Terminal
+	release, why := a.takeStream(r)
+	if why == nil {
+		defer release()
+		tc, why = a.terminalOf(r)
+	}
 	var term net.Conn
 	if why == nil {
 		var err error
@@ -119,4 +125,47 @@ func (a *agent) terminalOf(r api.AttachRequest) (runtime.Terminal, error) {
 		return nil, fmt.Errorf("job %d %s has no terminal (yet)", r.JobID, r.Host)
 	}
 	return *p, nil
+}
+
+// streamCost is what MaxStreams' default divides the open files the
+// limit leaves by: a stream holds two (schedd's connection, the
+// terminal's or the port's), and as many again are left for the rest.
+const streamCost = 4
+
+// newStreams is the counter of cfg's caps on terminal and app streams.
+func newStreams(cfg Config) *connlimit.Streams {
+	s := &connlimit.Streams{Daemon: "nodelet " + cfg.Name,
+		PerJob: streamCap(cfg.MaxStreamsPerJob, connlimit.DefaultPerJob), PerUser: streamCap(cfg.MaxStreamsPerUser, connlimit.DefaultPerUser)}
+	if n := cfg.MaxStreams; n > 0 {
+		s.Total = func() int { return n }
+	} else {
+		s.Total = connlimit.DerivedTotal(0, streamCost)
+	}
+	return s
+}
+
+// streamCap is a cap of Config: 0 the default, negative none.
+func streamCap(n, def int) int {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
+// takeStream takes a slot for request r's stream, counted for its job
+// and the job's owner; release frees it. The job must run here.
+func (a *agent) takeStream(r api.AttachRequest) (release func(), err error) {
+	a.mu.Lock()
+	t := a.running[key{job: r.JobID, host: r.Host, run: r.Run}]
+	a.mu.Unlock()
+	if t == nil {
+		return nil, fmt.Errorf("job %d has no container %s running on node %s", r.JobID, r.Host, a.cfg.Name)
+	}
+	if a.streams == nil {
+		return func() {}, nil
+	}
+	return a.streams.Acquire(t.job.UID, t.job.User, r.JobID)
 }

@@ -158,6 +158,15 @@ type Config struct {
 	// CA is a PEM file of the CA that signed schedd's TLS certificate
 	// ("": the system's CAs and $TROUPE_CA).
 	CA string
+	// MaxStreamsPerJob and MaxStreamsPerUser cap the terminal and app
+	// streams the node serves at once for one job, and for the jobs of
+	// one user; 0 is connlimit.DefaultPerJob and DefaultPerUser, a
+	// negative value unlimited. MaxStreams caps them all together; 0
+	// derives it from the limit of open files (a quarter of what it
+	// leaves beyond connlimit.DefaultReserve). A stream past a cap is
+	// refused with a message naming it, before it costs a descriptor
+	// for the terminal or the port.
+	MaxStreamsPerJob, MaxStreamsPerUser, MaxStreams int
 	// wrapRuntime, when set (tests only), wraps the runtime the agent
 	// drives, e.g. to make Destroy block or stop short.
 	wrapRuntime func(runtime.Runtime) runtime.Runtime

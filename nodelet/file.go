@@ -49,12 +49,16 @@ type File struct {
 	OCIRuntime string
 	// RunDir is Config.RunDir, an absolute path.
 	RunDir string
+	// MaxStreamsPerJob, MaxStreamsPerUser and MaxStreams are Config's:
+	// unset or 0 for the defaults, -1 for unlimited (not MaxStreams).
+	MaxStreamsPerJob, MaxStreamsPerUser, MaxStreams int
 }
 
 // fileSchema is nodelet.hcl's attributes, every one optional.
 var fileSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "images"}, {Name: "allowed_mount_roots"}, {Name: "fake_gpus"}, {Name: "pids_limit"},
 	{Name: "default_subnet"}, {Name: "netns_pool"}, {Name: "oci_runtime"}, {Name: "run_dir"},
+	{Name: "max_streams_per_job"}, {Name: "max_streams_per_user"}, {Name: "max_streams"},
 }}
 
 // LoadFile reads a nodelet.hcl. Errors carry file, line and column.
@@ -100,6 +104,9 @@ func LoadFile(path string) (File, error) {
 	default:
 		return File{}, fmt.Errorf("%s: oci_runtime %q: want auto, crun, libcontainer or runc", path, fc.OCIRuntime)
 	}
+	if fc.MaxStreamsPerJob < -1 || fc.MaxStreamsPerUser < -1 || fc.MaxStreams < 0 {
+		return File{}, fmt.Errorf("%s: max_streams_per_job and max_streams_per_user take -1 (unlimited), 0 (the default) or more; max_streams 0 (derived from the limit of open files) or more", path)
+	}
 	if fc.FakeGPUs < 0 || fc.PidsLimit < 0 {
 		return File{}, fmt.Errorf("%s: fake_gpus and pids_limit must not be negative", path)
 	}
@@ -137,6 +144,9 @@ func decodeFile(body hcl.Body, fc *File) hcl.Diagnostics {
 	}
 	attrs.String("oci_runtime", &fc.OCIRuntime)
 	attrs.String("run_dir", &fc.RunDir)
+	attrs.Whole("max_streams_per_job", &fc.MaxStreamsPerJob)
+	attrs.Whole("max_streams_per_user", &fc.MaxStreamsPerUser)
+	attrs.Whole("max_streams", &fc.MaxStreams)
 	return d.Diags
 }
 
@@ -193,5 +203,14 @@ func (f File) Apply(c *Config) {
 	}
 	if c.RunDir == "" {
 		c.RunDir = f.RunDir
+	}
+	if c.MaxStreamsPerJob == 0 {
+		c.MaxStreamsPerJob = f.MaxStreamsPerJob
+	}
+	if c.MaxStreamsPerUser == 0 {
+		c.MaxStreamsPerUser = f.MaxStreamsPerUser
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = f.MaxStreams
 	}
 }

@@ -151,3 +151,29 @@ func TestLoadFileErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadStreamCaps: nodelet.hcl sets the caps on open streams, flags
+// win, -1 is unlimited and anything below is refused.
+func TestLoadStreamCaps(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "nodelet.hcl")
+	_ = os.WriteFile(p, []byte("max_streams_per_job = 8\nmax_streams_per_user = -1\nmax_streams = 500\n"), 0o644)
+	f, err := LoadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{MaxStreams: 100} // a flag wins
+	f.Apply(&c)
+	if c.MaxStreamsPerJob != 8 || c.MaxStreamsPerUser != -1 || c.MaxStreams != 100 {
+		t.Errorf("applied = job %d user %d all %d, want 8 -1 100", c.MaxStreamsPerJob, c.MaxStreamsPerUser, c.MaxStreams)
+	}
+	if s := newStreams(c); s.PerJob != 8 || s.PerUser != 0 || s.Total() != 100 {
+		t.Errorf("caps = job %d user %d all %d, want 8, none, 100", s.PerJob, s.PerUser, s.Total())
+	}
+	if s := newStreams(Config{}); s.PerJob != 32 || s.PerUser != 200 || s.Total() < 1 {
+		t.Errorf("default caps = job %d user %d all %d, want 32 200 and some", s.PerJob, s.PerUser, s.Total())
+	}
+	_ = os.WriteFile(p, []byte("max_streams_per_job = -2\n"), 0o644)
+	if _, err := LoadFile(p); err == nil || !strings.Contains(err.Error(), "max_streams_per_job") {
+		t.Errorf("max_streams_per_job = -2: %v, want refused", err)
+	}
+}

@@ -108,6 +108,10 @@ func (s *Server) dialApp(ctx context.Context, _, addr string) (net.Conn, error) 
 		nc.Close()
 		return nil, fmt.Errorf("%w: node %s: job %d's port %d: %v", fault.ErrUnavailable, node, id, port, err)
 	}
+	if why, ok := strings.CutPrefix(line, api.AppBusy); ok {
+		nc.Close()
+		return nil, fmt.Errorf("%w: node %s: %s", fault.ErrTooMany, node, strings.TrimSpace(why))
+	}
 	if line != api.AppReady {
 		nc.Close()
 		return nil, &httpapi.AppError{Msg: fmt.Sprintf("node %s: %s", node, strings.TrimPrefix(strings.TrimSpace(line), "error: "))}
@@ -146,7 +150,8 @@ func serviceNames(j *state.Job) string {
 
 // App resolves job id's service name for the /apps proxy: the caller
 // must own the job (or be an admin), and its main1 must run; only the
-// leader serves services.
+// leader serves services. The request counts as a stream until it ends
+// (App.Release); past a cap it is refused with fault.ErrTooMany.
 func (s *Server) App(ctx context.Context, id uint64, name string) (httpapi.App, error) {
 	if !s.IsLeader() {
 		return httpapi.App{}, fmt.Errorf("%w: apps are served by the leader (%s)", raftlog.ErrNotLeader, s.leaderAPI())
@@ -165,5 +170,12 @@ func (s *Server) App(ctx context.Context, id uint64, name string) (httpapi.App, 
 	if _, err := appNode(j); err != nil {
 		return httpapi.App{}, err
 	}
-	return httpapi.App{Backend: appHost(id, j.Requeues, svc.Port), KeepPrefix: svc.KeepPrefix, Transport: s.appTransport()}, nil
+	// A request holds the caller's connection and, while it lasts, a
+	// stream from the nodelet (an upgraded one for as long as it is
+	// open): capped with the terminals (streams.go).
+	release, err := s.takeStream(ctx, id)
+	if err != nil {
+		return httpapi.App{}, err
+	}
+	return httpapi.App{Backend: appHost(id, j.Requeues, svc.Port), KeepPrefix: svc.KeepPrefix, Transport: s.appTransport(), Release: release}, nil
 }

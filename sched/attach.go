@@ -106,7 +106,8 @@ func (h *attachHub) claim(node, id string) *attachWait {
 // attach frames (internal/attach) from the container's nodelet, once it
 // has connected. The caller must own the job or be an admin, as for
 // battach; only the leader serves terminals. It fails when ctx ends
-// first. The web page's terminal (sched/web) comes through here.
+// first, and with fault.ErrTooMany past a cap on open streams (closing
+// the connection frees its place). The web page's terminal (sched/web) comes through here.
 func (s *Server) Attach(ctx context.Context, id uint64, host string) (net.Conn, error) {
 	if !s.IsLeader() {
 		return nil, fmt.Errorf("%w: terminals are served by the leader (%s)", raftlog.ErrNotLeader, s.leaderAPI())
@@ -125,6 +126,13 @@ func (s *Server) Attach(ctx context.Context, id uint64, host string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
+	// The stream holds two of schedd's open files (the caller's
+	// connection and the nodelet's) until it closes: capped per job, per
+	// user and in all (streams.go).
+	release, err := s.takeStream(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	req := api.AttachRequest{ID: auth.NewID(), JobID: id, Host: host, Run: j.Requeues}
 	wait := s.attach.request(node, req)
 	defer s.attach.forget(node, req.ID)
@@ -133,10 +141,12 @@ func (s *Server) Attach(ctx context.Context, id uint64, host string) (net.Conn, 
 	select {
 	case nc := <-wait.conn:
 		s.log.Info("terminal attached", "job", id, "host", host, "node", node)
-		return nc, nil
+		return &releasingConn{Conn: nc, release: release}, nil
 	case <-timer.C:
+		release()
 		return nil, fmt.Errorf("%w: node %s did not connect job %d's terminal within %s", fault.ErrUnavailable, node, id, attachAnswer)
 	case <-ctx.Done():
+		release()
 		return nil, ctx.Err()
 	}
 }

@@ -29,6 +29,7 @@ type metrics struct {
 	placements prometheus.Counter
 	entries    *prometheus.CounterVec
 	stages     *stageClock // troupe_job_stage_seconds, troupe_job_slot_seconds
+	refused    prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -54,8 +55,19 @@ func newMetrics(s *Server) *metrics {
 			Help: "Raft entries this server committed as leader and the state applied, by command kind (one command each).",
 		}, []string{"kind"}),
 		stages: newStageClock(),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "troupe_schedd_streams_refused_total",
+			Help: "Terminal and /apps streams this server refused past a cap on open streams (per job, per user, in all).",
+		}),
 	}
-	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, m.stages.hist, m.stages.slot, stateCollector{s},
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "troupe_schedd_streams_open",
+		Help: "Terminal and /apps streams open through this server.",
+	}, func() float64 {
+		_, _, n := s.streams.Open(-1, 0)
+		return float64(n)
+	})
+	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, m.stages.hist, m.stages.slot, m.refused, open, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

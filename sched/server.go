@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/catalog"
+	"github.com/troupe-hpc/troupe/internal/connlimit"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/accounting"
 	"github.com/troupe-hpc/troupe/sched/admission"
@@ -110,6 +111,18 @@ type Config struct {
 	// AccountingKeep is how long the store keeps a job after it ended;
 	// 0 forever.
 	AccountingKeep time.Duration
+	// MaxStreamsPerJob and MaxStreamsPerUser cap the terminal (attach)
+	// and /apps streams open at once for one job, and opened by one
+	// user; 0 is connlimit.DefaultPerJob and DefaultPerUser, a negative
+	// value unlimited. MaxStreams caps them for all users together; 0
+	// derives it from the limit of open files: a quarter of what the
+	// limit leaves beyond FDReserve (each stream holds two connections,
+	// the caller's and the nodelet's). Past a cap a stream is refused
+	// with 429 (fault.ErrTooMany).
+	MaxStreamsPerJob, MaxStreamsPerUser, MaxStreams int
+	// FDReserve is the open files kept for the nodes' traffic and
+	// schedd's own files; 0 is connlimit.DefaultReserve of the limit.
+	FDReserve int
 }
 
 // DefaultMaxQueuedPerUser is how many jobs one user may have PENDING or
@@ -156,6 +169,7 @@ type Server struct {
 	reports   groupCommit[state.Report, []state.Started] // nodelet reports waiting to share a raft entry
 	submits   groupCommit[*state.Job, state.Submitted]   // single submits waiting to share a raft entry
 	attach    attachHub                                  // terminal attach requests waiting for nodelets: leader-local
+	streams   *connlimit.Streams                         // the terminal and /apps streams open: leader-local
 	apps      appProxy                                   // the /apps proxy's connections: leader-local
 	acct      *accounting.Store
 	exportMu  sync.Mutex // one export at a time; guards exp
@@ -240,6 +254,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s.reports = groupCommit[state.Report, []state.Started]{commit: s.commitReports,
 		maxItems: maxReportBatch, maxWeight: maxReportUpdates, weight: func(r state.Report) int { return len(r.Updates) }}
 	s.submits = groupCommit[*state.Job, state.Submitted]{commit: s.commitSubmits, maxItems: maxSubmitGroup}
+	s.streams = newStreams(cfg)
 	s.metrics = newMetrics(s)
 	if rl.Multi() {
 		return s, nil // the leader puts its config in force when it takes office

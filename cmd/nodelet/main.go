@@ -110,6 +110,9 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.StringVar(&cfg.JoinTokenFile, "join-token-file", "", "file with the cluster's join token (schedd --join-token-file): register over TCP with it")
 	fs.StringVar(&cfg.CA, "ca", "", "PEM file of the CA that signed schedd's TLS certificate (default: system CAs and $TROUPE_CA)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9101 (default: off)")
+	fs.IntVar(&cfg.MaxStreamsPerJob, "max-streams-per-job", 0, "the most terminal and app streams one job may have open at once (default 32; -1: unlimited)")
+	fs.IntVar(&cfg.MaxStreamsPerUser, "max-streams-per-user", 0, "the most terminal and app streams the jobs of one user may have open at once (default 200; -1: unlimited)")
+	fs.IntVar(&cfg.MaxStreams, "max-streams", 0, "the most terminal and app streams open at once in all (default: a quarter of what the limit of open files leaves beyond an eighth of it)")
 	fs.BoolVar(&verbose, "v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -159,6 +162,9 @@ func checkFlags(cfg *nodelet.Config, memory string) error {
 	}
 	if cfg.Heartbeat < 0 {
 		return fmt.Errorf("--heartbeat %s: must not be negative", cfg.Heartbeat)
+	}
+	if cfg.MaxStreamsPerJob < -1 || cfg.MaxStreamsPerUser < -1 || cfg.MaxStreams < 0 {
+		return errors.New("--max-streams-per-job and --max-streams-per-user take -1 (unlimited), 0 (the default) or more; --max-streams 0 (derived from the limit of open files) or more")
 	}
 	if cfg.JoinTokenFile != "" {
 		if _, err := auth.ReadSecretFile(cfg.JoinTokenFile); err != nil {

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,55 +25,61 @@ import (
 	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/connlimit"
 	"github.com/troupe-hpc/troupe/internal/fdlimit"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched"
 	"github.com/troupe-hpc/troupe/sched/accounting"
 	"github.com/troupe-hpc/troupe/sched/config"
+	"github.com/troupe-hpc/troupe/sched/httpapi"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/web"
 )
 
 type options struct {
-	dataDir   string
-	socket    string
-	listen    string
-	dev       bool
-	nodes     int
-	nodeCPU   float64
-	nodeMem   string
-	fakeGPUs  int
-	runtime   string
-	stopGrace time.Duration
-	runDir    string
-	verbose   bool
-	parts     string
-	images    string
-	devHosts  string
-	nodeTO    time.Duration
-	adminGrp  string
-	tlsCert   string
-	tlsKey    string
-	insecure  bool
-	joinFile  string
-	raftAddr  string
-	peerCA    string
-	peers     string
-	id        string
-	apiAddr   string
-	join      string
-	metrics   string
-	web       string
-	webTLS    bool
-	config    string
-	maxInput  byteSize
-	maxQueued int
-	maxTotal  int // --max-queued: all users together
-	maxBytes  queuedBytes
-	keepEnded age
-	acctDrv   string
-	acctDSN   string
-	acctKeep  age
+	dataDir     string
+	socket      string
+	listen      string
+	dev         bool
+	nodes       int
+	nodeCPU     float64
+	nodeMem     string
+	fakeGPUs    int
+	runtime     string
+	stopGrace   time.Duration
+	runDir      string
+	verbose     bool
+	parts       string
+	images      string
+	devHosts    string
+	nodeTO      time.Duration
+	adminGrp    string
+	tlsCert     string
+	tlsKey      string
+	insecure    bool
+	joinFile    string
+	raftAddr    string
+	peerCA      string
+	peers       string
+	id          string
+	apiAddr     string
+	join        string
+	metrics     string
+	web         string
+	webTLS      bool
+	config      string
+	maxInput    byteSize
+	maxQueued   int
+	maxTotal    int // --max-queued: all users together
+	maxBytes    queuedBytes
+	keepEnded   age
+	acctDrv     string
+	acctDSN     string
+	acctKeep    age
+	streamsJob  int // --max-streams-per-job
+	streamsUser int // --max-streams-per-user
+	streams     int // --max-streams: all users together
+	fdReserve   int
 }
 
 // age is a flag of a duration that may be in days ("365d").
@@ -201,6 +208,10 @@ flags:
 	fs.StringVar(&o.acctDrv, "accounting-driver", "sqlite", "the accounting store: sqlite (a file, DATA-DIR/accounting.db) or postgres\n(one database every HA server shares; --accounting-dsn)")
 	fs.StringVar(&o.acctDSN, "accounting-dsn", "", "the accounting store's data source: the SQLite file (default DATA-DIR/accounting.db),\nor PostgreSQL's postgres://user@host/db (the password from ~/.pgpass or PGPASSWORD)")
 	fs.Var(&o.acctKeep, "accounting-keep", "delete accounting records this long after their job ended, e.g. 365d (default: keep forever)")
+	fs.IntVar(&o.streamsJob, "max-streams-per-job", connlimit.DefaultPerJob, "the most terminal (attach) and /apps streams one job may have open at once; more are refused\nwith 429 (0: unlimited)")
+	fs.IntVar(&o.streamsUser, "max-streams-per-user", connlimit.DefaultPerUser, "the most terminal (attach) and /apps streams one user may have open at once; more are refused\nwith 429 (0: unlimited)")
+	fs.IntVar(&o.streams, "max-streams", 0, "the most terminal and /apps streams all users together may have open at once (0: a quarter\nof what the limit of open files leaves beyond --fd-reserve)")
+	fs.IntVar(&o.fdReserve, "fd-reserve", 0, "open files kept for the nodes' traffic (heartbeats, reports, assignments): past the limit\nless this, other requests are refused (503) and idle user connections closed (0: an eighth\nof the limit of open files, at least 64)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.StringVar(&o.config, "config", "", "settings `file` (see etc/schedd.hcl): each key one of these flags, data_dir for --data-dir;\nflags given here override it")
 	if err := fs.Parse(args); err != nil {
@@ -224,6 +235,14 @@ flags:
 	}
 	if o.maxTotal < 0 {
 		return o, fmt.Errorf("--max-queued must be 0 (unlimited) or more, got %d", o.maxTotal)
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"max-streams-per-job", o.streamsJob}, {"max-streams-per-user", o.streamsUser}, {"max-streams", o.streams}, {"fd-reserve", o.fdReserve}} {
+		if f.n < 0 {
+			return o, fmt.Errorf("--%s must be 0 or more, got %d", f.name, f.n)
+		}
 	}
 	switch {
 	case o.fakeGPUs < 0:
@@ -372,7 +391,8 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		MaxJobInput: int(o.maxInput), MaxQueuedPerUser: queuedLimit(o.maxQueued), MaxQueued: o.maxTotal,
 		MaxQueuedInputPerUser: queuedLimit(int(o.maxBytes)),
 		KeepEnded:             time.Duration(o.keepEnded), AccountingDriver: o.acctDrv, AccountingPath: accountingPath(o), AccountingDSN: o.acctDSN,
-		AccountingKeep: time.Duration(o.acctKeep)})
+		AccountingKeep: time.Duration(o.acctKeep), MaxStreamsPerJob: queuedLimit(o.streamsJob), MaxStreamsPerUser: queuedLimit(o.streamsUser),
+		MaxStreams: o.streams, FDReserve: o.fdReserve})
 	if err != nil {
 		return err
 	}
@@ -386,6 +406,11 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		}
 		log.Info("serving metrics", "addr", "http://"+maddr.String()+"/metrics")
 	}
+	// Users' connections never take the open files the nodes' traffic
+	// needs: every listener's connections are counted together, and the
+	// last --fd-reserve kept for the nodes (connlimit.Guard).
+	guard := connlimit.NewGuard(o.fdReserve)
+	guard.Shed = shedLog(log)
 	if o.web != "" {
 		wctx, stopWeb := context.WithCancel(context.Background())
 		defer stopWeb()
@@ -393,7 +418,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		if o.webTLS {
 			cert, key, scheme = o.tlsCert, o.tlsKey, "https://"
 		}
-		waddr, err := web.Serve(wctx, o.web, cert, key, web.Handler(srv, webOutput(o, log)), log.Warn)
+		waddr, err := web.Serve(wctx, o.web, cert, key, web.Handler(srv, webOutput(o, log)), guard, log.Warn)
 		if err != nil {
 			return err
 		}
@@ -402,6 +427,9 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	lns, err := listen(o)
 	if err != nil {
 		return err
+	}
+	for i := range lns {
+		lns[i] = guard.Listen(lns[i])
 	}
 	if dir, mode := unreachable(o.socket); dir != "" {
 		log.Warn("OTHER USERS CANNOT REACH THE SOCKET: a directory on its path gives them no search permission; "+
@@ -415,7 +443,11 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		}
 	}
 	// Unix-socket callers are who the kernel says (SO_PEERCRED).
-	hs := &http.Server{Handler: srv.CatchUpGate(srv.Handler()), ReadHeaderTimeout: 10 * time.Second, ConnContext: auth.PeerCreds(adminGID)}
+	peer := auth.PeerCreds(adminGID)
+	hs := &http.Server{Handler: httpapi.ConnGuard(guard, srv.CatchUpGate(srv.Handler())), ReadHeaderTimeout: 10 * time.Second,
+		ConnState: guard.ConnState, ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return peer(guard.ConnContext(ctx, c), c)
+		}}
 	go func() {
 		if err := hs.Serve(lns[0]); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("serving", "addr", lns[0].Addr(), "err", err)
@@ -423,7 +455,8 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 	}()
 	// TCP callers are who their bearer token says; over TLS unless the
 	// dev-only --insecure-tcp.
-	ts := &http.Server{Handler: srv.TCPHandler(o.insecure), ReadHeaderTimeout: 10 * time.Second}
+	ts := &http.Server{Handler: httpapi.ConnGuard(guard, srv.TCPHandler(o.insecure)), ReadHeaderTimeout: 10 * time.Second,
+		ConnState: guard.ConnState, ConnContext: guard.ConnContext}
 	if len(lns) > 1 {
 		go func() {
 			var err error
@@ -633,5 +666,26 @@ func joinCluster(ctx context.Context, o options, log *slog.Logger) {
 		if backoff.Sleep(ctx, time.Second) != nil {
 			return
 		}
+	}
+}
+
+// shedLog reports the idle user connections the guard closed: at most
+// one line every 10 seconds, with the count since the last.
+func shedLog(log *slog.Logger) func(n, open int) {
+	var (
+		mu     sync.Mutex
+		last   time.Time
+		closed int
+	)
+	return func(n, open int) {
+		mu.Lock()
+		defer mu.Unlock()
+		closed += n
+		if time.Since(last) < 10*time.Second {
+			return
+		}
+		log.Warn("near the limit of open files: closed idle user connections to keep the nodes' reserve",
+			"closed", closed, "open", open, "nofile", connlimit.NoFile())
+		last, closed = time.Now(), 0
 	}
 }

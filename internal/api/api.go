@@ -721,7 +721,8 @@ type ContainerUpdate struct {
 // container's attach socket. With Port set it is an app's stream
 // instead (schedd's /apps proxy): the nodelet dials that port, which
 // must be one of the job's services, inside the container's network
-// namespace, writes AppReady (or "error: why\n") and splices the two.
+// namespace, writes AppReady (or "error: why\n", or AppBusy and why
+// past its caps on open streams) and splices the two.
 type AttachRequest struct {
 	ID    string `json:"id"`
 	JobID uint64 `json:"job_id"`
@@ -733,6 +734,11 @@ type AttachRequest struct {
 // AppReady is the line a nodelet writes on an app's stream once it
 // connected the service's port; bytes after it are the app's.
 const AppReady = "ok\n"
+
+// AppBusy starts the line a nodelet writes on an app's stream it refused
+// because a cap on its open streams is reached ("busy: why\n"): schedd
+// answers the caller 429, as for its own caps.
+const AppBusy = "busy: "
 
 // AttachRequests are the attach requests waiting for a node.
 type AttachRequests struct {

@@ -52,6 +52,14 @@ func FromContext(ctx context.Context) (Identity, bool) {
 // sockets pass through unchanged.
 func PeerCreds(adminGID int) func(context.Context, net.Conn) context.Context {
 	return func(ctx context.Context, c net.Conn) context.Context {
+		// A listener may wrap its connections (connlimit counts them).
+		for {
+			u, ok := c.(interface{ NetConn() net.Conn })
+			if !ok {
+				break
+			}
+			c = u.NetConn()
+		}
 		uc, ok := c.(*net.UnixConn)
 		if !ok {
 			return ctx

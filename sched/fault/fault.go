@@ -21,6 +21,10 @@ var (
 	// ErrQueueFull marks a submission past a queue limit: it may succeed
 	// later (429); it is also ErrInvalid.
 	ErrQueueFull = fmt.Errorf("%w: queue limit reached", ErrInvalid)
+	// ErrTooMany marks a terminal or app stream past a cap on open
+	// streams (per job, per user, in all): it may succeed once others
+	// end (429).
+	ErrTooMany = errors.New("stream limit reached")
 	// ErrUnauthenticated marks a missing, unknown or revoked bearer token (401).
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden marks a request its caller may not make (403).

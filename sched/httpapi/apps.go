@@ -36,6 +36,9 @@ func (a *API) app(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	if svc.Release != nil {
+		defer svc.Release()
+	}
 	prefix := AppsPrefix + strconv.FormatUint(id, 10) + "/" + name
 	if r.PathValue("rest") == "" && !strings.HasSuffix(r.URL.Path, "/") {
 		// Relative links of the app's root page resolve under the prefix.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/connlimit"
 	"github.com/troupe-hpc/troupe/sched/fault"
 )
 
@@ -95,6 +96,11 @@ func guard(rule Rule, h http.HandlerFunc) http.HandlerFunc {
 		if err := authorize(r, rule, r.PathValue("name")); err != nil {
 			writeErr(w, err)
 			return
+		}
+		if rule == NodeOnly {
+			// The connection carries a node's traffic: schedd keeps
+			// open files for it (ConnGuard).
+			connlimit.MarkNode(r.Context())
 		}
 		h(w, r)
 	}

@@ -144,6 +144,9 @@ type App struct {
 	KeepPrefix bool
 	// Transport carries the requests (its dialer asks the nodelet).
 	Transport http.RoundTripper
+	// Release, when set, frees the request's place among the open
+	// streams once it has ended.
+	Release func()
 }
 
 // AppError marks a service the nodelet could not connect (502).

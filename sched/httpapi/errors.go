@@ -25,6 +25,8 @@ func Status(err error, h http.Header) int {
 	switch {
 	case errors.Is(err, fault.ErrQueueFull): // before Invalid, which it wraps
 		return http.StatusTooManyRequests
+	case errors.Is(err, fault.ErrTooMany):
+		return http.StatusTooManyRequests
 	case errors.Is(err, fault.ErrInvalid):
 		return http.StatusBadRequest
 	case errors.Is(err, fault.ErrUnauthenticated):

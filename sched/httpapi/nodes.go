@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/connlimit"
 )
 
 func (a *API) nodes(w http.ResponseWriter, r *http.Request) {
@@ -17,14 +19,23 @@ func (a *API) nodes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list.Index, list)
 }
 
+// registerRead bounds reading a registration's body.
+const registerRead = 10 * time.Second
+
 // register records a nodelet: the join token, the node's own
 // credential or an admin may (Register); a register by the join token
 // also answers the node's credential.
 func (a *API) register(w http.ResponseWriter, r *http.Request) {
 	var reg api.NodeRegister
+	// The body names the node, so it is read before the caller is
+	// authorized: bounded in time, so that no one holds a connection of
+	// the nodes' reserve (ConnGuard) by sending it slowly.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(registerRead))
 	if !decode(w, r, &reg) {
 		return
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	if err := authorize(r, Register, reg.Name); err != nil {
 		writeErr(w, err)
 		return
@@ -35,6 +46,7 @@ func (a *API) register(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	connlimit.MarkNode(r.Context()) // a node's connection (ConnGuard)
 	writeJSON(w, http.StatusOK, 0, res)
 }
 

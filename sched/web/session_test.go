@@ -502,7 +502,7 @@ func TestServeTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, err := web.Serve(ctx, "127.0.0.1:0", cert, key, web.Handler(srv, web.Output{}), t.Logf)
+	addr, err := web.Serve(ctx, "127.0.0.1:0", cert, key, web.Handler(srv, web.Output{}), nil, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

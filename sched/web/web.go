@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/connlimit"
+	"github.com/troupe-hpc/troupe/sched/httpapi"
 )
 
 //go:embed static
@@ -172,8 +174,9 @@ func serveFile(w http.ResponseWriter, r *http.Request) {
 
 // Serve serves h on addr until ctx ends: over TLS when certFile and
 // keyFile are given, plain HTTP otherwise. It fails only when addr
-// cannot be listened on; later errors go to warn.
-func Serve(ctx context.Context, addr, certFile, keyFile string, h http.Handler, warn func(msg string, args ...any)) (net.Addr, error) {
+// cannot be listened on; later errors go to warn. guard, when set,
+// counts the listener's connections with the API's (connlimit.Guard).
+func Serve(ctx context.Context, addr, certFile, keyFile string, h http.Handler, guard *connlimit.Guard, warn func(msg string, args ...any)) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--web-addr: %w", err)
@@ -181,6 +184,12 @@ func Serve(ctx context.Context, addr, certFile, keyFile string, h http.Handler, 
 	// Requests' contexts end with ctx: open terminals close with it
 	// (Shutdown leaves hijacked connections alone).
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	if guard != nil {
+		// The page's visitors are users: their connections count
+		// against schedd's open files like the API's (httpapi.ConnGuard).
+		ln = guard.Listen(ln)
+		srv.Handler, srv.ConnState, srv.ConnContext = httpapi.ConnGuard(guard, h), guard.ConnState, guard.ConnContext
+	}
 	go func() {
 		var err error
 		if certFile != "" {

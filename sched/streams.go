@@ -1,0 +1,69 @@
+package sched
+
+import (
+	"context"
+	"net"
+	"sync"
+
+	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/connlimit"
+	"github.com/troupe-hpc/troupe/sched/fault"
+)
+
+// streamCost is what MaxStreams' default divides the open files the
+// limit leaves by: a stream holds two connections (the caller's and the
+// nodelet's), and as many again are left for the users' other requests.
+const streamCost = 4
+
+// newStreams is the counter of cfg's caps on terminal and /apps streams.
+func newStreams(cfg Config) *connlimit.Streams {
+	s := &connlimit.Streams{Daemon: "schedd", Err: fault.ErrTooMany,
+		PerJob: streamCap(cfg.MaxStreamsPerJob, connlimit.DefaultPerJob), PerUser: streamCap(cfg.MaxStreamsPerUser, connlimit.DefaultPerUser)}
+	if cfg.MaxStreams > 0 {
+		n := cfg.MaxStreams
+		s.Total = func() int { return n }
+	} else {
+		s.Total = connlimit.DerivedTotal(cfg.FDReserve, streamCost)
+	}
+	return s
+}
+
+// streamCap is a cap of Config: 0 the default, negative none.
+func streamCap(n, def int) int {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
+// takeStream takes a slot for a stream of job opened by ctx's caller
+// (a trusted caller without an identity counts as uid -1).
+func (s *Server) takeStream(ctx context.Context, job uint64) (release func(), err error) {
+	uid, user := -1, "trusted"
+	if id, ok := auth.FromContext(ctx); ok {
+		uid, user = id.UID, id.User
+	}
+	release, err = s.streams.Acquire(uid, user, job)
+	if err != nil {
+		s.metrics.refused.Inc()
+		s.log.Debug("stream refused", "job", job, "user", user, "err", err)
+	}
+	return release, err
+}
+
+// releasingConn is a stream's connection that frees its slot when
+// closed.
+type releasingConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *releasingConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
