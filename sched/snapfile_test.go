@@ -34,7 +34,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 	if err := c.SaveSnapshot(ctx, &file); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(file.String(), "troupe-snapshot/1 ") {
+	if !strings.HasPrefix(file.String(), "troupe-snapshot/2 ") {
 		t.Fatalf("snapshot starts %q", file.String()[:40])
 	}
 	// Change the state after the save: a fourth job, a killed one.
@@ -59,7 +59,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 		"bad checksum":    bytes.Replace(bytes.Clone(good), []byte("sha256="), []byte("sha256=00"), 1),
 	}
 	for name, b := range cases {
-		_, err := c.RestoreSnapshot(ctx, bytes.NewReader(b))
+		_, err := c.RestoreSnapshot(ctx, bytes.NewReader(b), false)
 		var ae *client.APIError
 		if err == nil || !strings.Contains(err.Error(), "snapshot file refused") || !asAPI(err, &ae) || ae.Status != 400 {
 			t.Errorf("%s: got %v, want a 400 refusal", name, err)
@@ -68,7 +68,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 			t.Fatalf("%s: the refused restore changed the state: %d jobs, want %d", name, n, live)
 		}
 	}
-	res, err := c.RestoreSnapshot(ctx, bytes.NewReader(good))
+	res, err := c.RestoreSnapshot(ctx, bytes.NewReader(good), false)
 	if err != nil {
 		t.Fatal(err)
 	}
