@@ -282,7 +282,8 @@ func historyAfter(f *SnapshotFile) []accounting.Key {
 		j := inState[h.ID]
 		switch {
 		case h.ID > last,
-			j != nil && (!j.State.Terminal() || j.Requeues < h.Requeues):
+			j != nil && j.Requeues < h.Requeues,
+			j != nil && j.Requeues == h.Requeues && !j.State.Terminal():
 			out = append(out, accounting.KeyOf(h))
 		}
 	}
