@@ -149,6 +149,14 @@ func TestSnapshotKeepsHistory(t *testing.T) {
 	if code, _, errs := runBadmin("--addr", src.url, "snapshot", "save", file); code != 0 {
 		t.Fatalf("save: exit %d %s", code, errs)
 	}
+	// It holds every user's ended jobs, as the store does: schedd's
+	// administrators' alone.
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the snapshot file: %v, %v; want mode 0600", fi.Mode(), err)
+	}
+	if code, _, errs := runBadmin("--addr", src.url, "snapshot", "save", "--allow-missing-history", file); code != 2 || !strings.Contains(errs, "is for snapshot restore") {
+		t.Fatalf("save --allow-missing-history: exit %d %q, want a usage error", code, errs)
+	}
 
 	t.Run("fresh data dir", func(t *testing.T) {
 		dst := newHistServer(t, "alice")
