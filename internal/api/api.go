@@ -851,6 +851,19 @@ func (p Problem) String() string {
 type SnapshotRestored struct {
 	Jobs  int `json:"jobs"`
 	Nodes int `json:"nodes"`
+	// History is what became of the accounting records the file carried;
+	// absent for a state-only file (the store was kept as it was).
+	History *SnapshotHistory `json:"history,omitempty"`
+}
+
+// SnapshotHistory counts a restored snapshot file's accounting records:
+// Records in the file, Added of them the store lacked (the others it
+// held already), After of them runs that ended after the snapshot's
+// state was taken (the state shows those jobs unended, or not at all).
+type SnapshotHistory struct {
+	Records int `json:"records"`
+	Added   int `json:"added"`
+	After   int `json:"after"`
 }
 
 // Token is a bearer token's record (the secret itself is never stored:

@@ -557,8 +557,9 @@ func blocking(index uint64, wait time.Duration) url.Values {
 	return q
 }
 
-// SaveSnapshot streams schedd's state, in the snapshot file format
-// (header line with a sha256 of the body, then the body), to w.
+// SaveSnapshot streams schedd's state and its accounting store's rows,
+// in the snapshot file format (a header line with a sha256 of the state,
+// the state, then the accounting section with its own header), to w.
 func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
 	resp, err := c.roundTrip(ctx, call{method: http.MethodGet, target: "/v1/snapshot"})
 	if err != nil {
@@ -569,15 +570,22 @@ func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
 	return err
 }
 
-// RestoreSnapshot sends a snapshot file; schedd checks it whole before it
-// changes anything and refuses a damaged one (an *APIError, 400).
-func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader) (api.SnapshotRestored, error) {
+// RestoreSnapshot sends a snapshot file; schedd checks it whole, and its
+// accounting store against it, before it changes anything, and refuses a
+// damaged file (an *APIError, 400) or a store that disagrees with it
+// (409). allowMissingHistory restores the state although the store and
+// the file lack jobs the state had handed to the store.
+func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error) {
 	var out api.SnapshotRestored
 	b, err := io.ReadAll(r)
 	if err != nil {
 		return out, err
 	}
-	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: "/v1/snapshot", body: b, ctype: "application/octet-stream"})
+	target := "/v1/snapshot"
+	if allowMissingHistory {
+		target += "?allow_missing_history=true"
+	}
+	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: target, body: b, ctype: "application/octet-stream"})
 	if err != nil {
 		return out, err
 	}

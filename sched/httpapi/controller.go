@@ -96,8 +96,8 @@ type Queue interface {
 type Admin interface {
 	Reconfig(ctx context.Context) (api.ReconfigResponse, error)
 	JoinPeer(ctx context.Context, req api.RaftJoin) error
-	SaveSnapshot(w io.Writer) error
-	RestoreSnapshot(ctx context.Context, r io.Reader) (api.SnapshotRestored, error)
+	SaveSnapshot(ctx context.Context, w io.Writer) error
+	RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error)
 	CreateToken(ctx context.Context, req api.TokenCreate) (api.TokenCreated, error)
 	Tokens(ctx context.Context) api.TokenList
 	RevokeToken(ctx context.Context, id string) error
