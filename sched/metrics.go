@@ -130,6 +130,10 @@ var (
 		"1 when this server leads the raft cluster (takes writes, schedules), else 0.", nil, nil)
 	descRaftApplied = prometheus.NewDesc("troupe_schedd_raft_applied_index",
 		"Last raft log index applied to this server's state.", nil, nil)
+	descRaftPeers = prometheus.NewDesc("troupe_schedd_raft_peers",
+		"Servers in the raft configuration, this one included.", nil, nil)
+	descRaftUnreachable = prometheus.NewDesc("troupe_schedd_raft_peers_unreachable",
+		"Peers this server, as leader, fails to reach with its heartbeats now (0 on a follower).", nil, nil)
 	descExportLag = prometheus.NewDesc("troupe_schedd_accounting_export_lag_seconds",
 		"How long ago the oldest ended job not yet written to this server's accounting store ended; 0 when none waits.", nil, nil)
 	descDataAvail = prometheus.NewDesc("troupe_schedd_data_dir_avail_bytes",
@@ -145,7 +149,7 @@ var jobStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, ap
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descJobs, descNodes, descNodeUp, descPendingAge, descNodeCPUAllocatable, descNodeCPUAllocated,
 		descNodeMemAllocatable, descNodeMemAllocated, descNodeGPUAllocatable, descNodeGPUAllocated,
-		descFairShare, descRaftLeader, descRaftApplied, descExportLag, descDataAvail, descDataSize} {
+		descFairShare, descRaftLeader, descRaftApplied, descRaftPeers, descRaftUnreachable, descExportLag, descDataAvail, descDataSize} {
 		ch <- d
 	}
 }
@@ -215,6 +219,8 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descRaftLeader, leader)
 	gauge(descRaftApplied, float64(s.raft.AppliedIndex()))
+	gauge(descRaftPeers, float64(s.raft.Peers()))
+	gauge(descRaftUnreachable, float64(s.raft.Unreachable()))
 	gauge(descExportLag, s.exp.lag(v, now).Seconds())
 	if avail, size, err := promserve.DirSpace(s.cfg.DataDir); err == nil {
 		gauge(descDataAvail, avail)

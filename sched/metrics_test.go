@@ -98,6 +98,8 @@ func TestMetrics(t *testing.T) {
 		`troupe_schedd_queue_wait_seconds_count{partition="default"}`: 1,
 		`troupe_schedd_placements_total`:                              1,
 		`troupe_schedd_raft_is_leader`:                                1,
+		`troupe_schedd_raft_peers`:                                    1,
+		`troupe_schedd_raft_peers_unreachable`:                        0,
 		`troupe_schedd_raft_entries_total{kind="submit"}`:             2,
 		`troupe_schedd_raft_entries_total{kind="register"}`:           1,
 		`troupe_schedd_raft_entries_total{kind="report"}`:             2, // one after the other: alone

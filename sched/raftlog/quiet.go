@@ -29,6 +29,9 @@ type repeats struct {
 	now   func() time.Time
 	out   hclog.Logger // where a line with its count goes (not limited)
 	seen  map[repeatKey]*repeat
+	// failing are the peers whose heartbeats from this server fail now
+	// (while it leads; a change of leader clears them).
+	failing map[raft.ServerID]bool
 }
 
 type repeatKey struct {
@@ -43,7 +46,7 @@ type repeat struct {
 }
 
 func newRepeats(name string, out io.Writer, every time.Duration) *repeats {
-	return &repeats{every: every, now: time.Now, seen: map[repeatKey]*repeat{},
+	return &repeats{every: every, now: time.Now, seen: map[repeatKey]*repeat{}, failing: map[raft.ServerID]bool{},
 		out: hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Info, Output: out})}
 }
 
@@ -105,13 +108,24 @@ func (r *repeats) resumed(id, addr string) {
 	r.out.Warn("peer answers heartbeats again", "peer", addr, "id", id, "suppressed", n)
 }
 
-// watch logs peers' resumed heartbeats from raft's observations until
-// done is closed.
+// unreachable is how many peers this server's heartbeats fail to reach
+// now (as leader).
+func (r *repeats) unreachable() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.failing)
+}
+
+// watch follows raft's observations until done is closed: it logs peers'
+// resumed heartbeats and keeps the set of peers whose heartbeats fail.
 func (r *repeats) watch(rf *raft.Raft, done <-chan struct{}) {
-	ch := make(chan raft.Observation, 16)
+	ch := make(chan raft.Observation, 64)
 	o := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.ResumedHeartbeatObservation)
-		return ok
+		switch o.Data.(type) {
+		case raft.ResumedHeartbeatObservation, raft.FailedHeartbeatObservation, raft.LeaderObservation:
+			return true
+		}
+		return false
 	})
 	rf.RegisterObserver(o)
 	go func() {
@@ -121,10 +135,24 @@ func (r *repeats) watch(rf *raft.Raft, done <-chan struct{}) {
 			case <-done:
 				return
 			case ob := <-ch:
-				res, ok := ob.Data.(raft.ResumedHeartbeatObservation)
-				if !ok {
+				var res raft.ResumedHeartbeatObservation
+				switch d := ob.Data.(type) {
+				case raft.FailedHeartbeatObservation:
+					r.mu.Lock()
+					r.failing[d.PeerID] = true
+					r.mu.Unlock()
 					continue
+				case raft.LeaderObservation:
+					r.mu.Lock()
+					clear(r.failing)
+					r.mu.Unlock()
+					continue
+				case raft.ResumedHeartbeatObservation:
+					res = d
 				}
+				r.mu.Lock()
+				delete(r.failing, res.PeerID)
+				r.mu.Unlock()
 				addr := ""
 				if f := rf.GetConfiguration(); f.Error() == nil {
 					for _, s := range f.Configuration().Servers {

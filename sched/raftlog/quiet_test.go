@@ -95,7 +95,8 @@ func TestRepeatsLimitPerPeer(t *testing.T) {
 // With a peer of a 3-peer cluster stopped, its leader writes the first
 // heartbeat failure and then nothing more about it while raft retries
 // several times a second; when the peer is back, the leader logs it with
-// the count of the lines it dropped. (Without the limit: one ERROR line
+// the count of the lines it dropped; meanwhile it counts the peer
+// unreachable. (Without the limit: one ERROR line
 // per failed heartbeat, about 3 a second.)
 func TestRaftQuietWhilePeerDown(t *testing.T) {
 	bufs := []*syncBuffer{{}, {}, {}}
@@ -139,6 +140,9 @@ func TestRaftQuietWhilePeerDown(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("%d failed heartbeats to the stopped peer: want 1 line, got %d:\n%s", failed.Load(), len(got), strings.Join(got, "\n"))
 	}
+	if n, p := c.logs[lead].Unreachable(), c.logs[lead].Peers(); n != 1 || p != 3 {
+		t.Errorf("leader: %d of %d peers unreachable, want 1 of 3", n, p)
+	}
 	l, err := Open(context.Background(), c.cfgs[down], state.New())
 	if err != nil {
 		t.Fatalf("reopening peer %d: %v", down+1, err)
@@ -148,6 +152,9 @@ func TestRaftQuietWhilePeerDown(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no line about the peer answering again in 20s:\n%s", strings.Join(bufs[lead].lines(""), "\n"))
 		}
+	}
+	if n := c.logs[lead].Unreachable(); n != 0 {
+		t.Errorf("leader: %d peers unreachable after the peer answered again, want 0", n)
 	}
 	res := bufs[lead].lines("peer answers heartbeats again")[0]
 	if !strings.Contains(res, "peer="+addr) || strings.Contains(res, "suppressed=0") {

@@ -116,6 +116,7 @@ type Log struct {
 	fsm     *fsm
 	stopMax time.Duration
 	quiet   chan struct{} // closed by Close: the watch on peers' heartbeats ends
+	peers   *repeats      // raft's log lines, and the peers whose heartbeats fail
 	// start is the index of the last command this server had on disk
 	// when it opened: until it has applied that far its state is older
 	// than what it acknowledged before (CaughtUp).
@@ -207,7 +208,7 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	l := &Log{raft: r, bolt: bolt, store: ls, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
-		start: lastCmd, quiet: make(chan struct{})}
+		start: lastCmd, quiet: make(chan struct{}), peers: quiet}
 	quiet.watch(r, l.quiet)
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
@@ -285,6 +286,25 @@ func (l *Log) AddVoter(id, addr string) error {
 
 // AppliedIndex is the last raft index applied to the state here.
 func (l *Log) AppliedIndex() uint64 { return l.raft.AppliedIndex() }
+
+// Peers is how many servers the raft configuration holds (voters and
+// not), this one included.
+func (l *Log) Peers() int {
+	f := l.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	return len(f.Configuration().Servers)
+}
+
+// Unreachable is how many peers this server, as leader, fails to reach
+// with its heartbeats now (0 on a follower).
+func (l *Log) Unreachable() int {
+	if !l.IsLeader() {
+		return 0
+	}
+	return l.peers.unreachable()
+}
 
 // Multi reports whether this log has peers.
 func (l *Log) Multi() bool { return l.multi }
