@@ -55,11 +55,12 @@ func (r *repeats) logger(name string, out io.Writer, level hclog.Level) hclog.Lo
 	return hclog.New(&hclog.LoggerOptions{Name: name, Level: level, Output: out, Exclude: r.exclude})
 }
 
-// peerOf is the value of a line's "peer" argument ("" when it has none):
-// raft names a peer by its address or by its raft.Server.
+// peerOf is the value of a line's "peer" (or, in an election's lines,
+// "target") argument, "" when it has none: raft names a peer by its
+// address or by its raft.Server.
 func peerOf(args []any) string {
 	for i := 0; i+1 < len(args); i += 2 {
-		if k, ok := args[i].(string); ok && k == "peer" {
+		if k, ok := args[i].(string); ok && (k == "peer" || k == "target") {
 			return fmt.Sprint(args[i+1])
 		}
 	}

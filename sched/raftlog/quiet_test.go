@@ -69,6 +69,14 @@ func TestRepeatsLimitPerPeer(t *testing.T) {
 	if got := buf.lines("failed to appendEntries to"); len(got) != 1 {
 		t.Fatalf("another message's first line: want it written, got %q", got)
 	}
+	// A candidate's vote requests name their peer as the target.
+	for range 2 {
+		log.Error("failed to make requestVote RPC", "target", raft.Server{ID: "s2", Address: "10.0.0.2:7000"}, "error", "refused")
+		log.Error("failed to make requestVote RPC", "target", raft.Server{ID: "s3", Address: "10.0.0.3:7000"}, "error", "refused")
+	}
+	if got := buf.lines("requestVote"); len(got) != 2 {
+		t.Fatalf("vote requests to two peers, twice: want one line per peer, got %q", got)
+	}
 	now = now.Add(5 * time.Second) // 30 s since the first line
 	beat("10.0.0.3:7000")
 	got := buf.lines("peer=10.0.0.3:7000")
@@ -79,8 +87,9 @@ func TestRepeatsLimitPerPeer(t *testing.T) {
 	log.Error("failed to appendEntries to", "peer", raft.Server{ID: "s3", Address: "10.0.0.3:7000"}, "error", "refused")
 	r.resumed("s3", "10.0.0.3:7000")
 	res := buf.lines("peer answers heartbeats again")
-	if len(res) != 1 || !strings.Contains(res[0], "suppressed=2") || !strings.Contains(res[0], "id=s3") {
-		t.Fatalf("resumed: want one line with the 2 lines dropped since, got %q", res)
+	// Dropped about s3: a heartbeat, an appendEntries and a vote request.
+	if len(res) != 1 || !strings.Contains(res[0], "suppressed=3") || !strings.Contains(res[0], "id=s3") {
+		t.Fatalf("resumed: want one line with the 3 lines about the peer dropped since, got %q", res)
 	}
 	beat("10.0.0.3:7000")
 	if got := buf.lines("failed to heartbeat to: peer=10.0.0.3:7000"); len(got) != 3 {
