@@ -63,7 +63,7 @@ func TestRepeatsLimitPerPeer(t *testing.T) {
 	}
 	beat("10.0.0.2:7000") // another peer
 	log.Error("failed to appendEntries to", "peer", raft.Server{ID: "s3", Address: "10.0.0.3:7000"}, "error", "refused")
-	if got := buf.lines("10.0.0.2:7000"); len(got) != 1 {
+	if got := buf.lines("failed to heartbeat to: peer=10.0.0.2:7000"); len(got) != 1 {
 		t.Fatalf("another peer's first failure: want it written, got %q", got)
 	}
 	if got := buf.lines("failed to appendEntries to"); len(got) != 1 {
@@ -96,7 +96,7 @@ func TestRepeatsLimitPerPeer(t *testing.T) {
 		t.Fatalf("the next outage's first failure: want it written at once, got:\n%s", strings.Join(got, "\n"))
 	}
 	beat("10.0.0.2:7000") // the other peer is still limited
-	if got := buf.lines("10.0.0.2:7000"); len(got) != 1 {
+	if got := buf.lines("failed to heartbeat to: peer=10.0.0.2:7000"); len(got) != 1 {
 		t.Fatalf("the other peer's lines: want them still limited, got %q", got)
 	}
 }
