@@ -150,6 +150,11 @@ func TestAgentMetrics(t *testing.T) {
 		}
 		t.Logf("scraped:\n%s", body)
 	}
+	avail, _ := (sample{"troupe_nodelet_state_dir_avail_bytes", gauge, nil, 0}).find(mfs)
+	size, _ := (sample{"troupe_nodelet_state_dir_size_bytes", gauge, nil, 0}).find(mfs)
+	if avail <= 0 || size < avail {
+		t.Errorf("state dir: %v bytes available of %v", avail, size)
+	}
 	// The families an earlier nodelet had from the Go client's
 	// collectors, and the help texts the man page's users know.
 	for _, n := range []string{"go_goroutines", "go_threads", "go_info", "go_gc_duration_seconds",
