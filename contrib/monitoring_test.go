@@ -6,6 +6,7 @@ package contrib
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -337,18 +338,66 @@ func TestPrometheusRules(t *testing.T) {
 // TestPromtool checks the rules with Prometheus' own tool: their syntax
 // and PromQL (promtool check rules), and that each alert fires on the
 // series of troupe-rules.test.yml and stays quiet where it should
-// (promtool test rules).
+// (promtool test rules). The dashboard's queries are checked as
+// recording rules, Grafana's $__rate_interval made 5m.
 func TestPromtool(t *testing.T) {
 	bin, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("SKIPPED: promtool not found: the alerting rules are not checked by Prometheus' tool " +
-			"(Debian package prometheus; contrib/dev/install-deps installs it)")
+		t.Skip("SKIPPED: promtool not found: the alerting rules and the dashboard's queries are not checked by " +
+			"Prometheus' tool (Debian package prometheus; contrib/dev/install-deps installs it)")
 	}
-	for _, args := range [][]string{{"check", "rules", "troupe-rules.yml"}, {"test", "rules", "troupe-rules.test.yml"}} {
+	abs, err := filepath.Abs("prometheus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	panels := filepath.Join(t.TempDir(), "panels.yml")
+	if err := os.WriteFile(panels, dashboardRules(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"check", "rules", "troupe-rules.yml"}, {"test", "rules", "troupe-rules.test.yml"},
+		{"check", "rules", panels}} {
 		cmd := exec.Command(bin, args...)
-		cmd.Dir = "prometheus"
+		cmd.Dir = abs
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
+}
+
+// dashboardRules is a rule file with one recording rule per query of the
+// dashboard.
+func dashboardRules(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("grafana/troupe.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			ID      int `json:"id"`
+			Targets []struct {
+				RefID string `json:"refId"`
+				Expr  string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	type rule struct {
+		Record string `yaml:"record"`
+		Expr   string `yaml:"expr"`
+	}
+	var rules []rule
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			rules = append(rules, rule{Record: fmt.Sprintf("panel_%d_%s", p.ID, tg.RefID),
+				Expr: strings.ReplaceAll(tg.Expr, "$__rate_interval", "5m")})
+		}
+	}
+	out, err := yaml.Marshal(map[string]any{"groups": []map[string]any{{"name": "dashboard", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
