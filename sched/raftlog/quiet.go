@@ -109,12 +109,18 @@ func (r *repeats) resumed(id, addr string) {
 	r.out.Warn("peer answers heartbeats again", "peer", addr, "id", id, "suppressed", n)
 }
 
-// unreachable is how many peers this server's heartbeats fail to reach
-// now (as leader).
-func (r *repeats) unreachable() int {
+// unreachable is how many of servers this server's heartbeats fail to
+// reach now (as leader).
+func (r *repeats) unreachable(servers []raft.Server) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.failing)
+	n := 0
+	for _, s := range servers {
+		if r.failing[s.ID] {
+			n++
+		}
+	}
+	return n
 }
 
 // watch follows raft's observations until done is closed: it logs peers'

@@ -300,10 +300,11 @@ func (l *Log) Peers() int {
 // Unreachable is how many peers this server, as leader, fails to reach
 // with its heartbeats now (0 on a follower).
 func (l *Log) Unreachable() int {
-	if !l.IsLeader() {
+	f := l.raft.GetConfiguration()
+	if !l.IsLeader() || f.Error() != nil {
 		return 0
 	}
-	return l.peers.unreachable()
+	return l.peers.unreachable(f.Configuration().Servers)
 }
 
 // Multi reports whether this log has peers.
