@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -37,8 +38,30 @@ const (
 // exporter is the server's side of the hand-off: which runs its store
 // holds already, as far as this process knows.
 type exporter struct {
+	mu          sync.Mutex // held to change done, and by readers other than ExportEnded
 	done        map[accounting.Key]bool
 	lastExpired time.Time
+}
+
+// lag is how long ago the oldest ended run in v that this server has not
+// written to its accounting store ended (0 when none waits): what the
+// store lacks while exports fail or hang.
+func (e *exporter) lag(v *state.Snapshot, now time.Time) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var oldest time.Time
+	for _, j := range v.Jobs() {
+		if !j.State.Terminal() || j.Array != nil || j.Ended.IsZero() || e.done[accounting.Key{ID: j.ID, Run: j.Requeues}] {
+			continue
+		}
+		if oldest.IsZero() || j.Ended.Before(oldest) {
+			oldest = j.Ended
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return max(now.Sub(oldest), 0)
 }
 
 // exportLoop exports ended jobs every ExportEvery until ctx ends; the
@@ -61,8 +84,17 @@ func (s *Server) exportLoop(ctx context.Context) {
 
 // ExportEnded writes the ended jobs this server has not exported yet to
 // its accounting store and, on the leader, commits the purge of those
-// that ended KeepEnded ago or more. It returns how many it purged.
+// that ended KeepEnded ago or more. It returns how many it purged. A
+// failed pass counts in troupe_schedd_accounting_export_errors_total.
 func (s *Server) ExportEnded(ctx context.Context) (int, error) {
+	n, err := s.exportEnded(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.metrics.exportErrors.Inc()
+	}
+	return n, err
+}
+
+func (s *Server) exportEnded(ctx context.Context) (int, error) {
 	s.exportMu.Lock()
 	defer s.exportMu.Unlock()
 	purged := 0
@@ -91,7 +123,9 @@ func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 			if j.Array != nil {
 				// An array's own row is no run: its elements are stored
 				// one by one; the row leaves raft with them.
+				s.exp.mu.Lock()
 				s.exp.done[k] = true
+				s.exp.mu.Unlock()
 				continue
 			}
 			if !s.exp.done[k] && len(recs) < exportBatch {
@@ -102,15 +136,19 @@ func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 			if _, err := s.acct.Put(ctx, recs); err != nil {
 				return purged, err
 			}
+			s.exp.mu.Lock()
 			for i := range recs {
 				s.exp.done[accounting.KeyOf(&recs[i])] = true
 			}
+			s.exp.mu.Unlock()
 		}
+		s.exp.mu.Lock()
 		for k := range s.exp.done {
 			if !inState[k] {
 				delete(s.exp.done, k) // purged: forget it
 			}
 		}
+		s.exp.mu.Unlock()
 		if !s.raft.IsLeader() {
 			return purged, nil
 		}

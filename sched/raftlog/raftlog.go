@@ -81,6 +81,11 @@ type Config struct {
 	API string
 	// ShutdownTimeout bounds Close (default DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
+	// RepeatEvery is how often a raft log line that repeats (the same
+	// message about the same peer, as while a peer is down) is written,
+	// with the count of those dropped since (default
+	// DefaultRepeatEvery).
+	RepeatEvery time.Duration
 
 	wrap func(net.Conn) net.Conn // tests: fault injection on raft's connections
 }
@@ -110,6 +115,8 @@ type Log struct {
 	multi   bool
 	fsm     *fsm
 	stopMax time.Duration
+	quiet   chan struct{} // closed by Close: the watch on peers' heartbeats ends
+	peers   *repeats      // raft's log lines, and the peers whose heartbeats fail
 	// start is the index of the last command this server had on disk
 	// when it opened: until it has applied that far its state is older
 	// than what it acknowledged before (CaughtUp).
@@ -135,7 +142,12 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: cfg.LogOutput})
+	every := cfg.RepeatEvery
+	if every <= 0 {
+		every = DefaultRepeatEvery
+	}
+	quiet := newRepeats("raft", cfg.LogOutput, every)
+	rc.Logger = quiet.logger("raft", cfg.LogOutput, hclog.Error)
 	rc.HeartbeatTimeout = 200 * time.Millisecond
 	rc.ElectionTimeout = 200 * time.Millisecond
 	rc.LeaderLeaseTimeout = 100 * time.Millisecond
@@ -162,7 +174,7 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		}
 		stream = sl
 		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: sl, MaxPool: 3, Timeout: 5 * time.Second,
-			Logger: hclog.New(&hclog.LoggerOptions{Name: "raft-net", Level: hclog.Error, Output: cfg.LogOutput})})
+			Logger: quiet.logger("raft-net", cfg.LogOutput, hclog.Error)})
 		addr, trans = raft.ServerAddress(sl.Addr().String()), &transport{NetworkTransport: nt, stream: sl}
 	}
 	multi := cfg.Bind != ""
@@ -196,7 +208,8 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	l := &Log{raft: r, bolt: bolt, store: ls, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
-		start: lastCmd}
+		start: lastCmd, quiet: make(chan struct{}), peers: quiet}
+	quiet.watch(r, l.quiet)
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
 		return l, nil
@@ -273,6 +286,26 @@ func (l *Log) AddVoter(id, addr string) error {
 
 // AppliedIndex is the last raft index applied to the state here.
 func (l *Log) AppliedIndex() uint64 { return l.raft.AppliedIndex() }
+
+// Peers is how many servers the raft configuration holds (voters and
+// not), this one included.
+func (l *Log) Peers() int {
+	f := l.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	return len(f.Configuration().Servers)
+}
+
+// Unreachable is how many peers this server, as leader, fails to reach
+// with its heartbeats now (0 on a follower).
+func (l *Log) Unreachable() int {
+	f := l.raft.GetConfiguration()
+	if !l.IsLeader() || f.Error() != nil {
+		return 0
+	}
+	return l.peers.unreachable(f.Configuration().Servers)
+}
 
 // Multi reports whether this log has peers.
 func (l *Log) Multi() bool { return l.multi }
@@ -372,6 +405,7 @@ func (l *Log) Snapshot() error { return l.raft.Snapshot().Error() }
 func (l *Log) Close() error {
 	f := l.raft.Shutdown()
 	close(l.store.stop)
+	close(l.quiet)
 	if l.stream != nil {
 		l.stream.Close()
 		l.stream.closeAll()
