@@ -10,6 +10,11 @@
 // request went out is retried with that id, and if no try settles it the
 // call returns an error that is ErrUnknownOutcome, never a plain failure.
 //
+// A client reads its own writes: it keeps the state index its writes were
+// answered at (Written), and its reads of the state wait for a peer that
+// has applied it, leaving a peer still behind for the next (ErrBehind when
+// none caught up within the limit).
+//
 // It must not import sched/... or nodelet/...: it knows the API
 // (internal/api), not the controller.
 package client
