@@ -132,17 +132,24 @@ func scraped(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	j := wait(res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
-	big, err := c.Submit(ctx, api.SubmitRequest{Spec: job(2), UID: 1001, GID: 1001, User: "bob", Cwd: "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wait(big.JobID, func(j api.Job) bool { return j.Reason == api.ReasonResources })
 	for _, st := range []api.ContainerState{api.ContainerPreparing, api.ContainerRunning, api.ContainerExited} {
 		if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: j.ID, Host: j.Containers[0].Host, State: st}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wait(j.ID, func(j api.Job) bool { return j.State.Terminal() })
+	// The node taken whole by a job that never starts (no report), then
+	// one that must wait for it: PENDING for Resources while scraped.
+	full, err := c.Submit(ctx, api.SubmitRequest{Spec: job(2), UID: 1001, GID: 1001, User: "bob", Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(full.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+	waiting, err := c.Submit(ctx, api.SubmitRequest{Spec: job(1), UID: 1001, GID: 1001, User: "bob", Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(waiting.JobID, func(j api.Job) bool { return j.Reason == api.ReasonResources })
 	rec := httptest.NewRecorder()
 	srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	p := expfmt.NewTextParser(model.LegacyValidation)

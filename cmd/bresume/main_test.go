@@ -20,7 +20,7 @@ func TestResume(t *testing.T) {
 		id, _ := strconv.ParseUint(r.PathValue("id"), 10, 64)
 		for _, j := range clitest.Jobs() {
 			if j.ID == id {
-				clitest.JSON(w, http.StatusOK, 5, j)
+				clitest.JSON(w, http.StatusOK, 6, j) // a state with the writes below applied
 				return
 			}
 		}

@@ -25,19 +25,28 @@ func TestStartChildOutlivesCallerThread(t *testing.T) {
 	cmd := exec.Command(sleep, "60")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	type started struct {
-		tid int
-		err error
+		tid  int
+		err  error
+		main bool
 	}
-	// The test holds its own thread, the process's main thread among
-	// them, which a locked goroutine's return parks rather than ends.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	res := make(chan started)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		res <- started{unix.Gettid(), startChild(cmd)}
-	}()
-	r := <-res
+	var r started
+	for {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			// The process's main thread is parked, not ended, when a
+			// goroutine locked to it returns: that one starts nothing, and
+			// the next goroutine runs elsewhere.
+			if tid := unix.Gettid(); tid == unix.Getpid() {
+				res <- started{tid: tid, main: true}
+				return
+			}
+			res <- started{unix.Gettid(), startChild(cmd), false}
+		}()
+		if r = <-res; !r.main {
+			break
+		}
+	}
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

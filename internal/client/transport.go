@@ -192,7 +192,10 @@ func (c *Client) readFloor(k call) call {
 			k.wait = catchUpWait
 		}
 	}
-	k.target = path + "?" + q.Encode()
+	k.target = path
+	if enc := q.Encode(); enc != "" {
+		k.target += "?" + enc
+	}
 	k.floor = w
 	return k
 }
