@@ -123,6 +123,8 @@ var (
 		"1 when this server leads the raft cluster (takes writes, schedules), else 0.", nil, nil)
 	descRaftApplied = prometheus.NewDesc("troupe_schedd_raft_applied_index",
 		"Last raft log index applied to this server's state.", nil, nil)
+	descRaftSchema = prometheus.NewDesc("troupe_schedd_raft_schema",
+		"Schema version of the replicated state this server has applied: below the newest it reads while the cluster has peers of the previous release (a rolling upgrade), which the leader keeps writing for.", nil, nil)
 )
 
 // jobStates are the states reported per partition even when no job is in
@@ -132,7 +134,7 @@ var jobStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, ap
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descJobs, descNodes, descNodeUp, descPendingAge, descNodeCPUAllocatable, descNodeCPUAllocated,
 		descNodeMemAllocatable, descNodeMemAllocated, descNodeGPUAllocatable, descNodeGPUAllocated,
-		descFairShare, descRaftLeader, descRaftApplied} {
+		descFairShare, descRaftLeader, descRaftApplied, descRaftSchema} {
 		ch <- d
 	}
 }
@@ -202,4 +204,5 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descRaftLeader, leader)
 	gauge(descRaftApplied, float64(s.raft.AppliedIndex()))
+	gauge(descRaftSchema, float64(v.Schema()))
 }
