@@ -20,6 +20,9 @@
 //     the last command it had on disk.
 //   - Close is bounded (ShutdownTimeout): it cuts raft's connections.
 //   - A full disk is ErrDiskFull at once, not a lost leadership.
+//   - In the middle of a rolling upgrade the leader writes entries in the
+//     oldest schema a peer of the configuration reads (writeSchema), so
+//     that a peer of the previous release never meets one it refuses.
 //
 // Of troupe it imports sched/state only; it must not import sched (the
 // controller) or nodelet/....
