@@ -2,6 +2,8 @@ package raftlog
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -132,5 +134,56 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 	l := logs[leader()]
 	if v := l.writeSchema(time.Now()); v != state.SchemaVersion {
 		t.Fatalf("with a peer down after the upgrade the leader writes schema %d, want %d", v, state.SchemaVersion)
+	}
+}
+
+// TestTellSchema: a peer tells a leader of this release the schema it
+// reads, and the leader's book has it (raft never sees the connection);
+// a leader of the previous release answers the line with its hello and
+// closes, which the peer takes as "not this leader".
+func TestTellSchema(t *testing.T) {
+	tc := peerTLS(t, t.TempDir())
+	book := &peerBook{}
+	leader, err := newStreamLayer("127.0.0.1:0", tc, "s1", "https://api-s1", book, io.Discard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leader.Close()
+	peer, err := newStreamLayer("127.0.0.1:0", tc, "s2", "https://api-s2", &peerBook{}, io.Discard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	if err := peer.tellSchema(leader.Addr().String(), state.SchemaVersion, time.Second); err != nil {
+		t.Fatalf("telling a leader of this release: %v", err)
+	}
+	if got := book.schemas(time.Now().Add(-time.Minute)); got["s2"] != state.SchemaVersion || len(got) != 1 {
+		t.Fatalf("the leader's book holds %v, want s2 at %d", got, state.SchemaVersion)
+	}
+	select {
+	case c := <-leader.conns:
+		c.Close()
+		t.Fatal("the schema line's connection reached raft")
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	// The previous release's handshake: its hello, one line read, and a
+	// close when that line is not a raft hello.
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "%s s1 https://api-s1\n", helloProto)
+		_, _ = readLine(c, 1024)
+	}()
+	if err := peer.tellSchema(ln.Addr().String(), state.SchemaVersion, time.Second); !errors.Is(err, errOldLeader) {
+		t.Fatalf("telling a leader of the previous release: %v, want errOldLeader", err)
 	}
 }
