@@ -235,6 +235,7 @@ func TestRollingUpgrade(t *testing.T) {
 	t.Cleanup(func() {
 		for _, p := range peers {
 			if p.alive() {
+				_ = p.cmd.Process.Signal(syscall.SIGCONT) // one the test froze
 				_ = p.cmd.Process.Signal(syscall.SIGTERM)
 				<-p.done
 			}
