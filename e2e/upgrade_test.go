@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // previousRelease is the commit the rolling-upgrade test upgrades from:
@@ -510,8 +511,8 @@ func TestRollingUpgrade(t *testing.T) {
 			t.Fatalf("%s leads after the old leader stopped, want the upgraded %s", peers[nl].id, a.id)
 		}
 		applies(last, "new-leader-old-follower")
-		if v := a.metric("troupe_schedd_raft_schema"); v != 6 {
-			t.Errorf("a leader of this release with a follower of the previous one is in schema %v, want 6", v)
+		if v := a.metric("troupe_schedd_raft_schema"); v != state.OldestSchema {
+			t.Errorf("a leader of this release with a follower of the previous one is in schema %v, want %d", v, state.OldestSchema)
 		}
 		ol.start(t, bin)
 		applies(ol, "after-"+ol.id)
@@ -525,7 +526,7 @@ func TestRollingUpgrade(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		ok := true
 		for _, p := range peers {
-			ok = ok && p.metric("troupe_schedd_raft_schema") == 7
+			ok = ok && p.metric("troupe_schedd_raft_schema") == state.SchemaVersion
 		}
 		if ok {
 			break
