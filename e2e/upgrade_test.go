@@ -33,8 +33,10 @@ const previousRelease = "489b1b3"
 // of this clone's history, as `make build` builds them.
 func buildRelease(t *testing.T, commit string) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("SKIP: the rolling-upgrade test builds the previous release from git history and needs git")
+	for _, tool := range []string{"git", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("SKIP: the rolling-upgrade test builds the previous release from git history and needs %s", tool)
+		}
 	}
 	root, err := filepath.Abs("..")
 	if err != nil {
