@@ -140,6 +140,8 @@ var (
 		"Space available on the data directory's file system (raft log, snapshots, the SQLite accounting store).", nil, nil)
 	descDataSize = prometheus.NewDesc("troupe_schedd_data_dir_size_bytes",
 		"Size of the data directory's file system.", nil, nil)
+	descRaftSchema = prometheus.NewDesc("troupe_schedd_raft_schema",
+		"Schema version of the replicated state this server has applied: below the newest it reads while the cluster has peers of the previous release (a rolling upgrade), which the leader keeps writing for.", nil, nil)
 )
 
 // jobStates are the states reported per partition even when no job is in
@@ -149,7 +151,7 @@ var jobStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, ap
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descJobs, descNodes, descNodeUp, descPendingAge, descNodeCPUAllocatable, descNodeCPUAllocated,
 		descNodeMemAllocatable, descNodeMemAllocated, descNodeGPUAllocatable, descNodeGPUAllocated,
-		descFairShare, descRaftLeader, descRaftApplied, descRaftPeers, descRaftUnreachable, descExportLag, descDataAvail, descDataSize} {
+		descFairShare, descRaftLeader, descRaftApplied, descRaftPeers, descRaftUnreachable, descExportLag, descDataAvail, descDataSize, descRaftSchema} {
 		ch <- d
 	}
 }
@@ -226,4 +228,5 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descDataAvail, avail)
 		gauge(descDataSize, size)
 	}
+	gauge(descRaftSchema, float64(v.Schema()))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 func scrapeMetrics(t *testing.T, h http.Handler) string {
@@ -115,6 +116,9 @@ func TestMetrics(t *testing.T) {
 	}
 	if idx := metricValue(body, "troupe_schedd_raft_applied_index"); idx < float64(srv.raft.AppliedIndex())-100 || idx < 5 {
 		t.Errorf("raft applied index %v", idx)
+	}
+	if v := metricValue(body, "troupe_schedd_raft_schema"); v != state.SchemaVersion {
+		t.Errorf("raft schema %v, want %d: a lone server has no older peer to write for", v, state.SchemaVersion)
 	}
 	if w := metricValue(body, `troupe_schedd_queue_wait_seconds_sum{partition="default"}`); w < 0 || w > 10 {
 		t.Errorf("queue wait sum %v s, want the few ms between submit and RUNNING", w)

@@ -20,6 +20,9 @@
 //     the last command it had on disk.
 //   - Close is bounded (ShutdownTimeout): it cuts raft's connections.
 //   - A full disk is ErrDiskFull at once, not a lost leadership.
+//   - In the middle of a rolling upgrade the leader writes entries in the
+//     oldest schema a peer of the configuration reads (writeSchema), so
+//     that a peer of the previous release never meets one it refuses.
 //
 // Of troupe it imports sched/state only; it must not import sched (the
 // controller) or nodelet/....
@@ -88,6 +91,9 @@ type Config struct {
 	RepeatEvery time.Duration
 
 	wrap func(net.Conn) net.Conn // tests: fault injection on raft's connections
+	// silent: tests: tell the leader no schema, as a peer of the
+	// previous release.
+	silent bool
 }
 
 // DefaultShutdownTimeout is how long Close waits for raft to stop.
@@ -122,6 +128,7 @@ type Log struct {
 	// than what it acknowledged before (CaughtUp).
 	start  uint64
 	caught atomic.Bool
+	self   string
 }
 
 // Open opens (or creates) the log in cfg.Dir, restores st from it, and
@@ -207,11 +214,14 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	l := &Log{raft: r, bolt: bolt, store: ls, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
+	l := &Log{self: string(rc.LocalID), raft: r, bolt: bolt, store: ls, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
 		start: lastCmd, quiet: make(chan struct{}), peers: quiet}
 	quiet.watch(r, l.quiet)
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
+		if !cfg.silent {
+			go l.tellSchemaLoop(string(rc.LocalID))
+		}
 		return l, nil
 	}
 	if err := l.waitLeader(ctx); err != nil {
@@ -341,7 +351,7 @@ func (l *Log) Barrier(ctx context.Context) error {
 // Apply commits cmd and returns what the state store answered. The
 // command is durable on disk when Apply returns without error.
 func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
-	b, err := encodeCommand(cmd)
+	b, err := encodeCommand(cmd, l.writeSchema(time.Now()))
 	if err != nil {
 		return nil, err
 	}
@@ -367,6 +377,86 @@ func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
 	}
 	r := f.Response().(result)
 	return r.value, r.err
+}
+
+// Schemas in a cluster of several releases. The leader writes each entry
+// in the oldest schema any peer of the raft configuration reads, so that
+// a peer of the previous release, in the middle of a rolling upgrade,
+// never meets an entry it refuses (it would stop). A peer tells the
+// leader the newest schema it reads every tellEvery (tellSchema); a peer
+// that has told none within schemaFresh (the previous release, which
+// cannot tell, or a peer that is down) is taken to read OldestSchema.
+// Once an entry of the newest schema is in the log (the state's Schema)
+// there is no going back: the leader writes that schema from then on,
+// whoever is up, and peers stop telling.
+const (
+	tellEvery   = time.Second
+	schemaFresh = 5 * time.Second
+)
+
+// writeSchema is the schema version of the entries this leader writes
+// now.
+func (l *Log) writeSchema(now time.Time) int {
+	in := l.fsm.st.Snapshot().Schema()
+	if !l.multi || in >= state.SchemaVersion {
+		return state.SchemaVersion
+	}
+	f := l.raft.GetConfiguration()
+	if f.Error() != nil {
+		return in
+	}
+	var ids []string
+	for _, sv := range f.Configuration().Servers {
+		ids = append(ids, string(sv.ID))
+	}
+	return oldestRead(in, ids, l.self, l.book.schemas(now.Add(-schemaFresh)))
+}
+
+// oldestRead is the oldest schema the servers ids read, by what they
+// told (a server that told none reads OldestSchema), and never older
+// than in, the schema the state is in already. self, the leader, reads
+// SchemaVersion.
+func oldestRead(in int, ids []string, self string, told map[string]int) int {
+	v := state.SchemaVersion
+	for _, id := range ids {
+		if id == self {
+			continue
+		}
+		t, ok := told[id]
+		if !ok {
+			t = state.OldestSchema
+		}
+		v = min(v, t)
+	}
+	return max(v, in)
+}
+
+// tellSchemaLoop tells the leader, every tellEvery, the newest schema
+// this peer reads, until the state is in that schema (nothing left to
+// tell) or the log closes. A leader of an older release, which refuses
+// the line, is not told again.
+func (l *Log) tellSchemaLoop(self string) {
+	t := time.NewTicker(tellEvery)
+	defer t.Stop()
+	var refused string
+	for {
+		select {
+		case <-l.stream.done:
+			return
+		case <-t.C:
+		}
+		if l.fsm.st.Snapshot().Schema() >= state.SchemaVersion {
+			return
+		}
+		addr, id := l.raft.LeaderWithID()
+		if id == "" || string(id) == self || string(id) == refused {
+			continue
+		}
+		err := l.stream.tellSchema(string(addr), state.SchemaVersion, helloTimeout)
+		if errors.Is(err, errOldLeader) {
+			refused = string(id)
+		}
+	}
 }
 
 // Restore replaces the state of every replica with d: a raft user

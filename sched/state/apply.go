@@ -91,6 +91,15 @@ const (
 //	   (requestScoped; they carry no By).
 const SchemaVersion = 7
 
+// OldestSchema is the oldest schema version this schedd writes: the
+// previous release's. A cluster in the middle of a rolling upgrade
+// still has peers of that release, which refuse a newer entry and stop;
+// so the leader writes the schema every peer reads (raftlog) and the
+// state keeps the highest schema it has applied (Snapshot.Schema). A
+// peer older than the previous release is outside the compatibility
+// window: it may meet entries it refuses.
+const OldestSchema = 6
+
 // ErrSchema marks an entry or snapshot written by a newer schedd, whose
 // schema this one does not know.
 var ErrSchema = errors.New("unknown schema version")
@@ -215,6 +224,12 @@ func (c *Command) reporters() []string {
 // otherwise; or an error that leaves the state
 // unchanged.
 func (s *Store) Apply(index uint64, c Command) (any, error) {
+	s.raiseSchema(c.Version)
+	if !requestScoped(c.Version) {
+		// An older schema knows request ids without their sender: so do
+		// its entries here, as every peer applies them.
+		c.By = ""
+	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	txn.TrackChanges() // settleArrays reads what the command changed
