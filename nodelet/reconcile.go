@@ -2,6 +2,7 @@ package nodelet
 
 import (
 	"context"
+	"sync"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/nodelet/session"
@@ -12,9 +13,15 @@ import (
 //	running here, job gone or KillWanted      → stop (task reports killed)
 //	not here, KillWanted, state not ended     → report killed (never started)
 //	not here, state assigned (or pending)     → start a task
-//	not here, state preparing/running         → report failed: lost (a
-//	                                            previous nodelet ran it)
+//	not here, state preparing/running, no     → report failed: lost (a
+//	record of its end                           previous nodelet ran it)
 //	ended here already, or state ended        → nothing
+//	ended here, state placed or running       → send its final update
+//	                                            again (schedd's state went
+//	                                            back: a snapshot restored)
+//	not here, its end kept here (outcomeLog), → send that final update
+//	state assigned/preparing/running            again: never a second run,
+//	                                            never "lost"
 //	not here, no lease from schedd in force   → wait (start once granted)
 //	an earlier run (before a requeue) still   → wait until it has stopped
 //	stopping here
@@ -55,12 +62,35 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 	for k := range a.finished {
 		if _, ok := want[k]; !ok {
 			delete(a.finished, k)
+			delete(a.told, k)
 		}
 	}
 	for k, job := range want {
 		if a.running[k] == nil && !a.finished[k] && !a.earlierRunHere(k) {
 			a.admit(ctx, k, job)
+		} else if a.running[k] == nil && a.finished[k] {
+			a.tellEnd(k, job)
 		}
+	}
+}
+
+// tellEnd sends again the final update of k's container, which ended
+// here, when schedd still shows it placed or running: schedd's state went
+// back (a snapshot restored) to before the end. a.mu is held.
+func (a *agent) tellEnd(k key, job api.AssignedJob) {
+	c, err := session.Container(job, k.host)
+	if err != nil || c.State.Ended() || c.State == api.ContainerPending {
+		return
+	}
+	if a.told == nil {
+		a.told = map[key]uint64{}
+	}
+	if u, ok := a.outcomes.get(k); ok && a.told[k] != a.last.Index {
+		// Once for each answer of schedd's: until schedd has applied
+		// the first telling, the next answers still show it running.
+		a.told[k] = a.last.Index
+		a.log.Info("schedd shows a container that ended here as not ended: telling its end again", "job", k.job, "host", k.host, "state", u.State)
+		a.rep.Add(u)
 	}
 }
 
@@ -86,6 +116,12 @@ func (a *agent) admit(ctx context.Context, k key, job api.AssignedJob) {
 	switch {
 	case c.State.Ended():
 		return
+	case a.outcomes.has(k):
+		// It ran and ended here, and left the assignments; schedd's
+		// state has gone back to before its end (a snapshot restored):
+		// its true end, never a second run nor "lost".
+		a.finished[k] = true
+		a.tellEnd(k, job)
 	case job.KillWanted:
 		a.endHere(k, api.ContainerKilled, 0, "killed before it started")
 	case c.State == api.ContainerAssigned || c.State == api.ContainerPending || c.State == "":
@@ -94,8 +130,56 @@ func (a *agent) admit(ctx context.Context, k key, job api.AssignedJob) {
 		}
 		a.startTask(ctx, k, job)
 	default:
-		a.endHere(k, api.ContainerFailed, 0, "container lost: the nodelet restarted while it was "+string(c.State))
+		a.endHere(k, api.ContainerFailed, 0, "container lost: the node does not run it and has no record of its end (the nodelet restarted, or schedd's state went back) while it was "+string(c.State))
 	}
+}
+
+// send queues u for schedd and, when it is a container's final update,
+// keeps it (outcomeLog).
+func (a *agent) send(u api.ContainerUpdate) {
+	if u.State.Ended() {
+		a.outcomes.put(key{u.JobID, u.Host, u.Requeues}, u)
+	}
+	a.rep.Add(u)
+}
+
+// maxOutcomes bounds outcomeLog: the final updates of the last this many
+// containers that ended here.
+const maxOutcomes = 8192
+
+// outcomeLog is a bounded memory of final updates, oldest dropped first.
+type outcomeLog struct {
+	mu    sync.Mutex
+	byKey map[key]api.ContainerUpdate
+	order []key
+}
+
+func (o *outcomeLog) put(k key, u api.ContainerUpdate) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.byKey == nil {
+		o.byKey = map[key]api.ContainerUpdate{}
+	}
+	if _, ok := o.byKey[k]; !ok {
+		o.order = append(o.order, k)
+	}
+	o.byKey[k] = u
+	for len(o.order) > maxOutcomes {
+		delete(o.byKey, o.order[0])
+		o.order = o.order[1:]
+	}
+}
+
+func (o *outcomeLog) has(k key) bool {
+	_, ok := o.get(k)
+	return ok
+}
+
+func (o *outcomeLog) get(k key) (api.ContainerUpdate, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	u, ok := o.byKey[k]
+	return u, ok
 }
 
 // endedHere tells whether this nodelet has reported k's final state: its
@@ -113,5 +197,5 @@ func (a *agent) endedHere(k key) bool {
 // is held.
 func (a *agent) endHere(k key, state api.ContainerState, code int, msg string) {
 	a.finished[k] = true
-	a.rep.Add(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg})
+	a.send(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg})
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
@@ -82,5 +83,51 @@ func TestNoReconcileBeforeFirstAssignments(t *testing.T) {
 	}
 	if n := a.rep.Pending(); n != 0 {
 		t.Errorf("reports queued: %+v, want none (the ended container's exit is its task's to report)", a.rep.Queued())
+	}
+}
+
+// TestReconcileAfterStateWentBack: schedd's state went back (a snapshot
+// restored) to before two containers ended here and left the
+// assignments: it shows one running and one assigned again. The nodelet
+// tells each one's true end again (its exit code), never starts the
+// assigned one a second time and never reports either lost.
+func TestReconcileAfterStateWentBack(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
+	ended := map[uint64]api.ContainerUpdate{
+		1: {JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 3, CPUTime: time.Second},
+		2: {JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 137},
+	}
+	for _, u := range ended {
+		a.send(u) // as the task's end does
+	}
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true) // sent and acknowledged
+	a.reconcile(context.Background(), api.Assignments{Index: 10}) // both left the assignments
+	assign := func(idx uint64) {
+		var as api.Assignments
+		as.Index = idx
+		for id, st := range map[uint64]api.ContainerState{1: api.ContainerRunning, 2: api.ContainerAssigned} {
+			job := api.AssignedJob{ID: id, Containers: []api.Container{
+				{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: st},
+			}}
+			as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
+		}
+		a.reconcile(context.Background(), as)
+	}
+	assign(4)
+	if len(a.running) != 0 {
+		t.Fatalf("the nodelet started %d containers that had ended here", len(a.running))
+	}
+	got := map[uint64]api.ContainerUpdate{}
+	for _, u := range a.rep.Queued() {
+		got[u.JobID] = u
+	}
+	if len(got) != 2 || got[1] != ended[1] || got[2] != ended[2] {
+		t.Fatalf("queued %+v, want each container's true end %+v", a.rep.Queued(), ended)
+	}
+	assign(4) // the same answer again: told once
+	if n := a.rep.Pending(); n != 2 {
+		t.Fatalf("the same answer told the ends again: %d queued, want 2", n)
 	}
 }
