@@ -30,6 +30,9 @@ type metrics struct {
 	entries    *prometheus.CounterVec
 	stages     *stageClock // troupe_job_stage_seconds, troupe_job_slot_seconds
 	refused    prometheus.Counter
+	// acctConflicts counts ended runs the accounting store refused
+	// because it holds another job under their id and run.
+	acctConflicts prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -59,6 +62,10 @@ func newMetrics(s *Server) *metrics {
 			Name: "troupe_schedd_streams_refused_total",
 			Help: "Terminal and /apps streams this server refused past a cap on open streams (per job, per user, in all).",
 		}),
+		acctConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "troupe_schedd_accounting_conflicts_total",
+			Help: "Ended runs the accounting store did not take because it holds another job under the same id and run (each logged at ERROR).",
+		}),
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "troupe_schedd_streams_open",
@@ -67,7 +74,7 @@ func newMetrics(s *Server) *metrics {
 		_, _, n := s.streams.Open(-1, 0)
 		return float64(n)
 	})
-	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, m.stages.hist, m.stages.slot, m.refused, open, stateCollector{s},
+	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, m.stages.hist, m.stages.slot, m.refused, m.acctConflicts, open, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

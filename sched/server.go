@@ -248,7 +248,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		acct.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl, acct: acct, exp: exporter{done: map[accounting.Key]bool{}},
+	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl, acct: acct, exp: exporter{done: map[accounting.Key]bool{}, conflict: map[accounting.Key]bool{}},
 		seen: map[string]time.Time{}, starts: map[uint64]time.Time{}, kick: make(chan struct{}, 1),
 		leadSince: cfg.Clock(), config: pc}
 	s.reports = groupCommit[state.Report, []state.Started]{commit: s.commitReports,

@@ -133,6 +133,9 @@ func (s *Server) RestoreSnapshot(ctx context.Context, r io.Reader) (api.Snapshot
 	if err != nil {
 		return api.SnapshotRestored{}, err
 	}
+	if _, err := s.reconcileRestore(ctx, &d); err != nil {
+		return api.SnapshotRestored{}, err
+	}
 	if err := s.raft.Restore(ctx, d); err != nil {
 		return api.SnapshotRestored{}, fmt.Errorf("restoring the snapshot: %w", err)
 	}

@@ -274,6 +274,11 @@ func (l *Log) AddVoter(id, addr string) error {
 // AppliedIndex is the last raft index applied to the state here.
 func (l *Log) AppliedIndex() uint64 { return l.raft.AppliedIndex() }
 
+// LastIndex is the index of the last entry in this server's log (or of
+// its last snapshot): on the leader, no index it has answered with is
+// higher.
+func (l *Log) LastIndex() uint64 { return l.raft.LastIndex() }
+
 // Multi reports whether this log has peers.
 func (l *Log) Multi() bool { return l.multi }
 
