@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/sched/accounting"
@@ -177,5 +179,39 @@ func TestBlockingQueryFromOtherHistory(t *testing.T) {
 	}
 	if as.Index == 0 || as.Index >= 1<<40 {
 		t.Fatalf("answered index %d, want the state's", as.Index)
+	}
+}
+
+// TestExportConflictIsLoud: the accounting store holds another job
+// under an ended job's id (an id handed out twice before ids were kept
+// above the store's). The export counts it in
+// troupe_schedd_accounting_conflicts_total and keeps the job in the
+// state (so bhist still shows it) rather than purging it as if stored.
+func TestExportConflictIsLoud(t *testing.T) {
+	srv, c := clusterWith(t, Config{KeepEnded: time.Millisecond})
+	ctx := context.Background()
+	stranger := api.HistoryJob{ID: 1, User: "someone-else", State: api.JobCompleted, Submitted: time.Unix(1, 0), Ended: time.Unix(2, 0)}
+	if _, err := srv.Accounting().Put(ctx, []api.HistoryJob{stranger}); err != nil {
+		t.Fatal(err)
+	}
+	id := endJobs(t, c, 1)[0]
+	if id != 1 {
+		t.Fatalf("job id %d, want 1", id)
+	}
+	for range 3 {
+		if _, err := srv.ExportEnded(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // past KeepEnded: a stored job would be purged
+	}
+	var m dto.Metric
+	if err := srv.metrics.acctConflicts.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Errorf("troupe_schedd_accounting_conflicts_total = %v, want 1 (counted once)", got)
+	}
+	if j := srv.Store().Snapshot().Job(id); j == nil || j.State != api.JobCancelled {
+		t.Errorf("job %d after the refused export: %+v; want it kept in the state", id, j)
 	}
 }
