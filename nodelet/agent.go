@@ -69,6 +69,7 @@ type agent struct {
 	// again is told its true end, not that it was lost.
 	outcomes outcomeLog
 	told     map[key]uint64  // finished keys whose end was told again, at which answer's index
+	acked    map[key]bool    // finished keys schedd has shown ended since
 	last     api.Assignments // the last answer reconciled: a task that ends reconciles it again
 	// assigned: last holds an answer of schedd's. Until the first one,
 	// an empty last says nothing: a restarted nodelet's re-attached
@@ -156,7 +157,7 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	}
 	a := &agent{
 		cfg: cfg, log: log, cli: cli, rt: rt, oci: oci,
-		running: map[key]*task{}, finished: map[key]bool{}, told: map[key]uint64{},
+		running: map[key]*task{}, finished: map[key]bool{}, told: map[key]uint64{}, acked: map[key]bool{},
 		mps:     &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
 		cpus:    newCPUSet(nil),
 		streams: newStreams(cfg),

@@ -46,6 +46,9 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 	if ctx.Err() != nil || !a.assigned {
 		return
 	}
+	if a.told == nil {
+		a.told, a.acked = map[key]uint64{}, map[key]bool{}
+	}
 	want := map[key]api.AssignedJob{}
 	for _, asg := range a.last.Assignments {
 		for _, h := range asg.Hosts {
@@ -63,29 +66,32 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 		if _, ok := want[k]; !ok {
 			delete(a.finished, k)
 			delete(a.told, k)
+			delete(a.acked, k)
 		}
 	}
 	for k, job := range want {
 		if a.running[k] == nil && !a.finished[k] && !a.earlierRunHere(k) {
 			a.admit(ctx, k, job)
 		} else if a.running[k] == nil && a.finished[k] {
-			a.tellEnd(k, job)
+			if c, err := session.Container(job, k.host); err == nil && c.State.Ended() {
+				a.acked[k] = true
+			} else if a.acked[k] {
+				a.tellEnd(k, job)
+			}
 		}
 	}
 }
 
 // tellEnd sends again the final update of k's container, which ended
-// here, when schedd still shows it placed or running: schedd's state went
-// back (a snapshot restored) to before the end. a.mu is held.
+// here, when schedd shows it placed or running after it had shown it
+// ended (acked) or stopped assigning it: schedd's state went back (a
+// snapshot restored) to before the end. a.mu is held.
 func (a *agent) tellEnd(k key, job api.AssignedJob) {
 	c, err := session.Container(job, k.host)
 	if err != nil || c.State.Ended() || c.State == api.ContainerPending {
 		return
 	}
-	if a.told == nil {
-		a.told = map[key]uint64{}
-	}
-	if u, ok := a.outcomes.get(k); ok && a.told[k] != a.last.Index {
+	if u, ok := a.outcomes.get(k, job); ok && a.told[k] != a.last.Index {
 		// Once for each answer of schedd's: until schedd has applied
 		// the first telling, the next answers still show it running.
 		a.told[k] = a.last.Index
@@ -116,29 +122,30 @@ func (a *agent) admit(ctx context.Context, k key, job api.AssignedJob) {
 	switch {
 	case c.State.Ended():
 		return
-	case a.outcomes.has(k):
+	case a.outcomes.has(k, job):
 		// It ran and ended here, and left the assignments; schedd's
 		// state has gone back to before its end (a snapshot restored):
 		// its true end, never a second run nor "lost".
 		a.finished[k] = true
 		a.tellEnd(k, job)
 	case job.KillWanted:
-		a.endHere(k, api.ContainerKilled, 0, "killed before it started")
+		a.endHere(k, job.SessionID, api.ContainerKilled, 0, "killed before it started")
 	case c.State == api.ContainerAssigned || c.State == api.ContainerPending || c.State == "":
 		if a.fence != nil && !a.fence.valid() {
 			return // the fence would kill it: start once schedd grants a lease
 		}
 		a.startTask(ctx, k, job)
 	default:
-		a.endHere(k, api.ContainerFailed, 0, "container lost: the node does not run it and has no record of its end (the nodelet restarted, or schedd's state went back) while it was "+string(c.State))
+		a.endHere(k, job.SessionID, api.ContainerFailed, 0, "container lost: the node does not run it and has no record of its end (the nodelet restarted, or schedd's state went back) while it was "+string(c.State))
 	}
 }
 
-// send queues u for schedd and, when it is a container's final update,
+// send queues u, an update of a container of the job whose session is
+// session, for schedd and, when it is the container's final update,
 // keeps it (outcomeLog).
-func (a *agent) send(u api.ContainerUpdate) {
+func (a *agent) send(session string, u api.ContainerUpdate) {
 	if u.State.Ended() {
-		a.outcomes.put(key{u.JobID, u.Host, u.Requeues}, u)
+		a.outcomes.put(key{u.JobID, u.Host, u.Requeues}, session, u)
 	}
 	a.rep.Add(u)
 }
@@ -148,38 +155,49 @@ func (a *agent) send(u api.ContainerUpdate) {
 const maxOutcomes = 8192
 
 // outcomeLog is a bounded memory of final updates, oldest dropped first.
+// Each end is kept with its job's session id: it is told only for the
+// same job, never for another one under the same id.
 type outcomeLog struct {
 	mu    sync.Mutex
-	byKey map[key]api.ContainerUpdate
+	byKey map[key]outcome
 	order []key
 }
 
-func (o *outcomeLog) put(k key, u api.ContainerUpdate) {
+type outcome struct {
+	session string
+	update  api.ContainerUpdate
+}
+
+func (o *outcomeLog) put(k key, session string, u api.ContainerUpdate) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.byKey == nil {
-		o.byKey = map[key]api.ContainerUpdate{}
+		o.byKey = map[key]outcome{}
 	}
 	if _, ok := o.byKey[k]; !ok {
 		o.order = append(o.order, k)
 	}
-	o.byKey[k] = u
+	o.byKey[k] = outcome{session, u}
 	for len(o.order) > maxOutcomes {
 		delete(o.byKey, o.order[0])
 		o.order = o.order[1:]
 	}
 }
 
-func (o *outcomeLog) has(k key) bool {
-	_, ok := o.get(k)
+func (o *outcomeLog) has(k key, job api.AssignedJob) bool {
+	_, ok := o.get(k, job)
 	return ok
 }
 
-func (o *outcomeLog) get(k key) (api.ContainerUpdate, bool) {
+// get is k's end when it was job's (the same session).
+func (o *outcomeLog) get(k key, job api.AssignedJob) (api.ContainerUpdate, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	u, ok := o.byKey[k]
-	return u, ok
+	e, ok := o.byKey[k]
+	if !ok || e.session != job.SessionID {
+		return api.ContainerUpdate{}, false
+	}
+	return e.update, true
 }
 
 // endedHere tells whether this nodelet has reported k's final state: its
@@ -195,7 +213,7 @@ func (a *agent) endedHere(k key) bool {
 
 // endHere reports a final state for a container that has no task. a.mu
 // is held.
-func (a *agent) endHere(k key, state api.ContainerState, code int, msg string) {
+func (a *agent) endHere(k key, session string, state api.ContainerState, code int, msg string) {
 	a.finished[k] = true
-	a.send(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg})
+	a.send(session, api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg})
 }

@@ -100,15 +100,15 @@ func TestReconcileAfterStateWentBack(t *testing.T) {
 		2: {JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 137},
 	}
 	for _, u := range ended {
-		a.send(u) // as the task's end does
+		a.send("s", u) // as the task's end does
 	}
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true) // sent and acknowledged
-	a.reconcile(context.Background(), api.Assignments{Index: 10}) // both left the assignments
+	a.reconcile(context.Background(), api.Assignments{Index: 10})                                  // both left the assignments
 	assign := func(idx uint64) {
 		var as api.Assignments
 		as.Index = idx
 		for id, st := range map[uint64]api.ContainerState{1: api.ContainerRunning, 2: api.ContainerAssigned} {
-			job := api.AssignedJob{ID: id, Containers: []api.Container{
+			job := api.AssignedJob{ID: id, SessionID: "s", Containers: []api.Container{
 				{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: st},
 			}}
 			as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
@@ -129,5 +129,36 @@ func TestReconcileAfterStateWentBack(t *testing.T) {
 	assign(4) // the same answer again: told once
 	if n := a.rep.Pending(); n != 2 {
 		t.Fatalf("the same answer told the ends again: %d queued, want 2", n)
+	}
+}
+
+// TestReconcileTellsEndOnlyAfterAck: a container that ended here is shown
+// running by the answers that come before schedd applies its end: that
+// is no going back, and nothing is sent again. Once schedd has shown it
+// ended, an answer showing it running again (a restore raced the end)
+// gets its end told again.
+func TestReconcileTellsEndOnlyAfterAck(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
+	end := api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 5}
+	k := key{1, "main1", 0}
+	a.send("s", end)
+	a.finished[k] = true
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
+	answer := func(idx uint64, st api.ContainerState) {
+		job := api.AssignedJob{ID: 1, SessionID: "s", Containers: []api.Container{
+			{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: st},
+		}}
+		a.reconcile(context.Background(), api.Assignments{Index: idx, Assignments: []api.Assignment{{Job: job, Hosts: []string{"main1"}}}})
+	}
+	answer(5, api.ContainerRunning) // before schedd applied the end
+	if n := a.rep.Pending(); n != 0 {
+		t.Fatalf("an answer from before the end was applied had the end sent again: %+v", a.rep.Queued())
+	}
+	answer(6, api.ContainerExited)
+	answer(7, api.ContainerRunning) // the state went back
+	if q := a.rep.Queued(); len(q) != 1 || q[0] != end {
+		t.Fatalf("after the state went back: queued %+v, want the end %+v again", q, end)
 	}
 }

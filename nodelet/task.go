@@ -100,7 +100,7 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c
 }
 
 func (a *agent) report(t *task, state api.ContainerState, code int, msg string) {
-	a.send(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state, ExitCode: code, Message: msg})
+	a.send(t.job.SessionID, api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state, ExitCode: code, Message: msg})
 }
 
 // runTask: preparing → running → exited | killed | failed, then destroy.
@@ -132,7 +132,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	}
 	a.metrics.running.Inc()
 	defer a.metrics.running.Dec()
-	a.send(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting})
+	a.send(t.job.SessionID, api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting})
 	state, exit, msg := a.supervise(ctx, t, c)
 	use := c.Usage()
 	if state == "" {
@@ -162,7 +162,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	a.cpus.release(t.id()) // its cores are free with its process
 	a.markTearingDown(t, u)
 	t.ended.Store(true)
-	a.send(u)
+	a.send(t.job.SessionID, u)
 	if !destroyed {
 		a.destroy(ctx, c)
 	}

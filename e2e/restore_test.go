@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/client"
+)
+
+// TestRestoreDrill is the restore drill an operator runs: badmin
+// snapshot save, then more work (jobs ending, starting, submitted,
+// cancelled, some ended jobs leaving the state for the accounting
+// store), then badmin snapshot restore on the running cluster. Every
+// job's state is then checked against what happened: ended jobs stay
+// ended with their outcome and exit code and never run again (each
+// output file holds one run), running jobs keep their containers and
+// are still running, no id is handed out twice, and the nodelets see
+// the restored state at once.
+func TestRestoreDrill(t *testing.T) {
+	needRunc(t)
+	ba := badmin(t)
+	c := startCluster(t, 1, "4", "--keep-ended", "2s")
+	dir := t.TempDir()
+	_ = os.Chmod(dir, 0o777) // the jobs write their output here as the user
+	out := func(name string) string { return filepath.Join(dir, name+".out") }
+	runs := func(name string) int {
+		b, _ := os.ReadFile(out(name))
+		return strings.Count(string(b), "run\n")
+	}
+	// Each job prints "run" to its output file, which a second run
+	// would append to.
+	once := func(name, script string) string {
+		return fmt.Sprintf(`
+job %q {
+  image   = "host"
+  command = ["sh", "-c", %q]
+  output  = %q
+  resources {
+    cpu    = 1
+    memory = "64MiB"
+  }
+}`, name, "echo run; "+script, name+".out")
+	}
+
+	cl, err := client.New(c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// outcome is a job's state and exit code, from the state or, once
+	// it left it, from the accounting store (inState false).
+	outcome := func(id uint64) (st api.JobState, exit int, inState bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		j, _, err := cl.Job(ctx, id, 0, 0)
+		if err == nil {
+			return j.State, j.ExitCode, true
+		}
+		if !client.IsNotFound(err) {
+			t.Fatalf("job %d: %v", id, err)
+		}
+		h, err := cl.History(ctx, url.Values{"id": {strconv.FormatUint(id, 10)}})
+		if err != nil || len(h.Jobs) != 1 {
+			t.Fatalf("bhist %d: %+v, %v", id, h.Jobs, err)
+		}
+		return h.Jobs[0].State, h.Jobs[0].ExitCode, false
+	}
+	// Before the save: one ended, one running to end after it, one
+	// running on, one held to be released, one held to be cancelled.
+	early, _ := c.submit(dir, "early", once("early", "exit 4"))
+	ending, _ := c.submit(dir, "ending", once("ending", "sleep 3"))
+	long, _ := c.submit(dir, "long", once("long", "sleep 600"))
+	released, _ := c.submit(dir, "released", once("released", "exit 0"), "-H")
+	cancelled, _ := c.submit(dir, "cancelled", once("cancelled", "true"), "-H")
+	if !waitFor(time.Minute, func() bool { st, _, _ := outcome(early); return st.Terminal() }) {
+		t.Fatalf("job %d did not end", early)
+	}
+	c.waitState(ending, time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
+	longJob := c.waitState(long, time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
+
+	snap := filepath.Join(dir, "drill.snap")
+	if _, errOut, code := c.run(dir, filepath.Base(ba), "snapshot", "save", snap); code != 0 {
+		t.Fatalf("badmin snapshot save: exit %d: %s", code, errOut)
+	}
+
+	// After the save.
+	if _, errOut, code := c.run(dir, "brelease", strconv.FormatUint(released, 10)); code != 0 {
+		t.Fatalf("brelease: %s", errOut)
+	}
+	if _, errOut, code := c.run(dir, "bkill", strconv.FormatUint(cancelled, 10)); code != 0 {
+		t.Fatalf("bkill: %s", errOut)
+	}
+	after, _ := c.submit(dir, "after", once("after", "exit 2"))
+	started, _ := c.submit(dir, "started", once("started", "sleep 600"))
+	for _, id := range []uint64{ending, released, after} {
+		if !waitFor(time.Minute, func() bool { st, _, _ := outcome(id); return st.Terminal() }) {
+			t.Fatalf("job %d did not end", id)
+		}
+	}
+	startedJob := c.waitState(started, time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
+	// The first ones leave the state for the accounting store (past
+	// --keep-ended): the restore must take their outcome from there.
+	if !waitFor(30*time.Second, func() bool {
+		_, _, a := outcome(early)
+		_, _, b := outcome(ending)
+		return !a && !b
+	}) {
+		t.Fatalf("jobs %d and %d still in the state past --keep-ended", early, ending)
+	}
+	type end struct {
+		state api.JobState
+		exit  int
+	}
+	want := map[uint64]end{}
+	for _, id := range []uint64{early, ending, released, cancelled, after} {
+		st, exit, _ := outcome(id)
+		want[id] = end{st, exit}
+	}
+	if want[early] != (end{api.JobFailed, 4}) || want[after] != (end{api.JobFailed, 2}) || want[ending].state != api.JobCompleted {
+		t.Fatalf("before the restore: %+v", want)
+	}
+
+	o, errOut, code := c.run(dir, filepath.Base(ba), "snapshot", "restore", snap)
+	if code != 0 {
+		t.Fatalf("badmin snapshot restore: exit %d: %s", code, errOut)
+	}
+	t.Logf("badmin snapshot restore: %s", strings.TrimSpace(o))
+
+	// A job submitted after the restore runs to its end: the scheduler
+	// and the nodelet have seen the restored state by then.
+	next, _ := c.submit(dir, "next", once("next", "true"))
+	if next <= started {
+		t.Errorf("the first job after the restore got id %d, handed out before (the last was %d)", next, started)
+	}
+	c.waitState(next, time.Minute, func(j api.Job) bool { return j.State == api.JobCompleted })
+
+	for id, w := range want {
+		if st, exit, _ := outcome(id); st != w.state || exit != w.exit {
+			t.Errorf("job %d after the restore: %s exit %d; it had ended %s exit %d", id, st, exit, w.state, w.exit)
+		}
+	}
+	for id, want := range map[uint64]api.Job{long: longJob, started: startedJob} {
+		j := c.job(id)
+		if j.State != api.JobRunning || !j.Started.Equal(want.Started) {
+			t.Errorf("job %d after the restore: %s (%s), started %s; want it still running, started %s", id, j.State, j.Reason, j.Started, want.Started)
+		}
+	}
+	for name, n := range map[string]int{"early": 1, "ending": 1, "long": 1, "released": 1, "cancelled": 0, "after": 1, "started": 1, "next": 1} {
+		if got := runs(name); got != n {
+			t.Errorf("%s ran %d times, want %d", name, got, n)
+		}
+	}
+	for _, id := range []uint64{long, started} {
+		if _, errOut, code := c.run(dir, "bkill", strconv.FormatUint(id, 10)); code != 0 {
+			t.Fatalf("bkill %d: %s", id, errOut)
+		}
+		if j := c.waitState(id, time.Minute, func(j api.Job) bool { return j.State.Terminal() }); j.State != api.JobCancelled {
+			t.Errorf("job %d, adopted after the restore, bkilled: %s (%s), want CANCELLED", id, j.State, j.Reason)
+		}
+	}
+	if strings.Contains(c.log.String(), "container lost") {
+		t.Errorf("a container was reported lost:\n%s", c.log)
+	}
+}
