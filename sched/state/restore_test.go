@@ -76,3 +76,30 @@ func TestReconcileDumpEndedFromStore(t *testing.T) {
 		t.Errorf("job 2 = %s, want it left PENDING (the record is an earlier run's)", d.Jobs[1].State)
 	}
 }
+
+// TestReportOfUnknownJobRaisesIDs: a node reports a job the state does
+// not hold, with an id above every id given (it runs a job of a history
+// this state lost): the id counter rises past it, so the id is not
+// handed out again. An id at or below the counter, one absurdly far
+// above it, or an entry of schema 7 changes nothing.
+func TestReportOfUnknownJobRaisesIDs(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	rep := func(v int, id uint64) {
+		h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerKilled}}}})
+	}
+	rep(7, 40)
+	if last := h.st.Snapshot().LastJobID(); last != 1 {
+		t.Fatalf("a schema 7 entry raised the id counter to %d", last)
+	}
+	rep(SchemaVersion, 40)
+	rep(SchemaVersion, 30)
+	rep(SchemaVersion, 40+maxIDJump+1)
+	if last := h.st.Snapshot().LastJobID(); last != 40 {
+		t.Fatalf("id counter %d after reports of unknown jobs 40, 30 and a wild one; want 40", last)
+	}
+	id := h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	if id != uint64(41) {
+		t.Fatalf("the next submit got id %v, want 41", id)
+	}
+}
