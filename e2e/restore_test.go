@@ -3,16 +3,23 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/freeport"
+	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // TestRestoreDrill is the restore drill an operator runs: badmin
@@ -168,4 +175,126 @@ job %q {
 	if strings.Contains(c.log.String(), "container lost") {
 		t.Errorf("a container was reported lost:\n%s", c.log)
 	}
+}
+
+// TestRestoreEmptyDataDir follows schedd(8) RECOVERY for a lone server
+// whose raft data is lost: schedd is stopped, its raft directory moved
+// aside, and it starts again on the same data dir (the accounting store
+// kept) while its nodelet runs on; the last backup is then restored.
+// Job ids do not go back: not to a job ended since the backup (in the
+// accounting store only), nor to a job the nodelet still ran (it stops
+// it, as the empty state holds no such job, and its report carries the
+// id). It used to hand out the backup's next id again, and the store
+// kept the old job's record under the new job's id.
+func TestRestoreEmptyDataDir(t *testing.T) {
+	ba := badmin(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	sock := filepath.Join(dir, "schedd.sock")
+	metrics := freeport.Addr(t)
+	// start runs schedd on data; stop ends it (the cleanup too).
+	start := func() (cl *client.Client, stop func()) {
+		cmd := exec.Command(bin+"/schedd", "--data-dir", data, "--socket", sock, "--keep-ended", "1s", "--metrics-addr", metrics)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		stop = func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }) }
+		t.Cleanup(stop)
+		select {
+		case <-scanAddr(out):
+		case <-time.After(60 * time.Second):
+			t.Fatal("schedd did not start in 60s")
+		}
+		if cl, err = client.New("unix://" + sock); err != nil {
+			t.Fatal(err)
+		}
+		return cl, stop
+	}
+	cl, stop := start()
+	nl := exec.Command(bin+"/nodelet", "--addr", "unix://"+sock, "--name", "r1", "--state-dir", filepath.Join(dir, "n1"),
+		"--runtime", "process", "--cpu", "4", "--memory", "4GiB", "--heartbeat", "500ms")
+	nl.Stderr = os.Stderr
+	if err := nl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nl.Process.Signal(syscall.SIGTERM); _ = nl.Wait() })
+
+	ctx := context.Background()
+	submit := func(script string) uint64 {
+		t.Helper()
+		res, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: jobspec.Job{Name: "r", Image: "host", Command: []string{"sh", "-c", script},
+			Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.JobID
+	}
+	gone := func(id uint64) bool { // ended and purged: in the accounting store only
+		_, _, err := cl.Job(ctx, id, 0, 0)
+		return client.IsNotFound(err)
+	}
+	admin := []string{"TROUPE_ADDR=unix://" + sock}
+	first := submit("true")
+	snap := filepath.Join(dir, "backup.snap")
+	if o, err := runEnv(t, admin, ba, "snapshot", "save", snap); err != nil {
+		t.Fatalf("badmin snapshot save: %v: %s", err, o)
+	}
+	ended := submit("exit 3") // ends and leaves for the accounting store
+	marker := "sleep 600; : " + dir
+	running := submit(marker) // still running when the raft data is lost
+	if !waitFor(time.Minute, func() bool { return gone(ended) }) {
+		t.Fatalf("job %d not purged to the accounting store", ended)
+	}
+	if !waitFor(time.Minute, func() bool { return processRunning(marker) }) {
+		t.Fatalf("job %d did not start", running)
+	}
+	stop()
+	if err := os.Rename(filepath.Join(data, "raft"), filepath.Join(dir, "raft.damaged")); err != nil {
+		t.Fatal(err)
+	}
+	cl, _ = start()
+	// The nodelet registers again, is assigned nothing and stops its
+	// job; schedd learns the id from the report of its end.
+	if !waitFor(time.Minute, func() bool { return !processRunning(marker) }) {
+		t.Fatalf("job %d's process still runs on the empty state", running)
+	}
+	if !waitFor(30*time.Second, func() bool {
+		resp, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `troupe_schedd_raft_entries_total{kind="report"}`) ||
+			strings.Contains(string(b), `troupe_schedd_raft_entries_total{kind="reports"}`)
+	}) {
+		t.Fatal("the nodelet's report of the stopped job was not committed")
+	}
+	if o, err := runEnv(t, admin, ba, "snapshot", "restore", snap); err != nil {
+		t.Fatalf("badmin snapshot restore: %v: %s", err, o)
+	}
+	next := submit("true")
+	if next <= running {
+		t.Fatalf("the first job after the restore got id %d; ids up to %d were given (job %d ended, job %d ran on the node)", next, running, ended, running)
+	}
+	h, err := cl.History(ctx, url.Values{"id": {strconv.FormatUint(ended, 10)}})
+	if err != nil || len(h.Jobs) != 1 || h.Jobs[0].ExitCode != 3 {
+		t.Fatalf("bhist %d: %+v, %v; want the job that exited 3", ended, h.Jobs, err)
+	}
+	if _, _, err := cl.Job(ctx, first, 0, 0); err != nil {
+		t.Fatalf("job %d from the backup: %v", first, err)
+	}
+}
+
+// processRunning tells whether a process whose command line holds s
+// runs.
+func processRunning(s string) bool {
+	out, _ := exec.Command("pgrep", "-f", s).Output()
+	return len(strings.TrimSpace(string(out))) > 0
 }
