@@ -52,6 +52,13 @@ func (s *Server) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 	r := state.ReconcileDump(d, f)
 	s.log.Warn("restore reconciled with the live state and the accounting store",
 		"next_job_id", r.LastJobID+1, "newer_in_live_state", len(r.Newer), "kept_from_live_state", len(r.Kept),
-		"ended_from_accounting", len(r.Ended), "live_jobs_dropped", r.Dropped)
+		"ended_from_accounting", len(r.Ended), "live_jobs_dropped", len(r.Dropped))
+	if len(r.Dropped) > 0 {
+		// The replaced state gave ids the backup had given to other jobs
+		// (schedd ran on an empty data dir and took submits): those jobs
+		// are not the backup's and are not kept.
+		s.log.Warn("restore dropped jobs of the replaced state whose ids the backup gave to other jobs",
+			"jobs", len(r.Dropped), "first", r.Dropped[0], "last", r.Dropped[len(r.Dropped)-1])
+	}
 	return r, nil
 }
