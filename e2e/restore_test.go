@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -181,11 +182,14 @@ job %q {
 // whose raft data is lost: schedd is stopped, its raft directory moved
 // aside, and it starts again on the same data dir (the accounting store
 // kept) while its nodelet runs on; the last backup is then restored.
-// Job ids do not go back: not to a job ended since the backup (in the
-// accounting store only), nor to a job the nodelet still ran (it stops
-// it, as the empty state holds no such job, and its report carries the
-// id). It used to hand out the backup's next id again, and the store
-// kept the old job's record under the new job's id.
+// While schedd's state holds no job, the nodelet stops nothing. After
+// the restore the job the backup shows running runs on, in the same
+// process, and can be killed; the job submitted after the backup, which
+// the restored state does not hold, is stopped. Job ids do not go back:
+// not to a job ended since the backup (in the accounting store only),
+// nor to the job the nodelet stopped (its report carries the id). The
+// nodelet used to stop every container on the empty state, and schedd
+// handed out the backup's next id again.
 func TestRestoreEmptyDataDir(t *testing.T) {
 	ba := badmin(t)
 	dir := t.TempDir()
@@ -217,13 +221,20 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 		return cl, stop
 	}
 	cl, stop := start()
+	var nlog syncBuffer
 	nl := exec.Command(bin+"/nodelet", "--addr", "unix://"+sock, "--name", "r1", "--state-dir", filepath.Join(dir, "n1"),
 		"--runtime", "process", "--cpu", "4", "--memory", "4GiB", "--heartbeat", "500ms")
-	nl.Stderr = os.Stderr
+	nl.Stderr = &nlog
 	if err := nl.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = nl.Process.Signal(syscall.SIGTERM); _ = nl.Wait() })
+	t.Cleanup(func() {
+		_ = nl.Process.Signal(syscall.SIGTERM)
+		_ = nl.Wait()
+		if t.Failed() {
+			t.Logf("nodelet log:\n%s", nlog.String())
+		}
+	})
 
 	ctx := context.Background()
 	submit := func(script string) uint64 {
@@ -235,34 +246,51 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 		}
 		return res.JobID
 	}
-	gone := func(id uint64) bool { // ended and purged: in the accounting store only
-		_, _, err := cl.Job(ctx, id, 0, 0)
-		return client.IsNotFound(err)
+	jobState := func(id uint64) api.JobState {
+		j, _, err := cl.Job(ctx, id, 0, 0)
+		if err != nil {
+			return ""
+		}
+		return j.State
+	}
+	pids := func(marker string) string {
+		out, _ := exec.Command("pgrep", "-f", marker).Output()
+		return strings.TrimSpace(string(out))
 	}
 	admin := []string{"TROUPE_ADDR=unix://" + sock}
-	first := submit("true")
+	keptMarker, lostMarker := "sleep 600; : kept "+dir, "sleep 600; : lost "+dir
+	kept := submit(keptMarker) // running at the backup, runs on
+	if !waitFor(time.Minute, func() bool { return jobState(kept) == api.JobRunning && pids(keptMarker) != "" }) {
+		t.Fatalf("job %d did not start", kept)
+	}
+	keptPID := pids(keptMarker)
 	snap := filepath.Join(dir, "backup.snap")
 	if o, err := runEnv(t, admin, ba, "snapshot", "save", snap); err != nil {
 		t.Fatalf("badmin snapshot save: %v: %s", err, o)
 	}
-	ended := submit("exit 3") // ends and leaves for the accounting store
-	marker := "sleep 600; : " + dir
-	running := submit(marker) // still running when the raft data is lost
-	if !waitFor(time.Minute, func() bool { return gone(ended) }) {
+	ended := submit("exit 3")  // ends and leaves for the accounting store
+	lost := submit(lostMarker) // submitted after the backup, still running
+	if !waitFor(time.Minute, func() bool { return jobState(ended) == "" }) {
 		t.Fatalf("job %d not purged to the accounting store", ended)
 	}
-	if !waitFor(time.Minute, func() bool { return processRunning(marker) }) {
-		t.Fatalf("job %d did not start", running)
+	if !waitFor(time.Minute, func() bool { return pids(lostMarker) != "" }) {
+		t.Fatalf("job %d did not start", lost)
 	}
 	stop()
 	if err := os.Rename(filepath.Join(data, "raft"), filepath.Join(dir, "raft.damaged")); err != nil {
 		t.Fatal(err)
 	}
 	cl, _ = start()
-	// The nodelet registers again, is assigned nothing and stops its
-	// job; schedd learns the id from the report of its end.
-	if !waitFor(time.Minute, func() bool { return !processRunning(marker) }) {
-		t.Fatalf("job %d's process still runs on the empty state", running)
+	if !waitFor(time.Minute, func() bool { return strings.Contains(nlog.String(), "keeping the containers running here") }) {
+		t.Fatal("the nodelet did not answer the empty state")
+	}
+	if o, err := runEnv(t, admin, ba, "snapshot", "restore", snap); err != nil {
+		t.Fatalf("badmin snapshot restore: %v: %s", err, o)
+	}
+	// The restored state does not hold the later job: the nodelet stops
+	// it, and schedd learns its id from the report of its end.
+	if !waitFor(time.Minute, func() bool { return pids(lostMarker) == "" }) {
+		t.Fatalf("job %d, which the restored state does not hold, still runs", lost)
 	}
 	if !waitFor(30*time.Second, func() bool {
 		resp, err := http.Get("http://" + metrics + "/metrics")
@@ -276,25 +304,42 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	}) {
 		t.Fatal("the nodelet's report of the stopped job was not committed")
 	}
-	if o, err := runEnv(t, admin, ba, "snapshot", "restore", snap); err != nil {
-		t.Fatalf("badmin snapshot restore: %v: %s", err, o)
+	if st := jobState(kept); st != api.JobRunning || pids(keptMarker) != keptPID {
+		t.Fatalf("job %d after the restore: %s, processes %q; want it RUNNING in the same process %s", kept, st, pids(keptMarker), keptPID)
 	}
 	next := submit("true")
-	if next <= running {
-		t.Fatalf("the first job after the restore got id %d; ids up to %d were given (job %d ended, job %d ran on the node)", next, running, ended, running)
+	if next <= lost {
+		t.Fatalf("the first job after the restore got id %d; ids up to %d were given (job %d ended, job %d ran on the node)", next, lost, ended, lost)
 	}
 	h, err := cl.History(ctx, url.Values{"id": {strconv.FormatUint(ended, 10)}})
 	if err != nil || len(h.Jobs) != 1 || h.Jobs[0].ExitCode != 3 {
 		t.Fatalf("bhist %d: %+v, %v; want the job that exited 3", ended, h.Jobs, err)
 	}
-	if _, _, err := cl.Job(ctx, first, 0, 0); err != nil {
-		t.Fatalf("job %d from the backup: %v", first, err)
+	if _, err := cl.Kill(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(time.Minute, func() bool { return jobState(kept) == api.JobCancelled && pids(keptMarker) == "" }) {
+		t.Fatalf("job %d, adopted after the restore, bkilled: %s", kept, jobState(kept))
+	}
+	if strings.Contains(nlog.String(), "container lost") {
+		t.Error("the nodelet reported a container lost")
 	}
 }
 
-// processRunning tells whether a process whose command line holds s
-// runs.
-func processRunning(s string) bool {
-	out, _ := exec.Command("pgrep", "-f", s).Output()
-	return len(strings.TrimSpace(string(out))) > 0
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

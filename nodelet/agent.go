@@ -68,9 +68,12 @@ type agent struct {
 	// schedd whose state went back (a restore) and shows one running
 	// again is told its true end, not that it was lost.
 	outcomes outcomeLog
-	told     map[key]uint64  // finished keys whose end was told again, at which answer's index
-	acked    map[key]bool    // finished keys schedd has shown ended since
-	last     api.Assignments // the last answer reconciled: a task that ends reconciles it again
+	told     map[key]uint64 // finished keys whose end was told again, at which answer's index
+	acked    map[key]bool   // finished keys schedd has shown ended since
+	// keptUnassigned: the last answer said schedd's state holds no job
+	// yet, and the containers running here were kept (logged once).
+	keptUnassigned bool
+	last           api.Assignments // the last answer reconciled: a task that ends reconciles it again
 	// assigned: last holds an answer of schedd's. Until the first one,
 	// an empty last says nothing: a restarted nodelet's re-attached
 	// containers are in no assignment yet, and reconciling against it

@@ -11,6 +11,10 @@ import (
 // reconcile makes the containers of this node match as:
 //
 //	running here, job gone or KillWanted      → stop (task reports killed)
+//	running here, job gone, schedd's state    → keep running (a restore may
+//	has no job yet (NoJobsYet)                  bring the job back)
+//	running here, the job under its id is     → stop, then start the other
+//	another (another session)
 //	not here, KillWanted, state not ended     → report killed (never started)
 //	not here, state assigned (or pending)     → start a task
 //	not here, state preparing/running, no     → report failed: lost (a
@@ -55,10 +59,24 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 			want[key{asg.Job.ID, h, asg.Job.Requeues}] = asg.Job
 		}
 	}
+	if a.last.NoJobsYet && !a.keptUnassigned && len(a.running) > 0 {
+		a.log.Warn("schedd's state holds no job yet (a new or emptied data dir): keeping the containers running here until it does", "containers", len(a.running))
+	}
+	a.keptUnassigned = a.last.NoJobsYet
 	for k, t := range a.running {
-		if job, ok := want[k]; !ok || job.KillWanted {
+		job, ok := want[k]
+		switch {
+		case !ok && a.last.NoJobsYet:
+			// Not schedd's to stop: its state lost the job's history;
+			// a restore may bring it back.
+		case !ok || job.KillWanted:
 			t.requestStop()
-		} else {
+		case job.SessionID != t.job.SessionID && t.job.SessionID != "":
+			// Another job under the same id (a state that handed the
+			// id out again): not this container's; the new one starts
+			// once it has stopped.
+			t.requestStop()
+		default:
 			t.queueSignals(job)
 		}
 	}
@@ -98,6 +116,22 @@ func (a *agent) tellEnd(k key, job api.AssignedJob) {
 		a.log.Info("schedd shows a container that ended here as not ended: telling its end again", "job", k.job, "host", k.host, "state", u.State)
 		a.rep.Add(u)
 	}
+}
+
+// assignedJob is the job the last answer assigns k's container of, if
+// any. a.mu is held.
+func (a *agent) assignedJob(k key) (api.AssignedJob, bool) {
+	for _, asg := range a.last.Assignments {
+		if asg.Job.ID != k.job || asg.Job.Requeues != k.run {
+			continue
+		}
+		for _, h := range asg.Hosts {
+			if h == k.host {
+				return asg.Job, true
+			}
+		}
+	}
+	return api.AssignedJob{}, false
 }
 
 // earlierRunHere reports whether an earlier run of k's container (before
@@ -144,6 +178,19 @@ func (a *agent) admit(ctx context.Context, k key, job api.AssignedJob) {
 // session, for schedd and, when it is the container's final update,
 // keeps it (outcomeLog).
 func (a *agent) send(session string, u api.ContainerUpdate) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sendLocked(session, u)
+}
+
+// sendLocked is send with a.mu held. An update of a container whose job
+// id schedd now gives another job (another session) is not sent: schedd
+// would read it as the other job's.
+func (a *agent) sendLocked(session string, u api.ContainerUpdate) {
+	if w, ok := a.assignedJob(key{u.JobID, u.Host, u.Requeues}); ok && session != "" && w.SessionID != "" && w.SessionID != session {
+		a.log.Warn("not reporting a container of a job schedd no longer holds: its id now names another job", "job", u.JobID, "host", u.Host, "state", u.State)
+		return
+	}
 	if u.State.Ended() {
 		a.outcomes.put(key{u.JobID, u.Host, u.Requeues}, session, u)
 	}
@@ -215,5 +262,5 @@ func (a *agent) endedHere(k key) bool {
 // is held.
 func (a *agent) endHere(k key, session string, state api.ContainerState, code int, msg string) {
 	a.finished[k] = true
-	a.send(session, api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg})
+	a.sendLocked(session, api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg})
 }

@@ -162,3 +162,53 @@ func TestReconcileTellsEndOnlyAfterAck(t *testing.T) {
 		t.Fatalf("after the state went back: queued %+v, want the end %+v again", q, end)
 	}
 }
+
+// TestReconcileNoJobsYet: schedd's state has never given a job id (it
+// started on an emptied data dir, before the backup is restored): its
+// empty answer does not stop the containers running here. Once the
+// state holds jobs, one it assigns keeps running, one it does not is
+// stopped, and one whose id it gives another job (another session) is
+// stopped, its reports not sent (schedd would read them as the other
+// job's), and the other job is not taken for it.
+func TestReconcileNoJobsYet(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
+	tasks := map[uint64]*task{}
+	for id, sess := range map[uint64]string{1: "kept", 2: "gone", 3: "old"} {
+		k := key{id, "main1", 0}
+		tasks[id] = &task{key: k, job: api.AssignedJob{ID: id, SessionID: sess}, stop: make(chan struct{})}
+		a.running[k] = tasks[id]
+	}
+	stopped := func(id uint64) bool {
+		select {
+		case <-tasks[id].stop:
+			return true
+		default:
+			return false
+		}
+	}
+	a.reconcile(context.Background(), api.Assignments{Index: 3, NoJobsYet: true})
+	for id := range tasks {
+		if stopped(id) {
+			t.Fatalf("job %d's container was stopped by a state that holds no job yet", id)
+		}
+	}
+	var as api.Assignments
+	as.Index = 9
+	for id, sess := range map[uint64]string{1: "kept", 3: "new"} {
+		job := api.AssignedJob{ID: id, SessionID: sess, Containers: []api.Container{
+			{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning},
+		}}
+		as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
+	}
+	a.reconcile(context.Background(), as)
+	if stopped(1) || !stopped(2) || !stopped(3) {
+		t.Fatalf("stopped: 1 %v, 2 %v, 3 %v; want 2 (unassigned) and 3 (its id names another job) only", stopped(1), stopped(2), stopped(3))
+	}
+	a.send("old", api.ContainerUpdate{JobID: 3, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
+	a.send("gone", api.ContainerUpdate{JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
+	if q := a.rep.Queued(); len(q) != 1 || q[0].JobID != 2 {
+		t.Fatalf("queued %+v; want job 2's end only (job 3's id names another job now)", q)
+	}
+}

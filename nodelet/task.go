@@ -92,7 +92,9 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c
 		if detaching(ctx) && a.canDetach() {
 			return
 		}
-		a.finished[k] = true
+		if w, ok := a.assignedJob(k); !ok || w.SessionID == t.job.SessionID || t.job.SessionID == "" {
+			a.finished[k] = true // else another job under its id waits to start
+		}
 		if ctx.Err() == nil {
 			a.reconcileLocked(ctx) // a later run may have waited for this one
 		}

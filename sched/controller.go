@@ -263,7 +263,7 @@ func (s *Server) NodeAssignments(ctx context.Context, w httpapi.Wait, node strin
 		}
 		return v.NodeIndex(node)
 	})
-	return api.Assignments{Assignments: Assignments(v, node), Index: idx}, nil
+	return api.Assignments{Assignments: Assignments(v, node), Index: idx, NoJobsYet: v.LastJobID() == 0}, nil
 }
 
 // ListPartitions is the partitions with their nodes and limits.
