@@ -683,7 +683,7 @@ func (j *AssignedJob) Container(host string) (Container, bool) {
 
 // Assignments is what a nodelet should be running now. A job whose
 // KillWanted is set must have its containers stopped. A running container
-// that is in no assignment must be stopped.
+// that is in no assignment must be stopped, unless NoJobsYet is set.
 type Assignments struct {
 	Assignments []Assignment `json:"assignments"`
 	Index       uint64       `json:"index"`
