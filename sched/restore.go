@@ -9,6 +9,21 @@ import (
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
+// restore reconciles d with what schedd knows (reconcileRestore) and
+// puts it in force on every replica, with writes held off from the read
+// of the live state to the end, so none is lost in between.
+func (s *Server) restore(ctx context.Context, d *state.Dump) error {
+	s.restoreMu.Lock()
+	defer s.restoreMu.Unlock()
+	if _, err := s.reconcileRestore(ctx, d); err != nil {
+		return err
+	}
+	if err := s.raft.Restore(ctx, *d); err != nil {
+		return fmt.Errorf("restoring the snapshot: %w", err)
+	}
+	return nil
+}
+
 // reconcileRestore brings into d, a snapshot about to be put in force,
 // what schedd knows happened since it was saved (state.ReconcileDump):
 // the live state's newer rows and later jobs, the accounting store's

@@ -133,11 +133,8 @@ func (s *Server) RestoreSnapshot(ctx context.Context, r io.Reader) (api.Snapshot
 	if err != nil {
 		return api.SnapshotRestored{}, err
 	}
-	if _, err := s.reconcileRestore(ctx, &d); err != nil {
+	if err := s.restore(ctx, &d); err != nil {
 		return api.SnapshotRestored{}, err
-	}
-	if err := s.raft.Restore(ctx, d); err != nil {
-		return api.SnapshotRestored{}, fmt.Errorf("restoring the snapshot: %w", err)
 	}
 	res := api.SnapshotRestored{Jobs: len(d.Jobs), Nodes: len(d.Nodes)}
 	// Move every table's index past the restore, so blocking queries
