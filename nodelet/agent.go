@@ -61,9 +61,19 @@ type agent struct {
 	instance string
 
 	mu       sync.Mutex
-	running  map[key]*task   // started here, not yet destroyed
-	finished map[key]bool    // ended here; kept while schedd still assigns it
-	last     api.Assignments // the last answer reconciled: a task that ends reconciles it again
+	running  map[key]*task // started here, not yet destroyed
+	finished map[key]bool  // ended here; kept while schedd still assigns it
+	// outcomes keeps the final updates of the containers that ended
+	// here, the last maxOutcomes, after schedd stops assigning them: a
+	// schedd whose state went back (a restore) and shows one running
+	// again is told its true end, not that it was lost.
+	outcomes outcomeLog
+	told     map[key]uint64 // finished keys whose end was told again, at which answer's index
+	acked    map[key]bool   // finished keys schedd has shown ended since
+	// keptUnassigned: the last answer said schedd's state holds no job
+	// yet, and the containers running here were kept (logged once).
+	keptUnassigned bool
+	last           api.Assignments // the last answer reconciled: a task that ends reconciles it again
 	// assigned: last holds an answer of schedd's. Until the first one,
 	// an empty last says nothing: a restarted nodelet's re-attached
 	// containers are in no assignment yet, and reconciling against it
@@ -150,7 +160,7 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	}
 	a := &agent{
 		cfg: cfg, log: log, cli: cli, rt: rt, oci: oci,
-		running: map[key]*task{}, finished: map[key]bool{},
+		running: map[key]*task{}, finished: map[key]bool{}, told: map[key]uint64{}, acked: map[key]bool{},
 		mps:     &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
 		cpus:    newCPUSet(nil),
 		streams: newStreams(cfg),

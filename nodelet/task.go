@@ -92,7 +92,9 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c
 		if detaching(ctx) && a.canDetach() {
 			return
 		}
-		a.finished[k] = true
+		if w, ok := a.assignedJob(k); !ok || w.SessionID == t.job.SessionID || t.job.SessionID == "" {
+			a.finished[k] = true // else another job under its id waits to start
+		}
 		if ctx.Err() == nil {
 			a.reconcileLocked(ctx) // a later run may have waited for this one
 		}
@@ -100,7 +102,7 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c
 }
 
 func (a *agent) report(t *task, state api.ContainerState, code int, msg string) {
-	a.rep.Add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state, ExitCode: code, Message: msg})
+	a.send(t.job.SessionID, api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state, ExitCode: code, Message: msg})
 }
 
 // runTask: preparing → running → exited | killed | failed, then destroy.
@@ -132,7 +134,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	}
 	a.metrics.running.Inc()
 	defer a.metrics.running.Dec()
-	a.rep.Add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting})
+	a.send(t.job.SessionID, api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting})
 	state, exit, msg := a.supervise(ctx, t, c)
 	use := c.Usage()
 	if state == "" {
@@ -162,7 +164,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	a.cpus.release(t.id()) // its cores are free with its process
 	a.markTearingDown(t, u)
 	t.ended.Store(true)
-	a.rep.Add(u)
+	a.send(t.job.SessionID, u)
 	if !destroyed {
 		a.destroy(ctx, c)
 	}

@@ -60,10 +60,21 @@ func (s *Server) blockOn(ctx context.Context, w httpapi.Wait, index func(*state.
 	for {
 		v := s.st.Snapshot()
 		idx, ws := index(v)
-		if w.Index == 0 || idx > w.Index || ws.WatchCtx(ctx) != nil {
+		if w.Index == 0 || idx > w.Index || s.indexFromOtherHistory(w.Index) || ws.WatchCtx(ctx) != nil {
 			return v, idx
 		}
 	}
+}
+
+// indexFromOtherHistory tells whether a blocking query's index is above
+// every index the leader's log holds: the client saw a state this one
+// does not descend from (schedd started on an empty data dir, a snapshot
+// restored), and waiting for the index would last the whole wait. It is
+// answered at once, so that the client resyncs with the state in force.
+// A follower does not know the leader's last index: a query there
+// waits, as a read after a write does while the follower catches up.
+func (s *Server) indexFromOtherHistory(index uint64) bool {
+	return s.raft.IsLeader() && index > s.raft.LastIndex()
 }
 
 // Check is submit's admission with nothing stored (bsub --dry-run), and
@@ -258,7 +269,7 @@ func (s *Server) NodeAssignments(ctx context.Context, w httpapi.Wait, node strin
 		}
 		return v.NodeIndex(node)
 	})
-	return api.Assignments{Assignments: Assignments(v, node), Index: idx}, nil
+	return api.Assignments{Assignments: Assignments(v, node), Index: idx, NoJobsYet: v.LastJobID() == 0}, nil
 }
 
 // ListPartitions is the partitions with their nodes and limits.

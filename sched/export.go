@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -38,8 +39,12 @@ const (
 // exporter is the server's side of the hand-off: which runs its store
 // holds already, as far as this process knows.
 type exporter struct {
-	mu          sync.Mutex // held to change done, and by readers other than ExportEnded
-	done        map[accounting.Key]bool
+	mu   sync.Mutex // held to change done and conflict, and by readers other than ExportEnded
+	done map[accounting.Key]bool
+	// conflict holds the runs the store refused (another job holds their
+	// id and run there): never exported again nor purged, so the state
+	// keeps their history.
+	conflict    map[accounting.Key]bool
 	lastExpired time.Time
 }
 
@@ -128,17 +133,37 @@ func (s *Server) exportEnded(ctx context.Context) (int, error) {
 				s.exp.mu.Unlock()
 				continue
 			}
-			if !s.exp.done[k] && len(recs) < exportBatch {
+			if !s.exp.done[k] && !s.exp.conflict[k] && len(recs) < exportBatch {
 				recs = append(recs, HistoryRecord(jobView(j, jobExtras{})))
 			}
 		}
 		if len(recs) > 0 {
-			if _, err := s.acct.Put(ctx, recs); err != nil {
+			_, err := s.acct.Put(ctx, recs)
+			var ce *accounting.ConflictError
+			switch {
+			case errors.As(err, &ce):
+				// The rest is stored; the refused records stay in the
+				// state's history (and are not purged) but never reach
+				// the store: say so at once, loudly.
+				s.metrics.acctConflicts.Add(float64(len(ce.Records)))
+				s.log.Error("accounting store refused ended runs: it holds other jobs under their ids", "records", ce.Records)
+			case err != nil:
 				return purged, err
+			}
+			refused := map[accounting.Key]bool{}
+			if ce != nil {
+				for _, k := range ce.Keys {
+					refused[k] = true
+				}
 			}
 			s.exp.mu.Lock()
 			for i := range recs {
-				s.exp.done[accounting.KeyOf(&recs[i])] = true
+				k := accounting.KeyOf(&recs[i])
+				if refused[k] {
+					s.exp.conflict[k] = true
+					continue
+				}
+				s.exp.done[k] = true
 			}
 			s.exp.mu.Unlock()
 		}
@@ -146,6 +171,11 @@ func (s *Server) exportEnded(ctx context.Context) (int, error) {
 		for k := range s.exp.done {
 			if !inState[k] {
 				delete(s.exp.done, k) // purged: forget it
+			}
+		}
+		for k := range s.exp.conflict {
+			if !inState[k] {
+				delete(s.exp.conflict, k)
 			}
 		}
 		s.exp.mu.Unlock()

@@ -33,6 +33,9 @@ type metrics struct {
 	// exportErrors counts export passes to the accounting store that
 	// failed (the next pass tries again).
 	exportErrors prometheus.Counter
+	// acctConflicts counts ended runs the accounting store refused
+	// because it holds another job under their id and run.
+	acctConflicts prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -66,6 +69,10 @@ func newMetrics(s *Server) *metrics {
 			Name: "troupe_schedd_accounting_export_errors_total",
 			Help: "Passes exporting ended jobs to this server's accounting store that failed (each is retried).",
 		}),
+		acctConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "troupe_schedd_accounting_conflicts_total",
+			Help: "Ended runs the accounting store did not take because it holds another job under the same id and run (each logged at ERROR).",
+		}),
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "troupe_schedd_streams_open",
@@ -74,7 +81,7 @@ func newMetrics(s *Server) *metrics {
 		_, _, n := s.streams.Open(-1, 0)
 		return float64(n)
 	})
-	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, m.stages.hist, m.stages.slot, m.refused, m.exportErrors, open, stateCollector{s},
+	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, m.stages.hist, m.stages.slot, m.refused, m.exportErrors, m.acctConflicts, open, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

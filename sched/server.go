@@ -173,6 +173,10 @@ type Server struct {
 	apps      appProxy                                   // the /apps proxy's connections: leader-local
 	acct      *accounting.Store
 	exportMu  sync.Mutex // one export at a time; guards exp
+	// restoreMu: every write (apply) holds it shared; a restore holds it
+	// alone from reading the live state to putting the backup in force,
+	// so that no write lands between (and is lost, or its id given again).
+	restoreMu sync.RWMutex
 	exp       exporter
 	// afterExport, when set (tests), runs between the store's commit and
 	// the purge command; an error stops the hand-off there, as a crash
@@ -248,7 +252,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		acct.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl, acct: acct, exp: exporter{done: map[accounting.Key]bool{}},
+	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl, acct: acct, exp: exporter{done: map[accounting.Key]bool{}, conflict: map[accounting.Key]bool{}},
 		seen: map[string]time.Time{}, starts: map[uint64]time.Time{}, kick: make(chan struct{}, 1),
 		leadSince: cfg.Clock(), config: pc}
 	s.reports = groupCommit[state.Report, []state.Started]{commit: s.commitReports,
@@ -353,7 +357,9 @@ func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 	if id, ok := caller(ctx); ok && c.Request != "" && c.By == "" {
 		c.By = id.User // a request id is its sender's own (state.Command.By)
 	}
+	s.restoreMu.RLock()
 	v, err := s.raft.Apply(ctx, c)
+	s.restoreMu.RUnlock()
 	if err == nil {
 		s.metrics.entries.WithLabelValues(c.Kind).Inc()
 	}

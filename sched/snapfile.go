@@ -247,9 +247,12 @@ func (s *Server) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingH
 		}
 		res.History = &api.SnapshotHistory{Records: len(f.History), Added: added, After: len(historyAfter(f))}
 	}
-	if err := s.raft.Restore(ctx, d); err != nil {
-		return res, fmt.Errorf("restoring the snapshot: %w", err)
+	// The state, reconciled first with what happened since it was saved
+	// (the live state, the store, its ids: restore.go).
+	if err := s.restore(ctx, &d); err != nil {
+		return res, err
 	}
+	res.Jobs, res.Nodes = len(d.Jobs), len(d.Nodes) // as reconciled
 	// Move every table's index past the restore, so blocking queries
 	// (nodelets' assignments) wake up and see the new state.
 	if _, err := s.apply(ctx, state.Command{Kind: state.CmdTouch}); err != nil && !errors.Is(err, context.Canceled) {

@@ -683,10 +683,15 @@ func (j *AssignedJob) Container(host string) (Container, bool) {
 
 // Assignments is what a nodelet should be running now. A job whose
 // KillWanted is set must have its containers stopped. A running container
-// that is in no assignment must be stopped.
+// that is in no assignment must be stopped, unless NoJobsYet is set.
 type Assignments struct {
 	Assignments []Assignment `json:"assignments"`
 	Index       uint64       `json:"index"`
+	// NoJobsYet: schedd's state has never given a job id (a new or
+	// emptied data dir, before a backup is restored into it). It cannot
+	// tell which of the node's containers should stop, so the nodelet
+	// stops none for being unassigned until the state holds jobs.
+	NoJobsYet bool `json:"no_jobs_yet,omitempty"`
 }
 
 // ContainerReport is a nodelet's report on its containers.

@@ -317,6 +317,11 @@ func (l *Log) Unreachable() int {
 	return l.peers.unreachable(f.Configuration().Servers)
 }
 
+// LastIndex is the index of the last entry in this server's log (or of
+// its last snapshot): on the leader, no index it has answered with is
+// higher.
+func (l *Log) LastIndex() uint64 { return l.raft.LastIndex() }
+
 // Multi reports whether this log has peers.
 func (l *Log) Multi() bool { return l.multi }
 
