@@ -25,7 +25,23 @@ func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.last, a.assigned = as, true
+	a.setPeers()
 	a.reconcileLocked(ctx)
+}
+
+// setPeers hands the network the addresses schedd names of the node's
+// users' containers elsewhere (Assignment.Peers), by uid. a.mu is held.
+func (a *agent) setPeers() {
+	if a.net == nil {
+		return
+	}
+	peers := map[int][]string{}
+	for _, asg := range a.last.Assignments {
+		peers[asg.Job.UID] = append(peers[asg.Job.UID], asg.Peers...)
+	}
+	if err := a.net.SetPeers(peers); err != nil {
+		a.log.Warn("default network: the rules for the users' containers on other nodes were not written; they keep the previous ones", "err", err)
+	}
 }
 
 // reconcileLocked reconciles the last assignments; a.mu is held. A task

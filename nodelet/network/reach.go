@@ -132,7 +132,13 @@ func (m *Manager) SetPeers(peers map[int][]string) error {
 	if same {
 		return nil
 	}
-	return m.syncDefaultTable()
+	err := m.syncDefaultTable()
+	if err != nil {
+		m.mu.Lock()
+		m.peers = nil // written again on the next call
+		m.mu.Unlock()
+	}
+	return err
 }
 
 // owners groups the default addresses the node's containers hold and
