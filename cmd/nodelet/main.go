@@ -22,6 +22,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/nodelet"
+	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
 )
 
@@ -115,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.IntVar(&cfg.MaxStreamsPerJob, "max-streams-per-job", 0, "the most terminal and app streams one job may have open at once (default 32; -1: unlimited)")
 	fs.IntVar(&cfg.MaxStreamsPerUser, "max-streams-per-user", 0, "the most terminal and app streams the jobs of one user may have open at once (default 200; -1: unlimited)")
 	fs.IntVar(&cfg.MaxStreams, "max-streams", 0, "the most terminal and app streams open at once in all (default: a quarter of what the limit of open files leaves beyond an eighth of it)")
+	fs.StringVar(&cfg.DefaultSubnet, "default-subnet", "", "IPv4 subnet of the node's default network, or none (default: the config file's default_subnet, else "+network.DefaultSubnet+")")
 	fs.Func("routed-networks", "comma-separated IPv4 CIDRs containers reach with their own address, not masqueraded: the cluster's container range and the submit hosts' networks (default: the config file's routed_networks, else none: NAT to everything)", func(v string) error {
 		cfg.RoutedNetworks = splitList(v)
 		return nil
