@@ -224,10 +224,18 @@ func (m *Manager) closeDefault() error {
 //	postrouting: from the subnet, out of any other link, to no routed
 //	             network: masquerade
 //
-// Neither m.mu nor m.tableMu is held.
+// Writing it registers its chains' hooks again, which waits for an RCU
+// grace period (~10 ms): containers coming and going, and peers
+// changing, touch the owner sets alone (syncOwners). Neither m.mu nor
+// m.tableMu is held.
 func (m *Manager) syncDefaultTable() error {
 	m.tableMu.Lock()
 	defer m.tableMu.Unlock()
+	return m.writeDefaultTable()
+}
+
+// writeDefaultTable is syncDefaultTable with m.tableMu held.
+func (m *Manager) writeDefaultTable() error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
@@ -251,7 +259,7 @@ func (m *Manager) syncDefaultTable() error {
 	nat := c.AddChain(&nftables.Chain{Name: "postrouting", Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept})
 	m.mu.Lock()
-	err = m.reachRules(c, t, in, fw, nat)
+	owner, local, err := m.reachRules(c, t, in, fw, nat)
 	m.mu.Unlock()
 	if err != nil {
 		return err
@@ -259,8 +267,10 @@ func (m *Manager) syncDefaultTable() error {
 	rule(in, concat(ifname(expr.MetaKeyIIFNAME, DefaultBridge), counterVerdict(expr.VerdictDrop))...)
 	rule(nat, concat(sourceIn(m.def.subnet), ifnameNot(expr.MetaKeyOIFNAME, DefaultBridge), []expr.Any{&expr.Counter{}, &expr.Masq{}})...)
 	if err := c.Flush(); err != nil {
+		m.written.owner, m.written.local = nil, nil
 		return fmt.Errorf("nftables table %s: %w", DefaultTable, err)
 	}
+	m.written.owner, m.written.local = owner, local
 	return nil
 }
 

@@ -74,8 +74,10 @@ type Manager struct {
 
 	filterMu sync.Mutex // one FilterTable update at a time; taken before mu
 	tableMu  sync.Mutex // one DefaultTable update at a time; taken before mu
-	reaper   reaper     // deletes links off the callers' path
-	pool     pool       // prepared namespaces (SetPool)
+	// written is what the owner sets of DefaultTable hold (tableMu).
+	written struct{ owner, local map[string]int }
+	reaper  reaper // deletes links off the callers' path
+	pool    pool   // prepared namespaces (SetPool)
 
 	// createHook, when set (tests), runs before a session's links are
 	// made; an error it returns fails the session as the kernel would.
@@ -315,7 +317,7 @@ func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (_ E
 	if def != nil {
 		// Its address joins its user's set before it runs: the same
 		// user's containers reach it, no other user's.
-		if err := m.syncDefaultTable(); err != nil {
+		if err := m.syncOwners(); err != nil {
 			_ = m.unplug(id, vni, c.Rank)
 			return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, err)
 		}
@@ -820,13 +822,12 @@ func (m *Manager) unplug(id string, vni uint32, rank int) (err error) {
 	}
 	err = errors.Join(err, removeNetNS(pin))
 	if m.def != nil {
+		// Its address stays in the owner sets (syncOwners) until
+		// another container takes it: nothing holds it meanwhile, and
+		// deleting set elements costs the kernel an RCU grace period.
 		m.mu.Lock()
-		_, had := m.def.ports[id]
 		m.def.free(id)
 		m.mu.Unlock()
-		if had {
-			err = errors.Join(err, m.syncDefaultTable())
-		}
 	}
 	if len(links) > 0 {
 		m.reaper.do(func() {

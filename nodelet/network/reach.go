@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net"
 	"slices"
-	"strconv"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -105,13 +104,16 @@ func within(a, b *net.IPNet) bool {
 // SetPeers sets, by uid, the default addresses of the users' containers
 // on other nodes (schedd's Assignment.Peers): a container takes
 // connections from those of its own user. Addresses in the node's own
-// default subnet are left out: the node knows its own containers'
-// owners. The rules are rewritten when the set changed.
+// default subnet are left out (the node knows its own containers'
+// owners), and so is an address two users claim (a stale one: it
+// belongs to neither here until schedd agrees). The node's rules change
+// when the set did.
 func (m *Manager) SetPeers(peers map[int][]string) error {
 	if m.def == nil {
 		return nil
 	}
 	clean := map[int][]string{}
+	claims := map[string]int{}
 	for uid, addrs := range peers {
 		for _, a := range addrs {
 			ip := net.ParseIP(a).To4()
@@ -122,6 +124,15 @@ func (m *Manager) SetPeers(peers map[int][]string) error {
 		}
 		slices.Sort(clean[uid])
 		clean[uid] = slices.Compact(clean[uid])
+		for _, a := range clean[uid] {
+			claims[a]++
+		}
+	}
+	for uid, addrs := range clean {
+		clean[uid] = slices.DeleteFunc(addrs, func(a string) bool { return claims[a] > 1 })
+		if len(clean[uid]) == 0 {
+			delete(clean, uid)
+		}
 	}
 	m.mu.Lock()
 	same := maps.EqualFunc(clean, m.peers, slices.Equal[[]string])
@@ -132,47 +143,151 @@ func (m *Manager) SetPeers(peers map[int][]string) error {
 	if same {
 		return nil
 	}
-	err := m.syncDefaultTable()
-	if err != nil {
-		m.mu.Lock()
-		m.peers = nil // written again on the next call
-		m.mu.Unlock()
-	}
-	return err
+	return m.syncOwners()
 }
 
-// owners groups the default addresses the node's containers hold and
-// their users' peers by uid, for the rules: only users with a container
-// here. m.mu is held.
-func (m *Manager) owners() map[int][]net.IP {
-	out := map[int][]net.IP{}
-	for id, n := range m.def.ports {
-		uid, ok := m.def.owners[id]
-		if !ok {
-			continue
+// The sets of DefaultTable that say who owns what: setOwner maps a
+// default address (of a container of this node, or a peer's) to its
+// user's uid; setLocal holds this node's containers as address . uid.
+// A connection into trdefault is a user's own when (destination,
+// owner of the source) is in setLocal.
+const (
+	setOwner = "owner"
+	setLocal = "local"
+)
+
+// owners is the content of the owner sets: default address → uid, for
+// the node's containers (local) and for all (owner: theirs and the
+// peers'). m.mu is held.
+func (m *Manager) owners() (owner, local map[string]int) {
+	owner, local = map[string]int{}, map[string]int{}
+	for uid, addrs := range m.peers {
+		for _, a := range addrs {
+			owner[a] = uid
 		}
-		out[uid] = append(out[uid], m.def.addr(n))
 	}
-	for uid := range out {
-		for _, a := range m.peers[uid] {
-			out[uid] = append(out[uid], net.ParseIP(a).To4())
+	for id, n := range m.def.ports {
+		if uid, ok := m.def.owners[id]; ok {
+			a := m.def.addr(n).String()
+			owner[a], local[a] = uid, uid
 		}
+	}
+	return owner, local
+}
+
+func ownerSets(t *nftables.Table) (owner, local *nftables.Set) {
+	return &nftables.Set{Table: t, Name: setOwner, IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeMark},
+		&nftables.Set{Table: t, Name: setLocal, KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeMark), Concatenation: true}
+}
+
+func uidBytes(uid int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(uid)) }
+
+func ownerElems(owner map[string]int) []nftables.SetElement {
+	var out []nftables.SetElement
+	for a, uid := range owner {
+		out = append(out, nftables.SetElement{Key: net.ParseIP(a).To4(), Val: uidBytes(uid)})
 	}
 	return out
 }
 
+func localElems(local map[string]int) []nftables.SetElement {
+	var out []nftables.SetElement
+	for a, uid := range local {
+		out = append(out, nftables.SetElement{Key: append(net.ParseIP(a).To4(), uidBytes(uid)...)})
+	}
+	return out
+}
+
+// syncOwners brings the owner sets of DefaultTable to the bookkeeping,
+// element by element: no chain is touched, so no hook is registered
+// again (which waits for an RCU grace period, ~10 ms). Should the kernel
+// refuse, the whole table is written again. Neither m.mu nor m.tableMu
+// is held.
+func (m *Manager) syncOwners() error {
+	m.tableMu.Lock()
+	defer m.tableMu.Unlock()
+	m.mu.Lock()
+	owner, local := m.owners()
+	m.mu.Unlock()
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: DefaultTable}
+	os, ls := ownerSets(t)
+	// What goes, or changes owner, first: an element is added once.
+	var delOwner, addOwner, delLocal, addLocal = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+	// A left container's address stays (unplug): it is the node's to
+	// give, and goes with the next container that takes it.
+	kept := func(a string) bool { return m.def.subnet.Contains(net.ParseIP(a)) }
+	for a, uid := range m.written.owner {
+		if v, ok := owner[a]; ok && v != uid || !ok && !kept(a) {
+			delOwner[a] = uid
+		} else if !ok {
+			owner[a] = uid
+		}
+	}
+	for a, uid := range owner {
+		if v, ok := m.written.owner[a]; !ok || v != uid {
+			addOwner[a] = uid
+		}
+	}
+	for a, uid := range m.written.local {
+		if v, ok := local[a]; ok && v != uid {
+			delLocal[a] = uid
+		} else if !ok {
+			local[a] = uid
+		}
+	}
+	for a, uid := range local {
+		if v, ok := m.written.local[a]; !ok || v != uid {
+			addLocal[a] = uid
+		}
+	}
+	if len(delOwner)+len(addOwner)+len(delLocal)+len(addLocal) == 0 {
+		return nil
+	}
+	for _, step := range []struct {
+		set  *nftables.Set
+		el   []nftables.SetElement
+		add  bool
+		what string
+	}{
+		{ls, localElems(delLocal), false, setLocal}, {os, ownerElems(delOwner), false, setOwner},
+		{os, ownerElems(addOwner), true, setOwner}, {ls, localElems(addLocal), true, setLocal},
+	} {
+		if len(step.el) == 0 {
+			continue
+		}
+		if step.add {
+			err = c.SetAddElements(step.set, step.el)
+		} else {
+			err = c.SetDeleteElements(step.set, step.el)
+		}
+		if err != nil {
+			return fmt.Errorf("nftables set %s: %w", step.what, err)
+		}
+	}
+	if err := c.Flush(); err == nil {
+		m.written.owner, m.written.local = owner, local
+		return nil
+	}
+	return m.writeDefaultTable()
+}
+
 // reachRules adds to c, in table t, the rules of the node's default
-// network that Reach and the containers' owners make:
+// network that Reach and the containers' owners make, and the owner sets
+// with what the bookkeeping holds (recorded as written once c is
+// flushed: the caller):
 //
 //	input:       from trdefault to a host port (tcp, udp): accept
 //	forward:     to trdefault: answers; from reach_from (not from
-//	             trdefault); from a container of the same user (named
-//	             set u<uid> holds its addresses here and elsewhere):
-//	             accept; else drop
+//	             trdefault); from a container of the same user as the
+//	             destination's (owner, local): accept; else drop
 //	postrouting: to a routed network: no masquerade
 //
 // m.mu is held.
-func (m *Manager) reachRules(c *nftables.Conn, t *nftables.Table, in, fw, nat *nftables.Chain) error {
+func (m *Manager) reachRules(c *nftables.Conn, t *nftables.Table, in, fw, nat *nftables.Chain) (owner, local map[string]int, err error) {
 	rule := func(ch *nftables.Chain, exprs ...expr.Any) {
 		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs})
 	}
@@ -186,30 +301,31 @@ func (m *Manager) reachRules(c *nftables.Conn, t *nftables.Table, in, fw, nat *n
 		rule(fw, concat(ifname(expr.MetaKeyOIFNAME, DefaultBridge), ifnameNot(expr.MetaKeyIIFNAME, DefaultBridge),
 			sourceIn(n), verdict(expr.VerdictAccept))...)
 	}
-	owners := m.owners()
-	uids := slices.Sorted(maps.Keys(owners))
-	for _, uid := range uids {
-		s := &nftables.Set{Table: t, Name: "u" + strconv.Itoa(uid), KeyType: nftables.TypeIPAddr}
-		var elems []nftables.SetElement
-		seen := map[string]bool{}
-		for _, ip := range owners[uid] {
-			if ip != nil && !seen[ip.String()] {
-				seen[ip.String()] = true
-				elems = append(elems, nftables.SetElement{Key: []byte(ip)})
-			}
-		}
-		if err := c.AddSet(s, elems); err != nil {
-			return fmt.Errorf("nftables set %s: %w", s.Name, err)
-		}
-		rule(fw, concat(ifname(expr.MetaKeyOIFNAME, DefaultBridge), ipv4Only(),
-			addrIn(16, s), addrIn(12, s), verdict(expr.VerdictAccept))...)
+	owner, local = m.owners()
+	os, ls := ownerSets(t)
+	if err := c.AddSet(os, ownerElems(owner)); err != nil {
+		return nil, nil, fmt.Errorf("nftables set %s: %w", setOwner, err)
 	}
+	if err := c.AddSet(ls, localElems(local)); err != nil {
+		return nil, nil, fmt.Errorf("nftables set %s: %w", setLocal, err)
+	}
+	// The destination into the first 32-bit register, the source's
+	// owner (if it has one) into the next: together, the key of local.
+	rule(fw, concat(ifname(expr.MetaKeyOIFNAME, DefaultBridge), ipv4Only(), []expr.Any{
+		&expr.Payload{DestRegister: reg32(0), Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Payload{DestRegister: reg32(2), Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Lookup{SourceRegister: reg32(2), SetName: os.Name, SetID: os.ID, DestRegister: reg32(1), IsDestRegSet: true},
+		&expr.Lookup{SourceRegister: reg32(0), SetName: ls.Name, SetID: ls.ID},
+	}, verdict(expr.VerdictAccept))...)
 	rule(fw, concat(ifname(expr.MetaKeyOIFNAME, DefaultBridge), counterVerdict(expr.VerdictDrop))...)
 	for _, n := range m.reach.Routed {
 		rule(nat, concat(sourceIn(m.def.subnet), destIn(n), verdict(expr.VerdictAccept))...)
 	}
-	return nil
+	return owner, local, nil
 }
+
+// reg32 is nftables' 32-bit register n (NFT_REG32_00 + n).
+func reg32(n uint32) uint32 { return 8 + n }
 
 // l4Dport matches packets of protocol proto to port.
 func l4Dport(proto byte, port uint16) []expr.Any {

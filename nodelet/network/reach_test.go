@@ -1,10 +1,11 @@
 package network
 
 import (
+	"encoding/binary"
 	"github.com/google/nftables"
+	"maps"
 	"net"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,8 +81,9 @@ func TestDefaultNetworkReach(t *testing.T) {
 	if got, err := dialWithin(t, remote, b.Default+":7002", time.Second); err == nil {
 		t.Errorf("user 1000's container elsewhere reached user 2000's (answer %q)", got)
 	}
-	if got := setAddrs(t, "u1000"); !slices.Equal(got, []string{a.Default, a2.Default, "10.250.0.98"}) {
-		t.Errorf("user 1000's set holds %v, want its two containers here and its peer (not 10.199.0.200, in the node's own subnet)", got)
+	want := map[string]uint32{a.Default: 1000, a2.Default: 1000, b.Default: 2000, "10.250.0.98": 1000}
+	if got := ownerMap(t); !maps.Equal(got, want) {
+		t.Errorf("the owner map holds %v, want %v (not 10.199.0.200, in the node's own subnet)", got, want)
 	}
 
 	node, err := net.Listen("tcp4", "0.0.0.0:7005")
@@ -124,26 +126,70 @@ func TestSetReachChecked(t *testing.T) {
 	}
 }
 
-// setAddrs lists the addresses in set name of DefaultTable, sorted.
-func setAddrs(t *testing.T, name string) []string {
+// ownerMap reads DefaultTable's owner map: address → uid.
+func ownerMap(t *testing.T) map[string]uint32 {
 	t.Helper()
 	c, err := nftables.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tbl := &nftables.Table{Family: nftables.TableFamilyINet, Name: DefaultTable}
-	s, err := c.GetSetByName(tbl, name)
+	s, err := c.GetSetByName(tbl, setOwner)
 	if err != nil {
-		t.Fatalf("set %s: %v", name, err)
+		t.Fatalf("set %s: %v", setOwner, err)
 	}
 	elems, err := c.GetSetElements(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	out := map[string]uint32{}
 	for _, e := range elems {
-		out = append(out, net.IP(e.Key).String())
+		out[net.IP(e.Key).String()] = binary.BigEndian.Uint32(e.Val)
 	}
-	slices.SortFunc(out, func(a, b string) int { return slices.Compare(net.ParseIP(a).To4(), net.ParseIP(b).To4()) })
 	return out
+}
+
+// TestDefaultNetworkAddressReowned: a left container's address stays in
+// the owner sets until another container takes it (deleting set
+// elements would cost the teardown an RCU grace period); when another
+// user's container takes it, it is that user's, and reaches nothing of
+// the first user's.
+func TestDefaultNetworkAddressReowned(t *testing.T) {
+	needNetNS(t)
+	nodeAddr(t)
+	m, err := New(t.TempDir(), "node1", "10.250.0.1", "10.199.0.0/29") // .2 to .6
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	j := testJob(1, 5301, 1)
+	j.UID = 1000
+	x, err := m.Attach(j, "main1", "x", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, _ := attachAs(t, m, 2, 5302, 1, "main1", true, 1000)
+	listenIn(t, y.NetNS, "0.0.0.0:7002")
+	if got, err := dialFrom(t, x.NetNS, y.Default+":7002"); err != nil || got != x.Default {
+		t.Fatalf("x to its user's y: %q, %v", got, err)
+	}
+	if err := m.Detach(j, "main1", "x"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // the rest of the subnet: the next address is x's again
+		attachAs(t, m, uint64(10+i), uint32(5310+i), 1, "main1", true, 3000)
+	}
+	z, _ := attachAs(t, m, 3, 5303, 1, "main1", true, 2000)
+	if z.Default != x.Default {
+		t.Fatalf("z got %s, want x's %s again", z.Default, x.Default)
+	}
+	if got, err := dialWithin(t, z.NetNS, y.Default+":7002", time.Second); err == nil {
+		t.Errorf("another user's container at a left container's address reached y (answer %q)", got)
+	}
+	if got := ownerMap(t)[z.Default]; got != 2000 {
+		t.Errorf("%s is uid %d's in the owner map, want 2000's", z.Default, got)
+	}
 }
