@@ -74,10 +74,10 @@ type Manager struct {
 
 	filterMu sync.Mutex // one FilterTable update at a time; taken before mu
 	tableMu  sync.Mutex // one DefaultTable update at a time; taken before mu
+	reaper   reaper     // deletes links off the callers' path
+	pool     pool       // prepared namespaces (SetPool)
 	// written is what the owner sets of DefaultTable hold (tableMu).
 	written struct{ owner, local map[string]int }
-	reaper  reaper // deletes links off the callers' path
-	pool    pool   // prepared namespaces (SetPool)
 
 	// createHook, when set (tests), runs before a session's links are
 	// made; an error it returns fails the session as the kernel would.
