@@ -457,10 +457,7 @@ type Container struct {
 	Node     string         `json:"node,omitempty"`
 	NodeAddr string         `json:"node_addr,omitempty"` // address other containers reach it at
 	Addr     string         `json:"addr,omitempty"`      // the container's address on its session network
-	// Reach is the container's address on its node's routed default
-	// network, where the submit hosts and its user's other containers
-	// reach it ("" on a node whose default network is NAT only).
-	Reach string `json:"reach,omitempty"`
+	Reach    string         `json:"reach,omitempty"`     // on its node's routed default network, for the submit hosts and its user's other containers ("": NAT only)
 	State    ContainerState `json:"state"`
 	ExitCode int            `json:"exit_code"`
 	Message  string         `json:"message,omitempty"`
