@@ -556,7 +556,7 @@ func Assignments(v *state.Snapshot, node string) []api.Assignment {
 // other nodes than node (api.Assignment.Peers), sorted.
 func peers(v *state.Snapshot, uid int, node string) []string {
 	var out []string
-	for _, j := range v.LiveJobsOfUID(uid) {
+	for _, j := range v.ReachJobsOfUID(uid) {
 		for _, c := range j.Containers {
 			if c.Node != node && c.Reach != "" && !c.State.Ended() {
 				out = append(out, c.Reach)

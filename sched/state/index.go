@@ -89,6 +89,21 @@ func (liveUIDIndex) FromObject(raw any) (bool, []byte, error) {
 	return true, append([]byte(uidKey(j.UID)), 0), nil
 }
 
+// reachUIDIndex is the jobs table's index by the uid of a live job with
+// a container that has a routed address (api.Container.Reach) and has
+// not ended: the addresses a user's other jobs' nodes let in
+// (Snapshot.ReachJobsOfUID). Empty where default networks are NAT only,
+// so that looking a user up there costs nothing.
+type reachUIDIndex struct{ liveUIDIndex }
+
+func (reachUIDIndex) FromObject(raw any) (bool, []byte, error) {
+	j := raw.(*Job)
+	if len(liveNodes(j)) == 0 || !slices.ContainsFunc(j.Containers, func(c Container) bool { return c.Reach != "" && !c.State.Ended() }) {
+		return false, nil, nil
+	}
+	return true, append([]byte(uidKey(j.UID)), 0), nil
+}
+
 func (liveUIDIndex) FromArgs(args ...any) ([]byte, error) {
 	if len(args) != 1 {
 		return nil, fmt.Errorf("live uid index wants a uid, got %d arguments", len(args))
@@ -149,12 +164,16 @@ func liveOfUID(txn *memdb.Txn, uid int) ([]*Job, error) {
 	return out, nil
 }
 
-// LiveJobsOfUID returns the live jobs of user uid with containers
-// placed, in id order.
-func (v *Snapshot) LiveJobsOfUID(uid int) []*Job {
-	out, err := liveOfUID(v.txn, uid)
+// ReachJobsOfUID returns the live jobs of user uid with a container
+// that has a routed address, in id order.
+func (v *Snapshot) ReachJobsOfUID(uid int) []*Job {
+	it, err := v.txn.Get(tableJobs, "reach_uid", uid)
 	if err != nil {
 		panic(err)
+	}
+	var out []*Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*Job))
 	}
 	return out
 }
