@@ -214,7 +214,7 @@ func (m *Manager) syncOwners() error {
 		return fmt.Errorf("nftables: %w", err)
 	}
 	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: DefaultTable}
-	os, ls := ownerSets(t)
+	oset, lset := ownerSets(t)
 	// What goes, or changes owner, first: an element is added once.
 	var delOwner, addOwner, delLocal, addLocal = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 	// A left container's address stays (unplug): it is the node's to
@@ -253,8 +253,8 @@ func (m *Manager) syncOwners() error {
 		add  bool
 		what string
 	}{
-		{ls, localElems(delLocal), false, setLocal}, {os, ownerElems(delOwner), false, setOwner},
-		{os, ownerElems(addOwner), true, setOwner}, {ls, localElems(addLocal), true, setLocal},
+		{lset, localElems(delLocal), false, setLocal}, {oset, ownerElems(delOwner), false, setOwner},
+		{oset, ownerElems(addOwner), true, setOwner}, {lset, localElems(addLocal), true, setLocal},
 	} {
 		if len(step.el) == 0 {
 			continue
@@ -302,11 +302,11 @@ func (m *Manager) reachRules(c *nftables.Conn, t *nftables.Table, in, fw, nat *n
 			sourceIn(n), verdict(expr.VerdictAccept))...)
 	}
 	owner, local = m.owners()
-	os, ls := ownerSets(t)
-	if err := c.AddSet(os, ownerElems(owner)); err != nil {
+	oset, lset := ownerSets(t)
+	if err := c.AddSet(oset, ownerElems(owner)); err != nil {
 		return nil, nil, fmt.Errorf("nftables set %s: %w", setOwner, err)
 	}
-	if err := c.AddSet(ls, localElems(local)); err != nil {
+	if err := c.AddSet(lset, localElems(local)); err != nil {
 		return nil, nil, fmt.Errorf("nftables set %s: %w", setLocal, err)
 	}
 	// The destination into the first 32-bit register, the source's
@@ -314,8 +314,8 @@ func (m *Manager) reachRules(c *nftables.Conn, t *nftables.Table, in, fw, nat *n
 	rule(fw, concat(ifname(expr.MetaKeyOIFNAME, DefaultBridge), ipv4Only(), []expr.Any{
 		&expr.Payload{DestRegister: reg32(0), Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
 		&expr.Payload{DestRegister: reg32(2), Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
-		&expr.Lookup{SourceRegister: reg32(2), SetName: os.Name, SetID: os.ID, DestRegister: reg32(1), IsDestRegSet: true},
-		&expr.Lookup{SourceRegister: reg32(0), SetName: ls.Name, SetID: ls.ID},
+		&expr.Lookup{SourceRegister: reg32(2), SetName: oset.Name, SetID: oset.ID, DestRegister: reg32(1), IsDestRegSet: true},
+		&expr.Lookup{SourceRegister: reg32(0), SetName: lset.Name, SetID: lset.ID},
 	}, verdict(expr.VerdictAccept))...)
 	rule(fw, concat(ifname(expr.MetaKeyOIFNAME, DefaultBridge), counterVerdict(expr.VerdictDrop))...)
 	for _, n := range m.reach.Routed {
