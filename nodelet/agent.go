@@ -217,6 +217,12 @@ func (a *agent) setupNetwork() error {
 		return err // the advertised address, or the pin directory: named
 	}
 	m.SetLegacyDir(filepath.Join(a.cfg.StateDir, "netns"))
+	if err := CheckReach(a.cfg.RoutedNetworks, a.cfg.ReachFrom, a.cfg.HostPorts); err != nil {
+		return err
+	}
+	if err := m.SetReach(reach(a.cfg)); err != nil {
+		return fmt.Errorf("nodelet.hcl routed_networks, reach_from, host_ports: %w", err)
+	}
 	if err := m.SetPool(max(a.cfg.NetNSPool, 0)); err != nil {
 		return fmt.Errorf("nodelet.hcl netns_pool: %w", err)
 	}

@@ -34,9 +34,27 @@ import (
 // reports name the run, so schedd drops those about an earlier one.
 func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.last, a.assigned = as, true
 	a.reconcileLocked(ctx)
+	a.mu.Unlock()
+	a.setPeers(as)
+}
+
+// setPeers hands the network the addresses schedd names of the node's
+// users' containers elsewhere (Assignment.Peers), by uid. Outside a.mu:
+// taking an address out of the node's rules costs the kernel an RCU
+// grace period.
+func (a *agent) setPeers(as api.Assignments) {
+	if a.net == nil {
+		return
+	}
+	peers := map[int][]string{}
+	for _, asg := range as.Assignments {
+		peers[asg.Job.UID] = append(peers[asg.Job.UID], asg.Peers...)
+	}
+	if err := a.net.SetPeers(peers); err != nil {
+		a.log.Warn("default network: the rules for the users' containers on other nodes were not written; they keep the previous ones", "err", err)
+	}
 }
 
 // reconcileLocked reconciles the last assignments; a.mu is held. A task

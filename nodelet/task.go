@@ -50,6 +50,9 @@ type task struct {
 	// watch their size against the partition's max_output (the task's
 	// goroutine only).
 	outputs []watchedOutput
+	// reach is the container's routed default address, reported with
+	// its start ("": none, or NAT only; the task's goroutine only).
+	reach string
 	// steps times the container's start (the task's goroutine only).
 	steps *stepClock
 	// ended: the container's final state is reported (its exit, or its
@@ -134,7 +137,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	}
 	a.metrics.running.Inc()
 	defer a.metrics.running.Dec()
-	a.send(t.job.SessionID, api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting})
+	a.send(t.job.SessionID, api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting, Reach: t.reach})
 	state, exit, msg := a.supervise(ctx, t, c)
 	use := c.Usage()
 	if state == "" {
@@ -276,6 +279,9 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 			return nil, err
 		}
 		spec.NetNS = ep.NetNS
+		if a.net.Routed() {
+			t.reach = ep.Default
+		}
 		t.steps.mark("network")
 	}
 	defer out.Close() // the runtime holds its own copy

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -532,6 +533,7 @@ func nodeGPUs(capacity float64, use map[int]*api.NodeGPU) []api.NodeGPU {
 func Assignments(v *state.Snapshot, node string) []api.Assignment {
 	out := []api.Assignment{}
 	cfg := v.Config()
+	byUID := map[int][]string{}          // peers, once per user
 	for _, j := range v.NodeJobs(node) { // by the node index: this node's live jobs alone
 		if j.State == api.JobPending || j.State == api.JobHeld {
 			continue
@@ -544,10 +546,31 @@ func Assignments(v *state.Snapshot, node string) []api.Assignment {
 		}
 		if len(hosts) > 0 {
 			p := cfg.Partition(j.Partition)
-			out = append(out, api.Assignment{Job: assignedJob(j), Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed()})
+			ps, ok := byUID[j.UID]
+			if !ok {
+				ps = peers(v, j.UID, node)
+				byUID[j.UID] = ps
+			}
+			out = append(out, api.Assignment{Job: assignedJob(j), Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed(),
+				Peers: ps})
 		}
 	}
 	return out
+}
+
+// peers are the routed default addresses of user uid's containers on
+// other nodes than node (api.Assignment.Peers), sorted.
+func peers(v *state.Snapshot, uid int, node string) []string {
+	var out []string
+	for _, j := range v.ReachJobsOfUID(uid) {
+		for _, c := range j.Containers {
+			if c.Node != node && c.Reach != "" && !c.State.Ended() {
+				out = append(out, c.Reach)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (s *Server) wake() {

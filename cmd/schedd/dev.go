@@ -69,7 +69,12 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 		if c.hosts, err = devhosts.Create(o.nodes); err != nil {
 			return nil, fmt.Errorf("dev test hosts: %w", err)
 		}
-		log.Info("dev nodelets run in test hosts", "underlay", devhosts.Subnet, "bridge", c.hosts.Bridge, "gateway", c.hosts.Gateway)
+		if err := c.hosts.Route(); err != nil {
+			c.stop(time.Second)
+			return nil, fmt.Errorf("dev test hosts: routes of their container subnets: %w", err)
+		}
+		log.Info("dev nodelets run in test hosts", "underlay", devhosts.Subnet, "bridge", c.hosts.Bridge, "gateway", c.hosts.Gateway,
+			"containers", c.hosts.Containers)
 	}
 	for i := 1; i <= o.nodes; i++ {
 		name := "node" + strconv.Itoa(i)
@@ -78,6 +83,14 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 			advertise = c.hosts.Hosts[i-1].IP
 		}
 		args := nodeletArgs(o, addr, name, advertise, secret, c.hosts == nil)
+		if c.hosts != nil && c.hosts.Containers != "" {
+			// Routed as on a site: this machine (the submit host) and
+			// the other hosts reach the containers at their own
+			// addresses; they reach this machine and one another
+			// without NAT.
+			args = append(args, "--default-subnet", c.hosts.Hosts[i-1].Subnet,
+				"--routed-networks", c.hosts.Containers+","+c.hosts.Uplink, "--reach-from", c.hosts.Gateway+"/32")
+		}
 		cmd := exec.Command(bin, args...)
 		if c.hosts != nil {
 			cmd = c.hosts.Command(i-1, bin, args...) // nsenter execs the nodelet: same pid

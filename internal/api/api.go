@@ -457,6 +457,7 @@ type Container struct {
 	Node     string         `json:"node,omitempty"`
 	NodeAddr string         `json:"node_addr,omitempty"` // address other containers reach it at
 	Addr     string         `json:"addr,omitempty"`      // the container's address on its session network
+	Reach    string         `json:"reach,omitempty"`     // on its node's routed default network, for the submit hosts and its user's other containers ("": NAT only)
 	State    ContainerState `json:"state"`
 	ExitCode int            `json:"exit_code"`
 	Message  string         `json:"message,omitempty"`
@@ -633,6 +634,11 @@ type Assignment struct {
 	// = false }): its containers get no default network, their session
 	// network only.
 	NoEgress bool `json:"no_egress,omitempty"`
+	// Peers are the routed default addresses (Container.Reach) of the
+	// containers of the job's user's other jobs that run on other
+	// nodes: the node lets them open connections to this job's
+	// containers, and no other user's.
+	Peers []string `json:"peers,omitempty"`
 }
 
 // AssignedJob is a job as a nodelet needs it to run its containers: who
@@ -718,6 +724,9 @@ type ContainerUpdate struct {
 	// preparing update that its container's next update overtakes, so
 	// schedd times the preparing stage with this.
 	Starting time.Duration `json:"starting,omitempty"`
+	// Reach is, on a running update, the container's address on the
+	// node's routed default network (Container.Reach); "" leaves it.
+	Reach string `json:"reach,omitempty"`
 }
 
 // AttachRequest asks a nodelet to connect a client to the terminal of

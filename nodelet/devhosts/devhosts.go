@@ -25,6 +25,13 @@
 // Sweep removes the sets whose owner is gone, and only those: another
 // process's set in use is never touched.
 //
+// Each set also has a container range, Containers, a /18 of
+// 10.128.0.0/10 of its own (from N), and host i of up to MaxRouted hosts
+// its /24 in it, Host.Subnet: the host's default network, routed as a
+// site's router and nodes would (Route): the machine reaches host i's
+// through 10.251.N.i, and every host the others' through their
+// underlay addresses.
+//
 // It drives iproute2 (`ip`) and util-linux (`nsenter`), which the
 // nodelet already needs, and needs root.
 //
@@ -60,13 +67,22 @@ var (
 	ErrRecord = errors.New("test hosts: owner record")
 )
 
+// MaxRouted is the most hosts of a set that get a routed container
+// subnet (a /24 each of the set's /18).
+const MaxRouted = 63
+
 // Hosts is a set of test hosts on one underlay.
 type Hosts struct {
 	Bridge string
 	// Gateway is the machine's address on the uplink, reachable from
 	// every host (their default route).
 	Gateway string
-	Hosts   []Host
+	// Uplink is the uplink's network (Gateway's /24).
+	Uplink string
+	// Containers is the set's container range, which holds every
+	// host's Subnet; "" with more than MaxRouted hosts.
+	Containers string
+	Hosts      []Host
 }
 
 // Host is one test host.
@@ -74,6 +90,12 @@ type Host struct {
 	Name  string // node name: host1, host2…
 	NetNS string // `ip netns` name
 	IP    string // its underlay address, the nodelet's --advertise
+	// Uplink is its address on the uplink, where the machine routes
+	// its Subnet.
+	Uplink string
+	// Subnet is its containers' default network (the nodelet's
+	// default_subnet), routed (Route); "" when the set has none.
+	Subnet string
 }
 
 // Create makes n hosts on a fresh underlay. Close removes them.
@@ -96,13 +118,23 @@ func Create(n int) (*Hosts, error) {
 		h.Close()
 		return nil, err
 	}
-	uplink, err := h.addUplink()
+	uplink, set, err := h.addUplink()
 	if err != nil {
 		h.Close()
 		return nil, err
 	}
+	h.Uplink = uplink + "0/24"
+	// Set N's /18 of 10.128.0.0/10: 10.(128+N/4).(N%4*64).0/18.
+	second, third := 128+set/4, set%4*64
+	if n <= MaxRouted {
+		h.Containers = fmt.Sprintf("10.%d.%d.0/18", second, third)
+	}
 	for i := 1; i <= n; i++ {
-		host := Host{Name: "host" + strconv.Itoa(i), NetNS: "tr-" + tag + "-h" + strconv.Itoa(i), IP: "10.250.0." + strconv.Itoa(i)}
+		host := Host{Name: "host" + strconv.Itoa(i), NetNS: "tr-" + tag + "-h" + strconv.Itoa(i), IP: "10.250.0." + strconv.Itoa(i),
+			Uplink: uplink + strconv.Itoa(i)}
+		if h.Containers != "" {
+			host.Subnet = fmt.Sprintf("10.%d.%d.0/24", second, third+i)
+		}
 		h.Hosts = append(h.Hosts, host)
 		veth := h.Bridge + "h" + strconv.Itoa(i)
 		steps := [][]string{
@@ -141,16 +173,16 @@ func lock() (*os.File, error) {
 
 // addUplink gives the underlay bridge the first free 10.251.N.254/24 of
 // the machine (under a lock, for sets made at once by other processes)
-// and returns the prefix "10.251.N.".
-func (h *Hosts) addUplink() (string, error) {
+// and returns the prefix "10.251.N." and N.
+func (h *Hosts) addUplink() (string, int, error) {
 	f, err := lock()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer f.Close()
 	out, err := exec.Command("ip", "-4", "-o", "addr", "show").Output()
 	if err != nil {
-		return "", fmt.Errorf("ip addr show: %w", err)
+		return "", 0, fmt.Errorf("ip addr show: %w", err)
 	}
 	for n := range 256 {
 		prefix := "10.251." + strconv.Itoa(n) + "."
@@ -158,9 +190,34 @@ func (h *Hosts) addUplink() (string, error) {
 			continue
 		}
 		h.Gateway = prefix + "254"
-		return prefix, ip("addr", "add", h.Gateway+"/24", "dev", h.Bridge)
+		return prefix, n, ip("addr", "add", h.Gateway+"/24", "dev", h.Bridge)
 	}
-	return "", errors.New("test hosts: no free uplink /24 in 10.251.0.0/16")
+	return "", 0, errors.New("test hosts: no free uplink /24 in 10.251.0.0/16")
+}
+
+// Route installs the routes of the hosts' container subnets, as a
+// site's router and nodes would: the machine reaches host i's Subnet
+// through its uplink address, and every host reaches the others'
+// through their underlay addresses (no detour through the machine).
+// The machine's routes go with the underlay bridge (Close).
+func (h *Hosts) Route() error {
+	if h.Containers == "" {
+		return nil
+	}
+	for i, host := range h.Hosts {
+		if err := ip("route", "replace", host.Subnet, "via", host.Uplink, "dev", h.Bridge); err != nil {
+			return err
+		}
+		for j, other := range h.Hosts {
+			if j == i {
+				continue
+			}
+			if err := ip("-n", host.NetNS, "route", "replace", other.Subnet, "via", other.IP); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Join adds a host with underlay address 10.250.0.<n> to the underlay

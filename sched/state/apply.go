@@ -588,6 +588,9 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids bool) ([
 				continue
 			}
 			c.State, c.ExitCode, c.Message = u.State, u.ExitCode, u.Message
+			if u.Reach != "" {
+				c.Reach = u.Reach
+			}
 			addUsage(j, c, u)
 			changed[j.ID] = j
 		}

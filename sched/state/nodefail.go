@@ -128,7 +128,7 @@ func requeueJob(j *Job, why string) {
 	j.Started, j.Ended = time.Time{}, time.Time{}
 	for i := range j.Containers {
 		c := &j.Containers[i]
-		c.Node, c.NodeAddr, c.GPUs = "", "", nil
+		c.Node, c.NodeAddr, c.Reach, c.GPUs = "", "", "", nil
 		c.State, c.ExitCode, c.Message = api.ContainerPending, 0, ""
 	}
 }

@@ -53,9 +53,11 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		"user_request": {Name: "user_request", AllowMissing: true, Indexer: userRequestIndex{}},
 		"element":      {Name: "element", Unique: true, AllowMissing: true, Indexer: elementIndex{}},
 		// In memory only (index.go): what the queries below look up by.
-		"node":  {Name: "node", AllowMissing: true, Indexer: nodeIndex{}},
-		"state": {Name: "state", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "State"}},
-		"user":  {Name: "user", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "User"}},
+		"node":      {Name: "node", AllowMissing: true, Indexer: nodeIndex{}},
+		"state":     {Name: "state", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "State"}},
+		"user":      {Name: "user", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "User"}},
+		"live_uid":  {Name: "live_uid", AllowMissing: true, Indexer: liveUIDIndex{}},
+		"reach_uid": {Name: "reach_uid", AllowMissing: true, Indexer: reachUIDIndex{}},
 	}},
 	tableTokens: {Name: tableTokens, Indexes: map[string]*memdb.IndexSchema{
 		"id":   {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
