@@ -162,10 +162,10 @@ var lsfOptions = map[string]option{
 	}},
 	"-q":   {true, str(func(o *Options) *string { return &o.Partition })},
 	"-J":   {true, func(o *Options, v string, _ site) error { return o.name(v) }},
-	"-o":   {true, func(o *Options, v string, _ site) error { o.Output = lsfPattern(v); return nil }},
-	"-oo":  {true, func(o *Options, v string, _ site) error { o.Output = lsfPattern(v); return nil }},
-	"-e":   {true, func(o *Options, v string, _ site) error { o.Error = lsfPattern(v); return nil }},
-	"-eo":  {true, func(o *Options, v string, _ site) error { o.Error = lsfPattern(v); return nil }},
+	"-o":   {true, func(o *Options, v string, _ site) error { o.Output = LSFPattern(v); return nil }},
+	"-oo":  {true, func(o *Options, v string, _ site) error { o.Output = LSFPattern(v); return nil }},
+	"-e":   {true, func(o *Options, v string, _ site) error { o.Error = LSFPattern(v); return nil }},
+	"-eo":  {true, func(o *Options, v string, _ site) error { o.Error = LSFPattern(v); return nil }},
 	"-P":   {true, str(func(o *Options) *string { return &o.Account })},
 	"-G":   {true, str(func(o *Options) *string { return &o.Group })},
 	"-cwd": {true, str(func(o *Options) *string { return &o.Cwd })},
@@ -557,13 +557,32 @@ func (o *Options) name(v string) error {
 	return nil
 }
 
-// lsfPattern turns LSF's %J into troupe's %j (%x stays for the name).
-func lsfPattern(p string) string { return strings.ReplaceAll(p, "%J", "%j") }
+// LSFPattern turns LSF's %J (the job id) into troupe's %j; %I (the
+// element's index) and %x (the name) stay.
+func LSFPattern(p string) string { return translateEscapes(p, map[byte]byte{'J': 'j'}) }
 
-// slurmPattern turns Slurm's %A (array master: the job) and %N (node)
-// into troupe's %j and %h.
+// slurmPattern turns Slurm's escapes into troupe's: %A (the array's job
+// id) and %J (jobid.stepid, which for a batch script is the job id
+// alone: its step has no number) into %j, %N (the node) into %h.
 func slurmPattern(p string) string {
-	return strings.NewReplacer("%A", "%j", "%N", "%h").Replace(p)
+	return translateEscapes(p, map[byte]byte{'A': 'j', 'J': 'j', 'N': 'h'})
+}
+
+// translateEscapes rewrites each %c of pattern that to names as %to[c];
+// %% and every other escape stay as written, so "%%J" is still a
+// literal %J.
+func translateEscapes(pattern string, to map[byte]byte) string {
+	b := []byte(pattern)
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] != '%' {
+			continue
+		}
+		if c, ok := to[b[i+1]]; ok {
+			b[i+1] = c
+		}
+		i++
+	}
+	return string(b)
 }
 
 // ExpandName replaces %x in an output pattern with the job's name, as
