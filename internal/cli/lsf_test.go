@@ -84,6 +84,8 @@ func TestLSFState(t *testing.T) {
 		{api.JobHeld, nil, "PSUSP"},
 		{api.JobScheduled, nil, "RUN"},
 		{api.JobPreparing, nil, "RUN"},
+		{api.JobScheduled, []int{int(syscall.SIGSTOP)}, "USUSP"},
+		{api.JobPreparing, []int{int(syscall.SIGSTOP), int(syscall.SIGCONT)}, "RUN"},
 		{api.JobRunning, nil, "RUN"},
 		{api.JobRunning, []int{int(syscall.SIGSTOP)}, "USUSP"},
 		{api.JobRunning, []int{int(syscall.SIGSTOP), int(syscall.SIGUSR1)}, "USUSP"},
@@ -174,6 +176,25 @@ func TestMasterName(t *testing.T) {
 	} {
 		if got := cli.MasterName(addr); got != want {
 			t.Errorf("MasterName(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// A placed job stopped before it started is SUSPENDED to squeue, as a
+// running one; without the STOP it is CONFIGURING.
+func TestSlurmStateStopped(t *testing.T) {
+	stop := []api.SignalRequest{{Seq: 1, Signal: int(syscall.SIGSTOP)}}
+	for _, c := range []struct {
+		j    api.Job
+		want string
+	}{
+		{api.Job{State: api.JobScheduled}, "CONFIGURING"},
+		{api.Job{State: api.JobScheduled, Signals: stop}, "SUSPENDED"},
+		{api.Job{State: api.JobPreparing, Signals: stop}, "SUSPENDED"},
+		{api.Job{State: api.JobRunning, Signals: stop}, "SUSPENDED"},
+	} {
+		if got := cli.SlurmState(c.j); got != c.want {
+			t.Errorf("%s with signals %v: %s, want %s", c.j.State, c.j.Signals, got, c.want)
 		}
 	}
 }

@@ -25,6 +25,9 @@ func SlurmState(j api.Job) string {
 	case api.JobPending, api.JobHeld:
 		return "PENDING"
 	case api.JobScheduled, api.JobPreparing:
+		if Stopped(j) {
+			return "SUSPENDED" // its containers start stopped
+		}
 		return "CONFIGURING"
 	case api.JobRunning:
 		if Stopped(j) {
