@@ -182,7 +182,7 @@ func TestSbatchErrors(t *testing.T) {
 
 func TestDispatch(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := dispatch([]string{"troupe-slurm", "--list"}, nil, &out, &errb); code != 0 || out.String() != "sacct\nsbatch\nscancel\nsinfo\nsqueue\nsrun\n" {
+	if code := dispatch([]string{"troupe-slurm", "--list"}, nil, &out, &errb); code != 0 || out.String() != "sacct\nsbatch\nscancel\nscontrol\nsinfo\nsqueue\nsrun\n" {
 		t.Errorf("--list: %d %q", code, out.String())
 	}
 	out.Reset()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/user"
 	"regexp"
 	"slices"
 	"strconv"
@@ -78,6 +79,17 @@ func SlurmTimeLimit(d time.Duration, none string) string {
 	return Elapsed(d)
 }
 
+// SlurmTotalCPU is sacct's TotalCPU: [D-][HH:]MM:SS.mmm, the
+// milliseconds shown under an hour as Slurm does.
+func SlurmTotalCPU(d time.Duration) string {
+	d = max(d, 0)
+	if d < time.Hour {
+		ms := int64(d / time.Millisecond)
+		return fmt.Sprintf("%02d:%02d.%03d", ms/60000, ms/1000%60, ms%1000)
+	}
+	return SlurmElapsed(d)
+}
+
 // SlurmHostlist writes hosts as Slurm's ranged host list.
 func SlurmHostlist(hosts []string) string { return hostlist.Compress(hosts) }
 
@@ -137,8 +149,10 @@ type squeueField struct {
 }
 
 var squeueFields = map[byte]squeueField{
-	'i': {"JOBID", func(j api.Job, _ time.Time) string { return strconv.FormatUint(j.ID, 10) }},
+	'i': {"JOBID", func(j api.Job, _ time.Time) string { return SlurmJobID(j) }},
 	'A': {"JOBID", func(j api.Job, _ time.Time) string { return strconv.FormatUint(j.ID, 10) }},
+	'F': {"ARRAY_JOB_ID", func(j api.Job, _ time.Time) string { return SlurmArrayJobID(j) }},
+	'K': {"ARRAY_TASK_ID", func(j api.Job, _ time.Time) string { return SlurmArrayTaskID(j) }},
 	't': {"ST", func(j api.Job, _ time.Time) string { return SlurmCompactState(j) }},
 	'T': {"STATE", func(j api.Job, _ time.Time) string { return SlurmState(j) }},
 	'j': {"NAME", func(j api.Job, _ time.Time) string { return j.Name }},
@@ -314,40 +328,71 @@ func WriteSqueue(w io.Writer, jobs []api.Job, f SqueueFormat, header bool, now t
 // SacctJob is one job as sacct shows it, from the live jobs or the
 // accounting store.
 type SacctJob struct {
-	ID        uint64
-	Name      string
-	User      string
-	UID       int
-	Account   string
-	Partition string
-	State     string // SlurmState's name
-	ExitCode  int
-	Nodes     []string
-	CPUs      int
-	Submitted time.Time
-	Started   time.Time
-	Ended     time.Time
-	WorkDir   string
+	ID uint64
+	// JobID is how sacct names the job (SlurmJobID: "3_1" for an
+	// element of a job array, whose own id ID is JobIDRaw).
+	JobID    string
+	ArrayID  uint64
+	Index    int
+	Group    string
+	Walltime time.Duration
+	ReqCPUs  int
+	ReqMem   int64 // bytes, the whole job's
+	GPUs     float64
+	CPUTime  time.Duration
+	MemPeak  int64
+	// limitKnown: Walltime is the job's limit (a live job's; the
+	// accounting store keeps none).
+	limitKnown bool
+	Name       string
+	User       string
+	UID        int
+	Account    string
+	Partition  string
+	State      string // SlurmState's name
+	ExitCode   int
+	Nodes      []string
+	CPUs       int
+	Submitted  time.Time
+	Started    time.Time
+	Ended      time.Time
+	WorkDir    string
 }
 
 // SacctFromJob is j as sacct shows it at now.
 func SacctFromJob(j api.Job) SacctJob {
-	s := SacctJob{ID: j.ID, Name: j.Name, User: j.User, UID: j.UID, Account: JobAccount(j), Partition: j.Partition,
-		State: SlurmState(j), ExitCode: j.ExitCode, Nodes: JobNodes(j), Submitted: j.Submitted, Started: j.Started,
-		Ended: j.Ended, WorkDir: j.Cwd}
-	var cpu float64
+	s := SacctJob{ID: j.ID, JobID: SlurmJobID(j), ArrayID: j.ArrayID, Index: j.ArrayIndex, Name: j.Name, User: j.User,
+		UID: j.UID, Account: JobAccount(j), Partition: j.Partition, State: SlurmState(j), ExitCode: j.ExitCode,
+		Nodes: JobNodes(j), Submitted: j.Submitted, Started: j.Started, Ended: j.Ended, WorkDir: j.Cwd,
+		Group: strconv.Itoa(j.GID), Walltime: j.Walltime, CPUTime: j.CPUTime, MemPeak: j.MemPeak, limitKnown: true}
+	if g, err := user.LookupGroupId(s.Group); err == nil {
+		s.Group = g.Name
+	}
+	var cpu, gpu float64
+	var mem int64
 	for _, c := range j.Containers {
 		cpu += c.Resources.CPU
+		gpu += c.Resources.GPU
+		mem += c.Resources.Memory
 	}
 	s.CPUs = int(cpu + 0.999)
+	n := max(JobSize(j), 1)
+	if len(j.Containers) == 0 {
+		cpu = j.Spec.Resources.CPU * float64(n)
+		gpu = j.Spec.Resources.GPU * float64(n)
+		mem = j.Spec.Resources.Memory * int64(n)
+	}
+	s.ReqCPUs, s.GPUs, s.ReqMem = int(cpu+0.999), gpu, mem
 	return s
 }
 
 // SacctFromHistory is an accounting store's record as sacct shows it.
 func SacctFromHistory(h api.HistoryJob) SacctJob {
-	return SacctJob{ID: h.ID, Name: h.Name, User: h.User, UID: h.UID, Account: h.Account, Partition: h.Partition,
-		State: string(h.State), ExitCode: h.ExitCode, Nodes: h.Nodes, Submitted: h.Submitted, Started: h.Started,
-		Ended: h.Ended}
+	s := SacctJob{ID: h.ID, JobID: SlurmJobID(api.Job{ID: h.ID, ArrayID: h.ArrayID, ArrayIndex: h.ArrayIndex}),
+		ArrayID: h.ArrayID, Index: h.ArrayIndex, Name: h.Name, User: h.User, UID: h.UID, Account: h.Account,
+		Partition: h.Partition, State: string(h.State), ExitCode: h.ExitCode, Nodes: h.Nodes, Submitted: h.Submitted,
+		Started: h.Started, Ended: h.Ended, GPUs: h.GPUs, CPUTime: h.CPUTime, MemPeak: h.MemPeak, Group: "(null)"}
+	return s
 }
 
 // elapsed is the job's run time at now: none before it starts.
@@ -379,7 +424,13 @@ var sacctFields = []SacctField{
 	}},
 	{"End", 19, func(s SacctJob, now time.Time) string { return slurmTime(s.Ended, now) }},
 	{"ExitCode", 8, func(s SacctJob, _ time.Time) string { return SlurmExitCode(s.ExitCode) }},
-	{"JobID", -12, func(s SacctJob, _ time.Time) string { return strconv.FormatUint(s.ID, 10) }},
+	{"Group", 9, func(s SacctJob, _ time.Time) string { return s.Group }},
+	{"JobID", -12, func(s SacctJob, _ time.Time) string {
+		if s.JobID != "" {
+			return s.JobID
+		}
+		return strconv.FormatUint(s.ID, 10)
+	}},
 	{"JobIDRaw", -12, func(s SacctJob, _ time.Time) string { return strconv.FormatUint(s.ID, 10) }},
 	{"JobName", 10, func(s SacctJob, _ time.Time) string { return s.Name }},
 	{"NCPUS", 10, func(s SacctJob, _ time.Time) string { return strconv.Itoa(s.CPUs) }},
@@ -390,10 +441,43 @@ var sacctFields = []SacctField{
 		}
 		return SlurmHostlist(s.Nodes)
 	}},
+	{"MaxRSS", 10, func(s SacctJob, _ time.Time) string {
+		if s.MemPeak <= 0 {
+			return ""
+		}
+		return strconv.FormatInt(s.MemPeak>>10, 10) + "K"
+	}},
 	{"Partition", 10, func(s SacctJob, _ time.Time) string { return s.Partition }},
+	{"ReqCPUS", 8, func(s SacctJob, _ time.Time) string { return strconv.Itoa(s.ReqCPUs) }},
+	{"ReqMem", 10, func(s SacctJob, _ time.Time) string {
+		if s.ReqMem <= 0 {
+			return "0"
+		}
+		return slurmMemory(s.ReqMem, false)
+	}},
+	{"ReqTRES", 10, func(s SacctJob, _ time.Time) string {
+		if s.ReqCPUs == 0 && s.ReqMem == 0 {
+			return ""
+		}
+		t := fmt.Sprintf("billing=%d,cpu=%d,mem=%s,node=%d", s.ReqCPUs, s.ReqCPUs, slurmMemory(s.ReqMem, false), max(len(s.Nodes), 1))
+		if s.GPUs > 0 {
+			t += fmt.Sprintf(",gres/gpu=%d", int(s.GPUs+0.999))
+		}
+		return t
+	}},
 	{"Start", 19, func(s SacctJob, now time.Time) string { return slurmTime(s.Started, now) }},
 	{"State", 10, func(s SacctJob, _ time.Time) string { return s.State }},
 	{"Submit", 19, func(s SacctJob, now time.Time) string { return slurmTime(s.Submitted, now) }},
+	{"Timelimit", 10, func(s SacctJob, _ time.Time) string {
+		switch {
+		case !s.limitKnown:
+			return "" // an accounting record keeps no limit
+		case s.Walltime <= 0:
+			return "UNLIMITED"
+		}
+		return SlurmElapsed(s.Walltime)
+	}},
+	{"TotalCPU", 10, func(s SacctJob, _ time.Time) string { return SlurmTotalCPU(s.CPUTime) }},
 	{"UID", 6, func(s SacctJob, _ time.Time) string { return strconv.Itoa(s.UID) }},
 	{"User", 9, func(s SacctJob, _ time.Time) string { return s.User }},
 	{"WorkDir", 20, func(s SacctJob, _ time.Time) string { return s.WorkDir }},
