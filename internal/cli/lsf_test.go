@@ -198,3 +198,21 @@ func TestSlurmStateStopped(t *testing.T) {
 		}
 	}
 }
+
+// bhist -l of a failed job whose message holds a container's control
+// characters (escapes, a carriage return, a form feed, a byte that is
+// not UTF-8): every line, the last one too, ends with its newline and
+// none of them reaches the terminal.
+func TestHistoryLongLines(t *testing.T) {
+	j := clitest.History()[2]
+	j.Reason = "exec failed\r\x1b[31mred\fpage\xff\v"
+	j.Events[len(j.Events)-1].Detail = "FAILED, exit code 3: " + j.Reason
+	var b bytes.Buffer
+	if err := cli.WriteHistoryLong(&b, []api.HistoryJob{j}, time.UTC); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.HasSuffix(out, "red page\n") || strings.ContainsAny(out, "\r\x1b\f\v\xff") || strings.Count(out, "\n") != 14 {
+		t.Errorf("bhist -l:\n%q", out)
+	}
+}

@@ -100,6 +100,7 @@ func sessionEnv(job api.AssignedJob, self api.Container) map[string]string {
 		"BACKENDAI_SESSION_ID":         job.SessionID,
 		"TROUPE_JOB_ID":                strconv.FormatUint(job.ID, 10),
 		"LSB_JOBID":                    strconv.FormatUint(job.ID, 10),
+		"LSB_JOBNAME":                  job.Name,
 		"MASTER_ADDR":                  mainHost(ordered),
 		"MASTER_PORT":                  strconv.Itoa(MasterPort),
 		"WORLD_SIZE":                   size,
@@ -112,7 +113,9 @@ func sessionEnv(job api.AssignedJob, self api.Container) map[string]string {
 
 // arrayEnv describes an element of a job array (nothing for another
 // job): its index and its array's bounds as LSF, Slurm and troupe name
-// them. LSB_JOBID is the array's id, as LSF gives it to every element;
+// them. LSB_JOBID is the array's id, as LSF gives it to every element,
+// and LSB_JOBNAME the element's name, the array's with the index
+// ("sweep[5]");
 // TROUPE_JOB_ID stays the element's own (what bkill and bjob take).
 func arrayEnv(job api.AssignedJob) map[string]string {
 	if job.ArrayID == 0 {
@@ -125,6 +128,7 @@ func arrayEnv(job api.AssignedJob) map[string]string {
 		"TROUPE_ARRAY_INDEX":  idx,
 		"LSB_JOBID":           id,
 		"LSB_JOBINDEX":        idx,
+		"LSB_JOBNAME":         job.Name + "[" + idx + "]",
 		"SLURM_ARRAY_JOB_ID":  id,
 		"SLURM_ARRAY_TASK_ID": idx,
 	}
