@@ -329,7 +329,7 @@ func (a *agent) writeFiles(t *task, feat session.Features) (containerFiles, erro
 			}
 		}
 	}
-	if feat.Srun {
+	if feat.Srun && feat.SlurmDir == "" {
 		if err := tool(a.cfg.SlurmBinary, session.SrunPath); err != nil {
 			return containerFiles{}, err
 		}

@@ -118,3 +118,40 @@ echo done`)
 		})
 	}
 }
+
+// TestAgentSrunEveryNetwork: every container gets troupe's srun first on
+// its PATH, whatever its network: runc on the node's network (no session
+// network) lays it in at /.troupe/slurm/srun, plain processes find it in
+// the directory of Slurm's links make lays out beside troupe-slurm
+// (PREFIX/libexec/troupe/slurm for PREFIX/bin/troupe-slurm).
+func TestAgentSrunEveryNetwork(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt string) {
+		prefix := t.TempDir()
+		bin := filepath.Join(prefix, "bin", SlurmName)
+		links := filepath.Join(prefix, "libexec", "troupe", "slurm")
+		for _, d := range []string{filepath.Dir(bin), links} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A stand-in for troupe-slurm: it says what it was run as.
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\necho \"troupe's $(basename $0)\" \"$@\"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("../../../bin/"+SlurmName, filepath.Join(links, "srun")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(prefix, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s := newTestSchedd(t)
+		startAgentCause(t, s, rt, t.TempDir(), func(c *Config) { c.Network, c.SlurmBinary = NetworkHost, bin })
+		cwd := t.TempDir()
+		id := s.submit(t, cwd, nil, sh(`srun -n1 hostname`))
+		s.waitState(t, id, "main1", api.ContainerExited)
+		out := runtimetest.ReadFile(t, filepath.Join(cwd, fmt.Sprintf("troupe-%d.main1.out", id)))
+		if out != "troupe's srun -n1 hostname" {
+			t.Errorf("srun in a %s container on the node's network: %q, want troupe's", rt, out)
+		}
+	})
+}

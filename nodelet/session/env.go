@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strconv"
@@ -67,8 +68,8 @@ func EnvWith(job api.AssignedJob, host string, f Features) ([]string, error) {
 			env["PATH"] += ":" + ToolsDir
 		}
 	}
-	if f.Srun && !slices.Contains(strings.Split(env["PATH"], ":"), SlurmDir) {
-		env["PATH"] = SlurmDir + ":" + env["PATH"]
+	if dir := cmp.Or(f.SlurmDir, SlurmDir); f.Srun && !slices.Contains(strings.Split(env["PATH"], ":"), dir) {
+		env["PATH"] = dir + ":" + env["PATH"]
 	}
 	out := make([]string, 0, len(env))
 	for k, v := range env {
