@@ -80,6 +80,16 @@ echo written > result.txt
 	if j.State != api.JobFailed || j.ExitCode != 3 || string(out) != other+"\n" {
 		t.Errorf("-cwd job %d: %s exit %d (%s), output %q", id, j.State, j.ExitCode, j.Reason, out)
 	}
+
+	// -o into a directory that does not exist yet: made as the user, as
+	// LSF makes it, and the job runs.
+	id = c.bsubAs(t, nobodyUser, dir, "", nil, "-o", "logs/deep/%J.out", "echo logged")
+	j = c.waitState(id, 2*time.Minute, func(j api.Job) bool { return j.State.Terminal() })
+	out, _ = os.ReadFile(filepath.Join(dir, "logs", "deep", fmt.Sprintf("%d.out", id)))
+	fi, err := os.Stat(filepath.Join(dir, "logs"))
+	if j.State != api.JobCompleted || string(out) != "logged\n" || err != nil || fi.Sys().(*syscall.Stat_t).Uid != nobodyUser.uid {
+		t.Errorf("-o logs/deep/%%J.out job %d: %s (%s), output %q, logs/ %v", id, j.State, j.Reason, out, err)
+	}
 }
 
 // TestStopResume: bstop stops every process of a running job's container
