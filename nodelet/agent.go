@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -175,7 +176,7 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	}, log, true)
 	log.Info("nodelet starting", "name", cfg.Name, "schedd", cfg.Addr, "runtime", rt.Name(), "oci", oci,
 		"cpu", cfg.CPU, "memory", cfg.Memory, "advertise", cfg.Advertise, "init", cfg.InitBinary,
-		"network", a.net != nil, "ssh", a.feat.Tools)
+		"network", a.net != nil, "ssh", a.feat.Tools, "mount_roots", strings.Join(cfg.AllowedMountRoots, ", "))
 	return a, nil
 }
 

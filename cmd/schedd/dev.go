@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,6 +61,10 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 		return nil, err
 	}
 	c := &devCluster{log: log}
+	// Job mounts, submit directories and the host image's homes must lie
+	// under these on the dev nodes (a nodelet.hcl's allowed_mount_roots
+	// replaces them).
+	log.Info("dev nodelets allow job mounts under", "roots", strings.Join(devhosts.MountRoots(), ", "))
 	if netnsHosts {
 		if c.hosts, err = devhosts.Create(o.nodes); err != nil {
 			return nil, fmt.Errorf("dev test hosts: %w", err)
