@@ -96,6 +96,12 @@ func TestSlurmForms(t *testing.T) {
 			"15 15 15 N/A PD\n16 16 16 N/A PD\n40_[3-4%2] 40 40 3-4%2 PD\n40_1 41 40 1 R\n40_2 42 40 2 CD\n"},
 		{[]string{"squeue", "-h", "-o", "%i %T", "-j", "40"}, 0, "40_[3-4%2] PENDING\n40_1 RUNNING\n40_2 COMPLETED\n"},
 		{[]string{"squeue", "-h", "-o", "%i", "-j", "40_1"}, 0, "40_1\n"},
+		// -r: one element a line, as batchtools lists its array's ids;
+		// every state name of Slurm's is taken (those troupe never has
+		// match nothing).
+		{[]string{"squeue", "--user=bob", "--states=PD,CF,RF,RH,RQ,SE", "--noheader", "--format=%i", "-r"}, 0, "15\n16\n40_3\n40_4\n"},
+		{[]string{"squeue", "--user=bob", "--states=R,S,CG,RS,SI,SO,ST", "--noheader", "--format=%i", "-r"}, 0, "40_1\n"},
+		{[]string{"squeue", "-t", "FROB"}, 1, ""},
 		{[]string{"squeue", "--noheader", "--Format=JobID,State:10,Name:.8|", "-j", "12"}, 0,
 			"12                  RUNNING      train|\n"},
 		{[]string{"squeue", "--all", "--states=all", "--noconvert", "-O", "JobID:" + us + ",StateCompact:" + us + ",MinMemory:" + us + ",ArrayJobID:" + us + ",ArrayTaskID:" + us + ",", "-j", "12", "-M", "troupe"}, 0,

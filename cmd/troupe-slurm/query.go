@@ -96,6 +96,13 @@ func jobIDs(vals []string) ([]uint64, error) {
 	return selIDs(sels), err
 }
 
+// slurmOnlyStates are Slurm's job states that troupe's jobs are never
+// in, long and compact: squeue -t and sacct -s take them (workflow tools
+// list them) and they match nothing.
+var slurmOnlyStates = []string{"BOOT_FAIL:BF", "COMPLETING:CG", "DEADLINE:DL", "OUT_OF_MEMORY:OOM", "PREEMPTED:PR",
+	"RESV_DEL_HOLD:RD", "REQUEUE_FED:RF", "REQUEUE_HOLD:RH", "REQUEUED:RQ", "RESIZING:RS", "REVOKED:RV",
+	"SIGNALING:SI", "SPECIAL_EXIT:SE", "STAGE_OUT:SO", "STOPPED:ST"}
+
 // stateSet reads squeue -t and sacct -s: long or compact names, any
 // case; "all" is nil (every state).
 func stateSet(vals []string) (map[string]bool, error) {
@@ -105,6 +112,10 @@ func stateSet(vals []string) (map[string]bool, error) {
 	long := map[string]string{}
 	for _, s := range cli.SlurmStates() {
 		long[s] = s
+	}
+	for _, s := range slurmOnlyStates {
+		l, c, _ := strings.Cut(s, ":")
+		long[l], long[c] = l, c
 	}
 	out := map[string]bool{}
 	for _, v := range vals {

@@ -35,6 +35,7 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		format                          = cli.SqueueDefaultFormat
 		long                            string // -O
 		noconvert                       bool
+		oneElement                      bool // -r: one array element a line
 		jobs, users, parts, states, nms []string
 		accounts                        []string
 	)
@@ -48,6 +49,8 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			long = o.value
 		case "noconvert":
 			noconvert = true
+		case "array":
+			oneElement = true
 		case "clusters", "sort":
 			// One cluster: -M names it (or all); the order is squeue's own.
 		case "long":
@@ -118,7 +121,11 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(stderr, prog, "Unable to contact schedd: %v", err)
 	}
 	var out []api.Job
-	for _, j := range cli.SlurmArrays(cli.SortJobs(live)) {
+	shown := cli.SlurmArrays(cli.SortJobs(live))
+	if oneElement {
+		shown = cli.SlurmArrayElements(shown)
+	}
+	for _, j := range shown {
 		if anySel(sels, j.ID, j.ArrayID, j.ArrayIndex) &&
 			(len(users) == 0 || slices.Contains(users, j.User)) &&
 			(len(parts) == 0 || slices.Contains(parts, j.Partition)) &&

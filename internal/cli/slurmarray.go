@@ -113,3 +113,24 @@ func SlurmArrayTaskID(j api.Job) string {
 	}
 	return "N/A"
 }
+
+// SlurmArrayElements is jobs (SlurmArrays's) with each job array's own
+// row, the elements not come up yet, written out as one row per element
+// (squeue -r): "3_3", "3_4", each pending (or held).
+func SlurmArrayElements(jobs []api.Job) []api.Job {
+	out := jobs[:0:0]
+	for _, j := range jobs {
+		if j.Array == nil {
+			out = append(out, j)
+			continue
+		}
+		for _, r := range UnmadeIndices(j.Array) {
+			for i := r.First; i <= r.Last; i += r.Step {
+				e := j
+				e.Array, e.ArrayID, e.ArrayIndex = nil, j.ID, i
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
