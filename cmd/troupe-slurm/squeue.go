@@ -15,7 +15,7 @@ var squeueOpts = []option{
 	{'p', "partition", true}, {'t', "states", true}, {'n', "name", true}, {'A', "account", true},
 	{'a', "all", false}, {'l', "long", false}, {0, "me", false}, {0, "help", false}, {0, "usage", false},
 	{'v', "verbose", false}, {'r', "array", false}, {'O', "Format", true}, {0, "noconvert", false},
-	{'M', "clusters", true}, {'S', "sort", true},
+	{'M', "clusters", true}, {'S', "sort", true}, {0, "only-job-state", false},
 }
 
 // squeue lists jobs as Slurm's squeue: by default every user's pending
@@ -51,8 +51,10 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			noconvert = true
 		case "array":
 			oneElement = true
-		case "clusters", "sort":
-			// One cluster: -M names it (or all); the order is squeue's own.
+		case "clusters", "sort", "only-job-state":
+			// One cluster: -M names it (or all); the order is squeue's
+			// own; every field is at hand (Slurm 24.05's --only-job-state
+			// asks for a cheaper query, which troupe needs not).
 		case "long":
 			format = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 		case "jobs":
