@@ -137,3 +137,25 @@ func TestWorkflowToolQueries(t *testing.T) {
 		})
 	}
 }
+
+// Open OnDemand's sinfo calls: the cluster's node and CPU counts
+// (A/I/O/T), its nodes' GPUs by name, and each node's CPUs, name and
+// features between its separators.
+func TestWorkflowToolSinfo(t *testing.T) {
+	fakeSchedd(t)
+	for _, c := range []struct {
+		args []string
+		out  string
+	}{
+		// No partition in the format: one line for the whole cluster.
+		{[]string{"sinfo", "-aho", "%F/%C"}, "2/0/1/3/25/103/2/130\n"},
+		{[]string{"sinfo", "-ho", "\x1e%c\x1f%n\x1f%f"}, "\x1e2+\x1fnode01,node02,node03\x1fgpu,rack=a\n"},
+		{[]string{"sinfo", "-h", "-N", "-o", "\x1e%c\x1f%n\x1f%f"}, "\x1e64\x1fnode01\x1fgpu,rack=a\n\x1e64\x1fnode02\x1fgpu,rack=a\n\x1e2\x1fnode03\x1f(null)\n"},
+		{[]string{"sinfo", "-ahNO", "nodehost:10,gres:8,gresused:8,statelong"}, "node01    gpu:4   gpu:1   mixed               \nnode02    gpu:4   gpu:2   mixed               \nnode03    (null)  (null)  down*               \n"},
+	} {
+		code, out, errs := runCmd(t, c.args...)
+		if code != 0 || out != c.out {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %q", c.args, code, out, errs, c.out)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os/user"
 	"regexp"
 	"slices"
@@ -593,6 +594,7 @@ type SinfoRow struct {
 	Walltime  time.Duration
 	State     string // Slurm's compact node state: idle, mix, alloc, drain, drng, down*
 	Nodes     []string
+	Info      []api.Node // the nodes' records, as Nodes (zero for a node schedd does not know)
 }
 
 // SinfoNodeState is a node's state in sinfo's compact form: idle, mix
@@ -621,8 +623,17 @@ func SinfoNodeState(n api.Node) string {
 // byNode makes one row per node and partition (-N), in node order.
 func SinfoRows(parts []api.PartitionInfo, nodes []api.Node, byNode bool) []SinfoRow {
 	state := map[string]string{}
+	info := map[string]api.Node{}
 	for _, n := range nodes {
 		state[n.Name] = SinfoNodeState(n)
+		info[n.Name] = n
+	}
+	infos := func(names []string) []api.Node {
+		out := make([]api.Node, len(names))
+		for i, n := range names {
+			out[i] = info[n]
+		}
+		return out
 	}
 	var rows []SinfoRow
 	for _, p := range parts {
@@ -645,11 +656,11 @@ func SinfoRows(parts []api.PartitionInfo, nodes []api.Node, byNode bool) []Sinfo
 		for _, st := range order {
 			if byNode {
 				for _, n := range by[st] {
-					rows = append(rows, SinfoRow{Partition: p.Name, Default: p.Default, Walltime: p.MaxWalltime, State: st, Nodes: []string{n}})
+					rows = append(rows, SinfoRow{Partition: p.Name, Default: p.Default, Walltime: p.MaxWalltime, State: st, Nodes: []string{n}, Info: infos([]string{n})})
 				}
 				continue
 			}
-			rows = append(rows, SinfoRow{Partition: p.Name, Default: p.Default, Walltime: p.MaxWalltime, State: st, Nodes: by[st]})
+			rows = append(rows, SinfoRow{Partition: p.Name, Default: p.Default, Walltime: p.MaxWalltime, State: st, Nodes: by[st], Info: infos(by[st])})
 		}
 	}
 	if byNode {
@@ -682,6 +693,121 @@ var sinfoFields = map[byte]sinfoField{
 	't': {"STATE", func(r SinfoRow) string { return r.State }},
 	'T': {"STATE", func(r SinfoRow) string { return sinfoLongState[r.State] }},
 	'N': {"NODELIST", func(r SinfoRow) string { return SlurmHostlist(r.Nodes) }},
+	'n': {"HOSTNAMES", func(r SinfoRow) string { return strings.Join(r.Nodes, ",") }},
+	'F': {"NODES(A/I/O/T)", func(r SinfoRow) string {
+		var a, i, o int
+		for _, n := range r.Info {
+			switch SinfoNodeState(n) {
+			case "alloc", "mix":
+				a++
+			case "idle":
+				i++
+			default:
+				o++
+			}
+		}
+		return fmt.Sprintf("%d/%d/%d/%d", a, i, o, len(r.Info))
+	}},
+	'C': {"CPUS(A/I/O/T)", func(r SinfoRow) string {
+		var a, i, o, t int64
+		for _, n := range r.Info {
+			total := n.Capacity.CPUMilli / 1000
+			used := min((n.Allocated.CPUMilli+999)/1000, total)
+			t += total
+			switch SinfoNodeState(n) {
+			case "down*", "drain":
+				o += total
+			default:
+				a, i = a+used, i+total-used
+			}
+		}
+		return fmt.Sprintf("%d/%d/%d/%d", a, i, o, t)
+	}},
+	'c': {"CPUS", func(r SinfoRow) string {
+		lo, hi := int64(-1), int64(0)
+		for _, n := range r.Info {
+			c := n.Capacity.CPUMilli / 1000
+			if lo < 0 || c < lo {
+				lo = c
+			}
+			hi = max(hi, c)
+		}
+		switch {
+		case lo < 0:
+			return "0"
+		case lo < hi:
+			return strconv.FormatInt(lo, 10) + "+"
+		}
+		return strconv.FormatInt(lo, 10)
+	}},
+	'f': {"AVAIL_FEATURES", func(r SinfoRow) string {
+		var fs []string
+		for _, n := range r.Info {
+			for _, l := range n.Labels {
+				if !slices.Contains(fs, l) {
+					fs = append(fs, l)
+				}
+			}
+		}
+		if len(fs) == 0 {
+			return "(null)"
+		}
+		return strings.Join(fs, ",")
+	}},
+	'G': {"GRES", func(r SinfoRow) string { return sinfoGres(r, func(n api.Node) float64 { return n.Capacity.GPU }) }},
+	// Slurm has no -o letter for GresUsed; -O GresUsed is this one.
+	'U': {"GRES_USED", func(r SinfoRow) string { return sinfoGres(r, func(n api.Node) float64 { return n.Allocated.GPU }) }},
+}
+
+// sinfoGres is a row's GPUs as Slurm's Gres and GresUsed write them:
+// "gpu:4" (the most on one of its nodes), "(null)" without any.
+func sinfoGres(r SinfoRow, count func(api.Node) float64) string {
+	most := 0.0
+	for _, n := range r.Info {
+		most = max(most, count(n))
+	}
+	if most <= 0 {
+		return "(null)"
+	}
+	return "gpu:" + strconv.Itoa(int(math.Ceil(most)))
+}
+
+// sinfoLongFields are sinfo -O's names of its -o letters.
+var sinfoLongFields = map[string]byte{
+	"available": 'a', "cpus": 'c', "cpusstate": 'C', "features": 'f', "gres": 'G', "gresused": 'U',
+	"nodeaddr": 'n', "nodehost": 'n', "nodelist": 'N', "nodes": 'D', "nodeai": 'F', "nodeaiot": 'F',
+	"partition": 'P', "partitionname": 'R', "statecompact": 't', "statelong": 'T', "time": 'l',
+}
+
+// SinfoLongFormat turns sinfo -O's TYPE[:[.]SIZE[SUFFIX]],… into the -o
+// format WriteSinfo reads (20 wide without a size).
+func SinfoLongFormat(s string) (string, error) {
+	var b strings.Builder
+	for item := range strings.SplitSeq(s, ",") {
+		if item == "" {
+			continue
+		}
+		name, spec, hasSpec := strings.Cut(item, ":")
+		c, ok := sinfoLongFields[strings.ToLower(strings.TrimSpace(name))]
+		if !ok {
+			var ns []string
+			for n := range sinfoLongFields {
+				ns = append(ns, n)
+			}
+			slices.Sort(ns)
+			return "", fmt.Errorf("invalid node format specification: %s; troupe's sinfo -O knows %s", name, strings.Join(ns, ","))
+		}
+		width, right, suffix := "20", "", ""
+		if hasSpec {
+			if rest, ok := strings.CutPrefix(spec, "."); ok {
+				right, spec = ".", rest
+			}
+			digits := len(spec) - len(strings.TrimLeft(spec, "0123456789"))
+			width, suffix = spec[:digits], spec[digits:]
+		}
+		b.WriteString("%" + right + width + string(c) + strings.ReplaceAll(suffix, "%", ""))
+	}
+	return b.String(), nil
 }
 
 var sinfoLongState = map[string]string{
