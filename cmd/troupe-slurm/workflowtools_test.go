@@ -1,9 +1,14 @@
 package main
 
 import (
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/cli/clitest"
 )
 
 // The batch scripts and sbatch command lines of the workflow tools that
@@ -157,5 +162,46 @@ func TestWorkflowToolSinfo(t *testing.T) {
 		if code != 0 || out != c.out {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %q", c.args, code, out, errs, c.out)
 		}
+	}
+}
+
+// Open OnDemand's Slurm adapter: squeue -O with every field it knows,
+// each ending with the unit separator, a header line first; sacct with
+// its accounting fields; scontrol hold and release.
+func TestWorkflowToolOOD(t *testing.T) {
+	s := fakeSchedd(t)
+	for _, verb := range []string{"hold", "release"} {
+		s.Handle("POST /v1/jobs/{id}/"+verb, func(w http.ResponseWriter, r *http.Request) {
+			clitest.JSON(w, http.StatusOK, 8, api.Job{State: api.JobHeld})
+		})
+	}
+	const us = "\x1f"
+	fields := []string{"Account", "JobID", "BatchHost", "MinCpus", "NumCPUs", "MinTmpDisk", "NumNodes", "EndTime", "Dependency",
+		"Feature", "ArrayJobID", "GroupName", "GroupID", "OverSubscribe", "Sockets", "JobArrayID", "Cores", "Name", "Threads",
+		"Comment", "ArrayTaskID", "TimeLimit", "TimeLeft", "MinMemory", "TimeUsed", "ReqNodes", "NodeList", "Command",
+		"Contiguous", "QOS", "Partition", "PriorityLong", "Reason", "StartTime", "StateCompact", "State", "UserName", "UserID",
+		"Reservation", "SubmitTime", "WCKey", "Licenses", "ExcNodes", "CoreSpec", "Nice", "SchedNodes", "SCT", "WorkDir",
+		"tres-alloc", "tres-per-node"}
+	code, out, errs := runCmd(t, "squeue", "--all", "--states=all", "--noconvert", "-O", strings.Join(fields, ":"+us+",")+":"+us+",", "-j", "12")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("squeue -O: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	vals := strings.Split(strings.TrimSuffix(lines[1], us), us)
+	if len(vals) != len(fields) || vals[1] != "12" || vals[34] != "R" || vals[35] != "RUNNING" || vals[36] != "alice" || vals[30] != "gpu" {
+		t.Errorf("squeue -O values: %q", vals)
+	}
+	code, out, errs = runCmd(t, "sacct", "-P", "--delimiter", us, "-n", "--units", "G", "--allocations", "-o",
+		"User,Group,JobId,JobName,Elapsed,ReqMem,AllocCPUS,ReqCPUS,Timelimit,State,TotalCPU,MaxRSS,Partition,Submit,Start,End,ReqTRES", "-j", "12")
+	if vals := strings.Split(strings.TrimSuffix(out, "\n"), us); code != 0 || len(vals) != 17 || vals[2] != "12" || vals[9] != "RUNNING" || vals[8] != "02:00:00" {
+		t.Errorf("sacct: exit %d, stderr %q, %q", code, errs, vals)
+	}
+	for _, verb := range []string{"hold", "release"} {
+		if code, _, errs := runCmd(t, "scontrol", verb, "15"); code != 0 {
+			t.Errorf("scontrol %s 15: exit %d, %q", verb, code, errs)
+		}
+	}
+	if got := s.Requests(); !slices.Contains(got, "POST /v1/jobs/15/hold") || !slices.Contains(got, "POST /v1/jobs/15/release") {
+		t.Errorf("requests %q", got)
 	}
 }
