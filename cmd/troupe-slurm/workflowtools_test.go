@@ -87,11 +87,14 @@ Rscript -e 'batchtools::doJobCollection("/w/reg/jobs/job6f1c.rds")'
 `, nil, "job6f1c", "/w/reg/logs/job6f1c.log_%a", 2 * time.Minute, "1-3"},
 		{"Snakemake 9 Slurm plugin (script on stdin)", "#!/bin/sh\nsnakemake --target-jobs 'all:' --wait-for-files x\n",
 			[]string{"--parsable", "--job-name", "6f1c-uuid", "--output", "/w/.snakemake/slurm_logs/rule_all/%j.log", "--export=ALL",
-				"--comment", "rule_all", "-A", "physics", "-p", "cpu", "-t", "10", "--mem", "1000", "--ntasks=1", "--cpus-per-task=2", "-D", "/w"},
+				"--comment", "rule_all", "-A", "physics", "-p", "cpu", "-t", "10", "-C", "haswell", "--qos=normal", "--mem", "1000",
+				"--requeue", "--reservation=r1", "--exclude=node9", "--ntasks=1", "--cpus-per-task=2", "-D", "/w"},
 			"6f1c-uuid", "/w/.snakemake/slurm_logs/rule_all/%j.log", 10 * time.Minute, ""},
 		{"Open OnDemand Slurm adapter", "#!/bin/bash\nhostname\n",
-			[]string{"-H", "--no-requeue", "-D", "/w", "-J", "ood", "-o", "/w/out.log", "-e", "/w/err.log", "-p", "cpu", "-A", "physics",
-				"-t", "01:00:00", "-a", "1-4%2", "-n", "2", "--export", "ALL,FOO", "--parsable"},
+			[]string{"-H", "--no-requeue", "-D", "/w", "--mail-user", "a@example.org", "--mail-type", "ALL", "-J", "ood", "-i", "/dev/null",
+				"-o", "/w/out.log", "-e", "/w/err.log", "--reservation", "r1", "-p", "cpu", "--priority", "5", "--begin", "2026-01-01T00:00:00",
+				"-A", "physics", "-t", "01:00:00", "-a", "1-4%2", "--qos", "normal", "--gpus-per-node", "1", "-n", "2",
+				"-d", "afterok:3", "--export", "ALL,FOO", "--parsable"},
 			"ood", "/w/out.log", time.Hour, "1-4"},
 	} {
 		t.Run(c.tool, func(t *testing.T) {

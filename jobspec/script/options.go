@@ -305,23 +305,30 @@ var slurmOptions = map[string]option{
 		}
 		return err
 	}},
-	"--mail-user":  {true, mailUser},
-	"--comment":    {true, func(*Options, string, site) error { return nil }},
-	"--no-requeue": {false, func(*Options, string, site) error { return nil }},
-	"--requeue":    {false, ignored("requeue for script jobs; use the job file's requeue")},
-	"--signal":     {true, ignored("warning signals before the time limit")},
-	"--qos":        {true, ignored("QOS; partitions carry the limits")},
-	"--constraint": {true, ignored("node features")},
-	"--nice":       {true, ignored("nice for script jobs; use the job file's priority")},
-	"--open-mode":  {true, func(*Options, string, site) error { return nil }},
-	"--parsable":   {false, func(*Options, string, site) error { return nil }},
+	"--mail-user":      {true, mailUser},
+	"--comment":        {true, func(*Options, string, site) error { return nil }},
+	"--no-requeue":     {false, func(*Options, string, site) error { return nil }},
+	"--requeue":        {false, ignored("requeue for script jobs; use the job file's requeue")},
+	"--signal":         {true, ignored("warning signals before the time limit")},
+	"--qos":            {true, ignored("QOS; partitions carry the limits")},
+	"--constraint":     {true, ignored("node features")},
+	"--nice":           {true, ignored("nice for script jobs; use the job file's priority")},
+	"--priority":       {true, ignored("user priority per job; use the job file's priority")},
+	"--begin":          {true, ignored("begin time; submit when the job may start")},
+	"--reservation":    {true, ignored("advance reservations")},
+	"--exclude":        {true, ignored("node exclusion; drain a node that must take no jobs")},
+	"--ntasks-per-gpu": {true, ignored("tasks per GPU; --ntasks and --gpus-per-node shape the job")},
+	"--input":          {true, ignored("standard input file; the job's stdin is empty")},
+	"--open-mode":      {true, func(*Options, string, site) error { return nil }},
+	"--parsable":       {false, func(*Options, string, site) error { return nil }},
 }
 
 var slurmShort = map[string]string{
 	"-N": "--nodes", "-n": "--ntasks", "-c": "--cpus-per-task", "-t": "--time",
 	"-J": "--job-name", "-o": "--output", "-e": "--error", "-p": "--partition",
 	"-A": "--account", "-D": "--chdir", "-d": "--dependency", "-H": "--hold",
-	"-a": "--array", "-q": "--qos", "-C": "--constraint",
+	"-a": "--array", "-q": "--qos", "-C": "--constraint", "-x": "--exclude",
+	"-i": "--input",
 }
 
 // parseArgs applies the options words of one directive line (or of the
