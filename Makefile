@@ -38,7 +38,7 @@ build:
 # them put first on PATH, as Slurm's Torque wrappers are installed: never
 # in bin/, where they would shadow a real Slurm's sbatch on the same
 # machine. SLURM_CMDS is troupe-slurm --list (cmd/troupe-slurm checks).
-SLURM_CMDS := sacct sbatch scancel sinfo squeue srun
+SLURM_CMDS := sacct sbatch scancel scontrol sinfo squeue srun
 SLURM_DIR  ?= libexec/troupe/slurm
 SLURM_BIN  ?= $(abspath $(BIN))/troupe-slurm
 slurm-links:

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -179,13 +180,49 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	if err := a.setupNetwork(); err != nil {
 		return nil, err
 	}
+	a.setupSrun()
 	a.rep = report.New(func(ctx context.Context, r api.ContainerReport) error {
 		return cli.Report(ctx, cfg.Name, r)
 	}, log, true)
 	log.Info("nodelet starting", "name", cfg.Name, "schedd", cfg.Addr, "runtime", rt.Name(), "oci", oci,
 		"cpu", cfg.CPU, "memory", cfg.Memory, "advertise", cfg.Advertise, "init", cfg.InitBinary,
-		"network", a.net != nil, "ssh", a.feat.Tools)
+		"network", a.net != nil, "ssh", a.feat.Tools, "mount_roots", strings.Join(cfg.AllowedMountRoots, ", "))
 	return a, nil
+}
+
+// setupSrun gives every container troupe's srun, whatever its network:
+// runc lays troupe-slurm into the container at session.SrunPath; plain
+// processes (runtime process) see the host's files, so they get the
+// directory of Slurm's links that make build and make install lay out
+// beside troupe-slurm's (PREFIX/libexec/troupe/slurm for
+// PREFIX/bin/troupe-slurm) first on PATH, where there is one. Without
+// troupe-slurm, or for another runtime, a job gets no srun of troupe's.
+func (a *agent) setupSrun() {
+	if a.cfg.SlurmBinary == "" {
+		return
+	}
+	switch a.rt.Name() {
+	case runc.Name:
+		a.feat.Srun = true
+	case RuntimeProcess:
+		dir := filepath.Join(filepath.Dir(filepath.Dir(a.cfg.SlurmBinary)), "libexec", "troupe", "slurm")
+		if srunLinks(dir, a.cfg.SlurmBinary) {
+			a.feat.Srun, a.feat.SlurmDir = true, dir
+			return
+		}
+		a.log.Warn("plain processes get no srun of troupe's: no links to troupe-slurm beside it", "want", filepath.Join(dir, "srun"))
+	}
+}
+
+// srunLinks says whether dir/srun is troupe-slurm (a link to bin, as
+// make lays them out).
+func srunLinks(dir, bin string) bool {
+	a, err := os.Stat(filepath.Join(dir, "srun"))
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(bin)
+	return err == nil && os.SameFile(a, b)
 }
 
 // setupNetwork decides the containers' network and tools: with an
@@ -227,7 +264,7 @@ func (a *agent) setupNetwork() error {
 		return fmt.Errorf("nodelet.hcl netns_pool: %w", err)
 	}
 	a.net = m
-	a.feat = session.Features{SessionNet: true, Iface: network.Iface, Srun: a.cfg.SlurmBinary != ""}
+	a.feat = session.Features{SessionNet: true, Iface: network.Iface}
 	if a.cfg.SSHBinary == "" {
 		a.log.Warn("no troupe-ssh: containers get no ssh, hostfiles or session keys", "want", SSHName)
 		return nil

@@ -83,6 +83,8 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c
 		signalled: lastSignal(job), sigs: newSignalQueue(), rec: rec}
 	if rec != nil {
 		t.signalled, t.cid = rec.Signalled, rec.ID
+	} else {
+		t.queueStopAtStart()
 	}
 	a.running[k] = t
 	a.tasks.Add(1)

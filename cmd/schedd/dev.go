@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -65,6 +66,10 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 	if os.Geteuid() == 0 {
 		sweepHosts(log)
 	}
+	// Job mounts, submit directories and the host image's homes must lie
+	// under these on the dev nodes (a nodelet.hcl's allowed_mount_roots
+	// replaces them).
+	log.Info("dev nodelets allow job mounts under", "roots", strings.Join(devhosts.MountRoots(), ", "))
 	if netnsHosts {
 		if c.hosts, err = devhosts.Create(o.nodes); err != nil {
 			return nil, fmt.Errorf("dev test hosts: %w", err)
