@@ -102,7 +102,7 @@ func TestAgentMetrics(t *testing.T) {
 		j.Resources.Memory = 64 << 20
 	}, sh("sleep 60"))
 	s.waitState(t, id, "main1", api.ContainerRunning)
-	bad := s.submit(t, t.TempDir(), func(j *jobspec.Job) { j.Output = "/nonexistent-dir/x.out" }, sh("exit 0"))
+	bad := s.submit(t, t.TempDir(), func(j *jobspec.Job) { j.Output = "/dev/null/x.out" }, sh("exit 0"))
 	s.waitState(t, bad, "main1", api.ContainerFailed)
 	exit3 := s.submit(t, t.TempDir(), nil, sh("exit 3"))
 	s.waitState(t, exit3, "main1", api.ContainerExited)

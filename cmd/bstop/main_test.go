@@ -64,7 +64,7 @@ func TestStopPlacedAndHeld(t *testing.T) {
 	s.Handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		states := map[string]api.JobState{"20": api.JobScheduled, "21": api.JobPreparing, "16": api.JobHeld}
 		id, _ := strconv.ParseUint(r.PathValue("id"), 10, 64)
-		clitest.JSON(w, http.StatusOK, 5, api.Job{ID: id, State: states[r.PathValue("id")]})
+		clitest.JSON(w, http.StatusOK, 6, api.Job{ID: id, State: states[r.PathValue("id")]})
 	})
 	s.Handle("POST /v1/jobs/{id}/signal", func(w http.ResponseWriter, r *http.Request) {
 		var req api.SignalJob
