@@ -238,9 +238,13 @@ func (c Control) Run(args []string, stdout, stderr io.Writer) int {
 	fs := NewFlagSet(c.Command, stdout, stderr)
 	sel := SelectFlags(fs, c.Verb)
 	sel.Default = c.Default
+	hostsOf := HostsFlag(fs, ControlHostsUsage)
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
+	}
+	if err := WholeClusterOnly(hostsOf); err != nil {
+		return fs.UsageError("%v", err)
 	}
 	refs, err := ParseJobRefs(pos)
 	if err != nil {
