@@ -30,6 +30,8 @@ var command = cli.Command{
 		"bjobs -noheader -o 'jobid stat' -aJ '*run1*'",
 		"bjobs -o \"jobid:8 stat exit_code delimiter=','\"",
 		"bjobs -W -q gpu",
+		"bjobs -u all -m 'node01 node02'   # jobs running on node01 or node02",
+		"bjobs -m troupe -a -w -W 42  # the cluster's name: the whole cluster",
 	},
 }
 
@@ -39,7 +41,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 // LSF lets one write together: -aJ NAME is -a -J NAME.
 const (
 	boolLetters  = "awWrpds"
-	valueLetters = "uqJo"
+	valueLetters = "uqJom"
 )
 
 // splitLetters expands "-aJ" into "-a", "-J" (LSF's grouped options);
@@ -85,6 +87,8 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	name := fs.String("J", "", "jobs whose name matches `pattern` (* matches any characters)")
 	format := fs.String("o", "", "LSF's output `format`: \"field[:[-]width] ... [delimiter='c']\", fields:\n"+strings.Join(cli.BjobsFieldNames(), " "))
 	noHeader := fs.Bool("noheader", false, "no header line")
+	hostsOf := cli.HostsFlag(fs, "jobs with a container on these `hosts` (node names, space-separated in one argument);\n"+
+		"the cluster's name (lsid prints it) means the whole cluster")
 	pos, err := fs.Parse(splitLetters(args))
 	if err != nil {
 		return fs.Exit(err)
@@ -105,6 +109,10 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return fs.UsageError("-o: %v", err)
 		}
 	}
+	hosts, err := hostsOf()
+	if err != nil {
+		return fs.UsageError("%v", err)
+	}
 	who := *userName
 	if who == "" {
 		who = cli.CurrentUser()
@@ -115,6 +123,18 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
+	if !hosts.Whole() {
+		nodes, err := c.Nodes(ctx)
+		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+		if bad := hosts.Unknown(nodes.Nodes); len(bad) > 0 {
+			for _, n := range bad {
+				fmt.Fprintf(stderr, "%s: Bad host name, host group name or cluster name\n", n)
+			}
+			return cli.ExitFail
+		}
+	}
 	list, err := c.Jobs(ctx, 0, 0)
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
@@ -136,7 +156,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				continue
 			}
 			for _, j := range js {
-				if match(j, *userName, *queue, *name) && (states == nil || states(j)) {
+				if match(j, *userName, *queue, *name) && hosts.Match(j) && (states == nil || states(j)) {
 					jobs = append(jobs, j)
 				}
 			}
@@ -146,7 +166,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			states = func(j api.Job) bool { return !j.State.Terminal() }
 		}
 		for _, j := range cli.SortQueue(list.Jobs) {
-			if match(j, who, *queue, *name) && states(j) {
+			if match(j, who, *queue, *name) && hosts.Match(j) && states(j) {
 				jobs = append(jobs, j)
 			}
 		}

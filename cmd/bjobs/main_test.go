@@ -23,6 +23,9 @@ func runBjobs(t *testing.T, args ...string) (int, string, string) {
 		jobs = append(jobs, mine)
 		clitest.JSON(w, http.StatusOK, 7, api.JobList{Jobs: jobs, Index: 7})
 	})
+	s.Handle("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
+		clitest.JSON(w, http.StatusOK, 7, api.NodeList{Nodes: clitest.Nodes()})
+	})
 	var out, errb bytes.Buffer
 	code := run(append([]string{"--addr", s.Addr}, args...), nil, &out, &errb)
 	return code, out.String(), errb.String()
@@ -114,5 +117,59 @@ func TestWorkflowToolQueries(t *testing.T) {
 	code, out, _ = runBjobs(t, "-u", "bob", "-w", "-p")
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[1], "15 ") || !strings.HasPrefix(lines[2], "16 ") {
 		t.Errorf("batchtools -p: exit %d\n%s", code, out)
+	}
+}
+
+// ids are the job ids of bjobs's lines after the header.
+func ids(out string) []string {
+	var ids []string
+	for i, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(l); i > 0 && len(f) > 0 {
+			ids = append(ids, f[0])
+		}
+	}
+	return ids
+}
+
+// LSF's -m: Open OnDemand's adapter, given the site's cluster name, puts
+// -m CLUSTER first on its bjobs lines; the cluster's name (what lsid
+// prints) is the whole cluster. Host names list the jobs with a
+// container on those nodes, as LSF lists the jobs dispatched to them;
+// a name that is neither is refused with LSF's message.
+func TestHostsOption(t *testing.T) {
+	t.Setenv("TROUPE_CLUSTER", "hpc1")
+	_, all, _ := runBjobs(t, "-u", "all", "-a", "-w", "-W")
+	code, out, errs := runBjobs(t, "-m", "hpc1", "-u", "all", "-a", "-w", "-W")
+	if head := strings.SplitN(out, "\n", 2)[0]; code != 0 || errs != "" || head != strings.SplitN(all, "\n", 2)[0] ||
+		!reflect.DeepEqual(ids(out), ids(all)) || len(ids(out)) != 7 {
+		t.Errorf("OnDemand's list: exit %d, stderr %q\n%s\nwant\n%s", code, errs, out, all)
+	}
+	_, one, _ := runBjobs(t, "-a", "-w", "-W", "12")
+	code, out, errs = runBjobs(t, "-m", "hpc1", "-a", "-w", "-W", "12")
+	if code != 0 || errs != "" || !reflect.DeepEqual(ids(out), []string{"12"}) || strings.SplitN(out, "\n", 2)[0] != strings.SplitN(one, "\n", 2)[0] {
+		t.Errorf("OnDemand's job: exit %d, stderr %q\n%s", code, errs, out)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-u", "all", "-m", "node02"}, []string{"12"}},                         // running on node01 and node02
+		{[]string{"-u", "all", "-a", "-m", "node02"}, []string{"12", "7"}},              // and the failed one that ran there
+		{[]string{"-u", "all", "-a", "-m", "node01 node03"}, []string{"12", "3", "30"}}, // either node
+		{[]string{"-u", "all", "-a", "-m", "node04"}, nil},                              // nothing ran there; pending jobs run nowhere
+		{[]string{"-a", "-m", "node03", "12", "3"}, []string{"3"}},
+		{[]string{"-u", "all", "-am", "node01 hpc1"}, []string{"12", "15", "16", "3", "7", "9", "30"}}, // the cluster among them: every job
+	} {
+		code, out, errs := runBjobs(t, append([]string{"-w"}, c.args...)...)
+		if got := ids(out); code != 0 || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("bjobs %q: exit %d, jobs %q, want %q; stderr %q\n%s", c.args, code, got, c.want, errs, out)
+		}
+	}
+	code, out, errs = runBjobs(t, "-u", "all", "-m", "node01 nodeX other")
+	if want := "nodeX: Bad host name, host group name or cluster name\nother: Bad host name, host group name or cluster name\n"; code != 1 || out != "" || errs != want {
+		t.Errorf("unknown hosts: exit %d, stdout %q, stderr %q, want %q", code, out, errs, want)
+	}
+	if code, _, errs = runBjobs(t, "-m", ""); code != 2 || !strings.Contains(errs, "-m: want host names or the cluster's name (hpc1)") {
+		t.Errorf("empty -m: exit %d, stderr %q", code, errs)
 	}
 }

@@ -49,9 +49,13 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.Alias("signal", "s")
 	host := fs.String("host", "", "with -s, signal only the container `host` (main1, sub2, …)")
 	done := fs.Bool("d", false, "kill the jobs but record them as DONE (COMPLETED), as LSF's bkill -d")
+	hostsOf := cli.HostsFlag(fs, cli.ControlHostsUsage)
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
+	}
+	if err := cli.WholeClusterOnly(hostsOf); err != nil {
+		return fs.UsageError("%v", err)
 	}
 	refs, err := cli.ParseJobRefs(pos)
 	if err != nil {

@@ -194,3 +194,26 @@ func TestKillDone(t *testing.T) {
 		t.Errorf("-d -s: exit %d, %q", code, errs)
 	}
 }
+
+// Open OnDemand's delete, its cluster set: bkill -m CLUSTER ID. The
+// cluster's name (what lsid prints) is the whole cluster; troupe acts on
+// jobs by id, not by the hosts they run on, so a host name is refused,
+// naming the option, and nothing is killed.
+func TestHostsOption(t *testing.T) {
+	t.Setenv("TROUPE_CLUSTER", "hpc1")
+	s := clitest.NewSchedd(t)
+	s.Handle("POST /v1/jobs/{id}/kill", func(w http.ResponseWriter, r *http.Request) {
+		clitest.JSON(w, http.StatusOK, 60, api.Job{State: api.JobRunning, KillWanted: true})
+	})
+	code, out, errs := runBkill("--addr", s.Addr, "-m", "hpc1", "12")
+	if code != 0 || out != "Job <12> is being terminated.\n" || errs != "" {
+		t.Errorf("bkill -m hpc1 12: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, out, errs = runBkill("--addr", s.Addr, "-m", "node01", "15")
+	if want := `bkill: -m node01: troupe places jobs by partition (-q), not on named hosts; -m takes only the cluster's name, "hpc1" (the whole cluster)`; code != 2 || out != "" || !strings.HasPrefix(errs, want) {
+		t.Errorf("bkill -m node01 15: exit %d, stdout %q, stderr %q, want %q", code, out, errs, want)
+	}
+	if got := s.Requests(); !slices.Equal(got, []string{"POST /v1/jobs/12/kill"}) {
+		t.Errorf("requests %q", got)
+	}
+}

@@ -36,7 +36,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return cli.Control{Command: command, Verb: "resume",
 		Default: []api.JobState{api.JobHeld, api.JobScheduled, api.JobPreparing, api.JobRunning},
 		Act:     resume,
-		Done:    "Job <%s> is being resumed\n"}.Run(args, stdout, stderr)
+		Done:    "Job <%s> is being resumed\n", Hosts: true}.Run(args, stdout, stderr)
 }
 
 // resume releases a held job and sends SIGCONT to a running one's

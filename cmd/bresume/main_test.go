@@ -70,3 +70,43 @@ func TestResumePlaced(t *testing.T) {
 		t.Errorf("signals %q", signals)
 	}
 }
+
+// Open OnDemand's release, its cluster set: bresume -m CLUSTER ID. The
+// cluster's name (what lsid prints) is the whole cluster; troupe acts on
+// jobs by id, not by the hosts they run on, so a host name is refused,
+// naming the option, and nothing is done.
+func TestHostsOption(t *testing.T) {
+	t.Setenv("TROUPE_CLUSTER", "hpc1")
+	var signals []string
+	s := controlSchedd(t, &signals)
+	var out, errb bytes.Buffer
+	if code := run([]string{"--addr", s.Addr, "-m", "hpc1", "12"}, strings.NewReader(""), &out, &errb); code != 0 || out.String() != "Job <12> is being resumed\n" || errb.Len() != 0 {
+		t.Errorf("bresume -m hpc1 12: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	n := len(s.Requests())
+	out.Reset()
+	code := run([]string{"--addr", s.Addr, "-m", "node01 node02", "12"}, strings.NewReader(""), &out, &errb)
+	if want := `bresume: -m node01 node02: troupe places jobs by partition (-q), not on named hosts; -m takes only the cluster's name, "hpc1" (the whole cluster)`; code != 2 || out.Len() != 0 || !strings.HasPrefix(errb.String(), want) {
+		t.Errorf("bresume -m node01 node02 12: exit %d, stdout %q, stderr %q, want %q", code, out.String(), errb.String(), want)
+	}
+	if len(s.Requests()) != n || len(signals) != 1 {
+		t.Errorf("requests %q, signals %q: the refused command acted", s.Requests(), signals)
+	}
+}
+
+// controlSchedd serves the fixtures' jobs and records the signals sent.
+func controlSchedd(t *testing.T, signals *[]string) *clitest.Schedd {
+	s := clitest.NewSchedd(t)
+	s.Handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id, _ := strconv.ParseUint(r.PathValue("id"), 10, 64)
+		j := clitest.Job(id)
+		clitest.JSON(w, http.StatusOK, 6, j)
+	})
+	s.Handle("POST /v1/jobs/{id}/signal", func(w http.ResponseWriter, r *http.Request) {
+		var req api.SignalJob
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		*signals = append(*signals, r.PathValue("id")+":"+req.Signal)
+		clitest.JSON(w, http.StatusOK, 6, api.Job{State: api.JobRunning})
+	})
+	return s
+}

@@ -39,7 +39,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return cli.Control{Command: command, Verb: "stop",
 		Default: []api.JobState{api.JobPending, api.JobScheduled, api.JobPreparing, api.JobRunning},
 		Act:     stop,
-		Done:    "Job <%s> is being stopped\n"}.Run(args, stdout, stderr)
+		Done:    "Job <%s> is being stopped\n", Hosts: true}.Run(args, stdout, stderr)
 }
 
 // stop holds a pending job and sends SIGSTOP to a running one's

@@ -81,3 +81,26 @@ func TestStopPlacedAndHeld(t *testing.T) {
 		t.Errorf("signals %q, requests %q", signals, s.Requests())
 	}
 }
+
+// Open OnDemand's hold, its cluster set: bstop -m CLUSTER ID. The
+// cluster's name (what lsid prints) is the whole cluster; troupe acts on
+// jobs by id, not by the hosts they run on, so a host name is refused,
+// naming the option, and nothing is done.
+func TestHostsOption(t *testing.T) {
+	t.Setenv("TROUPE_CLUSTER", "hpc1")
+	var signals []string
+	s := controlSchedd(t, &signals)
+	var out, errb bytes.Buffer
+	if code := run([]string{"--addr", s.Addr, "-m", "hpc1", "12"}, strings.NewReader(""), &out, &errb); code != 0 || out.String() != "Job <12> is being stopped\n" || errb.Len() != 0 {
+		t.Errorf("bstop -m hpc1 12: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	n := len(s.Requests())
+	out.Reset()
+	code := run([]string{"--addr", s.Addr, "-m", "node01 node02", "12"}, strings.NewReader(""), &out, &errb)
+	if want := `bstop: -m node01 node02: troupe places jobs by partition (-q), not on named hosts; -m takes only the cluster's name, "hpc1" (the whole cluster)`; code != 2 || out.Len() != 0 || !strings.HasPrefix(errb.String(), want) {
+		t.Errorf("bstop -m node01 node02 12: exit %d, stdout %q, stderr %q, want %q", code, out.String(), errb.String(), want)
+	}
+	if len(s.Requests()) != n || len(signals) != 1 {
+		t.Errorf("requests %q, signals %q: the refused command acted", s.Requests(), signals)
+	}
+}

@@ -76,6 +76,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ov overrides
 	ov.define(fs)
 	defineLSF(fs)
+	hostsOf := cli.HostsFlag(fs, "the cluster's `name` (lsid prints it): the whole cluster, as LSF MultiCluster's -m CLUSTER;\n"+
+		"troupe places a job by partition (-q), so host names are refused")
 	count := fs.Int("count", 1, "submit `N` copies of the job, as N separate jobs in one request (a job array,\n-J 'name[1-N]', is one job of N elements and usually the better choice)")
 	dry := &dryRunFlag{}
 	fs.Var(dry, "dry-run", "parse, apply the overrides and validate, then show what would be submitted and\n"+
@@ -136,6 +138,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if given := lsfOnlyGiven(fs); w.jobFile != "" && len(given) > 0 {
 		return fs.UsageError("%s: for scripts and command lines; a job file says this itself (see troupe-job(5))", strings.Join(given, " "))
+	}
+	if err := cli.WholeClusterOnly(hostsOf); err != nil {
+		return fs.UsageError("%v", err)
 	}
 	ov.parsed(fs)
 

@@ -59,7 +59,7 @@ var commandLineName = map[string]string{
 var bsubOwn = map[string]bool{
 	"addr": true, "timeout": true, "wait": true, "K": true, "H": true, "hold": true,
 	"w": true, "dependency": true, "I": true, "Is": true, "interactive": true,
-	"var": true, "dry-run": true, "env": true, "array": true,
+	"var": true, "dry-run": true, "env": true, "array": true, "m": true,
 }
 
 // what is what bsub was given to run.
@@ -215,6 +215,16 @@ func scriptJob(fs *cli.FlagSet, w what, ov *overrides, stderr io.Writer) (*jobsp
 	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if opts.Hosts != "" && fs.Lookup("m").Value.String() == "" {
+		// #BSUB -m; bsub's own -m wins, and is checked with its flags.
+		h, err := cli.ParseHosts(opts.Hosts)
+		if err == nil {
+			err = h.WholeOnly()
+		}
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := ov.applyArray(spec); err != nil {
 		return nil, nil, fmt.Errorf("--array %s: %w", ov.array, err)

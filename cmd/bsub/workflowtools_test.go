@@ -11,6 +11,7 @@ import (
 // and means what LSF reads in it.
 func TestWorkflowToolSubmissions(t *testing.T) {
 	inDir(t)
+	t.Setenv("TROUPE_CLUSTER", "hpc1") // the name lsid prints, and OnDemand's cluster
 	for _, c := range []struct {
 		tool  string
 		stdin string
@@ -86,6 +87,13 @@ bash .command.run
 					t.Errorf("name %q, array %q, output %q, error %q, walltime %v", name, array, output, errFile, walltime)
 				}
 			}},
+		{"Open OnDemand LSF adapter with its cluster set (bsub -m CLUSTER ...)", "#!/bin/bash\nhostname\n", []string{"-m", "hpc1", "-P", "physics", "-cwd", "/w",
+			"-J", "ood-job", "-q", "cpu", "-W", "60", "-n", "2", "-env", "all", "-o", "/w/out.log"},
+			func(t *testing.T, name, output, errFile, partition string, cpu float64, walltime time.Duration, array string) {
+				if name != "ood-job" || output != "/w/out.log" || partition != "cpu" || cpu != 2 || walltime != time.Hour {
+					t.Errorf("name %q, output %q, partition %q, cpu %v, walltime %v", name, output, partition, cpu, walltime)
+				}
+			}},
 		{"R batchtools LSF template (bsub < job.sh)", `#BSUB -J job6f1c                             # Name of the job
 #BSUB -o /w/reg/logs/job6f1c.log                             # Output is sent to logfile, stdout + stderr by default
 #BSUB -q cpu                      # Job queue
@@ -112,6 +120,46 @@ Rscript -e 'batchtools::doJobCollection("/w/reg/jobs/job6f1c.rds")'
 				array = s.Array.Range
 			}
 			c.check(t, s.Name, s.Output, s.Error, s.Partition, s.Resources.CPU*float64(max(s.Cluster.Size, 1)), s.Walltime, array)
+		})
+	}
+}
+
+// LSF's -m: the cluster's name (what lsid prints) is the whole cluster,
+// on the command line or in a #BSUB line, for a script or a job file;
+// troupe places a job by partition, so a host name is refused, naming
+// the option, and nothing is submitted.
+func TestHostsOption(t *testing.T) {
+	inDir(t)
+	t.Setenv("TROUPE_CLUSTER", "hpc1")
+	for _, c := range []struct {
+		name, stdin string
+		args        []string
+		refused     string // the error's start; "" when taken
+	}{
+		{"cluster on the command line", "#!/bin/sh\ntrue\n", []string{"-m", "hpc1"}, ""},
+		{"a host and the cluster", "#!/bin/sh\ntrue\n", []string{"-m", "node01 hpc1"}, ""},
+		{"cluster in #BSUB", "#!/bin/sh\n#BSUB -m hpc1\ntrue\n", nil, ""},
+		{"the command line wins over #BSUB", "#!/bin/sh\n#BSUB -m node01\ntrue\n", []string{"-m", "hpc1"}, ""},
+		{"a job file", "", []string{"-m", "hpc1", writeJob(t, goodJob)}, ""},
+		{"a host", "#!/bin/sh\ntrue\n", []string{"-m", "node01"},
+			`bsub: -m node01: troupe places jobs by partition (-q), not on named hosts; -m takes only the cluster's name, "hpc1" (the whole cluster)`},
+		{"hosts", "#!/bin/sh\ntrue\n", []string{"-m", "node01 node02", "-q", "cpu"},
+			`bsub: -m node01 node02: troupe places jobs by partition (-q), not on named hosts;`},
+		{"another cluster", "", []string{"-m", "other", writeJob(t, goodJob)}, `bsub: -m other: troupe places jobs by partition`},
+		{"empty", "#!/bin/sh\ntrue\n", []string{"-m", " "}, `bsub: -m: want host names or the cluster's name (hpc1)`},
+		{"a host in #BSUB", "#!/bin/sh\n#BSUB -m node01\ntrue\n", nil, `bsub: stdin: -m node01: troupe places jobs by partition`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, code, out, errs := submitted(t, c.stdin, c.args...)
+			if c.refused == "" {
+				if code != 0 || !strings.HasPrefix(out, "Job <9>") || got.Spec.Name == "" {
+					t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+				}
+				return
+			}
+			if code == 0 || !strings.HasPrefix(errs, c.refused) || got.Spec.Name != "" {
+				t.Errorf("exit %d, stderr %q, want it to start %q; submitted %q", code, errs, c.refused, got.Spec.Name)
+			}
 		})
 	}
 }

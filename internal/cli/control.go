@@ -230,6 +230,8 @@ type Control struct {
 	// Act acts on one job, whole job array or array element.
 	Act  func(*client.Client) func(context.Context, api.JobRef) (api.Job, error)
 	Done string // printed per job, one %s: "Job <%s> is held.\n"
+	// Hosts takes LSF's -m (bstop, bresume): the cluster's name only.
+	Hosts bool
 }
 
 // Run is the command's main: it parses args, chooses the jobs and acts on
@@ -238,9 +240,16 @@ func (c Control) Run(args []string, stdout, stderr io.Writer) int {
 	fs := NewFlagSet(c.Command, stdout, stderr)
 	sel := SelectFlags(fs, c.Verb)
 	sel.Default = c.Default
+	hostsOf := func() (Hosts, error) { return Hosts{}, nil }
+	if c.Hosts {
+		hostsOf = HostsFlag(fs, ControlHostsUsage)
+	}
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
+	}
+	if err := WholeClusterOnly(hostsOf); err != nil {
+		return fs.UsageError("%v", err)
 	}
 	refs, err := ParseJobRefs(pos)
 	if err != nil {

@@ -35,6 +35,9 @@ type Options struct {
 	// earlier unfinished job of the same name and user; the submitting
 	// command resolves it (cli.SingletonDependency).
 	Singleton bool
+	// Hosts is LSF's -m in a #BSUB line: host or cluster names; the
+	// submitting command decides what they may name.
+	Hosts string
 
 	// Slots are LSF's -n and Slurm's --ntasks: tasks of CPUsPerTask cores.
 	Slots        int
@@ -201,6 +204,7 @@ var lsfOptions = map[string]option{
 		return err
 	}},
 	"-H":     {false, func(o *Options, _ string, _ site) error { o.Hold = true; return nil }},
+	"-m":     {true, str(func(o *Options) *string { return &o.Hosts })},
 	"-app":   {true, str(func(o *Options) *string { return &o.Image })},
 	"-image": {true, str(func(o *Options) *string { return &o.Image })},
 	"-x":     {false, ignored("exclusive nodes; the job shares its nodes within its resources")},
