@@ -357,8 +357,9 @@ func exists(path string) bool {
 // flagsOf reads the flag names a main package defines: the literal name
 // argument of fs.Bool("x", …), fs.StringVar(&v, "x", …), fs.Var(v, "x",
 // …), fs.Alias("x", …) and kin, plus the flags internal/cli defines for
-// it (--addr and --timeout with cli.NewFlagSet, -o with OutputFlag, -u -t -p -J and
-// their long names with SelectFlags), plus the option
+// it (--addr and --timeout with cli.NewFlagSet, -o with OutputFlag, -m
+// with HostsFlag or cli.Control's Hosts, -u -t -p -J and their long
+// names with SelectFlags), plus the option
 // letters of the hand-written parsers handParsed names for it.
 func flagsOf(t *testing.T, dir string) []string {
 	t.Helper()
@@ -447,6 +448,16 @@ func flagsOf(t *testing.T, dir string) []string {
 					for _, f := range []string{"addr", "timeout", "u", "t", "state", "p", "partition", "J", "name"} {
 						add(f)
 					}
+					// Hosts: true adds LSF's -m.
+					for _, e := range lit.Elts {
+						if kv, ok := e.(*ast.KeyValueExpr); ok {
+							if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "Hosts" {
+								if v, ok := kv.Value.(*ast.Ident); ok && v.Name == "true" {
+									add("m")
+								}
+							}
+						}
+					}
 				}
 				return true
 			}
@@ -466,6 +477,8 @@ func flagsOf(t *testing.T, dir string) []string {
 				}
 			case name == "OutputFlag":
 				add("o")
+			case name == "HostsFlag": // LSF's -m
+				add("m")
 			case name == "EndedFilterFlags": // bhist's and bacct's filters
 				for _, f := range []string{"S", "C", "since", "until", "A", "p", "s"} {
 					add(f)
