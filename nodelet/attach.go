@@ -135,24 +135,13 @@ const streamCost = 4
 // newStreams is the counter of cfg's caps on terminal and app streams.
 func newStreams(cfg Config) *connlimit.Streams {
 	s := &connlimit.Streams{Daemon: "nodelet " + cfg.Name,
-		PerJob: streamCap(cfg.MaxStreamsPerJob, connlimit.DefaultPerJob), PerUser: streamCap(cfg.MaxStreamsPerUser, connlimit.DefaultPerUser)}
+		PerJob: connlimit.Cap(cfg.MaxStreamsPerJob, connlimit.DefaultPerJob), PerUser: connlimit.Cap(cfg.MaxStreamsPerUser, connlimit.DefaultPerUser)}
 	if n := cfg.MaxStreams; n > 0 {
 		s.Total = func() int { return n }
 	} else {
 		s.Total = connlimit.DerivedTotal(0, streamCost)
 	}
 	return s
-}
-
-// streamCap is a cap of Config: 0 the default, negative none.
-func streamCap(n, def int) int {
-	switch {
-	case n == 0:
-		return def
-	case n < 0:
-		return 0
-	}
-	return n
 }
 
 // takeStream takes a slot for request r's stream, counted for its job

@@ -295,7 +295,7 @@ func historyAfter(f *SnapshotFile) []accounting.Key {
 
 // checkHistory refuses a restore whose accounting store disagrees with
 // the snapshot file: a store that holds other jobs under the snapshot's
-// job ids, or one that (with the file's rows) lacks the newest job the
+// job ids, or, for a state-only file, one that lacks the newest job the
 // snapshot's state had handed to the store and dropped.
 func (s *Server) checkHistory(ctx context.Context, f *SnapshotFile, allowMissing bool) error {
 	want := make([]accounting.Identity, 0, len(f.State.Jobs)+len(f.History))
@@ -319,14 +319,18 @@ func (s *Server) checkHistory(ctx context.Context, f *SnapshotFile, allowMissing
 			"To restore this snapshot, stop schedd, move the store aside (%s), start schedd and restore again%s",
 			ErrHistoryMismatch, s.storeName(), dis[0].Stored, dis[0].Run, dis[0].Want, more, s.storeAside(), s.refill(f))
 	}
-	newest := newestPurged(&f.State)
-	if newest == 0 || allowMissing {
+	// A file with an accounting section holds every job its state had
+	// dropped (the store is read after the state, which drops a job only
+	// once the store holds it). Only a state-only file, of an older
+	// badmin, needs the store to have them; its state gave ids one after
+	// the other (no schedd of that release skipped any), so the newest id
+	// missing from it is the newest it dropped.
+	if f.HasHistory || allowMissing {
 		return nil
 	}
-	for i := range f.History {
-		if h := &f.History[i]; h.ID == newest || h.ArrayID == newest {
-			return nil
-		}
+	newest := newestPurged(&f.State)
+	if newest == 0 {
+		return nil
 	}
 	ok, err := s.acct.Covers(ctx, newest)
 	if err != nil {
@@ -335,10 +339,7 @@ func (s *Server) checkHistory(ctx context.Context, f *SnapshotFile, allowMissing
 	if ok {
 		return nil
 	}
-	file := "the snapshot file"
-	if !f.HasHistory {
-		file = "the snapshot file (a state-only " + snapMagic + " file, saved by an older badmin)"
-	}
+	file := "the snapshot file (a state-only " + snapMagic + " file, saved by an older badmin)"
 	return fmt.Errorf("%w: the snapshot's state (raft index %d) had handed job %d and every earlier ended job to the "+
 		"accounting store and dropped them, but neither %s nor %s holds job %d; restoring would leave bhist and bacct "+
 		"without them; nothing was restored. Put back the accounting store saved with this snapshot "+

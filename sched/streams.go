@@ -18,7 +18,7 @@ const streamCost = 4
 // newStreams is the counter of cfg's caps on terminal and /apps streams.
 func newStreams(cfg Config) *connlimit.Streams {
 	s := &connlimit.Streams{Daemon: "schedd", Err: fault.ErrTooMany,
-		PerJob: streamCap(cfg.MaxStreamsPerJob, connlimit.DefaultPerJob), PerUser: streamCap(cfg.MaxStreamsPerUser, connlimit.DefaultPerUser)}
+		PerJob: connlimit.Cap(cfg.MaxStreamsPerJob, connlimit.DefaultPerJob), PerUser: connlimit.Cap(cfg.MaxStreamsPerUser, connlimit.DefaultPerUser)}
 	if cfg.MaxStreams > 0 {
 		n := cfg.MaxStreams
 		s.Total = func() int { return n }
@@ -26,17 +26,6 @@ func newStreams(cfg Config) *connlimit.Streams {
 		s.Total = connlimit.DerivedTotal(cfg.FDReserve, streamCost)
 	}
 	return s
-}
-
-// streamCap is a cap of Config: 0 the default, negative none.
-func streamCap(n, def int) int {
-	switch {
-	case n == 0:
-		return def
-	case n < 0:
-		return 0
-	}
-	return n
 }
 
 // takeStream takes a slot for a stream of job opened by ctx's caller

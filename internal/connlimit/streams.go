@@ -25,6 +25,18 @@ const (
 	DefaultPerUser = 200
 )
 
+// Cap is a cap as the daemons' settings give it: 0 the default def, a
+// negative one none (Streams' 0).
+func Cap(n, def int) int {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
 // Streams counts open streams by job, by user and in all, and refuses
 // one past a cap. The zero value caps nothing.
 type Streams struct {

@@ -158,9 +158,16 @@ func Create(n int) (*Hosts, error) {
 }
 
 // lock takes the machine-wide lock of the sets' shared resources (the
-// uplink subnets, the records); unlock with the file's Close.
+// uplink subnets, the records); unlock with the file's Close. The lock
+// file is beside RecordDir, in root's directory on /run: never in a
+// directory other users may write, where one could hold the lock (and
+// hang every dev cluster's start) or plant a symbolic link.
 func lock() (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "troupe-devhosts.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	dir := filepath.Dir(RecordDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "devhosts.lock"), os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -437,13 +437,19 @@ func oldestRead(in int, ids []string, self string, told map[string]int) int {
 }
 
 // tellSchemaLoop tells the leader, every tellEvery, the newest schema
-// this peer reads, until the state is in that schema (nothing left to
-// tell) or the log closes. A leader of an older release, which refuses
-// the line, is not told again.
+// this peer reads, while the state is in an older one (a rolling upgrade
+// not finished, or a restore of a snapshot of the previous release),
+// until the log closes. A leader of an older release refuses the line; it
+// is told again only after retellRefused (it may have been upgraded and
+// restarted under the same id since), so it logs one refusal a peer in
+// that time.
 func (l *Log) tellSchemaLoop(self string) {
 	t := time.NewTicker(tellEvery)
 	defer t.Stop()
-	var refused string
+	var (
+		refused   string
+		refusedAt time.Time
+	)
 	for {
 		select {
 		case <-l.stream.done:
@@ -451,18 +457,22 @@ func (l *Log) tellSchemaLoop(self string) {
 		case <-t.C:
 		}
 		if l.fsm.st.Snapshot().Schema() >= state.SchemaVersion {
-			return
+			continue
 		}
 		addr, id := l.raft.LeaderWithID()
-		if id == "" || string(id) == self || string(id) == refused {
+		if id == "" || string(id) == self || string(id) == refused && time.Since(refusedAt) < retellRefused {
 			continue
 		}
 		err := l.stream.tellSchema(string(addr), state.SchemaVersion, helloTimeout)
 		if errors.Is(err, errOldLeader) {
-			refused = string(id)
+			refused, refusedAt = string(id), time.Now()
 		}
 	}
 }
+
+// retellRefused is how long a peer waits before it tells a leader that
+// refused its schema line (an older release's) again.
+const retellRefused = 30 * time.Second
 
 // Restore replaces the state of every replica with d: a raft user
 // restore (the leader installs it as a snapshot, followers receive it).

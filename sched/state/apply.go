@@ -240,10 +240,11 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	txn.TrackChanges() // settleArrays reads what the command changed
 	keep := c.Request != "" && idempotent(c.Kind)
 	if keep {
-		if first, ok, err := repeated(txn, c); ok {
-			if err != nil {
-				return nil, err
-			}
+		first, ok, err := repeated(txn, c)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			return first, nil
 		}
 	}

@@ -20,9 +20,10 @@ import (
 //     queued or running whose run (or a later one) the store holds ended
 //     ends with the stored outcome (state, exit code, reason, times,
 //     usage);
-//   - the highest job id anything has seen (floor: the accounting
-//     store's, the nodes'): the id counter starts above it and above the
-//     live state's, so no id is handed out twice.
+//   - the highest job id the accounting store holds (floor): the id
+//     counter starts above it and above the live state's (which the
+//     nodes' reports of jobs it does not hold have raised), so no id is
+//     handed out twice.
 //
 // The dump's table indexes move to at least the live state's, so a
 // blocking query waiting at the live state's index does not see the
@@ -30,7 +31,7 @@ import (
 type RestoreFacts struct {
 	Live  *Snapshot                 // the state being replaced; nil: none
 	Ended map[uint64]api.HistoryJob // each job's latest ended run in the accounting store
-	Floor uint64                    // the highest job id seen outside the state
+	Floor uint64                    // the highest job id the accounting store holds
 }
 
 // Reconciled says what ReconcileDump changed.
