@@ -59,8 +59,9 @@ func (s *Server) exportLoop(ctx context.Context) {
 	}
 }
 
-// ExportEnded writes the ended jobs this server has not exported yet to
-// its accounting store and, on the leader, commits the purge of those
+// ExportEnded writes the ended runs this server has not exported yet to
+// its accounting store (a requeued job's earlier runs while it is still
+// queued or running, each job's last run once it has ended) and, on the leader, commits the purge of those
 // that ended KeepEnded ago or more. It returns how many it purged.
 func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 	s.exportMu.Lock()
@@ -75,27 +76,31 @@ func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 		var ripe []state.PurgeKey
 		inState := map[accounting.Key]bool{}
 		for _, j := range v.Jobs() {
-			if !j.State.Terminal() {
-				if j.DependsOn != nil {
-					for _, c := range j.DependsOn.Conditions {
-						needed[c.JobID] = true
-						if e := dependencyElement(v, c); e != nil {
-							needed[e.ID] = true // done(12[5]) reads element 5's row
-						}
+			if !j.State.Terminal() && j.DependsOn != nil {
+				for _, c := range j.DependsOn.Conditions {
+					needed[c.JobID] = true
+					if e := dependencyElement(v, c); e != nil {
+						needed[e.ID] = true // done(12[5]) reads element 5's row
 					}
+				}
+			}
+			if j.Array != nil {
+				if j.State.Terminal() {
+					// An array's own row is no run: its elements are
+					// stored one by one; the row leaves raft with them.
+					k := accounting.Key{ID: j.ID, Run: j.Requeues}
+					inState[k], s.exp.done[k] = true, true
 				}
 				continue
 			}
-			k := accounting.Key{ID: j.ID, Run: j.Requeues}
-			inState[k] = true
-			if j.Array != nil {
-				// An array's own row is no run: its elements are stored
-				// one by one; the row leaves raft with them.
-				s.exp.done[k] = true
-				continue
-			}
-			if !s.exp.done[k] && len(recs) < exportBatch {
-				recs = append(recs, HistoryRecord(jobView(j, jobExtras{})))
+			// Each ended run: those a requeue ended as soon as it did,
+			// while the job goes on, and its last once it has ended.
+			for _, h := range RunRecords(j) {
+				k := accounting.KeyOf(&h)
+				inState[k] = true
+				if !s.exp.done[k] && len(recs) < exportBatch {
+					recs = append(recs, h)
+				}
 			}
 		}
 		if len(recs) > 0 {
@@ -115,8 +120,7 @@ func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 			return purged, nil
 		}
 		for _, j := range v.Jobs() {
-			k := accounting.Key{ID: j.ID, Run: j.Requeues}
-			if j.State.Terminal() && s.exp.done[k] && !j.Ended.After(cutoff) && !needed[j.ID] && len(ripe) < exportBatch {
+			if j.State.Terminal() && s.exported(j) && !j.Ended.After(cutoff) && !needed[j.ID] && len(ripe) < exportBatch {
 				ripe = append(ripe, state.PurgeKey{JobID: j.ID, Run: j.Requeues})
 			}
 		}
@@ -139,6 +143,17 @@ func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 			return purged, nil
 		}
 	}
+}
+
+// exported tells whether every run of the ended job j is in the store
+// (as far as this process knows): only then may it leave raft.
+func (s *Server) exported(j *state.Job) bool {
+	for run := 0; run <= j.Requeues; run++ {
+		if !s.exp.done[accounting.Key{ID: j.ID, Run: run}] {
+			return false
+		}
+	}
+	return true
 }
 
 // expire deletes the store's rows older than AccountingKeep, at most once

@@ -35,8 +35,7 @@ func TestHistory(t *testing.T) {
 	b := ended(2, "bob", api.JobCancelled, 2, -1, 3)
 	c := ended(3, "alice", api.JobFailed, 4, 5, 8)
 	c.ExitCode, c.Reason = 2, "main1: oops"
-	running := api.Job{ID: 4, User: "alice", State: api.JobRunning}
-	jobs := []api.Job{a, b, c, running}
+	jobs := []api.HistoryJob{HistoryRecord(a), HistoryRecord(b), HistoryRecord(c)}
 
 	ids := func(hs []api.HistoryJob) []uint64 {
 		var out []uint64

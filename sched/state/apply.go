@@ -529,6 +529,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 	var started []Started
 	changed := map[uint64]*Job{}
 	was := map[uint64]api.JobState{}
+	wasStarted := map[uint64]bool{}
 	for _, u := range r.Updates {
 		j := changed[u.JobID]
 		if j == nil {
@@ -537,18 +538,23 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 				continue // a job schedd forgot: the nodelet stops it anyway
 			}
 			if _, ok := was[j.ID]; !ok {
-				was[j.ID] = j.State
+				was[j.ID], wasStarted[j.ID] = j.State, !j.Started.IsZero()
 			}
 		}
 		if j.State.Terminal() || u.Requeues != j.Requeues {
 			continue // ended, or about an earlier run of a requeued job
 		}
+		at := now
 		for i := range j.Containers {
 			c := &j.Containers[i]
 			if c.Host != u.Host || c.Node != r.Node || c.State.Ended() {
 				continue
 			}
 			c.State, c.ExitCode, c.Message = u.State, u.ExitCode, u.Message
+			if u.State.Ended() {
+				at = endedAt(j, u.At, now)
+				c.Ended = at
+			}
 			addUsage(j, c, u)
 			changed[j.ID] = j
 		}
@@ -561,7 +567,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 	}
 	for _, j := range changed {
 		// Started in this report (perhaps ended in it too).
-		if was[j.ID] != api.JobRunning && !j.Started.IsZero() && j.Started.Equal(now) {
+		if was[j.ID] != api.JobRunning && !wasStarted[j.ID] && !j.Started.IsZero() {
 			started = append(started, Started{JobID: j.ID, Partition: j.Partition, Wait: j.Started.Sub(j.Submitted)})
 		}
 		j.ModifyIndex = index
@@ -624,7 +630,7 @@ func advance(j *Job, now time.Time) {
 	}
 	switch {
 	case all:
-		j.State, j.Ended = finalState(j), now
+		j.State, j.Ended = finalState(j), lastEnd(j, now)
 	case running && !j.KillWanted:
 		if j.State != api.JobRunning {
 			j.State, j.Started = api.JobRunning, now
@@ -632,6 +638,44 @@ func advance(j *Job, now time.Time) {
 	case active && j.State == api.JobScheduled:
 		j.State = api.JobPreparing
 	}
+}
+
+// endedAt is when a container of j's current run ended that its node
+// says ended at (on schedd's clock: api.ContainerReport.OnClock): kept
+// within the run, between its start (or, before it started, its
+// submission or requeue) and now, the entry's time, so that a node's
+// clock gone wrong can neither end a run before it began nor after the
+// report arrived. Without a time from the node (an older nodelet), now.
+func endedAt(j *Job, at, now time.Time) time.Time {
+	if at.IsZero() || at.After(now) {
+		return now
+	}
+	from := j.Started
+	if from.IsZero() {
+		from = j.Submitted
+		if n := len(j.Runs); n > 0 && j.Runs[n-1].Ended.After(from) {
+			from = j.Runs[n-1].Ended
+		}
+	}
+	if at.Before(from) {
+		return from
+	}
+	return at
+}
+
+// lastEnd is when j's current run ended, every container having ended:
+// the latest end its nodes measured; now when none told.
+func lastEnd(j *Job, now time.Time) time.Time {
+	var end time.Time
+	for _, c := range j.Containers {
+		if c.Ended.After(end) {
+			end = c.Ended
+		}
+	}
+	if end.IsZero() {
+		return now
+	}
+	return end
 }
 
 // finalStateOfQueued is how a job killed before it started ends.

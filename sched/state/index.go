@@ -289,7 +289,7 @@ func ownEcho(before, after *Job, node string) bool {
 		if c.Node != node || a.Node != node || c.Host != a.Host {
 			continue
 		}
-		c.State, c.ExitCode, c.Message, c.CPUTime, c.MemPeak = a.State, a.ExitCode, a.Message, a.CPUTime, a.MemPeak
+		c.State, c.ExitCode, c.Message, c.CPUTime, c.MemPeak, c.Ended = a.State, a.ExitCode, a.Message, a.CPUTime, a.MemPeak, a.Ended
 		ownEnded = ownEnded && a.State.Ended()
 	}
 	if ownEnded {

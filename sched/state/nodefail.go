@@ -88,7 +88,7 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown) error {
 		}
 		j.ModifyIndex = index
 		if (j.Spec.Requeue || requeue[j.Partition]) && !j.Cancelled && !j.TimedOut {
-			requeueJob(j, fmt.Sprintf("requeued: node %s failed", failed))
+			requeueJob(j, now, down, fmt.Sprintf("requeued: node %s failed", failed))
 		} else {
 			j.State, j.Ended, j.KillWanted = api.JobNodeFail, now, true
 			j.Reason = fmt.Sprintf("node %s failed (no heartbeat)", failed)
@@ -119,17 +119,37 @@ func loseContainers(j *Job, down map[string]bool) {
 }
 
 // requeueJob puts j back in the queue as if just submitted (its id,
-// submit time and kernel ids kept): every container unplaced.
-func requeueJob(j *Job, why string) {
+// submit time and kernel ids kept): every container unplaced. The run
+// it ends is kept in j.Runs, ended at now: its containers on the down
+// nodes lost, those elsewhere stopped by their nodelets (whose reports
+// on that run schedd no longer takes).
+func requeueJob(j *Job, now time.Time, down map[string]bool, why string) {
+	run := Run{Started: j.Started, Ended: now, Reason: why, ExitCode: j.ExitCode, CPUTime: j.CPUTime, MemPeak: j.MemPeak}
+	for _, c := range j.Containers {
+		h := api.HistoryContainer{Host: c.Host, Node: c.Node, State: c.State, ExitCode: c.ExitCode, Message: c.Message,
+			CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended}
+		switch {
+		case c.State.Ended():
+		case down[c.Node]:
+			h.State = api.ContainerFailed
+			h.Message = fmt.Sprintf("lost: node %s failed (no heartbeat) while it was %s", c.Node, c.State)
+		case c.Node != "":
+			h.State, h.Message = api.ContainerKilled, "stopped: "+why
+		}
+		run.Containers = append(run.Containers, h)
+	}
+	j.Runs = append(slices.Clip(j.Runs), run)
 	j.State, j.Reason = api.JobPending, api.ReasonPriority
 	j.Requeues++
 	j.LastRequeue = why
 	j.KillWanted, j.ExitCode = false, 0
 	j.Started, j.Ended = time.Time{}, time.Time{}
+	j.CPUTime, j.MemPeak = 0, 0
 	for i := range j.Containers {
 		c := &j.Containers[i]
 		c.Node, c.NodeAddr, c.GPUs = "", "", nil
 		c.State, c.ExitCode, c.Message = api.ContainerPending, 0, ""
+		c.CPUTime, c.MemPeak, c.Ended = 0, 0, time.Time{}
 	}
 }
 
