@@ -2,6 +2,7 @@ package nodelet
 
 import (
 	"context"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/nodelet/session"
@@ -113,5 +114,5 @@ func (a *agent) endedHere(k key) bool {
 // is held.
 func (a *agent) endHere(k key, state api.ContainerState, code int, msg string) {
 	a.finished[k] = true
-	a.rep.Add(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg})
+	a.rep.Add(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg, At: time.Now()})
 }
