@@ -25,13 +25,19 @@ func WriteHistory(w io.Writer, jobs []api.HistoryJob, loc *time.Location) error 
 	return t.Flush()
 }
 
-// WriteHistoryLong writes bhist -l: each job's summary and its timeline.
+// WriteHistoryLong writes bhist -l: each run's summary and its timeline
+// (a job a node failure requeued has a record for each run, numbered).
 func WriteHistoryLong(w io.Writer, jobs []api.HistoryJob, loc *time.Location) error {
 	for i, j := range jobs {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "Job %s: %s\n", j.Ref(), cell(j.Name))
+		if j.Requeues > 0 || j.State == api.JobRequeued {
+			// One record a run: a requeued job's runs are numbered.
+			fmt.Fprintf(w, "Job %s, run %d: %s\n", j.Ref(), j.Requeues+1, cell(j.Name))
+		} else {
+			fmt.Fprintf(w, "Job %s: %s\n", j.Ref(), cell(j.Name))
+		}
 		kv := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 		pair := func(k, v string) { fmt.Fprintf(kv, "  %s:\t%s\n", k, cell(v)) }
 		pair("User", j.User)

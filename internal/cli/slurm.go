@@ -38,7 +38,7 @@ func SlurmState(j api.Job) string {
 // slurmCompact are squeue's %t codes of SlurmState's names.
 var slurmCompact = map[string]string{
 	"PENDING": "PD", "CONFIGURING": "CF", "RUNNING": "R", "SUSPENDED": "S",
-	"COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA", "TIMEOUT": "TO", "NODE_FAIL": "NF",
+	"COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA", "TIMEOUT": "TO", "NODE_FAIL": "NF", "REQUEUED": "RQ",
 }
 
 // SlurmCompactState is squeue's %t for j: PD, CF, R, S, CD, F, CA, TO, NF.
@@ -325,13 +325,16 @@ type SacctJob struct {
 	Started   time.Time
 	Ended     time.Time
 	WorkDir   string
+	// Run is the job's run (its requeues before it): sacct -D shows
+	// every run, else only the last.
+	Run int
 }
 
 // SacctFromJob is j as sacct shows it at now.
 func SacctFromJob(j api.Job) SacctJob {
 	s := SacctJob{ID: j.ID, Name: j.Name, User: j.User, UID: j.UID, Account: JobAccount(j), Partition: j.Partition,
 		State: SlurmState(j), ExitCode: j.ExitCode, Nodes: JobNodes(j), Submitted: j.Submitted, Started: j.Started,
-		Ended: j.Ended, WorkDir: j.Cwd}
+		Ended: j.Ended, WorkDir: j.Cwd, Run: j.Requeues}
 	var cpu float64
 	for _, c := range j.Containers {
 		cpu += c.Resources.CPU
@@ -344,7 +347,7 @@ func SacctFromJob(j api.Job) SacctJob {
 func SacctFromHistory(h api.HistoryJob) SacctJob {
 	return SacctJob{ID: h.ID, Name: h.Name, User: h.User, UID: h.UID, Account: h.Account, Partition: h.Partition,
 		State: string(h.State), ExitCode: h.ExitCode, Nodes: h.Nodes, Submitted: h.Submitted, Started: h.Started,
-		Ended: h.Ended}
+		Ended: h.Ended, Run: h.Requeues}
 }
 
 // elapsed is the job's run time at now: none before it starts.
