@@ -72,7 +72,7 @@ func RunRecords(j *state.Job) []api.HistoryJob {
 
 // pastRun is j's view as its run i (r) ended: that run's times, exit
 // code, usage and containers, in state REQUEUED.
-func pastRun(j api.Job, i int, r state.Run) api.Job {
+func pastRun(j api.Job, i int, r api.JobRun) api.Job {
 	p := j
 	p.Requeues, p.State, p.Reason, p.ExitCode = i, api.JobRequeued, r.Reason, r.ExitCode
 	p.Started, p.Ended, p.CPUTime, p.MemPeak = r.Started, r.Ended, r.CPUTime, r.MemPeak

@@ -282,8 +282,12 @@ type Job struct {
 	TimedOut bool `json:"timed_out,omitempty"` // ran past its walltime; the job ends TIMEOUT
 	// Requeues counts the times a node failure put the job back in the
 	// queue; LastRequeue says why the last time.
-	Requeues    int         `json:"requeues,omitempty"`
-	LastRequeue string      `json:"last_requeue,omitempty"`
+	Requeues    int    `json:"requeues,omitempty"`
+	LastRequeue string `json:"last_requeue,omitempty"`
+	// Runs are the runs a requeue ended, oldest first (Runs[i] is run
+	// i); the job's own times, exit code, usage and containers are its
+	// current run's.
+	Runs        []JobRun    `json:"runs,omitempty"`
 	Containers  []Container `json:"containers"`
 	Submitted   time.Time   `json:"submitted"`
 	Started     time.Time   `json:"started,omitzero"`
@@ -476,6 +480,19 @@ type Container struct {
 	// Ended is when it ended, as its node measured it (on schedd's
 	// clock, within the run); zero until then, or when no node told.
 	Ended time.Time `json:"ended,omitzero"`
+}
+
+// JobRun is an earlier run of a requeued job, as the requeue ended it.
+type JobRun struct {
+	Started  time.Time     `json:"started,omitzero"` // zero: it never started
+	Ended    time.Time     `json:"ended"`            // when the requeue ended it
+	Reason   string        `json:"reason"`           // why it was requeued
+	ExitCode int           `json:"exit_code"`        // main1's, when it had ended
+	CPUTime  time.Duration `json:"cpu_time,omitempty"`
+	MemPeak  int64         `json:"mem_peak,omitempty"`
+	// Containers are its containers as the run ended: the node each
+	// ran on, its state, exit code and usage.
+	Containers []HistoryContainer `json:"containers"`
 }
 
 // GPUShare is a slice of one GPU device of a node.

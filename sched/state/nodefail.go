@@ -124,7 +124,7 @@ func loseContainers(j *Job, down map[string]bool) {
 // nodes lost, those elsewhere stopped by their nodelets (whose reports
 // on that run schedd no longer takes).
 func requeueJob(j *Job, now time.Time, down map[string]bool, why string) {
-	run := Run{Started: j.Started, Ended: now, Reason: why, ExitCode: j.ExitCode, CPUTime: j.CPUTime, MemPeak: j.MemPeak}
+	run := api.JobRun{Started: j.Started, Ended: now, Reason: why, ExitCode: j.ExitCode, CPUTime: j.CPUTime, MemPeak: j.MemPeak}
 	for _, c := range j.Containers {
 		h := api.HistoryContainer{Host: c.Host, Node: c.Node, State: c.State, ExitCode: c.ExitCode, Message: c.Message,
 			CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended}

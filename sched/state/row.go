@@ -52,12 +52,12 @@ type Job struct {
 	// Runs are the runs a requeue ended, oldest first (Runs[i] is run
 	// i): history keeps each. The row's own times, exit code, usage and
 	// containers are its current run's.
-	Runs        []Run       `json:"runs,omitempty"`
-	Containers  []Container `json:"containers"`
-	Submitted   time.Time   `json:"submitted"`
-	Started     time.Time   `json:"started,omitzero"`
-	Ended       time.Time   `json:"ended,omitzero"`
-	ModifyIndex uint64      `json:"modify_index"`
+	Runs        []api.JobRun `json:"runs,omitempty"`
+	Containers  []Container  `json:"containers"`
+	Submitted   time.Time    `json:"submitted"`
+	Started     time.Time    `json:"started,omitzero"`
+	Ended       time.Time    `json:"ended,omitzero"`
+	ModifyIndex uint64       `json:"modify_index"`
 	// DependsOn is what the job waits for (bsub -w); answers fill in
 	// each condition's status.
 	DependsOn *api.Dependency `json:"depends_on,omitempty"`
@@ -77,19 +77,6 @@ type Job struct {
 	ArrayID    uint64         `json:"array_id,omitempty"`
 	ArrayIndex int            `json:"array_index,omitempty"`
 	ArraySpan  *api.ArraySpan `json:"array_span,omitempty"`
-}
-
-// Run is an earlier run of a requeued job, as the requeue ended it.
-type Run struct {
-	Started  time.Time     `json:"started,omitzero"` // zero: it never started
-	Ended    time.Time     `json:"ended"`            // when the requeue ended it
-	Reason   string        `json:"reason"`           // why it was requeued
-	ExitCode int           `json:"exit_code"`        // main1's, when it had ended
-	CPUTime  time.Duration `json:"cpu_time,omitempty"`
-	MemPeak  int64         `json:"mem_peak,omitempty"`
-	// Containers are its containers as the run ended: the node each
-	// ran on, its state, exit code and usage.
-	Containers []api.HistoryContainer `json:"containers"`
 }
 
 // Container is one container of a job's row: the view's container and
