@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -95,10 +96,18 @@ func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 			}
 			// Each ended run: those a requeue ended as soon as it did,
 			// while the job goes on, and its last once it has ended.
-			for _, h := range RunRecords(j) {
-				k := accounting.KeyOf(&h)
+			// Records are built only for a job with a run not exported.
+			pending := false
+			for run := range endedRuns(j) {
+				k := accounting.Key{ID: j.ID, Run: run}
 				inState[k] = true
-				if !s.exp.done[k] && len(recs) < exportBatch {
+				pending = pending || !s.exp.done[k]
+			}
+			if !pending || len(recs) >= exportBatch {
+				continue
+			}
+			for _, h := range RunRecords(j) {
+				if !s.exp.done[accounting.KeyOf(&h)] && len(recs) < exportBatch {
 					recs = append(recs, h)
 				}
 			}
@@ -148,12 +157,27 @@ func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 // exported tells whether every run of the ended job j is in the store
 // (as far as this process knows): only then may it leave raft.
 func (s *Server) exported(j *state.Job) bool {
-	for run := 0; run <= j.Requeues; run++ {
+	for run := range endedRuns(j) {
 		if !s.exp.done[accounting.Key{ID: j.ID, Run: run}] {
 			return false
 		}
 	}
 	return true
+}
+
+// endedRuns yields the numbers of j's ended runs, those RunRecords
+// makes records of: each a requeue ended, then its last once j ended.
+func endedRuns(j *state.Job) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for run := range j.Runs {
+			if !yield(run) {
+				return
+			}
+		}
+		if j.State.Terminal() {
+			yield(j.Requeues)
+		}
+	}
 }
 
 // expire deletes the store's rows older than AccountingKeep, at most once
