@@ -136,7 +136,11 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	}
 	a.metrics.running.Inc()
 	defer a.metrics.running.Dec()
-	a.rep.Add(api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting})
+	running := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting}
+	if t.adopted == nil {
+		running.At = time.Now() // started here, now (an adopted one earlier: unknown)
+	}
+	a.rep.Add(running)
 	state, exit, msg := a.supervise(ctx, t, c)
 	use := c.Usage()
 	if state == "" {

@@ -761,11 +761,11 @@ type ContainerUpdate struct {
 	CPUTime time.Duration `json:"cpu_time,omitempty"`
 	MemPeak int64         `json:"mem_peak,omitempty"`
 	// At is, on a final update, when the container's process ended as
-	// the node measured it: it may come long after (the node could not
-	// report, its nodelet was down), and schedd ends the run then, not
-	// when the report arrives. On the node's clock until schedd takes
-	// the report (ContainerReport.OnClock); zero when the node cannot
-	// tell.
+	// the node measured it (on a running update, when it started): it
+	// may come long after (the node could not report, its nodelet was
+	// down), and schedd ends (starts) the run then, not when the report
+	// arrives. On the node's clock until schedd takes the report
+	// (ContainerReport.OnClock); zero when the node cannot tell.
 	At time.Time `json:"at,omitzero"`
 	// Starting is, on a running update, how long the node took to start
 	// the container once it took it on (its preparing). A node drops a

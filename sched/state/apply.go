@@ -544,7 +544,6 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 		if j.State.Terminal() || u.Requeues != j.Requeues {
 			continue // ended, or about an earlier run of a requeued job
 		}
-		at := now
 		for i := range j.Containers {
 			c := &j.Containers[i]
 			if c.Host != u.Host || c.Node != r.Node || c.State.Ended() {
@@ -552,17 +551,20 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 			}
 			c.State, c.ExitCode, c.Message = u.State, u.ExitCode, u.Message
 			if u.State.Ended() {
-				at = endedAt(j, u.At, now)
-				c.Ended = at
+				c.Ended = nodeTime(j, u.At, now)
 			}
 			addUsage(j, c, u)
 			changed[j.ID] = j
 		}
 		// Each update moves the job on, so that a report carrying a
 		// container's running and exited at once still starts the job
-		// (its Started) before it ends it.
+		// (its Started, when the node says it started) before it ends it.
 		if changed[j.ID] == j {
-			advance(j, now)
+			start := now
+			if u.State == api.ContainerRunning {
+				start = nodeTime(j, u.At, now)
+			}
+			advance(j, now, start)
 		}
 	}
 	for _, j := range changed {
@@ -602,7 +604,7 @@ func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report) ([][]Star
 // advance derives the job's state from its containers' (DESIGN.md, Job
 // lifecycle): the session ends when main1 ends or a container fails; the
 // job ends when every container has.
-func advance(j *Job, now time.Time) {
+func advance(j *Job, now, start time.Time) {
 	all, running, active := true, true, false
 	for _, c := range j.Containers {
 		switch {
@@ -633,20 +635,21 @@ func advance(j *Job, now time.Time) {
 		j.State, j.Ended = finalState(j), lastEnd(j, now)
 	case running && !j.KillWanted:
 		if j.State != api.JobRunning {
-			j.State, j.Started = api.JobRunning, now
+			j.State, j.Started = api.JobRunning, start
 		}
 	case active && j.State == api.JobScheduled:
 		j.State = api.JobPreparing
 	}
 }
 
-// endedAt is when a container of j's current run ended that its node
-// says ended at (on schedd's clock: api.ContainerReport.OnClock): kept
-// within the run, between its start (or, before it started, its
-// submission or requeue) and now, the entry's time, so that a node's
-// clock gone wrong can neither end a run before it began nor after the
-// report arrived. Without a time from the node (an older nodelet), now.
-func endedAt(j *Job, at, now time.Time) time.Time {
+// nodeTime is when a container of j's current run started or ended
+// that its node says did so at (on schedd's clock:
+// api.ContainerReport.OnClock): kept within the run, between its start
+// (or, before it started, its submission or requeue) and now, the
+// entry's time, so that a node's clock gone wrong can neither end a run
+// before it began nor start or end it after the report arrived. Without
+// a time from the node (an older nodelet), now.
+func nodeTime(j *Job, at, now time.Time) time.Time {
 	if at.IsZero() || at.After(now) {
 		return now
 	}

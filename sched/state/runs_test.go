@@ -95,3 +95,26 @@ func TestReportedEndTime(t *testing.T) {
 		})
 	}
 }
+
+// A job whose start and end reach schedd together, late (its node could
+// not report meanwhile), runs from when its node started it to when it
+// ended, not for no time at all.
+func TestReportedStartAndEndTogether(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	placed := t0.Add(time.Duration(h.idx) * time.Second)
+	for range 10 {
+		h.apply(Command{Kind: CmdNodeUp, NodeUp: "n1"})
+	}
+	res := h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+		{JobID: 1, Host: "main1", State: api.ContainerRunning, At: placed.Add(time.Second)},
+		{JobID: 1, Host: "main1", State: api.ContainerExited, At: placed.Add(4 * time.Second)}}}})
+	j := h.job(1)
+	if j.State != api.JobCompleted || !j.Started.Equal(placed.Add(time.Second)) || j.Ended.Sub(j.Started) != 3*time.Second {
+		t.Errorf("job %s started %v, ran %v; want COMPLETED, started a second after its placement, ran 3s", j.State, j.Started, j.Ended.Sub(j.Started))
+	}
+	if st, _ := res.([]Started); len(st) != 1 || st[0].JobID != 1 {
+		t.Errorf("the report answered started %+v, want job 1", st)
+	}
+}
