@@ -7,7 +7,7 @@ CMDS     := $(notdir $(patsubst %/,%,$(wildcard cmd/*/)))
 STATICCHECK_VERSION := v0.8.2
 TEST_FLAGS ?= -timeout 30m
 
-.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean bench-scale bench-pipeline runc-linked bench-sessions
+.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean bench-scale bench-pipeline runc-linked bench-sessions upgrade-test
 
 all: build
 
@@ -38,7 +38,7 @@ build:
 # them put first on PATH, as Slurm's Torque wrappers are installed: never
 # in bin/, where they would shadow a real Slurm's sbatch on the same
 # machine. SLURM_CMDS is troupe-slurm --list (cmd/troupe-slurm checks).
-SLURM_CMDS := sacct sbatch scancel sinfo squeue srun
+SLURM_CMDS := sacct sbatch scancel scontrol sinfo squeue srun
 SLURM_DIR  ?= libexec/troupe/slurm
 SLURM_BIN  ?= $(abspath $(BIN))/troupe-slurm
 slurm-links:
@@ -81,6 +81,17 @@ test: build deps
 CHAOS_FLAGS ?=
 chaos: build deps
 	TROUPE_CHAOS=full $(CHAOS_FLAGS) $(GO) test -count=1 -v -timeout 15m -run '^TestChaos$$' ./e2e/
+
+# The rolling-upgrade test (e2e/upgrade_test.go) alone: three schedd
+# peers and two runc nodelets of the previous release, running jobs, are
+# upgraded to this tree one at a time under a client's submits and reads
+# (schedd(8), UPGRADES). The previous release is built from this clone's
+# history (`git archive`; a shallow clone lacks it and the test skips);
+# UPGRADE_FROM names another commit. `make test` runs it too. Needs root
+# and runc.
+UPGRADE_FROM ?=
+upgrade-test: deps
+	TROUPE_UPGRADE_FROM=$(UPGRADE_FROM) $(GO) test -tags '$(NODELET_TAGS)' -count=1 -v -timeout 15m -run '^TestRollingUpgrade$$' ./e2e/
 
 # Each native fuzz target for FUZZTIME (its seed corpus runs in `go test`).
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a target

@@ -408,14 +408,19 @@ func listenInNetNS(t *testing.T, ns, addr, reply string) net.Listener {
 // two-container session and a one-container session reach a TCP server
 // on the submit host (the machine, through the test hosts' uplink);
 // neither reaches a service on its node's own addresses; the second
-// session cannot reach the first over the default network (nor at its
-// session address); a one-container session still finds itself as main1;
+// session, another user's, cannot reach the first over the default
+// network (nor at its session address); a one-container session still finds itself as main1;
 // a session in a partition with network { egress = false } has no route
 // out. Nothing is left once the sessions end.
 func TestDefaultNetwork(t *testing.T) {
 	needRunc(t)
 	needBusybox(t)
 	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} { // nobody's job b writes there
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
 	parts := filepath.Join(dir, "partitions.hcl")
 	if err := os.WriteFile(parts, []byte(`
 partition "all" {
@@ -455,7 +460,7 @@ job "a" {
 		"busybox ip -4 -o addr show dev eth1",
 		"echo submit:" + dial(submitHost.IP.String(), submitHost.Port, 5),
 		"echo node:" + dial("10.250.0.1", nodeService.Port, 2),
-		"echo gateway:" + dial("10.199.0.1", nodeService.Port, 2),
+		"echo gateway:" + dial("$(busybox ip route | busybox awk '/^default/ {print $3}')", nodeService.Port, 2),
 		"echo done",
 		"while :; do echo hi-a | busybox nc -l -p 5000; done",
 	}, "; ")))
@@ -467,12 +472,12 @@ job "a" {
 	if strings.Contains(outA, "node-service") {
 		t.Errorf("main1 of a reached a service on its node's own address:\n%s", outA)
 	}
-	dm := regexp.MustCompile(`inet (10\.199\.[0-9]+\.[0-9]+)/16`).FindStringSubmatch(outA)
+	dm := regexp.MustCompile(`inet (10\.[0-9]+\.[0-9]+\.[0-9]+)/[0-9]+`).FindStringSubmatch(outA)
 	if dm == nil {
 		t.Fatalf("main1 of a has no default address on eth1:\n%s", outA)
 	}
 
-	b, code := c.submit(dir, "b", fmt.Sprintf(`
+	b, code := c.submitAs(65534, 65534, dir, "b", fmt.Sprintf(`
 job "b" {
   resources { cpu = 1 }
   image   = "host"

@@ -80,6 +80,16 @@ echo written > result.txt
 	if j.State != api.JobFailed || j.ExitCode != 3 || string(out) != other+"\n" {
 		t.Errorf("-cwd job %d: %s exit %d (%s), output %q", id, j.State, j.ExitCode, j.Reason, out)
 	}
+
+	// -o into a directory that does not exist yet: made as the user, as
+	// LSF makes it, and the job runs.
+	id = c.bsubAs(t, nobodyUser, dir, "", nil, "-o", "logs/deep/%J.out", "echo logged")
+	j = c.waitState(id, 2*time.Minute, func(j api.Job) bool { return j.State.Terminal() })
+	out, _ = os.ReadFile(filepath.Join(dir, "logs", "deep", fmt.Sprintf("%d.out", id)))
+	fi, err := os.Stat(filepath.Join(dir, "logs"))
+	if j.State != api.JobCompleted || string(out) != "logged\n" || err != nil || fi.Sys().(*syscall.Stat_t).Uid != nobodyUser.uid {
+		t.Errorf("-o logs/deep/%%J.out job %d: %s (%s), output %q, logs/ %v", id, j.State, j.Reason, out, err)
+	}
 }
 
 // TestStopResume: bstop stops every process of a running job's container
@@ -142,4 +152,31 @@ func TestStopResume(t *testing.T) {
 	if j.State != api.JobCompleted || stat() != "DONE" {
 		t.Errorf("after bkill -d: %s, bjobs %s; want COMPLETED, DONE", j.State, stat())
 	}
+
+	// bstop right after bsub, as a tool's hold does: whatever the job's
+	// state then (PEND, or placed and starting, which bjobs shows as
+	// RUN), it is suspended, and bresume lets it run.
+	os.Remove(filepath.Join(dir, "ticks"))
+	id = c.bsubAs(t, nobodyUser, dir, "", nil, "-o", "ticks2.out", "i=0; while :; do i=$((i+1)); echo $i > ticks; sleep 0.1; done")
+	if out := runAs("bstop", strconv.FormatUint(id, 10)); out != fmt.Sprintf("Job <%d> is being stopped\n", id) {
+		t.Fatalf("bstop right after bsub: %q", out)
+	}
+	if st := stat(); st != "USUSP" && st != "PSUSP" {
+		t.Fatalf("bjobs right after bstop: %q, want USUSP or PSUSP", st)
+	}
+	j = c.waitState(id, time.Minute, func(j api.Job) bool { return j.State == api.JobRunning || j.State == api.JobHeld })
+	if j.State == api.JobRunning {
+		if st := stat(); st != "USUSP" {
+			t.Fatalf("bjobs of the job stopped before it started: %q, want USUSP", st)
+		}
+		// Stopped as it started: the count stands still.
+		if !waitFor(10*time.Second, func() bool { a := ticks(); time.Sleep(500 * time.Millisecond); return ticks() == a }) {
+			t.Fatalf("the job stopped before it started runs: ticks %q", ticks())
+		}
+	}
+	runAs("bresume", strconv.FormatUint(id, 10))
+	if !waitFor(30*time.Second, func() bool { return stat() == "RUN" && ticks() != "" }) {
+		t.Fatalf("after bresume: %s, ticks %q", stat(), ticks())
+	}
+	runAs("bkill", strconv.FormatUint(id, 10))
 }

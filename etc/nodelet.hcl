@@ -24,6 +24,18 @@ pids_limit = 4096
 # so that a container's setup skips making them; 0 turns the pool off.
 # netns_pool = 4
 
+# Jobs reachable as on a cluster (nodelet(8), "Reaching jobs"): this
+# node's own default subnet in the cluster's container range, routed by
+# the site (one route per node: its subnet via its address); containers
+# reach the routed networks with their own address, the submit hosts in
+# reach_from reach any container, and a user's containers reach only one
+# another. host_ports opens ports of the node itself to its containers
+# (a one-machine site's dask scheduler). Unset: NAT only.
+# default_subnet  = "10.128.3.0/24"
+# routed_networks = ["10.128.0.0/16", "192.168.1.0/24"]
+# reach_from      = ["192.168.1.0/24"]
+# host_ports      = [8786]
+
 # What containers need only while they exist (bundles, overlay
 # mountpoints, session files, network namespaces' pins, the OCI
 # runtime's state): many small files made and removed with every

@@ -210,15 +210,23 @@ func (x Indices) String() string {
 	return strings.Join(parts, ",")
 }
 
-// SplitArrayName splits LSF's array job name "sweep[1-100%10]" into the
-// name "sweep" and the range "1-100%10"; ok is false for a name without
-// brackets.
+// SplitArrayName splits LSF's array job name "sweep[1-100]%10" (the
+// throttle after the brackets, as bsub(1) writes it) or
+// "sweep[1-100%10]" into the name "sweep" and the range "1-100%10"; ok
+// is false for a name without brackets.
 func SplitArrayName(name string) (base, rng string, ok bool) {
 	open := strings.IndexByte(name, '[')
-	if open < 0 || !strings.HasSuffix(name, "]") {
+	if open < 0 {
 		return name, "", false
 	}
-	return name[:open], name[open+1 : len(name)-1], true
+	body, throttle := name, ""
+	if i := strings.LastIndexByte(name, ']'); i > open && i < len(name)-1 && name[i+1] == '%' {
+		body, throttle = name[:i+1], name[i+1:]
+	}
+	if !strings.HasSuffix(body, "]") {
+		return name, "", false
+	}
+	return name[:open], body[open+1:len(body)-1] + throttle, true
 }
 
 // ArrayFromSpec reads an array request as bsub and script directives

@@ -54,6 +54,18 @@ func TestSplitArrayName(t *testing.T) {
 	if !ok || base != "sweep" || rng != "1-100%10" {
 		t.Fatalf("got %q %q %v", base, rng, ok)
 	}
+	// bsub(1) writes the throttle after the brackets: -J "sweep[1-100]%10".
+	base, rng, ok = jobspec.SplitArrayName("sweep[1-100]%10")
+	if !ok || base != "sweep" || rng != "1-100%10" {
+		t.Fatalf("throttle after the brackets: got %q %q %v", base, rng, ok)
+	}
+	base, rng, ok = jobspec.SplitArrayName("job[1,3,5-9:2]%2")
+	if !ok || base != "job" || rng != "1,3,5-9:2%2" {
+		t.Fatalf("list with a throttle after: got %q %q %v", base, rng, ok)
+	}
+	if _, err := jobspec.ArrayFromSpec("1-100%10%5"); err == nil {
+		t.Fatal("two throttles (sweep[1-100%10]%5) accepted")
+	}
 	if _, _, ok := jobspec.SplitArrayName("plain"); ok {
 		t.Fatal("a plain name is not an array")
 	}

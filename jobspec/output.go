@@ -17,7 +17,7 @@ const (
 
 // outputEscapes are the letters an output or error pattern may follow
 // a % with (Validate refuses any other; expansion keeps it as written).
-const outputEscapes = "jAIahu%"
+const outputEscapes = "jJAIahu%"
 
 // OutputVars are what the escapes of a submitted job's output and error
 // patterns stand for, for one of its containers.
@@ -30,7 +30,8 @@ type OutputVars struct {
 	Cwd        string // the submit directory: relative paths resolve in it
 }
 
-// OutputPath expands j's output pattern for v: %j job id, %h host,
+// OutputPath expands j's output pattern for v: %j (or LSF's and a
+// batch script's %J) job id, %h host,
 // %u user name, %I and %a an array element's index (0 for a job not in
 // an array), %A the array's id (the job's for another), %% a literal %;
 // an unknown %x stays as written. For an element of a job array %j is
@@ -83,7 +84,7 @@ func ExpandPattern(pattern string, v OutputVars) string {
 		}
 		i++
 		switch pattern[i] {
-		case 'j', 'A':
+		case 'j', 'J', 'A':
 			b.WriteString(strconv.FormatUint(id, 10))
 		case 'I', 'a':
 			b.WriteString(strconv.Itoa(idx))

@@ -21,6 +21,7 @@ func TestOutputPath(t *testing.T) {
 		{"DefaultArray", "", "/home/alice/exp", "main1", true, "/home/alice/exp/troupe-40_5.main1.out", ""},
 		{"AllVerbs", "%u/%j-%h-100%%.log", "/scratch", "sub2", false, "/scratch/alice/42-sub2-100%.log", ""},
 		{"ArrayVerbs", "slurm-%A_%a.%I.%j.out", "/w", "main1", true, "/w/slurm-40_5.5.40.out", ""},
+		{"LSFJobID", "logs/%J.%j.out", "/w", "main1", false, "/w/logs/42.42.out", ""},
 		{"IndexOutsideArray", "out.%I.%a.%A", "/w", "main1", false, "/w/out.0.0.42", ""},
 		{"Absolute", "/var/log/%j.out", "", "main1", false, "/var/log/42.out", ""},
 		{"UnknownVerbKept", "out-%x-%", "/w", "main1", false, "/w/out-%x-%", ""},

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,9 +62,19 @@ type agent struct {
 	instance string
 
 	mu       sync.Mutex
-	running  map[key]*task   // started here, not yet destroyed
-	finished map[key]bool    // ended here; kept while schedd still assigns it
-	last     api.Assignments // the last answer reconciled: a task that ends reconciles it again
+	running  map[key]*task // started here, not yet destroyed
+	finished map[key]bool  // ended here; kept while schedd still assigns it
+	// outcomes keeps the final updates of the containers that ended
+	// here, the last maxOutcomes, after schedd stops assigning them: a
+	// schedd whose state went back (a restore) and shows one running
+	// again is told its true end, not that it was lost.
+	outcomes outcomeLog
+	told     map[key]uint64 // finished keys whose end was told again, at which answer's index
+	acked    map[key]bool   // finished keys schedd has shown ended since
+	// keptUnassigned: the last answer said schedd's state holds no job
+	// yet, and the containers running here were kept (logged once).
+	keptUnassigned bool
+	last           api.Assignments // the last answer reconciled: a task that ends reconciles it again
 	// assigned: last holds an answer of schedd's. Until the first one,
 	// an empty last says nothing: a restarted nodelet's re-attached
 	// containers are in no assignment yet, and reconciling against it
@@ -150,7 +161,7 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	}
 	a := &agent{
 		cfg: cfg, log: log, cli: cli, rt: rt, oci: oci,
-		running: map[key]*task{}, finished: map[key]bool{},
+		running: map[key]*task{}, finished: map[key]bool{}, told: map[key]uint64{}, acked: map[key]bool{},
 		mps:     &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
 		cpus:    newCPUSet(nil),
 		streams: newStreams(cfg),
@@ -169,13 +180,49 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	if err := a.setupNetwork(); err != nil {
 		return nil, err
 	}
+	a.setupSrun()
 	a.rep = report.New(func(ctx context.Context, r api.ContainerReport) error {
 		return cli.Report(ctx, cfg.Name, r)
 	}, log, true)
 	log.Info("nodelet starting", "name", cfg.Name, "schedd", cfg.Addr, "runtime", rt.Name(), "oci", oci,
 		"cpu", cfg.CPU, "memory", cfg.Memory, "advertise", cfg.Advertise, "init", cfg.InitBinary,
-		"network", a.net != nil, "ssh", a.feat.Tools)
+		"network", a.net != nil, "ssh", a.feat.Tools, "mount_roots", strings.Join(cfg.AllowedMountRoots, ", "))
 	return a, nil
+}
+
+// setupSrun gives every container troupe's srun, whatever its network:
+// runc lays troupe-slurm into the container at session.SrunPath; plain
+// processes (runtime process) see the host's files, so they get the
+// directory of Slurm's links that make build and make install lay out
+// beside troupe-slurm's (PREFIX/libexec/troupe/slurm for
+// PREFIX/bin/troupe-slurm) first on PATH, where there is one. Without
+// troupe-slurm, or for another runtime, a job gets no srun of troupe's.
+func (a *agent) setupSrun() {
+	if a.cfg.SlurmBinary == "" {
+		return
+	}
+	switch a.rt.Name() {
+	case runc.Name:
+		a.feat.Srun = true
+	case RuntimeProcess:
+		dir := filepath.Join(filepath.Dir(filepath.Dir(a.cfg.SlurmBinary)), "libexec", "troupe", "slurm")
+		if srunLinks(dir, a.cfg.SlurmBinary) {
+			a.feat.Srun, a.feat.SlurmDir = true, dir
+			return
+		}
+		a.log.Warn("plain processes get no srun of troupe's: no links to troupe-slurm beside it", "want", filepath.Join(dir, "srun"))
+	}
+}
+
+// srunLinks says whether dir/srun is troupe-slurm (a link to bin, as
+// make lays them out).
+func srunLinks(dir, bin string) bool {
+	a, err := os.Stat(filepath.Join(dir, "srun"))
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(bin)
+	return err == nil && os.SameFile(a, b)
 }
 
 // setupNetwork decides the containers' network and tools: with an
@@ -207,11 +254,17 @@ func (a *agent) setupNetwork() error {
 		return err // the advertised address, or the pin directory: named
 	}
 	m.SetLegacyDir(filepath.Join(a.cfg.StateDir, "netns"))
+	if err := CheckReach(a.cfg.RoutedNetworks, a.cfg.ReachFrom, a.cfg.HostPorts); err != nil {
+		return err
+	}
+	if err := m.SetReach(reach(a.cfg)); err != nil {
+		return fmt.Errorf("nodelet.hcl routed_networks, reach_from, host_ports: %w", err)
+	}
 	if err := m.SetPool(max(a.cfg.NetNSPool, 0)); err != nil {
 		return fmt.Errorf("nodelet.hcl netns_pool: %w", err)
 	}
 	a.net = m
-	a.feat = session.Features{SessionNet: true, Iface: network.Iface, Srun: a.cfg.SlurmBinary != ""}
+	a.feat = session.Features{SessionNet: true, Iface: network.Iface}
 	if a.cfg.SSHBinary == "" {
 		a.log.Warn("no troupe-ssh: containers get no ssh, hostfiles or session keys", "want", SSHName)
 		return nil

@@ -314,7 +314,7 @@ func TestAgentReconcileEdges(t *testing.T) {
 	d.Containers[0].State, d.Containers[0].ExitCode, d.Containers[1].State = api.ContainerExited, 0, api.ContainerRunning
 	for _, j := range []api.AssignedJob{k, l, d,
 		job(badImage, func(j *jobspec.Job) { j.Image = "pytorch-2.3" }, sh("exit 0")),
-		job(badOutput, func(j *jobspec.Job) { j.Output = "/nonexistent-dir/x.out" }, sh("exit 0")),
+		job(badOutput, func(j *jobspec.Job) { j.Output = "/dev/null/x.out" }, sh("exit 0")),
 		job(bkilled, nil, sh(`trap "" TERM; while :; do sleep 0.1; done`)),
 		job(gone, nil, sh("sleep 60")),
 	} {

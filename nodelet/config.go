@@ -114,6 +114,12 @@ type Config struct {
 	// the node; package network): network.DefaultSubnet when empty,
 	// DefaultSubnetNone for no default network at all.
 	DefaultSubnet string
+	// RoutedNetworks, ReachFrom and HostPorts say who reaches the
+	// default network's containers and what they reach without NAT
+	// (network.Reach): IPv4 CIDRs, and ports of the node. Empty: NAT to
+	// everything, nothing in from outside, no port of the node.
+	RoutedNetworks, ReachFrom []string
+	HostPorts                 []int
 	// NetNSPool is how many network namespaces the node keeps prepared
 	// for containers on a session network (package network, pool.go):
 	// 0 for network.DefaultPool, negative for none.

@@ -35,6 +35,9 @@ type fakeSchedd struct {
 	// schedd losing leadership would.
 	failReports int
 	lease       api.NodeLease // granted on register and heartbeat
+	// silent answers heartbeats with an error, as a schedd the node
+	// cannot reach: the lease is not renewed.
+	silent bool
 }
 
 var _ schedd = (*fakeSchedd)(nil)
@@ -124,6 +127,9 @@ func (f *fakeSchedd) Heartbeat(_ context.Context, node string, _ api.NodeHeartbe
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.silent {
+		return api.NodeLease{}, &client.APIError{Status: http.StatusServiceUnavailable, Message: "schedd unreachable"}
+	}
 	return f.lease, nil
 }
 

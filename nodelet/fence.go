@@ -33,6 +33,8 @@ type leaseKeeper struct {
 	lease     fence.Lease
 	every     time.Duration // heartbeat interval schedd announced; 0 none yet
 	warned    bool          // logged that starts wait for a lease
+	lapses    uint64        // times the lease ran out (once per deadline)
+	lapsedAt  time.Duration // the deadline last counted in lapses
 	stopping  bool
 	proc      *os.Process
 	exited    chan struct{} // closed when proc has been reaped
@@ -170,7 +172,7 @@ func (k *leaseKeeper) grant(sent time.Duration, l api.NodeLease) (renewed bool) 
 		return false
 	}
 	k.lease = next
-	expired := was.Expired(fence.Now())
+	expired := k.lapsed(was, fence.Now())
 	if expired {
 		k.log.Info("lease granted again: starting containers")
 		k.warned = false
@@ -183,7 +185,7 @@ func (k *leaseKeeper) grant(sent time.Duration, l api.NodeLease) (renewed bool) 
 func (k *leaseKeeper) valid() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if !k.lease.Expired(fence.Now()) {
+	if !k.lapsed(k.lease, fence.Now()) {
 		return true
 	}
 	if !k.warned {
@@ -197,7 +199,33 @@ func (k *leaseKeeper) valid() bool {
 func (k *leaseKeeper) expired() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.lease.Expired(fence.Now())
+	return k.lapsed(k.lease, fence.Now())
+}
+
+// lapsed reports whether l has run out at now, and counts its running
+// out once per deadline (k.mu held). Every lapse is seen: the renewal
+// that ends it checks the lease it replaces, and so do starts and
+// scrapes while it lasts.
+func (k *leaseKeeper) lapsed(l fence.Lease, now time.Duration) bool {
+	if !l.Expired(now) {
+		return false
+	}
+	if k.lapses == 0 || k.lapsedAt != l.Deadline {
+		k.lapses++
+		k.lapsedAt = l.Deadline
+	}
+	return true
+}
+
+// status is what the metrics show of the lease: the time left to it
+// (negative once it has run out; fenced false when schedd announced no
+// lease) and how many times it has run out.
+func (k *leaseKeeper) status() (left time.Duration, fenced bool, lapses uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := fence.Now()
+	k.lapsed(k.lease, now)
+	return k.lease.Deadline - now, !k.lease.Unfenced, k.lapses
 }
 
 // heartbeatEvery is the heartbeat interval: schedd's, capped by max.
@@ -246,5 +274,6 @@ func (a *agent) fenceMessage(state api.ContainerState, msg string) (api.Containe
 	if a.fence == nil || !a.fence.expired() || state != api.ContainerExited {
 		return state, msg
 	}
+	a.metrics.fenceKills.Inc()
 	return api.ContainerFailed, "killed by the node's fence: no answer from schedd within the lease (nodelet(8), FENCING)"
 }

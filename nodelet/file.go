@@ -41,6 +41,10 @@ type File struct {
 	// DefaultSubnet is the default network's subnet (Config.DefaultSubnet):
 	// "" for 10.199.0.0/16, "none" for no default network.
 	DefaultSubnet string
+	// RoutedNetworks, ReachFrom and HostPorts are Config's (routed_networks,
+	// reach_from, host_ports).
+	RoutedNetworks, ReachFrom []string
+	HostPorts                 []int
 	// NetNSPool is how many network namespaces the node keeps prepared
 	// (Config.NetNSPool): unset for network.DefaultPool, 0 for none.
 	NetNSPool *int
@@ -59,6 +63,7 @@ var fileSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "images"}, {Name: "allowed_mount_roots"}, {Name: "fake_gpus"}, {Name: "pids_limit"},
 	{Name: "default_subnet"}, {Name: "netns_pool"}, {Name: "oci_runtime"}, {Name: "run_dir"},
 	{Name: "max_streams_per_job"}, {Name: "max_streams_per_user"}, {Name: "max_streams"},
+	{Name: "routed_networks"}, {Name: "reach_from"}, {Name: "host_ports"},
 }}
 
 // LoadFile reads a nodelet.hcl. Errors carry file, line and column.
@@ -95,6 +100,9 @@ func LoadFile(path string) (File, error) {
 		if err := network.CheckDefaultSubnet(s); err != nil {
 			return File{}, fmt.Errorf("%s: default_subnet: %w", path, err)
 		}
+	}
+	if err := CheckReach(fc.RoutedNetworks, fc.ReachFrom, fc.HostPorts); err != nil {
+		return File{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if n := fc.NetNSPool; n != nil && (*n < 0 || *n > network.MaxPool) {
 		return File{}, fmt.Errorf("%s: netns_pool = %d: want 0 (none) to %d", at(f, path, "netns_pool"), *n, network.MaxPool)
@@ -138,6 +146,18 @@ func decodeFile(body hcl.Body, fc *File) hcl.Diagnostics {
 		fc.PidsLimit = n
 	}
 	attrs.String("default_subnet", &fc.DefaultSubnet)
+	attrs.Strings("routed_networks", &fc.RoutedNetworks)
+	attrs.Strings("reach_from", &fc.ReachFrom)
+	if v, a, ok := attrs.Value("host_ports", cty.List(cty.Number)); ok && !v.IsNull() {
+		for i, e := range v.AsValueSlice() {
+			n, acc := e.AsBigFloat().Int64()
+			if !e.AsBigFloat().IsInt() || acc != big.Exact || n < 1 || n > 65535 {
+				d.Errorf(hclattr.ElemRange(a, i), "Invalid host_ports", "host port %s is not valid; it must be a whole number from 1 to 65535.", e.AsBigFloat().Text('g', -1))
+				continue
+			}
+			fc.HostPorts = append(fc.HostPorts, int(n))
+		}
+	}
 	var pool int
 	if _, ok := attrs.Whole("netns_pool", &pool); ok {
 		fc.NetNSPool = &pool
@@ -148,6 +168,35 @@ func decodeFile(body hcl.Body, fc *File) hcl.Diagnostics {
 	attrs.Whole("max_streams_per_user", &fc.MaxStreamsPerUser)
 	attrs.Whole("max_streams", &fc.MaxStreams)
 	return d.Diags
+}
+
+// CheckReach checks routed_networks, reach_from and host_ports (their
+// flags' values too): IPv4 CIDRs without host bits, ports from 1 to
+// 65535.
+func CheckReach(routed, from []string, ports []int) error {
+	if _, err := network.ParseNets("routed_networks", routed); err != nil {
+		return err
+	}
+	if _, err := network.ParseNets("reach_from", from); err != nil {
+		return err
+	}
+	for _, p := range ports {
+		if p < 1 || p > 65535 {
+			return fmt.Errorf("%w: host_ports: %d is not a port (1 to 65535)", network.ErrReach, p)
+		}
+	}
+	return nil
+}
+
+// reach is the node's network.Reach from cfg (CheckReach passed).
+func reach(cfg Config) network.Reach {
+	var r network.Reach
+	r.Routed, _ = network.ParseNets("routed_networks", cfg.RoutedNetworks)
+	r.From, _ = network.ParseNets("reach_from", cfg.ReachFrom)
+	for _, p := range cfg.HostPorts {
+		r.HostPorts = append(r.HostPorts, uint16(p))
+	}
+	return r
 }
 
 // at is where attribute name is set in f: file:line, or path alone.
@@ -191,6 +240,15 @@ func (f File) Apply(c *Config) {
 	}
 	if c.DefaultSubnet == "" {
 		c.DefaultSubnet = f.DefaultSubnet
+	}
+	if c.RoutedNetworks == nil {
+		c.RoutedNetworks = f.RoutedNetworks
+	}
+	if c.ReachFrom == nil {
+		c.ReachFrom = f.ReachFrom
+	}
+	if c.HostPorts == nil {
+		c.HostPorts = f.HostPorts
 	}
 	if c.NetNSPool == 0 && f.NetNSPool != nil {
 		c.NetNSPool = *f.NetNSPool

@@ -1,6 +1,7 @@
 package nodelet
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -175,5 +176,48 @@ func TestLoadStreamCaps(t *testing.T) {
 	_ = os.WriteFile(p, []byte("max_streams_per_job = -2\n"), 0o644)
 	if _, err := LoadFile(p); err == nil || !strings.Contains(err.Error(), "max_streams_per_job") {
 		t.Errorf("max_streams_per_job = -2: %v, want refused", err)
+	}
+}
+
+// TestLoadReach: nodelet.hcl's routed_networks, reach_from and
+// host_ports reach Config, flags win, and values the node cannot use are
+// refused with the file and setting named.
+func TestLoadReach(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "nodelet.hcl")
+	_ = os.WriteFile(p, []byte(`routed_networks = ["10.128.0.0/16", "192.168.1.0/24"]
+reach_from      = ["192.168.1.10/32"]
+host_ports      = [8786, 8787]
+`), 0o644)
+	f, err := LoadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{ReachFrom: []string{"10.1.0.0/16"}} // a flag wins
+	f.Apply(&c)
+	if !slices.Equal(c.RoutedNetworks, []string{"10.128.0.0/16", "192.168.1.0/24"}) || !slices.Equal(c.ReachFrom, []string{"10.1.0.0/16"}) ||
+		!slices.Equal(c.HostPorts, []int{8786, 8787}) {
+		t.Errorf("applied: routed %v, from %v, ports %v", c.RoutedNetworks, c.ReachFrom, c.HostPorts)
+	}
+	r := reach(c)
+	if len(r.Routed) != 2 || len(r.From) != 1 || !slices.Equal(r.HostPorts, []uint16{8786, 8787}) {
+		t.Errorf("reach %+v", r)
+	}
+	for src, want := range map[string]string{
+		`routed_networks = ["10.128.0.1/16"]`: "routed_networks: \"10.128.0.1/16\" has host bits set",
+		`reach_from = ["fd00::/8"]`:           "reach_from: \"fd00::/8\" is not an IPv4 CIDR",
+		`host_ports = [0]`:                    "host port 0 is not valid",
+		`host_ports = [70000]`:                "host port 70000 is not valid",
+		`host_ports = [80.5]`:                 "host port 80.5 is not valid",
+	} {
+		_ = os.WriteFile(p, []byte(src+"\n"), 0o644)
+		if _, err := LoadFile(p); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v, want an error naming %s and %q", src, err, p, want)
+		}
+	}
+	if err := CheckReach(nil, nil, []int{65536}); err == nil || !strings.Contains(err.Error(), "host_ports") {
+		t.Errorf("a flag's port 65536: %v", err)
+	}
+	if !errors.Is(CheckReach([]string{"x"}, nil, nil), network.ErrReach) {
+		t.Error("a bad CIDR is not ErrReach")
 	}
 }

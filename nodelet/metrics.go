@@ -29,6 +29,9 @@ type metrics struct {
 	starts   promtext.Counter
 	failures struct{ start, oom, exit promtext.Counter }
 	running  promtext.Gauge
+	// fenceKills counts containers the node's fence killed while this
+	// nodelet ran (their exit came after the lease ran out).
+	fenceKills promtext.Counter
 }
 
 func newMetrics(a *agent) *metrics { return &metrics{a: a} }
@@ -66,6 +69,21 @@ func (m *metrics) write(w *promtext.Writer) {
 	w.Gauge("troupe_nodelet_containers_running", "Containers running on this node (started or re-attached, not yet ended).", m.running.Value())
 
 	a := m.a
+	w.Counter("troupe_nodelet_fence_kills_total",
+		"Containers the node's fence killed because the lease from schedd ran out, as this nodelet saw their end.", m.fenceKills.Value())
+	if a.fence != nil {
+		left, fenced, lapses := a.fence.status()
+		w.Counter("troupe_nodelet_lease_lapses_total",
+			"Times the node's lease from schedd ran out (no answer to heartbeats within it): the fence kills the node's containers.", float64(lapses))
+		if fenced {
+			w.Gauge("troupe_nodelet_lease_remaining_seconds",
+				"Time left to the node's lease from schedd; negative once it has run out.", left.Seconds())
+		}
+	}
+	if avail, size, err := promserve.DirSpace(a.cfg.StateDir); err == nil {
+		w.Gauge("troupe_nodelet_state_dir_avail_bytes", "Space available to the nodelet on the state directory's file system.", avail)
+		w.Gauge("troupe_nodelet_state_dir_size_bytes", "Size of the state directory's file system.", size)
+	}
 	a.mu.Lock()
 	alloc := allocated(a.last, len(a.gpus), a.endedHere)
 	a.mu.Unlock()

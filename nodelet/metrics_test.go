@@ -102,7 +102,7 @@ func TestAgentMetrics(t *testing.T) {
 		j.Resources.Memory = 64 << 20
 	}, sh("sleep 60"))
 	s.waitState(t, id, "main1", api.ContainerRunning)
-	bad := s.submit(t, t.TempDir(), func(j *jobspec.Job) { j.Output = "/nonexistent-dir/x.out" }, sh("exit 0"))
+	bad := s.submit(t, t.TempDir(), func(j *jobspec.Job) { j.Output = "/dev/null/x.out" }, sh("exit 0"))
 	s.waitState(t, bad, "main1", api.ContainerFailed)
 	exit3 := s.submit(t, t.TempDir(), nil, sh("exit 3"))
 	s.waitState(t, exit3, "main1", api.ContainerExited)
@@ -149,6 +149,11 @@ func TestAgentMetrics(t *testing.T) {
 			}
 		}
 		t.Logf("scraped:\n%s", body)
+	}
+	avail, _ := (sample{"troupe_nodelet_state_dir_avail_bytes", gauge, nil, 0}).find(mfs)
+	size, _ := (sample{"troupe_nodelet_state_dir_size_bytes", gauge, nil, 0}).find(mfs)
+	if avail <= 0 || size < avail {
+		t.Errorf("state dir: %v bytes available of %v", avail, size)
 	}
 	// The families an earlier nodelet had from the Go client's
 	// collectors, and the help texts the man page's users know.
@@ -201,4 +206,64 @@ func goBinary(t *testing.T) string {
 		t.Skip("SKIP: no go binary")
 	}
 	return p
+}
+
+// When schedd stops answering heartbeats, the lease runs out, the fence
+// kills the running container and the nodelet reports it so: the
+// metrics count one lease lapse and one fence kill, and show the lease
+// run out; once schedd answers again the lease has time left and the
+// counts stay.
+func TestAgentMetricsLeaseAndFence(t *testing.T) {
+	needRunc(t)
+	f := newFakeSchedd()
+	f.lease = api.NodeLease{Lease: time.Second, Heartbeat: 100 * time.Millisecond, NodeTimeout: 2 * time.Second}
+	addr := freeport.Addr(t)
+	const id = 1
+	f.assign(fakeJob(t, id, t.TempDir(), nil, sh("exec sleep 600")))
+	startFakeAgent(t, f, RuntimeRunc, t.TempDir(), func(c *Config) { c.Network, c.MetricsAddr = NetworkHost, addr })
+	f.waitState(t, id, "main1", api.ContainerRunning)
+	body := scrape(t, addr)
+	mfs := parseMetrics(t, body)
+	for _, w := range []sample{
+		{"troupe_nodelet_lease_lapses_total", dto.MetricType_COUNTER, nil, 0},
+		{"troupe_nodelet_fence_kills_total", dto.MetricType_COUNTER, nil, 0},
+	} {
+		if v, why := w.find(mfs); why != "" || v != w.value {
+			t.Errorf("before the lapse: %s = %v %s, want %v", w.name, v, why, w.value)
+		}
+	}
+	if v, why := (sample{"troupe_nodelet_lease_remaining_seconds", dto.MetricType_GAUGE, nil, 0}).find(mfs); why != "" || v <= 0 || v > 1 {
+		t.Errorf("lease remaining %v %s, want within (0, 1]", v, why)
+	}
+	f.mu.Lock()
+	f.silent = true
+	f.mu.Unlock()
+	u := f.waitState(t, id, "main1", api.ContainerFailed)
+	if !strings.Contains(u.Message, "fence") {
+		t.Fatalf("container ended %s %q, want killed by the fence", u.State, u.Message)
+	}
+	mfs = parseMetrics(t, scrape(t, addr))
+	for _, w := range []sample{
+		{"troupe_nodelet_lease_lapses_total", dto.MetricType_COUNTER, nil, 1},
+		{"troupe_nodelet_fence_kills_total", dto.MetricType_COUNTER, nil, 1},
+	} {
+		if v, why := w.find(mfs); why != "" || v != w.value {
+			t.Errorf("after the lapse: %s = %v %s, want %v", w.name, v, why, w.value)
+		}
+	}
+	if v, _ := (sample{"troupe_nodelet_lease_remaining_seconds", dto.MetricType_GAUGE, nil, 0}).find(mfs); v >= 0 {
+		t.Errorf("lease remaining %v after the lapse, want negative", v)
+	}
+	f.mu.Lock()
+	f.silent = false
+	f.mu.Unlock()
+	if !runtimetest.WaitFor(10*time.Second, func() bool {
+		v, _ := (sample{"troupe_nodelet_lease_remaining_seconds", dto.MetricType_GAUGE, nil, 0}).find(parseMetrics(t, scrape(t, addr)))
+		return v > 0
+	}) {
+		t.Fatal("lease not renewed in 10s after schedd answered again")
+	}
+	if v, _ := (sample{"troupe_nodelet_lease_lapses_total", dto.MetricType_COUNTER, nil, 0}).find(parseMetrics(t, scrape(t, addr))); v != 1 {
+		t.Errorf("lapses after the renewal = %v, want 1", v)
+	}
 }

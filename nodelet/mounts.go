@@ -3,13 +3,12 @@ package nodelet
 import (
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/nodelet/devhosts"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -18,20 +17,9 @@ import (
 var ErrMountRefused = errors.New("mount refused")
 
 // DevMountRoots are the roots a node allows when its config names none:
-// /tmp and the invoking user's home (SUDO_USER's under sudo), what a dev
+// /tmp and the invoking user's home (devhosts.MountRoots), what a dev
 // cluster on a workstation needs.
-func DevMountRoots() []string {
-	roots := []string{"/tmp"}
-	if name := os.Getenv("SUDO_USER"); name != "" {
-		if u, err := user.Lookup(name); err == nil && u.HomeDir != "" {
-			return append(roots, u.HomeDir)
-		}
-	}
-	if h, err := os.UserHomeDir(); err == nil && h != "/" {
-		roots = append(roots, h)
-	}
-	return roots
-}
+func DevMountRoots() []string { return devhosts.MountRoots() }
 
 // checkMounts checks the job's mounts against the allowed roots, before
 // anything of the container exists, by their names alone: a source must

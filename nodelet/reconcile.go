@@ -2,6 +2,7 @@ package nodelet
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -11,11 +12,21 @@ import (
 // reconcile makes the containers of this node match as:
 //
 //	running here, job gone or KillWanted      → stop (task reports killed)
+//	running here, job gone, schedd's state    → keep running (a restore may
+//	has no job yet (NoJobsYet)                  bring the job back)
+//	running here, the job under its id is     → stop, then start the other
+//	another (another session)
 //	not here, KillWanted, state not ended     → report killed (never started)
 //	not here, state assigned (or pending)     → start a task
-//	not here, state preparing/running         → report failed: lost (a
-//	                                            previous nodelet ran it)
+//	not here, state preparing/running, no     → report failed: lost (a
+//	record of its end                           previous nodelet ran it)
 //	ended here already, or state ended        → nothing
+//	ended here, state placed or running       → send its final update
+//	                                            again (schedd's state went
+//	                                            back: a snapshot restored)
+//	not here, its end kept here (outcomeLog), → send that final update
+//	state assigned/preparing/running            again: never a second run,
+//	                                            never "lost"
 //	not here, no lease from schedd in force   → wait (start once granted)
 //	an earlier run (before a requeue) still   → wait until it has stopped
 //	stopping here
@@ -24,9 +35,27 @@ import (
 // reports name the run, so schedd drops those about an earlier one.
 func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.last, a.assigned = as, true
 	a.reconcileLocked(ctx)
+	a.mu.Unlock()
+	a.setPeers(as)
+}
+
+// setPeers hands the network the addresses schedd names of the node's
+// users' containers elsewhere (Assignment.Peers), by uid. Outside a.mu:
+// taking an address out of the node's rules costs the kernel an RCU
+// grace period.
+func (a *agent) setPeers(as api.Assignments) {
+	if a.net == nil {
+		return
+	}
+	peers := map[int][]string{}
+	for _, asg := range as.Assignments {
+		peers[asg.Job.UID] = append(peers[asg.Job.UID], asg.Peers...)
+	}
+	if err := a.net.SetPeers(peers); err != nil {
+		a.log.Warn("default network: the rules for the users' containers on other nodes were not written; they keep the previous ones", "err", err)
+	}
 }
 
 // reconcileLocked reconciles the last assignments; a.mu is held. A task
@@ -40,29 +69,88 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 	if ctx.Err() != nil || !a.assigned {
 		return
 	}
+	if a.told == nil {
+		a.told, a.acked = map[key]uint64{}, map[key]bool{}
+	}
 	want := map[key]api.AssignedJob{}
 	for _, asg := range a.last.Assignments {
 		for _, h := range asg.Hosts {
 			want[key{asg.Job.ID, h, asg.Job.Requeues}] = asg.Job
 		}
 	}
+	if a.last.NoJobsYet && !a.keptUnassigned && len(a.running) > 0 {
+		a.log.Warn("schedd's state holds no job yet (a new or emptied data dir): keeping the containers running here until it does", "containers", len(a.running))
+	}
+	a.keptUnassigned = a.last.NoJobsYet
 	for k, t := range a.running {
-		if job, ok := want[k]; !ok || job.KillWanted {
+		job, ok := want[k]
+		switch {
+		case !ok && a.last.NoJobsYet:
+			// Not schedd's to stop: its state lost the job's history;
+			// a restore may bring it back.
+		case !ok || job.KillWanted:
 			t.requestStop()
-		} else {
+		case job.SessionID != t.job.SessionID && t.job.SessionID != "":
+			// Another job under the same id (a state that handed the
+			// id out again): not this container's; the new one starts
+			// once it has stopped.
+			t.requestStop()
+		default:
 			t.queueSignals(job)
 		}
 	}
 	for k := range a.finished {
 		if _, ok := want[k]; !ok {
 			delete(a.finished, k)
+			delete(a.told, k)
+			delete(a.acked, k)
 		}
 	}
 	for k, job := range want {
 		if a.running[k] == nil && !a.finished[k] && !a.earlierRunHere(k) {
 			a.admit(ctx, k, job)
+		} else if a.running[k] == nil && a.finished[k] {
+			if c, err := session.Container(job, k.host); err == nil && c.State.Ended() {
+				a.acked[k] = true
+			} else if a.acked[k] {
+				a.tellEnd(k, job)
+			}
 		}
 	}
+}
+
+// tellEnd sends again the final update of k's container, which ended
+// here, when schedd shows it placed or running after it had shown it
+// ended (acked) or stopped assigning it: schedd's state went back (a
+// snapshot restored) to before the end. a.mu is held.
+func (a *agent) tellEnd(k key, job api.AssignedJob) {
+	c, err := session.Container(job, k.host)
+	if err != nil || c.State.Ended() || c.State == api.ContainerPending {
+		return
+	}
+	if u, ok := a.outcomes.get(k, job); ok && a.told[k] != a.last.Index {
+		// Once for each answer of schedd's: until schedd has applied
+		// the first telling, the next answers still show it running.
+		a.told[k] = a.last.Index
+		a.log.Info("schedd shows a container that ended here as not ended: telling its end again", "job", k.job, "host", k.host, "state", u.State)
+		a.rep.Add(u)
+	}
+}
+
+// assignedJob is the job the last answer assigns k's container of, if
+// any. a.mu is held.
+func (a *agent) assignedJob(k key) (api.AssignedJob, bool) {
+	for _, asg := range a.last.Assignments {
+		if asg.Job.ID != k.job || asg.Job.Requeues != k.run {
+			continue
+		}
+		for _, h := range asg.Hosts {
+			if h == k.host {
+				return asg.Job, true
+			}
+		}
+	}
+	return api.AssignedJob{}, false
 }
 
 // earlierRunHere reports whether an earlier run of k's container (before
@@ -87,16 +175,95 @@ func (a *agent) admit(ctx context.Context, k key, job api.AssignedJob) {
 	switch {
 	case c.State.Ended():
 		return
+	case a.outcomes.has(k, job):
+		// It ran and ended here, and left the assignments; schedd's
+		// state has gone back to before its end (a snapshot restored):
+		// its true end, never a second run nor "lost".
+		a.finished[k] = true
+		a.tellEnd(k, job)
 	case job.KillWanted:
-		a.endHere(k, api.ContainerKilled, 0, "killed before it started")
+		a.endHere(k, job.SessionID, api.ContainerKilled, 0, "killed before it started")
 	case c.State == api.ContainerAssigned || c.State == api.ContainerPending || c.State == "":
 		if a.fence != nil && !a.fence.valid() {
 			return // the fence would kill it: start once schedd grants a lease
 		}
 		a.startTask(ctx, k, job)
 	default:
-		a.endHere(k, api.ContainerFailed, 0, "container lost: the nodelet restarted while it was "+string(c.State))
+		a.endHere(k, job.SessionID, api.ContainerFailed, 0, "container lost: the node does not run it and has no record of its end (the nodelet restarted, or schedd's state went back) while it was "+string(c.State))
 	}
+}
+
+// send queues u, an update of a container of the job whose session is
+// session, for schedd and, when it is the container's final update,
+// keeps it (outcomeLog).
+func (a *agent) send(session string, u api.ContainerUpdate) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sendLocked(session, u)
+}
+
+// sendLocked is send with a.mu held. An update of a container whose job
+// id schedd now gives another job (another session) is not sent: schedd
+// would read it as the other job's.
+func (a *agent) sendLocked(session string, u api.ContainerUpdate) {
+	if w, ok := a.assignedJob(key{u.JobID, u.Host, u.Requeues}); ok && session != "" && w.SessionID != "" && w.SessionID != session {
+		a.log.Warn("not reporting a container of a job schedd no longer holds: its id now names another job", "job", u.JobID, "host", u.Host, "state", u.State)
+		return
+	}
+	if u.State.Ended() {
+		a.outcomes.put(key{u.JobID, u.Host, u.Requeues}, session, u)
+	}
+	a.rep.Add(u)
+}
+
+// maxOutcomes bounds outcomeLog: the final updates of the last this many
+// containers that ended here.
+const maxOutcomes = 8192
+
+// outcomeLog is a bounded memory of final updates, oldest dropped first.
+// Each end is kept with its job's session id: it is told only for the
+// same job, never for another one under the same id.
+type outcomeLog struct {
+	mu    sync.Mutex
+	byKey map[key]outcome
+	order []key
+}
+
+type outcome struct {
+	session string
+	update  api.ContainerUpdate
+}
+
+func (o *outcomeLog) put(k key, session string, u api.ContainerUpdate) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.byKey == nil {
+		o.byKey = map[key]outcome{}
+	}
+	if _, ok := o.byKey[k]; !ok {
+		o.order = append(o.order, k)
+	}
+	o.byKey[k] = outcome{session, u}
+	for len(o.order) > maxOutcomes {
+		delete(o.byKey, o.order[0])
+		o.order = o.order[1:]
+	}
+}
+
+func (o *outcomeLog) has(k key, job api.AssignedJob) bool {
+	_, ok := o.get(k, job)
+	return ok
+}
+
+// get is k's end when it was job's (the same session).
+func (o *outcomeLog) get(k key, job api.AssignedJob) (api.ContainerUpdate, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e, ok := o.byKey[k]
+	if !ok || e.session != job.SessionID {
+		return api.ContainerUpdate{}, false
+	}
+	return e.update, true
 }
 
 // endedHere tells whether this nodelet has reported k's final state: its
@@ -112,7 +279,7 @@ func (a *agent) endedHere(k key) bool {
 
 // endHere reports a final state for a container that has no task. a.mu
 // is held.
-func (a *agent) endHere(k key, state api.ContainerState, code int, msg string) {
+func (a *agent) endHere(k key, session string, state api.ContainerState, code int, msg string) {
 	a.finished[k] = true
-	a.rep.Add(api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg, At: time.Now()})
+	a.sendLocked(session, api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg, At: time.Now()})
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
@@ -82,5 +83,132 @@ func TestNoReconcileBeforeFirstAssignments(t *testing.T) {
 	}
 	if n := a.rep.Pending(); n != 0 {
 		t.Errorf("reports queued: %+v, want none (the ended container's exit is its task's to report)", a.rep.Queued())
+	}
+}
+
+// TestReconcileAfterStateWentBack: schedd's state went back (a snapshot
+// restored) to before two containers ended here and left the
+// assignments: it shows one running and one assigned again. The nodelet
+// tells each one's true end again (its exit code), never starts the
+// assigned one a second time and never reports either lost.
+func TestReconcileAfterStateWentBack(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
+	ended := map[uint64]api.ContainerUpdate{
+		1: {JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 3, CPUTime: time.Second},
+		2: {JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 137},
+	}
+	for _, u := range ended {
+		a.send("s", u) // as the task's end does
+	}
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true) // sent and acknowledged
+	a.reconcile(context.Background(), api.Assignments{Index: 10})                                  // both left the assignments
+	assign := func(idx uint64) {
+		var as api.Assignments
+		as.Index = idx
+		for id, st := range map[uint64]api.ContainerState{1: api.ContainerRunning, 2: api.ContainerAssigned} {
+			job := api.AssignedJob{ID: id, SessionID: "s", Containers: []api.Container{
+				{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: st},
+			}}
+			as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
+		}
+		a.reconcile(context.Background(), as)
+	}
+	assign(4)
+	if len(a.running) != 0 {
+		t.Fatalf("the nodelet started %d containers that had ended here", len(a.running))
+	}
+	got := map[uint64]api.ContainerUpdate{}
+	for _, u := range a.rep.Queued() {
+		got[u.JobID] = u
+	}
+	if len(got) != 2 || got[1] != ended[1] || got[2] != ended[2] {
+		t.Fatalf("queued %+v, want each container's true end %+v", a.rep.Queued(), ended)
+	}
+	assign(4) // the same answer again: told once
+	if n := a.rep.Pending(); n != 2 {
+		t.Fatalf("the same answer told the ends again: %d queued, want 2", n)
+	}
+}
+
+// TestReconcileTellsEndOnlyAfterAck: a container that ended here is shown
+// running by the answers that come before schedd applies its end: that
+// is no going back, and nothing is sent again. Once schedd has shown it
+// ended, an answer showing it running again (a restore raced the end)
+// gets its end told again.
+func TestReconcileTellsEndOnlyAfterAck(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
+	end := api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 5}
+	k := key{1, "main1", 0}
+	a.send("s", end)
+	a.finished[k] = true
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
+	answer := func(idx uint64, st api.ContainerState) {
+		job := api.AssignedJob{ID: 1, SessionID: "s", Containers: []api.Container{
+			{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: st},
+		}}
+		a.reconcile(context.Background(), api.Assignments{Index: idx, Assignments: []api.Assignment{{Job: job, Hosts: []string{"main1"}}}})
+	}
+	answer(5, api.ContainerRunning) // before schedd applied the end
+	if n := a.rep.Pending(); n != 0 {
+		t.Fatalf("an answer from before the end was applied had the end sent again: %+v", a.rep.Queued())
+	}
+	answer(6, api.ContainerExited)
+	answer(7, api.ContainerRunning) // the state went back
+	if q := a.rep.Queued(); len(q) != 1 || q[0] != end {
+		t.Fatalf("after the state went back: queued %+v, want the end %+v again", q, end)
+	}
+}
+
+// TestReconcileNoJobsYet: schedd's state has never given a job id (it
+// started on an emptied data dir, before the backup is restored): its
+// empty answer does not stop the containers running here. Once the
+// state holds jobs, one it assigns keeps running, one it does not is
+// stopped, and one whose id it gives another job (another session) is
+// stopped, its reports not sent (schedd would read them as the other
+// job's), and the other job is not taken for it.
+func TestReconcileNoJobsYet(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
+	tasks := map[uint64]*task{}
+	for id, sess := range map[uint64]string{1: "kept", 2: "gone", 3: "old"} {
+		k := key{id, "main1", 0}
+		tasks[id] = &task{key: k, job: api.AssignedJob{ID: id, SessionID: sess}, stop: make(chan struct{})}
+		a.running[k] = tasks[id]
+	}
+	stopped := func(id uint64) bool {
+		select {
+		case <-tasks[id].stop:
+			return true
+		default:
+			return false
+		}
+	}
+	a.reconcile(context.Background(), api.Assignments{Index: 3, NoJobsYet: true})
+	for id := range tasks {
+		if stopped(id) {
+			t.Fatalf("job %d's container was stopped by a state that holds no job yet", id)
+		}
+	}
+	var as api.Assignments
+	as.Index = 9
+	for id, sess := range map[uint64]string{1: "kept", 3: "new"} {
+		job := api.AssignedJob{ID: id, SessionID: sess, Containers: []api.Container{
+			{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning},
+		}}
+		as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
+	}
+	a.reconcile(context.Background(), as)
+	if stopped(1) || !stopped(2) || !stopped(3) {
+		t.Fatalf("stopped: 1 %v, 2 %v, 3 %v; want 2 (unassigned) and 3 (its id names another job) only", stopped(1), stopped(2), stopped(3))
+	}
+	a.send("old", api.ContainerUpdate{JobID: 3, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
+	a.send("gone", api.ContainerUpdate{JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
+	if q := a.rep.Queued(); len(q) != 1 || q[0].JobID != 2 {
+		t.Fatalf("queued %+v; want job 2's end only (job 3's id names another job now)", q)
 	}
 }

@@ -245,7 +245,7 @@ func (a *agent) adopt(ctx context.Context, rs []recovered) {
 		k := key{r.rec.Job.ID, r.rec.Host, r.rec.Run}
 		if r.c == nil {
 			a.finished[k] = true
-			a.rep.Add(*r.rec.Exit)
+			a.sendLocked(r.rec.Job.SessionID, *r.rec.Exit)
 			continue
 		}
 		held := false

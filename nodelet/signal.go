@@ -35,6 +35,45 @@ func lastSignal(j api.AssignedJob) uint64 {
 	return 0
 }
 
+// stopAtStart is job's last STOP or CONT request for host's container
+// when it is a STOP: a job suspended (bstop) after it was placed but
+// before this container started, or one stopped before a requeue, has
+// the container stopped as soon as it starts, so that it is stopped as
+// bjobs says (USUSP) until a CONT.
+func stopAtStart(job api.AssignedJob, host string) (api.SignalRequest, bool) {
+	for i := len(job.Signals) - 1; i >= 0; i-- {
+		s := job.Signals[i]
+		if s.Host != "" && s.Host != host {
+			continue
+		}
+		switch syscall.Signal(s.Signal) {
+		case syscall.SIGSTOP:
+			return s, true
+		case syscall.SIGCONT:
+			return api.SignalRequest{}, false
+		}
+	}
+	return api.SignalRequest{}, false
+}
+
+// queueStopAtStart queues the STOP a new task's container must get as
+// soon as it starts (see stopAtStart); the requests before it are
+// skipped, as for any task (they were for earlier runs, or were refused
+// before the job started).
+func (t *task) queueStopAtStart() {
+	s, ok := stopAtStart(t.job, t.key.host)
+	if !ok {
+		return
+	}
+	t.sigs.mu.Lock()
+	t.sigs.reqs = append(t.sigs.reqs, s)
+	t.sigs.mu.Unlock()
+	select {
+	case t.sigs.kick <- struct{}{}:
+	default:
+	}
+}
+
 // queueSignals queues job's signal requests for this container that it
 // has not handled yet. a.mu is held.
 func (t *task) queueSignals(job api.AssignedJob) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,5 +55,39 @@ func TestAgentSignalsOnceAcrossRestart(t *testing.T) {
 	u := s.waitState(t, id, "main1", api.ContainerExited)
 	if u.ExitCode != 5 || u.CPUTime <= 0 || u.MemPeak <= 0 {
 		t.Errorf("final report: exit %d, cpu %v, peak %d; want 5 and usage", u.ExitCode, u.CPUTime, u.MemPeak)
+	}
+}
+
+// TestAgentStopBeforeStart: a job suspended (bstop) after it was placed
+// but before its container started has the container stopped as soon as
+// it starts: its loop makes no progress until a CONT, then goes on. (The
+// fake schedd gives no session network, so plain processes; the STOP
+// itself reaches runc's containers as any bstop does.)
+func TestAgentStopBeforeStart(t *testing.T) {
+	f := newFakeSchedd()
+	startFakeAgent(t, f, RuntimeProcess, t.TempDir())
+	cwd := t.TempDir()
+	count := filepath.Join(cwd, "count")
+	job := fakeJob(t, 7, cwd, nil, sh(`i=0; while :; do i=$((i+1)); echo $i > `+count+`.new; mv `+count+`.new `+count+`; sleep 0.02; done`))
+	job.Signals = []api.SignalRequest{{Seq: 1, Signal: int(syscall.SIGSTOP)}}
+	f.assign(job)
+	f.waitState(t, 7, "main1", api.ContainerRunning)
+	read := func() string { b, _ := os.ReadFile(count); return string(b) }
+	// Stopped: the count stays the same over a stretch in which the
+	// loop would have moved it many times.
+	still := runtimetest.WaitFor(10*time.Second, func() bool {
+		before := read()
+		time.Sleep(300 * time.Millisecond)
+		return read() == before
+	})
+	if !still {
+		t.Fatalf("the container runs: its count went on (%q), the STOP recorded before it started was not applied", read())
+	}
+	stopped := read()
+	f.update(7, func(j *api.AssignedJob) {
+		j.Signals = append(j.Signals, api.SignalRequest{Seq: 2, Signal: int(syscall.SIGCONT)})
+	})
+	if !runtimetest.WaitFor(10*time.Second, func() bool { return read() != stopped }) {
+		t.Fatalf("CONT did not resume the container: count still %q", stopped)
 	}
 }

@@ -3,7 +3,10 @@ package nodelet
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -120,7 +123,15 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
-	dataMounts, names, err := checkMounts(job.Spec.Mounts, a.cfg.AllowedMountRoots)
+	jobMounts := job.Spec.Mounts
+	if home := a.hostHome(job, image, jobMounts); home != "" {
+		// First: a submit directory inside it is mounted over it.
+		jobMounts = append([]jobspec.Mount{{Name: "home", Source: home, Target: home}}, jobMounts...)
+		if !feat.Tools { // troupe's ssh keeps its keys in the session's home
+			env = setEnv(env, "HOME", home)
+		}
+	}
+	dataMounts, names, err := checkMounts(jobMounts, a.cfg.AllowedMountRoots)
 	if err != nil {
 		return runtime.Spec{}, nil, err
 	}
@@ -171,6 +182,49 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 		Init: a.cfg.InitBinary, InitLayered: fs.initLayered, InitArgs: initArgs, Devices: devices,
 		TTY: job.Interactive && c.Role == jobspec.RoleMain && c.Idx == 1 && len(c.Command) > 0,
 	}, files, nil
+}
+
+// hostHome is the job user's home directory (the node's user database
+// names it) for a container of the host image, which sees the node's
+// tree but not its homes: the container gets it mounted at its path and
+// as HOME, as a job on LSF or Slurm sees the user's home. "" when the
+// image is not the host's, the job sets HOME itself or mounts something
+// at that path, the user has no home of its own ("/" or none), or the
+// home lies outside the node's allowed mount roots (the job then keeps
+// the session's home).
+func (a *agent) hostHome(job api.AssignedJob, image string, mounts []jobspec.Mount) string {
+	if image != "" && image != runtime.ImageHost {
+		return ""
+	}
+	if _, set := job.Spec.Env["HOME"]; set {
+		return ""
+	}
+	u, err := user.LookupId(strconv.Itoa(job.UID))
+	if err != nil || !filepath.IsAbs(u.HomeDir) {
+		return ""
+	}
+	home := filepath.Clean(u.HomeDir)
+	if home == "/" {
+		return ""
+	}
+	for _, m := range mounts {
+		if filepath.Clean(m.Target) == home {
+			return ""
+		}
+	}
+	if _, _, err := checkMounts([]jobspec.Mount{{Name: "home", Source: home, Target: home}}, a.cfg.AllowedMountRoots); err != nil {
+		a.log.Debug("the user's home is not mounted", "job", job.ID, "home", home, "err", err)
+		return ""
+	}
+	return home
+}
+
+// setEnv sets name=value in env (KEY=VALUE entries, sorted).
+func setEnv(env []string, name, value string) []string {
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+	out = append(out, name+"="+value)
+	slices.Sort(out)
+	return out
 }
 
 // coresFor gives the container of t cores of its own when the runtime
@@ -329,7 +383,7 @@ func (a *agent) writeFiles(t *task, feat session.Features) (containerFiles, erro
 			}
 		}
 	}
-	if feat.Srun {
+	if feat.Srun && feat.SlurmDir == "" {
 		if err := tool(a.cfg.SlurmBinary, session.SrunPath); err != nil {
 			return containerFiles{}, err
 		}

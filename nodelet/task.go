@@ -50,6 +50,9 @@ type task struct {
 	// watch their size against the partition's max_output (the task's
 	// goroutine only).
 	outputs []watchedOutput
+	// reach is the container's routed default address, reported with
+	// its start ("": none, or NAT only; the task's goroutine only).
+	reach string
 	// steps times the container's start (the task's goroutine only).
 	steps *stepClock
 	// ended: the container's final state is reported (its exit, or its
@@ -80,6 +83,8 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c
 		signalled: lastSignal(job), sigs: newSignalQueue(), rec: rec}
 	if rec != nil {
 		t.signalled, t.cid = rec.Signalled, rec.ID
+	} else {
+		t.queueStopAtStart()
 	}
 	a.running[k] = t
 	a.tasks.Add(1)
@@ -92,7 +97,9 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c
 		if detaching(ctx) && a.canDetach() {
 			return
 		}
-		a.finished[k] = true
+		if w, ok := a.assignedJob(k); !ok || w.SessionID == t.job.SessionID || t.job.SessionID == "" {
+			a.finished[k] = true // else another job under its id waits to start
+		}
 		if ctx.Err() == nil {
 			a.reconcileLocked(ctx) // a later run may have waited for this one
 		}
@@ -104,7 +111,7 @@ func (a *agent) report(t *task, state api.ContainerState, code int, msg string) 
 	if state.Ended() {
 		u.At = time.Now()
 	}
-	a.rep.Add(u)
+	a.send(t.job.SessionID, u)
 }
 
 // runTask: preparing → running → exited | killed | failed, then destroy.
@@ -136,11 +143,11 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	}
 	a.metrics.running.Inc()
 	defer a.metrics.running.Dec()
-	running := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting}
+	running := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting, Reach: t.reach}
 	if t.adopted == nil {
 		running.At = time.Now() // started here, now (an adopted one earlier: unknown)
 	}
-	a.rep.Add(running)
+	a.send(t.job.SessionID, running)
 	state, exit, msg := a.supervise(ctx, t, c)
 	use := c.Usage()
 	if state == "" {
@@ -176,7 +183,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	a.cpus.release(t.id()) // its cores are free with its process
 	a.markTearingDown(t, u)
 	t.ended.Store(true)
-	a.rep.Add(u)
+	a.send(t.job.SessionID, u)
 	if !destroyed {
 		a.destroy(ctx, c)
 	}
@@ -288,6 +295,9 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 			return nil, err
 		}
 		spec.NetNS = ep.NetNS
+		if a.net.Routed() {
+			t.reach = ep.Default
+		}
 		t.steps.mark("network")
 	}
 	defer out.Close() // the runtime holds its own copy

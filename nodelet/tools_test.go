@@ -3,6 +3,7 @@ package nodelet
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"testing"
 
@@ -115,6 +116,82 @@ echo done`)
 			}
 			s.waitJob(t, id, func(j api.Job) bool { return j.State.Terminal() })
 			assertNothingLeft(t, cfg, RuntimeRunc, s.containerIDs(t, id))
+		})
+	}
+}
+
+// TestAgentSrunEveryNetwork: every container gets troupe's srun first on
+// its PATH, whatever its network: runc on the node's network (no session
+// network) lays it in at /.troupe/slurm/srun, plain processes find it in
+// the directory of Slurm's links make lays out beside troupe-slurm
+// (PREFIX/libexec/troupe/slurm for PREFIX/bin/troupe-slurm).
+func TestAgentSrunEveryNetwork(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt string) {
+		prefix := t.TempDir()
+		bin := filepath.Join(prefix, "bin", SlurmName)
+		links := filepath.Join(prefix, "libexec", "troupe", "slurm")
+		for _, d := range []string{filepath.Dir(bin), links} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A stand-in for troupe-slurm: it says what it was run as.
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\necho \"troupe's $(basename $0)\" \"$@\"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("../../../bin/"+SlurmName, filepath.Join(links, "srun")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(prefix, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s := newTestSchedd(t)
+		startAgentCause(t, s, rt, t.TempDir(), func(c *Config) { c.Network, c.SlurmBinary = NetworkHost, bin })
+		cwd := t.TempDir()
+		id := s.submit(t, cwd, nil, sh(`srun -n1 hostname`))
+		s.waitState(t, id, "main1", api.ContainerExited)
+		out := runtimetest.ReadFile(t, filepath.Join(cwd, fmt.Sprintf("troupe-%d.main1.out", id)))
+		if out != "troupe's srun -n1 hostname" {
+			t.Errorf("srun in a %s container on the node's network: %q, want troupe's", rt, out)
+		}
+	})
+}
+
+// TestAgentHostImageHome: a container of the host image sees the job
+// user's home (the node's user database names it) at its path, writable
+// as the user, and as HOME, when it lies under the node's allowed mount
+// roots; otherwise the job keeps the session's home. (The job runs as
+// the test's user, root here, whose home is among the default roots.)
+func TestAgentHostImageHome(t *testing.T) {
+	needRunc(t)
+	u, err := user.Current()
+	if err != nil || u.HomeDir == "" || u.HomeDir == "/" {
+		t.Skipf("SKIP: the test's user has no home of its own (%v)", err)
+	}
+	for _, c := range []struct {
+		name  string
+		roots []string
+		home  string
+	}{
+		{"under the roots", []string{"/tmp", u.HomeDir}, u.HomeDir},
+		{"outside the roots", []string{"/tmp"}, "/home/work"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newTestSchedd(t)
+			startAgentCause(t, s, RuntimeRunc, t.TempDir(), func(cfg *Config) { cfg.AllowedMountRoots = c.roots })
+			cwd := t.TempDir()
+			mark := ".troupe-home-test-" + filepath.Base(cwd)
+			t.Cleanup(func() { os.Remove(filepath.Join(u.HomeDir, mark)) })
+			id := s.submit(t, cwd, nil, sh(`echo "$HOME"; echo here > "$HOME/`+mark+`" && echo wrote`))
+			s.waitState(t, id, "main1", api.ContainerExited)
+			out := runtimetest.ReadFile(t, filepath.Join(cwd, fmt.Sprintf("troupe-%d.main1.out", id)))
+			if out != c.home+"\nwrote" {
+				t.Errorf("HOME and a write there: %q, want %q", out, c.home+"\nwrote")
+			}
+			_, err := os.Stat(filepath.Join(u.HomeDir, mark))
+			if written := err == nil; written != (c.home == u.HomeDir) {
+				t.Errorf("written in the node's %s: %v", u.HomeDir, written)
+			}
 		})
 	}
 }

@@ -60,10 +60,21 @@ func (s *Server) blockOn(ctx context.Context, w httpapi.Wait, index func(*state.
 	for {
 		v := s.st.Snapshot()
 		idx, ws := index(v)
-		if w.Index == 0 || idx > w.Index || ws.WatchCtx(ctx) != nil {
+		if w.Index == 0 || idx > w.Index || s.indexFromOtherHistory(w.Index) || ws.WatchCtx(ctx) != nil {
 			return v, idx
 		}
 	}
+}
+
+// indexFromOtherHistory tells whether a blocking query's index is above
+// every index the leader's log holds: the client saw a state this one
+// does not descend from (schedd started on an empty data dir, a snapshot
+// restored), and waiting for the index would last the whole wait. It is
+// answered at once, so that the client resyncs with the state in force.
+// A follower does not know the leader's last index: a query there
+// waits, as a read after a write does while the follower catches up.
+func (s *Server) indexFromOtherHistory(index uint64) bool {
+	return s.raft.IsLeader() && index > s.raft.LastIndex()
 }
 
 // Check is submit's admission with nothing stored (bsub --dry-run), and
@@ -126,12 +137,14 @@ func (s *Server) Job(ctx context.Context, w httpapi.Wait, ref api.JobRef) (api.J
 	j := v.Job(ref.ID)
 	if j != nil && ref.Element {
 		if j.Array == nil {
-			return api.Job{}, 0, fmt.Errorf("job %s: job %d is not a job array: %w", ref, ref.ID, state.ErrNotFound)
+			return api.Job{}, idx, fmt.Errorf("job %s: job %d is not a job array: %w", ref, ref.ID, state.ErrNotFound)
 		}
 		j, _ = v.ElementView(j, ref.Index)
 	}
 	if j == nil {
-		return api.Job{}, 0, fmt.Errorf("job %s: %w", ref, state.ErrNotFound)
+		// The index goes with the refusal too: a client that wrote the
+		// job at a later index knows this peer has not applied it yet.
+		return api.Job{}, idx, fmt.Errorf("job %s: %w", ref, state.ErrNotFound)
 	}
 	return s.view(v, j), idx, nil
 }
@@ -150,11 +163,12 @@ func (s *Server) JobRow(ref api.JobRef) (uint64, error) {
 
 // Control kills (bkill -d with KillDone), holds or releases a job, a
 // whole job array, or one element of an array: its owner or an admin
-// may (mayControl).
-func (s *Server) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) (api.Job, error) {
+// may (mayControl). It answers the job and the state index once the
+// change is applied (at or past the change's entry), as Submit does.
+func (s *Server) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) (api.Job, uint64, error) {
 	if j := s.st.Snapshot().Job(ref.ID); j != nil {
 		if err := mayControl(ctx, j, doControl); err != nil {
-			return api.Job{}, err
+			return api.Job{}, 0, err
 		}
 	}
 	var c state.Command
@@ -166,7 +180,7 @@ func (s *Server) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) (ap
 	case httpapi.Release:
 		c = state.Command{Kind: state.CmdRelease, Release: ref.ID}
 	default:
-		return api.Job{}, fmt.Errorf("%w: no job operation %q", ErrInvalid, op)
+		return api.Job{}, 0, fmt.Errorf("%w: no job operation %q", ErrInvalid, op)
 	}
 	if ref.Element {
 		i := ref.Index
@@ -174,34 +188,37 @@ func (s *Server) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) (ap
 	}
 	v, err := s.apply(ctx, c)
 	if err != nil {
-		return api.Job{}, err
+		return api.Job{}, 0, err
 	}
 	s.wake()
-	return jobView(v.(*state.Job), jobExtras{}), nil
+	idx, _ := s.st.Snapshot().Index() // the change is applied: idx is at or past it
+	return jobView(v.(*state.Job), jobExtras{}), idx, nil
 }
 
 // SignalJob records a signal for the job ref names (bkill -s; see
-// state.CmdSignal): its owner or an admin may.
-func (s *Server) SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, error) {
+// state.CmdSignal): its owner or an admin may. It answers the state
+// index as Control does.
+func (s *Server) SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, uint64, error) {
 	id, err := s.JobRow(ref)
 	if err != nil {
-		return api.Job{}, err
+		return api.Job{}, 0, err
 	}
 	if j := s.st.Snapshot().Job(id); j != nil {
 		if err := mayControl(ctx, j, doControl); err != nil {
-			return api.Job{}, err
+			return api.Job{}, 0, err
 		}
 	}
 	sig, err := api.ParseSignal(req.Signal)
 	if err != nil {
-		return api.Job{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return api.Job{}, 0, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	v, err := s.apply(ctx, state.Command{Kind: state.CmdSignal, Signal: &state.Signal{JobID: id, Signal: int(sig), Host: req.Host}})
 	if err != nil {
-		return api.Job{}, err
+		return api.Job{}, 0, err
 	}
 	s.wake()
-	return jobView(v.(*state.Job), jobExtras{}), nil
+	idx, _ := s.st.Snapshot().Index()
+	return jobView(v.(*state.Job), jobExtras{}), idx, nil
 }
 
 // ListNodes is the node list as bhosts shows it (NodeView).
@@ -252,7 +269,7 @@ func (s *Server) NodeAssignments(ctx context.Context, w httpapi.Wait, node strin
 		}
 		return v.NodeIndex(node)
 	})
-	return api.Assignments{Assignments: Assignments(v, node), Index: idx}, nil
+	return api.Assignments{Assignments: Assignments(v, node), Index: idx, NoJobsYet: v.LastJobID() == 0}, nil
 }
 
 // ListPartitions is the partitions with their nodes and limits.

@@ -51,8 +51,10 @@
 //	    a drained node (badmin drain, drain.go) is left out of its nodes
 //	    (nodeCache.open).
 //	 8. Snapshot files (snapfile.go): GET/POST /v1/snapshot stream the FSM
-//	    state with a sha256 header; a restore is checked whole before raft
-//	    installs it on every replica.
+//	    state with a sha256 header, then the accounting store's records
+//	    (accounting.Backup); a restore is checked whole, and the live
+//	    store compared with it, before the store gets the records it
+//	    lacks and raft installs the state on every replica.
 //	 9. The policy (core.DefaultPolicy, the "fairshare" policy of
 //	    partitions.hcl; docs/scheduling.md): the head of the queue holds
 //	    a reservation until it starts, which backfill and jobs of higher

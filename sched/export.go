@@ -2,8 +2,10 @@ package sched
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
+	"sync"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -38,8 +40,43 @@ const (
 // exporter is the server's side of the hand-off: which runs its store
 // holds already, as far as this process knows.
 type exporter struct {
-	done        map[accounting.Key]bool
+	mu   sync.Mutex // held to change done and conflict, and by readers other than ExportEnded
+	done map[accounting.Key]bool
+	// conflict holds the runs the store refused (another job holds their
+	// id and run there): never exported again nor purged, so the state
+	// keeps their history.
+	conflict    map[accounting.Key]bool
 	lastExpired time.Time
+}
+
+// lag is how long ago the oldest ended run in v that this server has not
+// written to its accounting store ended (0 when none waits): what the
+// store lacks while exports fail or hang.
+func (e *exporter) lag(v *state.Snapshot, now time.Time) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var oldest time.Time
+	for _, j := range v.Jobs() {
+		if j.Array != nil {
+			continue
+		}
+		for run := range endedRuns(j) {
+			end := j.Ended
+			if run < len(j.Runs) {
+				end = j.Runs[run].Ended
+			}
+			if end.IsZero() || e.done[accounting.Key{ID: j.ID, Run: run}] {
+				continue
+			}
+			if oldest.IsZero() || end.Before(oldest) {
+				oldest = end
+			}
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return max(now.Sub(oldest), 0)
 }
 
 // exportLoop exports ended jobs every ExportEvery until ctx ends; the
@@ -62,9 +99,19 @@ func (s *Server) exportLoop(ctx context.Context) {
 
 // ExportEnded writes the ended runs this server has not exported yet to
 // its accounting store (a requeued job's earlier runs while it is still
-// queued or running, each job's last run once it has ended) and, on the leader, commits the purge of those
-// that ended KeepEnded ago or more. It returns how many it purged.
+// queued or running, each job's last run once it has ended) and, on the
+// leader, commits the purge of those that ended KeepEnded ago or more.
+// It returns how many it purged. A failed pass counts in
+// troupe_schedd_accounting_export_errors_total.
 func (s *Server) ExportEnded(ctx context.Context) (int, error) {
+	n, err := s.exportEnded(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.metrics.exportErrors.Inc()
+	}
+	return n, err
+}
+
+func (s *Server) exportEnded(ctx context.Context) (int, error) {
 	s.exportMu.Lock()
 	defer s.exportMu.Unlock()
 	purged := 0
@@ -90,41 +137,74 @@ func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 					// An array's own row is no run: its elements are
 					// stored one by one; the row leaves raft with them.
 					k := accounting.Key{ID: j.ID, Run: j.Requeues}
-					inState[k], s.exp.done[k] = true, true
+					inState[k] = true
+					s.exp.mu.Lock()
+					s.exp.done[k] = true
+					s.exp.mu.Unlock()
 				}
 				continue
 			}
 			// Each ended run: those a requeue ended as soon as it did,
 			// while the job goes on, and its last once it has ended.
-			// Records are built only for a job with a run not exported.
+			// Records are built only for a job with a run not exported
+			// (nor refused by the store).
 			pending := false
 			for run := range endedRuns(j) {
 				k := accounting.Key{ID: j.ID, Run: run}
 				inState[k] = true
-				pending = pending || !s.exp.done[k]
+				pending = pending || (!s.exp.done[k] && !s.exp.conflict[k])
 			}
 			if !pending || len(recs) >= exportBatch {
 				continue
 			}
 			for _, h := range RunRecords(j) {
-				if !s.exp.done[accounting.KeyOf(&h)] && len(recs) < exportBatch {
+				if k := accounting.KeyOf(&h); !s.exp.done[k] && !s.exp.conflict[k] && len(recs) < exportBatch {
 					recs = append(recs, h)
 				}
 			}
 		}
 		if len(recs) > 0 {
-			if _, err := s.acct.Put(ctx, recs); err != nil {
+			_, err := s.acct.Put(ctx, recs)
+			var ce *accounting.ConflictError
+			switch {
+			case errors.As(err, &ce):
+				// The rest is stored; the refused records stay in the
+				// state's history (and are not purged) but never reach
+				// the store: say so at once, loudly.
+				s.metrics.acctConflicts.Add(float64(len(ce.Records)))
+				s.log.Error("accounting store refused ended runs: it holds other jobs under their ids", "records", ce.Records)
+			case err != nil:
 				return purged, err
 			}
-			for i := range recs {
-				s.exp.done[accounting.KeyOf(&recs[i])] = true
+			refused := map[accounting.Key]bool{}
+			if ce != nil {
+				for _, k := range ce.Keys {
+					refused[k] = true
+				}
 			}
+			s.exp.mu.Lock()
+			for i := range recs {
+				k := accounting.KeyOf(&recs[i])
+				if refused[k] {
+					s.exp.conflict[k] = true
+					continue
+				}
+				s.exp.done[k] = true
+			}
+			s.exp.mu.Unlock()
 		}
+		s.exp.mu.Lock()
 		for k := range s.exp.done {
 			if !inState[k] {
 				delete(s.exp.done, k) // purged: forget it
 			}
 		}
+		for k := range s.exp.conflict {
+			if !inState[k] {
+				delete(s.exp.conflict, k)
+			}
+		}
+		s.exp.mu.Unlock()
 		if !s.raft.IsLeader() {
 			return purged, nil
 		}

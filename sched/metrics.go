@@ -30,6 +30,12 @@ type metrics struct {
 	entries    *prometheus.CounterVec
 	stages     *stageClock // troupe_job_stage_seconds, troupe_job_slot_seconds
 	refused    prometheus.Counter
+	// exportErrors counts export passes to the accounting store that
+	// failed (the next pass tries again).
+	exportErrors prometheus.Counter
+	// acctConflicts counts ended runs the accounting store refused
+	// because it holds another job under their id and run.
+	acctConflicts prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -59,6 +65,14 @@ func newMetrics(s *Server) *metrics {
 			Name: "troupe_schedd_streams_refused_total",
 			Help: "Terminal and /apps streams this server refused past a cap on open streams (per job, per user, in all).",
 		}),
+		exportErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "troupe_schedd_accounting_export_errors_total",
+			Help: "Passes exporting ended jobs to this server's accounting store that failed (each is retried).",
+		}),
+		acctConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "troupe_schedd_accounting_conflicts_total",
+			Help: "Ended runs the accounting store did not take because it holds another job under the same id and run (each logged at ERROR).",
+		}),
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "troupe_schedd_streams_open",
@@ -67,7 +81,7 @@ func newMetrics(s *Server) *metrics {
 		_, _, n := s.streams.Open(-1, 0)
 		return float64(n)
 	})
-	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, m.stages.hist, m.stages.slot, m.refused, open, stateCollector{s},
+	m.reg.MustRegister(m.wait, m.pass, m.placements, m.entries, m.stages.hist, m.stages.slot, m.refused, m.exportErrors, m.acctConflicts, open, stateCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -123,6 +137,18 @@ var (
 		"1 when this server leads the raft cluster (takes writes, schedules), else 0.", nil, nil)
 	descRaftApplied = prometheus.NewDesc("troupe_schedd_raft_applied_index",
 		"Last raft log index applied to this server's state.", nil, nil)
+	descRaftPeers = prometheus.NewDesc("troupe_schedd_raft_peers",
+		"Servers in the raft configuration, this one included.", nil, nil)
+	descRaftUnreachable = prometheus.NewDesc("troupe_schedd_raft_peers_unreachable",
+		"Peers this server, as leader, fails to reach with its heartbeats now (0 on a follower).", nil, nil)
+	descExportLag = prometheus.NewDesc("troupe_schedd_accounting_export_lag_seconds",
+		"How long ago the oldest ended job not yet written to this server's accounting store ended; 0 when none waits.", nil, nil)
+	descDataAvail = prometheus.NewDesc("troupe_schedd_data_dir_avail_bytes",
+		"Space available on the data directory's file system (raft log, snapshots, the SQLite accounting store).", nil, nil)
+	descDataSize = prometheus.NewDesc("troupe_schedd_data_dir_size_bytes",
+		"Size of the data directory's file system.", nil, nil)
+	descRaftSchema = prometheus.NewDesc("troupe_schedd_raft_schema",
+		"Schema version of the replicated state this server has applied: below the newest it reads while the cluster has peers of the previous release (a rolling upgrade), which the leader keeps writing for.", nil, nil)
 )
 
 // jobStates are the states reported per partition even when no job is in
@@ -132,7 +158,7 @@ var jobStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, ap
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descJobs, descNodes, descNodeUp, descPendingAge, descNodeCPUAllocatable, descNodeCPUAllocated,
 		descNodeMemAllocatable, descNodeMemAllocated, descNodeGPUAllocatable, descNodeGPUAllocated,
-		descFairShare, descRaftLeader, descRaftApplied} {
+		descFairShare, descRaftLeader, descRaftApplied, descRaftPeers, descRaftUnreachable, descExportLag, descDataAvail, descDataSize, descRaftSchema} {
 		ch <- d
 	}
 }
@@ -202,4 +228,12 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descRaftLeader, leader)
 	gauge(descRaftApplied, float64(s.raft.AppliedIndex()))
+	gauge(descRaftPeers, float64(s.raft.Peers()))
+	gauge(descRaftUnreachable, float64(s.raft.Unreachable()))
+	gauge(descExportLag, s.exp.lag(v, now).Seconds())
+	if avail, size, err := promserve.DirSpace(s.cfg.DataDir); err == nil {
+		gauge(descDataAvail, avail)
+		gauge(descDataSize, size)
+	}
+	gauge(descRaftSchema, float64(v.Schema()))
 }

@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 func scrapeMetrics(t *testing.T, h http.Handler) string {
@@ -97,6 +99,8 @@ func TestMetrics(t *testing.T) {
 		`troupe_schedd_queue_wait_seconds_count{partition="default"}`: 1,
 		`troupe_schedd_placements_total`:                              1,
 		`troupe_schedd_raft_is_leader`:                                1,
+		`troupe_schedd_raft_peers`:                                    1,
+		`troupe_schedd_raft_peers_unreachable`:                        0,
 		`troupe_schedd_raft_entries_total{kind="submit"}`:             2,
 		`troupe_schedd_raft_entries_total{kind="register"}`:           1,
 		`troupe_schedd_raft_entries_total{kind="report"}`:             2, // one after the other: alone
@@ -113,6 +117,9 @@ func TestMetrics(t *testing.T) {
 	if idx := metricValue(body, "troupe_schedd_raft_applied_index"); idx < float64(srv.raft.AppliedIndex())-100 || idx < 5 {
 		t.Errorf("raft applied index %v", idx)
 	}
+	if v := metricValue(body, "troupe_schedd_raft_schema"); v != state.SchemaVersion {
+		t.Errorf("raft schema %v, want %d: a lone server has no older peer to write for", v, state.SchemaVersion)
+	}
 	if w := metricValue(body, `troupe_schedd_queue_wait_seconds_sum{partition="default"}`); w < 0 || w > 10 {
 		t.Errorf("queue wait sum %v s, want the few ms between submit and RUNNING", w)
 	}
@@ -128,5 +135,53 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// The accounting export's lag is how long ago the oldest ended job this
+// server has not yet written to its store ended, 0 once it has; a failed
+// pass counts as an export error and lets the lag grow. The data
+// directory's file system is reported too.
+func TestMetricsAccountingExport(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
+	srv, c := exportServer(t, t.TempDir(), clock, Config{KeepEnded: time.Hour})
+	ctx := context.Background()
+	endJobs(t, c, 2)
+	clock.Add(90 * time.Second)
+	body := scrapeMetrics(t, srv.MetricsHandler())
+	if lag := metricValue(body, "troupe_schedd_accounting_export_lag_seconds"); lag != 90 {
+		t.Errorf("lag before the export = %v s, want 90", lag)
+	}
+	if _, err := srv.ExportEnded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	body = scrapeMetrics(t, srv.MetricsHandler())
+	if lag := metricValue(body, "troupe_schedd_accounting_export_lag_seconds"); lag != 0 {
+		t.Errorf("lag after the export = %v s, want 0", lag)
+	}
+	if n := metricValue(body, "troupe_schedd_accounting_export_errors_total"); n != 0 {
+		t.Errorf("export errors = %v, want 0", n)
+	}
+	if avail, size := metricValue(body, "troupe_schedd_data_dir_avail_bytes"), metricValue(body, "troupe_schedd_data_dir_size_bytes"); avail <= 0 || size < avail {
+		t.Errorf("data dir avail %v bytes of %v", avail, size)
+	}
+	// The store fails: the next ended job waits, and its wait shows.
+	if err := srv.Accounting().Close(); err != nil {
+		t.Fatal(err)
+	}
+	endJobs(t, c, 1)
+	clock.Add(10 * time.Minute)
+	if _, err := srv.ExportEnded(ctx); err == nil {
+		t.Fatal("export to a closed store: no error")
+	}
+	body = scrapeMetrics(t, srv.MetricsHandler())
+	if lag := metricValue(body, "troupe_schedd_accounting_export_lag_seconds"); lag != 600 {
+		t.Errorf("lag with the store failing = %v s, want 600", lag)
+	}
+	if n := metricValue(body, "troupe_schedd_accounting_export_errors_total"); n != 1 {
+		t.Errorf("export errors = %v, want 1", n)
+	}
+	if t.Failed() {
+		t.Logf("scraped:\n%s", body)
 	}
 }

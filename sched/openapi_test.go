@@ -92,6 +92,7 @@ var openAPISchemas = map[string]reflect.Type{
 	"SignalJob":           reflect.TypeFor[api.SignalJob](),
 	"SignalRequest":       reflect.TypeFor[api.SignalRequest](),
 	"SnapshotRestored":    reflect.TypeFor[api.SnapshotRestored](),
+	"SnapshotHistory":     reflect.TypeFor[api.SnapshotHistory](),
 	"SpecResources":       reflect.TypeFor[jobspec.Resources](),
 	"SubmitRequest":       reflect.TypeFor[api.SubmitRequest](),
 	"SubmitResponse":      reflect.TypeFor[api.SubmitResponse](),

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -173,6 +174,10 @@ type Server struct {
 	apps      appProxy                                   // the /apps proxy's connections: leader-local
 	acct      *accounting.Store
 	exportMu  sync.Mutex // one export at a time; guards exp
+	// restoreMu: every write (apply) holds it shared; a restore holds it
+	// alone from reading the live state to putting the backup in force,
+	// so that no write lands between (and is lost, or its id given again).
+	restoreMu sync.RWMutex
 	exp       exporter
 	// afterExport, when set (tests), runs between the store's commit and
 	// the purge command; an error stops the hand-off there, as a crash
@@ -248,7 +253,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		acct.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl, acct: acct, exp: exporter{done: map[accounting.Key]bool{}},
+	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl, acct: acct, exp: exporter{done: map[accounting.Key]bool{}, conflict: map[accounting.Key]bool{}},
 		seen: map[string]time.Time{}, starts: map[uint64]time.Time{}, kick: make(chan struct{}, 1),
 		leadSince: cfg.Clock(), config: pc}
 	s.reports = groupCommit[state.Report, []state.Started]{commit: s.commitReports,
@@ -353,7 +358,9 @@ func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 	if id, ok := caller(ctx); ok && c.Request != "" && c.By == "" {
 		c.By = id.User // a request id is its sender's own (state.Command.By)
 	}
+	s.restoreMu.RLock()
 	v, err := s.raft.Apply(ctx, c)
+	s.restoreMu.RUnlock()
 	if err == nil {
 		s.metrics.entries.WithLabelValues(c.Kind).Inc()
 	}
@@ -526,6 +533,7 @@ func nodeGPUs(capacity float64, use map[int]*api.NodeGPU) []api.NodeGPU {
 func Assignments(v *state.Snapshot, node string) []api.Assignment {
 	out := []api.Assignment{}
 	cfg := v.Config()
+	byUID := map[int][]string{}          // peers, once per user
 	for _, j := range v.NodeJobs(node) { // by the node index: this node's live jobs alone
 		if j.State == api.JobPending || j.State == api.JobHeld {
 			continue
@@ -538,10 +546,31 @@ func Assignments(v *state.Snapshot, node string) []api.Assignment {
 		}
 		if len(hosts) > 0 {
 			p := cfg.Partition(j.Partition)
-			out = append(out, api.Assignment{Job: assignedJob(j), Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed()})
+			ps, ok := byUID[j.UID]
+			if !ok {
+				ps = peers(v, j.UID, node)
+				byUID[j.UID] = ps
+			}
+			out = append(out, api.Assignment{Job: assignedJob(j), Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed(),
+				Peers: ps})
 		}
 	}
 	return out
+}
+
+// peers are the routed default addresses of user uid's containers on
+// other nodes than node (api.Assignment.Peers), sorted.
+func peers(v *state.Snapshot, uid int, node string) []string {
+	var out []string
+	for _, j := range v.ReachJobsOfUID(uid) {
+		for _, c := range j.Containers {
+			if c.Node != node && c.Reach != "" && !c.State.Ended() {
+				out = append(out, c.Reach)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (s *Server) wake() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/sched/accounting"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -34,7 +35,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 	if err := c.SaveSnapshot(ctx, &file); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(file.String(), "troupe-snapshot/1 ") {
+	if !strings.HasPrefix(file.String(), "troupe-snapshot/2 ") {
 		t.Fatalf("snapshot starts %q", file.String()[:40])
 	}
 	// Change the state after the save: a fourth job, a killed one.
@@ -57,9 +58,14 @@ func TestSnapshotSaveRestore(t *testing.T) {
 		"no header":       good[nl+1:],
 		"empty":           nil,
 		"bad checksum":    bytes.Replace(bytes.Clone(good), []byte("sha256="), []byte("sha256=00"), 1),
+		// The accounting section after the state: its header damaged,
+		// or the file cut where the state ends.
+		"history header damaged": bytes.Replace(bytes.Clone(good), []byte("troupe-accounting/1"), []byte("troupe-accounting/9"), 1),
+		"history row count":      bytes.Replace(bytes.Clone(good), []byte("rows=0"), []byte("rows=1"), 1),
+		"history cut off":        good[:bytes.Index(good, []byte("troupe-accounting/1"))],
 	}
 	for name, b := range cases {
-		_, err := c.RestoreSnapshot(ctx, bytes.NewReader(b))
+		_, err := c.RestoreSnapshot(ctx, bytes.NewReader(b), false)
 		var ae *client.APIError
 		if err == nil || !strings.Contains(err.Error(), "snapshot file refused") || !asAPI(err, &ae) || ae.Status != 400 {
 			t.Errorf("%s: got %v, want a 400 refusal", name, err)
@@ -68,24 +74,26 @@ func TestSnapshotSaveRestore(t *testing.T) {
 			t.Fatalf("%s: the refused restore changed the state: %d jobs, want %d", name, n, live)
 		}
 	}
-	res, err := c.RestoreSnapshot(ctx, bytes.NewReader(good))
+	res, err := c.RestoreSnapshot(ctx, bytes.NewReader(good), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Jobs != 3 {
-		t.Fatalf("restored %d jobs, want 3", res.Jobs)
+	// What happened since the save stays: the fourth job is kept, the
+	// killed one stays cancelled (TestRestoreKeepsWhatHappened).
+	if res.Jobs != 4 {
+		t.Fatalf("restored %d jobs, want 4", res.Jobs)
 	}
 	v := srv.Store().Snapshot()
-	if n := len(v.Jobs()); n != 3 {
-		t.Fatalf("after restore: %d jobs, want 3", n)
+	if n := len(v.Jobs()); n != 4 {
+		t.Fatalf("after restore: %d jobs, want 4", n)
 	}
-	if j := v.Job(ids[0]); j.State == api.JobCancelled {
-		t.Fatalf("job %d is still cancelled after restoring a snapshot from before the kill", ids[0])
+	if j := v.Job(ids[0]); j.State != api.JobCancelled && !j.Cancelled {
+		t.Fatalf("job %d is %s after the restore, not cancelled; want it still killed", ids[0], j.State)
 	}
-	// The state goes on: a new submit takes the next id.
+	// The state goes on: a new submit takes the next id, never one given.
 	r, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), User: "u", UID: 1000, GID: 1000})
-	if err != nil || r.JobID != 4 {
-		t.Fatalf("submit after restore: id %d, %v; want 4", r.JobID, err)
+	if err != nil || r.JobID != 5 {
+		t.Fatalf("submit after restore: id %d, %v; want 5", r.JobID, err)
 	}
 }
 
@@ -132,5 +140,33 @@ func TestSchema4SnapshotFile(t *testing.T) {
 		if _, err := ReadSnapshot(bytes.NewReader(snapFile(b))); !errors.Is(err, ErrBadSnapshot) {
 			t.Errorf("%s: %v, want ErrBadSnapshot", name, err)
 		}
+	}
+}
+
+// TestHistoryAfter: of a snapshot file's accounting rows, those of runs
+// that ended after its state was taken (a job the state holds unended
+// or at an earlier run, or one submitted after it) are told apart from
+// those the state accounts for; the newest job the state dropped is the
+// one the store must hold.
+func TestHistoryAfter(t *testing.T) {
+	job := func(id uint64, st api.JobState, requeues int) *state.Job {
+		return &state.Job{ID: id, State: st, Requeues: requeues}
+	}
+	f := &SnapshotFile{HasHistory: true, State: state.Dump{Jobs: []*state.Job{
+		job(3, api.JobCompleted, 0), job(5, api.JobRunning, 0), job(6, api.JobPending, 1), job(7, api.JobPending, 0),
+	}}}
+	for _, k := range []accounting.Key{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 5}, {ID: 6}, {ID: 6, Run: 1}, {ID: 8}} {
+		f.History = append(f.History, api.HistoryJob{ID: k.ID, Requeues: k.Run})
+	}
+	got := historyAfter(f)
+	want := []accounting.Key{{ID: 5}, {ID: 6, Run: 1}, {ID: 8}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("rows after the snapshot: %v, want %v", got, want)
+	}
+	if p := newestPurged(&f.State); p != 4 {
+		t.Fatalf("newest purged job %d, want 4", p)
+	}
+	if p := newestPurged(&state.Dump{Jobs: []*state.Job{job(1, api.JobPending, 0), job(2, api.JobPending, 0)}}); p != 0 {
+		t.Fatalf("newest purged job %d of a state that dropped none, want 0", p)
 	}
 }

@@ -24,7 +24,7 @@ const prog = "badmin"
 var command = cli.Command{
 	Name: prog,
 	Synopsis: "partitions | reconfig | fairshare | drain NODE... -r REASON | resume NODE... |\n" +
-		"       snapshot save|restore FILE | token create|list|revoke ID | showconf mbd",
+		"       snapshot save FILE | snapshot restore [--allow-missing-history] FILE | token create|list|revoke ID | showconf mbd",
 	Summary: "Administer schedd.\n" +
 		"  partitions  list the partitions in force: nodes, limits, queued and started jobs\n" +
 		"              (the default partition is marked *)\n" +
@@ -35,10 +35,14 @@ var command = cli.Command{
 		"  drain       NODE... -r REASON: place nothing new on the nodes; their jobs go on\n" +
 		"              (LSF: hclose; Slurm: scontrol update state=drain)\n" +
 		"  resume      NODE...: return drained nodes to service (LSF: hopen)\n" +
-		"  snapshot save FILE     write schedd's whole state to FILE (a header with a sha256\n" +
-		"                         of the body, then the raft FSM state); - is stdout\n" +
-		"  snapshot restore FILE  put FILE's state in force on every replica; a damaged or\n" +
-		"                         truncated file is refused and the live state stays\n" +
+		"  snapshot save FILE     write schedd's whole state to FILE: the raft FSM state (a\n" +
+		"                         header with its index and sha256) and then every record\n" +
+		"                         of the accounting store (bhist's history); - is stdout\n" +
+		"  snapshot restore FILE  put FILE's history back in the accounting store and its\n" +
+		"                         state in force on every replica; a damaged file, or a\n" +
+		"                         store that holds other jobs under its ids or lacks jobs\n" +
+		"                         it had handed over, is refused and nothing changes\n" +
+		"                         (--allow-missing-history: restore without those jobs)\n" +
 		"  token create [--user U] [--admin]  issue a bearer token for schedd over TCP (TLS);\n" +
 		"                         the secret is printed once, schedd keeps only its SHA-256\n" +
 		"  token list             list tokens (id, user, uid, admin, node, created)\n" +
@@ -65,6 +69,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	tokUser := fs.String("user", "", "token create: the token's `user` (default: you)")
 	tokAdmin := fs.Bool("admin", false, "token create: an administrator's token")
 	reason := fs.String("r", "", "drain: why the nodes are drained (shown by bhosts)")
+	allowMissing := fs.Bool("allow-missing-history", false, "snapshot restore: restore the state although the accounting store and FILE lack jobs it had handed to the store (their history is lost)")
 	fs.Alias("reason", "r")
 	pos, err := fs.Parse(args)
 	if err != nil {
@@ -81,7 +86,10 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 	case sub == "snapshot":
 		if len(pos) != 3 || (pos[1] != "save" && pos[1] != "restore") {
-			return fs.UsageError("usage: badmin snapshot save|restore FILE")
+			return fs.UsageError("usage: badmin snapshot save FILE | snapshot restore [--allow-missing-history] FILE")
+		}
+		if *allowMissing && pos[1] != "restore" {
+			return fs.UsageError("--allow-missing-history is for snapshot restore")
 		}
 	case sub == "token":
 		switch {
@@ -162,7 +170,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return cli.Fail(stderr, prog, err)
 		}
 	case "snapshot":
-		if err := snapshot(ctx, c, pos[1], pos[2], stdout, stderr); err != nil {
+		if err := snapshot(ctx, c, pos[1], pos[2], *allowMissing, stdout, stderr); err != nil {
 			return cli.Fail(stderr, prog, err)
 		}
 	case "showconf":
@@ -251,18 +259,22 @@ func writeFairShare(w io.Writer, list api.FairShareList) error {
 // snapshot saves schedd's state to file or restores it from file ("-"
 // is stdout for save). A save goes to a temporary file renamed into
 // place, so an interrupted save leaves no partial FILE.
-func snapshot(ctx context.Context, c *client.Client, op, file string, stdout, stderr io.Writer) error {
+func snapshot(ctx context.Context, c *client.Client, op, file string, allowMissing bool, stdout, stderr io.Writer) error {
 	if op == "restore" {
 		f, err := os.Open(file)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		res, err := c.RestoreSnapshot(ctx, f)
+		res, err := c.RestoreSnapshot(ctx, f, allowMissing)
 		if err != nil {
 			return fmt.Errorf("restoring %s: %w", file, err)
 		}
-		_, err = fmt.Fprintf(stdout, "restored %s: %d jobs, %d nodes\n", file, res.Jobs, res.Nodes)
+		hist := " (the file carries no history records: the accounting store was kept as it was)"
+		if h := res.History; h != nil {
+			hist = fmt.Sprintf(", %d history records (%d put back in the accounting store, %d ended after the snapshot)", h.Records, h.Added, h.After)
+		}
+		_, err = fmt.Fprintf(stdout, "restored %s: %d jobs, %d nodes%s\n", file, res.Jobs, res.Nodes, hist)
 		return err
 	}
 	if file == "-" {
@@ -287,7 +299,7 @@ func snapshot(ctx context.Context, c *client.Client, op, file string, stdout, st
 	if err := os.Rename(tmp.Name(), file); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "%s: saved schedd's state to %s\n", prog, file)
+	fmt.Fprintf(stderr, "%s: saved schedd's state and its accounting records to %s\n", prog, file)
 	return nil
 }
 

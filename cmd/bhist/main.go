@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
 )
 
 const prog = "bhist"
@@ -20,16 +22,19 @@ var command = cli.Command{
 	Name:     prog,
 	Synopsis: "[JOBID...]",
 	Summary: "Show ended jobs, oldest end first: submit time, queue wait, run time, state, exit\n" +
-		"code, CPU time, peak memory and nodes. By default your own jobs; -l adds each job's\n" +
-		"timeline (submitted, started, signalled, ended). Others' jobs come redacted.",
+		"code, CPU time, peak memory and nodes. By default your own jobs (-u all: every\n" +
+		"user's); -a adds the unfinished ones (pending, running), after them, as LSF's\n" +
+		"bhist -a shows jobs in every state; -l adds each job's timeline (submitted, started,\n" +
+		"signalled, ended). Others' jobs come redacted.",
 	Examples: []string{
 		"bhist",
 		"bhist -l 42                 # one job's summary and timeline",
-		"bhist -a -n 20              # everyone's last 20 jobs",
+		"bhist -u all -n 20          # everyone's last 20 jobs",
+		"bhist -a -u all             # every user's jobs, ended and unfinished",
 		"bhist -u alice -C 2026-11-01,2026-11-30",
 		"bhist -S 2h                 # submitted in the last two hours",
 		"bhist -o json | jq '.[].cpu_time'",
-		"bhist -a -p gpu -s FAILED,TIMEOUT --since 2026-11-01",
+		"bhist -u all -p gpu -s FAILED,TIMEOUT --since 2026-11-01",
 		"bhist -A physics --since 24h -o json",
 	},
 }
@@ -39,7 +44,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
 	fs.OutputFlag()
-	all := fs.Bool("a", false, "show every user's jobs")
+	all := fs.Bool("a", false, "jobs in every state: the unfinished ones (pending, held, running) too, after the ended")
+	fs.Bool("d", false, "ended jobs only (the default)")
 	userName := fs.String("u", "", "show the jobs of `user` (\"all\": every user's)")
 	last := fs.Int("n", 0, "show only the last `N` jobs to end (0: all)")
 	filter := cli.EndedFilterFlags(fs)
@@ -61,9 +67,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	now := time.Now()
 	q := url.Values{}
 	switch {
-	case *all && *userName != "":
-		return fs.UsageError("-a shows every user's jobs; -u picks one user: give one of them")
-	case *userName == "all" || *all || len(ids) > 0:
+	case *userName == "all" || len(ids) > 0:
 	case *userName != "":
 		q.Set("user", *userName)
 	default:
@@ -89,18 +93,28 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return cli.Fail(stderr, prog, err)
 	}
 	jobs, code := h.Jobs, cli.ExitOK
+	if *all && !filter.EndedOnly() {
+		live, err := unfinished(ctx, c, q, ids, now)
+		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+		jobs = append(jobs, live...)
+	}
 	if len(ids) > 0 {
+		found := jobs
 		jobs = nil
 		for _, id := range ids {
 			n := len(jobs)
-			for _, j := range h.Jobs {
+			for _, j := range found {
 				switch {
 				case id.Element && j.ArrayID == id.ID && j.ArrayIndex == id.Index,
 					!id.Element && (j.ID == id.ID || j.ArrayID == id.ID):
 					jobs = append(jobs, j)
 				}
 			}
-			if len(jobs) == n {
+			if len(jobs) == n && *all {
+				code = cli.Fail(stderr, prog, fmt.Errorf("job %s: unknown, or outside -S/-C", id))
+			} else if len(jobs) == n {
 				code = cli.Fail(stderr, prog, fmt.Errorf("job %s: no history: not ended, unknown, or outside -S/-C", id))
 			}
 		}
@@ -123,4 +137,45 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return cli.Fail(stderr, prog, err)
 	}
 	return code
+}
+
+// unfinished are the jobs still in schedd's queue and not ended that the
+// history query q picks (its users and partitions; the named ids), as
+// bhist shows jobs: waited and run so far, the timeline until now.
+func unfinished(ctx context.Context, c *client.Client, q url.Values, ids []api.JobRef, now time.Time) ([]api.HistoryJob, error) {
+	var live []api.Job
+	if len(ids) > 0 {
+		for _, id := range ids {
+			j, _, err := c.JobRef(ctx, id, 0, 0)
+			switch {
+			case client.IsNotFound(err):
+				continue
+			case err != nil:
+				return nil, err
+			}
+			live = append(live, j)
+			if j.Array != nil {
+				l, err := c.JobsWhere(ctx, url.Values{"array": {strconv.FormatUint(j.ID, 10)}, "ended": {"false"}}, 0, 0)
+				if err != nil {
+					return nil, err
+				}
+				live = append(live, l.Jobs...)
+			}
+		}
+	} else {
+		lq := url.Values{"ended": {"false"}, "user": q["user"], "partition": q["partition"]}
+		l, err := c.JobsWhere(ctx, lq, 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		live = l.Jobs
+	}
+	var out []api.HistoryJob
+	for _, j := range live {
+		if j.State.Terminal() || j.Array != nil || j.ID == 0 { // an array's row is its elements'
+			continue
+		}
+		out = append(out, cli.HistoryFromJob(j, now))
+	}
+	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +31,24 @@ func histSchedd(t *testing.T) (*clitest.Schedd, *[]url.Values) {
 		qs = append(qs, r.URL.Query())
 		clitest.JSON(w, http.StatusOK, 50, api.History{Jobs: clitest.History(), Index: 50})
 	})
+	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		var out []api.Job
+		for _, j := range clitest.Jobs() {
+			if users := r.URL.Query()["user"]; !j.State.Terminal() && (len(users) == 0 || slices.Contains(users, j.User)) {
+				out = append(out, j)
+			}
+		}
+		clitest.JSON(w, http.StatusOK, 50, api.JobList{Jobs: out, Index: 50})
+	})
+	s.Handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		for _, j := range clitest.Jobs() {
+			if r.PathValue("id") == strconv.FormatUint(j.ID, 10) {
+				clitest.JSON(w, http.StatusOK, 50, j)
+				return
+			}
+		}
+		clitest.Error(w, http.StatusNotFound, "job "+r.PathValue("id")+" not found")
+	})
 	return s, &qs
 }
 
@@ -39,16 +59,17 @@ func TestQueries(t *testing.T) {
 		want url.Values
 	}{
 		{nil, url.Values{"user": {me}}},
-		{[]string{"-a"}, url.Values{}},
+		{[]string{"-a"}, url.Values{"user": {me}}}, // LSF's -a: every state, not every user
+		{[]string{"-a", "-u", "all"}, url.Values{}},
 		{[]string{"-u", "all"}, url.Values{}},
 		{[]string{"-u", "bob", "-n", "5"}, url.Values{"user": {"bob"}, "limit": {"5"}}},
 		{[]string{"-C", "2026-11-01T10:00:00Z,2026-11-02T00:00:00Z"}, url.Values{"user": {me},
 			"ended_from": {"2026-11-01T10:00:00Z"}, "ended_to": {"2026-11-02T00:00:00Z"}}},
 		{[]string{"-S", ",2026-11-02T01:00:00+01:00"}, url.Values{"user": {me}, "submitted_to": {"2026-11-02T00:00:00Z"}}},
 		{[]string{"3"}, url.Values{"id": {"3"}}}, // ids: whoever's
-		{[]string{"-a", "-A", "phys,chem", "-p", "gpu", "-s", "failed", "-s", "TIMEOUT"}, url.Values{"account": {"phys", "chem"},
+		{[]string{"-u", "all", "-A", "phys,chem", "-p", "gpu", "-s", "failed", "-s", "TIMEOUT"}, url.Values{"account": {"phys", "chem"},
 			"partition": {"gpu"}, "state": {"FAILED", "TIMEOUT"}}},
-		{[]string{"-a", "--since", "2026-11-01T00:00:00Z", "--until", "2026-11-02T00:00:00Z"}, url.Values{
+		{[]string{"-u", "all", "--since", "2026-11-01T00:00:00Z", "--until", "2026-11-02T00:00:00Z"}, url.Values{
 			"ended_from": {"2026-11-01T00:00:00Z"}, "ended_to": {"2026-11-02T00:00:00Z"}}},
 	}
 	for _, tt := range tests {
@@ -62,7 +83,7 @@ func TestQueries(t *testing.T) {
 
 func TestOutput(t *testing.T) {
 	s, _ := histSchedd(t)
-	code, out, errs := runBhist("-a", "--addr", s.Addr)
+	code, out, errs := runBhist("-u", "all", "--addr", s.Addr)
 	if code != 0 || errs != "" || !strings.HasPrefix(out, "JOBID  USER ") || strings.Count(out, "\n") != 4 {
 		t.Errorf("table: exit %d, stderr %q, stdout:\n%s", code, errs, out)
 	}
@@ -93,7 +114,6 @@ func TestArgs(t *testing.T) {
 	}{
 		{[]string{"x"}, `bhist: invalid job id "x": want a number such as 42, or an array element such as 42[5]`},
 		{[]string{"-n", "-1"}, "bhist: -n -1: want a number ≥ 0"},
-		{[]string{"-a", "-u", "bob"}, "bhist: -a shows every user's jobs; -u picks one user: give one of them"},
 		{[]string{"-l", "-o", "json"}, "bhist: -l is the long table; -o json already holds everything"},
 		{[]string{"-S", "yesterday"}, `bhist: -S yesterday: "yesterday" is not a time: use 2026-11-22, 2026-11-22T15:04, 2026/11/22/15:04, RFC 3339 or a duration ago such as 2h`},
 		{[]string{"-C", "2026-11-02,2026-11-01"}, "bhist: -C 2026-11-02,2026-11-01: the range ends before it begins"},
@@ -109,5 +129,28 @@ func TestArgs(t *testing.T) {
 	}
 	if len(*qs) != 0 {
 		t.Errorf("bad arguments reached schedd: %v", *qs)
+	}
+}
+
+// LSF's bhist -a: jobs in every state, the unfinished after the ended;
+// -u all: every user's. A filter on the end (-C, --since, -s) keeps to
+// ended jobs.
+func TestAllStates(t *testing.T) {
+	s, _ := histSchedd(t)
+	code, out, errs := runBhist("-a", "-u", "all", "--addr", s.Addr)
+	var ids []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		ids = append(ids, strings.Fields(l)[0])
+	}
+	if code != 0 || errs != "" || strings.Join(ids, " ") != "3 9 7 12 15 16" || !strings.Contains(out, " RUNNING ") || !strings.Contains(out, " HELD ") {
+		t.Errorf("-a -u all: exit %d, stderr %q, rows %q:\n%s", code, errs, ids, out)
+	}
+	code, out, _ = runBhist("-a", "-u", "all", "-s", "FAILED", "--addr", s.Addr)
+	if code != 0 || strings.Contains(out, "RUNNING") {
+		t.Errorf("-a -s FAILED shows unfinished jobs:\n%s", out)
+	}
+	code, out, _ = runBhist("-a", "-l", "12", "--addr", s.Addr)
+	if code != 0 || !strings.HasPrefix(out, "Job 12: train\n") || !strings.Contains(out, "State:     RUNNING") || !strings.HasSuffix(out, "started    on node01, node02\n") {
+		t.Errorf("-a -l 12: exit %d:\n%s", code, out)
 	}
 }

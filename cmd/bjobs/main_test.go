@@ -78,3 +78,41 @@ func TestBjobsDefaultView(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 }
+
+// The queries of the workflow tools that drive LSF (docs/workflow-tools.md):
+// Parsl's by ids, Nextflow's bjobs -w (it finds the JOBID and STAT
+// columns by their headers), Open OnDemand's bjobs -u all -a -w -W
+// (whose header must hold every column it expects), batchtools' -u USER
+// -w -p and -r (the first number of each line after the header).
+func TestWorkflowToolQueries(t *testing.T) {
+	code, out, errs := runBjobs(t, "-noheader", "-o", "jobid stat", "12", "15")
+	if code != 0 || out != "12      RUN\n15      PEND\n" {
+		t.Errorf("Parsl: exit %d, %q, %q", code, out, errs)
+	}
+	code, out, _ = runBjobs(t, "-w", "-u", "all", "-q", "gpu")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	head := strings.Fields(lines[0])
+	col := func(name string) int {
+		for i, h := range head {
+			if h == name {
+				return i
+			}
+		}
+		return -1
+	}
+	if code != 0 || col("JOBID") != 0 || col("STAT") < 0 || len(lines) != 3 || strings.Fields(lines[1])[col("STAT")] != "RUN" {
+		t.Errorf("Nextflow: exit %d\n%s", code, out)
+	}
+	code, out, _ = runBjobs(t, "-u", "all", "-a", "-w", "-W")
+	head = strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	for _, want := range []string{"JOBID", "USER", "STAT", "QUEUE", "FROM_HOST", "EXEC_HOST", "JOB_NAME", "SUBMIT_TIME",
+		"PROJ_NAME", "CPU_USED", "MEM", "SWAP", "PIDS", "START_TIME", "FINISH_TIME"} {
+		if code != 0 || !strings.Contains(" "+strings.Join(head, " ")+" ", " "+want+" ") {
+			t.Errorf("Open OnDemand: no column %s in %q", want, head)
+		}
+	}
+	code, out, _ = runBjobs(t, "-u", "bob", "-w", "-p")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[1], "15 ") || !strings.HasPrefix(lines[2], "16 ") {
+		t.Errorf("batchtools -p: exit %d\n%s", code, out)
+	}
+}

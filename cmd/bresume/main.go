@@ -34,13 +34,14 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return cli.Control{Command: command, Verb: "resume",
-		Default: []api.JobState{api.JobHeld, api.JobRunning},
+		Default: []api.JobState{api.JobHeld, api.JobScheduled, api.JobPreparing, api.JobRunning},
 		Act:     resume,
 		Done:    "Job <%s> is being resumed\n"}.Run(args, stdout, stderr)
 }
 
 // resume releases a held job and sends SIGCONT to a running one's
-// containers.
+// containers, or to a placed one's (bstop before they started) so that
+// they start running.
 func resume(c *client.Client) func(context.Context, api.JobRef) (api.Job, error) {
 	return func(ctx context.Context, id api.JobRef) (api.Job, error) {
 		j, _, err := c.JobRef(ctx, id, 0, 0)
@@ -50,7 +51,7 @@ func resume(c *client.Client) func(context.Context, api.JobRef) (api.Job, error)
 		switch j.State {
 		case api.JobHeld:
 			return c.Control(ctx, id, "release", nil)
-		case api.JobRunning:
+		case api.JobRunning, api.JobScheduled, api.JobPreparing:
 			return c.SignalRef(ctx, id, api.SignalJob{Signal: "CONT"})
 		}
 		return j, fmt.Errorf("job %s is %s (%s): only suspended jobs can be resumed", id, j.State, cli.LSFState(j))

@@ -126,13 +126,13 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 	}
 	if o.output != "" {
 		changes = append(changes, change{"-o", o.output, "output", func() error {
-			spec.Output = script.ExpandName(strings.ReplaceAll(o.output, "%J", "%j"), spec.Name)
+			spec.Output = script.ExpandName(script.LSFPattern(o.output), spec.Name)
 			return nil
 		}})
 	}
 	if o.errorFile != "" {
 		changes = append(changes, change{"-e", o.errorFile, "error", func() error {
-			spec.Error = script.ExpandName(strings.ReplaceAll(o.errorFile, "%J", "%j"), spec.Name)
+			spec.Error = script.ExpandName(script.LSFPattern(o.errorFile), spec.Name)
 			return nil
 		}})
 	}

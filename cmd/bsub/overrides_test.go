@@ -85,6 +85,7 @@ func TestArrayFlags(t *testing.T) {
 		want jobspec.Array
 	}{
 		{[]string{"-J", "sweep[1-100%10]"}, "sweep", jobspec.Array{Range: "1-100", MaxRunning: 10}},
+		{[]string{"-J", "sweep[1-100]%10"}, "sweep", jobspec.Array{Range: "1-100", MaxRunning: 10}}, // as bsub(1) writes it
 		{[]string{"-J", "sweep[1,3,5-9:2]"}, "sweep", jobspec.Array{Range: "1,3,5-9:2"}},
 		{[]string{"--array", "1-100:2%10"}, "hello", jobspec.Array{Range: "1-99:2", MaxRunning: 10}},
 	} {

@@ -25,6 +25,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet(command, stdout, stderr)
 	noHeader := fs.Bool("noheader", false, "no header line")
+	fs.Bool("w", false, "wide format: accepted (no field is ever cut)")
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)

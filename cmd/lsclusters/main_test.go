@@ -17,7 +17,7 @@ func TestLSClusters(t *testing.T) {
 		clitest.JSON(w, http.StatusOK, 3, api.NodeList{Nodes: clitest.Nodes()})
 	})
 	var out, errb bytes.Buffer
-	code := run([]string{"--addr", s.Addr}, nil, &out, &errb)
+	code := run([]string{"--addr", s.Addr, "-w"}, nil, &out, &errb)
 	lines := strings.Split(out.String(), "\n")
 	// Snakemake's LSF plugin: the second line's first word is the cluster.
 	if code != 0 || len(lines) != 3 || strings.Fields(lines[1])[0] != "troupe" || !strings.HasPrefix(lines[0], "CLUSTER_NAME   STATUS") ||

@@ -14,12 +14,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/nodelet"
+	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
 )
 
@@ -113,6 +116,26 @@ func parseFlags(args []string, stderr io.Writer) (nodelet.Config, bool, error) {
 	fs.IntVar(&cfg.MaxStreamsPerJob, "max-streams-per-job", 0, "the most terminal and app streams one job may have open at once (default 32; -1: unlimited)")
 	fs.IntVar(&cfg.MaxStreamsPerUser, "max-streams-per-user", 0, "the most terminal and app streams the jobs of one user may have open at once (default 200; -1: unlimited)")
 	fs.IntVar(&cfg.MaxStreams, "max-streams", 0, "the most terminal and app streams open at once in all (default: a quarter of what the limit of open files leaves beyond an eighth of it)")
+	fs.StringVar(&cfg.DefaultSubnet, "default-subnet", "", "IPv4 subnet of the node's default network, or none (default: the config file's default_subnet, else "+network.DefaultSubnet+")")
+	fs.Func("routed-networks", "comma-separated IPv4 CIDRs containers reach with their own address, not masqueraded: the cluster's container range and the submit hosts' networks (default: the config file's routed_networks, else none: NAT to everything)", func(v string) error {
+		cfg.RoutedNetworks = splitList(v)
+		return nil
+	})
+	fs.Func("reach-from", "comma-separated IPv4 CIDRs that may open connections to any container of the node: the submit hosts (default: the config file's reach_from, else none)", func(v string) error {
+		cfg.ReachFrom = splitList(v)
+		return nil
+	})
+	fs.Func("host-ports", "comma-separated ports of the node itself its containers may connect to, TCP and UDP (default: the config file's host_ports, else none)", func(v string) error {
+		cfg.HostPorts = []int{}
+		for _, f := range splitList(v) {
+			p, err := strconv.Atoi(f)
+			if err != nil {
+				return fmt.Errorf("%q is not a port", f)
+			}
+			cfg.HostPorts = append(cfg.HostPorts, p)
+		}
+		return nil
+	})
 	fs.BoolVar(&verbose, "v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -166,6 +189,9 @@ func checkFlags(cfg *nodelet.Config, memory string) error {
 	if cfg.MaxStreamsPerJob < -1 || cfg.MaxStreamsPerUser < -1 || cfg.MaxStreams < 0 {
 		return errors.New("--max-streams-per-job and --max-streams-per-user take -1 (unlimited), 0 (the default) or more; --max-streams 0 (derived from the limit of open files) or more")
 	}
+	if err := nodelet.CheckReach(cfg.RoutedNetworks, cfg.ReachFrom, cfg.HostPorts); err != nil {
+		return fmt.Errorf("--routed-networks, --reach-from, --host-ports: %w", err)
+	}
 	if cfg.JoinTokenFile != "" {
 		if _, err := auth.ReadSecretFile(cfg.JoinTokenFile); err != nil {
 			return fmt.Errorf("--join-token-file: %w", err)
@@ -191,4 +217,15 @@ func checkFlags(cfg *nodelet.Config, memory string) error {
 		cfg.Memory = n
 	}
 	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty fields.
+func splitList(v string) []string {
+	out := []string{}
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -7,7 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -60,11 +63,23 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 		return nil, err
 	}
 	c := &devCluster{log: log}
+	if os.Geteuid() == 0 {
+		sweepHosts(log)
+	}
+	// Job mounts, submit directories and the host image's homes must lie
+	// under these on the dev nodes (a nodelet.hcl's allowed_mount_roots
+	// replaces them).
+	log.Info("dev nodelets allow job mounts under", "roots", strings.Join(devhosts.MountRoots(), ", "))
 	if netnsHosts {
 		if c.hosts, err = devhosts.Create(o.nodes); err != nil {
 			return nil, fmt.Errorf("dev test hosts: %w", err)
 		}
-		log.Info("dev nodelets run in test hosts", "underlay", devhosts.Subnet, "bridge", c.hosts.Bridge, "gateway", c.hosts.Gateway)
+		if err := c.hosts.Route(); err != nil {
+			c.stop(time.Second)
+			return nil, fmt.Errorf("dev test hosts: routes of their container subnets: %w", err)
+		}
+		log.Info("dev nodelets run in test hosts", "underlay", devhosts.Subnet, "bridge", c.hosts.Bridge, "gateway", c.hosts.Gateway,
+			"containers", c.hosts.Containers)
 	}
 	for i := 1; i <= o.nodes; i++ {
 		name := "node" + strconv.Itoa(i)
@@ -73,15 +88,24 @@ func startDev(ctx context.Context, o options, addr string, srv *sched.Server, lo
 			advertise = c.hosts.Hosts[i-1].IP
 		}
 		args := nodeletArgs(o, addr, name, advertise, secret, c.hosts == nil)
+		if c.hosts != nil && c.hosts.Containers != "" {
+			// Routed as on a site: this machine (the submit host) and
+			// the other hosts reach the containers at their own
+			// addresses; they reach this machine and one another
+			// without NAT.
+			args = append(args, "--default-subnet", c.hosts.Hosts[i-1].Subnet,
+				"--routed-networks", c.hosts.Containers+","+c.hosts.Uplink, "--reach-from", c.hosts.Gateway+"/32")
+		}
 		cmd := exec.Command(bin, args...)
 		if c.hosts != nil {
 			cmd = c.hosts.Command(i-1, bin, args...) // nsenter execs the nodelet: same pid
 		}
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		// Own process group: a terminal's Ctrl-C reaches schedd, which
-		// stops the nodelets in order. If schedd dies, they get SIGTERM.
+		// stops the nodelets in order. If schedd dies, even by SIGKILL,
+		// they get SIGTERM and stop their containers (startChild).
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-		if err := cmd.Start(); err != nil {
+		if err := startChild(cmd); err != nil {
 			c.stop(time.Second)
 			return nil, fmt.Errorf("starting %s: %w", name, err)
 		}
@@ -166,6 +190,60 @@ func (c *devCluster) stop(grace time.Duration) {
 		}
 	}
 }
+
+// sweepHosts removes the test hosts of dev clusters whose schedd is gone
+// (killed before it could remove them); those of clusters running now
+// are left alone (devhosts.Sweep). It logs what it did; a failure does
+// not keep this cluster from starting.
+func sweepHosts(log *slog.Logger) {
+	swept, err := devhosts.Sweep()
+	for _, s := range swept {
+		log.Info("removed the test hosts of a dev cluster whose schedd is gone", "bridge", s.Bridge, "namespaces", s.Namespaces, "pid", s.OwnerPID)
+	}
+	if err != nil {
+		log.Warn("removing the test hosts of dev clusters whose schedd is gone", "err", err)
+	}
+	if left, err := devhosts.Unowned(); err == nil && len(left) > 0 {
+		log.Warn("test hosts without an owner record (made by an older schedd --dev?) are left in place; `ip netns del NAME` removes one", "namespaces", left)
+	}
+}
+
+// startChild starts cmd from one OS thread that lives as long as schedd.
+// The kernel sends a child its parent-death signal (Pdeathsig) when the
+// thread that created it ends, not the process; a goroutine runs on
+// whichever thread the runtime gives it, and a thread ends when a
+// goroutine locked to it returns (as code that enters a namespace does),
+// so a child created from an ordinary goroutine may be signalled while
+// schedd runs on. (Between fork and exec the child re-checks its parent
+// and signals itself if schedd is already gone: the syscall package
+// does so when Pdeathsig is set.)
+func startChild(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		spawn = make(chan spawnReq)
+		go func() {
+			// Never unlocked: the goroutine never returns, and the
+			// thread it holds ends only with schedd.
+			runtime.LockOSThread()
+			for r := range spawn {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawn <- spawnReq{cmd: cmd, done: done}
+	return <-done
+}
+
+// spawnReq asks the spawning thread to start cmd.
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+var (
+	spawnOnce sync.Once
+	spawn     chan spawnReq
+)
 
 func nodeletBinary() (string, error) {
 	if self, err := os.Executable(); err == nil {

@@ -1,5 +1,5 @@
 // Command troupe-slurm is Slurm's commands for troupe: sbatch, squeue,
-// sacct, scancel, sinfo and srun in one program that acts as the command
+// sacct, scancel, scontrol, sinfo and srun in one program that acts as the command
 // it is called as (a link named sbatch is sbatch), or as the command its
 // first argument names ("troupe-slurm squeue -u me"). `make build` lays
 // the links out in libexec/troupe/slurm/, a directory users put first on
@@ -21,12 +21,13 @@ import (
 
 // commands are Slurm's commands troupe-slurm is.
 var commands = map[string]func(args []string, stdin io.Reader, stdout, stderr io.Writer) int{
-	"sbatch":  sbatch,
-	"squeue":  squeue,
-	"sacct":   sacct,
-	"scancel": scancel,
-	"sinfo":   sinfo,
-	"srun":    srun,
+	"sbatch":   sbatch,
+	"squeue":   squeue,
+	"sacct":    sacct,
+	"scancel":  scancel,
+	"sinfo":    sinfo,
+	"scontrol": scontrol,
+	"srun":     srun,
 }
 
 // Names are the commands, sorted (the Makefile's links).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,21 +24,84 @@ func list(dst []string, v string) []string {
 	return dst
 }
 
-// jobIDs reads Slurm job ids ("12", "12,13"); an array element
-// ("12_3") or a step ("12.0") names its job.
-func jobIDs(vals []string) ([]uint64, error) {
-	var ids []uint64
+// jobSel is one job id as Slurm's -j takes it: a job ("12"), an array
+// (its id: every element), an element of one ("12_3"), or a step
+// ("12.0", "12.batch": its job).
+type jobSel struct {
+	id      uint64
+	index   int
+	element bool
+}
+
+// matches says whether the job (or the element of array arrayID at
+// index) is one sel names.
+func (s jobSel) matches(id, arrayID uint64, index int) bool {
+	if s.element {
+		return arrayID == s.id && index == s.index
+	}
+	return id == s.id || arrayID == s.id
+}
+
+// jobSels reads Slurm job ids ("12", "12,13", "12_3", "12.0").
+func jobSels(vals []string) ([]jobSel, error) {
+	var out []jobSel
 	for _, v := range vals {
 		base, _, _ := strings.Cut(v, ".")
-		base, _, _ = strings.Cut(base, "_")
+		base, idx, element := strings.Cut(base, "_")
 		id, err := strconv.ParseUint(base, 10, 64)
 		if err != nil || id == 0 {
 			return nil, fmt.Errorf("invalid job id: %s", v)
 		}
-		ids = append(ids, id)
+		s := jobSel{id: id}
+		if element {
+			n, err := strconv.Atoi(idx)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("invalid job id: %s", v)
+			}
+			s.index, s.element = n, true
+		}
+		out = append(out, s)
 	}
-	return ids, nil
+	return out, nil
 }
+
+// selIDs are the distinct job (or array) ids sels name.
+func selIDs(sels []jobSel) []uint64 {
+	var ids []uint64
+	for _, s := range sels {
+		if !slices.Contains(ids, s.id) {
+			ids = append(ids, s.id)
+		}
+	}
+	return ids
+}
+
+// anySel says whether sels is empty or one of them matches.
+func anySel(sels []jobSel, id, arrayID uint64, index int) bool {
+	if len(sels) == 0 {
+		return true
+	}
+	for _, s := range sels {
+		if s.matches(id, arrayID, index) {
+			return true
+		}
+	}
+	return false
+}
+
+// jobIDs reads Slurm job ids ("12", "12,13"); an array element
+// ("12_3") or a step ("12.0") names its job.
+func jobIDs(vals []string) ([]uint64, error) {
+	sels, err := jobSels(vals)
+	return selIDs(sels), err
+}
+
+// slurmOnlyStates are Slurm's job states that troupe's jobs are never
+// in, long and compact: squeue -t and sacct -s take them (workflow tools
+// list them) and they match nothing.
+var slurmOnlyStates = []string{"BOOT_FAIL:BF", "COMPLETING:CG", "DEADLINE:DL", "OUT_OF_MEMORY:OOM", "PREEMPTED:PR",
+	"RESV_DEL_HOLD:RD", "REQUEUE_FED:RF", "REQUEUE_HOLD:RH", "REQUEUED:RQ", "RESIZING:RS", "REVOKED:RV",
+	"SIGNALING:SI", "SPECIAL_EXIT:SE", "STAGE_OUT:SO", "STOPPED:ST"}
 
 // stateSet reads squeue -t and sacct -s: long or compact names, any
 // case; "all" is nil (every state).
@@ -48,6 +112,10 @@ func stateSet(vals []string) (map[string]bool, error) {
 	long := map[string]string{}
 	for _, s := range cli.SlurmStates() {
 		long[s] = s
+	}
+	for _, s := range slurmOnlyStates {
+		l, c, _ := strings.Cut(s, ":")
+		long[l], long[c] = l, c
 	}
 	out := map[string]bool{}
 	for _, v := range vals {
@@ -85,6 +153,18 @@ func liveJobs(ctx context.Context, c *client.Client, ids []uint64, users, parts 
 				return nil, err
 			default:
 				jobs = append(jobs, j)
+			}
+			if err == nil && j.Array != nil {
+				// An array's id names its elements too.
+				l, err := c.JobsWhere(ctx, url.Values{"array": {strconv.FormatUint(id, 10)}}, 0, 0)
+				if err != nil {
+					return nil, err
+				}
+				for _, e := range l.Jobs {
+					if e.ID != 0 && e.ID != id { // an element without a row (0) is the array's row's
+						jobs = append(jobs, e)
+					}
+				}
 			}
 		}
 		return jobs, nil

@@ -20,6 +20,7 @@ var sacctOpts = []option{
 	{'S', "starttime", true}, {'E', "endtime", true}, {'s', "state", true}, {'r', "partition", true},
 	{'A', "accounts", true}, {'b', "brief", false}, {0, "delimiter", true}, {'h', "help", false},
 	{0, "usage", false}, {'D', "duplicates", false}, {'v', "verbose", false}, {'L', "allclusters", false},
+	{'M', "clusters", true}, {0, "units", true}, {0, "noconvert", false}, {'T', "truncate", false},
 }
 
 // sacct shows jobs as Slurm's sacct: those still in schedd's queue (any
@@ -83,6 +84,10 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			delimiter = o.value
 		case "duplicates":
 			duplicates = true
+		case "clusters", "allclusters", "truncate":
+			// troupe is one cluster: -M all, -M NAME and -L pick it.
+		case "units", "noconvert":
+			// Memory sizes are written as Slurm writes them unconverted.
 		case "help", "usage":
 			return usage(stdout, prog, "[OPTIONS...]", []string{
 				"-X, --allocations     the jobs (troupe has no steps: always)",
@@ -99,6 +104,7 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				"-s, --state=LIST      jobs in these states (long or compact names)",
 				"-r, --partition=LIST  jobs of these partitions; -A, --accounts=LIST: charged to these accounts",
 				"-D, --duplicates      every run of a requeued job (earlier runs REQUEUED), not only the last",
+				"-M, --clusters=LIST   accepted (all, or any name): troupe is one cluster; so are -L, --units, --noconvert",
 			})
 		}
 	}
@@ -106,10 +112,11 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, prog, "--format: %v", err)
 	}
-	ids, err := jobIDs(jobs)
+	sels, err := jobSels(jobs)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)
 	}
+	ids := selIDs(sels)
 	want, err := stateSet(sts)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)
@@ -187,7 +194,7 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return
 		}
 		seen[k] = true
-		if (len(ids) == 0 || slices.Contains(ids, s.ID)) &&
+		if anySel(sels, s.ID, s.ArrayID, s.Index) &&
 			(len(users) == 0 || slices.Contains(users, s.User)) &&
 			(len(names) == 0 || slices.Contains(names, s.Name)) &&
 			(len(parts) == 0 || slices.Contains(parts, s.Partition)) &&
@@ -198,7 +205,7 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			rows = append(rows, s)
 		}
 	}
-	for _, j := range live {
+	for _, j := range cli.SlurmArrays(live) {
 		keep(cli.SacctFromJob(j))
 	}
 	for _, j := range h.Jobs {

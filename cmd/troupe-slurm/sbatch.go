@@ -35,7 +35,7 @@ var sbatchOwn = []option{
 // sbatchHelp is what -h lists.
 var sbatchHelp = []string{
 	"-J, --job-name=NAME       name of the job (default: the script's file name)",
-	"-o, --output=PATTERN      output file (%j job id, %x name, %N host; default slurm-%j.out)",
+	"-o, --output=PATTERN      output file (%j or %J job id, %x name, %N host; default slurm-%j.out)",
 	"-e, --error=PATTERN       error file (default: with the output)",
 	"-p, --partition=NAME      partition",
 	"-A, --account=NAME        account charged",

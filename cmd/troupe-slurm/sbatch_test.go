@@ -182,7 +182,7 @@ func TestSbatchErrors(t *testing.T) {
 
 func TestDispatch(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := dispatch([]string{"troupe-slurm", "--list"}, nil, &out, &errb); code != 0 || out.String() != "sacct\nsbatch\nscancel\nsinfo\nsqueue\nsrun\n" {
+	if code := dispatch([]string{"troupe-slurm", "--list"}, nil, &out, &errb); code != 0 || out.String() != "sacct\nsbatch\nscancel\nscontrol\nsinfo\nsqueue\nsrun\n" {
 		t.Errorf("--list: %d %q", code, out.String())
 	}
 	out.Reset()
@@ -263,5 +263,27 @@ func TestSbatchSingleton(t *testing.T) {
 	code = dispatch([]string{"sbatch", "-d", "singleton", "-J", "alone", "--wrap=hostname"}, nil, &out, &errb)
 	if code != 0 || got.DependsOn != nil {
 		t.Errorf("no earlier job: exit %d, depends on %+v", code, got.DependsOn)
+	}
+}
+
+// Slurm's filename escapes, as sbatch(1) lists them: %J (jobid.stepid;
+// the batch script's step has no number, so the job id), %A (the
+// array's job id), %N (the node), %x (the name), %a (the index); %% is a
+// literal % and the letter after it stays as written.
+func TestSbatchOutputEscapes(t *testing.T) {
+	inDir(t)
+	writeFile(t, "w.sh", "#!/bin/sh\n#SBATCH -o logs/dask-worker-%J.out\n#SBATCH -e logs/dask-worker-%J.err\ntrue\n")
+	for _, tc := range []struct {
+		args            []string
+		output, errFile string
+	}{
+		{[]string{"w.sh"}, "logs/dask-worker-%j.out", "logs/dask-worker-%j.err"},
+		{[]string{"-J", "fit", "-o", "%x-%A_%a.%N.%J", "w.sh"}, "fit-%j_%a.%h.%j", "logs/dask-worker-%j.err"},
+		{[]string{"-o", "100%%J-%j", "-e", "%%A%%N", "w.sh"}, "100%%J-%j", "%%A%%N"},
+	} {
+		got, code, _, errs := sbatchRun(t, "", tc.args...)
+		if code != 0 || got.Spec.Output != tc.output || got.Spec.Error != tc.errFile {
+			t.Errorf("sbatch %q: exit %d (%s), output %q, error %q; want %q, %q", tc.args, code, errs, got.Spec.Output, got.Spec.Error, tc.output, tc.errFile)
+		}
 	}
 }

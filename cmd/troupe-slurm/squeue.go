@@ -14,7 +14,8 @@ var squeueOpts = []option{
 	{'h', "noheader", false}, {'o', "format", true}, {'j', "jobs", true}, {'u', "user", true},
 	{'p', "partition", true}, {'t', "states", true}, {'n', "name", true}, {'A', "account", true},
 	{'a', "all", false}, {'l', "long", false}, {0, "me", false}, {0, "help", false}, {0, "usage", false},
-	{'v', "verbose", false}, {'r', "array", false},
+	{'v', "verbose", false}, {'r', "array", false}, {'O', "Format", true}, {0, "noconvert", false},
+	{'M', "clusters", true}, {'S', "sort", true}, {0, "only-job-state", false},
 }
 
 // squeue lists jobs as Slurm's squeue: by default every user's pending
@@ -32,6 +33,9 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	var (
 		header                          = true
 		format                          = cli.SqueueDefaultFormat
+		long                            string // -O
+		noconvert                       bool
+		oneElement                      bool // -r: one array element a line
 		jobs, users, parts, states, nms []string
 		accounts                        []string
 	)
@@ -40,7 +44,17 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		case "noheader":
 			header = false
 		case "format":
-			format = o.value
+			format, long = o.value, ""
+		case "Format":
+			long = o.value
+		case "noconvert":
+			noconvert = true
+		case "array":
+			oneElement = true
+		case "clusters", "sort", "only-job-state":
+			// One cluster: -M names it (or all); the order is squeue's
+			// own; every field is at hand (Slurm 24.05's --only-job-state
+			// asks for a cheaper query, which troupe needs not).
 		case "long":
 			format = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 		case "jobs":
@@ -60,7 +74,12 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		case "help", "usage":
 			return usage(stdout, prog, "[OPTIONS...]", []string{
 				"-h, --noheader        no header line",
-				"-o, --format=FORMAT   fields %i %A %t %T %j %u %P %a %M %l %D %C %N %r %R %Z %V %S, %[.][width]X",
+				"-o, --format=FORMAT   fields %i %A %F %K %t %T %j %u %P %a %M %l %D %C %N %r %R %Z %V %S, %[.][width]X",
+				"-O, --Format=FIELDS   fields by name, each FIELD[:[.][SIZE][SUFFIX]]: JobID, State, StateCompact, Name,\n" +
+					"                        UserName, Partition, Account, TimeUsed, TimeLimit, NumNodes, NumCPUs, NodeList,\n" +
+					"                        Reason, WorkDir, SubmitTime, StartTime, EndTime, ArrayJobID, ArrayTaskID, ...",
+				"    --noconvert       memory sizes in megabytes, unconverted",
+				"-M, --clusters=NAME   accepted: troupe is one cluster",
 				"-l, --long            the long format",
 				"-j, --jobs=IDS        these jobs, in any state",
 				"-u, --user=USERS      these users' jobs (--me: yours)",
@@ -76,10 +95,16 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, prog, "-o: %v", err)
 	}
-	ids, err := jobIDs(jobs)
+	if long != "" {
+		if f, err = cli.ParseSqueueLongFormat(long, noconvert); err != nil {
+			return fail(stderr, prog, "%v", err)
+		}
+	}
+	sels, err := jobSels(jobs)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)
 	}
+	ids := selIDs(sels)
 	want, err := stateSet(states)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)
@@ -98,8 +123,12 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(stderr, prog, "Unable to contact schedd: %v", err)
 	}
 	var out []api.Job
-	for _, j := range cli.SortJobs(live) {
-		if (len(ids) == 0 || slices.Contains(ids, j.ID)) &&
+	shown := cli.SlurmArrays(cli.SortJobs(live))
+	if oneElement {
+		shown = cli.SlurmArrayElements(shown)
+	}
+	for _, j := range shown {
+		if anySel(sels, j.ID, j.ArrayID, j.ArrayIndex) &&
 			(len(users) == 0 || slices.Contains(users, j.User)) &&
 			(len(parts) == 0 || slices.Contains(parts, j.Partition)) &&
 			(len(nms) == 0 || slices.Contains(nms, j.Name)) &&

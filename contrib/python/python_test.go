@@ -7,6 +7,7 @@ package python
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,12 +28,7 @@ func TestPythonClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIP: -short: builds schedd and nodelet and starts a dev cluster")
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "../../cmd/schedd", "../../cmd/nodelet", "../../cmd/troupe-init", "../../cmd/troupe-ssh", "../../cmd/troupe-fence")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building schedd and nodelet: %v\n%s", err, out)
-	}
+	bin := buildBins(t)
 
 	data, err := os.MkdirTemp("", "troupe-py")
 	if err != nil {
@@ -99,6 +95,44 @@ func TestPythonClient(t *testing.T) {
 	if bytes.Contains(res, []byte("skipped 'needs")) {
 		t.Fatal("the server tests were skipped: TROUPE_ADDR did not reach them")
 	}
+}
+
+// bins is where buildBins put the binaries, once for the package.
+var bins struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// buildBins builds schedd, nodelet and their helpers from this tree, once
+// for all the tests of the package, and returns their directory.
+func buildBins(t *testing.T) string {
+	t.Helper()
+	bins.once.Do(func() {
+		dir, err := os.MkdirTemp("", "troupe-py-bin")
+		if err != nil {
+			bins.err = err
+			return
+		}
+		build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/schedd", "../../cmd/nodelet", "../../cmd/troupe-init", "../../cmd/troupe-ssh", "../../cmd/troupe-fence")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			bins.err = fmt.Errorf("building schedd and nodelet: %w\n%s", err, out)
+		}
+		bins.dir = dir
+	})
+	if bins.err != nil {
+		t.Fatal(bins.err)
+	}
+	return bins.dir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bins.dir != "" {
+		_ = os.RemoveAll(bins.dir)
+	}
+	os.Exit(code)
 }
 
 // syncBuffer is a bytes.Buffer that schedd's stderr and the test may

@@ -466,6 +466,7 @@ type Container struct {
 	Node     string         `json:"node,omitempty"`
 	NodeAddr string         `json:"node_addr,omitempty"` // address other containers reach it at
 	Addr     string         `json:"addr,omitempty"`      // the container's address on its session network
+	Reach    string         `json:"reach,omitempty"`     // on its node's routed default network, for the submit hosts and its user's other containers ("": NAT only)
 	State    ContainerState `json:"state"`
 	ExitCode int            `json:"exit_code"`
 	Message  string         `json:"message,omitempty"`
@@ -658,6 +659,11 @@ type Assignment struct {
 	// = false }): its containers get no default network, their session
 	// network only.
 	NoEgress bool `json:"no_egress,omitempty"`
+	// Peers are the routed default addresses (Container.Reach) of the
+	// containers of the job's user's other jobs that run on other
+	// nodes: the node lets them open connections to this job's
+	// containers, and no other user's.
+	Peers []string `json:"peers,omitempty"`
 }
 
 // AssignedJob is a job as a nodelet needs it to run its containers: who
@@ -708,10 +714,15 @@ func (j *AssignedJob) Container(host string) (Container, bool) {
 
 // Assignments is what a nodelet should be running now. A job whose
 // KillWanted is set must have its containers stopped. A running container
-// that is in no assignment must be stopped.
+// that is in no assignment must be stopped, unless NoJobsYet is set.
 type Assignments struct {
 	Assignments []Assignment `json:"assignments"`
 	Index       uint64       `json:"index"`
+	// NoJobsYet: schedd's state has never given a job id (a new or
+	// emptied data dir, before a backup is restored into it). It cannot
+	// tell which of the node's containers should stop, so the nodelet
+	// stops none for being unassigned until the state holds jobs.
+	NoJobsYet bool `json:"no_jobs_yet,omitempty"`
 }
 
 // ContainerReport is a nodelet's report on its containers.
@@ -772,6 +783,9 @@ type ContainerUpdate struct {
 	// preparing update that its container's next update overtakes, so
 	// schedd times the preparing stage with this.
 	Starting time.Duration `json:"starting,omitempty"`
+	// Reach is, on a running update, the container's address on the
+	// node's routed default network (Container.Reach); "" leaves it.
+	Reach string `json:"reach,omitempty"`
 }
 
 // AttachRequest asks a nodelet to connect a client to the terminal of
@@ -910,6 +924,19 @@ func (p Problem) String() string {
 type SnapshotRestored struct {
 	Jobs  int `json:"jobs"`
 	Nodes int `json:"nodes"`
+	// History is what became of the accounting records the file carried;
+	// absent for a state-only file (the store was kept as it was).
+	History *SnapshotHistory `json:"history,omitempty"`
+}
+
+// SnapshotHistory counts a restored snapshot file's accounting records:
+// Records in the file, Added of them the store lacked (the others it
+// held already), After of them runs that ended after the snapshot's
+// state was taken (the state shows those jobs unended, or not at all).
+type SnapshotHistory struct {
+	Records int `json:"records"`
+	Added   int `json:"added"`
+	After   int `json:"after"`
 }
 
 // Token is a bearer token's record (the secret itself is never stored:

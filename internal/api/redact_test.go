@@ -49,7 +49,7 @@ var classes = map[reflect.Type]map[string]class{
 	},
 	reflect.TypeFor[api.Container](): {
 		"Container": nested, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown, "Ended": shown,
-		"KernelID": withheld, "Addr": withheld, "Message": withheld, "GPUs": withheld,
+		"KernelID": withheld, "Addr": withheld, "Reach": withheld, "Message": withheld, "GPUs": withheld,
 	},
 	reflect.TypeFor[jobspec.Container](): {
 		"Host": shown, "Role": shown, "Idx": shown, "Rank": shown, "Resources": shown,

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 )
@@ -25,6 +26,27 @@ func WriteHistory(w io.Writer, jobs []api.HistoryJob, loc *time.Location) error 
 	return t.Flush()
 }
 
+// HistoryFromJob is an unfinished job as bhist shows it at now: its wait
+// (to its start, or until now), its run so far, its timeline until now.
+func HistoryFromJob(j api.Job, now time.Time) api.HistoryJob {
+	h := api.HistoryJob{ID: j.ID, Name: j.Name, User: j.User, UID: j.UID, Partition: j.Partition,
+		Account: JobAccount(j), Requeues: j.Requeues, State: j.State, Reason: j.Reason, Submitted: j.Submitted,
+		Started: j.Started, CPUTime: j.CPUTime, MemPeak: j.MemPeak, Nodes: JobNodes(j),
+		ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex}
+	if h.Nodes == nil {
+		h.Nodes = []string{}
+	}
+	h.Events = []api.JobEvent{{Time: j.Submitted, Event: api.EventSubmitted,
+		Detail: fmt.Sprintf("to partition %s", j.Partition)}}
+	if j.Started.IsZero() {
+		h.Wait = max(now.Sub(j.Submitted), 0)
+	} else {
+		h.Wait, h.Run = j.Started.Sub(j.Submitted), max(now.Sub(j.Started), 0)
+		h.Events = append(h.Events, api.JobEvent{Time: j.Started, Event: api.EventStarted, Detail: "on " + strings.Join(h.Nodes, ", ")})
+	}
+	return h
+}
+
 // WriteHistoryLong writes bhist -l: each run's summary and its timeline
 // (a job a node failure requeued has a record for each run, numbered).
 func WriteHistoryLong(w io.Writer, jobs []api.HistoryJob, loc *time.Location) error {
@@ -39,12 +61,12 @@ func WriteHistoryLong(w io.Writer, jobs []api.HistoryJob, loc *time.Location) er
 			fmt.Fprintf(w, "Job %s: %s\n", j.Ref(), cell(j.Name))
 		}
 		kv := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
-		pair := func(k, v string) { fmt.Fprintf(kv, "  %s:\t%s\n", k, cell(v)) }
+		pair := func(k, v string) { fmt.Fprintf(kv, "  %s:\t%s\n", k, cell(printable(v))) }
 		pair("User", j.User)
 		pair("Partition", j.Partition)
 		state := string(j.State)
 		if j.Reason != "" {
-			state += " (" + oneLine(j.Reason) + ")"
+			state += " (" + strings.TrimSpace(printable(oneLine(j.Reason))) + ")"
 		}
 		pair("State", state)
 		pair("Exit code", HistoryExitCode(j))
@@ -59,11 +81,25 @@ func WriteHistoryLong(w io.Writer, jobs []api.HistoryJob, loc *time.Location) er
 		fmt.Fprintln(w)
 		ev := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		for _, e := range j.Events {
-			fmt.Fprintf(ev, "  %s\t%s\t%s\n", Timestamp(e.Time, loc), e.Event, oneLine(e.Detail))
+			fmt.Fprintf(ev, "  %s\t%s\t%s\n", Timestamp(e.Time, loc), e.Event, strings.TrimSpace(printable(oneLine(e.Detail))))
 		}
 		if err := ev.Flush(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// printable is s with every control character (a container's message
+// may hold a terminal's escapes, a carriage return or a form feed, which
+// would end or hide a line) and every byte that is not UTF-8 replaced by
+// a space, so that each line of the long form is one line that ends with
+// its newline.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' || r == 0x7f || r == utf8.RuneError || (r >= 0x80 && r < 0xa0) {
+			return ' '
+		}
+		return r
+	}, s)
 }

@@ -41,9 +41,7 @@ func LSFState(j api.Job) string {
 		return LSFPend
 	case api.JobHeld:
 		return LSFPSusp
-	case api.JobScheduled, api.JobPreparing:
-		return LSFRun
-	case api.JobRunning:
+	case api.JobScheduled, api.JobPreparing, api.JobRunning:
 		if Stopped(j) {
 			return LSFUSusp
 		}

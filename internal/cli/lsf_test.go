@@ -84,6 +84,8 @@ func TestLSFState(t *testing.T) {
 		{api.JobHeld, nil, "PSUSP"},
 		{api.JobScheduled, nil, "RUN"},
 		{api.JobPreparing, nil, "RUN"},
+		{api.JobScheduled, []int{int(syscall.SIGSTOP)}, "USUSP"},
+		{api.JobPreparing, []int{int(syscall.SIGSTOP), int(syscall.SIGCONT)}, "RUN"},
 		{api.JobRunning, nil, "RUN"},
 		{api.JobRunning, []int{int(syscall.SIGSTOP)}, "USUSP"},
 		{api.JobRunning, []int{int(syscall.SIGSTOP), int(syscall.SIGUSR1)}, "USUSP"},
@@ -175,5 +177,42 @@ func TestMasterName(t *testing.T) {
 		if got := cli.MasterName(addr); got != want {
 			t.Errorf("MasterName(%q) = %q, want %q", addr, got, want)
 		}
+	}
+}
+
+// A placed job stopped before it started is SUSPENDED to squeue, as a
+// running one; without the STOP it is CONFIGURING.
+func TestSlurmStateStopped(t *testing.T) {
+	stop := []api.SignalRequest{{Seq: 1, Signal: int(syscall.SIGSTOP)}}
+	for _, c := range []struct {
+		j    api.Job
+		want string
+	}{
+		{api.Job{State: api.JobScheduled}, "CONFIGURING"},
+		{api.Job{State: api.JobScheduled, Signals: stop}, "SUSPENDED"},
+		{api.Job{State: api.JobPreparing, Signals: stop}, "SUSPENDED"},
+		{api.Job{State: api.JobRunning, Signals: stop}, "SUSPENDED"},
+	} {
+		if got := cli.SlurmState(c.j); got != c.want {
+			t.Errorf("%s with signals %v: %s, want %s", c.j.State, c.j.Signals, got, c.want)
+		}
+	}
+}
+
+// bhist -l of a failed job whose message holds a container's control
+// characters (escapes, a carriage return, a form feed, a byte that is
+// not UTF-8): every line, the last one too, ends with its newline and
+// none of them reaches the terminal.
+func TestHistoryLongLines(t *testing.T) {
+	j := clitest.History()[2]
+	j.Reason = "exec failed\r\x1b[31mred\fpage\xff\v"
+	j.Events[len(j.Events)-1].Detail = "FAILED, exit code 3: " + j.Reason
+	var b bytes.Buffer
+	if err := cli.WriteHistoryLong(&b, []api.HistoryJob{j}, time.UTC); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.HasSuffix(out, "red page\n") || strings.ContainsAny(out, "\r\x1b\f\v\xff") || strings.Count(out, "\n") != 14 {
+		t.Errorf("bhist -l:\n%q", out)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os/user"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,6 +27,9 @@ func SlurmState(j api.Job) string {
 	case api.JobPending, api.JobHeld:
 		return "PENDING"
 	case api.JobScheduled, api.JobPreparing:
+		if Stopped(j) {
+			return "SUSPENDED" // its containers start stopped
+		}
 		return "CONFIGURING"
 	case api.JobRunning:
 		if Stopped(j) {
@@ -73,6 +78,17 @@ func SlurmTimeLimit(d time.Duration, none string) string {
 		return none
 	}
 	return Elapsed(d)
+}
+
+// SlurmTotalCPU is sacct's TotalCPU: [D-][HH:]MM:SS.mmm, the
+// milliseconds shown under an hour as Slurm does.
+func SlurmTotalCPU(d time.Duration) string {
+	d = max(d, 0)
+	if d < time.Hour {
+		ms := int64(d / time.Millisecond)
+		return fmt.Sprintf("%02d:%02d.%03d", ms/60000, ms/1000%60, ms%1000)
+	}
+	return SlurmElapsed(d)
 }
 
 // SlurmHostlist writes hosts as Slurm's ranged host list.
@@ -134,8 +150,10 @@ type squeueField struct {
 }
 
 var squeueFields = map[byte]squeueField{
-	'i': {"JOBID", func(j api.Job, _ time.Time) string { return strconv.FormatUint(j.ID, 10) }},
+	'i': {"JOBID", func(j api.Job, _ time.Time) string { return SlurmJobID(j) }},
 	'A': {"JOBID", func(j api.Job, _ time.Time) string { return strconv.FormatUint(j.ID, 10) }},
+	'F': {"ARRAY_JOB_ID", func(j api.Job, _ time.Time) string { return SlurmArrayJobID(j) }},
+	'K': {"ARRAY_TASK_ID", func(j api.Job, _ time.Time) string { return SlurmArrayTaskID(j) }},
 	't': {"ST", func(j api.Job, _ time.Time) string { return SlurmCompactState(j) }},
 	'T': {"STATE", func(j api.Job, _ time.Time) string { return SlurmState(j) }},
 	'j': {"NAME", func(j api.Job, _ time.Time) string { return j.Name }},
@@ -311,20 +329,35 @@ func WriteSqueue(w io.Writer, jobs []api.Job, f SqueueFormat, header bool, now t
 // SacctJob is one job as sacct shows it, from the live jobs or the
 // accounting store.
 type SacctJob struct {
-	ID        uint64
-	Name      string
-	User      string
-	UID       int
-	Account   string
-	Partition string
-	State     string // SlurmState's name
-	ExitCode  int
-	Nodes     []string
-	CPUs      int
-	Submitted time.Time
-	Started   time.Time
-	Ended     time.Time
-	WorkDir   string
+	ID uint64
+	// JobID is how sacct names the job (SlurmJobID: "3_1" for an
+	// element of a job array, whose own id ID is JobIDRaw).
+	JobID    string
+	ArrayID  uint64
+	Index    int
+	Group    string
+	Walltime time.Duration
+	ReqCPUs  int
+	ReqMem   int64 // bytes, the whole job's
+	GPUs     float64
+	CPUTime  time.Duration
+	MemPeak  int64
+	// limitKnown: Walltime is the job's limit (a live job's; the
+	// accounting store keeps none).
+	limitKnown bool
+	Name       string
+	User       string
+	UID        int
+	Account    string
+	Partition  string
+	State      string // SlurmState's name
+	ExitCode   int
+	Nodes      []string
+	CPUs       int
+	Submitted  time.Time
+	Started    time.Time
+	Ended      time.Time
+	WorkDir    string
 	// Run is the job's run (its requeues before it): sacct -D shows
 	// every run, else only the last.
 	Run int
@@ -332,22 +365,40 @@ type SacctJob struct {
 
 // SacctFromJob is j as sacct shows it at now.
 func SacctFromJob(j api.Job) SacctJob {
-	s := SacctJob{ID: j.ID, Name: j.Name, User: j.User, UID: j.UID, Account: JobAccount(j), Partition: j.Partition,
-		State: SlurmState(j), ExitCode: j.ExitCode, Nodes: JobNodes(j), Submitted: j.Submitted, Started: j.Started,
-		Ended: j.Ended, WorkDir: j.Cwd, Run: j.Requeues}
-	var cpu float64
+	s := SacctJob{ID: j.ID, JobID: SlurmJobID(j), ArrayID: j.ArrayID, Index: j.ArrayIndex, Name: j.Name, User: j.User,
+		UID: j.UID, Account: JobAccount(j), Partition: j.Partition, State: SlurmState(j), ExitCode: j.ExitCode,
+		Nodes: JobNodes(j), Submitted: j.Submitted, Started: j.Started, Ended: j.Ended, WorkDir: j.Cwd,
+		Group: strconv.Itoa(j.GID), Walltime: j.Walltime, CPUTime: j.CPUTime, MemPeak: j.MemPeak, limitKnown: true,
+		Run: j.Requeues}
+	if g, err := user.LookupGroupId(s.Group); err == nil {
+		s.Group = g.Name
+	}
+	var cpu, gpu float64
+	var mem int64
 	for _, c := range j.Containers {
 		cpu += c.Resources.CPU
+		gpu += c.Resources.GPU
+		mem += c.Resources.Memory
 	}
 	s.CPUs = int(cpu + 0.999)
+	n := max(JobSize(j), 1)
+	if len(j.Containers) == 0 {
+		cpu = j.Spec.Resources.CPU * float64(n)
+		gpu = j.Spec.Resources.GPU * float64(n)
+		mem = j.Spec.Resources.Memory * int64(n)
+	}
+	s.ReqCPUs, s.GPUs, s.ReqMem = int(cpu+0.999), gpu, mem
 	return s
 }
 
 // SacctFromHistory is an accounting store's record as sacct shows it.
 func SacctFromHistory(h api.HistoryJob) SacctJob {
-	return SacctJob{ID: h.ID, Name: h.Name, User: h.User, UID: h.UID, Account: h.Account, Partition: h.Partition,
-		State: string(h.State), ExitCode: h.ExitCode, Nodes: h.Nodes, Submitted: h.Submitted, Started: h.Started,
-		Ended: h.Ended, Run: h.Requeues}
+	s := SacctJob{ID: h.ID, JobID: SlurmJobID(api.Job{ID: h.ID, ArrayID: h.ArrayID, ArrayIndex: h.ArrayIndex}),
+		ArrayID: h.ArrayID, Index: h.ArrayIndex, Name: h.Name, User: h.User, UID: h.UID, Account: h.Account,
+		Partition: h.Partition, State: string(h.State), ExitCode: h.ExitCode, Nodes: h.Nodes, Submitted: h.Submitted,
+		Started: h.Started, Ended: h.Ended, GPUs: h.GPUs, CPUTime: h.CPUTime, MemPeak: h.MemPeak, Group: "(null)",
+		Run: h.Requeues}
+	return s
 }
 
 // elapsed is the job's run time at now: none before it starts.
@@ -379,7 +430,13 @@ var sacctFields = []SacctField{
 	}},
 	{"End", 19, func(s SacctJob, now time.Time) string { return slurmTime(s.Ended, now) }},
 	{"ExitCode", 8, func(s SacctJob, _ time.Time) string { return SlurmExitCode(s.ExitCode) }},
-	{"JobID", -12, func(s SacctJob, _ time.Time) string { return strconv.FormatUint(s.ID, 10) }},
+	{"Group", 9, func(s SacctJob, _ time.Time) string { return s.Group }},
+	{"JobID", -12, func(s SacctJob, _ time.Time) string {
+		if s.JobID != "" {
+			return s.JobID
+		}
+		return strconv.FormatUint(s.ID, 10)
+	}},
 	{"JobIDRaw", -12, func(s SacctJob, _ time.Time) string { return strconv.FormatUint(s.ID, 10) }},
 	{"JobName", 10, func(s SacctJob, _ time.Time) string { return s.Name }},
 	{"NCPUS", 10, func(s SacctJob, _ time.Time) string { return strconv.Itoa(s.CPUs) }},
@@ -390,10 +447,43 @@ var sacctFields = []SacctField{
 		}
 		return SlurmHostlist(s.Nodes)
 	}},
+	{"MaxRSS", 10, func(s SacctJob, _ time.Time) string {
+		if s.MemPeak <= 0 {
+			return ""
+		}
+		return strconv.FormatInt(s.MemPeak>>10, 10) + "K"
+	}},
 	{"Partition", 10, func(s SacctJob, _ time.Time) string { return s.Partition }},
+	{"ReqCPUS", 8, func(s SacctJob, _ time.Time) string { return strconv.Itoa(s.ReqCPUs) }},
+	{"ReqMem", 10, func(s SacctJob, _ time.Time) string {
+		if s.ReqMem <= 0 {
+			return "0"
+		}
+		return slurmMemory(s.ReqMem, false)
+	}},
+	{"ReqTRES", 10, func(s SacctJob, _ time.Time) string {
+		if s.ReqCPUs == 0 && s.ReqMem == 0 {
+			return ""
+		}
+		t := fmt.Sprintf("billing=%d,cpu=%d,mem=%s,node=%d", s.ReqCPUs, s.ReqCPUs, slurmMemory(s.ReqMem, false), max(len(s.Nodes), 1))
+		if s.GPUs > 0 {
+			t += fmt.Sprintf(",gres/gpu=%d", int(s.GPUs+0.999))
+		}
+		return t
+	}},
 	{"Start", 19, func(s SacctJob, now time.Time) string { return slurmTime(s.Started, now) }},
 	{"State", 10, func(s SacctJob, _ time.Time) string { return s.State }},
 	{"Submit", 19, func(s SacctJob, now time.Time) string { return slurmTime(s.Submitted, now) }},
+	{"Timelimit", 10, func(s SacctJob, _ time.Time) string {
+		switch {
+		case !s.limitKnown:
+			return "" // an accounting record keeps no limit
+		case s.Walltime <= 0:
+			return "UNLIMITED"
+		}
+		return SlurmElapsed(s.Walltime)
+	}},
+	{"TotalCPU", 10, func(s SacctJob, _ time.Time) string { return SlurmTotalCPU(s.CPUTime) }},
 	{"UID", 6, func(s SacctJob, _ time.Time) string { return strconv.Itoa(s.UID) }},
 	{"User", 9, func(s SacctJob, _ time.Time) string { return s.User }},
 	{"WorkDir", 20, func(s SacctJob, _ time.Time) string { return s.WorkDir }},
@@ -509,6 +599,7 @@ type SinfoRow struct {
 	Walltime  time.Duration
 	State     string // Slurm's compact node state: idle, mix, alloc, drain, drng, down*
 	Nodes     []string
+	Info      []api.Node // the nodes' records, as Nodes (zero for a node schedd does not know)
 }
 
 // SinfoNodeState is a node's state in sinfo's compact form: idle, mix
@@ -537,8 +628,17 @@ func SinfoNodeState(n api.Node) string {
 // byNode makes one row per node and partition (-N), in node order.
 func SinfoRows(parts []api.PartitionInfo, nodes []api.Node, byNode bool) []SinfoRow {
 	state := map[string]string{}
+	info := map[string]api.Node{}
 	for _, n := range nodes {
 		state[n.Name] = SinfoNodeState(n)
+		info[n.Name] = n
+	}
+	infos := func(names []string) []api.Node {
+		out := make([]api.Node, len(names))
+		for i, n := range names {
+			out[i] = info[n]
+		}
+		return out
 	}
 	var rows []SinfoRow
 	for _, p := range parts {
@@ -561,11 +661,11 @@ func SinfoRows(parts []api.PartitionInfo, nodes []api.Node, byNode bool) []Sinfo
 		for _, st := range order {
 			if byNode {
 				for _, n := range by[st] {
-					rows = append(rows, SinfoRow{Partition: p.Name, Default: p.Default, Walltime: p.MaxWalltime, State: st, Nodes: []string{n}})
+					rows = append(rows, SinfoRow{Partition: p.Name, Default: p.Default, Walltime: p.MaxWalltime, State: st, Nodes: []string{n}, Info: infos([]string{n})})
 				}
 				continue
 			}
-			rows = append(rows, SinfoRow{Partition: p.Name, Default: p.Default, Walltime: p.MaxWalltime, State: st, Nodes: by[st]})
+			rows = append(rows, SinfoRow{Partition: p.Name, Default: p.Default, Walltime: p.MaxWalltime, State: st, Nodes: by[st], Info: infos(by[st])})
 		}
 	}
 	if byNode {
@@ -598,6 +698,121 @@ var sinfoFields = map[byte]sinfoField{
 	't': {"STATE", func(r SinfoRow) string { return r.State }},
 	'T': {"STATE", func(r SinfoRow) string { return sinfoLongState[r.State] }},
 	'N': {"NODELIST", func(r SinfoRow) string { return SlurmHostlist(r.Nodes) }},
+	'n': {"HOSTNAMES", func(r SinfoRow) string { return strings.Join(r.Nodes, ",") }},
+	'F': {"NODES(A/I/O/T)", func(r SinfoRow) string {
+		var a, i, o int
+		for _, n := range r.Info {
+			switch SinfoNodeState(n) {
+			case "alloc", "mix":
+				a++
+			case "idle":
+				i++
+			default:
+				o++
+			}
+		}
+		return fmt.Sprintf("%d/%d/%d/%d", a, i, o, len(r.Info))
+	}},
+	'C': {"CPUS(A/I/O/T)", func(r SinfoRow) string {
+		var a, i, o, t int64
+		for _, n := range r.Info {
+			total := n.Capacity.CPUMilli / 1000
+			used := min((n.Allocated.CPUMilli+999)/1000, total)
+			t += total
+			switch SinfoNodeState(n) {
+			case "down*", "drain":
+				o += total
+			default:
+				a, i = a+used, i+total-used
+			}
+		}
+		return fmt.Sprintf("%d/%d/%d/%d", a, i, o, t)
+	}},
+	'c': {"CPUS", func(r SinfoRow) string {
+		lo, hi := int64(-1), int64(0)
+		for _, n := range r.Info {
+			c := n.Capacity.CPUMilli / 1000
+			if lo < 0 || c < lo {
+				lo = c
+			}
+			hi = max(hi, c)
+		}
+		switch {
+		case lo < 0:
+			return "0"
+		case lo < hi:
+			return strconv.FormatInt(lo, 10) + "+"
+		}
+		return strconv.FormatInt(lo, 10)
+	}},
+	'f': {"AVAIL_FEATURES", func(r SinfoRow) string {
+		var fs []string
+		for _, n := range r.Info {
+			for _, l := range n.Labels {
+				if !slices.Contains(fs, l) {
+					fs = append(fs, l)
+				}
+			}
+		}
+		if len(fs) == 0 {
+			return "(null)"
+		}
+		return strings.Join(fs, ",")
+	}},
+	'G': {"GRES", func(r SinfoRow) string { return sinfoGres(r, func(n api.Node) float64 { return n.Capacity.GPU }) }},
+	// Slurm has no -o letter for GresUsed; -O GresUsed is this one.
+	'U': {"GRES_USED", func(r SinfoRow) string { return sinfoGres(r, func(n api.Node) float64 { return n.Allocated.GPU }) }},
+}
+
+// sinfoGres is a row's GPUs as Slurm's Gres and GresUsed write them:
+// "gpu:4" (the most on one of its nodes), "(null)" without any.
+func sinfoGres(r SinfoRow, count func(api.Node) float64) string {
+	most := 0.0
+	for _, n := range r.Info {
+		most = max(most, count(n))
+	}
+	if most <= 0 {
+		return "(null)"
+	}
+	return "gpu:" + strconv.Itoa(int(math.Ceil(most)))
+}
+
+// sinfoLongFields are sinfo -O's names of its -o letters.
+var sinfoLongFields = map[string]byte{
+	"available": 'a', "cpus": 'c', "cpusstate": 'C', "features": 'f', "gres": 'G', "gresused": 'U',
+	"nodeaddr": 'n', "nodehost": 'n', "nodelist": 'N', "nodes": 'D', "nodeai": 'F', "nodeaiot": 'F',
+	"partition": 'P', "partitionname": 'R', "statecompact": 't', "statelong": 'T', "time": 'l',
+}
+
+// SinfoLongFormat turns sinfo -O's TYPE[:[.]SIZE[SUFFIX]],… into the -o
+// format WriteSinfo reads (20 wide without a size).
+func SinfoLongFormat(s string) (string, error) {
+	var b strings.Builder
+	for item := range strings.SplitSeq(s, ",") {
+		if item == "" {
+			continue
+		}
+		name, spec, hasSpec := strings.Cut(item, ":")
+		c, ok := sinfoLongFields[strings.ToLower(strings.TrimSpace(name))]
+		if !ok {
+			var ns []string
+			for n := range sinfoLongFields {
+				ns = append(ns, n)
+			}
+			slices.Sort(ns)
+			return "", fmt.Errorf("invalid node format specification: %s; troupe's sinfo -O knows %s", name, strings.Join(ns, ","))
+		}
+		width, right, suffix := "20", "", ""
+		if hasSpec {
+			if rest, ok := strings.CutPrefix(spec, "."); ok {
+				right, spec = ".", rest
+			}
+			digits := len(spec) - len(strings.TrimLeft(spec, "0123456789"))
+			width, suffix = spec[:digits], spec[digits:]
+		}
+		b.WriteString("%" + right + width + string(c) + strings.ReplaceAll(suffix, "%", ""))
+	}
+	return b.String(), nil
 }
 
 var sinfoLongState = map[string]string{

@@ -70,6 +70,12 @@ func EndedFilterFlags(fs *FlagSet) *EndedFilter {
 	return f
 }
 
+// EndedOnly says whether a filter given picks ended jobs only: an end
+// time or an end state.
+func (f *EndedFilter) EndedOnly() bool {
+	return *f.completed != "" || *f.since != "" || *f.until != "" || len(f.states) > 0
+}
+
 // endStates are the states -s takes.
 var endStates = []string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "REQUEUED"}
 

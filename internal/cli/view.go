@@ -294,6 +294,17 @@ func WriteJobAt(w io.Writer, j api.Job, now time.Time, addr string) error {
 		}
 		pair("Signalled", fmt.Sprintf("SIG%s to %s at %s", api.SignalName(sg.Signal), to, Timestamp(sg.Time, now.Location())))
 	}
+	// Where the submit hosts and the user's other jobs reach each
+	// container, on a site whose default networks are routed.
+	var reach []string
+	for _, c := range j.Containers {
+		if c.Reach != "" && !c.State.Ended() {
+			reach = append(reach, c.Host+" "+c.Reach)
+		}
+	}
+	if len(reach) > 0 {
+		pair("Reachable at", strings.Join(reach, ", "))
+	}
 	if err := kv.Flush(); err != nil {
 		return err
 	}

@@ -10,6 +10,11 @@
 // request went out is retried with that id, and if no try settles it the
 // call returns an error that is ErrUnknownOutcome, never a plain failure.
 //
+// A client reads its own writes: it keeps the state index its writes were
+// answered at (Written), and its reads of the state wait for a peer that
+// has applied it, leaving a peer still behind for the next (ErrBehind when
+// none caught up within the limit).
+//
 // It must not import sched/... or nodelet/...: it knows the API
 // (internal/api), not the controller.
 package client
@@ -60,6 +65,11 @@ var (
 	// ErrPlainToken: the client refuses to send a bearer token in clear
 	// text to a host that is not this one.
 	ErrPlainToken = errors.New("refusing to send a token over plain http")
+	// ErrBehind: the peer asked answered from a state older than this
+	// client's last write (a follower still catching up); the client
+	// asks again, another peer first, and returns it (within
+	// ErrTimeout) only when none caught up within the overall limit.
+	ErrBehind = errors.New("schedd has not applied this client's last write yet")
 )
 
 // APIError is a non-2xx answer from schedd.
@@ -120,6 +130,10 @@ type Client struct {
 	token   atomic.Pointer[string]
 	timeout atomic.Int64
 	onRetry atomic.Pointer[func(string)]
+	// written is the highest state index a write of this client was
+	// answered at (api.IndexHeader): its reads of the state wait for a
+	// peer that has applied it (readFloor).
+	written atomic.Uint64
 	http    *http.Client
 }
 
@@ -274,6 +288,24 @@ func (c *Client) Plain() []string { return c.plain }
 func (c *Client) Next() {
 	c.leader.Store(nil)
 	c.cur.Store(int32((int(c.cur.Load()) + 1) % len(c.bases)))
+}
+
+// Written is the state index of this client's last write (its highest,
+// 0 before any write answered one): every read of the state it sends
+// afterwards is answered from that index or a later one, whichever peer
+// answers (docs/client-guarantees.md, "Reads").
+func (c *Client) Written() uint64 { return c.written.Load() }
+
+// SawWrite raises the index this client's reads wait for to idx (a
+// write's index known otherwise, such as one another process made and
+// passed on); a lower one changes nothing.
+func (c *Client) SawWrite(idx uint64) {
+	for {
+		cur := c.written.Load()
+		if idx <= cur || c.written.CompareAndSwap(cur, idx) {
+			return
+		}
+	}
 }
 
 // Addr is the address the client was made for.
@@ -557,8 +589,9 @@ func blocking(index uint64, wait time.Duration) url.Values {
 	return q
 }
 
-// SaveSnapshot streams schedd's state, in the snapshot file format
-// (header line with a sha256 of the body, then the body), to w.
+// SaveSnapshot streams schedd's state and its accounting store's rows,
+// in the snapshot file format (a header line with a sha256 of the state,
+// the state, then the accounting section with its own header), to w.
 func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
 	resp, err := c.roundTrip(ctx, call{method: http.MethodGet, target: "/v1/snapshot"})
 	if err != nil {
@@ -569,15 +602,22 @@ func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
 	return err
 }
 
-// RestoreSnapshot sends a snapshot file; schedd checks it whole before it
-// changes anything and refuses a damaged one (an *APIError, 400).
-func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader) (api.SnapshotRestored, error) {
+// RestoreSnapshot sends a snapshot file; schedd checks it whole, and its
+// accounting store against it, before it changes anything, and refuses a
+// damaged file (an *APIError, 400) or a store that disagrees with it
+// (409). allowMissingHistory restores the state although the store and
+// the file lack jobs the state had handed to the store.
+func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error) {
 	var out api.SnapshotRestored
 	b, err := io.ReadAll(r)
 	if err != nil {
 		return out, err
 	}
-	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: "/v1/snapshot", body: b, ctype: "application/octet-stream"})
+	target := "/v1/snapshot"
+	if allowMissingHistory {
+		target += "?allow_missing_history=true"
+	}
+	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: target, body: b, ctype: "application/octet-stream"})
 	if err != nil {
 		return out, err
 	}

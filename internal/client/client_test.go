@@ -476,3 +476,50 @@ func TestEachJobStreams(t *testing.T) {
 		t.Fatalf("a stop from the caller came back as %v", err)
 	}
 }
+
+// TestReadYourWritesGivesUpBehind: a peer that never catches up with the
+// client's last write (index 10) is not believed, its 404 neither: the
+// read ends in ErrBehind (within ErrTimeout), not a stale answer. Reads
+// carry the write's index as a blocking query; a client that wrote
+// nothing sends none.
+func TestReadYourWritesGivesUpBehind(t *testing.T) {
+	fast(t)
+	old := catchUpWait
+	catchUpWait = 50 * time.Millisecond
+	t.Cleanup(func() { catchUpWait = old })
+	var indexes []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			w.Header().Set(api.IndexHeader, "10")
+			jobJSON(w, api.JobCancelled)
+			return
+		}
+		mu.Lock()
+		indexes = append(indexes, r.URL.Query().Get("index"))
+		mu.Unlock()
+		w.Header().Set(api.IndexHeader, "5")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(api.Error{Error: "job 7: not found"})
+	}))
+	defer srv.Close()
+	c, _ := NewWith(srv.URL, Options{})
+	ctx := context.Background()
+	if _, _, err := c.Job(ctx, 7, 0, 0); !IsNotFound(err) {
+		t.Fatalf("before any write: %v, want the 404 as it is", err)
+	}
+	if _, err := c.Kill(ctx, 7); err != nil || c.Written() != 10 {
+		t.Fatalf("kill: %v, index kept %d, want 10", err, c.Written())
+	}
+	c.SetTimeout(300 * time.Millisecond)
+	_, _, err := c.Job(ctx, 7, 0, 0)
+	if !errors.Is(err, ErrBehind) || !errors.Is(err, ErrTimeout) || IsNotFound(err) {
+		t.Fatalf("read after the write from a peer behind it: %v, want ErrBehind", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(indexes) < 3 || indexes[0] != "" || indexes[1] != "9" {
+		t.Fatalf("the reads carried index %q, want none before the write and 9 after it, retried", indexes)
+	}
+}

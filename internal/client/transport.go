@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type call struct {
 	// requestID is the write's id, the same on every try (one is made
 	// when empty).
 	requestID string
+	// floor: the answer must reflect at least this state index (the
+	// client's last write); an older one is ErrBehind (readFloor).
+	floor uint64
 }
 
 func (k call) write() bool { return k.method != http.MethodGet && k.method != http.MethodHead }
@@ -59,6 +63,7 @@ func (c *Client) roundTrip(ctx context.Context, k call) (*http.Response, error) 
 	if k.write() && k.requestID == "" {
 		k.requestID = auth.NewID() + auth.NewID()
 	}
+	k = c.readFloor(k)
 	limit := c.Timeout() + k.wait
 	deadline := time.Now().Add(limit)
 	n := len(c.bases)
@@ -106,7 +111,21 @@ func (c *Client) roundTrip(ctx context.Context, k call) (*http.Response, error) 
 			r.resp.Body.Close()
 			return nil, fmt.Errorf("%w at %s: it answered %s with a web page (%s); check --addr or $%s",
 				ErrNotSchedd, r.at, r.resp.Status, r.resp.Header.Get("Content-Type"), EnvAddr)
+		case behind(r.resp, k.floor):
+			// A follower that has not applied our last write: its
+			// answer (a 404 too) is of an older state. Ask the next.
+			lastErr = fmt.Errorf("%w: %s answered from state index %s, before this client's last write (index %d)",
+				ErrBehind, r.at, r.resp.Header.Get(api.IndexHeader), k.floor)
+			drainClose(r.resp)
+			if viaLeader {
+				c.leader.Store(nil)
+			}
+			retry = true
 		case r.resp.StatusCode/100 == 2 || r.resp.StatusCode == http.StatusSwitchingProtocols:
+			if k.write() {
+				idx, _ := strconv.ParseUint(r.resp.Header.Get(api.IndexHeader), 10, 64)
+				c.SawWrite(idx)
+			}
 			if r.hops > 0 {
 				c.leader.Store(&r.base)
 			} else if !viaLeader {
@@ -144,6 +163,67 @@ func (c *Client) roundTrip(ctx context.Context, k call) (*http.Response, error) 
 			}
 		}
 	}
+}
+
+// catchUpWait is how long a read carrying the client's last write
+// (readFloor) lets a peer wait to apply it before answering; a peer
+// still behind then is left for the next one.
+var catchUpWait = 2 * time.Second
+
+// readFloor makes k, a read of the state, wait for the client's last
+// write: its blocking index is raised to just before that write's index
+// (schedd answers once its state passes the index asked for), with a
+// short wait when the caller gave none, and the answer must carry that
+// index or a later one (behind). Other calls go as they are.
+func (c *Client) readFloor(k call) call {
+	w := c.written.Load()
+	if w == 0 || k.write() || !stateRead(k.target) {
+		return k
+	}
+	path, raw, _ := strings.Cut(k.target, "?")
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return k
+	}
+	if idx, _ := strconv.ParseUint(q.Get("index"), 10, 64); idx < w-1 {
+		q.Set("index", strconv.FormatUint(w-1, 10))
+		if k.wait == 0 {
+			q.Set("wait", catchUpWait.String())
+			k.wait = catchUpWait
+		}
+	}
+	k.target = path
+	if enc := q.Encode(); enc != "" {
+		k.target += "?" + enc
+	}
+	k.floor = w
+	return k
+}
+
+// stateRead reports whether a GET of target answers the replicated state
+// at a state index (api.IndexHeader) a blocking query waits on: the job
+// list, one job, the history, the nodes, the partitions, the fair
+// share. A node's assignments wait on that node's own index instead,
+// and the rest carry none.
+func stateRead(target string) bool {
+	path, _, _ := strings.Cut(target, "?")
+	switch path {
+	case "/v1/jobs", "/v1/history", "/v1/nodes", "/v1/partitions", "/v1/fairshare":
+		return true
+	}
+	id, ok := strings.CutPrefix(path, "/v1/jobs/")
+	return ok && id != "" && !strings.Contains(id, "/")
+}
+
+// behind reports whether resp, the answer to a read that must reflect
+// state index floor, comes from an older state. An answer carrying no
+// index (an older schedd's refusal) is taken as it is.
+func behind(resp *http.Response, floor uint64) bool {
+	if floor == 0 || (resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusNotFound) {
+		return false
+	}
+	idx, err := strconv.ParseUint(resp.Header.Get(api.IndexHeader), 10, 64)
+	return err == nil && idx < floor
 }
 
 // gaveUp is the error of a call whose overall limit passed.

@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Serve serves h at /metrics on addr until ctx ends. It fails only when
@@ -35,4 +37,15 @@ func Serve(ctx context.Context, addr string, h http.Handler, warn func(msg strin
 		_ = srv.Shutdown(sctx)
 	}()
 	return ln.Addr(), nil
+}
+
+// DirSpace is the space available to unprivileged users on dir's file
+// system and that file system's size, in bytes, for a daemon's gauges of
+// its data directory.
+func DirSpace(dir string) (avail, size float64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	return float64(st.Bavail) * float64(st.Bsize), float64(st.Blocks) * float64(st.Bsize), nil
 }

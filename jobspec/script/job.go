@@ -34,7 +34,7 @@ type Submit struct {
 var notPassed = map[string]bool{
 	"HOSTNAME": true, "PWD": true, "OLDPWD": true, "SHLVL": true, "_": true,
 	"HOME": true, "USER": true, "LOGNAME": true,
-	"TROUPE_JOB_ID": true, "LSB_JOBID": true,
+	"TROUPE_JOB_ID": true, "LSB_JOBID": true, "LSB_JOBNAME": true,
 	"TROUPE_ARRAY_ID": true, "TROUPE_ARRAY_INDEX": true, "LSB_JOBINDEX": true, "LSB_JOBINDEX_END": true,
 	"LSB_JOBINDEX_STEP": true, "SLURM_ARRAY_JOB_ID": true, "SLURM_ARRAY_TASK_ID": true, "SLURM_ARRAY_TASK_MIN": true,
 	"SLURM_ARRAY_TASK_MAX": true, "SLURM_ARRAY_TASK_COUNT": true, "SLURM_ARRAY_TASK_STEP": true,

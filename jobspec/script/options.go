@@ -162,10 +162,10 @@ var lsfOptions = map[string]option{
 	}},
 	"-q":   {true, str(func(o *Options) *string { return &o.Partition })},
 	"-J":   {true, func(o *Options, v string, _ site) error { return o.name(v) }},
-	"-o":   {true, func(o *Options, v string, _ site) error { o.Output = lsfPattern(v); return nil }},
-	"-oo":  {true, func(o *Options, v string, _ site) error { o.Output = lsfPattern(v); return nil }},
-	"-e":   {true, func(o *Options, v string, _ site) error { o.Error = lsfPattern(v); return nil }},
-	"-eo":  {true, func(o *Options, v string, _ site) error { o.Error = lsfPattern(v); return nil }},
+	"-o":   {true, func(o *Options, v string, _ site) error { o.Output = LSFPattern(v); return nil }},
+	"-oo":  {true, func(o *Options, v string, _ site) error { o.Output = LSFPattern(v); return nil }},
+	"-e":   {true, func(o *Options, v string, _ site) error { o.Error = LSFPattern(v); return nil }},
+	"-eo":  {true, func(o *Options, v string, _ site) error { o.Error = LSFPattern(v); return nil }},
 	"-P":   {true, str(func(o *Options) *string { return &o.Account })},
 	"-G":   {true, str(func(o *Options) *string { return &o.Group })},
 	"-cwd": {true, str(func(o *Options) *string { return &o.Cwd })},
@@ -305,23 +305,30 @@ var slurmOptions = map[string]option{
 		}
 		return err
 	}},
-	"--mail-user":  {true, mailUser},
-	"--comment":    {true, func(*Options, string, site) error { return nil }},
-	"--no-requeue": {false, func(*Options, string, site) error { return nil }},
-	"--requeue":    {false, ignored("requeue for script jobs; use the job file's requeue")},
-	"--signal":     {true, ignored("warning signals before the time limit")},
-	"--qos":        {true, ignored("QOS; partitions carry the limits")},
-	"--constraint": {true, ignored("node features")},
-	"--nice":       {true, ignored("nice for script jobs; use the job file's priority")},
-	"--open-mode":  {true, func(*Options, string, site) error { return nil }},
-	"--parsable":   {false, func(*Options, string, site) error { return nil }},
+	"--mail-user":      {true, mailUser},
+	"--comment":        {true, func(*Options, string, site) error { return nil }},
+	"--no-requeue":     {false, func(*Options, string, site) error { return nil }},
+	"--requeue":        {false, ignored("requeue for script jobs; use the job file's requeue")},
+	"--signal":         {true, ignored("warning signals before the time limit")},
+	"--qos":            {true, ignored("QOS; partitions carry the limits")},
+	"--constraint":     {true, ignored("node features")},
+	"--nice":           {true, ignored("nice for script jobs; use the job file's priority")},
+	"--priority":       {true, ignored("user priority per job; use the job file's priority")},
+	"--begin":          {true, ignored("begin time; submit when the job may start")},
+	"--reservation":    {true, ignored("advance reservations")},
+	"--exclude":        {true, ignored("node exclusion; drain a node that must take no jobs")},
+	"--ntasks-per-gpu": {true, ignored("tasks per GPU; --ntasks and --gpus-per-node shape the job")},
+	"--input":          {true, ignored("standard input file; the job's stdin is empty")},
+	"--open-mode":      {true, func(*Options, string, site) error { return nil }},
+	"--parsable":       {false, func(*Options, string, site) error { return nil }},
 }
 
 var slurmShort = map[string]string{
 	"-N": "--nodes", "-n": "--ntasks", "-c": "--cpus-per-task", "-t": "--time",
 	"-J": "--job-name", "-o": "--output", "-e": "--error", "-p": "--partition",
 	"-A": "--account", "-D": "--chdir", "-d": "--dependency", "-H": "--hold",
-	"-a": "--array", "-q": "--qos", "-C": "--constraint",
+	"-a": "--array", "-q": "--qos", "-C": "--constraint", "-x": "--exclude",
+	"-i": "--input",
 }
 
 // parseArgs applies the options words of one directive line (or of the
@@ -557,13 +564,32 @@ func (o *Options) name(v string) error {
 	return nil
 }
 
-// lsfPattern turns LSF's %J into troupe's %j (%x stays for the name).
-func lsfPattern(p string) string { return strings.ReplaceAll(p, "%J", "%j") }
+// LSFPattern turns LSF's %J (the job id) into troupe's %j; %I (the
+// element's index) and %x (the name) stay.
+func LSFPattern(p string) string { return translateEscapes(p, map[byte]byte{'J': 'j'}) }
 
-// slurmPattern turns Slurm's %A (array master: the job) and %N (node)
-// into troupe's %j and %h.
+// slurmPattern turns Slurm's escapes into troupe's: %A (the array's job
+// id) and %J (jobid.stepid, which for a batch script is the job id
+// alone: its step has no number) into %j, %N (the node) into %h.
 func slurmPattern(p string) string {
-	return strings.NewReplacer("%A", "%j", "%N", "%h").Replace(p)
+	return translateEscapes(p, map[byte]byte{'A': 'j', 'J': 'j', 'N': 'h'})
+}
+
+// translateEscapes rewrites each %c of pattern that to names as %to[c];
+// %% and every other escape stay as written, so "%%J" is still a
+// literal %J.
+func translateEscapes(pattern string, to map[byte]byte) string {
+	b := []byte(pattern)
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] != '%' {
+			continue
+		}
+		if c, ok := to[b[i+1]]; ok {
+			b[i+1] = c
+		}
+		i++
+	}
+	return string(b)
 }
 
 // ExpandName replaces %x in an output pattern with the job's name, as

@@ -207,6 +207,7 @@ func TestArrayDirectives(t *testing.T) {
 		want      jobspec.Array
 	}{
 		{"#BSUB -J \"sweep[1-100%10]\"\n", "sweep", jobspec.Array{Range: "1-100", MaxRunning: 10}},
+		{"#BSUB -J \"sweep[1-100]%10\"\n", "sweep", jobspec.Array{Range: "1-100", MaxRunning: 10}},
 		{"#BSUB -J sweep[1,3,5-9:2]\n", "sweep", jobspec.Array{Range: "1,3,5-9:2"}},
 		{"#SBATCH --array=1-100:2%10 -J sweep\n", "sweep", jobspec.Array{Range: "1-99:2", MaxRunning: 10}},
 		{"#SBATCH -a 0-3\n#SBATCH --job-name=sweep\n", "sweep", jobspec.Array{Range: "0-3"}},

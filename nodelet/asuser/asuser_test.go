@@ -176,3 +176,65 @@ func TestOpenReadBeneath(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputMakesItsDirectory: an output file whose directories do not
+// exist yet (bsub -o logs/%J.out with no logs/) gets them, made with the
+// user's credentials (owned by the user, as mkdir makes them); where the
+// user may not write nothing is made, and a symbolic link on the way is
+// not followed, even one the user planted where a directory would go.
+func TestOutputMakesItsDirectory(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(dir, "own")
+	if err := os.Mkdir(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(own, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "roots")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(own, "planted")); err != nil {
+		t.Fatal(err)
+	}
+	reqs := []Request{
+		{Kind: Output, Path: filepath.Join(own, "logs", "deep", "1.out")},
+		{Kind: Output, Path: filepath.Join(own, "logs", "deep", "2.out")},
+		{Kind: Output, Path: filepath.Join(dir, "rootonly", "x.out")},
+		{Kind: Output, Path: filepath.Join(own, "planted", "sub", "x.out")},
+	}
+	res, err := Open(Cred{UID: nobody, GID: nobody, Groups: []int{nobody}}, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(res)
+	want := []error{nil, nil, fs.ErrPermission, syscall.ELOOP}
+	for i, w := range want {
+		r := res[i]
+		if w == nil && (r.Err != nil || r.File == nil) || w != nil && (!errors.Is(r.Err, w) || r.File != nil) {
+			t.Errorf("%s: file %v, err %v; want err %v", reqs[i].Path, r.File != nil, r.Err, w)
+		}
+	}
+	for _, d := range []string{filepath.Join(own, "logs"), filepath.Join(own, "logs", "deep")} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || st.Uid != nobody || st.Gid != nobody {
+			t.Errorf("%s: %v %d:%d, want a directory of %d:%d", d, fi.Mode(), st.Uid, st.Gid, nobody, nobody)
+		}
+	}
+	for _, p := range []string{filepath.Join(dir, "rootonly"), filepath.Join(target, "sub")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was made", p)
+		}
+	}
+}

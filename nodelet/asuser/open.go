@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -80,9 +81,18 @@ func openat2(path string, flags uint64, mode uint64) (int, error) {
 }
 
 // openOutput: O_NONBLOCK so that a FIFO answers ENXIO instead of hanging;
-// cleared again on the regular file it must be.
+// cleared again on the regular file it must be. A directory on the way
+// that does not exist is created, with the user's credentials (as LSF
+// creates an output file's directory, bsub -o logs/%J.out), each
+// component through no symbolic link.
 func openOutput(path string) (int, error) {
-	fd, err := openat2(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o600)
+	const flags = unix.O_WRONLY | unix.O_APPEND | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_NONBLOCK
+	fd, err := openat2(path, flags, 0o600)
+	if errors.Is(err, unix.ENOENT) {
+		if err = mkdirAll(filepath.Dir(path)); err == nil {
+			fd, err = openat2(path, flags, 0o600)
+		}
+	}
 	if err != nil {
 		return -1, err
 	}
@@ -100,6 +110,54 @@ func openOutput(path string) (int, error) {
 		return -1, err
 	}
 	return fd, nil
+}
+
+// outputDirMode is the mode of a directory created for an output file,
+// less the nodelet's umask: the user's, as mkdir makes one.
+const outputDirMode = 0o755
+
+// mkdirAll makes dir and every missing directory above it, each with
+// mkdirat in its parent, opened O_PATH through no symbolic link: with
+// the thread's (the user's) credentials, so where the user may not
+// write nothing is made, and a symlink on the way is refused (ELOOP).
+func mkdirAll(dir string) error {
+	cur, err := openat2("/", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { unix.Close(cur) }()
+	for name := range strings.SplitSeq(strings.Trim(dir, "/"), "/") {
+		if name == "" || name == "." {
+			continue
+		}
+		if name == ".." {
+			return fmt.Errorf("%s: %w", dir, unix.EINVAL) // output paths come cleaned
+		}
+		next, err := openat2At(cur, name, unix.O_PATH|unix.O_DIRECTORY)
+		if errors.Is(err, unix.ENOENT) {
+			if err = unix.Mkdirat(cur, name, outputDirMode); err != nil && !errors.Is(err, unix.EEXIST) {
+				return err
+			}
+			next, err = openat2At(cur, name, unix.O_PATH|unix.O_DIRECTORY)
+		}
+		if err != nil {
+			return err
+		}
+		unix.Close(cur)
+		cur = next
+	}
+	return nil
+}
+
+// openat2At opens name in the directory dirfd, through no symbolic link.
+func openat2At(dirfd int, name string, flags uint64) (int, error) {
+	for {
+		fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: resolve})
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		return fd, err
+	}
 }
 
 // openSource opens O_PATH (search permission on every directory on the

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/troupe-hpc/troupe/nodelet/asuser"
 	"github.com/troupe-hpc/troupe/nodelet/image"
@@ -414,5 +417,46 @@ func TestArchiveSymlinks(t *testing.T) {
 			}
 			cacheEmpty(t, s)
 		})
+	}
+}
+
+// TestArchiveMemo: an archive read and checked once is not read again
+// while it is unchanged; rewritten in place (the same inode) with a
+// tampered layer, it is read again and refused, whatever the memo held.
+func TestArchiveMemo(t *testing.T) {
+	needRoot(t)
+	defer image.SetMemoMargin(-time.Hour)() // the test's own files count as old
+	genuine, _, _ := runtimetest.BuildOCI(t, tree(t, genuineFiles))
+	own := filepath.Join(t.TempDir(), "own.tar")
+	if out, err := exec.Command("cp", genuine, own).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	give(t, own, bob)
+	s, err := image.NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Rootfs(own, asuser.Opener(bobCred))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Remembered: a start reads none of it. Shown with the cache made
+	// read-only (a bind mount, which binds root too): reading the
+	// archive would need a staging directory there.
+	must(t, unix.Mount(s.Dir(), s.Dir(), "", unix.MS_BIND, ""))
+	must(t, unix.Mount("", s.Dir(), "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""))
+	again, err := s.Rootfs(own, asuser.Opener(bobCred))
+	must(t, unix.Unmount(s.Dir(), 0))
+	if err != nil || again != first {
+		t.Errorf("the same archive again: %s, %v; want %s from the memo", again, err, first)
+	}
+
+	evil, err := os.ReadFile(tamperDocker(t, genuine, tree(t, evilFiles)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.WriteFile(own, evil, 0o644)) // truncated and rewritten: the same inode
+	if got, err := s.Rootfs(own, asuser.Opener(bobCred)); !errors.Is(err, image.ErrDigest) {
+		t.Errorf("the archive rewritten in place: rootfs %q, err %v; want %v", got, err, image.ErrDigest)
 	}
 }

@@ -221,6 +221,8 @@ type Store struct {
 	locks map[string]*sync.Mutex
 	sifs  map[fileID]string // SIF file → its content's key (sif.go)
 	blobs map[fileID]string // layer blob a user gave → the digests it matched (oci.go)
+	// archive file → its content's key (oci.go)
+	archives map[fileID]string
 }
 
 // NewStore returns a store caching under dir (created when missing).
@@ -228,7 +230,8 @@ func NewStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, locks: map[string]*sync.Mutex{}, sifs: map[fileID]string{}, blobs: map[fileID]string{}}, nil
+	return &Store{dir: dir, locks: map[string]*sync.Mutex{}, sifs: map[fileID]string{}, blobs: map[fileID]string{},
+		archives: map[fileID]string{}}, nil
 }
 
 // Rootfs returns the root filesystem directory for ref: "host" and

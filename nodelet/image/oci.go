@@ -50,17 +50,47 @@ type ociImage struct {
 // ociRootfs unpacks an OCI layout or a docker/OCI archive, cached by its
 // config digest (see the package doc). An image not trusted (a user's)
 // that finds its entry in the cache has its layers checked first.
-func (s *Store) ociRootfs(ref string, kind Kind, open OpenFunc, trusted bool) (string, error) {
+//
+// An archive is read whole at every start (see readOCI), so the key it
+// gave is memoised by its fileID, as sifRootfs memoises SIFs: a start of
+// an archive unchanged since it was last read and checked reads nothing.
+func (s *Store) ociRootfs(ref string, kind Kind, open OpenFunc, trusted bool) (rootfs string, err error) {
+	var archive *os.File
+	var id fileID
+	if kind == KindArchive {
+		if archive, err = openFile(ref); err != nil {
+			return "", fmt.Errorf("image %s: %w", ref, err)
+		}
+		defer archive.Close()
+		if id, err = idOf(archive); err != nil {
+			return "", fmt.Errorf("image %s: %w", ref, err)
+		}
+		if key := s.recall(s.archives, id); key != "" {
+			rootfs := filepath.Join(s.dir, key, "rootfs")
+			if _, err := os.Stat(rootfs); err == nil {
+				return rootfs, nil
+			}
+		}
+	}
 	tmp, err := s.stage()
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	img, err := readOCI(ref, kind, open, tmp)
+	start := time.Now()
+	img, err := readOCI(archive, ref, kind, open, tmp)
 	if err != nil {
 		return "", fmt.Errorf("image %s: %w", ref, err)
 	}
 	defer img.dir.Close()
+	if archive != nil {
+		// Known good once committed or checked, below: err is the result.
+		defer func() {
+			if err == nil {
+				s.remember(s.archives, archive, id, start, img.key)
+			}
+		}()
+	}
 	rootfs, hit, err := s.commit(img.key, tmp, func(rootfs string) error {
 		root, err := os.OpenRoot(rootfs)
 		if err != nil {
@@ -77,7 +107,7 @@ func (s *Store) ociRootfs(ref string, kind Kind, open OpenFunc, trusted bool) (s
 	if err != nil || !hit || trusted {
 		return rootfs, err
 	}
-	if err := s.checkLayers(img, kind == KindOCILayout); err != nil {
+	if err = s.checkLayers(img, kind == KindOCILayout); err != nil {
 		return "", fmt.Errorf("image %s: %w", ref, err)
 	}
 	return rootfs, nil
@@ -115,11 +145,11 @@ func (s *Store) checkLayers(img *ociImage, memo bool) error {
 // readOCI reads ref's manifest and config, checked. An archive is first
 // unpacked whole into tmp/archive (read once: what is checked there is
 // what is unpacked) and read from there with openStaged.
-func readOCI(ref string, kind Kind, open OpenFunc, tmp string) (*ociImage, error) {
+func readOCI(archive *os.File, ref string, kind Kind, open OpenFunc, tmp string) (*ociImage, error) {
 	dirPath := ref
 	if kind == KindArchive {
 		dirPath, open = filepath.Join(tmp, "archive"), openStaged
-		if err := copyArchive(ref, dirPath); err != nil {
+		if err := copyArchive(archive, dirPath); err != nil {
 			return nil, err
 		}
 	}
@@ -145,13 +175,8 @@ func readOCI(ref string, kind Kind, open OpenFunc, tmp string) (*ociImage, error
 	return img, nil
 }
 
-// copyArchive unpacks the archive at ref into dst, reading it once.
-func copyArchive(ref, dst string) error {
-	f, err := openFile(ref)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+// copyArchive unpacks the archive f into dst, reading it once.
+func copyArchive(f *os.File, dst string) error {
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func idOf(f *os.File) (fileID, error) {
 // memoMargin: a SIF whose ctime is this close to the moment its hashing
 // began is not memoised (the file-system clock ticks coarsely, so a
 // change made while it was read could keep the ctime it had).
-const memoMargin = 2 * time.Second
+var memoMargin = 2 * time.Second
 
 // maxMemo bounds the memo; it starts over when full.
 const maxMemo = 4096

@@ -52,6 +52,8 @@ type defaultNet struct {
 	size   uint32            // addresses in the subnet
 	next   uint32            // where the next allocation starts looking
 	ports  map[string]uint32 // container id → host number (its address is base+n)
+	// owners: container id → uid of its job's user (reachRules)
+	owners map[string]int
 	// links: container id → host end of its veth, when not defaultVeth
 	// of its number (trp<seq>: from the pool, pool.go).
 	links map[string]string
@@ -84,7 +86,7 @@ func parseDefault(subnet string, local net.IP) (*defaultNet, error) {
 		return nil, fmt.Errorf("%w %q: holds the node's address %s", ErrDefaultSubnet, subnet, local)
 	}
 	return &defaultNet{subnet: n, base: binary.BigEndian.Uint32(n.IP.To4()), size: 1 << (32 - ones),
-		next: 2, ports: map[string]uint32{}, links: map[string]string{}, used: map[uint32]bool{}}, nil
+		next: 2, ports: map[string]uint32{}, owners: map[string]int{}, links: map[string]string{}, used: map[uint32]bool{}}, nil
 }
 
 func (d *defaultNet) addr(n uint32) net.IP { return binary.BigEndian.AppendUint32(nil, d.base+n) }
@@ -115,6 +117,7 @@ func (d *defaultNet) free(id string) {
 		delete(d.ports, id)
 		delete(d.links, id)
 	}
+	delete(d.owners, id)
 }
 
 // link is the host end of container id's veth.
@@ -176,6 +179,17 @@ func (m *Manager) setupDefault() error {
 	if err := netlink.AddrReplace(br, &netlink.Addr{IPNet: gw}); err != nil {
 		return fmt.Errorf("default network: gateway %s: %w", gw, err)
 	}
+	// Containers' ports are isolated bridge ports: the gateway answers
+	// their ARP for one another (private-VLAN proxy ARP), so that what
+	// one sends another goes through the node's forward hook, where the
+	// rules let only the same user's through.
+	// At once: by default the kernel holds a proxied answer back up to
+	// 0.8 s, where a container's ARP asks again after 1 s.
+	for f, v := range map[string]string{"ipv4/conf/" + DefaultBridge + "/proxy_arp_pvlan": "1", "ipv4/neigh/" + DefaultBridge + "/proxy_delay": "0"} {
+		if err := os.WriteFile("/proc/sys/net/"+f, []byte(v), 0o644); err != nil {
+			return fmt.Errorf("default network: proxy ARP on %s: %w", DefaultBridge, err)
+		}
+	}
 	if err := netlink.LinkSetUp(br); err != nil {
 		return fmt.Errorf("default network: %w", err)
 	}
@@ -195,15 +209,33 @@ func (m *Manager) closeDefault() error {
 	return errors.Join(err, deleteLinks(DefaultBridge))
 }
 
-// syncDefaultTable replaces DefaultTable in one atomic batch:
+// syncDefaultTable replaces DefaultTable in one atomic batch, from the
+// bookkeeping as it is when it starts (one update at a time, so the last
+// one written is the newest):
 //
-//	input:       from trdefault: answers only (ct established,related)
-//	forward:     trdefault to trdefault: drop (container to container)
-//	             from trdefault to UDP 4789: drop (no VXLAN from a
+//	input:       from trdefault: answers only (ct established,related),
+//	             and the host ports (reachRules)
+//	forward:     from trdefault to UDP 4789: drop (no VXLAN from a
 //	             container, which would leave with the node's address)
-//	             to trdefault: answers only
-//	postrouting: from the subnet, out of any other link: masquerade
+//	             to trdefault: answers, the reach_from sources, the
+//	             same user's containers (reachRules); nothing else, so
+//	             nothing from another user's container on the node
+//	             (trdefault to trdefault) or elsewhere
+//	postrouting: from the subnet, out of any other link, to no routed
+//	             network: masquerade
+//
+// Writing it registers its chains' hooks again, which waits for an RCU
+// grace period (~10 ms): containers coming and going, and peers
+// changing, touch the owner sets alone (syncOwners). Neither m.mu nor
+// m.tableMu is held.
 func (m *Manager) syncDefaultTable() error {
+	m.tableMu.Lock()
+	defer m.tableMu.Unlock()
+	return m.writeDefaultTable()
+}
+
+// writeDefaultTable is syncDefaultTable with m.tableMu held.
+func (m *Manager) writeDefaultTable() error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
@@ -219,21 +251,26 @@ func (m *Manager) syncDefaultTable() error {
 	in := c.AddChain(&nftables.Chain{Name: "input", Table: t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
 	rule(in, concat(ifname(expr.MetaKeyIIFNAME, DefaultBridge), ctAnswer(), verdict(expr.VerdictAccept))...)
-	rule(in, concat(ifname(expr.MetaKeyIIFNAME, DefaultBridge), counterVerdict(expr.VerdictDrop))...)
 
 	fw := c.AddChain(&nftables.Chain{Name: "forward", Table: t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept})
-	rule(fw, concat(ifname(expr.MetaKeyIIFNAME, DefaultBridge), ifname(expr.MetaKeyOIFNAME, DefaultBridge), counterVerdict(expr.VerdictDrop))...)
 	rule(fw, concat(ifname(expr.MetaKeyIIFNAME, DefaultBridge), udpDport(VXLANPort), counterVerdict(expr.VerdictDrop))...)
-	rule(fw, concat(ifname(expr.MetaKeyOIFNAME, DefaultBridge), ctAnswer(), verdict(expr.VerdictAccept))...)
-	rule(fw, concat(ifname(expr.MetaKeyOIFNAME, DefaultBridge), counterVerdict(expr.VerdictDrop))...)
 
 	nat := c.AddChain(&nftables.Chain{Name: "postrouting", Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept})
+	m.mu.Lock()
+	owner, local, err := m.reachRules(c, t, in, fw, nat)
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	rule(in, concat(ifname(expr.MetaKeyIIFNAME, DefaultBridge), counterVerdict(expr.VerdictDrop))...)
 	rule(nat, concat(sourceIn(m.def.subnet), ifnameNot(expr.MetaKeyOIFNAME, DefaultBridge), []expr.Any{&expr.Counter{}, &expr.Masq{}})...)
 	if err := c.Flush(); err != nil {
+		m.written.owner, m.written.local = nil, nil
 		return fmt.Errorf("nftables table %s: %w", DefaultTable, err)
 	}
+	m.written.owner, m.written.local = owner, local
 	return nil
 }
 

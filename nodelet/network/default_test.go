@@ -96,7 +96,11 @@ func dialWithin(t *testing.T, path, addr string, timeout time.Duration) (string,
 // outside makes a host beyond the node: a namespace with 10.250.0.99
 // on the node's underlay (the bridge node0 nodeAddr made), where the
 // submit host, a licence server or a dataset would be.
-func outside(t *testing.T) string {
+func outside(t *testing.T) string { return outsideAt(t, "out0", 99) }
+
+// outsideAt is outside with address 10.250.0.<n>, its link to the
+// underlay named link.
+func outsideAt(t *testing.T, link string, n byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "outside")
 	if err := newNetNS(path); err != nil {
@@ -113,12 +117,12 @@ func outside(t *testing.T) string {
 		t.Fatal(err)
 	}
 	la := netlink.NewLinkAttrs()
-	la.Name, la.MasterIndex = "out0", br.Attrs().Index
+	la.Name, la.MasterIndex = link, br.Attrs().Index
 	_ = deleteLinks(la.Name)
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(ns))}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = deleteLinks("out0") })
+	t.Cleanup(func() { _ = deleteLinks(link) })
 	if l, err := netlink.LinkByName(la.Name); err != nil {
 		t.Fatal(err)
 	} else if err := netlink.LinkSetUp(l); err != nil {
@@ -129,13 +133,13 @@ func outside(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	for _, n := range []string{"lo", "eth0"} {
-		l, err := h.LinkByName(n)
+	for _, n2 := range []string{"lo", "eth0"} {
+		l, err := h.LinkByName(n2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == "eth0" {
-			if err := h.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 250, 0, 99), Mask: net.CIDRMask(24, 32)}}); err != nil {
+		if n2 == "eth0" {
+			if err := h.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 250, 0, n), Mask: net.CIDRMask(24, 32)}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -163,7 +167,14 @@ func newDefaultManager(t *testing.T, dir string) *Manager {
 
 func attach(t *testing.T, m *Manager, job uint64, vni uint32, n int, host string, egress bool) (Endpoint, string) {
 	t.Helper()
+	return attachAs(t, m, job, vni, n, host, egress, 0)
+}
+
+// attachAs is attach for a job of user uid.
+func attachAs(t *testing.T, m *Manager, job uint64, vni uint32, n int, host string, egress bool, uid int) (Endpoint, string) {
+	t.Helper()
 	j := testJob(job, vni, n)
+	j.UID = uid
 	id := fmt.Sprintf("j%d-%s", job, host)
 	ep, err := m.Attach(j, host, id, egress)
 	if err != nil {
@@ -193,8 +204,8 @@ func ifaces(t *testing.T, path string) map[string][]string {
 // TestDefaultNetworkEgress: a container reaches a TCP server beyond its
 // node through the default network, seen there with the node's address
 // (NAT); it cannot reach a service on the node's own addresses (neither
-// the node's address nor the gateway), nor another session's container
-// on the default bridge.
+// the node's address nor the gateway), nor another user's container on
+// the default bridge.
 func TestDefaultNetworkEgress(t *testing.T) {
 	needNetNS(t)
 	nodeAddr(t)
@@ -203,7 +214,7 @@ func TestDefaultNetworkEgress(t *testing.T) {
 	m := newDefaultManager(t, t.TempDir())
 
 	a, _ := attach(t, m, 1, 5001, 1, "main1", true)
-	b, _ := attach(t, m, 2, 5002, 1, "main1", true)
+	b, _ := attachAs(t, m, 2, 5002, 1, "main1", true, 1000) // another user's
 	if a.Default == "" || b.Default == "" || a.Default == b.Default {
 		t.Fatalf("default addresses %q and %q: want two", a.Default, b.Default)
 	}
@@ -229,8 +240,8 @@ func TestDefaultNetworkEgress(t *testing.T) {
 		t.Errorf("outside host to the node's service: %q, %v", got, err)
 	}
 
-	// Session b's container to session a's, on the default network and
-	// at its session address.
+	// Session b's container (another user's) to session a's, on the
+	// default network and at its session address.
 	listenIn(t, a.NetNS, "0.0.0.0:7002")
 	if _, err := dialFrom(t, b.NetNS, "10.250.0.99:7000"); err != nil {
 		t.Fatalf("session b's container to the outside: %v", err)

@@ -60,10 +60,12 @@
 // DefaultSubnet unless configured), a veth per container (trd<n> on the
 // bridge, isolated from its other ports; eth1 inside, eth0 in a
 // one-container session, with the default route) and an nftables table,
-// DefaultTable, that masquerades what leaves the node, lets nothing from
-// trdefault reach the node but answers, drops what goes from trdefault
-// back to it (container to container) and VXLAN out of containers, and
-// lets into trdefault only answers. A partition may turn it off
+// DefaultTable, that masquerades what leaves the node (but for the
+// routed networks, reach.go), lets nothing from trdefault reach the node
+// but answers and the listed host ports, drops VXLAN out of containers,
+// and lets into trdefault only answers, the reach_from sources and the
+// same user's containers (the gateway proxies their ARP for one another,
+// so container to container crosses that filter). A partition may turn it off
 // (Attach's egress). Cleanup finds the bridge again after a crash (or
 // makes it); Close removes it at a clean shutdown.
 //

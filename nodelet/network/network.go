@@ -69,10 +69,15 @@ type Manager struct {
 	pins     map[string]string    // adopted containers pinned in legacy: id -> pin
 	kept     map[string]bool      // session veths of adopted containers: Cleanup keeps them
 	def      *defaultNet          // nil: containers get no default network
+	reach    Reach                // who reaches the default network's containers (SetReach)
+	peers    map[int][]string     // by uid: its containers' default addresses on other nodes (SetPeers)
 
 	filterMu sync.Mutex // one FilterTable update at a time; taken before mu
+	tableMu  sync.Mutex // one DefaultTable update at a time; taken before mu
 	reaper   reaper     // deletes links off the callers' path
 	pool     pool       // prepared namespaces (SetPool)
+	// written is what the owner sets of DefaultTable hold (tableMu).
+	written struct{ owner, local map[string]int }
 
 	// createHook, when set (tests), runs before a session's links are
 	// made; an error it returns fails the session as the kernel would.
@@ -289,6 +294,9 @@ func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (_ E
 	if egress && m.def != nil {
 		m.mu.Lock()
 		n, err = m.def.alloc(id)
+		if err == nil {
+			m.def.owners[id] = job.UID
+		}
 		m.mu.Unlock()
 		if err != nil {
 			return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, err)
@@ -305,6 +313,14 @@ func (m *Manager) Attach(job api.AssignedJob, host, id string, egress bool) (_ E
 		m.mu.Lock()
 		m.def.links[id] = hostEnd
 		m.mu.Unlock()
+	}
+	if def != nil {
+		// Its address joins its user's set before it runs: the same
+		// user's containers reach it, no other user's.
+		if err := m.syncOwners(); err != nil {
+			_ = m.unplug(id, vni, c.Rank)
+			return Endpoint{}, fmt.Errorf("job %d %s: %w", job.ID, host, err)
+		}
 	}
 	return ep, nil
 }
@@ -806,6 +822,9 @@ func (m *Manager) unplug(id string, vni uint32, rank int) (err error) {
 	}
 	err = errors.Join(err, removeNetNS(pin))
 	if m.def != nil {
+		// Its address stays in the owner sets (syncOwners) until
+		// another container takes it: nothing holds it meanwhile, and
+		// deleting set elements costs the kernel an RCU grace period.
 		m.mu.Lock()
 		m.def.free(id)
 		m.mu.Unlock()
@@ -845,6 +864,7 @@ func (m *Manager) Adopt(job api.AssignedJob, host, id string) error {
 	m.mu.Lock()
 	if hasDefault {
 		m.def.used[n], m.def.ports[id] = true, n
+		m.def.owners[id] = job.UID
 		if hostEnd != "" && hostEnd != defaultVeth(n) {
 			m.def.links[id] = hostEnd
 		}

@@ -116,7 +116,7 @@ func TestPoolAttach(t *testing.T) {
 		t.Fatalf("a full pool of 3: links %v, pins %v", poolLinks(t), poolPins(t, m))
 	}
 
-	one, oneID := attach(t, m, 1, 5201, 1, "main1", true)
+	one, oneID := attachAs(t, m, 1, 5201, 1, "main1", true, 1000) // another user's
 	main1, mainID := attach(t, m, 2, 5202, 2, "main1", true)
 	sub1, subID := attach(t, m, 2, 5202, 2, "sub1", true)
 	for _, id := range []string{oneID, mainID, subID} {
@@ -141,7 +141,7 @@ func TestPoolAttach(t *testing.T) {
 	if got, err := dialFrom(t, main1.NetNS, sub1.Addr+":7005"); err != nil || got != main1.Addr {
 		t.Errorf("main1 to sub1 on the session network: %q, %v", got, err)
 	}
-	// The containers of two sessions still do not meet.
+	// The containers of two users' sessions still do not meet.
 	listenIn(t, one.NetNS, "0.0.0.0:7006")
 	for _, addr := range []string{one.Default, one.Addr} {
 		if got, err := dialWithin(t, main1.NetNS, addr+":7006", time.Second); err == nil {

@@ -22,7 +22,7 @@ func TestArrayEnv(t *testing.T) {
 	m := envMap(t, env)
 	for k, want := range map[string]string{
 		"TROUPE_JOB_ID": "42", "TROUPE_ARRAY_ID": "40", "TROUPE_ARRAY_INDEX": "5",
-		"LSB_JOBID": "40", "LSB_JOBINDEX": "5", "LSB_JOBINDEX_END": "9", "LSB_JOBINDEX_STEP": "2",
+		"LSB_JOBID": "40", "LSB_JOBINDEX": "5", "LSB_JOBNAME": "train[5]", "LSB_JOBINDEX_END": "9", "LSB_JOBINDEX_STEP": "2",
 		"SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "1",
 		"SLURM_ARRAY_TASK_MAX": "9", "SLURM_ARRAY_TASK_COUNT": "5", "SLURM_ARRAY_TASK_STEP": "2",
 	} {

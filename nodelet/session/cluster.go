@@ -47,8 +47,11 @@ type Features struct {
 	// Tools implies it.
 	Hostfiles bool
 	// Srun: troupe-slurm is at SrunPath (local tasks run directly, other
-	// containers' through troupe's ssh, so those need Tools).
-	Srun bool
+	// containers' through troupe's ssh, so those need Tools), or, when
+	// SlurmDir is set, srun is in that directory of the host's (plain
+	// processes, which see the host's files).
+	Srun     bool
+	SlurmDir string
 }
 
 // HasHostfiles tells whether f gives the container the session's

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strconv"
@@ -67,8 +68,8 @@ func EnvWith(job api.AssignedJob, host string, f Features) ([]string, error) {
 			env["PATH"] += ":" + ToolsDir
 		}
 	}
-	if f.Srun && !slices.Contains(strings.Split(env["PATH"], ":"), SlurmDir) {
-		env["PATH"] = SlurmDir + ":" + env["PATH"]
+	if dir := cmp.Or(f.SlurmDir, SlurmDir); f.Srun && !slices.Contains(strings.Split(env["PATH"], ":"), dir) {
+		env["PATH"] = dir + ":" + env["PATH"]
 	}
 	out := make([]string, 0, len(env))
 	for k, v := range env {
@@ -100,6 +101,7 @@ func sessionEnv(job api.AssignedJob, self api.Container) map[string]string {
 		"BACKENDAI_SESSION_ID":         job.SessionID,
 		"TROUPE_JOB_ID":                strconv.FormatUint(job.ID, 10),
 		"LSB_JOBID":                    strconv.FormatUint(job.ID, 10),
+		"LSB_JOBNAME":                  job.Name,
 		"MASTER_ADDR":                  mainHost(ordered),
 		"MASTER_PORT":                  strconv.Itoa(MasterPort),
 		"WORLD_SIZE":                   size,
@@ -112,7 +114,9 @@ func sessionEnv(job api.AssignedJob, self api.Container) map[string]string {
 
 // arrayEnv describes an element of a job array (nothing for another
 // job): its index and its array's bounds as LSF, Slurm and troupe name
-// them. LSB_JOBID is the array's id, as LSF gives it to every element;
+// them. LSB_JOBID is the array's id, as LSF gives it to every element,
+// and LSB_JOBNAME the element's name, the array's with the index
+// ("sweep[5]");
 // TROUPE_JOB_ID stays the element's own (what bkill and bjob take).
 func arrayEnv(job api.AssignedJob) map[string]string {
 	if job.ArrayID == 0 {
@@ -125,6 +129,7 @@ func arrayEnv(job api.AssignedJob) map[string]string {
 		"TROUPE_ARRAY_INDEX":  idx,
 		"LSB_JOBID":           id,
 		"LSB_JOBINDEX":        idx,
+		"LSB_JOBNAME":         job.Name + "[" + idx + "]",
 		"SLURM_ARRAY_JOB_ID":  id,
 		"SLURM_ARRAY_TASK_ID": idx,
 	}

@@ -20,7 +20,7 @@ func fixture() api.AssignedJob {
 		}
 	}
 	return api.AssignedJob{
-		ID: 42, SessionID: "k-main1", User: "alice", UID: 1000, GID: 1000, Cwd: "/home/alice/exp",
+		ID: 42, Name: "train", SessionID: "k-main1", User: "alice", UID: 1000, GID: 1000, Cwd: "/home/alice/exp",
 		Spec: jobspec.Job{
 			Cluster: jobspec.Cluster{Size: 4, Mode: jobspec.ModeMultiNode},
 			Env:     map[string]string{"EPOCHS": "10", "PATH": "/opt/bin:/usr/bin", "BACKENDAI_CLUSTER_SIZE": "99"},
@@ -70,6 +70,7 @@ func TestEnv(t *testing.T) {
 			"BACKENDAI_SESSION_ID":         "k-main1",
 			"TROUPE_JOB_ID":                "42",
 			"LSB_JOBID":                    "42",
+			"LSB_JOBNAME":                  "train",
 			"HOME":                         "/home/work",
 			"USER":                         "alice",
 			"PATH":                         "/opt/bin:/usr/bin", // the job's own wins over our default

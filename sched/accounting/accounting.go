@@ -259,7 +259,9 @@ func nanos(t time.Time) int64 {
 // Put stores the records in one transaction, committed durably before it
 // returns. A record whose (id, run) the store holds already is skipped:
 // exporting the same job twice stores it once. It returns how many rows
-// were new.
+// were new. A record the store holds another job under (the same id and
+// run, another submit) is not stored: the rest is, and the error is a
+// *ConflictError naming each such record.
 func (s *Store) Put(ctx context.Context, recs []api.HistoryJob) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
@@ -282,6 +284,8 @@ func (s *Store) Put(ctx context.Context, recs []api.HistoryJob) (int, error) {
 	}
 	defer recStmt.Close()
 	added := 0
+	var conflicts []string
+	var keys []Key
 	for i := range recs {
 		h := &recs[i]
 		blob, err := json.Marshal(h)
@@ -299,7 +303,21 @@ func (s *Store) Put(ctx context.Context, recs []api.HistoryJob) (int, error) {
 			return 0, fmt.Errorf("accounting put: job %d: %w", h.ID, err)
 		}
 		if n == 0 {
-			continue // stored already
+			// Stored already: the same run exported twice is skipped, but
+			// another job under the same (id, run) is a conflict this
+			// record would silently lose.
+			var sub int64
+			var user string
+			if err := tx.QueryRowContext(ctx, s.rebind(`SELECT submitted, user_name FROM jobs WHERE id = ? AND run = ?`),
+				int64(h.ID), h.Requeues).Scan(&sub, &user); err != nil {
+				return 0, fmt.Errorf("accounting put: job %d: %w", h.ID, err)
+			}
+			if sub != nanos(h.Submitted) || user != h.User {
+				keys = append(keys, Key{ID: h.ID, Run: h.Requeues})
+				conflicts = append(conflicts, fmt.Sprintf("%d run %d (stored: user %s submitted %s; refused: user %s submitted %s)",
+					h.ID, h.Requeues, user, time.Unix(0, sub).UTC().Format(time.RFC3339), h.User, h.Submitted.UTC().Format(time.RFC3339)))
+			}
+			continue
 		}
 		added++
 		if _, err := recStmt.ExecContext(ctx, int64(h.ID), h.Requeues, string(blob)); err != nil {
@@ -309,7 +327,37 @@ func (s *Store) Put(ctx context.Context, recs []api.HistoryJob) (int, error) {
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("accounting put: commit: %w", err)
 	}
+	if len(conflicts) > 0 {
+		return added, &ConflictError{Keys: keys, Records: conflicts}
+	}
 	return added, nil
+}
+
+// ErrConflict marks records Put did not store because the store holds
+// another job under the same id and run: the rest of the batch is
+// stored all the same.
+var ErrConflict = errors.New("accounting store holds another job under the same id and run")
+
+// ConflictError lists the records Put refused; it is ErrConflict.
+type ConflictError struct {
+	Keys    []Key
+	Records []string // "ID run N (stored: ...; refused: ...)", one for each key
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("accounting put: %v: %s", ErrConflict, strings.Join(e.Records, "; "))
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// MaxJobID is the highest job id the store holds (a job's or an array's;
+// 0 when it holds none).
+func (s *Store) MaxJobID(ctx context.Context) (uint64, error) {
+	var id, arr int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0), COALESCE(MAX(array_id), 0) FROM jobs`).Scan(&id, &arr); err != nil {
+		return 0, fmt.Errorf("accounting max job id: %w", err)
+	}
+	return uint64(max(id, arr)), nil
 }
 
 // GPUHours is h's GPUs × run time, in hours.

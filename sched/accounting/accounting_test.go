@@ -2,6 +2,7 @@ package accounting
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,6 +82,49 @@ func TestPutIdempotent(t *testing.T) {
 		}
 		if got[0].Containers[0].Host != "main1" || got[0].Nodes[0] != "n1" {
 			t.Fatalf("record lost its containers or nodes: %+v", got[0])
+		}
+	})
+}
+
+// TestPutConflict: a record under an (id, run) the store holds for
+// another job (another submit) is refused loudly, with a ConflictError
+// naming it, while the rest of the batch is stored; the same record
+// again is no conflict. The store used to skip it in silence, and the
+// new job's history was lost behind the old one's. MaxJobID sees ids
+// and array ids.
+func TestPutConflict(t *testing.T) {
+	eachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		if id, err := s.MaxJobID(ctx); err != nil || id != 0 {
+			t.Fatalf("empty store's max job id: %d, %v", id, err)
+		}
+		old := rec(51, "alice", "phys", "cpu", api.JobCompleted, t0)
+		if _, err := s.Put(ctx, []api.HistoryJob{old}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Put(ctx, []api.HistoryJob{old}); err != nil || n != 0 {
+			t.Fatalf("the same record again: %d, %v; want 0 new rows, no error", n, err)
+		}
+		other := rec(51, "bob", "chem", "gpu", api.JobFailed, t0.Add(time.Hour))
+		n, err := s.Put(ctx, []api.HistoryJob{other, rec(52, "bob", "chem", "gpu", api.JobCompleted, t0)})
+		var ce *ConflictError
+		if !errors.Is(err, ErrConflict) || !errors.As(err, &ce) || len(ce.Keys) != 1 || ce.Keys[0] != (Key{ID: 51}) || n != 1 {
+			t.Fatalf("another job under 51: %d new, %v; want 1 new and a conflict naming 51", n, err)
+		}
+		if !strings.Contains(err.Error(), "51 run 0 (stored: user alice") {
+			t.Errorf("conflict message %q does not name the stored job", err)
+		}
+		got, err := s.Query(ctx, Filter{IDs: []uint64{51, 52}})
+		if err != nil || len(got) != 2 || got[0].User != "alice" {
+			t.Fatalf("after the conflict: %+v, %v; want alice's 51 and 52", got, err)
+		}
+		el := rec(60, "bob", "chem", "gpu", api.JobCompleted, t0)
+		el.ArrayID, el.ArrayIndex = 70, 1
+		if _, err := s.Put(ctx, []api.HistoryJob{el}); err != nil {
+			t.Fatal(err)
+		}
+		if id, err := s.MaxJobID(ctx); err != nil || id != 70 {
+			t.Fatalf("max job id: %d, %v; want 70 (an array's)", id, err)
 		}
 	})
 }

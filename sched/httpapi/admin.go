@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/fault"
 )
 
 func (a *API) reconfig(w http.ResponseWriter, r *http.Request) {
@@ -35,7 +37,7 @@ func (a *API) raftJoin(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) snapshotSave(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
-	if err := a.c.SaveSnapshot(&buf); err != nil {
+	if err := a.c.SaveSnapshot(r.Context(), &buf); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -45,7 +47,16 @@ func (a *API) snapshotSave(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) snapshotRestore(w http.ResponseWriter, r *http.Request) {
-	res, err := a.c.RestoreSnapshot(r.Context(), http.MaxBytesReader(w, r.Body, maxSnapshotBody))
+	var allow bool
+	switch v := r.URL.Query().Get("allow_missing_history"); v {
+	case "", "false":
+	case "true":
+		allow = true
+	default:
+		writeErr(w, fmt.Errorf("%w: allow_missing_history=%q: want true or false", fault.ErrInvalid, v))
+		return
+	}
+	res, err := a.c.RestoreSnapshot(r.Context(), http.MaxBytesReader(w, r.Body, maxSnapshotBody), allow)
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -38,13 +38,17 @@ type Jobs interface {
 	// jobs q picks, in id order (the array's elements for q.Array).
 	ListJobs(ctx context.Context, w Wait, q JobsQuery) (uint64, iter.Seq[api.Job])
 	// Job waits as w says, then answers the job ref names (a whole
-	// array or one element) and the state index.
+	// array or one element) and the state index; the index also with
+	// a not-found error, which the answer carries too.
 	Job(ctx context.Context, w Wait, ref api.JobRef) (api.Job, uint64, error)
 	// Control kills, holds or releases the job ref names; the job's
-	// owner or an admin may.
-	Control(ctx context.Context, op Op, ref api.JobRef) (api.Job, error)
-	// SignalJob sends a signal to the job ref names (owner or admin).
-	SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, error)
+	// owner or an admin may. It answers the job and the state index
+	// once the change is applied, which the answer carries
+	// (api.IndexHeader) so that the client's next read waits for it.
+	Control(ctx context.Context, op Op, ref api.JobRef) (api.Job, uint64, error)
+	// SignalJob sends a signal to the job ref names (owner or admin);
+	// the index as Control's.
+	SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, uint64, error)
 	// JobRow is the id of the job row ref names (an element has one
 	// once it came up); fault.ErrNotFound if none.
 	JobRow(ref api.JobRef) (uint64, error)
@@ -96,8 +100,8 @@ type Queue interface {
 type Admin interface {
 	Reconfig(ctx context.Context) (api.ReconfigResponse, error)
 	JoinPeer(ctx context.Context, req api.RaftJoin) error
-	SaveSnapshot(w io.Writer) error
-	RestoreSnapshot(ctx context.Context, r io.Reader) (api.SnapshotRestored, error)
+	SaveSnapshot(ctx context.Context, w io.Writer) error
+	RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error)
 	CreateToken(ctx context.Context, req api.TokenCreate) (api.TokenCreated, error)
 	Tokens(ctx context.Context) api.TokenList
 	RevokeToken(ctx context.Context, id string) error

@@ -16,8 +16,9 @@ import (
 const MaxBody = 4 << 20
 
 // maxSnapshotBody bounds POST /v1/snapshot's body: a snapshot file
-// (sched bounds its state at 4 GiB) and its header.
-const maxSnapshotBody = 4<<30 + 4096
+// (sched bounds its state at 4 GiB, the accounting section's rows at 8
+// GiB) and its two header lines.
+const maxSnapshotBody = 12<<30 + 8192
 
 // Status is the HTTP status of err, and the headers it adds: the one
 // place the controller's errors (package fault's kinds) become statuses.

@@ -114,6 +114,12 @@ func (a *API) job(w http.ResponseWriter, r *http.Request) {
 	}
 	j, idx, err := a.c.Job(r.Context(), wait, ref)
 	if err != nil {
+		// A 404 says at which index the job was missing: a client that
+		// wrote it later asks again rather than believe it (the
+		// read-your-writes of docs/client-guarantees.md).
+		if idx > 0 {
+			w.Header().Set(api.IndexHeader, strconv.FormatUint(idx, 10))
+		}
 		writeErr(w, err)
 		return
 	}
@@ -138,12 +144,12 @@ func control(op Op) func(*API, http.ResponseWriter, *http.Request) {
 			writeErr(w, err)
 			return
 		}
-		j, err := a.c.Control(r.Context(), op, ref)
+		j, idx, err := a.c.Control(r.Context(), op, ref)
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, 0, j)
+		writeJSON(w, http.StatusOK, idx, j)
 	}
 }
 
@@ -157,12 +163,12 @@ func (a *API) signal(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	j, err := a.c.SignalJob(r.Context(), ref, req)
+	j, idx, err := a.c.SignalJob(r.Context(), ref, req)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, 0, j)
+	writeJSON(w, http.StatusOK, idx, j)
 }
 
 // history answers bhist from the accounting store and the ended jobs

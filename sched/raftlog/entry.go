@@ -24,9 +24,10 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// encodeCommand is the bytes of c as a log entry.
-func encodeCommand(c state.Command) ([]byte, error) {
-	c.Version = state.SchemaVersion
+// encodeCommand is the bytes of c as a log entry of schema version
+// schema.
+func encodeCommand(c state.Command, schema int) ([]byte, error) {
+	c.Version = schema
 	b, err := json.Marshal(c)
 	if err != nil {
 		return nil, err

@@ -71,12 +71,21 @@ type cluster struct {
 	logs  []*Log
 	sts   []*state.Store
 	holes []*blackHole
+	cfgs  []Config // to open a peer again
 }
 
 // openCluster starts n peers over TLS on loopback, each behind its own
 // black hole.
 func openCluster(t *testing.T, n int) *cluster {
 	t.Helper()
+	return openClusterLogs(t, make([]io.Writer, n))
+}
+
+// openClusterLogs is openCluster with peer i's raft log lines written to
+// outs[i] (nil discards them).
+func openClusterLogs(t *testing.T, outs []io.Writer) *cluster {
+	t.Helper()
+	n := len(outs)
 	dir := t.TempDir()
 	tc := peerTLS(t, filepath.Join(dir, "tls"))
 	var peers []Peer
@@ -87,12 +96,17 @@ func openCluster(t *testing.T, n int) *cluster {
 	for i, p := range peers {
 		h := &blackHole{}
 		st := state.New()
-		l, err := Open(context.Background(), Config{Dir: filepath.Join(dir, p.ID), ID: p.ID, Bind: p.Addr, Peers: peers, TLS: tc,
-			API: "https://api-" + p.ID, LogOutput: io.Discard, wrap: func(c net.Conn) net.Conn { return &holeConn{Conn: c, h: h} }}, st)
+		out := outs[i]
+		if out == nil {
+			out = io.Discard
+		}
+		cfg := Config{Dir: filepath.Join(dir, p.ID), ID: p.ID, Bind: p.Addr, Peers: peers, TLS: tc,
+			API: "https://api-" + p.ID, LogOutput: out, wrap: func(c net.Conn) net.Conn { return &holeConn{Conn: c, h: h} }}
+		l, err := Open(context.Background(), cfg, st)
 		if err != nil {
 			t.Fatalf("peer %d: %v", i+1, err)
 		}
-		c.logs, c.sts, c.holes = append(c.logs, l), append(c.sts, st), append(c.holes, h)
+		c.logs, c.sts, c.holes, c.cfgs = append(c.logs, l), append(c.sts, st), append(c.holes, h), append(c.cfgs, cfg)
 	}
 	return c
 }

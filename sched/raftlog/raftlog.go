@@ -20,6 +20,9 @@
 //     the last command it had on disk.
 //   - Close is bounded (ShutdownTimeout): it cuts raft's connections.
 //   - A full disk is ErrDiskFull at once, not a lost leadership.
+//   - In the middle of a rolling upgrade the leader writes entries in the
+//     oldest schema a peer of the configuration reads (writeSchema), so
+//     that a peer of the previous release never meets one it refuses.
 //
 // Of troupe it imports sched/state only; it must not import sched (the
 // controller) or nodelet/....
@@ -81,8 +84,16 @@ type Config struct {
 	API string
 	// ShutdownTimeout bounds Close (default DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
+	// RepeatEvery is how often a raft log line that repeats (the same
+	// message about the same peer, as while a peer is down) is written,
+	// with the count of those dropped since (default
+	// DefaultRepeatEvery).
+	RepeatEvery time.Duration
 
 	wrap func(net.Conn) net.Conn // tests: fault injection on raft's connections
+	// silent: tests: tell the leader no schema, as a peer of the
+	// previous release.
+	silent bool
 }
 
 // DefaultShutdownTimeout is how long Close waits for raft to stop.
@@ -110,11 +121,14 @@ type Log struct {
 	multi   bool
 	fsm     *fsm
 	stopMax time.Duration
+	quiet   chan struct{} // closed by Close: the watch on peers' heartbeats ends
+	peers   *repeats      // raft's log lines, and the peers whose heartbeats fail
 	// start is the index of the last command this server had on disk
 	// when it opened: until it has applied that far its state is older
 	// than what it acknowledged before (CaughtUp).
 	start  uint64
 	caught atomic.Bool
+	self   string
 }
 
 // Open opens (or creates) the log in cfg.Dir, restores st from it, and
@@ -135,7 +149,12 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: cfg.LogOutput})
+	every := cfg.RepeatEvery
+	if every <= 0 {
+		every = DefaultRepeatEvery
+	}
+	quiet := newRepeats("raft", cfg.LogOutput, every)
+	rc.Logger = quiet.logger("raft", cfg.LogOutput, hclog.Error)
 	rc.HeartbeatTimeout = 200 * time.Millisecond
 	rc.ElectionTimeout = 200 * time.Millisecond
 	rc.LeaderLeaseTimeout = 100 * time.Millisecond
@@ -162,7 +181,7 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		}
 		stream = sl
 		nt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: sl, MaxPool: 3, Timeout: 5 * time.Second,
-			Logger: hclog.New(&hclog.LoggerOptions{Name: "raft-net", Level: hclog.Error, Output: cfg.LogOutput})})
+			Logger: quiet.logger("raft-net", cfg.LogOutput, hclog.Error)})
 		addr, trans = raft.ServerAddress(sl.Addr().String()), &transport{NetworkTransport: nt, stream: sl}
 	}
 	multi := cfg.Bind != ""
@@ -195,10 +214,14 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	l := &Log{raft: r, bolt: bolt, store: ls, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
-		start: lastCmd}
+	l := &Log{self: string(rc.LocalID), raft: r, bolt: bolt, store: ls, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
+		start: lastCmd, quiet: make(chan struct{}), peers: quiet}
+	quiet.watch(r, l.quiet)
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
+		if !cfg.silent {
+			go l.tellSchemaLoop(string(rc.LocalID))
+		}
 		return l, nil
 	}
 	if err := l.waitLeader(ctx); err != nil {
@@ -274,6 +297,31 @@ func (l *Log) AddVoter(id, addr string) error {
 // AppliedIndex is the last raft index applied to the state here.
 func (l *Log) AppliedIndex() uint64 { return l.raft.AppliedIndex() }
 
+// Peers is how many servers the raft configuration holds (voters and
+// not), this one included.
+func (l *Log) Peers() int {
+	f := l.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	return len(f.Configuration().Servers)
+}
+
+// Unreachable is how many peers this server, as leader, fails to reach
+// with its heartbeats now (0 on a follower).
+func (l *Log) Unreachable() int {
+	f := l.raft.GetConfiguration()
+	if !l.IsLeader() || f.Error() != nil {
+		return 0
+	}
+	return l.peers.unreachable(f.Configuration().Servers)
+}
+
+// LastIndex is the index of the last entry in this server's log (or of
+// its last snapshot): on the leader, no index it has answered with is
+// higher.
+func (l *Log) LastIndex() uint64 { return l.raft.LastIndex() }
+
 // Multi reports whether this log has peers.
 func (l *Log) Multi() bool { return l.multi }
 
@@ -308,7 +356,7 @@ func (l *Log) Barrier(ctx context.Context) error {
 // Apply commits cmd and returns what the state store answered. The
 // command is durable on disk when Apply returns without error.
 func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
-	b, err := encodeCommand(cmd)
+	b, err := encodeCommand(cmd, l.writeSchema(time.Now()))
 	if err != nil {
 		return nil, err
 	}
@@ -334,6 +382,86 @@ func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
 	}
 	r := f.Response().(result)
 	return r.value, r.err
+}
+
+// Schemas in a cluster of several releases. The leader writes each entry
+// in the oldest schema any peer of the raft configuration reads, so that
+// a peer of the previous release, in the middle of a rolling upgrade,
+// never meets an entry it refuses (it would stop). A peer tells the
+// leader the newest schema it reads every tellEvery (tellSchema); a peer
+// that has told none within schemaFresh (the previous release, which
+// cannot tell, or a peer that is down) is taken to read OldestSchema.
+// Once an entry of the newest schema is in the log (the state's Schema)
+// there is no going back: the leader writes that schema from then on,
+// whoever is up, and peers stop telling.
+const (
+	tellEvery   = time.Second
+	schemaFresh = 5 * time.Second
+)
+
+// writeSchema is the schema version of the entries this leader writes
+// now.
+func (l *Log) writeSchema(now time.Time) int {
+	in := l.fsm.st.Snapshot().Schema()
+	if !l.multi || in >= state.SchemaVersion {
+		return state.SchemaVersion
+	}
+	f := l.raft.GetConfiguration()
+	if f.Error() != nil {
+		return in
+	}
+	var ids []string
+	for _, sv := range f.Configuration().Servers {
+		ids = append(ids, string(sv.ID))
+	}
+	return oldestRead(in, ids, l.self, l.book.schemas(now.Add(-schemaFresh)))
+}
+
+// oldestRead is the oldest schema the servers ids read, by what they
+// told (a server that told none reads OldestSchema), and never older
+// than in, the schema the state is in already. self, the leader, reads
+// SchemaVersion.
+func oldestRead(in int, ids []string, self string, told map[string]int) int {
+	v := state.SchemaVersion
+	for _, id := range ids {
+		if id == self {
+			continue
+		}
+		t, ok := told[id]
+		if !ok {
+			t = state.OldestSchema
+		}
+		v = min(v, t)
+	}
+	return max(v, in)
+}
+
+// tellSchemaLoop tells the leader, every tellEvery, the newest schema
+// this peer reads, until the state is in that schema (nothing left to
+// tell) or the log closes. A leader of an older release, which refuses
+// the line, is not told again.
+func (l *Log) tellSchemaLoop(self string) {
+	t := time.NewTicker(tellEvery)
+	defer t.Stop()
+	var refused string
+	for {
+		select {
+		case <-l.stream.done:
+			return
+		case <-t.C:
+		}
+		if l.fsm.st.Snapshot().Schema() >= state.SchemaVersion {
+			return
+		}
+		addr, id := l.raft.LeaderWithID()
+		if id == "" || string(id) == self || string(id) == refused {
+			continue
+		}
+		err := l.stream.tellSchema(string(addr), state.SchemaVersion, helloTimeout)
+		if errors.Is(err, errOldLeader) {
+			refused = string(id)
+		}
+	}
 }
 
 // Restore replaces the state of every replica with d: a raft user
@@ -372,6 +500,7 @@ func (l *Log) Snapshot() error { return l.raft.Snapshot().Error() }
 func (l *Log) Close() error {
 	f := l.raft.Shutdown()
 	close(l.store.stop)
+	close(l.quiet)
 	if l.stream != nil {
 		l.stream.Close()
 		l.stream.closeAll()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +84,22 @@ func PeerTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 const helloProto = "troupe-raft/1"
 
 const helloTimeout = 5 * time.Second
+
+// schemaProto opens a connection that carries no raft: a peer tells the
+// leader the newest state schema it reads ("troupe-schema/1 ID VERSION")
+// in place of its hello, and a leader that knows the line answers
+// "troupe-schema/1 ok" and closes. A leader of a release before these
+// lines refuses the hello and closes: the peer then knows it need not
+// tell that leader again. The leader writes entries in the oldest schema
+// its peers read (Log.writeSchema).
+const schemaProto = "troupe-schema/1"
+
+// errSchemaTold ends an accepted connection that only told its peer's
+// schema: nothing for raft.
+var errSchemaTold = errors.New("schema told")
+
+// errOldLeader: the leader refused a schema line (an older release).
+var errOldLeader = errors.New("the leader does not take schema lines")
 
 // streamLayer is raft's network: TCP, mutual TLS when tls is set, and the
 // hello exchange. Connections that fail either are closed before raft
@@ -180,6 +197,10 @@ func (s *streamLayer) acceptLoop() {
 		c = s.track(c)
 		go func() {
 			hc, err := s.handshake(c, false)
+			if errors.Is(err, errSchemaTold) {
+				c.Close()
+				return
+			}
 			if err != nil {
 				fmt.Fprintf(s.log, "raft: refused a connection from %s: %v\n", c.RemoteAddr(), err)
 				c.Close()
@@ -263,6 +284,9 @@ func (s *streamLayer) handshake(c net.Conn, client bool) (net.Conn, error) {
 		return nil, fmt.Errorf("%w: no hello: %v", ErrPeerRefused, err)
 	}
 	f := strings.Fields(line)
+	if !client && len(f) == 3 && f[0] == schemaProto {
+		return nil, s.takeSchema(c, f[1], f[2])
+	}
 	if len(f) != 3 || f[0] != helloProto {
 		return nil, fmt.Errorf("%w: bad hello %.40q", ErrPeerRefused, line)
 	}
@@ -273,6 +297,58 @@ func (s *streamLayer) handshake(c net.Conn, client bool) (net.Conn, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// takeSchema records the schema a peer told (its line's id and version)
+// and answers it.
+func (s *streamLayer) takeSchema(c net.Conn, id, version string) error {
+	v, err := strconv.Atoi(version)
+	if err != nil || v < 1 {
+		return fmt.Errorf("%w: bad schema version %.20q from %q", ErrPeerRefused, version, id)
+	}
+	if s.book != nil {
+		s.book.setSchema(id, v, time.Now())
+	}
+	if _, err := fmt.Fprintf(c, "%s ok\n", schemaProto); err != nil {
+		return err
+	}
+	return errSchemaTold
+}
+
+// tellSchema tells the leader at addr the newest schema this peer reads.
+// errOldLeader: the leader answered with its hello but took no schema
+// line.
+func (s *streamLayer) tellSchema(addr string, version int, timeout time.Duration) error {
+	c, err := s.dialer("tcp", addr, timeout)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUnreachable, err)
+	}
+	if s.wrap != nil {
+		c = s.wrap(c)
+	}
+	c = s.track(c)
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(helloTimeout)); err != nil {
+		return err
+	}
+	if s.tls != nil {
+		tc := tls.Client(c, s.tls)
+		if err := tc.Handshake(); err != nil {
+			return fmt.Errorf("%w: tls: %v", ErrPeerRefused, err)
+		}
+		c = tc
+	}
+	if _, err := fmt.Fprintf(c, "%s %s %d\n", schemaProto, s.id, version); err != nil {
+		return err
+	}
+	if _, err := readLine(c, 1024); err != nil { // the leader's hello
+		return fmt.Errorf("schema line to %s: no hello: %w", addr, err)
+	}
+	ack, err := readLine(c, 1024)
+	if err != nil || ack != schemaProto+" ok" {
+		return fmt.Errorf("%w (%s)", errOldLeader, addr)
+	}
+	return nil
 }
 
 func orDash(s string) string {
@@ -299,10 +375,40 @@ func readLine(r io.Reader, max int) (string, error) {
 	return "", fmt.Errorf("line longer than %d bytes", max)
 }
 
-// peerBook maps raft server ids to the API addresses their hellos gave.
+// peerBook maps raft server ids to the API addresses their hellos gave,
+// and to the schemas they told (the leader's).
 type peerBook struct {
-	mu  sync.Mutex
-	api map[string]string
+	mu     sync.Mutex
+	api    map[string]string
+	schema map[string]told
+}
+
+// told is a schema a peer told, and when.
+type told struct {
+	version int
+	at      time.Time
+}
+
+func (b *peerBook) setSchema(id string, v int, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.schema == nil {
+		b.schema = map[string]told{}
+	}
+	b.schema[id] = told{v, at}
+}
+
+// schemas are the schemas told since since, by peer id.
+func (b *peerBook) schemas(since time.Time) map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int{}
+	for id, t := range b.schema {
+		if !t.at.Before(since) {
+			out[id] = t.version
+		}
+	}
+	return out
 }
 
 func (b *peerBook) set(id, api string) {

@@ -55,7 +55,7 @@ func openTCP(t *testing.T, dir string, tc *tls.Config) (*Log, *state.Store) {
 func rogueAppend(t *testing.T, trans raft.Transport, l *Log) error {
 	t.Helper()
 	data, err := encodeCommand(state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-		Submit: &state.Job{Name: "rogue", Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}})
+		Submit: &state.Job{Name: "rogue", Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}}, state.SchemaVersion)
 	if err != nil {
 		t.Fatal(err)
 	}

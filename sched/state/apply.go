@@ -89,7 +89,21 @@ const (
 //	   its sender (By), its answer kept under both. Entries of versions
 //	   1 to 6 replay by the id alone, as they were first applied
 //	   (requestScoped; they carry no By).
-const SchemaVersion = 7
+//	8: a report about a job the state does not hold, with an id above
+//	   every id given, raises the id counter past it (reportedIDs): a
+//	   node runs a job of a history the state lost (an empty data dir,
+//	   a restore), and its id must not be handed out again. Entries of
+//	   versions 1 to 7 replay without it.
+const SchemaVersion = 8
+
+// OldestSchema is the oldest schema version this schedd writes: the
+// previous release's. A cluster in the middle of a rolling upgrade
+// still has peers of that release, which refuse a newer entry and stop;
+// so the leader writes the schema every peer reads (raftlog) and the
+// state keeps the highest schema it has applied (Snapshot.Schema). A
+// peer older than the previous release is outside the compatibility
+// window: it may meet entries it refuses.
+const OldestSchema = 6
 
 // ErrSchema marks an entry or snapshot written by a newer schedd, whose
 // schema this one does not know.
@@ -215,6 +229,12 @@ func (c *Command) reporters() []string {
 // otherwise; or an error that leaves the state
 // unchanged.
 func (s *Store) Apply(index uint64, c Command) (any, error) {
+	s.raiseSchema(c.Version)
+	if !requestScoped(c.Version) {
+		// An older schema knows request ids without their sender: so do
+		// its entries here, as every peer applies them.
+		c.By = ""
+	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	txn.TrackChanges() // settleArrays reads what the command changed
@@ -243,9 +263,9 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case CmdPlan:
 		err = applyPlan(txn, index, c.Plan)
 	case CmdReport:
-		res, err = report(txn, index, c.Time, c.Report)
+		res, err = report(txn, index, c.Time, c.Report, reportedIDs(c.Version))
 	case CmdReports:
-		res, err = reports(txn, index, c.Time, c.Reports)
+		res, err = reports(txn, index, c.Time, c.Reports, reportedIDs(c.Version))
 	case CmdKill:
 		res, err = onJob(txn, index, c.Kill, c.Index, func(id uint64) (*Job, error) { return kill(txn, index, c.Time, id, c.KillDone) })
 	case CmdHold:
@@ -522,7 +542,20 @@ type Started struct {
 	Wait      time.Duration // Started − Submitted
 }
 
-func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, error) {
+// reportedIDs tells whether an entry of schema version v raises the id
+// counter past the ids of jobs it reports that the state does not hold
+// (version 8 on).
+func reportedIDs(v int) bool { return v >= 8 }
+
+// maxIDJump bounds how far one report of an unknown job may raise the id
+// counter: a job run since the state was lost is well within it, and a
+// node reporting a wild id cannot run the counter out.
+const maxIDJump = 1 << 32
+
+// report applies one node's report. With ids, an update about a job the
+// state does not hold whose id is above every id given raises the id
+// counter to it: the node runs a job of a history this state lost.
+func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids bool) ([]Started, error) {
 	if r == nil {
 		return nil, errors.New("empty report")
 	}
@@ -535,7 +568,13 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 		if j == nil {
 			var err error
 			if j, err = getJob(txn, u.JobID); err != nil {
-				continue // a job schedd forgot: the nodelet stops it anyway
+				// A job schedd forgot: the nodelet stops it anyway.
+				if ids {
+					if err := raiseLastJobID(txn, u.JobID); err != nil {
+						return nil, err
+					}
+				}
+				continue
 			}
 			if _, ok := was[j.ID]; !ok {
 				was[j.ID], wasStarted[j.ID] = j.State, !j.Started.IsZero()
@@ -552,6 +591,9 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 			c.State, c.ExitCode, c.Message = u.State, u.ExitCode, u.Message
 			if u.State.Ended() {
 				c.Ended = nodeTime(j, u.At, now)
+			}
+			if u.Reach != "" {
+				c.Reach = u.Reach
 			}
 			addUsage(j, c, u)
 			changed[j.ID] = j
@@ -586,13 +628,13 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report) ([]Started, 
 // an earlier run of a requeued one (stale) is dropped alone, and the
 // rest of its report and the other reports still apply. Only a failure
 // of the store itself fails the entry, and then none of it applies.
-func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report) ([][]Started, error) {
+func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report, ids bool) ([][]Started, error) {
 	if len(rs) == 0 {
 		return nil, errors.New("reports without a report")
 	}
 	out := make([][]Started, len(rs))
 	for i := range rs {
-		started, err := report(txn, index, now, &rs[i])
+		started, err := report(txn, index, now, &rs[i], ids)
 		if err != nil {
 			return nil, err
 		}

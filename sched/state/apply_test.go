@@ -372,3 +372,29 @@ func TestHoldRelease(t *testing.T) {
 	refuse(Command{Kind: CmdHold, Hold: 2}, ErrEnded, "")
 	refuse(Command{Kind: CmdRelease, Release: 2}, ErrEnded, "")
 }
+
+// A container's routed address (Reach) comes with its running report,
+// stays through a report without one, and goes with a requeue: the next
+// run's node gives it another.
+func TestReachReportedAndRequeued(t *testing.T) {
+	h := newHarness(t)
+	j := session(1)
+	j.Spec.Requeue = true
+	h.apply(Command{Kind: CmdSubmit, Submit: j})
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", State: api.ContainerRunning, Reach: "10.128.1.2"}}}})
+	h.report("n1", 1, "main1", api.ContainerRunning, 0) // an adopted container's, without it
+	if got := h.job(1).Containers[0].Reach; got != "10.128.1.2" {
+		t.Fatalf("reach %q after the running reports, want 10.128.1.2", got)
+	}
+	if jobs := h.st.Snapshot().ReachJobsOfUID(h.job(1).UID); len(jobs) != 1 {
+		t.Errorf("ReachJobsOfUID: %d jobs, want 1", len(jobs))
+	}
+	h.apply(Command{Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+	if j := h.job(1); j.State != api.JobPending || j.Containers[0].Reach != "" {
+		t.Fatalf("after the requeue: %s, reach %q", j.State, j.Containers[0].Reach)
+	}
+	if jobs := h.st.Snapshot().ReachJobsOfUID(h.job(1).UID); len(jobs) != 0 {
+		t.Errorf("ReachJobsOfUID after the requeue: %d jobs, want none", len(jobs))
+	}
+}

@@ -143,7 +143,7 @@ func makeElement(txn *memdb.Txn, index uint64, p *Job, idx int, st api.JobState)
 	for i := range e.Containers {
 		c := &e.Containers[i]
 		c.KernelID = uuid.NewSHA1(ns, fmt.Appendf(nil, "%d/%s", idx, c.Host)).String()
-		c.Node, c.NodeAddr, c.State, c.ExitCode, c.Message, c.GPUs = "", "", api.ContainerPending, 0, "", nil
+		c.Node, c.NodeAddr, c.Reach, c.State, c.ExitCode, c.Message, c.GPUs = "", "", "", api.ContainerPending, 0, "", nil
 		c.CPUTime, c.MemPeak = 0, 0
 	}
 	e.SessionID = e.Containers[0].KernelID

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -73,6 +74,108 @@ func (nodeIndex) FromArgs(args ...any) ([]byte, error) {
 		return nil, fmt.Errorf("node index wants a string, got %T", args[0])
 	}
 	return append([]byte(n), 0), nil
+}
+
+// liveUIDIndex is the jobs table's index by the uid of a live job with
+// containers placed (liveNodes): whose containers a user's other jobs
+// may reach (Snapshot.LiveJobsOfUID).
+type liveUIDIndex struct{}
+
+func (liveUIDIndex) FromObject(raw any) (bool, []byte, error) {
+	j := raw.(*Job)
+	if len(liveNodes(j)) == 0 {
+		return false, nil, nil
+	}
+	return true, append([]byte(uidKey(j.UID)), 0), nil
+}
+
+// reachUIDIndex is the jobs table's index by the uid of a live job with
+// a container that has a routed address (api.Container.Reach) and has
+// not ended: the addresses a user's other jobs' nodes let in
+// (Snapshot.ReachJobsOfUID). Empty where default networks are NAT only,
+// so that looking a user up there costs nothing.
+type reachUIDIndex struct{ liveUIDIndex }
+
+func (reachUIDIndex) FromObject(raw any) (bool, []byte, error) {
+	j := raw.(*Job)
+	if len(liveNodes(j)) == 0 || !slices.ContainsFunc(j.Containers, func(c Container) bool { return c.Reach != "" && !c.State.Ended() }) {
+		return false, nil, nil
+	}
+	return true, append([]byte(uidKey(j.UID)), 0), nil
+}
+
+func (liveUIDIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("live uid index wants a uid, got %d arguments", len(args))
+	}
+	uid, ok := args[0].(int)
+	if !ok {
+		return nil, fmt.Errorf("live uid index wants an int, got %T", args[0])
+	}
+	return append([]byte(uidKey(uid)), 0), nil
+}
+
+// reachChanged lists the nodes of the containers whose routed default
+// address (api.Container.Reach, while the container and its job live)
+// differs between before and after.
+func reachChanged(before, after *Job) []string {
+	reach := func(j *Job) map[string]string { // host → address@node
+		out := map[string]string{}
+		if j == nil || j.State.Terminal() {
+			return out
+		}
+		for _, c := range j.Containers {
+			if c.Reach != "" && !c.State.Ended() {
+				out[c.Host] = c.Reach + "@" + c.Node
+			}
+		}
+		return out
+	}
+	b, a := reach(before), reach(after)
+	var nodes []string
+	note := func(v string) {
+		if _, n, _ := strings.Cut(v, "@"); !slices.Contains(nodes, n) {
+			nodes = append(nodes, n)
+		}
+	}
+	for h, v := range b {
+		if a[h] != v {
+			note(v)
+		}
+	}
+	for h, v := range a {
+		if b[h] != v {
+			note(v)
+		}
+	}
+	return nodes
+}
+
+// liveOfUID iterates the live jobs of uid with containers placed.
+func liveOfUID(txn *memdb.Txn, uid int) ([]*Job, error) {
+	it, err := txn.Get(tableJobs, "live_uid", uid)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*Job))
+	}
+	return out, nil
+}
+
+// ReachJobsOfUID returns the live jobs of user uid with a container
+// that has a routed address, in id order.
+func (v *Snapshot) ReachJobsOfUID(uid int) []*Job {
+	it, err := v.txn.Get(tableJobs, "reach_uid", uid)
+	if err != nil {
+		panic(err)
+	}
+	var out []*Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*Job))
+	}
+	return out
 }
 
 // queued reports whether j counts against the queue limits
@@ -216,6 +319,7 @@ var nodeIndexTable = &memdb.TableSchema{Name: tableNodeIndex, Indexes: map[strin
 // what it has just said and is still parked when a plan comes.
 func bumpNodes(txn *memdb.Txn, index uint64, all bool, reporters []string) error {
 	nodes := map[string]bool{}
+	peers := map[int][]string{} // by uid: the nodes of its containers whose routed address changed
 	for _, ch := range txn.Changes() {
 		if ch.Table == tableNodes && ch.Before == nil {
 			// A new node gets its row now, so that its watch is its
@@ -236,6 +340,33 @@ func bumpNodes(txn *memdb.Txn, index uint64, all bool, reporters []string) error
 		for _, n := range live { // each node once: ownEcho compares whole jobs
 			if !nodes[n] && !(slices.Contains(reporters, n) && ownEcho(before, after, n)) {
 				nodes[n] = true
+			}
+		}
+		// A container's routed address came or went: the nodes of its
+		// user's other jobs let it in (or no longer), by their
+		// assignments' Peers.
+		if changed := reachChanged(before, after); len(changed) > 0 {
+			uid := 0
+			if after != nil {
+				uid = after.UID
+			} else {
+				uid = before.UID
+			}
+			peers[uid] = append(peers[uid], changed...)
+		}
+	}
+	for uid, changed := range peers {
+		jobs, err := liveOfUID(txn, uid)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			for _, n := range liveNodes(j) {
+				// A node's Peers leave out its own containers: a
+				// change there alone does not move them.
+				if slices.ContainsFunc(changed, func(c string) bool { return c != n }) {
+					nodes[n] = true
+				}
 			}
 		}
 	}
@@ -289,7 +420,7 @@ func ownEcho(before, after *Job, node string) bool {
 		if c.Node != node || a.Node != node || c.Host != a.Host {
 			continue
 		}
-		c.State, c.ExitCode, c.Message, c.CPUTime, c.MemPeak, c.Ended = a.State, a.ExitCode, a.Message, a.CPUTime, a.MemPeak, a.Ended
+		c.State, c.ExitCode, c.Message, c.CPUTime, c.MemPeak, c.Ended, c.Reach = a.State, a.ExitCode, a.Message, a.CPUTime, a.MemPeak, a.Ended, a.Reach
 		ownEnded = ownEnded && a.State.Ended()
 	}
 	if ownEnded {

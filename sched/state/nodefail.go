@@ -147,7 +147,7 @@ func requeueJob(j *Job, now time.Time, down map[string]bool, why string) {
 	j.CPUTime, j.MemPeak = 0, 0
 	for i := range j.Containers {
 		c := &j.Containers[i]
-		c.Node, c.NodeAddr, c.GPUs = "", "", nil
+		c.Node, c.NodeAddr, c.Reach, c.GPUs = "", "", "", nil
 		c.State, c.ExitCode, c.Message = api.ContainerPending, 0, ""
 		c.CPUTime, c.MemPeak, c.Ended = 0, 0, time.Time{}
 	}

@@ -70,3 +70,13 @@ func lastJobID(txn *memdb.Txn) (uint64, error) {
 	}
 	return last, nil
 }
+
+// raiseLastJobID raises the highest job id given to id, when id is above
+// it by at most maxIDJump.
+func raiseLastJobID(txn *memdb.Txn, id uint64) error {
+	last, err := lastJobID(txn)
+	if err != nil || id <= last || id-last > maxIDJump {
+		return err
+	}
+	return txn.Insert(tableIndexes, &indexEntry{Table: lastIDEntry, Index: id})
+}

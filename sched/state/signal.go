@@ -23,7 +23,10 @@ type Signal struct {
 // signalJob records a signal request on a running job, for its nodelets
 // to deliver: the job goes on running and ends as its containers' exits
 // say. A job that has not started is cancelled by KILL, TERM or INT (as
-// kill does) and refuses any other signal.
+// kill does) and refuses any other signal, but for STOP and CONT once it
+// is placed (SCHEDULED or PREPARING, which bjobs shows as RUN): those are
+// recorded, and its containers start stopped when the last of them is
+// STOP (bstop, as LSF suspends a dispatched job).
 func signalJob(txn *memdb.Txn, index uint64, now time.Time, s *Signal) (*Job, error) {
 	if s == nil || s.Signal < 1 || s.Signal > 64 {
 		return nil, errors.New("signal command without a signal from 1 to 64")
@@ -45,6 +48,7 @@ func signalJob(txn *memdb.Txn, index uint64, now time.Time, s *Signal) (*Job, er
 		return nil, conflict("job %d is being stopped: its containers get no more signals", j.ID)
 	case j.State != api.JobRunning && api.Cancels(sig):
 		return kill(txn, index, now, j.ID, false)
+	case (j.State == api.JobScheduled || j.State == api.JobPreparing) && (sig == syscall.SIGSTOP || sig == syscall.SIGCONT):
 	case j.State != api.JobRunning:
 		return nil, conflict("job %d is %s: only a running job's containers can get SIG%s; KILL, TERM or INT cancels it", j.ID, j.State, name)
 	}

@@ -101,3 +101,31 @@ func TestSignalCancelsWaitingJob(t *testing.T) {
 		t.Errorf("held job became %s", h.job(1).State)
 	}
 }
+
+// TestStopBeforeStart: a placed job that has not started (SCHEDULED,
+// PREPARING: bjobs's RUN) takes STOP and CONT, recorded for its
+// containers to start stopped or not; any other signal is still refused.
+func TestStopBeforeStart(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	if s := h.job(1).State; s != api.JobScheduled {
+		t.Fatalf("state %s, want SCHEDULED", s)
+	}
+	j := h.apply(Command{Kind: CmdSignal, Signal: &Signal{JobID: 1, Signal: int(syscall.SIGSTOP)}}).(*Job)
+	if j.State != api.JobScheduled || len(j.Signals) != 1 || j.Signals[0].Signal != int(syscall.SIGSTOP) {
+		t.Fatalf("STOP to a scheduled job: %s, signals %+v", j.State, j.Signals)
+	}
+	h.report("n1", 1, "main1", api.ContainerPreparing, 0)
+	if s := h.job(1).State; s != api.JobPreparing {
+		t.Fatalf("state %s, want PREPARING", s)
+	}
+	j = h.apply(Command{Kind: CmdSignal, Signal: &Signal{JobID: 1, Signal: int(syscall.SIGCONT), Host: "main1"}}).(*Job)
+	if len(j.Signals) != 2 || j.Signals[1].Signal != int(syscall.SIGCONT) || j.Signals[1].Host != "main1" {
+		t.Fatalf("CONT to a preparing job: signals %+v", j.Signals)
+	}
+	_, err := h.st.Apply(100, Command{Kind: CmdSignal, Signal: &Signal{JobID: 1, Signal: int(syscall.SIGUSR1)}})
+	if !errors.Is(err, ErrConflict) || len(h.job(1).Signals) != 2 {
+		t.Errorf("USR1 to a preparing job: %v, signals %+v", err, h.job(1).Signals)
+	}
+}

@@ -21,6 +21,7 @@ package state
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -52,9 +53,11 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		"user_request": {Name: "user_request", AllowMissing: true, Indexer: userRequestIndex{}},
 		"element":      {Name: "element", Unique: true, AllowMissing: true, Indexer: elementIndex{}},
 		// In memory only (index.go): what the queries below look up by.
-		"node":  {Name: "node", AllowMissing: true, Indexer: nodeIndex{}},
-		"state": {Name: "state", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "State"}},
-		"user":  {Name: "user", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "User"}},
+		"node":      {Name: "node", AllowMissing: true, Indexer: nodeIndex{}},
+		"state":     {Name: "state", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "State"}},
+		"user":      {Name: "user", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "User"}},
+		"live_uid":  {Name: "live_uid", AllowMissing: true, Indexer: liveUIDIndex{}},
+		"reach_uid": {Name: "reach_uid", AllowMissing: true, Indexer: reachUIDIndex{}},
 	}},
 	tableTokens: {Name: tableTokens, Indexes: map[string]*memdb.IndexSchema{
 		"id":   {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
@@ -83,6 +86,11 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 // Store holds the tables.
 type Store struct {
 	db *memdb.MemDB
+	// schema is the highest schema version of the entries applied and
+	// the snapshot restored, OldestSchema at the least: once an entry of
+	// a schema is in the log, every peer must read that schema, so the
+	// leader writes no older one (Snapshot.Schema).
+	schema atomic.Int64
 }
 
 // New returns an empty store.
@@ -91,16 +99,37 @@ func New() *Store {
 	if err != nil {
 		panic(fmt.Sprintf("state schema: %v", err)) // a bug, caught by every test
 	}
-	return &Store{db: db}
+	st := &Store{db: db}
+	st.schema.Store(OldestSchema)
+	return st
+}
+
+// raiseSchema records that an entry or snapshot of schema version v was
+// applied (0, written before versions, reads as 1).
+func (s *Store) raiseSchema(v int) {
+	for {
+		cur := s.schema.Load()
+		if int64(v) <= cur || s.schema.CompareAndSwap(cur, int64(v)) {
+			return
+		}
+	}
 }
 
 // Snapshot is a consistent read-only view.
 type Snapshot struct {
-	txn *memdb.Txn
+	txn    *memdb.Txn
+	schema int
 }
 
 // Snapshot opens a read view.
-func (s *Store) Snapshot() *Snapshot { return &Snapshot{txn: s.db.Txn(false)} }
+func (s *Store) Snapshot() *Snapshot {
+	return &Snapshot{txn: s.db.Txn(false), schema: int(s.schema.Load())}
+}
+
+// Schema is the schema version the state is in: the highest of the
+// entries it applied and the snapshot it restored, OldestSchema at the
+// least. Its dumps carry it, and the leader never writes an older one.
+func (v *Snapshot) Schema() int { return v.schema }
 
 // Index is the raft index of the last change to any table, with a watch
 // set that fires at the next change (memdb.WatchSet.WatchCtx).
@@ -236,8 +265,9 @@ func (v *Snapshot) DeviceUse() map[string]map[int]*api.NodeGPU {
 	return out
 }
 
-// Dump is the whole state, for raft snapshots. Version is the
-// SchemaVersion of the schedd that wrote it.
+// Dump is the whole state, for raft snapshots. Version is the schema it
+// is in (Snapshot.Schema): a peer of the previous release reads the
+// dumps of a cluster whose entries it reads.
 type Dump struct {
 	Version  int           `json:"version,omitempty"`
 	Jobs     []*Job        `json:"jobs"`
@@ -253,7 +283,7 @@ type Dump struct {
 // Dump copies out the state as of v.
 func (v *Snapshot) Dump() Dump {
 	s := getSettings(v.txn)
-	d := Dump{Version: SchemaVersion, Jobs: v.Jobs(), Nodes: v.Nodes(), Settings: &s, Usage: v.Usage(), Tokens: v.Tokens(), Servers: v.Servers(), Requests: v.requests()}
+	d := Dump{Version: v.schema, Jobs: v.Jobs(), Nodes: v.Nodes(), Settings: &s, Usage: v.Usage(), Tokens: v.Tokens(), Servers: v.Servers(), Requests: v.requests()}
 	it, err := v.txn.Get(tableIndexes, "id")
 	if err != nil {
 		panic(err)
@@ -332,6 +362,9 @@ func (s *Store) Restore(d Dump) error {
 		}
 	}
 	txn.Commit()
+	// The state is now in the snapshot's schema, which may be older than
+	// what was applied before it (a restored backup).
+	s.schema.Store(int64(max(OldestSchema, d.Version)))
 	return nil
 }
 

@@ -143,6 +143,24 @@ class RetryTest(unittest.TestCase):
             c.kill(7)
         self.assertEqual((cm.exception.status, cm.exception.message), (403, "permission denied: job 7 belongs to bob"))
 
+    def test_read_waits_for_the_last_write(self):
+        """A peer behind the client's last write (index 10) is not
+        believed, its 404 neither; the read carries the write's index."""
+        _, addr = self.serve((200, {"X-Troupe-Index": "10"}, {"id": 7, "state": "CANCELLED"}),
+                             *[(404, {"X-Troupe-Index": "5"}, {"error": "job 7: not found"})] * 40)
+        c = troupe.Client(addr, token="", timeout=0.5)
+        c.kill(7)
+        self.assertEqual(c.written, 10)
+        with self.assertRaisesRegex(troupe.Behind, "before this client's last write"):
+            c.get(7)
+        srv, addr = self.serve((201, {"X-Troupe-Index": "10"}, {"job_id": 7, "partition": "batch"}),
+                               (404, {"X-Troupe-Index": "9"}, {"error": "job 7: not found"}),
+                               (200, {"X-Troupe-Index": "10"}, {"id": 7, "state": "PENDING"}))
+        c = troupe.Client(addr, token="", timeout=5)
+        c.submit({"name": "x"})
+        self.assertEqual(c.get(7)["state"], "PENDING")
+        self.assertEqual([s[1] for s in srv.seen[1:]], ["/v1/jobs/7?index=9&wait=2000ms"] * 2)
+
 
 @unittest.skipUnless(os.environ.get("TROUPE_ADDR"), "needs a schedd at $TROUPE_ADDR (go test ./contrib/python/ starts one)")
 class ServerTest(unittest.TestCase):

@@ -25,6 +25,14 @@ same on every try, so schedd applies each once. When an answer is lost
 the client tries again with the same id; ``UnknownOutcome`` means it
 could not find out whether the write took effect.
 
+A client reads its own writes: it keeps the state index its last write
+was answered at (``X-Troupe-Index``), and every read of the state it
+sends afterwards (a job, the job list, the history, the nodes, the
+partitions) asks for that index, so that the peer answering, a follower
+still catching up too, answers from a state that holds the write or
+leaves the read to the next peer. ``Behind`` means none had applied it
+within the client's timeout.
+
 The API itself is documented by schedd at ``GET /v1/openapi.json``
 (``Client.openapi()``) and in docs/api.md.
 """
@@ -41,7 +49,7 @@ import urllib.parse
 
 __all__ = [
     "Client", "TroupeError", "APIError", "BadRequest", "QueueFull", "Unauthorized", "Forbidden",
-    "NotFound", "Conflict", "Unreachable", "UnknownOutcome", "WaitTimeout",
+    "NotFound", "Conflict", "Unreachable", "UnknownOutcome", "WaitTimeout", "Behind",
     "TERMINAL_STATES", "DEFAULT_ADDR",
 ]
 
@@ -55,6 +63,10 @@ _INDEX_HEADER = "X-Troupe-Index"
 _OUTCOME_HEADER = "X-Troupe-Outcome"
 _BLOCK_WAIT = 30.0  # seconds a blocking query waits at most per call
 _TRY_TIMEOUT = 5.0  # seconds one try may take, a blocking query's wait on top
+_CATCH_UP_WAIT = 2.0  # seconds a peer may take to apply our last write before we ask the next
+# The reads that answer the replicated state at an index (X-Troupe-Index)
+# a blocking query waits on; /v1/jobs/N is one job.
+_STATE_READS = ("/v1/jobs", "/v1/history", "/v1/nodes", "/v1/partitions", "/v1/fairshare")
 
 
 class TroupeError(Exception):
@@ -110,6 +122,13 @@ class Unreachable(TroupeError):
     """No address answered; nothing was applied."""
 
 
+class Behind(TroupeError):
+    """No peer answered from a state that holds this client's last write
+    within the client's timeout (followers still catching up, or cut off
+    from the leader): a read that would have answered from an older state
+    raises this rather than answer."""
+
+
 class WaitTimeout(TroupeError, TimeoutError):
     """wait() gave up; ``job`` is the job as last seen."""
 
@@ -132,6 +151,22 @@ def parse_duration(s):
 
 def _go_duration(seconds):
     return "%dms" % max(0, int(seconds * 1000))
+
+
+def _index(hdrs):
+    """The answer's state index (X-Troupe-Index), None when it has none."""
+    try:
+        return int(hdrs.get(_INDEX_HEADER, ""))
+    except ValueError:
+        return None
+
+
+def _state_read(path):
+    """Whether a GET of path answers the replicated state at an index."""
+    if path in _STATE_READS:
+        return True
+    rest = path[len("/v1/jobs/"):] if path.startswith("/v1/jobs/") else ""
+    return bool(rest) and "/" not in rest
 
 
 def _loopback(host):
@@ -198,6 +233,9 @@ class Client:
         if len(self._bases) > 1 and any(b.kind == "unix" for b in self._bases):
             raise ValueError("schedd address %r: a unix socket cannot be part of an address list" % self.address)
         self._cur = 0
+        # The state index of this client's last write (X-Troupe-Index of
+        # its answer): the reads of the state wait for a peer holding it.
+        self.written = 0
         if token is None:
             token = os.environ.get("TROUPE_TOKEN", "")
         if not token:
@@ -224,8 +262,23 @@ class Client:
         body is JSON-encoded. A call that got no answer (connection
         refused or reset, no leader yet) is tried again, at the next
         address of a list, until the client's timeout; a write whose
-        answer was lost is sent again only with a request id.
+        answer was lost is sent again only with a request id. A read of
+        the state after a write of this client waits for a peer that has
+        applied the write (``written``), the next peer's turn when one
+        has not within a moment; ``Behind`` when none has by the timeout.
         """
+        write = method != "GET"
+        floor = 0
+        if not write and self.written and _state_read(path):
+            floor = self.written
+            query = dict(query or {})
+            # schedd answers a blocking query once its state index passes
+            # the one asked for: just before the write's.
+            if int(query.get("index") or 0) < floor - 1:
+                query["index"] = str(floor - 1)
+                if not wait:
+                    wait = _CATCH_UP_WAIT
+                    query["wait"] = _go_duration(wait)
         target = path
         if query:
             target += "?" + urllib.parse.urlencode(query, doseq=True)
@@ -235,7 +288,6 @@ class Client:
             headers["Content-Type"] = "application/json"
         if request_id:
             headers[_REQUEST_HEADER] = request_id
-        write = method != "GET"
         deadline = time.monotonic() + self.timeout + wait
         base = self._bases[self._cur]
         last = None
@@ -278,6 +330,17 @@ class Client:
             if status == 504 and hdrs.get(_OUTCOME_HEADER) == "unknown" and request_id and time.monotonic() < deadline:
                 time.sleep(0.5)  # the same request id again: applied at most once
                 continue
+            answered = _index(hdrs)
+            if floor and (200 <= status < 300 or status == 404) and answered is not None and answered < floor:
+                # A follower that has not applied our last write yet: its
+                # answer (a 404 too) is of an older state. Ask the next.
+                last = "%s answered from state index %d, before this client's last write (index %d)" % (base, answered, floor)
+                if time.monotonic() >= deadline:
+                    raise Behind("%s %s: no peer caught up with this client's last write within %.0fs (%s)" % (method, path, self.timeout, last))
+                self._cur = (self._cur + 1) % len(self._bases)
+                base = self._bases[self._cur]
+                time.sleep(0.2)
+                continue
             try:
                 value = payload if raw else json.loads(payload or b"null")
             except ValueError:
@@ -289,7 +352,9 @@ class Client:
                 if outcome == "unknown":
                     raise UnknownOutcome(status, msg, outcome)
                 raise _ERRORS.get(status, APIError)(status, msg, outcome)
-            return value, int(hdrs.get(_INDEX_HEADER, "0") or 0)
+            if write and answered:
+                self.written = max(self.written, answered)
+            return value, answered or 0
 
     def _try(self, base, method, target, data, headers, wait):
         hdrs = dict(headers)

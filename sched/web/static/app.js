@@ -14,7 +14,7 @@
 
 const S = {
   jobs: [], nodes: [], parts: null, fs: null, job: null,
-  index: 0, selected: 0, skew: 0, lastOK: 0,
+  index: 0, written: 0, selected: 0, skew: 0, lastOK: 0,
   me: null, // the session: { user, uid, admin, csrf }, or null
   armed: 0, armTimer: 0, // the job whose Kill was clicked once
 };
@@ -267,9 +267,11 @@ async function logout() {
   kick();
 }
 
-// kick re-reads everything now: what a session sees differs.
+// kick re-reads everything now: what a session sees differs. After a
+// write the read is a blocking query for the write's index, answered as
+// soon as this server holds the write (at once when it already does).
 let kicker = null;
-function kick() { S.index = 0; if (kicker) kicker(); }
+function kick() { S.index = Math.max(0, S.written - 1); if (kicker) kicker(); }
 
 // ---- writes
 

@@ -1,0 +1,345 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/freeport"
+	"github.com/troupe-hpc/troupe/jobspec"
+)
+
+// TestRestoreDrill is the restore drill an operator runs: badmin
+// snapshot save, then more work (jobs ending, starting, submitted,
+// cancelled, some ended jobs leaving the state for the accounting
+// store), then badmin snapshot restore on the running cluster. Every
+// job's state is then checked against what happened: ended jobs stay
+// ended with their outcome and exit code and never run again (each
+// output file holds one run), running jobs keep their containers and
+// are still running, no id is handed out twice, and the nodelets see
+// the restored state at once.
+func TestRestoreDrill(t *testing.T) {
+	needRunc(t)
+	ba := badmin(t)
+	c := startCluster(t, 1, "4", "--keep-ended", "2s")
+	dir := t.TempDir()
+	_ = os.Chmod(dir, 0o777) // the jobs write their output here as the user
+	out := func(name string) string { return filepath.Join(dir, name+".out") }
+	runs := func(name string) int {
+		b, _ := os.ReadFile(out(name))
+		return strings.Count(string(b), "run\n")
+	}
+	// Each job prints "run" to its output file, which a second run
+	// would append to.
+	once := func(name, script string) string {
+		return fmt.Sprintf(`
+job %q {
+  image   = "host"
+  command = ["sh", "-c", %q]
+  output  = %q
+  resources {
+    cpu    = 1
+    memory = "64MiB"
+  }
+}`, name, "echo run; "+script, name+".out")
+	}
+
+	cl, err := client.New(c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// outcome is a job's state and exit code, from the state or, once
+	// it left it, from the accounting store (inState false).
+	outcome := func(id uint64) (st api.JobState, exit int, inState bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		j, _, err := cl.Job(ctx, id, 0, 0)
+		if err == nil {
+			return j.State, j.ExitCode, true
+		}
+		if !client.IsNotFound(err) {
+			t.Fatalf("job %d: %v", id, err)
+		}
+		h, err := cl.History(ctx, url.Values{"id": {strconv.FormatUint(id, 10)}})
+		if err != nil || len(h.Jobs) != 1 {
+			t.Fatalf("bhist %d: %+v, %v", id, h.Jobs, err)
+		}
+		return h.Jobs[0].State, h.Jobs[0].ExitCode, false
+	}
+	// Before the save: one ended, one running to end after it, one
+	// running on, one held to be released, one held to be cancelled.
+	early, _ := c.submit(dir, "early", once("early", "exit 4"))
+	ending, _ := c.submit(dir, "ending", once("ending", "sleep 3"))
+	long, _ := c.submit(dir, "long", once("long", "sleep 600"))
+	released, _ := c.submit(dir, "released", once("released", "exit 0"), "-H")
+	cancelled, _ := c.submit(dir, "cancelled", once("cancelled", "true"), "-H")
+	if !waitFor(time.Minute, func() bool { st, _, _ := outcome(early); return st.Terminal() }) {
+		t.Fatalf("job %d did not end", early)
+	}
+	c.waitState(ending, time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
+	longJob := c.waitState(long, time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
+
+	snap := filepath.Join(dir, "drill.snap")
+	if _, errOut, code := c.run(dir, filepath.Base(ba), "snapshot", "save", snap); code != 0 {
+		t.Fatalf("badmin snapshot save: exit %d: %s", code, errOut)
+	}
+
+	// After the save.
+	if _, errOut, code := c.run(dir, "brelease", strconv.FormatUint(released, 10)); code != 0 {
+		t.Fatalf("brelease: %s", errOut)
+	}
+	if _, errOut, code := c.run(dir, "bkill", strconv.FormatUint(cancelled, 10)); code != 0 {
+		t.Fatalf("bkill: %s", errOut)
+	}
+	after, _ := c.submit(dir, "after", once("after", "exit 2"))
+	started, _ := c.submit(dir, "started", once("started", "sleep 600"))
+	for _, id := range []uint64{ending, released, after} {
+		if !waitFor(time.Minute, func() bool { st, _, _ := outcome(id); return st.Terminal() }) {
+			t.Fatalf("job %d did not end", id)
+		}
+	}
+	startedJob := c.waitState(started, time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
+	// The first ones leave the state for the accounting store (past
+	// --keep-ended): the restore must take their outcome from there.
+	if !waitFor(30*time.Second, func() bool {
+		_, _, a := outcome(early)
+		_, _, b := outcome(ending)
+		return !a && !b
+	}) {
+		t.Fatalf("jobs %d and %d still in the state past --keep-ended", early, ending)
+	}
+	type end struct {
+		state api.JobState
+		exit  int
+	}
+	want := map[uint64]end{}
+	for _, id := range []uint64{early, ending, released, cancelled, after} {
+		st, exit, _ := outcome(id)
+		want[id] = end{st, exit}
+	}
+	if want[early] != (end{api.JobFailed, 4}) || want[after] != (end{api.JobFailed, 2}) || want[ending].state != api.JobCompleted {
+		t.Fatalf("before the restore: %+v", want)
+	}
+
+	o, errOut, code := c.run(dir, filepath.Base(ba), "snapshot", "restore", snap)
+	if code != 0 {
+		t.Fatalf("badmin snapshot restore: exit %d: %s", code, errOut)
+	}
+	t.Logf("badmin snapshot restore: %s", strings.TrimSpace(o))
+
+	// A job submitted after the restore runs to its end: the scheduler
+	// and the nodelet have seen the restored state by then.
+	next, _ := c.submit(dir, "next", once("next", "true"))
+	if next <= started {
+		t.Errorf("the first job after the restore got id %d, handed out before (the last was %d)", next, started)
+	}
+	c.waitState(next, time.Minute, func(j api.Job) bool { return j.State == api.JobCompleted })
+
+	for id, w := range want {
+		if st, exit, _ := outcome(id); st != w.state || exit != w.exit {
+			t.Errorf("job %d after the restore: %s exit %d; it had ended %s exit %d", id, st, exit, w.state, w.exit)
+		}
+	}
+	for id, want := range map[uint64]api.Job{long: longJob, started: startedJob} {
+		j := c.job(id)
+		if j.State != api.JobRunning || !j.Started.Equal(want.Started) {
+			t.Errorf("job %d after the restore: %s (%s), started %s; want it still running, started %s", id, j.State, j.Reason, j.Started, want.Started)
+		}
+	}
+	for name, n := range map[string]int{"early": 1, "ending": 1, "long": 1, "released": 1, "cancelled": 0, "after": 1, "started": 1, "next": 1} {
+		if got := runs(name); got != n {
+			t.Errorf("%s ran %d times, want %d", name, got, n)
+		}
+	}
+	for _, id := range []uint64{long, started} {
+		if _, errOut, code := c.run(dir, "bkill", strconv.FormatUint(id, 10)); code != 0 {
+			t.Fatalf("bkill %d: %s", id, errOut)
+		}
+		if j := c.waitState(id, time.Minute, func(j api.Job) bool { return j.State.Terminal() }); j.State != api.JobCancelled {
+			t.Errorf("job %d, adopted after the restore, bkilled: %s (%s), want CANCELLED", id, j.State, j.Reason)
+		}
+	}
+	if strings.Contains(c.log.String(), "container lost") {
+		t.Errorf("a container was reported lost:\n%s", c.log)
+	}
+}
+
+// TestRestoreEmptyDataDir follows schedd(8) RECOVERY for a lone server
+// whose raft data is lost: schedd is stopped, its raft directory moved
+// aside, and it starts again on the same data dir (the accounting store
+// kept) while its nodelet runs on; the last backup is then restored.
+// While schedd's state holds no job, the nodelet stops nothing. After
+// the restore the job the backup shows running runs on, in the same
+// process, and can be killed; the job submitted after the backup, which
+// the restored state does not hold, is stopped. Job ids do not go back:
+// not to a job ended since the backup (in the accounting store only),
+// nor to the job the nodelet stopped (its report carries the id). The
+// nodelet used to stop every container on the empty state, and schedd
+// handed out the backup's next id again.
+func TestRestoreEmptyDataDir(t *testing.T) {
+	ba := badmin(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	sock := filepath.Join(dir, "schedd.sock")
+	metrics := freeport.Addr(t)
+	// start runs schedd on data; stop ends it (the cleanup too).
+	start := func() (cl *client.Client, stop func()) {
+		cmd := exec.Command(bin+"/schedd", "--data-dir", data, "--socket", sock, "--keep-ended", "1s", "--metrics-addr", metrics)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		stop = func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }) }
+		t.Cleanup(stop)
+		select {
+		case <-scanAddr(out):
+		case <-time.After(60 * time.Second):
+			t.Fatal("schedd did not start in 60s")
+		}
+		if cl, err = client.New("unix://" + sock); err != nil {
+			t.Fatal(err)
+		}
+		return cl, stop
+	}
+	cl, stop := start()
+	var nlog syncBuffer
+	nl := exec.Command(bin+"/nodelet", "--addr", "unix://"+sock, "--name", "r1", "--state-dir", filepath.Join(dir, "n1"),
+		"--runtime", "process", "--cpu", "4", "--memory", "4GiB", "--heartbeat", "500ms")
+	nl.Stderr = &nlog
+	if err := nl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = nl.Process.Signal(syscall.SIGTERM)
+		_ = nl.Wait()
+		if t.Failed() {
+			t.Logf("nodelet log:\n%s", nlog.String())
+		}
+	})
+
+	ctx := context.Background()
+	submit := func(script string) uint64 {
+		t.Helper()
+		res, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: jobspec.Job{Name: "r", Image: "host", Command: []string{"sh", "-c", script},
+			Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.JobID
+	}
+	jobState := func(id uint64) api.JobState {
+		j, _, err := cl.Job(ctx, id, 0, 0)
+		if err != nil {
+			return ""
+		}
+		return j.State
+	}
+	pids := func(marker string) string {
+		out, _ := exec.Command("pgrep", "-f", marker).Output()
+		return strings.TrimSpace(string(out))
+	}
+	admin := []string{"TROUPE_ADDR=unix://" + sock}
+	keptMarker, lostMarker := "sleep 600; : kept "+dir, "sleep 600; : lost "+dir
+	kept := submit(keptMarker) // running at the backup, runs on
+	if !waitFor(time.Minute, func() bool { return jobState(kept) == api.JobRunning && pids(keptMarker) != "" }) {
+		t.Fatalf("job %d did not start", kept)
+	}
+	keptPID := pids(keptMarker)
+	snap := filepath.Join(dir, "backup.snap")
+	if o, err := runEnv(t, admin, ba, "snapshot", "save", snap); err != nil {
+		t.Fatalf("badmin snapshot save: %v: %s", err, o)
+	}
+	ended := submit("exit 3")  // ends and leaves for the accounting store
+	lost := submit(lostMarker) // submitted after the backup, still running
+	if !waitFor(time.Minute, func() bool { return jobState(ended) == "" }) {
+		t.Fatalf("job %d not purged to the accounting store", ended)
+	}
+	if !waitFor(time.Minute, func() bool { return pids(lostMarker) != "" }) {
+		t.Fatalf("job %d did not start", lost)
+	}
+	stop()
+	if err := os.Rename(filepath.Join(data, "raft"), filepath.Join(dir, "raft.damaged")); err != nil {
+		t.Fatal(err)
+	}
+	cl, _ = start()
+	if !waitFor(time.Minute, func() bool { return strings.Contains(nlog.String(), "keeping the containers running here") }) {
+		t.Fatal("the nodelet did not answer the empty state")
+	}
+	if o, err := runEnv(t, admin, ba, "snapshot", "restore", snap); err != nil {
+		t.Fatalf("badmin snapshot restore: %v: %s", err, o)
+	}
+	// The restored state does not hold the later job: the nodelet stops
+	// it, and schedd learns its id from the report of its end.
+	if !waitFor(time.Minute, func() bool { return pids(lostMarker) == "" }) {
+		t.Fatalf("job %d, which the restored state does not hold, still runs", lost)
+	}
+	if !waitFor(30*time.Second, func() bool {
+		resp, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `troupe_schedd_raft_entries_total{kind="report"}`) ||
+			strings.Contains(string(b), `troupe_schedd_raft_entries_total{kind="reports"}`)
+	}) {
+		t.Fatal("the nodelet's report of the stopped job was not committed")
+	}
+	if st := jobState(kept); st != api.JobRunning || pids(keptMarker) != keptPID {
+		t.Fatalf("job %d after the restore: %s, processes %q; want it RUNNING in the same process %s", kept, st, pids(keptMarker), keptPID)
+	}
+	next := submit("true")
+	if next <= lost {
+		t.Fatalf("the first job after the restore got id %d; ids up to %d were given (job %d ended, job %d ran on the node)", next, lost, ended, lost)
+	}
+	h, err := cl.History(ctx, url.Values{"id": {strconv.FormatUint(ended, 10)}})
+	if err != nil || len(h.Jobs) != 1 || h.Jobs[0].ExitCode != 3 {
+		t.Fatalf("bhist %d: %+v, %v; want the job that exited 3", ended, h.Jobs, err)
+	}
+	if _, err := cl.Kill(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(time.Minute, func() bool { return jobState(kept) == api.JobCancelled && pids(keptMarker) == "" }) {
+		t.Fatalf("job %d, adopted after the restore, bkilled: %s", kept, jobState(kept))
+	}
+	if strings.Contains(nlog.String(), "container lost") {
+		t.Error("the nodelet reported a container lost")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,79 @@
+package sched
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/accounting"
+	"github.com/troupe-hpc/troupe/sched/state"
+)
+
+// restore reconciles d with what schedd knows (reconcileRestore) and
+// puts it in force on every replica, with writes held off from the read
+// of the live state to the end, so none is lost in between.
+func (s *Server) restore(ctx context.Context, d *state.Dump) error {
+	s.restoreMu.Lock()
+	defer s.restoreMu.Unlock()
+	if _, err := s.reconcileRestore(ctx, d); err != nil {
+		return err
+	}
+	if err := s.raft.Restore(ctx, *d); err != nil {
+		return fmt.Errorf("restoring the snapshot: %w", err)
+	}
+	return nil
+}
+
+// reconcileRestore brings into d, a snapshot about to be put in force,
+// what schedd knows happened since it was saved (state.ReconcileDump):
+// the live state's newer rows and later jobs, the accounting store's
+// ended runs and highest job id. It fails, and nothing is restored, when
+// the accounting store cannot be read: without it a restore could hand
+// out ids again or re-run ended jobs.
+func (s *Server) reconcileRestore(ctx context.Context, d *state.Dump) (state.Reconciled, error) {
+	floor, err := s.acct.MaxJobID(ctx)
+	if err != nil {
+		return state.Reconciled{}, fmt.Errorf("restore: reading the accounting store: %w", err)
+	}
+	var open []uint64
+	for _, j := range d.Jobs {
+		if !j.State.Terminal() && j.Array == nil {
+			open = append(open, j.ID)
+		}
+	}
+	f := state.RestoreFacts{Live: s.st.Snapshot(), Floor: floor}
+	f.Ended = map[uint64]api.HistoryJob{}
+	isOpen := map[uint64]bool{}
+	for _, id := range open {
+		isOpen[id] = true
+	}
+	for len(open) > 0 {
+		// In chunks: a query's parameters are bounded (SQLite's 32766).
+		n := min(len(open), 500)
+		recs, err := s.acct.Query(ctx, accounting.Filter{IDs: open[:n]})
+		if err != nil {
+			return state.Reconciled{}, fmt.Errorf("restore: reading the accounting store: %w", err)
+		}
+		open = open[n:]
+		for _, h := range recs {
+			if !isOpen[h.ID] {
+				continue // an element picked by its array's id
+			}
+			if old, ok := f.Ended[h.ID]; !ok || h.Requeues >= old.Requeues {
+				f.Ended[h.ID] = h
+			}
+		}
+	}
+	r := state.ReconcileDump(d, f)
+	s.log.Warn("restore reconciled with the live state and the accounting store",
+		"next_job_id", r.LastJobID+1, "newer_in_live_state", len(r.Newer), "kept_from_live_state", len(r.Kept),
+		"ended_from_accounting", len(r.Ended), "live_jobs_dropped", len(r.Dropped))
+	if len(r.Dropped) > 0 {
+		// The replaced state gave ids the backup had given to other jobs
+		// (schedd ran on an empty data dir and took submits): those jobs
+		// are not the backup's and are not kept.
+		s.log.Warn("restore dropped jobs of the replaced state whose ids the backup gave to other jobs",
+			"jobs", len(r.Dropped), "first", r.Dropped[0], "last", r.Dropped[len(r.Dropped)-1])
+	}
+	return r, nil
+}
