@@ -65,6 +65,11 @@ func RunRecords(j *state.Job) []api.HistoryJob {
 		begin, why = r.Ended, r.Reason
 	}
 	if j.State.Terminal() {
+		if len(j.Runs) != j.Requeues {
+			// The run before the last was not kept (requeued under an
+			// older schema): its requeue's time is unknown.
+			begin, why = j.Submitted, j.LastRequeue
+		}
 		out = append(out, runRecord(view, begin, why))
 	}
 	return out

@@ -42,7 +42,7 @@ func HistoryFromJob(j api.Job, now time.Time) api.HistoryJob {
 	begin := j.Submitted
 	h.Events = []api.JobEvent{{Time: j.Submitted, Event: api.EventSubmitted,
 		Detail: fmt.Sprintf("to partition %s", j.Partition)}}
-	if n := len(j.Runs); j.Requeues > 0 && n > 0 {
+	if n := len(j.Runs); j.Requeues > 0 && n == j.Requeues {
 		// The run began with the requeue that ended the one before.
 		r := j.Runs[n-1]
 		begin = r.Ended

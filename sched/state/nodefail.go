@@ -145,8 +145,16 @@ func requeueJob(j *Job, now time.Time, down map[string]bool, why string, runs bo
 }
 
 // keepRun appends j's current run, ended at now by a requeue for why, to
-// j.Runs and clears its usage for the next run.
+// j.Runs and clears its usage for the next run. Runs[i] is run i: when an
+// earlier run is missing (requeued by an entry of an older schema, or a
+// restore took the job's run number from the accounting store), no run
+// is kept, so none is recorded under another run's number; the job's
+// last run is still recorded when it ends.
 func keepRun(j *Job, now time.Time, down map[string]bool, why string) {
+	defer func() { j.CPUTime, j.MemPeak = 0, 0 }()
+	if len(j.Runs) != j.Requeues {
+		return
+	}
 	run := api.JobRun{Started: j.Started, Ended: now, Reason: why, ExitCode: j.ExitCode, CPUTime: j.CPUTime, MemPeak: j.MemPeak}
 	for _, c := range j.Containers {
 		h := api.HistoryContainer{Host: c.Host, Node: c.Node, State: c.State, ExitCode: c.ExitCode, Message: c.Message,
@@ -162,7 +170,6 @@ func keepRun(j *Job, now time.Time, down map[string]bool, why string) {
 		run.Containers = append(run.Containers, h)
 	}
 	j.Runs = append(slices.Clip(j.Runs), run)
-	j.CPUTime, j.MemPeak = 0, 0
 }
 
 // nodeUp marks a DOWN node UP again (it heartbeats or asks for its

@@ -138,3 +138,22 @@ func TestOlderSchemaRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestRunsAcrossTheSchemaChange: a job requeued by an entry of an older
+// schema (no run kept) and again by a schema 9 entry keeps no run: Runs[i]
+// is run i, and the run 9 saw is run 1, not run 0.
+func TestRunsAcrossTheSchemaChange(t *testing.T) {
+	h := newHarness(t)
+	j := session(1)
+	j.Spec.Requeue = true
+	h.apply(Command{Kind: CmdSubmit, Submit: j})
+	for _, v := range []int{SchemaVersion - 1, SchemaVersion} {
+		h.apply(Command{Version: v, Kind: CmdNodeUp, NodeUp: "n1"})
+		h.apply(Command{Version: v, Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+		h.apply(Command{Version: v, Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+	}
+	if r := h.job(1); r.Requeues != 2 || len(r.Runs) != 0 {
+		t.Fatalf("after a schema %d and a schema %d requeue: run %d, runs kept %+v; want run 2, none kept (run 0's is unknown)",
+			SchemaVersion-1, SchemaVersion, r.Requeues, r.Runs)
+	}
+}
