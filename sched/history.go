@@ -127,7 +127,12 @@ func runRecord(j api.Job, begin time.Time, why string) api.HistoryJob {
 		h.Events = append(h.Events, api.JobEvent{Time: j.Started, Event: api.EventStarted, Detail: "on " + strings.Join(h.Nodes, ", ")})
 	}
 	for _, s := range j.Signals {
-		if s.Time.Before(begin) || s.Time.After(j.Ended) {
+		// A run's signals are those sent from its begin to the requeue
+		// that ended it; the last run's, all from its begin (none is
+		// taken once the job has ended). Its end as the node measured
+		// it may come a little before a signal's commit, never bound
+		// the last run by it.
+		if s.Time.Before(begin) || (j.State == api.JobRequeued && s.Time.After(j.Ended)) {
 			continue // another run's
 		}
 		d := "SIG" + api.SignalName(s.Signal) + " to all containers"

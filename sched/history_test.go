@@ -80,6 +80,13 @@ func TestHistory(t *testing.T) {
 	if hc := HistoryRecord(c); hc.Events[len(hc.Events)-1].Detail != "FAILED, exit code 2: main1: oops" {
 		t.Errorf("failed: %+v", hc.Events)
 	}
+
+	// The end its node measured may come a hair before the commit of
+	// the signal that ended it: the signal is still the last run's.
+	c.Signals = []api.SignalRequest{{Seq: 1, Signal: 15, Host: "main1", Time: c.Ended.Add(3 * time.Millisecond)}}
+	if hc := HistoryRecord(c); len(hc.Events) != 4 || hc.Events[2].Event != api.EventSignalled {
+		t.Errorf("a signal committed just after the node-measured end: timeline %+v, want it signalled", hc.Events)
+	}
 }
 
 // TestSignalAndHistoryHTTP: bob may not signal alice's job; a bad signal
