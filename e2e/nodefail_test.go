@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -246,7 +249,8 @@ func TestFenceNoOverlap(t *testing.T) {
 		t.Skip("freezes a nodelet past the node timeout")
 	}
 	const timeout = 6 * time.Second
-	c := startCluster(t, 2, "1", "--node-timeout", timeout.String())
+	// --keep-ended: the ended job soon lives in the accounting store only.
+	c := startCluster(t, 2, "1", "--node-timeout", timeout.String(), "--keep-ended", "5s")
 	dir := t.TempDir()
 	_ = os.Chmod(dir, 0o777)
 	id, _ := c.submit(dir, "twice", `
@@ -343,6 +347,74 @@ job "twice" {
 	}
 	if j := c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.State.Terminal() }); j.State != api.JobCancelled {
 		t.Errorf("killed job ended %s (%s, exit %d), want CANCELLED", j.State, j.Reason, j.ExitCode)
+	}
+	checkRunsInHistory(t, c, dir, id, node, frozen)
+}
+
+// checkRunsInHistory: the fenced and requeued job id has both its runs
+// in history, each with its own node and times: the first on the frozen
+// node, ended by the requeue (REQUEUED), the second elsewhere, ended by
+// bkill; in raft and, once the job has left it, in the accounting store
+// (bhist, bhist -l, bacct, sacct, sacct -D).
+func checkRunsInHistory(t *testing.T, c *devCluster, dir string, id uint64, node string, frozen time.Time) {
+	t.Helper()
+	ref := strconv.FormatUint(id, 10)
+	check := func(where string) {
+		t.Helper()
+		out, errs, code := c.run(dir, "bhist", "-o", "json", ref)
+		var runs []api.HistoryJob
+		if code != 0 || json.Unmarshal([]byte(out), &runs) != nil {
+			t.Fatalf("%s: bhist -o json %s: exit %d, %s%s", where, ref, code, out, errs)
+		}
+		if len(runs) != 2 {
+			t.Fatalf("%s: bhist %s has %d records, want its 2 runs: %s", where, ref, len(runs), out)
+		}
+		r0, r1 := runs[0], runs[1]
+		if r0.Requeues != 0 || r0.State != api.JobRequeued || !slices.Equal(r0.Nodes, []string{node}) || r0.Started.IsZero() ||
+			r0.Ended.Before(frozen) || r0.Run <= 0 || !strings.Contains(r0.Reason, "node "+node+" failed") {
+			t.Errorf("%s: run 1: %+v; want REQUEUED on %s, ended after the freeze", where, r0, node)
+		}
+		if r1.Requeues != 1 || r1.State != api.JobCancelled || len(r1.Nodes) != 1 || r1.Nodes[0] == node ||
+			r1.Started.Before(r0.Ended) || r1.Run <= 0 {
+			t.Errorf("%s: run 2: %+v; want CANCELLED on the other node, started after run 1 ended", where, r1)
+		}
+		long, _, _ := c.run(dir, "bhist", "-l", ref)
+		flat := strings.Join(strings.Fields(long), " ") // columns aligned apart
+		for _, want := range []string{"Job " + ref + ", run 1:", "Job " + ref + ", run 2:", "Nodes: " + node, "Nodes: " + r1.Nodes[0],
+			"State: REQUEUED (requeued: node " + node + " failed)", "requeued requeued: node " + node + " failed", "ended CANCELLED"} {
+			if !strings.Contains(flat, want) {
+				t.Errorf("%s: bhist -l %s lacks %q:\n%s", where, ref, want, long)
+			}
+		}
+		acct, _, code := c.run(dir, "troupe-slurm", "sacct", "-P", "-n", "--format=JobIdRaw,State,NodeList", "-j", ref)
+		if want := ref + "|CANCELLED|" + r1.Nodes[0] + "\n"; code != 0 || acct != want {
+			t.Errorf("%s: sacct -j %s: %q, want %q (the last run)", where, ref, acct, want)
+		}
+		acct, _, _ = c.run(dir, "troupe-slurm", "sacct", "-D", "-P", "-n", "--format=JobIdRaw,State,NodeList", "-j", ref)
+		if want := ref + "|REQUEUED|" + node + "\n" + ref + "|CANCELLED|" + r1.Nodes[0] + "\n"; acct != want {
+			t.Errorf("%s: sacct -D -j %s: %q, want %q (every run)", where, ref, acct, want)
+		}
+	}
+	check("in raft")
+	// The job leaves raft KeepEnded after its end: the store holds both
+	// runs, each under its own key.
+	cl, err := client.New(c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, _, err := cl.Job(context.Background(), id, 0, 0); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d still in raft 30s after its end (--keep-ended 5s)", id)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	check("in the accounting store")
+	sum, err := cl.Accounting(context.Background(), url.Values{"user": {"root"}})
+	if err != nil || sum.Total.Jobs != 1 || sum.Total.Run < 2*time.Second {
+		t.Errorf("bacct: %+v, %v; want 1 job, both runs' time", sum.Total, err)
 	}
 }
 

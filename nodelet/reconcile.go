@@ -3,6 +3,7 @@ package nodelet
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/nodelet/session"
@@ -280,5 +281,5 @@ func (a *agent) endedHere(k key) bool {
 // is held.
 func (a *agent) endHere(k key, session string, state api.ContainerState, code int, msg string) {
 	a.finished[k] = true
-	a.sendLocked(session, api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg})
+	a.sendLocked(session, api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg, At: time.Now()})
 }

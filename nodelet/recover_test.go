@@ -87,6 +87,7 @@ func TestAgentReattachesAfterRestart(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond) // short ends meanwhile
 
+	restarted := time.Now()
 	cfg, _ := startAgentIn(t, s, RuntimeRunc, state)
 	if j := s.waitJob(t, long, func(api.Job) bool { return true }); j.State != api.JobRunning {
 		t.Errorf("after restart job %d is %s, want RUNNING", long, j.State)
@@ -94,8 +95,8 @@ func TestAgentReattachesAfterRestart(t *testing.T) {
 	if got := initPid(t, state, id); got != pid {
 		t.Errorf("after restart: init pid %d, want %d", got, pid)
 	}
-	if u := s.waitState(t, short, "main1", api.ContainerExited); u.ExitCode != 4 {
-		t.Errorf("container that ended while no nodelet ran: exit %d, want 4", u.ExitCode)
+	if u := s.waitState(t, short, "main1", api.ContainerExited); u.ExitCode != 4 || u.At.IsZero() || !u.At.Before(restarted) {
+		t.Errorf("container that ended while no nodelet ran: exit %d at %v (nodelet back at %v); want 4, before the restart", u.ExitCode, u.At, restarted)
 	}
 	if err := os.WriteFile(filepath.Join(data, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)

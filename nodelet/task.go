@@ -107,7 +107,11 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c
 }
 
 func (a *agent) report(t *task, state api.ContainerState, code int, msg string) {
-	a.send(t.job.SessionID, api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state, ExitCode: code, Message: msg})
+	u := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state, ExitCode: code, Message: msg}
+	if state.Ended() {
+		u.At = time.Now()
+	}
+	a.send(t.job.SessionID, u)
 }
 
 // runTask: preparing → running → exited | killed | failed, then destroy.
@@ -139,7 +143,11 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	}
 	a.metrics.running.Inc()
 	defer a.metrics.running.Dec()
-	a.send(t.job.SessionID, api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting, Reach: t.reach})
+	running := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting, Reach: t.reach}
+	if t.adopted == nil {
+		running.At = time.Now() // started here, now (an adopted one earlier: unknown)
+	}
+	a.send(t.job.SessionID, running)
 	state, exit, msg := a.supervise(ctx, t, c)
 	use := c.Usage()
 	if state == "" {
@@ -156,8 +164,14 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 		a.metrics.failed(failExit)
 	}
 	state, msg = a.fenceMessage(state, msg)
+	// Its end as measured here goes with the report, however late that
+	// reaches schedd (and, in the record, to a restarted nodelet).
+	at := exit.At
+	if at.IsZero() {
+		at = time.Now()
+	}
 	u := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state,
-		ExitCode: exit.Code, Message: msg, CPUTime: use.CPU, MemPeak: use.MemPeak}
+		ExitCode: exit.Code, Message: msg, CPUTime: use.CPU, MemPeak: use.MemPeak, At: at}
 	// The slot is free when the process is gone: the exit is reported
 	// first and the container torn down after, off the slot's path (see
 	// holdsUntilDestroyed for what must go before the report).

@@ -294,7 +294,7 @@ func (s *Server) ListFairShare(ctx context.Context, w httpapi.Wait) api.FairShar
 func (s *Server) JobHistory(ctx context.Context, w httpapi.Wait, hq httpapi.HistoryQuery) (api.History, error) {
 	q := HistoryQuery(hq)
 	v, idx := s.block(ctx, w)
-	live := History(endedJobs(v), q)
+	live := History(stateHistory(v), q)
 	stored, err := s.acct.Query(ctx, q)
 	if err != nil {
 		return api.History{}, err
@@ -324,7 +324,7 @@ func (s *Server) AccountingSummary(ctx context.Context, hq httpapi.HistoryQuery,
 		}
 		return api.Accounting{}, err
 	}
-	live := History(endedJobs(s.st.Snapshot()), q)
+	live := History(stateHistory(s.st.Snapshot()), q)
 	keys := make([]accounting.Key, len(live))
 	for i := range live {
 		keys[i] = accounting.KeyOf(&live[i])

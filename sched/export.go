@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 	"time"
 
@@ -56,11 +57,20 @@ func (e *exporter) lag(v *state.Snapshot, now time.Time) time.Duration {
 	defer e.mu.Unlock()
 	var oldest time.Time
 	for _, j := range v.Jobs() {
-		if !j.State.Terminal() || j.Array != nil || j.Ended.IsZero() || e.done[accounting.Key{ID: j.ID, Run: j.Requeues}] {
+		if j.Array != nil {
 			continue
 		}
-		if oldest.IsZero() || j.Ended.Before(oldest) {
-			oldest = j.Ended
+		for run := range endedRuns(j) {
+			end := j.Ended
+			if run < len(j.Runs) {
+				end = j.Runs[run].Ended
+			}
+			if end.IsZero() || e.done[accounting.Key{ID: j.ID, Run: run}] {
+				continue
+			}
+			if oldest.IsZero() || end.Before(oldest) {
+				oldest = end
+			}
 		}
 	}
 	if oldest.IsZero() {
@@ -87,10 +97,12 @@ func (s *Server) exportLoop(ctx context.Context) {
 	}
 }
 
-// ExportEnded writes the ended jobs this server has not exported yet to
-// its accounting store and, on the leader, commits the purge of those
-// that ended KeepEnded ago or more. It returns how many it purged. A
-// failed pass counts in troupe_schedd_accounting_export_errors_total.
+// ExportEnded writes the ended runs this server has not exported yet to
+// its accounting store (a requeued job's earlier runs while it is still
+// queued or running, each job's last run once it has ended) and, on the
+// leader, commits the purge of those that ended KeepEnded ago or more.
+// It returns how many it purged. A failed pass counts in
+// troupe_schedd_accounting_export_errors_total.
 func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 	n, err := s.exportEnded(ctx)
 	if err != nil && ctx.Err() == nil {
@@ -112,29 +124,43 @@ func (s *Server) exportEnded(ctx context.Context) (int, error) {
 		var ripe []state.PurgeKey
 		inState := map[accounting.Key]bool{}
 		for _, j := range v.Jobs() {
-			if !j.State.Terminal() {
-				if j.DependsOn != nil {
-					for _, c := range j.DependsOn.Conditions {
-						needed[c.JobID] = true
-						if e := dependencyElement(v, c); e != nil {
-							needed[e.ID] = true // done(12[5]) reads element 5's row
-						}
+			if !j.State.Terminal() && j.DependsOn != nil {
+				for _, c := range j.DependsOn.Conditions {
+					needed[c.JobID] = true
+					if e := dependencyElement(v, c); e != nil {
+						needed[e.ID] = true // done(12[5]) reads element 5's row
 					}
+				}
+			}
+			if j.Array != nil {
+				if j.State.Terminal() {
+					// An array's own row is no run: its elements are
+					// stored one by one; the row leaves raft with them.
+					k := accounting.Key{ID: j.ID, Run: j.Requeues}
+					inState[k] = true
+					s.exp.mu.Lock()
+					s.exp.done[k] = true
+					s.exp.mu.Unlock()
 				}
 				continue
 			}
-			k := accounting.Key{ID: j.ID, Run: j.Requeues}
-			inState[k] = true
-			if j.Array != nil {
-				// An array's own row is no run: its elements are stored
-				// one by one; the row leaves raft with them.
-				s.exp.mu.Lock()
-				s.exp.done[k] = true
-				s.exp.mu.Unlock()
+			// Each ended run: those a requeue ended as soon as it did,
+			// while the job goes on, and its last once it has ended.
+			// Records are built only for a job with a run not exported
+			// (nor refused by the store).
+			pending := false
+			for run := range endedRuns(j) {
+				k := accounting.Key{ID: j.ID, Run: run}
+				inState[k] = true
+				pending = pending || (!s.exp.done[k] && !s.exp.conflict[k])
+			}
+			if !pending || len(recs) >= exportBatch {
 				continue
 			}
-			if !s.exp.done[k] && !s.exp.conflict[k] && len(recs) < exportBatch {
-				recs = append(recs, HistoryRecord(jobView(j, jobExtras{})))
+			for _, h := range RunRecords(j) {
+				if k := accounting.KeyOf(&h); !s.exp.done[k] && !s.exp.conflict[k] && len(recs) < exportBatch {
+					recs = append(recs, h)
+				}
 			}
 		}
 		if len(recs) > 0 {
@@ -183,8 +209,7 @@ func (s *Server) exportEnded(ctx context.Context) (int, error) {
 			return purged, nil
 		}
 		for _, j := range v.Jobs() {
-			k := accounting.Key{ID: j.ID, Run: j.Requeues}
-			if j.State.Terminal() && s.exp.done[k] && !j.Ended.After(cutoff) && !needed[j.ID] && len(ripe) < exportBatch {
+			if j.State.Terminal() && s.exported(j) && !j.Ended.After(cutoff) && !needed[j.ID] && len(ripe) < exportBatch {
 				ripe = append(ripe, state.PurgeKey{JobID: j.ID, Run: j.Requeues})
 			}
 		}
@@ -205,6 +230,32 @@ func (s *Server) exportEnded(ctx context.Context) (int, error) {
 		purged += len(ripe)
 		if len(ripe) < exportBatch && len(recs) < exportBatch {
 			return purged, nil
+		}
+	}
+}
+
+// exported tells whether every run of the ended job j is in the store
+// (as far as this process knows): only then may it leave raft.
+func (s *Server) exported(j *state.Job) bool {
+	for run := range endedRuns(j) {
+		if !s.exp.done[accounting.Key{ID: j.ID, Run: run}] {
+			return false
+		}
+	}
+	return true
+}
+
+// endedRuns yields the numbers of j's ended runs, those RunRecords
+// makes records of: each a requeue ended, then its last once j ended.
+func endedRuns(j *state.Job) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for run := range j.Runs {
+			if !yield(run) {
+				return
+			}
+		}
+		if j.State.Terminal() {
+			yield(j.Requeues)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/accounting"
@@ -15,15 +16,12 @@ import (
 // and GET /v1/accounting sums (bacct): the store's filter.
 type HistoryQuery = accounting.Filter
 
-// History picks the ended jobs q asks for, oldest end first, as records.
-func History(jobs []api.Job, q HistoryQuery) []api.HistoryJob {
+// History picks the records q asks for among recs, oldest end first.
+func History(recs []api.HistoryJob, q HistoryQuery) []api.HistoryJob {
 	out := []api.HistoryJob{}
-	for _, j := range jobs {
-		if !j.State.Terminal() || j.Array != nil { // an array's record is its elements'
-			continue
-		}
-		if h := HistoryRecord(j); q.Match(&h) {
-			out = append(out, h)
+	for i := range recs {
+		if q.Match(&recs[i]) {
+			out = append(out, recs[i])
 		}
 	}
 	return sortHistory(out, q.Limit)
@@ -47,9 +45,57 @@ func sortHistory(out []api.HistoryJob, limit int) []api.HistoryJob {
 	return out
 }
 
-// HistoryRecord is an ended job's record: times, usage, nodes and its
-// timeline.
-func HistoryRecord(j api.Job) api.HistoryJob {
+// HistoryRecord is the record of an ended job's last run: times, usage,
+// nodes and its timeline.
+func HistoryRecord(j api.Job) api.HistoryJob { return runRecord(j, j.Submitted, "") }
+
+// RunRecords are the records of j's ended runs, oldest first: one for
+// each run a requeue ended (REQUEUED, keyed by the job's id and that
+// run), whether or not j has ended since, then its last run's once it
+// has. An array's own row has none (its elements are the jobs).
+func RunRecords(j *state.Job) []api.HistoryJob {
+	if j.Array != nil || (len(j.Runs) == 0 && !j.State.Terminal()) {
+		return nil
+	}
+	view := jobView(j, jobExtras{})
+	var out []api.HistoryJob
+	begin, why := j.Submitted, ""
+	for i, r := range j.Runs {
+		out = append(out, runRecord(pastRun(view, i, r), begin, why))
+		begin, why = r.Ended, r.Reason
+	}
+	if j.State.Terminal() {
+		if len(j.Runs) != j.Requeues {
+			// The run before the last was not kept (requeued under an
+			// older schema): its requeue's time is unknown.
+			begin, why = j.Submitted, j.LastRequeue
+		}
+		out = append(out, runRecord(view, begin, why))
+	}
+	return out
+}
+
+// pastRun is j's view as its run i (r) ended: that run's times, exit
+// code, usage and containers, in state REQUEUED.
+func pastRun(j api.Job, i int, r api.JobRun) api.Job {
+	p := j
+	p.Requeues, p.State, p.Reason, p.ExitCode = i, api.JobRequeued, r.Reason, r.ExitCode
+	p.Started, p.Ended, p.CPUTime, p.MemPeak = r.Started, r.Ended, r.CPUTime, r.MemPeak
+	p.Containers = slices.Clone(j.Containers)
+	for k := range p.Containers {
+		c := &p.Containers[k]
+		c.Node, c.NodeAddr, c.GPUs, c.State, c.ExitCode, c.Message, c.CPUTime, c.MemPeak, c.Ended = "", "", nil, api.ContainerPending, 0, "", 0, 0, time.Time{}
+		if k < len(r.Containers) && r.Containers[k].Host == c.Host {
+			h := r.Containers[k]
+			c.Node, c.State, c.ExitCode, c.Message, c.CPUTime, c.MemPeak, c.Ended = h.Node, h.State, h.ExitCode, h.Message, h.CPUTime, h.MemPeak, h.Ended
+		}
+	}
+	return p
+}
+
+// runRecord is the record of j's run j.Requeues, which began at begin
+// (the submission, or the requeue that ended the run before, why).
+func runRecord(j api.Job, begin time.Time, why string) api.HistoryJob {
 	h := api.HistoryJob{
 		ID: j.ID, Name: j.Name, User: j.User, UID: j.UID, Partition: j.Partition, Account: j.Account, Requeues: j.Requeues,
 		State: j.State, Reason: j.Reason,
@@ -58,9 +104,9 @@ func HistoryRecord(j api.Job) api.HistoryJob {
 		ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex,
 	}
 	if j.Started.IsZero() {
-		h.Wait = j.Ended.Sub(j.Submitted)
+		h.Wait = j.Ended.Sub(begin)
 	} else {
-		h.Wait, h.Run = j.Started.Sub(j.Submitted), j.Ended.Sub(j.Started)
+		h.Wait, h.Run = j.Started.Sub(begin), j.Ended.Sub(j.Started)
 	}
 	for _, c := range j.Containers {
 		if c.Node != "" && !slices.Contains(h.Nodes, c.Node) {
@@ -68,33 +114,48 @@ func HistoryRecord(j api.Job) api.HistoryJob {
 		}
 		h.GPUs += c.Resources.GPU
 		h.Containers = append(h.Containers, api.HistoryContainer{Host: c.Host, Node: c.Node, State: c.State,
-			ExitCode: c.ExitCode, Message: c.Message, CPUTime: c.CPUTime, MemPeak: c.MemPeak})
+			ExitCode: c.ExitCode, Message: c.Message, CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended})
 	}
-	h.Events = append(h.Events, api.JobEvent{Time: j.Submitted, Event: api.EventSubmitted,
-		Detail: fmt.Sprintf("to partition %s, %d container%s", j.Partition, len(j.Containers), plural(len(j.Containers)))})
+	if j.Requeues == 0 {
+		h.Events = append(h.Events, api.JobEvent{Time: j.Submitted, Event: api.EventSubmitted,
+			Detail: fmt.Sprintf("to partition %s, %d container%s", j.Partition, len(j.Containers), plural(len(j.Containers)))})
+	} else {
+		h.Events = append(h.Events, api.JobEvent{Time: begin, Event: api.EventRequeued,
+			Detail: fmt.Sprintf("run %d: %s", j.Requeues+1, why)})
+	}
 	if !j.Started.IsZero() {
 		h.Events = append(h.Events, api.JobEvent{Time: j.Started, Event: api.EventStarted, Detail: "on " + strings.Join(h.Nodes, ", ")})
 	}
 	for _, s := range j.Signals {
+		// A run's signals are those sent from its begin to the requeue
+		// that ended it; the last run's, all from its begin (none is
+		// taken once the job has ended). Its end as the node measured
+		// it may come a little before a signal's commit, never bound
+		// the last run by it.
+		if s.Time.Before(begin) || (j.State == api.JobRequeued && s.Time.After(j.Ended)) {
+			continue // another run's
+		}
 		d := "SIG" + api.SignalName(s.Signal) + " to all containers"
 		if s.Host != "" {
 			d = "SIG" + api.SignalName(s.Signal) + " to " + s.Host
 		}
 		h.Events = append(h.Events, api.JobEvent{Time: s.Time, Event: api.EventSignalled, Detail: d})
 	}
-	h.Events = append(h.Events, api.JobEvent{Time: j.Ended, Event: api.EventEnded, Detail: api.EndedDetail(j.State, j.ExitCode, j.Reason)})
+	if j.State == api.JobRequeued {
+		h.Events = append(h.Events, api.JobEvent{Time: j.Ended, Event: api.EventRequeued, Detail: j.Reason})
+	} else {
+		h.Events = append(h.Events, api.JobEvent{Time: j.Ended, Event: api.EventEnded, Detail: api.EndedDetail(j.State, j.ExitCode, j.Reason)})
+	}
 	return h
 }
 
-// endedJobs are the ended jobs in v, as views.
-func endedJobs(v *state.Snapshot) []api.Job {
-	var jobs []api.Job
+// stateHistory are the records of the ended runs in v (RunRecords).
+func stateHistory(v *state.Snapshot) []api.HistoryJob {
+	var out []api.HistoryJob
 	for _, j := range v.Jobs() {
-		if j.State.Terminal() {
-			jobs = append(jobs, jobView(j, jobExtras{}))
-		}
+		out = append(out, RunRecords(j)...)
 	}
-	return jobs
+	return out
 }
 
 func plural(n int) string {

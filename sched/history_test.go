@@ -35,8 +35,7 @@ func TestHistory(t *testing.T) {
 	b := ended(2, "bob", api.JobCancelled, 2, -1, 3)
 	c := ended(3, "alice", api.JobFailed, 4, 5, 8)
 	c.ExitCode, c.Reason = 2, "main1: oops"
-	running := api.Job{ID: 4, User: "alice", State: api.JobRunning}
-	jobs := []api.Job{a, b, c, running}
+	jobs := []api.HistoryJob{HistoryRecord(a), HistoryRecord(b), HistoryRecord(c)}
 
 	ids := func(hs []api.HistoryJob) []uint64 {
 		var out []uint64
@@ -80,6 +79,13 @@ func TestHistory(t *testing.T) {
 	}
 	if hc := HistoryRecord(c); hc.Events[len(hc.Events)-1].Detail != "FAILED, exit code 2: main1: oops" {
 		t.Errorf("failed: %+v", hc.Events)
+	}
+
+	// The end its node measured may come a hair before the commit of
+	// the signal that ended it: the signal is still the last run's.
+	c.Signals = []api.SignalRequest{{Seq: 1, Signal: 15, Host: "main1", Time: c.Ended.Add(3 * time.Millisecond)}}
+	if hc := HistoryRecord(c); len(hc.Events) != 4 || hc.Events[2].Event != api.EventSignalled {
+		t.Errorf("a signal committed just after the node-measured end: timeline %+v, want it signalled", hc.Events)
 	}
 }
 

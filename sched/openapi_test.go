@@ -53,6 +53,7 @@ var openAPISchemas = map[string]reflect.Type{
 	"GPUShare":            reflect.TypeFor[api.GPUShare](),
 	"History":             reflect.TypeFor[api.History](),
 	"HistoryContainer":    reflect.TypeFor[api.HistoryContainer](),
+	"JobRun":              reflect.TypeFor[api.JobRun](),
 	"HistoryJob":          reflect.TypeFor[api.HistoryJob](),
 	"Job":                 reflect.TypeFor[api.Job](),
 	"JobEvent":            reflect.TypeFor[api.JobEvent](),

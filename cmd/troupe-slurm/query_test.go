@@ -50,9 +50,15 @@ func fakeSchedd(t *testing.T) *clitest.Schedd {
 		old := clitest.History()[0]
 		old.ID, old.User, old.Name, old.State, old.ExitCode = 25, me.Username, "snakejob_b", api.JobFailed, 2
 		old.Ended = time.Now().Add(-2 * time.Minute)
-		recs := []api.HistoryJob{old}
-		if ids := r.URL.Query()["id"]; len(ids) > 0 && ids[0] != "25" {
-			recs = nil
+		// Job 26: run 0 ended by a node failure on node01, run 1 done on node02.
+		run0, run1 := old, old
+		run0.ID, run0.Name, run0.State, run0.ExitCode, run0.Nodes = 26, "requeued", api.JobRequeued, 0, []string{"node01"}
+		run1.ID, run1.Name, run1.State, run1.ExitCode, run1.Nodes, run1.Requeues = 26, "requeued", api.JobCompleted, 0, []string{"node02"}, 1
+		var recs []api.HistoryJob
+		for _, h := range []api.HistoryJob{old, run0, run1} {
+			if ids := r.URL.Query()["id"]; len(ids) == 0 || ids[0] == strconv.FormatUint(h.ID, 10) {
+				recs = append(recs, h)
+			}
 		}
 		clitest.JSON(w, http.StatusOK, 7, api.History{Jobs: recs, Index: 7})
 	})
@@ -105,6 +111,10 @@ func TestQueries(t *testing.T) {
 			"JobID|JobName|State\n25|snakejob_b|FAILED\n30|snakejob_a|COMPLETED\n"},
 		{[]string{"sacct", "-nu", "alice", "-o", "JobID,Account%8", "-S", "2000-01-01", "-s", "CD"}, 0, "3              vision \n"},
 		{[]string{"sacct", "-n", "-P", "--format=jobid", "-S", "now-1hours", "-E", "now", "-s", "F"}, 0, "25\n"},
+		// A requeued job: its last run, or with -D every run.
+		{[]string{"sacct", "-P", "-n", "--format=JobIdRaw,State,NodeList", "-j", "26"}, 0, "26|COMPLETED|node02\n"},
+		{[]string{"sacct", "-P", "-n", "-D", "--format=JobIdRaw,State,NodeList", "-j", "26"}, 0, "26|REQUEUED|node01\n26|COMPLETED|node02\n"},
+		{[]string{"sacct", "-P", "-n", "--duplicates", "--format=JobIdRaw", "-j", "26", "-s", "RQ"}, 0, "26\n"},
 		{[]string{"sacct", "--format=Frob"}, 1, ""},
 		{[]string{"sacct", "-S", "yesterday-ish"}, 1, ""},
 		// sinfo: the default partition starred, as snakemake reads it.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/url"
@@ -44,6 +45,7 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		all                     bool
 		start, end              string
 		delimiter               = "|"
+		duplicates              bool
 	)
 	if format == "" {
 		format = cli.SacctDefaultFormat
@@ -80,6 +82,8 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			accounts = list(accounts, o.value)
 		case "delimiter":
 			delimiter = o.value
+		case "duplicates":
+			duplicates = true
 		case "clusters", "allclusters", "truncate":
 			// troupe is one cluster: -M all, -M NAME and -L pick it.
 		case "units", "noconvert":
@@ -99,6 +103,7 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				"-E, --endtime=TIME    jobs submitted before TIME (default: now)",
 				"-s, --state=LIST      jobs in these states (long or compact names)",
 				"-r, --partition=LIST  jobs of these partitions; -A, --accounts=LIST: charged to these accounts",
+				"-D, --duplicates      every run of a requeued job (earlier runs REQUEUED), not only the last",
 				"-M, --clusters=LIST   accepted (all, or any name): troupe is one cluster; so are -L, --units, --noconvert",
 			})
 		}
@@ -168,13 +173,27 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, prog, "Problem talking to schedd: %v", err)
 	}
-	seen := map[uint64]bool{}
+	// Each run once: the live job is its last run; without -D only the
+	// last run of each job shows, as Slurm's sacct does.
+	type runKey struct {
+		id  uint64
+		run int
+	}
+	seen := map[runKey]bool{}
+	last := map[uint64]int{}
+	for _, j := range live {
+		last[j.ID] = max(last[j.ID], j.Requeues)
+	}
+	for _, j := range h.Jobs {
+		last[j.ID] = max(last[j.ID], j.Requeues)
+	}
 	var rows []cli.SacctJob
 	keep := func(s cli.SacctJob) {
-		if seen[s.ID] {
+		k := runKey{s.ID, s.Run}
+		if seen[k] || (!duplicates && s.Run != last[s.ID]) {
 			return
 		}
-		seen[s.ID] = true
+		seen[k] = true
 		if anySel(sels, s.ID, s.ArrayID, s.Index) &&
 			(len(users) == 0 || slices.Contains(users, s.User)) &&
 			(len(names) == 0 || slices.Contains(names, s.Name)) &&
@@ -196,7 +215,10 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if c := a.Submitted.Compare(b.Submitted); c != 0 {
 			return c
 		}
-		return int(a.ID) - int(b.ID)
+		if c := cmp.Compare(a.ID, b.ID); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Run, b.Run)
 	})
 	var b strings.Builder
 	if err := cli.WriteSacct(&b, rows, fields, mode, header, now); err != nil {

@@ -96,6 +96,11 @@ const (
 	JobCancelled JobState = "CANCELLED"
 	JobTimeout   JobState = "TIMEOUT"
 	JobNodeFail  JobState = "NODE_FAIL"
+	// JobRequeued is the state of an earlier run of a job in history: a
+	// node failure ended that run and put the job back in the queue. No
+	// job is ever in it; its record is (Slurm's sacct shows such a run
+	// as REQUEUED too).
+	JobRequeued JobState = "REQUEUED"
 )
 
 // Terminal reports whether no further transition can happen.
@@ -277,8 +282,12 @@ type Job struct {
 	TimedOut bool `json:"timed_out,omitempty"` // ran past its walltime; the job ends TIMEOUT
 	// Requeues counts the times a node failure put the job back in the
 	// queue; LastRequeue says why the last time.
-	Requeues    int         `json:"requeues,omitempty"`
-	LastRequeue string      `json:"last_requeue,omitempty"`
+	Requeues    int    `json:"requeues,omitempty"`
+	LastRequeue string `json:"last_requeue,omitempty"`
+	// Runs are the runs a requeue ended, oldest first (Runs[i] is run
+	// i); the job's own times, exit code, usage and containers are its
+	// current run's.
+	Runs        []JobRun    `json:"runs,omitempty"`
 	Containers  []Container `json:"containers"`
 	Submitted   time.Time   `json:"submitted"`
 	Started     time.Time   `json:"started,omitzero"`
@@ -469,6 +478,22 @@ type Container struct {
 	// used, reported by its nodelet when it ended.
 	CPUTime time.Duration `json:"cpu_time,omitempty"`
 	MemPeak int64         `json:"mem_peak,omitempty"`
+	// Ended is when it ended, as its node measured it (on schedd's
+	// clock, within the run); zero until then, or when no node told.
+	Ended time.Time `json:"ended,omitzero"`
+}
+
+// JobRun is an earlier run of a requeued job, as the requeue ended it.
+type JobRun struct {
+	Started  time.Time     `json:"started,omitzero"` // zero: it never started
+	Ended    time.Time     `json:"ended"`            // when the requeue ended it
+	Reason   string        `json:"reason"`           // why it was requeued
+	ExitCode int           `json:"exit_code"`        // main1's, when it had ended
+	CPUTime  time.Duration `json:"cpu_time,omitempty"`
+	MemPeak  int64         `json:"mem_peak,omitempty"`
+	// Containers are its containers as the run ended: the node each
+	// ran on, its state, exit code and usage.
+	Containers []HistoryContainer `json:"containers"`
 }
 
 // GPUShare is a slice of one GPU device of a node.
@@ -703,6 +728,33 @@ type Assignments struct {
 // ContainerReport is a nodelet's report on its containers.
 type ContainerReport struct {
 	Updates []ContainerUpdate `json:"updates"`
+	// Sent is the node's clock when it sent the report: schedd moves the
+	// updates' times onto its own clock by the difference (OnClock).
+	Sent time.Time `json:"sent,omitzero"`
+}
+
+// OnClock moves the times of r's updates from the sender's clock onto
+// the receiver's, whose clock read now when r arrived: each moves by
+// now − Sent, so a node whose clock is off still has its containers
+// end at the right time. The shifted times are then clamped to now (a
+// report tells nothing of the future), and Sent is cleared. Without
+// Sent (an older node) the times are kept as sent, clamped alike.
+func (r *ContainerReport) OnClock(now time.Time) {
+	var skew time.Duration
+	if !r.Sent.IsZero() {
+		skew = now.Sub(r.Sent)
+	}
+	for i := range r.Updates {
+		u := &r.Updates[i]
+		if u.At.IsZero() {
+			continue
+		}
+		u.At = u.At.Add(skew)
+		if u.At.After(now) {
+			u.At = now
+		}
+	}
+	r.Sent = time.Time{}
 }
 
 // ContainerUpdate reports one container's state.
@@ -719,6 +771,13 @@ type ContainerUpdate struct {
 	// CPUTime and MemPeak are the container's usage, on its final update.
 	CPUTime time.Duration `json:"cpu_time,omitempty"`
 	MemPeak int64         `json:"mem_peak,omitempty"`
+	// At is, on a final update, when the container's process ended as
+	// the node measured it (on a running update, when it started): it
+	// may come long after (the node could not report, its nodelet was
+	// down), and schedd ends (starts) the run then, not when the report
+	// arrives. On the node's clock until schedd takes the report
+	// (ContainerReport.OnClock); zero when the node cannot tell.
+	At time.Time `json:"at,omitzero"`
 	// Starting is, on a running update, how long the node took to start
 	// the container once it took it on (its preparing). A node drops a
 	// preparing update that its container's next update overtakes, so

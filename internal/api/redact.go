@@ -70,7 +70,7 @@ func publicContainer(c *Container) Container {
 	return Container{
 		Container: jobspec.Container{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Resources: c.Resources},
 		Node:      c.Node, NodeAddr: c.NodeAddr, State: c.State, ExitCode: c.ExitCode,
-		CPUTime: c.CPUTime, MemPeak: c.MemPeak,
+		CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended,
 	}
 }
 
@@ -96,6 +96,8 @@ func (h HistoryJob) Public() HistoryJob {
 			continue
 		case EventEnded:
 			e.Detail = EndedDetail(h.State, h.ExitCode, p.Reason)
+		case EventRequeued:
+			e.Detail = "" // why is the reason's, withheld
 		}
 		p.Events = append(p.Events, e)
 	}

@@ -38,7 +38,7 @@ var classes = map[reflect.Type]map[string]class{
 		// the attach socket cross-user), paths and the user's data.
 		"SessionID": withheld, "RequestID": withheld, "Network": withheld, "GID": withheld, "Cwd": withheld,
 		"KillWanted": withheld, "Cancelled": withheld, "KillDone": withheld, "TimedOut": withheld, "Requeues": withheld,
-		"LastRequeue": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
+		"LastRequeue": withheld, "Runs": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
 	},
 	reflect.TypeFor[jobspec.Job](): {
 		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
@@ -48,7 +48,7 @@ var classes = map[reflect.Type]map[string]class{
 		"Services": withheld, "Mail": withheld,
 	},
 	reflect.TypeFor[api.Container](): {
-		"Container": nested, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown,
+		"Container": nested, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown, "Ended": shown,
 		"KernelID": withheld, "Addr": withheld, "Reach": withheld, "Message": withheld, "GPUs": withheld,
 	},
 	reflect.TypeFor[jobspec.Container](): {

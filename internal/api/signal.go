@@ -71,21 +71,25 @@ type HistoryJob struct {
 	Partition string `json:"partition"`
 	Account   string `json:"account,omitempty"`
 	// Requeues is the job's run: how many times a node failure put it
-	// back in the queue before this, its last, run ended.
-	Requeues  int           `json:"requeues,omitempty"`
-	State     JobState      `json:"state"`
-	Reason    string        `json:"reason,omitempty"`
-	ExitCode  int           `json:"exit_code"`
-	Submitted time.Time     `json:"submitted"`
-	Started   time.Time     `json:"started,omitzero"`
-	Ended     time.Time     `json:"ended"`
-	Wait      time.Duration `json:"wait"` // Started − Submitted (Ended − Submitted when it never started)
-	Run       time.Duration `json:"run"`  // Ended − Started; 0 when it never started
-	CPUTime   time.Duration `json:"cpu_time"`
-	MemPeak   int64         `json:"mem_peak"`
-	Nodes     []string      `json:"nodes"`          // the distinct nodes its containers ran on, in container order
-	GPUs      float64       `json:"gpus,omitempty"` // the GPUs its containers asked for, summed
-	Events    []JobEvent    `json:"events"`
+	// back in the queue before this run. Each run has its own record,
+	// keyed by the job's id and its run; an earlier run's State is
+	// REQUEUED and its Reason says why.
+	Requeues  int       `json:"requeues,omitempty"`
+	State     JobState  `json:"state"`
+	Reason    string    `json:"reason,omitempty"`
+	ExitCode  int       `json:"exit_code"`
+	Submitted time.Time `json:"submitted"`
+	Started   time.Time `json:"started,omitzero"`
+	Ended     time.Time `json:"ended"`
+	// Wait is Started − Submitted (Ended − Submitted when it never
+	// started); for a later run, from the requeue that began it.
+	Wait    time.Duration `json:"wait"`
+	Run     time.Duration `json:"run"` // Ended − Started; 0 when it never started
+	CPUTime time.Duration `json:"cpu_time"`
+	MemPeak int64         `json:"mem_peak"`
+	Nodes   []string      `json:"nodes"`          // the distinct nodes its containers ran on, in container order
+	GPUs    float64       `json:"gpus,omitempty"` // the GPUs its containers asked for, summed
+	Events  []JobEvent    `json:"events"`
 	// Containers are each container's end: host, node, state, exit code,
 	// usage.
 	Containers []HistoryContainer `json:"containers,omitempty"`
@@ -110,6 +114,9 @@ type HistoryContainer struct {
 	Message  string         `json:"message,omitempty"`
 	CPUTime  time.Duration  `json:"cpu_time,omitempty"`
 	MemPeak  int64          `json:"mem_peak,omitempty"`
+	// Ended is when it ended, as its node measured it (schedd's clock);
+	// zero when no node told (lost with its node, or never started).
+	Ended time.Time `json:"ended,omitzero"`
 }
 
 // Accounting answers GET /v1/accounting (bacct): ended jobs summed per
@@ -121,6 +128,8 @@ type Accounting struct {
 }
 
 // AccountingRow sums the ended jobs of one user, account or partition.
+// Jobs counts the jobs' last runs; the times and GPU hours sum every
+// ended run, those a requeue ended (REQUEUED) too.
 type AccountingRow struct {
 	Group     string        `json:"group"`
 	Jobs      int64         `json:"jobs"`
@@ -146,6 +155,7 @@ const (
 	EventStarted   = "started"
 	EventSignalled = "signalled"
 	EventEnded     = "ended"
+	EventRequeued  = "requeued"
 )
 
 // History answers GET /v1/history: ended jobs, oldest end first.

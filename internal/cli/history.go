@@ -26,8 +26,11 @@ func WriteHistory(w io.Writer, jobs []api.HistoryJob, loc *time.Location) error 
 	return t.Flush()
 }
 
-// HistoryFromJob is an unfinished job as bhist shows it at now: its wait
-// (to its start, or until now), its run so far, its timeline until now.
+// HistoryFromJob is an unfinished job's current run as bhist shows it at
+// now: its wait (to its start, or until now, from the submission or from
+// the requeue that ended the run before), its run so far, its timeline
+// until now. A requeued job's earlier runs are records of their own in
+// the accounting store.
 func HistoryFromJob(j api.Job, now time.Time) api.HistoryJob {
 	h := api.HistoryJob{ID: j.ID, Name: j.Name, User: j.User, UID: j.UID, Partition: j.Partition,
 		Account: JobAccount(j), Requeues: j.Requeues, State: j.State, Reason: j.Reason, Submitted: j.Submitted,
@@ -36,24 +39,37 @@ func HistoryFromJob(j api.Job, now time.Time) api.HistoryJob {
 	if h.Nodes == nil {
 		h.Nodes = []string{}
 	}
+	begin := j.Submitted
 	h.Events = []api.JobEvent{{Time: j.Submitted, Event: api.EventSubmitted,
 		Detail: fmt.Sprintf("to partition %s", j.Partition)}}
+	if n := len(j.Runs); j.Requeues > 0 && n == j.Requeues {
+		// The run began with the requeue that ended the one before.
+		r := j.Runs[n-1]
+		begin = r.Ended
+		h.Events = []api.JobEvent{{Time: begin, Event: api.EventRequeued, Detail: fmt.Sprintf("run %d: %s", j.Requeues+1, r.Reason)}}
+	}
 	if j.Started.IsZero() {
-		h.Wait = max(now.Sub(j.Submitted), 0)
+		h.Wait = max(now.Sub(begin), 0)
 	} else {
-		h.Wait, h.Run = j.Started.Sub(j.Submitted), max(now.Sub(j.Started), 0)
+		h.Wait, h.Run = j.Started.Sub(begin), max(now.Sub(j.Started), 0)
 		h.Events = append(h.Events, api.JobEvent{Time: j.Started, Event: api.EventStarted, Detail: "on " + strings.Join(h.Nodes, ", ")})
 	}
 	return h
 }
 
-// WriteHistoryLong writes bhist -l: each job's summary and its timeline.
+// WriteHistoryLong writes bhist -l: each run's summary and its timeline
+// (a job a node failure requeued has a record for each run, numbered).
 func WriteHistoryLong(w io.Writer, jobs []api.HistoryJob, loc *time.Location) error {
 	for i, j := range jobs {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "Job %s: %s\n", j.Ref(), cell(j.Name))
+		if j.Requeues > 0 || j.State == api.JobRequeued {
+			// One record a run: a requeued job's runs are numbered.
+			fmt.Fprintf(w, "Job %s, run %d: %s\n", j.Ref(), j.Requeues+1, cell(j.Name))
+		} else {
+			fmt.Fprintf(w, "Job %s: %s\n", j.Ref(), cell(j.Name))
+		}
 		kv := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 		pair := func(k, v string) { fmt.Fprintf(kv, "  %s:\t%s\n", k, cell(printable(v))) }
 		pair("User", j.User)

@@ -43,7 +43,7 @@ func SlurmState(j api.Job) string {
 // slurmCompact are squeue's %t codes of SlurmState's names.
 var slurmCompact = map[string]string{
 	"PENDING": "PD", "CONFIGURING": "CF", "RUNNING": "R", "SUSPENDED": "S",
-	"COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA", "TIMEOUT": "TO", "NODE_FAIL": "NF",
+	"COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA", "TIMEOUT": "TO", "NODE_FAIL": "NF", "REQUEUED": "RQ",
 }
 
 // SlurmCompactState is squeue's %t for j: PD, CF, R, S, CD, F, CA, TO, NF.
@@ -358,6 +358,9 @@ type SacctJob struct {
 	Started    time.Time
 	Ended      time.Time
 	WorkDir    string
+	// Run is the job's run (its requeues before it): sacct -D shows
+	// every run, else only the last.
+	Run int
 }
 
 // SacctFromJob is j as sacct shows it at now.
@@ -365,7 +368,8 @@ func SacctFromJob(j api.Job) SacctJob {
 	s := SacctJob{ID: j.ID, JobID: SlurmJobID(j), ArrayID: j.ArrayID, Index: j.ArrayIndex, Name: j.Name, User: j.User,
 		UID: j.UID, Account: JobAccount(j), Partition: j.Partition, State: SlurmState(j), ExitCode: j.ExitCode,
 		Nodes: JobNodes(j), Submitted: j.Submitted, Started: j.Started, Ended: j.Ended, WorkDir: j.Cwd,
-		Group: strconv.Itoa(j.GID), Walltime: j.Walltime, CPUTime: j.CPUTime, MemPeak: j.MemPeak, limitKnown: true}
+		Group: strconv.Itoa(j.GID), Walltime: j.Walltime, CPUTime: j.CPUTime, MemPeak: j.MemPeak, limitKnown: true,
+		Run: j.Requeues}
 	if g, err := user.LookupGroupId(s.Group); err == nil {
 		s.Group = g.Name
 	}
@@ -392,7 +396,8 @@ func SacctFromHistory(h api.HistoryJob) SacctJob {
 	s := SacctJob{ID: h.ID, JobID: SlurmJobID(api.Job{ID: h.ID, ArrayID: h.ArrayID, ArrayIndex: h.ArrayIndex}),
 		ArrayID: h.ArrayID, Index: h.ArrayIndex, Name: h.Name, User: h.User, UID: h.UID, Account: h.Account,
 		Partition: h.Partition, State: string(h.State), ExitCode: h.ExitCode, Nodes: h.Nodes, Submitted: h.Submitted,
-		Started: h.Started, Ended: h.Ended, GPUs: h.GPUs, CPUTime: h.CPUTime, MemPeak: h.MemPeak, Group: "(null)"}
+		Started: h.Started, Ended: h.Ended, GPUs: h.GPUs, CPUTime: h.CPUTime, MemPeak: h.MemPeak, Group: "(null)",
+		Run: h.Requeues}
 	return s
 }
 

@@ -77,7 +77,7 @@ func (f *EndedFilter) EndedOnly() bool {
 }
 
 // endStates are the states -s takes.
-var endStates = []string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
+var endStates = []string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "REQUEUED"}
 
 // Query adds the filters to q (GET /v1/history's and /v1/accounting's
 // parameters); times are read at now. A bad value is an error naming

@@ -207,7 +207,8 @@ func (r *Queue) flushOnce(ctx context.Context) error {
 	}
 	r.sending = n
 	r.mu.Unlock()
-	err := r.send(ctx, api.ContainerReport{Updates: batch})
+	// Sent lets schedd put the updates' times on its own clock.
+	err := r.send(ctx, api.ContainerReport{Updates: batch, Sent: time.Now()})
 	r.mu.Lock()
 	if err == nil {
 		r.queue = r.queue[n:]

@@ -237,3 +237,48 @@ func TestDrainSendsHeld(t *testing.T) {
 		t.Errorf("drained %+v, want the held preparing update", got)
 	}
 }
+
+// An update queued while schedd does not take reports keeps the time it
+// carries (the container's end), and each try is stamped with the
+// node's clock as it is sent, so that schedd can move that time onto
+// its own.
+func TestQueuedUpdateKeepsItsTime(t *testing.T) {
+	var mu sync.Mutex
+	var sent []api.ContainerReport
+	refuse := true
+	q := New(func(_ context.Context, rep api.ContainerReport) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, rep)
+		if refuse {
+			return errors.New("schedd away")
+		}
+		return nil
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	ended := time.Now().Add(-time.Minute)
+	q.Add(api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, At: ended})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.flushOnce(ctx); err == nil {
+		t.Fatal("a refused report was taken")
+	}
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	if err := q.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 2 {
+		t.Fatalf("%d tries, want 2", len(sent))
+	}
+	for i, rep := range sent {
+		if len(rep.Updates) != 1 || !rep.Updates[0].At.Equal(ended) || rep.Sent.IsZero() || rep.Sent.Before(ended) {
+			t.Errorf("try %d: %+v; want the container's end kept and the try's time", i, rep)
+		}
+	}
+	if sent[1].Sent.Before(sent[0].Sent) {
+		t.Errorf("the retry was stamped %v, before the first try's %v", sent[1].Sent, sent[0].Sent)
+	}
+}

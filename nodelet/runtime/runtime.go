@@ -142,6 +142,10 @@ type Exit struct {
 	// OOM is set when the kernel's OOM killer killed a process of the
 	// container for exceeding its memory limit (runtimes with cgroups).
 	OOM bool
+	// At is when the main process ended, by this node's clock: also for
+	// a container that ended while no nodelet watched it (Recover), as
+	// far as the runtime recorded it; zero when it cannot tell.
+	At time.Time
 }
 
 // Usage is a container's resource use.

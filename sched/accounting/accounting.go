@@ -541,7 +541,7 @@ func (s *Store) Summary(ctx context.Context, f Filter, group string) ([]api.Acco
 		return nil, fmt.Errorf("%w: group by %q: want user, account or partition", ErrInvalid, group)
 	}
 	w, args := f.where()
-	q := `SELECT ` + col + `, COUNT(*),
+	q := `SELECT ` + col + `, SUM(CASE WHEN state = 'REQUEUED' THEN 0 ELSE 1 END),
 		SUM(CASE WHEN state = 'COMPLETED' THEN 1 ELSE 0 END),
 		SUM(CASE WHEN state IN ('FAILED', 'TIMEOUT') THEN 1 ELSE 0 END),
 		CAST(SUM(wait_ns) AS BIGINT), CAST(SUM(run_ns) AS BIGINT), CAST(SUM(cpu_ns) AS BIGINT), SUM(gpu_hours)
@@ -577,7 +577,9 @@ func GroupOf(h *api.HistoryJob, group string) string {
 
 // Add sums h into r.
 func Add(r *api.AccountingRow, h *api.HistoryJob) {
-	r.Jobs++
+	if h.State != api.JobRequeued {
+		r.Jobs++
+	}
 	switch h.State {
 	case api.JobCompleted:
 		r.Completed++

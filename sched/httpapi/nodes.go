@@ -84,6 +84,8 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &rep) {
 		return
 	}
+	// The node's times on schedd's clock, as the report arrives.
+	rep.OnClock(time.Now())
 	if err := a.c.Report(r.Context(), r.PathValue("name"), rep); err != nil {
 		writeErr(w, err)
 		return

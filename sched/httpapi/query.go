@@ -101,8 +101,8 @@ func parseHistoryQuery(q url.Values) (HistoryQuery, error) {
 	h := HistoryQuery{Users: q["user"], Accounts: q["account"], Partitions: q["partition"]}
 	for _, st := range q["state"] {
 		js := api.JobState(strings.ToUpper(st))
-		if !js.Terminal() {
-			return h, fmt.Errorf("%w: state %q is not an end state (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL)", fault.ErrInvalid, st)
+		if !js.Terminal() && js != api.JobRequeued {
+			return h, fmt.Errorf("%w: state %q is not an end state (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, REQUEUED)", fault.ErrInvalid, st)
 		}
 		h.States = append(h.States, js)
 	}

@@ -94,7 +94,15 @@ const (
 //	   node runs a job of a history the state lost (an empty data dir,
 //	   a restore), and its id must not be handed out again. Entries of
 //	   versions 1 to 7 replay without it.
-const SchemaVersion = 8
+//	9: every run in the state (nodeRuns): a requeue keeps the run it
+//	   ends in the job's Runs (its nodes, start, end, exit and usage)
+//	   and starts the next with no usage; a report's container start and
+//	   end are the node's times (ContainerUpdate.At, kept within the run)
+//	   and a run ends at its containers' latest end, not the entry's
+//	   time. Entries of versions 1 to 8 replay as before: no run kept, the
+//	   usage carried on into the next run, and every start and end at
+//	   the entry's time.
+const SchemaVersion = 9
 
 // OldestSchema is the oldest schema version this schedd writes: the
 // previous release's. A cluster in the middle of a rolling upgrade
@@ -264,9 +272,9 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case CmdPlan:
 		err = applyPlan(txn, index, c.Plan)
 	case CmdReport:
-		res, err = report(txn, index, c.Time, c.Report, reportedIDs(c.Version))
+		res, err = report(txn, index, c.Time, c.Report, reportedIDs(c.Version), nodeRuns(c.Version))
 	case CmdReports:
-		res, err = reports(txn, index, c.Time, c.Reports, reportedIDs(c.Version))
+		res, err = reports(txn, index, c.Time, c.Reports, reportedIDs(c.Version), nodeRuns(c.Version))
 	case CmdKill:
 		res, err = onJob(txn, index, c.Kill, c.Index, func(id uint64) (*Job, error) { return kill(txn, index, c.Time, id, c.KillDone) })
 	case CmdHold:
@@ -280,7 +288,7 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case CmdTimeout:
 		err = timeout(txn, index, c.Time, c.Timeout)
 	case CmdNodeDown:
-		err = nodeDown(txn, index, c.Time, c.NodeDown)
+		err = nodeDown(txn, index, c.Time, c.NodeDown, nodeRuns(c.Version))
 	case CmdNodeUp:
 		err = nodeUp(txn, c.NodeUp)
 	case CmdToken:
@@ -548,6 +556,13 @@ type Started struct {
 // (version 8 on).
 func reportedIDs(v int) bool { return v >= 8 }
 
+// nodeRuns tells whether an entry of schema version v keeps every run:
+// a requeue saves the run it ends (Job.Runs) and a report takes its
+// containers' start and end times from the node (version 9 on). An older
+// entry ends and starts at its own time and keeps no run, as the release
+// that wrote it applies it.
+func nodeRuns(v int) bool { return v >= 9 }
+
 // maxIDJump bounds how far one report of an unknown job may raise the id
 // counter: a job run since the state was lost is well within it, and a
 // node reporting a wild id cannot run the counter out.
@@ -555,14 +570,17 @@ const maxIDJump = 1 << 32
 
 // report applies one node's report. With ids, an update about a job the
 // state does not hold whose id is above every id given raises the id
-// counter to it: the node runs a job of a history this state lost.
-func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids bool) ([]Started, error) {
+// counter to it: the node runs a job of a history this state lost. With
+// runs, containers start and end when their node says (nodeTime), else
+// at now.
+func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs bool) ([]Started, error) {
 	if r == nil {
 		return nil, errors.New("empty report")
 	}
 	var started []Started
 	changed := map[uint64]*Job{}
 	was := map[uint64]api.JobState{}
+	wasStarted := map[uint64]bool{}
 	for _, u := range r.Updates {
 		j := changed[u.JobID]
 		if j == nil {
@@ -577,7 +595,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids bool) ([
 				continue
 			}
 			if _, ok := was[j.ID]; !ok {
-				was[j.ID] = j.State
+				was[j.ID], wasStarted[j.ID] = j.State, !j.Started.IsZero()
 			}
 		}
 		if j.State.Terminal() || u.Requeues != j.Requeues {
@@ -589,6 +607,9 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids bool) ([
 				continue
 			}
 			c.State, c.ExitCode, c.Message = u.State, u.ExitCode, u.Message
+			if runs && u.State.Ended() {
+				c.Ended = nodeTime(j, u.At, now)
+			}
 			if u.Reach != "" {
 				c.Reach = u.Reach
 			}
@@ -597,14 +618,21 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids bool) ([
 		}
 		// Each update moves the job on, so that a report carrying a
 		// container's running and exited at once still starts the job
-		// (its Started) before it ends it.
+		// (its Started, when the node says it started) before it ends it.
 		if changed[j.ID] == j {
-			advance(j, now)
+			start, end := now, now
+			if runs && u.State == api.ContainerRunning {
+				start = nodeTime(j, u.At, now)
+			}
+			if runs {
+				end = lastEnd(j, now)
+			}
+			advance(j, start, end)
 		}
 	}
 	for _, j := range changed {
 		// Started in this report (perhaps ended in it too).
-		if was[j.ID] != api.JobRunning && !j.Started.IsZero() && j.Started.Equal(now) {
+		if was[j.ID] != api.JobRunning && !wasStarted[j.ID] && !j.Started.IsZero() {
 			started = append(started, Started{JobID: j.ID, Partition: j.Partition, Wait: j.Started.Sub(j.Submitted)})
 		}
 		j.ModifyIndex = index
@@ -621,13 +649,13 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids bool) ([
 // an earlier run of a requeued one (stale) is dropped alone, and the
 // rest of its report and the other reports still apply. Only a failure
 // of the store itself fails the entry, and then none of it applies.
-func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report, ids bool) ([][]Started, error) {
+func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report, ids, runs bool) ([][]Started, error) {
 	if len(rs) == 0 {
 		return nil, errors.New("reports without a report")
 	}
 	out := make([][]Started, len(rs))
 	for i := range rs {
-		started, err := report(txn, index, now, &rs[i], ids)
+		started, err := report(txn, index, now, &rs[i], ids, runs)
 		if err != nil {
 			return nil, err
 		}
@@ -638,8 +666,9 @@ func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report, ids bool)
 
 // advance derives the job's state from its containers' (DESIGN.md, Job
 // lifecycle): the session ends when main1 ends or a container fails; the
-// job ends when every container has.
-func advance(j *Job, now time.Time) {
+// job ends when every container has. A job that starts starts at start,
+// one that ends ends at end.
+func advance(j *Job, start, end time.Time) {
 	all, running, active := true, true, false
 	for _, c := range j.Containers {
 		switch {
@@ -667,14 +696,53 @@ func advance(j *Job, now time.Time) {
 	}
 	switch {
 	case all:
-		j.State, j.Ended = finalState(j), now
+		j.State, j.Ended = finalState(j), end
 	case running && !j.KillWanted:
 		if j.State != api.JobRunning {
-			j.State, j.Started = api.JobRunning, now
+			j.State, j.Started = api.JobRunning, start
 		}
 	case active && j.State == api.JobScheduled:
 		j.State = api.JobPreparing
 	}
+}
+
+// nodeTime is when a container of j's current run started or ended
+// that its node says did so at (on schedd's clock:
+// api.ContainerReport.OnClock): kept within the run, between its start
+// (or, before it started, its submission or requeue) and now, the
+// entry's time, so that a node's clock gone wrong can neither end a run
+// before it began nor start or end it after the report arrived. Without
+// a time from the node (an older nodelet), now.
+func nodeTime(j *Job, at, now time.Time) time.Time {
+	if at.IsZero() || at.After(now) {
+		return now
+	}
+	from := j.Started
+	if from.IsZero() {
+		from = j.Submitted
+		if n := len(j.Runs); n > 0 && j.Runs[n-1].Ended.After(from) {
+			from = j.Runs[n-1].Ended
+		}
+	}
+	if at.Before(from) {
+		return from
+	}
+	return at
+}
+
+// lastEnd is when j's current run ended, every container having ended:
+// the latest end its nodes measured; now when none told.
+func lastEnd(j *Job, now time.Time) time.Time {
+	var end time.Time
+	for _, c := range j.Containers {
+		if c.Ended.After(end) {
+			end = c.Ended
+		}
+	}
+	if end.IsZero() {
+		return now
+	}
+	return end
 }
 
 // finalStateOfQueued is how a job killed before it started ends.

@@ -420,7 +420,7 @@ func ownEcho(before, after *Job, node string) bool {
 		if c.Node != node || a.Node != node || c.Host != a.Host {
 			continue
 		}
-		c.State, c.ExitCode, c.Message, c.CPUTime, c.MemPeak, c.Reach = a.State, a.ExitCode, a.Message, a.CPUTime, a.MemPeak, a.Reach
+		c.State, c.ExitCode, c.Message, c.CPUTime, c.MemPeak, c.Ended, c.Reach = a.State, a.ExitCode, a.Message, a.CPUTime, a.MemPeak, a.Ended, a.Reach
 		ownEnded = ownEnded && a.State.Ended()
 	}
 	if ownEnded {

@@ -27,7 +27,7 @@ type NodeDown struct {
 // requeue. Containers of such a job on other nodes leave those nodes'
 // assignments, so their nodelets stop them; their resources are free at
 // once (Allocated counts only live containers of live jobs).
-func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown) error {
+func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown, runs bool) error {
 	if d == nil || len(d.Nodes) == 0 {
 		return errors.New("node down without nodes")
 	}
@@ -88,7 +88,7 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown) error {
 		}
 		j.ModifyIndex = index
 		if (j.Spec.Requeue || requeue[j.Partition]) && !j.Cancelled && !j.TimedOut {
-			requeueJob(j, fmt.Sprintf("requeued: node %s failed", failed))
+			requeueJob(j, now, down, fmt.Sprintf("requeued: node %s failed", failed), runs)
 		} else {
 			j.State, j.Ended, j.KillWanted = api.JobNodeFail, now, true
 			j.Reason = fmt.Sprintf("node %s failed (no heartbeat)", failed)
@@ -119,8 +119,16 @@ func loseContainers(j *Job, down map[string]bool) {
 }
 
 // requeueJob puts j back in the queue as if just submitted (its id,
-// submit time and kernel ids kept): every container unplaced.
-func requeueJob(j *Job, why string) {
+// submit time and kernel ids kept): every container unplaced. With runs
+// (nodeRuns), the run it ends is kept in j.Runs, ended at now: its
+// containers on the down nodes lost, those elsewhere stopped by their
+// nodelets (whose reports on that run schedd no longer takes); and the
+// next run starts with no usage. Without, no run is kept and the usage
+// goes on into the next run, as entries of an older schema applied.
+func requeueJob(j *Job, now time.Time, down map[string]bool, why string, runs bool) {
+	if runs {
+		keepRun(j, now, down, why)
+	}
 	j.State, j.Reason = api.JobPending, api.ReasonPriority
 	j.Requeues++
 	j.LastRequeue = why
@@ -130,7 +138,38 @@ func requeueJob(j *Job, why string) {
 		c := &j.Containers[i]
 		c.Node, c.NodeAddr, c.Reach, c.GPUs = "", "", "", nil
 		c.State, c.ExitCode, c.Message = api.ContainerPending, 0, ""
+		if runs {
+			c.CPUTime, c.MemPeak, c.Ended = 0, 0, time.Time{}
+		}
 	}
+}
+
+// keepRun appends j's current run, ended at now by a requeue for why, to
+// j.Runs and clears its usage for the next run. Runs[i] is run i: when an
+// earlier run is missing (requeued by an entry of an older schema, or a
+// restore took the job's run number from the accounting store), no run
+// is kept, so none is recorded under another run's number; the job's
+// last run is still recorded when it ends.
+func keepRun(j *Job, now time.Time, down map[string]bool, why string) {
+	defer func() { j.CPUTime, j.MemPeak = 0, 0 }()
+	if len(j.Runs) != j.Requeues {
+		return
+	}
+	run := api.JobRun{Started: j.Started, Ended: now, Reason: why, ExitCode: j.ExitCode, CPUTime: j.CPUTime, MemPeak: j.MemPeak}
+	for _, c := range j.Containers {
+		h := api.HistoryContainer{Host: c.Host, Node: c.Node, State: c.State, ExitCode: c.ExitCode, Message: c.Message,
+			CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended}
+		switch {
+		case c.State.Ended():
+		case down[c.Node]:
+			h.State = api.ContainerFailed
+			h.Message = fmt.Sprintf("lost: node %s failed (no heartbeat) while it was %s", c.Node, c.State)
+		case c.Node != "":
+			h.State, h.Message = api.ContainerKilled, "stopped: "+why
+		}
+		run.Containers = append(run.Containers, h)
+	}
+	j.Runs = append(slices.Clip(j.Runs), run)
 }
 
 // nodeUp marks a DOWN node UP again (it heartbeats or asks for its

@@ -47,13 +47,17 @@ type Job struct {
 	TimedOut bool `json:"timed_out,omitempty"` // ran past its walltime; the job ends TIMEOUT
 	// Requeues counts the times a node failure put the job back in the
 	// queue; LastRequeue says why the last time.
-	Requeues    int         `json:"requeues,omitempty"`
-	LastRequeue string      `json:"last_requeue,omitempty"`
-	Containers  []Container `json:"containers"`
-	Submitted   time.Time   `json:"submitted"`
-	Started     time.Time   `json:"started,omitzero"`
-	Ended       time.Time   `json:"ended,omitzero"`
-	ModifyIndex uint64      `json:"modify_index"`
+	Requeues    int    `json:"requeues,omitempty"`
+	LastRequeue string `json:"last_requeue,omitempty"`
+	// Runs are the runs a requeue ended, oldest first (Runs[i] is run
+	// i): history keeps each. The row's own times, exit code, usage and
+	// containers are its current run's.
+	Runs        []api.JobRun `json:"runs,omitempty"`
+	Containers  []Container  `json:"containers"`
+	Submitted   time.Time    `json:"submitted"`
+	Started     time.Time    `json:"started,omitzero"`
+	Ended       time.Time    `json:"ended,omitzero"`
+	ModifyIndex uint64       `json:"modify_index"`
 	// DependsOn is what the job waits for (bsub -w); answers fill in
 	// each condition's status.
 	DependsOn *api.Dependency `json:"depends_on,omitempty"`

@@ -2,7 +2,9 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 )
@@ -67,5 +69,91 @@ func TestSchemaInForce(t *testing.T) {
 	}
 	if v := st.Snapshot().Schema(); v != OldestSchema {
 		t.Fatalf("after restoring a schema 2 dump: %d, want %d (never older than what this release writes)", v, OldestSchema)
+	}
+}
+
+// TestOlderSchemaRuns: entries of a schema before every run was kept
+// (nodeRuns) apply as the release that wrote them does, on every peer: a
+// requeue keeps no run and carries the usage on, and a report starts and
+// ends the job at the entry's time whatever the node says. The same
+// entries at SchemaVersion keep the run and take the node's times.
+func TestOlderSchemaRuns(t *testing.T) {
+	for _, v := range []int{OldestSchema, SchemaVersion - 1, SchemaVersion} {
+		t.Run(fmt.Sprintf("schema %d", v), func(t *testing.T) {
+			kept := v >= SchemaVersion
+			h := newHarness(t)
+			j := session(1)
+			j.Spec.Requeue = true
+			h.apply(Command{Version: v, Kind: CmdSubmit, Submit: j})
+			h.apply(Command{Version: v, Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+			placed := t0.Add(time.Duration(h.idx) * time.Second)
+			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+				{JobID: 1, Host: "main1", State: api.ContainerRunning, CPUTime: 5 * time.Second, At: placed.Add(time.Second / 2)}}}})
+			reported := t0.Add(time.Duration(h.idx) * time.Second)
+			if got, want := h.job(1).Started, reported; kept {
+				want = placed.Add(time.Second / 2)
+				if !got.Equal(want) {
+					t.Fatalf("started %v, want the node's %v", got, want)
+				}
+			} else if !got.Equal(want) {
+				t.Fatalf("started %v, want the entry's time %v (the node's time ignored)", got, want)
+			}
+			h.apply(Command{Version: v, Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+			r := h.job(1)
+			if r.State != api.JobPending || r.Requeues != 1 {
+				t.Fatalf("after the node failure: %s, run %d; want PENDING, run 1", r.State, r.Requeues)
+			}
+			if kept {
+				if len(r.Runs) != 1 || r.Runs[0].CPUTime != 5*time.Second || r.CPUTime != 0 || r.Containers[0].CPUTime != 0 {
+					t.Fatalf("runs %+v, usage %v (main1 %v); want run 0 kept with 5s, run 1 at none", r.Runs, r.CPUTime, r.Containers[0].CPUTime)
+				}
+			} else if len(r.Runs) != 0 || r.CPUTime != 5*time.Second || r.Containers[0].CPUTime != 5*time.Second {
+				t.Fatalf("runs %+v, usage %v (main1 %v); want no run kept and the usage carried on, as before", r.Runs, r.CPUTime, r.Containers[0].CPUTime)
+			}
+
+			// The next run ends on the node 2 s after it started; the
+			// report comes later.
+			h.apply(Command{Version: v, Kind: CmdNodeUp, NodeUp: "n1"})
+			h.apply(Command{Version: v, Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+				{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerRunning}}}})
+			started := h.job(1).Started
+			for range 5 {
+				h.apply(Command{Version: v, Kind: CmdNodeUp, NodeUp: "n1"})
+			}
+			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+				{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerExited, At: started.Add(2 * time.Second)}}}})
+			now := t0.Add(time.Duration(h.idx) * time.Second)
+			e := h.job(1)
+			want := now
+			if kept {
+				want = started.Add(2 * time.Second)
+			}
+			if e.State != api.JobCompleted || !e.Ended.Equal(want) {
+				t.Fatalf("job %s ended %v; want COMPLETED at %v", e.State, e.Ended, want)
+			}
+			if ended := e.Containers[0].Ended; kept != !ended.IsZero() {
+				t.Fatalf("main1's end %v kept: %v, want %v", ended, !ended.IsZero(), kept)
+			}
+		})
+	}
+}
+
+// TestRunsAcrossTheSchemaChange: a job requeued by an entry of an older
+// schema (no run kept) and again by a schema 9 entry keeps no run: Runs[i]
+// is run i, and the run 9 saw is run 1, not run 0.
+func TestRunsAcrossTheSchemaChange(t *testing.T) {
+	h := newHarness(t)
+	j := session(1)
+	j.Spec.Requeue = true
+	h.apply(Command{Kind: CmdSubmit, Submit: j})
+	for _, v := range []int{SchemaVersion - 1, SchemaVersion} {
+		h.apply(Command{Version: v, Kind: CmdNodeUp, NodeUp: "n1"})
+		h.apply(Command{Version: v, Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+		h.apply(Command{Version: v, Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+	}
+	if r := h.job(1); r.Requeues != 2 || len(r.Runs) != 0 {
+		t.Fatalf("after a schema %d and a schema %d requeue: run %d, runs kept %+v; want run 2, none kept (run 0's is unknown)",
+			SchemaVersion-1, SchemaVersion, r.Requeues, r.Runs)
 	}
 }

@@ -63,6 +63,7 @@ func (c *container) watch() {
 	} else {
 		c.exit = runtime.Exit{Code: ws.ExitStatus()}
 	}
+	c.exit.At = time.Now()
 	close(c.done)
 }
 

@@ -71,13 +71,18 @@ func (c *container) watch(pidfd int) {
 		}
 		_ = unix.Close(pidfd)
 	}
-	c.exited()
+	c.exited(pidfd >= 0)
 }
 
 // exited sets the exit (troupe-init's exit file, the OOM verdict) and
-// the usage once init has exited, and closes done.
-func (c *container) exited() {
+// the usage once init has exited, and closes done. live says init was
+// watched as it exited: without a time in the exit file, now is its
+// end; otherwise (it ended unwatched, init killed) the end is unknown.
+func (c *container) exited(live bool) {
 	exit := readExit(c.l.exitFile())
+	if exit.At.IsZero() && live {
+		exit.At = time.Now()
+	}
 	// The kernel counts an OOM kill before its victim dies: the count
 	// is in the cgroup by the time init has exited.
 	exit.OOM = oomKilled(c.id) && exit.Code != 0
@@ -95,7 +100,9 @@ const maxExitFile = 16
 // symlink or blocking on a FIFO, must be a regular file and is read up
 // to maxExitFile bytes. No status in it means init itself was killed, by
 // SIGKILL (runc kill, delete --force, the OOM killer) as nothing else
-// ends it without it writing the status.
+// ends it without it writing the status. The file's modification time
+// is when troupe-init wrote the status, as its command ended: the
+// exit's At, even when no nodelet watched the container end.
 func readExit(path string) runtime.Exit {
 	killed := runtime.Exit{Code: 128 + int(syscall.SIGKILL), Signal: syscall.SIGKILL}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
@@ -116,6 +123,9 @@ func readExit(path string) runtime.Exit {
 		return runtime.Exit{Code: 255}
 	}
 	e := runtime.Exit{Code: code}
+	if fi, err := f.Stat(); err == nil {
+		e.At = fi.ModTime()
+	}
 	if code > 128 && code < 128+65 {
 		e.Signal = syscall.Signal(code - 128)
 	}
@@ -306,7 +316,7 @@ func (r *Runtime) attach(id string, l layout, pid int, reap func()) *container {
 		r.remember(id)
 		go func() {
 			reap()
-			c.exited()
+			c.exited(true)
 		}()
 		return c
 	}
