@@ -99,9 +99,12 @@ const (
 //	   and starts the next with no usage; a report's container start and
 //	   end are the node's times (ContainerUpdate.At, kept within the run)
 //	   and a run ends at its containers' latest end, not the entry's
-//	   time. Entries of versions 1 to 8 replay as before: no run kept, the
-//	   usage carried on into the next run, and every start and end at
-//	   the entry's time.
+//	   time; a container's routed address (Container.Reach) is kept.
+//	   Entries of versions 1 to 8 replay as before: no run kept, the
+//	   usage carried on into the next run, every start and end at the
+//	   entry's time, and no routed address (containers reported running
+//	   while a cluster was mixed are reached from the user's other nodes
+//	   once their job runs again).
 const SchemaVersion = 9
 
 // OldestSchema is the oldest schema version this schedd writes: the
@@ -610,7 +613,9 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs bo
 			if runs && u.State.Ended() {
 				c.Ended = nodeTime(j, u.At, now)
 			}
-			if u.Reach != "" {
+			if runs && u.Reach != "" {
+				// Schema 9 as the runs: a peer of an older release drops
+				// the field, so every peer keeps it from 9 on only.
 				c.Reach = u.Reach
 			}
 			addUsage(j, c, u)

@@ -88,8 +88,11 @@ func TestOlderSchemaRuns(t *testing.T) {
 			h.apply(Command{Version: v, Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
 			placed := t0.Add(time.Duration(h.idx) * time.Second)
 			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
-				{JobID: 1, Host: "main1", State: api.ContainerRunning, CPUTime: 5 * time.Second, At: placed.Add(time.Second / 2)}}}})
+				{JobID: 1, Host: "main1", State: api.ContainerRunning, CPUTime: 5 * time.Second, At: placed.Add(time.Second / 2), Reach: "10.128.0.2"}}}})
 			reported := t0.Add(time.Duration(h.idx) * time.Second)
+			if reach := h.job(1).Containers[0].Reach; (reach != "") != kept {
+				t.Fatalf("main1's routed address %q kept: %v, want %v (an older peer drops it)", reach, reach != "", kept)
+			}
 			if got, want := h.job(1).Started, reported; kept {
 				want = placed.Add(time.Second / 2)
 				if !got.Equal(want) {
