@@ -213,12 +213,13 @@ func scontrolShow(ctx context.Context, c *client.Client, what string, names []st
 		return 0
 	case strings.HasPrefix("config", what) && what != "":
 		// The settings tools read: MinJobAge (how long an ended job
-		// stays in squeue; troupe keeps ended jobs until they are
-		// purged to the accounting store), the cluster's name.
+		// stays in squeue: schedd's default keep_ended, 5 minutes, after
+		// which it is purged to the accounting store, where sacct still
+		// finds it), the cluster's name (as lsid and sacct -M give it).
 		fmt.Fprintf(stdout, "Configuration data as of %s\n", time.Now().Format("2006-01-02T15:04:05"))
 		for _, p := range [][2]string{
 			{"AccountingStorageType", "accounting_storage/troupe"},
-			{"ClusterName", "troupe"},
+			{"ClusterName", cli.ClusterName()},
 			{"MinJobAge", "300 sec"},
 			{"SLURM_VERSION", "22.05"},
 			{"SchedulerType", "sched/troupe"},
