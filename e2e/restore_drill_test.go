@@ -328,9 +328,9 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if !waitFor(30*time.Second, func() bool { return jobState(held) == api.JobRunning }) {
 		t.Fatalf("job %d, HELD in the backup and running on the node, after the restore: %s; want RUNNING, adopted", held, jobState(held))
 	}
+	// Its start is the node's, moved onto schedd's clock by each report's
+	// own measure of the skew: equal within the reports' transit.
 	if j, _, err := cl.Job(ctx, held, 0, 0); err != nil || j.Started.Sub(heldJob.Started).Abs() > time.Second || j.Requeues != 0 || j.Containers[0].Node != "r1" {
-		// The node's start, moved onto schedd's clock by each report's own
-		// measure of the skew: equal within the reports' transit.
 		t.Fatalf("job %d adopted as %+v (%v); want started %v, run 0, on r1", held, j, err, heldJob.Started)
 	}
 	if !waitFor(10*time.Second, func() bool {
