@@ -237,15 +237,16 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	})
 
 	ctx := context.Background()
-	submit := func(script string) uint64 {
+	submitHeld := func(script string, hold bool) uint64 {
 		t.Helper()
-		res, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: jobspec.Job{Name: "r", Image: "host", Command: []string{"sh", "-c", script},
+		res, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Hold: hold, Spec: jobspec.Job{Name: "r", Image: "host", Command: []string{"sh", "-c", script},
 			Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.JobID
 	}
+	submit := func(script string) uint64 { t.Helper(); return submitHeld(script, false) }
 	jobState := func(id uint64) api.JobState {
 		j, _, err := cl.Job(ctx, id, 0, 0)
 		if err != nil {
@@ -264,9 +265,26 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 		t.Fatalf("job %d did not start", kept)
 	}
 	keptPID := pids(keptMarker)
+	// Held at the backup, released and started after it: the restored
+	// state shows it HELD while the node runs it. It is adopted (the same
+	// process, one run in its output, the same start), never run twice.
+	heldOut := filepath.Join(dir, "held.out")
+	heldMarker := "echo run >> " + heldOut + "; sleep 600; : held " + dir
+	held := submitHeld(heldMarker, true)
 	snap := filepath.Join(dir, "backup.snap")
 	if o, err := runEnv(t, admin, ba, "snapshot", "save", snap); err != nil {
 		t.Fatalf("badmin snapshot save: %v: %s", err, o)
+	}
+	if _, err := cl.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(time.Minute, func() bool { return jobState(held) == api.JobRunning && pids(heldMarker) != "" }) {
+		t.Fatalf("job %d, released after the backup, did not start", held)
+	}
+	heldPID := pids(heldMarker)
+	heldJob, _, err := cl.Job(ctx, held, 0, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ended := submit("exit 3")  // ends and leaves for the accounting store
 	lost := submit(lostMarker) // submitted after the backup, still running
@@ -307,6 +325,21 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if st := jobState(kept); st != api.JobRunning || pids(keptMarker) != keptPID {
 		t.Fatalf("job %d after the restore: %s, processes %q; want it RUNNING in the same process %s", kept, st, pids(keptMarker), keptPID)
 	}
+	if !waitFor(30*time.Second, func() bool { return jobState(held) == api.JobRunning }) {
+		t.Fatalf("job %d, HELD in the backup and running on the node, after the restore: %s; want RUNNING, adopted", held, jobState(held))
+	}
+	// Its start is the node's, moved onto schedd's clock by each report's
+	// own measure of the skew: equal within the reports' transit.
+	if j, _, err := cl.Job(ctx, held, 0, 0); err != nil || j.Started.Sub(heldJob.Started).Abs() > time.Second || j.Requeues != 0 || j.Containers[0].Node != "r1" {
+		t.Fatalf("job %d adopted as %+v (%v); want started %v, run 0, on r1", held, j, err, heldJob.Started)
+	}
+	if !waitFor(10*time.Second, func() bool {
+		b, _ := os.ReadFile(heldOut)
+		return strings.Count(string(b), "run") == 1 && pids(heldMarker) == heldPID && jobState(held) == api.JobRunning
+	}) {
+		b, _ := os.ReadFile(heldOut)
+		t.Fatalf("job %d after the restore: output %q, processes %q (was %s), state %s; want one run, the same process, RUNNING", held, b, pids(heldMarker), heldPID, jobState(held))
+	}
 	next := submit("true")
 	if next <= lost {
 		t.Fatalf("the first job after the restore got id %d; ids up to %d were given (job %d ended, job %d ran on the node)", next, lost, ended, lost)
@@ -315,8 +348,16 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if err != nil || len(h.Jobs) != 1 || h.Jobs[0].ExitCode != 3 {
 		t.Fatalf("bhist %d: %+v, %v; want the job that exited 3", ended, h.Jobs, err)
 	}
-	if _, err := cl.Kill(ctx, kept); err != nil {
-		t.Fatal(err)
+	for _, id := range []uint64{kept, held} {
+		if _, err := cl.Kill(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !waitFor(time.Minute, func() bool { return jobState(held) == api.JobCancelled && pids(heldMarker) == "" }) {
+		t.Fatalf("job %d, adopted after the restore, bkilled: %s", held, jobState(held))
+	}
+	if b, _ := os.ReadFile(heldOut); strings.Count(string(b), "run") != 1 {
+		t.Fatalf("job %d ran twice: output %q", held, b)
 	}
 	if !waitFor(time.Minute, func() bool { return jobState(kept) == api.JobCancelled && pids(keptMarker) == "" }) {
 		t.Fatalf("job %d, adopted after the restore, bkilled: %s", kept, jobState(kept))

@@ -30,6 +30,10 @@ import (
 // assignmentsWait is how long one blocking assignments query may wait.
 const assignmentsWait = 30 * time.Second
 
+// announceWait is how long an assignments query waits while an
+// announced container waits for schedd's answer (agent.announced).
+const announceWait = time.Second
+
 // key names one container of one job.
 type key struct {
 	job  uint64
@@ -74,7 +78,16 @@ type agent struct {
 	// keptUnassigned: the last answer said schedd's state holds no job
 	// yet, and the containers running here were kept (logged once).
 	keptUnassigned bool
-	last           api.Assignments // the last answer reconciled: a task that ends reconciles it again
+	// announced are the containers running here that schedd stopped
+	// assigning while its state holds jobs: each is reported running
+	// (under its job's session) before it is stopped, so that a state
+	// that went back (a restore) to before the job started can adopt it
+	// instead of running it twice (see unassigned).
+	announced map[key]*announcement
+	// queries counts the assignments queries issued (the loop's);
+	// lastQuery is the one last answered (reconcile).
+	queries, lastQuery uint64
+	last               api.Assignments // the last answer reconciled: a task that ends reconciles it again
 	// assigned: last holds an answer of schedd's. Until the first one,
 	// an empty last says nothing: a restarted nodelet's re-attached
 	// containers are in no assignment yet, and reconciling against it
@@ -381,7 +394,16 @@ func (a *agent) loop(ctx context.Context) {
 	var index uint64
 	b := report.Backoff()
 	for ctx.Err() == nil {
-		as, err := a.cli.Assignments(ctx, a.cfg.Name, index, assignmentsWait)
+		a.mu.Lock()
+		a.queries++
+		wait := assignmentsWait
+		if len(a.announced) > 0 {
+			// Waiting on schedd to take an announcement: ask again
+			// soon, the stop (or adoption) follows from the answer.
+			wait = announceWait
+		}
+		a.mu.Unlock()
+		as, err := a.cli.Assignments(ctx, a.cfg.Name, index, wait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -11,7 +11,14 @@ import (
 
 // reconcile makes the containers of this node match as:
 //
-//	running here, job gone or KillWanted      → stop (task reports killed)
+//	running here, KillWanted                  → stop (task reports killed)
+//	running here, job gone                    → report it running (under
+//	                                            its session) first; stop
+//	                                            once an answer asked
+//	                                            after schedd took that
+//	                                            still lacks it (a state
+//	                                            restored to before it
+//	                                            started adopts it)
 //	running here, job gone, schedd's state    → keep running (a restore may
 //	has no job yet (NoJobsYet)                  bring the job back)
 //	running here, the job under its id is     → stop, then start the other
@@ -36,6 +43,7 @@ import (
 func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
 	a.mu.Lock()
 	a.last, a.assigned = as, true
+	a.lastQuery = a.queries
 	a.reconcileLocked(ctx)
 	a.mu.Unlock()
 	a.setPeers(as)
@@ -88,7 +96,9 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 		case !ok && a.last.NoJobsYet:
 			// Not schedd's to stop: its state lost the job's history;
 			// a restore may bring it back.
-		case !ok || job.KillWanted:
+		case !ok:
+			a.unassigned(k, t)
+		case job.KillWanted:
 			t.requestStop()
 		case job.SessionID != t.job.SessionID && t.job.SessionID != "":
 			// Another job under the same id (a state that handed the
@@ -97,6 +107,11 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 			t.requestStop()
 		default:
 			t.queueSignals(job)
+		}
+	}
+	for k := range a.announced {
+		if _, ok := want[k]; ok || a.running[k] == nil {
+			delete(a.announced, k)
 		}
 	}
 	for k := range a.finished {
@@ -116,6 +131,61 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 				a.tellEnd(k, job)
 			}
 		}
+	}
+}
+
+// announcement is a container running here that schedd stopped
+// assigning, reported running again (agent.unassigned).
+type announcement struct {
+	index uint64 // the answer's index it was sent at
+	// update is what was sent; delivered, once schedd took it, the
+	// number of assignments queries issued by then (agent.queries).
+	update    api.ContainerUpdate
+	delivered uint64
+	taken     bool
+}
+
+// unassigned decides about t, k's container, running here while
+// schedd's state holds jobs but assigns it not. Normally the job ended
+// or moved, and the container stops. But a state restored from a backup
+// may show the job queued, from before it started here: stopping it
+// and letting schedd start it again would run it twice. So the nodelet
+// reports it running first, under its job's session; schedd adopts it
+// when the job it holds under that id is the same one and queued
+// (schema 10), and assigns it here again. It is stopped once an answer
+// to a query asked after schedd took the report still does not assign
+// it; the task then reports it killed, and schedd ends the job with
+// that reason. Once for each of schedd's indexes that went back (a
+// restore again). a.mu is held.
+func (a *agent) unassigned(k key, t *task) {
+	if t.ended.Load() || t.job.SessionID == "" {
+		t.requestStop()
+		return
+	}
+	if a.announced == nil {
+		a.announced = map[key]*announcement{}
+	}
+	an := a.announced[k]
+	if an == nil || a.last.Index < an.index {
+		an = &announcement{index: a.last.Index, update: api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run,
+			State: api.ContainerRunning, At: t.startedAt, Session: t.job.SessionID}}
+		a.announced[k] = an
+		a.log.Info("schedd no longer assigns a container running here: reporting it running before stopping it, so a state restored to before it started can adopt it", "job", k.job, "host", k.host)
+		a.rep.Add(an.update)
+		return
+	}
+	if !an.taken {
+		for _, u := range a.rep.Queued() {
+			if u == an.update {
+				return // not yet taken
+			}
+		}
+		an.taken, an.delivered = true, a.queries
+		return
+	}
+	if a.lastQuery > an.delivered {
+		a.log.Info("stopping a container schedd does not assign after it was reported running", "job", k.job, "host", k.host)
+		t.requestStop()
 	}
 }
 
@@ -209,6 +279,9 @@ func (a *agent) sendLocked(session string, u api.ContainerUpdate) {
 	if w, ok := a.assignedJob(key{u.JobID, u.Host, u.Requeues}); ok && session != "" && w.SessionID != "" && w.SessionID != session {
 		a.log.Warn("not reporting a container of a job schedd no longer holds: its id now names another job", "job", u.JobID, "host", u.Host, "state", u.State)
 		return
+	}
+	if u.Session == "" {
+		u.Session = session
 	}
 	if u.State.Ended() {
 		a.outcomes.put(key{u.JobID, u.Host, u.Requeues}, session, u)

@@ -96,8 +96,8 @@ func TestReconcileAfterStateWentBack(t *testing.T) {
 	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	ended := map[uint64]api.ContainerUpdate{
-		1: {JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 3, CPUTime: time.Second},
-		2: {JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 137},
+		1: {JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 3, CPUTime: time.Second, Session: "s"},
+		2: {JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 137, Session: "s"},
 	}
 	for _, u := range ended {
 		a.send("s", u) // as the task's end does
@@ -141,7 +141,7 @@ func TestReconcileTellsEndOnlyAfterAck(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
-	end := api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 5}
+	end := api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 5, Session: "s"}
 	k := key{1, "main1", 0}
 	a.send("s", end)
 	a.finished[k] = true
@@ -203,12 +203,102 @@ func TestReconcileNoJobsYet(t *testing.T) {
 		as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
 	}
 	a.reconcile(context.Background(), as)
-	if stopped(1) || !stopped(2) || !stopped(3) {
-		t.Fatalf("stopped: 1 %v, 2 %v, 3 %v; want 2 (unassigned) and 3 (its id names another job) only", stopped(1), stopped(2), stopped(3))
+	if stopped(1) || stopped(2) || !stopped(3) {
+		t.Fatalf("stopped: 1 %v, 2 %v, 3 %v; want 3 (its id names another job) only, 2 (unassigned) announced first", stopped(1), stopped(2), stopped(3))
+	}
+	// Job 2, announced and taken, still unassigned by an answer asked
+	// after: stopped.
+	if err := a.rep.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		a.queries++
+		as.Index++
+		a.reconcile(context.Background(), as)
+	}
+	if stopped(1) || !stopped(2) {
+		t.Fatalf("stopped: 1 %v, 2 %v; want 2 (unassigned after its announcement was taken)", stopped(1), stopped(2))
 	}
 	a.send("old", api.ContainerUpdate{JobID: 3, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
 	a.send("gone", api.ContainerUpdate{JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
 	if q := a.rep.Queued(); len(q) != 1 || q[0].JobID != 2 {
 		t.Fatalf("queued %+v; want job 2's end only (job 3's id names another job now)", q)
+	}
+}
+
+// TestReconcileAnnouncesBeforeStopping: a container running here that
+// schedd's state (holding jobs) does not assign is first reported
+// running under its job's session, not stopped: a state restored from a
+// backup taken before the job started holds it queued and adopts it.
+// It is stopped only once an answer to a query asked after schedd took
+// that report still lacks it; one adopted (assigned again) never is.
+func TestReconcileAnnouncesBeforeStopping(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	taken := true
+	a.rep = report.New(func(context.Context, api.ContainerReport) error {
+		if !taken {
+			return context.DeadlineExceeded
+		}
+		return nil
+	}, log, true)
+	started := time.Now().Add(-time.Minute)
+	tasks := map[uint64]*task{}
+	for id, sess := range map[uint64]string{1: "adopted", 2: "unknown"} {
+		k := key{id, "main1", 0}
+		tasks[id] = &task{key: k, job: api.AssignedJob{ID: id, SessionID: sess}, stop: make(chan struct{}), startedAt: started}
+		a.running[k] = tasks[id]
+	}
+	stopped := func(id uint64) bool {
+		select {
+		case <-tasks[id].stop:
+			return true
+		default:
+			return false
+		}
+	}
+	answer := func(index uint64, assign bool) {
+		a.queries++
+		as := api.Assignments{Index: index, Assignments: []api.Assignment{{Job: api.AssignedJob{ID: 9, SessionID: "other"}}}}
+		if assign {
+			as.Assignments = append(as.Assignments, api.Assignment{Job: api.AssignedJob{ID: 1, SessionID: "adopted", Containers: []api.Container{
+				{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning}}}, Hosts: []string{"main1"}})
+		}
+		a.reconcile(context.Background(), as)
+	}
+	taken = false
+	answer(10, false)
+	q := a.rep.Queued()
+	if stopped(1) || stopped(2) || len(q) != 2 {
+		t.Fatalf("unassigned: stopped 1 %v, 2 %v, queued %+v; want neither stopped, both announced", stopped(1), stopped(2), q)
+	}
+	for _, u := range q {
+		if u.State != api.ContainerRunning || u.Session != tasks[u.JobID].job.SessionID || !u.At.Equal(started) {
+			t.Fatalf("announced %+v; want running, its session and start", u)
+		}
+	}
+	// Not taken yet (schedd unreachable): never stopped, whatever the
+	// answers say.
+	for i := range uint64(3) {
+		answer(11+i, false)
+	}
+	if stopped(1) || stopped(2) || a.rep.Pending() != 2 {
+		t.Fatalf("announcement not taken: stopped 1 %v, 2 %v, queued %d; want none stopped, announced once", stopped(1), stopped(2), a.rep.Pending())
+	}
+	taken = true
+	if err := a.rep.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	answer(20, false) // asked before schedd took it
+	if stopped(1) || stopped(2) {
+		t.Fatalf("stopped on an answer to a query asked before the announcement was taken: 1 %v, 2 %v", stopped(1), stopped(2))
+	}
+	answer(21, true) // job 1 adopted, job 2 not
+	if stopped(1) || !stopped(2) {
+		t.Fatalf("after the announcement was taken: stopped 1 %v, 2 %v; want 2 (not adopted) only", stopped(1), stopped(2))
+	}
+	answer(22, true)
+	if stopped(1) {
+		t.Fatal("an adopted container was stopped")
 	}
 }

@@ -58,6 +58,9 @@ type task struct {
 	// ended: the container's final state is reported (its exit, or its
 	// failure to start); the task may still be tearing it down.
 	ended atomic.Bool
+	// startedAt is when its container started here (a.mu; zero: a
+	// re-attached one, or not started yet).
+	startedAt time.Time
 }
 
 // releaseMPS drops the task's hold on the MPS daemon.
@@ -146,6 +149,9 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	running := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: api.ContainerRunning, Starting: starting, Reach: t.reach}
 	if t.adopted == nil {
 		running.At = time.Now() // started here, now (an adopted one earlier: unknown)
+		a.mu.Lock()
+		t.startedAt = running.At
+		a.mu.Unlock()
 	}
 	a.send(t.job.SessionID, running)
 	state, exit, msg := a.supervise(ctx, t, c)

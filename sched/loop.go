@@ -49,6 +49,19 @@ func (s *Server) schedule(ctx context.Context) {
 			}
 			continue
 		}
+		s.mu.Lock()
+		hold := s.placeHold
+		s.mu.Unlock()
+		if now.Before(hold) {
+			// After a restore: the nodes announce what they run first.
+			wctx, cancel := context.WithTimeout(ctx, min(hold.Sub(now), idlePass))
+			<-wctx.Done()
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
 		began := time.Now()
 		snap := coreSnapshot(v, s.nodes.open(v), now)
 		plan := core.Schedule(snap, now)

@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/accounting"
@@ -18,10 +19,32 @@ func (s *Server) restore(ctx context.Context, d *state.Dump) error {
 	if _, err := s.reconcileRestore(ctx, d); err != nil {
 		return err
 	}
+	empty := s.st.Snapshot().LastJobID() == 0
 	if err := s.raft.Restore(ctx, *d); err != nil {
 		return fmt.Errorf("restoring the snapshot: %w", err)
 	}
+	if empty {
+		// The nodes kept their containers while the state held no job
+		// (api.Assignments.NoJobsYet); jobs the backup shows queued may
+		// have started since and run still. Each node announces them
+		// at its next answer (a running update under the job's
+		// session) and the state adopts them; placing before would run
+		// them twice.
+		until := s.cfg.Clock().Add(restorePlaceHold(s.cfg.NodeTimeout))
+		s.mu.Lock()
+		s.placeHold = until
+		s.mu.Unlock()
+		s.log.Warn("restored into a state that held no job: no placements until the nodes have announced the jobs they run", "until", until)
+		s.wake()
+	}
 	return nil
+}
+
+// restorePlaceHold is how long a restore into a state that held no job
+// holds placements: two of the nodes' heartbeat intervals (a node
+// answers its restored assignments at once, and reports within one).
+func restorePlaceHold(nodeTimeout time.Duration) time.Duration {
+	return 2 * Lease(nodeTimeout).Heartbeat
 }
 
 // reconcileRestore brings into d, a snapshot about to be put in force,

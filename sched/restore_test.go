@@ -215,3 +215,49 @@ func TestExportConflictIsLoud(t *testing.T) {
 		t.Errorf("job %d after the refused export: %+v; want it kept in the state", id, j)
 	}
 }
+
+// TestRestoreIntoEmptyStateHoldsPlacements: after a restore into a state
+// that held no job (an emptied data dir), schedd places nothing for two
+// heartbeat intervals: the nodes first announce the queued jobs they
+// run since the backup, which the state adopts rather than place again.
+// A node up at once does not get the backup's queued job before then.
+func TestRestoreIntoEmptyStateHoldsPlacements(t *testing.T) {
+	const timeout = 8 * time.Second
+	hold := restorePlaceHold(timeout) // 2 s
+	open := func() (*client.Client, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		srv, err := Open(ctx, Config{DataDir: t.TempDir(), AccountingPath: filepath.Join(t.TempDir(), "accounting.db"), NodeTimeout: timeout,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { srv.Run(ctx); close(done) }()
+		hs := httptest.NewServer(srv.Handler())
+		c, err := client.New(hs.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, func() { hs.Close(); cancel(); <-done; srv.Close() }
+	}
+	ctx := context.Background()
+	c, stop := open()
+	id := submitOne(t, c, false) // no node: it stays PENDING
+	var file bytes.Buffer
+	if err := c.SaveSnapshot(ctx, &file); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	c, stop = open()
+	defer stop()
+	restored := time.Now()
+	if _, err := c.RestoreSnapshot(ctx, bytes.NewReader(file.Bytes()), false); err != nil {
+		t.Fatal(err)
+	}
+	register(t, c, "n1", 4)
+	j := waitJob(t, c, id, func(j api.Job) bool { return j.State != api.JobPending })
+	if took := time.Since(restored); took < hold {
+		t.Fatalf("job %d placed (%s) %v after the restore into an empty state; want no placement for %v", id, j.State, took, hold)
+	}
+}

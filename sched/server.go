@@ -174,6 +174,10 @@ type Server struct {
 	apps      appProxy                                   // the /apps proxy's connections: leader-local
 	acct      *accounting.Store
 	exportMu  sync.Mutex // one export at a time; guards exp
+	// placeHold: no placements before it (under mu). A restore into a
+	// state that held no job yet sets it (restorePlaceHold): the nodes
+	// first announce the jobs they still run, which the state adopts.
+	placeHold time.Time
 	// restoreMu: every write (apply) holds it shared; a restore holds it
 	// alone from reading the live state to putting the backup in force,
 	// so that no write lands between (and is lost, or its id given again).

@@ -76,9 +76,11 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 				}
 				snap.ArraySlots[j.ID] = max(0, a.MaxRunning-a.Started())
 			}
-		case j.State == api.JobHeld:
+		case j.State == api.JobHeld || j.Adopting():
 			// Held (bsub -H, bhold): the core gives it Held, its reason
-			// already, and ranks it not.
+			// already, and ranks it not. A queued job with a container a
+			// node runs (adopted after a restore) is held alike: it is
+			// never placed a second time.
 			cj := coreJob(j)
 			cj.Held = true
 			snap.Queue = append(snap.Queue, cj)

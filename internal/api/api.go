@@ -786,6 +786,12 @@ type ContainerUpdate struct {
 	// Reach is, on a running update, the container's address on the
 	// node's routed default network (Container.Reach); "" leaves it.
 	Reach string `json:"reach,omitempty"`
+	// Session is the session id of the job the node runs the container
+	// of (Job.SessionID), on every update: after a restore, schedd
+	// adopts a container its state shows unplaced only when the job it
+	// holds under that id is the same one (its session). "": an older
+	// nodelet, never adopted.
+	Session string `json:"session,omitempty"`
 }
 
 // AttachRequest asks a nodelet to connect a client to the terminal of

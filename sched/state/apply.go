@@ -105,7 +105,16 @@ const (
 //	   entry's time, and no routed address (containers reported running
 //	   while a cluster was mixed are reached from the user's other nodes
 //	   once their job runs again).
-const SchemaVersion = 9
+//	10: a job the state holds queued (PENDING or HELD) that a node runs
+//	   (adoptRuns): a report of its container running under the job's
+//	   own session (ContainerUpdate.Session), its container unplaced,
+//	   places the container on that node, running, and the job runs
+//	   once all its containers are; a report of such a container's end
+//	   ends the job with that reason (or requeues it when it asked to
+//	   be), never a second run. It ran after the backup a restore
+//	   brought back. Entries of versions 1 to 9 replay without it: such
+//	   reports are dropped, as the nodes' containers were stopped.
+const SchemaVersion = 10
 
 // OldestSchema is the oldest schema version this schedd writes: the
 // previous release's. A cluster in the middle of a rolling upgrade
@@ -275,9 +284,9 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case CmdPlan:
 		err = applyPlan(txn, index, c.Plan)
 	case CmdReport:
-		res, err = report(txn, index, c.Time, c.Report, reportedIDs(c.Version), nodeRuns(c.Version))
+		res, err = report(txn, index, c.Time, c.Report, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version))
 	case CmdReports:
-		res, err = reports(txn, index, c.Time, c.Reports, reportedIDs(c.Version), nodeRuns(c.Version))
+		res, err = reports(txn, index, c.Time, c.Reports, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version))
 	case CmdKill:
 		res, err = onJob(txn, index, c.Kill, c.Index, func(id uint64) (*Job, error) { return kill(txn, index, c.Time, id, c.KillDone) })
 	case CmdHold:
@@ -513,7 +522,7 @@ func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
 		if err != nil {
 			return err
 		}
-		if j.State != api.JobPending || len(pl.Nodes) != len(j.Containers) {
+		if j.State != api.JobPending || len(pl.Nodes) != len(j.Containers) || adopting(j) {
 			continue // changed since the scheduler's snapshot: skip, it will retry
 		}
 		for i := range j.Containers {
@@ -566,6 +575,11 @@ func reportedIDs(v int) bool { return v >= 8 }
 // that wrote it applies it.
 func nodeRuns(v int) bool { return v >= 9 }
 
+// adoptRuns tells whether an entry of schema version v adopts the
+// containers of a queued job that a node reports running under the
+// job's session (version 10 on; see adopt).
+func adoptRuns(v int) bool { return v >= 10 }
+
 // maxIDJump bounds how far one report of an unknown job may raise the id
 // counter: a job run since the state was lost is well within it, and a
 // node reporting a wild id cannot run the counter out.
@@ -576,7 +590,7 @@ const maxIDJump = 1 << 32
 // counter to it: the node runs a job of a history this state lost. With
 // runs, containers start and end when their node says (nodeTime), else
 // at now.
-func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs bool) ([]Started, error) {
+func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, adopts bool) ([]Started, error) {
 	if r == nil {
 		return nil, errors.New("empty report")
 	}
@@ -584,6 +598,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs bo
 	changed := map[uint64]*Job{}
 	was := map[uint64]api.JobState{}
 	wasStarted := map[uint64]bool{}
+	adoptStart := map[uint64]time.Time{}
 	for _, u := range r.Updates {
 		j := changed[u.JobID]
 		if j == nil {
@@ -600,6 +615,10 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs bo
 			if _, ok := was[j.ID]; !ok {
 				was[j.ID], wasStarted[j.ID] = j.State, !j.Started.IsZero()
 			}
+		}
+		if adopts && adopt(txn, j, r.Node, u, now, adoptStart) {
+			changed[j.ID] = j
+			continue
 		}
 		if j.State.Terminal() || u.Requeues != j.Requeues {
 			continue // ended, or about an earlier run of a requeued job
@@ -654,13 +673,13 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs bo
 // an earlier run of a requeued one (stale) is dropped alone, and the
 // rest of its report and the other reports still apply. Only a failure
 // of the store itself fails the entry, and then none of it applies.
-func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report, ids, runs bool) ([][]Started, error) {
+func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report, ids, runs, adopts bool) ([][]Started, error) {
 	if len(rs) == 0 {
 		return nil, errors.New("reports without a report")
 	}
 	out := make([][]Started, len(rs))
 	for i := range rs {
-		started, err := report(txn, index, now, &rs[i], ids, runs)
+		started, err := report(txn, index, now, &rs[i], ids, runs, adopts)
 		if err != nil {
 			return nil, err
 		}

@@ -78,9 +78,9 @@ func TestSchemaInForce(t *testing.T) {
 // ends the job at the entry's time whatever the node says. The same
 // entries at SchemaVersion keep the run and take the node's times.
 func TestOlderSchemaRuns(t *testing.T) {
-	for _, v := range []int{OldestSchema, SchemaVersion - 1, SchemaVersion} {
+	for _, v := range []int{OldestSchema, 8, 9, SchemaVersion} {
 		t.Run(fmt.Sprintf("schema %d", v), func(t *testing.T) {
-			kept := v >= SchemaVersion
+			kept := nodeRuns(v)
 			h := newHarness(t)
 			j := session(1)
 			j.Spec.Requeue = true
@@ -150,13 +150,13 @@ func TestRunsAcrossTheSchemaChange(t *testing.T) {
 	j := session(1)
 	j.Spec.Requeue = true
 	h.apply(Command{Kind: CmdSubmit, Submit: j})
-	for _, v := range []int{SchemaVersion - 1, SchemaVersion} {
+	for _, v := range []int{8, 9} {
 		h.apply(Command{Version: v, Kind: CmdNodeUp, NodeUp: "n1"})
 		h.apply(Command{Version: v, Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
 		h.apply(Command{Version: v, Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
 	}
 	if r := h.job(1); r.Requeues != 2 || len(r.Runs) != 0 {
 		t.Fatalf("after a schema %d and a schema %d requeue: run %d, runs kept %+v; want run 2, none kept (run 0's is unknown)",
-			SchemaVersion-1, SchemaVersion, r.Requeues, r.Runs)
+			8, 9, r.Requeues, r.Runs)
 	}
 }
