@@ -214,6 +214,7 @@ func ParseSqueueLongFormat(s string, noconvert bool) (SqueueFormat, error) {
 		name, spec, hasSpec := strings.Cut(item, ":")
 		fld, ok := squeueLongFields[strings.ToLower(strings.TrimSpace(name))]
 		if !ok {
+			//lint:ignore ST1005 Slurm's squeue words it so, and tools match it
 			return nil, fmt.Errorf("Invalid job format specification: %s; troupe's squeue -O knows %s", name, squeueLongNames())
 		}
 		it := squeueItem{field: squeueField{title: fld.title, value: fld.value}, width: 20}
@@ -239,6 +240,7 @@ func ParseSqueueLongFormat(s string, noconvert bool) (SqueueFormat, error) {
 		}
 	}
 	if len(f) == 0 {
+		//lint:ignore ST1005 Slurm's squeue words it so, and tools match it
 		return nil, fmt.Errorf("Invalid job format specification: %q names no field", s)
 	}
 	return f, nil

@@ -344,15 +344,6 @@ func ipv4Only() []expr.Any {
 	}
 }
 
-// addrIn matches IPv4 packets whose address at offset (12: source, 16:
-// destination) is in set s.
-func addrIn(offset uint32, s *nftables.Set) []expr.Any {
-	return []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4},
-		&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID},
-	}
-}
-
 // destIn matches IPv4 packets to n.
 func destIn(n *net.IPNet) []expr.Any {
 	return []expr.Any{
