@@ -14,7 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
-// BenchmarkSessionLaunch is DESIGN.md's launch target: a 4-container
+// BenchmarkSessionLaunch is the launch target (docs/scale.md, "Targets"): a 4-container
 // multi-node session over two test hosts, from submit until every
 // container runs with its sshd answering (main1's troupe-ssh probe has
 // run `true` over ssh in all four). Target: < 1 s. Metrics: ms/ready

@@ -22,7 +22,7 @@ import (
 // BenchmarkSubmitAPI measures durable submissions per second through the
 // whole path users take: HTTP/JSON on the unix socket, validation, raft
 // (bbolt fsync, batched across concurrent requests), the state store.
-// Target (DESIGN.md): ≥ 5,000 jobs/s.
+// Target (docs/scale.md, "Targets"): ≥ 5,000 jobs/s.
 func BenchmarkSubmitAPI(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

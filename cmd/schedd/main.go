@@ -602,7 +602,7 @@ func listen(o options) ([]net.Listener, error) {
 		return nil, err
 	}
 	// Local users reach the socket; identity checks come from peer
-	// credentials (see DESIGN.md, security).
+	// credentials (docs/security.md).
 	if err := os.Chmod(o.socket, 0o666); err != nil {
 		ul.Close()
 		return nil, err

@@ -81,7 +81,8 @@ const (
 	OutcomeUnknown    = "unknown"
 )
 
-// JobState is where a job stands in its lifecycle (DESIGN.md).
+// JobState is where a job stands in its lifecycle (docs/ARCHITECTURE.md,
+// "The life of a job"; bqueue(1), STATE).
 type JobState string
 
 // Job states.

@@ -3,7 +3,7 @@
 // connection is accepted and every request on it carries them. Handlers
 // ask FromContext; a request with no identity came over a listener that
 // does not authenticate (plain TCP, tests), which schedd treats as the
-// trusted network DESIGN.md describes for --listen without TLS.
+// trusted network schedd(8) describes for --insecure-tcp.
 //
 // It imports no troupe package.
 package auth

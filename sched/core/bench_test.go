@@ -7,7 +7,8 @@ import (
 	"github.com/troupe-hpc/troupe/sched/sim"
 )
 
-// The speed targets of DESIGN.md: 10,000 nodes, 100,000 queued jobs.
+// The speed targets (docs/scale.md, "Targets"): 10,000 nodes, 100,000
+// queued jobs.
 // bsim --synthetic place|gang|pass runs the same passes.
 
 func benchPass(b *testing.B, s core.Snapshot, unit string) {

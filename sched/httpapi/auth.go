@@ -11,7 +11,7 @@ import (
 	"github.com/troupe-hpc/troupe/sched/fault"
 )
 
-// Who may call a route (DESIGN.md, security). Callers with an identity
+// Who may call a route (docs/security.md, docs/api.md). Callers with an identity
 // (the unix socket's peer credentials, a bearer token over TCP) are
 // checked; a request without one came over a listener that does not
 // authenticate (the unix socket's root, schedd --insecure-tcp) and is

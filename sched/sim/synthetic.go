@@ -7,7 +7,7 @@ import (
 	"github.com/troupe-hpc/troupe/sched/core"
 )
 
-// Synthetic workloads for the speed targets (DESIGN.md, Targets): the
+// Synthetic workloads for the speed targets (docs/scale.md, "Targets"): the
 // same ones the core's benchmarks run.
 
 // SyntheticNodes is n empty nodes of 64 CPUs and 256 GiB.

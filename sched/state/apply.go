@@ -688,8 +688,8 @@ func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report, ids, runs
 	return out, nil
 }
 
-// advance derives the job's state from its containers' (DESIGN.md, Job
-// lifecycle): the session ends when main1 ends or a container fails; the
+// advance derives the job's state from its containers' (docs/ARCHITECTURE.md,
+// "The life of a job"): the session ends when main1 ends or a container fails; the
 // job ends when every container has. A job that starts starts at start,
 // one that ends ends at end.
 func advance(j *Job, start, end time.Time) {

@@ -2,7 +2,7 @@
 // of placement. It is pure and knows nothing of nodes or jobs: it sees the
 // free shares of one node's devices.
 //
-// Rules (DESIGN.md, Fractional GPU):
+// Rules:
 //   - a request ≤ 1 is rounded up to the quantum and comes from one device;
 //   - a request > 1 must be whole and takes that many entirely free devices;
 //   - among devices that can serve a request ≤ 1, the one left with the
