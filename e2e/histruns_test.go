@@ -34,11 +34,8 @@ job "short" {
 	out := filepath.Join(dir, "short-"+strconv.FormatUint(id, 10)+".out")
 	said := func(what string) bool { b, _ := os.ReadFile(out); return strings.Contains(string(b), what) }
 	j := c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.State == api.JobRunning })
-	for deadline := time.Now().Add(30 * time.Second); !said("up"); {
-		if time.Now().After(deadline) {
-			t.Fatal("the job's container wrote nothing in 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitFor(30*time.Second, func() bool { return said("up") }) {
+		t.Fatal("the job's container wrote nothing in 30s")
 	}
 
 	nl := nodeletPID(t, c.cmd.Process.Pid, j.Containers[0].Node)
@@ -47,17 +44,11 @@ job "short" {
 	if err := syscall.Kill(nl, syscall.SIGQUIT); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); alive(nl); {
-		if time.Now().After(deadline) {
-			t.Fatalf("nodelet %d did not detach in 30s", nl)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !waitFor(30*time.Second, func() bool { return !alive(nl) }) {
+		t.Fatalf("nodelet %d did not detach in 30s", nl)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !said("done"); {
-		if time.Now().After(deadline) {
-			t.Fatal("the job's container did not finish in 30s while its nodelet was away")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !waitFor(30*time.Second, func() bool { return said("done") }) {
+		t.Fatal("the job's container did not finish in 30s while its nodelet was away")
 	}
 	// The node stays silent a while after the container ended: what
 	// the test measures is that this gap is not counted as run time.
