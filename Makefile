@@ -99,7 +99,7 @@ upgrade-test: deps
 # while a worker is mid-input (golang/go#75804, fixed in Go 1.27); a
 # count has no deadline to race. 20000 inputs take 2-10 s per target.
 FUZZTIME ?= 20000x
-FUZZ     := ./jobspec:FuzzParse ./sched/partition:FuzzParse ./sched/swf:FuzzRead \
+FUZZ     := ./jobspec:FuzzParse ./sched/partition:FuzzParse ./sim/swf:FuzzRead \
 	./sched:FuzzSubmitBody ./sched:FuzzReportBody ./sched:FuzzRegisterBody \
 	./internal/api:FuzzParseDependency ./jobspec/script:FuzzParse
 fuzz:

@@ -54,7 +54,7 @@ func TestImportRules(t *testing.T) {
 		// The HTTP layer sees the controller through httpapi.Controller
 		// and views only: never sched itself (which builds it), the
 		// state's rows, the raft log or the libraries behind them.
-		forbidden := []string{module + "/sched/state", module + "/sched/raftlog", module + "/sched/accounting",
+		forbidden := []string{module + "/sched/state", module + "/sched/raftlog", module + "/accounting",
 			"github.com/hashicorp/raft", "github.com/hashicorp/raft-boltdb", "github.com/hashicorp/go-memdb", "go.etcd.io/bbolt"}
 		for _, p := range deps(t, "./sched/httpapi") {
 			if p == module+"/sched" || hasAnyPrefix(p, forbidden) {

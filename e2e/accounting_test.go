@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
-	"github.com/troupe-hpc/troupe/sched/accounting"
 )
 
 // heldSpec is a job that never runs: submitted held and cancelled, it

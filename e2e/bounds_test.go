@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/client"
-	"github.com/troupe-hpc/troupe/sched/accounting"
 )
 
 // TestDevSecretsStayPrivate: root starts schedd --dev; then

@@ -19,8 +19,8 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/core"
-	"github.com/troupe-hpc/troupe/sched/sim"
-	"github.com/troupe-hpc/troupe/sched/swf"
+	"github.com/troupe-hpc/troupe/sim"
+	"github.com/troupe-hpc/troupe/sim/swf"
 )
 
 // replayPartitions is the partitions file of TestReplayMatchesBsim: one

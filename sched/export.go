@@ -8,13 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/sched/accounting"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // Ended jobs leave the replicated state for the accounting store
-// (sched/accounting):
+// (accounting):
 //
 //	job ends ──► every server: Put into its own store (idempotent)
 //	         ──► leader, once KeepEnded has passed and its own Put has

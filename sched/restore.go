@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/sched/accounting"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 

@@ -12,9 +12,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
-	"github.com/troupe-hpc/troupe/sched/accounting"
 )
 
 // purgeAll exports the ended jobs until none of ids is left in the

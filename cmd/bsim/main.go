@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/sched/core"
-	"github.com/troupe-hpc/troupe/sched/sim"
-	"github.com/troupe-hpc/troupe/sched/swf"
+	"github.com/troupe-hpc/troupe/sim"
+	"github.com/troupe-hpc/troupe/sim/swf"
 )
 
 func main() {

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/freeport"
-	"github.com/troupe-hpc/troupe/sched/accounting"
 )
 
 // benchBinaries returns the directory holding schedd and troupe-nodesim:

@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/fdlimit"
-	"github.com/troupe-hpc/troupe/sched/accounting"
 )
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/troupe-hpc/troupe/sched/core"
-	"github.com/troupe-hpc/troupe/sched/sim"
+	"github.com/troupe-hpc/troupe/sim"
 )
 
 // The speed targets (docs/scale.md, "Targets"): 10,000 nodes, 100,000

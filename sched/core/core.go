@@ -40,7 +40,7 @@
 //	Plan{Placements, Reasons (changes only), Starts}
 //
 // Every input of every stage is in the Snapshot: the caller (schedd's
-// sched/snapshot.go, bsim's sched/sim) only describes the jobs and the
+// sched/snapshot.go, bsim's sim) only describes the jobs and the
 // machine, and decides no reason itself. To add a stage, give it its own
 // file and tests, and call it from Schedule (a verdict on each job alone)
 // or from pass.job (one that depends on what the pass started).

@@ -79,7 +79,7 @@ func parseJobsQuery(q url.Values) (JobsQuery, error) {
 
 // HistoryQuery chooses the ended jobs GET /v1/history returns (bhist)
 // and GET /v1/accounting sums (bacct). Its fields are the accounting
-// store's filter's (sched/accounting.Filter), which it converts to.
+// store's filter's (accounting.Filter), which it converts to.
 type HistoryQuery struct {
 	// IDs picks jobs by id; the id of a job array picks its elements.
 	IDs        []uint64

@@ -7,7 +7,7 @@ import (
 )
 
 // CmdPurge drops ended jobs the leader has exported to the accounting
-// store (sched/accounting): the command is the store's acknowledgement,
+// store (accounting): the command is the store's acknowledgement,
 // committed only after the store holds the jobs durably.
 const CmdPurge = "purge"
 

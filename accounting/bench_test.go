@@ -47,7 +47,7 @@ func fill(b *testing.B, s *Store, n int) {
 // BenchmarkQuery times bhist's and bacct's queries on a store of a
 // million jobs (TROUPE_BENCH_ROWS). Run it with
 //
-//	go test -run XXX -bench Query -benchtime 20x ./sched/accounting
+//	go test -run XXX -bench Query -benchtime 20x ./accounting
 func BenchmarkQuery(b *testing.B) {
 	ctx := context.Background()
 	n := benchRows()

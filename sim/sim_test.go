@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/sched/core"
-	"github.com/troupe-hpc/troupe/sched/swf"
+	"github.com/troupe-hpc/troupe/sim/swf"
 )
 
 func TestFromSWF(t *testing.T) {

@@ -7,7 +7,7 @@
 // event.
 //
 // It imports the pure parts only (sched/core, sched/fairshare,
-// sched/swf); it must not import sched, sched/state or raft, so that
+// sim/swf); it must not import sched, sched/state or raft, so that
 // bsim runs without a controller.
 package sim
 
@@ -23,7 +23,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/fairshare"
-	"github.com/troupe-hpc/troupe/sched/swf"
+	"github.com/troupe-hpc/troupe/sim/swf"
 )
 
 // ErrNoMachine is returned when the machine has no processors.
