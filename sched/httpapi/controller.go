@@ -90,10 +90,10 @@ type Queue interface {
 	ListFairShare(ctx context.Context, w Wait) api.FairShareList
 	// JobHistory answers bhist: the ended jobs q picks, each run once;
 	// redaction for the caller is the HTTP layer's (visibleHistory).
-	JobHistory(ctx context.Context, w Wait, q HistoryQuery) (api.History, error)
+	JobHistory(ctx context.Context, w Wait, q api.HistoryFilter) (api.History, error)
 	// AccountingSummary answers bacct: the ended jobs q picks summed
 	// per group (user, account or partition).
-	AccountingSummary(ctx context.Context, q HistoryQuery, group string) (api.Accounting, error)
+	AccountingSummary(ctx context.Context, q api.HistoryFilter, group string) (api.Accounting, error)
 }
 
 // Admin are the operations on schedd itself and the API's credentials.
