@@ -56,8 +56,10 @@ type Jobs interface {
 	// host (owner or admin; the leader only).
 	Attach(ctx context.Context, id uint64, host string) (net.Conn, error)
 	// App resolves job id's service for the /apps proxy (owner or
-	// admin; the leader only).
-	App(ctx context.Context, id uint64, service string) (App, error)
+	// admin; the leader only). An upgrade (a WebSocket) is a stream and
+	// takes a place among the capped open streams until it ends; a plain
+	// request does not.
+	App(ctx context.Context, id uint64, service string, upgrade bool) (App, error)
 }
 
 // Nodes are the nodelets' operations and the node list.
@@ -148,8 +150,8 @@ type App struct {
 	KeepPrefix bool
 	// Transport carries the requests (its dialer asks the nodelet).
 	Transport http.RoundTripper
-	// Release, when set, frees the request's place among the open
-	// streams once it has ended.
+	// Release, when set, frees an upgraded request's place among the
+	// open streams once it has ended.
 	Release func()
 }
 
