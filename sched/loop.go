@@ -27,16 +27,15 @@ import (
 // its driver: it feeds it the wake-ups, the state's watch and the
 // configured clock, and makes the passes it asks for (pass).
 //
-//	          Step(loopLead)             Step(loopChange), or Tick to the
-//	follower ──────────────► waiting ──── timer, to the next charge  ───┐
-//	   ▲                       ▲  ▲                                      │
-//	   │ Step(loopFollow),     │  │ Advance: nothing committed;          ▼
-//	   │ from any state        │  └─ timer at the next walltime    due (and not
-//	   │                       │     end or the recheck            before notBefore)
-//	   │                       │                                         │ Ready
-//	   │                       └──── Advance: committed, or failed ── passing
-//	   │                             (notBefore: the retry), or held     │
-//	   └──────────────────────────── (notBefore: the hold's end) ◄──────┘
+//	             Step(loopLead)
+//	  follower ────────────────► waiting ◄─────────────────────────┐
+//	     ▲                          │                              │
+//	     │ Step(loopFollow),        │ Ready, when due: a change    │ Advance:
+//	     │ from any state           │ (Step), or the timer or the  │  committed: due at once
+//	     │                          │ next charge reached (Tick);  │  failed: due after loopRetry
+//	     │                          │ never before notBefore       │  held: due at the hold's end
+//	     │                          ▼                              │  else: timer at the next
+//	     └──────────────────────  passing ─────────────────────────┘   walltime end or recheck
 //
 // A change that comes while a pass is made is kept for the next pass;
 // any number of changes between two passes make one pass.
