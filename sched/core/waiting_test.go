@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/depend"
 	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
@@ -32,7 +33,7 @@ func TestWaitingAgreesWithThePass(t *testing.T) {
 	s := &Snapshot{
 		Queue: []Job{
 			{ID: 1, Held: true, Reason: Waiting(true, false, false)},
-			{ID: 2, Depends: &Dependency{Conditions: []Condition{{Kind: DepDone, Job: waitingOn}}}, Reason: Waiting(false, true, false)},
+			{ID: 2, Depends: &Dependency{Conditions: []Condition{{Kind: depend.Done, Job: waitingOn}}}, Reason: Waiting(false, true, false)},
 			{ID: 3, Array: 7, Reason: Waiting(false, false, true)},
 		},
 		ArraySlots: map[uint64]int{7: 0},
