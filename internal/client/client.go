@@ -120,8 +120,46 @@ func IsUnauthorized(err error) bool {
 	return errors.As(err, &ae) && ae.Status == http.StatusUnauthorized
 }
 
-// Client is safe for concurrent use.
+// Client is safe for concurrent use. Its calls are grouped by role in
+// the types it embeds, each of which holds the one connection they share
+// (conn: addresses, token, deadlines, retries and the index its reads
+// wait for): jobCalls (submit, query, control, history), nodeCalls (the
+// node list and a node agent's own calls), sessionCalls (terminals and
+// apps), adminCalls (partitions, shares, snapshots, tokens, raft,
+// accounting). The embedding keeps every call one selector away
+// (c.Submit, c.Heartbeat).
 type Client struct {
+	*conn
+	jobCalls
+	nodeCalls
+	sessionCalls
+	adminCalls
+}
+
+// jobCalls are the calls about jobs: submit, query, control, history.
+type jobCalls struct{ *conn }
+
+// nodeCalls are the calls about nodes: the node list and drains, and a
+// node agent's registration, heartbeat, assignments, reports and attach
+// requests.
+type nodeCalls struct{ *conn }
+
+// sessionCalls open a container's terminal and its apps.
+type sessionCalls struct{ *conn }
+
+// adminCalls are an administrator's: partitions, fair share, reconfig,
+// snapshots, tokens, raft membership, accounting.
+type adminCalls struct{ *conn }
+
+// newClient is a client whose calls go through cn.
+func newClient(cn *conn) *Client {
+	return &Client{conn: cn, jobCalls: jobCalls{cn}, nodeCalls: nodeCalls{cn}, sessionCalls: sessionCalls{cn}, adminCalls: adminCalls{cn}}
+}
+
+// conn is a client's connection to schedd: its addresses, the leader a
+// redirect named, its token and limits, and what every call goes
+// through (Do, roundTrip).
+type conn struct {
 	addr    string
 	bases   []string // one per address, in the order given
 	plain   []string // the http:// addresses of other hosts among them
@@ -196,7 +234,7 @@ type Options struct {
 // NewWith is New with the CA and token given rather than read from the
 // environment.
 func NewWith(addr string, o Options) (*Client, error) {
-	c := &Client{addr: addr}
+	c := newClient(&conn{addr: addr})
 	tr := &http.Transport{MaxIdleConnsPerHost: cmp.Or(o.IdleConns, 16), IdleConnTimeout: 90 * time.Second,
 		DialContext: (&net.Dialer{Timeout: dialTimeout}).DialContext, TLSHandshakeTimeout: tryTimeout}
 	for _, a := range strings.Split(addr, ",") {
@@ -253,7 +291,7 @@ func NewWith(addr string, o Options) (*Client, error) {
 // process acting for many nodes (troupe-nodesim), each with its own
 // credential, holds one connection pool, not one per node.
 func (c *Client) WithToken(token string) *Client {
-	d := &Client{addr: c.addr, bases: c.bases, plain: c.plain, http: c.http}
+	d := newClient(&conn{addr: c.addr, bases: c.bases, plain: c.plain, http: c.http})
 	d.cur.Store(c.cur.Load())
 	d.leader.Store(c.leader.Load())
 	d.timeout.Store(c.timeout.Load())
@@ -263,29 +301,29 @@ func (c *Client) WithToken(token string) *Client {
 }
 
 // SetToken sets the bearer token sent to TCP addresses ("" none).
-func (c *Client) SetToken(t string) { c.token.Store(&t) }
+func (c *conn) SetToken(t string) { c.token.Store(&t) }
 
 // SetTimeout sets the overall limit of one call: its tries across the
 // addresses, leader changes included (a blocking query's wait on top).
-func (c *Client) SetTimeout(d time.Duration) { c.timeout.Store(int64(d)) }
+func (c *conn) SetTimeout(d time.Duration) { c.timeout.Store(int64(d)) }
 
 // Timeout is the overall limit of one call.
-func (c *Client) Timeout() time.Duration { return time.Duration(c.timeout.Load()) }
+func (c *conn) Timeout() time.Duration { return time.Duration(c.timeout.Load()) }
 
 // OnRetry sets a function told, in one line, when a write is sent again
 // after its first answer was lost ("retrying with the same request id"):
 // the CLIs print it, so a user sees why a command takes longer.
-func (c *Client) OnRetry(f func(msg string)) { c.onRetry.Store(&f) }
+func (c *conn) OnRetry(f func(msg string)) { c.onRetry.Store(&f) }
 
 // Plain lists the addresses given as http:// that are not this host
 // (clear text on the network; no token is sent to them): the CLIs warn
 // about them.
-func (c *Client) Plain() []string { return c.plain }
+func (c *conn) Plain() []string { return c.plain }
 
 // Next makes the next call start at the next address of the list (a
 // caller that got a stale answer from a lagging follower asks another
 // peer); with one address it changes nothing.
-func (c *Client) Next() {
+func (c *conn) Next() {
 	c.leader.Store(nil)
 	c.cur.Store(int32((int(c.cur.Load()) + 1) % len(c.bases)))
 }
@@ -294,12 +332,12 @@ func (c *Client) Next() {
 // 0 before any write answered one): every read of the state it sends
 // afterwards is answered from that index or a later one, whichever peer
 // answers (docs/client-guarantees.md, "Reads").
-func (c *Client) Written() uint64 { return c.written.Load() }
+func (c *conn) Written() uint64 { return c.written.Load() }
 
 // SawWrite raises the index this client's reads wait for to idx (a
 // write's index known otherwise, such as one another process made and
 // passed on); a lower one changes nothing.
-func (c *Client) SawWrite(idx uint64) {
+func (c *conn) SawWrite(idx uint64) {
 	for {
 		cur := c.written.Load()
 		if idx <= cur || c.written.CompareAndSwap(cur, idx) {
@@ -309,11 +347,11 @@ func (c *Client) SawWrite(idx uint64) {
 }
 
 // Addr is the address the client was made for.
-func (c *Client) Addr() string { return c.addr }
+func (c *conn) Addr() string { return c.addr }
 
 // Do sends in (if non-nil) as JSON and decodes the answer into out (if
 // non-nil). It returns the X-Troupe-Index of the answer.
-func (c *Client) Do(ctx context.Context, method, path string, query url.Values, in, out any) (uint64, error) {
+func (c *conn) Do(ctx context.Context, method, path string, query url.Values, in, out any) (uint64, error) {
 	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -367,7 +405,7 @@ func unwrapDial(err error) error {
 }
 
 // Submit sends a job.
-func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
+func (c *jobCalls) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	var r api.SubmitResponse
 	if req.RequestID == "" {
 		req.RequestID = auth.NewID() + auth.NewID() // retries (across peers too) make one job
@@ -393,7 +431,7 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 // order, or none. The retries of the request make the same jobs: each job
 // without a request id is given one. A schedd without batches answers
 // 404 or 405 (IsUnsupported).
-func (c *Client) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]api.SubmitResponse, error) {
+func (c *jobCalls) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]api.SubmitResponse, error) {
 	base := auth.NewID() + auth.NewID()
 	batch := api.SubmitBatch{Jobs: make([]api.SubmitRequest, len(reqs))}
 	for i, req := range reqs {
@@ -437,7 +475,7 @@ func IsUnsupported(err error) bool {
 // job (bsub --dry-run): nil and where it would go, or schedd's refusal
 // (an *APIError) in the words submit would use. A schedd without the
 // check answers 404 or 405.
-func (c *Client) CheckSubmit(ctx context.Context, req api.SubmitRequest) (api.SubmitCheck, error) {
+func (c *jobCalls) CheckSubmit(ctx context.Context, req api.SubmitRequest) (api.SubmitCheck, error) {
 	var r api.SubmitCheck
 	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/check", nil, req, &r)
 	return r, err
@@ -445,7 +483,7 @@ func (c *Client) CheckSubmit(ctx context.Context, req api.SubmitRequest) (api.Su
 
 // Jobs lists jobs. With index > 0 it blocks until the state moves past
 // index or wait elapses.
-func (c *Client) Jobs(ctx context.Context, index uint64, wait time.Duration) (api.JobList, error) {
+func (c *jobCalls) Jobs(ctx context.Context, index uint64, wait time.Duration) (api.JobList, error) {
 	var r api.JobList
 	idx, err := c.Do(ctx, http.MethodGet, "/v1/jobs", blocking(index, wait), nil, &r)
 	if r.Index == 0 {
@@ -455,7 +493,7 @@ func (c *Client) Jobs(ctx context.Context, index uint64, wait time.Duration) (ap
 }
 
 // Job fetches one job. With index > 0 it blocks as Jobs does.
-func (c *Client) Job(ctx context.Context, id uint64, index uint64, wait time.Duration) (api.Job, uint64, error) {
+func (c *jobCalls) Job(ctx context.Context, id uint64, index uint64, wait time.Duration) (api.Job, uint64, error) {
 	var r api.Job
 	idx, err := c.Do(ctx, http.MethodGet, "/v1/jobs/"+strconv.FormatUint(id, 10), blocking(index, wait), nil, &r)
 	return r, idx, err
@@ -466,7 +504,7 @@ func jobPath(ref api.JobRef) string { return "/v1/jobs/" + url.PathEscape(ref.St
 
 // JobRef returns the job, or the array element ("12[5]"), ref names; a
 // blocking query as Job.
-func (c *Client) JobRef(ctx context.Context, ref api.JobRef, index uint64, wait time.Duration) (api.Job, uint64, error) {
+func (c *jobCalls) JobRef(ctx context.Context, ref api.JobRef, index uint64, wait time.Duration) (api.Job, uint64, error) {
 	var r api.Job
 	idx, err := c.Do(ctx, http.MethodGet, jobPath(ref), blocking(index, wait), nil, &r)
 	return r, idx, err
@@ -475,7 +513,7 @@ func (c *Client) JobRef(ctx context.Context, ref api.JobRef, index uint64, wait 
 // Control applies action ("kill", "hold" or "release") to the job,
 // whole job array or array element ref names; q carries the action's
 // options (kill's done=true).
-func (c *Client) Control(ctx context.Context, ref api.JobRef, action string, q url.Values) (api.Job, error) {
+func (c *jobCalls) Control(ctx context.Context, ref api.JobRef, action string, q url.Values) (api.Job, error) {
 	var r api.Job
 	_, err := c.Do(ctx, http.MethodPost, jobPath(ref)+"/"+action, q, struct{}{}, &r)
 	return r, err
@@ -483,35 +521,35 @@ func (c *Client) Control(ctx context.Context, ref api.JobRef, action string, q u
 
 // ArrayElements lists the elements of job array id in index order, those
 // that have not come up yet too (bqueue -A).
-func (c *Client) ArrayElements(ctx context.Context, id uint64) (api.JobList, error) {
+func (c *jobCalls) ArrayElements(ctx context.Context, id uint64) (api.JobList, error) {
 	var r api.JobList
 	_, err := c.Do(ctx, http.MethodGet, "/v1/jobs", url.Values{"array": {strconv.FormatUint(id, 10)}}, nil, &r)
 	return r, err
 }
 
 // Kill cancels a job.
-func (c *Client) Kill(ctx context.Context, id uint64) (api.Job, error) {
+func (c *jobCalls) Kill(ctx context.Context, id uint64) (api.Job, error) {
 	var r api.Job
 	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/kill", nil, struct{}{}, &r)
 	return r, err
 }
 
 // Hold keeps a pending job from being scheduled (bhold).
-func (c *Client) Hold(ctx context.Context, id uint64) (api.Job, error) {
+func (c *jobCalls) Hold(ctx context.Context, id uint64) (api.Job, error) {
 	var r api.Job
 	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/hold", nil, struct{}{}, &r)
 	return r, err
 }
 
 // Release puts a held job back in the queue (brelease).
-func (c *Client) Release(ctx context.Context, id uint64) (api.Job, error) {
+func (c *jobCalls) Release(ctx context.Context, id uint64) (api.Job, error) {
 	var r api.Job
 	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/release", nil, struct{}{}, &r)
 	return r, err
 }
 
 // Nodes lists nodes.
-func (c *Client) Nodes(ctx context.Context) (api.NodeList, error) {
+func (c *nodeCalls) Nodes(ctx context.Context) (api.NodeList, error) {
 	var r api.NodeList
 	_, err := c.Do(ctx, http.MethodGet, "/v1/nodes", nil, nil, &r)
 	return r, err
@@ -519,7 +557,7 @@ func (c *Client) Nodes(ctx context.Context) (api.NodeList, error) {
 
 // Drain drains nodes, or with d.Resume returns them to service
 // (administrators only); the answer lists them afterwards.
-func (c *Client) Drain(ctx context.Context, d api.NodeDrain) (api.NodeList, error) {
+func (c *nodeCalls) Drain(ctx context.Context, d api.NodeDrain) (api.NodeList, error) {
 	var r api.NodeList
 	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/drain", nil, d, &r)
 	return r, err
@@ -527,21 +565,21 @@ func (c *Client) Drain(ctx context.Context, d api.NodeDrain) (api.NodeList, erro
 
 // Register announces a nodelet: the answer is the node as schedd keeps
 // it (its Credential, over TCP with a join token) and its first lease.
-func (c *Client) Register(ctx context.Context, reg api.NodeRegister) (api.NodeRegistered, error) {
+func (c *nodeCalls) Register(ctx context.Context, reg api.NodeRegister) (api.NodeRegistered, error) {
 	var r api.NodeRegistered
 	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/register", nil, reg, &r)
 	return r, err
 }
 
 // Heartbeat tells schedd the node is alive; the answer renews its lease.
-func (c *Client) Heartbeat(ctx context.Context, node string, hb api.NodeHeartbeat) (api.NodeLease, error) {
+func (c *nodeCalls) Heartbeat(ctx context.Context, node string, hb api.NodeHeartbeat) (api.NodeLease, error) {
 	var l api.NodeLease
 	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/heartbeat", nil, hb, &l)
 	return l, err
 }
 
 // Assignments returns what node should run, blocking past index.
-func (c *Client) Assignments(ctx context.Context, node string, index uint64, wait time.Duration) (api.Assignments, error) {
+func (c *nodeCalls) Assignments(ctx context.Context, node string, index uint64, wait time.Duration) (api.Assignments, error) {
 	var r api.Assignments
 	idx, err := c.Do(ctx, http.MethodGet, "/v1/nodes/"+url.PathEscape(node)+"/assignments", blocking(index, wait), nil, &r)
 	if r.Index == 0 {
@@ -551,20 +589,20 @@ func (c *Client) Assignments(ctx context.Context, node string, index uint64, wai
 }
 
 // Report sends container state changes.
-func (c *Client) Report(ctx context.Context, node string, rep api.ContainerReport) error {
+func (c *nodeCalls) Report(ctx context.Context, node string, rep api.ContainerReport) error {
 	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/status", nil, rep, nil)
 	return err
 }
 
 // Partitions lists the partitions in force.
-func (c *Client) Partitions(ctx context.Context) (api.PartitionList, error) {
+func (c *adminCalls) Partitions(ctx context.Context) (api.PartitionList, error) {
 	var r api.PartitionList
 	_, err := c.Do(ctx, http.MethodGet, "/v1/partitions", nil, nil, &r)
 	return r, err
 }
 
 // FairShare returns the fair-share table (sshare's).
-func (c *Client) FairShare(ctx context.Context) (api.FairShareList, error) {
+func (c *adminCalls) FairShare(ctx context.Context) (api.FairShareList, error) {
 	var r api.FairShareList
 	_, err := c.Do(ctx, http.MethodGet, "/v1/fairshare", nil, nil, &r)
 	return r, err
@@ -572,7 +610,7 @@ func (c *Client) FairShare(ctx context.Context) (api.FairShareList, error) {
 
 // Reconfig makes schedd re-read its partitions file. A broken file is an
 // *APIError whose message holds the diagnostics (file:line:col).
-func (c *Client) Reconfig(ctx context.Context) (api.ReconfigResponse, error) {
+func (c *adminCalls) Reconfig(ctx context.Context) (api.ReconfigResponse, error) {
 	var r api.ReconfigResponse
 	_, err := c.Do(ctx, http.MethodPost, "/v1/reconfig", nil, struct{}{}, &r)
 	return r, err
@@ -592,7 +630,7 @@ func blocking(index uint64, wait time.Duration) url.Values {
 // SaveSnapshot streams schedd's state and its accounting store's rows,
 // in the snapshot file format (a header line with a sha256 of the state,
 // the state, then the accounting section with its own header), to w.
-func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
+func (c *adminCalls) SaveSnapshot(ctx context.Context, w io.Writer) error {
 	resp, err := c.roundTrip(ctx, call{method: http.MethodGet, target: "/v1/snapshot"})
 	if err != nil {
 		return err
@@ -607,7 +645,7 @@ func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
 // damaged file (an *APIError, 400) or a store that disagrees with it
 // (409). allowMissingHistory restores the state although the store and
 // the file lack jobs the state had handed to the store.
-func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error) {
+func (c *adminCalls) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error) {
 	var out api.SnapshotRestored
 	b, err := io.ReadAll(r)
 	if err != nil {
@@ -626,46 +664,46 @@ func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingH
 }
 
 // CreateToken asks schedd for a bearer token.
-func (c *Client) CreateToken(ctx context.Context, req api.TokenCreate) (api.TokenCreated, error) {
+func (c *adminCalls) CreateToken(ctx context.Context, req api.TokenCreate) (api.TokenCreated, error) {
 	var r api.TokenCreated
 	_, err := c.Do(ctx, http.MethodPost, "/v1/tokens", nil, req, &r)
 	return r, err
 }
 
 // Tokens lists the tokens the caller may see.
-func (c *Client) Tokens(ctx context.Context) (api.TokenList, error) {
+func (c *adminCalls) Tokens(ctx context.Context) (api.TokenList, error) {
 	var r api.TokenList
 	_, err := c.Do(ctx, http.MethodGet, "/v1/tokens", nil, nil, &r)
 	return r, err
 }
 
 // RevokeToken revokes a token by id.
-func (c *Client) RevokeToken(ctx context.Context, id string) error {
+func (c *adminCalls) RevokeToken(ctx context.Context, id string) error {
 	_, err := c.Do(ctx, http.MethodPost, "/v1/tokens/"+url.PathEscape(id)+"/revoke", nil, struct{}{}, nil)
 	return err
 }
 
 // RaftJoin asks the leader to add a schedd peer.
-func (c *Client) RaftJoin(ctx context.Context, req api.RaftJoin) error {
+func (c *adminCalls) RaftJoin(ctx context.Context, req api.RaftJoin) error {
 	_, err := c.Do(ctx, http.MethodPost, "/v1/raft/join", nil, req, nil)
 	return err
 }
 
 // Signal asks that a job's containers get a signal (bkill -s); a job not
 // started yet is cancelled by KILL, TERM or INT.
-func (c *Client) Signal(ctx context.Context, id uint64, req api.SignalJob) (api.Job, error) {
+func (c *jobCalls) Signal(ctx context.Context, id uint64, req api.SignalJob) (api.Job, error) {
 	return c.SignalRef(ctx, api.JobRef{ID: id}, req)
 }
 
 // SignalRef is Signal for a job or an array element ("12[5]").
-func (c *Client) SignalRef(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, error) {
+func (c *jobCalls) SignalRef(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, error) {
 	var r api.Job
 	_, err := c.Do(ctx, http.MethodPost, jobPath(ref)+"/signal", nil, req, &r)
 	return r, err
 }
 
 // History lists ended jobs (bhist); q holds GET /v1/history's filters.
-func (c *Client) History(ctx context.Context, q url.Values) (api.History, error) {
+func (c *jobCalls) History(ctx context.Context, q url.Values) (api.History, error) {
 	var r api.History
 	_, err := c.Do(ctx, http.MethodGet, "/v1/history", q, nil, &r)
 	return r, err
