@@ -13,6 +13,9 @@ import (
 	"github.com/troupe-hpc/troupe/internal/attach"
 )
 
+// sessionCalls open a container's terminal and its apps.
+type sessionCalls struct{ *conn }
+
 // Attach opens the terminal stream of interactive job id's container
 // host ("" main1): bsub -I and battach speak package attach over it.
 func (c *sessionCalls) Attach(ctx context.Context, id uint64, host string) (io.ReadWriteCloser, error) {
