@@ -31,7 +31,7 @@ import (
 const assignmentsWait = 30 * time.Second
 
 // announceWait is how long an assignments query waits while an
-// announced container waits for schedd's answer (agent.announced).
+// announced container waits for schedd's answer (reconciler.announced).
 const announceWait = time.Second
 
 // key names one container of one job.

@@ -72,7 +72,7 @@ func (a *reconciler) setPeers(as api.Assignments) {
 // (or, detaching, leave their containers running) by themselves, and an
 // answer to the assignments query or the heartbeat that comes in after
 // must not find a container left running "not here" and report it lost.
-// Before schedd's first answer it does nothing either (agent.assigned).
+// Before schedd's first answer it does nothing either (reconciler.assigned).
 func (a *reconciler) reconcileLocked(ctx context.Context) {
 	if ctx.Err() != nil || !a.assigned {
 		return
@@ -135,11 +135,11 @@ func (a *reconciler) reconcileLocked(ctx context.Context) {
 }
 
 // announcement is a container running here that schedd stopped
-// assigning, reported running again (agent.unassigned).
+// assigning, reported running again (reconciler.unassigned).
 type announcement struct {
 	index uint64 // the answer's index it was sent at
 	// update is what was sent; delivered, once schedd took it, the
-	// number of assignments queries issued by then (agent.queries).
+	// number of assignments queries issued by then (reconciler.queries).
 	update    api.ContainerUpdate
 	delivered uint64
 	taken     bool
