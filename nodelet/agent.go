@@ -55,37 +55,33 @@ type agent struct {
 	recovery *recoverer     // records, and re-attaching after a restart
 	sessions *sessionServer // terminals and apps served to attach clients
 
-	cfg Config
-	log *slog.Logger
-	cli schedd // *client.Client but in tests
-	rt  runtime.Runtime
-	oci string // the runc driver's OCI runtime and version ("crun 1.8.1"); "" for others
-	rep *report.Queue
-	net *network.Manager // nil: containers share the node's network
-	// feat is what containers get beyond the environment.
-	feat    session.Features
-	secret  []byte           // session keys derive from it (package sshkey)
-	catalog *catalog.Catalog // image names; nil: none known
+	cfg     Config
+	log     *slog.Logger
+	cli     schedd // *client.Client but in tests
+	rt      runtime.Runtime
+	rep     *report.Queue
+	net     *network.Manager // nil: containers share the node's network
 	gpus    []gpu.Device
-	mps     *mpsDaemon  // the MPS control daemon of fractional GPU shares
-	cpus    *cpuSet     // the CPUs containers of whole cores hold (cpuset.go)
-	tools   *toolCopies // the binaries runc containers link (tools.go)
+	mps     *mpsDaemon // the MPS control daemon of fractional GPU shares
+	cpus    *cpuSet    // the CPUs containers of whole cores hold (cpuset.go)
 	metrics *metrics
 	fence   *leaseKeeper // the lease from schedd and troupe-fence
-	// instance tells this nodelet from another under the same name
-	// (loadInstance); sent on register and heartbeat.
-	instance string
 
 	mu       sync.Mutex
 	running  map[key]*task   // started here, not yet destroyed
 	finished map[key]bool    // ended here; kept while schedd still assigns it
 	last     api.Assignments // the last answer reconciled: a task that ends reconciles it again
-	tasks    sync.WaitGroup
 }
 
 // registrar registers the node with schedd, sends its heartbeats and
 // keeps the lease they renew (fence.go).
-type registrar struct{ *agent }
+type registrar struct {
+	*agent
+	oci string // the runc driver's OCI runtime and version ("crun 1.8.1"); "" for others
+	// instance tells this nodelet from another under the same name
+	// (loadInstance); sent on register and heartbeat.
+	instance string
+}
 
 // reconciler follows the node's assignments and makes the containers
 // here match them (reconcile.go). Its fields are under a.mu.
@@ -125,11 +121,21 @@ type reporter struct {
 
 // launcher runs a container's task: start, supervise (outputs,
 // signals), stop and destroy, or detach (task.go).
-type launcher struct{ *agent }
+type launcher struct {
+	*agent
+	tasks sync.WaitGroup // the tasks running: Run waits for them to end
+}
 
 // specBuilder makes what the runtime needs for a container: its spec,
 // files, home and image (spec.go).
-type specBuilder struct{ *agent }
+type specBuilder struct {
+	*agent
+	// feat is what containers get beyond the environment.
+	feat    session.Features
+	secret  []byte           // session keys derive from it (package sshkey)
+	catalog *catalog.Catalog // image names; nil: none known
+	tools   *toolCopies      // the binaries runc containers link (tools.go)
+}
 
 // recoverer keeps the records of started containers and re-attaches to
 // them after a restart (recover.go).
@@ -144,11 +150,11 @@ type sessionServer struct {
 
 // wire gives a its roles; a holds the state they share.
 func (a *agent) wire() *agent {
-	a.reg = &registrar{a}
+	a.reg = &registrar{agent: a}
 	a.recon = &reconciler{agent: a, told: map[key]uint64{}, acked: map[key]bool{}}
 	a.reports = &reporter{agent: a}
-	a.launch = &launcher{a}
-	a.specs = &specBuilder{a}
+	a.launch = &launcher{agent: a}
+	a.specs = &specBuilder{agent: a}
 	a.recovery = &recoverer{a}
 	a.sessions = &sessionServer{agent: a}
 	return a
@@ -179,7 +185,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	a.recovery.adopt(ctx, recs)
 	if err := a.reg.register(ctx); err != nil {
-		a.tasks.Wait()
+		a.launch.tasks.Wait()
 		a.fence.stop(!detaching(ctx) || !a.canDetach())
 		return nil // ctx cancelled while schedd was away
 	}
@@ -188,7 +194,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	go a.reg.heartbeat(ctx)
 	go a.sessions.attachLoop(ctx)
 	a.recon.loop(ctx)
-	a.tasks.Wait() // every task stops and destroys on ctx cancel, or detaches
+	a.launch.tasks.Wait() // every task stops and destroys on ctx cancel, or detaches
 	a.fence.stop(!detaching(ctx) || !a.canDetach())
 	if a.net != nil && (!detaching(ctx) || !a.canDetach()) {
 		if err := a.net.Close(); err != nil { // containers left running keep it
@@ -231,20 +237,21 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 		rt = cfg.wrapRuntime(rt)
 	}
 	a := &agent{
-		cfg: cfg, log: log, cli: cli, rt: rt, oci: oci,
+		cfg: cfg, log: log, cli: cli, rt: rt,
 		running: map[key]*task{}, finished: map[key]bool{},
 		mps:  &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
 		cpus: newCPUSet(nil),
 	}
 	a.wire()
+	a.reg.oci = oci
 	a.sessions.streams = newStreams(cfg)
-	a.tools = newToolCopies(a.toolsDir())
+	a.specs.tools = newToolCopies(a.toolsDir())
 	a.metrics = newMetrics(a)
-	if a.instance, err = loadInstance(cfg.StateDir); err != nil {
+	if a.reg.instance, err = loadInstance(cfg.StateDir); err != nil {
 		return nil, err
 	}
 	if cfg.Images != "" {
-		if a.catalog, err = catalog.Load(cfg.Images); err != nil {
+		if a.specs.catalog, err = catalog.Load(cfg.Images); err != nil {
 			return nil, err
 		}
 	}
@@ -258,7 +265,7 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	}, log, true)
 	log.Info("nodelet starting", "name", cfg.Name, "schedd", cfg.Addr, "runtime", rt.Name(), "oci", oci,
 		"cpu", cfg.CPU, "memory", cfg.Memory, "advertise", cfg.Advertise, "init", cfg.InitBinary,
-		"network", a.net != nil, "ssh", a.feat.Tools, "mount_roots", strings.Join(cfg.AllowedMountRoots, ", "))
+		"network", a.net != nil, "ssh", a.specs.feat.Tools, "mount_roots", strings.Join(cfg.AllowedMountRoots, ", "))
 	return a, nil
 }
 
@@ -275,11 +282,11 @@ func (a *agent) setupSrun() {
 	}
 	switch a.rt.Name() {
 	case runc.Name:
-		a.feat.Srun = true
+		a.specs.feat.Srun = true
 	case RuntimeProcess:
 		dir := filepath.Join(filepath.Dir(filepath.Dir(a.cfg.SlurmBinary)), "libexec", "troupe", "slurm")
 		if srunLinks(dir, a.cfg.SlurmBinary) {
-			a.feat.Srun, a.feat.SlurmDir = true, dir
+			a.specs.feat.Srun, a.specs.feat.SlurmDir = true, dir
 			return
 		}
 		a.log.Warn("plain processes get no srun of troupe's: no links to troupe-slurm beside it", "want", filepath.Join(dir, "srun"))
@@ -336,7 +343,7 @@ func (a *agent) setupNetwork() error {
 		return fmt.Errorf("nodelet.hcl netns_pool: %w", err)
 	}
 	a.net = m
-	a.feat = session.Features{SessionNet: true, Iface: network.Iface}
+	a.specs.feat = session.Features{SessionNet: true, Iface: network.Iface}
 	if a.cfg.SSHBinary == "" {
 		a.log.Warn("no troupe-ssh: containers get no ssh, hostfiles or session keys", "want", SSHName)
 		return nil
@@ -345,10 +352,10 @@ func (a *agent) setupNetwork() error {
 	if path == "" {
 		path, create = filepath.Join(a.cfg.StateDir, "session-secret"), true
 	}
-	if a.secret, err = sshkey.LoadSecret(path, create); err != nil {
+	if a.specs.secret, err = sshkey.LoadSecret(path, create); err != nil {
 		return err
 	}
-	a.feat.Tools = true
+	a.specs.feat.Tools = true
 	return nil
 }
 
