@@ -79,12 +79,8 @@ type Manager struct {
 	reach    Reach                // who reaches the default network's containers (SetReach)
 	peers    map[int][]string     // by uid: its containers' default addresses on other nodes (SetPeers)
 
-	filterMu sync.Mutex // one FilterTable update at a time; taken before mu
-	tableMu  sync.Mutex // one DefaultTable update at a time; taken before mu
-	reaper   reaper     // deletes links off the callers' path
-	pool     pool       // prepared namespaces (SetPool)
-	// written is what the owner sets of DefaultTable hold (tableMu).
-	written struct{ owner, local map[string]int }
+	reaper reaper // deletes links off the callers' path
+	pool   pool   // prepared namespaces (SetPool)
 
 	// createHook, when set (tests), runs before a session's links are
 	// made; an error it returns fails the session as the kernel would.
@@ -102,7 +98,13 @@ type poolFiller struct{ *Manager }
 // ruleWriter writes the node's nftables tables: the filter of the
 // sessions' VXLAN traffic, and who reaches the default network's
 // containers.
-type ruleWriter struct{ *Manager }
+type ruleWriter struct {
+	*Manager
+	filterMu sync.Mutex // one FilterTable update at a time; taken before mu
+	tableMu  sync.Mutex // one DefaultTable update at a time; taken before mu
+	// written is what the owner sets of DefaultTable hold (tableMu).
+	written struct{ owner, local map[string]int }
+}
 
 // session is one session's network on this node.
 type session struct {
@@ -165,7 +167,7 @@ func New(dir, node, advertise, defaultSubnet string) (*Manager, error) {
 	}
 	m := &Manager{dir: dir, node: node, local: ip, mtu: underlayMTU(ip), sessions: map[uint32]*session{},
 		dying: map[uint32]*teardown{}, adopted: map[string]bool{}, pins: map[string]string{}, kept: map[string]bool{}}
-	m.overlay, m.filler, m.rules = &overlay{m}, &poolFiller{m}, &ruleWriter{m}
+	m.overlay, m.filler, m.rules = &overlay{m}, &poolFiller{m}, &ruleWriter{Manager: m}
 	m.reaper.idle.L = &m.reaper.mu
 	m.pool.dir, m.pool.idle.L = dir+"-pool", &m.pool.mu
 	if defaultSubnet != "" {
