@@ -56,6 +56,9 @@ type Job struct {
 	// Mail asks schedd to mail the user when the job starts or ends
 	// (nil: no mail).
 	Mail *Mail `json:"mail,omitempty"`
+	// Signal is the signal the job gets before its walltime ends and
+	// when it is chosen to be preempted (nil: none; warn.go).
+	Signal *Warning `json:"signal,omitempty"`
 
 	// Ranges records where each setting was written, keyed by its JSON
 	// path: "cluster.size", "resources.gpu", "env.EPOCHS",

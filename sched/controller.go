@@ -179,6 +179,8 @@ func (s *lifecycle) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) 
 		c = state.Command{Kind: state.CmdHold, Hold: ref.ID}
 	case httpapi.Release:
 		c = state.Command{Kind: state.CmdRelease, Release: ref.ID}
+	case httpapi.Suspend, httpapi.Resume:
+		return s.suspendControl(ctx, op, ref)
 	default:
 		return api.Job{}, 0, fmt.Errorf("%w: no job operation %q", ErrInvalid, op)
 	}
@@ -192,6 +194,33 @@ func (s *lifecycle) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) 
 	}
 	s.wake()
 	idx, _ := s.st.Snapshot().Index() // the change is applied: idx is at or past it
+	return jobView(v.(*state.Job), jobExtras{}), idx, nil
+}
+
+// suspendControl suspends the job ref names (its containers frozen, its
+// CPUs and GPUs free for others; state.CmdSuspend) or asks that a
+// suspended one resume (state.CmdResume: it does once its CPUs and GPUs
+// are free again). The route lets admins only.
+func (s *lifecycle) suspendControl(ctx context.Context, op httpapi.Op, ref api.JobRef) (api.Job, uint64, error) {
+	id, err := s.JobRow(ref)
+	if err != nil {
+		return api.Job{}, 0, err
+	}
+	by := "root"
+	if who, ok := caller(ctx); ok && who.User != "" {
+		by = who.User
+	}
+	c := state.Command{Kind: state.CmdSuspend, By: by,
+		Suspend: &state.Suspend{JobID: id, Reason: "suspended by " + by}}
+	if op == httpapi.Resume {
+		c.Kind = state.CmdResume
+	}
+	v, err := s.apply(ctx, c)
+	if err != nil {
+		return api.Job{}, 0, err
+	}
+	s.wake()
+	idx, _ := s.st.Snapshot().Index()
 	return jobView(v.(*state.Job), jobExtras{}), idx, nil
 }
 

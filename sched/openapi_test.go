@@ -62,6 +62,8 @@ var openAPISchemas = map[string]reflect.Type{
 	"JobState":            reflect.TypeFor[api.JobState](),
 	"Mount":               reflect.TypeFor[jobspec.Mount](),
 	"Mail":                reflect.TypeFor[jobspec.Mail](),
+	"Warning":             reflect.TypeFor[jobspec.Warning](),
+	"Suspension":          reflect.TypeFor[api.Suspension](),
 	"NodeGPU":             reflect.TypeFor[api.NodeGPU](),
 	"SubmitCheck":         reflect.TypeFor[api.SubmitCheck](),
 	"SourcePos":           reflect.TypeFor[api.SourcePos](),

@@ -132,7 +132,8 @@ func corePolicy(cfg *partition.Config) core.Policy {
 
 // coreNodes is the core's view of the nodes that take work: empty (from
 // the node cache) less what the live containers of jobs hold, GPU devices
-// included.
+// included. A suspended job's containers hold their memory only: their
+// CPUs and GPUs are free for other jobs while they are frozen (heldRes).
 func coreNodes(empty []core.Node, jobs []*state.Job) []core.Node {
 	type held struct {
 		res  core.Res
@@ -152,7 +153,10 @@ func coreNodes(empty []core.Node, jobs []*state.Job) []core.Node {
 				h = &held{}
 				use[c.Node] = h
 			}
-			h.res = h.res.Add(toCore(c.Res()))
+			h.res = h.res.Add(heldRes(j, &c))
+			if j.Suspended != nil {
+				continue
+			}
 			for _, g := range c.GPUs {
 				if h.devs == nil {
 					h.devs = map[int]float64{}
@@ -215,6 +219,16 @@ func partitionedNodes(v *state.Snapshot, cfg *partition.Config) []core.Node {
 	return out
 }
 
+// heldRes is what container c of job j holds of its node: all it asked for
+// while it runs, its memory alone while the job is suspended.
+func heldRes(j *state.Job, c *state.Container) core.Res {
+	r := toCore(c.Res())
+	if j.Suspended != nil {
+		return core.Res{Memory: r.Memory}
+	}
+	return r
+}
+
 func toCore(r api.Resources) core.Res {
 	return core.Res{CPUMilli: r.CPUMilli, Memory: r.Memory, GPU: r.GPU}
 }
@@ -235,9 +249,16 @@ func coreJob(j *state.Job) core.Job {
 }
 
 // coreRunning is a started (or placed) job for backfill: a job still
-// starting counts from now.
+// starting counts from now. Its walltime is stretched by the time it
+// spent suspended; a suspended job holds its memory only, and no GPU.
 func coreRunning(j *state.Job, now time.Time) core.Running {
 	r := core.Running{JobID: j.ID, Start: j.Started, Walltime: j.Walltime, Partition: j.Partition, User: j.User}
+	if r.Walltime > 0 {
+		r.Walltime += j.SuspendedFor
+		if sp := j.Suspended; sp != nil && now.After(sp.Since) {
+			r.Walltime += now.Sub(sp.Since)
+		}
+	}
 	if r.Start.IsZero() {
 		r.Start = now
 	}
@@ -246,9 +267,12 @@ func coreRunning(j *state.Job, now time.Time) core.Running {
 			continue
 		}
 		r.Nodes = append(r.Nodes, c.Node)
-		r.Containers = append(r.Containers, toCore(c.Res()))
+		r.Containers = append(r.Containers, heldRes(j, &c))
 		var gs []core.GPUShare
 		for _, g := range c.GPUs {
+			if j.Suspended != nil {
+				break
+			}
 			gs = append(gs, core.GPUShare{Device: g.Device, Share: g.Share})
 		}
 		r.GPUs = append(r.GPUs, gs)

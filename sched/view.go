@@ -32,6 +32,7 @@ func jobView(j *state.Job, x jobExtras) api.Job {
 		Requeues: j.Requeues, LastRequeue: j.LastRequeue, Runs: j.Runs, Containers: containerViews(j.Containers),
 		Submitted: j.Submitted, Started: j.Started, Ended: j.Ended, ModifyIndex: j.ModifyIndex,
 		DependsOn: j.DependsOn, Signals: j.Signals, Mailed: j.Mailed,
+		Suspended: j.Suspended, SuspendedFor: j.SuspendedFor, Warned: j.Warned,
 		CPUTime: j.CPUTime, MemPeak: j.MemPeak,
 		Array: j.Array, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: j.ArraySpan,
 		EstimatedStart: x.start,
@@ -97,6 +98,7 @@ func assignedJob(j *state.Job) api.AssignedJob {
 		User: j.User, UID: j.UID, GID: j.GID, Cwd: j.Cwd, Partition: j.Partition, Account: j.Account,
 		Walltime: j.Walltime, Spec: j.Spec, Interactive: j.Interactive,
 		KillWanted: j.KillWanted, Requeues: j.Requeues, Containers: containerViews(j.Containers),
-		Signals: j.Signals, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: j.ArraySpan,
+		Signals: j.Signals, Suspended: j.Suspended != nil,
+		ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: j.ArraySpan,
 	}
 }

@@ -26,6 +26,7 @@ type overrides struct {
 	partition, name, walltime, output, account string
 	errorFile                                  string
 	array                                      string // --array
+	warnAction, warnTime                       string // -wa, -wt
 	size                                       int
 	sizeSet                                    bool // -n given, even as 0
 	env                                        cli.StringList
@@ -52,6 +53,8 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.StringVar(&o.errorFile, "e", "", "error file `pattern`: each container's stderr goes there instead of joining\nstdout in the output file; the same % escapes as -o (overrides error)")
 	fs.StringVar(&o.account, "P", "", "fair-share `account` to charge (LSF -P project, Slurm -A)")
 	fs.Alias("A", "P")
+	fs.StringVar(&o.warnAction, "wa", "", "warning `signal` (USR1, TERM, ...) sent to every container -wt before the walltime\nends and when the job is chosen to be preempted (LSF -wa; overrides signal)")
+	fs.StringVar(&o.warnTime, "wt", "", "how long before the walltime ends -wa's signal comes: `[hours:]minutes` (LSF -wt)")
 	fs.Var(&o.env, "env", "set `NAME=value` in every container's environment (repeatable; overrides env)")
 }
 
@@ -94,6 +97,13 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 			}
 			spec.Walltime = d
 			return nil
+		}})
+	}
+	if o.warnAction != "" || o.warnTime != "" {
+		changes = append(changes, change{"-wa", o.warnAction + " -wt " + o.warnTime, "signal", func() error {
+			w, err := jobspec.ParseLSFWarning(o.warnAction, o.warnTime)
+			spec.Signal = w
+			return err
 		}})
 	}
 	if o.output != "" {

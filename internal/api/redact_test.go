@@ -39,13 +39,14 @@ var classes = map[reflect.Type]map[string]class{
 		"SessionID": withheld, "RequestID": withheld, "Network": withheld, "GID": withheld, "Cwd": withheld,
 		"KillWanted": withheld, "Cancelled": withheld, "KillDone": withheld, "TimedOut": withheld, "Requeues": withheld,
 		"LastRequeue": withheld, "Runs": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
+		"Suspended": shown, "SuspendedFor": shown, "Warned": withheld,
 	},
 	reflect.TypeFor[jobspec.Job](): {
 		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
 		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
 		"Output": withheld, "Error": withheld, "Roles": withheld, "Ranges": withheld, "SSH": withheld,
-		"Services": withheld, "Mail": withheld,
+		"Services": withheld, "Mail": withheld, "Signal": withheld,
 	},
 	reflect.TypeFor[api.Container](): {
 		"Container": nested, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown, "Ended": shown,

@@ -114,7 +114,10 @@ const (
 //	   be), never a second run. It ran after the backup a restore
 //	   brought back. Entries of versions 1 to 9 replay without it: such
 //	   reports are dropped, as the nodes' containers were stopped.
-const SchemaVersion = 10
+//	11: gang suspension and warning signals (CmdSuspend, CmdResume,
+//	   CmdResumed, CmdWarn): an older schedd would refuse the kinds and
+//	   its nodelets would never freeze or warn.
+const SchemaVersion = 11
 
 // OldestSchema is the oldest schema version this schedd writes: the
 // previous release's. A cluster in the middle of a rolling upgrade
@@ -196,6 +199,11 @@ type Command struct {
 	// Reports are the nodelet reports of a CmdReports entry, applied in
 	// order.
 	Reports []Report `json:"reports,omitempty"`
+	// Suspend names the job of a CmdSuspend or CmdResume; Resumed the
+	// jobs of a CmdResumed; Warn those of a CmdWarn (suspend.go).
+	Suspend *Suspend `json:"suspend,omitempty"`
+	Resumed []uint64 `json:"resumed,omitempty"`
+	Warn    *Warn    `json:"warn,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -317,6 +325,18 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = purge(txn, c.Purge)
 	case CmdMailed:
 		res, err = mailed(txn, index, c.Mailed)
+	case CmdSuspend:
+		res, err = suspendJob(txn, index, c.Time, c.Suspend, c.By)
+	case CmdResume:
+		if c.Suspend == nil {
+			err = errors.New("resume command without a job")
+		} else {
+			res, err = resumeWanted(txn, index, c.Suspend.JobID)
+		}
+	case CmdResumed:
+		err = resumed(txn, index, c.Time, c.Resumed)
+	case CmdWarn:
+		err = warn(txn, index, c.Time, c.Warn)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
@@ -867,8 +887,8 @@ func timeout(txn *memdb.Txn, index uint64, now time.Time, ids []uint64) error {
 		if err != nil {
 			continue
 		}
-		if j.State.Terminal() || j.Started.IsZero() || j.KillWanted || j.Array != nil {
-			continue
+		if j.State.Terminal() || j.Started.IsZero() || j.KillWanted || j.Array != nil || j.Suspended != nil {
+			continue // a suspended job's walltime does not run
 		}
 		j.TimedOut, j.KillWanted, j.ModifyIndex = true, true, index
 		j.Reason = fmt.Sprintf("walltime %s exceeded", j.Walltime)
@@ -901,15 +921,17 @@ func onJob(txn *memdb.Txn, index, id uint64, idx *int, do func(uint64) (*Job, er
 
 // Late lists the running jobs whose walltime has passed at now, and the
 // earliest time another one will (zero when none runs with a walltime).
+// Time suspended does not count (Job.Deadline); a suspended job is never
+// late.
 func (v *Snapshot) Late(now time.Time) (late []uint64, next time.Time) {
 	// Only a started job can be late: the state index leaves out the
 	// queue and the ended jobs waiting for their purge, which a pass
 	// (it runs on every state change) would otherwise walk each time.
 	for _, j := range v.JobsIn(api.JobScheduled, api.JobPreparing, api.JobRunning) {
-		if j.State.Terminal() || j.Started.IsZero() || j.Walltime <= 0 || j.KillWanted || j.Array != nil {
+		end := j.Deadline()
+		if j.State.Terminal() || end.IsZero() || j.KillWanted || j.Array != nil {
 			continue
 		}
-		end := j.Started.Add(j.Walltime)
 		switch {
 		case !end.After(now):
 			late = append(late, j.ID)

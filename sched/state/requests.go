@@ -90,7 +90,7 @@ func (senderRequestIndex) FromArgs(args ...any) ([]byte, error) {
 // request id (a submit is, by the job's own RequestID).
 func idempotent(kind string) bool {
 	switch kind {
-	case CmdKill, CmdHold, CmdRelease, CmdSignal:
+	case CmdKill, CmdHold, CmdRelease, CmdSignal, CmdSuspend, CmdResume:
 		return true
 	}
 	return false
@@ -108,6 +108,10 @@ func commandJob(c Command) uint64 {
 	case CmdSignal:
 		if c.Signal != nil {
 			return c.Signal.JobID
+		}
+	case CmdSuspend, CmdResume:
+		if c.Suspend != nil {
+			return c.Suspend.JobID
 		}
 	}
 	return 0

@@ -67,6 +67,13 @@ type Job struct {
 	// Mailed are the mail events (MailBegin of a run, MailEnd) schedd
 	// has taken on for the job's Spec.Mail: each is sent at most once.
 	Mailed []string `json:"mailed,omitempty"`
+	// Suspended is set while the running job is suspended (its
+	// containers frozen; suspend.go); SuspendedFor sums the current
+	// run's ended suspensions, which its walltime does not count.
+	// Warned is when its warning signal was sent this run.
+	Suspended    *api.Suspension `json:"suspended,omitempty"`
+	SuspendedFor time.Duration   `json:"suspended_for,omitempty"`
+	Warned       time.Time       `json:"warned,omitzero"`
 	// CPUTime and MemPeak sum its containers' usage as they ended.
 	CPUTime time.Duration `json:"cpu_time,omitempty"`
 	MemPeak int64         `json:"mem_peak,omitempty"`
