@@ -107,6 +107,7 @@ func (a *reconciler) reconcileLocked(ctx context.Context) {
 			t.requestStop()
 		default:
 			t.queueSignals(job)
+			t.wantFrozen(job.Suspended)
 		}
 	}
 	for k := range a.announced {
