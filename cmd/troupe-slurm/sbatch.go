@@ -51,8 +51,8 @@ var sbatchHelp = []string{
 	"-d, --dependency=LIST     afterok:ID[:ID], afterany, afternotok, after",
 	"-H, --hold                submit held",
 	"    --gres=gpu:N, --gpus-per-node=N  GPUs per container",
-	"    --signal=[B:]SIG[@SECONDS]  send SIG that long (default 60) before the time limit and when\n"+
-		"                       preempted: to every container, with B: to the batch script's only",
+	"    --signal=[B:]SIG[@SECONDS]  send SIG that long (default 60) before the time limit",
+	"                          and when preempted: every container gets it; with B: main1 only",
 	"    --exclusive, --comment, --no-requeue, --mail-type, ...  accepted",
 	"    --wrap=COMMAND        run COMMAND (by /bin/sh) as the script",
 	"    --parsable            print only the job id",
