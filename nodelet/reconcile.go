@@ -107,7 +107,7 @@ func (a *reconciler) reconcileLocked(ctx context.Context) {
 			t.requestStop()
 		default:
 			t.queueSignals(job)
-			t.wantFrozen(job.Suspended)
+			t.wantFrozen(job.Suspended != nil)
 		}
 	}
 	for k := range a.announced {

@@ -98,7 +98,7 @@ func assignedJob(j *state.Job) api.AssignedJob {
 		User: j.User, UID: j.UID, GID: j.GID, Cwd: j.Cwd, Partition: j.Partition, Account: j.Account,
 		Walltime: j.Walltime, Spec: j.Spec, Interactive: j.Interactive,
 		KillWanted: j.KillWanted, Requeues: j.Requeues, Containers: containerViews(j.Containers),
-		Signals: j.Signals, Suspended: j.Suspended != nil,
+		Signals: j.Signals, Suspended: j.Suspended,
 		ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: j.ArraySpan,
 	}
 }

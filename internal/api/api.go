@@ -699,12 +699,12 @@ type AssignedJob struct {
 	Requeues    int             `json:"requeues,omitempty"`
 	Containers  []Container     `json:"containers"`
 	Signals     []SignalRequest `json:"signals,omitempty"`
-	// Suspended: every container of the job is to be frozen (gang
-	// suspend) until it is unset again.
-	Suspended  bool       `json:"suspended,omitempty"`
-	ArrayID    uint64     `json:"array_id,omitempty"`
-	ArrayIndex int        `json:"array_index,omitempty"`
-	ArraySpan  *ArraySpan `json:"array_span,omitempty"`
+	// Suspended is set while the job is suspended: every container of
+	// it is to be frozen (gang suspend) until it is unset again.
+	Suspended  *Suspension `json:"suspended,omitempty"`
+	ArrayID    uint64      `json:"array_id,omitempty"`
+	ArrayIndex int         `json:"array_index,omitempty"`
+	ArraySpan  *ArraySpan  `json:"array_span,omitempty"`
 }
 
 // OutputVars are what the escapes of j's output and error patterns
