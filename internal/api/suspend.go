@@ -18,14 +18,6 @@ type Suspension struct {
 	ResumeWanted bool `json:"resume_wanted,omitempty"`
 }
 
-// EventSuspended and EventResumed are the history events of a
-// suspension.
-const (
-	EventSuspended = "suspended"
-	EventResumed   = "resumed"
-	EventWarned    = "warned"
-)
-
 // Stopping is where a running job's walltime ends: Started plus
 // Walltime plus the time it has spent suspended (suspended time does not
 // count against the limit, as Slurm's); zero without a walltime or
