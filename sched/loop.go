@@ -49,9 +49,22 @@ func (s *Server) schedule(ctx context.Context) {
 			}
 			continue
 		}
-		s.mu.Lock()
-		hold := s.placeHold
-		s.mu.Unlock()
+		// After a restore into an empty state, the adoption window
+		// (replicated: a leader elected meanwhile holds it too).
+		hold := v.AdoptUntil()
+		if !hold.IsZero() && !now.Before(hold) && !hold.Equal(s.adoptEnded) {
+			if v.AdoptionToEnd(now) {
+				if _, err := s.apply(ctx, state.Command{Kind: state.CmdAdoptEnd}); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					s.log.Error("ending the jobs still adopting after the adoption window", "err", err)
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+			}
+			s.adoptEnded = hold
+		}
 		if now.Before(hold) {
 			// After a restore: the nodes announce what they run first.
 			wctx, cancel := context.WithTimeout(ctx, min(hold.Sub(now), idlePass))

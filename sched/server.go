@@ -174,10 +174,10 @@ type Server struct {
 	apps      appProxy                                   // the /apps proxy's connections: leader-local
 	acct      *accounting.Store
 	exportMu  sync.Mutex // one export at a time; guards exp
-	// placeHold: no placements before it (under mu). A restore into a
-	// state that held no job yet sets it (restorePlaceHold): the nodes
-	// first announce the jobs they still run, which the state adopts.
-	placeHold time.Time
+	// adoptEnded is the end of the last adoption window after a restore
+	// (state.Snapshot.AdoptUntil) whose leftovers this leader has ended
+	// (CmdAdoptEnd); the scheduling loop's alone.
+	adoptEnded time.Time
 	// restoreMu: every write (apply) holds it shared; a restore holds it
 	// alone from reading the live state to putting the backup in force,
 	// so that no write lands between (and is lost, or its id given again).
@@ -535,11 +535,21 @@ func nodeGPUs(capacity float64, use map[int]*api.NodeGPU) []api.NodeGPU {
 
 // Assignments lists the jobs with containers on node that are not ended.
 func Assignments(v *state.Snapshot, node string) []api.Assignment {
+	return AssignmentsAt(v, node, time.Now())
+}
+
+// AssignmentsAt is Assignments at now: while the adoption window after
+// a restore is open (state.Snapshot.AdoptUntil), a queued job some of
+// whose containers the state adopted on node keeps them assigned there,
+// so that they run on while its other nodes announce theirs; once it has
+// closed, a job still adopting is ended (CmdAdoptEnd).
+func AssignmentsAt(v *state.Snapshot, node string, now time.Time) []api.Assignment {
 	out := []api.Assignment{}
 	cfg := v.Config()
+	adopting := now.Before(v.AdoptUntil())
 	byUID := map[int][]string{}          // peers, once per user
 	for _, j := range v.NodeJobs(node) { // by the node index: this node's live jobs alone
-		if j.State == api.JobPending || j.State == api.JobHeld {
+		if (j.State == api.JobPending || j.State == api.JobHeld) && !(adopting && j.Adopting()) {
 			continue
 		}
 		var hosts []string

@@ -57,6 +57,7 @@ const (
 	CmdServer   = "server"    // a raft server's API address (the leader, on taking office)
 	CmdDrain    = "drain"     // drain or resume nodes (badmin drain, badmin resume)
 	CmdSignal   = "signal"    // signal a running job's containers, or cancel a pending one (bkill -s)
+	CmdAdoptEnd = "adopt-end" // end the jobs still adopting once the adoption window after a restore has closed (the leader)
 )
 
 // SchemaVersion is the version of the replicated state's schema: of
@@ -317,6 +318,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = purge(txn, c.Purge)
 	case CmdMailed:
 		res, err = mailed(txn, index, c.Mailed)
+	case CmdAdoptEnd:
+		err = adoptEnd(txn, index, c.Time)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
@@ -610,7 +613,9 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 						return nil, err
 					}
 				}
-				continue
+				if j = newAdopted(txn, u, now); !adopts || j == nil {
+					continue
+				}
 			}
 			if _, ok := was[j.ID]; !ok {
 				was[j.ID], wasStarted[j.ID] = j.State, !j.Started.IsZero()
