@@ -33,9 +33,9 @@ import (
 // blocking query waiting at the live state's index does not see the
 // state go back.
 type RestoreFacts struct {
-	Live  *Snapshot                 // the state being replaced; nil: none
+	Live  *Snapshot                   // the state being replaced; nil: none
 	Ended map[uint64][]api.HistoryJob // each job's runs in the accounting store (ended or REQUEUED), any order
-	Floor uint64                    // the highest job id the accounting store holds
+	Floor uint64                      // the highest job id the accounting store holds
 }
 
 // Reconciled says what ReconcileDump changed.
