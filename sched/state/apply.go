@@ -113,8 +113,13 @@ const (
 //	   once all its containers are; a report of such a container's end
 //	   ends the job with that reason (or requeues it when it asked to
 //	   be), never a second run. It ran after the backup a restore
-//	   brought back. Entries of versions 1 to 9 replay without it: such
-//	   reports are dropped, as the nodes' containers were stopped.
+//	   brought back. Within the adoption window a restore into an empty
+//	   state opens (adopt.go), a report of such a container's end is the
+//	   job's true end, a gang waits for all its nodes, a job the state
+//	   does not hold is adopted from the node's copy of it, and
+//	   CmdAdoptEnd ends what is still adopting once the window closed.
+//	   Entries of versions 1 to 9 replay without it: such reports are
+//	   dropped, as the nodes' containers were stopped.
 const SchemaVersion = 10
 
 // OldestSchema is the oldest schema version this schedd writes: the
