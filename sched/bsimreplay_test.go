@@ -17,6 +17,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/depend"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sim"
@@ -97,7 +98,7 @@ func replayDeps(t *testing.T, recs []swf.Job, jobs []sim.Job, o sim.Options) {
 		switch j := &jobs[i]; j.ID {
 		case 10:
 			j.Depends = &core.Dependency{Any: true, Conditions: []core.Condition{
-				{Kind: core.DepDone, Job: core.JobRef{ID: 3}}, {Kind: core.DepDone, Job: core.JobRef{ID: 4}}}}
+				{Kind: depend.Done, Job: core.JobRef{ID: 3}}, {Kind: depend.Done, Job: core.JobRef{ID: 4}}}}
 		case 8:
 			j.Hold = 400
 		case 14:
