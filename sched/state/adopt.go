@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/go-memdb"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/sched/admission"
+	"github.com/troupe-hpc/troupe/internal/units"
 )
 
 // After a restore into a state that held no job (schedd started on an
@@ -298,7 +298,7 @@ func newAdopted(txn *memdb.Txn, u api.ContainerUpdate, now time.Time) *Job {
 		Requeues: a.Requeues, Signals: a.Signals, State: api.JobPending, Submitted: submitted,
 		Reason: "adopted after a restore: submitted after the backup, reported running by its nodes"}
 	for _, c := range a.Containers {
-		rc := Container{Container: c, CPUMilli: admission.MilliCPU(c.Resources.CPU)}
+		rc := Container{Container: c, CPUMilli: units.MilliCPU(c.Resources.CPU)}
 		rc.Node, rc.NodeAddr, rc.Reach, rc.State, rc.ExitCode, rc.Message = "", "", "", api.ContainerPending, 0, ""
 		rc.CPUTime, rc.MemPeak, rc.Ended = 0, 0, time.Time{}
 		j.Containers = append(j.Containers, rc)
