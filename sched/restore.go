@@ -13,7 +13,7 @@ import (
 // restore reconciles d with what schedd knows (reconcileRestore) and
 // puts it in force on every replica, with writes held off from the read
 // of the live state to the end, so none is lost in between.
-func (s *Server) restore(ctx context.Context, d *state.Dump) error {
+func (s *ledger) restore(ctx context.Context, d *state.Dump) error {
 	s.restoreMu.Lock()
 	defer s.restoreMu.Unlock()
 	r, err := s.reconcileRestore(ctx, d)
@@ -55,7 +55,7 @@ func restorePlaceHold(nodeTimeout time.Duration) time.Duration {
 // ended runs and highest job id. It fails, and nothing is restored, when
 // the accounting store cannot be read: without it a restore could hand
 // out ids again or re-run ended jobs.
-func (s *Server) reconcileRestore(ctx context.Context, d *state.Dump) (state.Reconciled, error) {
+func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Reconciled, error) {
 	floor, err := s.acct.MaxJobID(ctx)
 	if err != nil {
 		return state.Reconciled{}, fmt.Errorf("restore: reading the accounting store: %w", err)

@@ -84,7 +84,7 @@ type SnapshotFile struct {
 // tempDir is where save and restore keep a snapshot file's sections
 // while they work: the data dir (the system's temporary directory
 // without one).
-func (s *Server) tempDir() string { return s.cfg.DataDir }
+func (s *ledger) tempDir() string { return s.cfg.DataDir }
 
 // SaveSnapshot writes the state as of now and then the accounting
 // store's rows, in the snapshot file format. Both sections are written
@@ -92,7 +92,7 @@ func (s *Server) tempDir() string { return s.cfg.DataDir }
 // precedes each carries its length and checksum), and then copied to w:
 // memory stays bounded by the state, whatever the history holds, and
 // nothing is written to w unless both were read whole.
-func (s *Server) SaveSnapshot(ctx context.Context, w io.Writer) error {
+func (s *ledger) SaveSnapshot(ctx context.Context, w io.Writer) error {
 	v := s.st.Snapshot()
 	idx, _ := v.Index()
 	body, err := os.CreateTemp(s.tempDir(), ".snapshot-state-*")
@@ -516,7 +516,7 @@ func decodeStateFrom(r io.Reader) (state.Dump, error) {
 // lost): for a site whose only backup is an older badmin's state-only
 // file and whose store is gone. A store that holds other jobs under the
 // snapshot's ids is refused all the same.
-func (s *Server) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error) {
+func (s *ledger) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error) {
 	f, err := readSnapshot(r, s.tempDir())
 	if err != nil {
 		return api.SnapshotRestored{}, err
@@ -582,7 +582,7 @@ func isAfter(j *state.Job, last uint64, h *api.HistoryJob) bool {
 // job ids, or, for a state-only file, one that lacks the newest job the
 // snapshot's state had handed to the store and dropped. The file's
 // records are compared restoreBatch at a time.
-func (s *Server) checkHistory(ctx context.Context, f *checkedSnapshot, allowMissing bool) error {
+func (s *ledger) checkHistory(ctx context.Context, f *checkedSnapshot, allowMissing bool) error {
 	var first *accounting.Disagreement
 	total := 0
 	check := func(want []accounting.Identity) error {
@@ -676,7 +676,7 @@ func newestPurged(d *state.Dump) uint64 {
 
 // storeName names the accounting store in messages (never a DSN, which
 // may hold a password).
-func (s *Server) storeName() string {
+func (s *ledger) storeName() string {
 	if s.acct.Driver() == accounting.DriverPostgres {
 		return "the PostgreSQL accounting store"
 	}
@@ -684,7 +684,7 @@ func (s *Server) storeName() string {
 }
 
 // storeAside says how to set the store aside for an empty one.
-func (s *Server) storeAside() string {
+func (s *ledger) storeAside() string {
 	if s.acct.Driver() == accounting.DriverPostgres {
 		return "point accounting's dsn at a new, empty database"
 	}
@@ -693,7 +693,7 @@ func (s *Server) storeAside() string {
 }
 
 // refill says where the history comes from once the store is empty.
-func (s *Server) refill(f *checkedSnapshot) string {
+func (s *ledger) refill(f *checkedSnapshot) string {
 	if f.HasHistory {
 		return fmt.Sprintf(": the snapshot file carries the %d accounting records saved with it", f.Records)
 	}
