@@ -227,9 +227,9 @@ func (a *reconciler) tellEnd(k key, job api.AssignedJob) {
 // the end as the job's true outcome instead of running it again. Ends of
 // jobs the state holds otherwise (ended, or another run) are dropped
 // there. a.mu is held.
-func (a *agent) tellKept(want map[key]api.AssignedJob) {
+func (a *reconciler) tellKept(want map[key]api.AssignedJob) {
 	n := 0
-	for k, u := range a.outcomes.all() {
+	for k, u := range a.reports.outcomes.all() {
 		if _, ok := want[k]; ok || a.running[k] != nil {
 			continue // assigned: tellEnd tells it; or running again here
 		}

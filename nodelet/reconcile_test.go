@@ -312,13 +312,13 @@ func TestReconcileAnnouncesBeforeStopping(t *testing.T) {
 // window it does neither.
 func TestReconcileTellsKeptEndsInAdoptionWindow(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a := (&agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}).wire()
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	end := api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 0, Session: "s1",
 		Started: time.Now().Add(-time.Minute), At: time.Now()}
-	a.send("s1", end)
+	a.reports.send("s1", end)
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true) // sent and acknowledged
-	a.reconcile(context.Background(), api.Assignments{Index: 10})
+	a.recon.reconcile(context.Background(), api.Assignments{Index: 10})
 	if n := a.rep.Pending(); n != 0 {
 		t.Fatalf("outside an adoption window: %d queued, want none", n)
 	}
@@ -326,7 +326,7 @@ func TestReconcileTellsKeptEndsInAdoptionWindow(t *testing.T) {
 	a.running[k] = &task{key: k, job: api.AssignedJob{ID: 2, SessionID: "s2", User: "nobody"}, stop: make(chan struct{})}
 	window := time.Now().Add(time.Minute)
 	for range 2 {
-		a.reconcile(context.Background(), api.Assignments{Index: 3, AdoptUntil: window})
+		a.recon.reconcile(context.Background(), api.Assignments{Index: 3, AdoptUntil: window})
 	}
 	var ends, announced int
 	for _, u := range a.rep.Queued() {
