@@ -9,11 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/procfs"
 )
 
 func TestLeaseFileRoundTrip(t *testing.T) {
@@ -57,7 +57,7 @@ func fakeNodelet(t *testing.T) (*exec.Cmd, []int) {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		kids := descendants(cmd.Process.Pid, 0)
+		kids := procfs.Descendants(cmd.Process.Pid, 0)
 		if len(kids) == 2 {
 			return cmd, kids
 		}
@@ -69,13 +69,8 @@ func fakeNodelet(t *testing.T) (*exec.Cmd, []int) {
 }
 
 func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z"
+	s, err := procfs.Read(pid)
+	return err == nil && s.Live()
 }
 
 // TestFenceKillsAtDeadline: while the lease holds the nodelet's children
