@@ -92,6 +92,9 @@ type reconciler struct {
 	// keptUnassigned: the last answer said schedd's state holds no job
 	// yet, and the containers running here were kept (logged once).
 	keptUnassigned bool
+	// toldAdopt is the adoption window (api.Assignments.AdoptUntil)
+	// in which this nodelet told schedd the ends it keeps (tellKept).
+	toldAdopt time.Time
 	// announced are the containers running here that schedd stopped
 	// assigning while its state holds jobs: each is reported running
 	// (under its job's session) before it is stopped, so that a state

@@ -93,10 +93,10 @@ type scheduler struct {
 	// ranks are the pending jobs' priorities and queue positions of the
 	// last pass: leader-local like starts.
 	ranks map[uint64]rank
-	// placeHold: no placements before it (under mu). A restore into a
-	// state that held no job yet sets it (restorePlaceHold): the nodes
-	// first announce the jobs they still run, which the state adopts.
-	placeHold time.Time
+	// adoptEnded is the end of the last adoption window after a restore
+	// (state.Snapshot.AdoptUntil) whose leftovers this leader has ended
+	// (CmdAdoptEnd); the scheduling loop's alone.
+	adoptEnded time.Time
 	// idle, when set (tests), is called by the scheduler loop when a pass
 	// planned nothing, with the state index it planned on, before the
 	// loop waits for the next change.
@@ -107,7 +107,6 @@ type scheduler struct {
 // history and the snapshot files.
 type ledger struct {
 	*replica
-	loop     *scheduler // holds placements after a restore into an empty state
 	acct     *accounting.Store
 	exportMu sync.Mutex // one export at a time; guards exp
 	exp      exporter
