@@ -256,7 +256,10 @@ func newReplay(t *testing.T, nodes, perNode int) *replay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.idle = func(index uint64) {
+	setHook(t, &testHookIdle, func(s *Server, index uint64) {
+		if s != srv {
+			return
+		}
 		select {
 		case r.idle <- index:
 		case <-r.free:
@@ -266,7 +269,7 @@ func newReplay(t *testing.T, nodes, perNode int) *replay {
 		case <-r.resume:
 		case <-r.free:
 		}
-	}
+	})
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
 	hs := httptest.NewServer(srv.Handler())

@@ -264,8 +264,8 @@ func (s *Server) NodeAssignments(ctx context.Context, w httpapi.Wait, node strin
 		}
 	}
 	v, idx := s.blockOn(ctx, w, func(v *state.Snapshot) (uint64, memdb.WatchSet) {
-		if s.assignWoke != nil {
-			defer s.assignWoke(node)
+		if h := testHookAssignWoke.Load(); h != nil {
+			defer (*h)(s, node)
 		}
 		return v.NodeIndex(node)
 	})

@@ -121,7 +121,13 @@ func TestHandOffCrash(t *testing.T) {
 	srv, c := exportServer(t, dir, clock, Config{KeepEnded: time.Minute})
 	ids := endJobs(t, c, 5)
 	clock.Add(time.Hour)
-	srv.afterExport = func([]state.PurgeKey) error { return errCrash }
+	crashed := srv
+	setHook(t, &testHookAfterExport, func(s *Server, _ []state.PurgeKey) error {
+		if s == crashed {
+			return errCrash
+		}
+		return nil
+	})
 	if _, err := srv.ExportEnded(ctx); !errors.Is(err, errCrash) {
 		t.Fatalf("export with the crash hook: %v", err)
 	}

@@ -84,9 +84,9 @@ func (s *Server) schedule(ctx context.Context) {
 			}
 			continue
 		}
-		if s.idle != nil {
+		if h := testHookIdle.Load(); h != nil {
 			idx, _ := v.Index()
-			s.idle(idx)
+			(*h)(s, idx)
 		}
 		wait := min(idlePass, s.cfg.NodeTimeout/4)
 		if !nextLate.IsZero() && nextLate.Sub(now) < wait {

@@ -3,6 +3,7 @@ package sched
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -15,14 +16,15 @@ import (
 	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // purgeAll exports the ended jobs until none of ids is left in the
 // state (KeepEnded is short): they are in the accounting store only.
 func purgeAll(t *testing.T, srv *Server, ids ...uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Each try exports what KeepEnded (1ms) has let go by then.
+	eventually.NoError(t, 10*time.Second, fmt.Sprintf("jobs %v exported and purged", ids), func() error {
 		if _, err := srv.ExportEnded(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -32,14 +34,11 @@ func purgeAll(t *testing.T, srv *Server, ids ...uint64) {
 				left++
 			}
 		}
-		if left == 0 {
-			return
+		if left > 0 {
+			return fmt.Errorf("%d still in the state", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of jobs %v still in the state", left, ids)
-		}
-		time.Sleep(5 * time.Millisecond) // KeepEnded (1ms) passing
-	}
+		return nil
+	})
 }
 
 func submitOne(t *testing.T, c *client.Client, hold bool) uint64 {

@@ -183,17 +183,6 @@ type Server struct {
 	// so that no write lands between (and is lost, or its id given again).
 	restoreMu sync.RWMutex
 	exp       exporter
-	// afterExport, when set (tests), runs between the store's commit and
-	// the purge command; an error stops the hand-off there, as a crash
-	// would.
-	afterExport func([]state.PurgeKey) error
-	// idle, when set (tests), is called by the scheduler loop when a pass
-	// planned nothing, with the state index it planned on, before the
-	// loop waits for the next change.
-	idle func(index uint64)
-	// assignWoke, when set (tests), is called each time a node's
-	// assignments query reads its index: once on arrival, once per wake.
-	assignWoke func(node string)
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
