@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/state"
@@ -251,15 +252,14 @@ func TestRollingUpgrade(t *testing.T) {
 	})
 	leader := func(within time.Duration) int {
 		t.Helper()
-		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		return eventually.Value(t, within, "a live leader among the peers", func() (int, bool) {
 			for i, p := range peers {
 				if p.alive() && p.metric("troupe_schedd_raft_is_leader") == 1 {
-					return i
+					return i, true
 				}
 			}
-		}
-		t.Fatalf("no leader in %v", within)
-		return -1
+			return -1, false
+		})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -347,16 +347,14 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	started := map[uint64]time.Time{}
 	for id := range long {
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		eventually.NoError(t, 60*time.Second, fmt.Sprintf("long job %d RUNNING", id), func() error {
 			j, _, err := cli.Job(ctx, id, 0, 0)
 			if err == nil && j.State == api.JobRunning {
 				started[id] = j.Started
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("long job %d not RUNNING in 60s: %s (%s) %v", id, j.State, j.Reason, err)
-			}
-		}
+			return fmt.Errorf("%s (%s) %v", j.State, j.Reason, err)
+		})
 	}
 	lines := func(path string) map[string]int {
 		b, _ := os.ReadFile(path)
@@ -366,11 +364,7 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return out
 	}
-	for deadline := time.Now().Add(30 * time.Second); len(lines(starts)) < len(long); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the long jobs noted %d starts in 30s, want %d", len(lines(starts)), len(long))
-		}
-	}
+	eventually.Equal(t, 30*time.Second, "the starts the long jobs noted", len(long), func() int { return min(len(lines(starts)), len(long)) })
 	// stillRunning: the long jobs are RUNNING as they started, none
 	// started again.
 	stillRunning := func(when string) {

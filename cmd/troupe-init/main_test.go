@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/attach"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 )
 
@@ -184,17 +186,12 @@ func TestDescriptorsPrivate(t *testing.T) {
 // and connects.
 func dialAttach(t *testing.T, path string, pid int) net.Conn {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := attach.DialPeer(path, pid)
-		if err == nil {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("attach socket: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var c net.Conn
+	eventually.NoError(t, 10*time.Second, "troupe-init listening on the attach socket", func() (err error) {
+		c, err = attach.DialPeer(path, pid)
+		return err
+	})
+	return c
 }
 
 // startTTY starts troupe-init --tty-fd on a socket bound in a fresh
@@ -218,6 +215,23 @@ func startTTY(t *testing.T, bin string, stdout *strings.Builder, args ...string)
 	return cmd, path
 }
 
+// watchedOutput is a terminal's output that tells (closes seen) once it
+// shows want.
+type watchedOutput struct {
+	strings.Builder
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *watchedOutput) Write(p []byte) (int, error) {
+	n, err := w.Builder.Write(p)
+	if strings.Contains(w.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
 func TestTTY(t *testing.T) {
 	bin := build(t)
 	var transcript strings.Builder
@@ -232,12 +246,17 @@ func TestTTY(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The line is typed once the command shows it runs, as a user would.
+	out := &watchedOutput{want: "on-a-tty", seen: make(chan struct{})}
 	go func() {
-		time.Sleep(200 * time.Millisecond)
-		_, _ = inw.WriteString("hello\n")
+		select {
+		case <-out.seen:
+			_, _ = inw.WriteString("hello\n")
+		case <-time.After(10 * time.Second):
+			inw.Close()
+		}
 	}()
-	var out strings.Builder
-	code, err := attach.Run(c, in, &out)
+	code, err := attach.Run(c, in, out)
 	if err != nil || code != 5 {
 		t.Fatalf("attach.Run = %d, %v; output %q", code, err, out.String())
 	}
@@ -383,11 +402,7 @@ func TestSSHDOnDemand(t *testing.T) {
 // waitFor polls cond for up to 10 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-	}
+	eventually.True(t, 10*time.Second, "the condition", cond)
 }
 
 // TestSSHDInheritsNoNodeletDescriptor: the exit file and the terminal's

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // TestStreamsCaps: past the cap per job, per user or in all, Acquire
@@ -94,11 +96,7 @@ func request(t *testing.T, conn net.Conn, br *bufio.Reader, path string) int {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", what)
-		}
-	}
+	eventually.True(t, 10*time.Second, what, cond)
 }
 
 // TestGuardKeepsReserve: under a limit of open files (here a pretended

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 func TestLeaseFileRoundTrip(t *testing.T) {
@@ -55,17 +57,11 @@ func fakeNodelet(t *testing.T) (*exec.Cmd, []int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	kids := eventually.Value(t, 5*time.Second, "the fake nodelet's 2 children", func() ([]int, bool) {
 		kids := descendants(cmd.Process.Pid, 0)
-		if len(kids) == 2 {
-			return cmd, kids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fake nodelet has children %v, want 2", kids)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return kids, len(kids) == 2
+	})
+	return cmd, kids
 }
 
 func alive(pid int) bool {
