@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
@@ -203,7 +204,7 @@ func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 		}
 		return true
 	}
-	if !runtimetest.WaitFor(10*time.Second, empty) {
+	if !eventually.Within(10*time.Second, empty) {
 		t.Errorf("state dir not empty: %s", lsR(cfg.StateDir))
 	}
 	if rt != RuntimeRunc {
@@ -211,7 +212,7 @@ func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 	}
 	// A container's default veth goes with its namespace, a moment after.
 	var links []string
-	if !runtimetest.WaitFor(5*time.Second, func() bool { links, _ = network.Links(); return len(links) == 0 }) {
+	if !eventually.Within(5*time.Second, func() bool { links, _ = network.Links(); return len(links) == 0 }) {
 		t.Errorf("session links left: %v", links)
 	}
 	// Pins: the run directory's, and the state directory's of nodelets
@@ -258,7 +259,7 @@ func TestAgentBkillStopsRunningSession(t *testing.T) {
 		id := s.submit(t, cwd, nil, sh(`trap "" TERM; echo up; while :; do sleep 0.1; done`), nil)
 		s.waitState(t, id, "sub1", api.ContainerRunning)
 		out := filepath.Join(cwd, fmt.Sprintf("troupe-%d.main1.out", id))
-		if !runtimetest.WaitFor(10*time.Second, func() bool { b, _ := os.ReadFile(out); return len(b) > 0 }) {
+		if !eventually.Within(10*time.Second, func() bool { b, _ := os.ReadFile(out); return len(b) > 0 }) {
 			t.Fatal("main1 never said up")
 		}
 		if _, err := s.cli.Kill(context.Background(), id); err != nil {
@@ -423,7 +424,7 @@ func TestAgentCleansLeftovers(t *testing.T) {
 	}
 	s := newTestSchedd(t)
 	cfg, _ := startAgentIn(t, s, RuntimeRunc, state)
-	if !runtimetest.WaitFor(10*time.Second, func() bool { return s.registered("node1") }) {
+	if !eventually.Within(10*time.Second, func() bool { return s.registered("node1") }) {
 		t.Fatal("agent never registered")
 	}
 	assertNothingLeft(t, cfg, RuntimeRunc, []string{spec.ID})

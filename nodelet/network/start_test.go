@@ -12,6 +12,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // queues tells a link's transmit and receive queue counts (the kernel
@@ -180,11 +182,8 @@ func TestOthersSetUpWhileBridgeIsMade(t *testing.T) {
 		}
 	}
 	sub := m.nsPath("j1-" + job.Containers[1].Host)
-	for deadline := time.Now().Add(time.Minute); !defaultReady(sub); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("sub1 made no namespace with its default network while main1 made the session's bridge")
-		}
-	}
+	eventually.True(t, time.Minute, "sub1 making its namespace with its default network while main1 makes the session's bridge",
+		func() bool { return defaultReady(sub) })
 	if _, err := netlink.LinkByName(vethName(5501, 1)); !isNotFound(err) {
 		t.Errorf("sub1's session veth before the session's bridge: %v", err)
 	}
@@ -236,11 +235,8 @@ func TestSessionFailureReachesAll(t *testing.T) {
 	}
 	for _, c := range job.Containers[1:] {
 		path := m.nsPath("j1-" + c.Host)
-		for deadline := time.Now().Add(time.Minute); !defaultReady(path); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s made no namespace while main1 made the session's bridge", c.Host)
-			}
-		}
+		eventually.True(t, time.Minute, c.Host+" making its namespace while main1 makes the session's bridge",
+			func() bool { return defaultReady(path) })
 	}
 	close(gate)
 	for range job.Containers {
