@@ -360,7 +360,7 @@ func TestSSHDOnDemand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	waitFor(t, func() bool { b, _ := os.ReadFile(out); return strings.Contains(string(b), "up") })
+	eventually.True(t, 10*time.Second, "the command printing up", func() bool { b, _ := os.ReadFile(out); return strings.Contains(string(b), "up") })
 	time.Sleep(200 * time.Millisecond) // a server started at once would have written its mark by now
 	if _, err := os.Stat(mark); err == nil {
 		t.Fatal("the SSH server started before any client connected")
@@ -390,19 +390,13 @@ func TestSSHDOnDemand(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	waitFor(t, func() bool {
+	eventually.True(t, 10*time.Second, "the SSH port closed after troupe-init ended", func() bool {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
 		if err == nil {
 			c.Close()
 		}
 		return err != nil
 	})
-}
-
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	eventually.True(t, 10*time.Second, "the condition", cond)
 }
 
 // TestSSHDInheritsNoNodeletDescriptor: the exit file and the terminal's
@@ -443,12 +437,12 @@ func TestSSHDInheritsNoNodeletDescriptor(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	var conn net.Conn
-	waitFor(t, func() bool {
+	eventually.True(t, 10*time.Second, "the SSH server answering", func() bool {
 		conn, err = net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", p), time.Second)
 		return err == nil
 	})
 	defer conn.Close()
-	waitFor(t, func() bool { _, err := os.Stat(mark); return err == nil })
+	eventually.True(t, 10*time.Second, "the SSH server's mark", func() bool { _, err := os.Stat(mark); return err == nil })
 	b, err := os.ReadFile(mark)
 	if err != nil {
 		t.Fatal(err)
