@@ -35,8 +35,9 @@ func deps(t *testing.T, pkg string) []string {
 func TestImportRules(t *testing.T) {
 	t.Run("core imports only the standard library", func(t *testing.T) {
 		// google/btree is a plain ordered container with no I/O;
-		// internal/reason is the pending reasons, standard library only.
-		allowed := []string{module + "/sched/core", module + "/internal/reason", "github.com/google/btree"}
+		// internal/reason is the pending reasons and internal/depend the
+		// dependency vocabulary, both standard library only.
+		allowed := []string{module + "/sched/core", module + "/internal/reason", module + "/internal/depend", "github.com/google/btree"}
 		for _, p := range deps(t, "./sched/core/...") {
 			if !hasAnyPrefix(p, allowed) {
 				t.Errorf("sched/core is built from %s: the core must stay pure (snapshot + now -> plan)", p)

@@ -23,7 +23,7 @@ import (
 // jobs before it in the same batch. A refusal is an ErrInvalid (or
 // ErrQueueFull) that wraps the *admission.Refusal, whose problems the
 // API's error body lists.
-func (s *Server) admit(v *state.Snapshot, req api.SubmitRequest, ahead []*admission.Job) (*admission.Job, error) {
+func (s *lifecycle) admit(v *state.Snapshot, req api.SubmitRequest, ahead []*admission.Job) (*admission.Job, error) {
 	j, err := admission.Admit(req, admitView{v, &s.nodes}, s.admission(), ahead)
 	var r *admission.Refusal
 	switch {
@@ -36,7 +36,7 @@ func (s *Server) admit(v *state.Snapshot, req api.SubmitRequest, ahead []*admiss
 }
 
 // admission is schedd's settings as admission takes them.
-func (s *Server) admission() admission.Settings {
+func (s *lifecycle) admission() admission.Settings {
 	set := admission.Settings{MaxJobInput: s.cfg.MaxJobInput, MaxQueued: s.cfg.MaxQueued, MaxQueuedPerUser: s.cfg.MaxQueuedPerUser,
 		MaxQueuedInputPerUser: s.cfg.MaxQueuedInputPerUser, Images: s.cfg.Images}
 	if set.MaxQueuedPerUser < 0 {
@@ -50,7 +50,7 @@ func (s *Server) admission() admission.Settings {
 
 // newJob admits req and makes the job to store, with its session and
 // kernel ids; ahead as for admit.
-func (s *Server) newJob(req api.SubmitRequest, ahead []*admission.Job) (*state.Job, *admission.Job, error) {
+func (s *lifecycle) newJob(req api.SubmitRequest, ahead []*admission.Job) (*state.Job, *admission.Job, error) {
 	a, err := s.admit(s.st.Snapshot(), req, ahead)
 	if err != nil {
 		return nil, nil, err
@@ -123,7 +123,7 @@ func (a admitView) NeverFits(j *admission.Job) string {
 
 // partitionCapacity is how many up nodes part has and what they hold
 // together, for the dry run's notes.
-func (s *Server) partitionCapacity(v *state.Snapshot, part string) (int, api.Resources) {
+func (s *lifecycle) partitionCapacity(v *state.Snapshot, part string) (int, api.Resources) {
 	var (
 		n     int
 		total api.Resources

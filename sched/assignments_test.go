@@ -19,8 +19,8 @@ func TestAssignmentsWakeOwnNodeOnly(t *testing.T) {
 	srv, c := cluster(t)
 	var mu sync.Mutex
 	woke := map[string]int{}
-	setHook(t, &testHookAssignWoke, func(s *Server, node string) {
-		if s == srv {
+	setHook(t, &testHookAssignWoke, func(r *replica, node string) {
+		if r == srv.replica {
 			mu.Lock()
 			woke[node]++
 			mu.Unlock()

@@ -27,7 +27,7 @@ func coreDependency(v *state.Snapshot, d *api.Dependency, named map[core.JobRef]
 		if c.Index != nil {
 			ref.Index, ref.Element = *c.Index, true
 		}
-		cd.Conditions[i] = core.Condition{Kind: core.DepKind(c.Kind), Job: ref}
+		cd.Conditions[i] = core.Condition{Kind: c.Kind, Job: ref}
 		if _, seen := named[ref]; seen {
 			continue
 		}

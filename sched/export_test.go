@@ -122,8 +122,8 @@ func TestHandOffCrash(t *testing.T) {
 	ids := endJobs(t, c, 5)
 	clock.Add(time.Hour)
 	crashed := srv
-	setHook(t, &testHookAfterExport, func(s *Server, _ []state.PurgeKey) error {
-		if s == crashed {
+	setHook(t, &testHookAfterExport, func(r *replica, _ []state.PurgeKey) error {
+		if r == crashed.replica {
 			return errCrash
 		}
 		return nil

@@ -40,7 +40,7 @@ var sendmailPaths = []string{"/usr/sbin/sendmail", "/usr/lib/sendmail"}
 
 // mailLoop sends the mail jobs ask for until ctx ends (the leader's
 // term).
-func (s *Server) mailLoop(ctx context.Context) {
+func (s *lifecycle) mailLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		v := s.st.Snapshot()
 		_, ws := v.Index()
@@ -82,7 +82,7 @@ func mailDue(j *state.Job) []string {
 
 // mailEvent takes event ev of j on (raft) and, when this call did, sends
 // its mail.
-func (s *Server) mailEvent(ctx context.Context, j *state.Job, ev string) {
+func (s *lifecycle) mailEvent(ctx context.Context, j *state.Job, ev string) {
 	res, err := s.apply(ctx, state.Command{Kind: state.CmdMailed, Mailed: &state.Mailed{JobID: j.ID, Event: ev}})
 	if err != nil {
 		if ctx.Err() == nil {

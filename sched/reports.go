@@ -20,7 +20,7 @@ const (
 // carrying them is committed (durable, applied), like every write.
 // Reports arriving together share an entry (groupCommit), in the order
 // they arrived: two reports of one node keep their order.
-func (s *Server) Report(ctx context.Context, node string, rep api.ContainerReport) error {
+func (s *lifecycle) Report(ctx context.Context, node string, rep api.ContainerReport) error {
 	if len(rep.Updates) == 0 {
 		return nil
 	}
@@ -30,7 +30,7 @@ func (s *Server) Report(ctx context.Context, node string, rep api.ContainerRepor
 
 // commitReports commits reports as one entry (one report alone as a
 // CmdReport) and answers each with the jobs it moved to RUNNING.
-func (s *Server) commitReports(rs []state.Report) ([][]state.Started, error) {
+func (s *lifecycle) commitReports(rs []state.Report) ([][]state.Started, error) {
 	defer s.wake()
 	ctx := context.Background() // raft's own apply timeout bounds it
 	at := s.cfg.Clock()         // the entry's time, as apply sets it

@@ -13,7 +13,7 @@ import (
 // restore reconciles d with what schedd knows (reconcileRestore) and
 // puts it in force on every replica, with writes held off from the read
 // of the live state to the end, so none is lost in between.
-func (s *Server) restore(ctx context.Context, d *state.Dump) error {
+func (s *ledger) restore(ctx context.Context, d *state.Dump) error {
 	s.restoreMu.Lock()
 	defer s.restoreMu.Unlock()
 	if _, err := s.reconcileRestore(ctx, d); err != nil {
@@ -31,9 +31,7 @@ func (s *Server) restore(ctx context.Context, d *state.Dump) error {
 		// session) and the state adopts them; placing before would run
 		// them twice.
 		until := s.cfg.Clock().Add(restorePlaceHold(s.cfg.NodeTimeout))
-		s.mu.Lock()
-		s.placeHold = until
-		s.mu.Unlock()
+		s.loop.holdPlacements(until)
 		s.log.Warn("restored into a state that held no job: no placements until the nodes have announced the jobs they run", "until", until)
 		s.wake()
 	}
@@ -53,7 +51,7 @@ func restorePlaceHold(nodeTimeout time.Duration) time.Duration {
 // ended runs and highest job id. It fails, and nothing is restored, when
 // the accounting store cannot be read: without it a restore could hand
 // out ids again or re-run ended jobs.
-func (s *Server) reconcileRestore(ctx context.Context, d *state.Dump) (state.Reconciled, error) {
+func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Reconciled, error) {
 	floor, err := s.acct.MaxJobID(ctx)
 	if err != nil {
 		return state.Reconciled{}, fmt.Errorf("restore: reading the accounting store: %w", err)

@@ -71,7 +71,7 @@ type SnapshotFile struct {
 
 // SaveSnapshot writes the state as of now and then the accounting
 // store's rows, in the snapshot file format.
-func (s *Server) SaveSnapshot(ctx context.Context, w io.Writer) error {
+func (s *ledger) SaveSnapshot(ctx context.Context, w io.Writer) error {
 	v := s.st.Snapshot()
 	idx, _ := v.Index()
 	body, err := json.Marshal(v.Dump())
@@ -224,7 +224,7 @@ func decodeState(body []byte) (state.Dump, error) {
 // lost): for a site whose only backup is an older badmin's state-only
 // file and whose store is gone. A store that holds other jobs under the
 // snapshot's ids is refused all the same.
-func (s *Server) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error) {
+func (s *ledger) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error) {
 	f, err := ReadSnapshotFile(r)
 	if err != nil {
 		return api.SnapshotRestored{}, err
@@ -297,7 +297,7 @@ func historyAfter(f *SnapshotFile) []accounting.Key {
 // the snapshot file: a store that holds other jobs under the snapshot's
 // job ids, or, for a state-only file, one that lacks the newest job the
 // snapshot's state had handed to the store and dropped.
-func (s *Server) checkHistory(ctx context.Context, f *SnapshotFile, allowMissing bool) error {
+func (s *ledger) checkHistory(ctx context.Context, f *SnapshotFile, allowMissing bool) error {
 	want := make([]accounting.Identity, 0, len(f.State.Jobs)+len(f.History))
 	for _, j := range f.State.Jobs {
 		want = append(want, accounting.Identity{ID: j.ID, User: j.User, Submitted: j.Submitted})
@@ -365,7 +365,7 @@ func newestPurged(d *state.Dump) uint64 {
 
 // storeName names the accounting store in messages (never a DSN, which
 // may hold a password).
-func (s *Server) storeName() string {
+func (s *ledger) storeName() string {
 	if s.acct.Driver() == accounting.DriverPostgres {
 		return "the PostgreSQL accounting store"
 	}
@@ -373,7 +373,7 @@ func (s *Server) storeName() string {
 }
 
 // storeAside says how to set the store aside for an empty one.
-func (s *Server) storeAside() string {
+func (s *ledger) storeAside() string {
 	if s.acct.Driver() == accounting.DriverPostgres {
 		return "point accounting's dsn at a new, empty database"
 	}
@@ -382,7 +382,7 @@ func (s *Server) storeAside() string {
 }
 
 // refill says where the history comes from once the store is empty.
-func (s *Server) refill(f *SnapshotFile) string {
+func (s *ledger) refill(f *SnapshotFile) string {
 	if f.HasHistory {
 		return fmt.Sprintf(": the snapshot file carries the %d accounting records saved with it", len(f.History))
 	}

@@ -30,7 +30,7 @@ func newStreams(cfg Config) *connlimit.Streams {
 
 // takeStream takes a slot for a stream of job opened by ctx's caller
 // (a trusted caller without an identity counts as uid -1).
-func (s *Server) takeStream(ctx context.Context, job uint64) (release func(), err error) {
+func (s *sessions) takeStream(ctx context.Context, job uint64) (release func(), err error) {
 	uid, user := -1, "trusted"
 	if id, ok := auth.FromContext(ctx); ok {
 		uid, user = id.UID, id.User

@@ -58,7 +58,7 @@ func containerViews(cs []state.Container) []api.Container {
 
 // extras are the last pass's start estimate, priority and queue position
 // of j, if it is pending and the pass saw it.
-func (s *Server) extras(j *state.Job) jobExtras {
+func (s *scheduler) extras(j *state.Job) jobExtras {
 	if j.State != api.JobPending {
 		return jobExtras{}
 	}
@@ -76,8 +76,8 @@ func (s *Server) extras(j *state.Job) jobExtras {
 
 // view is j as the leader answers with it: with its extras and its
 // dependency's status.
-func (s *Server) view(v *state.Snapshot, j *state.Job) api.Job {
-	return withDependency(v, jobView(j, s.extras(j)))
+func (s *lifecycle) view(v *state.Snapshot, j *state.Job) api.Job {
+	return withDependency(v, jobView(j, s.loop.extras(j)))
 }
 
 // nodeView is the API's view of row n; what is derived (its allocation,

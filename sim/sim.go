@@ -20,6 +20,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/depend"
 	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/fairshare"
@@ -89,7 +90,7 @@ func Preceding(recs []swf.Job, jobs []Job) int {
 	n := 0
 	for i := range jobs {
 		if p, ok := prev[jobs[i].ID]; ok && in[p] {
-			jobs[i].Depends = &core.Dependency{Conditions: []core.Condition{{Kind: core.DepEnded, Job: core.JobRef{ID: p}}}}
+			jobs[i].Depends = &core.Dependency{Conditions: []core.Condition{{Kind: depend.Ended, Job: core.JobRef{ID: p}}}}
 			n++
 		}
 	}

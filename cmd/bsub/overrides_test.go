@@ -130,8 +130,8 @@ func TestOverrideErrorsNameTheFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-n", "0"}, "bsub: -n 0: cluster size 0 is not valid; use 1 (main1 alone) to 1024 containers.\n"},
-		{[]string{"-n", "5000"}, "bsub: -n 5000: cluster size 5000 is not valid; use 1 (main1 alone) to 1024 containers.\n"},
+		{[]string{"-n", "0"}, "bsub: -n 0: cluster size 0 is not valid; use 1 (main1 alone) to 253 containers, the most one session's network holds.\n"},
+		{[]string{"-n", "5000"}, "bsub: -n 5000: cluster size 5000 is not valid; use 1 (main1 alone) to 253 containers, the most one session's network holds.\n"},
 		{[]string{"-J", "bad name"}, `bsub: -J bad name: job name "bad name" is not valid; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit.` + "\n"},
 		{[]string{"-W", "soon"}, "bsub: -W soon: want [HH:]MM, days-HH:MM:SS or a duration such as 2h\n"},
 		{[]string{"-W", "0"}, "bsub: -W 0: the limit must be more than 0\n"},

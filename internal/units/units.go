@@ -1,5 +1,6 @@
 // Package units reads and writes the sizes and durations people type:
-// "16G", "512MiB", "2h", "1-12:00:00". It is the one place these
+// "16G", "512MiB", "2h", "1-12:00:00", and turns cores (cpu 0.5) into
+// the millicores schedd counts (MilliCPU). It is the one place these
 // formats are defined, so a job file, a partition file, a node's flags and
 // the command-line tools all read "16G" as the same number of bytes
 // (16 GiB, as Slurm and Docker do). It imports only the standard library.

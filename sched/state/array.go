@@ -401,7 +401,7 @@ func holdArray(txn *memdb.Txn, index uint64, p *Job, on bool) (*Job, error) {
 
 // Element returns the row of element idx of array id, or nil (not made
 // yet, purged, or no such element).
-func (v *Snapshot) Element(id uint64, idx int) *Job {
+func (v *jobReads) Element(id uint64, idx int) *Job {
 	raw, err := v.txn.First(tableJobs, "element", id, idx)
 	if err != nil {
 		panic(err)
@@ -413,7 +413,7 @@ func (v *Snapshot) Element(id uint64, idx int) *Job {
 }
 
 // Elements returns the rows of array id's elements, in index order.
-func (v *Snapshot) Elements(id uint64) []*Job {
+func (v *jobReads) Elements(id uint64) []*Job {
 	es, err := elements(v.txn, id)
 	if err != nil {
 		panic(err)
@@ -425,7 +425,7 @@ func (v *Snapshot) Elements(id uint64) []*Job {
 // when it has one, else the array's settings in the state an element
 // without a row is in (PENDING, HELD, or ended with the array). ok is
 // false when p has no such element, or its row was purged.
-func (v *Snapshot) ElementView(p *Job, idx int) (j *Job, ok bool) {
+func (v *jobReads) ElementView(p *Job, idx int) (j *Job, ok bool) {
 	a := p.Array
 	if a == nil || a.Indices.Position(idx) < 0 {
 		return nil, false

@@ -14,11 +14,11 @@ import (
 // meanwhile is not seen, and nothing is skipped or seen twice.
 
 // EachJob yields every job in id order.
-func (v *Snapshot) EachJob() iter.Seq[*Job] { return v.each("id") }
+func (v *jobReads) EachJob() iter.Seq[*Job] { return v.each("id") }
 
 // EachJobOf yields the jobs of users (by name, each named once), in id
 // order.
-func (v *Snapshot) EachJobOf(users ...string) iter.Seq[*Job] {
+func (v *jobReads) EachJobOf(users ...string) iter.Seq[*Job] {
 	seqs := make([]iter.Seq[*Job], len(users))
 	for i, u := range users {
 		seqs[i] = v.each("user", u)
@@ -28,7 +28,7 @@ func (v *Snapshot) EachJobOf(users ...string) iter.Seq[*Job] {
 
 // EachJobIn yields the jobs in any of states (each named once), in id
 // order.
-func (v *Snapshot) EachJobIn(states ...api.JobState) iter.Seq[*Job] {
+func (v *jobReads) EachJobIn(states ...api.JobState) iter.Seq[*Job] {
 	seqs := make([]iter.Seq[*Job], len(states))
 	for i, st := range states {
 		seqs[i] = v.each("state", string(st))
@@ -37,10 +37,10 @@ func (v *Snapshot) EachJobIn(states ...api.JobState) iter.Seq[*Job] {
 }
 
 // EachLiveJob yields the jobs that have not ended, in id order.
-func (v *Snapshot) EachLiveJob() iter.Seq[*Job] { return v.EachJobIn(liveStates...) }
+func (v *jobReads) EachLiveJob() iter.Seq[*Job] { return v.EachJobIn(liveStates...) }
 
 // each yields the rows of the jobs index named index that args pick.
-func (v *Snapshot) each(index string, args ...any) iter.Seq[*Job] {
+func (v *jobReads) each(index string, args ...any) iter.Seq[*Job] {
 	return func(yield func(*Job) bool) {
 		it, err := v.txn.Get(tableJobs, index, args...)
 		if err != nil {

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/jobspec"
-	"github.com/troupe-hpc/troupe/sched/admission"
 )
 
 // Job is a job's row: what the jobs table holds, what a submit command
@@ -96,7 +96,7 @@ type Container struct {
 func NewContainer(c jobspec.Container, kernelID string) Container {
 	return Container{
 		Container: api.Container{Container: c, KernelID: kernelID, State: api.ContainerPending},
-		CPUMilli:  admission.MilliCPU(c.Resources.CPU),
+		CPUMilli:  units.MilliCPU(c.Resources.CPU),
 	}
 }
 
@@ -113,7 +113,7 @@ func legacyMilli(j *Job) *Job {
 	out := j
 	for i := range j.Containers {
 		c := &j.Containers[i]
-		if m := admission.MilliCPU(c.Resources.CPU); c.CPUMilli == 0 && m != 0 {
+		if m := units.MilliCPU(c.Resources.CPU); c.CPUMilli == 0 && m != 0 {
 			if out == j {
 				out = clone(j)
 			}

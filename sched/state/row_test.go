@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/sched/admission"
+	"github.com/troupe-hpc/troupe/internal/units"
 )
 
 // leaderOnly are the view's fields the leader computes for an answer
@@ -115,7 +115,7 @@ func TestRowsRoundTrip(t *testing.T) {
 	h := newHarness(t)
 	j := session(2)
 	j.Containers[1].Resources.CPU = 0.25
-	j.Containers[1].CPUMilli = admission.MilliCPU(0.25)
+	j.Containers[1].CPUMilli = units.MilliCPU(0.25)
 	id := h.apply(Command{Kind: CmdSubmit, Submit: j}).(uint64)
 	b, err := json.Marshal(Command{Version: SchemaVersion, Kind: CmdSubmit, Time: time.Now(), Submit: h.job(id)})
 	if err != nil {

@@ -44,7 +44,7 @@ func putServer(txn *memdb.Txn, s *Server) error {
 }
 
 // Tokens lists the token records by id.
-func (v *Snapshot) Tokens() []*api.Token {
+func (v *credentialReads) Tokens() []*api.Token {
 	it, err := v.txn.Get(tableTokens, "id")
 	if err != nil {
 		panic(err)
@@ -57,7 +57,7 @@ func (v *Snapshot) Tokens() []*api.Token {
 }
 
 // TokenByHash finds the token whose secret hashes to hash (hex).
-func (v *Snapshot) TokenByHash(hash string) *api.Token {
+func (v *credentialReads) TokenByHash(hash string) *api.Token {
 	raw, err := v.txn.First(tableTokens, "hash", hash)
 	if err != nil || raw == nil {
 		return nil
@@ -66,7 +66,7 @@ func (v *Snapshot) TokenByHash(hash string) *api.Token {
 }
 
 // Token finds a token by id.
-func (v *Snapshot) Token(id string) *api.Token {
+func (v *credentialReads) Token(id string) *api.Token {
 	raw, err := v.txn.First(tableTokens, "id", id)
 	if err != nil || raw == nil {
 		return nil
@@ -75,7 +75,7 @@ func (v *Snapshot) Token(id string) *api.Token {
 }
 
 // Servers lists the raft servers' API addresses.
-func (v *Snapshot) Servers() []*Server {
+func (v *credentialReads) Servers() []*Server {
 	it, err := v.txn.Get(tableServers, "id")
 	if err != nil {
 		panic(err)
@@ -88,7 +88,7 @@ func (v *Snapshot) Servers() []*Server {
 }
 
 // ServerAPI is the API address of raft server id ("" unknown).
-func (v *Snapshot) ServerAPI(id string) string {
+func (v *credentialReads) ServerAPI(id string) string {
 	raw, err := v.txn.First(tableServers, "id", id)
 	if err != nil || raw == nil {
 		return ""
