@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,7 +157,13 @@ func TestOthersSetUpWhileBridgeIsMade(t *testing.T) {
 	nodeAddr(t)
 	m := newDefaultManager(t, t.TempDir())
 	gate, entered := make(chan struct{}), make(chan struct{}, 1)
-	m.createHook = func() error { entered <- struct{}{}; <-gate; return nil }
+	setHook(t, &testHookCreate, func(h *Manager) error {
+		if h == m {
+			entered <- struct{}{}
+			<-gate
+		}
+		return nil
+	})
 	var once sync.Once
 	release := func() { once.Do(func() { close(gate) }) }
 	t.Cleanup(release)
@@ -218,11 +225,16 @@ func TestSessionFailureReachesAll(t *testing.T) {
 	m := newDefaultManager(t, t.TempDir())
 	job := testJob(1, 5601, 3)
 	gate, entered := make(chan struct{}), make(chan struct{}, 1)
-	m.createHook = func() error {
+	var failing atomic.Bool
+	failing.Store(true)
+	setHook(t, &testHookCreate, func(h *Manager) error {
+		if h != m || !failing.Load() {
+			return nil
+		}
 		entered <- struct{}{}
 		<-gate
 		return errors.New("no bridge today")
-	}
+	})
 	errs := make(chan error, len(job.Containers))
 	for i, c := range job.Containers {
 		go func() {
@@ -260,7 +272,7 @@ func TestSessionFailureReachesAll(t *testing.T) {
 		t.Errorf("namespaces still pinned: %v", ents)
 	}
 
-	m.createHook = nil
+	failing.Store(false)
 	eps, err := attachAll(m, job, 1)
 	if err != nil {
 		t.Fatalf("the session again: %v", err)
