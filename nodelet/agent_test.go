@@ -58,12 +58,12 @@ func startAgentIn(t *testing.T, s *testSchedd, rt, stateDir string) (Config, fun
 // the agent with ErrDetach (its containers keep running).
 func startAgentCause(t *testing.T, s *testSchedd, rt, stateDir string, mods ...func(*Config)) (Config, func(), func()) {
 	t.Helper()
-	return runAgent(t, Config{Addr: s.hs.URL}, rt, stateDir, mods...)
+	return runAgent(t, Config{Addr: s.hs.URL}, parts{}, rt, stateDir, mods...)
 }
 
 // runAgent is startAgentCause for cfg, which names schedd (Addr, or the
-// fake in cfg.schedd).
-func runAgent(t *testing.T, cfg Config, rt, stateDir string, mods ...func(*Config)) (Config, func(), func()) {
+// fake in p.schedd).
+func runAgent(t *testing.T, cfg Config, p parts, rt, stateDir string, mods ...func(*Config)) (Config, func(), func()) {
 	t.Helper()
 	cfg.Name, cfg.StateDir, cfg.Runtime = "node1", stateDir, rt
 	cfg.CPU, cfg.Memory, cfg.InitBinary, cfg.SSHBinary = 2, 1<<30, runtimetest.BuildInit(t), buildSSH(t)
@@ -78,7 +78,7 @@ func runAgent(t *testing.T, cfg Config, rt, stateDir string, mods ...func(*Confi
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	go func() { done <- Run(ctx, cfg, log) }()
+	go func() { done <- run(ctx, cfg, log, p) }()
 	stopped := false
 	stopWith := func(cause error) {
 		if stopped {

@@ -260,5 +260,5 @@ func (l *reportLog) waitState(t *testing.T, job uint64, host string, state api.C
 // startAgentCause against a real schedd.
 func startFakeAgent(t *testing.T, f *fakeSchedd, rt, stateDir string, mods ...func(*Config)) (Config, func(), func()) {
 	t.Helper()
-	return runAgent(t, Config{Addr: "http://127.0.0.1:1", schedd: f}, rt, stateDir, mods...)
+	return runAgent(t, Config{Addr: "http://127.0.0.1:1"}, parts{schedd: f}, rt, stateDir, mods...)
 }
