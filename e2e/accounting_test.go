@@ -76,7 +76,7 @@ func storedCount(t *testing.T, dir string) map[uint64]int {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rows, err := s.Query(context.Background(), accounting.Filter{})
+	rows, err := s.Query(context.Background(), api.HistoryFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -291,8 +291,7 @@ func (s *ledger) ListFairShare(ctx context.Context, w httpapi.Wait) api.FairShar
 
 // JobHistory answers bhist from the accounting store and the ended
 // jobs still in the replicated state, each run once.
-func (s *ledger) JobHistory(ctx context.Context, w httpapi.Wait, hq httpapi.HistoryQuery) (api.History, error) {
-	q := HistoryQuery(hq)
+func (s *ledger) JobHistory(ctx context.Context, w httpapi.Wait, q api.HistoryFilter) (api.History, error) {
 	v, idx := s.block(ctx, w)
 	live := History(stateHistory(v), q)
 	stored, err := s.acct.Query(ctx, q)
@@ -315,8 +314,7 @@ func (s *ledger) JobHistory(ctx context.Context, w httpapi.Wait, hq httpapi.Hist
 
 // AccountingSummary answers bacct: the ended jobs the query picks
 // (store and state, each run once) summed per group.
-func (s *ledger) AccountingSummary(ctx context.Context, hq httpapi.HistoryQuery, group string) (api.Accounting, error) {
-	q := HistoryQuery(hq)
+func (s *ledger) AccountingSummary(ctx context.Context, q api.HistoryFilter, group string) (api.Accounting, error) {
 	rows, err := s.acct.Summary(ctx, q, group)
 	if err != nil {
 		if errors.Is(err, accounting.ErrInvalid) {

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
@@ -149,7 +148,7 @@ func TestHandOffCrash(t *testing.T) {
 	if n := len(srv.Store().Snapshot().Jobs()); n != 0 {
 		t.Fatalf("%d jobs still in raft after the purge", n)
 	}
-	stored, err := srv.Accounting().Query(ctx, accounting.Filter{})
+	stored, err := srv.Accounting().Query(ctx, api.HistoryFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +214,7 @@ func TestRetention(t *testing.T) {
 	if _, err := srv.ExportEnded(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := srv.Accounting().Query(ctx, accounting.Filter{})
+	got, err := srv.Accounting().Query(ctx, api.HistoryFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

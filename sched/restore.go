@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -71,7 +70,7 @@ func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 	for len(open) > 0 {
 		// In chunks: a query's parameters are bounded (SQLite's 32766).
 		n := min(len(open), 500)
-		recs, err := s.acct.Query(ctx, accounting.Filter{IDs: open[:n]})
+		recs, err := s.acct.Query(ctx, api.HistoryFilter{IDs: open[:n]})
 		if err != nil {
 			return state.Reconciled{}, fmt.Errorf("restore: reading the accounting store: %w", err)
 		}

@@ -13,7 +13,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
@@ -80,7 +79,7 @@ func TestRestoreKeepsWhatHappened(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := submitOne(t, c, true)
-	stored, err := srv.Accounting().Query(ctx, accounting.Filter{IDs: []uint64{done}})
+	stored, err := srv.Accounting().Query(ctx, api.HistoryFilter{IDs: []uint64{done}})
 	if err != nil || len(stored) != 1 {
 		t.Fatalf("accounting store holds %+v, %v; want job %d", stored, err, done)
 	}
@@ -154,7 +153,7 @@ func TestRestoreOnEmptyStateIDsAboveAccounting(t *testing.T) {
 		t.Fatalf("the first submit after the restore got id %d, want %d (above the accounting store's %v)", next, want, ended)
 	}
 	for _, id := range ended {
-		h, err := srv.Accounting().Query(ctx, accounting.Filter{IDs: []uint64{id}})
+		h, err := srv.Accounting().Query(ctx, api.HistoryFilter{IDs: []uint64{id}})
 		if err != nil || len(h) != 1 || h[0].State != api.JobCancelled {
 			t.Errorf("bhist %d: %+v, %v; want the cancelled job", id, h, err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
+	"github.com/troupe-hpc/troupe/internal/procfs"
 )
 
 func build(t *testing.T) string {
@@ -77,23 +78,6 @@ func TestRunPropagatesExit(t *testing.T) {
 	}
 }
 
-// hasChild tells whether a process has pid for parent (/proc/PID/stat's
-// fourth field, after the command's name in parentheses).
-func hasChild(pid int) bool {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndex(string(b), ") ")
-		if f := strings.Fields(string(b)[i+1:]); i >= 0 && len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			return true
-		}
-	}
-	return false
-}
-
 func TestSignalsEndWaitAndRun(t *testing.T) {
 	bin := build(t)
 	tests := []struct {
@@ -115,7 +99,7 @@ func TestSignalsEndWaitAndRun(t *testing.T) {
 			if tc.args[0] == "run" {
 				// run takes its signals before it starts the command: a
 				// child means the handler is in.
-				eventually.True(t, 10*time.Second, "troupe-init starting its command", func() bool { return hasChild(cmd.Process.Pid) })
+				eventually.True(t, 10*time.Second, "troupe-init starting its command", func() bool { return len(procfs.Descendants(cmd.Process.Pid, 0)) > 0 })
 			} else {
 				// wait shows no sign once its handler is in (the Go
 				// runtime catches SIGTERM from the start either way):

@@ -10,13 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/eventually"
+	"github.com/troupe-hpc/troupe/internal/procfs"
 )
 
 func TestLeaseFileRoundTrip(t *testing.T) {
@@ -59,20 +58,15 @@ func fakeNodelet(t *testing.T) (*exec.Cmd, []int) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	kids := eventually.Value(t, 5*time.Second, "the fake nodelet's 2 children", func() ([]int, bool) {
-		kids := descendants(cmd.Process.Pid, 0)
+		kids := procfs.Descendants(cmd.Process.Pid, 0)
 		return kids, len(kids) == 2
 	})
 	return cmd, kids
 }
 
 func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z"
+	s, err := procfs.Read(pid)
+	return err == nil && s.Live()
 }
 
 // TestFenceKillsAtDeadline: while the lease holds the nodelet's children
