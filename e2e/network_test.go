@@ -337,7 +337,7 @@ job "s" {
 	for range 3 {
 		rogueRun("rogue-was-here\n", "busybox nc -u -w 1 "+main1.Addr+" 5002")
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a window for a datagram that must not arrive
 	if b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("s-%d.main1.out", id))); strings.Contains(string(b), "rogue") {
 		t.Errorf("main1 received the rogue host's datagram:\n%s", b)
 	}

@@ -43,8 +43,14 @@ func TestAgentSignalsOnceAcrossRestart(t *testing.T) {
 	waitOut("usr1")
 
 	detach()
+	restarted := time.Now()
 	startAgentIn(t, s, RuntimeRunc, state)
-	time.Sleep(time.Second) // the new nodelet has reconciled the job, USR1 request included
+	// Registered, the new nodelet has adopted the job; the assignments it
+	// fetches next hold the USR1 request it must not send again.
+	eventually.True(t, 15*time.Second, "the new nodelet registered", func() bool {
+		n := s.srv.Store().Snapshot().Node("node1")
+		return n != nil && n.LastHeartbeat.After(restarted) // set by a registration
+	})
 	if _, err := s.cli.Signal(context.Background(), id, api.SignalJob{Signal: "SIGUSR2", Host: "main1"}); err != nil {
 		t.Fatal(err)
 	}

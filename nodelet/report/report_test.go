@@ -126,7 +126,7 @@ func TestPreparingOvertaken(t *testing.T) {
 func TestPreparingHeld(t *testing.T) {
 	rec, q := delivering(t, time.Hour)
 	q.Add(upd(1, "main1", 0, api.ContainerPreparing))
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // a window in which nothing may go out
 	if n := rec.count(); n != 0 {
 		t.Fatalf("%d reports sent during the hold, want none", n)
 	}

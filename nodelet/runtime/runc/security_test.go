@@ -176,7 +176,7 @@ func TestNoRuncEventsLeft(t *testing.T) {
 	spec.Memory = 64 << 20
 	c := runtimetest.Start(t, r, spec)
 	defer func() { _ = c.Destroy(context.Background()) }()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // a window for a stray runc process to show
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
