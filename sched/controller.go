@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -292,13 +293,25 @@ func (s *fleet) NodeAssignments(ctx context.Context, w httpapi.Wait, node string
 			return api.Assignments{}, err
 		}
 	}
+	if until := s.st.Snapshot().AdoptUntil(); w.Index != 0 {
+		// The adoption window's end changes the answer (a partly adopted
+		// job leaves it): the wait ends with the window.
+		if left := until.Sub(s.cfg.Clock()); left > 0 && left < w.For {
+			w.For = left + 10*time.Millisecond
+		}
+	}
 	v, idx := s.blockOn(ctx, w, func(v *state.Snapshot) (uint64, memdb.WatchSet) {
-		if s.assignWoke != nil {
-			defer s.assignWoke(node)
+		if h := testHookAssignWoke.Load(); h != nil {
+			defer (*h)(s.replica, node)
 		}
 		return v.NodeIndex(node)
 	})
-	return api.Assignments{Assignments: Assignments(v, node), Index: idx, NoJobsYet: v.LastJobID() == 0}, nil
+	now := s.cfg.Clock()
+	as := api.Assignments{Assignments: AssignmentsAt(v, node, now), Index: idx, NoJobsYet: v.LastJobID() == 0}
+	if until := v.AdoptUntil(); now.Before(until) {
+		as.AdoptUntil = until
+	}
+	return as, nil
 }
 
 // ListPartitions is the partitions with their nodes and limits.
