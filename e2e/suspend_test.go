@@ -127,6 +127,7 @@ job "gang" {
 		hosts := []string{"main1", "sub1"}
 		before := map[string]int{}
 		crcs := map[string]string{}
+		var every time.Duration // the slowest holder's time between two lines
 		for _, h := range hosts {
 			if !waitFor(60*time.Second, func() bool { n, _, _ := count(t, dir, h); return n > 0 }) {
 				out, _ := os.ReadFile(filepath.Join(dir, "gang.out"))
@@ -136,7 +137,14 @@ job "gang" {
 			if !waitFor(30*time.Second, func() bool { n, _, _ := count(t, dir, h); return n > first }) {
 				t.Fatalf("%s does not count on", h)
 			}
-			_, crcs[h], _ = count(t, dir, h)
+			// How often it writes: the time to its next line.
+			var n0 int
+			n0, crcs[h], _ = count(t, dir, h)
+			from := time.Now()
+			if !waitFor(30*time.Second, func() bool { n, _, _ := count(t, dir, h); return n > n0 }) {
+				t.Fatalf("%s does not count on", h)
+			}
+			every = max(every, time.Since(from))
 		}
 
 		began := time.Now()
@@ -179,14 +187,22 @@ job "lent" {
   command = ["sleep", "2"]
 }`))
 		c.waitState(lender, 30*time.Second, func(j api.Job) bool { return j.State == api.JobRunning })
-		// The holders counted some thirty lines a second: over the
-		// commands above (well over 100 ms), frozen ones wrote none.
-		for _, h := range hosts {
-			if n, _, _ := count(t, dir, h); n != before[h] {
-				t.Errorf("%s counted on while frozen: %d → %d", h, before[h], n)
+		// Frozen, the holders write nothing for five times the time
+		// they took to write a line before.
+		moved := ""
+		waitFor(time.Minute, func() bool {
+			for _, h := range hosts {
+				if n, _, _ := count(t, dir, h); n != before[h] {
+					moved = fmt.Sprintf("%s counted on while frozen: %d → %d", h, before[h], n)
+					return true
+				}
 			}
+			return time.Since(frozenAt) > 5*every
+		})
+		if moved != "" {
+			t.Error(moved)
 		}
-		t.Logf("counters still for %v while frozen", time.Since(frozenAt).Round(time.Millisecond))
+		t.Logf("counters still for %v while frozen (a line every %v before)", time.Since(frozenAt).Round(time.Millisecond), every.Round(time.Millisecond))
 
 		// A resume waits for them: the session thaws once the lent
 		// job has ended.
