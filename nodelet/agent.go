@@ -321,7 +321,7 @@ func (a *agent) legacyDirs() []string {
 func (a *agent) register(ctx context.Context) error {
 	reg := api.NodeRegister{
 		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(), OCIRuntime: a.oci, Instance: a.instance,
-		Capacity: api.Resources{CPUMilli: int64(a.cfg.CPU * 1000), Memory: a.cfg.Memory, GPU: float64(len(a.gpus))},
+		Capacity: api.Resources{CPUMilli: api.Millicores(a.cfg.CPU), Memory: a.cfg.Memory, GPU: float64(len(a.gpus))},
 	}
 	regCli := a.cli
 	if a.cfg.JoinTokenFile != "" {

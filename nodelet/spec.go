@@ -111,7 +111,8 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 			devices = append(devices, d)
 		}
 	}
-	cpus := a.coresFor(t, c.Resources.CPU)
+	milli := c.Milli()
+	cpus := a.coresFor(t, milli)
 	if len(cpus) == 0 {
 		for _, kv := range mpiBindingNone {
 			if name, _, _ := strings.Cut(kv, "="); !hasEnv(env, name) {
@@ -176,7 +177,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 		ID: t.id(), Hostname: host, Image: image, ImageAsUser: byPath,
 		Args: c.Command, Env: env, Workdir: job.Spec.Workdir,
 		UID: job.UID, GID: job.GID,
-		CPU: c.Resources.CPU, CPUs: cpus, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
+		CPUMilli: milli, CPUs: cpus, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
 		Mounts: mounts, Layer: fs.layer, Stdout: files.out, Stderr: files.err,
 		Dir: filepath.Join(a.containersDir(), t.id()), Home: a.homeOf(t),
 		Init: a.cfg.InitBinary, InitLayered: fs.initLayered, InitArgs: initArgs, Devices: devices,
@@ -230,8 +231,8 @@ func setEnv(env []string, name, value string) []string {
 // coresFor gives the container of t cores of its own when the runtime
 // confines it to them (runc) and it asks for whole cores that are free;
 // none otherwise (cpuset.go).
-func (a *agent) coresFor(t *task, cpu float64) []int {
-	n := wholeCores(cpu)
+func (a *agent) coresFor(t *task, milli int64) []int {
+	n := wholeCores(milli)
 	if n == 0 || a.rt.Name() != RuntimeRunc {
 		return nil
 	}

@@ -463,6 +463,11 @@ type PriorityFactors struct {
 // Container is one container of a job's session.
 type Container struct {
 	jobspec.Container
+	// CPUMilli is the container's CPU in millicores as admission
+	// resolved it and the scheduler placed it: what its node enforces
+	// (the CFS quota) and counts. A schedd older than the field sends
+	// none; Milli reads such a container.
+	CPUMilli int64          `json:"cpu_milli,omitempty"`
 	KernelID string         `json:"kernel_id"`
 	Node     string         `json:"node,omitempty"`
 	NodeAddr string         `json:"node_addr,omitempty"` // address other containers reach it at
@@ -482,6 +487,27 @@ type Container struct {
 	// Ended is when it ended, as its node measured it (on schedd's
 	// clock, within the run); zero until then, or when no node told.
 	Ended time.Time `json:"ended,omitzero"`
+}
+
+// Milli is c's CPU in millicores: CPUMilli, or, from a schedd that
+// predates it, the job file's cores rounded to the nearest millicore as
+// admission rounds them.
+func (c *Container) Milli() int64 {
+	if c.CPUMilli != 0 || c.Resources.CPU <= 0 {
+		return c.CPUMilli
+	}
+	return Millicores(c.Resources.CPU)
+}
+
+// Millicores is cores (fractional, as a job file or a node's config
+// writes them) in millicores, rounded to the nearest: the one rounding
+// rule of a count of cores written in a file (admission's for a job, a
+// nodelet's for its capacity).
+func Millicores(cores float64) int64 {
+	if cores <= 0 {
+		return 0
+	}
+	return int64(cores*1000 + 0.5)
 }
 
 // JobRun is an earlier run of a requeued job, as the requeue ended it.

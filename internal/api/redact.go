@@ -69,7 +69,7 @@ func publicSpec(s *jobspec.Job) jobspec.Job {
 func publicContainer(c *Container) Container {
 	return Container{
 		Container: jobspec.Container{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Resources: c.Resources},
-		Node:      c.Node, NodeAddr: c.NodeAddr, State: c.State, ExitCode: c.ExitCode,
+		CPUMilli:  c.CPUMilli, Node: c.Node, NodeAddr: c.NodeAddr, State: c.State, ExitCode: c.ExitCode,
 		CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended,
 	}
 }

@@ -48,7 +48,7 @@ var classes = map[reflect.Type]map[string]class{
 		"Services": withheld, "Mail": withheld,
 	},
 	reflect.TypeFor[api.Container](): {
-		"Container": nested, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown, "Ended": shown,
+		"Container": nested, "CPUMilli": shown, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown, "Ended": shown,
 		"KernelID": withheld, "Addr": withheld, "Reach": withheld, "Message": withheld, "GPUs": withheld,
 	},
 	reflect.TypeFor[jobspec.Container](): {

@@ -83,20 +83,14 @@ type Job struct {
 // its request in schedulable units.
 type Container struct {
 	api.Container
-	// CPUMilli is the container's CPU request in millicores, converted
-	// once from its job file's cpu at admission (NewContainer); every
-	// count of CPUs (placement, allocation, limits) reads it from here.
-	// Rows written before schema 5 carry none: Apply and Restore derive
-	// it (legacyMilli).
-	CPUMilli int64 `json:"cpu_milli,omitempty"`
 }
 
 // NewContainer is c as a row's container, pending, with its request in
 // schedulable units: the one place a job file's cpu becomes millicores.
 func NewContainer(c jobspec.Container, kernelID string) Container {
 	return Container{
-		Container: api.Container{Container: c, KernelID: kernelID, State: api.ContainerPending},
-		CPUMilli:  admission.MilliCPU(c.Resources.CPU),
+		Container: api.Container{Container: c, KernelID: kernelID, State: api.ContainerPending,
+			CPUMilli: admission.MilliCPU(c.Resources.CPU)},
 	}
 }
 
