@@ -150,8 +150,9 @@ func BenchmarkPassArrays(b *testing.B) {
 func indexBenchState(b *testing.B, ended, queued int) *state.Store {
 	b.Helper()
 	job := func(id uint64, st api.JobState, node string) *state.Job {
-		c := state.NewContainer(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1,
-			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}, fmt.Sprint("k", id))
+		c := rowContainer(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1,
+			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}})
+		c.KernelID = fmt.Sprint("k", id)
 		c.Node = node
 		if node != "" {
 			c.State = api.ContainerRunning
@@ -164,7 +165,7 @@ func indexBenchState(b *testing.B, ended, queued int) *state.Store {
 	}
 	d := state.Dump{Version: state.SchemaVersion}
 	for _, n := range []string{"n1", "n2"} {
-		d.Nodes = append(d.Nodes, &state.Node{Name: n, State: api.NodeUp, Capacity: api.Resources{CPUMilli: 64000, Memory: 256 << 30}})
+		d.Nodes = append(d.Nodes, &state.Node{Name: n, State: api.NodeUp, Capacity: state.Resources{CPUMilli: 64000, Memory: 256 << 30}})
 	}
 	id := uint64(0)
 	for i := range ended + queued {

@@ -127,7 +127,7 @@ func (s *Server) exportEnded(ctx context.Context) (int, error) {
 			if !j.State.Terminal() && j.DependsOn != nil {
 				for _, c := range j.DependsOn.Conditions {
 					needed[c.JobID] = true
-					if e := dependencyElement(v, c); e != nil {
+					if e := dependencyElement(v, conditionView(c)); e != nil {
 						needed[e.ID] = true // done(12[5]) reads element 5's row
 					}
 				}

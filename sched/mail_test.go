@@ -176,7 +176,7 @@ func TestMailStatesCoverMailDue(t *testing.T) {
 	all := []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, api.JobPreparing, api.JobRunning,
 		api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail}
 	for _, st := range all {
-		j := &state.Job{ID: 1, State: st, Spec: jobspec.Job{Mail: &jobspec.Mail{To: "ada@example.org", Begin: true, End: true, Fail: true}}}
+		j := &state.Job{ID: 1, State: st, Spec: state.Spec{Mail: &state.Mail{To: "ada@example.org", Begin: true, End: true, Fail: true}}}
 		if st != api.JobPending && st != api.JobHeld && st != api.JobScheduled && st != api.JobPreparing {
 			j.Started = time.Now() // a queued job has none: set at RUNNING, cleared on requeue
 		}

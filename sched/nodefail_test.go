@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // TestNodeFailure: a node silent past the node timeout goes DOWN; its
@@ -61,7 +62,7 @@ func TestNodeFailure(t *testing.T) {
 	if n := v.Node("a"); n.State != api.NodeDown {
 		t.Fatalf("node a is %s, want DOWN", n.State)
 	}
-	if got := v.Allocated()["a"]; got != (api.Resources{}) {
+	if got := v.Allocated()["a"]; got != (state.Resources{}) {
 		t.Fatalf("node a still holds %+v", got)
 	}
 	// A late report from a about the requeued job changes nothing.

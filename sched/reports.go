@@ -20,11 +20,20 @@ const (
 // carrying them is committed (durable, applied), like every write.
 // Reports arriving together share an entry (groupCommit), in the order
 // they arrived: two reports of one node keep their order.
+// updateRows are a node's updates as a report command carries them.
+func updateRows(us []api.ContainerUpdate) []state.ContainerUpdate {
+	out := make([]state.ContainerUpdate, len(us))
+	for i, u := range us {
+		out[i] = state.ContainerUpdate(u)
+	}
+	return out
+}
+
 func (s *Server) Report(ctx context.Context, node string, rep api.ContainerReport) error {
 	if len(rep.Updates) == 0 {
 		return nil
 	}
-	_, err := s.reports.do(state.Report{Node: node, Updates: rep.Updates})
+	_, err := s.reports.do(state.Report{Node: node, Updates: updateRows(rep.Updates)})
 	return err
 }
 

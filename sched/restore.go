@@ -65,7 +65,7 @@ func (s *Server) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 		}
 	}
 	f := state.RestoreFacts{Live: s.st.Snapshot(), Floor: floor}
-	f.Ended = map[uint64]api.HistoryJob{}
+	f.Ended = map[uint64]state.EndedRun{}
 	isOpen := map[uint64]bool{}
 	for _, id := range open {
 		isOpen[id] = true
@@ -83,7 +83,7 @@ func (s *Server) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 				continue // an element picked by its array's id
 			}
 			if old, ok := f.Ended[h.ID]; !ok || h.Requeues >= old.Requeues {
-				f.Ended[h.ID] = h
+				f.Ended[h.ID] = endedRun(&h)
 			}
 		}
 	}
@@ -99,4 +99,15 @@ func (s *Server) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 			"jobs", len(r.Dropped), "first", r.Dropped[0], "last", r.Dropped[len(r.Dropped)-1])
 	}
 	return r, nil
+}
+
+// endedRun is the accounting store's record h as a restore ends a job
+// with it.
+func endedRun(h *api.HistoryJob) state.EndedRun {
+	e := state.EndedRun{State: h.State, Reason: h.Reason, ExitCode: h.ExitCode, Requeues: h.Requeues,
+		Started: h.Started, Ended: h.Ended, CPUTime: h.CPUTime, MemPeak: h.MemPeak}
+	for _, c := range h.Containers {
+		e.Containers = append(e.Containers, state.RunContainer(c))
+	}
+	return e
 }

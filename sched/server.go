@@ -489,7 +489,7 @@ func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*state.Nod
 	if err := s.checkInstance(s.st.Snapshot(), reg.Name, reg.Instance, "registration"); err != nil {
 		return nil, err
 	}
-	n := &state.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, OCIRuntime: reg.OCIRuntime, Capacity: reg.Capacity, Labels: reg.Labels,
+	n := &state.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, OCIRuntime: reg.OCIRuntime, Capacity: state.Resources(reg.Capacity), Labels: reg.Labels,
 		Instance: reg.Instance}
 	if _, err := s.apply(ctx, state.Command{Kind: state.CmdRegister, Register: n}); err != nil {
 		return nil, err
@@ -509,7 +509,7 @@ func (s *Server) Nodes(v *state.Snapshot) []api.Node {
 	var out []api.Node
 	for _, n := range v.Nodes() {
 		c := nodeView(n)
-		c.Allocated = alloc[n.Name]
+		c.Allocated = resourcesView(alloc[n.Name])
 		c.GPUs = nodeGPUs(n.Capacity.GPU, devs[n.Name])
 		if t, ok := s.seen[n.Name]; ok {
 			c.LastHeartbeat = t
@@ -521,7 +521,7 @@ func (s *Server) Nodes(v *state.Snapshot) []api.Node {
 
 // nodeGPUs lists a node's whole devices (as placement counts them) with
 // the shares held on each; nil without any.
-func nodeGPUs(capacity float64, use map[int]*api.NodeGPU) []api.NodeGPU {
+func nodeGPUs(capacity float64, use map[int]*state.DeviceUse) []api.NodeGPU {
 	var out []api.NodeGPU
 	for d := 0; d < int(math.Floor(capacity+1e-9)); d++ {
 		g := api.NodeGPU{Device: d}

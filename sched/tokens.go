@@ -66,7 +66,7 @@ func (s *Server) CreateToken(ctx context.Context, req api.TokenCreate) (api.Toke
 	secret := auth.NewSecret()
 	t := api.Token{ID: auth.NewID(), Hash: auth.Hash(secret), UID: owner.UID, GID: owner.GID, User: owner.User,
 		Admin: req.Admin, Created: s.cfg.Clock().UTC()}
-	if _, err := s.apply(ctx, state.Command{Kind: state.CmdToken, Token: &t}); err != nil {
+	if _, err := s.apply(ctx, state.Command{Kind: state.CmdToken, Token: tokenRow(&t)}); err != nil {
 		return api.TokenCreated{}, err
 	}
 	t.Hash = ""
@@ -77,7 +77,7 @@ func (s *Server) CreateToken(ctx context.Context, req api.TokenCreate) (api.Toke
 func (s *Server) nodeCredential(ctx context.Context, node string) (string, error) {
 	secret := auth.NewSecret()
 	t := api.Token{ID: "node-" + node, Hash: auth.Hash(secret), UID: -1, GID: -1, User: "node/" + node, Node: node, Created: s.cfg.Clock().UTC()}
-	if _, err := s.apply(ctx, state.Command{Kind: state.CmdToken, Token: &t}); err != nil {
+	if _, err := s.apply(ctx, state.Command{Kind: state.CmdToken, Token: tokenRow(&t)}); err != nil {
 		return "", err
 	}
 	return secret, nil
@@ -92,7 +92,7 @@ func (s *Server) Tokens(ctx context.Context) api.TokenList {
 		if ok && !id.Admin && (t.Node != "" || t.UID != id.UID) {
 			continue
 		}
-		c := *t
+		c := *tokenView(t)
 		c.Hash = ""
 		out.Tokens = append(out.Tokens, c)
 	}

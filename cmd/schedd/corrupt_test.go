@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -67,7 +66,7 @@ func writeJobs(t *testing.T, dir string) {
 	}
 	for _, name := range []string{"a", "corrupt-me", "b"} {
 		if _, err := l.Apply(ctx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-			Submit: &state.Job{Name: name, Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}}); err != nil {
+			Submit: &state.Job{Name: name, Containers: []state.Container{{KernelID: "k"}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

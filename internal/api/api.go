@@ -56,7 +56,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 	"github.com/troupe-hpc/troupe/internal/reason"
+	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -82,36 +84,24 @@ const (
 )
 
 // JobState is where a job stands in its lifecycle (docs/ARCHITECTURE.md,
-// "The life of a job"; bqueue(1), STATE).
-type JobState string
+// "The life of a job"; bqueue(1), STATE): package lifecycle's, which the
+// replicated state's rows store too.
+type JobState = lifecycle.JobState
 
 // Job states.
 const (
-	JobPending   JobState = "PENDING"
-	JobHeld      JobState = "HELD"
-	JobScheduled JobState = "SCHEDULED"
-	JobPreparing JobState = "PREPARING"
-	JobRunning   JobState = "RUNNING"
-	JobCompleted JobState = "COMPLETED"
-	JobFailed    JobState = "FAILED"
-	JobCancelled JobState = "CANCELLED"
-	JobTimeout   JobState = "TIMEOUT"
-	JobNodeFail  JobState = "NODE_FAIL"
-	// JobRequeued is the state of an earlier run of a job in history: a
-	// node failure ended that run and put the job back in the queue. No
-	// job is ever in it; its record is (Slurm's sacct shows such a run
-	// as REQUEUED too).
-	JobRequeued JobState = "REQUEUED"
+	JobPending   = lifecycle.JobPending
+	JobHeld      = lifecycle.JobHeld
+	JobScheduled = lifecycle.JobScheduled
+	JobPreparing = lifecycle.JobPreparing
+	JobRunning   = lifecycle.JobRunning
+	JobCompleted = lifecycle.JobCompleted
+	JobFailed    = lifecycle.JobFailed
+	JobCancelled = lifecycle.JobCancelled
+	JobTimeout   = lifecycle.JobTimeout
+	JobNodeFail  = lifecycle.JobNodeFail
+	JobRequeued  = lifecycle.JobRequeued
 )
-
-// Terminal reports whether no further transition can happen.
-func (s JobState) Terminal() bool {
-	switch s {
-	case JobCompleted, JobFailed, JobCancelled, JobTimeout, JobNodeFail:
-		return true
-	}
-	return false
-}
 
 // Pending reasons, as Slurm names them (package reason defines them;
 // these names stay for the API's users).
@@ -126,25 +116,21 @@ const (
 	ReasonArrayTaskLimit           = reason.ArrayTaskLimit
 )
 
-// ContainerState is where one container of a session stands.
-type ContainerState string
+// ContainerState is where one container of a session stands (package
+// lifecycle's).
+type ContainerState = lifecycle.ContainerState
 
 // Container states.
 const (
-	ContainerPending   ContainerState = "pending"   // not yet placed
-	ContainerAssigned  ContainerState = "assigned"  // placed, nodelet not started
-	ContainerPreparing ContainerState = "preparing" // nodelet building bundle
-	ContainerRunning   ContainerState = "running"
-	ContainerExited    ContainerState = "exited" // ExitCode set
-	ContainerFailed    ContainerState = "failed" // could not start; Message says why
-	ContainerKilled    ContainerState = "killed" // stopped by the session's end or bkill
-	ContainerOOM       ContainerState = "oom"    // killed by the kernel for exceeding its memory limit
+	ContainerPending   = lifecycle.ContainerPending
+	ContainerAssigned  = lifecycle.ContainerAssigned
+	ContainerPreparing = lifecycle.ContainerPreparing
+	ContainerRunning   = lifecycle.ContainerRunning
+	ContainerExited    = lifecycle.ContainerExited
+	ContainerFailed    = lifecycle.ContainerFailed
+	ContainerKilled    = lifecycle.ContainerKilled
+	ContainerOOM       = lifecycle.ContainerOOM
 )
-
-// Ended reports whether the container is no longer running.
-func (s ContainerState) Ended() bool {
-	return s == ContainerExited || s == ContainerFailed || s == ContainerKilled || s == ContainerOOM
-}
 
 // SubmitRequest is what bsub sends.
 type SubmitRequest struct {
@@ -496,18 +482,7 @@ func (c *Container) Milli() int64 {
 	if c.CPUMilli != 0 || c.Resources.CPU <= 0 {
 		return c.CPUMilli
 	}
-	return Millicores(c.Resources.CPU)
-}
-
-// Millicores is cores (fractional, as a job file or a node's config
-// writes them) in millicores, rounded to the nearest: the one rounding
-// rule of a count of cores written in a file (admission's for a job, a
-// nodelet's for its capacity).
-func Millicores(cores float64) int64 {
-	if cores <= 0 {
-		return 0
-	}
-	return int64(cores*1000 + 0.5)
+	return units.Millicores(c.Resources.CPU)
 }
 
 // JobRun is an earlier run of a requeued job, as the requeue ended it.
@@ -544,17 +519,15 @@ type JobList struct {
 	Index uint64 `json:"index"`
 }
 
-// NodeState is a node's health.
-type NodeState string
+// NodeState is a node's health (package lifecycle's).
+type NodeState = lifecycle.NodeState
 
 // Node states.
 const (
-	NodeUp   NodeState = "UP"
-	NodeDown NodeState = "DOWN"
-	// A drained node (badmin drain) takes no new work: DRAINING while
-	// jobs still run there, DRAINED once empty (derived when answering).
-	NodeDraining NodeState = "DRAINING"
-	NodeDrained  NodeState = "DRAINED"
+	NodeUp       = lifecycle.NodeUp
+	NodeDown     = lifecycle.NodeDown
+	NodeDraining = lifecycle.NodeDraining
+	NodeDrained  = lifecycle.NodeDrained
 )
 
 // Resources are schedulable amounts.

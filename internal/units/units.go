@@ -149,3 +149,15 @@ func slurmTime(s string, m []string) (time.Duration, error) {
 	}
 	return time.Duration(total) * time.Second, nil
 }
+
+// Millicores is cores (fractional, as a job file or a node's config
+// writes them) in millicores, rounded to the nearest: the one rounding
+// rule of a count of cores written in a file (admission's for a job, a
+// nodelet's for its capacity, the replicated state's for a row written
+// before rows held millicores).
+func Millicores(cores float64) int64 {
+	if cores <= 0 {
+		return 0
+	}
+	return int64(cores*1000 + 0.5)
+}

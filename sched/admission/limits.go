@@ -115,4 +115,4 @@ func ContainerResources(cpu float64, memory int64, gpu float64) api.Resources {
 
 // MilliCPU converts a job file's cpu (cores, fractional) to millicores,
 // the one conversion: a job's row stores it (state.NewContainer).
-func MilliCPU(cpu float64) int64 { return api.Millicores(cpu) }
+func MilliCPU(cpu float64) int64 { return units.Millicores(cpu) }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -15,7 +14,7 @@ import (
 func BenchmarkDurableSubmit(b *testing.B) {
 	l, _ := open(b, b.TempDir())
 	defer l.Close()
-	job := &state.Job{Name: "bench", Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}
+	job := &state.Job{Name: "bench", Containers: []state.Container{{KernelID: "k"}}}
 	b.SetParallelism(64)
 	b.ResetTimer()
 	start := time.Now()

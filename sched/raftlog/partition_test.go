@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -142,7 +141,7 @@ func TestShutdownAfterPartition(t *testing.T) {
 				for _, l := range c.logs {
 					actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 					_, _ = l.Apply(actx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-						Submit: &state.Job{Name: fmt.Sprint("w", w), Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}})
+						Submit: &state.Job{Name: fmt.Sprint("w", w), Containers: []state.Container{{KernelID: "k"}}}})
 					cancel()
 				}
 			}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -25,7 +24,7 @@ func open(t testing.TB, dir string) (*Log, *state.Store) {
 func submit(t *testing.T, l *Log, name string) uint64 {
 	t.Helper()
 	v, err := l.Apply(context.Background(), state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-		Submit: &state.Job{Name: name, Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}})
+		Submit: &state.Job{Name: name, Containers: []state.Container{{KernelID: "k"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

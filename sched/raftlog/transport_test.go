@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -55,7 +54,7 @@ func openTCP(t *testing.T, dir string, tc *tls.Config) (*Log, *state.Store) {
 func rogueAppend(t *testing.T, trans raft.Transport, l *Log) error {
 	t.Helper()
 	data, err := encodeCommand(state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-		Submit: &state.Job{Name: "rogue", Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}}, state.SchemaVersion)
+		Submit: &state.Job{Name: "rogue", Containers: []state.Container{{KernelID: "k"}}}}, state.SchemaVersion)
 	if err != nil {
 		t.Fatal(err)
 	}

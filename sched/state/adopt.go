@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // adopt applies u, node's update, to j when j is queued (PENDING or
@@ -24,8 +24,8 @@ import (
 //   - Ended: the job ran there and must not run twice: it ends FAILED
 //     with a reason that says so, or, asked to be requeued (requeue =
 //     true), is queued again as its next run.
-func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.Time, start map[uint64]time.Time) bool {
-	if (j.State != api.JobPending && j.State != api.JobHeld) || u.Session == "" || u.Session != j.SessionID || u.Requeues != j.Requeues {
+func adopt(txn *memdb.Txn, j *Job, node string, u ContainerUpdate, now time.Time, start map[uint64]time.Time) bool {
+	if (j.State != lifecycle.JobPending && j.State != lifecycle.JobHeld) || u.Session == "" || u.Session != j.SessionID || u.Requeues != j.Requeues {
 		return false
 	}
 	i := -1
@@ -42,8 +42,8 @@ func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.
 		return false
 	}
 	switch {
-	case u.State == api.ContainerRunning:
-		c.Node, c.State, c.ExitCode, c.Message = node, api.ContainerRunning, 0, ""
+	case u.State == lifecycle.ContainerRunning:
+		c.Node, c.State, c.ExitCode, c.Message = node, lifecycle.ContainerRunning, 0, ""
 		if raw, _ := txn.First(tableNodes, "id", node); raw != nil {
 			c.NodeAddr = raw.(*Node).Addr
 		}
@@ -55,15 +55,15 @@ func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.
 			start[j.ID] = at
 		}
 		for _, o := range j.Containers {
-			if o.Node == "" || o.State != api.ContainerRunning {
+			if o.Node == "" || o.State != lifecycle.ContainerRunning {
 				return true // more to adopt
 			}
 		}
-		j.State, j.Reason, j.Started = api.JobRunning, "", start[j.ID]
+		j.State, j.Reason, j.Started = lifecycle.JobRunning, "", start[j.ID]
 		return true
 	case u.State.Ended():
 		why := fmt.Sprintf("it ran on node %s after the backup this state was restored from", node)
-		if u.State == api.ContainerKilled {
+		if u.State == lifecycle.ContainerKilled {
 			why += "; stopped at the restore, not run twice"
 		} else {
 			why += fmt.Sprintf("; it ended there (%s, exit %d), not run again", u.State, u.ExitCode)
@@ -77,10 +77,10 @@ func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.
 		}
 		for k := range j.Containers {
 			if o := &j.Containers[k]; !o.State.Ended() {
-				o.State, o.Message = api.ContainerKilled, "stopped: "+why
+				o.State, o.Message = lifecycle.ContainerKilled, "stopped: "+why
 			}
 		}
-		j.State, j.Reason, j.KillWanted, j.Ended = api.JobFailed, why, true, lastEnd(j, now)
+		j.State, j.Reason, j.KillWanted, j.Ended = lifecycle.JobFailed, why, true, lastEnd(j, now)
 		if j.ExitCode = u.ExitCode; j.ExitCode == 0 {
 			j.ExitCode = 1
 		}
@@ -92,7 +92,7 @@ func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.
 // adopting tells whether queued j has a container a node reported
 // running (adopt) and waits for the rest: it is not placed again.
 func adopting(j *Job) bool {
-	if j.State != api.JobPending && j.State != api.JobHeld {
+	if j.State != lifecycle.JobPending && j.State != lifecycle.JobHeld {
 		return false
 	}
 	for _, c := range j.Containers {

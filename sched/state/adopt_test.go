@@ -12,14 +12,14 @@ import (
 // second node, n2.
 func adoptHarness(t *testing.T, containers int, requeue bool) (*harness, string) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}})
 	j := session(containers)
 	j.Spec.Requeue = requeue
 	h.apply(Command{Kind: CmdSubmit, Submit: j})
 	return h, h.job(1).SessionID
 }
 
-func (h *harness) reportAt(v int, node string, us ...api.ContainerUpdate) {
+func (h *harness) reportAt(v int, node string, us ...ContainerUpdate) {
 	h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: node, Updates: us}})
 }
 
@@ -30,7 +30,7 @@ func (h *harness) reportAt(v int, node string, us ...api.ContainerUpdate) {
 func TestAdoptQueuedJobItsNodeRuns(t *testing.T) {
 	h, sess := adoptHarness(t, 2, false)
 	at := t0.Add(3500 * time.Millisecond) // after its submission (t0+3s), before the reports
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: sess, At: at.Add(250 * time.Millisecond)})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: sess, At: at.Add(250 * time.Millisecond)})
 	j := h.job(1)
 	if j.State != api.JobPending || j.Containers[0].Node != "n2" || j.Containers[0].NodeAddr != "10.0.0.2" || !j.Adopting() {
 		t.Fatalf("one of two containers reported: %s, main1 on %q (%q), adopting %v; want PENDING, main1 adopted on n2", j.State, j.Containers[0].Node, j.Containers[0].NodeAddr, j.Adopting())
@@ -40,14 +40,14 @@ func TestAdoptQueuedJobItsNodeRuns(t *testing.T) {
 	if j := h.job(1); j.Containers[0].Node != "n2" || j.State != api.JobPending {
 		t.Fatalf("a plan placed an adopting job: %s, main1 on %q", j.State, j.Containers[0].Node)
 	}
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "sub1", State: api.ContainerRunning, Session: sess, At: at})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "sub1", State: api.ContainerRunning, Session: sess, At: at})
 	j = h.job(1)
 	if j.State != api.JobRunning || j.Containers[1].Node != "n2" || j.Containers[1].State != api.ContainerRunning || !j.Started.Equal(at) {
 		t.Fatalf("every container reported running: %s, sub1 on %q %s, started %v; want RUNNING on n2 from %v", j.State, j.Containers[1].Node, j.Containers[1].State, j.Started, at)
 	}
 	// Its end is an ordinary one.
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, Session: sess},
-		api.ContainerUpdate{JobID: 1, Host: "sub1", State: api.ContainerKilled, Session: sess})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, Session: sess},
+		ContainerUpdate{JobID: 1, Host: "sub1", State: api.ContainerKilled, Session: sess})
 	if j := h.job(1); j.State != api.JobCompleted {
 		t.Fatalf("after its end: %s, want COMPLETED", j.State)
 	}
@@ -67,8 +67,8 @@ func TestAdoptNeedsTheSameSessionAndSchema(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h, sess := adoptHarness(t, 1, false)
-			h.reportAt(c.version, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: c.session(sess)})
-			h.reportAt(c.version, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: c.session(sess)})
+			h.reportAt(c.version, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: c.session(sess)})
+			h.reportAt(c.version, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: c.session(sess)})
 			if j := h.job(1); j.State != api.JobPending || j.Containers[0].Node != "" || j.Adopting() {
 				t.Fatalf("%s: %s, main1 on %q; want PENDING, unplaced", c.name, j.State, j.Containers[0].Node)
 			}
@@ -81,15 +81,15 @@ func TestAdoptNeedsTheSameSessionAndSchema(t *testing.T) {
 // reason; asked to be requeued, it is queued as its next run.
 func TestAdoptStoppedEndsOrRequeues(t *testing.T) {
 	h, sess := adoptHarness(t, 2, false)
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: sess})
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: sess})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: sess})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: sess})
 	j := h.job(1)
 	if j.State != api.JobFailed || !strings.Contains(j.Reason, "ran on node n2 after the backup") || !strings.Contains(j.Reason, "not run twice") || j.Ended.IsZero() {
 		t.Fatalf("stopped at the restore: %s %q; want FAILED, ran on node n2 after the backup, not run twice", j.State, j.Reason)
 	}
 
 	h, sess = adoptHarness(t, 1, true)
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: sess})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: sess})
 	j = h.job(1)
 	if j.State != api.JobPending || j.Requeues != 1 || !strings.Contains(j.LastRequeue, "after the backup") || j.Containers[0].Node != "" {
 		t.Fatalf("requeue-able, stopped at the restore: %s run %d %q, main1 on %q; want PENDING, run 1, unplaced", j.State, j.Requeues, j.LastRequeue, j.Containers[0].Node)

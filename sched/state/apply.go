@@ -8,8 +8,8 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/sched/fault"
 	"github.com/troupe-hpc/troupe/sched/partition"
 )
@@ -114,7 +114,14 @@ const (
 //	   be), never a second run. It ran after the backup a restore
 //	   brought back. Entries of versions 1 to 9 replay without it: such
 //	   reports are dropped, as the nodes' containers were stopped.
-const SchemaVersion = 10
+//	11: rows resolved (legacy.go): a job row holds one walltime, the one
+//	   in force, and no job file: what it asks of its session beyond its
+//	   containers (Spec) and what its text costs (InputBytes); a
+//	   container its millicores, memory and GPU, no job file resources
+//	   in cores. An older schedd would read such a container as holding
+//	   no memory. Rows of versions 1 to 10 still load, and while the
+//	   cluster's schema is older they are written in its form.
+const SchemaVersion = 11
 
 // OldestSchema is the oldest schema version this schedd writes: the
 // previous release's. A cluster in the middle of a rolling upgrade
@@ -168,8 +175,8 @@ type Command struct {
 	NodeDown *NodeDown `json:"node_down,omitempty"`
 	NodeUp   string    `json:"node_up,omitempty"`
 	// Token is a token record to store, Revoke the id of one to delete.
-	Token  *api.Token `json:"token,omitempty"`
-	Revoke string     `json:"revoke,omitempty"`
+	Token  *Token `json:"token,omitempty"`
+	Revoke string `json:"revoke,omitempty"`
 	// Server maps a raft server id to its API address.
 	Server *Server `json:"server,omitempty"`
 	// Drain drains or resumes nodes.
@@ -207,9 +214,9 @@ type Plan struct {
 // Placement puts container i of a job on Nodes[i], with the GPU device
 // shares GPUs[i] (GPUs nil: none named).
 type Placement struct {
-	JobID uint64           `json:"job_id"`
-	Nodes []string         `json:"nodes"`
-	GPUs  [][]api.GPUShare `json:"gpus,omitempty"`
+	JobID uint64       `json:"job_id"`
+	Nodes []string     `json:"nodes"`
+	GPUs  [][]GPUShare `json:"gpus,omitempty"`
 }
 
 // Reason sets a pending job's reason.
@@ -220,8 +227,8 @@ type Reason struct {
 
 // Report is a nodelet's container report.
 type Report struct {
-	Node    string                `json:"node"`
-	Updates []api.ContainerUpdate `json:"updates"`
+	Node    string            `json:"node"`
+	Updates []ContainerUpdate `json:"updates"`
 }
 
 // reporters are the nodes whose reports c carries.
@@ -428,14 +435,14 @@ func newRow(txn *memdb.Txn, index uint64, now time.Time, in *Job, scoped bool) (
 			return nil, raw.(*Job).ID, nil // a retried submission: the job it made
 		}
 	}
-	j := clone(legacyMilli(in))
+	j := clone(in)
 	j.ID = last + 1
 	if len(j.Containers) > MaxSessionSize {
 		return nil, 0, fmt.Errorf("a session holds at most %d containers, not %d", MaxSessionSize, len(j.Containers))
 	}
-	j.State, j.Submitted, j.ModifyIndex = api.JobPending, now, index
-	if in.State == api.JobHeld { // bsub -H
-		j.State, j.Reason = api.JobHeld, api.ReasonHeld
+	j.State, j.Submitted, j.ModifyIndex = lifecycle.JobPending, now, index
+	if in.State == lifecycle.JobHeld { // bsub -H
+		j.State, j.Reason = lifecycle.JobHeld, reason.Held
 	}
 	j.Array, j.ArrayID, j.ArrayIndex, j.ArraySpan = nil, 0, 0, nil
 	if j.Spec.Array != nil {
@@ -503,7 +510,7 @@ func register(txn *memdb.Txn, now time.Time, in *Node) error {
 		return errors.New("register without a node name")
 	}
 	n := *in
-	n.State, n.LastHeartbeat = api.NodeUp, now
+	n.State, n.LastHeartbeat = lifecycle.NodeUp, now
 	if raw, _ := txn.First(tableNodes, "id", n.Name); raw != nil {
 		n.Registered = raw.(*Node).Registered
 		keepDrain(&n, raw.(*Node))
@@ -522,12 +529,12 @@ func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
 		if err != nil {
 			return err
 		}
-		if j.State != api.JobPending || len(pl.Nodes) != len(j.Containers) || adopting(j) {
+		if j.State != lifecycle.JobPending || len(pl.Nodes) != len(j.Containers) || adopting(j) {
 			continue // changed since the scheduler's snapshot: skip, it will retry
 		}
 		for i := range j.Containers {
 			c := &j.Containers[i]
-			c.Node, c.State = pl.Nodes[i], api.ContainerAssigned
+			c.Node, c.State = pl.Nodes[i], lifecycle.ContainerAssigned
 			if i < len(pl.GPUs) {
 				c.GPUs = pl.GPUs[i]
 			}
@@ -535,7 +542,7 @@ func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
 				c.NodeAddr = raw.(*Node).Addr
 			}
 		}
-		j.State, j.Reason, j.ModifyIndex = api.JobScheduled, "", index
+		j.State, j.Reason, j.ModifyIndex = lifecycle.JobScheduled, "", index
 		if err := txn.Insert(tableJobs, j); err != nil {
 			return err
 		}
@@ -545,7 +552,7 @@ func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
 		if err != nil {
 			return err
 		}
-		if j.State != api.JobPending {
+		if j.State != lifecycle.JobPending {
 			continue
 		}
 		j.Reason, j.ModifyIndex = r.Reason, index
@@ -596,7 +603,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 	}
 	var started []Started
 	changed := map[uint64]*Job{}
-	was := map[uint64]api.JobState{}
+	was := map[uint64]lifecycle.JobState{}
 	wasStarted := map[uint64]bool{}
 	adoptStart := map[uint64]time.Time{}
 	for _, u := range r.Updates {
@@ -645,7 +652,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 		// (its Started, when the node says it started) before it ends it.
 		if changed[j.ID] == j {
 			start, end := now, now
-			if runs && u.State == api.ContainerRunning {
+			if runs && u.State == lifecycle.ContainerRunning {
 				start = nodeTime(j, u.At, now)
 			}
 			if runs {
@@ -656,7 +663,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 	}
 	for _, j := range changed {
 		// Started in this report (perhaps ended in it too).
-		if was[j.ID] != api.JobRunning && !wasStarted[j.ID] && !j.Started.IsZero() {
+		if was[j.ID] != lifecycle.JobRunning && !wasStarted[j.ID] && !j.Started.IsZero() {
 			started = append(started, Started{JobID: j.ID, Partition: j.Partition, Wait: j.Started.Sub(j.Submitted)})
 		}
 		j.ModifyIndex = index
@@ -696,25 +703,25 @@ func advance(j *Job, start, end time.Time) {
 	all, running, active := true, true, false
 	for _, c := range j.Containers {
 		switch {
-		case c.State == api.ContainerFailed || c.State == api.ContainerOOM:
+		case c.State == lifecycle.ContainerFailed || c.State == lifecycle.ContainerOOM:
 			j.KillWanted = true
 			if j.Reason == "" {
 				j.Reason = c.Host + ": " + c.Message
 			}
 		}
-		if c.Role == jobspec.RoleMain && c.Idx == 1 && c.State.Ended() {
+		if c.Role == RoleMain && c.Idx == 1 && c.State.Ended() {
 			j.KillWanted = true
-			if c.State == api.ContainerExited || c.State == api.ContainerOOM {
+			if c.State == lifecycle.ContainerExited || c.State == lifecycle.ContainerOOM {
 				j.ExitCode = c.ExitCode
 			}
 		}
 		if !c.State.Ended() {
 			all = false
 		}
-		if c.State != api.ContainerRunning {
+		if c.State != lifecycle.ContainerRunning {
 			running = false
 		}
-		if c.State == api.ContainerPreparing || c.State == api.ContainerRunning || c.State.Ended() {
+		if c.State == lifecycle.ContainerPreparing || c.State == lifecycle.ContainerRunning || c.State.Ended() {
 			active = true
 		}
 	}
@@ -722,11 +729,11 @@ func advance(j *Job, start, end time.Time) {
 	case all:
 		j.State, j.Ended = finalState(j), end
 	case running && !j.KillWanted:
-		if j.State != api.JobRunning {
-			j.State, j.Started = api.JobRunning, start
+		if j.State != lifecycle.JobRunning {
+			j.State, j.Started = lifecycle.JobRunning, start
 		}
-	case active && j.State == api.JobScheduled:
-		j.State = api.JobPreparing
+	case active && j.State == lifecycle.JobScheduled:
+		j.State = lifecycle.JobPreparing
 	}
 }
 
@@ -770,29 +777,29 @@ func lastEnd(j *Job, now time.Time) time.Time {
 }
 
 // finalStateOfQueued is how a job killed before it started ends.
-func finalStateOfQueued(j *Job) api.JobState {
+func finalStateOfQueued(j *Job) lifecycle.JobState {
 	if j.KillDone {
-		return api.JobCompleted
+		return lifecycle.JobCompleted
 	}
-	return api.JobCancelled
+	return lifecycle.JobCancelled
 }
 
-func finalState(j *Job) api.JobState {
+func finalState(j *Job) lifecycle.JobState {
 	main := j.Containers[0]
 	switch {
 	case j.Cancelled && j.KillDone:
-		return api.JobCompleted
+		return lifecycle.JobCompleted
 	case j.Cancelled:
-		return api.JobCancelled
+		return lifecycle.JobCancelled
 	case j.TimedOut:
-		return api.JobTimeout
-	case main.State == api.ContainerExited && main.ExitCode == 0 && j.Reason == "":
-		return api.JobCompleted
+		return lifecycle.JobTimeout
+	case main.State == lifecycle.ContainerExited && main.ExitCode == 0 && j.Reason == "":
+		return lifecycle.JobCompleted
 	default:
 		if j.ExitCode == 0 {
 			j.ExitCode = 1
 		}
-		return api.JobFailed
+		return lifecycle.JobFailed
 	}
 }
 
@@ -809,7 +816,7 @@ func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64, done bool) (*J
 	}
 	j.Cancelled, j.ModifyIndex = true, index
 	j.KillDone = j.KillDone || done
-	if j.State == api.JobPending || j.State == api.JobHeld {
+	if j.State == lifecycle.JobPending || j.State == lifecycle.JobHeld {
 		j.State, j.Ended, j.Reason = finalStateOfQueued(j), now, ""
 	} else {
 		j.KillWanted = true
@@ -827,14 +834,14 @@ func hold(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 		return holdArray(txn, index, j, true)
 	}
 	switch {
-	case j.State == api.JobHeld:
+	case j.State == lifecycle.JobHeld:
 		return nil, conflict("job %d is already held", id)
 	case j.State.Terminal():
 		return nil, fmt.Errorf("job %d: %w (%s)", id, ErrEnded, j.State)
-	case j.State != api.JobPending:
+	case j.State != lifecycle.JobPending:
 		return nil, conflict("job %d is %s: only pending jobs can be held", id, j.State)
 	}
-	j.State, j.Reason, j.ModifyIndex = api.JobHeld, api.ReasonHeld, index
+	j.State, j.Reason, j.ModifyIndex = lifecycle.JobHeld, reason.Held, index
 	return j, txn.Insert(tableJobs, j)
 }
 
@@ -851,10 +858,10 @@ func release(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 	switch {
 	case j.State.Terminal():
 		return nil, fmt.Errorf("job %d: %w (%s)", id, ErrEnded, j.State)
-	case j.State != api.JobHeld:
+	case j.State != lifecycle.JobHeld:
 		return nil, conflict("job %d is %s: only held jobs can be released", id, j.State)
 	}
-	j.State, j.Reason, j.ModifyIndex = api.JobPending, api.ReasonPriority, index
+	j.State, j.Reason, j.ModifyIndex = lifecycle.JobPending, reason.Priority, index
 	return j, txn.Insert(tableJobs, j)
 }
 
@@ -905,7 +912,7 @@ func (v *Snapshot) Late(now time.Time) (late []uint64, next time.Time) {
 	// Only a started job can be late: the state index leaves out the
 	// queue and the ended jobs waiting for their purge, which a pass
 	// (it runs on every state change) would otherwise walk each time.
-	for _, j := range v.JobsIn(api.JobScheduled, api.JobPreparing, api.JobRunning) {
+	for _, j := range v.JobsIn(lifecycle.JobScheduled, lifecycle.JobPreparing, lifecycle.JobRunning) {
 		if j.State.Terminal() || j.Started.IsZero() || j.Walltime <= 0 || j.KillWanted || j.Array != nil {
 			continue
 		}

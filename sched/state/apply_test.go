@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -20,7 +22,7 @@ func session(n int) *Job {
 		if i > 0 {
 			c.Host, c.Role, c.Idx = "sub"+string(rune('0'+i)), jobspec.RoleSub, i
 		}
-		j.Containers = append(j.Containers, NewContainer(c, c.Host+"-k"))
+		j.Containers = append(j.Containers, newContainer(c, c.Host+"-k"))
 	}
 	j.SessionID = j.Containers[0].KernelID
 	return j
@@ -49,12 +51,12 @@ func (h *harness) apply(c Command) any {
 func (h *harness) job(id uint64) *Job { return h.st.Snapshot().Job(id) }
 
 func (h *harness) report(node string, id uint64, host string, s api.ContainerState, code int) {
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: node, Updates: []api.ContainerUpdate{{JobID: id, Host: host, State: s, ExitCode: code}}}})
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: node, Updates: []ContainerUpdate{{JobID: id, Host: host, State: s, ExitCode: code}}}})
 }
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, st: New()}
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n1", Addr: "10.0.0.1", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n1", Addr: "10.0.0.1", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}})
 	return h
 }
 
@@ -224,7 +226,7 @@ func TestTimeoutAndOOM(t *testing.T) {
 
 	// The kernel kills sub1 of job 2 for memory: the session ends FAILED
 	// with the reason.
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 2, Host: "sub1", State: api.ContainerOOM, ExitCode: 137, Message: "out of memory (limit 1GiB)"}}}})
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{{JobID: 2, Host: "sub1", State: api.ContainerOOM, ExitCode: 137, Message: "out of memory (limit 1GiB)"}}}})
 	h.report("n1", 2, "main1", api.ContainerKilled, 143)
 	if j := h.job(2); j.State != api.JobFailed || j.Reason != "sub1: out of memory (limit 1GiB)" {
 		t.Fatalf("job 2 ended %s (%s), want FAILED with the OOM reason", j.State, j.Reason)
@@ -248,11 +250,11 @@ func TestStaleRunReportsDropped(t *testing.T) {
 	h.apply(Command{Kind: CmdNodeUp, NodeUp: "n1"})
 	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
 	// The old run's nodelet reports its container killed: dropped.
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 0, State: api.ContainerKilled}}}})
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 0, State: api.ContainerKilled}}}})
 	if c := h.job(1).Containers[0]; c.State != api.ContainerAssigned {
 		t.Fatalf("an earlier run's report moved the new run's container to %s", c.State)
 	}
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerRunning}}}})
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerRunning}}}})
 	if j := h.job(1); j.State != api.JobRunning {
 		t.Fatalf("the new run's report: job %s", j.State)
 	}
@@ -267,17 +269,17 @@ func TestStaleRunReportsKeepLiveRun(t *testing.T) {
 	fenced := "killed by the node's fence: no answer from schedd within the lease (nodelet(8), FENCING)"
 	for _, c := range []struct {
 		name, again string // again: the node run 1 is placed on
-		stale       api.ContainerUpdate
+		stale       ContainerUpdate
 	}{
-		{"fence failure, other node", "n2", api.ContainerUpdate{State: api.ContainerFailed, ExitCode: 137, Message: fenced}},
-		{"fence failure, same node", "n1", api.ContainerUpdate{State: api.ContainerFailed, ExitCode: 137, Message: fenced}},
-		{"exit 137, other node", "n2", api.ContainerUpdate{State: api.ContainerExited, ExitCode: 137}},
-		{"exit 137, same node", "n1", api.ContainerUpdate{State: api.ContainerExited, ExitCode: 137}},
-		{"killed, same node", "n1", api.ContainerUpdate{State: api.ContainerKilled, ExitCode: 143}},
+		{"fence failure, other node", "n2", ContainerUpdate{State: api.ContainerFailed, ExitCode: 137, Message: fenced}},
+		{"fence failure, same node", "n1", ContainerUpdate{State: api.ContainerFailed, ExitCode: 137, Message: fenced}},
+		{"exit 137, other node", "n2", ContainerUpdate{State: api.ContainerExited, ExitCode: 137}},
+		{"exit 137, same node", "n1", ContainerUpdate{State: api.ContainerExited, ExitCode: 137}},
+		{"killed, same node", "n1", ContainerUpdate{State: api.ContainerKilled, ExitCode: 143}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+			h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}})
 			j := session(1)
 			j.Spec.Requeue = true
 			h.apply(Command{Kind: CmdSubmit, Submit: j})
@@ -289,13 +291,13 @@ func TestStaleRunReportsKeepLiveRun(t *testing.T) {
 			}
 			h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{c.again}}}}})
 			run1 := func(s api.ContainerState, code int) {
-				h.apply(Command{Kind: CmdReport, Report: &Report{Node: c.again, Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 1, State: s, ExitCode: code}}}})
+				h.apply(Command{Kind: CmdReport, Report: &Report{Node: c.again, Updates: []ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 1, State: s, ExitCode: code}}}})
 			}
 			run1(api.ContainerRunning, 0)
 
 			stale := c.stale
 			stale.JobID, stale.Host, stale.Requeues = 1, "main1", 0
-			h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{stale}}})
+			h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{stale}}})
 			j = h.job(1)
 			if j.State != api.JobRunning || j.Requeues != 1 || j.Reason != "" || j.KillWanted || j.Containers[0].State != api.ContainerRunning {
 				t.Fatalf("after run 0's report: job %s (run %d, reason %q, kill %v), container %s; want RUNNING in run 1",
@@ -382,7 +384,7 @@ func TestReachReportedAndRequeued(t *testing.T) {
 	j.Spec.Requeue = true
 	h.apply(Command{Kind: CmdSubmit, Submit: j})
 	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", State: api.ContainerRunning, Reach: "10.128.1.2"}}}})
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{{JobID: 1, Host: "main1", State: api.ContainerRunning, Reach: "10.128.1.2"}}}})
 	h.report("n1", 1, "main1", api.ContainerRunning, 0) // an adopted container's, without it
 	if got := h.job(1).Containers[0].Reach; got != "10.128.1.2" {
 		t.Fatalf("reach %q after the running reports, want 10.128.1.2", got)
@@ -397,4 +399,12 @@ func TestReachReportedAndRequeued(t *testing.T) {
 	if jobs := h.st.Snapshot().ReachJobsOfUID(h.job(1).UID); len(jobs) != 0 {
 		t.Errorf("ReachJobsOfUID after the requeue: %d jobs, want none", len(jobs))
 	}
+}
+
+// newContainer is c of a job file as admission makes it a row's
+// container, pending.
+func newContainer(c jobspec.Container, kernelID string) Container {
+	return Container{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Image: c.Image, Command: c.Command,
+		CPUMilli: units.Millicores(c.Resources.CPU), Memory: c.Resources.Memory, GPU: c.Resources.GPU,
+		KernelID: kernelID, State: lifecycle.ContainerPending}
 }

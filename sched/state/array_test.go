@@ -6,12 +6,11 @@ import (
 	"testing"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 func arrayJob(rng string, maxRunning int) *Job {
 	j := session(1)
-	j.Spec.Array = &jobspec.Array{Range: rng, MaxRunning: maxRunning}
+	j.Spec.Array = &ArrayRequest{Range: rng, MaxRunning: maxRunning}
 	j.SessionID = "6f1c0a52-1d3e-4f5b-9a2b-3c4d5e6f7a8b"
 	return j
 }

@@ -37,7 +37,7 @@ func TestSubmitBatch(t *testing.T) {
 
 	before := len(h.st.Snapshot().Jobs())
 	bad := session(1)
-	bad.DependsOn = &api.Dependency{Conditions: []api.Condition{{Kind: api.DepDone, JobID: 999}}}
+	bad.DependsOn = &Dependency{Conditions: []Condition{{Kind: "done", JobID: 999}}}
 	h.idx++
 	if _, err := h.st.Apply(h.idx, Command{Kind: CmdBatch, Time: t0, Batch: []*Job{session(1), bad}}); err == nil || !strings.Contains(err.Error(), "job 2 of the batch") {
 		t.Fatalf("a batch with a bad second job: %v", err)
@@ -61,7 +61,7 @@ func TestSubmitEach(t *testing.T) {
 	first := h.apply(Command{Kind: CmdSubmit, Submit: one}).(uint64)
 
 	bad := session(1)
-	bad.DependsOn = &api.Dependency{Conditions: []api.Condition{{Kind: api.DepDone, JobID: 999}}}
+	bad.DependsOn = &Dependency{Conditions: []Condition{{Kind: "done", JobID: 999}}}
 	two, retry := session(2), session(1)
 	retry.RequestID = "a"
 	out := h.apply(Command{Kind: CmdSubmits, Submits: []*Job{two, bad, retry, session(1)}}).([]Submitted)

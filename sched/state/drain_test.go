@@ -3,8 +3,6 @@ package state
 import (
 	"errors"
 	"testing"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 func TestDrainCommand(t *testing.T) {
@@ -15,7 +13,7 @@ func TestDrainCommand(t *testing.T) {
 		t.Fatalf("drained n1: %+v", n)
 	}
 	// The nodelet registers again (a restart): the drain stays.
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n1", Addr: "10.0.0.9", Capacity: api.Resources{CPUMilli: 8000, Memory: 8 << 30}}})
+	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n1", Addr: "10.0.0.9", Capacity: Resources{CPUMilli: 8000, Memory: 8 << 30}}})
 	if n := h.st.Snapshot().Node("n1"); !n.Drain || n.Reason != "fan" || n.Addr != "10.0.0.9" {
 		t.Fatalf("re-registered n1: %+v", n)
 	}
@@ -46,13 +44,13 @@ func TestSubmitDependencyChecked(t *testing.T) {
 	h := newHarness(t)
 	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
 	j := session(1)
-	j.DependsOn = &api.Dependency{Conditions: []api.Condition{{Kind: api.DepDone, JobID: 2}}}
+	j.DependsOn = &Dependency{Conditions: []Condition{{Kind: "done", JobID: 2}}}
 	h.idx++
 	if _, err := h.st.Apply(h.idx, Command{Kind: CmdSubmit, Submit: j}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("dependency on the job itself: %v", err)
 	}
 	j.DependsOn.Conditions[0].JobID = 1
-	if id := h.apply(Command{Kind: CmdSubmit, Submit: j}); id != uint64(2) || h.job(2).DependsOn.String() != "done(1)" {
+	if id := h.apply(Command{Kind: CmdSubmit, Submit: j}); id != uint64(2) || h.job(2).DependsOn.Conditions[0].String() != "done(1)" {
 		t.Fatalf("job %v: %+v", id, h.job(2).DependsOn)
 	}
 }

@@ -3,7 +3,7 @@ package state
 import (
 	"iter"
 
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // Iterators over the jobs, for answers that may name every job (GET
@@ -28,7 +28,7 @@ func (v *Snapshot) EachJobOf(users ...string) iter.Seq[*Job] {
 
 // EachJobIn yields the jobs in any of states (each named once), in id
 // order.
-func (v *Snapshot) EachJobIn(states ...api.JobState) iter.Seq[*Job] {
+func (v *Snapshot) EachJobIn(states ...lifecycle.JobState) iter.Seq[*Job] {
 	seqs := make([]iter.Seq[*Job], len(states))
 	for i, st := range states {
 		seqs[i] = v.each("state", string(st))

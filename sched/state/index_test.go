@@ -95,7 +95,7 @@ func fired(ws map[<-chan struct{}]struct{}) bool {
 func TestIndexesAgreeWithScans(t *testing.T) {
 	h := newHarness(t)
 	for _, n := range []string{"n2", "n3"} {
-		h.apply(Command{Kind: CmdRegister, Register: &Node{Name: n, Addr: "10.0.0.9", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+		h.apply(Command{Kind: CmdRegister, Register: &Node{Name: n, Addr: "10.0.0.9", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}})
 	}
 	nodes := []string{"n1", "n2", "n3"}
 	check := func(step string) {
@@ -137,7 +137,7 @@ func TestIndexesAgreeWithScans(t *testing.T) {
 // nodelet must stop the container).
 func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}})
 	a := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
 	b := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
 	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: a, Nodes: []string{"n1"}}, {JobID: b, Nodes: []string{"n2"}}}}})
@@ -197,7 +197,7 @@ func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 // node's own containers' states, still moves theirs and its.
 func TestNodeIndexOwnReports(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}})
 	one := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
 	other := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
 	two := h.apply(Command{Kind: CmdSubmit, Submit: session(3)}).(uint64) // main1 on n1, sub1 and sub2 on n2
@@ -218,8 +218,8 @@ func TestNodeIndexOwnReports(t *testing.T) {
 
 	// Several nodes' reports in one entry (the leader's group commit).
 	h.apply(Command{Kind: CmdReports, Reports: []Report{
-		{Node: "n1", Updates: []api.ContainerUpdate{{JobID: one, Host: "main1", State: api.ContainerExited}}},
-		{Node: "n2", Updates: []api.ContainerUpdate{{JobID: other, Host: "main1", State: api.ContainerRunning}}},
+		{Node: "n1", Updates: []ContainerUpdate{{JobID: one, Host: "main1", State: api.ContainerExited}}},
+		{Node: "n2", Updates: []ContainerUpdate{{JobID: other, Host: "main1", State: api.ContainerRunning}}},
 	}})
 	if index("n1") != placed || index("n2") != placed {
 		t.Errorf("two nodes' own reports in one entry moved n1 to %d, n2 to %d (placed at %d)", index("n1"), index("n2"), placed)

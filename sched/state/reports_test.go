@@ -13,8 +13,8 @@ import (
 // two reports of one node keep their order, and each report answers the
 // jobs it started.
 func TestReportsApplyAsAlone(t *testing.T) {
-	up := func(id uint64, s api.ContainerState) []api.ContainerUpdate {
-		return []api.ContainerUpdate{{JobID: id, Host: "main1", State: s}}
+	up := func(id uint64, s api.ContainerState) []ContainerUpdate {
+		return []ContainerUpdate{{JobID: id, Host: "main1", State: s}}
 	}
 	batch := []Report{
 		{Node: "n1", Updates: up(1, api.ContainerPreparing)},
@@ -89,7 +89,7 @@ func TestRunAndExitInOneReport(t *testing.T) {
 	h := newHarness(t)
 	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
 	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
-	res := h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+	res := h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
 		{JobID: 1, Host: "main1", State: api.ContainerPreparing},
 		{JobID: 1, Host: "main1", State: api.ContainerRunning},
 		{JobID: 1, Host: "main1", State: api.ContainerExited},

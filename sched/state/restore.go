@@ -3,7 +3,7 @@ package state
 import (
 	"slices"
 
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // A restore (badmin snapshot restore) puts an older state in force, but
@@ -29,9 +29,9 @@ import (
 // blocking query waiting at the live state's index does not see the
 // state go back.
 type RestoreFacts struct {
-	Live  *Snapshot                 // the state being replaced; nil: none
-	Ended map[uint64]api.HistoryJob // each job's latest ended run in the accounting store
-	Floor uint64                    // the highest job id the accounting store holds
+	Live  *Snapshot           // the state being replaced; nil: none
+	Ended map[uint64]EndedRun // each job's latest ended run in the accounting store
+	Floor uint64              // the highest job id the accounting store holds
 }
 
 // Reconciled says what ReconcileDump changed.
@@ -143,7 +143,7 @@ func sameJob(a, b *Job) bool {
 }
 
 // endedFrom is j ended as its accounting record h says.
-func endedFrom(j *Job, h *api.HistoryJob) *Job {
+func endedFrom(j *Job, h *EndedRun) *Job {
 	e := clone(j)
 	e.State, e.Reason, e.ExitCode = h.State, h.Reason, h.ExitCode
 	e.Requeues = h.Requeues
@@ -164,9 +164,9 @@ func endedFrom(j *Job, h *api.HistoryJob) *Job {
 		}
 		if !c.State.Ended() {
 			// The record does not name it: it ended with the job.
-			c.State = api.ContainerKilled
-			if h.State == api.JobCompleted {
-				c.State = api.ContainerExited
+			c.State = lifecycle.ContainerKilled
+			if h.State == lifecycle.JobCompleted {
+				c.State = lifecycle.ContainerExited
 			}
 		}
 	}

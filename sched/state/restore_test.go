@@ -58,10 +58,10 @@ func TestReconcileDumpEndedFromStore(t *testing.T) {
 	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
 	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
 	d := h.st.Snapshot().Dump()
-	rec := api.HistoryJob{ID: 1, State: api.JobFailed, ExitCode: 9, Reason: "exit 9", Started: t0, Ended: t0.Add(5),
-		Containers: []api.HistoryContainer{{Host: "main1", Node: "n1", State: api.ContainerExited, ExitCode: 9}}}
-	old := api.HistoryJob{ID: 2, Requeues: -1, State: api.JobCompleted}
-	r := ReconcileDump(&d, RestoreFacts{Ended: map[uint64]api.HistoryJob{1: rec, 2: old}})
+	rec := EndedRun{State: api.JobFailed, ExitCode: 9, Reason: "exit 9", Started: t0, Ended: t0.Add(5),
+		Containers: []RunContainer{{Host: "main1", Node: "n1", State: api.ContainerExited, ExitCode: 9}}}
+	old := EndedRun{Requeues: -1, State: api.JobCompleted}
+	r := ReconcileDump(&d, RestoreFacts{Ended: map[uint64]EndedRun{1: rec, 2: old}})
 	if len(r.Ended) != 1 || r.Ended[0] != 1 {
 		t.Fatalf("ended %v, want job 1 only", r.Ended)
 	}
@@ -86,7 +86,7 @@ func TestReportOfUnknownJobRaisesIDs(t *testing.T) {
 	h := newHarness(t)
 	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
 	rep := func(v int, id uint64) {
-		h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerKilled}}}})
+		h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerKilled}}}})
 	}
 	rep(7, 40)
 	if last := h.st.Snapshot().LastJobID(); last != 1 {

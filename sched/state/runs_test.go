@@ -12,15 +12,15 @@ import (
 // entry's time), its nodes and usage; the next run starts afresh.
 func TestRequeueKeepsTheRun(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}})
 	j := session(2)
 	j.Spec.Requeue = true
 	h.apply(Command{Kind: CmdSubmit, Submit: j})
 	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n2"}}}}})
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", State: api.ContainerRunning}}}})
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n2", Updates: []api.ContainerUpdate{{JobID: 1, Host: "sub1", State: api.ContainerRunning}}}})
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{{JobID: 1, Host: "main1", State: api.ContainerRunning}}}})
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n2", Updates: []ContainerUpdate{{JobID: 1, Host: "sub1", State: api.ContainerRunning}}}})
 	started := h.job(1).Started
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n2", Updates: []api.ContainerUpdate{{JobID: 1, Host: "sub1", State: api.ContainerExited, CPUTime: 7 * time.Second, MemPeak: 1 << 20}}}})
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n2", Updates: []ContainerUpdate{{JobID: 1, Host: "sub1", State: api.ContainerExited, CPUTime: 7 * time.Second, MemPeak: 1 << 20}}}})
 	h.apply(Command{Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
 	downAt := t0.Add(time.Duration(h.idx) * time.Second)
 
@@ -70,7 +70,7 @@ func TestReportedEndTime(t *testing.T) {
 			h := newHarness(t)
 			h.apply(Command{Kind: CmdSubmit, Submit: session(2)})
 			h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}}}})
-			h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+			h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
 				{JobID: 1, Host: "main1", State: api.ContainerRunning}, {JobID: 1, Host: "sub1", State: api.ContainerRunning}}}})
 			started := h.job(1).Started
 			for range 10 { // time passes: the node cannot report
@@ -83,7 +83,7 @@ func TestReportedEndTime(t *testing.T) {
 			if !at.IsZero() {
 				early = at.Add(-time.Second)
 			}
-			h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+			h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
 				{JobID: 1, Host: "main1", State: api.ContainerExited, At: at}, {JobID: 1, Host: "sub1", State: api.ContainerKilled, At: early}}}})
 			j := h.job(1)
 			if want := c.want(started, now); j.State != api.JobCompleted || !j.Ended.Equal(want) {
@@ -107,7 +107,7 @@ func TestReportedStartAndEndTogether(t *testing.T) {
 	for range 10 {
 		h.apply(Command{Kind: CmdNodeUp, NodeUp: "n1"})
 	}
-	res := h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+	res := h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
 		{JobID: 1, Host: "main1", State: api.ContainerRunning, At: placed.Add(time.Second)},
 		{JobID: 1, Host: "main1", State: api.ContainerExited, At: placed.Add(4 * time.Second)}}}})
 	j := h.job(1)

@@ -1,8 +1,10 @@
 package state
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -87,7 +89,7 @@ func TestOlderSchemaRuns(t *testing.T) {
 			h.apply(Command{Version: v, Kind: CmdSubmit, Submit: j})
 			h.apply(Command{Version: v, Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
 			placed := t0.Add(time.Duration(h.idx) * time.Second)
-			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
 				{JobID: 1, Host: "main1", State: api.ContainerRunning, CPUTime: 5 * time.Second, At: placed.Add(time.Second / 2), Reach: "10.128.0.2"}}}})
 			reported := t0.Add(time.Duration(h.idx) * time.Second)
 			if reach := h.job(1).Containers[0].Reach; (reach != "") != kept {
@@ -118,13 +120,13 @@ func TestOlderSchemaRuns(t *testing.T) {
 			// report comes later.
 			h.apply(Command{Version: v, Kind: CmdNodeUp, NodeUp: "n1"})
 			h.apply(Command{Version: v, Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
-			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
 				{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerRunning}}}})
 			started := h.job(1).Started
 			for range 5 {
 				h.apply(Command{Version: v, Kind: CmdNodeUp, NodeUp: "n1"})
 			}
-			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
 				{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerExited, At: started.Add(2 * time.Second)}}}})
 			now := t0.Add(time.Duration(h.idx) * time.Second)
 			e := h.job(1)
@@ -158,5 +160,123 @@ func TestRunsAcrossTheSchemaChange(t *testing.T) {
 	if r := h.job(1); r.Requeues != 2 || len(r.Runs) != 0 {
 		t.Fatalf("after a schema %d and a schema %d requeue: run %d, runs kept %+v; want run 2, none kept (run 0's is unknown)",
 			8, 9, r.Requeues, r.Runs)
+	}
+}
+
+// TestRowsOfEverySchemaLoad: a submit entry and a snapshot of every
+// schema before rows were resolved (1 to 10: the job row carrying its
+// whole job file, its containers their job file's resources in cores,
+// with millicores from 5 on) decode into resolved rows: the walltime in
+// force is the row's (else, in a row that had none, the file's); a
+// container's memory and GPU are its file's, its millicores its own,
+// else its cores rounded; what the session asks (environment, requeue,
+// mode) is kept.
+func TestRowsOfEverySchemaLoad(t *testing.T) {
+	for v := 1; v < rowSchema; v++ {
+		t.Run(fmt.Sprintf("schema %d", v), func(t *testing.T) {
+			milli := ""
+			if v >= 5 {
+				milli = `"cpu_milli":1500,`
+			}
+			wall := `"walltime":7200000000000,`
+			specWall := `"walltime":3600000000000,`
+			if v < 3 { // a row that carries only the file's walltime
+				wall, specWall = "", `"walltime":7200000000000,`
+			}
+			container := `{"host":"main1","role":"main","idx":1,"rank":0,"image":"alpine","command":["sh","-c","true"],` +
+				`"resources":{"cpu":1.5,"memory":1073741824,"gpu":0.5},` + milli + `"kernel_id":"k1","state":"pending","exit_code":0}`
+			job := `{"id":0,"session_id":"k1","name":"old","user":"ada","uid":1000,"gid":1000,"cwd":"/home/ada","partition":"default",` + wall +
+				`"spec":{"name":"old",` + specWall + `"requeue":true,"cluster":{"size":1,"mode":"single-node"},"resources":{"cpu":1.5,"memory":1073741824,"gpu":0.5},` +
+				`"image":"alpine","command":["sh","-c","true"],"env":{"A":"b"}},"state":"PENDING","exit_code":0,"containers":[` + container + `],` +
+				`"submitted":"0001-01-01T00:00:00Z","modify_index":0}`
+			check := func(from string, j *Job) {
+				t.Helper()
+				c := j.Containers[0]
+				if j.Walltime != 2*time.Hour || c.CPUMilli != 1500 || c.Memory != 1<<30 || c.GPU != 0.5 ||
+					!j.Spec.Requeue || j.Spec.Env["A"] != "b" || j.Spec.Cluster.Mode != "single-node" || len(c.Command) != 3 || j.InputBytes == 0 {
+					t.Fatalf("%s: row %+v, container %+v; want walltime 2h, 1500 millicores, 1 GiB, gpu 0.5, the session's settings", from, j, c)
+				}
+			}
+			var c Command
+			if err := json.Unmarshal([]byte(fmt.Sprintf(`{"v":%d,"kind":"submit","time":"2026-01-02T03:04:05Z","submit":%s}`, v, job)), &c); err != nil {
+				t.Fatalf("a schema %d submit entry does not decode: %v", v, err)
+			}
+			check("entry", c.Submit)
+			h := newHarness(t)
+			id := h.apply(c).(uint64)
+			check("applied", h.job(id))
+			var d Dump
+			if err := json.Unmarshal([]byte(fmt.Sprintf(`{"version":%d,"jobs":[%s],"nodes":[],"indexes":[{"table":"jobs","index":3}]}`, v, job)), &d); err != nil {
+				t.Fatalf("a schema %d snapshot does not decode: %v", v, err)
+			}
+			st := New()
+			if err := st.Restore(d); err != nil {
+				t.Fatal(err)
+			}
+			check("restored", st.Snapshot().Jobs()[0])
+		})
+	}
+}
+
+// TestRowsInAnOlderSchema: while the cluster's schema is older (a
+// rolling upgrade), a submit entry and a snapshot are written in its
+// form, which the previous release reads as its own (the job file's
+// walltime, name, partition and resources; each container's resources
+// in cores, no resolved memory), and this schedd reads back the same
+// rows; in the current schema they carry the resolved rows alone.
+func TestRowsInAnOlderSchema(t *testing.T) {
+	j := session(2)
+	j.ID, j.Name, j.Partition, j.Walltime = 1, "j", "default", time.Hour
+	j.Containers[1].CPUMilli, j.Containers[1].GPU = 250, 1
+	j.InputBytes = 42
+	for _, v := range []int{OldestSchema, rowSchema - 1, SchemaVersion} {
+		for what, enc := range map[string]func() ([]byte, error){
+			"entry": func() ([]byte, error) { return json.Marshal(Command{Version: v, Kind: CmdSubmit, Submit: j}) },
+			"dump":  func() ([]byte, error) { return json.Marshal(Dump{Version: v, Jobs: []*Job{j}}) },
+		} {
+			b, err := enc()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var raw struct {
+				Submit *json.RawMessage   `json:"submit"`
+				Jobs   []*json.RawMessage `json:"jobs"`
+			}
+			if err := json.Unmarshal(b, &raw); err != nil {
+				t.Fatal(err)
+			}
+			row := raw.Submit
+			if row == nil {
+				row = raw.Jobs[0]
+			}
+			var old struct {
+				Spec struct {
+					Name      string        `json:"name"`
+					Walltime  time.Duration `json:"walltime"`
+					Resources *struct{ CPU float64 }
+				} `json:"spec"`
+				InputBytes *int `json:"input_bytes"`
+				Containers []map[string]json.RawMessage
+			}
+			if err := json.Unmarshal(*row, &old); err != nil {
+				t.Fatal(err)
+			}
+			_, resolved := old.Containers[1]["memory"]
+			legacy := old.Spec.Name == "j" && old.Spec.Walltime == time.Hour && old.Spec.Resources != nil && old.Spec.Resources.CPU == 1 &&
+				old.InputBytes == nil && !resolved && string(old.Containers[1]["resources"]) == `{"cpu":0.25,"memory":1073741824,"gpu":1}`
+			if want := v < rowSchema; legacy != want {
+				t.Errorf("schema %d %s: in the previous release's form: %v, want %v: %s", v, what, legacy, want, *row)
+			}
+			var back Job
+			if err := json.Unmarshal(*row, &back); err != nil {
+				t.Fatal(err)
+			}
+			if v < rowSchema {
+				back.InputBytes = j.InputBytes // not in the form: measured again
+			}
+			if !reflect.DeepEqual(&back, j) {
+				t.Errorf("schema %d %s reads back as %+v, want %+v", v, what, back, *j)
+			}
+		}
 	}
 }

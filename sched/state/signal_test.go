@@ -35,7 +35,7 @@ func TestSignalRunningJob(t *testing.T) {
 	if len(j.Signals) != 1 || len(j2.Signals) != 2 || len(got.Signals) != 2 {
 		t.Fatalf("signals: %+v / %+v", j.Signals, got.Signals)
 	}
-	want := []api.SignalRequest{
+	want := []SignalRequest{
 		{Seq: 1, Signal: int(syscall.SIGUSR1), Time: t0.Add(6 * time.Second)},
 		{Seq: 2, Signal: int(syscall.SIGTERM), Host: "sub1", Time: t0.Add(7 * time.Second)},
 	}
@@ -62,10 +62,10 @@ func TestSignalRunningJob(t *testing.T) {
 	}
 
 	// The job ends as its exit says: killed by the signal, FAILED 138.
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
 		{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 138, CPUTime: 1500 * time.Millisecond, MemPeak: 100 << 20},
 	}}})
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
 		{JobID: 1, Host: "sub1", State: api.ContainerKilled, ExitCode: 143, CPUTime: 500 * time.Millisecond, MemPeak: 20 << 20},
 	}}})
 	got = h.job(1)

@@ -24,8 +24,6 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-memdb"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 const (
@@ -211,8 +209,8 @@ func (v *Snapshot) LastJobID() uint64 {
 // Allocated sums what live containers hold on each node: every container
 // placed on a node and not ended, of a job not ended. It is derived, never
 // stored, so it cannot drift.
-func (v *Snapshot) Allocated() map[string]api.Resources {
-	out := map[string]api.Resources{}
+func (v *Snapshot) Allocated() map[string]Resources {
+	out := map[string]Resources{}
 	for _, j := range v.LiveJobs() {
 		if j.State.Terminal() {
 			continue
@@ -234,8 +232,8 @@ func (v *Snapshot) Allocated() map[string]api.Resources {
 
 // DeviceUse is, per node, the GPU devices the live containers hold shares
 // of: device index → its shares summed and the jobs holding them.
-func (v *Snapshot) DeviceUse() map[string]map[int]*api.NodeGPU {
-	out := map[string]map[int]*api.NodeGPU{}
+func (v *Snapshot) DeviceUse() map[string]map[int]*DeviceUse {
+	out := map[string]map[int]*DeviceUse{}
 	for _, j := range v.LiveJobs() { // in id order
 		if j.State.Terminal() {
 			continue
@@ -247,12 +245,12 @@ func (v *Snapshot) DeviceUse() map[string]map[int]*api.NodeGPU {
 			for _, g := range c.GPUs {
 				devs := out[c.Node]
 				if devs == nil {
-					devs = map[int]*api.NodeGPU{}
+					devs = map[int]*DeviceUse{}
 					out[c.Node] = devs
 				}
 				d := devs[g.Device]
 				if d == nil {
-					d = &api.NodeGPU{Device: g.Device}
+					d = &DeviceUse{Device: g.Device}
 					devs[g.Device] = d
 				}
 				d.Allocated += g.Share
@@ -275,7 +273,7 @@ type Dump struct {
 	Indexes  []*indexEntry `json:"indexes"`
 	Settings *settings     `json:"settings,omitempty"`
 	Usage    []*Usage      `json:"usage,omitempty"`
-	Tokens   []*api.Token  `json:"tokens,omitempty"`
+	Tokens   []*Token      `json:"tokens,omitempty"`
 	Servers  []*Server     `json:"servers,omitempty"`
 	Requests []*request    `json:"requests,omitempty"` // answers kept by request id (requests.go)
 }
@@ -308,7 +306,7 @@ func (s *Store) Restore(d Dump) error {
 		}
 	}
 	for _, j := range d.Jobs {
-		if err := txn.Insert(tableJobs, legacyMilli(j)); err != nil {
+		if err := txn.Insert(tableJobs, j); err != nil {
 			return err
 		}
 	}

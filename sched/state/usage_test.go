@@ -106,7 +106,7 @@ func TestChargeIndependentOfInterval(t *testing.T) {
 // same usage, bit for bit, also through a snapshot and restore.
 func TestChargeDeterministic(t *testing.T) {
 	var cmds []Command
-	cmds = append(cmds, Command{Kind: CmdRegister, Time: t0, Register: &Node{Name: "n1", Capacity: api.Resources{CPUMilli: 64000, Memory: 256 << 30}}})
+	cmds = append(cmds, Command{Kind: CmdRegister, Time: t0, Register: &Node{Name: "n1", Capacity: Resources{CPUMilli: 64000, Memory: 256 << 30}}})
 	cmds = append(cmds, Command{Kind: CmdConfig, Time: t0, Config: configWith(7 * 24 * time.Hour)})
 	for i := 0; i < 20; i++ {
 		j := session(1 + i%3)
@@ -127,14 +127,14 @@ func TestChargeDeterministic(t *testing.T) {
 	// Every job runs: report all containers running, then some end.
 	var more []Command
 	for id := uint64(1); id <= 20; id++ {
-		var ups []api.ContainerUpdate
+		var ups []ContainerUpdate
 		for k, host := range []string{"main1", "sub1", "sub2"}[:1+(id-1)%3] {
 			_ = k
-			ups = append(ups, api.ContainerUpdate{JobID: id, Host: host, State: api.ContainerRunning})
+			ups = append(ups, ContainerUpdate{JobID: id, Host: host, State: api.ContainerRunning})
 		}
 		more = append(more, Command{Kind: CmdReport, Time: t0.Add(time.Duration(id) * 8 * time.Minute), Report: &Report{Node: "n1", Updates: ups}})
 		if id%2 == 0 {
-			more = append(more, Command{Kind: CmdReport, Time: t0.Add(time.Duration(id)*8*time.Minute + time.Hour), Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerExited}}}})
+			more = append(more, Command{Kind: CmdReport, Time: t0.Add(time.Duration(id)*8*time.Minute + time.Hour), Report: &Report{Node: "n1", Updates: []ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerExited}}}})
 		}
 	}
 	cmds = append(cmds, more...)
