@@ -224,7 +224,7 @@ func (s *Server) exportEnded(ctx context.Context) (int, error) {
 				return purged, err
 			}
 		}
-		if _, err := s.apply(ctx, state.Command{Kind: state.CmdPurge, Purge: ripe}); err != nil {
+		if _, err := s.apply(ctx, state.Command{Act: state.Purge{Keys: ripe}}); err != nil {
 			return purged, fmt.Errorf("purging %d exported jobs: %w", len(ripe), err)
 		}
 		purged += len(ripe)

@@ -40,7 +40,7 @@ func (s *Server) schedule(ctx context.Context) {
 		}
 		late, nextLate := v.Late(now)
 		if len(late) > 0 {
-			if _, err := s.apply(ctx, state.Command{Kind: state.CmdTimeout, Timeout: late}); err != nil {
+			if _, err := s.apply(ctx, state.Command{Act: state.Timeout{Jobs: late}}); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -71,7 +71,7 @@ func (s *Server) schedule(ctx context.Context) {
 		if !plan.Empty() {
 			sp := fromCore(plan)
 			s.metrics.stages.placing(v, sp, s.cfg.Clock())
-			_, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: sp})
+			_, err := s.apply(ctx, state.Command{Act: state.Place{Plan: sp}})
 			s.metrics.stages.placed(s.st.Snapshot(), sp, err == nil)
 			if err != nil {
 				if ctx.Err() != nil {

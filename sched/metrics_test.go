@@ -103,7 +103,7 @@ func TestMetrics(t *testing.T) {
 		`troupe_schedd_raft_peers_unreachable`:                        0,
 		`troupe_schedd_raft_entries_total{kind="submit"}`:             2,
 		`troupe_schedd_raft_entries_total{kind="register"}`:           1,
-		`troupe_schedd_raft_entries_total{kind="report"}`:             2, // one after the other: alone
+		`troupe_schedd_raft_entries_total{kind="reports"}`:            2, // one after the other: alone
 		`troupe_schedd_fairshare_factor{account="",user="bob"}`:       1,
 	}
 	for series, v := range want {

@@ -37,30 +37,19 @@ func (s *Server) Report(ctx context.Context, node string, rep api.ContainerRepor
 	return err
 }
 
-// commitReports commits reports as one entry (one report alone as a
-// CmdReport) and answers each with the jobs it moved to RUNNING.
+// commitReports commits reports as one entry and answers each with the
+// jobs it moved to RUNNING.
 func (s *Server) commitReports(rs []state.Report) ([][]state.Started, error) {
 	defer s.wake()
 	ctx := context.Background() // raft's own apply timeout bounds it
 	at := s.cfg.Clock()         // the entry's time, as apply sets it
-	var started [][]state.Started
-	if len(rs) == 1 {
-		res, err := s.apply(ctx, state.Command{Kind: state.CmdReport, Report: &rs[0]})
-		if err != nil {
-			return nil, err
-		}
-		st, _ := res.([]state.Started)
-		started = [][]state.Started{st}
-	} else {
-		res, err := s.apply(ctx, state.Command{Kind: state.CmdReports, Reports: rs})
-		if err != nil {
-			return nil, err
-		}
-		per, ok := res.([][]state.Started)
-		if !ok || len(per) != len(rs) {
-			return nil, fmt.Errorf("reports entry answered %T for %d reports", res, len(rs))
-		}
-		started = per
+	res, err := s.apply(ctx, state.Command{Act: state.Reports{Reports: rs}})
+	if err != nil {
+		return nil, err
+	}
+	started, ok := res.([][]state.Started)
+	if !ok || len(started) != len(rs) {
+		return nil, fmt.Errorf("reports entry answered %T for %d reports", res, len(rs))
 	}
 	s.metrics.stages.reported(s.st.Snapshot(), rs, at)
 	for _, st := range started {

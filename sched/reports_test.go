@@ -80,7 +80,7 @@ func TestReportsShareEntries(t *testing.T) {
 		}
 	}
 	srv.reports.mu.Unlock()
-	r0 := entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports)
+	r0 := entriesOf(srv, state.CmdReports)
 
 	errs := make(chan error, nodes+1)
 	report := func(node string, id uint64, st api.ContainerState) error {
@@ -110,7 +110,7 @@ func TestReportsShareEntries(t *testing.T) {
 	if j := waitJob(t, c, nodes+1, func(api.Job) bool { return true }); j.State != api.JobCancelled || j.ModifyIndex != cancelled.ModifyIndex || j.Containers[0].State != cancelled.Containers[0].State {
 		t.Errorf("the stale report changed cancelled job %d: %s, container %s, index %d (was %d)", nodes+1, j.State, j.Containers[0].State, j.ModifyIndex, cancelled.ModifyIndex)
 	}
-	entries := entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports) - r0
+	entries := entriesOf(srv, state.CmdReports) - r0
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("%d reports took %v entries, of sizes %v", 2*nodes+1, entries, sizes)
@@ -255,7 +255,7 @@ func BenchmarkReportEntries(b *testing.B) {
 	start := time.Now()
 	for range b.N {
 		before := srv.raft.AppliedIndex()
-		r0, p0 := entriesOf(srv, state.CmdReport)+entriesOf(srv, state.CmdReports), entriesOf(srv, state.CmdPlan)
+		r0, p0 := entriesOf(srv, state.CmdReports), entriesOf(srv, state.CmdPlan)
 		ids := make(chan uint64, jobs)
 		var sub sync.WaitGroup
 		for range parallel {
@@ -279,7 +279,7 @@ func BenchmarkReportEntries(b *testing.B) {
 		}
 		// The last report's entry is applied once its job has ended.
 		total += float64(srv.raft.AppliedIndex() - before)
-		reps += entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports) - r0
+		reps += entriesOf(srv, state.CmdReports) - r0
 		plans += entriesOf(srv, state.CmdPlan) - p0
 	}
 	el := time.Since(start)

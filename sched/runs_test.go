@@ -42,10 +42,10 @@ func TestRequeuedRunsInHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	apply(state.Command{Kind: state.CmdPlan, Plan: &state.Plan{Placements: []state.Placement{{JobID: id, Nodes: []string{"n1"}}}}})
+	apply(state.Command{Act: state.Place{Plan: &state.Plan{Placements: []state.Placement{{JobID: id, Nodes: []string{"n1"}}}}}})
 	report("n1", 0, api.ContainerRunning, time.Time{})
 	clock.Add(10 * time.Second)
-	apply(state.Command{Kind: state.CmdNodeDown, NodeDown: &state.NodeDown{Nodes: []string{"n1"}}})
+	apply(state.Command{Act: state.NodesDown{Down: &state.NodeDown{Nodes: []string{"n1"}}}})
 	if _, err := srv.ExportEnded(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestRequeuedRunsInHistory(t *testing.T) {
 	}
 
 	clock.Add(5 * time.Second)
-	apply(state.Command{Kind: state.CmdPlan, Plan: &state.Plan{Placements: []state.Placement{{JobID: id, Nodes: []string{"n2"}}}}})
+	apply(state.Command{Act: state.Place{Plan: &state.Plan{Placements: []state.Placement{{JobID: id, Nodes: []string{"n2"}}}}}})
 	report("n2", 1, api.ContainerRunning, time.Time{})
 	started := clock.Now()
 	clock.Add(20 * time.Second)

@@ -296,7 +296,7 @@ func (s *Server) putConfig(ctx context.Context, c *partition.Config) error {
 	if err1 == nil && err2 == nil && bytes.Equal(a, b) {
 		return nil
 	}
-	if _, err := s.apply(ctx, state.Command{Kind: state.CmdConfig, Config: c}); err != nil {
+	if _, err := s.apply(ctx, state.Command{Act: state.Configure{Config: c}}); err != nil {
 		return fmt.Errorf("committing the partitions config: %w", err)
 	}
 	s.wake()
@@ -328,7 +328,7 @@ func (s *Server) Reconfig(ctx context.Context) (api.ReconfigResponse, error) {
 // ChargeUsage charges running jobs' usage up to now (the loop calls it
 // every ChargeEvery on the leader).
 func (s *Server) ChargeUsage(ctx context.Context) error {
-	_, err := s.apply(ctx, state.Command{Kind: state.CmdCharge})
+	_, err := s.apply(ctx, state.Command{Act: state.Charge{}})
 	return err
 }
 
@@ -356,17 +356,16 @@ func (s *Server) Store() *state.Store { return s.st }
 
 func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 	c.Time = s.cfg.Clock().UTC()
-	if c.Request == "" {
-		c.Request = httpapi.RequestID(ctx) // see httpapi.WithRequestID
+	var by string
+	if id, ok := caller(ctx); ok {
+		by = id.User // a request id is its sender's own (state.Request.By)
 	}
-	if id, ok := caller(ctx); ok && c.Request != "" && c.By == "" {
-		c.By = id.User // a request id is its sender's own (state.Command.By)
-	}
+	c.Act = state.WithRequest(c.Act, state.Request{ID: httpapi.RequestID(ctx), By: by}) // see httpapi.WithRequestID
 	s.restoreMu.RLock()
 	v, err := s.raft.Apply(ctx, c)
 	s.restoreMu.RUnlock()
 	if err == nil {
-		s.metrics.entries.WithLabelValues(c.Kind).Inc()
+		s.metrics.entries.WithLabelValues(c.Kind()).Inc()
 	}
 	if errors.Is(err, raftlog.ErrNotLeader) {
 		if api := s.leaderAPI(); api != "" {
@@ -405,13 +404,13 @@ func (s *Server) commitSubmits(jobs []*state.Job) ([]state.Submitted, error) {
 	defer s.wake()
 	ctx := context.Background() // raft's own apply timeout bounds it
 	if len(jobs) == 1 {
-		v, err := s.apply(ctx, state.Command{Kind: state.CmdSubmit, Submit: jobs[0]})
+		v, err := s.apply(ctx, state.Command{Act: state.Submit{Jobs: []*state.Job{jobs[0]}}})
 		if err != nil {
 			return []state.Submitted{{Err: err}}, nil
 		}
-		return []state.Submitted{{ID: v.(uint64)}}, nil
+		return []state.Submitted{{ID: v.([]uint64)[0]}}, nil
 	}
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdSubmits, Submits: jobs})
+	v, err := s.apply(ctx, state.Command{Act: state.Submit{Jobs: jobs, Each: true}})
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +444,7 @@ func (s *Server) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]a
 		}
 		jobs, admitted = append(jobs, j), append(admitted, a)
 	}
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdBatch, Batch: jobs})
+	v, err := s.apply(ctx, state.Command{Act: state.Submit{Jobs: jobs}})
 	if err != nil {
 		return nil, err
 	}
@@ -473,7 +472,7 @@ func batchName(req api.SubmitRequest) string {
 // Kill cancels a job: a pending one at once, a placed one once its
 // nodelets have stopped its containers.
 func (s *Server) Kill(ctx context.Context, id uint64) (*state.Job, error) {
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id})
+	v, err := s.apply(ctx, state.Command{Act: state.Kill{Job: state.JobRef{ID: id}}})
 	if err != nil {
 		return nil, err
 	}
@@ -491,7 +490,7 @@ func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*state.Nod
 	}
 	n := &state.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, OCIRuntime: reg.OCIRuntime, Capacity: state.Resources(reg.Capacity), Labels: reg.Labels,
 		Instance: reg.Instance}
-	if _, err := s.apply(ctx, state.Command{Kind: state.CmdRegister, Register: n}); err != nil {
+	if _, err := s.apply(ctx, state.Command{Act: state.Register{Node: n}}); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

@@ -24,7 +24,7 @@ func userToken(t *testing.T, srv *Server, uid int, user string, admin bool) stri
 	t.Helper()
 	secret := auth.NewSecret()
 	tok := api.Token{ID: auth.NewID(), Hash: auth.Hash(secret), UID: uid, GID: uid, User: user, Admin: admin}
-	if _, err := srv.apply(context.Background(), state.Command{Kind: state.CmdToken, Token: tokenRow(&tok)}); err != nil {
+	if _, err := srv.apply(context.Background(), state.Command{Act: state.PutToken{Token: tokenRow(&tok)}}); err != nil {
 		t.Fatal(err)
 	}
 	return secret

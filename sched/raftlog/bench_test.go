@@ -20,7 +20,7 @@ func BenchmarkDurableSubmit(b *testing.B) {
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := l.Apply(context.Background(), state.Command{Kind: state.CmdSubmit, Time: time.Now(), Submit: job}); err != nil {
+			if _, err := l.Apply(context.Background(), state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{job}}}); err != nil {
 				b.Error(err)
 				return
 			}

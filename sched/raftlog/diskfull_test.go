@@ -63,8 +63,7 @@ func TestDiskFull(t *testing.T) {
 	for i := range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		start := time.Now()
-		_, err := l.Apply(ctx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-			Submit: &state.Job{Name: big, Containers: []state.Container{{KernelID: "k"}}}})
+		_, err := l.Apply(ctx, state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{&state.Job{Name: big, Containers: []state.Container{{KernelID: "k"}}}}}})
 		cancel()
 		t.Logf("write %d on a full disk: %v after %v", i+1, err, time.Since(start).Round(time.Millisecond))
 		if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "schedd data dir full: "+dir) {
@@ -80,8 +79,7 @@ func TestDiskFull(t *testing.T) {
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err = l.Apply(ctx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-			Submit: &state.Job{Name: "after", Containers: []state.Container{{KernelID: "k"}}}})
+		_, err = l.Apply(ctx, state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{&state.Job{Name: "after", Containers: []state.Container{{KernelID: "k"}}}}}})
 		cancel()
 		if err == nil {
 			break

@@ -140,8 +140,7 @@ func TestShutdownAfterPartition(t *testing.T) {
 			for ctx.Err() == nil {
 				for _, l := range c.logs {
 					actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-					_, _ = l.Apply(actx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-						Submit: &state.Job{Name: fmt.Sprint("w", w), Containers: []state.Container{{KernelID: "k"}}}})
+					_, _ = l.Apply(actx, state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{&state.Job{Name: fmt.Sprint("w", w), Containers: []state.Container{{KernelID: "k"}}}}}})
 					cancel()
 				}
 			}

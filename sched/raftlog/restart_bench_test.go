@@ -38,7 +38,7 @@ func BenchmarkRestart100k(b *testing.B) {
 			defer wg.Done()
 			for i := w; i < tail; i += 32 {
 				j := benchJob(0, now)
-				if _, err := l.Apply(context.Background(), state.Command{Kind: state.CmdSubmit, Time: now, Submit: j}); err != nil {
+				if _, err := l.Apply(context.Background(), state.Command{Time: now, Act: state.Submit{Jobs: []*state.Job{j}}}); err != nil {
 					b.Error(err)
 					return
 				}

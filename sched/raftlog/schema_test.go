@@ -88,7 +88,7 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := logs[leader()].Apply(ctx, state.Command{Kind: state.CmdTouch, Time: time.Now()})
+			_, err := logs[leader()].Apply(ctx, state.Command{Time: time.Now(), Act: state.Touch{}})
 			cancel()
 			if err == nil {
 				return

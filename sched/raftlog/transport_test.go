@@ -53,8 +53,7 @@ func openTCP(t *testing.T, dir string, tc *tls.Config) (*Log, *state.Store) {
 // right after the log's last entry and committing it.
 func rogueAppend(t *testing.T, trans raft.Transport, l *Log) error {
 	t.Helper()
-	data, err := encodeCommand(state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-		Submit: &state.Job{Name: "rogue", Containers: []state.Container{{KernelID: "k"}}}}, state.SchemaVersion)
+	data, err := encodeCommand(state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{&state.Job{Name: "rogue", Containers: []state.Container{{KernelID: "k"}}}}}}, state.SchemaVersion)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,15 +12,15 @@ import (
 // second node, n2.
 func adoptHarness(t *testing.T, containers int, requeue bool) (*harness, string) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	h.apply(Command{Act: Register{Node: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}}})
 	j := session(containers)
 	j.Spec.Requeue = requeue
-	h.apply(Command{Kind: CmdSubmit, Submit: j})
+	h.apply(Command{Act: Submit{Jobs: []*Job{j}}})
 	return h, h.job(1).SessionID
 }
 
 func (h *harness) reportAt(v int, node string, us ...ContainerUpdate) {
-	h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: node, Updates: us}})
+	h.apply(Command{Version: v, Act: Reports{Reports: []Report{Report{Node: node, Updates: us}}}})
 }
 
 // A queued job whose containers a node reports running under its own
@@ -36,7 +36,7 @@ func TestAdoptQueuedJobItsNodeRuns(t *testing.T) {
 		t.Fatalf("one of two containers reported: %s, main1 on %q (%q), adopting %v; want PENDING, main1 adopted on n2", j.State, j.Containers[0].Node, j.Containers[0].NodeAddr, j.Adopting())
 	}
 	// A plan made before the adoption does not place it again.
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}}}}})
 	if j := h.job(1); j.Containers[0].Node != "n2" || j.State != api.JobPending {
 		t.Fatalf("a plan placed an adopting job: %s, main1 on %q", j.State, j.Containers[0].Node)
 	}

@@ -2,10 +2,12 @@ package state
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/units"
+	"github.com/troupe-hpc/troupe/sched/partition"
 )
 
 // Rows before schema 11 embedded the job file and the API's container:
@@ -212,21 +214,184 @@ func rowInput(j *Job) int {
 	return total
 }
 
-// MarshalJSON writes c in its schema (Version): the jobs of a submit of
-// a schema before 11 in the form that schema read.
-func (c Command) MarshalJSON() ([]byte, error) {
-	type plain Command
-	if c.Version >= rowSchema || (c.Submit == nil && c.Batch == nil && c.Submits == nil) {
-		return json.Marshal(plain(c))
+// v10Command is an entry as schemas 1 to 10 wrote it: one struct for
+// every kind, the kind's fields set. Kinds it had that are one act now:
+// "submit", "submit-batch" and "submits" (Submit), "report" and
+// "reports" (Reports).
+type v10Command struct {
+	Version  int               `json:"v,omitempty"`
+	Kind     string            `json:"kind"`
+	Time     time.Time         `json:"time"`
+	Submit   *Job              `json:"submit,omitempty"`
+	Batch    []*Job            `json:"batch,omitempty"`
+	Submits  []*Job            `json:"submits,omitempty"`
+	Register *Node             `json:"register,omitempty"`
+	Plan     *Plan             `json:"plan,omitempty"`
+	Report   *Report           `json:"report,omitempty"`
+	Kill     uint64            `json:"kill,omitempty"`
+	KillDone bool              `json:"kill_done,omitempty"`
+	Hold     uint64            `json:"hold,omitempty"`
+	Release  uint64            `json:"release,omitempty"`
+	Timeout  []uint64          `json:"timeout,omitempty"`
+	Config   *partition.Config `json:"config,omitempty"`
+	NodeDown *NodeDown         `json:"node_down,omitempty"`
+	NodeUp   string            `json:"node_up,omitempty"`
+	Token    *Token            `json:"token,omitempty"`
+	Revoke   string            `json:"revoke,omitempty"`
+	Server   *Server           `json:"server,omitempty"`
+	Drain    *Drain            `json:"drain,omitempty"`
+	Signal   *Signal           `json:"signal,omitempty"`
+	Request  string            `json:"request,omitempty"`
+	By       string            `json:"by,omitempty"`
+	Purge    []PurgeKey        `json:"purge,omitempty"`
+	Index    *int              `json:"index,omitempty"`
+	Mailed   *Mailed           `json:"mailed,omitempty"`
+	Reports  []Report          `json:"reports,omitempty"`
+}
+
+// Kinds of schemas 1 to 10 that are one act now.
+const (
+	v10Batch   = "submit-batch" // Submit, all or none
+	v10Submits = "submits"      // Submit, Each
+	v10Report  = "report"       // Reports of one report
+)
+
+// command is o as a typed entry.
+func (o *v10Command) command() (Command, error) {
+	c := Command{Version: o.Version, Time: o.Time}
+	req := Request{ID: o.Request, By: o.By}
+	switch o.Kind {
+	case CmdSubmit:
+		c.Act = Submit{Jobs: []*Job{o.Submit}}
+	case v10Batch:
+		c.Act = Submit{Jobs: o.Batch}
+	case v10Submits:
+		c.Act = Submit{Jobs: o.Submits, Each: true}
+	case CmdRegister:
+		c.Act = Register{Node: o.Register}
+	case CmdPlan:
+		c.Act = Place{Plan: o.Plan}
+	case v10Report:
+		var rs []Report
+		if o.Report != nil {
+			rs = []Report{*o.Report}
+		}
+		c.Act = Reports{Reports: rs}
+	case CmdReports:
+		c.Act = Reports{Reports: o.Reports}
+	case CmdKill:
+		c.Act = Kill{Job: JobRef{ID: o.Kill, Index: o.Index}, Done: o.KillDone, Request: req}
+	case CmdHold:
+		c.Act = Hold{Job: JobRef{ID: o.Hold, Index: o.Index}, Request: req}
+	case CmdRelease:
+		c.Act = Release{Job: JobRef{ID: o.Release, Index: o.Index}, Request: req}
+	case CmdConfig:
+		c.Act = Configure{Config: o.Config}
+	case CmdCharge:
+		c.Act = Charge{}
+	case CmdTimeout:
+		c.Act = Timeout{Jobs: o.Timeout}
+	case CmdNodeDown:
+		c.Act = NodesDown{Down: o.NodeDown}
+	case CmdNodeUp:
+		c.Act = NodeUp{Node: o.NodeUp}
+	case CmdToken:
+		c.Act = PutToken{Token: o.Token}
+	case CmdRevoke:
+		c.Act = Revoke{ID: o.Revoke}
+	case CmdServer:
+		c.Act = PutServer{Server: o.Server}
+	case CmdDrain:
+		c.Act = DrainNodes{Drain: o.Drain}
+	case CmdSignal:
+		c.Act = SignalJob{Signal: o.Signal, Request: req}
+	case CmdPurge:
+		c.Act = Purge{Keys: o.Purge}
+	case CmdMailed:
+		c.Act = MailSent{Mailed: o.Mailed}
+	case CmdTouch:
+		c.Act = Touch{}
+	default:
+		return c, fmt.Errorf("raft entry of schema %d: %w %q", o.Version, ErrUnknownKind, o.Kind)
+	}
+	return c, nil
+}
+
+// toV10 is c as schemas 1 to 10 wrote it, its jobs in their rows' form
+// of then.
+func toV10(c Command) *v10Command {
+	o := &v10Command{Version: c.Version, Kind: c.Act.Kind(), Time: c.Time}
+	set := func(r Request) { o.Request, o.By = r.ID, r.By }
+	switch a := c.Act.(type) {
+	case Submit:
+		switch {
+		case a.Each:
+			o.Kind, o.Submits = v10Submits, a.Jobs
+		case len(a.Jobs) == 1:
+			o.Submit = a.Jobs[0]
+		default:
+			o.Kind, o.Batch = v10Batch, a.Jobs
+		}
+	case Register:
+		o.Register = a.Node
+	case Place:
+		o.Plan = a.Plan
+	case Reports:
+		if len(a.Reports) == 1 {
+			o.Kind, o.Report = v10Report, &a.Reports[0]
+		} else {
+			o.Reports = a.Reports
+		}
+	case Kill:
+		o.Kill, o.Index, o.KillDone = a.Job.ID, a.Job.Index, a.Done
+		set(a.Request)
+	case Hold:
+		o.Hold, o.Index = a.Job.ID, a.Job.Index
+		set(a.Request)
+	case Release:
+		o.Release, o.Index = a.Job.ID, a.Job.Index
+		set(a.Request)
+	case Configure:
+		o.Config = a.Config
+	case Timeout:
+		o.Timeout = a.Jobs
+	case NodesDown:
+		o.NodeDown = a.Down
+	case NodeUp:
+		o.NodeUp = a.Node
+	case PutToken:
+		o.Token = a.Token
+	case Revoke:
+		o.Revoke = a.ID
+	case PutServer:
+		o.Server = a.Server
+	case DrainNodes:
+		o.Drain = a.Drain
+	case SignalJob:
+		o.Signal = a.Signal
+		set(a.Request)
+	case Purge:
+		o.Purge = a.Keys
+	case MailSent:
+		o.Mailed = a.Mailed
+	}
+	return o
+}
+
+// MarshalJSON writes o with its jobs in the rows' form of its schema.
+func (o v10Command) MarshalJSON() ([]byte, error) {
+	type plain v10Command
+	if o.Version >= rowSchema || (o.Submit == nil && o.Batch == nil && o.Submits == nil) {
+		return json.Marshal(plain(o))
 	}
 	var submit *v10Job
-	if c.Submit != nil {
-		submit = legacyJob(c.Submit)
+	if o.Submit != nil {
+		submit = legacyJob(o.Submit)
 	}
 	return json.Marshal(struct {
 		plain
 		Submit  *v10Job   `json:"submit,omitempty"`
 		Batch   []*v10Job `json:"batch,omitempty"`
 		Submits []*v10Job `json:"submits,omitempty"`
-	}{plain(c), submit, legacyJobs(c.Batch), legacyJobs(c.Submits)})
+	}{plain(o), submit, legacyJobs(o.Batch), legacyJobs(o.Submits)})
 }

@@ -16,16 +16,16 @@ import (
 func TestReconcileDumpOtherHistory(t *testing.T) {
 	backup := newHarness(t)
 	for range 3 {
-		backup.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+		backup.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 	}
 	d := backup.st.Snapshot().Dump()
 
 	live := newHarness(t)
 	for range 10 {
-		live.apply(Command{Kind: CmdTouch}) // a later index than the backup's
+		live.apply(Command{Act: Touch{}}) // a later index than the backup's
 	}
 	for range 2 {
-		live.apply(Command{Kind: CmdSubmit, Submit: session(1)}) // ids 1 and 2, submitted at other times
+		live.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}) // ids 1 and 2, submitted at other times
 	}
 	liveIdx, _ := live.st.Snapshot().Index()
 	r := ReconcileDump(&d, RestoreFacts{Live: live.st.Snapshot(), Floor: 7})
@@ -55,8 +55,8 @@ func TestReconcileDumpOtherHistory(t *testing.T) {
 // containers included; a record of an earlier run changes nothing.
 func TestReconcileDumpEndedFromStore(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 	d := h.st.Snapshot().Dump()
 	rec := EndedRun{State: api.JobFailed, ExitCode: 9, Reason: "exit 9", Started: t0, Ended: t0.Add(5),
 		Containers: []RunContainer{{Host: "main1", Node: "n1", State: api.ContainerExited, ExitCode: 9}}}
@@ -84,9 +84,9 @@ func TestReconcileDumpEndedFromStore(t *testing.T) {
 // above it, or an entry of schema 7 changes nothing.
 func TestReportOfUnknownJobRaisesIDs(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 	rep := func(v int, id uint64) {
-		h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerKilled}}}})
+		h.apply(Command{Version: v, Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerKilled}}}}}})
 	}
 	rep(7, 40)
 	if last := h.st.Snapshot().LastJobID(); last != 1 {
@@ -98,8 +98,8 @@ func TestReportOfUnknownJobRaisesIDs(t *testing.T) {
 	if last := h.st.Snapshot().LastJobID(); last != 40 {
 		t.Fatalf("id counter %d after reports of unknown jobs 40, 30 and a wild one; want 40", last)
 	}
-	id := h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	if id != uint64(41) {
+	id := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	if id != 41 {
 		t.Fatalf("the next submit got id %v, want 41", id)
 	}
 }

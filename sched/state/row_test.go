@@ -80,11 +80,11 @@ func TestSchema4RowsLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t)
-	id := h.apply(c).(uint64)
+	id := h.apply(c).([]uint64)[0]
 	if got := h.job(id).Containers[0].CPUMilli; got != 1500 {
 		t.Fatalf("a schema 4 submit's container holds %d millicores, want 1500 (from cpu 1.5)", got)
 	}
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: []string{"n1"}}}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: []string{"n1"}}}}}})
 	if got := h.st.Snapshot().Allocated()["n1"]; got.CPUMilli != 1500 || got.Memory != 1<<30 {
 		t.Fatalf("n1 allocated %+v, want 1500 millicores and 1 GiB", got)
 	}
@@ -116,8 +116,8 @@ func TestRowsRoundTrip(t *testing.T) {
 	h := newHarness(t)
 	j := session(2)
 	j.Containers[1].CPUMilli = 250
-	id := h.apply(Command{Kind: CmdSubmit, Submit: j}).(uint64)
-	b, err := json.Marshal(Command{Version: SchemaVersion, Kind: CmdSubmit, Time: time.Now(), Submit: h.job(id)})
+	id := h.apply(Command{Act: Submit{Jobs: []*Job{j}}}).([]uint64)[0]
+	b, err := json.Marshal(Command{Version: SchemaVersion, Time: time.Now(), Act: Submit{Jobs: []*Job{h.job(id)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +147,8 @@ func TestAllocationReadsRowMillicores(t *testing.T) {
 	h := newHarness(t)
 	j := session(1)
 	j.Containers[0].CPUMilli = 300 // the job file says cpu 1
-	id := h.apply(Command{Kind: CmdSubmit, Submit: j}).(uint64)
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: []string{"n1"}}}}})
+	id := h.apply(Command{Act: Submit{Jobs: []*Job{j}}}).([]uint64)[0]
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: []string{"n1"}}}}}})
 	if got := h.st.Snapshot().Allocated()["n1"].CPUMilli; got != 300 {
 		t.Fatalf("n1 allocated %d millicores, want the row's 300", got)
 	}

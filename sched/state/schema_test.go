@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // TestOlderSchemaEntries: in a cluster in the middle of a rolling
@@ -18,11 +20,11 @@ import (
 // reused by another user is refused as that release refuses it.
 func TestOlderSchemaEntries(t *testing.T) {
 	h := newHarness(t)
-	a := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
-	b := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
-	h.apply(Command{Version: OldestSchema, Kind: CmdHold, Hold: a, Request: "r", By: "alice"})
+	a := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	b := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	h.apply(Command{Version: OldestSchema, Act: Hold{Job: JobRef{ID: a}, Request: Request{ID: "r", By: "alice"}}})
 	h.idx++
-	_, err := h.st.Apply(h.idx, Command{Version: OldestSchema, Kind: CmdHold, Hold: b, Request: "r", By: "bob", Time: t0})
+	_, err := h.st.Apply(h.idx, Command{Version: OldestSchema, Time: t0, Act: Hold{Job: JobRef{ID: b}, Request: Request{ID: "r", By: "bob"}}})
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("bob's hold with alice's request id in a schema %d entry: %v, want the conflict the previous release answers", OldestSchema, err)
 	}
@@ -30,7 +32,7 @@ func TestOlderSchemaEntries(t *testing.T) {
 		t.Fatalf("job %d is %s, want PENDING", b, h.job(b).State)
 	}
 	// A schema 7 entry knows the sender.
-	if theirs := h.apply(Command{Kind: CmdHold, Hold: b, Request: "r", By: "bob"}).(*Job); theirs.ID != b {
+	if theirs := h.apply(Command{Act: Hold{Job: JobRef{ID: b}, Request: Request{ID: "r", By: "bob"}}}).(*Job); theirs.ID != b {
 		t.Fatalf("bob's hold answered job %d", theirs.ID)
 	}
 }
@@ -43,7 +45,7 @@ func TestSchemaInForce(t *testing.T) {
 	if v := st.Snapshot().Schema(); v != OldestSchema {
 		t.Fatalf("a new state is in schema %d, want %d", v, OldestSchema)
 	}
-	if _, err := st.Apply(1, Command{Version: OldestSchema, Kind: CmdTouch}); err != nil {
+	if _, err := st.Apply(1, Command{Version: OldestSchema, Act: Touch{}}); err != nil {
 		t.Fatal(err)
 	}
 	old := st.Snapshot().Dump()
@@ -51,10 +53,10 @@ func TestSchemaInForce(t *testing.T) {
 		t.Fatalf("dump after a schema %d entry carries %d", OldestSchema, old.Version)
 	}
 	// Refused or not, an entry's schema is in the log.
-	if _, err := st.Apply(2, Command{Version: SchemaVersion, Kind: CmdKill, Kill: 99}); err == nil {
+	if _, err := st.Apply(2, Command{Version: SchemaVersion, Act: Kill{Job: JobRef{ID: 99}}}); err == nil {
 		t.Fatal("kill of a job that does not exist applied")
 	}
-	if _, err := st.Apply(3, Command{Version: OldestSchema, Kind: CmdTouch}); err != nil {
+	if _, err := st.Apply(3, Command{Version: OldestSchema, Act: Touch{}}); err != nil {
 		t.Fatal(err)
 	}
 	if v, d := st.Snapshot().Schema(), st.Snapshot().Dump().Version; v != SchemaVersion || d != SchemaVersion {
@@ -86,11 +88,11 @@ func TestOlderSchemaRuns(t *testing.T) {
 			h := newHarness(t)
 			j := session(1)
 			j.Spec.Requeue = true
-			h.apply(Command{Version: v, Kind: CmdSubmit, Submit: j})
-			h.apply(Command{Version: v, Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+			h.apply(Command{Version: v, Act: Submit{Jobs: []*Job{j}}})
+			h.apply(Command{Version: v, Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
 			placed := t0.Add(time.Duration(h.idx) * time.Second)
-			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
-				{JobID: 1, Host: "main1", State: api.ContainerRunning, CPUTime: 5 * time.Second, At: placed.Add(time.Second / 2), Reach: "10.128.0.2"}}}})
+			h.apply(Command{Version: v, Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{
+				{JobID: 1, Host: "main1", State: api.ContainerRunning, CPUTime: 5 * time.Second, At: placed.Add(time.Second / 2), Reach: "10.128.0.2"}}}}}})
 			reported := t0.Add(time.Duration(h.idx) * time.Second)
 			if reach := h.job(1).Containers[0].Reach; (reach != "") != kept {
 				t.Fatalf("main1's routed address %q kept: %v, want %v (an older peer drops it)", reach, reach != "", kept)
@@ -103,7 +105,7 @@ func TestOlderSchemaRuns(t *testing.T) {
 			} else if !got.Equal(want) {
 				t.Fatalf("started %v, want the entry's time %v (the node's time ignored)", got, want)
 			}
-			h.apply(Command{Version: v, Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+			h.apply(Command{Version: v, Act: NodesDown{Down: &NodeDown{Nodes: []string{"n1"}}}})
 			r := h.job(1)
 			if r.State != api.JobPending || r.Requeues != 1 {
 				t.Fatalf("after the node failure: %s, run %d; want PENDING, run 1", r.State, r.Requeues)
@@ -118,16 +120,16 @@ func TestOlderSchemaRuns(t *testing.T) {
 
 			// The next run ends on the node 2 s after it started; the
 			// report comes later.
-			h.apply(Command{Version: v, Kind: CmdNodeUp, NodeUp: "n1"})
-			h.apply(Command{Version: v, Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
-			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
-				{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerRunning}}}})
+			h.apply(Command{Version: v, Act: NodeUp{Node: "n1"}})
+			h.apply(Command{Version: v, Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
+			h.apply(Command{Version: v, Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{
+				{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerRunning}}}}}})
 			started := h.job(1).Started
 			for range 5 {
-				h.apply(Command{Version: v, Kind: CmdNodeUp, NodeUp: "n1"})
+				h.apply(Command{Version: v, Act: NodeUp{Node: "n1"}})
 			}
-			h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []ContainerUpdate{
-				{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerExited, At: started.Add(2 * time.Second)}}}})
+			h.apply(Command{Version: v, Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{
+				{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerExited, At: started.Add(2 * time.Second)}}}}}})
 			now := t0.Add(time.Duration(h.idx) * time.Second)
 			e := h.job(1)
 			want := now
@@ -151,11 +153,11 @@ func TestRunsAcrossTheSchemaChange(t *testing.T) {
 	h := newHarness(t)
 	j := session(1)
 	j.Spec.Requeue = true
-	h.apply(Command{Kind: CmdSubmit, Submit: j})
+	h.apply(Command{Act: Submit{Jobs: []*Job{j}}})
 	for _, v := range []int{8, 9} {
-		h.apply(Command{Version: v, Kind: CmdNodeUp, NodeUp: "n1"})
-		h.apply(Command{Version: v, Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
-		h.apply(Command{Version: v, Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+		h.apply(Command{Version: v, Act: NodeUp{Node: "n1"}})
+		h.apply(Command{Version: v, Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
+		h.apply(Command{Version: v, Act: NodesDown{Down: &NodeDown{Nodes: []string{"n1"}}}})
 	}
 	if r := h.job(1); r.Requeues != 2 || len(r.Runs) != 0 {
 		t.Fatalf("after a schema %d and a schema %d requeue: run %d, runs kept %+v; want run 2, none kept (run 0's is unknown)",
@@ -201,9 +203,9 @@ func TestRowsOfEverySchemaLoad(t *testing.T) {
 			if err := json.Unmarshal([]byte(fmt.Sprintf(`{"v":%d,"kind":"submit","time":"2026-01-02T03:04:05Z","submit":%s}`, v, job)), &c); err != nil {
 				t.Fatalf("a schema %d submit entry does not decode: %v", v, err)
 			}
-			check("entry", c.Submit)
+			check("entry", c.Act.(Submit).Jobs[0])
 			h := newHarness(t)
-			id := h.apply(c).(uint64)
+			id := h.apply(c).([]uint64)[0]
 			check("applied", h.job(id))
 			var d Dump
 			if err := json.Unmarshal([]byte(fmt.Sprintf(`{"version":%d,"jobs":[%s],"nodes":[],"indexes":[{"table":"jobs","index":3}]}`, v, job)), &d); err != nil {
@@ -231,7 +233,7 @@ func TestRowsInAnOlderSchema(t *testing.T) {
 	j.InputBytes = 42
 	for _, v := range []int{OldestSchema, rowSchema - 1, SchemaVersion} {
 		for what, enc := range map[string]func() ([]byte, error){
-			"entry": func() ([]byte, error) { return json.Marshal(Command{Version: v, Kind: CmdSubmit, Submit: j}) },
+			"entry": func() ([]byte, error) { return json.Marshal(Command{Version: v, Act: Submit{Jobs: []*Job{j}}}) },
 			"dump":  func() ([]byte, error) { return json.Marshal(Dump{Version: v, Jobs: []*Job{j}}) },
 		} {
 			b, err := enc()
@@ -241,13 +243,19 @@ func TestRowsInAnOlderSchema(t *testing.T) {
 			var raw struct {
 				Submit *json.RawMessage   `json:"submit"`
 				Jobs   []*json.RawMessage `json:"jobs"`
+				Act    struct {
+					Jobs []*json.RawMessage `json:"jobs"`
+				} `json:"act"`
 			}
 			if err := json.Unmarshal(b, &raw); err != nil {
 				t.Fatal(err)
 			}
 			row := raw.Submit
-			if row == nil {
+			if row == nil && len(raw.Jobs) > 0 {
 				row = raw.Jobs[0]
+			}
+			if row == nil {
+				row = raw.Act.Jobs[0]
 			}
 			var old struct {
 				Spec struct {
@@ -279,4 +287,119 @@ func TestRowsInAnOlderSchema(t *testing.T) {
 			}
 		}
 	}
+}
+
+// everyAct is one act of each kind, as the leader proposes them.
+func everyAct() []Act {
+	idx := 5
+	j := session(1)
+	j.ID = 1
+	j.InputBytes = rowInput(j) // what an older schema's row reads back with
+	return []Act{
+		Submit{Jobs: []*Job{j}},
+		Submit{Jobs: []*Job{j, j}},
+		Submit{Jobs: []*Job{j}, Each: true},
+		Register{Node: &Node{Name: "n1", State: lifecycle.NodeUp, Capacity: Resources{CPUMilli: 4000}}},
+		Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}},
+		Reports{Reports: []Report{{Node: "n1", Updates: []ContainerUpdate{{JobID: 1, Host: "main1", State: lifecycle.ContainerRunning}}}}},
+		Reports{Reports: []Report{{Node: "n1"}, {Node: "n2"}}},
+		Kill{Job: JobRef{ID: 1}, Done: true, Request: Request{ID: "r", By: "ada"}},
+		Kill{Job: JobRef{ID: 3, Index: &idx}},
+		Hold{Job: JobRef{ID: 1}, Request: Request{ID: "h"}},
+		Release{Job: JobRef{ID: 1, Index: &idx}},
+		Configure{Config: configWith(time.Hour)},
+		Charge{},
+		Timeout{Jobs: []uint64{1, 2}},
+		NodesDown{Down: &NodeDown{Nodes: []string{"n1"}, Requeue: []string{"default"}}},
+		NodeUp{Node: "n1"},
+		PutToken{Token: &Token{ID: "t", Hash: "h", UID: 1, User: "ada"}},
+		Revoke{ID: "t"},
+		PutServer{Server: &Server{ID: "s1", API: "http://a"}},
+		DrainNodes{Drain: &Drain{Nodes: []string{"n1"}, Reason: "fix"}},
+		SignalJob{Signal: &Signal{JobID: 1, Signal: 10}, Request: Request{ID: "s", By: "ada"}},
+		Purge{Keys: []PurgeKey{{JobID: 1}}},
+		MailSent{Mailed: &Mailed{JobID: 1, Event: MailBegin(0)}},
+		Touch{},
+	}
+}
+
+// TestCommandsOfEverySchema: every act reads back as itself from an
+// entry of the current schema (a kind and its payload), and from one of
+// every older schema the leader may write while a peer of the previous
+// release is in the cluster (the union of fields those schemas read;
+// acts that were several kinds are written as the one that fits).
+func TestCommandsOfEverySchema(t *testing.T) {
+	at := t0.Round(0)
+	for _, v := range []int{OldestSchema, 8, rowSchema - 1, SchemaVersion} {
+		for _, a := range everyAct() {
+			b, err := json.Marshal(Command{Version: v, Time: at, Act: a})
+			if err != nil {
+				t.Fatalf("schema %d %s: %v", v, a.Kind(), err)
+			}
+			var kind struct {
+				Kind string          `json:"kind"`
+				Act  json.RawMessage `json:"act"`
+			}
+			if err := json.Unmarshal(b, &kind); err != nil {
+				t.Fatal(err)
+			}
+			if typed := kind.Act != nil; typed != (v >= commandSchema) {
+				t.Errorf("schema %d %s: written with a typed payload: %v: %s", v, a.Kind(), typed, b)
+			}
+			var back Command
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatalf("schema %d %s: %v: %s", v, a.Kind(), err, b)
+			}
+			got, _ := json.Marshal(back.Act)
+			want, _ := json.Marshal(a)
+			if back.Version != v || !back.Time.Equal(at) || reflect.TypeOf(back.Act) != reflect.TypeOf(a) || string(got) != string(want) {
+				t.Errorf("schema %d %s reads back as %#v, want %#v (%s)", v, a.Kind(), back.Act, a, b)
+			}
+		}
+	}
+}
+
+// TestOlderKindsAreOneAct: the kinds schemas before 11 had for one act
+// each read as that act: a batch and a group of single submits as
+// Submit, a single report as Reports; a kill, hold or release names its
+// job, element and request; an unknown kind is refused by name.
+func TestOlderKindsAreOneAct(t *testing.T) {
+	for _, c := range []struct {
+		entry string
+		want  Act
+	}{
+		{`{"v":4,"kind":"submit-batch","time":"2026-01-02T03:04:05Z","batch":[{"id":0,"name":"a"},{"id":0,"name":"b"}]}`,
+			Submit{Jobs: []*Job{{Name: "a"}, {Name: "b"}}}},
+		{`{"v":6,"kind":"submits","time":"2026-01-02T03:04:05Z","submits":[{"id":0,"name":"a"}]}`,
+			Submit{Jobs: []*Job{{Name: "a"}}, Each: true}},
+		{`{"v":2,"kind":"report","time":"2026-01-02T03:04:05Z","report":{"node":"n1","updates":[]}}`,
+			Reports{Reports: []Report{{Node: "n1", Updates: []ContainerUpdate{}}}}},
+		{`{"v":7,"kind":"kill","time":"2026-01-02T03:04:05Z","kill":12,"index":5,"kill_done":true,"request":"r","by":"ada"}`,
+			Kill{Job: JobRef{ID: 12, Index: func() *int { i := 5; return &i }()}, Done: true, Request: Request{ID: "r", By: "ada"}}},
+		{`{"kind":"hold","time":"2026-01-02T03:04:05Z","hold":3}`, Hold{Job: JobRef{ID: 3}}},
+	} {
+		var got Command
+		if err := json.Unmarshal([]byte(c.entry), &got); err != nil {
+			t.Fatalf("%s: %v", c.entry, err)
+		}
+		for _, j := range jobsOf(got.Act) {
+			j.Containers, j.InputBytes = nil, 0
+		}
+		if !reflect.DeepEqual(got.Act, c.want) {
+			t.Errorf("%s reads as %#v, want %#v", c.entry, got.Act, c.want)
+		}
+	}
+	for _, e := range []string{`{"v":9,"kind":"frobnicate","time":"2026-01-02T03:04:05Z"}`, `{"v":11,"kind":"frobnicate","time":"2026-01-02T03:04:05Z","act":{}}`} {
+		var got Command
+		if err := json.Unmarshal([]byte(e), &got); !errors.Is(err, ErrUnknownKind) || !strings.Contains(err.Error(), "frobnicate") {
+			t.Errorf("%s: %v, want the unknown kind refused by name", e, err)
+		}
+	}
+}
+
+func jobsOf(a Act) []*Job {
+	if s, ok := a.(Submit); ok {
+		return s.Jobs
+	}
+	return nil
 }
