@@ -127,7 +127,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	jobMounts := job.Spec.Mounts
 	if home := a.hostHome(job, image, jobMounts); home != "" {
 		// First: a submit directory inside it is mounted over it.
-		jobMounts = append([]jobspec.Mount{{Name: "home", Source: home, Target: home}}, jobMounts...)
+		jobMounts = append([]api.Mount{{Name: "home", Source: home, Target: home}}, jobMounts...)
 		if !feat.Tools { // troupe's ssh keeps its keys in the session's home
 			env = setEnv(env, "HOME", home)
 		}
@@ -193,7 +193,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 // at that path, the user has no home of its own ("/" or none), or the
 // home lies outside the node's allowed mount roots (the job then keeps
 // the session's home).
-func (a *agent) hostHome(job api.AssignedJob, image string, mounts []jobspec.Mount) string {
+func (a *agent) hostHome(job api.AssignedJob, image string, mounts []api.Mount) string {
 	if image != "" && image != runtime.ImageHost {
 		return ""
 	}
@@ -213,7 +213,7 @@ func (a *agent) hostHome(job api.AssignedJob, image string, mounts []jobspec.Mou
 			return ""
 		}
 	}
-	if _, _, err := checkMounts([]jobspec.Mount{{Name: "home", Source: home, Target: home}}, a.cfg.AllowedMountRoots); err != nil {
+	if _, _, err := checkMounts([]api.Mount{{Name: "home", Source: home, Target: home}}, a.cfg.AllowedMountRoots); err != nil {
 		a.log.Debug("the user's home is not mounted", "job", job.ID, "home", home, "err", err)
 		return ""
 	}

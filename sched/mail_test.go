@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -118,7 +119,7 @@ func TestJobMail(t *testing.T) {
 	sp := spec(1, jobspec.ModeSingleNode, 1)
 	sp.Name = "train"
 	sp.Mail = &jobspec.Mail{To: "ada@example.org, bob", Begin: true, End: true}
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: sp, UID: 1000, GID: 1000, User: "ada"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(sp), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +152,14 @@ func TestJobMail(t *testing.T) {
 	register(t, c, "n1", 4)
 	quiet := spec(1, jobspec.ModeSingleNode, 1)
 	quiet.Mail = &jobspec.Mail{Fail: true}
-	r2, err := c.Submit(ctx, api.SubmitRequest{Spec: quiet, UID: 1000, GID: 1000, User: "ada"})
+	r2, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(quiet), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runToEnd(t, c, r2.JobID, 0)
 	loud := spec(1, jobspec.ModeSingleNode, 1)
 	loud.Mail = &jobspec.Mail{End: true}
-	r3, err := c.Submit(ctx, api.SubmitRequest{Spec: loud, UID: 1000, GID: 1000, User: "ada"})
+	r3, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(loud), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -39,7 +40,7 @@ func TestReportsShareEntries(t *testing.T) {
 		register(t, c, fmt.Sprintf("n%02d", i), 1)
 	}
 	for range nodes + 1 {
-		if _, err := c.Submit(ctx, api.SubmitRequest{User: "ada", Spec: spec(1, jobspec.ModeSingleNode, 1)}); err != nil {
+		if _, err := c.Submit(ctx, api.SubmitRequest{User: "ada", Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,7 +250,7 @@ func BenchmarkReportEntries(b *testing.B) {
 	}
 	defer wg.Wait()
 	defer cancel()
-	req := api.SubmitRequest{User: "bench", Spec: spec(1, jobspec.ModeSingleNode, 1)}
+	req := api.SubmitRequest{User: "bench", Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}
 	var total, reps, plans float64
 	b.ResetTimer()
 	start := time.Now()

@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // purgeAll exports the ended jobs until none of ids is left in the
@@ -44,7 +45,7 @@ func purgeAll(t *testing.T, srv *Server, ids ...uint64) {
 
 func submitOne(t *testing.T, c *client.Client, hold bool) uint64 {
 	t.Helper()
-	r, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec(1, "single-node", 1), User: "u", UID: 1000, GID: 1000, Hold: hold})
+	r, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), User: "u", UID: 1000, GID: 1000, Hold: hold})
 	if err != nil {
 		t.Fatal(err)
 	}

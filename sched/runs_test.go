@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/httpapi"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -24,7 +25,7 @@ func TestRequeuedRunsInHistory(t *testing.T) {
 	register(t, c, "n2", 4)
 	sp := spec(1, "single-node", 1)
 	sp.Requeue = true
-	r, err := c.Submit(ctx, api.SubmitRequest{Spec: sp})
+	r, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(sp)})
 	if err != nil {
 		t.Fatal(err)
 	}

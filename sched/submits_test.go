@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -57,7 +58,7 @@ func TestSubmitsShareEntries(t *testing.T) {
 		go func() {
 			sp := spec(1, jobspec.ModeSingleNode, 1)
 			sp.Name = fmt.Sprintf("job%d", i)
-			req := api.SubmitRequest{Spec: sp, Cwd: "/tmp", User: "alice", UID: 1000, GID: 1000}
+			req := api.SubmitRequest{Spec: wire.ToAPI(sp), Cwd: "/tmp", User: "alice", UID: 1000, GID: 1000}
 			if i == 0 {
 				req.RequestID = "twice"
 			}
@@ -99,7 +100,7 @@ func TestSubmitsShareEntries(t *testing.T) {
 	srv.submits.mu.Unlock()
 	sp := spec(1, jobspec.ModeSingleNode, 1)
 	sp.Name = "job0"
-	again, err := c.Submit(ctx, api.SubmitRequest{Spec: sp, Cwd: "/tmp", User: "alice", UID: 1000, GID: 1000, RequestID: "twice"})
+	again, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(sp), Cwd: "/tmp", User: "alice", UID: 1000, GID: 1000, RequestID: "twice"})
 	if err != nil || again.JobID != twice {
 		t.Fatalf("retried request: job %d, %v; want its first job %d", again.JobID, err, twice)
 	}

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -54,8 +53,8 @@ func containerViews(cs []state.Container) []api.Container {
 	for i := range cs {
 		c := &cs[i]
 		out[i] = api.Container{
-			Container: jobspec.Container{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Image: c.Image, Command: c.Command,
-				Resources: jobspec.Resources{CPU: float64(c.CPUMilli) / 1000, Memory: c.Memory, GPU: c.GPU}},
+			ContainerSpec: api.ContainerSpec{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Image: c.Image, Command: c.Command,
+				Resources: jobResources(c)},
 			CPUMilli: c.CPUMilli, KernelID: c.KernelID, Node: c.Node, NodeAddr: c.NodeAddr, Addr: c.Addr, Reach: c.Reach,
 			State: c.State, ExitCode: c.ExitCode, Message: c.Message, GPUs: gpuViews(c.GPUs),
 			CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended,
@@ -64,36 +63,40 @@ func containerViews(cs []state.Container) []api.Container {
 	return out
 }
 
-// specView is the job file as the API shows row j's: what the row keeps
-// of it, with the walltime, partition and account in force and main1's
-// resources as the job's.
-func specView(j *state.Job) jobspec.Job {
+// specView is the job's spec as the API shows row j's: what the row
+// keeps of its job file, with the walltime, partition and account in
+// force and main1's resources as the job's.
+func specView(j *state.Job) api.JobSpec {
 	s := &j.Spec
-	v := jobspec.Job{
+	v := api.JobSpec{
 		Name: j.Name, Partition: j.Partition, Account: j.Account, Walltime: j.Walltime,
 		Priority: s.Priority, Requeue: s.Requeue, SSH: s.SSH,
-		Cluster: jobspec.Cluster{Size: s.Cluster.Size, Mode: s.Cluster.Mode},
+		Cluster: api.Cluster(s.Cluster),
 		Image:   s.Image, Command: s.Command, Workdir: s.Workdir, Env: s.Env,
 		Output: s.Output, Error: s.Error,
 	}
 	if len(j.Containers) > 0 {
-		c := &j.Containers[0]
-		v.Resources = jobspec.Resources{CPU: float64(c.CPUMilli) / 1000, Memory: c.Memory, GPU: c.GPU}
+		v.Resources = jobResources(&j.Containers[0])
 	}
 	for _, m := range s.Mounts {
-		v.Mounts = append(v.Mounts, jobspec.Mount(m))
+		v.Mounts = append(v.Mounts, api.Mount(m))
 	}
 	for _, sv := range s.Services {
-		v.Services = append(v.Services, jobspec.Service(sv))
+		v.Services = append(v.Services, api.Service(sv))
 	}
 	if s.Array != nil {
-		v.Array = &jobspec.Array{Range: s.Array.Range, MaxRunning: s.Array.MaxRunning}
+		v.Array = &api.ArraySpec{Range: s.Array.Range, MaxRunning: s.Array.MaxRunning}
 	}
 	if s.Mail != nil {
-		m := jobspec.Mail(*s.Mail)
+		m := api.Mail(*s.Mail)
 		v.Mail = &m
 	}
 	return v
+}
+
+// jobResources are c's resources as a job file writes them (cores).
+func jobResources(c *state.Container) api.JobResources {
+	return api.JobResources{CPU: float64(c.CPUMilli) / 1000, Memory: c.Memory, GPU: c.GPU}
 }
 
 func networkView(n *state.Network) *api.Network {

@@ -1,10 +1,6 @@
 package api
 
-import (
-	"testing"
-
-	"github.com/troupe-hpc/troupe/jobspec"
-)
+import "testing"
 
 // TestContainerMilli: a container's CPU is the millicores schedd placed
 // it with; only an assignment of a schedd that sends none falls back to
@@ -15,7 +11,7 @@ func TestContainerMilli(t *testing.T) {
 		cpu   float64
 		want  int64
 	}{{500, 0.5, 500}, {1, 0.0004, 1}, {0, 0.5, 500}, {0, 0.0004, 0}, {0, 1.9996, 2000}, {0, 0, 0}} {
-		ct := Container{Container: jobspec.Container{Resources: jobspec.Resources{CPU: c.cpu}}, CPUMilli: c.milli}
+		ct := Container{ContainerSpec: ContainerSpec{Resources: JobResources{CPU: c.cpu}}, CPUMilli: c.milli}
 		if got := ct.Milli(); got != c.want {
 			t.Errorf("Milli of cpu_milli %d, cpu %g = %d, want %d", c.milli, c.cpu, got, c.want)
 		}

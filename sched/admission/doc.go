@@ -19,6 +19,7 @@
 // Admit both call.
 //
 // The package owns the rules, not the data: it reads the state through
-// View and imports neither sched nor sched/state (the state imports it
-// for CheckDependency and ContainerResources).
+// View and imports neither sched nor sched/state (nor does the state
+// import it: the state checks at commit that a dependency's jobs exist
+// on its own).
 package admission

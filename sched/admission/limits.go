@@ -114,5 +114,6 @@ func ContainerResources(cpu float64, memory int64, gpu float64) api.Resources {
 }
 
 // MilliCPU converts a job file's cpu (cores, fractional) to millicores,
-// the one conversion: a job's row stores it (state.NewContainer).
+// the one conversion: a job's row stores it (sched's rowContainer) and
+// its node enforces it.
 func MilliCPU(cpu float64) int64 { return units.Millicores(cpu) }

@@ -4,19 +4,22 @@
 // take a Snapshot, a consistent read-only view that also yields watch
 // channels for blocking queries.
 //
-// Its rows (Job, Node, row.go) are what the tables hold, what the raft
-// log's commands carry and what snapshots keep: only what is replicated.
-// They are not the API's views (internal/api): schedd converts a row to
-// its view when it answers (sched/view.go) and adds there what it derives
-// or what only the leader knows. The package must not import sched or
-// nodelet; it imports internal/api only for the value types rows share
-// with the views (states, containers, networks, resources).
+// It owns its schema. Its rows (Job, Node, row.go) are what the tables
+// hold, what the raft log's commands (Command, one typed act each,
+// command.go) carry and what snapshots keep: only what is replicated, in
+// resolved values (a container's millicores, memory, GPU; the job's one
+// walltime) and in the package's own types. They are not the API's views
+// (internal/api) nor job files (jobspec): admission builds a row (sched's
+// admit.go) and schedd converts it to its view when it answers
+// (sched/view.go), adding there what it derives or what only the leader
+// knows. Rows and entries of older schemas still load (legacy.go).
 //
 // Objects handed out are shared with the store: callers must not modify
 // them. Writers copy before they change (see Job.clone).
 //
-// It must not import sched (the controller), sched/raftlog, nodelet/...
-// or internal/client.
+// It must not import sched (the controller), sched/raftlog, nodelet/...,
+// internal/client, internal/api, jobspec or sched/admission (the submit
+// policy); cmd/layout_test.go checks the last three.
 package state
 
 import (
