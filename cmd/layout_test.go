@@ -35,8 +35,9 @@ func deps(t *testing.T, pkg string) []string {
 func TestImportRules(t *testing.T) {
 	t.Run("core imports only the standard library", func(t *testing.T) {
 		// google/btree is a plain ordered container with no I/O;
-		// internal/reason is the pending reasons, standard library only.
-		allowed := []string{module + "/sched/core", module + "/internal/reason", "github.com/google/btree"}
+		// internal/reason is the pending reasons and internal/depend the
+		// dependency vocabulary, both standard library only.
+		allowed := []string{module + "/sched/core", module + "/internal/reason", module + "/internal/depend", "github.com/google/btree"}
 		for _, p := range deps(t, "./sched/core/...") {
 			if !hasAnyPrefix(p, allowed) {
 				t.Errorf("sched/core is built from %s: the core must stay pure (snapshot + now -> plan)", p)
@@ -187,13 +188,15 @@ func commands(t *testing.T) []string {
 }
 
 // isTestHelper: troupe's test-only packages are named test... or ...test
-// (clitest, runtimetest) or live under e2e.
+// (clitest, runtimetest), are internal/eventually (tests' waits) or live
+// under e2e.
 func isTestHelper(p string) bool {
 	if !strings.HasPrefix(p, module+"/") {
 		return false
 	}
 	last := p[strings.LastIndex(p, "/")+1:]
-	return strings.HasSuffix(last, "test") || strings.HasPrefix(last, "test") || strings.HasPrefix(p, module+"/e2e")
+	return strings.HasSuffix(last, "test") || strings.HasPrefix(last, "test") || strings.HasPrefix(p, module+"/e2e") ||
+		p == module+"/internal/eventually"
 }
 
 func hasAnyPrefix(p string, prefixes []string) bool {

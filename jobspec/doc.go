@@ -60,7 +60,10 @@
 // fractional. memory is a string with a unit or a number of bytes (see
 // ParseMemory: K/M/G/T and KiB…TiB are powers of 1024, KB…TB of 1000).
 // gpu is a fraction of one GPU (0 < gpu <= 1) or a whole number of GPUs.
-// Per container, cpu is at most MaxCPU, memory MaxMemory and gpu MaxGPU;
+// Per container, cpu is at least MinCPU (judged as the millicores
+// units.MilliCPU makes of it, the least CPU quota the kernel enforces)
+// and at most MaxCPU, memory at most MaxMemory and gpu MaxGPU; a
+// session has at most MaxClusterSize containers, all its network holds;
 // NUL bytes (in arguments, environment values and paths), relative or
 // ".."-climbing image paths are refused. Job.InputSize measures the job's
 // text and Job.CheckInput applies schedd's cap on it (DefaultMaxInput).

@@ -266,6 +266,17 @@ func TestParseErrors(t *testing.T) {
 			[]string{`t.hcl:4:20: Invalid size; size 2.5 is not valid; it must be a whole number.`}},
 		{"size too large", "job \"a\" {\n" + ok + "\n  cluster { size = 2000 }\n}",
 			[]string{`t.hcl:4:20: Invalid cluster size`}},
+		// A session's network holds 253 containers: a larger job is
+		// refused here, where the file wrote its size.
+		{"size past a session's network", "job \"a\" {\n" + ok + "\n  cluster {\n    size = 300\n    mode = \"multi-node\"\n  }\n}",
+			[]string{`t.hcl:5:12: Invalid cluster size; cluster size 300 is not valid; use 1 (main1 alone) to 253 containers, the most one session's network holds.`}},
+		// The kernel enforces no CPU quota under 10 millicores.
+		{"cpu under the kernel's least", "job \"a\" {\n" + ok + "\n  resources { cpu = 0.0004 }\n}",
+			[]string{`t.hcl:4:21: Invalid cpu; cpu 0.0004 is not valid; the least a container may have is 0.01 (10 millicores, the smallest CPU quota the kernel enforces).`}},
+		{"cpu rounding under 10 millicores", "job \"a\" {\n" + ok + "\n  resources { cpu = 0.0094 }\n}",
+			[]string{`t.hcl:4:21: Invalid cpu; cpu 0.0094 is not valid`}},
+		{"role cpu under the kernel's least", "job \"a\" {\n" + ok + "\n  cluster { size = 2 }\n  role \"ps\" {\n    replicas = 1\n    resources { cpu = 0.005 }\n  }\n}",
+			[]string{`t.hcl:7:23: Invalid cpu; cpu 0.005 is not valid`}},
 		{"command as string", "job \"a\" {\n  image = \"host\"\n  command = \"python train.py\"\n}",
 			[]string{`t.hcl:3:13: Incorrect attribute value type; Inappropriate value for attribute "command": list of string required, but have string.`}},
 		{"main replicas", "job \"a\" {\n" + ok + "\n  role \"main\" { replicas = 2 }\n}",
@@ -310,6 +321,21 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseBounds: the least cpu and the largest session are taken, as
+// the millicores and containers they are (cpu 0.0096 is 10 millicores).
+func TestParseBounds(t *testing.T) {
+	for _, body := range []string{
+		"resources { cpu = 0.01 }",
+		"resources { cpu = 0.0096 }",
+		"cluster {\n    size = 253\n    mode = \"multi-node\"\n  }",
+	} {
+		src := "job \"a\" {\n  image = \"host\"\n  command = [\"true\"]\n  " + body + "\n}"
+		if j, diags := jobspec.Parse("t.hcl", []byte(src)); j == nil || diags.HasErrors() {
+			t.Errorf("%s: %s", body, jobspec.FormatDiagnostics(diags))
+		}
 	}
 }
 

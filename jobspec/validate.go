@@ -8,13 +8,14 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/troupe-hpc/troupe/internal/units"
 )
 
 // Limits checked by Validate. MaxCPU, MaxMemory and MaxGPU bound what
 // one container may ask for: more than any node offers, so a value above
 // them is a mistake (1e308 cpus) that no node could ever run.
 const (
-	MaxClusterSize = 1024
 	MinPriority    = -10000  // the lowest nice a user may give
 	MaxCPU         = 65536   // cores per container
 	MaxMemory      = 1 << 50 // bytes per container (1 PiB)
@@ -24,6 +25,19 @@ const (
 	maxRoleNameLen = 32
 	maxPathLen     = 4096 // PATH_MAX
 )
+
+// MaxClusterSize is the most containers one job's session may have:
+// the session's network is one /24, whose .1 is the gateway and .255 the
+// broadcast address, leaving .2 to .254 for the containers. It is the
+// one bound on a session's size; schedd's partitions may only lower it
+// (max_cluster_size).
+const MaxClusterSize = 253
+
+// MinCPU is the least cpu, in cores, a container may ask for: 0.01, the
+// kernel's smallest CPU quota (units.MinCPUMilli millicores). A cpu is
+// judged as the millicores it becomes (units.MilliCPU), the value schedd
+// schedules and the node enforces.
+const MinCPU = float64(units.MinCPUMilli) / 1000
 
 // Names are checked byte by byte against their rules rather than with
 // regexps: compiling `{0,254}` alone took a quarter of a millisecond,
@@ -198,7 +212,7 @@ func (v *validator) cluster() {
 	c := v.j.Cluster
 	if c.Size < 1 || c.Size > MaxClusterSize {
 		v.errorf("cluster.size", "Invalid cluster size",
-			"cluster size %d is not valid; use 1 (main1 alone) to %d containers.", c.Size, MaxClusterSize)
+			"cluster size %d is not valid; use 1 (main1 alone) to %d containers, the most one session's network holds.", c.Size, MaxClusterSize)
 	}
 	if c.Mode != ModeSingleNode && c.Mode != ModeMultiNode {
 		v.errorf("cluster.mode", "Invalid cluster mode",
@@ -212,6 +226,10 @@ func (v *validator) resources(path string, r Resources, inherit bool) {
 	if bad(r.CPU) || r.CPU < 0 || (r.CPU == 0 && !inherit) || r.CPU > MaxCPU {
 		v.errorf(path+".cpu", "Invalid cpu",
 			"cpu %g is not valid; give the cores each container needs, more than 0 and at most %d (fractions such as 0.5 are fine).", r.CPU, MaxCPU)
+	} else if r.CPU > 0 && units.MilliCPU(r.CPU) < units.MinCPUMilli {
+		v.errorf(path+".cpu", "Invalid cpu",
+			"cpu %g is not valid; the least a container may have is %g (%d millicores, the smallest CPU quota the kernel enforces).",
+			r.CPU, MinCPU, units.MinCPUMilli)
 	}
 	if r.Memory < 0 || (r.Memory == 0 && !inherit) || r.Memory > MaxMemory {
 		v.errorf(path+".memory", "Invalid memory",

@@ -24,7 +24,7 @@ import (
 // jobs before it in the same batch. A refusal is an ErrInvalid (or
 // ErrQueueFull) that wraps the *admission.Refusal, whose problems the
 // API's error body lists.
-func (s *Server) admit(v *state.Snapshot, req api.SubmitRequest, ahead []*admission.Job) (*admission.Job, error) {
+func (s *lifecycle) admit(v *state.Snapshot, req api.SubmitRequest, ahead []*admission.Job) (*admission.Job, error) {
 	j, err := admission.Admit(req, admitView{v, &s.nodes}, s.admission(), ahead)
 	var r *admission.Refusal
 	switch {
@@ -37,7 +37,7 @@ func (s *Server) admit(v *state.Snapshot, req api.SubmitRequest, ahead []*admiss
 }
 
 // admission is schedd's settings as admission takes them.
-func (s *Server) admission() admission.Settings {
+func (s *lifecycle) admission() admission.Settings {
 	set := admission.Settings{MaxJobInput: s.cfg.MaxJobInput, MaxQueued: s.cfg.MaxQueued, MaxQueuedPerUser: s.cfg.MaxQueuedPerUser,
 		MaxQueuedInputPerUser: s.cfg.MaxQueuedInputPerUser, Images: s.cfg.Images}
 	if set.MaxQueuedPerUser < 0 {
@@ -51,7 +51,7 @@ func (s *Server) admission() admission.Settings {
 
 // newJob admits req and makes the job to store, with its session and
 // kernel ids; ahead as for admit.
-func (s *Server) newJob(req api.SubmitRequest, ahead []*admission.Job) (*state.Job, *admission.Job, error) {
+func (s *lifecycle) newJob(req api.SubmitRequest, ahead []*admission.Job) (*state.Job, *admission.Job, error) {
 	a, err := s.admit(s.st.Snapshot(), req, ahead)
 	if err != nil {
 		return nil, nil, err
@@ -70,15 +70,16 @@ func jobRow(a *admission.Job) *state.Job {
 		RequestID: a.RequestID,
 		Name:      a.Spec.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
 		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime,
-		Spec: rowSpec(&a.Spec), State: api.JobPending, Reason: api.ReasonPriority,
+		Spec: rowSpec(&a.Spec), State: api.JobPending,
+		Reason:      core.Waiting(a.Held, a.DependsOn != nil, false),
 		Interactive: a.Interactive,
 	}
 	j.InputBytes, _ = a.Spec.InputSize()
 	if a.DependsOn != nil {
-		j.DependsOn, j.Reason = rowDependency(a.DependsOn), api.ReasonDependency
+		j.DependsOn = rowDependency(a.DependsOn)
 	}
 	if a.Held {
-		j.State, j.Reason = api.JobHeld, api.ReasonHeld
+		j.State = api.JobHeld
 	}
 	for _, c := range a.Containers {
 		j.Containers = append(j.Containers, rowContainer(c))
@@ -114,11 +115,11 @@ func rowSpec(s *jobspec.Job) state.Spec {
 
 // rowContainer is container c of a job file as a row holds it, pending:
 // the one place a job file's cpu becomes millicores
-// (admission.MilliCPU).
+// (units.MilliCPU).
 func rowContainer(c jobspec.Container) state.Container {
 	return state.Container{
 		Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Image: c.Image, Command: c.Command,
-		CPUMilli: admission.MilliCPU(c.Resources.CPU), Memory: c.Resources.Memory, GPU: c.Resources.GPU,
+		CPUMilli: units.MilliCPU(c.Resources.CPU), Memory: c.Resources.Memory, GPU: c.Resources.GPU,
 		State: api.ContainerPending,
 	}
 }
@@ -171,7 +172,7 @@ func (a admitView) NeverFits(j *admission.Job) string {
 
 // partitionCapacity is how many up nodes part has and what they hold
 // together, for the dry run's notes.
-func (s *Server) partitionCapacity(v *state.Snapshot, part string) (int, api.Resources) {
+func (s *lifecycle) partitionCapacity(v *state.Snapshot, part string) (int, api.Resources) {
 	var (
 		n     int
 		total api.Resources

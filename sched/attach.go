@@ -108,7 +108,7 @@ func (h *attachHub) claim(node, id string) *attachWait {
 // battach; only the leader serves terminals. It fails when ctx ends
 // first, and with fault.ErrTooMany past a cap on open streams (closing
 // the connection frees its place). The web page's terminal (sched/web) comes through here.
-func (s *Server) Attach(ctx context.Context, id uint64, host string) (net.Conn, error) {
+func (s *sessions) Attach(ctx context.Context, id uint64, host string) (net.Conn, error) {
 	if !s.IsLeader() {
 		return nil, fmt.Errorf("%w: terminals are served by the leader (%s)", raftlog.ErrNotLeader, s.leaderAPI())
 	}
@@ -177,7 +177,7 @@ func attachable(j *state.Job, host string) (string, error) {
 
 // AttachRequests are node's attach requests, waiting up to wait for one
 // (none when wait or ctx ends first).
-func (s *Server) AttachRequests(ctx context.Context, node string, wait time.Duration) []api.AttachRequest {
+func (s *sessions) AttachRequests(ctx context.Context, node string, wait time.Duration) []api.AttachRequest {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
@@ -197,7 +197,7 @@ func (s *Server) AttachRequests(ctx context.Context, node string, wait time.Dura
 
 // AttachConnect claims node's attach request id: deliver hands the
 // nodelet's connection to the client waiting for it.
-func (s *Server) AttachConnect(node, id string) (deliver func(net.Conn), err error) {
+func (s *sessions) AttachConnect(node, id string) (deliver func(net.Conn), err error) {
 	wait := s.attach.claim(node, id)
 	if wait == nil {
 		return nil, fmt.Errorf("attach request %s: %w (the client gave up)", id, state.ErrNotFound)

@@ -232,7 +232,7 @@ func BenchmarkCheckQueued(b *testing.B) {
 	for _, others := range []int{1000, 100000} {
 		b.Run(fmt.Sprintf("others=%d", others), func(b *testing.B) {
 			st := indexBenchState(b, others/2, others/2)
-			s := &Server{cfg: Config{MaxQueuedPerUser: DefaultMaxQueuedPerUser, MaxQueued: 1 << 20}}
+			s := &lifecycle{replica: &replica{cfg: Config{MaxQueuedPerUser: DefaultMaxQueuedPerUser, MaxQueued: 1 << 20}}}
 			j := &admission.Job{User: "bob", UID: 1001}
 			b.ResetTimer()
 			for b.Loop() {

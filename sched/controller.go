@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -47,14 +48,14 @@ func (s *Server) api() *httpapi.API { return httpapi.New(s, s.log) }
 
 // block serves a blocking query: with w.Index it waits (up to w.For)
 // until the state index passes it, then returns a snapshot.
-func (s *Server) block(ctx context.Context, w httpapi.Wait) (*state.Snapshot, uint64) {
+func (s *replica) block(ctx context.Context, w httpapi.Wait) (*state.Snapshot, uint64) {
 	return s.blockOn(ctx, w, (*state.Snapshot).Index)
 }
 
 // blockOn is block on the index that index reads from a snapshot, waking
 // only when its watch set fires: a node's assignments wait on that
 // node's jobs alone (state.Snapshot.NodeIndex).
-func (s *Server) blockOn(ctx context.Context, w httpapi.Wait, index func(*state.Snapshot) (uint64, memdb.WatchSet)) (*state.Snapshot, uint64) {
+func (s *replica) blockOn(ctx context.Context, w httpapi.Wait, index func(*state.Snapshot) (uint64, memdb.WatchSet)) (*state.Snapshot, uint64) {
 	ctx, cancel := context.WithTimeout(ctx, w.For)
 	defer cancel()
 	for {
@@ -73,13 +74,13 @@ func (s *Server) blockOn(ctx context.Context, w httpapi.Wait, index func(*state.
 // answered at once, so that the client resyncs with the state in force.
 // A follower does not know the leader's last index: a query there
 // waits, as a read after a write does while the follower catches up.
-func (s *Server) indexFromOtherHistory(index uint64) bool {
+func (s *replica) indexFromOtherHistory(index uint64) bool {
 	return s.raft.IsLeader() && index > s.raft.LastIndex()
 }
 
 // Check is submit's admission with nothing stored (bsub --dry-run), and
 // notes on what may keep the job pending.
-func (s *Server) Check(ctx context.Context, req api.SubmitRequest) (api.SubmitCheck, error) {
+func (s *lifecycle) Check(ctx context.Context, req api.SubmitRequest) (api.SubmitCheck, error) {
 	v := s.st.Snapshot()
 	j, err := s.admit(v, req, nil)
 	if err != nil {
@@ -91,7 +92,7 @@ func (s *Server) Check(ctx context.Context, req api.SubmitRequest) (api.SubmitCh
 }
 
 // ListJobs answers the jobs q picks, as views, in id order.
-func (s *Server) ListJobs(ctx context.Context, w httpapi.Wait, q httpapi.JobsQuery) (uint64, iter.Seq[api.Job]) {
+func (s *lifecycle) ListJobs(ctx context.Context, w httpapi.Wait, q httpapi.JobsQuery) (uint64, iter.Seq[api.Job]) {
 	v, idx := s.block(ctx, w)
 	jobs := candidates(v, &q)
 	if q.Array != 0 {
@@ -132,7 +133,7 @@ func arrayElements(v *state.Snapshot, id uint64) iter.Seq[*state.Job] {
 }
 
 // Job answers the job ref names: a whole job array, or one element.
-func (s *Server) Job(ctx context.Context, w httpapi.Wait, ref api.JobRef) (api.Job, uint64, error) {
+func (s *lifecycle) Job(ctx context.Context, w httpapi.Wait, ref api.JobRef) (api.Job, uint64, error) {
 	v, idx := s.block(ctx, w)
 	j := v.Job(ref.ID)
 	if j != nil && ref.Element {
@@ -151,7 +152,7 @@ func (s *Server) Job(ctx context.Context, w httpapi.Wait, ref api.JobRef) (api.J
 
 // JobRow is the id of the job row ref names: an element "12[5]" has a
 // row of its own once it came up (see state's arrays).
-func (s *Server) JobRow(ref api.JobRef) (uint64, error) {
+func (s *lifecycle) JobRow(ref api.JobRef) (uint64, error) {
 	if !ref.Element {
 		return ref.ID, nil
 	}
@@ -165,7 +166,7 @@ func (s *Server) JobRow(ref api.JobRef) (uint64, error) {
 // whole job array, or one element of an array: its owner or an admin
 // may (mayControl). It answers the job and the state index once the
 // change is applied (at or past the change's entry), as Submit does.
-func (s *Server) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) (api.Job, uint64, error) {
+func (s *lifecycle) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) (api.Job, uint64, error) {
 	if j := s.st.Snapshot().Job(ref.ID); j != nil {
 		if err := mayControl(ctx, j, doControl); err != nil {
 			return api.Job{}, 0, err
@@ -199,7 +200,7 @@ func (s *Server) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) (ap
 // SignalJob records a signal for the job ref names (bkill -s; see
 // state.SignalJob): its owner or an admin may. It answers the state
 // index as Control does.
-func (s *Server) SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, uint64, error) {
+func (s *lifecycle) SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, uint64, error) {
 	id, err := s.JobRow(ref)
 	if err != nil {
 		return api.Job{}, 0, err
@@ -223,21 +224,21 @@ func (s *Server) SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJo
 }
 
 // ListNodes is the node list as bhosts shows it (NodeView).
-func (s *Server) ListNodes(ctx context.Context, w httpapi.Wait) api.NodeList {
+func (s *fleet) ListNodes(ctx context.Context, w httpapi.Wait) api.NodeList {
 	v, idx := s.block(ctx, w)
 	return api.NodeList{Nodes: s.NodeView(v), Index: idx}
 }
 
 // RegisterNode records a nodelet and answers its lease; with credential
 // (a register by the join token) it also issues the node's credential.
-func (s *Server) RegisterNode(ctx context.Context, reg api.NodeRegister, credential bool) (api.NodeRegistered, error) {
+func (s *fleet) RegisterNode(ctx context.Context, reg api.NodeRegister, credential bool) (api.NodeRegistered, error) {
 	n, err := s.Register(ctx, reg)
 	if err != nil {
 		return api.NodeRegistered{}, err
 	}
 	view := nodeView(n)
 	if credential {
-		if view.Credential, err = s.nodeCredential(ctx, reg.Name); err != nil {
+		if view.Credential, err = s.access.nodeCredential(ctx, reg.Name); err != nil {
 			return api.NodeRegistered{}, err
 		}
 	}
@@ -246,7 +247,7 @@ func (s *Server) RegisterNode(ctx context.Context, reg api.NodeRegister, credent
 
 // NodeHeartbeat notes a registered node alive (HeartbeatFrom) and
 // answers its lease.
-func (s *Server) NodeHeartbeat(ctx context.Context, node, instance string) (api.NodeLease, error) {
+func (s *fleet) NodeHeartbeat(ctx context.Context, node, instance string) (api.NodeLease, error) {
 	if s.st.Snapshot().Node(node) == nil {
 		return api.NodeLease{}, fmt.Errorf("node %q: %w; register first", node, state.ErrNotFound)
 	}
@@ -258,23 +259,35 @@ func (s *Server) NodeHeartbeat(ctx context.Context, node, instance string) (api.
 
 // NodeAssignments notes a registered node alive and answers its
 // assignments, waiting on the node's own index (state.Snapshot.NodeIndex).
-func (s *Server) NodeAssignments(ctx context.Context, w httpapi.Wait, node string) (api.Assignments, error) {
+func (s *fleet) NodeAssignments(ctx context.Context, w httpapi.Wait, node string) (api.Assignments, error) {
 	if s.st.Snapshot().Node(node) != nil {
 		if err := s.HeartbeatFrom(ctx, node, ""); err != nil {
 			return api.Assignments{}, err
 		}
 	}
+	if until := s.st.Snapshot().AdoptUntil(); w.Index != 0 {
+		// The adoption window's end changes the answer (a partly adopted
+		// job leaves it): the wait ends with the window.
+		if left := until.Sub(s.cfg.Clock()); left > 0 && left < w.For {
+			w.For = left + 10*time.Millisecond
+		}
+	}
 	v, idx := s.blockOn(ctx, w, func(v *state.Snapshot) (uint64, memdb.WatchSet) {
-		if s.assignWoke != nil {
-			defer s.assignWoke(node)
+		if h := testHookAssignWoke.Load(); h != nil {
+			defer (*h)(s.replica, node)
 		}
 		return v.NodeIndex(node)
 	})
-	return api.Assignments{Assignments: Assignments(v, node), Index: idx, NoJobsYet: v.LastJobID() == 0}, nil
+	now := s.cfg.Clock()
+	as := api.Assignments{Assignments: AssignmentsAt(v, node, now), Index: idx, NoJobsYet: v.LastJobID() == 0}
+	if until := v.AdoptUntil(); now.Before(until) {
+		as.AdoptUntil = until
+	}
+	return as, nil
 }
 
 // ListPartitions is the partitions with their nodes and limits.
-func (s *Server) ListPartitions(ctx context.Context, w httpapi.Wait) api.PartitionList {
+func (s *fleet) ListPartitions(ctx context.Context, w httpapi.Wait) api.PartitionList {
 	v, idx := s.block(ctx, w)
 	list := Partitions(v, s.nodes.empty(v))
 	list.Index = idx
@@ -283,7 +296,7 @@ func (s *Server) ListPartitions(ctx context.Context, w httpapi.Wait) api.Partiti
 }
 
 // ListFairShare is the fair-share tree.
-func (s *Server) ListFairShare(ctx context.Context, w httpapi.Wait) api.FairShareList {
+func (s *ledger) ListFairShare(ctx context.Context, w httpapi.Wait) api.FairShareList {
 	v, idx := s.block(ctx, w)
 	list := FairShare(v)
 	list.Index = idx
@@ -292,8 +305,7 @@ func (s *Server) ListFairShare(ctx context.Context, w httpapi.Wait) api.FairShar
 
 // JobHistory answers bhist from the accounting store and the ended
 // jobs still in the replicated state, each run once.
-func (s *Server) JobHistory(ctx context.Context, w httpapi.Wait, hq httpapi.HistoryQuery) (api.History, error) {
-	q := HistoryQuery(hq)
+func (s *ledger) JobHistory(ctx context.Context, w httpapi.Wait, q api.HistoryFilter) (api.History, error) {
 	v, idx := s.block(ctx, w)
 	live := History(stateHistory(v), q)
 	stored, err := s.acct.Query(ctx, q)
@@ -316,8 +328,7 @@ func (s *Server) JobHistory(ctx context.Context, w httpapi.Wait, hq httpapi.Hist
 
 // AccountingSummary answers bacct: the ended jobs the query picks
 // (store and state, each run once) summed per group.
-func (s *Server) AccountingSummary(ctx context.Context, hq httpapi.HistoryQuery, group string) (api.Accounting, error) {
-	q := HistoryQuery(hq)
+func (s *ledger) AccountingSummary(ctx context.Context, q api.HistoryFilter, group string) (api.Accounting, error) {
 	rows, err := s.acct.Summary(ctx, q, group)
 	if err != nil {
 		if errors.Is(err, accounting.ErrInvalid) {

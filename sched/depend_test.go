@@ -11,7 +11,6 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/jobspec/wire"
-	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -42,7 +41,7 @@ func TestDependencyJobStates(t *testing.T) {
 		if r.started {
 			o.Started = time.Unix(1, 0)
 		}
-		if got := api.DepStatus((core.Condition{Kind: core.DepKind(r.kind)}).Eval(jobStatus(o))); got != r.want {
+		if got := r.kind.Eval(jobStatus(o)); got != r.want {
 			t.Errorf("%s(1) with the job %s (started %v): %s, want %s", r.kind, r.state, r.started, got, r.want)
 		}
 	}

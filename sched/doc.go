@@ -16,10 +16,13 @@
 //		 2. Every replica applies the same entries to its memdb store in the same
 //		    order; Apply is deterministic (ids, times and UUIDs come in the
 //		    command, not from the replica).
-//		 3. The scheduler loop wakes on any state change (or every few seconds),
-//		    builds a core.Snapshot (free resources per node, the queue in order),
-//		    calls core.Schedule and commits the plan it returns. Placement is
-//		    gang: all containers of a session or none.
+//		 3. The scheduler loop wakes on any state change (or at the next
+//		    walltime end, the next usage charge, every few seconds: when is
+//		    loopMachine's to decide, a state machine stepped by events and
+//		    ticked by the clock, loop.go), builds a core.Snapshot (free
+//		    resources per node, the queue in order), calls core.Schedule and
+//		    commits the plan it returns. Placement is gang: all containers of
+//		    a session or none.
 //		 4. Nodelets long-poll their assignments (a blocking query on the
 //		    node's own index: state.Snapshot.NodeIndex, woken only by changes
 //		    to the jobs placed on it, not by the echo of its own reports),
@@ -67,7 +70,7 @@
 //	    bsim replays traces through the same code (bsim --compare easy);
 //	    TestReplayMatchesBsim runs short traces through a real Server with
 //	    simulated nodes on a fake clock and checks every start against
-//	    bsim's (the loop's idle hook, Server.idle, holds it between the
+//	    bsim's (the loop's idle hook, testHookIdle, holds it between the
 //	    trace's events).
 //	10. The web page (httpapi.API.ReadOnly, package web; schedd --web-addr): an
 //	    unauthenticated listener serving an embedded page and the GET

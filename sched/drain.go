@@ -23,7 +23,7 @@ const maxReason = 256
 
 // Drain drains d.Nodes with d.Reason, or with d.Resume returns them to
 // service; by is who asked. It answers the nodes as listed afterwards.
-func (s *Server) Drain(ctx context.Context, d api.NodeDrain, by string) ([]api.Node, error) {
+func (s *fleet) Drain(ctx context.Context, d api.NodeDrain, by string) ([]api.Node, error) {
 	d.Reason = strings.TrimSpace(d.Reason)
 	switch {
 	case len(d.Nodes) == 0:
@@ -68,7 +68,7 @@ func (s *Server) Drain(ctx context.Context, d api.NodeDrain, by string) ([]api.N
 // derived from the drain (DRAINING while live containers hold anything
 // there, DRAINED once empty), the reason of a drained or DOWN node, and
 // the partitions each belongs to now.
-func (s *Server) NodeView(v *state.Snapshot) []api.Node {
+func (s *fleet) NodeView(v *state.Snapshot) []api.Node {
 	cfg := v.Config()
 	nodes := s.Nodes(v)
 	for i := range nodes {

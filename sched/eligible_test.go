@@ -50,7 +50,7 @@ func TestEligibilityInCoreSnapshot(t *testing.T) {
 	if len(byID) != 3 || !byID[held.JobID].Held || byID[plain.JobID].Held || byID[dep.JobID].Depends == nil {
 		t.Fatalf("queue %+v: want the three jobs, %d held, %d with a dependency", snap.Queue, held.JobID, dep.JobID)
 	}
-	want := core.Dependency{Conditions: []core.Condition{{Kind: core.DepDone, Job: core.JobRef{ID: plain.JobID}}}}
+	want := core.Dependency{Conditions: []core.Condition{{Kind: api.DepDone, Job: core.JobRef{ID: plain.JobID}}}}
 	if d := byID[dep.JobID].Depends; d.Any || !slices.Equal(d.Conditions, want.Conditions) {
 		t.Errorf("job %d's dependency in the core: %+v, want %+v", dep.JobID, d, want)
 	}

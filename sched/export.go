@@ -82,7 +82,7 @@ func (e *exporter) lag(v *state.Snapshot, now time.Time) time.Duration {
 // exportLoop exports ended jobs every ExportEvery until ctx ends; the
 // leader also purges the exported ones past KeepEnded and applies
 // retention.
-func (s *Server) exportLoop(ctx context.Context) {
+func (s *ledger) exportLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.ExportEvery)
 	defer t.Stop()
 	for {
@@ -103,7 +103,7 @@ func (s *Server) exportLoop(ctx context.Context) {
 // leader, commits the purge of those that ended KeepEnded ago or more.
 // It returns how many it purged. A failed pass counts in
 // troupe_schedd_accounting_export_errors_total.
-func (s *Server) ExportEnded(ctx context.Context) (int, error) {
+func (s *ledger) ExportEnded(ctx context.Context) (int, error) {
 	n, err := s.exportEnded(ctx)
 	if err != nil && ctx.Err() == nil {
 		s.metrics.exportErrors.Inc()
@@ -111,7 +111,7 @@ func (s *Server) ExportEnded(ctx context.Context) (int, error) {
 	return n, err
 }
 
-func (s *Server) exportEnded(ctx context.Context) (int, error) {
+func (s *ledger) exportEnded(ctx context.Context) (int, error) {
 	s.exportMu.Lock()
 	defer s.exportMu.Unlock()
 	purged := 0
@@ -219,8 +219,8 @@ func (s *Server) exportEnded(ctx context.Context) (int, error) {
 		if len(ripe) == 0 {
 			return purged, nil
 		}
-		if s.afterExport != nil {
-			if err := s.afterExport(ripe); err != nil {
+		if h := testHookAfterExport.Load(); h != nil {
+			if err := (*h)(s.replica, ripe); err != nil {
 				return purged, err
 			}
 		}
@@ -236,7 +236,7 @@ func (s *Server) exportEnded(ctx context.Context) (int, error) {
 
 // exported tells whether every run of the ended job j is in the store
 // (as far as this process knows): only then may it leave raft.
-func (s *Server) exported(j *state.Job) bool {
+func (s *ledger) exported(j *state.Job) bool {
 	for run := range endedRuns(j) {
 		if !s.exp.done[accounting.Key{ID: j.ID, Run: run}] {
 			return false
@@ -262,7 +262,7 @@ func endedRuns(j *state.Job) iter.Seq[int] {
 
 // expire deletes the store's rows older than AccountingKeep, at most once
 // per retentionEvery.
-func (s *Server) expire(ctx context.Context, now time.Time) error {
+func (s *ledger) expire(ctx context.Context, now time.Time) error {
 	if s.cfg.AccountingKeep <= 0 || now.Sub(s.exp.lastExpired) < retentionEvery {
 		return nil
 	}
@@ -292,4 +292,4 @@ func openAccounting(ctx context.Context, cfg Config) (*accounting.Store, error) 
 }
 
 // Accounting is the server's accounting store (tests, benchmarks).
-func (s *Server) Accounting() *accounting.Store { return s.acct }
+func (s *ledger) Accounting() *accounting.Store { return s.acct }

@@ -10,13 +10,13 @@ import (
 )
 
 // IsLeader reports whether this server leads (takes writes, schedules).
-func (s *Server) IsLeader() bool { return s.raft.IsLeader() }
+func (s *replica) IsLeader() bool { return s.raft.IsLeader() }
 
 // leaderAPI is the API address of the current leader ("" unknown): as
 // the leader told this server over raft (known as soon as the leader
 // has reached it, replayed or not), else as it recorded it in the state
 // when it took office.
-func (s *Server) leaderAPI() string {
+func (s *replica) leaderAPI() string {
 	if api := s.raft.LeaderAPI(); api != "" {
 		return api
 	}
@@ -86,11 +86,10 @@ func (s *Server) takeOffice(ctx context.Context) error {
 	if err := s.raft.Barrier(ctx); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.leadSince = s.cfg.Clock()
-	s.seen = map[string]time.Time{}
-	s.charged = time.Time{}
-	s.mu.Unlock()
+	s.fleet.mu.Lock()
+	s.fleet.leadSince = s.cfg.Clock()
+	s.fleet.seen = map[string]time.Time{}
+	s.fleet.mu.Unlock()
 	s.metrics.stages.forget() // what another leader committed was not seen
 	if id := s.cfg.Raft.ID; id != "" && s.cfg.APIAddr != "" && s.st.Snapshot().ServerAPI(id) != s.cfg.APIAddr {
 		if _, err := s.apply(ctx, state.Command{Act: state.PutServer{Server: &state.Server{ID: id, API: s.cfg.APIAddr}}}); err != nil {

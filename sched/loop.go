@@ -5,104 +5,323 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hashicorp/go-memdb"
+
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
-// idlePass bounds how long the loop sleeps without a state change.
+// The leader's scheduling loop: on every state change (a submit, a
+// report, a node's change, a kill: each wakes it), on the walltime of the
+// next job to end, every ChargeEvery and at least every recheck, it makes
+// a pass: it charges running jobs' usage when due (a raft command, so
+// every replica charges the same), marks silent nodes DOWN, ends the jobs
+// past their walltime, hands a snapshot and the time to the pure core and
+// commits the plan it returns.
+//
+// When it passes is decided by loopMachine, a state machine that does no
+// I/O and reads no clock: it is fed events (Step) and the time (Tick),
+// says when a pass is due (Ready) and when it next will be without an
+// event (Deadline), and is told how the pass went (Advance). schedule is
+// its driver: it feeds it the wake-ups, the state's watch and the
+// configured clock, and makes the passes it asks for (pass).
+//
+//	             Step(loopLead)
+//	  follower ────────────────► waiting ◄─────────────────────────┐
+//	     ▲                          │                              │
+//	     │ Step(loopFollow),        │ Ready, when due: a change    │ Advance:
+//	     │ from any state           │ (Step), or the timer or the  │  committed: due at once
+//	     │                          │ next charge reached (Tick);  │  failed: due after loopRetry
+//	     │                          │ never before notBefore       │  held: due at the hold's end
+//	     │                          ▼                              │  else: timer at the next
+//	     └──────────────────────  passing ─────────────────────────┘   walltime end or recheck
+//
+// A change that comes while a pass is made is kept for the next pass;
+// any number of changes between two passes make one pass.
+
+// idlePass bounds how long the loop waits without a state change.
 const idlePass = 5 * time.Second
 
-// schedule runs the leader's loop until ctx ends: on every state change it hands a snapshot
-// and the time to the pure core and commits the plan it returns; every
-// ChargeEvery it charges running jobs' usage (a raft command, so every
-// replica charges the same).
-func (s *Server) schedule(ctx context.Context) {
-	for {
-		if now := s.cfg.Clock(); now.Sub(s.charged) >= s.cfg.ChargeEvery {
-			if err := s.ChargeUsage(ctx); err != nil && ctx.Err() == nil {
-				s.log.Error("charging usage", "err", err)
-			}
-			s.charged = now
+// loopRetry is how long the loop waits after a pass whose commit failed
+// (raft refused or timed out) before it passes again.
+const loopRetry = 100 * time.Millisecond
+
+// lateFloor is the least the loop waits for a deadline: a walltime end
+// closer than that (or past) is waited for that long, so that a clock
+// that does not move (tests hold theirs) never makes the loop spin.
+const lateFloor = 10 * time.Millisecond
+
+// loopEvent is what the driver steps the machine with.
+type loopEvent int
+
+const (
+	// loopChange: the state changed, or something asked for a pass
+	// (submits, reports, node and drain changes, kills, a restore all
+	// wake the loop).
+	loopChange loopEvent = iota
+	// loopLead: this server took office as leader; the first pass
+	// charges usage.
+	loopLead
+	// loopFollow: this server no longer leads; no pass until loopLead.
+	loopFollow
+)
+
+// loopPass is a pass the machine asks for.
+type loopPass struct {
+	Now    time.Time // the pass's time: the core plans at it, lateness and silence are judged at it
+	Charge bool      // charge running jobs' usage first
+}
+
+// loopOutcome is how a pass went, for Advance.
+type loopOutcome struct {
+	// Committed: the pass changed the state (nodes marked DOWN, jobs
+	// timed out, a plan): pass again at once, on the new state.
+	Committed bool
+	// Failed: a commit failed; pass again after loopRetry.
+	Failed bool
+	// HeldUntil: placements are held until then (a restore into an
+	// empty state); pass again then, or at the recheck if sooner.
+	HeldUntil time.Time
+	// NextLate is when the next running job reaches its walltime
+	// (zero: none runs with one): the timer is set to it when sooner
+	// than the recheck.
+	NextLate time.Time
+}
+
+// loopMachine decides when the scheduling loop passes and whether the
+// pass charges usage. It is not safe for concurrent use: one driver
+// steps it.
+type loopMachine struct {
+	chargeEvery time.Duration
+	// recheck is the longest the loop goes without a pass while it
+	// leads: silent nodes are found within the node timeout plus it.
+	recheck time.Duration
+
+	leading bool
+	passing bool      // Ready answered a pass that Advance has not closed
+	now     time.Time // the last Tick
+	changed bool      // a loopChange (or a committed pass) since the last pass began
+	// timer: a pass falls due then without any event (zero: none set).
+	timer time.Time
+	// notBefore: no pass before it (a failed commit's retry, a hold).
+	notBefore time.Time
+	// charged is when the last charging pass began (zero: the next
+	// pass charges).
+	charged time.Time
+}
+
+// newLoopMachine is a follower's machine: no pass until Step(loopLead).
+func newLoopMachine(chargeEvery, recheck time.Duration) *loopMachine {
+	return &loopMachine{chargeEvery: chargeEvery, recheck: recheck}
+}
+
+// Tick tells the machine the time.
+func (m *loopMachine) Tick(now time.Time) { m.now = now }
+
+// Step feeds the machine an event.
+func (m *loopMachine) Step(ev loopEvent) {
+	switch ev {
+	case loopChange:
+		m.changed = true
+	case loopLead:
+		*m = loopMachine{chargeEvery: m.chargeEvery, recheck: m.recheck, now: m.now, leading: true, changed: true}
+	case loopFollow:
+		*m = loopMachine{chargeEvery: m.chargeEvery, recheck: m.recheck, now: m.now}
+	}
+}
+
+// Ready answers the pass due at the last Tick, if one is: while leading,
+// not passing and not before notBefore, after a change, at the timer, or
+// when usage is due for a charge. The machine is then passing until
+// Advance.
+func (m *loopMachine) Ready() (loopPass, bool) {
+	if !m.leading || m.passing || m.now.Before(m.notBefore) {
+		return loopPass{}, false
+	}
+	charge := m.now.Sub(m.charged) >= m.chargeEvery
+	timer := !m.timer.IsZero() && !m.now.Before(m.timer)
+	if !m.changed && !timer && !charge {
+		return loopPass{}, false
+	}
+	m.passing, m.changed, m.timer = true, false, time.Time{}
+	if charge {
+		m.charged = m.now
+	}
+	return loopPass{Now: m.now, Charge: charge}, true
+}
+
+// Advance closes the pass Ready answered with its outcome o, at the last
+// Tick: the next pass is due at once after a commit, after loopRetry
+// after a failure, at the hold's end (or the recheck) while placements
+// are held, else at the next walltime end or the recheck, whichever
+// comes first, or at the next change.
+func (m *loopMachine) Advance(o loopOutcome) {
+	if !m.passing {
+		return // a pass of an earlier term: a loopLead or loopFollow came between
+	}
+	m.passing = false
+	switch {
+	case o.Failed:
+		m.notBefore, m.changed = m.now.Add(loopRetry), true
+	case o.Committed:
+		m.changed = true
+	case m.now.Before(o.HeldUntil):
+		m.notBefore, m.changed = minTime(o.HeldUntil, m.now.Add(m.recheck)), true
+	default:
+		m.timer = m.now.Add(m.recheck)
+		if !o.NextLate.IsZero() && o.NextLate.Before(m.timer) {
+			m.timer = maxTime(o.NextLate, m.now.Add(lateFloor))
 		}
-		v := s.st.Snapshot()
-		_, ws := v.Index()
-		now := s.cfg.Clock()
-		if silent := s.silentNodes(v, now); len(silent) > 0 {
-			if err := s.failNodes(ctx, v, silent); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				s.log.Error("marking silent nodes down", "err", err)
-				time.Sleep(100 * time.Millisecond)
-			}
+	}
+}
+
+// Deadline is when a pass falls due without another event (zero: none
+// will while following or passing). When it has come, Ready answers the
+// pass at the Tick of that time.
+func (m *loopMachine) Deadline() time.Time {
+	if !m.leading || m.passing {
+		return time.Time{}
+	}
+	due := m.charged.Add(m.chargeEvery)
+	if !m.timer.IsZero() {
+		due = minTime(due, m.timer)
+	}
+	if m.changed {
+		due = minTime(due, m.now)
+	}
+	return maxTime(due, m.notBefore)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// schedule drives the loop until ctx ends (the end of this server's term
+// as leader): it steps the machine with the wake-ups (wake) and the
+// state's changes, ticks it with the configured clock, and makes the
+// passes it asks for.
+func (s *scheduler) schedule(ctx context.Context) {
+	m := newLoopMachine(s.cfg.ChargeEvery, min(idlePass, s.cfg.NodeTimeout/4))
+	m.Tick(s.cfg.Clock())
+	m.Step(loopLead)
+	_, ws := s.st.Snapshot().Index() // changes the last pass has not seen
+	for ctx.Err() == nil {
+		m.Tick(s.cfg.Clock())
+		if p, ok := m.Ready(); ok {
+			var o loopOutcome
+			o, ws = s.pass(ctx, p)
+			m.Tick(s.cfg.Clock())
+			m.Advance(o)
 			continue
 		}
-		late, nextLate := v.Late(now)
-		if len(late) > 0 {
-			if _, err := s.apply(ctx, state.Command{Act: state.Timeout{Jobs: late}}); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				s.log.Error("ending jobs past their walltime", "err", err)
-				time.Sleep(100 * time.Millisecond)
-			}
-			continue
-		}
-		s.mu.Lock()
-		hold := s.placeHold
-		s.mu.Unlock()
-		if now.Before(hold) {
-			// After a restore: the nodes announce what they run first.
-			wctx, cancel := context.WithTimeout(ctx, min(hold.Sub(now), idlePass))
-			<-wctx.Done()
-			cancel()
-			if ctx.Err() != nil {
-				return
-			}
-			continue
-		}
-		began := time.Now()
-		snap := coreSnapshot(v, s.nodes.open(v), now)
-		plan := core.Schedule(snap, now)
-		s.metrics.pass.Observe(time.Since(began).Seconds())
-		s.setStarts(plan.Starts)
-		s.setRanks(ranks(snap, now))
-		if !plan.Empty() {
-			sp := fromCore(plan)
-			s.metrics.stages.placing(v, sp, s.cfg.Clock())
-			_, err := s.apply(ctx, state.Command{Act: state.Place{Plan: sp}})
-			s.metrics.stages.placed(s.st.Snapshot(), sp, err == nil)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				s.log.Error("committing plan", "err", err)
-				time.Sleep(100 * time.Millisecond)
-			} else {
-				s.metrics.placements.Add(float64(len(plan.Placements)))
-			}
-			continue
-		}
-		if s.idle != nil {
-			idx, _ := v.Index()
-			s.idle(idx)
-		}
-		wait := min(idlePass, s.cfg.NodeTimeout/4)
-		if !nextLate.IsZero() && nextLate.Sub(now) < wait {
-			wait = max(nextLate.Sub(now), 10*time.Millisecond)
+		wait := m.recheck
+		if d := m.Deadline(); !d.IsZero() {
+			wait = min(max(d.Sub(s.cfg.Clock()), lateFloor), wait)
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		select {
 		case <-s.kick:
-		case <-wctx.Done():
+			m.Step(loopChange)
 		case <-watch(wctx, ws):
+			if wctx.Err() == nil { // the state changed: watch what comes next
+				m.Step(loopChange)
+				_, ws = s.st.Snapshot().Index()
+			}
 		}
 		cancel()
-		if ctx.Err() != nil {
-			return
+	}
+}
+
+// pass makes the pass p: it charges usage when p says, then does the
+// first of these that has work, on the state as it is: mark the silent
+// nodes DOWN, end the jobs past their walltime, (nothing more while
+// placements are held), plan and commit placements. It answers how it
+// went and the watch set of the state it worked on.
+func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.WatchSet) {
+	if p.Charge {
+		if err := s.ChargeUsage(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("charging usage", "err", err)
 		}
 	}
+	v := s.st.Snapshot()
+	_, ws := v.Index()
+	now := p.Now
+	if silent := s.fleet.silentNodes(v, now); len(silent) > 0 {
+		if err := s.fleet.failNodes(ctx, v, silent); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("marking silent nodes down", "err", err)
+			}
+			return loopOutcome{Failed: true}, ws
+		}
+		return loopOutcome{Committed: true}, ws
+	}
+	late, nextLate := v.Late(now)
+	if len(late) > 0 {
+		if _, err := s.apply(ctx, state.Command{Act: state.Timeout{Jobs: late}}); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("ending jobs past their walltime", "err", err)
+			}
+			return loopOutcome{Failed: true}, ws
+		}
+		return loopOutcome{Committed: true}, ws
+	}
+	// After a restore into an empty state, the adoption window
+	// (replicated: a leader elected meanwhile holds it too): the nodes
+	// announce what they run first. Once it has closed, what is still
+	// adopting is ended, once per window.
+	hold := v.AdoptUntil()
+	if now.Before(hold) {
+		return loopOutcome{HeldUntil: hold}, ws
+	}
+	if !hold.IsZero() && !hold.Equal(s.adoptEnded) {
+		if v.AdoptionToEnd(now) {
+			if _, err := s.apply(ctx, state.Command{Act: state.AdoptEnd{}}); err != nil {
+				if ctx.Err() == nil {
+					s.log.Error("ending the jobs still adopting after the adoption window", "err", err)
+				}
+				return loopOutcome{Failed: true}, ws
+			}
+			s.adoptEnded = hold
+			return loopOutcome{Committed: true}, ws
+		}
+		s.adoptEnded = hold
+	}
+	began := time.Now()
+	snap := coreSnapshot(v, s.nodes.open(v), now)
+	plan := core.Schedule(snap, now)
+	s.metrics.pass.Observe(time.Since(began).Seconds())
+	s.setStarts(plan.Starts)
+	s.setRanks(ranks(snap, now))
+	if !plan.Empty() {
+		sp := fromCore(plan)
+		s.metrics.stages.placing(v, sp, s.cfg.Clock())
+		_, err := s.apply(ctx, state.Command{Act: state.Place{Plan: sp}})
+		s.metrics.stages.placed(s.st.Snapshot(), sp, err == nil)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("committing plan", "err", err)
+			}
+			return loopOutcome{Failed: true}, ws
+		}
+		s.metrics.placements.Add(float64(len(plan.Placements)))
+		return loopOutcome{Committed: true}, ws
+	}
+	if h := testHookIdle.Load(); h != nil {
+		idx, _ := v.Index()
+		(*h)(s.replica, idx)
+	}
+	return loopOutcome{NextLate: nextLate}, ws
 }
 
 func watch(ctx context.Context, ws interface{ WatchCtx(context.Context) error }) <-chan struct{} {
@@ -115,7 +334,7 @@ func watch(ctx context.Context, ws interface{ WatchCtx(context.Context) error })
 }
 
 // setStarts keeps the last pass's start estimates of reserved jobs.
-func (s *Server) setStarts(est []core.StartEstimate) {
+func (s *scheduler) setStarts(est []core.StartEstimate) {
 	m := make(map[uint64]time.Time, len(est))
 	for _, e := range est {
 		m[e.JobID] = e.Start
@@ -185,7 +404,7 @@ func ranks(snap core.Snapshot, now time.Time) map[uint64]rank {
 }
 
 // setRanks keeps the last pass's priorities and queue positions.
-func (s *Server) setRanks(r map[uint64]rank) {
+func (s *scheduler) setRanks(r map[uint64]rank) {
 	s.mu.Lock()
 	s.ranks = r
 	s.mu.Unlock()

@@ -21,7 +21,7 @@ import (
 // Job mail (bsub -B/-N/-u, #SBATCH --mail-type/--mail-user) is the
 // leader's: on every state change it looks for jobs whose start or end
 // asks for mail that was not taken on yet. For each it first commits
-// state.MailSent through raft, then runs sendmail; a leader that dies in
+// state.CmdMailed through raft, then runs sendmail; a leader that dies in
 // between loses that mail, but no event is ever mailed twice (a new
 // leader, or this one after a restart, sees the mark).
 //
@@ -40,7 +40,7 @@ var sendmailPaths = []string{"/usr/sbin/sendmail", "/usr/lib/sendmail"}
 
 // mailLoop sends the mail jobs ask for until ctx ends (the leader's
 // term).
-func (s *Server) mailLoop(ctx context.Context) {
+func (s *lifecycle) mailLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		v := s.st.Snapshot()
 		_, ws := v.Index()
@@ -82,7 +82,7 @@ func mailDue(j *state.Job) []string {
 
 // mailEvent takes event ev of j on (raft) and, when this call did, sends
 // its mail.
-func (s *Server) mailEvent(ctx context.Context, j *state.Job, ev string) {
+func (s *lifecycle) mailEvent(ctx context.Context, j *state.Job, ev string) {
 	res, err := s.apply(ctx, state.Command{Act: state.MailSent{Mailed: &state.Mailed{JobID: j.ID, Event: ev}}})
 	if err != nil {
 		if ctx.Err() == nil {

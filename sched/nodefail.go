@@ -35,7 +35,7 @@ func Lease(timeout time.Duration) api.NodeLease {
 // still runs of them. From nodelet instance inst: "" (not told) is
 // taken from anyone; another instance than the registered one, while
 // that one is live, is refused with ErrNodeTaken and keeps nothing alive.
-func (s *Server) HeartbeatFrom(ctx context.Context, node, inst string) error {
+func (s *fleet) HeartbeatFrom(ctx context.Context, node, inst string) error {
 	if inst != "" {
 		if err := s.checkInstance(s.st.Snapshot(), node, inst, "heartbeat"); err != nil {
 			return err
@@ -73,7 +73,7 @@ func (e *takenError) Is(target error) bool {
 // which its fence has stopped its containers. A node that registered without an instance (an older
 // nodelet) cannot be told apart and is not defended; a DOWN or silent
 // node may be taken over.
-func (s *Server) checkInstance(v *state.Snapshot, name, inst, what string) error {
+func (s *fleet) checkInstance(v *state.Snapshot, name, inst, what string) error {
 	n := v.Node(name)
 	if n == nil || n.Instance == "" || n.Instance == inst || n.State == api.NodeDown {
 		return nil
@@ -108,7 +108,7 @@ func orNone(s string) string {
 // at now. A node this server has never heard from counts from the time
 // this server started leading (s.leadSince), so a new leader gives every
 // node a full timeout to find it.
-func (s *Server) silentNodes(v *state.Snapshot, now time.Time) []string {
+func (s *fleet) silentNodes(v *state.Snapshot, now time.Time) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
@@ -129,7 +129,7 @@ func (s *Server) silentNodes(v *state.Snapshot, now time.Time) []string {
 
 // failNodes commits the DOWN verdict for nodes, with the partitions that
 // requeue their jobs.
-func (s *Server) failNodes(ctx context.Context, v *state.Snapshot, nodes []string) error {
+func (s *fleet) failNodes(ctx context.Context, v *state.Snapshot, nodes []string) error {
 	d := &state.NodeDown{Nodes: nodes}
 	for _, p := range v.Config().Partitions {
 		if p.Requeue {

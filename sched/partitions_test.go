@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
@@ -324,8 +326,7 @@ func TestPriorityAndPosition(t *testing.T) {
 		h, l api.Job
 		err  error
 	)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.NoError(t, 10*time.Second, "queue positions for both jobs", func() error {
 		h, _, err = c.Job(ctx, heavy.JobID, 0, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -335,13 +336,10 @@ func TestPriorityAndPosition(t *testing.T) {
 			t.Fatal(err)
 		}
 		if h.QueuePosition > 0 && l.QueuePosition > 0 && h.QueueLength == 2 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no queue positions: heavy %d of %d, light %d of %d", h.QueuePosition, h.QueueLength, l.QueuePosition, l.QueueLength)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("heavy %d of %d, light %d of %d", h.QueuePosition, h.QueueLength, l.QueuePosition, l.QueueLength)
+	})
 	if l.QueuePosition != 1 || h.QueuePosition != 2 || l.QueueLength != 2 {
 		t.Fatalf("positions: light %d of %d, heavy %d of %d; light should be first", l.QueuePosition, l.QueueLength, h.QueuePosition, h.QueueLength)
 	}
@@ -446,4 +444,45 @@ account "b" {
 		t.Fatal(err)
 	}
 	return srv, c, run, heavy, light
+}
+
+// TestWalltimeDecidedAtSubmit: a job's walltime is the one in force when
+// it was submitted, which its row carries; the scheduler plans with that
+// and nothing else. A default_walltime added later gives the job that
+// runs without a limit none: backfill does not expect it to end then,
+// just as the walltime's enforcement never ends it then.
+func TestWalltimeDecidedAtSubmit(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	srv, c, path := partitioned(t, "partition \"all\" {\n  nodes = [\"*\"]\n}\n", clock)
+	ctx := context.Background()
+	register(t, c, "n1", 2)
+	a, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 2))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, a.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: a.JobID, Host: "main1", State: api.ContainerRunning}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("partition \"all\" {\n  nodes = [\"*\"]\n  default_walltime = \"1h\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reconfig(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 2))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := srv.Store().Snapshot().Job(a.JobID).Walltime; w != 0 {
+		t.Fatalf("job %d, submitted without a default, has walltime %s", a.JobID, w)
+	}
+	if w := srv.Store().Snapshot().Job(b.JobID).Walltime; w != time.Hour {
+		t.Fatalf("job %d, submitted under default_walltime 1h, has walltime %s", b.JobID, w)
+	}
+	j := waitJob(t, c, b.JobID, func(j api.Job) bool { return !j.EstimatedStart.IsZero() && j.Reason == api.ReasonResources })
+	if soon := clock.Now().Add(30 * 24 * time.Hour); j.EstimatedStart.Before(soon) {
+		t.Fatalf("job %d behind one without a walltime is expected to start at %v (now %v): the scheduler took a default the running job never had",
+			b.JobID, j.EstimatedStart, clock.Now())
+	}
 }

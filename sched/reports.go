@@ -20,16 +20,7 @@ const (
 // carrying them is committed (durable, applied), like every write.
 // Reports arriving together share an entry (groupCommit), in the order
 // they arrived: two reports of one node keep their order.
-// updateRows are a node's updates as a report command carries them.
-func updateRows(us []api.ContainerUpdate) []state.ContainerUpdate {
-	out := make([]state.ContainerUpdate, len(us))
-	for i, u := range us {
-		out[i] = state.ContainerUpdate(u)
-	}
-	return out
-}
-
-func (s *Server) Report(ctx context.Context, node string, rep api.ContainerReport) error {
+func (s *lifecycle) Report(ctx context.Context, node string, rep api.ContainerReport) error {
 	if len(rep.Updates) == 0 {
 		return nil
 	}
@@ -37,9 +28,23 @@ func (s *Server) Report(ctx context.Context, node string, rep api.ContainerRepor
 	return err
 }
 
+// updateRows are a node's updates as a report command carries them.
+func updateRows(us []api.ContainerUpdate) []state.ContainerUpdate {
+	out := make([]state.ContainerUpdate, len(us))
+	for i, u := range us {
+		out[i] = state.ContainerUpdate{JobID: u.JobID, Host: u.Host, Requeues: u.Requeues, State: u.State, ExitCode: u.ExitCode,
+			Message: u.Message, CPUTime: u.CPUTime, MemPeak: u.MemPeak, At: u.At, Starting: u.Starting, Reach: u.Reach,
+			Session: u.Session, Started: u.Started}
+		if u.Job != nil {
+			out[i].Job = assignedRow(u.Job)
+		}
+	}
+	return out
+}
+
 // commitReports commits reports as one entry and answers each with the
 // jobs it moved to RUNNING.
-func (s *Server) commitReports(rs []state.Report) ([][]state.Started, error) {
+func (s *lifecycle) commitReports(rs []state.Report) ([][]state.Started, error) {
 	defer s.wake()
 	ctx := context.Background() // raft's own apply timeout bounds it
 	at := s.cfg.Clock()         // the entry's time, as apply sets it

@@ -23,7 +23,6 @@ import (
 	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/catalog"
-	"github.com/troupe-hpc/troupe/internal/connlimit"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/admission"
 	"github.com/troupe-hpc/troupe/sched/partition"
@@ -144,56 +143,19 @@ const DefaultMaxQueuedInputPerUser = 64 << 20
 // of the API's body limit, so that a job at the cap still fits a request.
 const MaxJobInputLimit = httpapi.MaxBody / 4
 
-// Server is a running controller: state, raft log and scheduler loop.
+// Server is a running controller: a replica of the state and the roles
+// that work on it (roles.go), wired by Open. The roles' methods are the
+// Server's: it serves httpapi.Controller through them.
 type Server struct {
-	cfg  Config
-	log  *slog.Logger
-	st   *state.Store
-	raft *raftlog.Log
-	mu   sync.Mutex
-	seen map[string]time.Time // node heartbeats: leader-local, not replicated
-	// starts are the reserved jobs' estimated starts of the last pass:
-	// leader-local, recomputed every pass, kept out of the raft log.
-	starts map[uint64]time.Time
-	// ranks are the pending jobs' priorities and queue positions of the
-	// last pass: leader-local like starts.
-	ranks   map[uint64]rank
-	charged time.Time // when this leader last charged usage
-	// leadSince is when this server started leading: nodes it has not
-	// heard from yet count as heard from then.
-	leadSince time.Time
-	kick      chan struct{}
-	close     sync.Once
-	nodes     nodeCache         // empty nodes and submit's can-ever-fit answers
-	config    *partition.Config // the partitions config read at start
-	metrics   *metrics
-	reports   groupCommit[state.Report, []state.Started] // nodelet reports waiting to share a raft entry
-	submits   groupCommit[*state.Job, state.Submitted]   // single submits waiting to share a raft entry
-	attach    attachHub                                  // terminal attach requests waiting for nodelets: leader-local
-	streams   *connlimit.Streams                         // the terminal and /apps streams open: leader-local
-	apps      appProxy                                   // the /apps proxy's connections: leader-local
-	acct      *accounting.Store
-	exportMu  sync.Mutex // one export at a time; guards exp
-	// placeHold: no placements before it (under mu). A restore into a
-	// state that held no job yet sets it (restorePlaceHold): the nodes
-	// first announce the jobs they still run, which the state adopts.
-	placeHold time.Time
-	// restoreMu: every write (apply) holds it shared; a restore holds it
-	// alone from reading the live state to putting the backup in force,
-	// so that no write lands between (and is lost, or its id given again).
-	restoreMu sync.RWMutex
-	exp       exporter
-	// afterExport, when set (tests), runs between the store's commit and
-	// the purge command; an error stops the hand-off there, as a crash
-	// would.
-	afterExport func([]state.PurgeKey) error
-	// idle, when set (tests), is called by the scheduler loop when a pass
-	// planned nothing, with the state index it planned on, before the
-	// loop waits for the next change.
-	idle func(index uint64)
-	// assignWoke, when set (tests), is called each time a node's
-	// assignments query reads its index: once on arrival, once per wake.
-	assignWoke func(node string)
+	*replica
+	*lifecycle
+	*fleet
+	*scheduler
+	*ledger
+	*sessions
+	*access
+	close  sync.Once
+	config *partition.Config // the partitions config read at start
 }
 
 // Open restores state from the log in cfg.DataDir and starts leading.
@@ -257,14 +219,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		acct.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, st: st, raft: rl, acct: acct, exp: exporter{done: map[accounting.Key]bool{}, conflict: map[accounting.Key]bool{}},
-		seen: map[string]time.Time{}, starts: map[uint64]time.Time{}, kick: make(chan struct{}, 1),
-		leadSince: cfg.Clock(), config: pc}
-	s.reports = groupCommit[state.Report, []state.Started]{commit: s.commitReports,
-		maxItems: maxReportBatch, maxWeight: maxReportUpdates, weight: func(r state.Report) int { return len(r.Updates) }}
-	s.submits = groupCommit[*state.Job, state.Submitted]{commit: s.commitSubmits, maxItems: maxSubmitGroup}
-	s.streams = newStreams(cfg)
-	s.metrics = newMetrics(s)
+	s := newServer(cfg, st, rl, acct)
+	s.config = pc
 	if rl.Multi() {
 		return s, nil // the leader puts its config in force when it takes office
 	}
@@ -274,6 +230,24 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newServer wires a Server's roles around the state st, its raft log rl
+// and the accounting store acct.
+func newServer(cfg Config, st *state.Store, rl *raftlog.Log, acct *accounting.Store) *Server {
+	r := &replica{cfg: cfg, log: cfg.Logger, st: st, raft: rl, kick: make(chan struct{}, 1)}
+	tokens := &access{replica: r}
+	nodes := &fleet{replica: r, access: tokens, seen: map[string]time.Time{}, leadSince: cfg.Clock()}
+	loop := &scheduler{replica: r, fleet: nodes, starts: map[uint64]time.Time{}}
+	jobs := &lifecycle{replica: r, loop: loop}
+	jobs.reports = groupCommit[state.Report, []state.Started]{commit: jobs.commitReports,
+		maxItems: maxReportBatch, maxWeight: maxReportUpdates, weight: func(r state.Report) int { return len(r.Updates) }}
+	jobs.submits = groupCommit[*state.Job, state.Submitted]{commit: jobs.commitSubmits, maxItems: maxSubmitGroup}
+	s := &Server{replica: r, lifecycle: jobs, fleet: nodes, scheduler: loop, access: tokens,
+		ledger:   &ledger{replica: r, acct: acct, exp: exporter{done: map[accounting.Key]bool{}, conflict: map[accounting.Key]bool{}}},
+		sessions: &sessions{replica: r, streams: newStreams(cfg)}}
+	r.metrics = newMetrics(s)
+	return s
 }
 
 // ConfigError is a partitions file that does not parse or validate.
@@ -327,7 +301,7 @@ func (s *Server) Reconfig(ctx context.Context) (api.ReconfigResponse, error) {
 
 // ChargeUsage charges running jobs' usage up to now (the loop calls it
 // every ChargeEvery on the leader).
-func (s *Server) ChargeUsage(ctx context.Context) error {
+func (s *scheduler) ChargeUsage(ctx context.Context) error {
 	_, err := s.apply(ctx, state.Command{Act: state.Charge{}})
 	return err
 }
@@ -354,7 +328,7 @@ func (s *Server) Err() error { return s.raft.Err() }
 // Store exposes the state for read-only use (tests, metrics).
 func (s *Server) Store() *state.Store { return s.st }
 
-func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
+func (s *replica) apply(ctx context.Context, c state.Command) (any, error) {
 	c.Time = s.cfg.Clock().UTC()
 	var by string
 	if id, ok := caller(ctx); ok {
@@ -377,7 +351,7 @@ func (s *Server) apply(ctx context.Context, c state.Command) (any, error) {
 
 // Submit validates a submission, fills in what schedd decides (partition,
 // session and kernel ids) and commits it.
-func (s *Server) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
+func (s *lifecycle) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	j, _, err := s.newJob(req, nil)
 	if err != nil {
 		return api.SubmitResponse{}, err
@@ -400,7 +374,7 @@ const maxSubmitGroup = 128
 // commitSubmits commits jobs, single submits that arrived together, as
 // one entry (one alone as a CmdSubmit): each is stored or refused on its
 // own, as if submitted alone, in the order they arrived.
-func (s *Server) commitSubmits(jobs []*state.Job) ([]state.Submitted, error) {
+func (s *lifecycle) commitSubmits(jobs []*state.Job) ([]state.Submitted, error) {
 	defer s.wake()
 	ctx := context.Background() // raft's own apply timeout bounds it
 	if len(jobs) == 1 {
@@ -408,7 +382,7 @@ func (s *Server) commitSubmits(jobs []*state.Job) ([]state.Submitted, error) {
 		if err != nil {
 			return []state.Submitted{{Err: err}}, nil
 		}
-		return []state.Submitted{{ID: v.([]uint64)[0]}}, nil
+		return []state.Submitted{{ID: v.(uint64)}}, nil
 	}
 	v, err := s.apply(ctx, state.Command{Act: state.Submit{Jobs: jobs, Each: true}})
 	if err != nil {
@@ -424,7 +398,7 @@ func (s *Server) commitSubmits(jobs []*state.Job) ([]state.Submitted, error) {
 // SubmitBatch checks each of reqs as Submit does, the jobs ahead of it in
 // the batch counted against the queue limits, and commits them all in one
 // raft entry (api.SubmitBatch). A refusal names the job by its place.
-func (s *Server) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]api.SubmitResponse, error) {
+func (s *lifecycle) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]api.SubmitResponse, error) {
 	switch {
 	case len(reqs) == 0:
 		return nil, fmt.Errorf("%w: a batch submit needs at least one job", ErrInvalid)
@@ -471,7 +445,7 @@ func batchName(req api.SubmitRequest) string {
 
 // Kill cancels a job: a pending one at once, a placed one once its
 // nodelets have stopped its containers.
-func (s *Server) Kill(ctx context.Context, id uint64) (*state.Job, error) {
+func (s *lifecycle) Kill(ctx context.Context, id uint64) (*state.Job, error) {
 	v, err := s.apply(ctx, state.Command{Act: state.Kill{Job: state.JobRef{ID: id}}})
 	if err != nil {
 		return nil, err
@@ -481,7 +455,7 @@ func (s *Server) Kill(ctx context.Context, id uint64) (*state.Job, error) {
 }
 
 // Register records a nodelet and its capacity.
-func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*state.Node, error) {
+func (s *fleet) Register(ctx context.Context, reg api.NodeRegister) (*state.Node, error) {
 	if err := checkRegister(reg); err != nil {
 		return nil, err
 	}
@@ -501,7 +475,7 @@ func (s *Server) Register(ctx context.Context, reg api.NodeRegister) (*state.Nod
 }
 
 // Nodes lists nodes with their derived allocation and last heartbeat.
-func (s *Server) Nodes(v *state.Snapshot) []api.Node {
+func (s *fleet) Nodes(v *state.Snapshot) []api.Node {
 	alloc, devs := v.Allocated(), v.DeviceUse()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -534,11 +508,21 @@ func nodeGPUs(capacity float64, use map[int]*state.DeviceUse) []api.NodeGPU {
 
 // Assignments lists the jobs with containers on node that are not ended.
 func Assignments(v *state.Snapshot, node string) []api.Assignment {
+	return AssignmentsAt(v, node, time.Now())
+}
+
+// AssignmentsAt is Assignments at now: while the adoption window after
+// a restore is open (state.Snapshot.AdoptUntil), a queued job some of
+// whose containers the state adopted on node keeps them assigned there,
+// so that they run on while its other nodes announce theirs; once it has
+// closed, a job still adopting is ended (CmdAdoptEnd).
+func AssignmentsAt(v *state.Snapshot, node string, now time.Time) []api.Assignment {
 	out := []api.Assignment{}
 	cfg := v.Config()
+	adopting := now.Before(v.AdoptUntil())
 	byUID := map[int][]string{}          // peers, once per user
 	for _, j := range v.NodeJobs(node) { // by the node index: this node's live jobs alone
-		if j.State == api.JobPending || j.State == api.JobHeld {
+		if (j.State == api.JobPending || j.State == api.JobHeld) && !(adopting && j.Adopting()) {
 			continue
 		}
 		var hosts []string
@@ -576,7 +560,7 @@ func peers(v *state.Snapshot, uid int, node string) []string {
 	return slices.Compact(out)
 }
 
-func (s *Server) wake() {
+func (s *replica) wake() {
 	select {
 	case s.kick <- struct{}{}:
 	default:

@@ -19,7 +19,8 @@ import (
 //
 //   - nodes that are up and belong to a partition, with their free
 //     resources, GPU devices and partitions;
-//   - pending and held jobs with their submit time, walltime, fair-share
+//   - pending and held jobs with their submit time, walltime (the row's,
+//     the one in force, defaults resolved at submit), fair-share
 //     factor, nice, partition, user, account path (with an account
 //     tree) and dependency, and the state of every job a dependency
 //     names (core.Snapshot.Named): the core decides Held, Dependency,
@@ -28,7 +29,7 @@ import (
 //     containers, for backfill and the per-user limits;
 //   - for each job array with a throttle, how many more of its elements
 //     may start (its own row is not queued: its elements are);
-//   - each partition's tier, default walltime, GPU quantum, starvation
+//   - each partition's tier, GPU quantum, starvation
 //     threshold, per-user limits (the core enforces them: a job past
 //     its user's waits AccountLimit) and limits on each job
 //     (max_walltime, max_cluster_size, allowed_modes, allowed_accounts;
@@ -45,7 +46,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 		Policy:     corePolicy(cfg),
 	}
 	for _, p := range cfg.Partitions {
-		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), DefaultWalltime: p.Walltime(0), GPUQuantum: p.GPUQuantum,
+		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), GPUQuantum: p.GPUQuantum,
 			StarvationAge: p.Starvation(), UserLimits: admission.Limits(p.UserLimits), Jobs: admission.JobLimits(cfg, &p)}
 	}
 	var users []string

@@ -18,10 +18,10 @@ var ErrUnauthenticated = fault.ErrUnauthenticated
 // bearer: a user token's owner (admin if issued so), the join token, or
 // a node credential. An unknown or revoked secret is ErrUnauthenticated.
 // The web page (sched/web) asks it on every request of a session.
-func (s *Server) Identify(secret string) (auth.Identity, error) { return s.identify(secret) }
+func (s *access) Identify(secret string) (auth.Identity, error) { return s.identify(secret) }
 
 // identify maps a bearer secret to an identity.
-func (s *Server) identify(secret string) (auth.Identity, error) {
+func (s *access) identify(secret string) (auth.Identity, error) {
 	if s.cfg.JoinToken != "" && auth.Equal(secret, s.cfg.JoinToken) {
 		return auth.Identity{UID: -1, GID: -1, User: "join-token", Join: true}, nil
 	}
@@ -38,7 +38,7 @@ func (s *Server) identify(secret string) (auth.Identity, error) {
 // CreateToken issues a user token. An admin (or a trusted listener) may
 // name any user and make admin tokens; anyone else gets a token for
 // themselves only.
-func (s *Server) CreateToken(ctx context.Context, req api.TokenCreate) (api.TokenCreated, error) {
+func (s *access) CreateToken(ctx context.Context, req api.TokenCreate) (api.TokenCreated, error) {
 	id, ok := caller(ctx)
 	if ok && (id.Node != "" || id.Join) {
 		return api.TokenCreated{}, fmt.Errorf("%w: node credentials cannot issue tokens", ErrForbidden)
@@ -74,7 +74,7 @@ func (s *Server) CreateToken(ctx context.Context, req api.TokenCreate) (api.Toke
 }
 
 // nodeCredential issues (or replaces) node's credential.
-func (s *Server) nodeCredential(ctx context.Context, node string) (string, error) {
+func (s *access) nodeCredential(ctx context.Context, node string) (string, error) {
 	secret := auth.NewSecret()
 	t := api.Token{ID: "node-" + node, Hash: auth.Hash(secret), UID: -1, GID: -1, User: "node/" + node, Node: node, Created: s.cfg.Clock().UTC()}
 	if _, err := s.apply(ctx, state.Command{Act: state.PutToken{Token: tokenRow(&t)}}); err != nil {
@@ -85,7 +85,7 @@ func (s *Server) nodeCredential(ctx context.Context, node string) (string, error
 
 // Tokens lists the tokens the caller may see: all for admins, else
 // their own.
-func (s *Server) Tokens(ctx context.Context) api.TokenList {
+func (s *access) Tokens(ctx context.Context) api.TokenList {
 	id, ok := caller(ctx)
 	out := api.TokenList{Tokens: []api.Token{}}
 	for _, t := range s.st.Snapshot().Tokens() {
@@ -100,7 +100,7 @@ func (s *Server) Tokens(ctx context.Context) api.TokenList {
 }
 
 // RevokeToken deletes a token: its owner or an admin may.
-func (s *Server) RevokeToken(ctx context.Context, tid string) error {
+func (s *access) RevokeToken(ctx context.Context, tid string) error {
 	t := s.st.Snapshot().Token(tid)
 	if t == nil {
 		return fmt.Errorf("token %q: %w", tid, state.ErrNotFound)

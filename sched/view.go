@@ -201,7 +201,7 @@ func tokenRow(t *api.Token) *state.Token {
 
 // extras are the last pass's start estimate, priority and queue position
 // of j, if it is pending and the pass saw it.
-func (s *Server) extras(j *state.Job) jobExtras {
+func (s *scheduler) extras(j *state.Job) jobExtras {
 	if j.State != api.JobPending {
 		return jobExtras{}
 	}
@@ -219,8 +219,8 @@ func (s *Server) extras(j *state.Job) jobExtras {
 
 // view is j as the leader answers with it: with its extras and its
 // dependency's status.
-func (s *Server) view(v *state.Snapshot, j *state.Job) api.Job {
-	return withDependency(v, jobView(j, s.extras(j)))
+func (s *lifecycle) view(v *state.Snapshot, j *state.Job) api.Job {
+	return withDependency(v, jobView(j, s.loop.extras(j)))
 }
 
 // nodeView is the API's view of row n; what is derived (its allocation,
@@ -242,4 +242,52 @@ func assignedJob(j *state.Job) api.AssignedJob {
 		KillWanted: j.KillWanted, Requeues: j.Requeues, Containers: containerViews(j.Containers),
 		Signals: signalViews(j.Signals), ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: spanView(j.ArraySpan),
 	}
+}
+
+// assignedRow is a node's copy of its job (what assignedJob gave it) as
+// a row: the job a node announces during the adoption window after a
+// restore, which the state adopts.
+func assignedRow(a *api.AssignedJob) *state.Job {
+	j := &state.Job{ID: a.ID, SessionID: a.SessionID, Name: a.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
+		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime, Interactive: a.Interactive,
+		KillWanted: a.KillWanted, Requeues: a.Requeues, ArrayID: a.ArrayID, ArrayIndex: a.ArrayIndex}
+	if a.Network != nil {
+		n := state.Network(*a.Network)
+		j.Network = &n
+	}
+	if a.ArraySpan != nil {
+		sp := state.ArraySpan(*a.ArraySpan)
+		j.ArraySpan = &sp
+	}
+	for _, s := range a.Signals {
+		j.Signals = append(j.Signals, state.SignalRequest(s))
+	}
+	s := &a.Spec
+	j.Spec = state.Spec{Priority: s.Priority, Requeue: s.Requeue, SSH: s.SSH, Cluster: state.Cluster(s.Cluster),
+		Image: s.Image, Command: s.Command, Workdir: s.Workdir, Env: s.Env, Output: s.Output, Error: s.Error}
+	for _, m := range s.Mounts {
+		j.Spec.Mounts = append(j.Spec.Mounts, state.Mount(m))
+	}
+	for _, sv := range s.Services {
+		j.Spec.Services = append(j.Spec.Services, state.Service(sv))
+	}
+	if s.Array != nil {
+		j.Spec.Array = &state.ArrayRequest{Range: s.Array.Range, MaxRunning: s.Array.MaxRunning}
+	}
+	if s.Mail != nil {
+		m := state.Mail(*s.Mail)
+		j.Spec.Mail = &m
+	}
+	for i := range a.Containers {
+		c := &a.Containers[i]
+		rc := state.Container{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Image: c.Image, Command: c.Command,
+			CPUMilli: c.Milli(), Memory: c.Resources.Memory, GPU: c.Resources.GPU, KernelID: c.KernelID,
+			Node: c.Node, NodeAddr: c.NodeAddr, Addr: c.Addr, Reach: c.Reach, State: c.State, ExitCode: c.ExitCode,
+			Message: c.Message, CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended}
+		for _, g := range c.GPUs {
+			rc.GPUs = append(rc.GPUs, state.GPUShare(g))
+		}
+		j.Containers = append(j.Containers, rc)
+	}
+	return j
 }

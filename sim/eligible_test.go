@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/depend"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sim/swf"
 )
 
-func after(kind core.DepKind, ids ...uint64) *core.Dependency {
+func after(kind depend.Kind, ids ...uint64) *core.Dependency {
 	d := &core.Dependency{}
 	for _, id := range ids {
 		d.Conditions = append(d.Conditions, core.Condition{Kind: kind, Job: core.JobRef{ID: id}})
@@ -39,9 +40,9 @@ func TestDependency(t *testing.T) {
 			want map[uint64]int64
 		}{
 			{"none", nil, map[uint64]int64{1: 0, 2: 0, 3: 50}},
-			{"ended(1)", after(core.DepEnded, 1), map[uint64]int64{1: 0, 2: 100, 3: 1}},
-			{"done(1)", after(core.DepDone, 1), map[uint64]int64{1: 0, 2: 100, 3: 1}},
-			{"started(1)", after(core.DepStarted, 1), map[uint64]int64{1: 0, 2: 0, 3: 50}},
+			{"ended(1)", after(depend.Ended, 1), map[uint64]int64{1: 0, 2: 100, 3: 1}},
+			{"done(1)", after(depend.Done, 1), map[uint64]int64{1: 0, 2: 100, 3: 1}},
+			{"started(1)", after(depend.Started, 1), map[uint64]int64{1: 0, 2: 0, 3: 50}},
 		} {
 			r, err := Run(js(tt.dep), Options{Procs: 4, Policy: pol, FairShare: fair}, time.Now)
 			if err != nil {
@@ -92,11 +93,11 @@ func TestDependencyRefused(t *testing.T) {
 		dep  *core.Dependency
 		want string
 	}{
-		{"missing", after(core.DepDone, 9), "job 2: dependency on job 9, which is not in the workload"},
-		{"later", after(core.DepDone, 3), "job 2: dependency on job 3, submitted after it"},
-		{"element", &core.Dependency{Conditions: []core.Condition{{Kind: core.DepDone, Job: core.JobRef{ID: 1, Index: 2, Element: true}}}}, "no job arrays"},
+		{"missing", after(depend.Done, 9), "job 2: dependency on job 9, which is not in the workload"},
+		{"later", after(depend.Done, 3), "job 2: dependency on job 3, submitted after it"},
+		{"element", &core.Dependency{Conditions: []core.Condition{{Kind: depend.Done, Job: core.JobRef{ID: 1, Index: 2, Element: true}}}}, "no job arrays"},
 		{"empty", &core.Dependency{}, "job 2: dependency without conditions"},
-		{"never", after(core.DepExit, 1), "job 2 never started (DependencyNeverSatisfied)"},
+		{"never", after(depend.Exit, 1), "job 2 never started (DependencyNeverSatisfied)"},
 	} {
 		js := []Job{
 			{ID: 1, User: "a", Submit: 0, Run: 10, Estimate: 10, Procs: 1},
@@ -130,7 +131,7 @@ func TestPreceding(t *testing.T) {
 			t.Errorf("job %d: dependency %+v", j.ID, j.Depends)
 		}
 	}
-	if c := js[1].Depends.Conditions; len(c) != 1 || c[0] != (core.Condition{Kind: core.DepEnded, Job: core.JobRef{ID: 1}}) {
+	if c := js[1].Depends.Conditions; len(c) != 1 || c[0] != (core.Condition{Kind: depend.Ended, Job: core.JobRef{ID: 1}}) {
 		t.Fatalf("job 2's dependency %+v, want ended(1)", c)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/depend"
 	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/fairshare"
@@ -89,7 +90,7 @@ func Preceding(recs []swf.Job, jobs []Job) int {
 	n := 0
 	for i := range jobs {
 		if p, ok := prev[jobs[i].ID]; ok && in[p] {
-			jobs[i].Depends = &core.Dependency{Conditions: []core.Condition{{Kind: core.DepEnded, Job: core.JobRef{ID: p}}}}
+			jobs[i].Depends = &core.Dependency{Conditions: []core.Condition{{Kind: depend.Ended, Job: core.JobRef{ID: p}}}}
 			n++
 		}
 	}
@@ -435,13 +436,8 @@ func (m *machine) submit(j *Job) {
 	cj := core.Job{ID: j.ID, User: j.User, Account: j.User, Submit: at(j.Submit),
 		Walltime: time.Duration(j.Estimate) * time.Second, Mode: core.ModeSingleNode,
 		Depends: j.Depends, Held: j.Hold > 0}
-	// The reasons schedd gives at submission.
-	switch {
-	case cj.Held:
-		cj.Reason = reason.Held
-	case cj.Depends != nil:
-		cj.Reason = reason.Dependency
-	}
+	// The reason schedd gives at submission.
+	cj.Reason = core.Waiting(cj.Held, cj.Depends != nil, false)
 	if m.o.Nodes > 1 {
 		cj.Mode = core.ModeMultiNode
 		cj.Containers = make([]core.Res, j.Procs)

@@ -24,6 +24,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sim"
 	"github.com/troupe-hpc/troupe/sim/swf"
@@ -59,8 +60,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 Replays an SWF workload trace through troupe's scheduler core in virtual
 time and prints JSON (mean wait, bounded slowdown, utilization, makespan).
 
-  bsim --policy easy ../shared/traces/KTH-SP2-1996-2.1-cln.swf.gz
-  bsim --compare easy ../shared/traces/KTH-SP2-1996-2.1-cln.swf.gz
+  bsim --policy easy KTH-SP2-1996-2.1-cln.swf.gz
+  bsim --compare easy KTH-SP2-1996-2.1-cln.swf.gz
 
 flags:
 `)
@@ -143,10 +144,10 @@ flags:
 	if *userJobs < 0 {
 		return fmt.Errorf("--user-max-jobs %d: want 0 (no limit) or more", *userJobs)
 	}
-	if *userCPU < 0 {
-		return fmt.Errorf("--user-max-cpu %g: want 0 (no limit) or more", *userCPU)
+	if *userCPU < 0 || *userCPU > 0 && units.MilliCPU(*userCPU) < units.MinCPUMilli {
+		return fmt.Errorf("--user-max-cpu %g: want 0 (no limit) or at least %g, as partitions.hcl's max_cpu", *userCPU, float64(units.MinCPUMilli)/1000)
 	}
-	limits := core.Limits{Jobs: *userJobs, Res: core.Res{CPUMilli: core.MilliCores(*userCPU)}}
+	limits := core.Limits{Jobs: *userJobs, Res: core.Res{CPUMilli: units.MilliCPU(*userCPU)}}
 	l, err := swf.Open(fs.Arg(0))
 	if err != nil {
 		return err

@@ -147,3 +147,42 @@ func TestDryRunAgreesWithSubmit(t *testing.T) {
 		})
 	}
 }
+
+// TestDryRunAgreesOnUnenforceable: a cpu no CFS quota can enforce and a
+// session larger than its network holds are refused alike by --dry-run
+// and submit, at the file's line and column (or naming the flag that set
+// them), before anything reaches schedd: neither passes a dry run to
+// fail at submit or at start.
+func TestDryRunAgreesOnUnenforceable(t *testing.T) {
+	srv, addr := limitedSchedd(t)
+	file := func(from, to string) string { return writeJob(t, strings.Replace(goodJob, from, to, 1)) }
+	tiny := file("cpu    = 1", "cpu    = 0.0004")
+	wide := file("size = 2", "size = 300\n    mode = \"multi-node\"")
+	for _, tt := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"cpu in the file", []string{tiny}, []string{tiny + ":7:14: Invalid cpu",
+			"cpu 0.0004 is not valid; the least a container may have is 0.01 (10 millicores, the smallest CPU quota the kernel enforces)."}},
+		{"session in the file", []string{wide}, []string{wide + ":4:12: Invalid cluster size",
+			"cluster size 300 is not valid; use 1 (main1 alone) to 253 containers, the most one session's network holds."}},
+		{"session by -n", []string{"-n", "300", writeJob(t, goodJob)}, []string{"-n 300: cluster size 300 is not valid; use 1 (main1 alone) to 253 containers"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dcode, _, derrs := runBsub(append([]string{"--addr", addr, "--dry-run"}, tt.args...)...)
+			scode, _, serrs := runBsub(append([]string{"--addr", addr}, tt.args...)...)
+			if dcode == 0 || scode == 0 || derrs != serrs {
+				t.Fatalf("dry run: exit %d, %q\nsubmit: exit %d, %q", dcode, derrs, scode, serrs)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(serrs, w) {
+					t.Errorf("refusal %q does not hold %q", serrs, w)
+				}
+			}
+		})
+	}
+	if n := len(srv.Store().Snapshot().Jobs()); n != 0 {
+		t.Fatalf("%d jobs stored by refused submissions", n)
+	}
+}

@@ -4,30 +4,34 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/troupe-hpc/troupe/internal/depend"
 )
 
-// DepKind is what a dependency waits for in another job (LSF's
-// conditions; Slurm's names in the comments).
-type DepKind string
+// DepKind is what a dependency waits for in another job: LSF's
+// conditions, with Slurm's names (package depend holds the vocabulary
+// and the rule; these are its names in the API).
+type DepKind = depend.Kind
 
 // Dependency kinds.
 const (
-	DepDone    DepKind = "done"    // the job COMPLETED (Slurm afterok)
-	DepExit    DepKind = "exit"    // the job ended other than COMPLETED (Slurm afternotok)
-	DepEnded   DepKind = "ended"   // the job ended, however (Slurm afterany)
-	DepStarted DepKind = "started" // the job started, or ended without starting (Slurm after)
+	DepDone    = depend.Done    // the job COMPLETED (Slurm afterok)
+	DepExit    = depend.Exit    // the job ended other than COMPLETED (Slurm afternotok)
+	DepEnded   = depend.Ended   // the job ended, however (Slurm afterany)
+	DepStarted = depend.Started // the job started, or ended without starting (Slurm after)
 )
 
 // DepStatus is where one condition stands. The server fills it in when
 // it answers (it is derived, never stored), from the scheduler core's
-// verdict (sched/core Condition.Eval), the one place the rule lives.
-type DepStatus string
+// verdict (sched/core Dependency.Status, each condition by package
+// depend's rule).
+type DepStatus = depend.Status
 
 // Dependency statuses.
 const (
-	DepWaiting   DepStatus = "waiting"   // may still be satisfied
-	DepSatisfied DepStatus = "satisfied" // is satisfied
-	DepNever     DepStatus = "never"     // can never be satisfied
+	DepWaiting   = depend.Waiting   // may still be satisfied
+	DepSatisfied = depend.Satisfied // is satisfied
+	DepNever     = depend.Never     // can never be satisfied
 )
 
 // Condition is one term of a dependency: Kind of job JobID.
@@ -91,24 +95,14 @@ func (d *Dependency) Validate() error {
 		return fmt.Errorf("dependency of %d conditions; at most %d", len(d.Conditions), MaxConditions)
 	}
 	for _, c := range d.Conditions {
-		switch c.Kind {
-		case DepDone, DepExit, DepEnded, DepStarted:
-		default:
-			return fmt.Errorf("dependency condition %q: want done, exit, ended or started", c.Kind)
+		if !c.Kind.Valid() {
+			return fmt.Errorf("dependency condition %q: want %s", c.Kind, depend.LSFNames())
 		}
 		if c.JobID == 0 {
 			return fmt.Errorf("dependency %s: job ids start at 1", c)
 		}
 	}
 	return nil
-}
-
-// slurmKinds maps Slurm's --dependency types to ours.
-var slurmKinds = map[string]DepKind{
-	"afterok":    DepDone,
-	"afternotok": DepExit,
-	"afterany":   DepEnded,
-	"after":      DepStarted,
 }
 
 // ParseDependency reads bsub -w's expression in either syntax:
@@ -180,10 +174,8 @@ func parseLSF(s string) (*Dependency, error) {
 			kind, id = strings.TrimSpace(term[:open]), strings.TrimSpace(term[open+1:len(term)-1])
 		}
 		k := DepKind(strings.ToLower(kind))
-		switch k {
-		case DepDone, DepExit, DepEnded, DepStarted:
-		default:
-			return nil, fmt.Errorf("dependency term %q: unknown condition %q; use done, exit, ended or started (LSF), or afterok, afternotok, afterany or after (Slurm)", term, kind)
+		if !k.Valid() {
+			return nil, fmt.Errorf("dependency term %q: unknown condition %q; use %s (LSF), or %s (Slurm)", term, kind, depend.LSFNames(), depend.SlurmNames())
 		}
 		ref, err := ParseJobRef(id)
 		if err != nil {
@@ -212,9 +204,9 @@ func parseSlurm(s string) (*Dependency, error) {
 	d := &Dependency{Any: oneOf}
 	for _, term := range terms {
 		fields := strings.Split(strings.TrimSpace(term), ":")
-		k, ok := slurmKinds[strings.ToLower(fields[0])]
+		k, ok := depend.FromSlurm(fields[0])
 		if !ok {
-			return nil, fmt.Errorf("dependency term %q: unknown type %q; use afterok, afternotok, afterany or after (Slurm), or done, exit, ended or started (LSF)", term, fields[0])
+			return nil, fmt.Errorf("dependency term %q: unknown type %q; use %s (Slurm), or %s (LSF)", term, fields[0], depend.SlurmNames(), depend.LSFNames())
 		}
 		if len(fields) < 2 {
 			return nil, fmt.Errorf("dependency term %q: want %s:jobid[:jobid...]", term, fields[0])

@@ -173,10 +173,9 @@ func SlurmDependency(d *api.Dependency) string {
 	if d == nil || len(d.Conditions) == 0 {
 		return "(null)"
 	}
-	kinds := map[api.DepKind]string{api.DepDone: "afterok", api.DepExit: "afternotok", api.DepEnded: "afterany", api.DepStarted: "after"}
 	parts := make([]string, len(d.Conditions))
 	for i, c := range d.Conditions {
-		k := kinds[c.Kind]
+		k := c.Kind.Slurm()
 		if k == "" {
 			k = string(c.Kind)
 		}

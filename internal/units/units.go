@@ -1,5 +1,6 @@
 // Package units reads and writes the sizes and durations people type:
-// "16G", "512MiB", "2h", "1-12:00:00". It is the one place these
+// "16G", "512MiB", "2h", "1-12:00:00", and turns cores (cpu 0.5) into
+// the millicores schedd counts (MilliCPU). It is the one place these
 // formats are defined, so a job file, a partition file, a node's flags and
 // the command-line tools all read "16G" as the same number of bytes
 // (16 GiB, as Slurm and Docker do). It imports only the standard library.
@@ -148,16 +149,4 @@ func slurmTime(s string, m []string) (time.Duration, error) {
 		return 0, fmt.Errorf("%w: %q is too long", ErrDuration, s)
 	}
 	return time.Duration(total) * time.Second, nil
-}
-
-// Millicores is cores (fractional, as a job file or a node's config
-// writes them) in millicores, rounded to the nearest: the one rounding
-// rule of a count of cores written in a file (admission's for a job, a
-// nodelet's for its capacity, the replicated state's for a row written
-// before rows held millicores).
-func Millicores(cores float64) int64 {
-	if cores <= 0 {
-		return 0
-	}
-	return int64(cores*1000 + 0.5)
 }

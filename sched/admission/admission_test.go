@@ -269,3 +269,23 @@ func TestCheckDependency(t *testing.T) {
 		})
 	}
 }
+
+// TestUserCapsCountsAsJobsDo: a per-user cpu limit is counted in
+// millicores by the rule a job's cpu is, so a job asking exactly the
+// limit is within it, and one a millicore over it is not.
+func TestUserCapsCountsAsJobsDo(t *testing.T) {
+	cfg, diags := partition.Parse("partitions.hcl", []byte("partition \"cpu\" {\n  nodes = [\"n1\"]\n  user_limits {\n    max_cpu = 2.9999\n  }\n}\n"))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p := cfg.Partition("cpu")
+	one := func(cpu float64) []jobspec.Container {
+		return []jobspec.Container{{Resources: jobspec.Resources{CPU: cpu, Memory: 1 << 30}}}
+	}
+	if pr := admission.UserCaps(p, one(2.9999)); pr != nil {
+		t.Errorf("a job of cpu 2.9999 under max_cpu 2.9999: %s", pr)
+	}
+	if pr := admission.UserCaps(p, one(3.001)); pr == nil || pr.Path != "resources.cpu" {
+		t.Errorf("a job of cpu 3.001 under max_cpu 2.9999: %v, want a resources.cpu problem", pr)
+	}
+}

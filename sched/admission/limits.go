@@ -75,7 +75,7 @@ func JobLimits(cfg *partition.Config, p *partition.Partition) core.JobLimits {
 // enforces them on every pass; UserCaps refuses at submit a job that
 // alone is past them.
 func Limits(l partition.Limits) core.Limits {
-	return core.Limits{Jobs: l.MaxJobs, Res: core.Res{CPUMilli: core.MilliCores(l.MaxCPU), Memory: l.MaxMemory, GPU: l.MaxGPU}}
+	return core.Limits{Jobs: l.MaxJobs, Res: core.Res{CPUMilli: units.MilliCPU(l.MaxCPU), Memory: l.MaxMemory, GPU: l.MaxGPU}}
 }
 
 // UserCaps is the per-user resource cap of partition p that a job of
@@ -108,12 +108,8 @@ func Need(containers []jobspec.Container) api.Resources {
 }
 
 // ContainerResources is what one container holds in the units schedd
-// schedules in.
+// schedules in: its cpu in millicores by units.MilliCPU, the one
+// conversion (jobspec has refused a cpu under units.MinCPUMilli).
 func ContainerResources(cpu float64, memory int64, gpu float64) api.Resources {
-	return api.Resources{CPUMilli: MilliCPU(cpu), Memory: memory, GPU: gpu}
+	return api.Resources{CPUMilli: units.MilliCPU(cpu), Memory: memory, GPU: gpu}
 }
-
-// MilliCPU converts a job file's cpu (cores, fractional) to millicores,
-// the one conversion: a job's row stores it (sched's rowContainer) and
-// its node enforces it.
-func MilliCPU(cpu float64) int64 { return units.Millicores(cpu) }

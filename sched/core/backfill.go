@@ -58,7 +58,7 @@ type backfill struct {
 func newBackfill(c *cluster, s *Snapshot, now time.Time) *backfill {
 	b := &backfill{c: c, now: now.UnixNano()}
 	for _, r := range s.Running {
-		end := r.Start.Add(walltime(s, r.Walltime, r.Partition)).UnixNano()
+		end := r.Start.Add(walltime(r.Walltime)).UnixNano()
 		ev := event{at: max(end, b.now)}
 		for i, name := range r.Nodes {
 			n, ok := c.byName[name]
@@ -77,17 +77,12 @@ func newBackfill(c *cluster, s *Snapshot, now time.Time) *backfill {
 	return b
 }
 
-// walltime resolves a job's walltime: its own, its partition's default,
-// the policy's default, else a year.
-func walltime(s *Snapshot, w time.Duration, part string) time.Duration {
+// walltime is how long a job of walltime w is expected to run: w, the
+// limit in force its caller resolved (Job.Walltime), or a year for a job
+// without one.
+func walltime(w time.Duration) time.Duration {
 	if w > 0 {
 		return w
-	}
-	if d := s.Partitions[part].DefaultWalltime; d > 0 {
-		return d
-	}
-	if s.Policy.DefaultWalltime > 0 {
-		return s.Policy.DefaultWalltime
 	}
 	return 365 * 24 * time.Hour
 }

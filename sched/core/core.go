@@ -195,7 +195,7 @@ func (p *pass) prepare(eligible []bool) {
 		if !eligible[qi] {
 			continue
 		}
-		m := jobMeta{end: p.now.Add(walltime(p.s, j.Walltime, j.Partition)).UnixNano(), shape: -1,
+		m := jobMeta{end: p.now.Add(walltime(j.Walltime)).UnixNano(), shape: -1,
 			priority: j.Reason == reason.Priority}
 		if sh, ok := shapeOf(j); ok {
 			id, seen := shapes[sh]
@@ -281,7 +281,7 @@ func (p *pass) job(qi int32, reserved bool) {
 	if p.blocked && !reserved {
 		p.tried++
 	}
-	w := walltime(p.s, j.Walltime, j.Partition)
+	w := walltime(j.Walltime)
 	end := m.end
 	quantum := p.s.Partitions[j.Partition].GPUQuantum
 	cacheable := m.shape >= 0

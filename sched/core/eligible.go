@@ -3,6 +3,7 @@ package core
 import (
 	"slices"
 
+	"github.com/troupe-hpc/troupe/internal/depend"
 	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
@@ -17,30 +18,8 @@ import (
 //	its partition does not take it (Partition.Jobs)  ──► PartitionLimit
 //
 // The dependency is decided here from the states of the jobs it names
-// (Snapshot.Named), so schedd and bsim decide it alike.
-
-// DepKind is what a dependency waits for in another job; the strings
-// equal api.Dep*.
-type DepKind string
-
-// Dependency kinds.
-const (
-	DepDone    DepKind = "done"    // the job COMPLETED (Slurm afterok)
-	DepExit    DepKind = "exit"    // the job ended other than COMPLETED (Slurm afternotok)
-	DepEnded   DepKind = "ended"   // the job ended, however (Slurm afterany)
-	DepStarted DepKind = "started" // the job started, or ended without starting (Slurm after)
-)
-
-// DepStatus is where a condition, or a whole dependency, stands; the
-// strings equal api.Dep*.
-type DepStatus string
-
-// Dependency statuses.
-const (
-	DepWaiting   DepStatus = "waiting"   // may still be satisfied
-	DepSatisfied DepStatus = "satisfied" // is satisfied
-	DepNever     DepStatus = "never"     // can never be satisfied
-)
+// (Snapshot.Named), each condition by package depend's rule, so schedd
+// and bsim decide it alike.
 
 // JobRef names a job, or with Element one element of job array ID.
 type JobRef struct {
@@ -49,19 +28,13 @@ type JobRef struct {
 	Element bool
 }
 
-// JobStatus is what a dependency may ask of the job it names.
-type JobStatus struct {
-	// Started: the job started (was placed) at some time.
-	Started bool
-	// Ended: the job is over, however it ended.
-	Ended bool
-	// Completed: it ended COMPLETED (implies Ended).
-	Completed bool
-}
+// JobStatus is what a dependency may ask of the job it names (package
+// depend's, which holds the dependency vocabulary).
+type JobStatus = depend.JobStatus
 
 // Condition is one term of a dependency: Kind of job Job.
 type Condition struct {
-	Kind DepKind
+	Kind depend.Kind
 	Job  JobRef
 }
 
@@ -72,61 +45,36 @@ type Dependency struct {
 	Conditions []Condition
 }
 
-// Eval is c's status given the status of the job it names.
-func (c Condition) Eval(s JobStatus) DepStatus {
-	switch c.Kind {
-	case DepDone:
-		switch {
-		case s.Completed:
-			return DepSatisfied
-		case s.Ended:
-			return DepNever
-		}
-	case DepExit:
-		switch {
-		case s.Completed:
-			return DepNever
-		case s.Ended:
-			return DepSatisfied
-		}
-	case DepEnded:
-		if s.Ended {
-			return DepSatisfied
-		}
-	case DepStarted:
-		if s.Ended || s.Started {
-			return DepSatisfied
-		}
-	}
-	return DepWaiting
-}
+// Eval is c's status given the status of the job it names, by
+// depend's rule.
+func (c Condition) Eval(s JobStatus) depend.Status { return c.Kind.Eval(s) }
 
 // Status is d's status given the jobs it names (named); a job missing
 // from named is gone, so its condition can never be met.
-func (d *Dependency) Status(named map[JobRef]JobStatus) DepStatus {
+func (d *Dependency) Status(named map[JobRef]JobStatus) depend.Status {
 	never := true // with Any: every condition is never
 	all := true   // without: every condition is satisfied
 	for _, c := range d.Conditions {
-		st := DepNever
+		st := depend.Never
 		if s, ok := named[c.Job]; ok {
 			st = c.Eval(s)
 		}
 		switch {
-		case d.Any && st == DepSatisfied:
-			return DepSatisfied
-		case !d.Any && st == DepNever:
-			return DepNever
+		case d.Any && st == depend.Satisfied:
+			return depend.Satisfied
+		case !d.Any && st == depend.Never:
+			return depend.Never
 		}
-		never = never && st == DepNever
-		all = all && st == DepSatisfied
+		never = never && st == depend.Never
+		all = all && st == depend.Satisfied
 	}
 	switch {
 	case d.Any && never:
-		return DepNever
+		return depend.Never
 	case !d.Any && all:
-		return DepSatisfied
+		return depend.Satisfied
 	}
-	return DepWaiting
+	return depend.Waiting
 }
 
 // Reason is the pending reason d gives its job: "" when it is satisfied
@@ -136,9 +84,9 @@ func (d *Dependency) Reason(named map[JobRef]JobStatus) string {
 		return ""
 	}
 	switch d.Status(named) {
-	case DepSatisfied:
+	case depend.Satisfied:
 		return ""
-	case DepNever:
+	case depend.Never:
 		return reason.DependencyNeverSatisfied
 	}
 	return reason.Dependency

@@ -7,33 +7,9 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/troupe-hpc/troupe/internal/depend"
 	"github.com/troupe-hpc/troupe/internal/reason"
 )
-
-// TestConditionEval: each kind of condition against each state of the
-// job it names (the table of bsub -w).
-func TestConditionEval(t *testing.T) {
-	pending := JobStatus{}
-	running := JobStatus{Started: true}
-	completed := JobStatus{Started: true, Ended: true, Completed: true}
-	failed := JobStatus{Started: true, Ended: true}
-	cancelled := JobStatus{Ended: true} // never started
-	for _, tt := range []struct {
-		kind DepKind
-		want [5]DepStatus // pending, running, completed, failed, cancelled
-	}{
-		{DepDone, [5]DepStatus{DepWaiting, DepWaiting, DepSatisfied, DepNever, DepNever}},
-		{DepExit, [5]DepStatus{DepWaiting, DepWaiting, DepNever, DepSatisfied, DepSatisfied}},
-		{DepEnded, [5]DepStatus{DepWaiting, DepWaiting, DepSatisfied, DepSatisfied, DepSatisfied}},
-		{DepStarted, [5]DepStatus{DepWaiting, DepSatisfied, DepSatisfied, DepSatisfied, DepSatisfied}},
-	} {
-		for i, s := range []JobStatus{pending, running, completed, failed, cancelled} {
-			if got := (Condition{Kind: tt.kind}).Eval(s); got != tt.want[i] {
-				t.Errorf("%s of %+v: %s, want %s", tt.kind, s, got, tt.want[i])
-			}
-		}
-	}
-}
 
 // TestDependencyStatus: all of the conditions (&&) or any of them (||),
 // and a named job missing from Snapshot.Named counts as gone.
@@ -47,23 +23,23 @@ func TestDependencyStatus(t *testing.T) {
 		{ID: 4, Index: 3, Element: true}: {},
 		{ID: 4}:                          {Started: true},
 	}
-	done := func(r JobRef) Condition { return Condition{Kind: DepDone, Job: r} }
+	done := func(r JobRef) Condition { return Condition{Kind: depend.Done, Job: r} }
 	for _, tt := range []struct {
 		name string
 		d    Dependency
-		want DepStatus
+		want depend.Status
 		why  string
 	}{
-		{"done(1)", Dependency{Conditions: []Condition{done(ref(1))}}, DepSatisfied, ""},
-		{"done(1) && done(2)", Dependency{Conditions: []Condition{done(ref(1)), done(ref(2))}}, DepWaiting, reason.Dependency},
-		{"done(2) && done(3)", Dependency{Conditions: []Condition{done(ref(2)), done(ref(3))}}, DepNever, reason.DependencyNeverSatisfied},
-		{"done(3) || done(2)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(2))}}, DepWaiting, reason.Dependency},
-		{"done(3) || done(1)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(1))}}, DepSatisfied, ""},
-		{"done(3) || done(9)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(9))}}, DepNever, reason.DependencyNeverSatisfied},
-		{"done(9) (gone)", Dependency{Conditions: []Condition{done(ref(9))}}, DepNever, reason.DependencyNeverSatisfied},
-		{"done(4[2])", Dependency{Conditions: []Condition{done(JobRef{ID: 4, Index: 2, Element: true})}}, DepSatisfied, ""},
-		{"done(4[3])", Dependency{Conditions: []Condition{done(JobRef{ID: 4, Index: 3, Element: true})}}, DepWaiting, reason.Dependency},
-		{"done(4)", Dependency{Conditions: []Condition{done(ref(4))}}, DepWaiting, reason.Dependency},
+		{"done(1)", Dependency{Conditions: []Condition{done(ref(1))}}, depend.Satisfied, ""},
+		{"done(1) && done(2)", Dependency{Conditions: []Condition{done(ref(1)), done(ref(2))}}, depend.Waiting, reason.Dependency},
+		{"done(2) && done(3)", Dependency{Conditions: []Condition{done(ref(2)), done(ref(3))}}, depend.Never, reason.DependencyNeverSatisfied},
+		{"done(3) || done(2)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(2))}}, depend.Waiting, reason.Dependency},
+		{"done(3) || done(1)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(1))}}, depend.Satisfied, ""},
+		{"done(3) || done(9)", Dependency{Any: true, Conditions: []Condition{done(ref(3)), done(ref(9))}}, depend.Never, reason.DependencyNeverSatisfied},
+		{"done(9) (gone)", Dependency{Conditions: []Condition{done(ref(9))}}, depend.Never, reason.DependencyNeverSatisfied},
+		{"done(4[2])", Dependency{Conditions: []Condition{done(JobRef{ID: 4, Index: 2, Element: true})}}, depend.Satisfied, ""},
+		{"done(4[3])", Dependency{Conditions: []Condition{done(JobRef{ID: 4, Index: 3, Element: true})}}, depend.Waiting, reason.Dependency},
+		{"done(4)", Dependency{Conditions: []Condition{done(ref(4))}}, depend.Waiting, reason.Dependency},
 	} {
 		if got := tt.d.Status(named); got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
@@ -80,7 +56,7 @@ func TestDependencyStatus(t *testing.T) {
 // TestIneligible: the eligible stage's verdict on one job, first reason
 // first (held, then the dependency, then the partition's limits).
 func TestIneligible(t *testing.T) {
-	waiting := &Dependency{Conditions: []Condition{{Kind: DepDone, Job: JobRef{ID: 1}}}}
+	waiting := &Dependency{Conditions: []Condition{{Kind: depend.Done, Job: JobRef{ID: 1}}}}
 	s := Snapshot{
 		Partitions: map[string]Partition{
 			"gone":  {Jobs: JobLimits{Closed: true}},
@@ -110,10 +86,10 @@ func TestIneligible(t *testing.T) {
 		{"dependency waiting", mk("", func(j *Job) { j.Depends = waiting }), reason.Dependency},
 		{"dependency before the partition", mk("gone", func(j *Job) { j.Depends = waiting }), reason.Dependency},
 		{"dependency on a gone job", mk("", func(j *Job) {
-			j.Depends = &Dependency{Conditions: []Condition{{Kind: DepEnded, Job: JobRef{ID: 99}}}}
+			j.Depends = &Dependency{Conditions: []Condition{{Kind: depend.Ended, Job: JobRef{ID: 99}}}}
 		}), reason.DependencyNeverSatisfied},
 		{"dependency met", mk("", func(j *Job) {
-			j.Depends = &Dependency{Conditions: []Condition{{Kind: DepStarted, Job: JobRef{ID: 1}}}}
+			j.Depends = &Dependency{Conditions: []Condition{{Kind: depend.Started, Job: JobRef{ID: 1}}}}
 		}), ""},
 		{"closed partition", mk("gone", nil), reason.PartitionLimit},
 		{"walltime within", mk("short", nil), ""},
@@ -144,7 +120,7 @@ func TestIneligibleBlocksNobody(t *testing.T) {
 		Named:      map[JobRef]JobStatus{{ID: 1}: {Started: true}},
 	}
 	big := gang(2, ModeSingleNode, 1, 4) // would take the whole node
-	big.Depends = &Dependency{Conditions: []Condition{{Kind: DepDone, Job: JobRef{ID: 1}}}}
+	big.Depends = &Dependency{Conditions: []Condition{{Kind: depend.Done, Job: JobRef{ID: 1}}}}
 	held := gang(3, ModeSingleNode, 1, 4)
 	held.Held, held.Reason = true, reason.Held
 	long := gang(4, ModeSingleNode, 1, 4)
@@ -208,9 +184,9 @@ func TestIneligibleIsAbsent(t *testing.T) {
 			case 0:
 				j.Held = true
 			case 1:
-				j.Depends = &Dependency{Conditions: []Condition{{Kind: DepDone, Job: JobRef{ID: 100}}}} // waiting
+				j.Depends = &Dependency{Conditions: []Condition{{Kind: depend.Done, Job: JobRef{ID: 100}}}} // waiting
 			case 2:
-				j.Depends = &Dependency{Conditions: []Condition{{Kind: DepDone, Job: JobRef{ID: 101}}}} // never
+				j.Depends = &Dependency{Conditions: []Condition{{Kind: depend.Done, Job: JobRef{ID: 101}}}} // never
 			case 3:
 				j.Partition = "p"
 				out = len(j.Containers) > 2

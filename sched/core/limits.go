@@ -2,7 +2,6 @@ package core
 
 import (
 	"maps"
-	"math"
 
 	"github.com/troupe-hpc/troupe/internal/reason"
 )
@@ -132,14 +131,4 @@ func (u *userLimits) started(j *Job) {
 		return
 	}
 	u.held[userPart{j.User, j.Partition}] = u.plus(j)
-}
-
-// MilliCores is a limit of cores in whole millicores: a holding over it
-// is over cores (to within 1e-6 of a millicore). At least 1 for any
-// cores > 0, so that a limit stays a limit; 0 (none) otherwise.
-func MilliCores(cores float64) int64 {
-	if cores <= 0 {
-		return 0
-	}
-	return max(1, int64(math.Floor(cores*1000+1e-6)))
 }

@@ -169,12 +169,12 @@ func (h *harness) run(t *testing.T, line string) string {
 		}
 		h.nodes = append(h.nodes, n)
 	case "partition":
-		h.parts[f[1]] = Partition{Tier: num(t, a["tier"], 0), DefaultWalltime: dur(t, a["default-walltime"]), GPUQuantum: num(t, a["quantum"], 0)}
+		h.parts[f[1]] = Partition{Tier: num(t, a["tier"], 0), GPUQuantum: num(t, a["quantum"], 0)}
 	case "policy":
 		_, small := a["favor-small"]
 		h.policy = Policy{ReservationDepth: int(num(t, a["depth"], 0)), MaxAge: dur(t, a["max-age"]), FavorSmall: small,
-			DefaultWalltime: dur(t, a["default-walltime"]), MaxBackfillJobs: int(num(t, a["max-backfill"], 0)),
-			Weights: Weights{Age: num(t, a["age"], 0), FairShare: num(t, a["fairshare"], 0), JobSize: num(t, a["size"], 0), Partition: num(t, a["partition"], 0)}}
+			MaxBackfillJobs: int(num(t, a["max-backfill"], 0)),
+			Weights:         Weights{Age: num(t, a["age"], 0), FairShare: num(t, a["fairshare"], 0), JobSize: num(t, a["size"], 0), Partition: num(t, a["partition"], 0)}}
 	case "submit":
 		j := Job{ID: uint64(num(t, a["id"], 0)), Mode: ModeSingleNode, Submit: h.now, Walltime: dur(t, a["walltime"]),
 			User: a["user"], Account: a["user"], FairShare: num(t, a["fs"], 0), Nice: num(t, a["nice"], 0),

@@ -90,8 +90,10 @@ type Job struct {
 	User, Account string
 	// Submit is when the job was queued; the age factor grows from it.
 	Submit time.Time
-	// Walltime is the job's limit. Zero: the partition's DefaultWalltime,
-	// else the snapshot's Policy.DefaultWalltime.
+	// Walltime is the job's limit, the one in force: the caller has
+	// resolved any default (schedd at submit, into the job's row). Zero:
+	// none; the job is expected to run for a year, so it never backfills
+	// ahead of a reservation.
 	Walltime time.Duration
 	// Nice lowers the priority by that many points (Slurm --nice); ≥ 0.
 	Nice float64
@@ -123,7 +125,7 @@ type Running struct {
 	// expected to end at Start+Walltime; one past that is expected any
 	// moment (now).
 	Walltime time.Duration
-	// Partition the job runs in (for its default walltime).
+	// Partition the job runs in (for its user's limits there).
 	Partition string
 	// User whose job it is: it counts toward the user's
 	// Partition.UserLimits while it runs.
@@ -140,8 +142,6 @@ type Partition struct {
 	// Tier is the partition's priority tier (Slurm PriorityJobFactor);
 	// the partition factor is Tier over the highest Tier in the snapshot.
 	Tier float64
-	// DefaultWalltime is the walltime of its jobs that give none.
-	DefaultWalltime time.Duration
 	// GPUQuantum is the fGPU step: requests ≤ 1 round up to a multiple of
 	// it. Zero: no rounding.
 	GPUQuantum float64
@@ -223,10 +223,6 @@ type Policy struct {
 	// first blocked job blocks all behind it); 1: EASY; larger: toward
 	// conservative backfill.
 	ReservationDepth int
-	// DefaultWalltime is the walltime of jobs (pending or running) whose
-	// own and partition's are zero. Zero: such jobs are expected to run
-	// for a year, which makes them never backfill ahead of a reservation.
-	DefaultWalltime time.Duration
 	// MaxBackfillJobs bounds how many jobs below the first reservation a
 	// pass tries (Slurm bf_max_job_test). Zero: all.
 	MaxBackfillJobs int

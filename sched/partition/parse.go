@@ -230,7 +230,7 @@ func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partit
 			units.FormatDuration(p.DefaultWalltime), units.FormatDuration(p.MaxWalltime), hclattr.Pos(maxA.Expr.Range()))
 	}
 	if a, ok := attrs.Whole("max_cluster_size", &p.MaxClusterSize); ok && (p.MaxClusterSize < 1 || p.MaxClusterSize > jobspec.MaxClusterSize) {
-		d.Errorf(a.Expr.Range(), "Invalid max_cluster_size", "max_cluster_size %d is not valid; it is between 1 and %d.", p.MaxClusterSize, jobspec.MaxClusterSize)
+		d.Errorf(a.Expr.Range(), "Invalid max_cluster_size", "max_cluster_size %d is not valid; it is between 1 and %d, the most containers one session's network holds.", p.MaxClusterSize, jobspec.MaxClusterSize)
 	}
 	attrs.Whole("priority_tier", &p.PriorityTier)
 	if a, ok := attrs.Strings("allowed_accounts", &p.AllowedAccounts); ok {
@@ -309,8 +309,13 @@ func (d *decoder) limits(b *hcl.Block, l *Limits) {
 		if name == "max_gpu" {
 			dst = &l.MaxGPU
 		}
-		if a, ok := attrs.Number(name, dst); ok && !(*dst > 0) {
+		switch a, ok := attrs.Number(name, dst); {
+		case ok && !(*dst > 0):
 			d.Errorf(a.Expr.Range(), "Invalid "+name, "%s %g is not valid; it is above 0 (leave it out for no limit).", name, *dst)
+		case ok && name == "max_cpu" && units.MilliCPU(*dst) < units.MinCPUMilli:
+			// Counted in millicores as jobs are, a smaller limit is 0 (none)
+			// or below every job's cpu.
+			d.Errorf(a.Expr.Range(), "Invalid "+name, "%s %g is not valid; it is at least %g, the least cpu a container may have (leave it out for no limit).", name, *dst, jobspec.MinCPU)
 		}
 	}
 	d.memory(attrs, "max_memory", &l.MaxMemory)

@@ -86,8 +86,13 @@ func conflict(format string, args ...any) error {
 //	   once all its containers are; a report of such a container's end
 //	   ends the job with that reason (or requeues it when it asked to
 //	   be), never a second run. It ran after the backup a restore
-//	   brought back. Entries of versions 1 to 9 replay without it: such
-//	   reports are dropped, as the nodes' containers were stopped.
+//	   brought back. Within the adoption window a restore into an empty
+//	   state opens (adopt.go), a report of such a container's end is the
+//	   job's true end, a gang waits for all its nodes, a job the state
+//	   does not hold is adopted from the node's copy of it, and AdoptEnd
+//	   ends what is still adopting once the window closed. Entries of
+//	   versions 1 to 9 replay without it: such reports are dropped, as
+//	   the nodes' containers were stopped.
 //	11: rows resolved (legacy.go): a job row holds one walltime, the one
 //	   in force, and no job file: what it asks of its session beyond its
 //	   containers (Spec) and what its text costs (InputBytes); a
@@ -246,6 +251,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = purge(txn, a.Keys)
 	case MailSent:
 		res, err = mailed(txn, index, a.Mailed)
+	case AdoptEnd:
+		err = adoptEnd(txn, index, c.Time)
 	case Touch:
 	default:
 		err = fmt.Errorf("raft entry: %w %q", ErrUnknownKind, c.Kind())
@@ -541,7 +548,9 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 						return nil, err
 					}
 				}
-				continue
+				if j = newAdopted(txn, u, now); !adopts || j == nil {
+					continue
+				}
 			}
 			if _, ok := was[j.ID]; !ok {
 				was[j.ID], wasStarted[j.ID] = j.State, !j.Started.IsZero()

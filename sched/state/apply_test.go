@@ -406,6 +406,6 @@ func TestReachReportedAndRequeued(t *testing.T) {
 // container, pending.
 func newContainer(c jobspec.Container, kernelID string) Container {
 	return Container{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Image: c.Image, Command: c.Command,
-		CPUMilli: units.Millicores(c.Resources.CPU), Memory: c.Resources.Memory, GPU: c.Resources.GPU,
+		CPUMilli: units.MilliCPU(c.Resources.CPU), Memory: c.Resources.Memory, GPU: c.Resources.GPU,
 		KernelID: kernelID, State: lifecycle.ContainerPending}
 }

@@ -109,15 +109,7 @@ func element(txn *memdb.Txn, id uint64, idx int) (*Job, error) {
 
 // elements returns the rows of array id's elements, in index order.
 func elements(txn *memdb.Txn, id uint64) ([]*Job, error) {
-	it, err := txn.Get(tableJobs, "element_prefix", id)
-	if err != nil {
-		return nil, err
-	}
-	var out []*Job
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Job))
-	}
-	return out, nil
+	return jobsBy(txn, "element_prefix", id)
 }
 
 // makeElement inserts element idx of array p with a fresh id, in state
@@ -403,7 +395,7 @@ func holdArray(txn *memdb.Txn, index uint64, p *Job, on bool) (*Job, error) {
 
 // Element returns the row of element idx of array id, or nil (not made
 // yet, purged, or no such element).
-func (v *Snapshot) Element(id uint64, idx int) *Job {
+func (v *jobReads) Element(id uint64, idx int) *Job {
 	raw, err := v.txn.First(tableJobs, "element", id, idx)
 	if err != nil {
 		panic(err)
@@ -415,7 +407,7 @@ func (v *Snapshot) Element(id uint64, idx int) *Job {
 }
 
 // Elements returns the rows of array id's elements, in index order.
-func (v *Snapshot) Elements(id uint64) []*Job {
+func (v *jobReads) Elements(id uint64) []*Job {
 	es, err := elements(v.txn, id)
 	if err != nil {
 		panic(err)
@@ -427,7 +419,7 @@ func (v *Snapshot) Elements(id uint64) []*Job {
 // when it has one, else the array's settings in the state an element
 // without a row is in (PENDING, HELD, or ended with the array). ok is
 // false when p has no such element, or its row was purged.
-func (v *Snapshot) ElementView(p *Job, idx int) (j *Job, ok bool) {
+func (v *jobReads) ElementView(p *Job, idx int) (j *Job, ok bool) {
 	a := p.Array
 	if a == nil || a.Indices.Position(idx) < 0 {
 		return nil, false

@@ -28,7 +28,7 @@ type Command struct {
 // Act is what one entry does. Each kind is its own type: Submit,
 // Register, Place, Reports, Kill, Hold, Release, Configure, Charge,
 // Timeout, NodesDown, NodeUp, PutToken, Revoke, PutServer, DrainNodes,
-// SignalJob, Purge, MailSent, Touch.
+// SignalJob, Purge, MailSent, Touch, AdoptEnd.
 type Act interface {
 	// Kind names the act in the log ("submit", "kill", …).
 	Kind() string
@@ -201,6 +201,10 @@ type MailSent struct {
 // restore).
 type Touch struct{}
 
+// AdoptEnd ends the jobs still adopting once the adoption window after
+// a restore into an empty state has closed (the leader).
+type AdoptEnd struct{}
+
 // Kinds of acts, as the log names them.
 const (
 	CmdSubmit   = "submit"
@@ -223,6 +227,7 @@ const (
 	CmdSignal   = "signal"
 	CmdPurge    = "purge"
 	CmdMailed   = "mailed"
+	CmdAdoptEnd = "adopt-end"
 )
 
 func (Submit) Kind() string     { return CmdSubmit }
@@ -245,6 +250,7 @@ func (SignalJob) Kind() string  { return CmdSignal }
 func (Purge) Kind() string      { return CmdPurge }
 func (MailSent) Kind() string   { return CmdMailed }
 func (Touch) Kind() string      { return CmdTouch }
+func (AdoptEnd) Kind() string   { return CmdAdoptEnd }
 
 // newAct is an empty act of kind, to decode an entry's payload into.
 func newAct(kind string) (Act, bool) {
@@ -289,6 +295,8 @@ func newAct(kind string) (Act, bool) {
 		return &MailSent{}, true
 	case CmdTouch:
 		return &Touch{}, true
+	case CmdAdoptEnd:
+		return &AdoptEnd{}, true
 	}
 	return nil, false
 }
@@ -335,6 +343,8 @@ func deref(a Act) Act {
 	case *MailSent:
 		return *p
 	case *Touch:
+		return *p
+	case *AdoptEnd:
 		return *p
 	}
 	return a

@@ -3,6 +3,7 @@ package state
 import (
 	"iter"
 
+	"github.com/hashicorp/go-memdb"
 	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
@@ -14,11 +15,11 @@ import (
 // meanwhile is not seen, and nothing is skipped or seen twice.
 
 // EachJob yields every job in id order.
-func (v *Snapshot) EachJob() iter.Seq[*Job] { return v.each("id") }
+func (v *jobReads) EachJob() iter.Seq[*Job] { return v.each("id") }
 
 // EachJobOf yields the jobs of users (by name, each named once), in id
 // order.
-func (v *Snapshot) EachJobOf(users ...string) iter.Seq[*Job] {
+func (v *jobReads) EachJobOf(users ...string) iter.Seq[*Job] {
 	seqs := make([]iter.Seq[*Job], len(users))
 	for i, u := range users {
 		seqs[i] = v.each("user", u)
@@ -28,7 +29,7 @@ func (v *Snapshot) EachJobOf(users ...string) iter.Seq[*Job] {
 
 // EachJobIn yields the jobs in any of states (each named once), in id
 // order.
-func (v *Snapshot) EachJobIn(states ...lifecycle.JobState) iter.Seq[*Job] {
+func (v *jobReads) EachJobIn(states ...lifecycle.JobState) iter.Seq[*Job] {
 	seqs := make([]iter.Seq[*Job], len(states))
 	for i, st := range states {
 		seqs[i] = v.each("state", string(st))
@@ -37,10 +38,10 @@ func (v *Snapshot) EachJobIn(states ...lifecycle.JobState) iter.Seq[*Job] {
 }
 
 // EachLiveJob yields the jobs that have not ended, in id order.
-func (v *Snapshot) EachLiveJob() iter.Seq[*Job] { return v.EachJobIn(liveStates...) }
+func (v *jobReads) EachLiveJob() iter.Seq[*Job] { return v.EachJobIn(liveStates...) }
 
 // each yields the rows of the jobs index named index that args pick.
-func (v *Snapshot) each(index string, args ...any) iter.Seq[*Job] {
+func (v *jobReads) each(index string, args ...any) iter.Seq[*Job] {
 	return func(yield func(*Job) bool) {
 		it, err := v.txn.Get(tableJobs, index, args...)
 		if err != nil {
@@ -52,6 +53,20 @@ func (v *Snapshot) each(index string, args ...any) iter.Seq[*Job] {
 			}
 		}
 	}
+}
+
+// jobsBy collects the rows of the jobs index named index that args
+// pick, in the index's order, within txn.
+func jobsBy(txn *memdb.Txn, index string, args ...any) ([]*Job, error) {
+	it, err := txn.Get(tableJobs, index, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*Job))
+	}
+	return out, nil
 }
 
 // mergeByID merges runs each in id order (and disjoint) into one in id

@@ -153,29 +153,13 @@ func reachChanged(before, after *Job) []string {
 
 // liveOfUID iterates the live jobs of uid with containers placed.
 func liveOfUID(txn *memdb.Txn, uid int) ([]*Job, error) {
-	it, err := txn.Get(tableJobs, "live_uid", uid)
-	if err != nil {
-		return nil, err
-	}
-	var out []*Job
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Job))
-	}
-	return out, nil
+	return jobsBy(txn, "live_uid", uid)
 }
 
 // ReachJobsOfUID returns the live jobs of user uid with a container
 // that has a routed address, in id order.
-func (v *Snapshot) ReachJobsOfUID(uid int) []*Job {
-	it, err := v.txn.Get(tableJobs, "reach_uid", uid)
-	if err != nil {
-		panic(err)
-	}
-	var out []*Job
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Job))
-	}
-	return out
+func (v *jobReads) ReachJobsOfUID(uid int) []*Job {
+	return slices.Collect(v.each("reach_uid", uid))
 }
 
 // queued reports whether j counts against the queue limits
@@ -286,7 +270,7 @@ func rebuildQueueCounts(txn *memdb.Txn, d Dump) error {
 	return nil
 }
 
-func (v *Snapshot) queueCount(key string) queueCount {
+func (v *jobReads) queueCount(key string) queueCount {
 	raw, err := v.txn.First(tableQueueCounts, "id", key)
 	if err != nil {
 		panic(err)
@@ -450,16 +434,8 @@ func rebuildNodeIndex(txn *memdb.Txn, d Dump, index uint64) error {
 // NodeJobs returns the jobs that have not ended with a container placed
 // on node, in id order: what the node's assignments come from. Its cost
 // follows those jobs alone, whatever else the state holds.
-func (v *Snapshot) NodeJobs(node string) []*Job {
-	it, err := v.txn.Get(tableJobs, "node", node)
-	if err != nil {
-		panic(err)
-	}
-	var out []*Job
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Job))
-	}
-	return out
+func (v *jobReads) NodeJobs(node string) []*Job {
+	return slices.Collect(v.each("node", node))
 }
 
 // NodeIndex is the index a node's assignments answer carries: the raft
@@ -469,7 +445,7 @@ func (v *Snapshot) NodeJobs(node string) []*Job {
 // jobs do. (A name no node was ever registered under has no row of its
 // own: its watch is a parent's and fires on other nodes' changes too,
 // waking its query for nothing.)
-func (v *Snapshot) NodeIndex(node string) (uint64, memdb.WatchSet) {
+func (v *jobReads) NodeIndex(node string) (uint64, memdb.WatchSet) {
 	ws := memdb.NewWatchSet()
 	ch, raw, err := v.txn.FirstWatch(tableNodeIndex, "id", node)
 	if err != nil {
@@ -496,7 +472,7 @@ func (v *Snapshot) NodeIndex(node string) (uint64, memdb.WatchSet) {
 
 // JobsIn returns the jobs in any of states (each named once), in id
 // order: each state's run of the index is in id order, merged here.
-func (v *Snapshot) JobsIn(states ...lifecycle.JobState) []*Job {
+func (v *jobReads) JobsIn(states ...lifecycle.JobState) []*Job {
 	runs := make([][]*Job, 0, len(states))
 	n := 0
 	for _, st := range states {
@@ -532,29 +508,21 @@ func (v *Snapshot) JobsIn(states ...lifecycle.JobState) []*Job {
 
 // LiveJobs returns the jobs that have not ended, in id order: what the
 // scheduler plans with, whatever number of ended jobs wait to be purged.
-func (v *Snapshot) LiveJobs() []*Job { return v.JobsIn(liveStates...) }
+func (v *jobReads) LiveJobs() []*Job { return v.JobsIn(liveStates...) }
 
 // JobsOf returns user's jobs (by name), in id order.
-func (v *Snapshot) JobsOf(user string) []*Job {
-	it, err := v.txn.Get(tableJobs, "user", user)
-	if err != nil {
-		panic(err)
-	}
-	var out []*Job
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Job))
-	}
-	return out
+func (v *jobReads) JobsOf(user string) []*Job {
+	return slices.Collect(v.each("user", user))
 }
 
 // QueuedOf is how many jobs uid has queued (PENDING or HELD; a job
 // array once): one lookup, whatever the queue holds.
-func (v *Snapshot) QueuedOf(uid int) int { return v.queueCount(uidKey(uid)).N }
+func (v *jobReads) QueuedOf(uid int) int { return v.queueCount(uidKey(uid)).N }
 
 // QueuedInputOf is how many bytes of job text (jobspec.Job.InputSize)
 // uid's queued jobs hold together: one lookup.
-func (v *Snapshot) QueuedInputOf(uid int) int { return v.queueCount(uidKey(uid)).Bytes }
+func (v *jobReads) QueuedInputOf(uid int) int { return v.queueCount(uidKey(uid)).Bytes }
 
 // Queued is how many jobs all users have queued (PENDING or HELD; a job
 // array once, by its own row).
-func (v *Snapshot) Queued() int { return v.queueCount(totalKey).N }
+func (v *jobReads) Queued() int { return v.queueCount(totalKey).N }

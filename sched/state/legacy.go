@@ -76,7 +76,7 @@ func (c *Container) UnmarshalJSON(b []byte) error {
 	*c = Container(w.containerPlain)
 	if r := w.Resources; r != nil {
 		if c.CPUMilli == 0 {
-			c.CPUMilli = units.Millicores(r.CPU)
+			c.CPUMilli = units.MilliCPU(r.CPU)
 		}
 		if c.Memory == 0 {
 			c.Memory = r.Memory
@@ -311,6 +311,8 @@ func (o *v10Command) command() (Command, error) {
 		c.Act = MailSent{Mailed: o.Mailed}
 	case CmdTouch:
 		c.Act = Touch{}
+	case CmdAdoptEnd:
+		c.Act = AdoptEnd{}
 	default:
 		return c, fmt.Errorf("raft entry of schema %d: %w %q", o.Version, ErrUnknownKind, o.Kind)
 	}

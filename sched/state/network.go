@@ -15,7 +15,10 @@ const (
 )
 
 // MaxSessionSize is how many containers a /24 session network holds
-// (.1 is the gateway/bridge, .255 broadcast).
+// (.1 is the gateway/bridge, .255 broadcast): jobspec.MaxClusterSize,
+// which submission refuses a larger job by, with the setting's place in
+// the job file. Apply keeps the check for entries logged before
+// submission knew the bound: it refused those, and a replay must too.
 const MaxSessionSize = 253
 
 // sessionNetwork gives job id its network and each container its address

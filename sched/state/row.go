@@ -385,6 +385,14 @@ type ContainerUpdate struct {
 	Reach string `json:"reach,omitempty"`
 	// Session is the session id of the job the node runs it for.
 	Session string `json:"session,omitempty"`
+	// Started is, on a final update, when the container started on the
+	// node (zero: unknown).
+	Started time.Time `json:"started,omitzero"`
+	// Job is, on a running update that announces a container schedd
+	// does not assign during the adoption window after a restore, the
+	// node's copy of its job as a row (what schedd assigned it): schedd
+	// adopts a job submitted after the backup from it.
+	Job *Job `json:"job,omitempty"`
 }
 
 // Token is a bearer token's record (its secret's SHA-256, hex, never the
@@ -410,6 +418,7 @@ type DeviceUse struct {
 // EndedRun is a job's ended run as the accounting store holds it (what
 // a restore ends a job with).
 type EndedRun struct {
+	ID         uint64
 	State      lifecycle.JobState
 	Reason     string
 	ExitCode   int

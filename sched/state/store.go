@@ -116,15 +116,31 @@ func (s *Store) raiseSchema(v int) {
 	}
 }
 
-// Snapshot is a consistent read-only view.
+// Snapshot is a consistent read-only view. Its reads are in three rooms
+// on one read transaction: the rows by their ids, the indexes and what
+// derives from the whole state are its own; the jobs by node, user,
+// state, array and queue counts are jobReads' (index.go, each.go,
+// array.go); the tokens and servers are credentialReads' (tokens.go).
 type Snapshot struct {
+	jobReads
+	credentialReads
 	txn    *memdb.Txn
 	schema int
 }
 
+// jobReads are a snapshot's reads of jobs by an index other than their
+// id: by node, user, uid and state, as iterators, an array's elements,
+// and the queue counts.
+type jobReads struct{ txn *memdb.Txn }
+
+// credentialReads are a snapshot's reads of the API's tokens and of the
+// raft servers' API addresses.
+type credentialReads struct{ txn *memdb.Txn }
+
 // Snapshot opens a read view.
 func (s *Store) Snapshot() *Snapshot {
-	return &Snapshot{txn: s.db.Txn(false), schema: int(s.schema.Load())}
+	txn := s.db.Txn(false)
+	return &Snapshot{jobReads: jobReads{txn}, credentialReads: credentialReads{txn}, txn: txn, schema: int(s.schema.Load())}
 }
 
 // Schema is the schema version the state is in: the highest of the

@@ -42,7 +42,7 @@ func putServer(txn *memdb.Txn, s *Server) error {
 }
 
 // Tokens lists the token records by id.
-func (v *Snapshot) Tokens() []*Token {
+func (v *credentialReads) Tokens() []*Token {
 	it, err := v.txn.Get(tableTokens, "id")
 	if err != nil {
 		panic(err)
@@ -55,7 +55,7 @@ func (v *Snapshot) Tokens() []*Token {
 }
 
 // TokenByHash finds the token whose secret hashes to hash (hex).
-func (v *Snapshot) TokenByHash(hash string) *Token {
+func (v *credentialReads) TokenByHash(hash string) *Token {
 	raw, err := v.txn.First(tableTokens, "hash", hash)
 	if err != nil || raw == nil {
 		return nil
@@ -64,7 +64,7 @@ func (v *Snapshot) TokenByHash(hash string) *Token {
 }
 
 // Token finds a token by id.
-func (v *Snapshot) Token(id string) *Token {
+func (v *credentialReads) Token(id string) *Token {
 	raw, err := v.txn.First(tableTokens, "id", id)
 	if err != nil || raw == nil {
 		return nil
@@ -73,7 +73,7 @@ func (v *Snapshot) Token(id string) *Token {
 }
 
 // Servers lists the raft servers' API addresses.
-func (v *Snapshot) Servers() []*Server {
+func (v *credentialReads) Servers() []*Server {
 	it, err := v.txn.Get(tableServers, "id")
 	if err != nil {
 		panic(err)
@@ -86,7 +86,7 @@ func (v *Snapshot) Servers() []*Server {
 }
 
 // ServerAPI is the API address of raft server id ("" unknown).
-func (v *Snapshot) ServerAPI(id string) string {
+func (v *credentialReads) ServerAPI(id string) string {
 	raw, err := v.txn.First(tableServers, "id", id)
 	if err != nil || raw == nil {
 		return ""

@@ -12,5 +12,6 @@ partition "cpu" {
   user_limits {
     max_jobs   = 0
     max_memory = "lots"
+    max_cpu    = 0.005
   }
 }
