@@ -382,7 +382,7 @@ func (s *lifecycle) commitSubmits(jobs []*state.Job) ([]state.Submitted, error) 
 		if err != nil {
 			return []state.Submitted{{Err: err}}, nil
 		}
-		return []state.Submitted{{ID: v.(uint64)}}, nil
+		return []state.Submitted{{ID: v.([]uint64)[0]}}, nil
 	}
 	v, err := s.apply(ctx, state.Command{Act: state.Submit{Jobs: jobs, Each: true}})
 	if err != nil {
