@@ -172,22 +172,23 @@ func (s *lifecycle) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) 
 			return api.Job{}, 0, err
 		}
 	}
+	on := state.JobRef{ID: ref.ID}
+	if ref.Element {
+		i := ref.Index
+		on.Index = &i
+	}
 	var c state.Command
 	switch op {
 	case httpapi.Kill, httpapi.KillDone:
-		c = state.Command{Kind: state.CmdKill, Kill: ref.ID, KillDone: op == httpapi.KillDone}
+		c = state.Command{Act: state.Kill{Job: on, Done: op == httpapi.KillDone}}
 	case httpapi.Hold:
-		c = state.Command{Kind: state.CmdHold, Hold: ref.ID}
+		c = state.Command{Act: state.Hold{Job: on}}
 	case httpapi.Release:
-		c = state.Command{Kind: state.CmdRelease, Release: ref.ID}
+		c = state.Command{Act: state.Release{Job: on}}
 	case httpapi.Suspend, httpapi.Resume:
 		return s.suspendControl(ctx, op, ref)
 	default:
 		return api.Job{}, 0, fmt.Errorf("%w: no job operation %q", ErrInvalid, op)
-	}
-	if ref.Element {
-		i := ref.Index
-		c.Index = &i
 	}
 	v, err := s.apply(ctx, c)
 	if err != nil {
@@ -199,9 +200,11 @@ func (s *lifecycle) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) 
 }
 
 // suspendControl suspends the job ref names (its containers frozen, its
-// CPUs and GPUs free for others; state.CmdSuspend) or asks that a
-// suspended one resume (state.CmdResume: it does once its CPUs and GPUs
-// are free again). The route lets admins only.
+// CPUs and GPUs free for others; state.Suspend) or asks that a
+// suspended one resume (state.Resume: it does once its CPUs and GPUs
+// are free again). The route lets admins only. While a schedd of the
+// previous release is in the cluster neither can be written, and both
+// are refused (writable).
 func (s *lifecycle) suspendControl(ctx context.Context, op httpapi.Op, ref api.JobRef) (api.Job, uint64, error) {
 	id, err := s.JobRow(ref)
 	if err != nil {
@@ -211,12 +214,14 @@ func (s *lifecycle) suspendControl(ctx context.Context, op httpapi.Op, ref api.J
 	if who, ok := caller(ctx); ok && who.User != "" {
 		by = who.User
 	}
-	c := state.Command{Kind: state.CmdSuspend, By: by,
-		Suspend: &state.Suspend{JobID: id, Reason: "suspended by " + by}}
+	var act state.Act = state.Suspend{Job: id, By: by, Reason: "suspended by " + by}
 	if op == httpapi.Resume {
-		c.Kind = state.CmdResume
+		act = state.Resume{Job: id}
 	}
-	v, err := s.apply(ctx, c)
+	if err := s.writable(act); err != nil {
+		return api.Job{}, 0, err
+	}
+	v, err := s.apply(ctx, state.Command{Act: act})
 	if err != nil {
 		return api.Job{}, 0, err
 	}
@@ -226,7 +231,7 @@ func (s *lifecycle) suspendControl(ctx context.Context, op httpapi.Op, ref api.J
 }
 
 // SignalJob records a signal for the job ref names (bkill -s; see
-// state.CmdSignal): its owner or an admin may. It answers the state
+// state.SignalJob): its owner or an admin may. It answers the state
 // index as Control does.
 func (s *lifecycle) SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, uint64, error) {
 	id, err := s.JobRow(ref)
@@ -242,7 +247,7 @@ func (s *lifecycle) SignalJob(ctx context.Context, ref api.JobRef, req api.Signa
 	if err != nil {
 		return api.Job{}, 0, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdSignal, Signal: &state.Signal{JobID: id, Signal: int(sig), Host: req.Host}})
+	v, err := s.apply(ctx, state.Command{Act: state.SignalJob{Signal: &state.Signal{JobID: id, Signal: int(sig), Host: req.Host}}})
 	if err != nil {
 		return api.Job{}, 0, err
 	}

@@ -2,16 +2,20 @@ package sched
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/troupe-hpc/troupe/sched/core"
+	"github.com/troupe-hpc/troupe/sched/fault"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // The leader's part in gang suspension and warning signals (see
 // sched/state/suspend.go): each pass sends the warnings that are due
-// (CmdWarn) and resumes the suspended jobs asked to resume whose CPUs
-// and GPUs are free again on their nodes (CmdResumed). Both are the
+// (state.Warn) and resumes the suspended jobs asked to resume whose CPUs
+// and GPUs are free again on their nodes (state.Resumed). Neither is
+// written while a schedd of the previous release is in the cluster (a
+// rolling upgrade): the pass defers them until it has left. Both are the
 // loop's, one pass after another, so that a resume never takes what a
 // plan of the same moment gives to another job.
 
@@ -19,12 +23,35 @@ import (
 // and have not had it this run, now (why: "walltime", or the job
 // preempting them). Preemption calls it on the victims it chooses: their
 // grace counts from the signal (state.Job.Warned), then it stops them.
+// While the cluster's schema is older than the act's it sends nothing
+// and answers an error that is state.ErrOlderSchema.
 func (s *scheduler) warnNow(ctx context.Context, ids []uint64, why string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := s.apply(ctx, state.Command{Kind: state.CmdWarn, Warn: &state.Warn{Jobs: ids, Why: why}})
+	act := state.Warn{Jobs: ids, Why: why}
+	if err := s.writable(act); err != nil {
+		return err
+	}
+	_, err := s.apply(ctx, state.Command{Act: act})
 	return err
+}
+
+// writable refuses act while the cluster's schema is older than the
+// first one whose entries carry it (state.ActSchema): a schedd of the
+// previous release, in the middle of a rolling upgrade, would stop at
+// an entry it cannot read. The error is a conflict (state.ErrConflict)
+// and state.ErrOlderSchema.
+func (s *replica) writable(act state.Act) error {
+	need := state.ActSchema(act)
+	if s.raft == nil || need <= state.OldestSchema {
+		return nil
+	}
+	if have := s.raft.WriteSchema(); have < need {
+		return fmt.Errorf("%w: %w: %s needs every schedd of the cluster to read schema %d, and one reads %d only; finish the rolling upgrade first",
+			fault.ErrConflict, state.ErrOlderSchema, act.Kind(), need, have)
+	}
+	return nil
 }
 
 // resumable lists the suspended jobs asked to resume whose containers
@@ -110,9 +137,13 @@ func devicesFree(n *core.Node, want map[int]float64) bool {
 // suspendPass commits what a pass owes the suspended and warned jobs:
 // the warnings due at now, then the resumes that fit. It answers
 // whether it committed anything (the pass then ends there), false with
-// an error when a commit failed, and when the next warning is due.
+// an error when a commit failed, and when the next warning is due. While
+// the cluster's schema is older than its acts' it does nothing.
 func (s *scheduler) suspendPass(ctx context.Context, v *state.Snapshot, now time.Time) (committed bool, next time.Time, err error) {
 	due, next := v.Warnings(now)
+	if s.writable(state.Warn{}) != nil {
+		return false, time.Time{}, nil // deferred: the pass after the upgrade sends what is due then
+	}
 	if len(due) > 0 {
 		if err := s.warnNow(ctx, due, "walltime"); err != nil {
 			return false, next, err
@@ -120,7 +151,7 @@ func (s *scheduler) suspendPass(ctx context.Context, v *state.Snapshot, now time
 		return true, next, nil
 	}
 	if ids := resumable(v, s.nodes.open(v)); len(ids) > 0 {
-		if _, err := s.apply(ctx, state.Command{Kind: state.CmdResumed, Resumed: ids}); err != nil {
+		if _, err := s.apply(ctx, state.Command{Act: state.Resumed{Jobs: ids}}); err != nil {
 			return false, next, err
 		}
 		return true, next, nil

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -26,31 +25,33 @@ func TestSuspendedHoldsMemoryOnly(t *testing.T) {
 		c.Time, c.Version = t0.Add(time.Duration(idx)*time.Second), state.SchemaVersion
 		v, err := st.Apply(idx, c)
 		if err != nil {
-			t.Fatalf("%s: %v", c.Kind, err)
+			t.Fatalf("%s: %v", c.Kind(), err)
 		}
 		return v
 	}
-	capacity := api.Resources{CPUMilli: 4000, Memory: 16 << 30, GPU: 1}
-	apply(state.Command{Kind: state.CmdRegister, Register: &state.Node{Name: "n1", Addr: "10.0.0.1", Capacity: capacity}})
-	submit := func(cpu float64, mem int64, gpu float64) uint64 {
-		c := jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1, Resources: jobspec.Resources{CPU: cpu, Memory: mem, GPU: gpu}}
-		j := &state.Job{Name: "j", Partition: "default", Containers: []state.Container{state.NewContainer(c, "k")}}
-		j.Spec.Resources = c.Resources
-		return apply(state.Command{Kind: state.CmdSubmit, Submit: j}).(uint64)
+	capacity := state.Resources{CPUMilli: 4000, Memory: 16 << 30, GPU: 1}
+	apply(state.Command{Act: state.Register{Node: &state.Node{Name: "n1", Addr: "10.0.0.1", Capacity: capacity}}})
+	submit := func(milli int64, mem int64, gpu float64) uint64 {
+		c := state.Container{Host: "main1", Role: state.RoleMain, Idx: 1, KernelID: "k", CPUMilli: milli, Memory: mem, GPU: gpu, State: api.ContainerPending}
+		j := &state.Job{Name: "j", Partition: "default", State: api.JobPending, Containers: []state.Container{c}}
+		return apply(state.Command{Act: state.Submit{Jobs: []*state.Job{j}}}).([]uint64)[0]
 	}
-	running := func(id uint64, gpus []api.GPUShare) {
-		apply(state.Command{Kind: state.CmdPlan, Plan: &state.Plan{Placements: []state.Placement{{JobID: id, Nodes: []string{"n1"}, GPUs: [][]api.GPUShare{gpus}}}}})
-		apply(state.Command{Kind: state.CmdReport, Report: &state.Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerRunning}}}})
+	report := func(id uint64, s api.ContainerState) {
+		apply(state.Command{Act: state.Reports{Reports: []state.Report{{Node: "n1", Updates: []state.ContainerUpdate{{JobID: id, Host: "main1", State: s}}}}}})
 	}
-	whole := []api.GPUShare{{Device: 0, Share: 1}}
+	running := func(id uint64, gpus []state.GPUShare) {
+		apply(state.Command{Act: state.Place{Plan: &state.Plan{Placements: []state.Placement{{JobID: id, Nodes: []string{"n1"}, GPUs: [][]state.GPUShare{gpus}}}}}})
+		report(id, api.ContainerRunning)
+	}
+	whole := []state.GPUShare{{Device: 0, Share: 1}}
 	node := core.Node{Name: "n1", Capacity: toCore(capacity), Free: toCore(capacity), Devices: []core.Device{{ID: 0, Free: 1}}}
 	now := func() time.Time { return t0.Add(time.Duration(idx) * time.Second) }
 
-	j1 := submit(4, 10<<30, 1)
+	j1 := submit(4000, 10<<30, 1)
 	running(j1, whole)
-	apply(state.Command{Kind: state.CmdSuspend, Suspend: &state.Suspend{JobID: j1, Reason: "test"}})
-	j2 := submit(4, 4<<30, 1)
-	j3 := submit(1, 8<<30, 0)
+	apply(state.Command{Act: state.Suspend{Job: j1, Reason: "test"}})
+	j2 := submit(4000, 4<<30, 1)
+	j3 := submit(1000, 8<<30, 0)
 
 	snap := coreSnapshot(st.Snapshot(), []core.Node{node}, now())
 	if f := snap.Nodes[0].Free; f.CPUMilli != 4000 || f.GPU != 1 || f.Memory != 6<<30 {
@@ -61,15 +62,15 @@ func TestSuspendedHoldsMemoryOnly(t *testing.T) {
 		t.Fatalf("placements %+v: want job %d alone (job %d does not fit the memory left)", plan.Placements, j2, j3)
 	}
 	running(j2, whole)
-	apply(state.Command{Kind: state.CmdResume, Suspend: &state.Suspend{JobID: j1}})
+	apply(state.Command{Act: state.Resume{Job: j1}})
 	if ids := resumable(st.Snapshot(), []core.Node{node}); len(ids) != 0 {
 		t.Fatalf("resumable while job %d holds its CPUs and GPU: %v", j2, ids)
 	}
-	apply(state.Command{Kind: state.CmdReport, Report: &state.Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: j2, Host: "main1", State: api.ContainerExited}}}})
+	report(j2, api.ContainerExited)
 	if ids := resumable(st.Snapshot(), []core.Node{node}); len(ids) != 1 || ids[0] != j1 {
 		t.Fatalf("resumable once job %d ended: %v, want [%d]", j2, ids, j1)
 	}
-	apply(state.Command{Kind: state.CmdResumed, Resumed: []uint64{j1}})
+	apply(state.Command{Act: state.Resumed{Jobs: []uint64{j1}}})
 	snap = coreSnapshot(st.Snapshot(), []core.Node{node}, now())
 	if f := snap.Nodes[0].Free; f.CPUMilli != 0 || f.GPU != 0 || f.Memory != 6<<30 {
 		t.Errorf("free once resumed: %+v; want job %d's CPUs and GPU taken again", f, j1)

@@ -409,6 +409,10 @@ const (
 	schemaFresh = 5 * time.Second
 )
 
+// WriteSchema is the schema version of the entries this leader writes
+// now: an act of a newer schema (state.ActSchema) cannot be written yet.
+func (l *Log) WriteSchema() int { return l.writeSchema(time.Now()) }
+
 // writeSchema is the schema version of the entries this leader writes
 // now.
 func (l *Log) writeSchema(now time.Time) int {

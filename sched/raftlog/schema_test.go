@@ -90,7 +90,7 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 		eventually.NoError(t, 10*time.Second, "a write through the leader", func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			_, err := logs[leader()].Apply(ctx, state.Command{Kind: state.CmdTouch, Time: time.Now()})
+			_, err := logs[leader()].Apply(ctx, state.Command{Time: time.Now(), Act: state.Touch{}})
 			return err
 		})
 	}
@@ -103,6 +103,14 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 		if v := st.Snapshot().Schema(); v != state.OldestSchema {
 			t.Fatalf("peer s%d applied entries of schema %d with a peer of the previous release in the cluster, want %d", i+1, v, state.OldestSchema)
 		}
+	}
+	// Meanwhile an act of the newest schema has no entry the stand-in
+	// reads: the leader says so (WriteSchema) and cannot write one.
+	if v := logs[leader()].WriteSchema(); v != state.OldestSchema {
+		t.Errorf("the leader writes schema %d with a peer of the previous release in the cluster, want %d", v, state.OldestSchema)
+	}
+	if _, err := logs[leader()].Apply(context.Background(), state.Command{Time: time.Now(), Act: state.Warn{Jobs: []uint64{1}}}); !errors.Is(err, state.ErrOlderSchema) {
+		t.Errorf("a warn act written for a peer of the previous release: %v, want ErrOlderSchema", err)
 	}
 	// The stand-in is upgraded: this release, which tells its schema.
 	if err := logs[2].Close(); err != nil {

@@ -5,53 +5,106 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
+	"golang.org/x/sys/unix"
 
-	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // Gang suspension and the warning signal.
 //
-// A running job is suspended whole (CmdSuspend): its nodelets freeze
-// every container of its session through the cgroup freezer, its CPUs
-// and GPUs count as free for other jobs while its memory stays held, and
-// its walltime does not run (Job.SuspendedFor). A resume (CmdResume) is
-// a wish: the leader resumes the job (CmdResumed) once its CPUs and GPUs
-// on its own nodes are free again, so that no node is ever promised
-// twice.
+// A running job is suspended whole (Suspend): its nodelets freeze every
+// container of its session through the cgroup freezer, its CPUs and
+// GPUs count as free for other jobs while its memory stays held, and its
+// walltime does not run (Job.SuspendedFor). A resume (Resume) is a
+// wish: the leader resumes the job (Resumed) once its CPUs and GPUs on
+// its own nodes are free again, so that no node is ever promised twice.
 //
-// A job whose file asks for a warning signal (jobspec.Warning) gets it
-// once a run (CmdWarn, Job.Warned): its Before ahead of the end of its
-// walltime, or at once when it is chosen to be preempted. The warning
-// is one more signal request of the job, delivered by its nodelets as
-// bkill -s's are; Warned keeps a new leader from sending it again.
+// A job whose file asks for a warning signal (Spec.Signal) gets it once
+// a run (Warn, Job.Warned): its Before ahead of the end of its walltime,
+// or at once when it is chosen to be preempted. The warning is one more
+// signal request of the job, delivered by its nodelets as bkill -s's
+// are; Warned keeps a new leader from sending it again.
+//
+// The four acts are schema 11's (ActSchema): the leader proposes none
+// while a peer of an older release reads the log.
 
-// Command kinds of suspension and warnings.
-const (
-	CmdSuspend = "suspend" // freeze a running job's containers (badmin suspend, scontrol suspend, preemption)
-	CmdResume  = "resume"  // ask that a suspended job resume (it does once its CPUs and GPUs are free)
-	CmdResumed = "resumed" // the leader: these suspended jobs have their CPUs and GPUs again; thaw them
-	CmdWarn    = "warn"    // the leader: send these jobs' warning signals
-)
-
-// Suspend names the job of a CmdSuspend or CmdResume and why.
+// Suspend freezes running job Job's containers (badmin jsuspend,
+// scontrol suspend, preemption). Apply answers the job.
 type Suspend struct {
-	JobID  uint64 `json:"job_id"`
+	Job    uint64 `json:"job"`
 	Reason string `json:"reason,omitempty"`
-	// Resume, on a CmdSuspend: resume the job by itself as soon as its
-	// CPUs and GPUs are free again (a preempted job's, once the job
-	// that took them ends).
+	// Resume: resume the job by itself as soon as its CPUs and GPUs are
+	// free again (a preempted job's, once the job that took them ends).
 	Resume bool `json:"resume,omitempty"`
+	// By is who asked (an admin's name; empty: schedd).
+	By      string  `json:"by,omitempty"`
+	Request Request `json:"request,omitzero"`
 }
 
-// Warn lists the jobs a CmdWarn warns, and why ("walltime" or the
-// preempting job).
+// Resume asks that suspended job Job resume (badmin jresume, scontrol
+// resume): it does once its CPUs and GPUs are free (Resumed). Apply
+// answers the job.
+type Resume struct {
+	Job     uint64  `json:"job"`
+	Request Request `json:"request,omitzero"`
+}
+
+// Resumed thaws suspended jobs whose CPUs and GPUs are free again (the
+// leader).
+type Resumed struct {
+	Jobs []uint64 `json:"jobs"`
+}
+
+// Warn sends the warning signals of jobs (the leader, at its walltime's
+// warning time or as preemption chooses them), and says why ("walltime"
+// or the preempting job).
 type Warn struct {
 	Jobs []uint64 `json:"jobs"`
 	Why  string   `json:"why,omitempty"`
+}
+
+// Suspension is a running job's gang suspension (its row's Suspended).
+type Suspension struct {
+	// Since is when it was suspended.
+	Since time.Time `json:"since"`
+	// Reason says why: an admin's request, or the job that preempted it.
+	Reason string `json:"reason,omitempty"`
+	// By is who asked (an admin's name, or "schedd").
+	By string `json:"by,omitempty"`
+	// ResumeWanted: the job resumes as soon as its CPUs and GPUs on its
+	// nodes are free again.
+	ResumeWanted bool `json:"resume_wanted,omitempty"`
+}
+
+// Warning is the signal a job asks for before it is stopped (its Spec's
+// Signal), as admission checked it: Signal, sent Before its walltime
+// ends (and at once when it is chosen to be preempted), to main1 alone
+// or, To WarnAll, to every container. Its JSON is the job file's.
+type Warning struct {
+	// Signal is the signal's name without SIG, upper case ("USR1"), or
+	// its number ("10").
+	Signal string        `json:"name"`
+	Before time.Duration `json:"before"`
+	To     string        `json:"to,omitempty"`
+}
+
+// WarnAll sends a warning signal to every container (Warning.To); any
+// other To sends it to main1 alone.
+const WarnAll = "all"
+
+// number is w's signal's number, 0 when it names none.
+func (w *Warning) number() int {
+	if n, err := strconv.Atoi(w.Signal); err == nil {
+		if n < 1 || n > 64 {
+			return 0
+		}
+		return n
+	}
+	return int(unix.SignalNum("SIG" + w.Signal))
 }
 
 // ErrNotSuspendable marks a job that cannot be suspended or resumed now
@@ -69,12 +122,10 @@ func notSuspendable(format string, args ...any) error {
 	return &suspendError{msg: fmt.Sprintf(format, args...)}
 }
 
-// suspendJob suspends running job s.JobID for by at now.
-func suspendJob(txn *memdb.Txn, index uint64, now time.Time, s *Suspend, by string) (*Job, error) {
-	if s == nil {
-		return nil, errors.New("suspend command without a job")
-	}
-	j, err := getJob(txn, s.JobID)
+// suspendJob suspends running job s.Job for s.By at now. Preemption's
+// act may call it on a victim in its own transaction.
+func suspendJob(txn *memdb.Txn, index uint64, now time.Time, s Suspend) (*Job, error) {
+	j, err := getJob(txn, s.Job)
 	if err != nil {
 		return nil, err
 	}
@@ -87,19 +138,20 @@ func suspendJob(txn *memdb.Txn, index uint64, now time.Time, s *Suspend, by stri
 		return nil, notSuspendable("job %d is already suspended (since %s)", j.ID, j.Suspended.Since.UTC().Format(time.RFC3339))
 	case j.KillWanted:
 		return nil, notSuspendable("job %d is being stopped", j.ID)
-	case j.State != api.JobRunning:
+	case j.State != lifecycle.JobRunning:
 		return nil, notSuspendable("job %d is %s: only a running job can be suspended (hold a pending one)", j.ID, j.State)
 	}
+	by := s.By
 	if by == "" {
 		by = "schedd"
 	}
-	j.Suspended = &api.Suspension{Since: now, Reason: s.Reason, By: by, ResumeWanted: s.Resume}
+	j.Suspended = &Suspension{Since: now, Reason: s.Reason, By: by, ResumeWanted: s.Resume}
 	j.ModifyIndex = index
 	return j, txn.Insert(tableJobs, j)
 }
 
 // resumeWanted asks that suspended job id resume: the leader resumes it
-// (CmdResumed) once its CPUs and GPUs are free.
+// (Resumed) once its CPUs and GPUs are free.
 func resumeWanted(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 	j, err := getJob(txn, id)
 	if err != nil {
@@ -156,10 +208,7 @@ func newRun(j *Job) {
 
 // warn records the warning signal of each job in w that asks for one
 // and has not had it this run.
-func warn(txn *memdb.Txn, index uint64, now time.Time, w *Warn) error {
-	if w == nil {
-		return errors.New("warn command without jobs")
-	}
+func warn(txn *memdb.Txn, index uint64, now time.Time, w Warn) error {
 	for _, id := range w.Jobs {
 		j, err := getJob(txn, id)
 		if err != nil {
@@ -182,19 +231,19 @@ func warn(txn *memdb.Txn, index uint64, now time.Time, w *Warn) error {
 // (in the transaction that chooses it) before its grace begins.
 func warnJob(j *Job, now time.Time) bool {
 	w := j.Spec.Signal
-	if w == nil || !j.Warned.IsZero() || j.State != api.JobRunning || j.KillWanted || j.Array != nil {
+	if w == nil || !j.Warned.IsZero() || j.State != lifecycle.JobRunning || j.KillWanted || j.Array != nil {
 		return false
 	}
-	sig, err := api.ParseSignal(w.Signal)
-	if err != nil {
+	sig := w.number()
+	if sig == 0 {
 		return false // admission checked it: a row from elsewhere
 	}
 	host := ""
-	if w.To != jobspec.WarnAll {
+	if w.To != WarnAll {
 		host = mainHost(j)
 	}
-	j.Signals = append(slices.Clip(j.Signals), api.SignalRequest{
-		Seq: uint64(len(j.Signals)) + 1, Signal: int(sig), Host: host, Time: now,
+	j.Signals = append(slices.Clip(j.Signals), SignalRequest{
+		Seq: uint64(len(j.Signals)) + 1, Signal: sig, Host: host, Time: now,
 	})
 	j.Warned = now
 	return true
@@ -203,7 +252,7 @@ func warnJob(j *Job, now time.Time) bool {
 // mainHost is j's main1's host name.
 func mainHost(j *Job) string {
 	for _, c := range j.Containers {
-		if c.Role == jobspec.RoleMain && c.Idx == 1 {
+		if c.Role == RoleMain && c.Idx == 1 {
 			return c.Host
 		}
 	}
@@ -217,7 +266,10 @@ func mainHost(j *Job) string {
 // the time it spent suspended; zero while it is suspended (its walltime
 // does not run), without a walltime or before it started.
 func (j *Job) Deadline() time.Time {
-	return api.Stopping(j.Started, j.Walltime, j.SuspendedFor, j.Suspended)
+	if j.Started.IsZero() || j.Walltime <= 0 || j.Suspended != nil {
+		return time.Time{}
+	}
+	return j.Started.Add(j.Walltime + j.SuspendedFor)
 }
 
 // WarnAt is when j's warning signal is due: its Before ahead of its
@@ -234,7 +286,7 @@ func (j *Job) WarnAt() time.Time {
 // Warnings lists the running jobs whose warning signal is due at now,
 // and the earliest time another one will be (zero: none).
 func (v *Snapshot) Warnings(now time.Time) (due []uint64, next time.Time) {
-	for _, j := range v.JobsIn(api.JobRunning) {
+	for _, j := range v.JobsIn(lifecycle.JobRunning) {
 		at := j.WarnAt()
 		switch {
 		case at.IsZero() || j.Array != nil:
@@ -250,7 +302,7 @@ func (v *Snapshot) Warnings(now time.Time) (due []uint64, next time.Time) {
 // Suspended lists the suspended jobs, longest suspended first.
 func (v *Snapshot) Suspended() []*Job {
 	var out []*Job
-	for _, j := range v.JobsIn(api.JobRunning) {
+	for _, j := range v.JobsIn(lifecycle.JobRunning) {
 		if j.Suspended != nil {
 			out = append(out, j)
 		}

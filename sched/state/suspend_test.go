@@ -1,27 +1,29 @@
 package state
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // running submits a session of n containers with walltime w on n1 and
 // reports every container running: job id, started at the last entry.
-func (h *harness) running(n int, w time.Duration, warn *jobspec.Warning) uint64 {
+func (h *harness) running(n int, w time.Duration, warn *Warning) uint64 {
 	h.t.Helper()
 	j := session(n)
 	j.Walltime, j.Spec.Signal = w, warn
-	id := h.apply(Command{Kind: CmdSubmit, Submit: j}).(uint64)
+	id := h.apply(Command{Act: Submit{Jobs: []*Job{j}}}).([]uint64)[0]
 	nodes := make([]string, n)
 	for i := range nodes {
 		nodes[i] = "n1"
 	}
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: nodes}}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: nodes}}}}})
 	for _, c := range h.job(id).Containers {
 		h.report("n1", id, c.Host, api.ContainerRunning, 0)
 	}
@@ -40,27 +42,27 @@ func TestSuspendResume(t *testing.T) {
 	id := h.running(2, 10*time.Second, nil)
 	started := h.job(id).Started
 
-	j := h.apply(Command{Kind: CmdSuspend, By: "root", Suspend: &Suspend{JobID: id, Reason: "suspended by root"}}).(*Job)
+	j := h.apply(Command{Act: Suspend{Job: id, By: "root", Reason: "suspended by root"}}).(*Job)
 	since := t0.Add(time.Duration(h.idx) * time.Second)
 	if j.Suspended == nil || j.Suspended.Since != since || j.Suspended.By != "root" || j.Suspended.ResumeWanted {
 		t.Fatalf("suspension %+v", j.Suspended)
 	}
-	if _, err := h.st.Apply(100, Command{Kind: CmdSuspend, Time: since, Suspend: &Suspend{JobID: id}}); !errors.Is(err, ErrNotSuspendable) || !errors.Is(err, ErrConflict) {
+	if _, err := h.st.Apply(100, Command{Version: SchemaVersion, Time: since, Act: Suspend{Job: id}}); !errors.Is(err, ErrNotSuspendable) || !errors.Is(err, ErrConflict) {
 		t.Errorf("suspending twice: %v", err)
 	}
 	// Long past its walltime by the clock, it is not late while suspended.
 	if late, next := h.st.Snapshot().Late(started.Add(time.Hour)); len(late) != 0 || !next.IsZero() {
 		t.Errorf("late while suspended: %v, next %v", late, next)
 	}
-	h.apply(Command{Kind: CmdTimeout, Timeout: []uint64{id}})
+	h.apply(Command{Act: Timeout{Jobs: []uint64{id}}})
 	if h.job(id).TimedOut {
 		t.Fatal("a suspended job timed out")
 	}
-	j = h.apply(Command{Kind: CmdResume, Suspend: &Suspend{JobID: id}}).(*Job)
+	j = h.apply(Command{Act: Resume{Job: id}}).(*Job)
 	if j.Suspended == nil || !j.Suspended.ResumeWanted {
 		t.Fatalf("resume asked: %+v (the leader resumes it once it fits)", j.Suspended)
 	}
-	h.apply(Command{Kind: CmdResumed, Resumed: []uint64{id}})
+	h.apply(Command{Act: Resumed{Jobs: []uint64{id}}})
 	got := h.job(id)
 	resumedAt := t0.Add(time.Duration(h.idx) * time.Second)
 	if got.Suspended != nil || got.SuspendedFor != resumedAt.Sub(since) {
@@ -76,16 +78,16 @@ func TestSuspendResume(t *testing.T) {
 	if late, _ := h.st.Snapshot().Late(got.Deadline()); len(late) != 1 {
 		t.Errorf("at the stretched walltime: late %v", late)
 	}
-	if _, err := h.st.Apply(101, Command{Kind: CmdResume, Time: resumedAt, Suspend: &Suspend{JobID: id}}); !errors.Is(err, ErrNotSuspendable) {
+	if _, err := h.st.Apply(101, Command{Version: SchemaVersion, Time: resumedAt, Act: Resume{Job: id}}); !errors.Is(err, ErrNotSuspendable) {
 		t.Errorf("resuming a running job: %v", err)
 	}
 
-	pending := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
-	if _, err := h.st.Apply(102, Command{Kind: CmdSuspend, Time: resumedAt, Suspend: &Suspend{JobID: pending}}); !errors.Is(err, ErrNotSuspendable) {
+	pending := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	if _, err := h.st.Apply(102, Command{Version: SchemaVersion, Time: resumedAt, Act: Suspend{Job: pending}}); !errors.Is(err, ErrNotSuspendable) {
 		t.Errorf("suspending a pending job: %v", err)
 	}
 	// The assignments and the view carry it.
-	h.apply(Command{Kind: CmdSuspend, Suspend: &Suspend{JobID: id}})
+	h.apply(Command{Act: Suspend{Job: id}})
 	if v := h.job(id); v.Suspended == nil || v.Suspended.By != "schedd" {
 		t.Errorf("suspension without a sender: %+v", v.Suspended)
 	}
@@ -98,12 +100,12 @@ func TestSuspendResume(t *testing.T) {
 }
 
 // TestWarnOnce: a job's warning signal falls due its Before ahead of its
-// walltime's end; CmdWarn adds it to the job's signal requests (to main1,
+// walltime's end; a Warn act adds it to the job's signal requests (to main1,
 // or to every container) once a run, whoever sends it again.
 func TestWarnOnce(t *testing.T) {
 	h := newHarness(t)
-	a := h.running(2, 6*time.Second, &jobspec.Warning{Signal: "USR1", Before: 3 * time.Second})
-	b := h.running(2, 6*time.Second, &jobspec.Warning{Signal: "TERM", Before: 2 * time.Second, To: jobspec.WarnAll})
+	a := h.running(2, 6*time.Second, &Warning{Signal: "USR1", Before: 3 * time.Second})
+	b := h.running(2, 6*time.Second, &Warning{Signal: "TERM", Before: 2 * time.Second, To: WarnAll})
 	c := h.running(1, 6*time.Second, nil)
 	ja, jb := h.job(a), h.job(b)
 	if at := ja.WarnAt(); at != ja.Started.Add(3*time.Second) {
@@ -117,8 +119,8 @@ func TestWarnOnce(t *testing.T) {
 	if len(due) != 2 {
 		t.Fatalf("due %v, want %d and %d", due, a, b)
 	}
-	h.apply(Command{Kind: CmdWarn, Warn: &Warn{Jobs: []uint64{a, b, c}, Why: "walltime"}})
-	h.apply(Command{Kind: CmdWarn, Warn: &Warn{Jobs: []uint64{a, b, c}, Why: "walltime"}}) // a new leader's repeat
+	h.apply(Command{Act: Warn{Jobs: []uint64{a, b, c}, Why: "walltime"}})
+	h.apply(Command{Act: Warn{Jobs: []uint64{a, b, c}, Why: "walltime"}}) // a new leader's repeat
 	ja, jb = h.job(a), h.job(b)
 	if len(ja.Signals) != 1 || ja.Signals[0].Signal != int(syscall.SIGUSR1) || ja.Signals[0].Host != "main1" || ja.Warned.IsZero() {
 		t.Errorf("a: signals %+v warned %v", ja.Signals, ja.Warned)
@@ -131,5 +133,40 @@ func TestWarnOnce(t *testing.T) {
 	}
 	if due, next := h.st.Snapshot().Warnings(jb.Started.Add(5 * time.Second)); len(due) != 0 || !next.IsZero() {
 		t.Errorf("after: due %v next %v", due, next)
+	}
+}
+
+// TestSuspendActsNeedSchema11: the suspension and warning acts read back
+// as themselves from an entry of schema 11, and have no entry in an
+// older schema (a peer of the previous release would refuse the kind):
+// writing one refuses by name.
+func TestSuspendActsNeedSchema11(t *testing.T) {
+	at := t0.Round(0)
+	for _, a := range []Act{
+		Suspend{Job: 3, Reason: "suspended by root", Resume: true, By: "root", Request: Request{ID: "r", By: "root"}},
+		Resume{Job: 3, Request: Request{ID: "q"}},
+		Resumed{Jobs: []uint64{3, 4}},
+		Warn{Jobs: []uint64{3}, Why: "walltime"},
+	} {
+		if v := ActSchema(a); v != 11 {
+			t.Errorf("%s: schema %d", a.Kind(), v)
+		}
+		b, err := json.Marshal(Command{Version: SchemaVersion, Time: at, Act: a})
+		if err != nil {
+			t.Fatalf("%s: %v", a.Kind(), err)
+		}
+		var back Command
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%s: %v: %s", a.Kind(), err, b)
+		}
+		if !reflect.DeepEqual(back.Act, a) || !back.Time.Equal(at) {
+			t.Errorf("%s reads back as %#v, want %#v", a.Kind(), back.Act, a)
+		}
+		for _, v := range []int{OldestSchema, SchemaVersion - 1} {
+			_, err := json.Marshal(Command{Version: v, Time: at, Act: a})
+			if !errors.Is(err, ErrOlderSchema) || !strings.Contains(err.Error(), a.Kind()) {
+				t.Errorf("%s in schema %d: %v, want ErrOlderSchema naming it", a.Kind(), v, err)
+			}
+		}
 	}
 }
