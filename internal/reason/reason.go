@@ -7,7 +7,7 @@
 package reason
 
 // Pending reasons, as Slurm names them. The core decides Priority,
-// Resources, AccountLimit and JobArrayTaskLimit; schedd decides the others
+// Resources, AccountLimit, JobArrayTaskLimit and Licenses; schedd decides the others
 // (partition limits, holds, dependencies) before it asks the core.
 const (
 	// Resources: the job waits for nodes to free up.
@@ -29,16 +29,19 @@ const (
 	// ArrayTaskLimit: an array element waits because its array runs as
 	// many elements as its max_running allows (Slurm's name).
 	ArrayTaskLimit = "JobArrayTaskLimit"
+	// Licenses: the job waits for licenses (partitions.hcl's license
+	// blocks) that running jobs hold.
+	Licenses = "Licenses"
 )
 
 // Pending lists every pending reason.
-var Pending = []string{Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit}
+var Pending = []string{Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Licenses}
 
 // IsPending reports whether r is one of the pending reasons (the others a
 // job shows are end causes and messages, free text).
 func IsPending(r string) bool {
 	switch r {
-	case Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit:
+	case Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Licenses:
 		return true
 	}
 	return false
