@@ -161,7 +161,7 @@ func TestLicensesWaitAndGang(t *testing.T) {
 		Running:  []Running{held},
 		Licenses: map[string]int{"matlab": 5},
 		Queue: []Job{
-			wide,                                          // nodes never fit: takes no license
+			wide, // nodes never fit: takes no license
 			lic(2, 1, time.Hour, map[string]int{"matlab": 2}), // the last two seats
 			lic(3, 1, time.Hour, map[string]int{"matlab": 1}), // none left
 			lic(4, 1, time.Hour, map[string]int{"fluent": 1}), // not a license of the site
