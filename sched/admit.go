@@ -69,7 +69,7 @@ func jobRow(a *admission.Job) *state.Job {
 		RequestID: a.RequestID,
 		Name:      a.Spec.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
 		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime,
-		Spec: a.Spec, State: api.JobPending, Reason: api.ReasonPriority,
+		Spec: a.Spec, Licenses: a.Licenses, State: api.JobPending, Reason: api.ReasonPriority,
 		Interactive: a.Interactive,
 	}
 	j.Spec.Ranges = nil // where the file wrote it matters to admission only

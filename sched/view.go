@@ -26,7 +26,7 @@ func jobView(j *state.Job, x jobExtras) api.Job {
 	v := api.Job{
 		ID: j.ID, SessionID: j.SessionID, RequestID: j.RequestID, Network: j.Network,
 		Name: j.Name, User: j.User, UID: j.UID, GID: j.GID, Cwd: j.Cwd,
-		Partition: j.Partition, Account: j.Account, Walltime: j.Walltime, Spec: j.Spec,
+		Partition: j.Partition, Account: j.Account, Walltime: j.Walltime, Spec: j.Spec, Licenses: j.Licenses,
 		Interactive: j.Interactive, State: j.State, Reason: j.Reason, ExitCode: j.ExitCode,
 		KillWanted: j.KillWanted, Cancelled: j.Cancelled, KillDone: j.KillDone, TimedOut: j.TimedOut,
 		Requeues: j.Requeues, LastRequeue: j.LastRequeue, Runs: j.Runs, Containers: containerViews(j.Containers),

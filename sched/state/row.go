@@ -34,6 +34,10 @@ type Job struct {
 	Account   string        `json:"account,omitempty"`  // fair-share account, resolved at submit
 	Walltime  time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
 	Spec      jobspec.Job   `json:"spec"`
+	// Licenses are the site-wide licenses the job holds from its
+	// placement to its end, by name, as admission took them (see
+	// HoldsLicenses).
+	Licenses map[string]int `json:"licenses,omitempty"`
 	// Interactive: main1's command runs on a terminal (bsub -I, battach).
 	Interactive bool         `json:"interactive,omitempty"`
 	State       api.JobState `json:"state"`

@@ -1,0 +1,33 @@
+package state
+
+import "github.com/troupe-hpc/troupe/internal/api"
+
+// HoldsLicenses reports whether j holds its licenses now: from its
+// placement until it ends (SCHEDULED, PREPARING, RUNNING), and while a
+// node runs the containers of a queued job being adopted after a
+// restore. A job array's own row holds none: its elements do. The
+// licenses in use are always summed from the rows this way, never kept
+// in a counter of their own.
+func HoldsLicenses(j *Job) bool {
+	if len(j.Licenses) == 0 || j.Array != nil || j.State.Terminal() {
+		return false
+	}
+	switch j.State {
+	case api.JobPending, api.JobHeld:
+		return j.Adopting()
+	}
+	return true
+}
+
+// LicenseUse sums the licenses the live jobs hold, by name.
+func (v *Snapshot) LicenseUse() map[string]int {
+	use := map[string]int{}
+	for _, j := range v.LiveJobs() {
+		if HoldsLicenses(j) {
+			for name, n := range j.Licenses {
+				use[name] += n
+			}
+		}
+	}
+	return use
+}
