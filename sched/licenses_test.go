@@ -1,0 +1,127 @@
+package sched
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/nodelet/nodesim"
+)
+
+// TestLicenseCountUnderConcurrentSubmits: 200 jobs each asking for one
+// seat of a 5-seat license, submitted at once to a real controller (raft
+// on disk) and run by simulated nodes with room for all of them: the
+// state, sampled on every change, never shows more than 5 of them
+// holding a seat, and they all run.
+func TestLicenseCountUnderConcurrentSubmits(t *testing.T) {
+	const jobs, seats = 200, 5
+	dir := t.TempDir()
+	parts := filepath.Join(dir, "partitions.hcl")
+	writeFile(t, parts, `partition "batch" { nodes = ["*"] }
+license "matlab" { count = 5 }
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := Open(ctx, Config{DataDir: filepath.Join(dir, "data"), PartitionsFile: parts,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); cancel(); <-done; srv.Close() })
+	c, err := client.New(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := nodesim.New(nodesim.Config{Addr: hs.URL, Nodes: 4, CPU: 64, Memory: 256 << 30}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	simCtx, stopSim := context.WithCancel(ctx)
+	simDone := make(chan struct{})
+	go func() { _ = sim.Run(simCtx); close(simDone) }()
+	defer func() { stopSim(); <-simDone }()
+
+	// Sample every state the store goes through, as fast as it changes.
+	var most, sawLicensesReason, ended int
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for ctx.Err() == nil {
+			v := srv.Store().Snapshot()
+			holding, fin := 0, 0
+			for _, j := range v.Jobs() {
+				switch {
+				case j.State.Terminal():
+					fin++
+				case j.State == api.JobPending || j.State == api.JobHeld:
+					if j.Reason == api.ReasonLicenses {
+						sawLicensesReason++
+					}
+				default: // placed, preparing or running
+					holding += j.Licenses["matlab"]
+				}
+			}
+			most, ended = max(most, holding), fin
+			if fin == jobs {
+				return
+			}
+			_, ws := v.Index()
+			wctx, wcancel := context.WithTimeout(ctx, time.Second)
+			_ = ws.WatchCtx(wctx)
+			wcancel()
+		}
+	}()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, jobs)
+	for i := 0; i < jobs; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sp := jobspec.Job{Name: "solve", Image: "host", Command: []string{"true"},
+				Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30},
+				Env: map[string]string{nodesim.EnvDuration: "100ms"}, Licenses: map[string]int{"matlab": 1}}
+			if _, err := c.Submit(ctx, api.SubmitRequest{Spec: sp, User: "ada", UID: 1000, GID: 1000}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("submit: %v", err)
+	}
+	select {
+	case <-sampled:
+	case <-time.After(90 * time.Second):
+		cancel()
+		<-sampled
+		t.Fatalf("after 90s %d of %d jobs ended", ended, jobs)
+	}
+	t.Logf("%d jobs over %d seats: at most %d held a seat at once", jobs, seats, most)
+	if most > seats {
+		t.Fatalf("%d jobs held a seat of a %d-seat license at once", most, seats)
+	}
+	if most < 2 || sawLicensesReason == 0 {
+		t.Errorf("no contention seen: at most %d at once, reason Licenses seen %d times", most, sawLicensesReason)
+	}
+	for _, j := range srv.Store().Snapshot().Jobs() {
+		if j.State != api.JobCompleted {
+			t.Errorf("job %d ended %s (%s)", j.ID, j.State, j.Reason)
+		}
+	}
+	if l := Licenses(srv.Store().Snapshot()); len(l) != 1 || l[0] != (api.License{Name: "matlab", Total: seats, Free: seats}) {
+		t.Errorf("licenses after the run: %+v", l)
+	}
+}
