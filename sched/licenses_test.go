@@ -125,3 +125,68 @@ license "matlab" { count = 5 }
 		t.Errorf("licenses after the run: %+v", l)
 	}
 }
+
+// TestLicenseCountLowered: a reconfig that lowers a count below what
+// running jobs hold leaves them running and starts nothing that asks for
+// the license until they hold less than the new count.
+func TestLicenseCountLowered(t *testing.T) {
+	parts := filepath.Join(t.TempDir(), "partitions.hcl")
+	writeFile(t, parts, `partition "batch" { nodes = ["*"] }
+license "matlab" { count = 3 }
+`)
+	srv, c := clusterWith(t, Config{PartitionsFile: parts})
+	ctx := context.Background()
+	register(t, c, "n1", 16)
+	sp := spec(1, jobspec.ModeSingleNode, 1)
+	sp.Licenses = map[string]int{"matlab": 1}
+	var ids []uint64
+	for range 4 {
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: sp, User: "ada", UID: 1000, GID: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.JobID)
+	}
+	for _, id := range ids[:3] {
+		waitJob(t, c, id, func(j api.Job) bool { return j.State == api.JobScheduled })
+	}
+	waitJob(t, c, ids[3], func(j api.Job) bool { return j.Reason == api.ReasonLicenses })
+
+	writeFile(t, parts, `partition "batch" { nodes = ["*"] }
+license "matlab" { count = 1 }
+`)
+	if _, err := srv.Reconfig(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := Licenses(srv.Store().Snapshot()); len(l) != 1 || l[0] != (api.License{Name: "matlab", Total: 1, Used: 3, Waiting: 1}) {
+		t.Errorf("after the reconfig: %+v", l)
+	}
+	end := func(id uint64) {
+		t.Helper()
+		for _, st := range []api.ContainerState{api.ContainerRunning, api.ContainerExited} {
+			if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: st}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitJob(t, c, id, func(j api.Job) bool { return j.State.Terminal() })
+	}
+	end(ids[0])
+	end(ids[1]) // one held of one: still none free
+	for _, id := range ids[2:3] {
+		if j := waitJob(t, c, id, func(api.Job) bool { return true }); j.State != api.JobScheduled {
+			t.Errorf("job %d holding a seat over the new count: %s", id, j.State)
+		}
+	}
+	// A job without licenses, submitted after those ends, starts: the
+	// pass that starts it saw them, and left the waiting job waiting.
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: "ada", UID: 1000, GID: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+	if j := waitJob(t, c, ids[3], func(api.Job) bool { return true }); j.State != api.JobPending || j.Reason != api.ReasonLicenses {
+		t.Fatalf("job %d with 1 of 1 held: %s %s", ids[3], j.State, j.Reason)
+	}
+	end(ids[2])
+	waitJob(t, c, ids[3], func(j api.Job) bool { return j.State == api.JobScheduled })
+}
