@@ -207,7 +207,10 @@ func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64
 	proj := b.project()
 	placed := slices.Clone(b.placed)
 	slices.SortStableFunc(placed, func(a, b event) int { return cmp.Compare(a.at, b.at) })
-	lic := b.licenseProjection()
+	var lic map[string]int // nil: j asks for none, none is counted
+	if len(j.Licenses) > 0 {
+		lic = b.licenseProjection()
+	}
 	at, g, ok := b.earliest(proj, lic, part, j, quantum, placed)
 	if !ok {
 		return 0, gangFit{}, false
@@ -250,9 +253,10 @@ func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64
 // earliest walks the events in time order over the projection until j
 // fits. Single-node jobs re-test only the nodes that changed; multi-node
 // ones run the full placement once the sum of what every node could hold
-// reaches the gang's size. lic is the licenses' projection: j fits only
-// once it covers j's licenses (the time they come free tests every
-// node); earliest leaves it as it is at the time answered.
+// reaches the gang's size. lic is the licenses' projection (nil when j
+// asks for none): j fits only once it covers j's licenses (the time they
+// come free tests every node); earliest leaves it as it is at the time
+// answered.
 func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *Job, quantum float64, placed []event) (int64, gangFit, bool) {
 	licOK := covers(lic, j.Licenses)
 	if licOK {
@@ -294,12 +298,16 @@ func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *J
 		touched = touched[:0]
 		for ri < len(b.running) && b.running[ri].at == at {
 			touched = applyEvent(proj, b.running[ri], touched)
-			addCounts(lic, b.running[ri].lic)
+			if lic != nil {
+				addCounts(lic, b.running[ri].lic)
+			}
 			ri++
 		}
 		for pi < len(placed) && placed[pi].at == at {
 			touched = applyEvent(proj, placed[pi], touched)
-			addCounts(lic, placed[pi].lic)
+			if lic != nil {
+				addCounts(lic, placed[pi].lic)
+			}
 			pi++
 		}
 		if multi {

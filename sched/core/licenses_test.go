@@ -205,8 +205,8 @@ func TestLicensesCountLowered(t *testing.T) {
 	if len(p.Placements) != 0 || reasonsOf(p)[1] != reason.Licenses {
 		t.Fatalf("4 held of 2: plan %+v", p)
 	}
-	// It is expected to start when the third holder ends (2 held, 1 free
-	// of 2 ... no: when only one is held), in 3 hours.
+	// It is expected to start when a seat of the 2 is free: when only
+	// one holder is left, the third to end, in 3 hours.
 	if len(p.Starts) != 1 || !p.Starts[0].Start.Equal(now.Add(3*time.Hour)) {
 		t.Errorf("start estimate %+v, want in 3h", p.Starts)
 	}
