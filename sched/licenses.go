@@ -1,10 +1,12 @@
 package sched
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/partition"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -35,6 +37,23 @@ func Licenses(v *state.Snapshot) []api.License {
 	for _, name := range slices.Sorted(maps.Keys(use)) {
 		if !seen[name] {
 			add(name, 0)
+		}
+	}
+	return out
+}
+
+// licenseWarnings are what a reconfig to c says of the licenses in use
+// as of v: a count now below what running jobs hold (they run on; no job
+// that asks for it starts until they hold less), a license no longer
+// defined that jobs hold or wait for.
+func licenseWarnings(v *state.Snapshot, c *partition.Config) []string {
+	var out []string
+	for _, l := range Licenses(v) {
+		switch def := c.License(l.Name); {
+		case def == nil && (l.Used > 0 || l.Waiting > 0):
+			out = append(out, fmt.Sprintf("license %s is no longer defined: running jobs hold %d of it, and the %d queued jobs that ask for it wait (reason Licenses) until it is again", l.Name, l.Used, l.Waiting))
+		case def != nil && l.Used > def.Count:
+			out = append(out, fmt.Sprintf("license %s: count %d is below the %d that running jobs hold; they run on, and no job that asks for it starts until they hold fewer than %d", l.Name, def.Count, l.Used, def.Count))
 		}
 	}
 	return out

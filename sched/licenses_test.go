@@ -155,8 +155,12 @@ license "matlab" { count = 3 }
 	writeFile(t, parts, `partition "batch" { nodes = ["*"] }
 license "matlab" { count = 1 }
 `)
-	if _, err := srv.Reconfig(ctx); err != nil {
+	res, err := srv.Reconfig(ctx)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if want := "license matlab: count 1 is below the 3 that running jobs hold; they run on, and no job that asks for it starts until they hold fewer than 1"; len(res.Warnings) != 1 || res.Warnings[0] != want {
+		t.Errorf("reconfig warnings %q, want %q", res.Warnings, want)
 	}
 	if l := Licenses(srv.Store().Snapshot()); len(l) != 1 || l[0] != (api.License{Name: "matlab", Total: 1, Used: 3, Waiting: 1}) {
 		t.Errorf("after the reconfig: %+v", l)
@@ -179,11 +183,11 @@ license "matlab" { count = 1 }
 	}
 	// A job without licenses, submitted after those ends, starts: the
 	// pass that starts it saw them, and left the waiting job waiting.
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: "ada", UID: 1000, GID: 1000})
+	plain, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: "ada", UID: 1000, GID: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, c, res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
+	waitJob(t, c, plain.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
 	if j := waitJob(t, c, ids[3], func(api.Job) bool { return true }); j.State != api.JobPending || j.Reason != api.ReasonLicenses {
 		t.Fatalf("job %d with 1 of 1 held: %s %s", ids[3], j.State, j.Reason)
 	}
