@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/nodelet/nodesim"
 )
 
@@ -92,7 +93,7 @@ license "matlab" { count = 5 }
 			sp := jobspec.Job{Name: "solve", Image: "host", Command: []string{"true"},
 				Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30},
 				Env: map[string]string{nodesim.EnvDuration: "100ms"}, Licenses: map[string]int{"matlab": 1}}
-			if _, err := c.Submit(ctx, api.SubmitRequest{Spec: sp, User: "ada", UID: 1000, GID: 1000}); err != nil {
+			if _, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(sp), User: "ada", UID: 1000, GID: 1000}); err != nil {
 				errs <- err
 			}
 		}()
@@ -141,7 +142,7 @@ license "matlab" { count = 3 }
 	sp.Licenses = map[string]int{"matlab": 1}
 	var ids []uint64
 	for range 4 {
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: sp, User: "ada", UID: 1000, GID: 1000})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(sp), User: "ada", UID: 1000, GID: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +184,7 @@ license "matlab" { count = 1 }
 	}
 	// A job without licenses, submitted after those ends, starts: the
 	// pass that starts it saw them, and left the waiting job waiting.
-	plain, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: "ada", UID: 1000, GID: 1000})
+	plain, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), User: "ada", UID: 1000, GID: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 package state
 
-import "github.com/troupe-hpc/troupe/internal/api"
+import "github.com/troupe-hpc/troupe/internal/lifecycle"
 
 // HoldsLicenses reports whether j holds its licenses now: from its
 // placement until it ends (SCHEDULED, PREPARING, RUNNING), and while a
@@ -13,7 +13,7 @@ func HoldsLicenses(j *Job) bool {
 		return false
 	}
 	switch j.State {
-	case api.JobPending, api.JobHeld:
+	case lifecycle.JobPending, lifecycle.JobHeld:
 		return j.Adopting()
 	}
 	return true
