@@ -26,6 +26,11 @@ import (
 // API's error body lists.
 func (s *lifecycle) admit(v *state.Snapshot, req api.SubmitRequest, ahead []*admission.Job) (*admission.Job, error) {
 	j, err := admission.Admit(req, admitView{v, &s.nodes}, s.admission(), ahead)
+	if err == nil {
+		if p := licenseSchemaProblem(j, s.raft.WriteSchema()); p != nil {
+			err = &admission.Refusal{Problems: []admission.Problem{*p}}
+		}
+	}
 	var r *admission.Refusal
 	switch {
 	case err == nil:

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/admission"
 	"github.com/troupe-hpc/troupe/sched/partition"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -57,4 +58,15 @@ func licenseWarnings(v *state.Snapshot, c *partition.Config) []string {
 		}
 	}
 	return out
+}
+
+// licenseSchemaProblem is why job j, which asks for licenses, cannot be
+// taken while the cluster's entries are written in schema schema (nil:
+// it can): a peer of the previous release, which may still lead, would
+// not count its licenses (state.LicenseSchema).
+func licenseSchemaProblem(j *admission.Job, schema int) *admission.Problem {
+	if len(j.Licenses) == 0 || schema >= state.LicenseSchema {
+		return nil
+	}
+	return &admission.Problem{Path: "licenses", Message: fmt.Sprintf("licenses need every schedd of the cluster on this release: a rolling upgrade is under way (entries are written in schema %d for a peer of the previous release, which would not count them); submit again once every peer is upgraded", schema)}
 }

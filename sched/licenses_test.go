@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/nodelet/nodesim"
+	"github.com/troupe-hpc/troupe/sched/admission"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // TestLicenseCountUnderConcurrentSubmits: 200 jobs each asking for one
@@ -194,4 +197,27 @@ license "matlab" { count = 1 }
 	}
 	end(ids[2])
 	waitJob(t, c, ids[3], func(j api.Job) bool { return j.State == api.JobScheduled })
+}
+
+// TestLicensesRefusedInAMixedCluster: while the entries are written in
+// a schema older than the licenses' (a peer of the previous release,
+// which would count none, may read the log), a job that asks for
+// licenses is refused by name and one that asks for none is not; once
+// the cluster writes the licenses' schema both are taken.
+func TestLicensesRefusedInAMixedCluster(t *testing.T) {
+	with := &admission.Job{Licenses: map[string]int{"matlab": 1}}
+	without := &admission.Job{}
+	p := licenseSchemaProblem(with, state.OldestSchema)
+	if p == nil || p.Path != "licenses" || !strings.Contains(p.Message, "rolling upgrade") {
+		t.Fatalf("a job with licenses in schema %d: %+v, want a refusal at licenses naming the upgrade", state.OldestSchema, p)
+	}
+	if p := licenseSchemaProblem(with, state.LicenseSchema-1); p == nil {
+		t.Errorf("a job with licenses in schema %d taken", state.LicenseSchema-1)
+	}
+	if p := licenseSchemaProblem(without, state.OldestSchema); p != nil {
+		t.Errorf("a job without licenses in schema %d refused: %+v", state.OldestSchema, p)
+	}
+	if p := licenseSchemaProblem(with, state.SchemaVersion); p != nil {
+		t.Errorf("a job with licenses in schema %d refused: %+v", state.SchemaVersion, p)
+	}
 }

@@ -409,6 +409,12 @@ const (
 	schemaFresh = 5 * time.Second
 )
 
+// WriteSchema is the schema version of the entries this leader writes
+// now: older than state.SchemaVersion while a peer of the previous
+// release may read the log (a rolling upgrade), when what that release
+// cannot keep must not be written.
+func (l *Log) WriteSchema() int { return l.writeSchema(time.Now()) }
+
 // writeSchema is the schema version of the entries this leader writes
 // now.
 func (l *Log) writeSchema(now time.Time) int {
