@@ -719,8 +719,9 @@ func (j *AssignedJob) Container(host string) (Container, bool) {
 type Assignments struct {
 	Assignments []Assignment `json:"assignments"`
 	Index       uint64       `json:"index"`
-	// NoJobsYet: schedd's state has never given a job id (a new or
-	// emptied data dir, before a backup is restored into it). It cannot
+	// NoJobsYet: schedd's state holds no job (a new or emptied data
+	// dir, before a backup is restored into it; the id counter, which
+	// the nodes' reports of jobs it lost move, plays no part). It cannot
 	// tell which of the node's containers should stop, so the nodelet
 	// stops none for being unassigned until the state holds jobs.
 	NoJobsYet bool `json:"no_jobs_yet,omitempty"`

@@ -67,6 +67,22 @@ func adoption(txn *memdb.Txn) (until time.Time, above uint64) {
 	return until, above
 }
 
+// HoldsNoJob tells whether the state holds no job row: a new or emptied
+// data dir, before a backup is restored into it. It cannot tell which of
+// the nodes' containers should stop, so the nodes keep them all
+// (api.Assignments.NoJobsYet), and a restore into it opens the adoption
+// window (SetAdoption). The id counter plays no part: a node's report of
+// a job the state does not hold moves it (reportedIDs) without making
+// the state hold a job, and the nodes must go on keeping their
+// containers for the restore to adopt them.
+func (v *Snapshot) HoldsNoJob() bool {
+	raw, err := v.txn.First(tableJobs, "id")
+	if err != nil {
+		panic(err)
+	}
+	return raw == nil
+}
+
 // AdoptUntil is the end of the adoption window a restore into an empty
 // state opened (zero: none): until then no job is placed, so that the
 // nodes announce what they run first, and what they report of the jobs
