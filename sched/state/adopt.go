@@ -29,6 +29,29 @@ const (
 	adoptAboveEntry = "adopt-above"
 )
 
+// SchemaAdoptWindow is the schema version that has the adoption window
+// (SchemaVersion, 11): a report's end taken as a queued job's true
+// outcome within it, rows made from the nodes' copies of jobs the state
+// does not hold, and CmdAdoptEnd. A peer of an older release applies
+// reports as schema 10 did (adoptRuns alone), so the leader writes
+// these only once every peer reads this version; until then the window
+// still holds placements (a leader's own choice), and a job still
+// adopting once it has closed is ended with CmdKill.
+const SchemaAdoptWindow = 11
+
+// adoptWindow tells whether an entry of schema version v applies the
+// adoption window (SchemaAdoptWindow on).
+func adoptWindow(v int) bool { return v >= SchemaAdoptWindow }
+
+// NeedsSchema is the oldest schema version that can carry c (0: any the
+// leader writes): the raft log refuses to write it in an older one.
+func (c *Command) NeedsSchema() int {
+	if c.Kind == CmdAdoptEnd {
+		return SchemaAdoptWindow
+	}
+	return 0
+}
+
 // SetAdoption opens the adoption window of d, a dump about to be put in
 // force into a state that held no job: until is its end, above the
 // highest job id d accounts for (see the constants above). d's index
@@ -116,7 +139,11 @@ func (v *Snapshot) AdoptUntil() time.Time {
 //     the job ran there and must not run twice: it ends FAILED with a
 //     reason that says so, or, asked to be requeued (requeue = true),
 //     is queued again as its next run.
-func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.Time, start map[uint64]time.Time) bool {
+//
+// win tells whether the entry applies the adoption window
+// (adoptWindow): without it a report's end is never taken as the job's
+// true outcome, as schema 10 applied it.
+func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.Time, start map[uint64]time.Time, win bool) bool {
 	if (j.State != api.JobPending && j.State != api.JobHeld) || u.Session == "" || u.Session != j.SessionID || u.Requeues != j.Requeues {
 		return false
 	}
@@ -134,7 +161,7 @@ func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.
 		return false
 	}
 	until, _ := adoption(txn)
-	window := now.Before(until)
+	window := win && now.Before(until)
 	switch {
 	case u.State == api.ContainerRunning:
 		c.Node, c.State, c.ExitCode, c.Message = node, api.ContainerRunning, 0, ""
@@ -322,14 +349,17 @@ func newAdopted(txn *memdb.Txn, u api.ContainerUpdate, now time.Time) *Job {
 	return j
 }
 
-// AdoptionToEnd tells whether the adoption window has closed by now and
-// a job is still adopting: the leader then commits CmdAdoptEnd. Only in
-// a state of schema 10 on, whose peers all apply that command.
-func (v *Snapshot) AdoptionToEnd(now time.Time) bool {
+// AdoptingAfter is, once the adoption window has closed by now, the
+// jobs still adopting (a gang not every node of which reported it): the
+// leader ends them, with CmdAdoptEnd when every peer reads
+// SchemaAdoptWindow, else one CmdKill each. None while the window is
+// open or when there is none.
+func (v *Snapshot) AdoptingAfter(now time.Time) []uint64 {
 	until, _ := adoption(v.txn)
-	if until.IsZero() || now.Before(until) || !adoptRuns(v.schema) {
-		return false
+	if until.IsZero() || now.Before(until) {
+		return nil
 	}
+	var ids []uint64
 	for _, st := range []api.JobState{api.JobPending, api.JobHeld} {
 		it, err := v.txn.Get(tableJobs, "state", string(st))
 		if err != nil {
@@ -337,9 +367,9 @@ func (v *Snapshot) AdoptionToEnd(now time.Time) bool {
 		}
 		for raw := it.Next(); raw != nil; raw = it.Next() {
 			if adopting(raw.(*Job)) {
-				return true
+				ids = append(ids, raw.(*Job).ID)
 			}
 		}
 	}
-	return false
+	return ids
 }

@@ -160,8 +160,8 @@ func TestAdoptGangWaitsForEveryNode(t *testing.T) {
 	if j := h.job(2); j.State != api.JobRunning || j.Containers[0].Node != "n1" || j.Containers[1].Node != "n2" {
 		t.Fatalf("a gang both nodes report: %s on %q, %q; want RUNNING on n1 and n2", j.State, j.Containers[0].Node, j.Containers[1].Node)
 	}
-	if !h.st.Snapshot().AdoptionToEnd(until) {
-		t.Fatal("job 1 half adopted at the window's end: AdoptionToEnd false")
+	if ids := h.st.Snapshot().AdoptingAfter(until); len(ids) != 1 || ids[0] != 1 {
+		t.Fatalf("job 1 half adopted at the window's end: AdoptingAfter %v, want [1]", ids)
 	}
 	h.idx = 100 // past the window (t0 + 100 s)
 	h.apply(Command{Kind: CmdAdoptEnd})
@@ -217,5 +217,37 @@ func TestAdoptJobSubmittedAfterBackup(t *testing.T) {
 	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 6, Host: "main1", State: api.ContainerExited, ExitCode: 4, Session: j.SessionID})
 	if j := h.job(6); j.State != api.JobFailed || j.ExitCode != 4 {
 		t.Fatalf("adopted job 6 after its end: %s exit %d, want FAILED exit 4", j.State, j.ExitCode)
+	}
+}
+
+// The adoption window is schema 11's (SchemaAdoptWindow): a cluster
+// with a peer of the release that wrote schema 10 gets entries of 10,
+// which every peer applies as that release did, window or not: a queued
+// job's end reported within the window fails it (it ran after the
+// backup), a node's copy of a job the state does not hold makes no row,
+// and CmdAdoptEnd, which that release does not know, is refused.
+func TestAdoptWindowIsSchema11(t *testing.T) {
+	if SchemaAdoptWindow != 11 || SchemaVersion < SchemaAdoptWindow {
+		t.Fatalf("SchemaAdoptWindow %d, SchemaVersion %d: want 11 and at least 11", SchemaAdoptWindow, SchemaVersion)
+	}
+	h, sess := adoptHarness(t, 1, false)
+	windowed(t, h, t0.Add(time.Hour), 1)
+	began, end := t0.Add(3500*time.Millisecond), t0.Add(3700*time.Millisecond)
+	h.reportAt(10, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, Session: sess, Started: began, At: end})
+	if j := h.job(1); j.State != api.JobFailed || !strings.Contains(j.Reason, "not run again") {
+		t.Fatalf("an end in the window at schema 10: %s %q; want FAILED as schema 10 ends it", j.State, j.Reason)
+	}
+	a := &api.AssignedJob{ID: 7, SessionID: "s7", User: "nobody", UID: 65534, Partition: "default",
+		Containers: []api.Container{session(1).Containers[0].Container}}
+	h.reportAt(10, "n2", api.ContainerUpdate{JobID: 7, Host: "main1", State: api.ContainerRunning, Session: "s7", Job: a})
+	if j := h.job(7); j != nil {
+		t.Fatalf("a node's copy of job 7 at schema 10: row %s; want none", j.State)
+	}
+	h.idx++
+	if _, err := h.st.Apply(h.idx, Command{Version: 10, Kind: CmdAdoptEnd, Time: t0.Add(2 * time.Hour)}); err == nil {
+		t.Fatal("CmdAdoptEnd in an entry of schema 10 applied; want it refused")
+	}
+	if n := (&Command{Kind: CmdAdoptEnd}).NeedsSchema(); n != SchemaAdoptWindow {
+		t.Fatalf("CmdAdoptEnd needs schema %d, want %d", n, SchemaAdoptWindow)
 	}
 }

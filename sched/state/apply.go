@@ -113,14 +113,19 @@ const (
 //	   once all its containers are; a report of such a container's end
 //	   ends the job with that reason (or requeues it when it asked to
 //	   be), never a second run. It ran after the backup a restore
-//	   brought back. Within the adoption window a restore into an empty
-//	   state opens (adopt.go), a report of such a container's end is the
-//	   job's true end, a gang waits for all its nodes, a job the state
-//	   does not hold is adopted from the node's copy of it, and
+//	   brought back. Entries of versions 1 to 9 replay without it: such
+//	   reports are dropped, as the nodes' containers were stopped.
+//	11: the adoption window a restore into an empty state opens
+//	   (SchemaAdoptWindow, adopt.go): within it a report of such a
+//	   container's end is the job's true end, a gang waits for all its
+//	   nodes, a job the state does not hold (submitted after the backup)
+//	   is made from the node's copy of it, running or ended, and
 //	   CmdAdoptEnd ends what is still adopting once the window closed.
-//	   Entries of versions 1 to 9 replay without it: such reports are
-//	   dropped, as the nodes' containers were stopped.
-const SchemaVersion = 10
+//	   Entries of version 10 replay as that release applied them: an end
+//	   fails the queued job, a running container is placed, nothing is
+//	   made from a node's copy (a leader whose peers read 10 ends what is
+//	   still adopting with CmdKill instead).
+const SchemaVersion = 11
 
 // OldestSchema is the oldest schema version this schedd writes: the
 // previous release's. A cluster in the middle of a rolling upgrade
@@ -290,9 +295,9 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case CmdPlan:
 		err = applyPlan(txn, index, c.Plan)
 	case CmdReport:
-		res, err = report(txn, index, c.Time, c.Report, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version))
+		res, err = report(txn, index, c.Time, c.Report, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version), adoptWindow(c.Version))
 	case CmdReports:
-		res, err = reports(txn, index, c.Time, c.Reports, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version))
+		res, err = reports(txn, index, c.Time, c.Reports, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version), adoptWindow(c.Version))
 	case CmdKill:
 		res, err = onJob(txn, index, c.Kill, c.Index, func(id uint64) (*Job, error) { return kill(txn, index, c.Time, id, c.KillDone) })
 	case CmdHold:
@@ -324,6 +329,12 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case CmdMailed:
 		res, err = mailed(txn, index, c.Mailed)
 	case CmdAdoptEnd:
+		if !adoptWindow(c.Version) {
+			// Refused alike by every peer: a leader writes it only when
+			// every peer reads the schema that has it (raftlog).
+			err = fmt.Errorf("%s in an entry of schema %d: the adoption window's end is schema %d's", c.Kind, c.Version, SchemaAdoptWindow)
+			break
+		}
 		err = adoptEnd(txn, index, c.Time)
 	case CmdTouch:
 	default:
@@ -598,7 +609,7 @@ const maxIDJump = 1 << 32
 // counter to it: the node runs a job of a history this state lost. With
 // runs, containers start and end when their node says (nodeTime), else
 // at now.
-func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, adopts bool) ([]Started, error) {
+func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, adopts, window bool) ([]Started, error) {
 	if r == nil {
 		return nil, errors.New("empty report")
 	}
@@ -618,7 +629,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 						return nil, err
 					}
 				}
-				if j = newAdopted(txn, u, now); !adopts || j == nil {
+				if j = newAdopted(txn, u, now); !window || j == nil {
 					continue
 				}
 			}
@@ -626,7 +637,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 				was[j.ID], wasStarted[j.ID] = j.State, !j.Started.IsZero()
 			}
 		}
-		if adopts && adopt(txn, j, r.Node, u, now, adoptStart) {
+		if adopts && adopt(txn, j, r.Node, u, now, adoptStart, window) {
 			changed[j.ID] = j
 			continue
 		}
@@ -683,13 +694,13 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 // an earlier run of a requeued one (stale) is dropped alone, and the
 // rest of its report and the other reports still apply. Only a failure
 // of the store itself fails the entry, and then none of it applies.
-func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report, ids, runs, adopts bool) ([][]Started, error) {
+func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report, ids, runs, adopts, window bool) ([][]Started, error) {
 	if len(rs) == 0 {
 		return nil, errors.New("reports without a report")
 	}
 	out := make([][]Started, len(rs))
 	for i := range rs {
-		started, err := report(txn, index, now, &rs[i], ids, runs, adopts)
+		started, err := report(txn, index, now, &rs[i], ids, runs, adopts, window)
 		if err != nil {
 			return nil, err
 		}
