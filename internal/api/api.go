@@ -805,10 +805,12 @@ type ContainerUpdate struct {
 	// node (zero: unknown): a restore that learns of a run only from its
 	// end still knows when it began.
 	Started time.Time `json:"started,omitzero"`
-	// Job is, on a running update that announces a container schedd
-	// does not assign during the adoption window after a restore
-	// (Assignments.AdoptUntil), the node's copy of its job: schedd
-	// adopts a job submitted after the backup from it.
+	// Job is, during the adoption window after a restore
+	// (Assignments.AdoptUntil), the node's copy of the container's job
+	// on a running update that announces a container schedd does not
+	// assign, and on a kept final update the node tells again: schedd
+	// adopts a job submitted after the backup from it, running, or
+	// records it ended.
 	Job *AssignedJob `json:"job,omitempty"`
 }
 

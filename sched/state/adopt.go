@@ -314,10 +314,13 @@ func adopting(j *Job) bool {
 func (j *Job) Adopting() bool { return adopting(j) }
 
 // newAdopted is the row of a job submitted after the backup a restore
-// brought back that a node reports running (u, an announcement that
-// carries the node's copy of the job, api.ContainerUpdate.Job), within
-// the adoption window: queued, its containers unplaced, for adopt to
-// place them where they run. The node's copy is what schedd assigned
+// brought back that a node reports running or ended (u, an announcement
+// or a kept end that carries the node's copy of the job,
+// api.ContainerUpdate.Job), within the adoption window: queued, its
+// containers unplaced, for adopt to place them where they run or ran (a
+// job whose every container has ended so ends as it did: its outcome,
+// nodes, start, end and exit code, and reaches the accounting store as
+// any ended job). The node's copy is what schedd assigned
 // it: the job's owner, ids, directory, partition, walltime, job file
 // and containers. The submission time is not in it: the earliest start
 // a node reports stands for it. nil when u does not qualify: no copy,
@@ -329,10 +332,13 @@ func newAdopted(txn *memdb.Txn, u api.ContainerUpdate, now time.Time) *Job {
 	until, above := adoption(txn)
 	if a == nil || !now.Before(until) || u.JobID <= above || a.ID != u.JobID || a.SessionID == "" ||
 		a.SessionID != u.Session || a.Requeues != u.Requeues || a.ArrayID != 0 || len(a.Containers) == 0 ||
-		u.State != api.ContainerRunning {
+		(u.State != api.ContainerRunning && !u.State.Ended()) {
 		return nil
 	}
-	submitted := u.At
+	submitted := u.At // a running update's At is its start
+	if u.State.Ended() {
+		submitted = u.Started
+	}
 	if submitted.IsZero() || submitted.After(now) {
 		submitted = now
 	}

@@ -251,3 +251,37 @@ func TestAdoptWindowIsSchema11(t *testing.T) {
 		t.Fatalf("CmdAdoptEnd needs schema %d, want %d", n, SchemaAdoptWindow)
 	}
 }
+
+// Within the adoption window, a job the state does not hold whose end a
+// node tells with its copy of the job (submitted after the backup, ended
+// before the restore; the nodelet keeps the copy with the end) becomes
+// an ended row under its own id: its true outcome, node, start, end and
+// exit code; the id counter moves past it.
+func TestAdoptJobSubmittedAfterBackupEnded(t *testing.T) {
+	h, _ := adoptHarness(t, 1, false)
+	windowed(t, h, t0.Add(time.Hour), 5)
+	j := session(1)
+	j.ID, j.User, j.UID = 8, "nobody", 65534
+	sessionNetwork(j)
+	a := &api.AssignedJob{ID: 8, SessionID: j.SessionID, User: j.User, UID: j.UID, Partition: "default", Network: j.Network}
+	for _, c := range j.Containers {
+		cc := c.Container
+		cc.Node, cc.State = "n2", api.ContainerRunning
+		a.Containers = append(a.Containers, cc)
+	}
+	began, end := t0.Add(1500*time.Millisecond), t0.Add(2500*time.Millisecond)
+	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 8, Host: "main1", State: api.ContainerExited, ExitCode: 7, Session: a.SessionID,
+		Started: began, At: end, CPUTime: time.Second, Job: a})
+	got := h.job(8)
+	if got == nil {
+		t.Fatal("job 8 ended after the backup, its end told with its copy in the window: no row")
+	}
+	if got.State != api.JobFailed || got.ExitCode != 7 || got.Containers[0].Node != "n2" || !got.Started.Equal(began) || !got.Ended.Equal(end) ||
+		got.User != "nobody" || got.CPUTime != time.Second {
+		t.Fatalf("job 8: %s exit %d on %q, %v–%v, user %q, cpu %v; want FAILED exit 7 on n2, %v–%v, nobody, 1s",
+			got.State, got.ExitCode, got.Containers[0].Node, got.Started, got.Ended, got.User, got.CPUTime, began, end)
+	}
+	if last := h.st.Snapshot().LastJobID(); last < 8 {
+		t.Fatalf("last job id %d, want at least 8", last)
+	}
+}
