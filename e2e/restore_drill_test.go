@@ -187,7 +187,9 @@ job %q {
 // the end the nodelet kept), never run again; and the job submitted
 // after the backup, still running, is adopted from the nodelet's copy:
 // it runs on in the same process under its own id and is killed as any
-// job. Job ids do not go back. The nodelet used to stop every container
+// job; the job submitted after the backup that ended before the restore
+// is recorded from the copy the nodelet kept with its end (exit 5, in
+// bhist), never run again. Job ids do not go back. The nodelet used to stop every container
 // on the empty state, schedd handed out the backup's next id again, the
 // ended job ran a second time, and the later job was stopped with no
 // record.
@@ -291,9 +293,13 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if _, err := cl.Release(ctx, ended); err != nil { // held at the backup: runs and ends after it
 		t.Fatal(err)
 	}
-	lost := submit(lostMarker) // submitted after the backup, still running
-	if !waitFor(time.Minute, func() bool { return jobState(ended) == "" }) {
-		t.Fatalf("job %d not purged to the accounting store", ended)
+	lateOut := filepath.Join(dir, "late.out")
+	late := submit("echo run >> " + lateOut + "; exit 5") // submitted after the backup, ended before the restore
+	lost := submit(lostMarker)                            // submitted after the backup, still running
+	for _, id := range []uint64{ended, late} {
+		if !waitFor(time.Minute, func() bool { return jobState(id) == "" }) {
+			t.Fatalf("job %d not purged to the accounting store", id)
+		}
 	}
 	if !waitFor(time.Minute, func() bool { return pids(lostMarker) != "" }) {
 		t.Fatalf("job %d did not start", lost)
@@ -354,6 +360,24 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	}
 	if j, _, err := cl.Job(ctx, lost, 0, 0); err != nil || j.User != lostJob.User || j.UID != lostJob.UID || j.Containers[0].Node != "r1" || pids(lostMarker) != lostPID {
 		t.Fatalf("job %d adopted as %+v (%v), processes %q (was %s); want it on r1 as its user, the same process", lost, j, err, pids(lostMarker), lostPID)
+	}
+	// The job submitted after the backup that ended before the restore:
+	// recorded from the copy of the job the nodelet kept with its end,
+	// under its own id, as it ended; in bhist too.
+	if !waitFor(30*time.Second, func() bool { return jobState(late) == api.JobFailed }) {
+		t.Fatalf("job %d, submitted after the backup, ended (exit 5) before the restore: %q after it; want FAILED, recorded", late, jobState(late))
+	}
+	if j, _, err := cl.Job(ctx, late, 0, 0); err != nil || j.ExitCode != 5 || j.Containers[0].Node != "r1" || j.Started.IsZero() || j.Ended.Before(j.Started) || j.UID != lostJob.UID {
+		t.Fatalf("job %d recorded as %+v (%v); want exit 5 on r1, its start and end, its user", late, j, err)
+	}
+	if !waitFor(30*time.Second, func() bool {
+		h, err := cl.History(ctx, url.Values{"id": {strconv.FormatUint(late, 10)}})
+		return err == nil && len(h.Jobs) == 1 && h.Jobs[0].ExitCode == 5
+	}) {
+		t.Fatalf("bhist %d: want the job that exited 5 after the backup", late)
+	}
+	if b, _ := os.ReadFile(lateOut); strings.Count(string(b), "run") != 1 {
+		t.Fatalf("job %d ran twice: output %q", late, b)
 	}
 	next := submit("true")
 	if next <= lost {
