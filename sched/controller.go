@@ -272,8 +272,8 @@ func (s *fleet) NodeAssignments(ctx context.Context, w httpapi.Wait, node string
 		}
 	}
 	v, idx := s.blockOn(ctx, w, func(v *state.Snapshot) (uint64, memdb.WatchSet) {
-		if s.assignWoke != nil {
-			defer s.assignWoke(node)
+		if h := testHookAssignWoke.Load(); h != nil {
+			defer (*h)(s.replica, node)
 		}
 		return v.NodeIndex(node)
 	})

@@ -120,7 +120,13 @@ func TestHandOffCrash(t *testing.T) {
 	srv, c := exportServer(t, dir, clock, Config{KeepEnded: time.Minute})
 	ids := endJobs(t, c, 5)
 	clock.Add(time.Hour)
-	srv.afterExport = func([]state.PurgeKey) error { return errCrash }
+	crashed := srv
+	setHook(t, &testHookAfterExport, func(r *replica, _ []state.PurgeKey) error {
+		if r == crashed.replica {
+			return errCrash
+		}
+		return nil
+	})
 	if _, err := srv.ExportEnded(ctx); !errors.Is(err, errCrash) {
 		t.Fatalf("export with the crash hook: %v", err)
 	}

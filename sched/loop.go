@@ -319,9 +319,9 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 		s.metrics.placements.Add(float64(len(plan.Placements)))
 		return loopOutcome{Committed: true}, ws
 	}
-	if s.idle != nil {
+	if h := testHookIdle.Load(); h != nil {
 		idx, _ := v.Index()
-		s.idle(idx)
+		(*h)(s.replica, idx)
 	}
 	return loopOutcome{NextLate: nextLate}, ws
 }

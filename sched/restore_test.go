@@ -3,6 +3,7 @@ package sched
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -22,8 +24,8 @@ import (
 // state (KeepEnded is short): they are in the accounting store only.
 func purgeAll(t *testing.T, srv *Server, ids ...uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Each try exports what KeepEnded (1ms) has let go by then.
+	eventually.NoError(t, 10*time.Second, fmt.Sprintf("jobs %v exported and purged", ids), func() error {
 		if _, err := srv.ExportEnded(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -33,14 +35,11 @@ func purgeAll(t *testing.T, srv *Server, ids ...uint64) {
 				left++
 			}
 		}
-		if left == 0 {
-			return
+		if left > 0 {
+			return fmt.Errorf("%d still in the state", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of jobs %v still in the state", left, ids)
-		}
-		time.Sleep(5 * time.Millisecond) // KeepEnded (1ms) passing
-	}
+		return nil
+	})
 }
 
 func submitOne(t *testing.T, c *client.Client, hold bool) uint64 {

@@ -77,9 +77,6 @@ type fleet struct {
 	// leadSince is when this server started leading: nodes it has not
 	// heard from yet count as heard from then.
 	leadSince time.Time
-	// assignWoke, when set (tests), is called each time a node's
-	// assignments query reads its index: once on arrival, once per wake.
-	assignWoke func(node string)
 }
 
 // scheduler is the scheduling loop and what its passes leave behind.
@@ -97,10 +94,6 @@ type scheduler struct {
 	// (state.Snapshot.AdoptUntil) whose leftovers this leader has ended
 	// (CmdAdoptEnd); the scheduling loop's alone.
 	adoptEnded time.Time
-	// idle, when set (tests), is called by the scheduler loop when a pass
-	// planned nothing, with the state index it planned on, before the
-	// loop waits for the next change.
-	idle func(index uint64)
 }
 
 // ledger is the ended jobs' way out of the replicated state, their
@@ -110,10 +103,6 @@ type ledger struct {
 	acct     *accounting.Store
 	exportMu sync.Mutex // one export at a time; guards exp
 	exp      exporter
-	// afterExport, when set (tests), runs between the store's commit and
-	// the purge command; an error stops the hand-off there, as a crash
-	// would.
-	afterExport func([]state.PurgeKey) error
 }
 
 // sessions are the streams to running jobs' containers.
