@@ -287,7 +287,7 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 		return loopOutcome{HeldUntil: hold}, ws
 	}
 	if !hold.IsZero() && !hold.Equal(s.adoptEnded) {
-		if ids := v.AdoptingAfter(now); len(ids) > 0 {
+		if ids := v.AdoptingAfter(now); len(ids) > 0 || s.raft.WriteSchema() >= state.SchemaAdoptWindow {
 			if err := s.endAdopting(ctx, ids); err != nil {
 				if ctx.Err() == nil {
 					s.log.Error("ending the jobs still adopting after the adoption window", "err", err)
@@ -413,8 +413,9 @@ func (s *scheduler) setRanks(r map[uint64]rank) {
 }
 
 // endAdopting ends ids, the jobs still adopting once the adoption window
-// has closed: with CmdAdoptEnd (each FAILED with why, or requeued) when
-// every peer reads the schema that has it (state.SchemaAdoptWindow);
+// has closed: with CmdAdoptEnd (each FAILED with why, or requeued; and
+// the arrays given the element rows the window held back) when every
+// peer reads the schema that has it (state.SchemaAdoptWindow);
 // else, a peer of an older release being in the cluster, each with the
 // kill that release applies (CANCELLED; the nodes then stop their
 // adopted containers, which no job assigns).

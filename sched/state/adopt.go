@@ -253,10 +253,15 @@ func failAdopted(j *Job, now time.Time, why string) {
 // gang some of whose nodes reported its containers, the others not by
 // the end of the window) cannot be taken whole and is ended
 // (failAdopted); its adopted containers are stopped.
+//
+// Arrays get the element rows the window held back (touchArrays).
 func adoptEnd(txn *memdb.Txn, index uint64, now time.Time) error {
 	until, _ := adoption(txn)
 	if until.IsZero() || now.Before(until) {
 		return nil
+	}
+	if err := touchArrays(txn, index); err != nil {
+		return err
 	}
 	it, err := txn.Get(tableJobs, "state", string(api.JobPending))
 	if err != nil {
@@ -326,14 +331,17 @@ func (j *Job) Adopting() bool { return adopting(j) }
 // a node reports stands for it. nil when u does not qualify: no copy,
 // outside the window, an id the restored state accounts for (such a
 // job ended, or is another), a copy of another job or run, or an
-// element of a job array (its array's row is not known).
-func newAdopted(txn *memdb.Txn, u api.ContainerUpdate, now time.Time) *Job {
+// element whose array gave its index a turn already.
+func newAdopted(txn *memdb.Txn, index uint64, u api.ContainerUpdate, now time.Time) (*Job, error) {
 	a := u.Job
 	until, above := adoption(txn)
 	if a == nil || !now.Before(until) || u.JobID <= above || a.ID != u.JobID || a.SessionID == "" ||
-		a.SessionID != u.Session || a.Requeues != u.Requeues || a.ArrayID != 0 || len(a.Containers) == 0 ||
+		a.SessionID != u.Session || a.Requeues != u.Requeues || len(a.Containers) == 0 ||
 		(u.State != api.ContainerRunning && !u.State.Ended()) {
-		return nil
+		return nil, nil
+	}
+	if _, ok := a.Container(u.Host); !ok {
+		return nil, nil
 	}
 	submitted := u.At // a running update's At is its start
 	if u.State.Ended() {
@@ -352,7 +360,12 @@ func newAdopted(txn *memdb.Txn, u api.ContainerUpdate, now time.Time) *Job {
 		rc.CPUTime, rc.MemPeak, rc.Ended = 0, 0, time.Time{}
 		j.Containers = append(j.Containers, rc)
 	}
-	return j
+	if a.ArrayID != 0 {
+		if ok, err := adoptElement(txn, index, j, a, now); !ok || err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
 }
 
 // AdoptingAfter is, once the adoption window has closed by now, the

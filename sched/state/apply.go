@@ -118,9 +118,11 @@ const (
 //	11: the adoption window a restore into an empty state opens
 //	   (SchemaAdoptWindow, adopt.go): within it a report of such a
 //	   container's end is the job's true end, a gang waits for all its
-//	   nodes, a job the state does not hold (submitted after the backup)
-//	   is made from the node's copy of it, running or ended, and
-//	   CmdAdoptEnd ends what is still adopting once the window closed.
+//	   nodes, a job the state does not hold (submitted after the backup,
+//	   an element of an array: adoptarray.go) is made from the node's
+//	   copy of it, running or ended, no array gets new element rows, and
+//	   CmdAdoptEnd ends what is still adopting once the window closed
+//	   and gives arrays their rows.
 //	   Entries of version 10 replay as that release applied them: an end
 //	   fails the queued job, a running container is placed, nothing is
 //	   made from a node's copy (a leader whose peers read 10 ends what is
@@ -343,7 +345,7 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := settleArrays(txn, index, c.Time); err != nil {
+	if err := settleArrays(txn, index, c.Time, holdRefill(txn, c)); err != nil {
 		return nil, err
 	}
 	if err := bumpNodes(txn, index, c.Kind == CmdTouch, c.reporters()); err != nil {
@@ -629,7 +631,12 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 						return nil, err
 					}
 				}
-				if j = newAdopted(txn, u, now); !window || j == nil {
+				if !window {
+					continue
+				}
+				if j, err = newAdopted(txn, index, u, now); err != nil {
+					return nil, err
+				} else if j == nil {
 					continue
 				}
 			}
