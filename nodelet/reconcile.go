@@ -331,11 +331,13 @@ const maxOutcomes = 8192
 
 // maxOutcomeJob bounds the copy of its job an end is kept with (the
 // assignment as this node had it, JSON): a larger one (a long job file)
-// is not kept, and its end alone is. maxOutcomeJobs bounds all the
-// copies together: past it the oldest ends lose theirs first. Ends of
-// one job's containers share one copy.
+// is not kept, and its end alone is. A report of report.MaxBatch ends
+// each with its copy then stays well within what schedd takes in one
+// request. maxOutcomeJobs bounds all the copies together: past it the
+// oldest ends lose theirs first. Ends of one job's containers share one
+// copy.
 const (
-	maxOutcomeJob  = 16 << 10
+	maxOutcomeJob  = 8 << 10
 	maxOutcomeJobs = 32 << 20
 )
 

@@ -360,6 +360,11 @@ func TestReconcileTellsKeptEndsInAdoptionWindow(t *testing.T) {
 // together stay within maxOutcomeJobs, the oldest ends losing theirs
 // first.
 func TestOutcomeLogBounds(t *testing.T) {
+	// A full report of kept ends with their copies stays within half of
+	// what schedd takes in one request (4 MiB).
+	if n := report.MaxBatch * maxOutcomeJob; n > 2<<20 {
+		t.Fatalf("a report of %d ends with copies of %d bytes: %d bytes, over 2 MiB", report.MaxBatch, maxOutcomeJob, n)
+	}
 	var o outcomeLog
 	job := func(id uint64, script int) *api.AssignedJob {
 		j := &api.AssignedJob{ID: id, SessionID: fmt.Sprint("s", id), User: "nobody"}
