@@ -424,7 +424,9 @@ func (s *scheduler) endAdopting(ctx context.Context, ids []uint64) error {
 		_, err := s.apply(ctx, state.Command{Kind: state.CmdAdoptEnd})
 		return err
 	}
-	s.log.Warn("a peer reads an older schema than the adoption window's end: cancelling the jobs still adopting", "jobs", len(ids), "schema", s.raft.WriteSchema())
+	if len(ids) > 0 {
+		s.log.Warn("a peer reads an older schema than the adoption window's end: cancelling the jobs still adopting", "jobs", len(ids), "schema", s.raft.WriteSchema())
+	}
 	for _, id := range ids {
 		if _, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id}); err != nil && !errors.Is(err, state.ErrEnded) {
 			return fmt.Errorf("cancelling job %d: %w", id, err)
