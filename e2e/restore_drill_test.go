@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestRestoreDrill is the restore drill an operator runs: badmin
@@ -241,8 +242,8 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	ctx := context.Background()
 	submitHeld := func(script string, hold bool) uint64 {
 		t.Helper()
-		res, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Hold: hold, Spec: jobspec.Job{Name: "r", Image: "host", Command: []string{"sh", "-c", script},
-			Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}}})
+		res, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Hold: hold, Spec: wire.ToAPI(jobspec.Job{Name: "r", Image: "host", Command: []string{"sh", "-c", script},
+			Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,10 +300,10 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	// An array submitted after the backup: element 1 exits 4, element 2
 	// runs on.
 	arrMarker := "sleep 600; : array " + dir
-	arr, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: jobspec.Job{Name: "arr", Image: "host",
+	arr, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: wire.ToAPI(jobspec.Job{Name: "arr", Image: "host",
 		Command: []string{"sh", "-c", `if [ "$LSB_JOBINDEX" = 1 ]; then exit 4; fi; ` + arrMarker},
 		Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20},
-		Array:   &jobspec.Array{Range: "1-2"}}})
+		Array: &jobspec.Array{Range: "1-2"}})})
 	if err != nil {
 		t.Fatal(err)
 	}

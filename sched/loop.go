@@ -270,7 +270,7 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	}
 	late, nextLate := v.Late(now)
 	if len(late) > 0 {
-		if _, err := s.apply(ctx, state.Command{Kind: state.CmdTimeout, Timeout: late}); err != nil {
+		if _, err := s.apply(ctx, state.Command{Act: state.Timeout{Jobs: late}}); err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("ending jobs past their walltime", "err", err)
 			}
@@ -308,7 +308,7 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	if !plan.Empty() {
 		sp := fromCore(plan)
 		s.metrics.stages.placing(v, sp, s.cfg.Clock())
-		_, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: sp})
+		_, err := s.apply(ctx, state.Command{Act: state.Place{Plan: sp}})
 		s.metrics.stages.placed(s.st.Snapshot(), sp, err == nil)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -413,22 +413,22 @@ func (s *scheduler) setRanks(r map[uint64]rank) {
 }
 
 // endAdopting ends ids, the jobs still adopting once the adoption window
-// has closed: with CmdAdoptEnd (each FAILED with why, or requeued; and
-// the arrays given the element rows the window held back) when every
-// peer reads the schema that has it (state.SchemaAdoptWindow);
-// else, a peer of an older release being in the cluster, each with the
-// kill that release applies (CANCELLED; the nodes then stop their
-// adopted containers, which no job assigns).
+// has closed: with AdoptEnd (each FAILED with why, or requeued; and the
+// arrays given the element rows the window held back) when every peer
+// reads the schema that has it (state.SchemaAdoptWindow); else, a peer
+// of an older release being in the cluster, each with the kill that
+// release applies (CANCELLED; the nodes then stop their adopted
+// containers, which no job assigns).
 func (s *scheduler) endAdopting(ctx context.Context, ids []uint64) error {
 	if s.raft.WriteSchema() >= state.SchemaAdoptWindow {
-		_, err := s.apply(ctx, state.Command{Kind: state.CmdAdoptEnd})
+		_, err := s.apply(ctx, state.Command{Act: state.AdoptEnd{}})
 		return err
 	}
 	if len(ids) > 0 {
 		s.log.Warn("a peer reads an older schema than the adoption window's end: cancelling the jobs still adopting", "jobs", len(ids), "schema", s.raft.WriteSchema())
 	}
 	for _, id := range ids {
-		if _, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id}); err != nil && !errors.Is(err, state.ErrEnded) {
+		if _, err := s.apply(ctx, state.Command{Act: state.Kill{Job: state.JobRef{ID: id}}}); err != nil && !errors.Is(err, state.ErrEnded) {
 			return fmt.Errorf("cancelling job %d: %w", id, err)
 		}
 	}

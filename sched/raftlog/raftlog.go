@@ -368,7 +368,7 @@ func (l *Log) Barrier(ctx context.Context) error {
 func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
 	schema := l.writeSchema(time.Now())
 	if need := cmd.NeedsSchema(); schema < need {
-		return nil, fmt.Errorf("%w: a %s entry is schema %d's, and a peer reads only %d", ErrOlderPeer, cmd.Kind, need, schema)
+		return nil, fmt.Errorf("%w: a %s entry is schema %d's, and a peer reads only %d", ErrOlderPeer, cmd.Kind(), need, schema)
 	}
 	b, err := encodeCommand(cmd, schema)
 	if err != nil {

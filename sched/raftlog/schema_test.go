@@ -90,7 +90,7 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 		eventually.NoError(t, 10*time.Second, "a write through the leader", func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			_, err := logs[leader()].Apply(ctx, state.Command{Kind: state.CmdTouch, Time: time.Now()})
+			_, err := logs[leader()].Apply(ctx, state.Command{Time: time.Now(), Act: state.Touch{}})
 			return err
 		})
 	}
@@ -108,7 +108,7 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 	// leader refuses it, and the caller falls back (the adoption
 	// window's end: cancels).
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	_, err := logs[leader()].Apply(ctx, state.Command{Kind: state.CmdAdoptEnd, Time: time.Now()})
+	_, err := logs[leader()].Apply(ctx, state.Command{Act: state.AdoptEnd{}, Time: time.Now()})
 	cancel()
 	if !errors.Is(err, ErrOlderPeer) {
 		t.Fatalf("CmdAdoptEnd with a peer of the previous release: %v, want ErrOlderPeer", err)

@@ -8,8 +8,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/internal/units"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // After a restore into a state that held no job (schedd started on an
@@ -29,14 +28,15 @@ const (
 	adoptAboveEntry = "adopt-above"
 )
 
-// SchemaAdoptWindow is the schema version that has the adoption window
-// (SchemaVersion, 11): a report's end taken as a queued job's true
-// outcome within it, rows made from the nodes' copies of jobs the state
-// does not hold, and CmdAdoptEnd. A peer of an older release applies
-// reports as schema 10 did (adoptRuns alone), so the leader writes
-// these only once every peer reads this version; until then the window
-// still holds placements (a leader's own choice), and a job still
-// adopting once it has closed is ended with CmdKill.
+// SchemaAdoptWindow is the schema version that has the adoption window:
+// a report's end taken as a queued job's true outcome within it, rows
+// made from the nodes' copies of jobs the state does not hold (ended or
+// running, elements of arrays too: adoptarray.go), no new element rows
+// while it is open, and AdoptEnd. A peer of the release that wrote
+// schema 10 applies reports as that release did (adoptRuns alone), so
+// the leader writes these only once every peer reads this version;
+// until then the window still holds placements (a leader's own choice),
+// and a job still adopting once it has closed is ended with Kill.
 const SchemaAdoptWindow = 11
 
 // adoptWindow tells whether an entry of schema version v applies the
@@ -46,7 +46,7 @@ func adoptWindow(v int) bool { return v >= SchemaAdoptWindow }
 // NeedsSchema is the oldest schema version that can carry c (0: any the
 // leader writes): the raft log refuses to write it in an older one.
 func (c *Command) NeedsSchema() int {
-	if c.Kind == CmdAdoptEnd {
+	if _, ok := c.Act.(AdoptEnd); ok {
 		return SchemaAdoptWindow
 	}
 	return 0
@@ -143,8 +143,8 @@ func (v *Snapshot) AdoptUntil() time.Time {
 // win tells whether the entry applies the adoption window
 // (adoptWindow): without it a report's end is never taken as the job's
 // true outcome, as schema 10 applied it.
-func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.Time, start map[uint64]time.Time, win bool) bool {
-	if (j.State != api.JobPending && j.State != api.JobHeld) || u.Session == "" || u.Session != j.SessionID || u.Requeues != j.Requeues {
+func adopt(txn *memdb.Txn, j *Job, node string, u ContainerUpdate, now time.Time, start map[uint64]time.Time, win bool) bool {
+	if (j.State != lifecycle.JobPending && j.State != lifecycle.JobHeld) || u.Session == "" || u.Session != j.SessionID || u.Requeues != j.Requeues {
 		return false
 	}
 	i := -1
@@ -163,8 +163,8 @@ func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.
 	until, _ := adoption(txn)
 	window := win && now.Before(until)
 	switch {
-	case u.State == api.ContainerRunning:
-		c.Node, c.State, c.ExitCode, c.Message = node, api.ContainerRunning, 0, ""
+	case u.State == lifecycle.ContainerRunning:
+		c.Node, c.State, c.ExitCode, c.Message = node, lifecycle.ContainerRunning, 0, ""
 		if raw, _ := txn.First(tableNodes, "id", node); raw != nil {
 			c.NodeAddr = raw.(*Node).Addr
 		}
@@ -190,7 +190,7 @@ func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.
 		return true
 	case u.State.Ended():
 		why := fmt.Sprintf("it ran on node %s after the backup this state was restored from", node)
-		if u.State == api.ContainerKilled {
+		if u.State == lifecycle.ContainerKilled {
 			why += "; stopped at the restore, not run twice"
 		} else {
 			why += fmt.Sprintf("; it ended there (%s, exit %d), not run again", u.State, u.ExitCode)
@@ -222,7 +222,7 @@ func settleAdopted(j *Job, now time.Time, start map[uint64]time.Time) {
 			return // more to adopt
 		}
 	}
-	j.State, j.Reason, j.Started = api.JobRunning, "", start[j.ID]
+	j.State, j.Reason, j.Started = lifecycle.JobRunning, "", start[j.ID]
 	advance(j, j.Started, lastEnd(j, now))
 }
 
@@ -238,12 +238,12 @@ func failAdopted(j *Job, now time.Time, why string) {
 	for k := range j.Containers {
 		o := &j.Containers[k]
 		if !o.State.Ended() {
-			o.State, o.Message = api.ContainerKilled, "stopped: "+why
+			o.State, o.Message = lifecycle.ContainerKilled, "stopped: "+why
 		} else if exit == 0 {
 			exit = o.ExitCode
 		}
 	}
-	j.State, j.Reason, j.KillWanted, j.Ended = api.JobFailed, why, true, lastEnd(j, now)
+	j.State, j.Reason, j.KillWanted, j.Ended = lifecycle.JobFailed, why, true, lastEnd(j, now)
 	if j.ExitCode = exit; j.ExitCode == 0 {
 		j.ExitCode = 1
 	}
@@ -263,7 +263,7 @@ func adoptEnd(txn *memdb.Txn, index uint64, now time.Time) error {
 	if err := touchArrays(txn, index); err != nil {
 		return err
 	}
-	it, err := txn.Get(tableJobs, "state", string(api.JobPending))
+	it, err := txn.Get(tableJobs, "state", string(lifecycle.JobPending))
 	if err != nil {
 		return err
 	}
@@ -273,7 +273,7 @@ func adoptEnd(txn *memdb.Txn, index uint64, now time.Time) error {
 			ends = append(ends, raw.(*Job))
 		}
 	}
-	it, err = txn.Get(tableJobs, "state", string(api.JobHeld))
+	it, err = txn.Get(tableJobs, "state", string(lifecycle.JobHeld))
 	if err != nil {
 		return err
 	}
@@ -302,7 +302,7 @@ func adoptEnd(txn *memdb.Txn, index uint64, now time.Time) error {
 // adopting tells whether queued j has a container a node reported
 // running (adopt) and waits for the rest: it is not placed again.
 func adopting(j *Job) bool {
-	if j.State != api.JobPending && j.State != api.JobHeld {
+	if j.State != lifecycle.JobPending && j.State != lifecycle.JobHeld {
 		return false
 	}
 	for _, c := range j.Containers {
@@ -321,26 +321,27 @@ func (j *Job) Adopting() bool { return adopting(j) }
 // newAdopted is the row of a job submitted after the backup a restore
 // brought back that a node reports running or ended (u, an announcement
 // or a kept end that carries the node's copy of the job,
-// api.ContainerUpdate.Job), within the adoption window: queued, its
+// ContainerUpdate.Job), within the adoption window: queued, its
 // containers unplaced, for adopt to place them where they run or ran (a
 // job whose every container has ended so ends as it did: its outcome,
 // nodes, start, end and exit code, and reaches the accounting store as
-// any ended job). The node's copy is what schedd assigned
-// it: the job's owner, ids, directory, partition, walltime, job file
-// and containers. The submission time is not in it: the earliest start
-// a node reports stands for it. nil when u does not qualify: no copy,
-// outside the window, an id the restored state accounts for (such a
-// job ended, or is another), a copy of another job or run, or an
+// any ended job). The node's copy is what schedd assigned it: the job's
+// owner, ids, directory, partition, walltime, job file and containers
+// (an element of a job array: adoptElement). The submission time is not
+// in it: the earliest start a node reports stands for it (an end's
+// Started, a running update's At). nil when u does not qualify: no
+// copy, outside the window, an id the restored state accounts for (such
+// a job ended, or is another), a copy of another job or run, or an
 // element whose array gave its index a turn already.
-func newAdopted(txn *memdb.Txn, index uint64, u api.ContainerUpdate, now time.Time) (*Job, error) {
+func newAdopted(txn *memdb.Txn, index uint64, u ContainerUpdate, now time.Time) (*Job, error) {
 	a := u.Job
 	until, above := adoption(txn)
 	if a == nil || !now.Before(until) || u.JobID <= above || a.ID != u.JobID || a.SessionID == "" ||
 		a.SessionID != u.Session || a.Requeues != u.Requeues || len(a.Containers) == 0 ||
-		(u.State != api.ContainerRunning && !u.State.Ended()) {
+		(u.State != lifecycle.ContainerRunning && !u.State.Ended()) {
 		return nil, nil
 	}
-	if _, ok := a.Container(u.Host); !ok {
+	if !slices.ContainsFunc(a.Containers, func(c Container) bool { return c.Host == u.Host }) {
 		return nil, nil
 	}
 	submitted := u.At // a running update's At is its start
@@ -352,11 +353,11 @@ func newAdopted(txn *memdb.Txn, index uint64, u api.ContainerUpdate, now time.Ti
 	}
 	j := &Job{ID: a.ID, SessionID: a.SessionID, Network: a.Network, Name: a.Name, User: a.User, UID: a.UID, GID: a.GID,
 		Cwd: a.Cwd, Partition: a.Partition, Account: a.Account, Walltime: a.Walltime, Spec: a.Spec, Interactive: a.Interactive,
-		Requeues: a.Requeues, Signals: a.Signals, State: api.JobPending, Submitted: submitted,
+		Requeues: a.Requeues, Signals: a.Signals, State: lifecycle.JobPending, Submitted: submitted,
 		Reason: "adopted after a restore: submitted after the backup, reported running by its nodes"}
 	for _, c := range a.Containers {
-		rc := Container{Container: c, CPUMilli: units.MilliCPU(c.Resources.CPU)}
-		rc.Node, rc.NodeAddr, rc.Reach, rc.State, rc.ExitCode, rc.Message = "", "", "", api.ContainerPending, 0, ""
+		rc := c
+		rc.Node, rc.NodeAddr, rc.Reach, rc.State, rc.ExitCode, rc.Message = "", "", "", lifecycle.ContainerPending, 0, ""
 		rc.CPUTime, rc.MemPeak, rc.Ended = 0, 0, time.Time{}
 		j.Containers = append(j.Containers, rc)
 	}
@@ -370,16 +371,16 @@ func newAdopted(txn *memdb.Txn, index uint64, u api.ContainerUpdate, now time.Ti
 
 // AdoptingAfter is, once the adoption window has closed by now, the
 // jobs still adopting (a gang not every node of which reported it): the
-// leader ends them, with CmdAdoptEnd when every peer reads
-// SchemaAdoptWindow, else one CmdKill each. None while the window is
-// open or when there is none.
+// leader ends them, with AdoptEnd when every peer reads
+// SchemaAdoptWindow, else one Kill each. None while the window is open
+// or when there is none.
 func (v *Snapshot) AdoptingAfter(now time.Time) []uint64 {
 	until, _ := adoption(v.txn)
 	if until.IsZero() || now.Before(until) {
 		return nil
 	}
 	var ids []uint64
-	for _, st := range []api.JobState{api.JobPending, api.JobHeld} {
+	for _, st := range []lifecycle.JobState{lifecycle.JobPending, lifecycle.JobHeld} {
 		it, err := v.txn.Get(tableJobs, "state", string(st))
 		if err != nil {
 			panic(err)

@@ -8,12 +8,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
 // Elements of job arrays in the adoption window. A node's copy of an
-// element (api.AssignedJob with ArrayID) names its array and index, and
-// carries the array's job file (Spec.Array: its indices, max_running):
+// element (a row with ArrayID) names its array and index, and
+// carries the array's request (Spec.Array: its indices, max_running):
 //
 //   - The array's row is in the state (submitted before the backup): the
 //     element becomes its row there, made before its turn as a kill by
@@ -27,7 +28,7 @@ import (
 //     its other elements given rows as any array's once the window has
 //     closed; the element is made as above. Its submission time is the
 //     element's start, its session id one of its own.
-//   - A copy that cannot rebuild its array (no array in its job file, or
+//   - A copy that cannot rebuild its array (no array in its request, or
 //     an index outside it): the element is adopted as a plain job under
 //     its own id, named NAME[INDEX], its reason naming its array while
 //     it waits for the rest of its gang.
@@ -40,7 +41,7 @@ import (
 // its array (see above), rebuilding the array's row if need be, or a
 // plain job that notes its array. False: the element is not adopted (its
 // array gave its index a turn already, or ended).
-func adoptElement(txn *memdb.Txn, index uint64, j *Job, a *api.AssignedJob, now time.Time) (bool, error) {
+func adoptElement(txn *memdb.Txn, index uint64, j *Job, a *Job, now time.Time) (bool, error) {
 	raw, err := txn.First(tableJobs, "id", a.ArrayID)
 	if err != nil {
 		return false, err
@@ -73,7 +74,7 @@ func adoptElement(txn *memdb.Txn, index uint64, j *Job, a *api.AssignedJob, now 
 		return false, err
 	}
 	switch {
-	case old != nil && (old.State != api.JobPending && old.State != api.JobHeld || adopting(old) || old.Requeues > 0):
+	case old != nil && (old.State != lifecycle.JobPending && old.State != lifecycle.JobHeld || adopting(old) || old.Requeues > 0):
 		return false, nil // its index runs, ran or ended under another id
 	case old != nil:
 		// Made since the restore, never placed: the node's is the one.
@@ -93,19 +94,19 @@ func adoptElement(txn *memdb.Txn, index uint64, j *Job, a *api.AssignedJob, now 
 		}
 	}
 	j.ArrayID, j.ArrayIndex = p.ID, a.ArrayIndex
-	j.ArraySpan = &api.ArraySpan{Min: p.Array.Indices.Min(), Max: p.Array.Indices.Max(), Count: p.Array.Count, Step: p.Array.Indices.Step()}
+	j.ArraySpan = &ArraySpan{Min: p.Array.Indices.Min(), Max: p.Array.Indices.Max(), Count: p.Array.Count, Step: p.Array.Indices.Step()}
 	return true, nil
 }
 
 // rebuildArray is the row of the array a, an element's copy, belongs to,
 // rebuilt from the copy: nil when the copy cannot say what it was (no
-// array in its job file, or the element's index outside it).
-func rebuildArray(a *api.AssignedJob, submitted time.Time) *Job {
+// array in its request, or the element's index outside it).
+func rebuildArray(a *Job, submitted time.Time) *Job {
 	if a.Spec.Array == nil {
 		return nil
 	}
 	p := &Job{ID: a.ArrayID, Name: a.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd, Partition: a.Partition,
-		Account: a.Account, Walltime: a.Walltime, Spec: a.Spec, State: api.JobPending, Reason: api.ReasonPriority,
+		Account: a.Account, Walltime: a.Walltime, Spec: a.Spec, State: lifecycle.JobPending, Reason: reason.Priority,
 		Submitted: submitted}
 	if err := newArray(p); err != nil || p.Array.Indices.Position(a.ArrayIndex) < 0 {
 		return nil
@@ -114,7 +115,9 @@ func rebuildArray(a *api.AssignedJob, submitted time.Time) *Job {
 	// the same on every replica.
 	p.SessionID = uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "troupe-array/%d", a.ArrayID)).String()
 	for _, c := range a.Containers {
-		rc := NewContainer(c.Container, "")
+		rc := c
+		rc.KernelID, rc.Node, rc.NodeAddr, rc.Reach, rc.State, rc.ExitCode, rc.Message = "", "", "", "", lifecycle.ContainerPending, 0, ""
+		rc.CPUTime, rc.MemPeak, rc.Ended, rc.GPUs = 0, 0, time.Time{}, nil
 		p.Containers = append(p.Containers, rc)
 	}
 	sessionNetwork(p)
@@ -123,7 +126,7 @@ func rebuildArray(a *api.AssignedJob, submitted time.Time) *Job {
 
 // plainElement makes j, an element whose array cannot be rebuilt, a
 // plain job that names its array (NAME[INDEX], its reason while queued).
-func plainElement(j *Job, a *api.AssignedJob) {
+func plainElement(j *Job, a *Job) {
 	j.Name = fmt.Sprintf("%s[%d]", a.Name, a.ArrayIndex)
 	j.Spec.Array = nil
 	j.Reason = fmt.Sprintf("adopted after a restore as a plain job: element %d[%d] of an array the restored state lacks and its copy cannot rebuild", a.ArrayID, a.ArrayIndex)
@@ -144,7 +147,7 @@ func holdRefill(txn *memdb.Txn, c Command) bool {
 // settleArrays, after CmdAdoptEnd, gives them the element rows the
 // adoption window held back.
 func touchArrays(txn *memdb.Txn, index uint64) error {
-	for _, st := range []api.JobState{api.JobPending, api.JobHeld, api.JobRunning} {
+	for _, st := range []lifecycle.JobState{lifecycle.JobPending, lifecycle.JobHeld, lifecycle.JobRunning} {
 		js, err := jobsBy(txn, "state", string(st))
 		if err != nil {
 			return err

@@ -8,14 +8,11 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 )
 
-// copyOfRow is a node's copy of row j (api.AssignedJob), as schedd
-// assigned it.
-func copyOfRow(j *Job) *api.AssignedJob {
-	a := &api.AssignedJob{ID: j.ID, SessionID: j.SessionID, Name: j.Name, User: j.User, UID: j.UID, Partition: j.Partition,
+// copyOfRow is a node's copy of row j, as schedd assigned it.
+func copyOfRow(j *Job) *Job {
+	a := &Job{ID: j.ID, SessionID: j.SessionID, Name: j.Name, User: j.User, UID: j.UID, Partition: j.Partition,
 		Spec: j.Spec, Network: j.Network, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: j.ArraySpan}
-	for _, c := range j.Containers {
-		a.Containers = append(a.Containers, c.Container)
-	}
+	a.Containers = append(a.Containers, j.Containers...)
 	return a
 }
 
@@ -23,7 +20,7 @@ func copyOfRow(j *Job) *api.AssignedJob {
 // (after job 1), as a state that held it made it.
 func elementRow(t *testing.T, idx int) *Job {
 	h, _ := adoptHarness(t, 1, false)
-	h.apply(Command{Kind: CmdSubmit, Submit: arrayJob("1-4", 0)})
+	h.apply(Command{Act: Submit{Jobs: []*Job{arrayJob("1-4", 0)}}})
 	e, err := element(h.st.db.Txn(false), 2, idx)
 	if err != nil || e == nil {
 		t.Fatalf("element 2[%d]: %v, %v", idx, e, err)
@@ -44,8 +41,8 @@ func TestAdoptArrayElementsRebuildArray(t *testing.T) {
 	until := t0.Add(time.Minute)
 	windowed(t, h, until, 1)
 	began := t0.Add(2500 * time.Millisecond)
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: e2.ID, Host: "main1", State: api.ContainerRunning, Session: e2.SessionID, At: began, Job: copyOfRow(e2)})
-	h.reportAt(SchemaVersion, "n1", api.ContainerUpdate{JobID: e3.ID, Host: "main1", State: api.ContainerExited, ExitCode: 3, Session: e3.SessionID,
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: e2.ID, Host: "main1", State: api.ContainerRunning, Session: e2.SessionID, At: began, Job: copyOfRow(e2)})
+	h.reportAt(SchemaVersion, "n1", ContainerUpdate{JobID: e3.ID, Host: "main1", State: api.ContainerExited, ExitCode: 3, Session: e3.SessionID,
 		Started: began, At: began.Add(time.Second), Job: copyOfRow(e3)})
 	p := h.job(2)
 	if p == nil || p.Array == nil || p.Array.Count != 4 || p.State != api.JobRunning {
@@ -69,7 +66,7 @@ func TestAdoptArrayElementsRebuildArray(t *testing.T) {
 		t.Fatalf("in the window: %d element rows, want the 2 reported", n)
 	}
 	h.idx = 100 // past the window
-	h.apply(Command{Kind: CmdAdoptEnd})
+	h.apply(Command{Act: AdoptEnd{}})
 	if n := rows(); n != 4 {
 		t.Fatalf("after the window: %d element rows, want 4", n)
 	}
@@ -80,7 +77,7 @@ func TestAdoptArrayElementsRebuildArray(t *testing.T) {
 	if last := h.st.Snapshot().LastJobID(); last <= e3.ID {
 		t.Fatalf("last job id %d, want above %d", last, e3.ID)
 	}
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: e2.ID, Host: "main1", State: api.ContainerExited, ExitCode: 0, Session: e2.SessionID})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: e2.ID, Host: "main1", State: api.ContainerExited, ExitCode: 0, Session: e2.SessionID})
 	if j := h.job(e2.ID); j.State != api.JobCompleted || j.ExitCode != 0 {
 		t.Fatalf("element 2[2] after its end: %s exit %d, want COMPLETED 0", j.State, j.ExitCode)
 	}
@@ -93,7 +90,7 @@ func TestAdoptArrayElementsRebuildArray(t *testing.T) {
 // since, ends as it did.
 func TestAdoptArrayElementOfRestoredArray(t *testing.T) {
 	h, _ := adoptHarness(t, 1, false)
-	h.apply(Command{Kind: CmdSubmit, Submit: arrayJob("1-3", 1)}) // array 2, element 1 made (job 3)
+	h.apply(Command{Act: Submit{Jobs: []*Job{arrayJob("1-3", 1)}}}) // array 2, element 1 made (job 3)
 	e1, err := element(h.st.db.Txn(false), 2, 1)
 	if err != nil || e1 == nil {
 		t.Fatalf("element 2[1]: %v %v", e1, err)
@@ -101,8 +98,8 @@ func TestAdoptArrayElementOfRestoredArray(t *testing.T) {
 	windowed(t, h, t0.Add(time.Minute), 3)
 	e2 := clone(e1) // made after the backup, as job 4
 	e2.ID, e2.ArrayIndex, e2.SessionID = 4, 2, "sess-2-2"
-	h.reportAt(SchemaVersion, "n1", api.ContainerUpdate{JobID: 3, Host: "main1", State: api.ContainerExited, Session: e1.SessionID, Started: t0, At: t0.Add(time.Second)})
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 4, Host: "main1", State: api.ContainerRunning, Session: "sess-2-2", At: t0.Add(2 * time.Second), Job: copyOfRow(e2)})
+	h.reportAt(SchemaVersion, "n1", ContainerUpdate{JobID: 3, Host: "main1", State: api.ContainerExited, Session: e1.SessionID, Started: t0, At: t0.Add(time.Second)})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 4, Host: "main1", State: api.ContainerRunning, Session: "sess-2-2", At: t0.Add(2 * time.Second), Job: copyOfRow(e2)})
 	if j := h.job(3); j.State != api.JobCompleted {
 		t.Fatalf("element 2[1], queued in the backup, ended since: %s, want COMPLETED", j.State)
 	}
@@ -111,7 +108,7 @@ func TestAdoptArrayElementOfRestoredArray(t *testing.T) {
 		t.Fatalf("element 2[2] started after the backup: %+v; want RUNNING under array 2", j)
 	}
 	h.idx = 100
-	h.apply(Command{Kind: CmdAdoptEnd})
+	h.apply(Command{Act: AdoptEnd{}})
 	es, _ := elements(h.st.db.Txn(false), 2)
 	seen := map[int]int{}
 	for _, e := range es {
@@ -130,7 +127,7 @@ func TestAdoptArrayElementPlainWhenArrayUnknown(t *testing.T) {
 	windowed(t, h, t0.Add(time.Minute), 1)
 	a := copyOfRow(e)
 	a.Spec.Array = nil
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: e.ID, Host: "main1", State: api.ContainerRunning, Session: e.SessionID, Job: a})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: e.ID, Host: "main1", State: api.ContainerRunning, Session: e.SessionID, Job: a})
 	j := h.job(e.ID)
 	if j == nil || j.State != api.JobRunning || j.ArrayID != 0 || !strings.HasSuffix(j.Name, "[2]") {
 		t.Fatalf("element without its array: %+v; want a plain job NAME[2], RUNNING", j)
