@@ -7,8 +7,19 @@ import "github.com/troupe-hpc/troupe/internal/lifecycle"
 // ignore a row's licenses (count none should it lead, keep none in a
 // snapshot it writes), so while the cluster's entries are written in an
 // older schema for such a peer, schedd takes no job that asks for
-// licenses.
+// licenses (admission refuses them, and the raft log would not write
+// such a submit: Command.NeedsSchema).
 const LicenseSchema = 11
+
+// asksLicenses reports whether a job of s asks for licenses.
+func (s Submit) asksLicenses() bool {
+	for _, j := range s.Jobs {
+		if len(j.Licenses) > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // HoldsLicenses reports whether j holds its licenses now: from its
 // placement until it ends (SCHEDULED, PREPARING, RUNNING), and while a
