@@ -26,6 +26,7 @@ var (
 			{Name: "partition"}, {Name: "account"}, {Name: "walltime"}, {Name: "priority"},
 			{Name: "requeue"}, {Name: "ssh"}, {Name: "image"}, {Name: "command"}, {Name: "workdir"}, {Name: "env"}, {Name: "output"}, {Name: "error"},
 			{Name: "signal"},
+			{Name: "licenses"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "cluster"}, {Type: "resources"}, {Type: "array"}, {Type: "mail"},
@@ -96,6 +97,7 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	attrs.String("output", &j.Output)
 	attrs.String("error", &j.Error)
 	d.signal(attrs, j)
+	d.licenses(attrs, j)
 
 	blocks := content.Blocks.ByType()
 	sizeSet := false

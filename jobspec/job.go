@@ -59,6 +59,10 @@ type Job struct {
 	// Signal is the signal the job gets before its walltime ends and
 	// when it is chosen to be preempted (nil: none; warn.go).
 	Signal *Warning `json:"signal,omitempty"`
+	// Licenses are the site-wide licenses the job holds while it runs,
+	// by name: licenses = { matlab = 2 } (sbatch -L matlab:2, bsub -R
+	// "rusage[matlab=2]"). The job starts only when all are free.
+	Licenses map[string]int `json:"licenses,omitempty"`
 
 	// Ranges records where each setting was written, keyed by its JSON
 	// path: "cluster.size", "resources.gpu", "env.EPOCHS",

@@ -132,6 +132,7 @@ func (j *Job) validate(skip map[string]bool) hcl.Diagnostics {
 	v.array()
 	v.mail()
 	v.warning()
+	v.licenses()
 	return v.diags
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/fault"
+	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -24,7 +25,7 @@ import (
 // preempting them). Preemption calls it on the victims it chooses: their
 // grace counts from the signal (state.Job.Warned), then it stops them.
 // While the cluster's schema is older than the act's it sends nothing
-// and answers an error that is state.ErrOlderSchema.
+// and answers an error that is raftlog.ErrOlderPeer.
 func (s *scheduler) warnNow(ctx context.Context, ids []uint64, why string) error {
 	if len(ids) == 0 {
 		return nil
@@ -38,18 +39,19 @@ func (s *scheduler) warnNow(ctx context.Context, ids []uint64, why string) error
 }
 
 // writable refuses act while the cluster's schema is older than the
-// first one whose entries carry it (state.ActSchema): a schedd of the
-// previous release, in the middle of a rolling upgrade, would stop at
-// an entry it cannot read. The error is a conflict (state.ErrConflict)
-// and state.ErrOlderSchema.
+// first one whose entries carry it (state.Command.NeedsSchema): a
+// schedd of the previous release, in the middle of a rolling upgrade,
+// would stop at an entry it cannot read. The error is a conflict
+// (state.ErrConflict) and raftlog.ErrOlderPeer, as the raft log's own
+// refusal.
 func (s *replica) writable(act state.Act) error {
-	need := state.ActSchema(act)
-	if s.raft == nil || need <= state.OldestSchema {
+	need := (&state.Command{Act: act}).NeedsSchema()
+	if s.raft == nil || need == 0 {
 		return nil
 	}
 	if have := s.raft.WriteSchema(); have < need {
 		return fmt.Errorf("%w: %w: %s needs every schedd of the cluster to read schema %d, and one reads %d only; finish the rolling upgrade first",
-			fault.ErrConflict, state.ErrOlderSchema, act.Kind(), need, have)
+			fault.ErrConflict, raftlog.ErrOlderPeer, act.Kind(), need, have)
 	}
 	return nil
 }

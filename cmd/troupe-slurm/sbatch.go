@@ -54,6 +54,7 @@ var sbatchHelp = []string{
 	"    --gres=gpu:N, --gpus-per-node=N  GPUs per container",
 	"    --signal=[B:]SIG[@SECONDS]  send SIG that long (default 60) before the time limit",
 	"                          and when preempted: every container gets it; with B: main1 only",
+	"-L, --licenses=NAME[:N],...  licenses held while the job runs (all of them)",
 	"    --exclusive, --comment, --no-requeue, --mail-type, ...  accepted",
 	"    --wrap=COMMAND        run COMMAND (by /bin/sh) as the script",
 	"    --parsable            print only the job id",

@@ -41,6 +41,9 @@ type JobSpec struct {
 	// Signal is the warning signal the job asks for before it is
 	// stopped (nil: none).
 	Signal *Warning `json:"signal,omitempty"`
+	// Licenses are the site-wide licenses the job holds while it runs,
+	// by name (the job file's licenses = { NAME = N }).
+	Licenses map[string]int `json:"licenses,omitempty"`
 }
 
 // Cluster is the shape of a session.

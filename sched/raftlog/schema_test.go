@@ -104,13 +104,21 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 			t.Fatalf("peer s%d applied entries of schema %d with a peer of the previous release in the cluster, want %d", i+1, v, state.OldestSchema)
 		}
 	}
-	// Meanwhile an act of the newest schema has no entry the stand-in
-	// reads: the leader says so (WriteSchema) and cannot write one.
 	if v := logs[leader()].WriteSchema(); v != state.OldestSchema {
-		t.Errorf("the leader writes schema %d with a peer of the previous release in the cluster, want %d", v, state.OldestSchema)
+		t.Fatalf("the leader says it writes schema %d with a peer of the previous release in the cluster, want %d", v, state.OldestSchema)
 	}
-	if _, err := logs[leader()].Apply(context.Background(), state.Command{Time: time.Now(), Act: state.Warn{Jobs: []uint64{1}}}); !errors.Is(err, state.ErrOlderSchema) {
-		t.Errorf("a warn act written for a peer of the previous release: %v, want ErrOlderSchema", err)
+	// A kind the previous release does not know is not written: the
+	// leader refuses it, and the caller falls back (the adoption
+	// window's end: cancels).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_, err := logs[leader()].Apply(ctx, state.Command{Act: state.AdoptEnd{}, Time: time.Now()})
+	cancel()
+	if !errors.Is(err, ErrOlderPeer) {
+		t.Fatalf("CmdAdoptEnd with a peer of the previous release: %v, want ErrOlderPeer", err)
+	}
+	// Nor an act of suspension or warnings.
+	if _, err := logs[leader()].Apply(context.Background(), state.Command{Time: time.Now(), Act: state.Warn{Jobs: []uint64{1}}}); !errors.Is(err, ErrOlderPeer) {
+		t.Errorf("a warn act written for a peer of the previous release: %v, want ErrOlderPeer", err)
 	}
 	// The stand-in is upgraded: this release, which tells its schema.
 	if err := logs[2].Close(); err != nil {

@@ -457,20 +457,10 @@ var (
 	ErrUnknownKind = errors.New("unknown command kind")
 	ErrNoAct       = errors.New("command without an act")
 	// ErrOlderSchema marks an act that an entry of an older schema (one a
-	// peer in the middle of a rolling upgrade reads) cannot carry.
+	// peer in the middle of a rolling upgrade reads) cannot carry: its
+	// kind did not exist then (Command.NeedsSchema).
 	ErrOlderSchema = errors.New("act has no form in an older schema")
 )
-
-// ActSchema is the first schema whose entries carry a: an act of a newer
-// schema than the cluster reads must not be proposed (the leader checks
-// before, and refuses or defers it; its entry cannot be written).
-func ActSchema(a Act) int {
-	switch a.(type) {
-	case Suspend, Resume, Resumed, Warn:
-		return 11
-	}
-	return 1
-}
 
 // commandSchema is the first schema of typed entries.
 const commandSchema = 11

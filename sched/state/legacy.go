@@ -320,11 +320,12 @@ func (o *v10Command) command() (Command, error) {
 }
 
 // toV10 is c as schemas 1 to 10 wrote it, its jobs in their rows' form
-// of then; an act those schemas did not have (ActSchema) has no such
-// form.
+// of then; an act those schemas did not have (suspension and warnings)
+// has no such form.
 func toV10(c Command) (*v10Command, error) {
-	if v := ActSchema(c.Act); v >= commandSchema {
-		return nil, fmt.Errorf("raft entry %s of schema %d: %w (it needs schema %d)", c.Act.Kind(), c.Version, ErrOlderSchema, v)
+	switch c.Act.(type) {
+	case Suspend, Resume, Resumed, Warn:
+		return nil, fmt.Errorf("raft entry %s of schema %d: %w (it needs schema %d)", c.Act.Kind(), c.Version, ErrOlderSchema, c.NeedsSchema())
 	}
 	o := &v10Command{Version: c.Version, Kind: c.Act.Kind(), Time: c.Time}
 	set := func(r Request) { o.Request, o.By = r.ID, r.By }

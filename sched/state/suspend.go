@@ -29,8 +29,14 @@ import (
 // signal request of the job, delivered by its nodelets as bkill -s's
 // are; Warned keeps a new leader from sending it again.
 //
-// The four acts are schema 11's (ActSchema): the leader proposes none
-// while a peer of an older release reads the log.
+// The four acts are schema 11's (SuspendSchema, Command.NeedsSchema):
+// the leader proposes none while a peer of an older release reads the
+// log.
+
+// SuspendSchema is the first schema that has gang suspension and
+// warning signals: their acts, and a row's Suspended, SuspendedFor,
+// Warned and Spec.Signal.
+const SuspendSchema = 11
 
 // Suspend freezes running job Job's containers (badmin jsuspend,
 // scontrol suspend, preemption). Apply answers the job.

@@ -148,7 +148,7 @@ func TestSuspendActsNeedSchema11(t *testing.T) {
 		Resumed{Jobs: []uint64{3, 4}},
 		Warn{Jobs: []uint64{3}, Why: "walltime"},
 	} {
-		if v := ActSchema(a); v != 11 {
+		if v := (&Command{Act: a}).NeedsSchema(); v != SuspendSchema {
 			t.Errorf("%s: schema %d", a.Kind(), v)
 		}
 		b, err := json.Marshal(Command{Version: SchemaVersion, Time: at, Act: a})
