@@ -47,6 +47,7 @@ type reservation struct {
 
 type backfill struct {
 	c        *cluster
+	gate     *gate // reservations; nil: none
 	now      int64
 	running  []event // from the snapshot, sorted by time
 	placed   []event // this pass's placements and the reservations
@@ -55,8 +56,11 @@ type backfill struct {
 	reserved []use     // what the reservations hold, for projections
 }
 
-func newBackfill(c *cluster, s *Snapshot, now time.Time) *backfill {
-	b := &backfill{c: c, now: now.UnixNano()}
+func newBackfill(c *cluster, g *gate, s *Snapshot, now time.Time) *backfill {
+	b := &backfill{c: c, gate: g, now: now.UnixNano()}
+	// A reservation's end gives its nodes back to every job: an event
+	// that frees nothing but has the nodes tried again.
+	b.running = append(b.running, g.ends()...)
 	for _, r := range s.Running {
 		end := r.Start.Add(walltime(r.Walltime)).UnixNano()
 		ev := event{at: max(end, b.now)}
@@ -193,7 +197,7 @@ func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64
 	proj := b.project()
 	placed := slices.Clone(b.placed)
 	slices.SortStableFunc(placed, func(a, b event) int { return cmp.Compare(a.at, b.at) })
-	at, g, ok := b.earliest(proj, part, j, quantum, placed)
+	at, g, ok := b.earliest(proj, part, j, w, quantum, placed)
 	if !ok {
 		return 0, gangFit{}, false
 	}
@@ -226,13 +230,22 @@ func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64
 // fits. Single-node jobs re-test only the nodes that changed; multi-node
 // ones run the full placement once the sum of what every node could hold
 // reaches the gang's size.
-func (b *backfill) earliest(proj []nstate, part string, j *Job, quantum float64, placed []event) (int64, gangFit, bool) {
-	if g, ok := refPlace(proj, part, j, quantum); ok {
+func (b *backfill) earliest(proj []nstate, part string, j *Job, w time.Duration, quantum float64, placed []event) (int64, gangFit, bool) {
+	own := b.gate.own(j)
+	var at int64 // the time tried; the gate opens nodes by it
+	var open func(int32) bool
+	if b.gate != nil {
+		open = func(i int32) bool { return b.gate.open(i, own, at, at+int64(w)) }
+	}
+	at = b.now
+	if g, ok := refPlace(proj, part, j, quantum, open); ok {
 		return b.now, g, true
 	}
 	cs := j.Containers
 	gpuOnly := allGPU(cs)
-	cand := func(i int32) bool { return proj[i].inPartition(part) && (!gpuOnly || proj[i].hasGPU()) }
+	cand := func(i int32) bool {
+		return proj[i].inPartition(part) && (!gpuOnly || proj[i].hasGPU()) && (open == nil || open(i))
+	}
 	multi := j.Mode == ModeMultiNode
 	var unit Res
 	var k []int
@@ -254,7 +267,6 @@ func (b *backfill) earliest(proj []nstate, part string, j *Job, quantum float64,
 	var touched []int32
 	ri, pi := 0, 0
 	for ri < len(b.running) || pi < len(placed) {
-		var at int64
 		switch {
 		case pi >= len(placed) || (ri < len(b.running) && b.running[ri].at <= placed[pi].at):
 			at = b.running[ri].at
@@ -279,7 +291,7 @@ func (b *backfill) earliest(proj []nstate, part string, j *Job, quantum float64,
 				}
 			}
 			if total >= len(cs) {
-				if g, ok := refPlace(proj, part, j, quantum); ok {
+				if g, ok := refPlace(proj, part, j, quantum, open); ok {
 					return at, g, true
 				}
 			}

@@ -97,19 +97,20 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	ok := eligible(&s, &plan)
 	c := newCluster(s.Nodes)
 	pr := newPrio(&s, c.totalCPU)
-	order := pr.order(s.Queue, ok, now)
-	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s)}
+	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s), gate: newGate(c, s.Reservations, now)}
 	pass.prepare(ok)
+	pass.reservations(ok)
+	order := pr.order(s.Queue, ok, now)
 	front := 0
 	if s.Policy.ReservationDepth > 0 {
-		pass.bf = newBackfill(c, &s, now)
+		pass.bf = newBackfill(c, pass.gate, &s, now)
 		order, front = pass.promote(order)
 	}
 	sorted := !s.Policy.ShortestFirst || pass.bf == nil
 	for k, qi := range order {
 		// A kept reservation is held whatever the depth; an aged job
 		// without one gets one while the depth allows, as any other.
-		pass.job(qi, k < front && s.Policy.KeepReservations && s.Queue[qi].Reason == reason.Resources)
+		pass.job(qi, k < front && s.Policy.KeepReservations && waitsForRoom(s.Queue[qi].Reason))
 		if !sorted && k+1 >= front && len(pass.bf.resv) >= s.Policy.ReservationDepth {
 			pass.shortestFirst(order[k+1:])
 			sorted = true
@@ -147,7 +148,7 @@ func (p *pass) promote(order []int32) ([]int32, int) {
 // promoted reports whether j goes before the priority order.
 func (p *pass) promoted(j *Job) bool {
 	pol := &p.s.Policy
-	if pol.KeepReservations && j.Reason == reason.Resources {
+	if pol.KeepReservations && waitsForRoom(j.Reason) {
 		return true
 	}
 	t := starvationAge(p.s, j.Partition)
@@ -221,6 +222,7 @@ type pass struct {
 	s       *Snapshot
 	c       *cluster
 	bf      *backfill
+	gate    *gate // the reservations; nil: none
 	now     time.Time
 	plan    *Plan
 	blocked bool // a higher job waits
@@ -237,6 +239,7 @@ type pass struct {
 // shape identifies gangs that place alike.
 type shape struct {
 	part string
+	resv string
 	mode string
 	n    int
 	r    Res
@@ -255,7 +258,7 @@ func shapeOf(j *Job) (shape, bool) {
 	if mode != ModeMultiNode {
 		mode = ModeSingleNode
 	}
-	return shape{j.Partition, mode, len(j.Containers), j.Containers[0]}, true
+	return shape{j.Partition, j.Reservation, mode, len(j.Containers), j.Containers[0]}, true
 }
 
 func (p *pass) job(qi int32, reserved bool) {
@@ -285,23 +288,27 @@ func (p *pass) job(qi int32, reserved bool) {
 	end := m.end
 	quantum := p.s.Partitions[j.Partition].GPUQuantum
 	cacheable := m.shape >= 0
+	own := p.gate.own(j)
 	if cacheable && end >= p.failed[m.shape] {
-		p.miss(j, w, quantum, reserved)
+		p.miss(j, w, own, end, quantum, reserved)
 		return
 	}
-	pl := placer{c: p.c, quantum: quantum, end: end}
+	pl := placer{c: p.c, quantum: quantum, end: end, gate: p.gate, own: own, from: p.now.UnixNano()}
 	if p.bf != nil && len(p.bf.resv) > 0 {
 		pl.bf = p.bf
 	}
 	g, ok := pl.place(j.Partition, j)
 	if !ok {
 		if cacheable {
-			if pl.bf == nil {
-				end = -1 << 63
+			// Without backfill reservations or site reservations, no
+			// run of the shape fits, however short.
+			upto := end
+			if pl.bf == nil && (p.gate == nil || p.gate.nodes == nil) {
+				upto = -1 << 63
 			}
-			p.failed[m.shape] = min(p.failed[m.shape], end)
+			p.failed[m.shape] = min(p.failed[m.shape], upto)
 		}
-		p.miss(j, w, quantum, reserved)
+		p.miss(j, w, own, end, quantum, reserved)
 		return
 	}
 	p.c.commit(j, g, quantum)
@@ -314,20 +321,28 @@ func (p *pass) job(qi int32, reserved bool) {
 	p.limits.started(j)
 }
 
-// miss handles a job that cannot start now; reserved: it gets a
-// reservation whatever the depth.
-func (p *pass) miss(j *Job, w time.Duration, quantum float64, reserved bool) {
+// miss handles a job of reservation own (-1: none) that cannot start
+// now, to run until end; reserved: it gets a reservation whatever the
+// depth. A job that would fit but for a reservation says so in its reason
+// where another would say Resources.
+func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, quantum float64, reserved bool) {
 	p.blocked = true
+	room := reason.Resources
+	if p.bf == nil || reserved || len(p.bf.resv) < p.s.Policy.ReservationDepth {
+		if r := p.heldBack(j, own, end, quantum); r != "" {
+			room = r
+		}
+	}
 	if p.bf == nil {
 		p.strict = true
-		p.plan.setReason(j, reason.Resources)
+		p.plan.setReason(j, room)
 		return
 	}
 	if !reserved && len(p.bf.resv) >= p.s.Policy.ReservationDepth {
 		p.plan.setReason(j, reason.Priority)
 		return
 	}
-	p.plan.setReason(j, reason.Resources)
+	p.plan.setReason(j, room)
 	at, g, ok := p.bf.reserve(j.Partition, j, w, quantum)
 	if ok {
 		p.plan.Starts = append(p.plan.Starts, StartEstimate{

@@ -113,6 +113,9 @@ type Job struct {
 	// Array, when not 0, is the job array the job is an element of: it
 	// starts only while Snapshot.ArraySlots has room for its array.
 	Array uint64
+	// Reservation, when set, names the reservation (Snapshot.Reservations)
+	// the job runs in: only on its nodes, only while its window is open.
+	Reservation string
 }
 
 // Running is a job that holds resources now. Backfill uses it to know
@@ -266,6 +269,9 @@ type Snapshot struct {
 	// element) that a queued job's dependency names. A job named but
 	// missing here is taken as gone: the dependency can never be met.
 	Named map[JobRef]JobStatus
+	// Reservations set nodes aside for windows of time (reservation.go):
+	// no job outside one runs on its nodes across its window.
+	Reservations []Reservation
 }
 
 // Placement puts every container of one job: Nodes[i] holds container i.
