@@ -114,7 +114,10 @@ const (
 //	   be), never a second run. It ran after the backup a restore
 //	   brought back. Entries of versions 1 to 9 replay without it: such
 //	   reports are dropped, as the nodes' containers were stopped.
-const SchemaVersion = 10
+//	11: reservations (CmdResvCreate, CmdResvUpdate, CmdResvDelete, and
+//	   Dump.Reservations): an older schedd would refuse the kinds and
+//	   schedule over the windows.
+const SchemaVersion = 11
 
 // OldestSchema is the oldest schema version this schedd writes: the
 // previous release's. A cluster in the middle of a rolling upgrade
@@ -196,6 +199,10 @@ type Command struct {
 	// Reports are the nodelet reports of a CmdReports entry, applied in
 	// order.
 	Reports []Report `json:"reports,omitempty"`
+	// Reservation is the reservation a CmdResvCreate makes, a
+	// CmdResvUpdate puts in place of the one of its name, a
+	// CmdResvDelete deletes (by its Name).
+	Reservation *Reservation `json:"reservation,omitempty"`
 }
 
 // Plan is the scheduler core's answer, as the log carries it.
@@ -317,6 +324,10 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = purge(txn, c.Purge)
 	case CmdMailed:
 		res, err = mailed(txn, index, c.Mailed)
+	case CmdResvCreate, CmdResvUpdate:
+		err = putReservation(txn, index, c.Time, c.Reservation, c.Kind == CmdResvCreate)
+	case CmdResvDelete:
+		err = deleteReservation(txn, c.Reservation)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
@@ -359,7 +370,9 @@ func touched(kind string) []string {
 	case CmdNodeDown:
 		return []string{tableNodes, tableJobs}
 	case CmdTouch:
-		return []string{tableJobs, tableNodes, tableSettings, tableUsage}
+		return []string{tableJobs, tableNodes, tableSettings, tableUsage, tableReservations}
+	case CmdResvCreate, CmdResvUpdate, CmdResvDelete:
+		return []string{tableReservations}
 	case CmdConfig:
 		return []string{tableSettings}
 	case CmdCharge:

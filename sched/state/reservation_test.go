@@ -1,0 +1,114 @@
+package state
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func (h *harness) applyErr(c Command) error {
+	h.t.Helper()
+	h.idx++
+	c.Time = t0.Add(time.Duration(h.idx) * time.Second)
+	c.Version = SchemaVersion
+	_, err := h.st.Apply(h.idx, c)
+	return err
+}
+
+// A reservation is made, refused where it would clash, updated, kept
+// by a snapshot's round trip and deleted.
+func TestReservationCommands(t *testing.T) {
+	h := newHarness(t)
+	r := &Reservation{Name: "pm", Start: t0.Add(time.Hour), Duration: 4 * time.Hour, Nodes: []string{"n1"}, Maint: true, By: "root"}
+	h.apply(Command{Kind: CmdResvCreate, Reservation: r})
+	got := h.st.Snapshot().Reservation("pm")
+	if got == nil || !got.Maint || got.Created.IsZero() || got.ModifyIndex != h.idx {
+		t.Fatalf("made %+v", got)
+	}
+	if err := h.applyErr(Command{Kind: CmdResvCreate, Reservation: r}); !errors.Is(err, ErrConflict) {
+		t.Errorf("second create: %v, want a conflict", err)
+	}
+	// Another on the same node at an overlapping time.
+	o := &Reservation{Name: "course", Start: t0.Add(4 * time.Hour), Duration: time.Hour, Nodes: []string{"n1"}}
+	if err := h.applyErr(Command{Kind: CmdResvCreate, Reservation: o}); !errors.Is(err, ErrConflict) {
+		t.Errorf("overlapping create: %v, want a conflict", err)
+	}
+	// A daily one whose third day falls into a later one-off window.
+	d := &Reservation{Name: "daily", Start: t0.Add(6 * time.Hour), Duration: time.Hour, Nodes: []string{"n1"}, Repeat: RepeatDaily}
+	h.apply(Command{Kind: CmdResvCreate, Reservation: d})
+	late := &Reservation{Name: "late", Start: t0.Add(54*time.Hour + 30*time.Minute), Duration: time.Hour, Nodes: []string{"n1"}}
+	if err := h.applyErr(Command{Kind: CmdResvCreate, Reservation: late}); !errors.Is(err, ErrConflict) {
+		t.Errorf("create over a daily window's third day: %v, want a conflict", err)
+	}
+	for _, bad := range []*Reservation{
+		{Name: "x", Start: t0, Duration: time.Hour, Nodes: []string{"n9"}},
+		{Name: "y", Start: t0.Add(time.Hour), Duration: 0, Nodes: []string{"n1"}},
+		{Name: "z", Start: t0.Add(-2 * time.Hour), Duration: time.Hour, Nodes: []string{"n1"}},
+		{Name: "w", Start: t0.Add(time.Hour), Duration: 25 * time.Hour, Nodes: []string{"n1"}, Repeat: RepeatDaily},
+	} {
+		if err := h.applyErr(Command{Kind: CmdResvCreate, Reservation: bad}); err == nil {
+			t.Errorf("made %+v", bad)
+		}
+	}
+	// Update: the whole row, its creation kept.
+	u := *got
+	u.Users, u.Duration = []string{"ops"}, 2*time.Hour
+	h.apply(Command{Kind: CmdResvUpdate, Reservation: &u})
+	if g := h.st.Snapshot().Reservation("pm"); g.Duration != 2*time.Hour || len(g.Users) != 1 || !g.Created.Equal(got.Created) {
+		t.Errorf("updated %+v", g)
+	}
+	// A restart (snapshot round trip) keeps them.
+	st := New()
+	if err := st.Restore(h.st.Snapshot().Dump()); err != nil {
+		t.Fatal(err)
+	}
+	if rs := st.Snapshot().Reservations(); len(rs) != 2 || rs[1].Name != "pm" || rs[1].Duration != 2*time.Hour {
+		t.Fatalf("restored %+v", rs)
+	}
+	h.apply(Command{Kind: CmdResvDelete, Reservation: &Reservation{Name: "pm"}})
+	if h.st.Snapshot().Reservation("pm") != nil {
+		t.Error("deleted reservation still there")
+	}
+	if err := h.applyErr(Command{Kind: CmdResvDelete, Reservation: &Reservation{Name: "pm"}}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second delete: %v", err)
+	}
+}
+
+// A reservation over a node whose running job would run into the window
+// is refused, unless it ignores jobs; a job that ends before it does not
+// stand in the way.
+func TestReservationRunningJobs(t *testing.T) {
+	h := newHarness(t)
+	id := h.runJob("ann", "phys") // no walltime: it never ends
+	r := &Reservation{Name: "pm", Start: t0.Add(time.Hour), Duration: time.Hour, Nodes: []string{"n1"}, Maint: true}
+	if err := h.applyErr(Command{Kind: CmdResvCreate, Reservation: r}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("create over running job %d: %v, want a conflict", id, err)
+	}
+	r.IgnoreJobs = true
+	h.apply(Command{Kind: CmdResvCreate, Reservation: r})
+
+	h = newHarness(t)
+	j := session(1)
+	j.Walltime = 10 * time.Minute
+	id = h.apply(Command{Kind: CmdSubmit, Submit: j}).(uint64)
+	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: []string{"n1"}}}}})
+	r.IgnoreJobs = false
+	h.apply(Command{Kind: CmdResvCreate, Reservation: r})
+}
+
+// The next edge is the next window's opening, then its close; a daily
+// one rolls on.
+func TestReservationEdges(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdResvCreate, Reservation: &Reservation{Name: "d", Start: t0.Add(time.Hour), Duration: time.Hour, Nodes: []string{"n1"}, Repeat: RepeatDaily}})
+	v := h.st.Snapshot()
+	if e := v.NextReservationEdge(t0); !e.Equal(t0.Add(time.Hour)) {
+		t.Errorf("edge %v", e)
+	}
+	if e := v.NextReservationEdge(t0.Add(90 * time.Minute)); !e.Equal(t0.Add(2 * time.Hour)) {
+		t.Errorf("edge %v", e)
+	}
+	if e := v.NextReservationEdge(t0.Add(3 * time.Hour)); !e.Equal(t0.Add(25 * time.Hour)) {
+		t.Errorf("edge %v", e)
+	}
+}
