@@ -116,6 +116,15 @@ func (a admitView) Submitted(user, part string) int {
 	return n
 }
 
+// Reservation is the reservation name's users and accounts.
+func (a admitView) Reservation(name string) (users, accounts []string, ok bool) {
+	r := a.Snapshot.Reservation(name)
+	if r == nil {
+		return nil, nil, false
+	}
+	return r.Users, r.Accounts, true
+}
+
 // NeverFits asks the node cache whether the job could ever be placed.
 func (a admitView) NeverFits(j *admission.Job) string {
 	return a.nodes.check(a.Snapshot, jobRow(j))

@@ -307,6 +307,11 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 		idx, _ := v.Index()
 		s.idle(idx)
 	}
+	// A reservation's window opening or closing changes what may start:
+	// look again then.
+	if e := v.NextReservationEdge(now); !e.IsZero() && (nextLate.IsZero() || e.Before(nextLate)) {
+		nextLate = e
+	}
 	return loopOutcome{NextLate: nextLate}, ws
 }
 

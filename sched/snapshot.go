@@ -41,9 +41,10 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 	cfg := v.Config()
 	jobs := v.LiveJobs() // by the state index: ended jobs waiting for their purge cost nothing
 	snap := core.Snapshot{
-		Nodes:      coreNodes(empty, jobs),
-		Partitions: map[string]core.Partition{},
-		Policy:     corePolicy(cfg),
+		Nodes:        coreNodes(empty, jobs),
+		Partitions:   map[string]core.Partition{},
+		Policy:       corePolicy(cfg),
+		Reservations: coreReservations(v.Reservations()),
 	}
 	for _, p := range cfg.Partitions {
 		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), GPUQuantum: p.GPUQuantum,
@@ -221,7 +222,8 @@ func toCore(r api.Resources) core.Res {
 
 func coreJob(j *state.Job) core.Job {
 	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason, Partition: j.Partition,
-		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID}
+		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID,
+		Reservation: j.Spec.Reservation}
 	if cj.Mode == "" {
 		cj.Mode = jobspec.ModeSingleNode
 	}

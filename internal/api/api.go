@@ -34,6 +34,7 @@
 //	GET  /v1/openapi.json              → the OpenAPI 3 document of this API
 //	POST /v1/reconfig                  {} → ReconfigResponse (schedd re-reads its partitions file)
 //	POST /v1/nodes/drain               NodeDrain → NodeList (admins; drain or resume nodes)
+//	GET  /v1/reservations              → ReservationList (reservation.go)
 //	ANY  /apps/{id}/{service}/…        the job's service (its owner or an admin), proxied
 //	                                   through the nodelet of main1 (HTTP, WebSocket)
 //
@@ -167,6 +168,9 @@ type SubmitRequest struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Hold submits the job HELD (bsub -H): it waits until released.
 	Hold bool `json:"hold,omitempty"`
+	// Admin is set by schedd, never read from the body: the submitter
+	// is an admin (every reservation admits admins' jobs).
+	Admin bool `json:"-"`
 	// DependsOn makes the job wait for other jobs (bsub -w); see depend.go.
 	DependsOn *Dependency `json:"depends_on,omitempty"`
 	// Interactive (bsub -I) runs main1's command on a terminal that the
@@ -529,6 +533,12 @@ const (
 	// jobs still run there, DRAINED once empty (derived when answering).
 	NodeDraining NodeState = "DRAINING"
 	NodeDrained  NodeState = "DRAINED"
+	// NodeMaint: a maintenance reservation's window is open on the node
+	// (derived when answering): only that reservation's jobs start there.
+	NodeMaint NodeState = "MAINT"
+	// NodeReserved: another reservation's window is open on the node
+	// (derived when answering).
+	NodeReserved NodeState = "RESERVED"
 )
 
 // Resources are schedulable amounts.
@@ -591,6 +601,9 @@ type Node struct {
 	Reason string `json:"reason,omitempty"`
 	// Partitions the node belongs to now (derived when answering).
 	Partitions []string `json:"partitions,omitempty"`
+	// Reservation is the reservation whose window is open on the node,
+	// else the next one that will hold it (derived when answering).
+	Reservation string `json:"reservation,omitempty"`
 	// GPUs are the node's whole GPU devices and the shares the live
 	// containers hold on each (derived when answering; nil without
 	// GPUs): a request ≤ 1 must fit one device's free share.
