@@ -392,6 +392,9 @@ func WriteHostsLong(w io.Writer, nodes []api.Node, loc *time.Location) error {
 		if n.Drain {
 			pair("Drained by", n.DrainedBy+" at "+Timestamp(n.DrainedAt, loc))
 		}
+		if n.Reservation != "" { // the one open on it, else the next
+			pair("Reservation", n.Reservation)
+		}
 		if err := kv.Flush(); err != nil {
 			return err
 		}

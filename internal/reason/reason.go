@@ -50,8 +50,7 @@ const (
 func ReservedFor(name string) string { return reservedPrefix + name }
 
 // HeldByReservation reports whether r says a reservation holds the job
-// back from nodes it would otherwise take (Maintenance or ReservedFor):
-// the job waits for resources as one with Resources does.
+// back from nodes it would otherwise take (Maintenance or ReservedFor).
 func HeldByReservation(r string) bool {
 	return r == Maintenance || (len(r) > len(reservedPrefix) && r[:len(reservedPrefix)] == reservedPrefix)
 }

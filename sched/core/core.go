@@ -110,7 +110,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	for k, qi := range order {
 		// A kept reservation is held whatever the depth; an aged job
 		// without one gets one while the depth allows, as any other.
-		pass.job(qi, k < front && s.Policy.KeepReservations && waitsForRoom(s.Queue[qi].Reason))
+		pass.job(qi, k < front && s.Policy.KeepReservations && s.Queue[qi].Reason == reason.Resources)
 		if !sorted && k+1 >= front && len(pass.bf.resv) >= s.Policy.ReservationDepth {
 			pass.shortestFirst(order[k+1:])
 			sorted = true
@@ -148,7 +148,7 @@ func (p *pass) promote(order []int32) ([]int32, int) {
 // promoted reports whether j goes before the priority order.
 func (p *pass) promoted(j *Job) bool {
 	pol := &p.s.Policy
-	if pol.KeepReservations && waitsForRoom(j.Reason) {
+	if pol.KeepReservations && j.Reason == reason.Resources {
 		return true
 	}
 	t := starvationAge(p.s, j.Partition)
@@ -323,26 +323,30 @@ func (p *pass) job(qi int32, reserved bool) {
 
 // miss handles a job of reservation own (-1: none) that cannot start
 // now, to run until end; reserved: it gets a reservation whatever the
-// depth. A job that would fit but for a reservation says so in its reason
-// where another would say Resources.
+// depth. A job that would fit now but for a site reservation says so in
+// its reason, in place of Resources or Priority; such a reason keeps no
+// backfill reservation from one pass to the next (KeepReservations
+// keeps those of Resources only), so a window over the whole machine
+// does not make every waiting job a kept reservation.
 func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, quantum float64, reserved bool) {
 	p.blocked = true
-	room := reason.Resources
-	if p.bf == nil || reserved || len(p.bf.resv) < p.s.Policy.ReservationDepth {
-		if r := p.heldBack(j, own, end, quantum); r != "" {
-			room = r
+	held := p.heldBack(j, own, end, quantum)
+	or := func(r string) string {
+		if held != "" {
+			return held
 		}
+		return r
 	}
 	if p.bf == nil {
 		p.strict = true
-		p.plan.setReason(j, room)
+		p.plan.setReason(j, or(reason.Resources))
 		return
 	}
 	if !reserved && len(p.bf.resv) >= p.s.Policy.ReservationDepth {
-		p.plan.setReason(j, reason.Priority)
+		p.plan.setReason(j, or(reason.Priority))
 		return
 	}
-	p.plan.setReason(j, room)
+	p.plan.setReason(j, or(reason.Resources))
 	at, g, ok := p.bf.reserve(j.Partition, j, w, quantum)
 	if ok {
 		p.plan.Starts = append(p.plan.Starts, StartEstimate{

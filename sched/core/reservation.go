@@ -26,8 +26,7 @@ import (
 //     reason.ReservationDeleted;
 //   - a job that would fit now but for a reservation waits with the
 //     reservation's name in its reason (reason.Maintenance for a
-//     maintenance reservation, else reason.ReservedFor), and keeps its
-//     place as one waiting for Resources does;
+//     maintenance reservation, else reason.ReservedFor);
 //   - a recurring reservation (Period) rolls forward: once an occurrence
 //     has ended the next one is in force (Reservation.Window).
 //
@@ -321,8 +320,3 @@ func (p *pass) reservations(ok []bool) {
 		}
 	}
 }
-
-// waitsForRoom reports whether reason r says a job waits for resources,
-// holding its place (Policy.KeepReservations): Resources, or a
-// reservation holding it back.
-func waitsForRoom(r string) bool { return r == reason.Resources || reason.HeldByReservation(r) }
