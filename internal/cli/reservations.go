@@ -15,6 +15,18 @@ import (
 // ResvTime is how reservations' times print: Slurm's ISO form, local.
 const ResvTime = "2006-01-02T15:04:05"
 
+// resvDuration is a reservation's Duration as Slurm prints it:
+// [days-]HH:MM:SS, hours always two digits.
+func resvDuration(d time.Duration) string {
+	s := int64(d / time.Second)
+	days, s := s/86400, s%86400
+	out := fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
+	if days > 0 {
+		out = fmt.Sprintf("%d-%s", days, out)
+	}
+	return out
+}
+
 // orNull is Slurm's "(null)" for an empty list.
 func orNull(ss []string) string {
 	if len(ss) == 0 {
@@ -50,7 +62,7 @@ func WriteReservationsSlurm(w io.Writer, rs []api.Reservation, one bool) error {
 		}
 		lines := []string{
 			fmt.Sprintf("ReservationName=%s StartTime=%s EndTime=%s Duration=%s",
-				r.Name, r.Start.Local().Format(ResvTime), r.End.Local().Format(ResvTime), Elapsed(r.Duration)),
+				r.Name, r.Start.Local().Format(ResvTime), r.End.Local().Format(ResvTime), resvDuration(r.Duration)),
 			fmt.Sprintf("Nodes=%s NodeCnt=%d CoreCnt=0 Features=(null) PartitionName=%s Flags=%s",
 				hostlist.Compress(r.Nodes), len(r.Nodes), part, resvFlagsSlurm(r)),
 			"TRES=(null)",
@@ -79,7 +91,7 @@ func WriteSinfoReservations(w io.Writer, rs []api.Reservation, header bool) erro
 	}
 	for _, r := range rs {
 		if _, err := fmt.Fprintf(w, row, r.Name, r.State, r.Start.Local().Format(ResvTime), r.End.Local().Format(ResvTime),
-			Elapsed(r.Duration), hostlist.Compress(r.Nodes)); err != nil {
+			resvDuration(r.Duration), hostlist.Compress(r.Nodes)); err != nil {
 			return err
 		}
 	}

@@ -164,3 +164,20 @@ func TestReservationNoBackfill(t *testing.T) {
 		t.Errorf("placed %v reason %q", placed(p, 1), reasonOf(p, 1))
 	}
 }
+
+// A job below the backfill reservations (the depth is full) that only a
+// window keeps off a node says so too, and the start estimate of the
+// reserved job lands after the window.
+func TestReservationBackfillCandidate(t *testing.T) {
+	s := maintSnap(walled(1, 4, 2*time.Hour), walled(2, 1, 3*time.Hour))
+	s.Queue[1].Submit = t0.Add(time.Second)
+	p := Schedule(s, t0)
+	if len(p.Placements) != 0 {
+		t.Fatalf("placed %+v", p.Placements)
+	}
+	for _, id := range []uint64{1, 2} {
+		if got := reasonOf(p, id); got != reason.Maintenance {
+			t.Errorf("job %d reason %q, want %q", id, got, reason.Maintenance)
+		}
+	}
+}
