@@ -31,7 +31,7 @@ import (
 const assignmentsWait = 30 * time.Second
 
 // announceWait is how long an assignments query waits while an
-// announced container waits for schedd's answer (agent.announced).
+// announced container waits for schedd's answer (reconciler.announced).
 const announceWait = time.Second
 
 // key names one container of one job.
@@ -41,43 +41,60 @@ type key struct {
 	run  int // the job's Requeues: a requeued job is a new run
 }
 
-// agent is the state of one Run.
+// agent is the state of one Run, shared by its roles, and their wiring.
+// Each role is a type of its own that reaches the shared state through
+// the agent it embeds; a role calls another through the agent's field
+// for it (a.launch.startTask), so what each role offers the others is
+// spelled at the call.
 type agent struct {
-	cfg Config
-	log *slog.Logger
-	cli schedd // *client.Client but in tests
-	rt  runtime.Runtime
-	oci string // the runc driver's OCI runtime and version ("crun 1.8.1"); "" for others
-	rep *report.Queue
-	net *network.Manager // nil: containers share the node's network
-	// feat is what containers get beyond the environment.
-	feat    session.Features
-	secret  []byte           // session keys derive from it (package sshkey)
-	catalog *catalog.Catalog // image names; nil: none known
+	reg      *registrar     // registration, heartbeat and the node's lease
+	recon    *reconciler    // the assignments followed and acted on
+	reports  *reporter      // updates for schedd and the outcome log
+	launch   *launcher      // a container's life: start, supervise, stop
+	specs    *specBuilder   // a container's spec, files and image
+	recovery *recoverer     // records, and re-attaching after a restart
+	sessions *sessionServer // terminals and apps served to attach clients
+
+	cfg     Config
+	log     *slog.Logger
+	cli     schedd // *client.Client but in tests
+	rt      runtime.Runtime
+	rep     *report.Queue
+	net     *network.Manager // nil: containers share the node's network
 	gpus    []gpu.Device
-	mps     *mpsDaemon  // the MPS control daemon of fractional GPU shares
-	cpus    *cpuSet     // the CPUs containers of whole cores hold (cpuset.go)
-	tools   *toolCopies // the binaries runc containers link (tools.go)
+	mps     *mpsDaemon // the MPS control daemon of fractional GPU shares
+	cpus    *cpuSet    // the CPUs containers of whole cores hold (cpuset.go)
 	metrics *metrics
-	fence   *leaseKeeper       // the lease from schedd and troupe-fence
-	streams *connlimit.Streams // the terminal and app streams served (attach.go)
+	fence   *leaseKeeper // the lease from schedd and troupe-fence
+
+	mu       sync.Mutex
+	running  map[key]*task   // started here, not yet destroyed
+	finished map[key]bool    // ended here; kept while schedd still assigns it
+	last     api.Assignments // the last answer reconciled: a task that ends reconciles it again
+}
+
+// registrar registers the node with schedd, sends its heartbeats and
+// keeps the lease they renew (fence.go).
+type registrar struct {
+	*agent
+	oci string // the runc driver's OCI runtime and version ("crun 1.8.1"); "" for others
 	// instance tells this nodelet from another under the same name
 	// (loadInstance); sent on register and heartbeat.
 	instance string
+}
 
-	mu       sync.Mutex
-	running  map[key]*task // started here, not yet destroyed
-	finished map[key]bool  // ended here; kept while schedd still assigns it
-	// outcomes keeps the final updates of the containers that ended
-	// here, the last maxOutcomes, after schedd stops assigning them: a
-	// schedd whose state went back (a restore) and shows one running
-	// again is told its true end, not that it was lost.
-	outcomes outcomeLog
-	told     map[key]uint64 // finished keys whose end was told again, at which answer's index
-	acked    map[key]bool   // finished keys schedd has shown ended since
+// reconciler follows the node's assignments and makes the containers
+// here match them (reconcile.go). Its fields are under a.mu.
+type reconciler struct {
+	*agent
+	told  map[key]uint64 // finished keys whose end was told again, at which answer's index
+	acked map[key]bool   // finished keys schedd has shown ended since
 	// keptUnassigned: the last answer said schedd's state holds no job
 	// yet, and the containers running here were kept (logged once).
 	keptUnassigned bool
+	// toldAdopt is the adoption window (api.Assignments.AdoptUntil)
+	// in which this nodelet told schedd the ends it keeps (tellKept).
+	toldAdopt time.Time
 	// announced are the containers running here that schedd stopped
 	// assigning while its state holds jobs: each is reported running
 	// (under its job's session) before it is stopped, so that a state
@@ -87,20 +104,82 @@ type agent struct {
 	// queries counts the assignments queries issued (the loop's);
 	// lastQuery is the one last answered (reconcile).
 	queries, lastQuery uint64
-	last               api.Assignments // the last answer reconciled: a task that ends reconciles it again
 	// assigned: last holds an answer of schedd's. Until the first one,
 	// an empty last says nothing: a restarted nodelet's re-attached
 	// containers are in no assignment yet, and reconciling against it
 	// would stop them all (a lease granted, a task ended meanwhile).
 	assigned bool
-	tasks    sync.WaitGroup
+}
+
+// reporter sends containers' updates to schedd and keeps their final
+// ones (outcomeLog).
+type reporter struct {
+	*agent
+	// outcomes keeps the final updates of the containers that ended
+	// here, the last maxOutcomes, after schedd stops assigning them: a
+	// schedd whose state went back (a restore) and shows one running
+	// again is told its true end, not that it was lost.
+	outcomes outcomeLog
+}
+
+// launcher runs a container's task: start, supervise (outputs,
+// signals), stop and destroy, or detach (task.go).
+type launcher struct {
+	*agent
+	tasks sync.WaitGroup // the tasks running: Run waits for them to end
+}
+
+// specBuilder makes what the runtime needs for a container: its spec,
+// files, home and image (spec.go).
+type specBuilder struct {
+	*agent
+	// feat is what containers get beyond the environment.
+	feat    session.Features
+	secret  []byte           // session keys derive from it (package sshkey)
+	catalog *catalog.Catalog // image names; nil: none known
+	tools   *toolCopies      // the binaries runc containers link (tools.go)
+}
+
+// recoverer keeps the records of started containers and re-attaches to
+// them after a restart (recover.go).
+type recoverer struct{ *agent }
+
+// sessionServer serves the terminals and apps of the containers here to
+// attach clients (attach.go, apps.go).
+type sessionServer struct {
+	*agent
+	streams *connlimit.Streams // the terminal and app streams served; nil: no caps
+}
+
+// wire gives a its roles; a holds the state they share.
+func (a *agent) wire() *agent {
+	a.reg = &registrar{agent: a}
+	a.recon = &reconciler{agent: a, told: map[key]uint64{}, acked: map[key]bool{}}
+	a.reports = &reporter{agent: a}
+	a.launch = &launcher{agent: a}
+	a.specs = &specBuilder{agent: a}
+	a.recovery = &recoverer{a}
+	a.sessions = &sessionServer{agent: a}
+	return a
 }
 
 // Run is the node agent: see the package documentation for its loop. It
 // returns nil after ctx is cancelled and every container it ran is
 // destroyed, or an error when it cannot start at all.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	a, err := newAgent(cfg, log)
+	return run(ctx, cfg, log, parts{})
+}
+
+// parts stand in for what the agent otherwise makes from its Config;
+// Run gives none, the package's tests a fake schedd or a runtime they
+// watch.
+type parts struct {
+	schedd      schedd                                // in place of a client for Config.Addr
+	wrapRuntime func(runtime.Runtime) runtime.Runtime // around the runtime Config names
+}
+
+func run(ctx context.Context, cfg Config, log *slog.Logger, p parts) error {
+	a, err := newAgent(cfg, log, p)
 	if err != nil {
 		return err
 	}
@@ -111,26 +190,26 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		a.log.Info("serving metrics", "addr", "http://"+addr.String()+"/metrics")
 	}
-	if err := a.startFence(); err != nil {
+	if err := a.reg.startFence(); err != nil {
 		return fmt.Errorf("starting the fence: %w", err)
 	}
-	recs, err := a.recoverLeftovers(ctx)
+	recs, err := a.recovery.recoverLeftovers(ctx)
 	if err != nil {
 		a.fence.stop(true)
 		return err
 	}
-	a.adopt(ctx, recs)
-	if err := a.register(ctx); err != nil {
-		a.tasks.Wait()
+	a.recovery.adopt(ctx, recs)
+	if err := a.reg.register(ctx); err != nil {
+		a.launch.tasks.Wait()
 		a.fence.stop(!detaching(ctx) || !a.canDetach())
 		return nil // ctx cancelled while schedd was away
 	}
 	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))
 	go a.rep.Run(repCtx)
-	go a.heartbeat(ctx)
-	go a.attachLoop(ctx)
-	a.loop(ctx)
-	a.tasks.Wait() // every task stops and destroys on ctx cancel, or detaches
+	go a.reg.heartbeat(ctx)
+	go a.sessions.attachLoop(ctx)
+	a.recon.loop(ctx)
+	a.launch.tasks.Wait() // every task stops and destroys on ctx cancel, or detaches
 	a.fence.stop(!detaching(ctx) || !a.canDetach())
 	if a.net != nil && (!detaching(ctx) || !a.canDetach()) {
 		if err := a.net.Close(); err != nil { // containers left running keep it
@@ -147,14 +226,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return nil
 }
 
-func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
+func newAgent(cfg Config, log *slog.Logger, p parts) (*agent, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	cli, err := dialSchedd(cfg, "", false)
-	if err != nil {
-		return nil, err
+	cli := p.schedd
+	if cli == nil {
+		if cli, err = dialSchedd(cfg, "", false); err != nil {
+			return nil, err
+		}
 	}
 	for _, d := range []string{cfg.StateDir, cfg.RunDir, filepath.Join(cfg.StateDir, "homes")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -169,23 +250,25 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	if r, ok := rt.(interface{ OCI() string }); ok {
 		oci = r.OCI()
 	}
-	if cfg.wrapRuntime != nil {
-		rt = cfg.wrapRuntime(rt)
+	if p.wrapRuntime != nil {
+		rt = p.wrapRuntime(rt)
 	}
 	a := &agent{
-		cfg: cfg, log: log, cli: cli, rt: rt, oci: oci,
-		running: map[key]*task{}, finished: map[key]bool{}, told: map[key]uint64{}, acked: map[key]bool{},
-		mps:     &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
-		cpus:    newCPUSet(nil),
-		streams: newStreams(cfg),
+		cfg: cfg, log: log, cli: cli, rt: rt,
+		running: map[key]*task{}, finished: map[key]bool{},
+		mps:  &mpsDaemon{dir: filepath.Join(cfg.StateDir, "mps"), log: log},
+		cpus: newCPUSet(nil),
 	}
-	a.tools = newToolCopies(a.toolsDir())
+	a.wire()
+	a.reg.oci = oci
+	a.sessions.streams = newStreams(cfg)
+	a.specs.tools = newToolCopies(a.toolsDir())
 	a.metrics = newMetrics(a)
-	if a.instance, err = loadInstance(cfg.StateDir); err != nil {
+	if a.reg.instance, err = loadInstance(cfg.StateDir); err != nil {
 		return nil, err
 	}
 	if cfg.Images != "" {
-		if a.catalog, err = catalog.Load(cfg.Images); err != nil {
+		if a.specs.catalog, err = catalog.Load(cfg.Images); err != nil {
 			return nil, err
 		}
 	}
@@ -199,7 +282,7 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	}, log, true)
 	log.Info("nodelet starting", "name", cfg.Name, "schedd", cfg.Addr, "runtime", rt.Name(), "oci", oci,
 		"cpu", cfg.CPU, "memory", cfg.Memory, "advertise", cfg.Advertise, "init", cfg.InitBinary,
-		"network", a.net != nil, "ssh", a.feat.Tools, "mount_roots", strings.Join(cfg.AllowedMountRoots, ", "))
+		"network", a.net != nil, "ssh", a.specs.feat.Tools, "mount_roots", strings.Join(cfg.AllowedMountRoots, ", "))
 	return a, nil
 }
 
@@ -216,11 +299,11 @@ func (a *agent) setupSrun() {
 	}
 	switch a.rt.Name() {
 	case runc.Name:
-		a.feat.Srun = true
+		a.specs.feat.Srun = true
 	case RuntimeProcess:
 		dir := filepath.Join(filepath.Dir(filepath.Dir(a.cfg.SlurmBinary)), "libexec", "troupe", "slurm")
 		if srunLinks(dir, a.cfg.SlurmBinary) {
-			a.feat.Srun, a.feat.SlurmDir = true, dir
+			a.specs.feat.Srun, a.specs.feat.SlurmDir = true, dir
 			return
 		}
 		a.log.Warn("plain processes get no srun of troupe's: no links to troupe-slurm beside it", "want", filepath.Join(dir, "srun"))
@@ -277,7 +360,7 @@ func (a *agent) setupNetwork() error {
 		return fmt.Errorf("nodelet.hcl netns_pool: %w", err)
 	}
 	a.net = m
-	a.feat = session.Features{SessionNet: true, Iface: network.Iface}
+	a.specs.feat = session.Features{SessionNet: true, Iface: network.Iface}
 	if a.cfg.SSHBinary == "" {
 		a.log.Warn("no troupe-ssh: containers get no ssh, hostfiles or session keys", "want", SSHName)
 		return nil
@@ -286,10 +369,10 @@ func (a *agent) setupNetwork() error {
 	if path == "" {
 		path, create = filepath.Join(a.cfg.StateDir, "session-secret"), true
 	}
-	if a.secret, err = sshkey.LoadSecret(path, create); err != nil {
+	if a.specs.secret, err = sshkey.LoadSecret(path, create); err != nil {
 		return err
 	}
-	a.feat.Tools = true
+	a.specs.feat.Tools = true
 	return nil
 }
 
@@ -313,12 +396,12 @@ func (a *agent) netnsDir() string { return filepath.Join(a.cfg.RunDir, "netns") 
 // directories and files, and the records before they moved to RunDir:
 // leftovers there are removed as the others are.
 func (a *agent) legacyDirs() []string {
-	return []string{filepath.Join(a.cfg.StateDir, "containers"), filepath.Join(a.cfg.StateDir, "files"), a.legacyRecordsDir()}
+	return []string{filepath.Join(a.cfg.StateDir, "containers"), filepath.Join(a.cfg.StateDir, "files"), a.recovery.legacyRecordsDir()}
 }
 
 // register announces the node, retrying with backoff until schedd
 // answers; it fails only when ctx ends.
-func (a *agent) register(ctx context.Context) error {
+func (a *registrar) register(ctx context.Context) error {
 	reg := api.NodeRegister{
 		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(), OCIRuntime: a.oci, Instance: a.instance,
 		Capacity: api.Resources{CPUMilli: int64(a.cfg.CPU * 1000), Memory: a.cfg.Memory, GPU: float64(len(a.gpus))},
@@ -358,7 +441,7 @@ func (a *agent) register(ctx context.Context) error {
 // node timeout / 8, capped by Config.Heartbeat), and renews the node's
 // lease with each answer; a schedd that forgot the node (404) gets a new
 // registration.
-func (a *agent) heartbeat(ctx context.Context) {
+func (a *registrar) heartbeat(ctx context.Context) {
 	for {
 		if backoff.Sleep(ctx, a.fence.heartbeatEvery(a.cfg.Heartbeat)) != nil {
 			return
@@ -380,17 +463,17 @@ func (a *agent) heartbeat(ctx context.Context) {
 
 // grant records a lease schedd granted to a request sent at sent; when
 // the lease had run out, the containers that waited for it start now.
-func (a *agent) grant(ctx context.Context, sent time.Duration, l api.NodeLease) {
+func (a *registrar) grant(ctx context.Context, sent time.Duration, l api.NodeLease) {
 	if a.fence.grant(sent, l) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		a.reconcileLocked(ctx)
+		a.recon.reconcileLocked(ctx)
 	}
 }
 
 // loop follows the node's assignments with blocking queries until ctx
 // ends.
-func (a *agent) loop(ctx context.Context) {
+func (a *reconciler) loop(ctx context.Context) {
 	var index uint64
 	b := report.Backoff()
 	for ctx.Err() == nil {

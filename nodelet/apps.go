@@ -23,7 +23,7 @@ const appDialTimeout = 10 * time.Second
 // and splices that to schedd's stream after api.AppReady; a request it
 // refuses gets "error: why" on the stream instead, one past a cap on
 // open streams (takeStream) api.AppBusy and why.
-func (a *agent) serveApp(ctx context.Context, r api.AttachRequest) {
+func (a *sessionServer) serveApp(ctx context.Context, r api.AttachRequest) {
 	release, busy := a.takeStream(r)
 	var app net.Conn
 	var why error
@@ -66,7 +66,7 @@ func (a *agent) serveApp(ctx context.Context, r api.AttachRequest) {
 // be the job's main1, running here, and declare that port as a service.
 // It dials only inside the container's own network namespace: a job
 // cannot point it at the node or anything beyond.
-func (a *agent) dialApp(ctx context.Context, r api.AttachRequest) (net.Conn, error) {
+func (a *sessionServer) dialApp(ctx context.Context, r api.AttachRequest) (net.Conn, error) {
 	if r.Host != jobspec.RoleMain+"1" {
 		return nil, fmt.Errorf("job %d: services are served by main1, not %s", r.JobID, r.Host)
 	}

@@ -14,10 +14,10 @@ import (
 // namespace); anything else is refused before any dial.
 func TestDialAppRefuses(t *testing.T) {
 	job := api.AssignedJob{ID: 7, Spec: jobspec.Job{Services: []jobspec.Service{{Name: "web", Port: 8000}}}}
-	a := &agent{cfg: Config{Name: "n1"}, log: testLog(), running: map[key]*task{
+	a := (&agent{cfg: Config{Name: "n1"}, log: testLog(), running: map[key]*task{
 		{job: 7, host: "main1"}: {key: key{job: 7, host: "main1"}, job: job},
 		{job: 7, host: "sub1"}:  {key: key{job: 7, host: "sub1"}, job: job},
-	}}
+	}}).wire()
 	for _, tt := range []struct {
 		req  api.AttachRequest
 		want string
@@ -30,7 +30,7 @@ func TestDialAppRefuses(t *testing.T) {
 		// 127.0.0.1 there is the node's.
 		{api.AttachRequest{JobID: 7, Host: "main1", Port: 8000}, "serves no apps"},
 	} {
-		c, err := a.dialApp(context.Background(), tt.req)
+		c, err := a.sessions.dialApp(context.Background(), tt.req)
 		if c != nil {
 			c.Close()
 		}

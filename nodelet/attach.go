@@ -30,7 +30,7 @@ const socketWait = 5 * time.Second
 // socket is the runtime's, in a root-owned directory no container can
 // see; the runtime connects only to the container's own init
 // (runtime.Terminal).
-func (a *agent) attachLoop(ctx context.Context) {
+func (a *sessionServer) attachLoop(ctx context.Context) {
 	b := report.Backoff()
 	for ctx.Err() == nil {
 		rs, err := a.cli.AttachRequests(ctx, a.cfg.Name, attachWait)
@@ -55,7 +55,7 @@ func (a *agent) attachLoop(ctx context.Context) {
 
 // serveAttach answers one attach request; a container without a
 // terminal gets the client an error frame that says why.
-func (a *agent) serveAttach(ctx context.Context, r api.AttachRequest) {
+func (a *sessionServer) serveAttach(ctx context.Context, r api.AttachRequest) {
 	var tc runtime.Terminal
 	release, why := a.takeStream(r)
 	if why == nil {
@@ -113,7 +113,7 @@ func rootCause(err error) error {
 }
 
 // terminalOf finds the terminal of request r's container.
-func (a *agent) terminalOf(r api.AttachRequest) (runtime.Terminal, error) {
+func (a *sessionServer) terminalOf(r api.AttachRequest) (runtime.Terminal, error) {
 	a.mu.Lock()
 	t := a.running[key{job: r.JobID, host: r.Host, run: r.Run}]
 	a.mu.Unlock()
@@ -127,26 +127,14 @@ func (a *agent) terminalOf(r api.AttachRequest) (runtime.Terminal, error) {
 	return *p, nil
 }
 
-// streamCost is what MaxStreams' default divides the open files the
-// limit leaves by: a stream holds two (schedd's connection, the
-// terminal's or the port's), and as many again are left for the rest.
-const streamCost = 4
-
 // newStreams is the counter of cfg's caps on terminal and app streams.
 func newStreams(cfg Config) *connlimit.Streams {
-	s := &connlimit.Streams{Daemon: "nodelet " + cfg.Name,
-		PerJob: connlimit.Cap(cfg.MaxStreamsPerJob, connlimit.DefaultPerJob), PerUser: connlimit.Cap(cfg.MaxStreamsPerUser, connlimit.DefaultPerUser)}
-	if n := cfg.MaxStreams; n > 0 {
-		s.Total = func() int { return n }
-	} else {
-		s.Total = connlimit.DerivedTotal(0, streamCost)
-	}
-	return s
+	return connlimit.NewStreams("nodelet "+cfg.Name, cfg.MaxStreamsPerJob, cfg.MaxStreamsPerUser, cfg.MaxStreams, 0, nil)
 }
 
 // takeStream takes a slot for request r's stream, counted for its job
 // and the job's owner; release frees it. The job must run here.
-func (a *agent) takeStream(r api.AttachRequest) (release func(), err error) {
+func (a *sessionServer) takeStream(r api.AttachRequest) (release func(), err error) {
 	a.mu.Lock()
 	t := a.running[key{job: r.JobID, host: r.Host, run: r.Run}]
 	a.mu.Unlock()

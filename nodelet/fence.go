@@ -45,7 +45,7 @@ type leaseKeeper struct {
 // deadline a previous nodelet on this state dir left stays in force, so
 // containers re-attached to stay within it; with no file there is no
 // lease to keep yet and nothing is fenced until schedd grants one.
-func (a *agent) startFence() error {
+func (a *registrar) startFence() error {
 	tok := make([]byte, 6)
 	_, _ = rand.Read(tok)
 	k := &leaseKeeper{
@@ -270,7 +270,7 @@ func (k *leaseKeeper) stop(clean bool) {
 
 // fenceMessage explains an exit that came after the lease ran out: the
 // fence killed the container.
-func (a *agent) fenceMessage(state api.ContainerState, msg string) (api.ContainerState, string) {
+func (a *registrar) fenceMessage(state api.ContainerState, msg string) (api.ContainerState, string) {
 	if a.fence == nil || !a.fence.expired() || state != api.ContainerExited {
 		return state, msg
 	}

@@ -85,7 +85,7 @@ func (m *metrics) write(w *promtext.Writer) {
 		w.Gauge("troupe_nodelet_state_dir_size_bytes", "Size of the state directory's file system.", size)
 	}
 	a.mu.Lock()
-	alloc := allocated(a.last, len(a.gpus), a.endedHere)
+	alloc := allocated(a.last, len(a.gpus), a.reports.endedHere)
 	a.mu.Unlock()
 	w.Gauge("troupe_nodelet_cpu_allocatable_cores", "CPU cores this node offers to containers.", a.cfg.CPU)
 	w.Gauge("troupe_nodelet_cpu_allocated_cores", "CPU cores held by the containers schedd assigns to this node.", alloc.cpu)

@@ -243,7 +243,7 @@ func watchOutputs(f *userFiles) []watchedOutput {
 
 // watchOutputs makes sure t has its output files to watch: a container
 // this nodelet re-attached to has them opened again, as the job's user.
-func (a *agent) watchOutputs(t *task) {
+func (a *launcher) watchOutputs(t *task) {
 	if t.outputs != nil {
 		return
 	}
@@ -274,7 +274,7 @@ func (t *task) closeOutputs() {
 
 // outputLimit is the max_output of job's assignment; 0: none. a.mu is
 // taken.
-func (a *agent) outputLimit(job uint64) int64 {
+func (a *launcher) outputLimit(job uint64) int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, asg := range a.last.Assignments {
@@ -287,7 +287,7 @@ func (a *agent) outputLimit(job uint64) int64 {
 
 // outputOverLimit says which of t's output files passed its partition's
 // max_output, "" when none.
-func (a *agent) outputOverLimit(t *task) string {
+func (a *launcher) outputOverLimit(t *task) string {
 	limit := a.outputLimit(t.key.job)
 	if limit <= 0 {
 		return ""
@@ -304,7 +304,7 @@ func (a *agent) outputOverLimit(t *task) string {
 // killForOutput ends a container whose output passed max_output: it
 // says so at the end of the job's error file, then kills it at once (a
 // grace period would let it write on).
-func (a *agent) killForOutput(t *task, c runtime.Container, exited <-chan runtime.Exit, msg string) (api.ContainerState, runtime.Exit, string) {
+func (a *launcher) killForOutput(t *task, c runtime.Container, exited <-chan runtime.Exit, msg string) (api.ContainerState, runtime.Exit, string) {
 	a.log.Warn("killing container", "id", c.ID(), "why", msg)
 	if n := len(t.outputs); n > 0 {
 		fmt.Fprintf(t.outputs[n-1].f, "\ntroupe: job %d (%s): %s; the job was killed\n", t.key.job, t.key.host, msg)

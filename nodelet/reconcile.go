@@ -2,6 +2,8 @@ package nodelet
 
 import (
 	"context"
+	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,7 +42,7 @@ import (
 //
 // A container is keyed by job, host and run (the job's Requeues), and
 // reports name the run, so schedd drops those about an earlier one.
-func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
+func (a *reconciler) reconcile(ctx context.Context, as api.Assignments) {
 	a.mu.Lock()
 	a.last, a.assigned = as, true
 	a.lastQuery = a.queries
@@ -53,7 +55,7 @@ func (a *agent) reconcile(ctx context.Context, as api.Assignments) {
 // users' containers elsewhere (Assignment.Peers), by uid. Outside a.mu:
 // taking an address out of the node's rules costs the kernel an RCU
 // grace period.
-func (a *agent) setPeers(as api.Assignments) {
+func (a *reconciler) setPeers(as api.Assignments) {
 	if a.net == nil {
 		return
 	}
@@ -72,8 +74,8 @@ func (a *agent) setPeers(as api.Assignments) {
 // (or, detaching, leave their containers running) by themselves, and an
 // answer to the assignments query or the heartbeat that comes in after
 // must not find a container left running "not here" and report it lost.
-// Before schedd's first answer it does nothing either (agent.assigned).
-func (a *agent) reconcileLocked(ctx context.Context) {
+// Before schedd's first answer it does nothing either (reconciler.assigned).
+func (a *reconciler) reconcileLocked(ctx context.Context) {
 	if ctx.Err() != nil || !a.assigned {
 		return
 	}
@@ -109,6 +111,10 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 			t.queueSignals(job)
 		}
 	}
+	if w := a.last.AdoptUntil; !w.IsZero() && !w.Equal(a.toldAdopt) {
+		a.toldAdopt = w
+		a.tellKept(want)
+	}
 	for k := range a.announced {
 		if _, ok := want[k]; ok || a.running[k] == nil {
 			delete(a.announced, k)
@@ -135,11 +141,11 @@ func (a *agent) reconcileLocked(ctx context.Context) {
 }
 
 // announcement is a container running here that schedd stopped
-// assigning, reported running again (agent.unassigned).
+// assigning, reported running again (reconciler.unassigned).
 type announcement struct {
 	index uint64 // the answer's index it was sent at
 	// update is what was sent; delivered, once schedd took it, the
-	// number of assignments queries issued by then (agent.queries).
+	// number of assignments queries issued by then (reconciler.queries).
 	update    api.ContainerUpdate
 	delivered uint64
 	taken     bool
@@ -157,7 +163,7 @@ type announcement struct {
 // it; the task then reports it killed, and schedd ends the job with
 // that reason. Once for each of schedd's indexes that went back (a
 // restore again). a.mu is held.
-func (a *agent) unassigned(k key, t *task) {
+func (a *reconciler) unassigned(k key, t *task) {
 	if t.ended.Load() || t.job.SessionID == "" {
 		t.requestStop()
 		return
@@ -169,6 +175,13 @@ func (a *agent) unassigned(k key, t *task) {
 	if an == nil || a.last.Index < an.index {
 		an = &announcement{index: a.last.Index, update: api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run,
 			State: api.ContainerRunning, At: t.startedAt, Session: t.job.SessionID}}
+		if !a.last.AdoptUntil.IsZero() {
+			// The adoption window after a restore: the job may be one
+			// submitted after the backup, which schedd adopts from the
+			// node's copy.
+			job := t.job
+			an.update.Job = &job
+		}
 		a.announced[k] = an
 		a.log.Info("schedd no longer assigns a container running here: reporting it running before stopping it, so a state restored to before it started can adopt it", "job", k.job, "host", k.host)
 		a.rep.Add(an.update)
@@ -193,12 +206,12 @@ func (a *agent) unassigned(k key, t *task) {
 // here, when schedd shows it placed or running after it had shown it
 // ended (acked) or stopped assigning it: schedd's state went back (a
 // snapshot restored) to before the end. a.mu is held.
-func (a *agent) tellEnd(k key, job api.AssignedJob) {
+func (a *reconciler) tellEnd(k key, job api.AssignedJob) {
 	c, err := session.Container(job, k.host)
 	if err != nil || c.State.Ended() || c.State == api.ContainerPending {
 		return
 	}
-	if u, ok := a.outcomes.get(k, job); ok && a.told[k] != a.last.Index {
+	if u, ok := a.reports.outcomes.get(k, job); ok && a.told[k] != a.last.Index {
 		// Once for each answer of schedd's: until schedd has applied
 		// the first telling, the next answers still show it running.
 		a.told[k] = a.last.Index
@@ -207,9 +220,30 @@ func (a *agent) tellEnd(k key, job api.AssignedJob) {
 	}
 }
 
+// tellKept sends again, once per adoption window after a restore
+// (api.Assignments.AdoptUntil), the final update of every container
+// that ended here and that the answer does not assign (want): the
+// restored state may show its job queued, from before it ran, and takes
+// the end as the job's true outcome instead of running it again. Ends of
+// jobs the state holds otherwise (ended, or another run) are dropped
+// there. a.mu is held.
+func (a *reconciler) tellKept(want map[key]api.AssignedJob) {
+	n := 0
+	for k, u := range a.reports.outcomes.all() {
+		if _, ok := want[k]; ok || a.running[k] != nil {
+			continue // assigned: tellEnd tells it; or running again here
+		}
+		a.rep.Add(u)
+		n++
+	}
+	if n > 0 {
+		a.log.Info("schedd adopts what the nodes ran after a restore: telling the ends kept here", "containers", n)
+	}
+}
+
 // assignedJob is the job the last answer assigns k's container of, if
 // any. a.mu is held.
-func (a *agent) assignedJob(k key) (api.AssignedJob, bool) {
+func (a *reconciler) assignedJob(k key) (api.AssignedJob, bool) {
 	for _, asg := range a.last.Assignments {
 		if asg.Job.ID != k.job || asg.Job.Requeues != k.run {
 			continue
@@ -226,7 +260,7 @@ func (a *agent) assignedJob(k key) (api.AssignedJob, bool) {
 // earlierRunHere reports whether an earlier run of k's container (before
 // a requeue) is still stopping here: the new run waits for it, so the
 // two never run at once. a.mu is held.
-func (a *agent) earlierRunHere(k key) bool {
+func (a *reconciler) earlierRunHere(k key) bool {
 	for r := range a.running {
 		if r.job == k.job && r.host == k.host && r.run != k.run {
 			return true
@@ -236,7 +270,7 @@ func (a *agent) earlierRunHere(k key) bool {
 }
 
 // admit decides about one container not running here. a.mu is held.
-func (a *agent) admit(ctx context.Context, k key, job api.AssignedJob) {
+func (a *reconciler) admit(ctx context.Context, k key, job api.AssignedJob) {
 	c, err := session.Container(job, k.host)
 	if err != nil {
 		a.log.Error("assignment names a host the job lacks", "job", k.job, "host", k.host)
@@ -245,28 +279,28 @@ func (a *agent) admit(ctx context.Context, k key, job api.AssignedJob) {
 	switch {
 	case c.State.Ended():
 		return
-	case a.outcomes.has(k, job):
+	case a.reports.outcomes.has(k, job):
 		// It ran and ended here, and left the assignments; schedd's
 		// state has gone back to before its end (a snapshot restored):
 		// its true end, never a second run nor "lost".
 		a.finished[k] = true
 		a.tellEnd(k, job)
 	case job.KillWanted:
-		a.endHere(k, job.SessionID, api.ContainerKilled, 0, "killed before it started")
+		a.reports.endHere(k, job.SessionID, api.ContainerKilled, 0, "killed before it started")
 	case c.State == api.ContainerAssigned || c.State == api.ContainerPending || c.State == "":
 		if a.fence != nil && !a.fence.valid() {
 			return // the fence would kill it: start once schedd grants a lease
 		}
-		a.startTask(ctx, k, job)
+		a.launch.startTask(ctx, k, job)
 	default:
-		a.endHere(k, job.SessionID, api.ContainerFailed, 0, "container lost: the node does not run it and has no record of its end (the nodelet restarted, or schedd's state went back) while it was "+string(c.State))
+		a.reports.endHere(k, job.SessionID, api.ContainerFailed, 0, "container lost: the node does not run it and has no record of its end (the nodelet restarted, or schedd's state went back) while it was "+string(c.State))
 	}
 }
 
 // send queues u, an update of a container of the job whose session is
 // session, for schedd and, when it is the container's final update,
 // keeps it (outcomeLog).
-func (a *agent) send(session string, u api.ContainerUpdate) {
+func (a *reporter) send(session string, u api.ContainerUpdate) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sendLocked(session, u)
@@ -275,8 +309,8 @@ func (a *agent) send(session string, u api.ContainerUpdate) {
 // sendLocked is send with a.mu held. An update of a container whose job
 // id schedd now gives another job (another session) is not sent: schedd
 // would read it as the other job's.
-func (a *agent) sendLocked(session string, u api.ContainerUpdate) {
-	if w, ok := a.assignedJob(key{u.JobID, u.Host, u.Requeues}); ok && session != "" && w.SessionID != "" && w.SessionID != session {
+func (a *reporter) sendLocked(session string, u api.ContainerUpdate) {
+	if w, ok := a.recon.assignedJob(key{u.JobID, u.Host, u.Requeues}); ok && session != "" && w.SessionID != "" && w.SessionID != session {
 		a.log.Warn("not reporting a container of a job schedd no longer holds: its id now names another job", "job", u.JobID, "host", u.Host, "state", u.State)
 		return
 	}
@@ -323,6 +357,24 @@ func (o *outcomeLog) put(k key, session string, u api.ContainerUpdate) {
 	}
 }
 
+// all is every end kept, oldest first.
+func (o *outcomeLog) all() iter.Seq2[key, api.ContainerUpdate] {
+	o.mu.Lock()
+	out := make([]outcome, 0, len(o.order))
+	keys := slices.Clone(o.order)
+	for _, k := range keys {
+		out = append(out, o.byKey[k])
+	}
+	o.mu.Unlock()
+	return func(yield func(key, api.ContainerUpdate) bool) {
+		for i, k := range keys {
+			if !yield(k, out[i].update) {
+				return
+			}
+		}
+	}
+}
+
 func (o *outcomeLog) has(k key, job api.AssignedJob) bool {
 	_, ok := o.get(k, job)
 	return ok
@@ -342,7 +394,7 @@ func (o *outcomeLog) get(k key, job api.AssignedJob) (api.ContainerUpdate, bool)
 // endedHere tells whether this nodelet has reported k's final state: its
 // task reported the exit (or the failure to start), or it ended without
 // a task. a.mu is held.
-func (a *agent) endedHere(k key) bool {
+func (a *reporter) endedHere(k key) bool {
 	if a.finished[k] {
 		return true
 	}
@@ -352,7 +404,7 @@ func (a *agent) endedHere(k key) bool {
 
 // endHere reports a final state for a container that has no task. a.mu
 // is held.
-func (a *agent) endHere(k key, session string, state api.ContainerState, code int, msg string) {
+func (a *reporter) endHere(k key, session string, state api.ContainerState, code int, msg string) {
 	a.finished[k] = true
 	a.sendLocked(session, api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg, At: time.Now()})
 }

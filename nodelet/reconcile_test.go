@@ -19,7 +19,7 @@ import (
 // report it failed, ending a job whose container went on running.
 func TestReconcileWhileStoppingReportsNothing(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a := (&agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}).wire()
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	job := api.AssignedJob{ID: 1, Containers: []api.Container{
 		{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning},
@@ -28,11 +28,11 @@ func TestReconcileWhileStoppingReportsNothing(t *testing.T) {
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(ErrDetach)
-	a.reconcile(ctx, as)
+	a.recon.reconcile(ctx, as)
 	if n := a.rep.Pending(); n != 0 {
 		t.Fatalf("a detaching nodelet queued %d reports: %+v", n, a.rep.Queued())
 	}
-	a.reconcile(context.Background(), as)
+	a.recon.reconcile(context.Background(), as)
 	if n := a.rep.Pending(); n != 1 || a.rep.Queued()[0].State != api.ContainerFailed {
 		t.Fatalf("a live nodelet queued %+v, want the container reported failed (lost)", a.rep.Queued())
 	}
@@ -49,7 +49,7 @@ func TestReconcileWhileStoppingReportsNothing(t *testing.T) {
 // then).
 func TestNoReconcileBeforeFirstAssignments(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a := (&agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}).wire()
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	running := &task{key: key{1, "main1", 0}, stop: make(chan struct{})}
 	a.running[running.key] = running
@@ -57,7 +57,7 @@ func TestNoReconcileBeforeFirstAssignments(t *testing.T) {
 	a.finished[ended] = true
 
 	a.mu.Lock()
-	a.reconcileLocked(context.Background()) // as grant and an ended task do
+	a.recon.reconcileLocked(context.Background()) // as grant and an ended task do
 	a.mu.Unlock()
 	select {
 	case <-running.stop:
@@ -75,7 +75,7 @@ func TestNoReconcileBeforeFirstAssignments(t *testing.T) {
 		}}
 		as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
 	}
-	a.reconcile(context.Background(), as)
+	a.recon.reconcile(context.Background(), as)
 	select {
 	case <-running.stop:
 		t.Error("a re-attached container schedd assigns was stopped")
@@ -93,17 +93,17 @@ func TestNoReconcileBeforeFirstAssignments(t *testing.T) {
 // assigned one a second time and never reports either lost.
 func TestReconcileAfterStateWentBack(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a := (&agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}).wire()
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	ended := map[uint64]api.ContainerUpdate{
 		1: {JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 3, CPUTime: time.Second, Session: "s"},
 		2: {JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 137, Session: "s"},
 	}
 	for _, u := range ended {
-		a.send("s", u) // as the task's end does
+		a.reports.send("s", u) // as the task's end does
 	}
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true) // sent and acknowledged
-	a.reconcile(context.Background(), api.Assignments{Index: 10})                                  // both left the assignments
+	a.recon.reconcile(context.Background(), api.Assignments{Index: 10})                            // both left the assignments
 	assign := func(idx uint64) {
 		var as api.Assignments
 		as.Index = idx
@@ -113,7 +113,7 @@ func TestReconcileAfterStateWentBack(t *testing.T) {
 			}}
 			as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
 		}
-		a.reconcile(context.Background(), as)
+		a.recon.reconcile(context.Background(), as)
 	}
 	assign(4)
 	if len(a.running) != 0 {
@@ -139,18 +139,18 @@ func TestReconcileAfterStateWentBack(t *testing.T) {
 // gets its end told again.
 func TestReconcileTellsEndOnlyAfterAck(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a := (&agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}).wire()
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	end := api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 5, Session: "s"}
 	k := key{1, "main1", 0}
-	a.send("s", end)
+	a.reports.send("s", end)
 	a.finished[k] = true
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	answer := func(idx uint64, st api.ContainerState) {
 		job := api.AssignedJob{ID: 1, SessionID: "s", Containers: []api.Container{
 			{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: st},
 		}}
-		a.reconcile(context.Background(), api.Assignments{Index: idx, Assignments: []api.Assignment{{Job: job, Hosts: []string{"main1"}}}})
+		a.recon.reconcile(context.Background(), api.Assignments{Index: idx, Assignments: []api.Assignment{{Job: job, Hosts: []string{"main1"}}}})
 	}
 	answer(5, api.ContainerRunning) // before schedd applied the end
 	if n := a.rep.Pending(); n != 0 {
@@ -172,7 +172,7 @@ func TestReconcileTellsEndOnlyAfterAck(t *testing.T) {
 // job's), and the other job is not taken for it.
 func TestReconcileNoJobsYet(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a := (&agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}).wire()
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	tasks := map[uint64]*task{}
 	for id, sess := range map[uint64]string{1: "kept", 2: "gone", 3: "old"} {
@@ -188,7 +188,7 @@ func TestReconcileNoJobsYet(t *testing.T) {
 			return false
 		}
 	}
-	a.reconcile(context.Background(), api.Assignments{Index: 3, NoJobsYet: true})
+	a.recon.reconcile(context.Background(), api.Assignments{Index: 3, NoJobsYet: true})
 	for id := range tasks {
 		if stopped(id) {
 			t.Fatalf("job %d's container was stopped by a state that holds no job yet", id)
@@ -202,7 +202,7 @@ func TestReconcileNoJobsYet(t *testing.T) {
 		}}
 		as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
 	}
-	a.reconcile(context.Background(), as)
+	a.recon.reconcile(context.Background(), as)
 	if stopped(1) || stopped(2) || !stopped(3) {
 		t.Fatalf("stopped: 1 %v, 2 %v, 3 %v; want 3 (its id names another job) only, 2 (unassigned) announced first", stopped(1), stopped(2), stopped(3))
 	}
@@ -212,15 +212,15 @@ func TestReconcileNoJobsYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		a.queries++
+		a.recon.queries++
 		as.Index++
-		a.reconcile(context.Background(), as)
+		a.recon.reconcile(context.Background(), as)
 	}
 	if stopped(1) || !stopped(2) {
 		t.Fatalf("stopped: 1 %v, 2 %v; want 2 (unassigned after its announcement was taken)", stopped(1), stopped(2))
 	}
-	a.send("old", api.ContainerUpdate{JobID: 3, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
-	a.send("gone", api.ContainerUpdate{JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
+	a.reports.send("old", api.ContainerUpdate{JobID: 3, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
+	a.reports.send("gone", api.ContainerUpdate{JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
 	if q := a.rep.Queued(); len(q) != 1 || q[0].JobID != 2 {
 		t.Fatalf("queued %+v; want job 2's end only (job 3's id names another job now)", q)
 	}
@@ -234,7 +234,7 @@ func TestReconcileNoJobsYet(t *testing.T) {
 // that report still lacks it; one adopted (assigned again) never is.
 func TestReconcileAnnouncesBeforeStopping(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := &agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}
+	a := (&agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}).wire()
 	taken := true
 	a.rep = report.New(func(context.Context, api.ContainerReport) error {
 		if !taken {
@@ -258,13 +258,13 @@ func TestReconcileAnnouncesBeforeStopping(t *testing.T) {
 		}
 	}
 	answer := func(index uint64, assign bool) {
-		a.queries++
+		a.recon.queries++
 		as := api.Assignments{Index: index, Assignments: []api.Assignment{{Job: api.AssignedJob{ID: 9, SessionID: "other"}}}}
 		if assign {
 			as.Assignments = append(as.Assignments, api.Assignment{Job: api.AssignedJob{ID: 1, SessionID: "adopted", Containers: []api.Container{
 				{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning}}}, Hosts: []string{"main1"}})
 		}
-		a.reconcile(context.Background(), as)
+		a.recon.reconcile(context.Background(), as)
 	}
 	taken = false
 	answer(10, false)
@@ -300,5 +300,46 @@ func TestReconcileAnnouncesBeforeStopping(t *testing.T) {
 	answer(22, true)
 	if stopped(1) {
 		t.Fatal("an adopted container was stopped")
+	}
+}
+
+// TestReconcileTellsKeptEndsInAdoptionWindow: in the adoption window after
+// a restore into an empty state (AdoptUntil set), the nodelet tells once
+// the ends it keeps of containers the answer does not assign (their jobs
+// may be queued in the restored state, from before they ran), and
+// announces an unassigned running container with its copy of the job
+// (a job submitted after the backup is adopted from it). Outside a
+// window it does neither.
+func TestReconcileTellsKeptEndsInAdoptionWindow(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := (&agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}).wire()
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
+	end := api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 0, Session: "s1",
+		Started: time.Now().Add(-time.Minute), At: time.Now()}
+	a.reports.send("s1", end)
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true) // sent and acknowledged
+	a.recon.reconcile(context.Background(), api.Assignments{Index: 10})
+	if n := a.rep.Pending(); n != 0 {
+		t.Fatalf("outside an adoption window: %d queued, want none", n)
+	}
+	k := key{2, "main1", 0}
+	a.running[k] = &task{key: k, job: api.AssignedJob{ID: 2, SessionID: "s2", User: "nobody"}, stop: make(chan struct{})}
+	window := time.Now().Add(time.Minute)
+	for range 2 {
+		a.recon.reconcile(context.Background(), api.Assignments{Index: 3, AdoptUntil: window})
+	}
+	var ends, announced int
+	for _, u := range a.rep.Queued() {
+		switch {
+		case u == end:
+			ends++
+		case u.JobID == 2 && u.State == api.ContainerRunning && u.Job != nil && u.Job.User == "nobody":
+			announced++
+		default:
+			t.Fatalf("queued %+v; want the kept end of job 1 and job 2 announced with its copy", u)
+		}
+	}
+	if ends != 1 || announced != 1 {
+		t.Fatalf("in the adoption window: %d kept ends told, %d announcements with the job; want 1 and 1", ends, announced)
 	}
 }

@@ -58,16 +58,16 @@ type record struct {
 	CPUs []int `json:"cpus,omitempty"`
 }
 
-func (a *agent) recordsDir() string { return filepath.Join(a.cfg.RunDir, "records") }
+func (a *recoverer) recordsDir() string { return filepath.Join(a.cfg.RunDir, "records") }
 
 // legacyRecordsDir is where nodelets from before kept the records, in
 // the state directory: readRecords moves them to recordsDir.
-func (a *agent) legacyRecordsDir() string { return filepath.Join(a.cfg.StateDir, "records") }
+func (a *recoverer) legacyRecordsDir() string { return filepath.Join(a.cfg.StateDir, "records") }
 
-func (a *agent) recordPath(id string) string { return filepath.Join(a.recordsDir(), id+".json") }
+func (a *recoverer) recordPath(id string) string { return filepath.Join(a.recordsDir(), id+".json") }
 
 // writeRecord persists the record of a started container.
-func (a *agent) writeRecord(t *task, spec runtime.Spec) error {
+func (a *recoverer) writeRecord(t *task, spec runtime.Spec) error {
 	// The runtime finds the exit status and terminal of the container
 	// again from Dir, in directories of root's (see runtime.Recover).
 	r := record{Job: t.job, Host: t.key.host, Run: t.key.run, ID: spec.ID, Dir: spec.Dir, NetNS: spec.NetNS,
@@ -77,7 +77,7 @@ func (a *agent) writeRecord(t *task, spec runtime.Spec) error {
 }
 
 // saveRecord writes r atomically (a temporary file renamed).
-func (a *agent) saveRecord(r record) error {
+func (a *recoverer) saveRecord(r record) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -96,7 +96,7 @@ func (a *agent) saveRecord(r record) error {
 // u, before u is reported: a nodelet that dies during the teardown
 // leaves a record its successor finishes (recoverLeftovers). A container
 // without a record (never written) has nothing to re-attach to anyway.
-func (a *agent) markTearingDown(t *task, u api.ContainerUpdate) {
+func (a *recoverer) markTearingDown(t *task, u api.ContainerUpdate) {
 	if t.rec == nil {
 		return
 	}
@@ -108,7 +108,7 @@ func (a *agent) markTearingDown(t *task, u api.ContainerUpdate) {
 	}
 }
 
-func (a *agent) removeRecord(t *task) {
+func (a *recoverer) removeRecord(t *task) {
 	if err := os.Remove(a.recordPath(t.id())); err != nil && !errors.Is(err, os.ErrNotExist) {
 		a.log.Warn("removing container record", "err", err)
 	}
@@ -117,7 +117,7 @@ func (a *agent) removeRecord(t *task) {
 // readRecords loads every record; unreadable ones are logged and dropped.
 // Those a nodelet from before left in the state directory are moved to
 // the run directory first (one there wins: it is the later).
-func (a *agent) readRecords() []record {
+func (a *recoverer) readRecords() []record {
 	if legacy := a.legacyRecordsDir(); legacy != a.recordsDir() {
 		for _, r := range a.readRecordsIn(legacy) {
 			if _, err := os.Stat(a.recordPath(r.ID)); errors.Is(err, os.ErrNotExist) {
@@ -133,7 +133,7 @@ func (a *agent) readRecords() []record {
 	return a.readRecordsIn(a.recordsDir())
 }
 
-func (a *agent) readRecordsIn(dir string) []record {
+func (a *recoverer) readRecordsIn(dir string) []record {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
@@ -171,7 +171,7 @@ type recovered struct {
 // A record marked exited (record.Exit) is a teardown the previous run
 // began and did not finish: it is not re-attached to, so that removal
 // finishes it, and it is returned for adopt to report again.
-func (a *agent) recoverLeftovers(ctx context.Context) ([]recovered, error) {
+func (a *recoverer) recoverLeftovers(ctx context.Context) ([]recovered, error) {
 	var (
 		got  []recovered
 		keep = map[string]bool{}
@@ -238,14 +238,14 @@ func (a *agent) recoverLeftovers(ctx context.Context) ([]recovered, error) {
 
 // adopt gives each re-attached container a task, as if this nodelet had
 // started it; the first reconcile stops those schedd no longer wants.
-func (a *agent) adopt(ctx context.Context, rs []recovered) {
+func (a *recoverer) adopt(ctx context.Context, rs []recovered) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range rs {
 		k := key{r.rec.Job.ID, r.rec.Host, r.rec.Run}
 		if r.c == nil {
 			a.finished[k] = true
-			a.sendLocked(r.rec.Job.SessionID, *r.rec.Exit)
+			a.reports.sendLocked(r.rec.Job.SessionID, *r.rec.Exit)
 			continue
 		}
 		held := false
@@ -254,6 +254,6 @@ func (a *agent) adopt(ctx context.Context, rs []recovered) {
 			a.mps.adopt()
 		}
 		rec := r.rec
-		a.startTaskWith(ctx, k, r.rec.Job, r.c, held, &rec)
+		a.launch.startTaskWith(ctx, k, r.rec.Job, r.c, held, &rec)
 	}
 }

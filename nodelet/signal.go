@@ -101,7 +101,7 @@ func (t *task) queueSignals(job api.AssignedJob) {
 
 // deliverSignals sends the queued signals to c, recording each as
 // handled first (the task's goroutine).
-func (a *agent) deliverSignals(t *task, c runtime.Container) {
+func (a *launcher) deliverSignals(t *task, c runtime.Container) {
 	t.sigs.mu.Lock()
 	reqs := t.sigs.reqs
 	t.sigs.reqs = nil
@@ -109,7 +109,7 @@ func (a *agent) deliverSignals(t *task, c runtime.Container) {
 	for _, s := range reqs {
 		if t.rec != nil && s.Seq > t.rec.Signalled {
 			t.rec.Signalled = s.Seq
-			if err := a.saveRecord(*t.rec); err != nil {
+			if err := a.recovery.saveRecord(*t.rec); err != nil {
 				a.log.Warn("container record not updated: a restarted nodelet may signal again", "id", c.ID(), "err", err)
 			}
 		}

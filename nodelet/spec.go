@@ -52,16 +52,16 @@ func (t *task) id() string {
 }
 
 // filesOf is where the /etc/hosts and /etc/hostname of a container live.
-func (a *agent) filesOf(t *task) string { return filepath.Join(a.filesDir(), t.id()) }
+func (a *specBuilder) filesOf(t *task) string { return filepath.Join(a.filesDir(), t.id()) }
 
 // homeOf is the host directory of t's container's home (runtime.Spec.Home).
-func (a *agent) homeOf(t *task) string { return filepath.Join(a.homesDir(), t.id()) }
+func (a *specBuilder) homeOf(t *task) string { return filepath.Join(a.homesDir(), t.id()) }
 
 // removeFiles removes t's session files and its container's home (what
 // the job left there included: RemoveAll does not follow its links); for
 // a re-attached container, also where a nodelet from before RunDir kept
 // its files.
-func (a *agent) removeFiles(t *task) {
+func (a *specBuilder) removeFiles(t *task) {
 	dirs := []string{a.filesOf(t), a.homeOf(t)}
 	if t.adopted != nil {
 		dirs = append(dirs, filepath.Join(a.cfg.StateDir, "files", t.id()))
@@ -76,7 +76,7 @@ func (a *agent) removeFiles(t *task) {
 // buildSpec turns the task's job into a runtime.Spec: env, hosts files,
 // output and error files (returned open; the caller closes them after
 // Start).
-func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
+func (a *specBuilder) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	job, host := t.job, t.key.host
 	c, err := session.Container(job, host)
 	if err != nil {
@@ -192,7 +192,7 @@ func (a *agent) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 // at that path, the user has no home of its own ("/" or none), or the
 // home lies outside the node's allowed mount roots (the job then keeps
 // the session's home).
-func (a *agent) hostHome(job api.AssignedJob, image string, mounts []jobspec.Mount) string {
+func (a *specBuilder) hostHome(job api.AssignedJob, image string, mounts []jobspec.Mount) string {
 	if image != "" && image != runtime.ImageHost {
 		return ""
 	}
@@ -230,7 +230,7 @@ func setEnv(env []string, name, value string) []string {
 // coresFor gives the container of t cores of its own when the runtime
 // confines it to them (runc) and it asks for whole cores that are free;
 // none otherwise (cpuset.go).
-func (a *agent) coresFor(t *task, cpu float64) []int {
+func (a *specBuilder) coresFor(t *task, cpu float64) []int {
 	n := wholeCores(cpu)
 	if n == 0 || a.rt.Name() != RuntimeRunc {
 		return nil
@@ -247,7 +247,7 @@ func (a *agent) coresFor(t *task, cpu float64) []int {
 // layout or archive, SIF) go to the runtime as they are; byPath says the
 // image is a path the job named, which openUserPaths checks is the
 // user's to use (a catalog's images are the admin's choice).
-func (a *agent) resolveImage(own, job string) (img string, byPath bool, err error) {
+func (a *specBuilder) resolveImage(own, job string) (img string, byPath bool, err error) {
 	img = own
 	if img == "" {
 		img = job
@@ -275,7 +275,7 @@ func (a *agent) resolveImage(own, job string) (img string, byPath bool, err erro
 // container costs CPU on every job. The hostfiles and LSF's host
 // variables stay (mpirun and LSF scripts count the container's slots
 // with them). bsub -I needs no SSH (its terminal comes from the runtime).
-func (a *agent) features(job api.AssignedJob) session.Features {
+func (a *specBuilder) features(job api.AssignedJob) session.Features {
 	f := a.feat
 	if len(job.Containers) <= 1 && !job.Spec.SSH && f.Tools {
 		f.Tools, f.Hostfiles = false, true
@@ -301,7 +301,7 @@ type containerFiles struct {
 // its path in the container), and the runc runtime also gets
 // troupe-init and the binaries as hard links there (toolCopies): it lays
 // the layer over an image's root and mounts none of them.
-func (a *agent) writeFiles(t *task, feat session.Features) (containerFiles, error) {
+func (a *specBuilder) writeFiles(t *task, feat session.Features) (containerFiles, error) {
 	dir := a.filesOf(t)
 	layer := filepath.Join(dir, "layer")
 	// etc/ and .troupe/ (the session's hostfiles go there); tool makes

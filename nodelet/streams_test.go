@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -36,11 +37,12 @@ func TestStreamCapsNodelet(t *testing.T) {
 	job := func(id uint64) api.AssignedJob {
 		return api.AssignedJob{ID: id, UID: 1002, User: "bob", Spec: jobspec.Job{Services: []jobspec.Service{{Name: "web", Port: 8000}}}}
 	}
-	a := &agent{cfg: Config{Name: "n1"}, log: testLog(), cli: sched, running: map[key]*task{
+	a := (&agent{cfg: Config{Name: "n1"}, log: testLog(), cli: sched, running: map[key]*task{
 		{job: 7, host: "main1"}: {key: key{job: 7, host: "main1"}, job: job(7)},
 		{job: 8, host: "main1"}: {key: key{job: 8, host: "main1"}, job: job(8)},
 		{job: 9, host: "main1"}: {key: key{job: 9, host: "main1"}, job: job(9)},
-	}, streams: newStreams(Config{Name: "n1", MaxStreamsPerJob: 1, MaxStreamsPerUser: 2})}
+	}}).wire()
+	a.sessions.streams = newStreams(Config{Name: "n1", MaxStreamsPerJob: 1, MaxStreamsPerUser: 2})
 	// said is what the nodelet writes on the stream of request r.
 	said := func(serve func(context.Context, api.AttachRequest), r api.AttachRequest) string {
 		t.Helper()
@@ -57,36 +59,32 @@ func TestStreamCapsNodelet(t *testing.T) {
 		return ""
 	}
 	app7 := api.AttachRequest{JobID: 7, Host: "main1", Port: 8000}
-	release7, err := a.takeStream(app7) // one stream of job 7 open
+	release7, err := a.sessions.takeStream(app7) // one stream of job 7 open
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := said(a.serveApp, app7); !strings.HasPrefix(got, api.AppBusy) || !strings.Contains(got, "--max-streams-per-job") {
+	if got := said(a.sessions.serveApp, app7); !strings.HasPrefix(got, api.AppBusy) || !strings.Contains(got, "--max-streams-per-job") {
 		t.Errorf("an app stream past the cap per job: %q, want %q naming --max-streams-per-job", got, api.AppBusy)
 	}
-	if got := said(a.serveAttach, api.AttachRequest{JobID: 7, Host: "main1"}); !strings.Contains(got, "--max-streams-per-job") {
+	if got := said(a.sessions.serveAttach, api.AttachRequest{JobID: 7, Host: "main1"}); !strings.Contains(got, "--max-streams-per-job") {
 		t.Errorf("a terminal past the cap per job: %q, want a refusal naming --max-streams-per-job", got)
 	}
-	release8, err := a.takeStream(api.AttachRequest{JobID: 8, Host: "main1"})
+	release8, err := a.sessions.takeStream(api.AttachRequest{JobID: 8, Host: "main1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer release8()
-	if got := said(a.serveApp, api.AttachRequest{JobID: 9, Host: "main1", Port: 8000}); !strings.HasPrefix(got, api.AppBusy) || !strings.Contains(got, "--max-streams-per-user") {
+	if got := said(a.sessions.serveApp, api.AttachRequest{JobID: 9, Host: "main1", Port: 8000}); !strings.HasPrefix(got, api.AppBusy) || !strings.Contains(got, "--max-streams-per-user") {
 		t.Errorf("an app stream past the cap per user: %q, want %q naming --max-streams-per-user", got, api.AppBusy)
 	}
 	// Job 7's stream ends: the next one is served (this node has no
 	// session network, so it says so instead of dialing).
 	release7()
-	if got := said(a.serveApp, app7); !strings.HasPrefix(got, "error: ") || !strings.Contains(got, "serves no apps") {
+	if got := said(a.sessions.serveApp, app7); !strings.HasPrefix(got, "error: ") || !strings.Contains(got, "serves no apps") {
 		t.Errorf("after the release: %q, want the stream served (the node's own refusal to dial)", got)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if ofJob, _, _ := a.streams.Open(1002, 7); ofJob == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the served stream's place was not freed within 10s")
-		}
-	}
+	eventually.True(t, 10*time.Second, "the served stream's place freed", func() bool {
+		ofJob, _, _ := a.sessions.streams.Open(1002, 7)
+		return ofJob == 0
+	})
 }

@@ -64,7 +64,7 @@ type task struct {
 }
 
 // releaseMPS drops the task's hold on the MPS daemon.
-func (a *agent) releaseMPS(t *task) {
+func (a *launcher) releaseMPS(t *task) {
 	if t.mpsHeld {
 		t.mpsHeld = false
 		a.mps.release()
@@ -74,14 +74,14 @@ func (a *agent) releaseMPS(t *task) {
 func (t *task) requestStop() { t.stopOnce.Do(func() { close(t.stop) }) }
 
 // startTask registers and launches the task for k. a.mu is held.
-func (a *agent) startTask(ctx context.Context, k key, job api.AssignedJob) {
+func (a *launcher) startTask(ctx context.Context, k key, job api.AssignedJob) {
 	a.startTaskWith(ctx, k, job, nil, false, nil)
 }
 
 // startTaskWith is startTask, for a re-attached container when c is not
 // nil (holding the MPS daemon when mpsHeld), with its record rec. a.mu
 // is held.
-func (a *agent) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c runtime.Container, mpsHeld bool, rec *record) {
+func (a *launcher) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c runtime.Container, mpsHeld bool, rec *record) {
 	t := &task{key: k, job: job, stop: make(chan struct{}), adopted: c, mpsHeld: mpsHeld,
 		signalled: lastSignal(job), sigs: newSignalQueue(), rec: rec}
 	if rec != nil {
@@ -100,25 +100,25 @@ func (a *agent) startTaskWith(ctx context.Context, k key, job api.AssignedJob, c
 		if detaching(ctx) && a.canDetach() {
 			return
 		}
-		if w, ok := a.assignedJob(k); !ok || w.SessionID == t.job.SessionID || t.job.SessionID == "" {
+		if w, ok := a.recon.assignedJob(k); !ok || w.SessionID == t.job.SessionID || t.job.SessionID == "" {
 			a.finished[k] = true // else another job under its id waits to start
 		}
 		if ctx.Err() == nil {
-			a.reconcileLocked(ctx) // a later run may have waited for this one
+			a.recon.reconcileLocked(ctx) // a later run may have waited for this one
 		}
 	}()
 }
 
-func (a *agent) report(t *task, state api.ContainerState, code int, msg string) {
+func (a *launcher) report(t *task, state api.ContainerState, code int, msg string) {
 	u := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state, ExitCode: code, Message: msg}
 	if state.Ended() {
 		u.At = time.Now()
 	}
-	a.send(t.job.SessionID, u)
+	a.reports.send(t.job.SessionID, u)
 }
 
 // runTask: preparing → running → exited | killed | failed, then destroy.
-func (a *agent) runTask(ctx context.Context, t *task) {
+func (a *launcher) runTask(ctx context.Context, t *task) {
 	c := t.adopted
 	var starting time.Duration // 0 for an adopted container: its start was not timed here
 	if c == nil {
@@ -132,7 +132,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 			a.report(t, api.ContainerFailed, 0, err.Error())
 			a.metrics.failed(failStart)
 			a.detach(t)
-			a.removeFiles(t)
+			a.specs.removeFiles(t)
 			a.releaseMPS(t)
 			a.cpus.release(t.id())
 			return
@@ -153,7 +153,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 		t.startedAt = running.At
 		a.mu.Unlock()
 	}
-	a.send(t.job.SessionID, running)
+	a.reports.send(t.job.SessionID, running)
 	state, exit, msg := a.supervise(ctx, t, c)
 	use := c.Usage()
 	if state == "" {
@@ -169,7 +169,7 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	case state == api.ContainerExited && exit.Code != 0:
 		a.metrics.failed(failExit)
 	}
-	state, msg = a.fenceMessage(state, msg)
+	state, msg = a.reg.fenceMessage(state, msg)
 	// Its end as measured here goes with the report, however late that
 	// reaches schedd (and, in the record, to a restarted nodelet).
 	at := exit.At
@@ -178,6 +178,9 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 	}
 	u := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state,
 		ExitCode: exit.Code, Message: msg, CPUTime: use.CPU, MemPeak: use.MemPeak, At: at}
+	a.mu.Lock()
+	u.Started = t.startedAt // kept with its end: a restore may learn of the run from it alone
+	a.mu.Unlock()
 	// The slot is free when the process is gone: the exit is reported
 	// first and the container torn down after, off the slot's path (see
 	// holdsUntilDestroyed for what must go before the report).
@@ -187,15 +190,15 @@ func (a *agent) runTask(ctx context.Context, t *task) {
 		destroyed = true
 	}
 	a.cpus.release(t.id()) // its cores are free with its process
-	a.markTearingDown(t, u)
+	a.recovery.markTearingDown(t, u)
 	t.ended.Store(true)
-	a.send(t.job.SessionID, u)
+	a.reports.send(t.job.SessionID, u)
 	if !destroyed {
 		a.destroy(ctx, c)
 	}
 	a.detach(t)
-	a.removeFiles(t)
-	a.removeRecord(t)
+	a.specs.removeFiles(t)
+	a.recovery.removeRecord(t)
 	a.releaseMPS(t)
 }
 
@@ -219,7 +222,7 @@ func holdsUntilDestroyed(t *task) bool {
 }
 
 // destroy destroys c, logging a failure (recovery removes what is left).
-func (a *agent) destroy(ctx context.Context, c runtime.Container) {
+func (a *launcher) destroy(ctx context.Context, c runtime.Container) {
 	if err := c.Destroy(context.WithoutCancel(ctx)); err != nil {
 		a.log.Error("destroying container", "id", c.ID(), "err", err)
 	}
@@ -228,7 +231,7 @@ func (a *agent) destroy(ctx context.Context, c runtime.Container) {
 // supervise waits for the container to exit, or for a stop request or
 // shutdown; it returns the state to report, "" when the nodelet detaches
 // and leaves the container running.
-func (a *agent) supervise(ctx context.Context, t *task, c runtime.Container) (api.ContainerState, runtime.Exit, string) {
+func (a *launcher) supervise(ctx context.Context, t *task, c runtime.Container) (api.ContainerState, runtime.Exit, string) {
 	exited := make(chan runtime.Exit, 1)
 	go func() {
 		e, _ := c.Wait(context.Background())
@@ -261,7 +264,7 @@ func (a *agent) supervise(ctx context.Context, t *task, c runtime.Container) (ap
 
 // stopContainer sends SIGTERM, waits StopGrace, then SIGKILL. A
 // container that had exited by itself before the stop is reported exited.
-func (a *agent) stopContainer(c runtime.Container, exited <-chan runtime.Exit, msg string) (api.ContainerState, runtime.Exit, string) {
+func (a *launcher) stopContainer(c runtime.Container, exited <-chan runtime.Exit, msg string) (api.ContainerState, runtime.Exit, string) {
 	select {
 	case e := <-exited:
 		return api.ContainerExited, e, ""
@@ -289,8 +292,8 @@ func (a *agent) stopContainer(c runtime.Container, exited <-chan runtime.Exit, m
 
 // startContainer builds the spec and starts it; a stop requested
 // meanwhile is honoured by supervise right after.
-func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container, error) {
-	spec, out, err := a.buildSpec(t)
+func (a *launcher) startContainer(ctx context.Context, t *task) (runtime.Container, error) {
+	spec, out, err := a.specs.buildSpec(t)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +318,7 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 	}
 	t.steps.mark("runtime")
 	t.outputs = watchOutputs(out) // measured against max_output while it runs
-	if err := a.writeRecord(t, spec); err != nil {
+	if err := a.recovery.writeRecord(t, spec); err != nil {
 		a.log.Warn("container record not written: a restarted nodelet will not re-attach to it", "id", spec.ID, "err", err)
 	}
 	t.steps.mark("record")
@@ -324,7 +327,7 @@ func (a *agent) startContainer(ctx context.Context, t *task) (runtime.Container,
 
 // egress tells whether job's partition lets its containers out on the
 // default network (its assignment's NoEgress unset). a.mu is taken.
-func (a *agent) egress(job uint64) bool {
+func (a *launcher) egress(job uint64) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, asg := range a.last.Assignments {
@@ -337,7 +340,7 @@ func (a *agent) egress(job uint64) bool {
 
 // detach takes the container off its session network, once its
 // processes are gone.
-func (a *agent) detach(t *task) {
+func (a *launcher) detach(t *task) {
 	if a.net == nil {
 		return
 	}

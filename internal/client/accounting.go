@@ -10,7 +10,7 @@ import (
 
 // Accounting sums ended jobs per user, account or partition (bacct); q
 // holds GET /v1/accounting's group and filters.
-func (c *Client) Accounting(ctx context.Context, q url.Values) (api.Accounting, error) {
+func (c *adminCalls) Accounting(ctx context.Context, q url.Values) (api.Accounting, error) {
 	var r api.Accounting
 	_, err := c.Do(ctx, http.MethodGet, "/v1/accounting", q, nil, &r)
 	return r, err

@@ -16,9 +16,9 @@ import (
 // leader (one of the peers the client was given) is followed for a
 // request without a body; any other redirect is the app's and goes back
 // as it is.
-func (c *Client) AppTransport() http.RoundTripper { return appTransport{c} }
+func (c *sessionCalls) AppTransport() http.RoundTripper { return appTransport{c.conn} }
 
-type appTransport struct{ c *Client }
+type appTransport struct{ c *conn }
 
 func (t appTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := t.c

@@ -13,9 +13,12 @@ import (
 	"github.com/troupe-hpc/troupe/internal/attach"
 )
 
+// sessionCalls open a container's terminal and its apps.
+type sessionCalls struct{ *conn }
+
 // Attach opens the terminal stream of interactive job id's container
 // host ("" main1): bsub -I and battach speak package attach over it.
-func (c *Client) Attach(ctx context.Context, id uint64, host string) (io.ReadWriteCloser, error) {
+func (c *sessionCalls) Attach(ctx context.Context, id uint64, host string) (io.ReadWriteCloser, error) {
 	target := "/v1/jobs/" + strconv.FormatUint(id, 10) + "/attach"
 	if host != "" {
 		target += "?" + url.Values{"host": {host}}.Encode()
@@ -24,7 +27,7 @@ func (c *Client) Attach(ctx context.Context, id uint64, host string) (io.ReadWri
 }
 
 // AttachRequests waits up to wait for attach requests for node.
-func (c *Client) AttachRequests(ctx context.Context, node string, wait time.Duration) (api.AttachRequests, error) {
+func (c *nodeCalls) AttachRequests(ctx context.Context, node string, wait time.Duration) (api.AttachRequests, error) {
 	var r api.AttachRequests
 	_, err := c.Do(ctx, http.MethodGet, "/v1/nodes/"+url.PathEscape(node)+"/attach",
 		url.Values{"wait": {wait.String()}}, nil, &r)
@@ -32,7 +35,7 @@ func (c *Client) AttachRequests(ctx context.Context, node string, wait time.Dura
 }
 
 // AttachConnect opens node's end of attach request id.
-func (c *Client) AttachConnect(ctx context.Context, node, id string) (io.ReadWriteCloser, error) {
+func (c *nodeCalls) AttachConnect(ctx context.Context, node, id string) (io.ReadWriteCloser, error) {
 	return c.upgrade(ctx, "/v1/nodes/"+url.PathEscape(node)+"/attach/"+url.PathEscape(id))
 }
 
@@ -40,7 +43,7 @@ func (c *Client) AttachConnect(ctx context.Context, node, id string) (io.ReadWri
 // the stream schedd switched to; it follows a follower's redirect to
 // the leader and tries the other addresses as any call does. ctx bounds
 // the stream's whole life.
-func (c *Client) upgrade(ctx context.Context, target string) (io.ReadWriteCloser, error) {
+func (c *conn) upgrade(ctx context.Context, target string) (io.ReadWriteCloser, error) {
 	h := http.Header{}
 	h.Set("Connection", "Upgrade")
 	h.Set("Upgrade", attach.Upgrade)

@@ -39,7 +39,6 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/internal/auth"
 )
 
 // EnvAddr names the environment variable that tells tools where schedd is.
@@ -120,8 +119,31 @@ func IsUnauthorized(err error) bool {
 	return errors.As(err, &ae) && ae.Status == http.StatusUnauthorized
 }
 
-// Client is safe for concurrent use.
+// Client is safe for concurrent use. Its calls are grouped by role in
+// the types it embeds, each of which holds the one connection they share
+// (conn: addresses, token, deadlines, retries and the index its reads
+// wait for): jobCalls (submit, query, control, history), nodeCalls (the
+// node list and a node agent's own calls), sessionCalls (terminals and
+// apps), adminCalls (partitions, shares, snapshots, tokens, raft,
+// accounting). The embedding keeps every call one selector away
+// (c.Submit, c.Heartbeat).
 type Client struct {
+	*conn
+	jobCalls
+	nodeCalls
+	sessionCalls
+	adminCalls
+}
+
+// newClient is a client whose calls go through cn.
+func newClient(cn *conn) *Client {
+	return &Client{conn: cn, jobCalls: jobCalls{cn}, nodeCalls: nodeCalls{cn}, sessionCalls: sessionCalls{cn}, adminCalls: adminCalls{cn}}
+}
+
+// conn is a client's connection to schedd: its addresses, the leader a
+// redirect named, its token and limits, and what every call goes
+// through (Do, roundTrip).
+type conn struct {
 	addr    string
 	bases   []string // one per address, in the order given
 	plain   []string // the http:// addresses of other hosts among them
@@ -196,7 +218,7 @@ type Options struct {
 // NewWith is New with the CA and token given rather than read from the
 // environment.
 func NewWith(addr string, o Options) (*Client, error) {
-	c := &Client{addr: addr}
+	c := newClient(&conn{addr: addr})
 	tr := &http.Transport{MaxIdleConnsPerHost: cmp.Or(o.IdleConns, 16), IdleConnTimeout: 90 * time.Second,
 		DialContext: (&net.Dialer{Timeout: dialTimeout}).DialContext, TLSHandshakeTimeout: tryTimeout}
 	for _, a := range strings.Split(addr, ",") {
@@ -253,7 +275,7 @@ func NewWith(addr string, o Options) (*Client, error) {
 // process acting for many nodes (troupe-nodesim), each with its own
 // credential, holds one connection pool, not one per node.
 func (c *Client) WithToken(token string) *Client {
-	d := &Client{addr: c.addr, bases: c.bases, plain: c.plain, http: c.http}
+	d := newClient(&conn{addr: c.addr, bases: c.bases, plain: c.plain, http: c.http})
 	d.cur.Store(c.cur.Load())
 	d.leader.Store(c.leader.Load())
 	d.timeout.Store(c.timeout.Load())
@@ -263,29 +285,29 @@ func (c *Client) WithToken(token string) *Client {
 }
 
 // SetToken sets the bearer token sent to TCP addresses ("" none).
-func (c *Client) SetToken(t string) { c.token.Store(&t) }
+func (c *conn) SetToken(t string) { c.token.Store(&t) }
 
 // SetTimeout sets the overall limit of one call: its tries across the
 // addresses, leader changes included (a blocking query's wait on top).
-func (c *Client) SetTimeout(d time.Duration) { c.timeout.Store(int64(d)) }
+func (c *conn) SetTimeout(d time.Duration) { c.timeout.Store(int64(d)) }
 
 // Timeout is the overall limit of one call.
-func (c *Client) Timeout() time.Duration { return time.Duration(c.timeout.Load()) }
+func (c *conn) Timeout() time.Duration { return time.Duration(c.timeout.Load()) }
 
 // OnRetry sets a function told, in one line, when a write is sent again
 // after its first answer was lost ("retrying with the same request id"):
 // the CLIs print it, so a user sees why a command takes longer.
-func (c *Client) OnRetry(f func(msg string)) { c.onRetry.Store(&f) }
+func (c *conn) OnRetry(f func(msg string)) { c.onRetry.Store(&f) }
 
 // Plain lists the addresses given as http:// that are not this host
 // (clear text on the network; no token is sent to them): the CLIs warn
 // about them.
-func (c *Client) Plain() []string { return c.plain }
+func (c *conn) Plain() []string { return c.plain }
 
 // Next makes the next call start at the next address of the list (a
 // caller that got a stale answer from a lagging follower asks another
 // peer); with one address it changes nothing.
-func (c *Client) Next() {
+func (c *conn) Next() {
 	c.leader.Store(nil)
 	c.cur.Store(int32((int(c.cur.Load()) + 1) % len(c.bases)))
 }
@@ -294,12 +316,12 @@ func (c *Client) Next() {
 // 0 before any write answered one): every read of the state it sends
 // afterwards is answered from that index or a later one, whichever peer
 // answers (docs/client-guarantees.md, "Reads").
-func (c *Client) Written() uint64 { return c.written.Load() }
+func (c *conn) Written() uint64 { return c.written.Load() }
 
 // SawWrite raises the index this client's reads wait for to idx (a
 // write's index known otherwise, such as one another process made and
 // passed on); a lower one changes nothing.
-func (c *Client) SawWrite(idx uint64) {
+func (c *conn) SawWrite(idx uint64) {
 	for {
 		cur := c.written.Load()
 		if idx <= cur || c.written.CompareAndSwap(cur, idx) {
@@ -309,11 +331,11 @@ func (c *Client) SawWrite(idx uint64) {
 }
 
 // Addr is the address the client was made for.
-func (c *Client) Addr() string { return c.addr }
+func (c *conn) Addr() string { return c.addr }
 
 // Do sends in (if non-nil) as JSON and decodes the answer into out (if
 // non-nil). It returns the X-Troupe-Index of the answer.
-func (c *Client) Do(ctx context.Context, method, path string, query url.Values, in, out any) (uint64, error) {
+func (c *conn) Do(ctx context.Context, method, path string, query url.Values, in, out any) (uint64, error) {
 	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -366,218 +388,6 @@ func unwrapDial(err error) error {
 	return err
 }
 
-// Submit sends a job.
-func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
-	var r api.SubmitResponse
-	if req.RequestID == "" {
-		req.RequestID = auth.NewID() + auth.NewID() // retries (across peers too) make one job
-	}
-	b, err := json.Marshal(req)
-	if err != nil {
-		return r, err
-	}
-	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: "/v1/jobs", body: b, ctype: "application/json", requestID: req.RequestID})
-	if err != nil {
-		return r, err
-	}
-	defer drainClose(resp)
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return r, fmt.Errorf("decoding answer of POST /v1/jobs: %w", err)
-	}
-	r.Index, _ = strconv.ParseUint(resp.Header.Get(api.IndexHeader), 10, 64)
-	return r, nil
-}
-
-// SubmitBatch submits several jobs in one request and one raft entry
-// (POST /v1/jobs/batch, at most api.MaxSubmitBatch): all of them, in
-// order, or none. The retries of the request make the same jobs: each job
-// without a request id is given one. A schedd without batches answers
-// 404 or 405 (IsUnsupported).
-func (c *Client) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) ([]api.SubmitResponse, error) {
-	base := auth.NewID() + auth.NewID()
-	batch := api.SubmitBatch{Jobs: make([]api.SubmitRequest, len(reqs))}
-	for i, req := range reqs {
-		if req.RequestID == "" {
-			req.RequestID = base + "/" + strconv.Itoa(i+1)
-		}
-		batch.Jobs[i] = req
-	}
-	b, err := json.Marshal(batch)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: "/v1/jobs/batch", body: b, ctype: "application/json", requestID: base})
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var r api.SubmitBatchResponse
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, fmt.Errorf("decoding answer of POST /v1/jobs/batch: %w", err)
-	}
-	if len(r.Jobs) != len(reqs) {
-		return nil, fmt.Errorf("POST /v1/jobs/batch: %d jobs sent, %d answered", len(reqs), len(r.Jobs))
-	}
-	idx, _ := strconv.ParseUint(resp.Header.Get(api.IndexHeader), 10, 64)
-	for i := range r.Jobs {
-		r.Jobs[i].Index = idx
-	}
-	return r.Jobs, nil
-}
-
-// IsUnsupported reports whether err is a schedd's answer to a route it
-// does not have (an older schedd): 405, or net/http's own 404.
-func IsUnsupported(err error) bool {
-	var ae *APIError
-	return errors.As(err, &ae) && (ae.Status == http.StatusMethodNotAllowed ||
-		ae.Status == http.StatusNotFound && strings.HasPrefix(ae.Message, "404 page not found"))
-}
-
-// CheckSubmit runs submit's admission checks on req without storing a
-// job (bsub --dry-run): nil and where it would go, or schedd's refusal
-// (an *APIError) in the words submit would use. A schedd without the
-// check answers 404 or 405.
-func (c *Client) CheckSubmit(ctx context.Context, req api.SubmitRequest) (api.SubmitCheck, error) {
-	var r api.SubmitCheck
-	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/check", nil, req, &r)
-	return r, err
-}
-
-// Jobs lists jobs. With index > 0 it blocks until the state moves past
-// index or wait elapses.
-func (c *Client) Jobs(ctx context.Context, index uint64, wait time.Duration) (api.JobList, error) {
-	var r api.JobList
-	idx, err := c.Do(ctx, http.MethodGet, "/v1/jobs", blocking(index, wait), nil, &r)
-	if r.Index == 0 {
-		r.Index = idx
-	}
-	return r, err
-}
-
-// Job fetches one job. With index > 0 it blocks as Jobs does.
-func (c *Client) Job(ctx context.Context, id uint64, index uint64, wait time.Duration) (api.Job, uint64, error) {
-	var r api.Job
-	idx, err := c.Do(ctx, http.MethodGet, "/v1/jobs/"+strconv.FormatUint(id, 10), blocking(index, wait), nil, &r)
-	return r, idx, err
-}
-
-// jobPath is the API path of the job (or array element) ref names.
-func jobPath(ref api.JobRef) string { return "/v1/jobs/" + url.PathEscape(ref.String()) }
-
-// JobRef returns the job, or the array element ("12[5]"), ref names; a
-// blocking query as Job.
-func (c *Client) JobRef(ctx context.Context, ref api.JobRef, index uint64, wait time.Duration) (api.Job, uint64, error) {
-	var r api.Job
-	idx, err := c.Do(ctx, http.MethodGet, jobPath(ref), blocking(index, wait), nil, &r)
-	return r, idx, err
-}
-
-// Control applies action ("kill", "hold" or "release") to the job,
-// whole job array or array element ref names; q carries the action's
-// options (kill's done=true).
-func (c *Client) Control(ctx context.Context, ref api.JobRef, action string, q url.Values) (api.Job, error) {
-	var r api.Job
-	_, err := c.Do(ctx, http.MethodPost, jobPath(ref)+"/"+action, q, struct{}{}, &r)
-	return r, err
-}
-
-// ArrayElements lists the elements of job array id in index order, those
-// that have not come up yet too (bqueue -A).
-func (c *Client) ArrayElements(ctx context.Context, id uint64) (api.JobList, error) {
-	var r api.JobList
-	_, err := c.Do(ctx, http.MethodGet, "/v1/jobs", url.Values{"array": {strconv.FormatUint(id, 10)}}, nil, &r)
-	return r, err
-}
-
-// Kill cancels a job.
-func (c *Client) Kill(ctx context.Context, id uint64) (api.Job, error) {
-	var r api.Job
-	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/kill", nil, struct{}{}, &r)
-	return r, err
-}
-
-// Hold keeps a pending job from being scheduled (bhold).
-func (c *Client) Hold(ctx context.Context, id uint64) (api.Job, error) {
-	var r api.Job
-	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/hold", nil, struct{}{}, &r)
-	return r, err
-}
-
-// Release puts a held job back in the queue (brelease).
-func (c *Client) Release(ctx context.Context, id uint64) (api.Job, error) {
-	var r api.Job
-	_, err := c.Do(ctx, http.MethodPost, "/v1/jobs/"+strconv.FormatUint(id, 10)+"/release", nil, struct{}{}, &r)
-	return r, err
-}
-
-// Nodes lists nodes.
-func (c *Client) Nodes(ctx context.Context) (api.NodeList, error) {
-	var r api.NodeList
-	_, err := c.Do(ctx, http.MethodGet, "/v1/nodes", nil, nil, &r)
-	return r, err
-}
-
-// Drain drains nodes, or with d.Resume returns them to service
-// (administrators only); the answer lists them afterwards.
-func (c *Client) Drain(ctx context.Context, d api.NodeDrain) (api.NodeList, error) {
-	var r api.NodeList
-	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/drain", nil, d, &r)
-	return r, err
-}
-
-// Register announces a nodelet: the answer is the node as schedd keeps
-// it (its Credential, over TCP with a join token) and its first lease.
-func (c *Client) Register(ctx context.Context, reg api.NodeRegister) (api.NodeRegistered, error) {
-	var r api.NodeRegistered
-	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/register", nil, reg, &r)
-	return r, err
-}
-
-// Heartbeat tells schedd the node is alive; the answer renews its lease.
-func (c *Client) Heartbeat(ctx context.Context, node string, hb api.NodeHeartbeat) (api.NodeLease, error) {
-	var l api.NodeLease
-	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/heartbeat", nil, hb, &l)
-	return l, err
-}
-
-// Assignments returns what node should run, blocking past index.
-func (c *Client) Assignments(ctx context.Context, node string, index uint64, wait time.Duration) (api.Assignments, error) {
-	var r api.Assignments
-	idx, err := c.Do(ctx, http.MethodGet, "/v1/nodes/"+url.PathEscape(node)+"/assignments", blocking(index, wait), nil, &r)
-	if r.Index == 0 {
-		r.Index = idx
-	}
-	return r, err
-}
-
-// Report sends container state changes.
-func (c *Client) Report(ctx context.Context, node string, rep api.ContainerReport) error {
-	_, err := c.Do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/status", nil, rep, nil)
-	return err
-}
-
-// Partitions lists the partitions in force.
-func (c *Client) Partitions(ctx context.Context) (api.PartitionList, error) {
-	var r api.PartitionList
-	_, err := c.Do(ctx, http.MethodGet, "/v1/partitions", nil, nil, &r)
-	return r, err
-}
-
-// FairShare returns the fair-share table (sshare's).
-func (c *Client) FairShare(ctx context.Context) (api.FairShareList, error) {
-	var r api.FairShareList
-	_, err := c.Do(ctx, http.MethodGet, "/v1/fairshare", nil, nil, &r)
-	return r, err
-}
-
-// Reconfig makes schedd re-read its partitions file. A broken file is an
-// *APIError whose message holds the diagnostics (file:line:col).
-func (c *Client) Reconfig(ctx context.Context) (api.ReconfigResponse, error) {
-	var r api.ReconfigResponse
-	_, err := c.Do(ctx, http.MethodPost, "/v1/reconfig", nil, struct{}{}, &r)
-	return r, err
-}
-
 func blocking(index uint64, wait time.Duration) url.Values {
 	if index == 0 {
 		return nil
@@ -587,86 +397,4 @@ func blocking(index uint64, wait time.Duration) url.Values {
 		q.Set("wait", wait.String())
 	}
 	return q
-}
-
-// SaveSnapshot streams schedd's state and its accounting store's rows,
-// in the snapshot file format (a header line with a sha256 of the state,
-// the state, then the accounting section with its own header), to w.
-func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) error {
-	resp, err := c.roundTrip(ctx, call{method: http.MethodGet, target: "/v1/snapshot"})
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, err = io.Copy(w, resp.Body)
-	return err
-}
-
-// RestoreSnapshot sends a snapshot file; schedd checks it whole, and its
-// accounting store against it, before it changes anything, and refuses a
-// damaged file (an *APIError, 400) or a store that disagrees with it
-// (409). allowMissingHistory restores the state although the store and
-// the file lack jobs the state had handed to the store.
-func (c *Client) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error) {
-	var out api.SnapshotRestored
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return out, err
-	}
-	target := "/v1/snapshot"
-	if allowMissingHistory {
-		target += "?allow_missing_history=true"
-	}
-	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: target, body: b, ctype: "application/octet-stream"})
-	if err != nil {
-		return out, err
-	}
-	defer resp.Body.Close()
-	return out, json.NewDecoder(resp.Body).Decode(&out)
-}
-
-// CreateToken asks schedd for a bearer token.
-func (c *Client) CreateToken(ctx context.Context, req api.TokenCreate) (api.TokenCreated, error) {
-	var r api.TokenCreated
-	_, err := c.Do(ctx, http.MethodPost, "/v1/tokens", nil, req, &r)
-	return r, err
-}
-
-// Tokens lists the tokens the caller may see.
-func (c *Client) Tokens(ctx context.Context) (api.TokenList, error) {
-	var r api.TokenList
-	_, err := c.Do(ctx, http.MethodGet, "/v1/tokens", nil, nil, &r)
-	return r, err
-}
-
-// RevokeToken revokes a token by id.
-func (c *Client) RevokeToken(ctx context.Context, id string) error {
-	_, err := c.Do(ctx, http.MethodPost, "/v1/tokens/"+url.PathEscape(id)+"/revoke", nil, struct{}{}, nil)
-	return err
-}
-
-// RaftJoin asks the leader to add a schedd peer.
-func (c *Client) RaftJoin(ctx context.Context, req api.RaftJoin) error {
-	_, err := c.Do(ctx, http.MethodPost, "/v1/raft/join", nil, req, nil)
-	return err
-}
-
-// Signal asks that a job's containers get a signal (bkill -s); a job not
-// started yet is cancelled by KILL, TERM or INT.
-func (c *Client) Signal(ctx context.Context, id uint64, req api.SignalJob) (api.Job, error) {
-	return c.SignalRef(ctx, api.JobRef{ID: id}, req)
-}
-
-// SignalRef is Signal for a job or an array element ("12[5]").
-func (c *Client) SignalRef(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, error) {
-	var r api.Job
-	_, err := c.Do(ctx, http.MethodPost, jobPath(ref)+"/signal", nil, req, &r)
-	return r, err
-}
-
-// History lists ended jobs (bhist); q holds GET /v1/history's filters.
-func (c *Client) History(ctx context.Context, q url.Values) (api.History, error) {
-	var r api.History
-	_, err := c.Do(ctx, http.MethodGet, "/v1/history", q, nil, &r)
-	return r, err
 }

@@ -18,7 +18,7 @@ import (
 // JobsWhere lists the jobs GET /v1/jobs's filters in q pick (user,
 // partition, state, ended, after, limit: see sched/httpapi's JobsQuery); index
 // and wait block as Jobs does.
-func (c *Client) JobsWhere(ctx context.Context, q url.Values, index uint64, wait time.Duration) (api.JobList, error) {
+func (c *jobCalls) JobsWhere(ctx context.Context, q url.Values, index uint64, wait time.Duration) (api.JobList, error) {
 	var r api.JobList
 	idx, err := c.EachJob(ctx, q, index, wait, func(j api.Job) error {
 		r.Jobs = append(r.Jobs, j)
@@ -38,7 +38,7 @@ func (c *Client) JobsWhere(ctx context.Context, q url.Values, index uint64, wait
 // at a time. It returns the answer's index. An error from each stops
 // the read and is returned as it is; each may have seen some of the
 // jobs before an error in the answer.
-func (c *Client) EachJob(ctx context.Context, q url.Values, index uint64, wait time.Duration, each func(api.Job) error) (uint64, error) {
+func (c *jobCalls) EachJob(ctx context.Context, q url.Values, index uint64, wait time.Duration, each func(api.Job) error) (uint64, error) {
 	all := url.Values{}
 	maps.Copy(all, q)
 	maps.Copy(all, blocking(index, wait))

@@ -59,7 +59,7 @@ type tryResult struct {
 // outcome is open (504 with OutcomeUnknown, or a connection lost after
 // the request was sent) is sent again with the same request id, with one
 // address too. What is still open at the limit is ErrUnknownOutcome.
-func (c *Client) roundTrip(ctx context.Context, k call) (*http.Response, error) {
+func (c *conn) roundTrip(ctx context.Context, k call) (*http.Response, error) {
 	if k.write() && k.requestID == "" {
 		k.requestID = auth.NewID() + auth.NewID()
 	}
@@ -175,7 +175,7 @@ var catchUpWait = 2 * time.Second
 // (schedd answers once its state passes the index asked for), with a
 // short wait when the caller gave none, and the answer must carry that
 // index or a later one (behind). Other calls go as they are.
-func (c *Client) readFloor(k call) call {
+func (c *conn) readFloor(k call) call {
 	w := c.written.Load()
 	if w == 0 || k.write() || !stateRead(k.target) {
 		return k
@@ -227,7 +227,7 @@ func behind(resp *http.Response, floor uint64) bool {
 }
 
 // gaveUp is the error of a call whose overall limit passed.
-func (c *Client) gaveUp(k call, limit time.Duration, tries int, open, last error) error {
+func (c *conn) gaveUp(k call, limit time.Duration, tries int, open, last error) error {
 	if k.write() && open != nil {
 		return &UnknownOutcomeError{RequestID: k.requestID, Tries: tries, Limit: limit, Cause: open, Last: last}
 	}
@@ -259,7 +259,7 @@ func (e *UnknownOutcomeError) Is(target error) bool { return target == ErrUnknow
 // Unwrap gives the last try's error.
 func (e *UnknownOutcomeError) Unwrap() error { return e.Last }
 
-func (c *Client) notify(msg string) {
+func (c *conn) notify(msg string) {
 	if f := c.onRetry.Load(); f != nil && *f != nil {
 		(*f)(msg)
 	}
@@ -270,7 +270,7 @@ func (c *Client) notify(msg string) {
 // The body is then read under ctx alone (the call's overall limit): a
 // large answer (20,000 jobs, a long history) on a busy machine may take
 // longer than a try, and a peer that answered is not one to skip.
-func (c *Client) try(ctx context.Context, base string, k call) tryResult {
+func (c *conn) try(ctx context.Context, base string, k call) tryResult {
 	tctx, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(tryTimeout+k.wait, cancel)
 	done := func() { timer.Stop(); cancel() }
@@ -312,7 +312,7 @@ func (c *Client) try(ctx context.Context, base string, k call) tryResult {
 
 // send makes one HTTP request. sent reports whether an error came after
 // the connection was made (the request may have been received).
-func (c *Client) send(ctx context.Context, u string, k call) (resp *http.Response, sent bool, err error) {
+func (c *conn) send(ctx context.Context, u string, k call) (resp *http.Response, sent bool, err error) {
 	var rd io.Reader
 	if k.body != nil {
 		rd = bytes.NewReader(k.body)
@@ -370,7 +370,7 @@ func permanent(err error) bool {
 
 // unreachable words a try's transport error, naming the address that
 // failed (a redirect's target, not only the one configured).
-func (c *Client) unreachable(r tryResult) error {
+func (c *conn) unreachable(r tryResult) error {
 	if errors.Is(r.err, ErrPlainToken) || strings.Contains(r.err.Error(), "redirect") {
 		return r.err
 	}
@@ -384,7 +384,7 @@ func (c *Client) unreachable(r tryResult) error {
 
 // where names base in messages: the configured address for a unix
 // socket, else the URL.
-func (c *Client) where(base string) string {
+func (c *conn) where(base string) string {
 	if base == "http://schedd" {
 		return c.addr
 	}

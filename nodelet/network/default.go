@@ -193,7 +193,7 @@ func (m *Manager) setupDefault() error {
 	if err := netlink.LinkSetUp(br); err != nil {
 		return fmt.Errorf("default network: %w", err)
 	}
-	return m.syncDefaultTable()
+	return m.rules.syncDefaultTable()
 }
 
 // closeDefault removes the default bridge and DefaultTable.
@@ -228,14 +228,14 @@ func (m *Manager) closeDefault() error {
 // grace period (~10 ms): containers coming and going, and peers
 // changing, touch the owner sets alone (syncOwners). Neither m.mu nor
 // m.tableMu is held.
-func (m *Manager) syncDefaultTable() error {
+func (m *ruleWriter) syncDefaultTable() error {
 	m.tableMu.Lock()
 	defer m.tableMu.Unlock()
 	return m.writeDefaultTable()
 }
 
 // writeDefaultTable is syncDefaultTable with m.tableMu held.
-func (m *Manager) writeDefaultTable() error {
+func (m *ruleWriter) writeDefaultTable() error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)

@@ -31,7 +31,7 @@ const FilterTable = "troupe-vxlan"
 // gone); with none, the table is removed. One update at a time, each
 // from the bookkeeping as it is when it starts, so the last one written
 // is the newest. Neither m.mu nor m.filterMu is held.
-func (m *Manager) syncFilter() error {
+func (m *ruleWriter) syncFilter() error {
 	m.filterMu.Lock()
 	defer m.filterMu.Unlock()
 	type overlay struct {

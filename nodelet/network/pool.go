@@ -80,7 +80,7 @@ func (m *Manager) Pooled() int {
 // container without one (a sealed partition) on such a node gets none
 // from the pool. Call refill once the container's setup is done: the
 // filler then does not compete with it for the kernel's locks.
-func (m *Manager) take(def bool) (poolEntry, bool) {
+func (m *poolFiller) take(def bool) (poolEntry, bool) {
 	if def != (m.def != nil) {
 		return poolEntry{}, false
 	}
@@ -96,7 +96,7 @@ func (m *Manager) take(def bool) (poolEntry, bool) {
 }
 
 // refill wakes the filler unless the pool is full.
-func (m *Manager) refill() {
+func (m *poolFiller) refill() {
 	m.pool.mu.Lock()
 	m.fillLocked()
 	m.pool.mu.Unlock()
@@ -114,7 +114,7 @@ func (p *pool) after(name string) {
 
 // startPool starts filling the pool (Cleanup, once the default bridge
 // is there).
-func (m *Manager) startPool() error {
+func (m *poolFiller) startPool() error {
 	p := &m.pool
 	if p.size == 0 {
 		return nil
@@ -131,7 +131,7 @@ func (m *Manager) startPool() error {
 
 // fillLocked starts the filler unless it runs, the pool is full or
 // closed. p.mu is held.
-func (m *Manager) fillLocked() {
+func (m *poolFiller) fillLocked() {
 	p := &m.pool
 	if p.running || p.closed || p.size == 0 || len(p.ready) >= p.size {
 		return
@@ -144,7 +144,7 @@ func (m *Manager) fillLocked() {
 // failure stops it (recorded for Close, like the reaper's) until the
 // next take: a node that cannot make namespaces does not spin, and its
 // containers meet the error themselves on the ordinary path.
-func (m *Manager) fill() {
+func (m *poolFiller) fill() {
 	p := &m.pool
 	for {
 		p.mu.Lock()
@@ -186,7 +186,7 @@ func (m *Manager) fill() {
 // a default network, its default veth pair, tuned as plug tunes one.
 // Nothing in it belongs to a container yet: no address, no route, links
 // down. What a failure leaves is deleted here.
-func (m *Manager) prepare(seq uint64) (e poolEntry, err error) {
+func (m *poolFiller) prepare(seq uint64) (e poolEntry, err error) {
 	s := strconv.FormatUint(seq, 10)
 	e.path = filepath.Join(m.pool.dir, ".pool-"+s)
 	if m.def != nil {
@@ -262,7 +262,7 @@ func discard(e poolEntry) error {
 
 // closePool stops the filler and discards every entry (Close and
 // Cleanup); a later startPool fills it again.
-func (m *Manager) closePool() error {
+func (m *poolFiller) closePool() error {
 	p := &m.pool
 	p.mu.Lock()
 	p.closed = true
@@ -282,7 +282,7 @@ func (m *Manager) closePool() error {
 // cleanupPool removes what a previous nodelet's pool left: every pin
 // under the pool directory, and under the legacy directory's, which
 // goes too (the links are Cleanup's, by prefix).
-func (m *Manager) cleanupPool() error {
+func (m *poolFiller) cleanupPool() error {
 	errs := []error{removePins(m.pool.dir)}
 	if m.legacy != "" {
 		legacy := m.legacy + "-pool"
@@ -312,7 +312,7 @@ func removePins(dir string) error {
 // has the reaper unpin from: an unmount waits for an RCU grace period,
 // a millisecond or more, which the container need not. A crash before
 // leaves from to Cleanup (cleanupPool).
-func (m *Manager) movePin(from, to string) error {
+func (m *poolFiller) movePin(from, to string) error {
 	f, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
 	if err != nil {
 		return fmt.Errorf("netns pin: %w", err)

@@ -143,7 +143,7 @@ func (m *Manager) SetPeers(peers map[int][]string) error {
 	if same {
 		return nil
 	}
-	return m.syncOwners()
+	return m.rules.syncOwners()
 }
 
 // The sets of DefaultTable that say who owns what: setOwner maps a
@@ -159,7 +159,7 @@ const (
 // owners is the content of the owner sets: default address → uid, for
 // the node's containers (local) and for all (owner: theirs and the
 // peers'). m.mu is held.
-func (m *Manager) owners() (owner, local map[string]int) {
+func (m *ruleWriter) owners() (owner, local map[string]int) {
 	owner, local = map[string]int{}, map[string]int{}
 	for uid, addrs := range m.peers {
 		for _, a := range addrs {
@@ -203,7 +203,7 @@ func localElems(local map[string]int) []nftables.SetElement {
 // again (which waits for an RCU grace period, ~10 ms). Should the kernel
 // refuse, the whole table is written again. Neither m.mu nor m.tableMu
 // is held.
-func (m *Manager) syncOwners() error {
+func (m *ruleWriter) syncOwners() error {
 	m.tableMu.Lock()
 	defer m.tableMu.Unlock()
 	m.mu.Lock()
@@ -287,7 +287,7 @@ func (m *Manager) syncOwners() error {
 //	postrouting: to a routed network: no masquerade
 //
 // m.mu is held.
-func (m *Manager) reachRules(c *nftables.Conn, t *nftables.Table, in, fw, nat *nftables.Chain) (owner, local map[string]int, err error) {
+func (m *ruleWriter) reachRules(c *nftables.Conn, t *nftables.Table, in, fw, nat *nftables.Chain) (owner, local map[string]int, err error) {
 	rule := func(ch *nftables.Chain, exprs ...expr.Any) {
 		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs})
 	}

@@ -57,6 +57,7 @@ const (
 	CmdServer   = "server"    // a raft server's API address (the leader, on taking office)
 	CmdDrain    = "drain"     // drain or resume nodes (badmin drain, badmin resume)
 	CmdSignal   = "signal"    // signal a running job's containers, or cancel a pending one (bkill -s)
+	CmdAdoptEnd = "adopt-end" // end the jobs still adopting once the adoption window after a restore has closed (the leader)
 )
 
 // SchemaVersion is the version of the replicated state's schema: of
@@ -112,8 +113,13 @@ const (
 //	   once all its containers are; a report of such a container's end
 //	   ends the job with that reason (or requeues it when it asked to
 //	   be), never a second run. It ran after the backup a restore
-//	   brought back. Entries of versions 1 to 9 replay without it: such
-//	   reports are dropped, as the nodes' containers were stopped.
+//	   brought back. Within the adoption window a restore into an empty
+//	   state opens (adopt.go), a report of such a container's end is the
+//	   job's true end, a gang waits for all its nodes, a job the state
+//	   does not hold is adopted from the node's copy of it, and
+//	   CmdAdoptEnd ends what is still adopting once the window closed.
+//	   Entries of versions 1 to 9 replay without it: such reports are
+//	   dropped, as the nodes' containers were stopped.
 //	11: reservations (CmdResvCreate, CmdResvUpdate, CmdResvDelete, and
 //	   Dump.Reservations): an older schedd would refuse the kinds and
 //	   schedule over the windows.
@@ -328,6 +334,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = putReservation(txn, index, c.Time, c.Reservation, c.Kind == CmdResvCreate)
 	case CmdResvDelete:
 		err = deleteReservation(txn, c.Reservation)
+	case CmdAdoptEnd:
+		err = adoptEnd(txn, index, c.Time)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
@@ -623,7 +631,9 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 						return nil, err
 					}
 				}
-				continue
+				if j = newAdopted(txn, u, now); !adopts || j == nil {
+					continue
+				}
 			}
 			if _, ok := was[j.ID]; !ok {
 				was[j.ID], wasStarted[j.ID] = j.State, !j.Started.IsZero()
