@@ -61,7 +61,7 @@ func publicSpec(s *jobspec.Job) jobspec.Job {
 	return jobspec.Job{
 		Name: s.Name, Partition: s.Partition, Account: s.Account,
 		Walltime: s.Walltime, Priority: s.Priority, Requeue: s.Requeue,
-		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array,
+		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array, Reservation: s.Reservation,
 	}
 }
 

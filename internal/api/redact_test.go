@@ -42,7 +42,7 @@ var classes = map[reflect.Type]map[string]class{
 	},
 	reflect.TypeFor[jobspec.Job](): {
 		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
-		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown,
+		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown, "Reservation": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
 		"Output": withheld, "Error": withheld, "Roles": withheld, "Ranges": withheld, "SSH": withheld,
 		"Services": withheld, "Mail": withheld,
