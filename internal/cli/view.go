@@ -241,6 +241,9 @@ func WriteJobAt(w io.Writer, j api.Job, now time.Time, addr string) error {
 	pair("User", fmt.Sprintf("%s (uid %d, gid %d)", cell(j.User), j.UID, j.GID))
 	pair("Partition", j.Partition)
 	pair("Account", JobAccount(j))
+	if j.Spec.Reservation != "" {
+		pair("Reservation", j.Spec.Reservation)
+	}
 	pair("State", StateWithReason(j))
 	if j.State == api.JobPending && j.PriorityFactors != nil {
 		pair("Priority", PriorityBreakdown(j))

@@ -221,8 +221,14 @@ func putReservation(txn *memdb.Txn, index uint64, now time.Time, in *Reservation
 	if err != nil {
 		return err
 	}
+	ended := false
+	if raw != nil {
+		_, _, open := raw.(*Reservation).Window(now)
+		ended = !open
+	}
 	switch {
-	case create && raw != nil:
+	case create && raw != nil && !ended:
+		// One whose last window has ended is replaced: its name is free.
 		return conflict("reservation %q exists already", in.Name)
 	case !create && raw == nil:
 		return fmt.Errorf("reservation %q: %w", in.Name, ErrNotFound)
@@ -256,7 +262,7 @@ func putReservation(txn *memdb.Txn, index uint64, now time.Time, in *Reservation
 			return conflict("reservation %q: job %d on node %s would still run when the window opens; wait for it, kill it, or add the flag ignore_jobs", r.Name, id, n)
 		}
 	}
-	if create {
+	if create || ended {
 		r.Created = now
 	} else {
 		r.Created = raw.(*Reservation).Created

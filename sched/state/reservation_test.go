@@ -65,6 +65,10 @@ func TestReservationCommands(t *testing.T) {
 	if rs := st.Snapshot().Reservations(); len(rs) != 2 || rs[1].Name != "pm" || rs[1].Duration != 2*time.Hour {
 		t.Fatalf("restored %+v", rs)
 	}
+	// Once a reservation's last window has ended, its name is free again.
+	h.apply(Command{Kind: CmdResvCreate, Reservation: &Reservation{Name: "soon", Start: t0.Add(time.Minute), Duration: time.Minute, Nodes: []string{"n1"}}})
+	h.idx += 200 // past its end
+	h.apply(Command{Kind: CmdResvCreate, Reservation: &Reservation{Name: "soon", Start: t0.Add(time.Hour * 100), Duration: time.Minute, Nodes: []string{"n1"}}})
 	h.apply(Command{Kind: CmdResvDelete, Reservation: &Reservation{Name: "pm"}})
 	if h.st.Snapshot().Reservation("pm") != nil {
 		t.Error("deleted reservation still there")
