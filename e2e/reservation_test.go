@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
@@ -103,17 +105,13 @@ func TestReservations(t *testing.T) {
 	}
 
 	// Open: the node is in maintenance; a short job no longer starts.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually.NoError(t, 30*time.Second, "bhosts shows the node in maintenance once the window opens", func() error {
 		out, _, _ := c.run(dir, "bhosts")
 		if strings.Contains(out, "MAINT") && strings.Contains(out, "Reserved for maintenance (pm)") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bhosts does not show the node in maintenance 30s after the window's start:\n%s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return errors.New(out)
+	})
 	late, _ := c.submit(dir, "late", walledJob("late", "true", "3s"))
 	if j := c.waitState(late, 30*time.Second, func(j api.Job) bool { return j.Reason == reason.Maintenance }); j.State != api.JobPending {
 		t.Fatalf("job %d submitted in the window: %s", late, j.State)
@@ -150,17 +148,10 @@ func TestReservations(t *testing.T) {
 func TestReservationFailover(t *testing.T) {
 	h := startHA(t)
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually.True(t, 30*time.Second, "the nodelet registers", func() bool {
 		l, err := h.cli.Nodes(ctx)
-		if err == nil && len(l.Nodes) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the nodelet did not register in 30s: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && len(l.Nodes) == 1
+	})
 	r, err := h.cli.CreateReservation(ctx, api.ReservationRequest{Name: "pm", Start: time.Now().Add(time.Hour), Duration: 4 * time.Hour,
 		Nodes: []string{"ha-n1"}, Flags: []string{api.FlagMaint, api.FlagWeekly}})
 	if err != nil {
@@ -178,17 +169,11 @@ func TestReservationFailover(t *testing.T) {
 	if err != nil || len(l.Reservations) != 1 || l.Reservations[0].Name != "pm" || !l.Reservations[0].Start.Equal(r.Start) {
 		t.Fatalf("after the failover: %+v, %v; want pm as made (%+v)", l.Reservations, err, r)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	j := eventually.Value(t, 30*time.Second, "the new leader holds the 2h job back from the window", func() (api.Job, bool) {
 		j, _, err := h.cli.Job(ctx, res.JobID, 0, 0)
-		if err == nil && j.Reason == reason.Maintenance {
-			if j.State != api.JobPending {
-				t.Fatalf("job %d: %s", j.ID, j.State)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d (2h, across the window) not held back by the new leader: %s (%s), %v", res.JobID, j.State, j.Reason, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return j, err == nil && j.Reason == reason.Maintenance
+	})
+	if j.State != api.JobPending {
+		t.Fatalf("job %d: %s", j.ID, j.State)
 	}
 }

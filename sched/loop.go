@@ -83,9 +83,10 @@ type loopOutcome struct {
 	// HeldUntil: placements are held until then (a restore into an
 	// empty state); pass again then, or at the recheck if sooner.
 	HeldUntil time.Time
-	// NextLate is when the next running job reaches its walltime
-	// (zero: none runs with one): the timer is set to it when sooner
-	// than the recheck.
+	// NextLate is when the next running job reaches its walltime, or
+	// a reservation's window opens or closes, whichever comes first
+	// (zero: neither): the timer is set to it when sooner than the
+	// recheck.
 	NextLate time.Time
 }
 
