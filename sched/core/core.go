@@ -209,6 +209,7 @@ func (p *pass) prepare(eligible []bool) {
 		p.meta[qi] = m
 	}
 	p.failed = make([]int64, len(shapes))
+	p.noRoom = make([]bool, len(shapes))
 	for i := range p.failed {
 		p.failed[i] = noFailure
 	}
@@ -232,6 +233,10 @@ type pass struct {
 	// found no room: resources only shrink during a pass, so the same shape
 	// running as long or longer cannot fit either.
 	failed []int64
+	// noRoom marks, per gang shape, one that found no room even with
+	// every reservation set aside: resources only shrink during a pass,
+	// so no reservation holds such a job back (heldBack).
+	noRoom []bool
 	meta   []jobMeta
 	limits limits
 }
@@ -290,7 +295,7 @@ func (p *pass) job(qi int32, reserved bool) {
 	cacheable := m.shape >= 0
 	own := p.gate.own(j)
 	if cacheable && end >= p.failed[m.shape] {
-		p.miss(j, w, own, end, quantum, reserved)
+		p.miss(j, w, own, end, m.shape, quantum, reserved)
 		return
 	}
 	pl := placer{c: p.c, quantum: quantum, end: end, gate: p.gate, own: own, from: p.now.UnixNano()}
@@ -308,7 +313,7 @@ func (p *pass) job(qi int32, reserved bool) {
 			}
 			p.failed[m.shape] = min(p.failed[m.shape], upto)
 		}
-		p.miss(j, w, own, end, quantum, reserved)
+		p.miss(j, w, own, end, m.shape, quantum, reserved)
 		return
 	}
 	p.c.commit(j, g, quantum)
@@ -328,9 +333,9 @@ func (p *pass) job(qi int32, reserved bool) {
 // backfill reservation from one pass to the next (KeepReservations
 // keeps those of Resources only), so a window over the whole machine
 // does not make every waiting job a kept reservation.
-func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, quantum float64, reserved bool) {
+func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, shape int32, quantum float64, reserved bool) {
 	p.blocked = true
-	held := p.heldBack(j, own, end, quantum)
+	held := p.heldBack(j, own, end, shape, quantum)
 	or := func(r string) string {
 		if held != "" {
 			return held

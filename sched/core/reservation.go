@@ -256,17 +256,21 @@ func (g *gate) ends() []event {
 	return out
 }
 
-// heldBack is the reason of a job j of reservation own that found no room
-// at now: the reservation that keeps it off nodes it would fit on now,
-// "" when none does (it waits for resources).
-func (p *pass) heldBack(j *Job, own int32, end int64, quantum float64) string {
+// heldBack is the reason of a job j (of gang shape shape, -1: none) of
+// reservation own that found no room at now: the reservation that keeps
+// it off nodes it would fit on now, "" when none does (it waits for
+// resources).
+func (p *pass) heldBack(j *Job, own int32, end int64, shape int32, quantum float64) string {
 	g := p.gate
-	if g == nil || g.nodes == nil {
+	if g == nil || g.nodes == nil || (shape >= 0 && p.noRoom[shape]) {
 		return ""
 	}
 	from := p.now.UnixNano()
 	fit, ok := refPlace(p.c.nodes, j.Partition, j, quantum, func(i int32) bool { return g.inside(i, own, from) })
 	if !ok {
+		if shape >= 0 {
+			p.noRoom[shape] = true
+		}
 		return ""
 	}
 	for _, h := range fit.hosts {
