@@ -19,7 +19,7 @@ import (
 // Reservations (badmin reservation create|update|delete|list): nodes set
 // aside for a window, for the jobs that name one. An admin's request
 // becomes a row of the replicated state (state.Reservation) through its
-// own command kinds, so every replica holds it and a new leader keeps
+// own acts, so every replica holds it and a new leader keeps
 // honouring it; the scheduling core reads the rows each pass
 // (coreReservations) and the loop looks again when a window opens or
 // closes. The views derive what is in force now: a recurring
@@ -66,7 +66,7 @@ func (s *calendar) CreateReservation(ctx context.Context, req api.ReservationReq
 	default:
 		return api.Reservation{}, fmt.Errorf("%w: a reservation needs nodes (--nodes LIST or --count N)", ErrInvalid)
 	}
-	return s.put(ctx, state.CmdResvCreate, r)
+	return s.put(ctx, state.CreateReservation{Reservation: r}, r.Name)
 }
 
 // UpdateReservation changes the fields req.Update names of reservation
@@ -105,13 +105,13 @@ func (s *calendar) UpdateReservation(ctx context.Context, name string, req api.R
 			return api.Reservation{}, fmt.Errorf("%w: reservation field %q cannot be updated; fields: start, duration, nodes, users, accounts, flags", ErrInvalid, f)
 		}
 	}
-	return s.put(ctx, state.CmdResvUpdate, &r)
+	return s.put(ctx, state.UpdateReservation{Reservation: &r}, r.Name)
 }
 
 // DeleteReservation deletes reservation name. Its jobs that still wait
 // wait with reason ReservationDeleted; those running go on.
 func (s *calendar) DeleteReservation(ctx context.Context, name string) error {
-	_, err := s.apply(ctx, state.Command{Kind: state.CmdResvDelete, Reservation: &state.Reservation{Name: name}})
+	_, err := s.apply(ctx, state.Command{Act: state.DeleteReservation{Name: name}})
 	s.wake()
 	return err
 }
@@ -122,8 +122,8 @@ func (s *calendar) ListReservations(ctx context.Context, w httpapi.Wait) api.Res
 	return api.ReservationList{Reservations: reservationViews(v, s.cfg.Clock()), Index: idx}
 }
 
-func (s *calendar) put(ctx context.Context, kind string, r *state.Reservation) (api.Reservation, error) {
-	if _, err := s.apply(ctx, state.Command{Kind: kind, Reservation: r}); err != nil {
+func (s *calendar) put(ctx context.Context, act state.Act, name string) (api.Reservation, error) {
+	if _, err := s.apply(ctx, state.Command{Act: act}); err != nil {
 		if errors.Is(err, state.ErrReservation) {
 			err = fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
@@ -131,7 +131,7 @@ func (s *calendar) put(ctx context.Context, kind string, r *state.Reservation) (
 	}
 	s.wake()
 	v := s.st.Snapshot()
-	return reservationView(v, v.Reservation(r.Name), s.cfg.Clock()), nil
+	return reservationView(v, v.Reservation(name), s.cfg.Clock()), nil
 }
 
 // setFlags sets r's flags from their names.
@@ -253,7 +253,7 @@ func reservationView(v *state.Snapshot, r *state.Reservation, now time.Time) api
 		}
 	}
 	for _, j := range v.LiveJobs() {
-		if j.Spec.Reservation == r.Name && j.Array == nil {
+		if j.Reservation == r.Name && j.Array == nil {
 			out.Jobs = append(out.Jobs, j.ID)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // Through the API: --count picks idle nodes; a reservation over a
@@ -25,7 +26,7 @@ func TestReservationsAPI(t *testing.T) {
 	for _, n := range []string{"n1", "n2", "n3"} {
 		register(t, c, n, 4)
 	}
-	busy, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)}) // no walltime: never ends
+	busy, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}) // no walltime: never ends
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestReservationsAPI(t *testing.T) {
 	// window's start; another user's is refused.
 	in := spec(1, jobspec.ModeSingleNode, 1)
 	in.Reservation, in.Walltime = "course", time.Hour
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: in})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(in)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestReservationsAPI(t *testing.T) {
 	if n := nodeState(t, c, on); n.State != api.NodeMaint || n.Reservation != "pm" || n.Reason != "Reserved for maintenance (pm)" {
 		t.Errorf("node %s in an open maintenance window: %+v", on, n)
 	}
-	next, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)})
+	next, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/troupe-hpc/troupe/internal/reason"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // Public is j as someone other than its owner (or an admin) sees it:
@@ -24,7 +23,7 @@ import (
 func (j *Job) Public() Job {
 	p := Job{
 		ID: j.ID, Name: j.Name, User: j.User, UID: j.UID,
-		Partition: j.Partition, Account: j.Account, Walltime: j.Walltime,
+		Partition: j.Partition, Account: j.Account, Reservation: j.Reservation, Walltime: j.Walltime,
 		Spec:        publicSpec(&j.Spec),
 		Interactive: j.Interactive,
 		State:       j.State, Reason: PublicReason(j.Reason), ExitCode: j.ExitCode,
@@ -57,8 +56,8 @@ func (j *Job) Public() Job {
 }
 
 // publicSpec keeps the job file's settings that size and place the job.
-func publicSpec(s *jobspec.Job) jobspec.Job {
-	return jobspec.Job{
+func publicSpec(s *JobSpec) JobSpec {
+	return JobSpec{
 		Name: s.Name, Partition: s.Partition, Account: s.Account,
 		Walltime: s.Walltime, Priority: s.Priority, Requeue: s.Requeue,
 		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array, Reservation: s.Reservation,
@@ -68,8 +67,8 @@ func publicSpec(s *jobspec.Job) jobspec.Job {
 // publicContainer keeps where a container runs and how it stands.
 func publicContainer(c *Container) Container {
 	return Container{
-		Container: jobspec.Container{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Resources: c.Resources},
-		Node:      c.Node, NodeAddr: c.NodeAddr, State: c.State, ExitCode: c.ExitCode,
+		ContainerSpec: ContainerSpec{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Resources: c.Resources},
+		CPUMilli:      c.CPUMilli, Node: c.Node, NodeAddr: c.NodeAddr, State: c.State, ExitCode: c.ExitCode,
 		CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended,
 	}
 }

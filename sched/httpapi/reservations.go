@@ -19,7 +19,11 @@ type Reservations interface {
 	DeleteReservation(ctx context.Context, name string) error
 }
 
-func (a *API) reservations(w http.ResponseWriter, r *http.Request) {
+// The reservations' handlers take the API as their first argument, as
+// the route table calls them, rather than being its methods: the API
+// type keeps to the handlers of the controller's first roles.
+
+func listReservations(a *API, w http.ResponseWriter, r *http.Request) {
 	wait, err := parseWait(r.URL.Query())
 	if err != nil {
 		writeErr(w, err)
@@ -29,7 +33,7 @@ func (a *API) reservations(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list.Index, list)
 }
 
-func (a *API) reservationCreate(w http.ResponseWriter, r *http.Request) {
+func createReservation(a *API, w http.ResponseWriter, r *http.Request) {
 	var req api.ReservationRequest
 	if !decode(w, r, &req) {
 		return
@@ -42,7 +46,7 @@ func (a *API) reservationCreate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, 0, res)
 }
 
-func (a *API) reservationUpdate(w http.ResponseWriter, r *http.Request) {
+func updateReservation(a *API, w http.ResponseWriter, r *http.Request) {
 	var req api.ReservationRequest
 	if !decode(w, r, &req) {
 		return
@@ -55,7 +59,7 @@ func (a *API) reservationUpdate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, 0, res)
 }
 
-func (a *API) reservationDelete(w http.ResponseWriter, r *http.Request) {
+func deleteReservation(a *API, w http.ResponseWriter, r *http.Request) {
 	if err := a.c.DeleteReservation(r.Context(), r.PathValue("name")); err != nil {
 		writeErr(w, err)
 		return

@@ -62,6 +62,12 @@ var ErrNotLeader = fault.ErrNotLeader
 // only a request that is idempotent (one request id) may be sent again.
 var ErrUnknownOutcome = fault.ErrUnknownOutcome
 
+// ErrOlderCluster refuses an act the cluster's schema does not have yet
+// (state.NewIn): a peer of the previous release would stop on it. It is
+// a conflict (HTTP 409): the act may be asked again once every peer is
+// upgraded.
+var ErrOlderCluster = fmt.Errorf("%w: the cluster's schema is older than the act", fault.ErrConflict)
+
 // Config sets up a log.
 type Config struct {
 	Dir       string    // raft.db and snapshots/ live here
@@ -366,7 +372,13 @@ func (l *Log) Barrier(ctx context.Context) error {
 // Apply commits cmd and returns what the state store answered. The
 // command is durable on disk when Apply returns without error.
 func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
-	b, err := encodeCommand(cmd, l.writeSchema(time.Now()))
+	schema := l.writeSchema(time.Now())
+	if cmd.Act != nil {
+		if v := state.NewIn(cmd.Act); v > schema {
+			return nil, fmt.Errorf("%s: %w: it is new in schema %d and the cluster writes schema %d while a peer of the previous release may read no newer; upgrade every schedd first", cmd.Kind(), ErrOlderCluster, v, schema)
+		}
+	}
+	b, err := encodeCommand(cmd, schema)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
+	"github.com/troupe-hpc/troupe/sched/fault"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -90,7 +91,7 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 		eventually.NoError(t, 10*time.Second, "a write through the leader", func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			_, err := logs[leader()].Apply(ctx, state.Command{Kind: state.CmdTouch, Time: time.Now()})
+			_, err := logs[leader()].Apply(ctx, state.Command{Time: time.Now(), Act: state.Touch{}})
 			return err
 		})
 	}
@@ -103,6 +104,17 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 		if v := st.Snapshot().Schema(); v != state.OldestSchema {
 			t.Fatalf("peer s%d applied entries of schema %d with a peer of the previous release in the cluster, want %d", i+1, v, state.OldestSchema)
 		}
+	}
+	// An act new in the newest schema is refused meanwhile, not written
+	// in a form the previous release would stop on.
+	newAct := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := logs[leader()].Apply(ctx, state.Command{Time: time.Now(), Act: state.DeleteReservation{Name: "pm"}})
+		return err
+	}
+	if err := newAct(); !errors.Is(err, ErrOlderCluster) || !errors.Is(err, fault.ErrConflict) {
+		t.Fatalf("a reservation's act with a peer of the previous release in the cluster: %v, want ErrOlderCluster", err)
 	}
 	// The stand-in is upgraded: this release, which tells its schema.
 	if err := logs[2].Close(); err != nil {
@@ -122,6 +134,11 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 		}
 		return nil
 	})
+	// Once all are upgraded it is written and applied (the state finds
+	// no such reservation).
+	if err := newAct(); !errors.Is(err, state.ErrNotFound) {
+		t.Fatalf("a reservation's act once every peer is upgraded: %v, want the state's answer (not found)", err)
+	}
 	// A peer down now changes nothing: the log holds the newest schema.
 	down := (leader() + 1) % 3
 	if err := logs[down].Close(); err != nil {

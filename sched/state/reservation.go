@@ -13,8 +13,9 @@ import (
 // Reservations: nodes set aside for a window of time (badmin reservation
 // create), for the jobs that name one (bsub --reservation) and whose user
 // or account it admits. A reservation is a row of its own table, written
-// by its own command kinds (CmdResvCreate, CmdResvUpdate, CmdResvDelete)
-// and kept in snapshots (Dump.Reservations), so it survives a restart
+// by its own acts (CreateReservation, UpdateReservation,
+// DeleteReservation; schema 11 on, none of them has an older form) and
+// kept in snapshots (Dump.Reservations), so it survives a restart
 // and a leader's failover. The scheduling core reads it (sched/core's
 // reservations stage); the rows hold only what the admin set, every
 // replica deciding the same from them.
@@ -25,12 +26,21 @@ var reservationsTable = &memdb.TableSchema{Name: tableReservations, Indexes: map
 	"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Name"}},
 }}
 
-// Command kinds of reservations.
-const (
-	CmdResvCreate = "reservation-create" // badmin reservation create
-	CmdResvUpdate = "reservation-update" // badmin reservation update: the whole new row
-	CmdResvDelete = "reservation-delete" // badmin reservation delete: Reservation.Name alone
-)
+// CreateReservation makes a reservation (badmin reservation create).
+type CreateReservation struct {
+	Reservation *Reservation `json:"reservation"`
+}
+
+// UpdateReservation puts a whole new row in place of the reservation of
+// its name (badmin reservation update).
+type UpdateReservation struct {
+	Reservation *Reservation `json:"reservation"`
+}
+
+// DeleteReservation deletes a reservation (badmin reservation delete).
+type DeleteReservation struct {
+	Name string `json:"name"`
+}
 
 // Repeats of a recurring reservation.
 const (
@@ -271,16 +281,16 @@ func putReservation(txn *memdb.Txn, index uint64, now time.Time, in *Reservation
 	return txn.Insert(tableReservations, &r)
 }
 
-func deleteReservation(txn *memdb.Txn, in *Reservation) error {
-	if in == nil || in.Name == "" {
+func deleteReservation(txn *memdb.Txn, name string) error {
+	if name == "" {
 		return fmt.Errorf("%w: no name", ErrReservation)
 	}
-	raw, err := txn.First(tableReservations, "id", in.Name)
+	raw, err := txn.First(tableReservations, "id", name)
 	if err != nil {
 		return err
 	}
 	if raw == nil {
-		return fmt.Errorf("reservation %q: %w", in.Name, ErrNotFound)
+		return fmt.Errorf("reservation %q: %w", name, ErrNotFound)
 	}
 	return txn.Delete(tableReservations, raw)
 }
