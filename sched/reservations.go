@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/httpapi"
+	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -113,6 +114,16 @@ func (s *calendar) UpdateReservation(ctx context.Context, name string, req api.R
 func (s *calendar) DeleteReservation(ctx context.Context, name string) error {
 	_, err := s.apply(ctx, state.Command{Act: state.DeleteReservation{Name: name}})
 	s.wake()
+	return olderPeer(err)
+}
+
+// olderPeer says what a refusal to write a reservation's act while a
+// peer reads an older schema means to an admin: a conflict (HTTP 409),
+// nothing written, to ask again once every schedd is upgraded.
+func olderPeer(err error) error {
+	if errors.Is(err, raftlog.ErrOlderPeer) {
+		return fmt.Errorf("%w: reservations are schema %d's and the cluster's schema is older: a peer of the previous release may be in it; ask again once every schedd is upgraded (%w)", state.ErrConflict, state.SchemaReservations, err)
+	}
 	return err
 }
 
@@ -127,7 +138,7 @@ func (s *calendar) put(ctx context.Context, act state.Act, name string) (api.Res
 		if errors.Is(err, state.ErrReservation) {
 			err = fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		return api.Reservation{}, err
+		return api.Reservation{}, olderPeer(err)
 	}
 	s.wake()
 	v := s.st.Snapshot()

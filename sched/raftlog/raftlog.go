@@ -62,12 +62,6 @@ var ErrNotLeader = fault.ErrNotLeader
 // only a request that is idempotent (one request id) may be sent again.
 var ErrUnknownOutcome = fault.ErrUnknownOutcome
 
-// ErrOlderCluster refuses an act the cluster's schema does not have yet
-// (state.NewIn): a peer of the previous release would stop on it. It is
-// a conflict (HTTP 409): the act may be asked again once every peer is
-// upgraded.
-var ErrOlderCluster = fmt.Errorf("%w: the cluster's schema is older than the act", fault.ErrConflict)
-
 // Config sets up a log.
 type Config struct {
 	Dir       string    // raft.db and snapshots/ live here
@@ -373,10 +367,8 @@ func (l *Log) Barrier(ctx context.Context) error {
 // command is durable on disk when Apply returns without error.
 func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
 	schema := l.writeSchema(time.Now())
-	if cmd.Act != nil {
-		if v := state.NewIn(cmd.Act); v > schema {
-			return nil, fmt.Errorf("%s: %w: it is new in schema %d and the cluster writes schema %d while a peer of the previous release may read no newer; upgrade every schedd first", cmd.Kind(), ErrOlderCluster, v, schema)
-		}
+	if need := cmd.NeedsSchema(); schema < need {
+		return nil, fmt.Errorf("%w: a %s entry is schema %d's, and a peer reads only %d", ErrOlderPeer, cmd.Kind(), need, schema)
 	}
 	b, err := encodeCommand(cmd, schema)
 	if err != nil {
@@ -420,6 +412,15 @@ const (
 	tellEvery   = time.Second
 	schemaFresh = 5 * time.Second
 )
+
+// ErrOlderPeer marks an entry refused because a peer of the
+// configuration reads only an older schema than the entry's kind needs
+// (state.Command.NeedsSchema); nothing was written.
+var ErrOlderPeer = errors.New("a peer reads an older schema")
+
+// WriteSchema is the schema version of the entries this leader writes
+// now: the oldest any peer of the configuration reads.
+func (l *Log) WriteSchema() int { return l.writeSchema(time.Now()) }
 
 // writeSchema is the schema version of the entries this leader writes
 // now.

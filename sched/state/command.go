@@ -443,22 +443,10 @@ var (
 	ErrUnknownKind = errors.New("unknown command kind")
 	ErrNoAct       = errors.New("command without an act")
 	// ErrNoOldForm marks an act written in a schema older than the one
-	// it is new in: a peer of that schema would not know it.
+	// it is new in (a reservation's): a peer of that schema would not
+	// know it.
 	ErrNoOldForm = errors.New("act has no form in an older schema")
 )
-
-// NewIn is the schema act a is new in: the leader proposes it only once
-// the cluster's schema (Snapshot.Schema) is at least that, as an older
-// peer would refuse the entry and stop. Acts that schemas 1 to 10
-// already had answer 1; one new in 11 or later has no older form
-// (toV10).
-func NewIn(a Act) int {
-	switch a.(type) {
-	case CreateReservation, UpdateReservation, DeleteReservation:
-		return 11
-	}
-	return 1
-}
 
 // commandSchema is the first schema of typed entries.
 const commandSchema = 11

@@ -14,7 +14,7 @@ import (
 // create), for the jobs that name one (bsub --reservation) and whose user
 // or account it admits. A reservation is a row of its own table, written
 // by its own acts (CreateReservation, UpdateReservation,
-// DeleteReservation; schema 11 on, none of them has an older form) and
+// DeleteReservation; SchemaReservations on) and
 // kept in snapshots (Dump.Reservations), so it survives a restart
 // and a leader's failover. The scheduling core reads it (sched/core's
 // reservations stage); the rows hold only what the admin set, every
@@ -25,6 +25,22 @@ const tableReservations = "reservations"
 var reservationsTable = &memdb.TableSchema{Name: tableReservations, Indexes: map[string]*memdb.IndexSchema{
 	"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Name"}},
 }}
+
+// SchemaReservations is the schema version that has reservations: their
+// acts and Dump.Reservations. A peer of an older schema would refuse the
+// acts and stop, and schedule over the windows; so the leader writes
+// them only once every peer reads this version (NeedsSchema), and they
+// have no form in an older schema's entries (toV10).
+const SchemaReservations = 11
+
+// reservationAct reports whether a is one of the reservations' acts.
+func reservationAct(a Act) bool {
+	switch a.(type) {
+	case CreateReservation, UpdateReservation, DeleteReservation:
+		return true
+	}
+	return false
+}
 
 // CreateReservation makes a reservation (badmin reservation create).
 type CreateReservation struct {
