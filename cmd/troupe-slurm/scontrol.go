@@ -42,6 +42,7 @@ func scontrol(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				"show node [NAME]       nodes",
 				"show partition [NAME]  partitions",
 				"show reservation [NAME] reservations (badmin reservation makes them)",
+				"show licenses [NAME]   licenses and their use",
 				"show config            the settings workflow tools read",
 				"hold ID...             hold pending jobs (release: let them go)",
 				"suspend ID...          stop running jobs' processes (resume: let them go on)",
@@ -62,7 +63,7 @@ func scontrol(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	switch verb {
 	case "show":
 		if len(rest) < 2 {
-			return fail(stderr, prog, "show: say what: job, node, partition, reservation or config")
+			return fail(stderr, prog, "show: say what: job, node, partition, reservation, licenses or config")
 		}
 		return scontrolShow(ctx, c, strings.ToLower(rest[1]), rest[2:], one, stdout, stderr)
 	case "hold", "uhold", "release", "suspend", "resume":
@@ -225,6 +226,8 @@ func scontrolShow(ctx context.Context, c *client.Client, what string, names []st
 			return fail(stderr, prog, "%v", err)
 		}
 		return 0
+	case strings.HasPrefix("licenses", what) && len(what) >= 3:
+		return scontrolShowLicenses(ctx, c, names, one, stdout, stderr)
 	case strings.HasPrefix("config", what) && what != "":
 		// The settings tools read: MinJobAge (how long an ended job
 		// stays in squeue: schedd's default keep_ended, 5 minutes, after
@@ -242,7 +245,7 @@ func scontrolShow(ctx context.Context, c *client.Client, what string, names []st
 		}
 		return 0
 	}
-	return fail(stderr, prog, "invalid entity: %s for keyword: show; troupe's scontrol shows job, node, partition, reservation and config", what)
+	return fail(stderr, prog, "invalid entity: %s for keyword: show; troupe's scontrol shows job, node, partition, reservation, licenses and config", what)
 }
 
 // nameID is Slurm's "name(id)" of a user or group.
@@ -347,7 +350,7 @@ func jobRecord(j api.Job, now time.Time) []kv {
 		kv{key: "Features", value: "(null)", nl: true},
 		kv{key: "OverSubscribe", value: "OK", nl: true},
 		kv{key: "Contiguous", value: "0"},
-		kv{key: "Licenses", value: "(null)"},
+		kv{key: "Licenses", value: orNull(cli.Licenses(j.Licenses))},
 		kv{key: "Network", value: "(null)"},
 		kv{key: "Command", value: orNull(command), nl: true},
 		kv{key: "WorkDir", value: j.Cwd, nl: true},

@@ -119,6 +119,7 @@ const (
 	ReasonHeld                     = reason.Held
 	ReasonDependencyNeverSatisfied = reason.DependencyNeverSatisfied
 	ReasonArrayTaskLimit           = reason.ArrayTaskLimit
+	ReasonLicenses                 = reason.Licenses
 )
 
 // ContainerState is where one container of a session stands (package
@@ -237,21 +238,24 @@ type SubmitCheck struct {
 // (EstimatedStart, Priority, PriorityFactors, QueuePosition,
 // QueueLength), which no row holds.
 type Job struct {
-	ID        uint64   `json:"id"`
-	SessionID string   `json:"session_id"`           // equals main1's kernel id
-	RequestID string   `json:"request_id,omitempty"` // the submission's idempotency key
-	Network   *Network `json:"network,omitempty"`
-	Name      string   `json:"name"`
-	User      string   `json:"user"`
-	UID       int      `json:"uid"`
-	GID       int      `json:"gid"`
-	Cwd       string   `json:"cwd"`
-	Partition string   `json:"partition"`
-	Account   string   `json:"account,omitempty"` // fair-share account, resolved at submit
+	ID        uint64        `json:"id"`
+	SessionID string        `json:"session_id"`           // equals main1's kernel id
+	RequestID string        `json:"request_id,omitempty"` // the submission's idempotency key
+	Network   *Network      `json:"network,omitempty"`
+	Name      string        `json:"name"`
+	User      string        `json:"user"`
+	UID       int           `json:"uid"`
+	GID       int           `json:"gid"`
+	Cwd       string        `json:"cwd"`
+	Partition string        `json:"partition"`
+	Account   string        `json:"account,omitempty"`  // fair-share account, resolved at submit
+	Walltime  time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
 	// Reservation names the reservation the job runs in ("" none).
-	Reservation string        `json:"reservation,omitempty"`
-	Walltime    time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
-	Spec        JobSpec       `json:"spec"`
+	Reservation string  `json:"reservation,omitempty"`
+	Spec        JobSpec `json:"spec"`
+	// Licenses are the site-wide licenses the job holds while it runs,
+	// by name, as admitted.
+	Licenses map[string]int `json:"licenses,omitempty"`
 	// Interactive: main1's command runs on a terminal (bsub -I, battach).
 	Interactive bool     `json:"interactive,omitempty"`
 	State       JobState `json:"state"`
@@ -884,9 +888,25 @@ type PartitionList struct {
 	// (schedd.hcl's max_job_input, bytes; max_queued_per_user, 0
 	// unlimited), so that bsub --dry-run judges a job as submit would.
 	// MaxJobInput 0: a schedd that does not say.
-	MaxJobInput      int    `json:"max_job_input,omitempty"`
-	MaxQueuedPerUser int    `json:"max_queued_per_user,omitempty"`
-	Index            uint64 `json:"index"`
+	MaxJobInput      int `json:"max_job_input,omitempty"`
+	MaxQueuedPerUser int `json:"max_queued_per_user,omitempty"`
+	// Licenses are the site-wide licenses (partitions.hcl's license
+	// blocks) and their use now, in file order (badmin licenses,
+	// scontrol show licenses).
+	Licenses []License `json:"licenses,omitempty"`
+	Index    uint64    `json:"index"`
+}
+
+// License is one site-wide license and its use: Used is what the jobs
+// that run hold together, which a lowered count can leave above Total
+// until enough of them end; Free is what a job may take now (never
+// below 0). Waiting counts the queued jobs that ask for it.
+type License struct {
+	Name    string `json:"name"`
+	Total   int    `json:"total"`
+	Used    int    `json:"used"`
+	Free    int    `json:"free"`
+	Waiting int    `json:"waiting"`
 }
 
 // FairShareRow is one line of badmin fairshare, as Slurm's sshare prints

@@ -53,6 +53,7 @@
 package core
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/reason"
@@ -97,13 +98,14 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	ok := eligible(&s, &plan)
 	c := newCluster(s.Nodes)
 	pr := newPrio(&s, c.totalCPU)
-	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s), gate: newGate(c, s.Reservations, now)}
+	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s), lic: newLicenses(&s), gate: newGate(c, s.Reservations, now)}
 	pass.prepare(ok)
 	pass.reservations(ok)
 	order := pr.order(s.Queue, ok, now)
 	front := 0
 	if s.Policy.ReservationDepth > 0 {
 		pass.bf = newBackfill(c, pass.gate, &s, now)
+		pass.bf.lic = pass.lic
 		order, front = pass.promote(order)
 	}
 	sorted := !s.Policy.ShortestFirst || pass.bf == nil
@@ -239,6 +241,7 @@ type pass struct {
 	noRoom []bool
 	meta   []jobMeta
 	limits limits
+	lic    *licenses // nil: no licenses in the snapshot
 }
 
 // shape identifies gangs that place alike.
@@ -292,10 +295,20 @@ func (p *pass) job(qi int32, reserved bool) {
 	w := walltime(j.Walltime)
 	end := m.end
 	quantum := p.s.Partitions[j.Partition].GPUQuantum
-	cacheable := m.shape >= 0
 	own := p.gate.own(j)
+	// Its licenses first: all of them or none, whatever its nodes.
+	switch why := p.licenseCheck(j, end); why {
+	case "":
+	case licenseDelay:
+		p.miss(j, w, own, end, m.shape, quantum, reserved, "")
+		return
+	default:
+		p.miss(j, w, own, end, m.shape, quantum, reserved, why)
+		return
+	}
+	cacheable := m.shape >= 0
 	if cacheable && end >= p.failed[m.shape] {
-		p.miss(j, w, own, end, m.shape, quantum, reserved)
+		p.miss(j, w, own, end, m.shape, quantum, reserved, "")
 		return
 	}
 	pl := placer{c: p.c, quantum: quantum, end: end, gate: p.gate, own: own, from: p.now.UnixNano()}
@@ -313,12 +326,13 @@ func (p *pass) job(qi int32, reserved bool) {
 			}
 			p.failed[m.shape] = min(p.failed[m.shape], upto)
 		}
-		p.miss(j, w, own, end, m.shape, quantum, reserved)
+		p.miss(j, w, own, end, m.shape, quantum, reserved, "")
 		return
 	}
 	p.c.commit(j, g, quantum)
+	p.lic.take(j.Licenses)
 	if p.bf != nil {
-		p.bf.started(gangUses(j, g, p.c, quantum), end)
+		p.bf.started(gangUses(j, g, p.c, quantum), j.Licenses, end)
 	}
 	p.plan.Placements = append(p.plan.Placements, Placement{
 		JobID: j.ID, Nodes: p.c.names(g.hosts), GPUs: g.shares, Backfilled: p.blocked,
@@ -328,20 +342,19 @@ func (p *pass) job(qi int32, reserved bool) {
 
 // miss handles a job of reservation own (-1: none) that cannot start
 // now, to run until end; reserved: it gets a reservation whatever the
-// depth. A job that would fit now but for a site reservation says so in
-// its reason, in place of Resources or Priority; such a reason keeps no
-// backfill reservation from one pass to the next (KeepReservations
-// keeps those of Resources only), so a window over the whole machine
-// does not make every waiting job a kept reservation.
-func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, shape int32, quantum float64, reserved bool) {
+// depth. why, when set, is its reason whether or not it gets a
+// reservation (Licenses). Else a job that would fit now but for a site
+// reservation says so in its reason, in place of Resources or Priority;
+// such a reason keeps no backfill reservation from one pass to the next
+// (KeepReservations keeps those of Resources only), so a window over
+// the whole machine does not make every waiting job a kept reservation.
+func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, shape int32, quantum float64, reserved bool, why string) {
 	p.blocked = true
-	held := p.heldBack(j, own, end, shape, quantum)
-	or := func(r string) string {
-		if held != "" {
-			return held
-		}
-		return r
+	held := why
+	if held == "" {
+		held = p.heldBack(j, own, end, shape, quantum)
 	}
+	or := func(r string) string { return cmp.Or(held, r) }
 	if p.bf == nil {
 		p.strict = true
 		p.plan.setReason(j, or(reason.Resources))

@@ -5,8 +5,8 @@ import "time"
 // The pending reasons the core gives are package reason's: Held,
 // Dependency, DependencyNeverSatisfied and PartitionLimit from the
 // eligible stage (eligible.go), JobArrayTaskLimit and AccountLimit from
-// the limits stage (limits.go), Priority and Resources from placement
-// and backfill.
+// the limits stage (limits.go), Licenses from the license stage
+// (licenses.go), Priority and Resources from placement and backfill.
 
 // Cluster modes (the same strings as jobspec.Mode*).
 const (
@@ -116,6 +116,9 @@ type Job struct {
 	// Reservation, when set, names the reservation (Snapshot.Reservations)
 	// the job runs in: only on its nodes, only while its window is open.
 	Reservation string
+	// Licenses are the site-wide counts the job holds while it runs, by
+	// name (Snapshot.Licenses): it starts only when all are free.
+	Licenses map[string]int
 }
 
 // Running is a job that holds resources now. Backfill uses it to know
@@ -138,6 +141,8 @@ type Running struct {
 	Containers []Res
 	// GPUs[i] are container i's device shares; nil when none or unknown.
 	GPUs [][]GPUShare
+	// Licenses the job holds until it ends (Job.Licenses).
+	Licenses map[string]int
 }
 
 // Partition is what the core needs of a partition.
@@ -272,6 +277,10 @@ type Snapshot struct {
 	// Reservations set nodes aside for windows of time (reservation.go):
 	// no job outside one runs on its nodes across its window.
 	Reservations []Reservation
+	// Licenses are the site's counts by name (partitions.hcl's license
+	// blocks): the running jobs never hold more of one than its count
+	// together. A license missing here has none.
+	Licenses map[string]int
 }
 
 // Placement puts every container of one job: Nodes[i] holds container i.

@@ -52,6 +52,9 @@ func (c *Command) NeedsSchema() int {
 	if reservationAct(c.Act) {
 		return SchemaReservations
 	}
+	if s, ok := c.Act.(Submit); ok && s.asksLicenses() {
+		return LicenseSchema
+	}
 	return 0
 }
 
