@@ -181,3 +181,24 @@ func TestReservationBackfillCandidate(t *testing.T) {
 		}
 	}
 }
+
+// Licenses and a window together: a job short of licenses says so
+// first, and its start estimate is the first time both its licenses
+// are free and no window holds its node for its walltime (the licenses
+// come free at +30m, the window holds the node from +1h to +5h).
+func TestReservationWithLicenses(t *testing.T) {
+	first, second := walled(1, 1, 30*time.Minute), walled(2, 1, 2*time.Hour)
+	first.Licenses, second.Licenses = map[string]int{"matlab": 1}, map[string]int{"matlab": 1}
+	s := maintSnap(first, second)
+	s.Licenses = map[string]int{"matlab": 1}
+	p := Schedule(s, t0)
+	if !slices.Equal(placed(p, 1), []string{"a"}) || placed(p, 2) != nil {
+		t.Fatalf("placed %+v; want job 1 on a, not job 2", p.Placements)
+	}
+	if got := reasonOf(p, 2); got != reason.Licenses {
+		t.Errorf("job 2 reason %q, want %q", got, reason.Licenses)
+	}
+	if !slices.ContainsFunc(p.Starts, func(s StartEstimate) bool { return s.JobID == 2 && s.Start.Equal(t0.Add(5*time.Hour)) }) {
+		t.Errorf("start estimates %+v; want job 2 at the window's end, +5h", p.Starts)
+	}
+}
