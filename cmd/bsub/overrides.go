@@ -25,6 +25,7 @@ import (
 // the flag that caused it.
 type overrides struct {
 	partition, name, walltime, output, account string
+	reservation                                string // -U
 	errorFile                                  string
 	array                                      string // --array
 	warnAction, warnTime                       string // -wa, -wt
@@ -56,6 +57,8 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.Alias("A", "P")
 	fs.StringVar(&o.warnAction, "wa", "", "warning `signal` (USR1, TERM, ...) sent to every container -wt before the walltime\nends and when the job is chosen to be preempted (LSF -wa; overrides signal)")
 	fs.StringVar(&o.warnTime, "wt", "", "how long before the walltime ends -wa's signal comes: `[hours:]minutes` (LSF -wt)")
+	fs.StringVar(&o.reservation, "U", "", "run in the advance `reservation` (LSF -U, Slurm --reservation): only on its nodes,\nwhile its window is open (overrides reservation)")
+	fs.Alias("reservation", "U")
 	fs.Var(&o.env, "env", "set `NAME=value` in every container's environment (repeatable; overrides env)")
 }
 
@@ -121,6 +124,9 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 	}
 	if o.account != "" {
 		changes = append(changes, change{"-P", o.account, "account", func() error { spec.Account = o.account; return nil }})
+	}
+	if o.reservation != "" {
+		changes = append(changes, change{"-U", o.reservation, "reservation", func() error { spec.Reservation = o.reservation; return nil }})
 	}
 	for _, kv := range o.env {
 		k, v, ok := strings.Cut(kv, "=")

@@ -113,6 +113,9 @@ type Job struct {
 	// Array, when not 0, is the job array the job is an element of: it
 	// starts only while Snapshot.ArraySlots has room for its array.
 	Array uint64
+	// Reservation, when set, names the reservation (Snapshot.Reservations)
+	// the job runs in: only on its nodes, only while its window is open.
+	Reservation string
 	// Licenses are the site-wide counts the job holds while it runs, by
 	// name (Snapshot.Licenses): it starts only when all are free.
 	Licenses map[string]int
@@ -271,6 +274,9 @@ type Snapshot struct {
 	// element) that a queued job's dependency names. A job named but
 	// missing here is taken as gone: the dependency can never be met.
 	Named map[JobRef]JobStatus
+	// Reservations set nodes aside for windows of time (reservation.go):
+	// no job outside one runs on its nodes across its window.
+	Reservations []Reservation
 	// Licenses are the site's counts by name (partitions.hcl's license
 	// blocks): the running jobs never hold more of one than its count
 	// together. A license missing here has none.

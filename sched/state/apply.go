@@ -116,6 +116,11 @@ func conflict(format string, args ...any) error {
 //	   release applied them: an end fails the queued job, a running
 //	   container is placed, nothing is made from a node's copy (a leader
 //	   whose peers read 10 ends what is still adopting with Kill).
+//	   And reservations (reservation.go: CreateReservation,
+//	   UpdateReservation, DeleteReservation, and Dump.Reservations): an
+//	   older schedd would refuse the acts and schedule over the windows,
+//	   so the leader refuses them while a peer reads an older schema
+//	   (SchemaReservations).
 const SchemaVersion = 11
 
 // OldestSchema is the oldest schema version this schedd writes: the
@@ -269,6 +274,12 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = resumed(txn, index, c.Time, a.Jobs)
 	case Warn:
 		err = warn(txn, index, c.Time, a)
+	case CreateReservation:
+		err = putReservation(txn, index, c.Time, a.Reservation, true)
+	case UpdateReservation:
+		err = putReservation(txn, index, c.Time, a.Reservation, false)
+	case DeleteReservation:
+		err = deleteReservation(txn, a.Name)
 	case AdoptEnd:
 		if !adoptWindow(c.Version) {
 			// Refused alike by every peer: a leader writes it only when
@@ -320,7 +331,9 @@ func touched(kind string) []string {
 	case CmdNodeDown:
 		return []string{tableNodes, tableJobs}
 	case CmdTouch:
-		return []string{tableJobs, tableNodes, tableSettings, tableUsage}
+		return []string{tableJobs, tableNodes, tableSettings, tableUsage, tableReservations}
+	case CmdCreateReservation, CmdUpdateReservation, CmdDeleteReservation:
+		return []string{tableReservations}
 	case CmdConfig:
 		return []string{tableSettings}
 	case CmdCharge:

@@ -28,8 +28,8 @@ type Command struct {
 // Act is what one entry does. Each kind is its own type: Submit,
 // Register, Place, Reports, Kill, Hold, Release, Configure, Charge,
 // Timeout, NodesDown, NodeUp, PutToken, Revoke, PutServer, DrainNodes,
-// SignalJob, Purge, MailSent, Touch, AdoptEnd, Suspend, Resume,
-// Resumed, Warn.
+// SignalJob, Purge, MailSent, Touch, AdoptEnd, CreateReservation,
+// UpdateReservation, DeleteReservation, Suspend, Resume, Resumed, Warn.
 type Act interface {
 	// Kind names the act in the log ("submit", "kill", …).
 	Kind() string
@@ -243,6 +243,10 @@ const (
 	CmdResume   = "resume"
 	CmdResumed  = "resumed"
 	CmdWarn     = "warn"
+
+	CmdCreateReservation = "reservation-create"
+	CmdUpdateReservation = "reservation-update"
+	CmdDeleteReservation = "reservation-delete"
 )
 
 func (Submit) Kind() string     { return CmdSubmit }
@@ -270,6 +274,10 @@ func (Suspend) Kind() string    { return CmdSuspend }
 func (Resume) Kind() string     { return CmdResume }
 func (Resumed) Kind() string    { return CmdResumed }
 func (Warn) Kind() string       { return CmdWarn }
+
+func (CreateReservation) Kind() string { return CmdCreateReservation }
+func (UpdateReservation) Kind() string { return CmdUpdateReservation }
+func (DeleteReservation) Kind() string { return CmdDeleteReservation }
 
 // newAct is an empty act of kind, to decode an entry's payload into.
 func newAct(kind string) (Act, bool) {
@@ -324,6 +332,12 @@ func newAct(kind string) (Act, bool) {
 		return &Resumed{}, true
 	case CmdWarn:
 		return &Warn{}, true
+	case CmdCreateReservation:
+		return &CreateReservation{}, true
+	case CmdUpdateReservation:
+		return &UpdateReservation{}, true
+	case CmdDeleteReservation:
+		return &DeleteReservation{}, true
 	}
 	return nil, false
 }
@@ -380,6 +394,12 @@ func deref(a Act) Act {
 	case *Resumed:
 		return *p
 	case *Warn:
+		return *p
+	case *CreateReservation:
+		return *p
+	case *UpdateReservation:
+		return *p
+	case *DeleteReservation:
 		return *p
 	}
 	return a
@@ -456,10 +476,10 @@ func (c *Command) UnmarshalJSON(b []byte) error {
 var (
 	ErrUnknownKind = errors.New("unknown command kind")
 	ErrNoAct       = errors.New("command without an act")
-	// ErrOlderSchema marks an act that an entry of an older schema (one a
-	// peer in the middle of a rolling upgrade reads) cannot carry: its
-	// kind did not exist then (Command.NeedsSchema).
-	ErrOlderSchema = errors.New("act has no form in an older schema")
+	// ErrNoOldForm marks an act written in a schema older than the one
+	// it is new in (a reservation's): a peer of that schema would not
+	// know it.
+	ErrNoOldForm = errors.New("act has no form in an older schema")
 )
 
 // commandSchema is the first schema of typed entries.

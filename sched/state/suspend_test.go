@@ -164,8 +164,8 @@ func TestSuspendActsNeedSchema11(t *testing.T) {
 		}
 		for _, v := range []int{OldestSchema, SchemaVersion - 1} {
 			_, err := json.Marshal(Command{Version: v, Time: at, Act: a})
-			if !errors.Is(err, ErrOlderSchema) || !strings.Contains(err.Error(), a.Kind()) {
-				t.Errorf("%s in schema %d: %v, want ErrOlderSchema naming it", a.Kind(), v, err)
+			if !errors.Is(err, ErrNoOldForm) || !strings.Contains(err.Error(), a.Kind()) {
+				t.Errorf("%s in schema %d: %v, want ErrNoOldForm naming it", a.Kind(), v, err)
 			}
 		}
 	}
