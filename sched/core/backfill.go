@@ -32,6 +32,7 @@ type use struct {
 type event struct {
 	at   int64
 	uses []use
+	job  uint64 // the running job whose end it is; 0 for the pass's own
 }
 
 type slack struct {
@@ -59,7 +60,10 @@ func newBackfill(c *cluster, s *Snapshot, now time.Time) *backfill {
 	b := &backfill{c: c, now: now.UnixNano()}
 	for _, r := range s.Running {
 		end := r.Start.Add(walltime(r.Walltime)).UnixNano()
-		ev := event{at: max(end, b.now)}
+		if r.StoppingFor != 0 {
+			end = b.now // preempted: being stopped now
+		}
+		ev := event{at: max(end, b.now), job: r.JobID}
 		for i, name := range r.Nodes {
 			n, ok := c.byName[name]
 			if !ok || i >= len(r.Containers) {
@@ -75,6 +79,17 @@ func newBackfill(c *cluster, s *Snapshot, now time.Time) *backfill {
 	}
 	slices.SortStableFunc(b.running, func(a, b event) int { return cmp.Compare(a.at, b.at) })
 	return b
+}
+
+// stopping moves the ends of the running jobs ids to now: they were
+// just preempted.
+func (b *backfill) stopping(ids []uint64) {
+	for i := range b.running {
+		if slices.Contains(ids, b.running[i].job) {
+			b.running[i].at = b.now
+		}
+	}
+	slices.SortStableFunc(b.running, func(a, b event) int { return cmp.Compare(a.at, b.at) })
 }
 
 // walltime is how long a job of walltime w is expected to run: w, the

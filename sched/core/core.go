@@ -36,8 +36,13 @@
 //	   later jobs (shortest walltime first with ShortestFirst) start now
 //	     only if they delay no reservation (Placement.Backfilled), else
 //	     Priority
+//	   │ does not fit, may preempt (preempt.go)
 //	   ▼
-//	Plan{Placements, Reasons (changes only), Starts}
+//	preemption: the fewest, lowest-ranked, youngest running jobs whose
+//	   stop lets the whole gang start ──► Preemptions + Preempting, and
+//	   a reservation from now on what they free
+//	   ▼
+//	Plan{Placements, Reasons (changes only), Starts, Preemptions}
 //
 // Every input of every stage is in the Snapshot: the caller (schedd's
 // sched/snapshot.go, bsim's sim) only describes the jobs and the
@@ -98,7 +103,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	c := newCluster(s.Nodes)
 	pr := newPrio(&s, c.totalCPU)
 	order := pr.order(s.Queue, ok, now)
-	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s)}
+	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s), pre: newPreemption(&s)}
 	pass.prepare(ok)
 	front := 0
 	if s.Policy.ReservationDepth > 0 {
@@ -109,7 +114,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	for k, qi := range order {
 		// A kept reservation is held whatever the depth; an aged job
 		// without one gets one while the depth allows, as any other.
-		pass.job(qi, k < front && s.Policy.KeepReservations && s.Queue[qi].Reason == reason.Resources)
+		pass.job(qi, k < front && s.Policy.KeepReservations && keeps(&s.Queue[qi]))
 		if !sorted && k+1 >= front && len(pass.bf.resv) >= s.Policy.ReservationDepth {
 			pass.shortestFirst(order[k+1:])
 			sorted = true
@@ -144,10 +149,14 @@ func (p *pass) promote(order []int32) ([]int32, int) {
 	return append(front, rest...), len(front)
 }
 
+// keeps reports whether j holds a reservation from an earlier pass: it
+// waited for resources, or for the jobs it preempted to stop.
+func keeps(j *Job) bool { return j.Reason == reason.Resources || j.Reason == reason.Preempting }
+
 // promoted reports whether j goes before the priority order.
 func (p *pass) promoted(j *Job) bool {
 	pol := &p.s.Policy
-	if pol.KeepReservations && j.Reason == reason.Resources {
+	if pol.KeepReservations && keeps(j) {
 		return true
 	}
 	t := starvationAge(p.s, j.Partition)
@@ -232,6 +241,7 @@ type pass struct {
 	failed []int64
 	meta   []jobMeta
 	limits limits
+	pre    preemption
 }
 
 // shape identifies gangs that place alike.
@@ -268,6 +278,9 @@ func (p *pass) job(qi int32, reserved bool) {
 	full := p.bf != nil && len(p.bf.resv) >= pol.ReservationDepth
 	if !reserved && (p.strict || (p.blocked && pol.MaxBackfillJobs > 0 && p.tried >= pol.MaxBackfillJobs) ||
 		(full && m.shape >= 0 && m.end >= p.failed[m.shape])) {
+		if !p.strict && p.preempt(&p.s.Queue[qi], p.s.Partitions[p.s.Queue[qi].Partition].GPUQuantum) {
+			return
+		}
 		if !m.priority {
 			p.plan.setReason(&p.s.Queue[qi], reason.Priority)
 		}
@@ -317,17 +330,24 @@ func (p *pass) job(qi int32, reserved bool) {
 // miss handles a job that cannot start now; reserved: it gets a
 // reservation whatever the depth.
 func (p *pass) miss(j *Job, w time.Duration, quantum float64, reserved bool) {
-	p.blocked = true
-	if p.bf == nil {
-		p.strict = true
-		p.plan.setReason(j, reason.Resources)
+	if p.preempt(j, quantum) {
 		return
 	}
-	if !reserved && len(p.bf.resv) >= p.s.Policy.ReservationDepth {
+	p.blocked = true
+	waits := reason.Resources
+	if p.pre.waiting[j.ID] {
+		waits = reason.Preempting // its victims are still stopping
+	}
+	if p.bf == nil {
+		p.strict = true
+		p.plan.setReason(j, waits)
+		return
+	}
+	if !reserved && waits == reason.Resources && len(p.bf.resv) >= p.s.Policy.ReservationDepth {
 		p.plan.setReason(j, reason.Priority)
 		return
 	}
-	p.plan.setReason(j, reason.Resources)
+	p.plan.setReason(j, waits)
 	at, g, ok := p.bf.reserve(j.Partition, j, w, quantum)
 	if ok {
 		p.plan.Starts = append(p.plan.Starts, StartEstimate{
