@@ -97,6 +97,9 @@ const (
 	JobCancelled JobState = "CANCELLED"
 	JobTimeout   JobState = "TIMEOUT"
 	JobNodeFail  JobState = "NODE_FAIL"
+	// JobPreempted: the job was stopped for a more urgent one, its
+	// partition's (or QOS's) preempt_mode being cancel.
+	JobPreempted JobState = "PREEMPTED"
 	// JobRequeued is the state of an earlier run of a job in history: a
 	// node failure ended that run and put the job back in the queue. No
 	// job is ever in it; its record is (Slurm's sacct shows such a run
@@ -107,7 +110,7 @@ const (
 // Terminal reports whether no further transition can happen.
 func (s JobState) Terminal() bool {
 	switch s {
-	case JobCompleted, JobFailed, JobCancelled, JobTimeout, JobNodeFail:
+	case JobCompleted, JobFailed, JobCancelled, JobTimeout, JobNodeFail, JobPreempted:
 		return true
 	}
 	return false
@@ -294,6 +297,13 @@ type Job struct {
 	Started     time.Time   `json:"started,omitzero"`
 	Ended       time.Time   `json:"ended,omitzero"`
 	ModifyIndex uint64      `json:"modify_index"`
+	// QOS is the job's quality of service, resolved at submit ("": none).
+	QOS string `json:"qos,omitempty"`
+	// Preempt is the job's last preemption: which job it was stopped
+	// for, when, and how.
+	Preempt *Preemption `json:"preempt,omitempty"`
+	// Preempted are the jobs this one preempted to start, in order.
+	Preempted []uint64 `json:"preempted,omitempty"`
 	// EstimatedStart is when a pending job that holds a backfill
 	// reservation is expected to start. The scheduler recomputes it on
 	// every pass (it is not in the raft log); zero when unknown.
@@ -495,6 +505,14 @@ type JobRun struct {
 	// Containers are its containers as the run ended: the node each
 	// ran on, its state, exit code and usage.
 	Containers []HistoryContainer `json:"containers"`
+}
+
+// Preemption is a running job stopped (or suspended) for a pending one.
+type Preemption struct {
+	By   uint64    `json:"by"`   // the job it was preempted for
+	At   time.Time `json:"at"`   // when the scheduler chose it
+	Mode string    `json:"mode"` // cancel, requeue or suspend
+	Run  int       `json:"run"`  // the run it stopped (the job's Requeues then)
 }
 
 // GPUShare is a slice of one GPU device of a node.

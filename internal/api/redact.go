@@ -33,6 +33,11 @@ func (j *Job) Public() Job {
 		EstimatedStart: j.EstimatedStart, Priority: j.Priority, QueuePosition: j.QueuePosition, QueueLength: j.QueueLength,
 		CPUTime: j.CPUTime, MemPeak: j.MemPeak,
 		ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex,
+		QOS: j.QOS, Preempted: slices.Clone(j.Preempted),
+	}
+	if j.Preempt != nil {
+		pr := *j.Preempt
+		p.Preempt = &pr
 	}
 	if j.Array != nil {
 		a := *j.Array

@@ -114,7 +114,10 @@ const (
 //	   be), never a second run. It ran after the backup a restore
 //	   brought back. Entries of versions 1 to 9 replay without it: such
 //	   reports are dropped, as the nodes' containers were stopped.
-const SchemaVersion = 10
+//	11: a plan's preemptions (Plan.Preemptions): the victims are
+//	   stopped and, once stopped, requeued or ended PREEMPTED. Entries
+//	   of versions 1 to 10 carry none.
+const SchemaVersion = 11
 
 // OldestSchema is the oldest schema version this schedd writes: the
 // previous release's. A cluster in the middle of a rolling upgrade
@@ -202,6 +205,9 @@ type Command struct {
 type Plan struct {
 	Placements []Placement `json:"placements,omitempty"`
 	Reasons    []Reason    `json:"reasons,omitempty"`
+	// Preemptions are the running jobs to stop for pending ones
+	// (schema 11 on).
+	Preemptions []Preemption `json:"preemptions,omitempty"`
 }
 
 // Placement puts container i of a job on Nodes[i], with the GPU device
@@ -283,6 +289,9 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = register(txn, c.Time, c.Register)
 	case CmdPlan:
 		err = applyPlan(txn, index, c.Plan)
+		if err == nil && preemptRuns(c.Version) {
+			err = preempt(txn, index, c.Time, c.Plan.Preemptions)
+		}
 	case CmdReport:
 		res, err = report(txn, index, c.Time, c.Report, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version))
 	case CmdReports:
@@ -652,6 +661,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 				end = lastEnd(j, now)
 			}
 			advance(j, start, end)
+			settlePreempted(j, runs)
 		}
 	}
 	for _, j := range changed {
@@ -786,6 +796,8 @@ func finalState(j *Job) api.JobState {
 		return api.JobCancelled
 	case j.TimedOut:
 		return api.JobTimeout
+	case j.preempting() && j.Preempt.Mode == PreemptCancel:
+		return api.JobPreempted
 	case main.State == api.ContainerExited && main.ExitCode == 0 && j.Reason == "":
 		return api.JobCompleted
 	default:
