@@ -68,7 +68,7 @@ func jobRow(a *admission.Job) *state.Job {
 	j := &state.Job{
 		RequestID: a.RequestID,
 		Name:      a.Spec.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
-		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime,
+		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime, QOS: a.QOS,
 		Spec: a.Spec, State: api.JobPending, DependsOn: a.DependsOn,
 		Reason:      core.Waiting(a.Held, a.DependsOn != nil, false),
 		Interactive: a.Interactive,

@@ -35,6 +35,7 @@ func jobView(j *state.Job, x jobExtras) api.Job {
 		CPUTime: j.CPUTime, MemPeak: j.MemPeak,
 		Array: j.Array, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: j.ArraySpan,
 		EstimatedStart: x.start,
+		QOS:            j.QOS, Preempt: j.Preempt, Preempted: j.Preempted,
 	}
 	if r := x.rank; r != nil {
 		f := r.factors

@@ -683,6 +683,10 @@ type Assignment struct {
 	// nodes: the node lets them open connections to this job's
 	// containers, and no other user's.
 	Peers []string `json:"peers,omitempty"`
+	// StopGrace, when set, is how long the job's containers have between
+	// SIGTERM and SIGKILL when they are stopped: the partition's
+	// grace_time for a preempted job. 0: the nodelet's own stop grace.
+	StopGrace time.Duration `json:"stop_grace,omitempty"`
 }
 
 // AssignedJob is a job as a nodelet needs it to run its containers: who

@@ -64,7 +64,7 @@ func (j *Job) Public() Job {
 // publicSpec keeps the job file's settings that size and place the job.
 func publicSpec(s *jobspec.Job) jobspec.Job {
 	return jobspec.Job{
-		Name: s.Name, Partition: s.Partition, Account: s.Account,
+		Name: s.Name, Partition: s.Partition, Account: s.Account, QOS: s.QOS,
 		Walltime: s.Walltime, Priority: s.Priority, Requeue: s.Requeue,
 		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array,
 	}

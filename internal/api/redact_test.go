@@ -42,7 +42,7 @@ var classes = map[reflect.Type]map[string]class{
 		"LastRequeue": withheld, "Runs": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
 	},
 	reflect.TypeFor[jobspec.Job](): {
-		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
+		"Name": shown, "Partition": shown, "Account": shown, "QOS": shown, "Walltime": shown, "Priority": shown,
 		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
 		"Output": withheld, "Error": withheld, "Roles": withheld, "Ranges": withheld, "SSH": withheld,

@@ -45,6 +45,7 @@ func (o *Options) Job(s Submit) (*jobspec.Job, error) {
 	j := &jobspec.Job{
 		Partition: o.Partition,
 		Account:   o.Account,
+		QOS:       o.QOS,
 		Walltime:  o.Walltime,
 		Output:    o.Output,
 		Error:     o.Error,
