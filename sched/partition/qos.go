@@ -179,6 +179,14 @@ func (d *decoder) qosBlocks(blocks hcl.Blocks) []QOS {
 	}
 	for i, a := range lists {
 		d.known(a, out[i].Preempt, where, "qos")
+		for k, name := range out[i].Preempt {
+			// A QOS preempts only jobs of a lower priority: never its
+			// equals, so two QOSes cannot take turns preempting each other.
+			if v := qosIn(out, name); v != nil && v.Priority >= out[i].Priority {
+				d.Errorf(hclattr.ElemRange(a, k), "QOS preempts its equal", "qos %q lists %q in preempt, but its priority %g is not above %q's %g; a QOS preempts only QOSes of a lower priority.",
+					out[i].Name, name, out[i].Priority, name, v.Priority)
+			}
+		}
 	}
 	return out
 }
@@ -229,3 +237,12 @@ func (d *decoder) checkQOSNames(c *Config) {
 
 // MaxCPUMilli is q's max_cpu_per_user in millicores (0: none).
 func (q *QOS) MaxCPUMilli() int64 { return units.MilliCPU(q.MaxCPUPerUser) }
+
+func qosIn(qs []QOS, name string) *QOS {
+	for i := range qs {
+		if qs[i].Name == name {
+			return &qs[i]
+		}
+	}
+	return nil
+}
