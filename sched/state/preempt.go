@@ -88,7 +88,14 @@ func (j *Job) Stopping() uint64 {
 // reason Preempted until the next pass ranks it. A job cancelled or
 // timed out meanwhile ends as that.
 func settlePreempted(j *Job, runs bool) {
-	if !j.State.Terminal() || !j.preempting() || j.Cancelled || j.TimedOut || j.Preempt.Mode != PreemptRequeue {
+	if !j.State.Terminal() || !j.preempting() || j.Cancelled || j.TimedOut {
+		return
+	}
+	if j.State == api.JobPreempted {
+		j.Reason = fmt.Sprintf("preempted by job %d", j.Preempt.By)
+		return
+	}
+	if j.Preempt.Mode != PreemptRequeue {
 		return
 	}
 	end := j.Ended
