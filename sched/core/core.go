@@ -74,6 +74,8 @@ import (
 //     first to the reservation), partition tier.
 //   - Below the reservation, jobs start shortest walltime first where
 //     they delay it not (EASY backfill with shortest-job backfilling).
+//   - Where partitions or QOSes allow preemption, a job preempted is
+//     not preempted again for DefaultPreemptWindow.
 //
 // On the shared traces (cmd/bsim --compare easy) it beats EASY's mean
 // bounded slowdown and mean wait at the same utilization, while no job
@@ -81,14 +83,19 @@ import (
 // quarter of the machine wait less on average.
 func DefaultPolicy() Policy {
 	return Policy{
-		Weights:          Weights{Age: 10000, FairShare: 10000, JobSize: 20000, Partition: 10000},
+		Weights:          Weights{Age: 10000, FairShare: 10000, JobSize: 20000, Partition: 10000, QOS: 10000},
 		MaxAge:           DefaultMaxAge,
 		ReservationDepth: 1,
 		KeepReservations: true,
 		StarvationAge:    DefaultStarvationAge,
 		ShortestFirst:    true,
+		PreemptWindow:    DefaultPreemptWindow,
 	}
 }
+
+// DefaultPreemptWindow is DefaultPolicy's preemption window: a job
+// preempted less than this ago is not preempted again.
+const DefaultPreemptWindow = 10 * time.Minute
 
 // DefaultStarvationAge is DefaultPolicy's starvation threshold: a job
 // pending this long goes before every job that has not, oldest first.
