@@ -58,6 +58,7 @@
 package core
 
 import (
+	"slices"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/reason"
@@ -147,18 +148,30 @@ func (p *pass) promote(order []int32) ([]int32, int) {
 		return order, 0
 	}
 	// Oldest first; submit times equal to the microsecond keep priority
-	// order.
+	// order. A job waiting for the jobs it preempted goes before them
+	// all: what its victims free is its own.
 	rs := make([]ranked, len(front))
 	for k, qi := range front {
 		rs[k] = ranked{p: -float64(p.s.Queue[qi].Submit.UnixNano()), i: qi}
 	}
 	radixOrder(rs, front)
+	slices.SortStableFunc(front, func(a, b int32) int {
+		return preempting(&p.s.Queue[b]) - preempting(&p.s.Queue[a])
+	})
 	return append(front, rest...), len(front)
 }
 
 // keeps reports whether j holds a reservation from an earlier pass: it
 // waited for resources, or for the jobs it preempted to stop.
 func keeps(j *Job) bool { return j.Reason == reason.Resources || j.Reason == reason.Preempting }
+
+// preempting is 1 when j waits for the jobs it preempted, else 0.
+func preempting(j *Job) int {
+	if j.Reason == reason.Preempting {
+		return 1
+	}
+	return 0
+}
 
 // promoted reports whether j goes before the priority order.
 func (p *pass) promoted(j *Job) bool {
