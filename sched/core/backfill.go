@@ -54,6 +54,10 @@ type backfill struct {
 	resv     []reservation
 	nodeResv [][]int32 // node → its reservations (indexes into resv)
 	reserved []use     // what the reservations hold, for projections
+	// stopped are the running jobs preempted in this pass; dirty: their
+	// events are not yet moved to now (sortRunning).
+	stopped map[uint64]bool
+	dirty   bool
 }
 
 func newBackfill(c *cluster, s *Snapshot, now time.Time) *backfill {
@@ -82,14 +86,48 @@ func newBackfill(c *cluster, s *Snapshot, now time.Time) *backfill {
 }
 
 // stopping moves the ends of the running jobs ids to now: they were
-// just preempted.
+// just preempted. The events are re-sorted when next walked (sortRunning).
 func (b *backfill) stopping(ids []uint64) {
+	if b.stopped == nil {
+		b.stopped = map[uint64]bool{}
+	}
+	for _, id := range ids {
+		b.stopped[id] = true
+	}
+	b.dirty = true
+}
+
+// sortRunning brings the events of jobs preempted in this pass to now
+// and the events back in time order.
+func (b *backfill) sortRunning() {
+	if !b.dirty {
+		return
+	}
 	for i := range b.running {
-		if slices.Contains(ids, b.running[i].job) {
+		if b.stopped[b.running[i].job] {
 			b.running[i].at = b.now
 		}
 	}
 	slices.SortStableFunc(b.running, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	b.dirty = false
+}
+
+// hold reserves us for a job from now until end: after is what each of
+// its nodes has once its victims are gone and it is placed, the slack a
+// job started now may use there.
+func (b *backfill) hold(jobID uint64, us []use, after map[int32]*nstate, end int64) {
+	r := reservation{jobID: jobID, start: b.now, end: end, slack: map[int32]*slack{}}
+	if b.nodeResv == nil {
+		b.nodeResv = make([][]int32, len(b.c.nodes))
+	}
+	ri := int32(len(b.resv))
+	for i, n := range after {
+		r.slack[i] = &slack{res: n.free, dev: n.dev}
+		b.nodeResv[i] = append(b.nodeResv[i], ri)
+	}
+	b.resv = append(b.resv, r)
+	b.reserved = append(b.reserved, us...)
+	b.placed = append(b.placed, event{at: end, uses: us})
 }
 
 // walltime is how long a job of walltime w is expected to run: w, the
@@ -205,6 +243,7 @@ func giveBack(n *nstate, u use) {
 // and reserves the nodes it would take then for w. It reports false when
 // j fits nowhere even once everything known has ended.
 func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64) (int64, gangFit, bool) {
+	b.sortRunning()
 	proj := b.project()
 	placed := slices.Clone(b.placed)
 	slices.SortStableFunc(placed, func(a, b event) int { return cmp.Compare(a.at, b.at) })

@@ -3,7 +3,6 @@ package core
 import (
 	"cmp"
 	"slices"
-	"time"
 
 	"github.com/troupe-hpc/troupe/internal/reason"
 )
@@ -50,6 +49,7 @@ type preemption struct {
 	// grow worse as the pass goes on (victims taken, nodes filled).
 	none   map[[2]string]bool
 	failed map[failKey]bool
+	cands  map[[2]string]*candidates
 }
 
 type failKey struct {
@@ -121,22 +121,22 @@ type victim struct {
 	uses []use
 }
 
-// preempt tries to start j by stopping running jobs; it reports whether
-// it chose victims (and so set j's reason and reservation).
-func (p *pass) preempt(j *Job, quantum float64) bool {
-	if !p.pre.on || p.pre.waiting[j.ID] || len(j.Containers) == 0 {
-		return false
-	}
-	pq := [2]string{j.Partition, j.QOS}
-	sh, uniform := shapeOf(j)
-	if p.pre.none[pq] || (uniform && p.pre.failed[failKey{sh, j.QOS}]) {
-		return false
-	}
-	if p.pre.none == nil {
-		p.pre.none, p.pre.failed = map[[2]string]bool{}, map[failKey]bool{}
+// candidates are the running jobs a job of partition part and QOS qos
+// may preempt, in the order they are taken (lowest rank, then youngest
+// first), with a cursor past the leading ones already stopping. Worked
+// out once per pass and pair: only which are stopping changes.
+type candidates struct {
+	vs    []victim
+	first int
+}
+
+func (p *pass) candidates(j *Job) *candidates {
+	key := [2]string{j.Partition, j.QOS}
+	if cs, ok := p.pre.cands[key]; ok {
+		return cs
 	}
 	now := p.now
-	var cands []victim
+	cs := &candidates{}
 	for i := range p.s.Running {
 		r := &p.s.Running[i]
 		if !p.may(j, r) {
@@ -163,25 +163,10 @@ func (p *pass) preempt(j *Job, quantum float64) bool {
 			useful = useful || p.c.nodes[n].inPartition(j.Partition)
 		}
 		if useful {
-			cands = append(cands, v)
+			cs.vs = append(cs.vs, v)
 		}
 	}
-	if len(cands) == 0 {
-		p.pre.none[pq] = true
-		return false
-	}
-	proj := slices.Clone(p.c.nodes)
-	for i := range proj {
-		if proj[i].dev != nil {
-			proj[i].dev = slices.Clone(proj[i].dev)
-		}
-	}
-	if _, ok := refPlace(proj, j.Partition, j, quantum); ok {
-		// It fits what is free: a reservation, not a lack of resources,
-		// keeps it waiting. Preempting would take no one's place.
-		return false
-	}
-	slices.SortStableFunc(cands, func(a, b victim) int {
+	slices.SortStableFunc(cs.vs, func(a, b victim) int {
 		if a.rank != b.rank {
 			if a.rank.less(b.rank) {
 				return -1
@@ -193,6 +178,147 @@ func (p *pass) preempt(j *Job, quantum float64) bool {
 		}
 		return cmp.Compare(b.r.JobID, a.r.JobID)
 	})
+	if p.pre.cands == nil {
+		p.pre.cands = map[[2]string]*candidates{}
+	}
+	p.pre.cands[key] = cs
+	return cs
+}
+
+// preempt tries to start j by stopping running jobs; it reports whether
+// it chose victims (and so set j's reason and reservation).
+func (p *pass) preempt(j *Job, quantum float64) bool {
+	if !p.pre.on || p.pre.waiting[j.ID] || len(j.Containers) == 0 {
+		return false
+	}
+	pq := [2]string{j.Partition, j.QOS}
+	sh, uniform := shapeOf(j)
+	if p.pre.none[pq] || (uniform && p.pre.failed[failKey{sh, j.QOS}]) {
+		return false
+	}
+	if p.pre.none == nil {
+		p.pre.none, p.pre.failed = map[[2]string]bool{}, map[failKey]bool{}
+	}
+	cs := p.candidates(j)
+	for cs.first < len(cs.vs) && p.pre.stopping[cs.vs[cs.first].r.JobID] {
+		cs.first++
+	}
+	if cs.first == len(cs.vs) {
+		p.pre.none[pq] = true
+		return false
+	}
+	// It fits what is free: a reservation, not a lack of resources, keeps
+	// it waiting. Preempting would take no one's place.
+	free := placer{c: p.c, quantum: quantum}
+	if _, ok := free.place(j.Partition, j); ok {
+		return false
+	}
+	var chosen []victim
+	var g gangFit
+	var ok bool
+	if j.Mode == ModeMultiNode {
+		chosen, g, ok = p.victimsGang(j, cs, quantum)
+	} else {
+		chosen, g, ok = p.victimsOne(j, cs, quantum)
+	}
+	if !ok {
+		if uniform {
+			p.pre.failed[failKey{sh, j.QOS}] = true
+		}
+		return false
+	}
+	if p.pre.stopping == nil {
+		p.pre.stopping, p.pre.waiting = map[uint64]bool{}, map[uint64]bool{}
+	}
+	p.pre.waiting[j.ID] = true
+	for _, v := range chosen {
+		p.pre.stopping[v.r.JobID] = true
+		p.plan.Preemptions = append(p.plan.Preemptions, Preemption{Victim: v.r.JobID, By: j.ID, Mode: p.mode(v.r)})
+	}
+	p.blocked = true
+	p.plan.setReason(j, reason.Preempting)
+	p.hold(j, g, chosen, quantum)
+	return true
+}
+
+// victimsOne chooses for a single-node job: the first node, taking the
+// candidates in order, whose free resources with what its candidates
+// release hold the whole job; the victims are that node's, the ones not
+// needed spared.
+func (p *pass) victimsOne(j *Job, cs *candidates, quantum float64) ([]victim, gangFit, bool) {
+	type acc struct {
+		n  nstate
+		vs []victim
+	}
+	touched := map[int32]*acc{}
+	all := allOf(len(j.Containers))
+	gpuOnly := allGPU(j.Containers)
+	for k := cs.first; k < len(cs.vs); k++ {
+		v := cs.vs[k]
+		if p.pre.stopping[v.r.JobID] {
+			continue
+		}
+		var hit []int32
+		for _, u := range v.uses {
+			a := touched[u.node]
+			if a == nil {
+				n := p.c.nodes[u.node]
+				if !n.inPartition(j.Partition) || (gpuOnly && !n.hasGPU()) {
+					continue
+				}
+				if n.dev != nil {
+					n.dev = slices.Clone(n.dev)
+				}
+				a = &acc{n: n}
+				touched[u.node] = a
+			}
+			giveBack(&a.n, u)
+			if len(a.vs) == 0 || a.vs[len(a.vs)-1].r != v.r {
+				a.vs = append(a.vs, v)
+			}
+			hit = append(hit, u.node)
+		}
+		for _, i := range hit {
+			a := touched[i]
+			f := fill(a.n.free, a.n.dev, a.n.devID, j.Containers, all, quantum, true)
+			if len(f.taken) != len(all) {
+				continue
+			}
+			// Spare what is not needed, the last taken first.
+			vs := a.vs
+			for s := len(vs) - 2; s >= 0; s-- {
+				n := a.n
+				if n.dev != nil {
+					n.dev = slices.Clone(n.dev)
+				}
+				for _, u := range vs[s].uses {
+					if u.node == i {
+						take(&n, u)
+					}
+				}
+				if f2 := fill(n.free, n.dev, n.devID, j.Containers, all, quantum, true); len(f2.taken) == len(all) {
+					a.n, f = n, f2
+					vs = slices.Delete(slices.Clone(vs), s, s+1)
+				}
+			}
+			g := gangFit{hosts: make([]int32, len(all))}
+			g.assign(i, f, len(all))
+			return vs, g, true
+		}
+	}
+	return nil, gangFit{}, false
+}
+
+// victimsGang chooses for a multi-node gang: candidates in order until
+// the whole gang fits what is free with what they release, then every
+// one not needed spared, the last taken first.
+func (p *pass) victimsGang(j *Job, cs *candidates, quantum float64) ([]victim, gangFit, bool) {
+	proj := slices.Clone(p.c.nodes)
+	for i := range proj {
+		if proj[i].dev != nil {
+			proj[i].dev = slices.Clone(proj[i].dev)
+		}
+	}
 	need := sumOf(j.Containers, allOf(len(j.Containers)))
 	var avail Res
 	for i := range proj {
@@ -200,81 +326,77 @@ func (p *pass) preempt(j *Job, quantum float64) bool {
 			avail = avail.Add(proj[i].free)
 		}
 	}
-	chosen := 0
+	var chosen []victim
 	fits := false
-	for chosen < len(cands) && !fits {
-		for _, u := range cands[chosen].uses {
+	for k := cs.first; k < len(cs.vs) && !fits; k++ {
+		v := cs.vs[k]
+		if p.pre.stopping[v.r.JobID] {
+			continue
+		}
+		for _, u := range v.uses {
 			giveBack(&proj[u.node], u)
 			if proj[u.node].inPartition(j.Partition) {
 				avail = avail.Add(u.res)
 			}
 		}
-		chosen++
+		chosen = append(chosen, v)
 		if coversCM(avail, need) {
 			_, fits = refPlace(proj, j.Partition, j, quantum)
 		}
 	}
 	if !fits {
-		if uniform {
-			p.pre.failed[failKey{sh, j.QOS}] = true
-		}
-		return false
+		return nil, gangFit{}, false
 	}
-	// Spare every victim not needed, the highest ranked (last taken)
-	// first.
-	keep := make([]bool, chosen)
-	for k := range keep {
-		keep[k] = true
-	}
-	for k := chosen - 2; k >= 0; k-- {
-		for _, u := range cands[k].uses {
+	for k := len(chosen) - 2; k >= 0; k-- {
+		for _, u := range chosen[k].uses {
 			take(&proj[u.node], u)
 		}
 		if _, ok := refPlace(proj, j.Partition, j, quantum); ok {
-			keep[k] = false
+			chosen = slices.Delete(chosen, k, k+1)
 			continue
 		}
-		for _, u := range cands[k].uses {
+		for _, u := range chosen[k].uses {
 			giveBack(&proj[u.node], u)
 		}
 	}
 	g, _ := refPlace(proj, j.Partition, j, quantum)
-	if p.pre.stopping == nil {
-		p.pre.stopping, p.pre.waiting = map[uint64]bool{}, map[uint64]bool{}
-	}
-	p.pre.waiting[j.ID] = true
-	var ids []uint64
-	for k := 0; k < chosen; k++ {
-		if !keep[k] {
-			continue
-		}
-		r := cands[k].r
-		p.pre.stopping[r.JobID] = true
-		ids = append(ids, r.JobID)
-		p.plan.Preemptions = append(p.plan.Preemptions, Preemption{Victim: r.JobID, By: j.ID, Mode: p.mode(r)})
-	}
-	p.blocked = true
-	p.plan.setReason(j, reason.Preempting)
-	p.hold(j, g, ids, quantum)
-	return true
+	return chosen, g, true
 }
 
 // hold reserves g for j from now: its victims' resources are expected
 // back now, and backfill may use no more of g's nodes than j leaves.
 // Without backfill the pass is strict from here: nobody else starts.
-func (p *pass) hold(j *Job, g gangFit, victims []uint64, quantum float64) {
+func (p *pass) hold(j *Job, g gangFit, victims []victim, quantum float64) {
 	if p.bf == nil {
 		p.strict = true
 		return
 	}
-	p.bf.stopping(victims)
-	at, rg, ok := p.bf.reserve(j.Partition, j, walltime(j.Walltime), quantum)
-	if !ok {
-		at, rg = p.now.UnixNano(), g
+	ids := make([]uint64, len(victims))
+	for k, v := range victims {
+		ids[k] = v.r.JobID
 	}
-	p.plan.Starts = append(p.plan.Starts, StartEstimate{
-		JobID: j.ID, Start: time.Unix(0, at).In(p.now.Location()), Nodes: p.c.names(rg.hosts),
-	})
+	p.bf.stopping(ids)
+	us := gangUses(j, g, p.c, quantum)
+	after := map[int32]*nstate{} // g's nodes once the victims are gone and j is placed
+	for _, u := range us {
+		if after[u.node] == nil {
+			n := p.c.nodes[u.node]
+			if n.dev != nil {
+				n.dev = slices.Clone(n.dev)
+			}
+			for _, v := range victims {
+				for _, vu := range v.uses {
+					if vu.node == u.node {
+						giveBack(&n, vu)
+					}
+				}
+			}
+			after[u.node] = &n
+		}
+		take(after[u.node], u)
+	}
+	p.bf.hold(j.ID, us, after, p.now.UnixNano()+int64(walltime(j.Walltime)))
+	p.plan.Starts = append(p.plan.Starts, StartEstimate{JobID: j.ID, Start: p.now, Nodes: p.c.names(g.hosts)})
 }
 
 // take charges u to n (the inverse of giveBack).
