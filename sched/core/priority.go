@@ -21,8 +21,8 @@ const DefaultMaxAge = 7 * 24 * time.Hour
 // Factors are one job's priority factors and the resulting priority.
 type Factors struct {
 	Age, FairShare, JobSize, Partition, QOS float64
-	Nice                               float64
-	Priority                           float64
+	Nice                                    float64
+	Priority                                float64
 }
 
 // prio holds what every job's factors share in one pass.
