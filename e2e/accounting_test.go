@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // heldSpec is a job that never runs: submitted held and cancelled, it
@@ -49,7 +50,7 @@ func endMany(c *client.Client, n, workers int, cwd string) []uint64 {
 					return
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				res, err := c.Submit(ctx, api.SubmitRequest{Spec: heldSpec(fmt.Sprintf("h%d", i)), Hold: true, User: "root", Cwd: cwd})
+				res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(heldSpec(fmt.Sprintf("h%d", i))), Hold: true, User: "root", Cwd: cwd})
 				if err == nil {
 					_, err = c.Kill(ctx, res.JobID)
 				}
@@ -108,7 +109,11 @@ func TestAccountingSurvivesKill(t *testing.T) {
 	}) {
 		t.Fatal("no job ended in 60s")
 	}
-	time.Sleep(1500 * time.Millisecond) // the purges of the first seconds' jobs
+	// The first job exported and purged: batches are being handed off,
+	// the kill can cut one.
+	if !waitFor(30*time.Second, func() bool { _, _, err := c.Job(context.Background(), 1, 0, 0); return err != nil }) {
+		t.Fatal("job 1 still in raft 30s after jobs started ending (--keep-ended 1s)")
+	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	acked := <-done

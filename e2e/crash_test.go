@@ -12,7 +12,9 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // startSchedd starts `schedd --dev` on dir with one process-runtime node
@@ -70,7 +72,7 @@ func TestCrashLosesNothing(t *testing.T) {
 			for i := 0; ; i++ {
 				name := fmt.Sprintf("c%d-%d", w, i)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(name), User: "root", Cwd: cwd})
+				res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(name)), User: "root", Cwd: cwd})
 				cancel()
 				if err != nil {
 					return // schedd is gone
@@ -127,22 +129,18 @@ func TestCrashLosesNothing(t *testing.T) {
 			_, _ = c.Kill(context.Background(), j.ID)
 		}
 	}
-	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec("after"), User: "root", Cwd: cwd})
+	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(spec("after")), User: "root", Cwd: cwd})
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	eventually.NoError(t, 60*time.Second, "the job submitted after the restart COMPLETED", func() error {
 		j, _, err := c.Job(context.Background(), res.JobID, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.State == api.JobCompleted {
-			break
+		if j.State != api.JobCompleted {
+			return fmt.Errorf("%s (%s)", j.State, j.Reason)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job submitted after the restart is still %s (%s)", j.State, j.Reason)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,8 +17,8 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
-	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestRestoreDrill is the restore drill an operator runs: badmin
@@ -179,26 +177,31 @@ job %q {
 }
 
 // TestRestoreEmptyDataDir follows schedd(8) RECOVERY for a lone server
-// whose raft data is lost: schedd is stopped, its raft directory moved
-// aside, and it starts again on the same data dir (the accounting store
-// kept) while its nodelet runs on; the last backup is then restored.
-// While schedd's state holds no job, the nodelet stops nothing. After
-// the restore the job the backup shows running runs on, in the same
-// process, and can be killed; the job submitted after the backup, which
-// the restored state does not hold, is stopped. Job ids do not go back:
-// not to a job ended since the backup (in the accounting store only),
-// nor to the job the nodelet stopped (its report carries the id). The
-// nodelet used to stop every container on the empty state, and schedd
-// handed out the backup's next id again.
+// whose data disk is lost: schedd is stopped, its raft directory and its
+// accounting store removed, and it starts again on the emptied data dir
+// while its nodelet runs on; the last backup is then restored. While
+// schedd's state holds no job, the nodelet stops nothing. After the
+// restore, in the adoption window: the job the backup shows running runs
+// on, in the same process; the job the backup shows HELD that started
+// since is adopted (one run, the same process); the job the backup shows
+// HELD that ran and ended since ends with its true outcome (exit 3, from
+// the end the nodelet kept), never run again; and the job submitted
+// after the backup, still running, is adopted from the nodelet's copy:
+// it runs on in the same process under its own id and is killed as any
+// job; the job submitted after the backup that ended before the restore
+// is recorded from the copy the nodelet kept with its end (exit 5, in
+// bhist), never run again. Job ids do not go back. The nodelet used to stop every container
+// on the empty state, schedd handed out the backup's next id again, the
+// ended job ran a second time, and the later job was stopped with no
+// record.
 func TestRestoreEmptyDataDir(t *testing.T) {
 	ba := badmin(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	sock := filepath.Join(dir, "schedd.sock")
-	metrics := freeport.Addr(t)
 	// start runs schedd on data; stop ends it (the cleanup too).
 	start := func() (cl *client.Client, stop func()) {
-		cmd := exec.Command(bin+"/schedd", "--data-dir", data, "--socket", sock, "--keep-ended", "1s", "--metrics-addr", metrics)
+		cmd := exec.Command(bin+"/schedd", "--data-dir", data, "--socket", sock, "--keep-ended", "1s")
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -239,8 +242,8 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	ctx := context.Background()
 	submitHeld := func(script string, hold bool) uint64 {
 		t.Helper()
-		res, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Hold: hold, Spec: jobspec.Job{Name: "r", Image: "host", Command: []string{"sh", "-c", script},
-			Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}}})
+		res, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Hold: hold, Spec: wire.ToAPI(jobspec.Job{Name: "r", Image: "host", Command: []string{"sh", "-c", script},
+			Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,6 +274,8 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	heldOut := filepath.Join(dir, "held.out")
 	heldMarker := "echo run >> " + heldOut + "; sleep 600; : held " + dir
 	held := submitHeld(heldMarker, true)
+	endedOut := filepath.Join(dir, "ended.out")
+	ended := submitHeld("echo run >> "+endedOut+"; exit 3", true)
 	snap := filepath.Join(dir, "backup.snap")
 	if o, err := runEnv(t, admin, ba, "snapshot", "save", snap); err != nil {
 		t.Fatalf("badmin snapshot save: %v: %s", err, o)
@@ -286,17 +291,49 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ended := submit("exit 3")  // ends and leaves for the accounting store
-	lost := submit(lostMarker) // submitted after the backup, still running
-	if !waitFor(time.Minute, func() bool { return jobState(ended) == "" }) {
-		t.Fatalf("job %d not purged to the accounting store", ended)
+	if _, err := cl.Release(ctx, ended); err != nil { // held at the backup: runs and ends after it
+		t.Fatal(err)
+	}
+	lateOut := filepath.Join(dir, "late.out")
+	late := submit("echo run >> " + lateOut + "; exit 5") // submitted after the backup, ended before the restore
+	lost := submit(lostMarker)                            // submitted after the backup, still running
+	// An array submitted after the backup: element 1 exits 4, element 2
+	// runs on.
+	arrMarker := "sleep 600; : array " + dir
+	arr, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: wire.ToAPI(jobspec.Job{Name: "arr", Image: "host",
+		Command: []string{"sh", "-c", `if [ "$LSB_JOBINDEX" = 1 ]; then exit 4; fi; ` + arrMarker},
+		Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20},
+		Array: &jobspec.Array{Range: "1-2"}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(time.Minute, func() bool { return pids(arrMarker) != "" }) {
+		t.Fatalf("array %d's element 2 did not start", arr.JobID)
+	}
+	arrPID := pids(arrMarker)
+	for _, id := range []uint64{ended, late} {
+		if !waitFor(time.Minute, func() bool { return jobState(id) == "" }) {
+			t.Fatalf("job %d not purged to the accounting store", id)
+		}
 	}
 	if !waitFor(time.Minute, func() bool { return pids(lostMarker) != "" }) {
 		t.Fatalf("job %d did not start", lost)
 	}
+	lostPID := pids(lostMarker)
+	lostJob, _, err := cl.Job(ctx, lost, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stop()
 	if err := os.Rename(filepath.Join(data, "raft"), filepath.Join(dir, "raft.damaged")); err != nil {
 		t.Fatal(err)
+	}
+	// The disk is lost: the accounting store too (the backup's copy of it
+	// refills it, without what ended since).
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(filepath.Join(data, "accounting.db"+suffix)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
 	}
 	cl, _ = start()
 	if !waitFor(time.Minute, func() bool { return strings.Contains(nlog.String(), "keeping the containers running here") }) {
@@ -305,22 +342,10 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if o, err := runEnv(t, admin, ba, "snapshot", "restore", snap); err != nil {
 		t.Fatalf("badmin snapshot restore: %v: %s", err, o)
 	}
-	// The restored state does not hold the later job: the nodelet stops
-	// it, and schedd learns its id from the report of its end.
-	if !waitFor(time.Minute, func() bool { return pids(lostMarker) == "" }) {
-		t.Fatalf("job %d, which the restored state does not hold, still runs", lost)
-	}
-	if !waitFor(30*time.Second, func() bool {
-		resp, err := http.Get("http://" + metrics + "/metrics")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return strings.Contains(string(b), `troupe_schedd_raft_entries_total{kind="report"}`) ||
-			strings.Contains(string(b), `troupe_schedd_raft_entries_total{kind="reports"}`)
-	}) {
-		t.Fatal("the nodelet's report of the stopped job was not committed")
+	// The restored state does not hold the later job: the nodelet's
+	// announcement carries its copy, from which it is adopted, running on.
+	if !waitFor(30*time.Second, func() bool { return jobState(lost) == api.JobRunning }) {
+		t.Fatalf("job %d, submitted after the backup and running on the node, after the restore: %q; want RUNNING, adopted", lost, jobState(lost))
 	}
 	if st := jobState(kept); st != api.JobRunning || pids(keptMarker) != keptPID {
 		t.Fatalf("job %d after the restore: %s, processes %q; want it RUNNING in the same process %s", kept, st, pids(keptMarker), keptPID)
@@ -340,15 +365,79 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 		b, _ := os.ReadFile(heldOut)
 		t.Fatalf("job %d after the restore: output %q, processes %q (was %s), state %s; want one run, the same process, RUNNING", held, b, pids(heldMarker), heldPID, jobState(held))
 	}
+	// The job that ran and ended since the backup: its true outcome, from
+	// the end the nodelet kept; never run again.
+	if !waitFor(30*time.Second, func() bool { return jobState(ended) == api.JobFailed }) {
+		t.Fatalf("job %d, HELD in the backup, ended (exit 3) since: %q after the restore; want FAILED", ended, jobState(ended))
+	}
+	if j, _, err := cl.Job(ctx, ended, 0, 0); err != nil || j.ExitCode != 3 || strings.Contains(j.Reason, "after the backup") {
+		t.Fatalf("job %d after the restore: %+v (%v); want exit 3 as it ended, not a restore's reason", ended, j, err)
+	}
+	if j, _, err := cl.Job(ctx, lost, 0, 0); err != nil || j.User != lostJob.User || j.UID != lostJob.UID || j.Containers[0].Node != "r1" || pids(lostMarker) != lostPID {
+		t.Fatalf("job %d adopted as %+v (%v), processes %q (was %s); want it on r1 as its user, the same process", lost, j, err, pids(lostMarker), lostPID)
+	}
+	// The job submitted after the backup that ended before the restore:
+	// recorded from the copy of the job the nodelet kept with its end,
+	// under its own id, as it ended; in bhist too.
+	if !waitFor(30*time.Second, func() bool { return jobState(late) == api.JobFailed }) {
+		t.Fatalf("job %d, submitted after the backup, ended (exit 5) before the restore: %q after it; want FAILED, recorded", late, jobState(late))
+	}
+	if j, _, err := cl.Job(ctx, late, 0, 0); err != nil || j.ExitCode != 5 || j.Containers[0].Node != "r1" || j.Started.IsZero() || j.Ended.Before(j.Started) || j.UID != lostJob.UID {
+		t.Fatalf("job %d recorded as %+v (%v); want exit 5 on r1, its start and end, its user", late, j, err)
+	}
+	if !waitFor(30*time.Second, func() bool {
+		h, err := cl.History(ctx, url.Values{"id": {strconv.FormatUint(late, 10)}})
+		return err == nil && len(h.Jobs) == 1 && h.Jobs[0].ExitCode == 5
+	}) {
+		t.Fatalf("bhist %d: want the job that exited 5 after the backup", late)
+	}
+	if b, _ := os.ReadFile(lateOut); strings.Count(string(b), "run") != 1 {
+		t.Fatalf("job %d ran twice: output %q", late, b)
+	}
+	// The array: rebuilt from the nodelet's copies, its running element
+	// adopted under it (ID[2], the same process), its ended one recorded
+	// with its exit code.
+	elem := func(idx int) (api.Job, bool) {
+		for id := arr.JobID + 1; id <= arr.JobID+2; id++ {
+			if j, _, err := cl.Job(ctx, id, 0, 0); err == nil && j.ArrayID == arr.JobID && j.ArrayIndex == idx {
+				return j, true
+			}
+		}
+		return api.Job{}, false
+	}
+	if !waitFor(30*time.Second, func() bool {
+		e2, ok2 := elem(2)
+		e1, ok1 := elem(1)
+		return ok1 && ok2 && e2.State == api.JobRunning && e1.State == api.JobFailed && e1.ExitCode == 4
+	}) {
+		e1, _ := elem(1)
+		e2, _ := elem(2)
+		t.Fatalf("array %d after the restore: element 1 %s exit %d, element 2 %s; want FAILED exit 4 and RUNNING under the array", arr.JobID, e1.State, e1.ExitCode, e2.State)
+	}
+	if pids(arrMarker) != arrPID {
+		t.Fatalf("array %d's element 2: processes %q, was %s; want the same process", arr.JobID, pids(arrMarker), arrPID)
+	}
+	o, err := runEnv(t, admin, bin+"/bjobs", "-a")
+	found := false
+	for _, ln := range strings.Split(o, "\n") {
+		f := strings.Fields(ln)
+		found = found || len(f) > 6 && f[0] == strconv.FormatUint(arr.JobID, 10) && f[2] == "RUN" && f[6] == "arr[2]"
+	}
+	if err != nil || !found {
+		t.Fatalf("bjobs -a after the restore: %v\n%s\nwant array %d's element arr[2] running", err, o, arr.JobID)
+	}
 	next := submit("true")
-	if next <= lost {
-		t.Fatalf("the first job after the restore got id %d; ids up to %d were given (job %d ended, job %d ran on the node)", next, lost, ended, lost)
+	if next <= arr.JobID+2 {
+		t.Fatalf("the first job after the restore got id %d; ids up to %d were given (job %d ended, job %d ran on the node, array %d's elements)", next, arr.JobID+2, ended, lost, arr.JobID)
 	}
 	h, err := cl.History(ctx, url.Values{"id": {strconv.FormatUint(ended, 10)}})
 	if err != nil || len(h.Jobs) != 1 || h.Jobs[0].ExitCode != 3 {
 		t.Fatalf("bhist %d: %+v, %v; want the job that exited 3", ended, h.Jobs, err)
 	}
-	for _, id := range []uint64{kept, held} {
+	if b, _ := os.ReadFile(endedOut); strings.Count(string(b), "run") != 1 {
+		t.Fatalf("job %d ran twice: output %q", ended, b)
+	}
+	for _, id := range []uint64{kept, held, lost, arr.JobID} {
 		if _, err := cl.Kill(ctx, id); err != nil {
 			t.Fatal(err)
 		}
@@ -359,8 +448,14 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if b, _ := os.ReadFile(heldOut); strings.Count(string(b), "run") != 1 {
 		t.Fatalf("job %d ran twice: output %q", held, b)
 	}
+	if !waitFor(time.Minute, func() bool { return jobState(lost) == api.JobCancelled && pids(lostMarker) == "" }) {
+		t.Fatalf("job %d, submitted after the backup and adopted, bkilled: %s", lost, jobState(lost))
+	}
 	if !waitFor(time.Minute, func() bool { return jobState(kept) == api.JobCancelled && pids(keptMarker) == "" }) {
 		t.Fatalf("job %d, adopted after the restore, bkilled: %s", kept, jobState(kept))
+	}
+	if !waitFor(time.Minute, func() bool { return pids(arrMarker) == "" }) {
+		t.Fatalf("array %d, rebuilt after the restore, bkilled: its element still runs", arr.JobID)
 	}
 	if strings.Contains(nlog.String(), "container lost") {
 		t.Error("the nodelet reported a container lost")

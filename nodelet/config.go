@@ -173,12 +173,6 @@ type Config struct {
 	// refused with a message naming it, before it costs a descriptor
 	// for the terminal or the port.
 	MaxStreamsPerJob, MaxStreamsPerUser, MaxStreams int
-	// wrapRuntime, when set (tests only), wraps the runtime the agent
-	// drives, e.g. to make Destroy block or stop short.
-	wrapRuntime func(runtime.Runtime) runtime.Runtime
-	// schedd, when set (tests only), is the schedd the agent talks to
-	// in place of a client for Addr.
-	schedd schedd
 }
 
 // withDefaults fills zero fields and checks the rest.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
@@ -35,11 +36,11 @@ func TestCPUSetTakeRelease(t *testing.T) {
 		t.Fatalf("d took %v, want [0]", got)
 	}
 	for _, c := range []struct {
-		cpu  float64
-		want int
-	}{{1, 1}, {4, 4}, {0.5, 0}, {1.5, 0}, {0, 0}} {
-		if got := wholeCores(c.cpu); got != c.want {
-			t.Errorf("wholeCores(%v) = %d, want %d", c.cpu, got, c.want)
+		milli int64
+		want  int
+	}{{1000, 1}, {4000, 4}, {500, 0}, {1500, 0}, {0, 0}, {999, 0}} {
+		if got := wholeCores(c.milli); got != c.want {
+			t.Errorf("wholeCores(%v) = %d, want %d", c.milli, got, c.want)
 		}
 	}
 }
@@ -49,7 +50,7 @@ func TestCPUSetTakeRelease(t *testing.T) {
 func cpusSeen(t *testing.T, path string) (cpus, binding string) {
 	t.Helper()
 	var out string
-	if !runtimetest.WaitFor(20*time.Second, func() bool {
+	if !eventually.Within(20*time.Second, func() bool {
 		b, _ := os.ReadFile(path)
 		out = string(b)
 		return strings.Contains(out, "end-of-env")

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // pipeSchedd hands the test schedd's end of each stream the agent
@@ -34,7 +34,7 @@ func TestStreamCapsNodelet(t *testing.T) {
 	defer cancel()
 	sched := &pipeSchedd{ends: make(chan net.Conn, 4)}
 	job := func(id uint64) api.AssignedJob {
-		return api.AssignedJob{ID: id, UID: 1002, User: "bob", Spec: jobspec.Job{Services: []jobspec.Service{{Name: "web", Port: 8000}}}}
+		return api.AssignedJob{ID: id, UID: 1002, User: "bob", Spec: api.JobSpec{Services: []api.Service{{Name: "web", Port: 8000}}}}
 	}
 	a := (&agent{cfg: Config{Name: "n1"}, log: testLog(), cli: sched, running: map[key]*task{
 		{job: 7, host: "main1"}: {key: key{job: 7, host: "main1"}, job: job(7)},
@@ -82,12 +82,8 @@ func TestStreamCapsNodelet(t *testing.T) {
 	if got := said(a.sessions.serveApp, app7); !strings.HasPrefix(got, "error: ") || !strings.Contains(got, "serves no apps") {
 		t.Errorf("after the release: %q, want the stream served (the node's own refusal to dial)", got)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if ofJob, _, _ := a.sessions.streams.Open(1002, 7); ofJob == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the served stream's place was not freed within 10s")
-		}
-	}
+	eventually.True(t, 10*time.Second, "the served stream's place freed", func() bool {
+		ofJob, _, _ := a.sessions.streams.Open(1002, 7)
+		return ofJob == 0
+	})
 }

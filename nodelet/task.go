@@ -114,7 +114,7 @@ func (a *launcher) report(t *task, state api.ContainerState, code int, msg strin
 	if state.Ended() {
 		u.At = time.Now()
 	}
-	a.reports.send(t.job.SessionID, u)
+	a.reports.send(&t.job, u)
 }
 
 // runTask: preparing → running → exited | killed | failed, then destroy.
@@ -153,7 +153,7 @@ func (a *launcher) runTask(ctx context.Context, t *task) {
 		t.startedAt = running.At
 		a.mu.Unlock()
 	}
-	a.reports.send(t.job.SessionID, running)
+	a.reports.send(&t.job, running)
 	state, exit, msg := a.supervise(ctx, t, c)
 	use := c.Usage()
 	if state == "" {
@@ -178,6 +178,9 @@ func (a *launcher) runTask(ctx context.Context, t *task) {
 	}
 	u := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state,
 		ExitCode: exit.Code, Message: msg, CPUTime: use.CPU, MemPeak: use.MemPeak, At: at}
+	a.mu.Lock()
+	u.Started = t.startedAt // kept with its end: a restore may learn of the run from it alone
+	a.mu.Unlock()
 	// The slot is free when the process is gone: the exit is reported
 	// first and the container torn down after, off the slot's path (see
 	// holdsUntilDestroyed for what must go before the report).
@@ -189,7 +192,7 @@ func (a *launcher) runTask(ctx context.Context, t *task) {
 	a.cpus.release(t.id()) // its cores are free with its process
 	a.recovery.markTearingDown(t, u)
 	t.ended.Store(true)
-	a.reports.send(t.job.SessionID, u)
+	a.reports.send(&t.job, u)
 	if !destroyed {
 		a.destroy(ctx, c)
 	}

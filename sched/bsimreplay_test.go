@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/depend"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sim"
 	"github.com/troupe-hpc/troupe/sim/swf"
@@ -67,7 +68,7 @@ const replayStarvation = 20 * time.Minute
 // The replay is in lock step with bsim's event loop: one event at a time
 // (at equal times terminations first, by job id, then submissions and
 // releases in sim.Arrivals' order), the clock set to the event's time, then the loop runs
-// until a pass plans nothing (Server.idle) and is held there while the
+// until a pass plans nothing (testHookIdle) and is held there while the
 // test applies the next event. So schedd's passes run at the times
 // bsim's do, on the same state; the loop's own cadence (its idle timer,
 // the charge period) never adds a pass between an event and its time.
@@ -228,7 +229,7 @@ type replay struct {
 	nodes  []string
 	idle   chan uint64
 	resume chan struct{}
-	held   bool          // the loop waits in Server.idle for resume
+	held   bool          // the loop waits in testHookIdle for resume
 	free   chan struct{} // closed: the loop no longer waits for the test
 	freed  sync.Once
 	// placed are the jobs seen started.
@@ -257,7 +258,10 @@ func newReplay(t *testing.T, nodes, perNode int) *replay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.idle = func(index uint64) {
+	setHook(t, &testHookIdle, func(rp *replica, index uint64) {
+		if rp != srv.replica {
+			return
+		}
 		select {
 		case r.idle <- index:
 		case <-r.free:
@@ -267,7 +271,7 @@ func newReplay(t *testing.T, nodes, perNode int) *replay {
 		case <-r.resume:
 		case <-r.free:
 		}
-	}
+	})
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
 	hs := httptest.NewServer(srv.Handler())
@@ -308,7 +312,7 @@ func (r *replay) submit(j sim.Job) {
 	s := jobspec.Job{Name: fmt.Sprint("trace-", j.ID), Image: "host", Command: []string{"true"},
 		Cluster:   jobspec.Cluster{Size: j.Procs, Mode: jobspec.ModeMultiNode},
 		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 20}, Walltime: time.Duration(j.Estimate) * time.Second}
-	req := api.SubmitRequest{Spec: s, User: "u" + j.User, UID: 1000, GID: 1000, Hold: j.Hold > 0}
+	req := api.SubmitRequest{Spec: wire.ToAPI(s), User: "u" + j.User, UID: 1000, GID: 1000, Hold: j.Hold > 0}
 	if d := j.Depends; d != nil {
 		req.DependsOn = &api.Dependency{Any: d.Any}
 		for _, c := range d.Conditions {

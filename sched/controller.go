@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -171,20 +172,21 @@ func (s *lifecycle) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) 
 			return api.Job{}, 0, err
 		}
 	}
+	on := state.JobRef{ID: ref.ID}
+	if ref.Element {
+		i := ref.Index
+		on.Index = &i
+	}
 	var c state.Command
 	switch op {
 	case httpapi.Kill, httpapi.KillDone:
-		c = state.Command{Kind: state.CmdKill, Kill: ref.ID, KillDone: op == httpapi.KillDone}
+		c = state.Command{Act: state.Kill{Job: on, Done: op == httpapi.KillDone}}
 	case httpapi.Hold:
-		c = state.Command{Kind: state.CmdHold, Hold: ref.ID}
+		c = state.Command{Act: state.Hold{Job: on}}
 	case httpapi.Release:
-		c = state.Command{Kind: state.CmdRelease, Release: ref.ID}
+		c = state.Command{Act: state.Release{Job: on}}
 	default:
 		return api.Job{}, 0, fmt.Errorf("%w: no job operation %q", ErrInvalid, op)
-	}
-	if ref.Element {
-		i := ref.Index
-		c.Index = &i
 	}
 	v, err := s.apply(ctx, c)
 	if err != nil {
@@ -196,7 +198,7 @@ func (s *lifecycle) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) 
 }
 
 // SignalJob records a signal for the job ref names (bkill -s; see
-// state.CmdSignal): its owner or an admin may. It answers the state
+// state.SignalJob): its owner or an admin may. It answers the state
 // index as Control does.
 func (s *lifecycle) SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, uint64, error) {
 	id, err := s.JobRow(ref)
@@ -212,7 +214,7 @@ func (s *lifecycle) SignalJob(ctx context.Context, ref api.JobRef, req api.Signa
 	if err != nil {
 		return api.Job{}, 0, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdSignal, Signal: &state.Signal{JobID: id, Signal: int(sig), Host: req.Host}})
+	v, err := s.apply(ctx, state.Command{Act: state.SignalJob{Signal: &state.Signal{JobID: id, Signal: int(sig), Host: req.Host}}})
 	if err != nil {
 		return api.Job{}, 0, err
 	}
@@ -263,13 +265,25 @@ func (s *fleet) NodeAssignments(ctx context.Context, w httpapi.Wait, node string
 			return api.Assignments{}, err
 		}
 	}
+	if until := s.st.Snapshot().AdoptUntil(); w.Index != 0 {
+		// The adoption window's end changes the answer (a partly adopted
+		// job leaves it): the wait ends with the window.
+		if left := until.Sub(s.cfg.Clock()); left > 0 && left < w.For {
+			w.For = left + 10*time.Millisecond
+		}
+	}
 	v, idx := s.blockOn(ctx, w, func(v *state.Snapshot) (uint64, memdb.WatchSet) {
-		if s.assignWoke != nil {
-			defer s.assignWoke(node)
+		if h := testHookAssignWoke.Load(); h != nil {
+			defer (*h)(s.replica, node)
 		}
 		return v.NodeIndex(node)
 	})
-	return api.Assignments{Assignments: Assignments(v, node), Index: idx, NoJobsYet: v.LastJobID() == 0}, nil
+	now := s.cfg.Clock()
+	as := api.Assignments{Assignments: AssignmentsAt(v, node, now), Index: idx, NoJobsYet: v.HoldsNoJob()}
+	if until := v.AdoptUntil(); now.Before(until) {
+		as.AdoptUntil = until
+	}
+	return as, nil
 }
 
 // ListPartitions is the partitions with their nodes and limits.

@@ -2,6 +2,8 @@ package sched
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -268,7 +270,7 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	}
 	late, nextLate := v.Late(now)
 	if len(late) > 0 {
-		if _, err := s.apply(ctx, state.Command{Kind: state.CmdTimeout, Timeout: late}); err != nil {
+		if _, err := s.apply(ctx, state.Command{Act: state.Timeout{Jobs: late}}); err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("ending jobs past their walltime", "err", err)
 			}
@@ -276,15 +278,32 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 		}
 		return loopOutcome{Committed: true}, ws
 	}
-	s.mu.Lock()
-	hold := s.placeHold
-	s.mu.Unlock()
+	// After a restore into an empty state, the adoption window
+	// (replicated: a leader elected meanwhile holds it too): the nodes
+	// announce what they run first. Once it has closed, what is still
+	// adopting is ended, once per window.
+	hold := v.AdoptUntil()
 	if now.Before(hold) {
-		// After a restore: the nodes announce what they run first.
 		return loopOutcome{HeldUntil: hold}, ws
+	}
+	if !hold.IsZero() && !hold.Equal(s.adoptEnded) {
+		if ids := v.AdoptingAfter(now); len(ids) > 0 || s.raft.WriteSchema() >= state.SchemaAdoptWindow {
+			if err := s.endAdopting(ctx, ids); err != nil {
+				if ctx.Err() == nil {
+					s.log.Error("ending the jobs still adopting after the adoption window", "err", err)
+				}
+				return loopOutcome{Failed: true}, ws
+			}
+			s.adoptEnded = hold
+			return loopOutcome{Committed: true}, ws
+		}
+		s.adoptEnded = hold
 	}
 	began := time.Now()
 	snap := coreSnapshot(v, s.nodes.open(v), now)
+	if s.raft.WriteSchema() < state.SchemaPreempt {
+		noPreemption(&snap) // a peer of the previous release would not stop the victims
+	}
 	plan := core.Schedule(snap, now)
 	s.metrics.pass.Observe(time.Since(began).Seconds())
 	s.setStarts(plan.Starts)
@@ -292,7 +311,7 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	if !plan.Empty() {
 		sp := fromCore(plan)
 		s.metrics.stages.placing(v, sp, s.cfg.Clock())
-		_, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: sp})
+		_, err := s.apply(ctx, state.Command{Act: state.Place{Plan: sp}})
 		s.metrics.stages.placed(s.st.Snapshot(), sp, err == nil)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -303,19 +322,11 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 		s.metrics.placements.Add(float64(len(plan.Placements)))
 		return loopOutcome{Committed: true}, ws
 	}
-	if s.idle != nil {
+	if h := testHookIdle.Load(); h != nil {
 		idx, _ := v.Index()
-		s.idle(idx)
+		(*h)(s.replica, idx)
 	}
 	return loopOutcome{NextLate: nextLate}, ws
-}
-
-// holdPlacements makes no placement before until (a restore into a state
-// that held no job: restore.go).
-func (s *scheduler) holdPlacements(until time.Time) {
-	s.mu.Lock()
-	s.placeHold = until
-	s.mu.Unlock()
 }
 
 func watch(ctx context.Context, ws interface{ WatchCtx(context.Context) error }) <-chan struct{} {
@@ -402,4 +413,27 @@ func (s *scheduler) setRanks(r map[uint64]rank) {
 	s.mu.Lock()
 	s.ranks = r
 	s.mu.Unlock()
+}
+
+// endAdopting ends ids, the jobs still adopting once the adoption window
+// has closed: with AdoptEnd (each FAILED with why, or requeued; and the
+// arrays given the element rows the window held back) when every peer
+// reads the schema that has it (state.SchemaAdoptWindow); else, a peer
+// of an older release being in the cluster, each with the kill that
+// release applies (CANCELLED; the nodes then stop their adopted
+// containers, which no job assigns).
+func (s *scheduler) endAdopting(ctx context.Context, ids []uint64) error {
+	if s.raft.WriteSchema() >= state.SchemaAdoptWindow {
+		_, err := s.apply(ctx, state.Command{Act: state.AdoptEnd{}})
+		return err
+	}
+	if len(ids) > 0 {
+		s.log.Warn("a peer reads an older schema than the adoption window's end: cancelling the jobs still adopting", "jobs", len(ids), "schema", s.raft.WriteSchema())
+	}
+	for _, id := range ids {
+		if _, err := s.apply(ctx, state.Command{Act: state.Kill{Job: state.JobRef{ID: id}}}); err != nil && !errors.Is(err, state.ErrEnded) {
+			return fmt.Errorf("cancelling job %d: %w", id, err)
+		}
+	}
+	return nil
 }

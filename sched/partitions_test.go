@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // fakeClock is a settable controller clock.
@@ -83,7 +86,7 @@ account "ops" {
 `
 
 func submitAs(c *client.Client, user string, s jobspec.Job) (api.SubmitResponse, error) {
-	return c.Submit(context.Background(), api.SubmitRequest{Spec: s, User: user, UID: 1000, GID: 1000})
+	return c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(s), User: user, UID: 1000, GID: 1000})
 }
 
 func TestSubmitLimits(t *testing.T) {
@@ -261,7 +264,7 @@ func TestGPUShares(t *testing.T) {
 	for _, g := range []float64{0.5, 0.5, 1} {
 		s := spec(1, jobspec.ModeSingleNode, 1)
 		s.Resources.GPU = g
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: s})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(s)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +279,7 @@ func TestGPUShares(t *testing.T) {
 	}
 	s := spec(1, jobspec.ModeSingleNode, 1)
 	s.Resources.GPU = 3
-	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: s}); err == nil || !strings.Contains(err.Error(), "has cpu 8, memory 16GiB and 2 gpus") {
+	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(s)}); err == nil || !strings.Contains(err.Error(), "has cpu 8, memory 16GiB and 2 gpus") {
 		t.Fatalf("a 3-gpu job on a 2-gpu node: %v", err)
 	}
 }
@@ -292,7 +295,7 @@ func TestEstimatedStart(t *testing.T) {
 	register(t, c, "n1", 2)
 	long := spec(1, jobspec.ModeSingleNode, 2)
 	long.Walltime = time.Hour
-	a, err := c.Submit(ctx, api.SubmitRequest{Spec: long})
+	a, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(long)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +303,7 @@ func TestEstimatedStart(t *testing.T) {
 	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: a.JobID, Host: "main1", State: api.ContainerRunning}}}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.Submit(ctx, api.SubmitRequest{Spec: long})
+	b, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(long)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,8 +326,7 @@ func TestPriorityAndPosition(t *testing.T) {
 		h, l api.Job
 		err  error
 	)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.NoError(t, 10*time.Second, "queue positions for both jobs", func() error {
 		h, _, err = c.Job(ctx, heavy.JobID, 0, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -334,13 +336,10 @@ func TestPriorityAndPosition(t *testing.T) {
 			t.Fatal(err)
 		}
 		if h.QueuePosition > 0 && l.QueuePosition > 0 && h.QueueLength == 2 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no queue positions: heavy %d of %d, light %d of %d", h.QueuePosition, h.QueueLength, l.QueuePosition, l.QueueLength)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("heavy %d of %d, light %d of %d", h.QueuePosition, h.QueueLength, l.QueuePosition, l.QueueLength)
+	})
 	if l.QueuePosition != 1 || h.QueuePosition != 2 || l.QueueLength != 2 {
 		t.Fatalf("positions: light %d of %d, heavy %d of %d; light should be first", l.QueuePosition, l.QueueLength, h.QueuePosition, h.QueueLength)
 	}
@@ -426,12 +425,12 @@ account "b" {
 	// Both wait for a held gate job, so that they become eligible in one
 	// pass: otherwise a pass between the two submits makes heavy's job the
 	// head, and the head keeps its reservation (core.Policy.KeepReservations).
-	gate, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: "heavy", UID: 1000, GID: 1000, Hold: true})
+	gate, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), User: "heavy", UID: 1000, GID: 1000, Hold: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	after := func(user string) (api.SubmitResponse, error) {
-		return c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: user, UID: 1000, GID: 1000,
+		return c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), User: user, UID: 1000, GID: 1000,
 			DependsOn: &api.Dependency{Conditions: []api.Condition{{Kind: api.DepEnded, JobID: gate.JobID}}}})
 	}
 	if heavy, err = after("heavy"); err != nil {
@@ -457,7 +456,7 @@ func TestWalltimeDecidedAtSubmit(t *testing.T) {
 	srv, c, path := partitioned(t, "partition \"all\" {\n  nodes = [\"*\"]\n}\n", clock)
 	ctx := context.Background()
 	register(t, c, "n1", 2)
-	a, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 2)})
+	a, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 2))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +470,7 @@ func TestWalltimeDecidedAtSubmit(t *testing.T) {
 	if _, err := c.Reconfig(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 2)})
+	b, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 2))})
 	if err != nil {
 		t.Fatal(err)
 	}

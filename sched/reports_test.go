@@ -12,7 +12,9 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -39,7 +41,7 @@ func TestReportsShareEntries(t *testing.T) {
 		register(t, c, fmt.Sprintf("n%02d", i), 1)
 	}
 	for range nodes + 1 {
-		if _, err := c.Submit(ctx, api.SubmitRequest{User: "ada", Spec: spec(1, jobspec.ModeSingleNode, 1)}); err != nil {
+		if _, err := c.Submit(ctx, api.SubmitRequest{User: "ada", Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,18 +71,15 @@ func TestReportsShareEntries(t *testing.T) {
 			return len(srv.reports.waiting)
 		}
 	)
-	srv.reports.mu.Lock()
-	srv.reports.gate = func(n int) {
+	gateCommits(t, &srv.reports).set(func(n int) {
 		mu.Lock()
 		first := len(sizes) == 0
 		sizes = append(sizes, n)
 		mu.Unlock()
-		for deadline := time.Now().Add(20 * time.Second); first && waiting()+n < nodes+1 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	srv.reports.mu.Unlock()
-	r0 := entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports)
+		// Gives up quietly: the count of entries below tells.
+		eventually.Within(20*time.Second, func() bool { return !first || waiting()+n >= nodes+1 })
+	})
+	r0 := entriesOf(srv, state.CmdReports)
 
 	errs := make(chan error, nodes+1)
 	report := func(node string, id uint64, st api.ContainerState) error {
@@ -110,7 +109,7 @@ func TestReportsShareEntries(t *testing.T) {
 	if j := waitJob(t, c, nodes+1, func(api.Job) bool { return true }); j.State != api.JobCancelled || j.ModifyIndex != cancelled.ModifyIndex || j.Containers[0].State != cancelled.Containers[0].State {
 		t.Errorf("the stale report changed cancelled job %d: %s, container %s, index %d (was %d)", nodes+1, j.State, j.Containers[0].State, j.ModifyIndex, cancelled.ModifyIndex)
 	}
-	entries := entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports) - r0
+	entries := entriesOf(srv, state.CmdReports) - r0
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("%d reports took %v entries, of sizes %v", 2*nodes+1, entries, sizes)
@@ -135,21 +134,19 @@ func TestReportBatchCaps(t *testing.T) {
 		defer srv.reports.mu.Unlock()
 		return len(srv.reports.waiting)
 	}
+	gate := gateCommits(t, &srv.reports)
 	run := func(reports, updates int) []int {
 		mu.Lock()
 		sizes = nil
 		mu.Unlock()
-		srv.reports.mu.Lock()
-		srv.reports.gate = func(n int) {
+		gate.set(func(n int) {
 			mu.Lock()
 			first := len(sizes) == 0
 			sizes = append(sizes, n)
 			mu.Unlock()
-			for deadline := time.Now().Add(20 * time.Second); first && waiting()+n < reports && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
-		}
-		srv.reports.mu.Unlock()
+			// Gives up quietly: the sizes returned tell.
+			eventually.Within(20*time.Second, func() bool { return !first || waiting()+n >= reports })
+		})
 		ups := make([]api.ContainerUpdate, updates)
 		for i := range ups {
 			ups[i] = api.ContainerUpdate{JobID: 1000 + uint64(i), Host: "main1", State: api.ContainerRunning} // no such jobs: dropped
@@ -249,13 +246,13 @@ func BenchmarkReportEntries(b *testing.B) {
 	}
 	defer wg.Wait()
 	defer cancel()
-	req := api.SubmitRequest{User: "bench", Spec: spec(1, jobspec.ModeSingleNode, 1)}
+	req := api.SubmitRequest{User: "bench", Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}
 	var total, reps, plans float64
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
 		before := srv.raft.AppliedIndex()
-		r0, p0 := entriesOf(srv, state.CmdReport)+entriesOf(srv, state.CmdReports), entriesOf(srv, state.CmdPlan)
+		r0, p0 := entriesOf(srv, state.CmdReports), entriesOf(srv, state.CmdPlan)
 		ids := make(chan uint64, jobs)
 		var sub sync.WaitGroup
 		for range parallel {
@@ -279,7 +276,7 @@ func BenchmarkReportEntries(b *testing.B) {
 		}
 		// The last report's entry is applied once its job has ended.
 		total += float64(srv.raft.AppliedIndex() - before)
-		reps += entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports) - r0
+		reps += entriesOf(srv, state.CmdReports) - r0
 		plans += entriesOf(srv, state.CmdPlan) - p0
 	}
 	el := time.Since(start)

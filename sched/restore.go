@@ -15,22 +15,26 @@ import (
 func (s *ledger) restore(ctx context.Context, d *state.Dump) error {
 	s.restoreMu.Lock()
 	defer s.restoreMu.Unlock()
-	if _, err := s.reconcileRestore(ctx, d); err != nil {
+	r, err := s.reconcileRestore(ctx, d)
+	if err != nil {
 		return err
 	}
-	empty := s.st.Snapshot().LastJobID() == 0
+	var until time.Time
+	if s.st.Snapshot().HoldsNoJob() {
+		// The nodes kept their containers while the state held no job
+		// (api.Assignments.NoJobsYet); jobs the backup shows queued may
+		// have started (and ended) since, jobs submitted since may run.
+		// The restored state opens an adoption window: every replica
+		// holds placements until it ends, while the nodes announce what
+		// they run and tell the ends they keep, which the state adopts;
+		// placing before would run them twice.
+		until = s.cfg.Clock().Add(restorePlaceHold(s.cfg.NodeTimeout))
+		state.SetAdoption(d, until, r.Accounted)
+	}
 	if err := s.raft.Restore(ctx, *d); err != nil {
 		return fmt.Errorf("restoring the snapshot: %w", err)
 	}
-	if empty {
-		// The nodes kept their containers while the state held no job
-		// (api.Assignments.NoJobsYet); jobs the backup shows queued may
-		// have started since and run still. Each node announces them
-		// at its next answer (a running update under the job's
-		// session) and the state adopts them; placing before would run
-		// them twice.
-		until := s.cfg.Clock().Add(restorePlaceHold(s.cfg.NodeTimeout))
-		s.loop.holdPlacements(until)
+	if !until.IsZero() {
 		s.log.Warn("restored into a state that held no job: no placements until the nodes have announced the jobs they run", "until", until)
 		s.wake()
 	}
@@ -62,7 +66,7 @@ func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 		}
 	}
 	f := state.RestoreFacts{Live: s.st.Snapshot(), Floor: floor}
-	f.Ended = map[uint64]api.HistoryJob{}
+	f.Ended = map[uint64][]state.EndedRun{}
 	isOpen := map[uint64]bool{}
 	for _, id := range open {
 		isOpen[id] = true
@@ -79,15 +83,13 @@ func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 			if !isOpen[h.ID] {
 				continue // an element picked by its array's id
 			}
-			if old, ok := f.Ended[h.ID]; !ok || h.Requeues >= old.Requeues {
-				f.Ended[h.ID] = h
-			}
+			f.Ended[h.ID] = append(f.Ended[h.ID], endedRun(&h)) // every run: ended, and those a requeue ended
 		}
 	}
 	r := state.ReconcileDump(d, f)
 	s.log.Warn("restore reconciled with the live state and the accounting store",
 		"next_job_id", r.LastJobID+1, "newer_in_live_state", len(r.Newer), "kept_from_live_state", len(r.Kept),
-		"ended_from_accounting", len(r.Ended), "live_jobs_dropped", len(r.Dropped))
+		"ended_from_accounting", len(r.Ended), "later_run_from_accounting", len(r.Requeued), "live_jobs_dropped", len(r.Dropped))
 	if len(r.Dropped) > 0 {
 		// The replaced state gave ids the backup had given to other jobs
 		// (schedd ran on an empty data dir and took submits): those jobs
@@ -96,4 +98,14 @@ func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 			"jobs", len(r.Dropped), "first", r.Dropped[0], "last", r.Dropped[len(r.Dropped)-1])
 	}
 	return r, nil
+}
+
+// endedRun is the accounting store's record h as a restore reads it.
+func endedRun(h *api.HistoryJob) state.EndedRun {
+	e := state.EndedRun{ID: h.ID, State: h.State, Reason: h.Reason, ExitCode: h.ExitCode, Requeues: h.Requeues,
+		Started: h.Started, Ended: h.Ended, CPUTime: h.CPUTime, MemPeak: h.MemPeak}
+	for _, c := range h.Containers {
+		e.Containers = append(e.Containers, state.RunContainer(c))
+	}
+	return e
 }

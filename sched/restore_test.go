@@ -3,6 +3,7 @@ package sched
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -14,14 +15,18 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
+	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // purgeAll exports the ended jobs until none of ids is left in the
 // state (KeepEnded is short): they are in the accounting store only.
 func purgeAll(t *testing.T, srv *Server, ids ...uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Each try exports what KeepEnded (1ms) has let go by then.
+	eventually.NoError(t, 10*time.Second, fmt.Sprintf("jobs %v exported and purged", ids), func() error {
 		if _, err := srv.ExportEnded(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -31,19 +36,16 @@ func purgeAll(t *testing.T, srv *Server, ids ...uint64) {
 				left++
 			}
 		}
-		if left == 0 {
-			return
+		if left > 0 {
+			return fmt.Errorf("%d still in the state", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of jobs %v still in the state", left, ids)
-		}
-		time.Sleep(5 * time.Millisecond) // KeepEnded (1ms) passing
-	}
+		return nil
+	})
 }
 
 func submitOne(t *testing.T, c *client.Client, hold bool) uint64 {
 	t.Helper()
-	r, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec(1, "single-node", 1), User: "u", UID: 1000, GID: 1000, Hold: hold})
+	r, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), User: "u", UID: 1000, GID: 1000, Hold: hold})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,5 +260,126 @@ func TestRestoreIntoEmptyStateHoldsPlacements(t *testing.T) {
 	j := waitJob(t, c, id, func(j api.Job) bool { return j.State != api.JobPending })
 	if took := time.Since(restored); took < hold {
 		t.Fatalf("job %d placed (%s) %v after the restore into an empty state; want no placement for %v", id, j.State, took, hold)
+	}
+}
+
+// TestRestoreHoldSurvivesLeaderChange: the adoption window a restore into
+// an empty state opens is in the replicated state, not in the leader's
+// memory: a schedd that takes over during it (here the same data dir
+// started again, as a new leader reads the state from its log) places
+// nothing before it ends either.
+func TestRestoreHoldSurvivesLeaderChange(t *testing.T) {
+	const timeout = 8 * time.Second
+	hold := restorePlaceHold(timeout) // 2 s
+	open := func(dir string) (*client.Client, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		srv, err := Open(ctx, Config{DataDir: dir, AccountingPath: filepath.Join(dir, "accounting.db"), NodeTimeout: timeout,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { srv.Run(ctx); close(done) }()
+		hs := httptest.NewServer(srv.Handler())
+		c, err := client.New(hs.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, func() { hs.Close(); cancel(); <-done; srv.Close() }
+	}
+	ctx := context.Background()
+	c, stop := open(t.TempDir())
+	id := submitOne(t, c, false) // no node: it stays PENDING
+	var file bytes.Buffer
+	if err := c.SaveSnapshot(ctx, &file); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	dir := t.TempDir()
+	c, stop = open(dir)
+	restored := time.Now()
+	if _, err := c.RestoreSnapshot(ctx, bytes.NewReader(file.Bytes()), false); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	c, stop = open(dir) // another leader, during the window
+	defer stop()
+	register(t, c, "n1", 4)
+	j := waitJob(t, c, id, func(j api.Job) bool { return j.State != api.JobPending })
+	if took := time.Since(restored); took < hold {
+		t.Fatalf("job %d placed (%s) %v after the restore by a schedd that took over; want no placement for %v", id, j.State, took, hold)
+	}
+}
+
+// TestAssignmentsKeepAdoptingGang: while the adoption window is open, a
+// queued job part of whose gang the state adopted on a node stays
+// assigned there (it runs on while its other nodes announce theirs);
+// once it has closed, it is not.
+func TestAssignmentsKeepAdoptingGang(t *testing.T) {
+	st := state.New()
+	now := time.Unix(1000, 0)
+	apply := func(i uint64, c state.Command) {
+		c.Time, c.Version = now, state.SchemaVersion
+		if _, err := st.Apply(i, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(1, state.Command{Act: state.Register{Node: &state.Node{Name: "n1", Addr: "10.0.0.1", Capacity: state.Resources{CPUMilli: 4000, Memory: 8 << 30}}}})
+	j := &state.Job{Name: "g", Partition: "default", State: api.JobPending}
+	for i, h := range []string{"main1", "sub1"} {
+		c := jobspec.Container{Host: h, Role: jobspec.RoleMain, Idx: 1, Rank: i, Resources: jobspec.Resources{CPU: 1, Memory: 1 << 20}}
+		if i > 0 {
+			c.Role = jobspec.RoleSub
+		}
+		rc := rowContainer(c)
+		rc.KernelID = h + "-k"
+		j.Containers = append(j.Containers, rc)
+	}
+	j.SessionID = j.Containers[0].KernelID
+	apply(2, state.Command{Act: state.Submit{Jobs: []*state.Job{j}}})
+	d := st.Snapshot().Dump()
+	until := now.Add(time.Minute)
+	state.SetAdoption(&d, until, 1)
+	if err := st.Restore(d); err != nil {
+		t.Fatal(err)
+	}
+	apply(3, state.Command{Act: state.Reports{Reports: []state.Report{state.Report{Node: "n1", Updates: []state.ContainerUpdate{
+		{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: j.SessionID}}}}}})
+	v := st.Snapshot()
+	if as := AssignmentsAt(v, "n1", now); len(as) != 1 || len(as[0].Hosts) != 1 || as[0].Hosts[0] != "main1" {
+		t.Fatalf("in the window: assignments %+v; want job 1's main1 on n1", as)
+	}
+	if as := AssignmentsAt(v, "n1", until); len(as) != 0 {
+		t.Fatalf("after the window: assignments %+v; want none", as)
+	}
+}
+
+// TestNodesKeepContainersUntilRestore: on an empty data dir, a node's
+// report of a job the state does not hold moves the id counter past it
+// (ids are never given again), but the state still holds no job: the
+// nodes keep their containers (NoJobsYet) for a restore to adopt. The
+// flag used to test the id counter, so such a report made every node
+// stop what it ran before the backup could be restored.
+func TestNodesKeepContainersUntilRestore(t *testing.T) {
+	srv, c := cluster(t)
+	ctx := context.Background()
+	register(t, c, "n1", 4)
+	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: 60, Host: "main1", State: api.ContainerRunning, Session: "s60"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if last := srv.Store().Snapshot().LastJobID(); last != 60 {
+		t.Fatalf("id counter %d after a report of job 60; want 60", last)
+	}
+	as, err := c.Assignments(ctx, "n1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !as.NoJobsYet {
+		t.Fatalf("assignments %+v: NoJobsYet false while the state holds no job; the node would stop job 60 before the restore", as)
+	}
+	submitOne(t, c, true)
+	if as, err = c.Assignments(ctx, "n1", 0, 0); err != nil || as.NoJobsYet {
+		t.Fatalf("assignments %+v, %v once a job is held: want NoJobsYet false", as, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -25,7 +26,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 	register(t, c, "n1", 4)
 	var ids []uint64
 	for range 3 {
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), User: "u", UID: 1000, GID: 1000})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), User: "u", UID: 1000, GID: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +40,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 		t.Fatalf("snapshot starts %q", file.String()[:40])
 	}
 	// Change the state after the save: a fourth job, a killed one.
-	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), User: "u", UID: 1000, GID: 1000}); err != nil {
+	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), User: "u", UID: 1000, GID: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Kill(ctx, ids[0]); err != nil {
@@ -91,7 +92,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 		t.Fatalf("job %d is %s after the restore, not cancelled; want it still killed", ids[0], j.State)
 	}
 	// The state goes on: a new submit takes the next id, never one given.
-	r, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), User: "u", UID: 1000, GID: 1000})
+	r, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), User: "u", UID: 1000, GID: 1000})
 	if err != nil || r.JobID != 5 {
 		t.Fatalf("submit after restore: id %d, %v; want 5", r.JobID, err)
 	}
@@ -158,7 +159,16 @@ func TestHistoryAfter(t *testing.T) {
 	for _, k := range []accounting.Key{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 5}, {ID: 6}, {ID: 6, Run: 1}, {ID: 8}} {
 		f.History = append(f.History, api.HistoryJob{ID: k.ID, Requeues: k.Run})
 	}
-	got := historyAfter(f)
+	inState := map[uint64]*state.Job{}
+	for _, j := range f.State.Jobs {
+		inState[j.ID] = j
+	}
+	var got []accounting.Key
+	for i := range f.History {
+		if h := &f.History[i]; isAfter(inState[h.ID], f.State.LastJobID(), h) {
+			got = append(got, accounting.KeyOf(h))
+		}
+	}
 	want := []accounting.Key{{ID: 5}, {ID: 6, Run: 1}, {ID: 8}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("rows after the snapshot: %v, want %v", got, want)

@@ -26,7 +26,10 @@ import (
 //     names (core.Snapshot.Named): the core decides Held, Dependency,
 //     DependencyNeverSatisfied and PartitionLimit itself;
 //   - started jobs with their start, walltime, user and live
-//     containers, for backfill and the per-user limits;
+//     containers, for backfill and the per-user limits, and the
+//     licenses they hold (state.HoldsLicenses), with the counts of the
+//     config's license blocks: the core derives what is free from them
+//     on every pass;
 //   - for each job array with a throttle, how many more of its elements
 //     may start (its own row is not queued: its elements are);
 //   - each partition's tier, GPU quantum, starvation
@@ -44,6 +47,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 		Nodes:      coreNodes(empty, jobs),
 		Partitions: map[string]core.Partition{},
 		Policy:     corePolicy(cfg),
+		Licenses:   cfg.LicenseCounts(),
 	}
 	for _, p := range cfg.Partitions {
 		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), GPUQuantum: p.GPUQuantum,
@@ -87,6 +91,11 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 			cj := coreJob(j)
 			cj.Held = true
 			snap.Queue = append(snap.Queue, cj)
+			if state.HoldsLicenses(j) {
+				// An adopted job's containers run: it holds its
+				// licenses, though it is not placed.
+				snap.Running = append(snap.Running, core.Running{JobID: j.ID, Start: now, Walltime: j.Walltime, Licenses: j.Licenses})
+			}
 		case j.State == api.JobPending:
 			cj := coreJob(j)
 			cj.FairShare = jobFactor(factors, j.Account, j.User)
@@ -94,7 +103,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 				if snap.Named == nil {
 					snap.Named = map[core.JobRef]core.JobStatus{}
 				}
-				cj.Depends = coreDependency(v, j.DependsOn, snap.Named)
+				cj.Depends = coreDependency(v, dependencyView(j.DependsOn), snap.Named)
 			}
 			if cfg.HasTree() {
 				cj.Accounts = cfg.AccountPath(j.Account)
@@ -217,13 +226,14 @@ func partitionedNodes(v *state.Snapshot, cfg *partition.Config) []core.Node {
 	return out
 }
 
-func toCore(r api.Resources) core.Res {
+func toCore(r state.Resources) core.Res {
 	return core.Res{CPUMilli: r.CPUMilli, Memory: r.Memory, GPU: r.GPU}
 }
 
 func coreJob(j *state.Job) core.Job {
 	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason, Partition: j.Partition,
-		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID, QOS: j.QOS}
+		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID,
+		Licenses: j.Licenses, QOS: j.QOS}
 	if cj.Mode == "" {
 		cj.Mode = jobspec.ModeSingleNode
 	}
@@ -243,6 +253,9 @@ func coreRunning(j *state.Job, now time.Time) core.Running {
 		QOS: j.QOS, StoppingFor: j.Stopping()}
 	if j.Preempt != nil {
 		r.Preempted = j.Preempt.At
+	}
+	if state.HoldsLicenses(j) {
+		r.Licenses = j.Licenses
 	}
 	if r.Start.IsZero() {
 		r.Start = now
@@ -267,9 +280,9 @@ func fromCore(p core.Plan) *state.Plan {
 	for _, pl := range p.Placements {
 		sp := state.Placement{JobID: pl.JobID, Nodes: pl.Nodes}
 		for _, gs := range pl.GPUs {
-			var row []api.GPUShare
+			var row []state.GPUShare
 			for _, g := range gs {
-				row = append(row, api.GPUShare{Device: g.Device, Share: g.Share})
+				row = append(row, state.GPUShare{Device: g.Device, Share: g.Share})
 			}
 			sp.GPUs = append(sp.GPUs, row)
 		}
@@ -295,4 +308,17 @@ func coreQOS(cfg *partition.Config) map[string]core.QOS {
 			UserLimits: core.Limits{Jobs: q.MaxJobsPerUser, Res: core.Res{CPUMilli: q.MaxCPUMilli(), GPU: q.MaxGPUPerUser}}}
 	}
 	return out
+}
+
+// noPreemption turns every preemption mode of snap off: the core then
+// preempts no job.
+func noPreemption(snap *core.Snapshot) {
+	for name, p := range snap.Partitions {
+		p.PreemptMode = ""
+		snap.Partitions[name] = p
+	}
+	for name, q := range snap.QOS {
+		q.PreemptMode = ""
+		snap.QOS[name] = q
+	}
 }

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -23,7 +25,7 @@ func TestJobStageSeconds(t *testing.T) {
 	srv, c := clusterWith(t, Config{Clock: clock.Now, NodeTimeout: 1000 * time.Hour})
 	ctx := context.Background()
 
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(2, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(2, jobspec.ModeSingleNode, 1)), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,11 +37,7 @@ func TestJobStageSeconds(t *testing.T) {
 	count := func(stage string) float64 {
 		return metricValue(scrapeMetrics(t, srv.MetricsHandler()), fmt.Sprintf(`troupe_job_stage_seconds_count{stage=%q}`, stage))
 	}
-	for deadline := time.Now().Add(10 * time.Second); count(stageQueued) != 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("queued stage not observed 10s after the job was placed")
-		}
-	}
+	eventually.Equal(t, 10*time.Second, "queued stages observed once the job was placed", 1, func() float64 { return count(stageQueued) })
 	report := func(d time.Duration, states ...api.ContainerState) {
 		t.Helper()
 		advance(d)
@@ -91,7 +89,7 @@ func TestJobStageSecondsTogether(t *testing.T) {
 	srv, c := clusterWith(t, Config{})
 	ctx := context.Background()
 	register(t, c, "n1", 4)
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +97,7 @@ func TestJobStageSecondsTogether(t *testing.T) {
 	count := func(stage string) float64 {
 		return metricValue(scrapeMetrics(t, srv.MetricsHandler()), fmt.Sprintf(`troupe_job_stage_seconds_count{stage=%q}`, stage))
 	}
-	for deadline := time.Now().Add(10 * time.Second); count(stageQueued) != 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("queued stage not observed 10s after the job was placed")
-		}
-	}
+	eventually.Equal(t, 10*time.Second, "queued stages observed once the job was placed", 1, func() float64 { return count(stageQueued) })
 	up := api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: j.ID, Host: j.Containers[0].Host, State: api.ContainerExited}}}
 	if err := c.Report(ctx, "n1", up); err != nil {
 		t.Fatal(err)
@@ -142,17 +136,14 @@ func TestJobStageSecondsStarting(t *testing.T) {
 		{starting: 3 * time.Second, wantDispatch: 2, wantPreparing: 3},
 		{starting: 9 * time.Second, wantDispatch: 2 + 0, wantPreparing: 3 + 5},
 	} {
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada"})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), UID: 1000, GID: 1000, User: "ada"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		j := waitJob(t, c, res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
-		for deadline := time.Now().Add(10 * time.Second); metricValue(scrapeMetrics(t, srv.MetricsHandler()),
-			`troupe_job_stage_seconds_count{stage="queued"}`) != float64(i+1); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("job %d: queued stage not observed 10s after it was placed", j.ID)
-			}
-		}
+		eventually.Equal(t, 10*time.Second, fmt.Sprintf("job %d's queued stage observed once it was placed", j.ID), float64(i+1), func() float64 {
+			return metricValue(scrapeMetrics(t, srv.MetricsHandler()), `troupe_job_stage_seconds_count{stage="queued"}`)
+		})
 		advance(5 * time.Second)
 		up := api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: j.ID, Host: j.Containers[0].Host,
 			State: api.ContainerRunning, Starting: tc.starting}}}
@@ -174,7 +165,7 @@ func TestJobStageSecondsStarting(t *testing.T) {
 func TestStageClockForgets(t *testing.T) {
 	srv, c := clusterWith(t, Config{})
 	ctx := context.Background()
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,9 @@ type Job struct {
 	// of service Options.QOS names for it ("": none).
 	Queue int64
 	QOS   string
+	// Licenses are the site-wide licenses the job holds while it runs
+	// (Options.Licenses counts them); no trace carries any.
+	Licenses map[string]int
 }
 
 // Arrival is a submission, or the release of a held job.
@@ -151,6 +154,9 @@ type Options struct {
 	// other users' jobs start. Zero: no limits. Run refuses a job wider
 	// than the CPU limit: it could never start.
 	UserLimits core.Limits
+	// Licenses are the site's license counts, as partitions.hcl's
+	// license blocks give schedd's core (Job.Licenses asks for them).
+	Licenses map[string]int
 	// Progress, when set, is called now and then with jobs done and total.
 	Progress func(done, total int)
 	// QOS are the qualities of service of the jobs (Job.QOS), as the
@@ -486,7 +492,7 @@ func (m *machine) submit(j *Job) {
 	m.byID[j.ID] = j
 	cj := core.Job{ID: j.ID, User: j.User, Account: j.User, Submit: at(j.Submit),
 		Walltime: time.Duration(j.Estimate) * time.Second, Mode: core.ModeSingleNode,
-		Depends: j.Depends, Held: j.Hold > 0, QOS: j.QOS}
+		Depends: j.Depends, Held: j.Hold > 0, QOS: j.QOS, Licenses: j.Licenses}
 	// The reason schedd gives at submission.
 	cj.Reason = core.Waiting(cj.Held, cj.Depends != nil, false)
 	if m.o.Nodes > 1 {
@@ -592,7 +598,7 @@ func (m *machine) schedule(now int64) int {
 func (m *machine) pass(now int64) int {
 	m.fairShare(now)
 	snap := core.Snapshot{Nodes: m.nodes, Queue: m.queue, Running: m.runs, Policy: m.o.Policy, Partitions: m.parts, Named: m.named,
-		QOS: m.o.QOS}
+		QOS: m.o.QOS, Licenses: m.o.Licenses}
 	plan := core.Schedule(snap, at(now))
 	for _, p := range plan.Preemptions {
 		m.preempt(p, now)
@@ -629,7 +635,7 @@ func (m *machine) pass(now int64) int {
 		m.run[j.ID] = r
 		heap.Push(&m.ends, r)
 		cr := core.Running{JobID: j.ID, User: j.User, Start: at(now), Walltime: cj.Walltime, Nodes: p.Nodes, Containers: cj.Containers,
-			QOS: j.QOS}
+			QOS: j.QOS, Licenses: cj.Licenses}
 		if t, ok := m.preempted[j.ID]; ok {
 			cr.Preempted = at(t)
 		}

@@ -10,7 +10,9 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/nodelet/nodesim"
 )
 
@@ -31,10 +33,10 @@ partition "backlog" {
 // backlogJob is a job of partition backlog: cpu cores on one node,
 // running d once started.
 func backlogJob(name string, cpu float64, d time.Duration) api.SubmitRequest {
-	return api.SubmitRequest{Cwd: "/tmp", User: "root", Spec: jobspec.Job{Name: name, Image: "host", Partition: "backlog",
+	return api.SubmitRequest{Cwd: "/tmp", User: "root", Spec: wire.ToAPI(jobspec.Job{Name: name, Image: "host", Partition: "backlog",
 		Command: []string{"true"}, Env: map[string]string{nodesim.EnvDuration: d.String()},
 		Cluster:   jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
-		Resources: jobspec.Resources{CPU: cpu, Memory: 1 << 30}}}
+		Resources: jobspec.Resources{CPU: cpu, Memory: 1 << 30}})}
 }
 
 // blockBacklog submits a job that holds all 4 cores of the backlog node
@@ -45,16 +47,13 @@ func blockBacklog(b *testing.B, c *client.Client) {
 	if err != nil {
 		b.Fatalf("submitting the job that fills the backlog node: %v", err)
 	}
-	for deadline := time.Now().Add(5 * time.Minute); ; {
+	eventually.NoError(b, 5*time.Minute, "the job filling the backlog node RUNNING", func() error {
 		j, _, err := c.Job(ctx, res.JobID, 0, 0)
 		if err == nil && j.State == api.JobRunning {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the job filling the backlog node is not RUNNING after 5 minutes: %s %s (%v)", j.State, j.Reason, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%s %s (%v)", j.State, j.Reason, err)
+	})
 }
 
 // submitBacklog submits n one-core jobs to partition backlog,

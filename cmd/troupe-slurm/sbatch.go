@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/jobspec/script"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // EnvScriptImage names the site's image for script jobs, as bsub's.
@@ -52,6 +53,7 @@ var sbatchHelp = []string{
 	"-d, --dependency=LIST     afterok:ID[:ID], afterany, afternotok, after",
 	"-H, --hold                submit held",
 	"    --gres=gpu:N, --gpus-per-node=N  GPUs per container",
+	"-L, --licenses=NAME[:N],...  licenses held while the job runs (all of them)",
 	"    --exclusive, --comment, --no-requeue, --signal, --mail-type, ...  accepted",
 	"    --wrap=COMMAND        run COMMAND (by /bin/sh) as the script",
 	"    --parsable            print only the job id",
@@ -174,7 +176,7 @@ func sbatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if diags := spec.Validate(); diags.HasErrors() {
 		return fail(stderr, prog, "%s", diags[0].Summary+diagDetail(diags[0].Detail))
 	}
-	req := api.SubmitRequest{Spec: *spec, Cwd: cwd, Source: "sbatch " + name, Hold: o.Hold, DependsOn: o.Depend}
+	req := api.SubmitRequest{Spec: wire.ToAPI(*spec), Cwd: cwd, Source: "sbatch " + name, Hold: o.Hold, DependsOn: o.Depend}
 	req.UID, req.GID = os.Getuid(), os.Getgid()
 	req.User = os.Getenv("USER")
 	if u, err := user.LookupId(strconv.Itoa(req.UID)); err == nil {

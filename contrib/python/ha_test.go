@@ -16,8 +16,10 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestPythonReadYourWrites: three schedd peers (raft over TCP, https),
@@ -98,8 +100,7 @@ func TestPythonReadYourWrites(t *testing.T) {
 	// The leader's socket issues the token (a follower answers 503).
 	ctx := context.Background()
 	var secret string
-	leader := -1
-	for deadline := time.Now().Add(60 * time.Second); leader < 0; {
+	leader := eventually.Value(t, 60*time.Second, "a leader issuing the admin token", func() (int, bool) {
 		for i, s := range socks {
 			c, err := client.New(s)
 			if err != nil {
@@ -107,18 +108,14 @@ func TestPythonReadYourWrites(t *testing.T) {
 			}
 			c.SetTimeout(time.Second)
 			if tok, err := c.CreateToken(ctx, api.TokenCreate{User: "root", Admin: true}); err == nil {
-				secret, leader = tok.Secret, i
-				break
+				secret = tok.Secret
+				return i, true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no leader in 60s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return -1, false
+	})
 	follower := (leader + 1) % n
 	t.Logf("leader s%d, the client is given follower s%d (%s) alone", leader+1, follower+1, apis[follower])
-
 	list := "https://" + strings.Join(apis, ",https://")
 	nl := exec.Command(bin+"/nodelet", "--addr", list, "--ca", cert, "--join-token-file", join, "--name", "py-ha-n1",
 		"--state-dir", filepath.Join(dir, "n1"), "--runtime", "process", "--cpu", "4", "--memory", "4GiB", "--heartbeat", "500ms")
@@ -176,7 +173,7 @@ func goReadYourWrites(t *testing.T, follower, cert, secret, cwd string) {
 	}
 	w := dial()
 	for i := range 8 {
-		sub, err := w.Submit(ctx, api.SubmitRequest{Cwd: cwd, Spec: spec, Hold: true})
+		sub, err := w.Submit(ctx, api.SubmitRequest{Cwd: cwd, Spec: wire.ToAPI(spec), Hold: true})
 		if err != nil {
 			t.Fatalf("round %d: submit: %v", i, err)
 		}

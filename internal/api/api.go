@@ -46,8 +46,11 @@
 // Blocking queries: the response carries header X-Troupe-Index; a request
 // with ?index=N waits (up to wait) until the state index exceeds N.
 //
-// Of troupe it imports jobspec only; it must not import sched/... or
-// nodelet/... (cmd/layout_test.go checks).
+// Of troupe it imports only leaf packages (lifecycle, arrayindex,
+// outpattern, units, reason): not jobspec (a job's spec has its own wire
+// type here, JobSpec, so that the tools never link the job file's HCL
+// parser), and never sched/... or nodelet/... (cmd/layout_test.go
+// checks).
 package api
 
 import (
@@ -56,8 +59,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/arrayindex"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/outpattern"
 	"github.com/troupe-hpc/troupe/internal/reason"
-	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/internal/units"
 )
 
 // IndexHeader carries the state index a response reflects.
@@ -82,39 +88,25 @@ const (
 )
 
 // JobState is where a job stands in its lifecycle (docs/ARCHITECTURE.md,
-// "The life of a job"; bqueue(1), STATE).
-type JobState string
+// "The life of a job"; bqueue(1), STATE): package lifecycle's, which the
+// replicated state's rows store too.
+type JobState = lifecycle.JobState
 
 // Job states.
 const (
-	JobPending   JobState = "PENDING"
-	JobHeld      JobState = "HELD"
-	JobScheduled JobState = "SCHEDULED"
-	JobPreparing JobState = "PREPARING"
-	JobRunning   JobState = "RUNNING"
-	JobCompleted JobState = "COMPLETED"
-	JobFailed    JobState = "FAILED"
-	JobCancelled JobState = "CANCELLED"
-	JobTimeout   JobState = "TIMEOUT"
-	JobNodeFail  JobState = "NODE_FAIL"
-	// JobPreempted: the job was stopped for a more urgent one, its
-	// partition's (or QOS's) preempt_mode being cancel.
-	JobPreempted JobState = "PREEMPTED"
-	// JobRequeued is the state of an earlier run of a job in history: a
-	// node failure ended that run and put the job back in the queue. No
-	// job is ever in it; its record is (Slurm's sacct shows such a run
-	// as REQUEUED too).
-	JobRequeued JobState = "REQUEUED"
+	JobPending   = lifecycle.JobPending
+	JobHeld      = lifecycle.JobHeld
+	JobScheduled = lifecycle.JobScheduled
+	JobPreparing = lifecycle.JobPreparing
+	JobRunning   = lifecycle.JobRunning
+	JobCompleted = lifecycle.JobCompleted
+	JobFailed    = lifecycle.JobFailed
+	JobCancelled = lifecycle.JobCancelled
+	JobTimeout   = lifecycle.JobTimeout
+	JobNodeFail  = lifecycle.JobNodeFail
+	JobPreempted = lifecycle.JobPreempted
+	JobRequeued  = lifecycle.JobRequeued
 )
-
-// Terminal reports whether no further transition can happen.
-func (s JobState) Terminal() bool {
-	switch s {
-	case JobCompleted, JobFailed, JobCancelled, JobTimeout, JobNodeFail, JobPreempted:
-		return true
-	}
-	return false
-}
 
 // Pending reasons, as Slurm names them (package reason defines them;
 // these names stay for the API's users).
@@ -127,36 +119,33 @@ const (
 	ReasonHeld                     = reason.Held
 	ReasonDependencyNeverSatisfied = reason.DependencyNeverSatisfied
 	ReasonArrayTaskLimit           = reason.ArrayTaskLimit
+	ReasonLicenses                 = reason.Licenses
 )
 
-// ContainerState is where one container of a session stands.
-type ContainerState string
+// ContainerState is where one container of a session stands (package
+// lifecycle's).
+type ContainerState = lifecycle.ContainerState
 
 // Container states.
 const (
-	ContainerPending   ContainerState = "pending"   // not yet placed
-	ContainerAssigned  ContainerState = "assigned"  // placed, nodelet not started
-	ContainerPreparing ContainerState = "preparing" // nodelet building bundle
-	ContainerRunning   ContainerState = "running"
-	ContainerExited    ContainerState = "exited" // ExitCode set
-	ContainerFailed    ContainerState = "failed" // could not start; Message says why
-	ContainerKilled    ContainerState = "killed" // stopped by the session's end or bkill
-	ContainerOOM       ContainerState = "oom"    // killed by the kernel for exceeding its memory limit
+	ContainerPending   = lifecycle.ContainerPending
+	ContainerAssigned  = lifecycle.ContainerAssigned
+	ContainerPreparing = lifecycle.ContainerPreparing
+	ContainerRunning   = lifecycle.ContainerRunning
+	ContainerExited    = lifecycle.ContainerExited
+	ContainerFailed    = lifecycle.ContainerFailed
+	ContainerKilled    = lifecycle.ContainerKilled
+	ContainerOOM       = lifecycle.ContainerOOM
 )
-
-// Ended reports whether the container is no longer running.
-func (s ContainerState) Ended() bool {
-	return s == ContainerExited || s == ContainerFailed || s == ContainerKilled || s == ContainerOOM
-}
 
 // SubmitRequest is what bsub sends.
 type SubmitRequest struct {
-	Spec   jobspec.Job `json:"spec"`
-	Cwd    string      `json:"cwd"`            // submit directory; relative output paths resolve here
-	User   string      `json:"user,omitempty"` // informational; schedd trusts UID/GID
-	UID    int         `json:"uid"`
-	GID    int         `json:"gid"`
-	Source string      `json:"source,omitempty"` // job file name, for messages
+	Spec   JobSpec `json:"spec"`
+	Cwd    string  `json:"cwd"`            // submit directory; relative output paths resolve here
+	User   string  `json:"user,omitempty"` // informational; schedd trusts UID/GID
+	UID    int     `json:"uid"`
+	GID    int     `json:"gid"`
+	Source string  `json:"source,omitempty"` // job file name, for messages
 	// JobFile is a job file's text, which schedd parses in place of
 	// Spec (leave Spec out): for clients that cannot read HCL. Source
 	// names it in errors (file:line:col) and picks the syntax, HCL's
@@ -189,26 +178,12 @@ type SourcePos struct {
 	Column int `json:"column"`
 }
 
-// MaxPositions bounds the positions PositionsOf gives: about 40 bytes
-// each on the wire, a few dozen for a usual job file. A job of more
+// MaxPositions bounds the positions a client sends (jobspec.PositionsOf):
+// about 40 bytes each on the wire, a few dozen for a usual job file. A job of more
 // settings (thousands of env entries) is sent without any, so that they
 // never push a request past schedd's body limit; its refusals are then
 // unplaced.
 const MaxPositions = 4096
-
-// PositionsOf is where spec's settings were written (its Ranges), for
-// SubmitRequest.Positions; nil for a spec from no file, or of more than
-// MaxPositions settings.
-func PositionsOf(spec *jobspec.Job) map[string]SourcePos {
-	if len(spec.Ranges) == 0 || len(spec.Ranges) > MaxPositions {
-		return nil
-	}
-	out := make(map[string]SourcePos, len(spec.Ranges))
-	for path, r := range spec.Ranges {
-		out[path] = SourcePos{Line: r.Start.Line, Column: r.Start.Column}
-	}
-	return out
-}
 
 // SubmitResponse answers a submission.
 type SubmitResponse struct {
@@ -272,7 +247,10 @@ type Job struct {
 	Partition string        `json:"partition"`
 	Account   string        `json:"account,omitempty"`  // fair-share account, resolved at submit
 	Walltime  time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
-	Spec      jobspec.Job   `json:"spec"`
+	Spec      JobSpec       `json:"spec"`
+	// Licenses are the site-wide licenses the job holds while it runs,
+	// by name, as admitted.
+	Licenses map[string]int `json:"licenses,omitempty"`
 	// Interactive: main1's command runs on a terminal (bsub -I, battach).
 	Interactive bool     `json:"interactive,omitempty"`
 	State       JobState `json:"state"`
@@ -357,10 +335,10 @@ type Job struct {
 // otherwise; RUNNING while an element is started; HELD while held with
 // nothing started; PENDING otherwise.
 type Array struct {
-	Indices    jobspec.Indices  `json:"indices"`
-	Count      int              `json:"count"`
-	MaxRunning int              `json:"max_running,omitempty"` // 0: no limit
-	States     map[JobState]int `json:"states"`
+	Indices    arrayindex.Indices `json:"indices"`
+	Count      int                `json:"count"`
+	MaxRunning int                `json:"max_running,omitempty"` // 0: no limit
+	States     map[JobState]int   `json:"states"`
 	// Next is how many elements, in index order, have had their turn to
 	// get a row; Early lists the indices beyond that got one before
 	// their turn (held or killed by name).
@@ -444,8 +422,8 @@ func (j *Job) Ref() string {
 // OutputVars are what the escapes of j's output and error patterns
 // stand for in its container host: j.Spec.OutputPath(j.OutputVars(host))
 // is where that container's output goes.
-func (j *Job) OutputVars(host string) jobspec.OutputVars {
-	return jobspec.OutputVars{JobID: j.ID, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, Host: host, User: j.User, Cwd: j.Cwd}
+func (j *Job) OutputVars(host string) outpattern.Vars {
+	return outpattern.Vars{JobID: j.ID, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, Host: host, User: j.User, Cwd: j.Cwd}
 }
 
 // Container returns j's container named host; false if it has none.
@@ -472,7 +450,12 @@ type PriorityFactors struct {
 
 // Container is one container of a job's session.
 type Container struct {
-	jobspec.Container
+	ContainerSpec
+	// CPUMilli is the container's CPU in millicores as admission
+	// resolved it and the scheduler placed it: what its node enforces
+	// (the CFS quota) and counts. A schedd older than the field sends
+	// none; Milli reads such a container.
+	CPUMilli int64          `json:"cpu_milli,omitempty"`
 	KernelID string         `json:"kernel_id"`
 	Node     string         `json:"node,omitempty"`
 	NodeAddr string         `json:"node_addr,omitempty"` // address other containers reach it at
@@ -492,6 +475,16 @@ type Container struct {
 	// Ended is when it ended, as its node measured it (on schedd's
 	// clock, within the run); zero until then, or when no node told.
 	Ended time.Time `json:"ended,omitzero"`
+}
+
+// Milli is c's CPU in millicores: CPUMilli, or, from a schedd that
+// predates it, the job file's cores rounded to the nearest millicore as
+// admission rounds them.
+func (c *Container) Milli() int64 {
+	if c.CPUMilli != 0 || c.Resources.CPU <= 0 {
+		return c.CPUMilli
+	}
+	return units.MilliCPU(c.Resources.CPU)
 }
 
 // JobRun is an earlier run of a requeued job, as the requeue ended it.
@@ -536,17 +529,15 @@ type JobList struct {
 	Index uint64 `json:"index"`
 }
 
-// NodeState is a node's health.
-type NodeState string
+// NodeState is a node's health (package lifecycle's).
+type NodeState = lifecycle.NodeState
 
 // Node states.
 const (
-	NodeUp   NodeState = "UP"
-	NodeDown NodeState = "DOWN"
-	// A drained node (badmin drain) takes no new work: DRAINING while
-	// jobs still run there, DRAINED once empty (derived when answering).
-	NodeDraining NodeState = "DRAINING"
-	NodeDrained  NodeState = "DRAINED"
+	NodeUp       = lifecycle.NodeUp
+	NodeDown     = lifecycle.NodeDown
+	NodeDraining = lifecycle.NodeDraining
+	NodeDrained  = lifecycle.NodeDrained
 )
 
 // Resources are schedulable amounts.
@@ -708,7 +699,7 @@ type AssignedJob struct {
 	Partition   string          `json:"partition"`
 	Account     string          `json:"account,omitempty"`
 	Walltime    time.Duration   `json:"walltime,omitempty"`
-	Spec        jobspec.Job     `json:"spec"`
+	Spec        JobSpec         `json:"spec"`
 	Interactive bool            `json:"interactive,omitempty"`
 	KillWanted  bool            `json:"kill_wanted,omitempty"`
 	Requeues    int             `json:"requeues,omitempty"`
@@ -721,8 +712,8 @@ type AssignedJob struct {
 
 // OutputVars are what the escapes of j's output and error patterns
 // stand for in its container host (as Job.OutputVars).
-func (j *AssignedJob) OutputVars(host string) jobspec.OutputVars {
-	return jobspec.OutputVars{JobID: j.ID, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, Host: host, User: j.User, Cwd: j.Cwd}
+func (j *AssignedJob) OutputVars(host string) outpattern.Vars {
+	return outpattern.Vars{JobID: j.ID, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, Host: host, User: j.User, Cwd: j.Cwd}
 }
 
 // Container returns j's container named host; false if it has none.
@@ -741,11 +732,19 @@ func (j *AssignedJob) Container(host string) (Container, bool) {
 type Assignments struct {
 	Assignments []Assignment `json:"assignments"`
 	Index       uint64       `json:"index"`
-	// NoJobsYet: schedd's state has never given a job id (a new or
-	// emptied data dir, before a backup is restored into it). It cannot
+	// NoJobsYet: schedd's state holds no job (a new or emptied data
+	// dir, before a backup is restored into it; the id counter, which
+	// the nodes' reports of jobs it lost move, plays no part). It cannot
 	// tell which of the node's containers should stop, so the nodelet
 	// stops none for being unassigned until the state holds jobs.
 	NoJobsYet bool `json:"no_jobs_yet,omitempty"`
+	// AdoptUntil is set while schedd adopts what the nodes run after a
+	// restore into a state that held no job: the end of that window, on
+	// schedd's clock (it also names the window). Meanwhile a nodelet
+	// tells schedd, once, the ends it keeps of containers that ended
+	// here, and announces with its copy of the job each container
+	// schedd does not assign.
+	AdoptUntil time.Time `json:"adopt_until,omitzero"`
 }
 
 // ContainerReport is a nodelet's report on its containers.
@@ -815,6 +814,17 @@ type ContainerUpdate struct {
 	// holds under that id is the same one (its session). "": an older
 	// nodelet, never adopted.
 	Session string `json:"session,omitempty"`
+	// Started is, on a final update, when the container started on the
+	// node (zero: unknown): a restore that learns of a run only from its
+	// end still knows when it began.
+	Started time.Time `json:"started,omitzero"`
+	// Job is, during the adoption window after a restore
+	// (Assignments.AdoptUntil), the node's copy of the container's job
+	// on a running update that announces a container schedd does not
+	// assign, and on a kept final update the node tells again: schedd
+	// adopts a job submitted after the backup from it, running, or
+	// records it ended.
+	Job *AssignedJob `json:"job,omitempty"`
 }
 
 // AttachRequest asks a nodelet to connect a client to the terminal of
@@ -887,9 +897,25 @@ type PartitionList struct {
 	// (schedd.hcl's max_job_input, bytes; max_queued_per_user, 0
 	// unlimited), so that bsub --dry-run judges a job as submit would.
 	// MaxJobInput 0: a schedd that does not say.
-	MaxJobInput      int    `json:"max_job_input,omitempty"`
-	MaxQueuedPerUser int    `json:"max_queued_per_user,omitempty"`
-	Index            uint64 `json:"index"`
+	MaxJobInput      int `json:"max_job_input,omitempty"`
+	MaxQueuedPerUser int `json:"max_queued_per_user,omitempty"`
+	// Licenses are the site-wide licenses (partitions.hcl's license
+	// blocks) and their use now, in file order (badmin licenses,
+	// scontrol show licenses).
+	Licenses []License `json:"licenses,omitempty"`
+	Index    uint64    `json:"index"`
+}
+
+// License is one site-wide license and its use: Used is what the jobs
+// that run hold together, which a lowered count can leave above Total
+// until enough of them end; Free is what a job may take now (never
+// below 0). Waiting counts the queued jobs that ask for it.
+type License struct {
+	Name    string `json:"name"`
+	Total   int    `json:"total"`
+	Used    int    `json:"used"`
+	Free    int    `json:"free"`
+	Waiting int    `json:"waiting"`
 }
 
 // FairShareRow is one line of badmin fairshare, as Slurm's sshare prints

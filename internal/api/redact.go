@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/troupe-hpc/troupe/internal/reason"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // Public is j as someone other than its owner (or an admin) sees it:
@@ -26,6 +25,7 @@ func (j *Job) Public() Job {
 		ID: j.ID, Name: j.Name, User: j.User, UID: j.UID,
 		Partition: j.Partition, Account: j.Account, Walltime: j.Walltime,
 		Spec:        publicSpec(&j.Spec),
+		Licenses:    maps.Clone(j.Licenses),
 		Interactive: j.Interactive,
 		State:       j.State, Reason: PublicReason(j.Reason), ExitCode: j.ExitCode,
 		Submitted: j.Submitted, Started: j.Started, Ended: j.Ended,
@@ -62,19 +62,20 @@ func (j *Job) Public() Job {
 }
 
 // publicSpec keeps the job file's settings that size and place the job.
-func publicSpec(s *jobspec.Job) jobspec.Job {
-	return jobspec.Job{
+func publicSpec(s *JobSpec) JobSpec {
+	return JobSpec{
 		Name: s.Name, Partition: s.Partition, Account: s.Account, QOS: s.QOS,
 		Walltime: s.Walltime, Priority: s.Priority, Requeue: s.Requeue,
 		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array,
+		Licenses: maps.Clone(s.Licenses),
 	}
 }
 
 // publicContainer keeps where a container runs and how it stands.
 func publicContainer(c *Container) Container {
 	return Container{
-		Container: jobspec.Container{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Resources: c.Resources},
-		Node:      c.Node, NodeAddr: c.NodeAddr, State: c.State, ExitCode: c.ExitCode,
+		ContainerSpec: ContainerSpec{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Resources: c.Resources},
+		CPUMilli:      c.CPUMilli, Node: c.Node, NodeAddr: c.NodeAddr, State: c.State, ExitCode: c.ExitCode,
 		CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended,
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // How each field of a job shows to someone who does not own it. A field
@@ -30,6 +29,8 @@ var classes = map[reflect.Type]map[string]class{
 		"Submitted": shown, "Started": shown, "Ended": shown, "ModifyIndex": shown,
 		"EstimatedStart": shown, "Priority": shown, "PriorityFactors": shown, "QueuePosition": shown,
 		"QueueLength": shown, "CPUTime": shown, "MemPeak": shown,
+		// Licenses, as resources, are public: who holds the solver's seats.
+		"Licenses": shown,
 		// An array's element counts and an element's place in it:
 		// what bqueue folds arrays with.
 		"Array": shown, "ArrayID": shown, "ArrayIndex": shown, "ArraySpan": shown,
@@ -41,18 +42,18 @@ var classes = map[reflect.Type]map[string]class{
 		"QOS": shown, "Preempt": shown, "Preempted": shown,
 		"LastRequeue": withheld, "Runs": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
 	},
-	reflect.TypeFor[jobspec.Job](): {
+	reflect.TypeFor[api.JobSpec](): {
 		"Name": shown, "Partition": shown, "Account": shown, "QOS": shown, "Walltime": shown, "Priority": shown,
-		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown,
+		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown, "Licenses": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
-		"Output": withheld, "Error": withheld, "Roles": withheld, "Ranges": withheld, "SSH": withheld,
+		"Output": withheld, "Error": withheld, "Roles": withheld, "SSH": withheld,
 		"Services": withheld, "Mail": withheld,
 	},
 	reflect.TypeFor[api.Container](): {
-		"Container": nested, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown, "Ended": shown,
+		"ContainerSpec": nested, "CPUMilli": shown, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown, "Ended": shown,
 		"KernelID": withheld, "Addr": withheld, "Reach": withheld, "Message": withheld, "GPUs": withheld,
 	},
-	reflect.TypeFor[jobspec.Container](): {
+	reflect.TypeFor[api.ContainerSpec](): {
 		"Host": shown, "Role": shown, "Idx": shown, "Rank": shown, "Resources": shown,
 		"Image": withheld, "Command": withheld,
 	},

@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // A command name holding spaces and parentheses is skipped whole; every
@@ -69,13 +72,10 @@ func TestDescendantsAndGroup(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	defer func() { _ = syscall.Kill(-pid, syscall.SIGKILL); _ = cmd.Wait() }()
-	var kids []int
-	for deadline := time.Now().Add(5 * time.Second); len(kids) != 2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("shell %d has descendants %v, want 2", pid, kids)
-		}
-		kids = Descendants(pid, 0)
-	}
+	kids := eventually.Value(t, 5*time.Second, fmt.Sprintf("shell %d's 2 descendants", pid), func() ([]int, bool) {
+		kids := Descendants(pid, 0)
+		return kids, len(kids) == 2
+	})
 	if got := Descendants(pid, kids[0]); !slices.Equal(got, kids[1:]) {
 		t.Errorf("Descendants skipping %d = %v, want %v", kids[0], got, kids[1:])
 	}
@@ -91,9 +91,5 @@ func TestDescendantsAndGroup(t *testing.T) {
 	_ = cmd.Wait()
 	// The sleeps, orphaned, are reaped by init: the group stays alive
 	// only while one of them is not.
-	for deadline := time.Now().Add(5 * time.Second); GroupAlive(pid); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("group %d still alive after SIGKILL", pid)
-		}
-	}
+	eventually.True(t, 5*time.Second, fmt.Sprintf("group %d gone after SIGKILL", pid), func() bool { return !GroupAlive(pid) })
 }

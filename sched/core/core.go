@@ -58,6 +58,7 @@
 package core
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -111,11 +112,12 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	c := newCluster(s.Nodes)
 	pr := newPrio(&s, c.totalCPU)
 	order := pr.order(s.Queue, ok, now)
-	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s), pre: newPreemption(&s)}
+	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s), lic: newLicenses(&s), pre: newPreemption(&s)}
 	pass.prepare(ok)
 	front := 0
 	if s.Policy.ReservationDepth > 0 {
 		pass.bf = newBackfill(c, &s, now)
+		pass.bf.lic = pass.lic
 		order, front = pass.promote(order)
 	}
 	sorted := !s.Policy.ShortestFirst || pass.bf == nil
@@ -262,6 +264,7 @@ type pass struct {
 	meta   []jobMeta
 	limits limits
 	pre    preemption
+	lic    *licenses // nil: no licenses in the snapshot
 }
 
 // shape identifies gangs that place alike.
@@ -317,9 +320,19 @@ func (p *pass) job(qi int32, reserved bool) {
 	w := walltime(j.Walltime)
 	end := m.end
 	quantum := p.s.Partitions[j.Partition].GPUQuantum
+	// Its licenses first: all of them or none, whatever its nodes.
+	switch why := p.licenseCheck(j, end); why {
+	case "":
+	case licenseDelay:
+		p.miss(j, w, quantum, reserved, "")
+		return
+	default:
+		p.miss(j, w, quantum, reserved, why)
+		return
+	}
 	cacheable := m.shape >= 0
 	if cacheable && end >= p.failed[m.shape] {
-		p.miss(j, w, quantum, reserved)
+		p.miss(j, w, quantum, reserved, "")
 		return
 	}
 	pl := placer{c: p.c, quantum: quantum, end: end}
@@ -334,12 +347,13 @@ func (p *pass) job(qi int32, reserved bool) {
 			}
 			p.failed[m.shape] = min(p.failed[m.shape], end)
 		}
-		p.miss(j, w, quantum, reserved)
+		p.miss(j, w, quantum, reserved, "")
 		return
 	}
 	p.c.commit(j, g, quantum)
+	p.lic.take(j.Licenses)
 	if p.bf != nil {
-		p.bf.started(gangUses(j, g, p.c, quantum), end)
+		p.bf.started(gangUses(j, g, p.c, quantum), j.Licenses, end)
 	}
 	p.plan.Placements = append(p.plan.Placements, Placement{
 		JobID: j.ID, Nodes: p.c.names(g.hosts), GPUs: g.shares, Backfilled: p.blocked,
@@ -348,26 +362,27 @@ func (p *pass) job(qi int32, reserved bool) {
 }
 
 // miss handles a job that cannot start now; reserved: it gets a
-// reservation whatever the depth.
-func (p *pass) miss(j *Job, w time.Duration, quantum float64, reserved bool) {
-	if p.preempt(j, quantum) {
+// reservation whatever the depth. why, when set, is its reason whether
+// or not it gets a reservation (Licenses); else Resources with one,
+// Priority without; Preempting while the jobs it preempted stop.
+func (p *pass) miss(j *Job, w time.Duration, quantum float64, reserved bool, why string) {
+	if why == "" && p.preempt(j, quantum) {
 		return
 	}
 	p.blocked = true
-	waits := reason.Resources
-	if p.pre.waiting[j.ID] {
-		waits = reason.Preempting // its victims are still stopping
+	if why == "" && p.pre.waiting[j.ID] {
+		why = reason.Preempting // its victims are still stopping
 	}
 	if p.bf == nil {
 		p.strict = true
-		p.plan.setReason(j, waits)
+		p.plan.setReason(j, cmp.Or(why, reason.Resources))
 		return
 	}
-	if !reserved && waits == reason.Resources && len(p.bf.resv) >= p.s.Policy.ReservationDepth {
-		p.plan.setReason(j, reason.Priority)
+	if !reserved && why != reason.Preempting && len(p.bf.resv) >= p.s.Policy.ReservationDepth {
+		p.plan.setReason(j, cmp.Or(why, reason.Priority))
 		return
 	}
-	p.plan.setReason(j, waits)
+	p.plan.setReason(j, cmp.Or(why, reason.Resources))
 	at, g, ok := p.bf.reserve(j.Partition, j, w, quantum)
 	if ok {
 		p.plan.Starts = append(p.plan.Starts, StartEstimate{

@@ -5,8 +5,8 @@ import "time"
 // The pending reasons the core gives are package reason's: Held,
 // Dependency, DependencyNeverSatisfied and PartitionLimit from the
 // eligible stage (eligible.go), JobArrayTaskLimit and AccountLimit from
-// the limits stage (limits.go), Priority and Resources from placement
-// and backfill.
+// the limits stage (limits.go), Licenses from the license stage
+// (licenses.go), Priority and Resources from placement and backfill.
 
 // Cluster modes (the same strings as jobspec.Mode*).
 const (
@@ -117,6 +117,9 @@ type Job struct {
 	// adds to the job's, its per-user limits apply, and its Preempt list
 	// names the QOSes the job may preempt. "": none.
 	QOS string
+	// Licenses are the site-wide counts the job holds while it runs, by
+	// name (Snapshot.Licenses): it starts only when all are free.
+	Licenses map[string]int
 }
 
 // Running is a job that holds resources now. Backfill uses it to know
@@ -148,6 +151,8 @@ type Running struct {
 	// Preempted is when the job was last preempted (zero: never): it is
 	// not preempted again within Policy.PreemptWindow of it.
 	Preempted time.Time
+	// Licenses the job holds until it ends (Job.Licenses).
+	Licenses map[string]int
 }
 
 // Partition is what the core needs of a partition.
@@ -320,6 +325,10 @@ type Snapshot struct {
 	// QOS are the qualities of service by name; a name missing here has
 	// the zero QOS.
 	QOS map[string]QOS
+	// Licenses are the site's counts by name (partitions.hcl's license
+	// blocks): the running jobs never hold more of one than its count
+	// together. A license missing here has none.
+	Licenses map[string]int
 }
 
 // Placement puts every container of one job: Nodes[i] holds container i.

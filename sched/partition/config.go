@@ -71,6 +71,9 @@ type Config struct {
 	// PreemptWindow is how long a preempted job may not be preempted
 	// again; 0: DefaultPreemptWindow, negative: none (see Window).
 	PreemptWindow time.Duration `json:"preempt_window,omitempty"`
+	// Licenses are the site-wide counts jobs ask for (license blocks),
+	// in file order; see License.
+	Licenses []License `json:"licenses,omitempty"`
 
 	parts map[string]*Partition
 	accts map[string]*Account

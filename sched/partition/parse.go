@@ -28,6 +28,7 @@ var (
 			{Type: "account", LabelNames: []string{"name"}},
 			{Type: "priority"}, {Type: "billing"},
 			{Type: "qos", LabelNames: []string{"name"}},
+			{Type: "license", LabelNames: []string{"name"}},
 		},
 	}
 	partitionSchema = &hcl.BodySchema{
@@ -144,6 +145,7 @@ func (d *decoder) file(body hcl.Body) *Config {
 	}
 	d.once(ct.Blocks, "priority")
 	d.once(ct.Blocks, "billing")
+	c.Licenses = d.licenses(ct.Blocks)
 
 	seenAcct := map[string]hcl.Range{}
 	seenUser := map[string]hcl.Range{}

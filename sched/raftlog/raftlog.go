@@ -89,10 +89,16 @@ type Config struct {
 	// with the count of those dropped since (default
 	// DefaultRepeatEvery).
 	RepeatEvery time.Duration
+}
 
-	wrap func(net.Conn) net.Conn // tests: fault injection on raft's connections
-	// silent: tests: tell the leader no schema, as a peer of the
-	// previous release.
+// faults make a server misbehave on purpose; Open makes none, the
+// package's tests pass them to open.
+type faults struct {
+	// wrap wraps each raft connection, both ways (a partition, a
+	// slow link).
+	wrap func(net.Conn) net.Conn
+	// silent tells the leader no schema, as a peer of the previous
+	// release.
 	silent bool
 }
 
@@ -134,6 +140,10 @@ type Log struct {
 // Open opens (or creates) the log in cfg.Dir, restores st from it, and
 // waits until this server leads (a lone server elects itself at once).
 func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
+	return openWith(ctx, cfg, st, faults{})
+}
+
+func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log, error) {
 	if cfg.ID == "" {
 		cfg.ID = "schedd1"
 	}
@@ -174,7 +184,7 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		rc.HeartbeatTimeout = 500 * time.Millisecond
 		rc.ElectionTimeout = 500 * time.Millisecond
 		rc.LeaderLeaseTimeout = 250 * time.Millisecond
-		sl, err := newStreamLayer(cfg.Bind, cfg.TLS, cfg.ID, cfg.API, book, cfg.LogOutput, cfg.wrap)
+		sl, err := newStreamLayer(cfg.Bind, cfg.TLS, cfg.ID, cfg.API, book, cfg.LogOutput, f.wrap)
 		if err != nil {
 			bolt.Close()
 			return nil, fmt.Errorf("raft transport on %s: %w", cfg.Bind, err)
@@ -219,7 +229,7 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	quiet.watch(r, l.quiet)
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
-		if !cfg.silent {
+		if !f.silent {
 			go l.tellSchemaLoop(string(rc.LocalID))
 		}
 		return l, nil
@@ -356,7 +366,11 @@ func (l *Log) Barrier(ctx context.Context) error {
 // Apply commits cmd and returns what the state store answered. The
 // command is durable on disk when Apply returns without error.
 func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
-	b, err := encodeCommand(cmd, l.writeSchema(time.Now()))
+	schema := l.writeSchema(time.Now())
+	if need := cmd.NeedsSchema(); schema < need {
+		return nil, fmt.Errorf("%w: a %s entry is schema %d's, and a peer reads only %d", ErrOlderPeer, cmd.Kind(), need, schema)
+	}
+	b, err := encodeCommand(cmd, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -398,6 +412,15 @@ const (
 	tellEvery   = time.Second
 	schemaFresh = 5 * time.Second
 )
+
+// ErrOlderPeer marks an entry refused because a peer of the
+// configuration reads only an older schema than the entry's kind needs
+// (state.Command.NeedsSchema); nothing was written.
+var ErrOlderPeer = errors.New("a peer reads an older schema")
+
+// WriteSchema is the schema version of the entries this leader writes
+// now: the oldest any peer of the configuration reads.
+func (l *Log) WriteSchema() int { return l.writeSchema(time.Now()) }
 
 // writeSchema is the schema version of the entries this leader writes
 // now.

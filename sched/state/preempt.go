@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
@@ -26,9 +26,24 @@ type Preemption struct {
 	Mode   string `json:"mode"`
 }
 
+// PreemptRecord is a job's last preemption: which job it was stopped
+// (or suspended) for, when the scheduler chose it, how, and the run it
+// stopped (the job's Requeues then).
+type PreemptRecord struct {
+	By   uint64    `json:"by"`
+	At   time.Time `json:"at"`
+	Mode string    `json:"mode"`
+	Run  int       `json:"run"`
+}
+
+// SchemaPreempt is the first schema whose plans carry preemptions: the
+// leader plans none while a peer reads an older one (it would not stop
+// the victims).
+const SchemaPreempt = 11
+
 // preemptRuns tells whether an entry of schema version v applies a
-// plan's preemptions (version 11 on). An older entry carries none.
-func preemptRuns(v int) bool { return v >= 11 }
+// plan's preemptions (SchemaPreempt on). An older entry carries none.
+func preemptRuns(v int) bool { return v >= SchemaPreempt }
 
 // preempt applies a plan's preemptions at now. A victim that is no
 // longer running (it ended, or was killed) since the scheduler's
@@ -45,11 +60,11 @@ func preempt(txn *memdb.Txn, index uint64, now time.Time, ps []Preemption) error
 		if err != nil {
 			return err
 		}
-		if j.State.Terminal() || j.State == api.JobPending || j.State == api.JobHeld || j.KillWanted || j.Array != nil ||
+		if j.State.Terminal() || j.State == lifecycle.JobPending || j.State == lifecycle.JobHeld || j.KillWanted || j.Array != nil ||
 			(j.Preempt != nil && j.Preempt.Run == j.Requeues) {
 			continue
 		}
-		j.Preempt = &api.Preemption{By: p.By, At: now, Mode: p.Mode, Run: j.Requeues}
+		j.Preempt = &PreemptRecord{By: p.By, At: now, Mode: p.Mode, Run: j.Requeues}
 		if p.Mode != PreemptSuspend {
 			j.KillWanted = true
 		}
@@ -76,7 +91,7 @@ func (j *Job) preempting() bool { return j.Preempt != nil && j.Preempt.Run == j.
 // Stopping is the job a live j is being stopped (or suspended) for, 0
 // when none: the scheduler expects its resources back now.
 func (j *Job) Stopping() uint64 {
-	if !j.preempting() || j.State.Terminal() || j.State == api.JobPending || j.State == api.JobHeld {
+	if !j.preempting() || j.State.Terminal() || j.State == lifecycle.JobPending || j.State == lifecycle.JobHeld {
 		return 0
 	}
 	return j.Preempt.By
@@ -91,7 +106,7 @@ func settlePreempted(j *Job, runs bool) {
 	if !j.State.Terminal() || !j.preempting() || j.Cancelled || j.TimedOut {
 		return
 	}
-	if j.State == api.JobPreempted {
+	if j.State == lifecycle.JobPreempted {
 		j.Reason = fmt.Sprintf("preempted by job %d", j.Preempt.By)
 		return
 	}

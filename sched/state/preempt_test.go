@@ -11,8 +11,8 @@ import (
 
 // runOne submits a one-container job and runs it on n1.
 func (h *harness) runOne() uint64 {
-	id := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: []string{"n1"}}}}})
+	id := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: []string{"n1"}}}}}})
 	h.report("n1", id, "main1", api.ContainerRunning, 0)
 	return id
 }
@@ -22,9 +22,9 @@ func (h *harness) runOne() uint64 {
 func TestPreemptRequeue(t *testing.T) {
 	h := newHarness(t)
 	v := h.runOne()
-	by := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Reasons: []Reason{{JobID: by, Reason: reason.Preempting}},
-		Preemptions: []Preemption{{Victim: v, By: by, Mode: PreemptRequeue}}}})
+	by := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	h.apply(Command{Act: Place{Plan: &Plan{Reasons: []Reason{{JobID: by, Reason: reason.Preempting}},
+		Preemptions: []Preemption{{Victim: v, By: by, Mode: PreemptRequeue}}}}})
 	j := h.job(v)
 	if !j.KillWanted || j.Stopping() != by || j.Preempt == nil || j.Preempt.By != by || j.Preempt.At.IsZero() {
 		t.Fatalf("victim after the plan: kill %v stopping %d preempt %+v; want stopped for %d", j.KillWanted, j.Stopping(), j.Preempt, by)
@@ -47,8 +47,8 @@ func TestPreemptRequeue(t *testing.T) {
 func TestPreemptCancel(t *testing.T) {
 	h := newHarness(t)
 	v := h.runOne()
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Preemptions: []Preemption{{Victim: v, By: 2, Mode: PreemptCancel}}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Preemptions: []Preemption{{Victim: v, By: 2, Mode: PreemptCancel}}}}})
 	h.report("n1", v, "main1", api.ContainerKilled, 143)
 	if j := h.job(v); j.State != api.JobPreempted || !j.State.Terminal() {
 		t.Fatalf("victim ends %s; want PREEMPTED", j.State)
@@ -59,7 +59,7 @@ func TestPreemptCancel(t *testing.T) {
 func TestPreemptOlderSchema(t *testing.T) {
 	h := newHarness(t)
 	v := h.runOne()
-	h.apply(Command{Kind: CmdPlan, Version: 10, Plan: &Plan{Preemptions: []Preemption{{Victim: v, By: 2, Mode: PreemptCancel}}}})
+	h.apply(Command{Version: 10, Act: Place{Plan: &Plan{Preemptions: []Preemption{{Victim: v, By: 2, Mode: PreemptCancel}}}}})
 	if j := h.job(v); j.KillWanted || j.Preempt != nil {
 		t.Fatalf("a schema 10 entry preempted job %d", v)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
@@ -136,11 +137,11 @@ func TestForkBombStops(t *testing.T) {
 	for _, how := range []string{"Signal", "Destroy"} {
 		t.Run(how, func(t *testing.T) {
 			spec, _ := runtimetest.NewSpec(t, init, "sh", "-c", `bomb() { bomb | bomb & }; bomb; sleep 600`)
-			spec.CPU, spec.Memory, spec.UID, spec.GID = 0.5, 1<<30, 65534, 65534
+			spec.CPUMilli, spec.Memory, spec.UID, spec.GID = 500, 1<<30, 65534, 65534
 			c := runtimetest.Start(t, r, spec)
 			// Let it grow to some thousands of tasks, for 20 s at most.
 			procs := cgroupOf(cgroupBase, spec.ID).procs
-			runtimetest.WaitFor(20*time.Second, func() bool { return len(readPids(procs)) >= 1500 })
+			eventually.Within(20*time.Second, func() bool { return len(readPids(procs)) >= 1500 })
 			n := len(readPids(procs))
 			began := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -175,7 +176,7 @@ func TestNoRuncEventsLeft(t *testing.T) {
 	spec.Memory = 64 << 20
 	c := runtimetest.Start(t, r, spec)
 	defer func() { _ = c.Destroy(context.Background()) }()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // a window for a stray runc process to show
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
