@@ -26,6 +26,7 @@ import (
 type overrides struct {
 	partition, name, walltime, output, account string
 	qos                                        string
+	reservation                                string // -U
 	errorFile                                  string
 	array                                      string // --array
 	size                                       int
@@ -55,6 +56,8 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.StringVar(&o.account, "P", "", "fair-share `account` to charge (LSF -P project, Slurm -A)")
 	fs.StringVar(&o.qos, "qos", "", "quality of service (partitions.hcl qos); -q is the queue, the partition")
 	fs.Alias("A", "P")
+	fs.StringVar(&o.reservation, "U", "", "run in the advance `reservation` (LSF -U, Slurm --reservation): only on its nodes,\nwhile its window is open (overrides reservation)")
+	fs.Alias("reservation", "U")
 	fs.Var(&o.env, "env", "set `NAME=value` in every container's environment (repeatable; overrides env)")
 }
 
@@ -116,6 +119,9 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 	}
 	if o.qos != "" {
 		changes = append(changes, change{"--qos", o.qos, "qos", func() error { spec.QOS = o.qos; return nil }})
+	}
+	if o.reservation != "" {
+		changes = append(changes, change{"-U", o.reservation, "reservation", func() error { spec.Reservation = o.reservation; return nil }})
 	}
 	for _, kv := range o.env {
 		k, v, ok := strings.Cut(kv, "=")

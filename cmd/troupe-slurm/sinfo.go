@@ -13,7 +13,7 @@ import (
 var sinfoOpts = []option{
 	{'h', "noheader", false}, {'o', "format", true}, {'N', "Node", false}, {'p', "partition", true},
 	{'a', "all", false}, {'l', "long", false}, {'v', "verbose", false}, {0, "help", false}, {0, "usage", false},
-	{'s', "summarize", false}, {'O', "Format", true}, {'M', "clusters", true},
+	{'s', "summarize", false}, {'O', "Format", true}, {'M', "clusters", true}, {'T', "reservation", false},
 }
 
 // sinfo shows the partitions and their nodes as Slurm's sinfo: one line
@@ -33,6 +33,7 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		format      string
 		byNode      bool
 		partsWanted []string
+		resv        bool
 	)
 	for _, o := range opts {
 		switch o.name {
@@ -50,6 +51,8 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			partsWanted = list(partsWanted, o.value)
 		case "summarize":
 			format = "%#P %.5a %.10l %.6D %N"
+		case "reservation":
+			resv = true
 		case "help", "usage":
 			return usage(stdout, prog, "[OPTIONS...]", []string{
 				"-h, --noheader        no header",
@@ -58,6 +61,7 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 					"                        StateLong, StateCompact, CPUs, CPUsState, Features, Gres, GresUsed, ...",
 				"-N, --Node            one line per node",
 				"-p, --partition=LIST  these partitions",
+				"-T, --reservation     the reservations: name, state, window, nodes",
 			})
 		}
 	}
@@ -73,6 +77,16 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
+	if resv {
+		l, err := c.Reservations(ctx)
+		if err == nil {
+			err = cli.WriteSinfoReservations(stdout, l.Reservations, header)
+		}
+		if err != nil {
+			return fail(stderr, prog, "%v", err)
+		}
+		return 0
+	}
 	parts, err := c.Partitions(ctx)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)

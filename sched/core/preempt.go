@@ -341,7 +341,7 @@ func (p *pass) victimsGang(j *Job, cs *candidates, quantum float64) ([]victim, g
 		}
 		chosen = append(chosen, v)
 		if coversCM(avail, need) {
-			_, fits = refPlace(proj, j.Partition, j, quantum)
+			_, fits = refPlace(proj, j.Partition, j, quantum, nil)
 		}
 	}
 	if !fits {
@@ -351,7 +351,7 @@ func (p *pass) victimsGang(j *Job, cs *candidates, quantum float64) ([]victim, g
 		for _, u := range chosen[k].uses {
 			take(&proj[u.node], u)
 		}
-		if _, ok := refPlace(proj, j.Partition, j, quantum); ok {
+		if _, ok := refPlace(proj, j.Partition, j, quantum, nil); ok {
 			chosen = slices.Delete(chosen, k, k+1)
 			continue
 		}
@@ -359,7 +359,7 @@ func (p *pass) victimsGang(j *Job, cs *candidates, quantum float64) ([]victim, g
 			giveBack(&proj[u.node], u)
 		}
 	}
-	g, _ := refPlace(proj, j.Partition, j, quantum)
+	g, _ := refPlace(proj, j.Partition, j, quantum, nil)
 	return chosen, g, true
 }
 

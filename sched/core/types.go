@@ -117,6 +117,9 @@ type Job struct {
 	// adds to the job's, its per-user limits apply, and its Preempt list
 	// names the QOSes the job may preempt. "": none.
 	QOS string
+	// Reservation, when set, names the reservation (Snapshot.Reservations)
+	// the job runs in: only on its nodes, only while its window is open.
+	Reservation string
 	// Licenses are the site-wide counts the job holds while it runs, by
 	// name (Snapshot.Licenses): it starts only when all are free.
 	Licenses map[string]int
@@ -325,6 +328,9 @@ type Snapshot struct {
 	// QOS are the qualities of service by name; a name missing here has
 	// the zero QOS.
 	QOS map[string]QOS
+	// Reservations set nodes aside for windows of time (reservation.go):
+	// no job outside one runs on its nodes across its window.
+	Reservations []Reservation
 	// Licenses are the site's counts by name (partitions.hcl's license
 	// blocks): the running jobs never hold more of one than its count
 	// together. A license missing here has none.

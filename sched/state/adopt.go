@@ -49,6 +49,9 @@ func (c *Command) NeedsSchema() int {
 	if _, ok := c.Act.(AdoptEnd); ok {
 		return SchemaAdoptWindow
 	}
+	if reservationAct(c.Act) {
+		return SchemaReservations
+	}
 	if s, ok := c.Act.(Submit); ok && s.asksLicenses() {
 		return LicenseSchema
 	}

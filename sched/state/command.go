@@ -28,7 +28,8 @@ type Command struct {
 // Act is what one entry does. Each kind is its own type: Submit,
 // Register, Place, Reports, Kill, Hold, Release, Configure, Charge,
 // Timeout, NodesDown, NodeUp, PutToken, Revoke, PutServer, DrainNodes,
-// SignalJob, Purge, MailSent, Touch, AdoptEnd.
+// SignalJob, Purge, MailSent, Touch, AdoptEnd, CreateReservation,
+// UpdateReservation, DeleteReservation.
 type Act interface {
 	// Kind names the act in the log ("submit", "kill", …).
 	Kind() string
@@ -228,6 +229,10 @@ const (
 	CmdPurge    = "purge"
 	CmdMailed   = "mailed"
 	CmdAdoptEnd = "adopt-end"
+
+	CmdCreateReservation = "reservation-create"
+	CmdUpdateReservation = "reservation-update"
+	CmdDeleteReservation = "reservation-delete"
 )
 
 func (Submit) Kind() string     { return CmdSubmit }
@@ -251,6 +256,10 @@ func (Purge) Kind() string      { return CmdPurge }
 func (MailSent) Kind() string   { return CmdMailed }
 func (Touch) Kind() string      { return CmdTouch }
 func (AdoptEnd) Kind() string   { return CmdAdoptEnd }
+
+func (CreateReservation) Kind() string { return CmdCreateReservation }
+func (UpdateReservation) Kind() string { return CmdUpdateReservation }
+func (DeleteReservation) Kind() string { return CmdDeleteReservation }
 
 // newAct is an empty act of kind, to decode an entry's payload into.
 func newAct(kind string) (Act, bool) {
@@ -297,6 +306,12 @@ func newAct(kind string) (Act, bool) {
 		return &Touch{}, true
 	case CmdAdoptEnd:
 		return &AdoptEnd{}, true
+	case CmdCreateReservation:
+		return &CreateReservation{}, true
+	case CmdUpdateReservation:
+		return &UpdateReservation{}, true
+	case CmdDeleteReservation:
+		return &DeleteReservation{}, true
 	}
 	return nil, false
 }
@@ -346,6 +361,12 @@ func deref(a Act) Act {
 		return *p
 	case *AdoptEnd:
 		return *p
+	case *CreateReservation:
+		return *p
+	case *UpdateReservation:
+		return *p
+	case *DeleteReservation:
+		return *p
 	}
 	return a
 }
@@ -373,7 +394,11 @@ func (c Command) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("raft entry: %w", ErrNoAct)
 	}
 	if c.Version < commandSchema {
-		return json.Marshal(toV10(c))
+		o, err := toV10(c)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(o)
 	}
 	act, err := json.Marshal(c.Act)
 	if err != nil {
@@ -417,6 +442,10 @@ func (c *Command) UnmarshalJSON(b []byte) error {
 var (
 	ErrUnknownKind = errors.New("unknown command kind")
 	ErrNoAct       = errors.New("command without an act")
+	// ErrNoOldForm marks an act written in a schema older than the one
+	// it is new in (a reservation's): a peer of that schema would not
+	// know it.
+	ErrNoOldForm = errors.New("act has no form in an older schema")
 )
 
 // commandSchema is the first schema of typed entries.

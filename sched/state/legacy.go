@@ -320,8 +320,13 @@ func (o *v10Command) command() (Command, error) {
 }
 
 // toV10 is c as schemas 1 to 10 wrote it, its jobs in their rows' form
-// of then.
-func toV10(c Command) *v10Command {
+// of then. A reservation's act (schema 11 on) has no such form: the
+// leader never proposes it while the cluster's schema is older
+// (NeedsSchema), and writing it is refused.
+func toV10(c Command) (*v10Command, error) {
+	if reservationAct(c.Act) {
+		return nil, fmt.Errorf("raft entry %s: %w: it is schema %d's, the entry is of schema %d", c.Act.Kind(), ErrNoOldForm, SchemaReservations, c.Version)
+	}
 	o := &v10Command{Version: c.Version, Kind: c.Act.Kind(), Time: c.Time}
 	set := func(r Request) { o.Request, o.By = r.ID, r.By }
 	switch a := c.Act.(type) {
@@ -377,7 +382,7 @@ func toV10(c Command) *v10Command {
 	case MailSent:
 		o.Mailed = a.Mailed
 	}
-	return o
+	return o, nil
 }
 
 // MarshalJSON writes o with its jobs in the rows' form of its schema.
