@@ -25,6 +25,7 @@ import (
 // the flag that caused it.
 type overrides struct {
 	partition, name, walltime, output, account string
+	qos                                        string
 	reservation                                string // -U
 	errorFile                                  string
 	array                                      string // --array
@@ -54,6 +55,7 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.StringVar(&o.output, "o", "", "output file `pattern` of each container, stdout and stderr together: %j (or LSF's\n%J) job id, %h container host, %u user, %x job name (overrides output)")
 	fs.StringVar(&o.errorFile, "e", "", "error file `pattern`: each container's stderr goes there instead of joining\nstdout in the output file; the same % escapes as -o (overrides error)")
 	fs.StringVar(&o.account, "P", "", "fair-share `account` to charge (LSF -P project, Slurm -A)")
+	fs.StringVar(&o.qos, "qos", "", "quality of service (partitions.hcl qos); -q is the queue, the partition")
 	fs.Alias("A", "P")
 	fs.StringVar(&o.warnAction, "wa", "", "warning `signal` (USR1, TERM, ...) sent to every container -wt before the walltime\nends and when the job is chosen to be preempted (LSF -wa; overrides signal)")
 	fs.StringVar(&o.warnTime, "wt", "", "how long before the walltime ends -wa's signal comes: `[hours:]minutes` (LSF -wt)")
@@ -124,6 +126,9 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 	}
 	if o.account != "" {
 		changes = append(changes, change{"-P", o.account, "account", func() error { spec.Account = o.account; return nil }})
+	}
+	if o.qos != "" {
+		changes = append(changes, change{"--qos", o.qos, "qos", func() error { spec.QOS = o.qos; return nil }})
 	}
 	if o.reservation != "" {
 		changes = append(changes, change{"-U", o.reservation, "reservation", func() error { spec.Reservation = o.reservation; return nil }})

@@ -34,6 +34,7 @@ func (j *Job) Public() Job {
 		CPUTime: j.CPUTime, MemPeak: j.MemPeak,
 		ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex,
 		SuspendedFor: j.SuspendedFor,
+		QOS:          j.QOS, Preempted: slices.Clone(j.Preempted),
 	}
 	if s := j.Suspended; s != nil {
 		// That it is suspended, since when and why (an admin's request,
@@ -41,6 +42,10 @@ func (j *Job) Public() Job {
 		// as bjobs -s and squeue show it.
 		sp := *s
 		p.Suspended = &sp
+	}
+	if j.Preempt != nil {
+		pr := *j.Preempt
+		p.Preempt = &pr
 	}
 	if j.Array != nil {
 		a := *j.Array
@@ -67,7 +72,7 @@ func (j *Job) Public() Job {
 // publicSpec keeps the job file's settings that size and place the job.
 func publicSpec(s *JobSpec) JobSpec {
 	return JobSpec{
-		Name: s.Name, Partition: s.Partition, Account: s.Account,
+		Name: s.Name, Partition: s.Partition, Account: s.Account, QOS: s.QOS,
 		Walltime: s.Walltime, Priority: s.Priority, Requeue: s.Requeue,
 		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array, Reservation: s.Reservation,
 		Licenses: maps.Clone(s.Licenses),

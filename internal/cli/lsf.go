@@ -35,7 +35,8 @@ const (
 // or a preemption, its CPUs and GPUs lent to others), USUSP (running but
 // stopped by bstop: the last STOP or CONT sent to all its containers was
 // STOP), DONE (completed), EXIT (failed, cancelled, timed out, node
-// failed), UNKWN (a state troupe does not know).
+// failed, preempted: LSF has no end state of its own for it), UNKWN (a
+// state troupe does not know).
 func LSFState(j api.Job) string {
 	switch j.State {
 	case api.JobPending:
@@ -52,7 +53,7 @@ func LSFState(j api.Job) string {
 		return LSFRun
 	case api.JobCompleted:
 		return LSFDone
-	case api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail:
+	case api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail, api.JobPreempted:
 		return LSFExit
 	}
 	return LSFUnknown

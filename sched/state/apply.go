@@ -121,6 +121,9 @@ func conflict(format string, args ...any) error {
 //	   older schedd would refuse the acts and schedule over the windows,
 //	   so the leader refuses them while a peer reads an older schema
 //	   (SchemaReservations).
+//	   And a plan's preemptions (Plan.Preemptions): the victims are
+//	   stopped and, once stopped, requeued or ended PREEMPTED. Entries
+//	   of versions 1 to 10 carry none.
 const SchemaVersion = 11
 
 // OldestSchema is the oldest schema version this schedd writes: the
@@ -148,6 +151,9 @@ func CheckSchema(v int) error {
 type Plan struct {
 	Placements []Placement `json:"placements,omitempty"`
 	Reasons    []Reason    `json:"reasons,omitempty"`
+	// Preemptions are the running jobs to stop for pending ones
+	// (schema 11 on).
+	Preemptions []Preemption `json:"preemptions,omitempty"`
 }
 
 // Placement puts container i of a job on Nodes[i], with the GPU device
@@ -234,6 +240,9 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = register(txn, c.Time, a.Node)
 	case Place:
 		err = applyPlan(txn, index, a.Plan)
+		if err == nil && a.Plan != nil && preemptRuns(c.Version) {
+			err = preempt(txn, index, c.Time, a.Plan.Preemptions)
+		}
 	case Reports:
 		res, err = reports(txn, index, c.Time, a.Reports, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version), adoptWindow(c.Version))
 	case Kill:
@@ -409,7 +418,7 @@ func newRow(txn *memdb.Txn, index uint64, now time.Time, in *Job, scoped bool) (
 	}
 	j.State, j.Submitted, j.ModifyIndex = lifecycle.JobPending, now, index
 	if in.State == lifecycle.JobHeld { // bsub -H
-		j.State, j.Reason = lifecycle.JobHeld, reason.Held
+		j.State, j.Reason = lifecycle.JobHeld, reason.Waiting(true, j.DependsOn != nil, false)
 	}
 	j.Array, j.ArrayID, j.ArrayIndex, j.ArraySpan = nil, 0, 0, nil
 	if j.Spec.Array != nil {
@@ -634,6 +643,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 				end = lastEnd(j, now)
 			}
 			advance(j, start, end)
+			settlePreempted(j, runs)
 		}
 	}
 	for _, j := range changed {
@@ -768,6 +778,8 @@ func finalState(j *Job) lifecycle.JobState {
 		return lifecycle.JobCancelled
 	case j.TimedOut:
 		return lifecycle.JobTimeout
+	case j.preempting() && j.Preempt.Mode == PreemptCancel:
+		return lifecycle.JobPreempted
 	case main.State == lifecycle.ContainerExited && main.ExitCode == 0 && j.Reason == "":
 		return lifecycle.JobCompleted
 	default:
@@ -816,7 +828,7 @@ func hold(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 	case j.State != lifecycle.JobPending:
 		return nil, conflict("job %d is %s: only pending jobs can be held", id, j.State)
 	}
-	j.State, j.Reason, j.ModifyIndex = lifecycle.JobHeld, reason.Held, index
+	j.State, j.Reason, j.ModifyIndex = lifecycle.JobHeld, reason.Waiting(true, j.DependsOn != nil, false), index
 	return j, txn.Insert(tableJobs, j)
 }
 
@@ -836,7 +848,7 @@ func release(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 	case j.State != lifecycle.JobHeld:
 		return nil, conflict("job %d is %s: only held jobs can be released", id, j.State)
 	}
-	j.State, j.Reason, j.ModifyIndex = lifecycle.JobPending, reason.Priority, index
+	j.State, j.Reason, j.ModifyIndex = lifecycle.JobPending, reason.Waiting(false, j.DependsOn != nil, false), index
 	return j, txn.Insert(tableJobs, j)
 }
 
