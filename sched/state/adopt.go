@@ -55,6 +55,10 @@ func (c *Command) NeedsSchema() int {
 	if s, ok := c.Act.(Submit); ok && s.asksLicenses() {
 		return LicenseSchema
 	}
+	switch c.Act.(type) {
+	case Suspend, Resume, Resumed, Warn:
+		return SuspendSchema
+	}
 	return 0
 }
 

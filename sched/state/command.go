@@ -29,7 +29,7 @@ type Command struct {
 // Register, Place, Reports, Kill, Hold, Release, Configure, Charge,
 // Timeout, NodesDown, NodeUp, PutToken, Revoke, PutServer, DrainNodes,
 // SignalJob, Purge, MailSent, Touch, AdoptEnd, CreateReservation,
-// UpdateReservation, DeleteReservation.
+// UpdateReservation, DeleteReservation, Suspend, Resume, Resumed, Warn.
 type Act interface {
 	// Kind names the act in the log ("submit", "kill", …).
 	Kind() string
@@ -47,8 +47,8 @@ type Request struct {
 }
 
 // WithRequest is a with request r, when a is an act a client may retry
-// (a kill, hold, release or signal) that carries none yet; a itself
-// otherwise.
+// (a kill, hold, release, signal, suspend or resume) that carries none
+// yet; a itself otherwise.
 func WithRequest(a Act, r Request) Act {
 	if r.ID == "" {
 		return a
@@ -70,6 +70,16 @@ func WithRequest(a Act, r Request) Act {
 		}
 		return x
 	case SignalJob:
+		if x.Request.ID == "" {
+			x.Request = r
+		}
+		return x
+	case Suspend:
+		if x.Request.ID == "" {
+			x.Request = r
+		}
+		return x
+	case Resume:
 		if x.Request.ID == "" {
 			x.Request = r
 		}
@@ -229,6 +239,10 @@ const (
 	CmdPurge    = "purge"
 	CmdMailed   = "mailed"
 	CmdAdoptEnd = "adopt-end"
+	CmdSuspend  = "suspend"
+	CmdResume   = "resume"
+	CmdResumed  = "resumed"
+	CmdWarn     = "warn"
 
 	CmdCreateReservation = "reservation-create"
 	CmdUpdateReservation = "reservation-update"
@@ -256,6 +270,10 @@ func (Purge) Kind() string      { return CmdPurge }
 func (MailSent) Kind() string   { return CmdMailed }
 func (Touch) Kind() string      { return CmdTouch }
 func (AdoptEnd) Kind() string   { return CmdAdoptEnd }
+func (Suspend) Kind() string    { return CmdSuspend }
+func (Resume) Kind() string     { return CmdResume }
+func (Resumed) Kind() string    { return CmdResumed }
+func (Warn) Kind() string       { return CmdWarn }
 
 func (CreateReservation) Kind() string { return CmdCreateReservation }
 func (UpdateReservation) Kind() string { return CmdUpdateReservation }
@@ -306,6 +324,14 @@ func newAct(kind string) (Act, bool) {
 		return &Touch{}, true
 	case CmdAdoptEnd:
 		return &AdoptEnd{}, true
+	case CmdSuspend:
+		return &Suspend{}, true
+	case CmdResume:
+		return &Resume{}, true
+	case CmdResumed:
+		return &Resumed{}, true
+	case CmdWarn:
+		return &Warn{}, true
 	case CmdCreateReservation:
 		return &CreateReservation{}, true
 	case CmdUpdateReservation:
@@ -360,6 +386,14 @@ func deref(a Act) Act {
 	case *Touch:
 		return *p
 	case *AdoptEnd:
+		return *p
+	case *Suspend:
+		return *p
+	case *Resume:
+		return *p
+	case *Resumed:
+		return *p
+	case *Warn:
 		return *p
 	case *CreateReservation:
 		return *p
