@@ -69,6 +69,11 @@ type backfill struct {
 	// reservations hold of them, for projections.
 	lic         *licenses
 	reservedLic map[string]int
+	// seen stamps, per node, the step of earliest's walk that last
+	// touched it (step): many events at one time (the jobs preempted,
+	// all ending now) touch each node once, without a search.
+	seen []uint32
+	step uint32
 }
 
 func newBackfill(c *cluster, g *gate, s *Snapshot, now time.Time) *backfill {
@@ -363,15 +368,16 @@ func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *J
 			at = placed[pi].at
 		}
 		touched = touched[:0]
+		b.nextStep(len(proj))
 		for ri < len(b.running) && b.running[ri].at == at {
-			touched = applyEvent(proj, b.running[ri], touched)
+			touched = b.applyEvent(proj, b.running[ri], touched)
 			if lic != nil {
 				addCounts(lic, b.running[ri].lic)
 			}
 			ri++
 		}
 		for pi < len(placed) && placed[pi].at == at {
-			touched = applyEvent(proj, placed[pi], touched)
+			touched = b.applyEvent(proj, placed[pi], touched)
 			if lic != nil {
 				addCounts(lic, placed[pi].lic)
 			}
@@ -423,14 +429,29 @@ func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *J
 	return 0, gangFit{}, false
 }
 
-func applyEvent(proj []nstate, ev event, touched []int32) []int32 {
+// applyEvent gives ev's resources back in proj, adding to touched the
+// nodes not yet touched in this step.
+func (b *backfill) applyEvent(proj []nstate, ev event, touched []int32) []int32 {
 	for _, u := range ev.uses {
 		giveBack(&proj[u.node], u)
-		if !slices.Contains(touched, u.node) {
+		if b.seen[u.node] != b.step {
+			b.seen[u.node] = b.step
 			touched = append(touched, u.node)
 		}
 	}
 	return touched
+}
+
+// nextStep starts a step of earliest's walk over n nodes: none touched.
+func (b *backfill) nextStep(n int) {
+	if len(b.seen) != n {
+		b.seen, b.step = make([]uint32, n), 0
+	}
+	b.step++
+	if b.step == 0 { // wrapped: clear the old stamps
+		clear(b.seen)
+		b.step = 1
+	}
 }
 
 // minEach is the smallest request of the gang in each resource.
