@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -116,18 +117,44 @@ func (b *backfill) stopping(ids []uint64) {
 	b.dirty = true
 }
 
+// addPlaced adds ev to the placed events, kept in time order (those of
+// one time in the order added), so that no walk sorts them again.
+func (b *backfill) addPlaced(ev event) {
+	i := sort.Search(len(b.placed), func(k int) bool { return b.placed[k].at > ev.at })
+	b.placed = slices.Insert(b.placed, i, ev)
+}
+
 // sortRunning brings the events of jobs preempted in this pass to now
 // and the events back in time order.
 func (b *backfill) sortRunning() {
 	if !b.dirty {
 		return
 	}
+	early := false
 	for i := range b.running {
 		if b.stopped[b.running[i].job] {
 			b.running[i].at = b.now
 		}
+		early = early || b.running[i].at < b.now
 	}
-	slices.SortStableFunc(b.running, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	if early { // a window that ended before now: sort as it is
+		slices.SortStableFunc(b.running, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+		b.dirty = false
+		return
+	}
+	// Every event is at now or later and the moved ones came to now: a
+	// stable partition, those at now first, is the stable sort.
+	var later []event
+	k := 0
+	for _, ev := range b.running {
+		if ev.at == b.now {
+			b.running[k] = ev
+			k++
+		} else {
+			later = append(later, ev)
+		}
+	}
+	copy(b.running[k:], later)
 	b.dirty = false
 }
 
@@ -146,7 +173,7 @@ func (b *backfill) hold(jobID uint64, us []use, after map[int32]*nstate, end int
 	}
 	b.resv = append(b.resv, r)
 	b.reserved = append(b.reserved, us...)
-	b.placed = append(b.placed, event{at: end, uses: us})
+	b.addPlaced(event{at: end, uses: us})
 }
 
 // walltime is how long a job of walltime w is expected to run: w, the
@@ -178,7 +205,7 @@ func gangUses(j *Job, g gangFit, c *cluster, quantum float64) []use {
 // the licenses lic: they come back then, and it eats the slack of
 // reservations it overlaps.
 func (b *backfill) started(us []use, lic map[string]int, end int64) {
-	b.placed = append(b.placed, event{at: end, uses: us, lic: lic})
+	b.addPlaced(event{at: end, uses: us, lic: lic})
 	if len(lic) > 0 {
 		b.startedLicenses(lic, end)
 	}
@@ -268,8 +295,7 @@ func giveBack(n *nstate, u use) {
 func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64) (int64, gangFit, bool) {
 	b.sortRunning()
 	proj := b.project()
-	placed := slices.Clone(b.placed)
-	slices.SortStableFunc(placed, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	placed := b.placed
 	var lic map[string]int // nil: j asks for none, none is counted
 	if len(j.Licenses) > 0 {
 		lic = b.licenseProjection()
@@ -309,7 +335,7 @@ func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64
 	}
 	b.resv = append(b.resv, r)
 	b.reserved = append(b.reserved, us...)
-	b.placed = append(b.placed, event{at: r.end, uses: us, lic: j.Licenses})
+	b.addPlaced(event{at: r.end, uses: us, lic: j.Licenses})
 	return at, g, true
 }
 
