@@ -393,6 +393,10 @@ func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, shape int32, 
 	if held == "" && p.pre.waiting[j.ID] {
 		held = reason.Preempting // its victims are still stopping
 	}
+	if held == reason.Preempting && p.bf != nil && p.holdStopping(j, quantum) {
+		p.plan.setReason(j, held)
+		return
+	}
 	if held == "" {
 		held = p.heldBack(j, own, end, shape, quantum)
 	}

@@ -43,6 +43,9 @@ type preemption struct {
 	on       bool
 	stopping map[uint64]bool // running jobs being stopped, by id
 	waiting  map[uint64]bool // pending jobs whose victims are still stopping
+	// victims are, per pending job, the running jobs of the snapshot
+	// being stopped for it.
+	victims map[uint64][]*Running
 	// none marks the partition and QOS pairs whose jobs found no
 	// candidate in this pass, failed the gang shapes (with their QOS)
 	// that could not start even with every candidate stopped: both only
@@ -63,9 +66,11 @@ func newPreemption(s *Snapshot) preemption {
 		if by := s.Running[i].StoppingFor; by != 0 {
 			if pr.stopping == nil {
 				pr.stopping, pr.waiting = map[uint64]bool{}, map[uint64]bool{}
+				pr.victims = map[uint64][]*Running{}
 			}
 			pr.stopping[s.Running[i].JobID] = true
 			pr.waiting[by] = true
+			pr.victims[by] = append(pr.victims[by], &s.Running[i])
 		}
 	}
 	modes := false
@@ -237,7 +242,86 @@ func (p *pass) preempt(j *Job, quantum float64) bool {
 	}
 	p.blocked = true
 	p.plan.setReason(j, reason.Preempting)
-	p.hold(j, g, chosen, quantum)
+	p.hold(j, g, chosen, quantum, true)
+	return true
+}
+
+// holdStopping keeps, for j waiting while its victims of an earlier pass
+// stop, its reservation on what they free: j placed as if they had
+// ended (with what is free now), as when it chose them. It reports
+// false when j no longer fits there (the nodes were taken meanwhile):
+// then j reserves as any other job.
+func (p *pass) holdStopping(j *Job, quantum float64) bool {
+	rs := p.pre.victims[j.ID]
+	if len(rs) == 0 || len(j.Containers) == 0 {
+		return false
+	}
+	vs := make([]victim, 0, len(rs))
+	for _, r := range rs {
+		v := victim{r: r}
+		for ci, name := range r.Nodes {
+			n, ok := p.c.byName[name]
+			if !ok || ci >= len(r.Containers) {
+				continue
+			}
+			u := use{node: n, res: r.Containers[ci]}
+			if ci < len(r.GPUs) {
+				u.shares = r.GPUs[ci]
+			}
+			v.uses = append(v.uses, u)
+		}
+		vs = append(vs, v)
+	}
+	var g gangFit
+	if j.Mode == ModeMultiNode {
+		proj := slices.Clone(p.c.nodes)
+		own := map[int32]bool{} // nodes whose devices proj owns
+		for _, v := range vs {
+			for _, u := range v.uses {
+				if !own[u.node] {
+					own[u.node] = true
+					proj[u.node].dev = slices.Clone(proj[u.node].dev)
+				}
+				giveBack(&proj[u.node], u)
+			}
+		}
+		var ok bool
+		if g, ok = refPlace(proj, j.Partition, j, quantum, nil); !ok {
+			return false
+		}
+	} else {
+		all := allOf(len(j.Containers))
+		gpuOnly := allGPU(j.Containers)
+		found := false
+		for _, v := range vs {
+			for _, u := range v.uses {
+				i := u.node
+				n := p.c.nodes[i]
+				if found || !n.inPartition(j.Partition) || (gpuOnly && !n.hasGPU()) {
+					continue
+				}
+				if n.dev != nil {
+					n.dev = slices.Clone(n.dev)
+				}
+				for _, w := range vs {
+					for _, wu := range w.uses {
+						if wu.node == i {
+							giveBack(&n, wu)
+						}
+					}
+				}
+				if f := fill(n.free, n.dev, n.devID, j.Containers, all, quantum, true); len(f.taken) == len(all) {
+					g = gangFit{hosts: make([]int32, len(all))}
+					g.assign(i, f, len(all))
+					found = true
+				}
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	p.hold(j, g, vs, quantum, false)
 	return true
 }
 
@@ -366,16 +450,20 @@ func (p *pass) victimsGang(j *Job, cs *candidates, quantum float64) ([]victim, g
 // hold reserves g for j from now: its victims' resources are expected
 // back now, and backfill may use no more of g's nodes than j leaves.
 // Without backfill the pass is strict from here: nobody else starts.
-func (p *pass) hold(j *Job, g gangFit, victims []victim, quantum float64) {
+// chosen: the victims were chosen in this pass, their ends not yet moved
+// to now.
+func (p *pass) hold(j *Job, g gangFit, victims []victim, quantum float64, chosen bool) {
 	if p.bf == nil {
 		p.strict = true
 		return
 	}
-	ids := make([]uint64, len(victims))
-	for k, v := range victims {
-		ids[k] = v.r.JobID
+	if chosen {
+		ids := make([]uint64, len(victims))
+		for k, v := range victims {
+			ids[k] = v.r.JobID
+		}
+		p.bf.stopping(ids)
 	}
-	p.bf.stopping(ids)
 	us := gangUses(j, g, p.c, quantum)
 	after := map[int32]*nstate{} // g's nodes once the victims are gone and j is placed
 	for _, u := range us {
