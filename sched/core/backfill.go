@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -59,6 +58,7 @@ type backfill struct {
 	now      int64
 	running  []event // from the snapshot, sorted by time
 	placed   []event // this pass's placements and the reservations
+	sorted   int     // placed[:sorted] is in time order (sortPlaced)
 	resv     []reservation
 	nodeResv [][]int32 // node → its reservations (indexes into resv)
 	reserved []use     // what the reservations hold, for projections
@@ -117,11 +117,37 @@ func (b *backfill) stopping(ids []uint64) {
 	b.dirty = true
 }
 
-// addPlaced adds ev to the placed events, kept in time order (those of
-// one time in the order added), so that no walk sorts them again.
+// addPlaced adds ev to the placed events; sortPlaced brings them back
+// in time order (those of one time in the order added) when next walked.
 func (b *backfill) addPlaced(ev event) {
-	i := sort.Search(len(b.placed), func(k int) bool { return b.placed[k].at > ev.at })
-	b.placed = slices.Insert(b.placed, i, ev)
+	b.placed = append(b.placed, ev)
+}
+
+// sortPlaced sorts the events added since the last walk and merges them
+// with the rest, already in order: each walk costs no more than a merge.
+func (b *backfill) sortPlaced() {
+	if b.sorted == len(b.placed) {
+		return
+	}
+	cmpAt := func(a, b event) int { return cmp.Compare(a.at, b.at) }
+	old, add := b.placed[:b.sorted], b.placed[b.sorted:]
+	slices.SortStableFunc(add, cmpAt)
+	if len(old) > 0 && old[len(old)-1].at > add[0].at {
+		merged := make([]event, 0, len(b.placed))
+		i, k := 0, 0
+		for i < len(old) && k < len(add) {
+			if add[k].at < old[i].at {
+				merged = append(merged, add[k])
+				k++
+			} else {
+				merged = append(merged, old[i])
+				i++
+			}
+		}
+		merged = append(append(merged, old[i:]...), add[k:]...)
+		b.placed = merged
+	}
+	b.sorted = len(b.placed)
 }
 
 // sortRunning brings the events of jobs preempted in this pass to now
@@ -295,6 +321,7 @@ func giveBack(n *nstate, u use) {
 func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64) (int64, gangFit, bool) {
 	b.sortRunning()
 	proj := b.project()
+	b.sortPlaced()
 	placed := b.placed
 	var lic map[string]int // nil: j asks for none, none is counted
 	if len(j.Licenses) > 0 {
