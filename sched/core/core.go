@@ -310,7 +310,7 @@ func (p *pass) job(qi int32, reserved bool) {
 	full := p.bf != nil && len(p.bf.resv) >= pol.ReservationDepth
 	if !reserved && (p.strict || (p.blocked && pol.MaxBackfillJobs > 0 && p.tried >= pol.MaxBackfillJobs) ||
 		(full && m.shape >= 0 && m.end >= p.failed[m.shape])) {
-		if !p.strict && p.preempt(&p.s.Queue[qi], p.s.Partitions[p.s.Queue[qi].Partition].GPUQuantum) {
+		if !p.strict && p.preempt(&p.s.Queue[qi], m.shape, p.s.Partitions[p.s.Queue[qi].Partition].GPUQuantum) {
 			return
 		}
 		if !m.priority {
@@ -385,7 +385,7 @@ func (p *pass) job(qi int32, reserved bool) {
 // A job that may preempt stops running jobs instead, when that lets it
 // start (preempt.go), and waits Preempting while they stop.
 func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, shape int32, quantum float64, reserved bool, why string) {
-	if why == "" && own < 0 && p.preempt(j, quantum) {
+	if why == "" && own < 0 && p.preempt(j, shape, quantum) {
 		return
 	}
 	p.blocked = true

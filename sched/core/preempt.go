@@ -56,7 +56,7 @@ type preemption struct {
 }
 
 type failKey struct {
-	sh  shape
+	sh  int32 // the pass's shape number (jobMeta.shape)
 	qos string
 }
 
@@ -190,14 +190,15 @@ func (p *pass) candidates(j *Job) *candidates {
 	return cs
 }
 
-// preempt tries to start j by stopping running jobs; it reports whether
-// it chose victims (and so set j's reason and reservation).
-func (p *pass) preempt(j *Job, quantum float64) bool {
+// preempt tries to start j, of shape number sh (-1: none), by stopping
+// running jobs; it reports whether it chose victims (and so set j's
+// reason and reservation).
+func (p *pass) preempt(j *Job, sh int32, quantum float64) bool {
 	if !p.pre.on || p.pre.waiting[j.ID] || len(j.Containers) == 0 {
 		return false
 	}
 	pq := [2]string{j.Partition, j.QOS}
-	sh, uniform := shapeOf(j)
+	uniform := sh >= 0
 	if p.pre.none[pq] || (uniform && p.pre.failed[failKey{sh, j.QOS}]) {
 		return false
 	}
