@@ -141,8 +141,9 @@ func Schedule(s Snapshot, now time.Time) Plan {
 // threshold. It returns the new order and how many lead it.
 func (p *pass) promote(order []int32) ([]int32, int) {
 	var front, rest []int32
+	var ages ageCache
 	for _, qi := range order {
-		if p.promoted(&p.s.Queue[qi]) {
+		if p.promoted(&p.s.Queue[qi], &ages) {
 			front = append(front, qi)
 		} else {
 			rest = append(rest, qi)
@@ -177,14 +178,25 @@ func preempting(j *Job) int {
 	return 0
 }
 
-// promoted reports whether j goes before the priority order.
-func (p *pass) promoted(j *Job) bool {
+// promoted reports whether j goes before the priority order; ages
+// remembers the last partition's starvation age.
+func (p *pass) promoted(j *Job, ages *ageCache) bool {
 	pol := &p.s.Policy
 	if pol.KeepReservations && keeps(j) {
 		return true
 	}
-	t := starvationAge(p.s, j.Partition)
+	if !ages.ok || ages.part != j.Partition {
+		*ages = ageCache{part: j.Partition, age: starvationAge(p.s, j.Partition), ok: true}
+	}
+	t := ages.age
 	return t > 0 && p.now.Sub(j.Submit) >= t
+}
+
+// ageCache is the starvation age of one partition, part.
+type ageCache struct {
+	part string
+	age  time.Duration
+	ok   bool
 }
 
 // starvationAge is the starvation threshold of partition part in s: the

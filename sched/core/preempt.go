@@ -53,6 +53,10 @@ type preemption struct {
 	none   map[[2]string]bool
 	failed map[failKey]bool
 	cands  map[[2]string]*candidates
+	// lastNone is the last pair found in none (hasLastNone: there is
+	// one), checked before the map.
+	lastNone    [2]string
+	hasLastNone bool
 }
 
 type failKey struct {
@@ -198,8 +202,15 @@ func (p *pass) preempt(j *Job, sh int32, quantum float64) bool {
 		return false
 	}
 	pq := [2]string{j.Partition, j.QOS}
+	if p.pre.lastNone == pq && p.pre.hasLastNone {
+		return false // most jobs in a row are of one pair that may not preempt
+	}
 	uniform := sh >= 0
-	if p.pre.none[pq] || (uniform && p.pre.failed[failKey{sh, j.QOS}]) {
+	if p.pre.none[pq] {
+		p.pre.lastNone, p.pre.hasLastNone = pq, true
+		return false
+	}
+	if uniform && p.pre.failed[failKey{sh, j.QOS}] {
 		return false
 	}
 	if p.pre.none == nil {
@@ -211,6 +222,7 @@ func (p *pass) preempt(j *Job, sh int32, quantum float64) bool {
 	}
 	if cs.first == len(cs.vs) {
 		p.pre.none[pq] = true
+		p.pre.lastNone, p.pre.hasLastNone = pq, true
 		return false
 	}
 	// It fits what is free: a reservation, not a lack of resources, keeps
