@@ -187,6 +187,11 @@ func resumed(txn *memdb.Txn, index uint64, now time.Time, ids []uint64) error {
 			continue
 		}
 		endSuspension(j, now)
+		if j.preempting() && j.Preempt.Mode == PreemptSuspend {
+			pr := *j.Preempt
+			pr.Resumed = now
+			j.Preempt = &pr
+		}
 		j.ModifyIndex = index
 		if err := txn.Insert(tableJobs, j); err != nil {
 			return err
