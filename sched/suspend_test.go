@@ -123,6 +123,9 @@ func TestPreemptSuspendCycle(t *testing.T) {
 		GPUs: [][]state.GPUShare{{{Device: 0, Share: 1}}}}}}}})
 	report(v, api.ContainerRunning)
 	q := submit("high", 1000, 8<<30, 0)
+	if plan := schedule(); len(plan.Placements) != 0 || len(plan.Preemptions) != 0 {
+		t.Fatalf("job %d alone: placements %+v, preemptions %+v; want none (a suspended job keeps its memory)", q, plan.Placements, plan.Preemptions)
+	}
 	p := submit("high", 4000, 4<<30, 1)
 
 	plan := schedule()
