@@ -1,11 +1,11 @@
 package sched
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -136,7 +136,7 @@ func TestPreemptSuspendCycle(t *testing.T) {
 	apply(state.Command{Act: state.Place{Plan: fromCore(plan)}})
 	j := st.Snapshot().Job(v)
 	if j.Suspended == nil || !j.Suspended.ResumeWanted || j.Preempt == nil || j.Preempt.At != j.Suspended.Since || j.KillWanted ||
-		j.Suspended.Reason != fmt.Sprintf("preempted by job %d", p) || j.State != api.JobRunning {
+		j.Suspended.Reason != reason.Preempted || j.State != api.JobRunning {
 		t.Fatalf("victim after the plan's entry: %s kill %v suspended %+v preempt %+v; want suspended in that entry, to resume by itself",
 			j.State, j.KillWanted, j.Suspended, j.Preempt)
 	}

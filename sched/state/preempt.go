@@ -62,7 +62,7 @@ func preemptRuns(v int) bool { return v >= SchemaPreempt }
 // partition's grace_time): once all have ended it ends PREEMPTED, or
 // goes back to PENDING with its id, its run kept (settlePreempted).
 // With mode suspend the victim's whole gang is suspended in this same
-// entry, asked to resume by itself (suspendJob, Resume): no pass can
+// entry, with reason Preempted (the preemptor is in Job.Preempt), asked to resume by itself (suspendJob, Resume): no pass can
 // thaw it before the preemptor is placed on its CPUs and GPUs, and
 // the leader resumes it once they are free again (resumable). A victim
 // that cannot be suspended now is skipped.
@@ -77,7 +77,7 @@ func preempt(txn *memdb.Txn, index uint64, now time.Time, ps []Preemption) error
 			continue
 		}
 		if p.Mode == PreemptSuspend {
-			s := Suspend{Job: j.ID, Reason: fmt.Sprintf("preempted by job %d", p.By), Resume: true}
+			s := Suspend{Job: j.ID, Reason: reason.Preempted, Resume: true}
 			if _, err := suspendJob(txn, index, now, s); errors.Is(err, ErrNotSuspendable) {
 				continue
 			} else if err != nil {
