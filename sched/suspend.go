@@ -22,9 +22,9 @@ import (
 // plan of the same moment gives to another job.
 
 // warnNow sends the warning signal of the jobs in ids that ask for one
-// and have not had it this run, now (why: "walltime", or the job
-// preempting them). Preemption calls it on the victims it chooses: their
-// grace counts from the signal (state.Job.Warned), then it stops them.
+// and have not had it this run, now (why: "walltime"). A preemption's
+// victims get theirs in the plan's own entry instead (state's preempt),
+// delivered by their nodelets ahead of the stop.
 // While the cluster's schema is older than the act's it sends nothing
 // and answers an error that is raftlog.ErrOlderPeer.
 func (s *scheduler) warnNow(ctx context.Context, ids []uint64, why string) error {
