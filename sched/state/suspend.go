@@ -67,9 +67,9 @@ type Resumed struct {
 	Jobs []uint64 `json:"jobs"`
 }
 
-// Warn sends the warning signals of jobs (the leader, at its walltime's
-// warning time or as preemption chooses them), and says why ("walltime"
-// or the preempting job).
+// Warn sends the warning signals of jobs (the leader, at their
+// walltime's warning time), and says why ("walltime"). A preemption's
+// victims get theirs in the plan's own entry.
 type Warn struct {
 	Jobs []uint64 `json:"jobs"`
 	Why  string   `json:"why,omitempty"`
