@@ -221,7 +221,8 @@ func toCore(r api.Resources) core.Res {
 
 func coreJob(j *state.Job) core.Job {
 	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason, Partition: j.Partition,
-		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID}
+		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID,
+		Exclude: j.ExcludeNodes}
 	if cj.Mode == "" {
 		cj.Mode = jobspec.ModeSingleNode
 	}

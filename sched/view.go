@@ -81,13 +81,21 @@ func (s *lifecycle) view(v *state.Snapshot, j *state.Job) api.Job {
 }
 
 // nodeView is the API's view of row n; what is derived (its allocation,
-// partitions, GPUs, a DRAINING or DRAINED state) the caller adds.
+// partitions, GPUs, a DRAINING or DRAINED state) the caller adds. A node
+// whose health check fails shows drained: by the health check, with its
+// reason, unless an admin drained it too (whose drain and reason show,
+// the check's reason in Health).
 func nodeView(n *state.Node) api.Node {
-	return api.Node{
+	v := api.Node{
 		Name: n.Name, Addr: n.Addr, State: n.State, Runtime: n.Runtime, OCIRuntime: n.OCIRuntime,
 		Labels: n.Labels, Capacity: n.Capacity, LastHeartbeat: n.LastHeartbeat, Registered: n.Registered,
 		Drain: n.Drain, DrainedBy: n.DrainedBy, DrainedAt: n.DrainedAt, Reason: n.Reason, Instance: n.Instance,
+		Health: n.Health,
 	}
+	if n.Health != "" && !n.Drain {
+		v.Drain, v.DrainedBy, v.DrainedAt, v.Reason = true, state.HealthCheckBy, n.HealthAt, n.Health
+	}
+	return v
 }
 
 // assignedJob is row j as a nodelet needs it (api.AssignedJob).

@@ -563,6 +563,18 @@ type NodeRegister struct {
 // (409) and does not keep the node alive.
 type NodeHeartbeat struct {
 	Instance string `json:"instance,omitempty"`
+	// Health is the node's health-check verdict (nodelet.hcl
+	// health_check and the nodelet's own checks); nil from a nodelet
+	// that runs none (an older one), which changes nothing.
+	Health *NodeHealth `json:"health,omitempty"`
+}
+
+// NodeHealth is a node's health-check verdict: OK, or failing with
+// Reason, the failing check's first line ("ERROR: nhc: Health check
+// failed: ..."). A failing verdict drains the node until a passing one.
+type NodeHealth struct {
+	OK     bool   `json:"ok"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Node is a node as the API shows it: the view schedd builds from its row
@@ -586,9 +598,13 @@ type Node struct {
 	Drain     bool      `json:"drain,omitempty"`
 	DrainedBy string    `json:"drained_by,omitempty"`
 	DrainedAt time.Time `json:"drained_at,omitzero"`
-	// Reason is why the node is drained (badmin drain -r) or down
-	// ("Not responding"); empty otherwise.
+	// Reason is why the node is drained (badmin drain -r, else its
+	// failing health check) or down ("Not responding"); empty otherwise.
 	Reason string `json:"reason,omitempty"`
+	// Health is the reason the node's health check fails, "" while it
+	// passes. A failing check drains the node (Drain, with DrainedBy
+	// "healthcheck" unless an admin drained it too) until it passes.
+	Health string `json:"health,omitempty"`
 	// Partitions the node belongs to now (derived when answering).
 	Partitions []string `json:"partitions,omitempty"`
 	// GPUs are the node's whole GPU devices and the shares the live

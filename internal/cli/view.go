@@ -392,6 +392,10 @@ func WriteHostsLong(w io.Writer, nodes []api.Node, loc *time.Location) error {
 		if n.Drain {
 			pair("Drained by", n.DrainedBy+" at "+Timestamp(n.DrainedAt, loc))
 		}
+		if n.Health != "" && n.Health != n.Reason {
+			// An admin's drain shows above; the failing check too.
+			pair("Health check", "failing: "+n.Health)
+		}
 		if err := kv.Flush(); err != nil {
 			return err
 		}

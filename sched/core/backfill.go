@@ -232,7 +232,9 @@ func (b *backfill) earliest(proj []nstate, part string, j *Job, quantum float64,
 	}
 	cs := j.Containers
 	gpuOnly := allGPU(cs)
-	cand := func(i int32) bool { return proj[i].inPartition(part) && (!gpuOnly || proj[i].hasGPU()) }
+	cand := func(i int32) bool {
+		return proj[i].inPartition(part) && (!gpuOnly || proj[i].hasGPU()) && !slices.Contains(j.Exclude, proj[i].name)
+	}
 	multi := j.Mode == ModeMultiNode
 	var unit Res
 	var k []int

@@ -57,6 +57,7 @@ const (
 	CmdServer   = "server"    // a raft server's API address (the leader, on taking office)
 	CmdDrain    = "drain"     // drain or resume nodes (badmin drain, badmin resume)
 	CmdSignal   = "signal"    // signal a running job's containers, or cancel a pending one (bkill -s)
+	CmdHealth   = "health"    // a node's health-check verdict (the leader, from its nodelet's heartbeat)
 )
 
 // SchemaVersion is the version of the replicated state's schema: of
@@ -114,7 +115,12 @@ const (
 //	   be), never a second run. It ran after the backup a restore
 //	   brought back. Entries of versions 1 to 9 replay without it: such
 //	   reports are dropped, as the nodes' containers were stopped.
-const SchemaVersion = 10
+//	11: node health checks (CmdHealth): a node's failing verdict drains
+//	   it apart from an admin's drain (Node.Health) and requeues its
+//	   requeue jobs, each excluded from the node (Job.ExcludeNodes),
+//	   which placement honours. An older schedd would refuse the kind;
+//	   the leader proposes none until the state is in this schema.
+const SchemaVersion = 11
 
 // OldestSchema is the oldest schema version this schedd writes: the
 // previous release's. A cluster in the middle of a rolling upgrade
@@ -176,6 +182,8 @@ type Command struct {
 	Drain *Drain `json:"drain,omitempty"`
 	// Signal is a bkill -s request.
 	Signal *Signal `json:"signal,omitempty"`
+	// Health is a node's health-check verdict.
+	Health *Health `json:"health,omitempty"`
 	// Request is the client's request id of a kill, hold, release or
 	// signal: a command whose id was applied already changes nothing and
 	// answers as the first did (requests.go).
@@ -313,6 +321,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = drain(txn, c.Time, c.Drain)
 	case CmdSignal:
 		res, err = signalJob(txn, index, c.Time, c.Signal)
+	case CmdHealth:
+		err = health(txn, index, c.Time, c.Health)
 	case CmdPurge:
 		err = purge(txn, c.Purge)
 	case CmdMailed:
@@ -356,7 +366,7 @@ func touched(kind string) []string {
 	switch kind {
 	case CmdRegister, CmdNodeUp, CmdDrain:
 		return []string{tableNodes}
-	case CmdNodeDown:
+	case CmdNodeDown, CmdHealth:
 		return []string{tableNodes, tableJobs}
 	case CmdTouch:
 		return []string{tableJobs, tableNodes, tableSettings, tableUsage}

@@ -1,0 +1,67 @@
+package sched
+
+import (
+	"context"
+	"strings"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/state"
+)
+
+// Node health checks. A nodelet runs the site's health program (LBNL NHC
+// or any script: exit 0 healthy, else its first line is why) and its own
+// checks on an interval, and carries the verdict on its heartbeats. The
+// leader commits a verdict only when it differs from the node's row
+// (CmdHealth): a failing one drains the node by its health check (apart
+// from an admin's drain) and requeues the requeue jobs running there; a
+// passing one lifts that drain alone.
+
+// nodeHealth commits node's verdict h when it changes what the state
+// holds. A cluster still in an older schema (a rolling upgrade) takes
+// none: its older peers would refuse the entry.
+func (s *fleet) nodeHealth(ctx context.Context, node string, h api.NodeHealth) error {
+	v := s.st.Snapshot()
+	n := v.Node(node)
+	if n == nil || !state.HealthReports(v.Schema()) {
+		return nil
+	}
+	reason := ""
+	if !h.OK {
+		reason = healthReason(h.Reason)
+	}
+	if reason == n.Health {
+		return nil
+	}
+	cmd := &state.Health{Node: node, OK: h.OK, Reason: reason}
+	if !h.OK {
+		for _, p := range v.Config().Partitions {
+			if p.Requeue {
+				cmd.Requeue = append(cmd.Requeue, p.Name)
+			}
+		}
+		s.log.Warn("node failed its health check: draining it", "node", node, "reason", reason)
+	} else {
+		s.log.Info("node passed its health check again: resuming it", "node", node, "admin_drain", n.Drain)
+	}
+	if _, err := s.apply(ctx, state.Command{Kind: state.CmdHealth, Health: cmd}); err != nil {
+		return err
+	}
+	s.wake()
+	return nil
+}
+
+// healthReason is a failing verdict's reason as a node row keeps it: one
+// line of at most maxReason bytes, never empty.
+func healthReason(r string) string {
+	if i := strings.IndexAny(r, "\r\n"); i >= 0 {
+		r = r[:i]
+	}
+	r = strings.TrimSpace(r)
+	if len(r) > maxReason {
+		r = strings.ToValidUTF8(r[:maxReason], "")
+	}
+	if r == "" {
+		r = "health check failed"
+	}
+	return r
+}

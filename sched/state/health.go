@@ -1,0 +1,117 @@
+package state
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// HealthCheckBy is who a node's health-check drain is by, as node lists
+// show it (DrainedBy) while no admin drain is in force.
+const HealthCheckBy = "healthcheck"
+
+// Health is a node's health-check verdict as the log carries it
+// (CmdHealth): the leader proposes one when a nodelet reports a verdict
+// other than the one its row holds. Requeue lists the partitions that
+// requeue their jobs, read by the leader from the config it proposes
+// under (as NodeDown's), so every replica decides alike.
+type Health struct {
+	Node string `json:"node"`
+	OK   bool   `json:"ok"`
+	// Reason is the failing check's first line; "" with OK.
+	Reason  string   `json:"reason,omitempty"`
+	Requeue []string `json:"requeue_partitions,omitempty"`
+}
+
+// healthReports reports whether entries of schema version v may carry a
+// CmdHealth (version 11 on): the leader proposes none while a peer may
+// read an older schema, which would refuse the kind and stop.
+func healthReports(v int) bool { return v >= 11 }
+
+// HealthReports says whether a state in schema version v takes health
+// verdicts (CmdHealth): a leader of a cluster still in an older schema
+// (a rolling upgrade) proposes none.
+func HealthReports(v int) bool { return healthReports(v) }
+
+// health records a node's verdict. A failing node is drained by its
+// health check (Node.Health, apart from an admin's Drain, so that each
+// lifts on its own): the scheduler places nothing new there. On the
+// verdict that turns it unhealthy, every job with a live container there
+// that asked to be requeued (or whose partition requeues) goes back to
+// the queue at once, a new run, with the node added to its ExcludeNodes
+// so that its next placement avoids it; other jobs keep running, as
+// under an admin's drain. A passing verdict lifts the health-check drain
+// alone: an admin's drain stays.
+func health(txn *memdb.Txn, index uint64, now time.Time, h *Health) error {
+	if h == nil || h.Node == "" {
+		return errors.New("health verdict without a node")
+	}
+	if !h.OK && h.Reason == "" {
+		return errors.New("failing health verdict without a reason")
+	}
+	raw, err := txn.First(tableNodes, "id", h.Node)
+	if err != nil {
+		return err
+	}
+	if raw == nil {
+		return fmt.Errorf("node %q: %w", h.Node, ErrNotFound)
+	}
+	n := *raw.(*Node)
+	turned := !h.OK && n.Health == ""
+	if h.OK {
+		n.Health, n.HealthAt = "", time.Time{}
+	} else {
+		if turned {
+			n.HealthAt = now
+		}
+		n.Health = h.Reason
+	}
+	if err := txn.Insert(tableNodes, &n); err != nil {
+		return err
+	}
+	if !turned {
+		return nil
+	}
+	return healthRequeue(txn, index, now, h)
+}
+
+// healthRequeue puts back in the queue the requeue jobs with a live
+// container on the node h failed, in id order, excluding the node.
+func healthRequeue(txn *memdb.Txn, index uint64, now time.Time, h *Health) error {
+	it, err := txn.Get(tableJobs, "node", h.Node)
+	if err != nil {
+		return err
+	}
+	var hit []*Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		j := raw.(*Job)
+		if j.State == api.JobPending || j.State == api.JobHeld || j.State.Terminal() || j.Cancelled || j.TimedOut || j.KillWanted {
+			continue
+		}
+		if !j.Spec.Requeue && !slices.Contains(h.Requeue, j.Partition) {
+			continue
+		}
+		if slices.ContainsFunc(j.Containers, func(c Container) bool { return c.Node == h.Node && !c.State.Ended() }) {
+			hit = append(hit, j)
+		}
+	}
+	slices.SortFunc(hit, func(a, b *Job) int { return cmp.Compare(a.ID, b.ID) })
+	for _, old := range hit {
+		j := clone(old)
+		j.ModifyIndex = index
+		requeueJob(j, now, nil, fmt.Sprintf("requeued: node %s failed its health check: %s", h.Node, h.Reason), true)
+		if !slices.Contains(j.ExcludeNodes, h.Node) {
+			j.ExcludeNodes = append(slices.Clip(j.ExcludeNodes), h.Node)
+		}
+		if err := txn.Insert(tableJobs, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
