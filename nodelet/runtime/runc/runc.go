@@ -221,6 +221,20 @@ func (r *Runtime) Cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Check is a cheap form of the trial the driver passed at start (Probe,
+// ProbeLibcontainer), for the node's health checks: the OCI runtime
+// still runs and reads its state root (runc list; the in-process mode's
+// state directory), and the cgroup hierarchy is still there.
+func (r *Runtime) Check(ctx context.Context) error {
+	if _, err := r.list(ctx); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(cgroupBase, "cgroup.procs")); err != nil {
+		return fmt.Errorf("cgroup hierarchy: %w", err)
+	}
+	return nil
+}
+
 // list is the ids of the containers under our root.
 func (r *Runtime) list(ctx context.Context) ([]string, error) {
 	if r.lib {
