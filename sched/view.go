@@ -29,7 +29,7 @@ func jobView(j *state.Job, x jobExtras) api.Job {
 		Partition: j.Partition, Account: j.Account, Walltime: j.Walltime, Spec: j.Spec,
 		Interactive: j.Interactive, State: j.State, Reason: j.Reason, ExitCode: j.ExitCode,
 		KillWanted: j.KillWanted, Cancelled: j.Cancelled, KillDone: j.KillDone, TimedOut: j.TimedOut,
-		Requeues: j.Requeues, LastRequeue: j.LastRequeue, Runs: j.Runs, Containers: containerViews(j.Containers),
+		Requeues: j.Requeues, LastRequeue: j.LastRequeue, ExcludeNodes: j.ExcludeNodes, Runs: j.Runs, Containers: containerViews(j.Containers),
 		Submitted: j.Submitted, Started: j.Started, Ended: j.Ended, ModifyIndex: j.ModifyIndex,
 		DependsOn: j.DependsOn, Signals: j.Signals, Mailed: j.Mailed,
 		CPUTime: j.CPUTime, MemPeak: j.MemPeak,

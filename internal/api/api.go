@@ -285,6 +285,9 @@ type Job struct {
 	// queue; LastRequeue says why the last time.
 	Requeues    int    `json:"requeues,omitempty"`
 	LastRequeue string `json:"last_requeue,omitempty"`
+	// ExcludeNodes are nodes the job is not placed on again: a node
+	// whose health check failed while the job ran there.
+	ExcludeNodes []string `json:"exclude_nodes,omitempty"`
 	// Runs are the runs a requeue ended, oldest first (Runs[i] is run
 	// i); the job's own times, exit code, usage and containers are its
 	// current run's.

@@ -38,7 +38,7 @@ var classes = map[reflect.Type]map[string]class{
 		// the attach socket cross-user), paths and the user's data.
 		"SessionID": withheld, "RequestID": withheld, "Network": withheld, "GID": withheld, "Cwd": withheld,
 		"KillWanted": withheld, "Cancelled": withheld, "KillDone": withheld, "TimedOut": withheld, "Requeues": withheld,
-		"LastRequeue": withheld, "Runs": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
+		"LastRequeue": withheld, "ExcludeNodes": withheld, "Runs": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
 	},
 	reflect.TypeFor[jobspec.Job](): {
 		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
