@@ -59,7 +59,8 @@ type HealthCheck struct {
 
 // withDefaults fills the zero durations and checks the program: an
 // absolute path to an executable file, so that a typo is an error at
-// start, not every node drained.
+// start, not every node drained; and, since it runs as root, owned by
+// root (or by the nodelet's own user) and writable by no one else.
 func (h HealthCheck) withDefaults() (HealthCheck, error) {
 	if h.Interval < 0 || h.Timeout < 0 {
 		return h, fmt.Errorf("health_check: interval %s and timeout %s must not be negative", h.Interval, h.Timeout)
@@ -83,8 +84,15 @@ func (h HealthCheck) withDefaults() (HealthCheck, error) {
 	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return h, fmt.Errorf("health_check program %s: not an executable file", h.Program)
 	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (st.Uid != 0 && int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0) {
+		return h, fmt.Errorf("health_check program %s: %w: it runs as root, so it must be owned by root and writable by no one else (mode %s, owner uid %d)",
+			h.Program, errUnsafeProgram, fi.Mode().Perm(), st.Uid)
+	}
 	return h, nil
 }
+
+// errUnsafeProgram: a health program others could change.
+var errUnsafeProgram = errors.New("unsafe program")
 
 // healthChecker runs the checks and keeps their verdict for the
 // heartbeat.

@@ -264,6 +264,17 @@ func TestHealthCheckFile(t *testing.T) {
 			t.Errorf("program %s: accepted", prog)
 		}
 	}
+	// A program others may change (it runs as root) is refused.
+	open := script(t, "exit 0")
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (HealthCheck{Program: open}).withDefaults(); !errors.Is(err, errUnsafeProgram) {
+		t.Errorf("world-writable program: %v", err)
+	}
+	if h, err := (HealthCheck{Program: script(t, "exit 0")}).withDefaults(); err != nil || h.Program == "" {
+		t.Errorf("a root-owned 0755 program: %v", err)
+	}
 	if h, err := (HealthCheck{}).withDefaults(); err != nil || h.Interval != DefaultHealthInterval || h.Timeout != DefaultHealthTimeout {
 		t.Fatalf("defaults: %+v %v", h, err)
 	}
