@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func TestHealthCheck(t *testing.T) {
 	submit := func(name string, requeue bool) uint64 {
 		t.Helper()
 		spec := jobspec.Job{Name: name, Image: "host", Requeue: requeue,
-			Command:   []string{"/bin/sh", "-c", "exec sleep 300"},
+			Command:   []string{"/bin/sh", "-c", "echo $$ >> " + filepath.Join(cwd, name+".pids") + "; exec sleep 300"},
 			Cluster:   jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
 			Resources: jobspec.Resources{CPU: 1, Memory: 64 << 20}}
 		res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec, User: "root", Cwd: cwd})
@@ -158,6 +159,23 @@ func TestHealthCheck(t *testing.T) {
 		t.Fatalf("requeued job on %s, excluded %v, why %q; want node2, [node1], the check's reason", rj.Containers[0].Node, rj.ExcludeNodes, rj.LastRequeue)
 	}
 	t.Logf("requeue job running on node2 %s after the script failed", time.Since(flipped).Round(time.Millisecond))
+	// Its first run's process on node1 is stopped by node1's nodelet.
+	pids := func() []int {
+		b, _ := os.ReadFile(filepath.Join(cwd, "rq.pids"))
+		var out []int
+		for _, f := range strings.Fields(string(b)) {
+			p, _ := strconv.Atoi(f)
+			out = append(out, p)
+		}
+		return out
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for ps := pids(); len(ps) != 2 || alive(ps[0]) || !alive(ps[1]); ps = pids() {
+		if time.Now().After(deadline) {
+			t.Fatalf("requeue job's processes %v: want the first run's stopped and one live copy", ps)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if j := waitJob(plain, time.Second, func(api.Job) bool { return true }); j.State != api.JobRunning || j.Containers[0].Node != "node1" {
 		t.Fatalf("plain job on the failing node: %s on %s, want RUNNING on node1", j.State, j.Containers[0].Node)
 	}
