@@ -67,9 +67,14 @@ demo: build deps
 
 # Every test (the end-to-end ones build the binaries themselves and run
 # real clusters), then each fuzz target briefly: the parsers of everything
-# users and nodes send must not panic or hang.
+# users and nodes send must not panic or hang. bsim's trace tests replay
+# workload traces of the Parallel Workloads Archive, which the repository
+# does not hold: TROUPE_TRACES names the directory that does (by default
+# a traces directory beside the checkout, where there is one); without
+# one they skip, saying so.
+TROUPE_TRACES ?= $(abspath $(wildcard ../shared/traces))
 test: build deps
-	$(GO) test -tags '$(NODELET_TAGS)' $(TEST_FLAGS) ./...
+	TROUPE_TRACES='$(TROUPE_TRACES)' $(GO) test -tags '$(NODELET_TAGS)' $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz
 
 # The fault-injection test in full (e2e/chaos_test.go): three schedd

@@ -363,38 +363,8 @@ func (s *Store) MaxJobID(ctx context.Context) (uint64, error) {
 // GPUHours is h's GPUs × run time, in hours.
 func GPUHours(h *api.HistoryJob) float64 { return h.GPUs * h.Run.Hours() }
 
-// Filter picks stored jobs; empty fields do not filter. Times are
-// inclusive.
-type Filter struct {
-	// IDs picks jobs by id; the id of a job array picks its elements.
-	IDs        []uint64
-	Users      []string
-	Accounts   []string
-	Partitions []string
-	States     []api.JobState
-	// SubmittedFrom/To and EndedFrom/To bound the submit and end times
-	// (zero: unbounded).
-	SubmittedFrom, SubmittedTo time.Time
-	EndedFrom, EndedTo         time.Time
-	Limit                      int // the last Limit jobs by end time; 0 all
-}
-
-// Match reports whether h passes f (for records not in the store: the
-// ended jobs still in the replicated state).
-func (f *Filter) Match(h *api.HistoryJob) bool {
-	in := func(t, from, to time.Time) bool {
-		return (from.IsZero() || !t.Before(from)) && (to.IsZero() || !t.After(to))
-	}
-	return (len(f.IDs) == 0 || slices.Contains(f.IDs, h.ID) || (h.ArrayID != 0 && slices.Contains(f.IDs, h.ArrayID))) &&
-		(len(f.Users) == 0 || slices.Contains(f.Users, h.User)) &&
-		(len(f.Accounts) == 0 || slices.Contains(f.Accounts, h.Account)) &&
-		(len(f.Partitions) == 0 || slices.Contains(f.Partitions, h.Partition)) &&
-		(len(f.States) == 0 || slices.Contains(f.States, h.State)) &&
-		in(h.Submitted, f.SubmittedFrom, f.SubmittedTo) && in(h.Ended, f.EndedFrom, f.EndedTo)
-}
-
 // where is f as a WHERE clause and its arguments.
-func (f *Filter) where() (string, []any) {
+func where(f *api.HistoryFilter) (string, []any) {
 	var conds []string
 	var args []any
 	list := func(col string, n int, each func(i int) any) {
@@ -436,8 +406,8 @@ func (f *Filter) where() (string, []any) {
 }
 
 // Query returns the stored jobs f picks, oldest end first (ties by id).
-func (s *Store) Query(ctx context.Context, f Filter) ([]api.HistoryJob, error) {
-	w, args := f.where()
+func (s *Store) Query(ctx context.Context, f api.HistoryFilter) ([]api.HistoryJob, error) {
+	w, args := where(&f)
 	q := `SELECT (SELECT record FROM job_records r WHERE r.id = jobs.id AND r.run = jobs.run) FROM jobs` + w +
 		` ORDER BY ended DESC, id DESC, run DESC`
 	if f.Limit > 0 {
@@ -535,12 +505,12 @@ var groupColumns = map[string]string{"user": "user_name", "account": "account", 
 
 // Summary sums the jobs f picks (f.Limit ignored) per group ("user",
 // "account" or "partition"), groups in name order.
-func (s *Store) Summary(ctx context.Context, f Filter, group string) ([]api.AccountingRow, error) {
+func (s *Store) Summary(ctx context.Context, f api.HistoryFilter, group string) ([]api.AccountingRow, error) {
 	col, ok := groupColumns[group]
 	if !ok {
 		return nil, fmt.Errorf("%w: group by %q: want user, account or partition", ErrInvalid, group)
 	}
-	w, args := f.where()
+	w, args := where(&f)
 	q := `SELECT ` + col + `, SUM(CASE WHEN state = 'REQUEUED' THEN 0 ELSE 1 END),
 		SUM(CASE WHEN state = 'COMPLETED' THEN 1 ELSE 0 END),
 		SUM(CASE WHEN state IN ('FAILED', 'TIMEOUT') THEN 1 ELSE 0 END),

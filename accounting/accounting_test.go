@@ -69,7 +69,7 @@ func TestPutIdempotent(t *testing.T) {
 		if n, _ := s.Count(ctx); n != 4 {
 			t.Fatalf("count %d, want 4", n)
 		}
-		got, err := s.Query(ctx, Filter{})
+		got, err := s.Query(ctx, api.HistoryFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestPutConflict(t *testing.T) {
 		if !strings.Contains(err.Error(), "51 run 0 (stored: user alice") {
 			t.Errorf("conflict message %q does not name the stored job", err)
 		}
-		got, err := s.Query(ctx, Filter{IDs: []uint64{51, 52}})
+		got, err := s.Query(ctx, api.HistoryFilter{IDs: []uint64{51, 52}})
 		if err != nil || len(got) != 2 || got[0].User != "alice" {
 			t.Fatalf("after the conflict: %+v, %v; want alice's 51 and 52", got, err)
 		}
@@ -166,19 +166,19 @@ func TestFilters(t *testing.T) {
 		}
 		for _, c := range []struct {
 			name string
-			f    Filter
+			f    api.HistoryFilter
 			want string
 		}{
-			{"all", Filter{}, "[1 2 3 4]"},
-			{"user", Filter{Users: []string{"alice"}}, "[1 3]"},
-			{"account", Filter{Accounts: []string{"chem"}}, "[2 4]"},
-			{"partition", Filter{Partitions: []string{"gpu"}}, "[2 3]"},
-			{"state", Filter{States: []api.JobState{api.JobFailed, api.JobTimeout}}, "[2 3]"},
-			{"ended range", Filter{EndedFrom: t0.Add(time.Hour), EndedTo: t0.Add(2 * time.Hour)}, "[2 3]"},
-			{"submitted from", Filter{SubmittedFrom: t0.Add(2 * time.Hour)}, "[4]"},
-			{"ids", Filter{IDs: []uint64{4, 1}}, "[1 4]"},
-			{"limit keeps the last", Filter{Limit: 2}, "[3 4]"},
-			{"combined", Filter{Users: []string{"alice"}, Partitions: []string{"cpu"}}, "[1]"},
+			{"all", api.HistoryFilter{}, "[1 2 3 4]"},
+			{"user", api.HistoryFilter{Users: []string{"alice"}}, "[1 3]"},
+			{"account", api.HistoryFilter{Accounts: []string{"chem"}}, "[2 4]"},
+			{"partition", api.HistoryFilter{Partitions: []string{"gpu"}}, "[2 3]"},
+			{"state", api.HistoryFilter{States: []api.JobState{api.JobFailed, api.JobTimeout}}, "[2 3]"},
+			{"ended range", api.HistoryFilter{EndedFrom: t0.Add(time.Hour), EndedTo: t0.Add(2 * time.Hour)}, "[2 3]"},
+			{"submitted from", api.HistoryFilter{SubmittedFrom: t0.Add(2 * time.Hour)}, "[4]"},
+			{"ids", api.HistoryFilter{IDs: []uint64{4, 1}}, "[1 4]"},
+			{"limit keeps the last", api.HistoryFilter{Limit: 2}, "[3 4]"},
+			{"combined", api.HistoryFilter{Users: []string{"alice"}, Partitions: []string{"cpu"}}, "[1]"},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				got, err := s.Query(ctx, c.f)
@@ -211,7 +211,7 @@ func TestSummary(t *testing.T) {
 		if _, err := s.Put(ctx, recs); err != nil {
 			t.Fatal(err)
 		}
-		rows, err := s.Summary(ctx, Filter{}, "user")
+		rows, err := s.Summary(ctx, api.HistoryFilter{}, "user")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,10 +231,10 @@ func TestSummary(t *testing.T) {
 		if fmt.Sprintf("%+v", byHand) != fmt.Sprintf("%+v", rows[0]) {
 			t.Fatalf("Add %+v differs from SQL %+v", byHand, rows[0])
 		}
-		if rows, _ := s.Summary(ctx, Filter{EndedFrom: t0.Add(30 * time.Minute)}, "partition"); len(rows) != 1 || rows[0].Group != "gpu" || rows[0].Jobs != 2 {
+		if rows, _ := s.Summary(ctx, api.HistoryFilter{EndedFrom: t0.Add(30 * time.Minute)}, "partition"); len(rows) != 1 || rows[0].Group != "gpu" || rows[0].Jobs != 2 {
 			t.Fatalf("by partition since: %+v", rows)
 		}
-		if _, err := s.Summary(ctx, Filter{}, "node"); err == nil {
+		if _, err := s.Summary(ctx, api.HistoryFilter{}, "node"); err == nil {
 			t.Fatal("group by node accepted")
 		}
 	})
@@ -251,7 +251,7 @@ func TestExpire(t *testing.T) {
 		if err != nil || n != 1 {
 			t.Fatalf("expired %d, %v; want 1", n, err)
 		}
-		got, _ := s.Query(ctx, Filter{})
+		got, _ := s.Query(ctx, api.HistoryFilter{})
 		if len(got) != 1 || got[0].ID != 2 {
 			t.Fatalf("left %+v, want job 2", got)
 		}
@@ -274,7 +274,7 @@ func TestArrayElements(t *testing.T) {
 		if _, err := s.Put(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.Query(ctx, Filter{IDs: []uint64{10}})
+		got, err := s.Query(ctx, api.HistoryFilter{IDs: []uint64{10}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,10 +286,10 @@ func TestArrayElements(t *testing.T) {
 		if strings.Join(refs, " ") != "10[1] 10[3] 10[5]" {
 			t.Fatalf("array 10's records: %v", refs)
 		}
-		if got, _ := s.Query(ctx, Filter{IDs: []uint64{12}}); len(got) != 1 || got[0].Ref() != "10[3]" {
+		if got, _ := s.Query(ctx, api.HistoryFilter{IDs: []uint64{12}}); len(got) != 1 || got[0].Ref() != "10[3]" {
 			t.Fatalf("element 12: %+v", got)
 		}
-		f := Filter{IDs: []uint64{10}}
+		f := api.HistoryFilter{IDs: []uint64{10}}
 		if !f.Match(&batch[0]) || f.Match(&batch[3]) {
 			t.Fatal("Match disagrees with the store on array ids")
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -37,18 +38,33 @@ const maxBackup = 8 << 30
 var ErrBadBackup = errors.New("accounting backup refused")
 
 // Backup writes every record the store holds, in the backup format,
-// ordered by job id and run. The rows are read by one statement, so the
+// ordered by job id and run (BackupTo, its rows kept meanwhile in a
+// file of the system's temporary directory).
+func (s *Store) Backup(ctx context.Context, w io.Writer) (int, error) {
+	return s.BackupTo(ctx, w, "")
+}
+
+// BackupTo is Backup with the rows kept, while they are read and
+// summed, in a file of dir (removed after): the header that comes first
+// carries their length and checksum, and memory stays bounded however
+// many rows the store holds. The rows are read by one statement, so the
 // backup is the store as of one moment (SQLite's and PostgreSQL's reads
 // see one snapshot of the database for a statement's whole run) while
 // exports go on. It returns how many rows it wrote.
-func (s *Store) Backup(ctx context.Context, w io.Writer) (int, error) {
+func (s *Store) BackupTo(ctx context.Context, w io.Writer, dir string) (int, error) {
+	tmp, err := os.CreateTemp(dir, ".accounting-backup-*")
+	if err != nil {
+		return 0, fmt.Errorf("accounting backup: %w", err)
+	}
+	defer func() { tmp.Close(); os.Remove(tmp.Name()) }()
 	rows, err := s.db.QueryContext(ctx, `SELECT record FROM job_records ORDER BY id, run`)
 	if err != nil {
 		return 0, fmt.Errorf("accounting backup: %w", err)
 	}
 	defer rows.Close()
-	var body bytes.Buffer
-	n := 0
+	sum := sha256.New()
+	body := bufio.NewWriterSize(io.MultiWriter(tmp, sum), 1<<16)
+	n, size := 0, int64(0)
 	for rows.Next() {
 		var blob string
 		if err := rows.Scan(&blob); err != nil {
@@ -64,71 +80,129 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (int, error) {
 			blob = c.String()
 		}
 		body.WriteString(blob)
-		body.WriteByte('\n')
+		if err := body.WriteByte('\n'); err != nil {
+			return 0, fmt.Errorf("accounting backup: writing %s: %w", tmp.Name(), err)
+		}
+		size += int64(len(blob)) + 1
 		n++
 	}
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("accounting backup: %w", err)
 	}
-	sum := sha256.Sum256(body.Bytes())
-	if _, err := fmt.Fprintf(w, "%s rows=%d bytes=%d sha256=%s\n", backupMagic, n, body.Len(), hex.EncodeToString(sum[:])); err != nil {
+	if err := body.Flush(); err != nil {
+		return 0, fmt.Errorf("accounting backup: writing %s: %w", tmp.Name(), err)
+	}
+	if _, err := fmt.Fprintf(w, "%s rows=%d bytes=%d sha256=%s\n", backupMagic, n, size, hex.EncodeToString(sum.Sum(nil))); err != nil {
 		return 0, err
 	}
-	_, err = body.WriteTo(w)
-	return n, err
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("accounting backup: %w", err)
+	}
+	if _, err := io.Copy(w, tmp); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // ReadBackup reads and checks a backup section from r, reading no
-// further than its end. A damaged, truncated or malformed section, or
-// one that holds a (job id, run) twice, is refused whole (ErrBadBackup).
+// further than its end, and returns its records. A damaged, truncated or
+// malformed section, or one that holds a (job id, run) twice, is refused
+// whole (ErrBadBackup). It holds every record: a large section is read
+// with ScanBackup.
 func ReadBackup(r *bufio.Reader) ([]api.HistoryJob, error) {
+	var out []api.HistoryJob
+	if _, err := ScanBackup(r, nil, func(h *api.HistoryJob) error {
+		out = append(out, *h)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ScanBackup reads a backup section from r, reading no further than its
+// end, one row at a time: each row is decoded and handed to each (which
+// may refuse it), and, when copy is not nil, the section (header and
+// rows) is written to it as read. Only once it returns nil is the
+// section known whole: its checksum is checked at its end, so each must
+// not act on a row before. Rows are in (job id, run) order, as Backup
+// writes them; one out of order or repeated refuses the section. It
+// answers the number of rows.
+func ScanBackup(r *bufio.Reader, copy io.Writer, each func(*api.HistoryJob) error) (int, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
-		return nil, fmt.Errorf("%w: no %s header line (%v)", ErrBadBackup, backupMagic, err)
+		return 0, fmt.Errorf("%w: no %s header line (%v)", ErrBadBackup, backupMagic, err)
 	}
 	f := strings.Fields(line)
 	if len(f) != 4 || f[0] != backupMagic || !strings.HasPrefix(f[1], "rows=") || !strings.HasPrefix(f[2], "bytes=") || !strings.HasPrefix(f[3], "sha256=") {
-		return nil, fmt.Errorf("%w: the header is not %q followed by rows, bytes and sha256", ErrBadBackup, backupMagic)
+		return 0, fmt.Errorf("%w: the header is not %q followed by rows, bytes and sha256", ErrBadBackup, backupMagic)
 	}
 	rowsN, err1 := strconv.Atoi(strings.TrimPrefix(f[1], "rows="))
 	n, err2 := strconv.ParseInt(strings.TrimPrefix(f[2], "bytes="), 10, 64)
 	want, err3 := hex.DecodeString(strings.TrimPrefix(f[3], "sha256="))
 	if err1 != nil || err2 != nil || err3 != nil || rowsN < 0 || n < 0 || n > maxBackup || len(want) != sha256.Size {
-		return nil, fmt.Errorf("%w: malformed header %q", ErrBadBackup, strings.TrimSpace(line))
+		return 0, fmt.Errorf("%w: malformed header %q", ErrBadBackup, strings.TrimSpace(line))
 	}
-	body, err := io.ReadAll(io.LimitReader(r, n))
-	if err != nil {
-		return nil, fmt.Errorf("%w: reading the rows: %v", ErrBadBackup, err)
+	if copy != nil {
+		if _, err := io.WriteString(copy, line); err != nil {
+			return 0, err
+		}
 	}
-	if int64(len(body)) != n {
-		return nil, fmt.Errorf("%w: the header says %d bytes of rows, the file holds %d (truncated)", ErrBadBackup, n, len(body))
+	sum := sha256.New()
+	src := io.Reader(io.LimitReader(r, n))
+	if copy != nil {
+		src = io.TeeReader(src, copy)
 	}
-	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], want) {
-		return nil, fmt.Errorf("%w: checksum mismatch: the rows are damaged", ErrBadBackup)
-	}
-	out := make([]api.HistoryJob, 0, rowsN)
-	seen := map[Key]bool{}
-	for i, ln := range bytes.Split(bytes.TrimSuffix(body, []byte("\n")), []byte("\n")) {
-		if len(ln) == 0 && n == 0 {
+	body := bufio.NewReaderSize(io.TeeReader(src, sum), 1<<16)
+	var read int64
+	var prev Key
+	count := 0
+	for {
+		ln, err := body.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A row longer than the buffer: read it whole.
+			rest, err2 := body.ReadBytes('\n')
+			ln, err = append(bytes.Clone(ln), rest...), err2
+		}
+		read += int64(len(ln))
+		if err == io.EOF && len(ln) == 0 {
+			break
+		}
+		if err != nil && err != io.EOF {
+			return 0, fmt.Errorf("%w: reading the rows: %v", ErrBadBackup, err)
+		}
+		if err == io.EOF {
+			// A last row without its newline: the section is cut.
 			break
 		}
 		var h api.HistoryJob
 		dec := json.NewDecoder(bytes.NewReader(ln))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&h); err != nil {
-			return nil, fmt.Errorf("%w: row %d does not decode: %v", ErrBadBackup, i+1, err)
+			return 0, fmt.Errorf("%w: row %d does not decode: %v", ErrBadBackup, count+1, err)
 		}
 		k := KeyOf(&h)
-		if h.ID == 0 || seen[k] {
-			return nil, fmt.Errorf("%w: row %d is job %d run %d, empty or repeated", ErrBadBackup, i+1, h.ID, h.Requeues)
+		if h.ID == 0 || (count > 0 && (k.ID < prev.ID || (k.ID == prev.ID && k.Run <= prev.Run))) {
+			return 0, fmt.Errorf("%w: row %d is job %d run %d, empty, repeated or out of (job, run) order", ErrBadBackup, count+1, h.ID, h.Requeues)
 		}
-		seen[k] = true
-		out = append(out, h)
+		prev = k
+		count++
+		if each != nil {
+			if err := each(&h); err != nil {
+				return 0, err
+			}
+		}
 	}
-	if len(out) != rowsN {
-		return nil, fmt.Errorf("%w: the header says %d rows, the section holds %d", ErrBadBackup, rowsN, len(out))
+	if read != n {
+		return 0, fmt.Errorf("%w: the header says %d bytes of rows, the file holds %d (truncated)", ErrBadBackup, n, read)
 	}
-	return out, nil
+	if !bytes.Equal(sum.Sum(nil), want) {
+		return 0, fmt.Errorf("%w: checksum mismatch: the rows are damaged", ErrBadBackup)
+	}
+	if count != rowsN {
+		return 0, fmt.Errorf("%w: the header says %d rows, the section holds %d", ErrBadBackup, rowsN, count)
+	}
+	return count, nil
 }
 
 // Identity is what makes a job the same job wherever it is recorded:

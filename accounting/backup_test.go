@@ -18,7 +18,7 @@ import (
 // history is a store's whole content, oldest end first.
 func history(t *testing.T, s *Store) []api.HistoryJob {
 	t.Helper()
-	out, err := s.Query(context.Background(), Filter{})
+	out, err := s.Query(context.Background(), api.HistoryFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +80,8 @@ func TestBackupRoundTrip(t *testing.T) {
 			}
 		}
 		for _, group := range []string{"user", "account"} {
-			a, _ := src.Summary(ctx, Filter{}, group)
-			b, _ := dst.Summary(ctx, Filter{}, group)
+			a, _ := src.Summary(ctx, api.HistoryFilter{}, group)
+			b, _ := dst.Summary(ctx, api.HistoryFilter{}, group)
 			if len(a) != len(b) {
 				t.Fatalf("summary by %s: %v, want %v", group, b, a)
 			}

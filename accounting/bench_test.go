@@ -63,31 +63,31 @@ func BenchmarkQuery(b *testing.B) {
 		run  func() (int, error)
 	}{
 		{"bhist-user-last-100", func() (int, error) {
-			r, err := s.Query(ctx, Filter{Users: []string{"user07"}, Limit: 100})
+			r, err := s.Query(ctx, api.HistoryFilter{Users: []string{"user07"}, Limit: 100})
 			return len(r), err
 		}},
 		{"bhist-user-one-day", func() (int, error) {
-			r, err := s.Query(ctx, Filter{Users: []string{"user07"}, EndedFrom: end.Add(-48 * time.Hour), EndedTo: end.Add(-24 * time.Hour)})
+			r, err := s.Query(ctx, api.HistoryFilter{Users: []string{"user07"}, EndedFrom: end.Add(-48 * time.Hour), EndedTo: end.Add(-24 * time.Hour)})
 			return len(r), err
 		}},
 		{"bhist-job-id", func() (int, error) {
-			r, err := s.Query(ctx, Filter{IDs: []uint64{uint64(n / 2)}})
+			r, err := s.Query(ctx, api.HistoryFilter{IDs: []uint64{uint64(n / 2)}})
 			return len(r), err
 		}},
 		{"bhist-all-failed-gpu-last-100", func() (int, error) {
-			r, err := s.Query(ctx, Filter{Partitions: []string{"gpu"}, States: []api.JobState{api.JobFailed}, Limit: 100})
+			r, err := s.Query(ctx, api.HistoryFilter{Partitions: []string{"gpu"}, States: []api.JobState{api.JobFailed}, Limit: 100})
 			return len(r), err
 		}},
 		{"bacct-by-user-one-month", func() (int, error) {
-			r, err := s.Summary(ctx, Filter{EndedFrom: end.Add(-30 * 24 * time.Hour), EndedTo: end}, "user")
+			r, err := s.Summary(ctx, api.HistoryFilter{EndedFrom: end.Add(-30 * 24 * time.Hour), EndedTo: end}, "user")
 			return len(r), err
 		}},
 		{"bacct-one-user-year", func() (int, error) {
-			r, err := s.Summary(ctx, Filter{Users: []string{"user07"}}, "account")
+			r, err := s.Summary(ctx, api.HistoryFilter{Users: []string{"user07"}}, "account")
 			return len(r), err
 		}},
 		{"bacct-by-account-whole-year", func() (int, error) {
-			r, err := s.Summary(ctx, Filter{}, "account")
+			r, err := s.Summary(ctx, api.HistoryFilter{}, "account")
 			return len(r), err
 		}},
 	} {

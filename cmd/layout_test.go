@@ -129,13 +129,15 @@ func commands(t *testing.T) []string {
 }
 
 // isTestHelper: troupe's test-only packages are named test... or ...test
-// (clitest, runtimetest) or live under e2e.
+// (clitest, runtimetest), are internal/eventually (tests' waits) or live
+// under e2e.
 func isTestHelper(p string) bool {
 	if !strings.HasPrefix(p, module+"/") {
 		return false
 	}
 	last := p[strings.LastIndex(p, "/")+1:]
-	return strings.HasSuffix(last, "test") || strings.HasPrefix(last, "test") || strings.HasPrefix(p, module+"/e2e")
+	return strings.HasSuffix(last, "test") || strings.HasPrefix(last, "test") || strings.HasPrefix(p, module+"/e2e") ||
+		p == module+"/internal/eventually"
 }
 
 func hasAnyPrefix(p string, prefixes []string) bool {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched"
 )
@@ -116,16 +117,16 @@ func scraped(t *testing.T) map[string]bool {
 			Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: cpu, Memory: 32 << 20}}
 	}
 	wait := func(id uint64, ok func(api.Job) bool) api.Job {
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			j, _, err := c.Job(ctx, id, 0, 0)
-			if err == nil && ok(j) {
-				return j
+		t.Helper()
+		var j api.Job
+		eventually.NoError(t, 10*time.Second, fmt.Sprintf("job %d's state", id), func() error {
+			var err error
+			if j, _, err = c.Job(ctx, id, 0, 0); err == nil && ok(j) {
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("job %d: %+v, %v", id, j, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return fmt.Errorf("%+v, %v", j, err)
+		})
+		return j
 	}
 	res, err := c.Submit(ctx, api.SubmitRequest{Spec: job(1), UID: 1000, GID: 1000, User: "ada", Cwd: "/"})
 	if err != nil {

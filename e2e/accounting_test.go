@@ -76,7 +76,7 @@ func storedCount(t *testing.T, dir string) map[uint64]int {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rows, err := s.Query(context.Background(), accounting.Filter{})
+	rows, err := s.Query(context.Background(), api.HistoryFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,11 @@ func TestAccountingSurvivesKill(t *testing.T) {
 	}) {
 		t.Fatal("no job ended in 60s")
 	}
-	time.Sleep(1500 * time.Millisecond) // the purges of the first seconds' jobs
+	// The first job exported and purged: batches are being handed off,
+	// the kill can cut one.
+	if !waitFor(30*time.Second, func() bool { _, _, err := c.Job(context.Background(), 1, 0, 0); return err != nil }) {
+		t.Fatal("job 1 still in raft 30s after jobs started ending (--keep-ended 1s)")
+	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	acked := <-done

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/webdriver"
 )
 
@@ -121,12 +122,10 @@ job "apps" {
 	// The server may still be starting: 502 (refused) until it listens.
 	var code int
 	var body string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	eventually.Within(30*time.Second, func() bool {
 		code, body = get(apps + "/files/hello.txt")
-		if code != http.StatusBadGateway || time.Now().After(deadline) {
-			break
-		}
-	}
+		return code != http.StatusBadGateway
+	})
 	if code != http.StatusOK || body != "hello through the proxy\n" {
 		t.Fatalf("the owner's GET: %d %q", code, body)
 	}
@@ -284,12 +283,10 @@ func appInChromium(t *testing.T, link, path string) {
 func openApp(t *testing.T, wd *webdriver.Driver, link, path, file, want string) {
 	t.Helper()
 	bare := link[:strings.Index(link, path)] + path
-	for deadline := time.Now().Add(wd.Timeout); ; time.Sleep(200 * time.Millisecond) {
+	eventually.Within(wd.Timeout, func() bool {
 		wd.Post("/url", map[string]any{"url": link})
-		if st := navStatus(wd); st != "502" || time.Now().After(deadline) {
-			break
-		}
-	}
+		return navStatus(wd) != "502"
+	})
 	if st, title, body := navStatus(wd), wd.Script(`return document.title`), wd.Script(bodyText); st != "200" || title != "Directory listing for /" || !strings.Contains(body, file) {
 		t.Fatalf("Chromium through bapp's link: %s, title %q, %q; want 200 and the listing of %s", st, title, body, file)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -119,14 +120,9 @@ func TestOtherUserCannotKillOrPeek(t *testing.T) {
 	}
 }
 
-// waitFor polls cond every 50 ms until it holds or timeout passes.
+// waitFor polls cond until it holds or timeout passes, and tells which
+// (eventually.Within; tests that fail at once on a timeout use
+// eventually.True and its kin).
 func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
+	return eventually.Within(timeout, cond)
 }

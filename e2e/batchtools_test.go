@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -53,14 +51,7 @@ func TestBatchtools(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "run.R"), []byte(batchtoolsScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, rs, "run.R")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + links + ":" + bin + ":/usr/local/bin:/usr/bin:/bin", "TROUPE_ADDR=" + c.addr,
-		"USER=nobody", "HOME=" + dir, "LANG=C.UTF-8"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyUser.uid, Gid: nobodyUser.gid}}
-	out, err := cmd.CombinedOutput()
+	out, err := c.toolAsNobody(t, 8*time.Minute, dir, links, rs, "run.R")
 	if err != nil || !strings.Contains(string(out), "slurm : 2 4 6 \n") || !strings.Contains(string(out), "lsf : 2 4 6 \n") {
 		t.Fatalf("Rscript: %v\n%s", err, out)
 	}

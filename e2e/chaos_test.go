@@ -28,6 +28,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -230,21 +231,16 @@ func newChaosCluster(t *testing.T) *chaosCluster {
 		}
 	})
 	// An admin token from the leader's socket.
-	deadline := time.Now().Add(30 * time.Second)
-	for c.token == "" {
+	c.token = eventually.Value(t, 30*time.Second, "a leader issuing the admin token", func() (string, bool) {
 		for _, p := range c.peers {
 			sc, _ := client.New(p.sock)
 			sc.SetTimeout(time.Second)
 			if tok, err := sc.CreateToken(context.Background(), api.TokenCreate{User: "root", Admin: true}); err == nil {
-				c.token = tok.Secret
-				break
+				return tok.Secret, true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no leader in 30s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return "", false
+	})
 	c.jobFile = filepath.Join(c.dir, "job.hcl")
 	if err := os.WriteFile(c.jobFile, []byte(`job "cli" {
   image   = "host"
@@ -304,7 +300,7 @@ var leaderGauge = regexp.MustCompile(`(?m)^troupe_schedd_raft_is_leader 1$`)
 func (c *chaosCluster) leader(t *testing.T) int {
 	t.Helper()
 	hc := &http.Client{Timeout: time.Second}
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	return eventually.Value(t, 20*time.Second, "a peer saying it leads", func() (int, bool) {
 		for i, p := range c.peers {
 			resp, err := hc.Get("http://" + p.ip + ":7947/metrics")
 			if err != nil {
@@ -313,12 +309,11 @@ func (c *chaosCluster) leader(t *testing.T) int {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 			resp.Body.Close()
 			if leaderGauge.Match(b) {
-				return i
+				return i, true
 			}
 		}
-	}
-	t.Fatal("no peer says it leads within 20s")
-	return -1
+		return -1, false
+	})
 }
 
 // op is one operation of the history.
@@ -534,7 +529,8 @@ func (c *chaosCluster) cliWorker(ctx context.Context, h *history, w int) {
 func (c *chaosCluster) converge(t *testing.T) []api.Job {
 	t.Helper()
 	var last []string
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	var agreed []api.Job
+	if !eventually.Within(60*time.Second, func() bool {
 		var views [][]api.Job
 		last = last[:0]
 		for _, p := range c.peers {
@@ -549,12 +545,14 @@ func (c *chaosCluster) converge(t *testing.T) []api.Job {
 			last = append(last, fmt.Sprintf("%s: %d jobs", p.id, len(jl.Jobs)))
 		}
 		if len(views) == len(c.peers) && same(views) {
-			return views[0]
+			agreed = views[0]
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("peers still differ 60s after the last fault (divergent): %s", strings.Join(last, "; "))
-		}
+		return false
+	}) {
+		t.Fatalf("peers still differ 60s after the last fault (divergent): %s", strings.Join(last, "; "))
 	}
+	return agreed
 }
 
 func same(views [][]api.Job) bool {

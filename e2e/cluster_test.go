@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // bin holds the binaries TestMain builds from this tree.
@@ -274,15 +275,12 @@ func (c *devCluster) job(id uint64) api.Job {
 
 func (c *devCluster) waitState(id uint64, timeout time.Duration, ok func(api.Job) bool) api.Job {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		j := c.job(id)
-		if ok(j) {
-			return j
+	var j api.Job
+	eventually.NoError(c.t, timeout, fmt.Sprintf("job %d's state", id), func() error {
+		if j = c.job(id); ok(j) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("job %d: still %s (%s) after %s: %+v", id, j.State, j.Reason, timeout, j.Containers)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("still %s (%s): %+v", j.State, j.Reason, j.Containers)
+	})
+	return j
 }

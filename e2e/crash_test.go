@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -131,18 +132,14 @@ func TestCrashLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	eventually.NoError(t, 60*time.Second, "the job submitted after the restart COMPLETED", func() error {
 		j, _, err := c.Job(context.Background(), res.JobID, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.State == api.JobCompleted {
-			break
+		if j.State != api.JobCompleted {
+			return fmt.Errorf("%s (%s)", j.State, j.Reason)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job submitted after the restart is still %s (%s)", j.State, j.Reason)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // TestDevClusterCrash: a `schedd --dev` killed with SIGKILL takes its
@@ -43,20 +45,18 @@ func TestDevClusterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-crashed.done
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	eventually.NoError(t, 30*time.Second, "the killed schedd's nodelets ending", func() error {
 		var left []int
 		for _, pid := range nodelets {
 			if alivePID(pid, crashed.dir) {
 				left = append(left, pid)
 			}
 		}
-		if len(left) == 0 {
-			break
+		if len(left) > 0 {
+			return fmt.Errorf("nodelets %v still run", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nodelets %v of the killed schedd still run 30s later", left)
-		}
-	}
+		return nil
+	})
 	// What the killed schedd could not remove is still there...
 	for _, ns := range crashedNS {
 		if !netnsExists(t, ns) {

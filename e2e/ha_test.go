@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
@@ -54,23 +55,19 @@ func TestHALeaderFailover(t *testing.T) {
 	ctx := context.Background()
 	// The leader's socket issues the admin token (followers answer 503).
 	var secret string
-	leader := -1
-	for deadline := time.Now().Add(20 * time.Second); leader < 0; {
+	leader := eventually.Value(t, 20*time.Second, "a leader issuing the admin token", func() (int, bool) {
 		for i, s := range socks {
 			c, _ := client.New(s)
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
 			tok, err := c.CreateToken(cctx, api.TokenCreate{User: "root", Admin: true})
 			cancel()
 			if err == nil {
-				secret, leader = tok.Secret, i
-				break
+				secret = tok.Secret
+				return i, true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no leader in 20s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return -1, false
+	})
 	list := strings.Join(urls, ",")
 	cli, err := client.NewWith(list, client.Options{CA: cert, Token: secret})
 	if err != nil {
@@ -154,34 +151,34 @@ func TestHALeaderFailover(t *testing.T) {
 	}
 
 	// Every acknowledged job, once; every one runs to the end once.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		jl, err := cli.Jobs(ctx, 0, 0)
+	var jl api.JobList
+	eventually.NoError(t, 90*time.Second, "every job ended", func() error {
+		var err error
+		jl, err = cli.Jobs(ctx, 0, 0)
 		done := 0
-		byName := map[string]int{}
 		for _, j := range jl.Jobs {
-			byName[j.Name]++
 			if j.State.Terminal() {
 				done++
 			}
 		}
-		if err == nil && done == len(jl.Jobs) {
-			for id, name := range acked {
-				if byName[name] != 1 {
-					t.Errorf("acknowledged job %d (%s) is there %d times", id, name, byName[name])
-				}
-			}
-			for _, j := range jl.Jobs {
-				if _, ok := acked[j.ID]; ok && j.State != api.JobCompleted {
-					t.Errorf("job %d ended %s (%s)", j.ID, j.State, j.Reason)
-				}
-			}
-			break
+		if err != nil || done != len(jl.Jobs) {
+			return fmt.Errorf("%d of %d ended (%v)", done, len(jl.Jobs), err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jobs not all ended in 90s: %d of %d (%v)", done, len(jl.Jobs), err)
+		return nil
+	})
+	byName := map[string]int{}
+	for _, j := range jl.Jobs {
+		byName[j.Name]++
+	}
+	for id, name := range acked {
+		if byName[name] != 1 {
+			t.Errorf("acknowledged job %d (%s) is there %d times", id, name, byName[name])
 		}
-		time.Sleep(500 * time.Millisecond)
+	}
+	for _, j := range jl.Jobs {
+		if _, ok := acked[j.ID]; ok && j.State != api.JobCompleted {
+			t.Errorf("job %d ended %s (%s)", j.ID, j.State, j.Reason)
+		}
 	}
 	b, _ := os.ReadFile(ran)
 	seen := map[string]int{}
@@ -215,14 +212,10 @@ func TestHAJoin(t *testing.T) {
 	ctx := context.Background()
 	c1, _ := client.New(sock1)
 	var tok api.TokenCreated
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if tok, err = c1.CreateToken(ctx, api.TokenCreate{User: "root", Admin: true}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("s1 never led: %v", err)
-		}
-	}
+	eventually.NoError(t, 10*time.Second, "s1 leading (issuing the admin token)", func() (err error) {
+		tok, err = c1.CreateToken(ctx, api.TokenCreate{User: "root", Admin: true})
+		return err
+	})
 	t.Setenv("TROUPE_TOKEN", tok.Secret)
 	t.Setenv("TROUPE_CA", cert)
 	_, sock2 := startPlain(t, filepath.Join(dir, "s2"), "--listen", api2, "--tls-cert", cert, "--tls-key", key,
@@ -237,12 +230,8 @@ func TestHAJoin(t *testing.T) {
 		t.Fatalf("submit through the joined follower: %v", err)
 	}
 	s2, _ := client.New(sock2)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if j, _, err := s2.Job(ctx, res.JobID, 0, 0); err == nil && j.Name == "via-follower" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the joined peer never received the job")
-		}
-	}
+	eventually.True(t, 15*time.Second, "the joined peer receiving the job", func() bool {
+		j, _, err := s2.Job(ctx, res.JobID, 0, 0)
+		return err == nil && j.Name == "via-follower"
+	})
 }

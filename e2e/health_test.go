@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -91,39 +92,35 @@ func TestHealthCheck(t *testing.T) {
 	}
 	waitJob := func(id uint64, d time.Duration, ok func(api.Job) bool) api.Job {
 		t.Helper()
-		deadline := time.Now().Add(d)
-		for {
-			j, _, err := c.Job(ctx, id, 0, 0)
-			if err == nil && ok(j) {
-				return j
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("job %d: condition not met in %s; last %s %+v (%v)", id, d, j.State, j.Containers, err)
-			}
-			time.Sleep(50 * time.Millisecond)
+		var j api.Job
+		var err error
+		if !eventually.Within(d, func() bool {
+			j, _, err = c.Job(ctx, id, 0, 0)
+			return err == nil && ok(j)
+		}) {
+			t.Fatalf("job %d: condition not met in %s; last %s %+v (%v)", id, d, j.State, j.Containers, err)
 		}
+		return j
 	}
 	waitNode := func(name string, d time.Duration, ok func(api.Node) bool) api.Node {
 		t.Helper()
-		deadline := time.Now().Add(d)
 		var last api.Node
-		for {
-			nodes, err := c.Nodes(ctx)
-			if err == nil {
-				for _, n := range nodes.Nodes {
-					if n.Name == name {
-						last = n
-					}
-				}
-				if last.Name == name && ok(last) {
-					return last
+		var err error
+		if !eventually.Within(d, func() bool {
+			var nodes api.NodeList
+			if nodes, err = c.Nodes(ctx); err != nil {
+				return false
+			}
+			for _, n := range nodes.Nodes {
+				if n.Name == name {
+					last = n
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s: condition not met in %s; last %+v (%v)", name, d, last, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+			return last.Name == name && ok(last)
+		}) {
+			t.Fatalf("node %s: condition not met in %s; last %+v (%v)", name, d, last, err)
 		}
+		return last
 	}
 	healthDrained := func(n api.Node) bool {
 		return n.Drain && n.DrainedBy == "healthcheck" && n.Reason == failure && n.Health == failure
@@ -169,13 +166,10 @@ func TestHealthCheck(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for ps := pids(); len(ps) != 2 || alive(ps[0]) || !alive(ps[1]); ps = pids() {
-		if time.Now().After(deadline) {
-			t.Fatalf("requeue job's processes %v: want the first run's stopped and one live copy", ps)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.True(t, 20*time.Second, "the requeue job's first run stopped on node1 and one live copy", func() bool {
+		ps := pids()
+		return len(ps) == 2 && !alive(ps[0]) && alive(ps[1])
+	})
 	if j := waitJob(plain, time.Second, func(api.Job) bool { return true }); j.State != api.JobRunning || j.Containers[0].Node != "node1" {
 		t.Fatalf("plain job on the failing node: %s on %s, want RUNNING on node1", j.State, j.Containers[0].Node)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/nodelet/devhosts"
 )
 
@@ -39,11 +40,7 @@ func (c *devCluster) hostNamespaces(nodes int) []string {
 // veth is deleted a moment after its container, so it waits for them.
 func sessionLinks(nss []string) string {
 	var left string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if left = sessionLinksNow(nss); left == "" {
-			break
-		}
-	}
+	eventually.Within(5*time.Second, func() bool { left = sessionLinksNow(nss); return left == "" })
 	return left
 }
 
@@ -63,17 +60,10 @@ func sessionLinksNow(nss []string) string {
 // waitOutput waits until the file at path contains want.
 func waitOutput(t *testing.T, path, want string, timeout time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	return eventually.Value(t, timeout, fmt.Sprintf("%q in %s", want, path), func() (string, bool) {
 		b, _ := os.ReadFile(path)
-		if strings.Contains(string(b), want) {
-			return string(b)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no %q after %s; it holds:\n%s", path, want, timeout, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return string(b), strings.Contains(string(b), want)
+	})
 }
 
 // TestSessionNetworks: a multi-node session's containers reach each
@@ -347,7 +337,7 @@ job "s" {
 	for range 3 {
 		rogueRun("rogue-was-here\n", "busybox nc -u -w 1 "+main1.Addr+" 5002")
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a window for a datagram that must not arrive
 	if b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("s-%d.main1.out", id))); strings.Contains(string(b), "rogue") {
 		t.Errorf("main1 received the rogue host's datagram:\n%s", b)
 	}

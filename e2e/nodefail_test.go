@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -107,17 +109,16 @@ func TestNodeFailureRealNodelet(t *testing.T) {
 	}
 	wait := func(id uint64, d time.Duration, ok func(api.Job) bool) api.Job {
 		t.Helper()
-		deadline := time.Now().Add(d)
-		for {
-			j, _, err := c.Job(ctx, id, 0, 0)
+		var j api.Job
+		eventually.NoError(t, d, fmt.Sprintf("job %d's condition", id), func() error {
+			var err error
+			j, _, err = c.Job(ctx, id, 0, 0)
 			if err == nil && ok(j) {
-				return j
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("job %d: condition not met in %s; last %s %+v (%v)", id, d, j.State, j.Containers, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return fmt.Errorf("%s %+v (%v)", j.State, j.Containers, err)
+		})
+		return j
 	}
 	pidsOf := func(name string) []int {
 		b, _ := os.ReadFile(filepath.Join(cwd, name+".pids"))
@@ -132,9 +133,7 @@ func TestNodeFailureRealNodelet(t *testing.T) {
 	running := func(j api.Job) bool { return j.State == api.JobRunning }
 	rj, pj := wait(rq, 30*time.Second, running), wait(plain, 30*time.Second, running)
 	node := rj.Containers[0].Node
-	for len(pidsOf("rq")) == 0 {
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, "the requeueable job noting its pid", func() bool { return len(pidsOf("rq")) > 0 })
 	first := pidsOf("rq")[0]
 
 	nl := nodeletPID(t, cmd.Process.Pid, node)
@@ -172,34 +171,23 @@ func TestNodeFailureRealNodelet(t *testing.T) {
 		t.Fatal(err)
 	}
 	thawed = true
-	deadline := time.Now().Add(20 * time.Second)
-	for alive(first) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the thawed nodelet on %s did not stop the stale container (pid %d)", node, first)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually.True(t, 20*time.Second, fmt.Sprintf("the thawed nodelet on %s stopping the stale container (pid %d)", node, first),
+		func() bool { return !alive(first) })
 	if ps := pidsOf("rq"); len(ps) != 2 || !alive(ps[1]) {
 		t.Fatalf("requeued job's processes %v: want the stale one gone and one live copy", ps)
 	}
-	deadline = time.Now().Add(20 * time.Second)
-	for {
+	eventually.True(t, 20*time.Second, fmt.Sprintf("node %s UP again after the thaw", node), func() bool {
 		nodes, err := c.Nodes(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		up := false
 		for _, n := range nodes.Nodes {
-			up = up || (n.Name == node && n.State == api.NodeUp)
+			if n.Name == node && n.State == api.NodeUp {
+				return true
+			}
 		}
-		if up {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s not UP again after the thaw", node)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
 	if _, err := c.Kill(ctx, rq); err != nil {
 		t.Fatal(err)
 	}
@@ -266,9 +254,7 @@ job "twice" {
 	out := filepath.Join(dir, "twice-"+strconv.FormatUint(id, 10)+".out")
 	j := c.waitState(id, 60*time.Second, func(j api.Job) bool { return j.State == api.JobRunning })
 	node := j.Containers[0].Node
-	for copies, _ := readCopies(t, out); len(copies) == 0; copies, _ = readCopies(t, out) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, "the job writing its first line", func() bool { copies, _ := readCopies(t, out); return len(copies) > 0 })
 	nl := nodeletPID(t, c.cmd.Process.Pid, node)
 	if err := syscall.Kill(nl, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -288,16 +274,13 @@ job "twice" {
 	// still able to write beside it.
 	var copies map[string][2]int64
 	var order []string
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	eventually.NoError(t, 20*time.Second, "the second copy writing for 2s", func() error {
 		copies, order = readCopies(t, out)
 		if len(order) >= 2 && copies[order[1]][1]-copies[order[1]][0] > int64(2*time.Second) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second copy did not write for 2s within 20s: %d copies", len(order))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%d copies", len(order))
+	})
 	if len(order) != 2 {
 		t.Fatalf("%d copies wrote to %s, want 2", len(order), out)
 	}
@@ -319,25 +302,16 @@ job "twice" {
 	// on this machine both nodes share the cgroup tree, and a teardown
 	// of the same container id killed the second copy (exit 137).
 	records := filepath.Join(c.dir, "nodes", node, "run", "records")
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if ents, err := os.ReadDir(records); err == nil && len(ents) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the thawed nodelet on %s did not tear the first copy down in 30s", node)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, fmt.Sprintf("the thawed nodelet on %s tearing the first copy down", node), func() bool {
+		ents, err := os.ReadDir(records)
+		return err == nil && len(ents) == 0
+	})
 	torn := time.Now().UnixNano()
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	if !eventually.Within(20*time.Second, func() bool {
 		copies, order = readCopies(t, out)
-		if copies[order[1]][1] > torn {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second copy wrote nothing in the 20s after the first one's teardown: %+v", c.job(id))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return copies[order[1]][1] > torn
+	}) {
+		t.Fatalf("the second copy wrote nothing in the 20s after the first one's teardown: %+v", c.job(id))
 	}
 	if j := c.job(id); j.State != api.JobRunning || j.Requeues != 1 {
 		t.Fatalf("after the first copy's teardown the job is %s (run %d, %s), want RUNNING in run 1", j.State, j.Requeues, j.Reason)
@@ -402,15 +376,10 @@ func checkRunsInHistory(t *testing.T, c *devCluster, dir string, id uint64, node
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if _, _, err := cl.Job(context.Background(), id, 0, 0); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d still in raft 30s after its end (--keep-ended 5s)", id)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, fmt.Sprintf("job %d leaving raft after its end (--keep-ended 5s)", id), func() bool {
+		_, _, err := cl.Job(context.Background(), id, 0, 0)
+		return err != nil
+	})
 	check("in the accounting store")
 	sum, err := cl.Accounting(context.Background(), url.Values{"user": {"root"}})
 	if err != nil || sum.Total.Jobs != 1 || sum.Total.Run < 2*time.Second {

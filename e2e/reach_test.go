@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // reachHostPort and its neighbour are ports of the test hosts
@@ -272,17 +273,17 @@ func serveSeen(t *testing.T, addr, reply string) *net.TCPAddr {
 // first line the server sends ("" on failure).
 func readToken(t *testing.T, addr string, port int) string {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	var line string
+	eventually.Within(10*time.Second, func() bool {
 		conn, err := net.DialTimeout("tcp4", net.JoinHostPort(addr, strconv.Itoa(port)), 2*time.Second)
 		if err != nil {
-			continue
+			return false
 		}
 		_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
-		line, _ := bufio.NewReader(conn).ReadString('\n')
+		line, _ = bufio.NewReader(conn).ReadString('\n')
 		conn.Close()
-		if line = strings.TrimSpace(line); line != "" {
-			return line
-		}
-	}
-	return ""
+		line = strings.TrimSpace(line)
+		return line != ""
+	})
+	return line
 }

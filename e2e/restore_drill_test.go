@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,7 +17,6 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
-	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -179,26 +176,29 @@ job %q {
 }
 
 // TestRestoreEmptyDataDir follows schedd(8) RECOVERY for a lone server
-// whose raft data is lost: schedd is stopped, its raft directory moved
-// aside, and it starts again on the same data dir (the accounting store
-// kept) while its nodelet runs on; the last backup is then restored.
-// While schedd's state holds no job, the nodelet stops nothing. After
-// the restore the job the backup shows running runs on, in the same
-// process, and can be killed; the job submitted after the backup, which
-// the restored state does not hold, is stopped. Job ids do not go back:
-// not to a job ended since the backup (in the accounting store only),
-// nor to the job the nodelet stopped (its report carries the id). The
-// nodelet used to stop every container on the empty state, and schedd
-// handed out the backup's next id again.
+// whose data disk is lost: schedd is stopped, its raft directory and its
+// accounting store removed, and it starts again on the emptied data dir
+// while its nodelet runs on; the last backup is then restored. While
+// schedd's state holds no job, the nodelet stops nothing. After the
+// restore, in the adoption window: the job the backup shows running runs
+// on, in the same process; the job the backup shows HELD that started
+// since is adopted (one run, the same process); the job the backup shows
+// HELD that ran and ended since ends with its true outcome (exit 3, from
+// the end the nodelet kept), never run again; and the job submitted
+// after the backup, still running, is adopted from the nodelet's copy:
+// it runs on in the same process under its own id and is killed as any
+// job. Job ids do not go back. The nodelet used to stop every container
+// on the empty state, schedd handed out the backup's next id again, the
+// ended job ran a second time, and the later job was stopped with no
+// record.
 func TestRestoreEmptyDataDir(t *testing.T) {
 	ba := badmin(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	sock := filepath.Join(dir, "schedd.sock")
-	metrics := freeport.Addr(t)
 	// start runs schedd on data; stop ends it (the cleanup too).
 	start := func() (cl *client.Client, stop func()) {
-		cmd := exec.Command(bin+"/schedd", "--data-dir", data, "--socket", sock, "--keep-ended", "1s", "--metrics-addr", metrics)
+		cmd := exec.Command(bin+"/schedd", "--data-dir", data, "--socket", sock, "--keep-ended", "1s")
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -271,6 +271,8 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	heldOut := filepath.Join(dir, "held.out")
 	heldMarker := "echo run >> " + heldOut + "; sleep 600; : held " + dir
 	held := submitHeld(heldMarker, true)
+	endedOut := filepath.Join(dir, "ended.out")
+	ended := submitHeld("echo run >> "+endedOut+"; exit 3", true)
 	snap := filepath.Join(dir, "backup.snap")
 	if o, err := runEnv(t, admin, ba, "snapshot", "save", snap); err != nil {
 		t.Fatalf("badmin snapshot save: %v: %s", err, o)
@@ -286,7 +288,9 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ended := submit("exit 3")  // ends and leaves for the accounting store
+	if _, err := cl.Release(ctx, ended); err != nil { // held at the backup: runs and ends after it
+		t.Fatal(err)
+	}
 	lost := submit(lostMarker) // submitted after the backup, still running
 	if !waitFor(time.Minute, func() bool { return jobState(ended) == "" }) {
 		t.Fatalf("job %d not purged to the accounting store", ended)
@@ -294,9 +298,21 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if !waitFor(time.Minute, func() bool { return pids(lostMarker) != "" }) {
 		t.Fatalf("job %d did not start", lost)
 	}
+	lostPID := pids(lostMarker)
+	lostJob, _, err := cl.Job(ctx, lost, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stop()
 	if err := os.Rename(filepath.Join(data, "raft"), filepath.Join(dir, "raft.damaged")); err != nil {
 		t.Fatal(err)
+	}
+	// The disk is lost: the accounting store too (the backup's copy of it
+	// refills it, without what ended since).
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(filepath.Join(data, "accounting.db"+suffix)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
 	}
 	cl, _ = start()
 	if !waitFor(time.Minute, func() bool { return strings.Contains(nlog.String(), "keeping the containers running here") }) {
@@ -305,22 +321,10 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if o, err := runEnv(t, admin, ba, "snapshot", "restore", snap); err != nil {
 		t.Fatalf("badmin snapshot restore: %v: %s", err, o)
 	}
-	// The restored state does not hold the later job: the nodelet stops
-	// it, and schedd learns its id from the report of its end.
-	if !waitFor(time.Minute, func() bool { return pids(lostMarker) == "" }) {
-		t.Fatalf("job %d, which the restored state does not hold, still runs", lost)
-	}
-	if !waitFor(30*time.Second, func() bool {
-		resp, err := http.Get("http://" + metrics + "/metrics")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return strings.Contains(string(b), `troupe_schedd_raft_entries_total{kind="report"}`) ||
-			strings.Contains(string(b), `troupe_schedd_raft_entries_total{kind="reports"}`)
-	}) {
-		t.Fatal("the nodelet's report of the stopped job was not committed")
+	// The restored state does not hold the later job: the nodelet's
+	// announcement carries its copy, from which it is adopted, running on.
+	if !waitFor(30*time.Second, func() bool { return jobState(lost) == api.JobRunning }) {
+		t.Fatalf("job %d, submitted after the backup and running on the node, after the restore: %q; want RUNNING, adopted", lost, jobState(lost))
 	}
 	if st := jobState(kept); st != api.JobRunning || pids(keptMarker) != keptPID {
 		t.Fatalf("job %d after the restore: %s, processes %q; want it RUNNING in the same process %s", kept, st, pids(keptMarker), keptPID)
@@ -340,6 +344,17 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 		b, _ := os.ReadFile(heldOut)
 		t.Fatalf("job %d after the restore: output %q, processes %q (was %s), state %s; want one run, the same process, RUNNING", held, b, pids(heldMarker), heldPID, jobState(held))
 	}
+	// The job that ran and ended since the backup: its true outcome, from
+	// the end the nodelet kept; never run again.
+	if !waitFor(30*time.Second, func() bool { return jobState(ended) == api.JobFailed }) {
+		t.Fatalf("job %d, HELD in the backup, ended (exit 3) since: %q after the restore; want FAILED", ended, jobState(ended))
+	}
+	if j, _, err := cl.Job(ctx, ended, 0, 0); err != nil || j.ExitCode != 3 || strings.Contains(j.Reason, "after the backup") {
+		t.Fatalf("job %d after the restore: %+v (%v); want exit 3 as it ended, not a restore's reason", ended, j, err)
+	}
+	if j, _, err := cl.Job(ctx, lost, 0, 0); err != nil || j.User != lostJob.User || j.UID != lostJob.UID || j.Containers[0].Node != "r1" || pids(lostMarker) != lostPID {
+		t.Fatalf("job %d adopted as %+v (%v), processes %q (was %s); want it on r1 as its user, the same process", lost, j, err, pids(lostMarker), lostPID)
+	}
 	next := submit("true")
 	if next <= lost {
 		t.Fatalf("the first job after the restore got id %d; ids up to %d were given (job %d ended, job %d ran on the node)", next, lost, ended, lost)
@@ -348,7 +363,10 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if err != nil || len(h.Jobs) != 1 || h.Jobs[0].ExitCode != 3 {
 		t.Fatalf("bhist %d: %+v, %v; want the job that exited 3", ended, h.Jobs, err)
 	}
-	for _, id := range []uint64{kept, held} {
+	if b, _ := os.ReadFile(endedOut); strings.Count(string(b), "run") != 1 {
+		t.Fatalf("job %d ran twice: output %q", ended, b)
+	}
+	for _, id := range []uint64{kept, held, lost} {
 		if _, err := cl.Kill(ctx, id); err != nil {
 			t.Fatal(err)
 		}
@@ -358,6 +376,9 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(heldOut); strings.Count(string(b), "run") != 1 {
 		t.Fatalf("job %d ran twice: output %q", held, b)
+	}
+	if !waitFor(time.Minute, func() bool { return jobState(lost) == api.JobCancelled && pids(lostMarker) == "" }) {
+		t.Fatalf("job %d, submitted after the backup and adopted, bkilled: %s", lost, jobState(lost))
 	}
 	if !waitFor(time.Minute, func() bool { return jobState(kept) == api.JobCancelled && pids(keptMarker) == "" }) {
 		t.Fatalf("job %d, adopted after the restore, bkilled: %s", kept, jobState(kept))

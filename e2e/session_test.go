@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // envJob is a 3-container session whose every container prints its
@@ -240,12 +241,7 @@ job "long" {
 		}
 		// Teardown follows the report of the exit: give it its moment.
 		var left string
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if left = leftovers(c.dir, false); left == "" || time.Now().After(deadline) {
-				break
-			}
-		}
-		if left != "" {
+		if !eventually.Within(20*time.Second, func() bool { left = leftovers(c.dir, false); return left == "" }) {
 			t.Errorf("left behind by the killed job:\n%s", left)
 		}
 	})

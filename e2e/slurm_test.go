@@ -225,20 +225,9 @@ func TestSnakemakeSlurm(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "Snakefile"), []byte(snakefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
 	// One status check a second rather than --slurm's one in 33 s.
-	cmd := exec.CommandContext(ctx, snakemake, "--slurm", "--jobs", "2", "--latency-wait", "30",
+	out, err := c.toolAsNobody(t, 6*time.Minute, dir, links, snakemake, "--slurm", "--jobs", "2", "--latency-wait", "30",
 		"--max-status-checks-per-second", "1", "--default-resources", "runtime=5", "mem_mb=200", "--directory", dir)
-	cmd.Dir = dir
-	cmd.Env = []string{
-		"PATH=" + links + ":" + bin + ":/usr/local/bin:/usr/bin:/bin",
-		"TROUPE_ADDR=" + c.addr, "USER=nobody",
-		"HOME=" + dir, "XDG_CACHE_HOME=" + filepath.Join(dir, ".cache"),
-		"LANG=C.UTF-8",
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyUser.uid, Gid: nobodyUser.gid}}
-	out, err := cmd.CombinedOutput()
 	logs, _ := filepath.Glob(filepath.Join(dir, ".snakemake", "slurm_logs", "*", "*.log"))
 	if err != nil {
 		var b strings.Builder
@@ -296,14 +285,7 @@ func TestRslurm(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "run.R"), []byte(rscript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, rs, "run.R")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + links + ":" + bin + ":/usr/local/bin:/usr/bin:/bin", "TROUPE_ADDR=" + c.addr,
-		"USER=nobody", "HOME=" + dir, "LANG=C.UTF-8"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyUser.uid, Gid: nobodyUser.gid}}
-	out, err := cmd.CombinedOutput()
+	out, err := c.toolAsNobody(t, 5*time.Minute, dir, links, rs, "run.R")
 	log, _ := os.ReadFile(filepath.Join(dir, "_rslurm_rtest", "slurm_0.out"))
 	if err != nil || !strings.Contains(string(out), "result: 42 \n") {
 		t.Fatalf("Rscript: %v\n%s\njob output:\n%s", err, out, log)

@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -50,19 +48,8 @@ func TestSnakemakeLSF(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "Snakefile"), []byte(snakefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, snakemake, "--cluster", "bsub -n {threads} -W 5 -o logs/%J.out",
+	out, err := c.toolAsNobody(t, 5*time.Minute, dir, "", snakemake, "--cluster", "bsub -n {threads} -W 5 -o logs/%J.out",
 		"--jobs", "2", "--latency-wait", "30", "--cores", "2", "--directory", dir)
-	cmd.Dir = dir
-	cmd.Env = []string{
-		"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin",
-		"TROUPE_ADDR=" + c.addr,
-		"HOME=" + dir, "XDG_CACHE_HOME=" + filepath.Join(dir, ".cache"),
-		"LANG=C.UTF-8",
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyUser.uid, Gid: nobodyUser.gid}}
-	out, err := cmd.CombinedOutput()
 	if err != nil {
 		jobLogs, _ := filepath.Glob(filepath.Join(logs, "*"))
 		var b strings.Builder

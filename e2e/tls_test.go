@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
@@ -129,19 +130,12 @@ func TestTLSTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nl.Process.Signal(syscall.SIGTERM); _ = nl.Wait() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	j := eventually.Value(t, 30*time.Second, "the job ending on the TLS nodelet", func() (api.Job, bool) {
 		j, _, err := c.Job(ctx, res.JobID, 0, 0)
-		if err == nil && j.State.Terminal() {
-			if j.State != api.JobCompleted {
-				t.Fatalf("the job ended %s (%s)", j.State, j.Reason)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job did not finish on the TLS nodelet in 30s: %+v %v", j.State, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return j, err == nil && j.State.Terminal()
+	})
+	if j.State != api.JobCompleted {
+		t.Fatalf("the job ended %s (%s)", j.State, j.Reason)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "ran")); !strings.Contains(string(b), "ran-") {
 		t.Fatalf("job output %q", b)

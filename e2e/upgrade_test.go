@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/state"
@@ -251,15 +252,14 @@ func TestRollingUpgrade(t *testing.T) {
 	})
 	leader := func(within time.Duration) int {
 		t.Helper()
-		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		return eventually.Value(t, within, "a live leader among the peers", func() (int, bool) {
 			for i, p := range peers {
 				if p.alive() && p.metric("troupe_schedd_raft_is_leader") == 1 {
-					return i
+					return i, true
 				}
 			}
-		}
-		t.Fatalf("no leader in %v", within)
-		return -1
+			return -1, false
+		})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -303,7 +303,7 @@ func TestRollingUpgrade(t *testing.T) {
 			}
 		}
 	})
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	eventually.NoError(t, 60*time.Second, "every nodelet registered and UP", func() error {
 		nl, err := cli.Nodes(ctx)
 		up := 0
 		for _, nd := range nl.Nodes {
@@ -312,7 +312,7 @@ func TestRollingUpgrade(t *testing.T) {
 			}
 		}
 		if err == nil && up == len(nodelets) {
-			break
+			return nil
 		}
 		for _, nl := range nodelets {
 			select {
@@ -321,10 +321,8 @@ func TestRollingUpgrade(t *testing.T) {
 			default:
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d nodelets registered in 60s (%v)", up, len(nodelets), err)
-		}
-	}
+		return fmt.Errorf("%d of %d UP (%v)", up, len(nodelets), err)
+	})
 
 	// The jobs note what they do in work, mounted at /home/work/up.
 	spec := func(name, script string, cpu float64) jobspec.Job {
@@ -347,16 +345,14 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	started := map[uint64]time.Time{}
 	for id := range long {
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		eventually.NoError(t, 60*time.Second, fmt.Sprintf("long job %d RUNNING", id), func() error {
 			j, _, err := cli.Job(ctx, id, 0, 0)
 			if err == nil && j.State == api.JobRunning {
 				started[id] = j.Started
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("long job %d not RUNNING in 60s: %s (%s) %v", id, j.State, j.Reason, err)
-			}
-		}
+			return fmt.Errorf("%s (%s) %v", j.State, j.Reason, err)
+		})
 	}
 	lines := func(path string) map[string]int {
 		b, _ := os.ReadFile(path)
@@ -366,11 +362,7 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return out
 	}
-	for deadline := time.Now().Add(30 * time.Second); len(lines(starts)) < len(long); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the long jobs noted %d starts in 30s, want %d", len(lines(starts)), len(long))
-		}
-	}
+	eventually.Equal(t, 30*time.Second, "the starts the long jobs noted", len(long), func() int { return min(len(lines(starts)), len(long)) })
 	// stillRunning: the long jobs are RUNNING as they started, none
 	// started again.
 	stillRunning := func(when string) {
@@ -413,15 +405,12 @@ func TestRollingUpgrade(t *testing.T) {
 				acked[res.JobID] = true
 				mu.Unlock()
 				// Read it back; a follower may not have applied it yet.
-				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if !eventually.Within(10*time.Second, func() bool {
 					var j api.Job
-					if j, _, err = cli.Job(cctx, res.JobID, 0, 0); err == nil && j.Name == fmt.Sprint("short-", i) {
-						break
-					}
-					if time.Now().After(deadline) {
-						err = fmt.Errorf("reading job %d back for 10s: %w", res.JobID, err)
-						break
-					}
+					j, _, err = cli.Job(cctx, res.JobID, 0, 0)
+					return err == nil && j.Name == fmt.Sprint("short-", i)
+				}) {
+					err = fmt.Errorf("reading job %d back for 10s: %w", res.JobID, err)
 				}
 			}
 			cancel()
@@ -467,14 +456,10 @@ func TestRollingUpgrade(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if j, _, err := pc.Job(ctx, res.JobID, 0, 0); err == nil && j.Name == name {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("peer %s (%s) has not applied job %d (%s) in 20s", p.id, p.bin, res.JobID, name)
-			}
-		}
+		eventually.True(t, 20*time.Second, fmt.Sprintf("peer %s (%s) applying job %d (%s)", p.id, p.bin, res.JobID, name), func() bool {
+			j, _, err := pc.Job(ctx, res.JobID, 0, 0)
+			return err == nil && j.Name == name
+		})
 	}
 	upgrade := func(p *upPeer) {
 		t.Helper()
@@ -525,33 +510,28 @@ func TestRollingUpgrade(t *testing.T) {
 	upgrade(last)
 	stillRunning("after the schedd peers")
 	// Every peer runs this release: the state moves to its schema.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		ok := true
+	eventually.NoError(t, 20*time.Second, "every upgraded peer in this release's schema", func() error {
+		var in []float64
 		for _, p := range peers {
-			ok = ok && p.metric("troupe_schedd_raft_schema") == state.SchemaVersion
+			in = append(in, p.metric("troupe_schedd_raft_schema"))
 		}
-		if ok {
-			break
+		for _, v := range in {
+			if v != state.SchemaVersion {
+				return fmt.Errorf("schemas %v, want %d", in, state.SchemaVersion)
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("every peer upgraded, but after 20s their schemas are %v, %v, %v", peers[0].metric("troupe_schedd_raft_schema"),
-				peers[1].metric("troupe_schedd_raft_schema"), peers[2].metric("troupe_schedd_raft_schema"))
-		}
-	}
+		return nil
+	})
 
 	// 4. The nodelets, one at a time: SIGQUIT leaves the containers
 	// running, the new nodelet re-attaches to them.
 	for _, nl := range nodelets {
 		nl.signal(t, syscall.SIGQUIT)
 		nl.start(t, bin)
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			if b, _ := os.ReadFile(nl.log); strings.Count(string(b), "re-attached to container") >= 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("nodelet %s of this release re-attached to no container in 30s", nl.name)
-			}
-		}
+		eventually.True(t, 30*time.Second, fmt.Sprintf("nodelet %s of this release re-attaching to a container", nl.name), func() bool {
+			b, _ := os.ReadFile(nl.log)
+			return strings.Contains(string(b), "re-attached to container")
+		})
 		applies(peers[leader(10*time.Second)], "after-"+nl.name)
 		stillRunning("after upgrading " + nl.name)
 		t.Logf("nodelet %s upgraded at %v", nl.name, time.Since(began).Round(time.Second))
@@ -573,47 +553,46 @@ func TestRollingUpgrade(t *testing.T) {
 	if err := os.WriteFile(gofile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(300 * time.Millisecond) {
-		jl, err := cli.Jobs(ctx, 0, 0)
-		if err != nil {
-			if time.Now().After(deadline) {
-				t.Fatal(err)
-			}
-			continue
+	var jl api.JobList
+	eventually.NoError(t, 90*time.Second, "every job ended", func() error {
+		var err error
+		if jl, err = cli.Jobs(ctx, 0, 0); err != nil {
+			return err
 		}
-		done, byName := 0, map[string]int{}
+		done := 0
 		for _, j := range jl.Jobs {
-			byName[j.Name]++
 			if j.State.Terminal() {
 				done++
 			}
 		}
-		if done == len(jl.Jobs) {
-			for _, j := range jl.Jobs {
-				if j.State != api.JobCompleted || j.ExitCode != 0 {
-					t.Errorf("job %d (%s) ended %s exit %d (%s)", j.ID, j.Name, j.State, j.ExitCode, j.Reason)
-				}
-				if byName[j.Name] != 1 {
-					t.Errorf("job %s is there %d times", j.Name, byName[j.Name])
-				}
-				if long[j.ID] {
-					continue
-				}
-				mu.Lock()
-				ok := acked[j.ID]
-				mu.Unlock()
-				if !ok {
-					t.Errorf("job %d (%s) was never acknowledged", j.ID, j.Name)
-				}
-			}
-			if len(jl.Jobs) != len(acked)+len(long) {
-				t.Errorf("%d jobs, want the %d acknowledged and %d long", len(jl.Jobs), len(acked), len(long))
-			}
-			break
+		if done != len(jl.Jobs) {
+			return fmt.Errorf("%d of %d jobs ended", done, len(jl.Jobs))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d jobs ended in 90s", done, len(jl.Jobs))
+		return nil
+	})
+	byName := map[string]int{}
+	for _, j := range jl.Jobs {
+		byName[j.Name]++
+	}
+	for _, j := range jl.Jobs {
+		if j.State != api.JobCompleted || j.ExitCode != 0 {
+			t.Errorf("job %d (%s) ended %s exit %d (%s)", j.ID, j.Name, j.State, j.ExitCode, j.Reason)
 		}
+		if byName[j.Name] != 1 {
+			t.Errorf("job %s is there %d times", j.Name, byName[j.Name])
+		}
+		if long[j.ID] {
+			continue
+		}
+		mu.Lock()
+		ok := acked[j.ID]
+		mu.Unlock()
+		if !ok {
+			t.Errorf("job %d (%s) was never acknowledged", j.ID, j.Name)
+		}
+	}
+	if len(jl.Jobs) != len(acked)+len(long) {
+		t.Errorf("%d jobs, want the %d acknowledged and %d long", len(jl.Jobs), len(acked), len(long))
 	}
 	for file, want := range map[string]map[uint64]bool{starts: long, ends: long, ran: acked} {
 		got := lines(file)

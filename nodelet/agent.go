@@ -92,6 +92,9 @@ type reconciler struct {
 	// keptUnassigned: the last answer said schedd's state holds no job
 	// yet, and the containers running here were kept (logged once).
 	keptUnassigned bool
+	// toldAdopt is the adoption window (api.Assignments.AdoptUntil)
+	// in which this nodelet told schedd the ends it keeps (tellKept).
+	toldAdopt time.Time
 	// announced are the containers running here that schedd stopped
 	// assigning while its state holds jobs: each is reported running
 	// (under its job's session) before it is stopped, so that a state
@@ -164,7 +167,19 @@ func (a *agent) wire() *agent {
 // returns nil after ctx is cancelled and every container it ran is
 // destroyed, or an error when it cannot start at all.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	a, err := newAgent(cfg, log)
+	return run(ctx, cfg, log, parts{})
+}
+
+// parts stand in for what the agent otherwise makes from its Config;
+// Run gives none, the package's tests a fake schedd or a runtime they
+// watch.
+type parts struct {
+	schedd      schedd                                // in place of a client for Config.Addr
+	wrapRuntime func(runtime.Runtime) runtime.Runtime // around the runtime Config names
+}
+
+func run(ctx context.Context, cfg Config, log *slog.Logger, p parts) error {
+	a, err := newAgent(cfg, log, p)
 	if err != nil {
 		return err
 	}
@@ -216,14 +231,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return nil
 }
 
-func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
+func newAgent(cfg Config, log *slog.Logger, p parts) (*agent, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	cli, err := dialSchedd(cfg, "", false)
-	if err != nil {
-		return nil, err
+	cli := p.schedd
+	if cli == nil {
+		if cli, err = dialSchedd(cfg, "", false); err != nil {
+			return nil, err
+		}
 	}
 	for _, d := range []string{cfg.StateDir, cfg.RunDir, filepath.Join(cfg.StateDir, "homes")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -238,8 +255,8 @@ func newAgent(cfg Config, log *slog.Logger) (*agent, error) {
 	if r, ok := rt.(interface{ OCI() string }); ok {
 		oci = r.OCI()
 	}
-	if cfg.wrapRuntime != nil {
-		rt = cfg.wrapRuntime(rt)
+	if p.wrapRuntime != nil {
+		rt = p.wrapRuntime(rt)
 	}
 	a := &agent{
 		cfg: cfg, log: log, cli: cli, rt: rt,

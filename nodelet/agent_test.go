@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
@@ -57,12 +58,12 @@ func startAgentIn(t *testing.T, s *testSchedd, rt, stateDir string) (Config, fun
 // the agent with ErrDetach (its containers keep running).
 func startAgentCause(t *testing.T, s *testSchedd, rt, stateDir string, mods ...func(*Config)) (Config, func(), func()) {
 	t.Helper()
-	return runAgent(t, Config{Addr: s.hs.URL}, rt, stateDir, mods...)
+	return runAgent(t, Config{Addr: s.hs.URL}, parts{}, rt, stateDir, mods...)
 }
 
 // runAgent is startAgentCause for cfg, which names schedd (Addr, or the
-// fake in cfg.schedd).
-func runAgent(t *testing.T, cfg Config, rt, stateDir string, mods ...func(*Config)) (Config, func(), func()) {
+// fake in p.schedd).
+func runAgent(t *testing.T, cfg Config, p parts, rt, stateDir string, mods ...func(*Config)) (Config, func(), func()) {
 	t.Helper()
 	cfg.Name, cfg.StateDir, cfg.Runtime = "node1", stateDir, rt
 	cfg.CPU, cfg.Memory, cfg.InitBinary, cfg.SSHBinary = 2, 1<<30, runtimetest.BuildInit(t), buildSSH(t)
@@ -77,7 +78,7 @@ func runAgent(t *testing.T, cfg Config, rt, stateDir string, mods ...func(*Confi
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	go func() { done <- Run(ctx, cfg, log) }()
+	go func() { done <- run(ctx, cfg, log, p) }()
 	stopped := false
 	stopWith := func(cause error) {
 		if stopped {
@@ -203,7 +204,7 @@ func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 		}
 		return true
 	}
-	if !runtimetest.WaitFor(10*time.Second, empty) {
+	if !eventually.Within(10*time.Second, empty) {
 		t.Errorf("state dir not empty: %s", lsR(cfg.StateDir))
 	}
 	if rt != RuntimeRunc {
@@ -211,7 +212,7 @@ func assertNothingLeft(t *testing.T, cfg Config, rt string, ids []string) {
 	}
 	// A container's default veth goes with its namespace, a moment after.
 	var links []string
-	if !runtimetest.WaitFor(5*time.Second, func() bool { links, _ = network.Links(); return len(links) == 0 }) {
+	if !eventually.Within(5*time.Second, func() bool { links, _ = network.Links(); return len(links) == 0 }) {
 		t.Errorf("session links left: %v", links)
 	}
 	// Pins: the run directory's, and the state directory's of nodelets
@@ -258,7 +259,7 @@ func TestAgentBkillStopsRunningSession(t *testing.T) {
 		id := s.submit(t, cwd, nil, sh(`trap "" TERM; echo up; while :; do sleep 0.1; done`), nil)
 		s.waitState(t, id, "sub1", api.ContainerRunning)
 		out := filepath.Join(cwd, fmt.Sprintf("troupe-%d.main1.out", id))
-		if !runtimetest.WaitFor(10*time.Second, func() bool { b, _ := os.ReadFile(out); return len(b) > 0 }) {
+		if !eventually.Within(10*time.Second, func() bool { b, _ := os.ReadFile(out); return len(b) > 0 }) {
 			t.Fatal("main1 never said up")
 		}
 		if _, err := s.cli.Kill(context.Background(), id); err != nil {
@@ -423,7 +424,7 @@ func TestAgentCleansLeftovers(t *testing.T) {
 	}
 	s := newTestSchedd(t)
 	cfg, _ := startAgentIn(t, s, RuntimeRunc, state)
-	if !runtimetest.WaitFor(10*time.Second, func() bool { return s.registered("node1") }) {
+	if !eventually.Within(10*time.Second, func() bool { return s.registered("node1") }) {
 		t.Fatal("agent never registered")
 	}
 	assertNothingLeft(t, cfg, RuntimeRunc, []string{spec.ID})

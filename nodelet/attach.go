@@ -127,21 +127,9 @@ func (a *sessionServer) terminalOf(r api.AttachRequest) (runtime.Terminal, error
 	return *p, nil
 }
 
-// streamCost is what MaxStreams' default divides the open files the
-// limit leaves by: a stream holds two (schedd's connection, the
-// terminal's or the port's), and as many again are left for the rest.
-const streamCost = 4
-
 // newStreams is the counter of cfg's caps on terminal and app streams.
 func newStreams(cfg Config) *connlimit.Streams {
-	s := &connlimit.Streams{Daemon: "nodelet " + cfg.Name,
-		PerJob: connlimit.Cap(cfg.MaxStreamsPerJob, connlimit.DefaultPerJob), PerUser: connlimit.Cap(cfg.MaxStreamsPerUser, connlimit.DefaultPerUser)}
-	if n := cfg.MaxStreams; n > 0 {
-		s.Total = func() int { return n }
-	} else {
-		s.Total = connlimit.DerivedTotal(0, streamCost)
-	}
-	return s
+	return connlimit.NewStreams("nodelet "+cfg.Name, cfg.MaxStreamsPerJob, cfg.MaxStreamsPerUser, cfg.MaxStreams, 0, nil)
 }
 
 // takeStream takes a slot for request r's stream, counted for its job

@@ -177,12 +177,6 @@ type Config struct {
 	// site's program, if any, and the nodelet's own checks, run every
 	// Health.Interval.
 	Health HealthCheck
-	// wrapRuntime, when set (tests only), wraps the runtime the agent
-	// drives, e.g. to make Destroy block or stop short.
-	wrapRuntime func(runtime.Runtime) runtime.Runtime
-	// schedd, when set (tests only), is the schedd the agent talks to
-	// in place of a client for Addr.
-	schedd schedd
 }
 
 // withDefaults fills zero fields and checks the rest.

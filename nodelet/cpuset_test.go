@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
@@ -49,7 +50,7 @@ func TestCPUSetTakeRelease(t *testing.T) {
 func cpusSeen(t *testing.T, path string) (cpus, binding string) {
 	t.Helper()
 	var out string
-	if !runtimetest.WaitFor(20*time.Second, func() bool {
+	if !eventually.Within(20*time.Second, func() bool {
 		b, _ := os.ReadFile(path)
 		out = string(b)
 		return strings.Contains(out, "end-of-env")

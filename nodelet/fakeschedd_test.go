@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -244,22 +246,19 @@ func (l *reportLog) states(job uint64, host string) []api.ContainerUpdate {
 // waitState waits for state to be reported for (job, host).
 func (l *reportLog) waitState(t *testing.T, job uint64, host string, state api.ContainerState) api.ContainerUpdate {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, u := range l.states(job, host) {
-			if u.State == state {
-				return u
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
+	var got []api.ContainerUpdate
+	if !eventually.Within(20*time.Second, func() bool {
+		got = l.states(job, host)
+		return slices.ContainsFunc(got, func(u api.ContainerUpdate) bool { return u.State == state })
+	}) {
+		t.Fatalf("job %d %s never reported %s; got %+v", job, host, state, got)
 	}
-	t.Fatalf("job %d %s never reported %s; got %+v", job, host, state, l.states(job, host))
-	return api.ContainerUpdate{}
+	return got[slices.IndexFunc(got, func(u api.ContainerUpdate) bool { return u.State == state })]
 }
 
 // startFakeAgent runs an agent against f until the test ends, like
 // startAgentCause against a real schedd.
 func startFakeAgent(t *testing.T, f *fakeSchedd, rt, stateDir string, mods ...func(*Config)) (Config, func(), func()) {
 	t.Helper()
-	return runAgent(t, Config{Addr: "http://127.0.0.1:1", schedd: f}, rt, stateDir, mods...)
+	return runAgent(t, Config{Addr: "http://127.0.0.1:1"}, parts{schedd: f}, rt, stateDir, mods...)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/nodelet/fence"
 	"github.com/troupe-hpc/troupe/sched"
 )
@@ -20,13 +21,8 @@ func TestAgentHeartbeatFollowsNodeTimeout(t *testing.T) {
 	const timeout = 1500 * time.Millisecond // heartbeats every T/8: room for a loaded machine
 	s := newTestScheddWith(t, sched.Config{NodeTimeout: timeout})
 	cfg, _, _ := startAgentCause(t, s, RuntimeProcess, t.TempDir(), func(c *Config) { c.Heartbeat = 0 })
-	deadline := time.Now().Add(10 * time.Second)
-	for !s.registered(cfg.Name) {
-		if time.Now().After(deadline) {
-			t.Fatal("node never registered")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "the node registered", func() bool { return s.registered(cfg.Name) })
+	// The node must stay UP for five timeouts: the duration is the test.
 	end := time.Now().Add(5 * timeout)
 	for time.Now().Before(end) {
 		if n := s.srv.Store().Snapshot().Node(cfg.Name); n.State != api.NodeUp {

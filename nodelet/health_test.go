@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/nodelet/gpu"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/process"
@@ -81,13 +82,9 @@ func TestHealthProgramTimeoutKillsGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(pid, 0) == nil && !zombie(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the program's child %d outlived the timeout", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, fmt.Sprintf("the program's child %d killed with its group", pid), func() bool {
+		return syscall.Kill(pid, 0) != nil || zombie(pid)
+	})
 }
 
 // zombie says whether pid has exited and waits for its reaper.

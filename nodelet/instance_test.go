@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // TestSecondNodeletUnderTheSameNameRefused (issue 12 item 9): two live
@@ -31,11 +33,7 @@ func TestSecondNodeletUnderTheSameNameRefused(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
+		eventually.True(t, 10*time.Second, what, cond)
 	}
 	_, stop1 := startAgentIn(t, s, RuntimeProcess, dir1)
 	waitFor("the first nodelet to register", func() bool { return registered() != "" })

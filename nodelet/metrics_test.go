@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
-	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
 
 func scrape(t *testing.T, addr string) string {
@@ -130,7 +130,7 @@ func TestAgentMetrics(t *testing.T) {
 	}
 	var body string
 	var mfs map[string]*dto.MetricFamily
-	ok := runtimetest.WaitFor(10*time.Second, func() bool {
+	ok := eventually.Within(10*time.Second, func() bool {
 		body = scrape(t, addr)
 		mfs = parseMetrics(t, body)
 		for _, w := range want {
@@ -192,7 +192,7 @@ func TestAgentMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.waitState(t, id, "main1", api.ContainerKilled)
-	if !runtimetest.WaitFor(5*time.Second, func() bool {
+	if !eventually.Within(5*time.Second, func() bool {
 		return strings.Contains(scrape(t, addr), "troupe_nodelet_containers_running 0\n")
 	}) {
 		t.Error("containers_running did not drop to 0")
@@ -257,7 +257,7 @@ func TestAgentMetricsLeaseAndFence(t *testing.T) {
 	f.mu.Lock()
 	f.silent = false
 	f.mu.Unlock()
-	if !runtimetest.WaitFor(10*time.Second, func() bool {
+	if !eventually.Within(10*time.Second, func() bool {
 		v, _ := (sample{"troupe_nodelet_lease_remaining_seconds", dto.MetricType_GAUGE, nil, 0}).find(parseMetrics(t, scrape(t, addr)))
 		return v > 0
 	}) {

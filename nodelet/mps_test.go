@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
@@ -93,7 +94,7 @@ func TestAgentRunsMPSForFractionalGPUs(t *testing.T) {
 	if out != "0|50|"+pipe {
 		t.Errorf("container saw %q, want %q", out, "0|50|"+pipe)
 	}
-	if !runtimetest.WaitFor(5*time.Second, func() bool { return len(readLines(rec)) == 2 }) {
+	if !eventually.Within(5*time.Second, func() bool { return len(readLines(rec)) == 2 }) {
 		t.Fatalf("MPS invocations %q, want start then quit", readLines(rec))
 	}
 	if got := readLines(rec); !strings.HasPrefix(got[0], "-d|"+pipe) || !strings.HasSuffix(got[1], "|quit") {

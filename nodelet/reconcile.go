@@ -2,6 +2,8 @@ package nodelet
 
 import (
 	"context"
+	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -109,6 +111,10 @@ func (a *reconciler) reconcileLocked(ctx context.Context) {
 			t.queueSignals(job)
 		}
 	}
+	if w := a.last.AdoptUntil; !w.IsZero() && !w.Equal(a.toldAdopt) {
+		a.toldAdopt = w
+		a.tellKept(want)
+	}
 	for k := range a.announced {
 		if _, ok := want[k]; ok || a.running[k] == nil {
 			delete(a.announced, k)
@@ -169,6 +175,13 @@ func (a *reconciler) unassigned(k key, t *task) {
 	if an == nil || a.last.Index < an.index {
 		an = &announcement{index: a.last.Index, update: api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run,
 			State: api.ContainerRunning, At: t.startedAt, Session: t.job.SessionID}}
+		if !a.last.AdoptUntil.IsZero() {
+			// The adoption window after a restore: the job may be one
+			// submitted after the backup, which schedd adopts from the
+			// node's copy.
+			job := t.job
+			an.update.Job = &job
+		}
 		a.announced[k] = an
 		a.log.Info("schedd no longer assigns a container running here: reporting it running before stopping it, so a state restored to before it started can adopt it", "job", k.job, "host", k.host)
 		a.rep.Add(an.update)
@@ -204,6 +217,27 @@ func (a *reconciler) tellEnd(k key, job api.AssignedJob) {
 		a.told[k] = a.last.Index
 		a.log.Info("schedd shows a container that ended here as not ended: telling its end again", "job", k.job, "host", k.host, "state", u.State)
 		a.rep.Add(u)
+	}
+}
+
+// tellKept sends again, once per adoption window after a restore
+// (api.Assignments.AdoptUntil), the final update of every container
+// that ended here and that the answer does not assign (want): the
+// restored state may show its job queued, from before it ran, and takes
+// the end as the job's true outcome instead of running it again. Ends of
+// jobs the state holds otherwise (ended, or another run) are dropped
+// there. a.mu is held.
+func (a *reconciler) tellKept(want map[key]api.AssignedJob) {
+	n := 0
+	for k, u := range a.reports.outcomes.all() {
+		if _, ok := want[k]; ok || a.running[k] != nil {
+			continue // assigned: tellEnd tells it; or running again here
+		}
+		a.rep.Add(u)
+		n++
+	}
+	if n > 0 {
+		a.log.Info("schedd adopts what the nodes ran after a restore: telling the ends kept here", "containers", n)
 	}
 }
 
@@ -320,6 +354,24 @@ func (o *outcomeLog) put(k key, session string, u api.ContainerUpdate) {
 	for len(o.order) > maxOutcomes {
 		delete(o.byKey, o.order[0])
 		o.order = o.order[1:]
+	}
+}
+
+// all is every end kept, oldest first.
+func (o *outcomeLog) all() iter.Seq2[key, api.ContainerUpdate] {
+	o.mu.Lock()
+	out := make([]outcome, 0, len(o.order))
+	keys := slices.Clone(o.order)
+	for _, k := range keys {
+		out = append(out, o.byKey[k])
+	}
+	o.mu.Unlock()
+	return func(yield func(key, api.ContainerUpdate) bool) {
+		for i, k := range keys {
+			if !yield(k, out[i].update) {
+				return
+			}
+		}
 	}
 }
 

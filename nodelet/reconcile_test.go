@@ -302,3 +302,44 @@ func TestReconcileAnnouncesBeforeStopping(t *testing.T) {
 		t.Fatal("an adopted container was stopped")
 	}
 }
+
+// TestReconcileTellsKeptEndsInAdoptionWindow: in the adoption window after
+// a restore into an empty state (AdoptUntil set), the nodelet tells once
+// the ends it keeps of containers the answer does not assign (their jobs
+// may be queued in the restored state, from before they ran), and
+// announces an unassigned running container with its copy of the job
+// (a job submitted after the backup is adopted from it). Outside a
+// window it does neither.
+func TestReconcileTellsKeptEndsInAdoptionWindow(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := (&agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}).wire()
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
+	end := api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 0, Session: "s1",
+		Started: time.Now().Add(-time.Minute), At: time.Now()}
+	a.reports.send("s1", end)
+	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true) // sent and acknowledged
+	a.recon.reconcile(context.Background(), api.Assignments{Index: 10})
+	if n := a.rep.Pending(); n != 0 {
+		t.Fatalf("outside an adoption window: %d queued, want none", n)
+	}
+	k := key{2, "main1", 0}
+	a.running[k] = &task{key: k, job: api.AssignedJob{ID: 2, SessionID: "s2", User: "nobody"}, stop: make(chan struct{})}
+	window := time.Now().Add(time.Minute)
+	for range 2 {
+		a.recon.reconcile(context.Background(), api.Assignments{Index: 3, AdoptUntil: window})
+	}
+	var ends, announced int
+	for _, u := range a.rep.Queued() {
+		switch {
+		case u == end:
+			ends++
+		case u.JobID == 2 && u.State == api.ContainerRunning && u.Job != nil && u.Job.User == "nobody":
+			announced++
+		default:
+			t.Fatalf("queued %+v; want the kept end of job 1 and job 2 announced with its copy", u)
+		}
+	}
+	if ends != 1 || announced != 1 {
+		t.Fatalf("in the adoption window: %d kept ends told, %d announcements with the job; want 1 and 1", ends, announced)
+	}
+}

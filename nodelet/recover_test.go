@@ -14,6 +14,7 @@ import (
 	"context"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
@@ -85,7 +86,9 @@ func TestAgentReattachesAfterRestart(t *testing.T) {
 	if got := s.states(long, "main1"); len(got) != nLong {
 		t.Errorf("detaching reported %+v", got[nLong:])
 	}
-	time.Sleep(1500 * time.Millisecond) // short ends meanwhile
+	shortID := s.containerIDs(t, short)[0]
+	eventually.True(t, 10*time.Second, "the short job's container ending while no nodelet runs",
+		func() bool { return initPid(t, state, shortID) == 0 })
 
 	restarted := time.Now()
 	cfg, _ := startAgentIn(t, s, RuntimeRunc, state)
@@ -151,7 +154,7 @@ func TestAgentStopsWhatScheddKilledMeanwhile(t *testing.T) {
 	}
 	assertNothingLeft(t, cfg, RuntimeRunc, ids)
 	for _, p := range pids {
-		if runtimetest.WaitFor(5*time.Second, func() bool { return syscall.Kill(p, 0) != nil || isZombie(p) }) {
+		if eventually.Within(5*time.Second, func() bool { return syscall.Kill(p, 0) != nil || isZombie(p) }) {
 			continue
 		}
 		t.Errorf("init pid %d still alive", p)

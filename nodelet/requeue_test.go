@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
-	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
 
 // TestAgentRequeuedRunSurvivesOldRunsTeardown: two nodes on one machine,
@@ -47,7 +47,7 @@ func TestAgentRequeuedRunSurvivesOldRunsTeardown(t *testing.T) {
 	if ids[0] == ids[1] {
 		t.Fatalf("both runs are container %s", ids[0])
 	}
-	if !runtimetest.WaitFor(10*time.Second, func() bool { return initPid(t, cfg2.StateDir, ids[1]) > 0 }) {
+	if !eventually.Within(10*time.Second, func() bool { return initPid(t, cfg2.StateDir, ids[1]) > 0 }) {
 		t.Fatalf("second run's container %s not running on node2", ids[1])
 	}
 	pid := initPid(t, cfg2.StateDir, ids[1])
@@ -55,7 +55,7 @@ func TestAgentRequeuedRunSurvivesOldRunsTeardown(t *testing.T) {
 	// node1's nodelet comes back: its first run is not assigned any
 	// more, and it tears it down (the record goes last).
 	cfg1, _, _ := startFakeAgent(t, f1, RuntimeRunc, state1, node("node1"))
-	if !runtimetest.WaitFor(20*time.Second, func() bool {
+	if !eventually.Within(20*time.Second, func() bool {
 		ents, err := os.ReadDir(filepath.Join(state1, "run", "records"))
 		return err == nil && len(ents) == 0
 	}) {

@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
-	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
 
 // TestAgentRunDirApart: a container's directory (bundle, overlay, exit
@@ -29,7 +29,7 @@ func TestAgentRunDirApart(t *testing.T) {
 		s.waitState(t, id, "main1", api.ContainerRunning)
 		cid := s.containerIDs(t, id)[0]
 		home := filepath.Join(cfg.StateDir, "homes", cid)
-		if !runtimetest.WaitFor(10*time.Second, func() bool { _, err := os.Stat(filepath.Join(home, "f")); return err == nil }) {
+		if !eventually.Within(10*time.Second, func() bool { _, err := os.Stat(filepath.Join(home, "f")); return err == nil }) {
 			t.Fatalf("the job's home/f is not in %s: %s", home, lsR(cfg.StateDir))
 		}
 		if fi, err := os.Stat(home); err != nil {
@@ -115,7 +115,7 @@ func TestAgentReattachesFromBeforeRunDir(t *testing.T) {
 		t.Fatalf("the old layout's record: netns %q (%v), want %s", rec.NetNS, err, legacyPin)
 	}
 	// The old nodelet's pool, left with its containers.
-	if !runtimetest.WaitFor(10*time.Second, func() bool { return hasEntries(filepath.Join(state, "netns-pool")) }) {
+	if !eventually.Within(10*time.Second, func() bool { return hasEntries(filepath.Join(state, "netns-pool")) }) {
 		t.Fatalf("the old layout's netns pool is empty: %s", lsR(state))
 	}
 	detach()
@@ -131,7 +131,7 @@ func TestAgentReattachesFromBeforeRunDir(t *testing.T) {
 	// Its record moved to the run directory (by the recovery, which the
 	// checks above may come before).
 	moved, legacyRecords := filepath.Join(runDirOf(cfg), "records", cid+".json"), filepath.Join(state, "records")
-	runtimetest.WaitFor(10*time.Second, func() bool {
+	eventually.Within(10*time.Second, func() bool {
 		_, err := os.Stat(moved)
 		_, lerr := os.Stat(legacyRecords)
 		return err == nil && errors.Is(lerr, os.ErrNotExist)
@@ -147,7 +147,7 @@ func TestAgentReattachesFromBeforeRunDir(t *testing.T) {
 	// The upgraded nodelet's recovery sweeps the old pool, and keeps the
 	// re-attached container's pin.
 	oldPool := filepath.Join(state, "netns-pool")
-	if !runtimetest.WaitFor(30*time.Second, func() bool { _, err := os.Stat(oldPool); return errors.Is(err, os.ErrNotExist) }) {
+	if !eventually.Within(30*time.Second, func() bool { _, err := os.Stat(oldPool); return errors.Is(err, os.ErrNotExist) }) {
 		t.Errorf("after the upgrade the old nodelet's netns pool is left: %s", lsR(oldPool))
 	}
 	if !isPinnedNetNS(legacyPin) {

@@ -36,12 +36,8 @@ type schedd interface {
 var _ schedd = (*client.Client)(nil)
 
 // dialSchedd is the schedd at cfg.Addr, sending token ("" none) rather
-// than the one from the environment when join is set; cfg.schedd, when
-// set (tests only), stands in for it.
+// than the one from the environment when join is set.
 func dialSchedd(cfg Config, token string, join bool) (schedd, error) {
-	if cfg.schedd != nil {
-		return cfg.schedd, nil
-	}
 	if join {
 		return client.NewWith(cfg.Addr, client.Options{CA: cfg.CA, Token: token})
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // TestAgentSignalsOnceAcrossRestart: a signal request reaches the
@@ -31,7 +31,7 @@ func TestAgentSignalsOnceAcrossRestart(t *testing.T) {
 	waitOut := func(want string) string {
 		t.Helper()
 		var got string
-		if !runtimetest.WaitFor(15*time.Second, func() bool { b, _ := os.ReadFile(out); got = string(b); return strings.Contains(got, want) }) {
+		if !eventually.Within(15*time.Second, func() bool { b, _ := os.ReadFile(out); got = string(b); return strings.Contains(got, want) }) {
 			t.Fatalf("output %q never held %q", got, want)
 		}
 		return got
@@ -43,8 +43,14 @@ func TestAgentSignalsOnceAcrossRestart(t *testing.T) {
 	waitOut("usr1")
 
 	detach()
+	restarted := time.Now()
 	startAgentIn(t, s, RuntimeRunc, state)
-	time.Sleep(time.Second) // the new nodelet has reconciled the job, USR1 request included
+	// Registered, the new nodelet has adopted the job; the assignments it
+	// fetches next hold the USR1 request it must not send again.
+	eventually.True(t, 15*time.Second, "the new nodelet registered", func() bool {
+		n := s.srv.Store().Snapshot().Node("node1")
+		return n != nil && n.LastHeartbeat.After(restarted) // set by a registration
+	})
 	if _, err := s.cli.Signal(context.Background(), id, api.SignalJob{Signal: "SIGUSR2", Host: "main1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +81,7 @@ func TestAgentStopBeforeStart(t *testing.T) {
 	read := func() string { b, _ := os.ReadFile(count); return string(b) }
 	// Stopped: the count stays the same over a stretch in which the
 	// loop would have moved it many times.
-	still := runtimetest.WaitFor(10*time.Second, func() bool {
+	still := eventually.Within(10*time.Second, func() bool {
 		before := read()
 		time.Sleep(300 * time.Millisecond)
 		return read() == before
@@ -87,7 +93,7 @@ func TestAgentStopBeforeStart(t *testing.T) {
 	f.update(7, func(j *api.AssignedJob) {
 		j.Signals = append(j.Signals, api.SignalRequest{Seq: 2, Signal: int(syscall.SIGCONT)})
 	})
-	if !runtimetest.WaitFor(10*time.Second, func() bool { return read() != stopped }) {
+	if !eventually.Within(10*time.Second, func() bool { return read() != stopped }) {
 		t.Fatalf("CONT did not resume the container: count still %q", stopped)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -82,12 +83,8 @@ func TestStreamCapsNodelet(t *testing.T) {
 	if got := said(a.sessions.serveApp, app7); !strings.HasPrefix(got, "error: ") || !strings.Contains(got, "serves no apps") {
 		t.Errorf("after the release: %q, want the stream served (the node's own refusal to dial)", got)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if ofJob, _, _ := a.sessions.streams.Open(1002, 7); ofJob == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the served stream's place was not freed within 10s")
-		}
-	}
+	eventually.True(t, 10*time.Second, "the served stream's place freed", func() bool {
+		ofJob, _, _ := a.sessions.streams.Open(1002, 7)
+		return ofJob == 0
+	})
 }

@@ -178,6 +178,9 @@ func (a *launcher) runTask(ctx context.Context, t *task) {
 	}
 	u := api.ContainerUpdate{JobID: t.key.job, Host: t.key.host, Requeues: t.key.run, State: state,
 		ExitCode: exit.Code, Message: msg, CPUTime: use.CPU, MemPeak: use.MemPeak, At: at}
+	a.mu.Lock()
+	u.Started = t.startedAt // kept with its end: a restore may learn of the run from it alone
+	a.mu.Unlock()
 	// The slot is free when the process is gone: the exit is reported
 	// first and the container torn down after, off the slot's path (see
 	// holdsUntilDestroyed for what must go before the report).

@@ -36,10 +36,12 @@ type hookedContainer struct {
 
 func (c hookedContainer) Destroy(ctx context.Context) error { return c.destroy(c.Container, ctx) }
 
-func wrapWith(destroy func(c runtime.Container, ctx context.Context) error) func(*Config) {
-	return func(cfg *Config) {
-		cfg.wrapRuntime = func(rt runtime.Runtime) runtime.Runtime { return hookedRuntime{rt, destroy} }
-	}
+// startAgentWrapped is startAgentCause with the runtime's Destroy
+// replaced by destroy.
+func startAgentWrapped(t *testing.T, s *testSchedd, rt, stateDir string, destroy func(c runtime.Container, ctx context.Context) error) (Config, func(), func()) {
+	t.Helper()
+	p := parts{wrapRuntime: func(r runtime.Runtime) runtime.Runtime { return hookedRuntime{r, destroy} }}
+	return runAgent(t, Config{Addr: s.hs.URL}, p, rt, stateDir)
 }
 
 // TestAgentReportsExitBeforeTeardown: the exit (with its code) reaches
@@ -51,11 +53,11 @@ func TestAgentReportsExitBeforeTeardown(t *testing.T) {
 		release := make(chan struct{})
 		entered := make(chan struct{})
 		var once sync.Once
-		cfg, _, _ := startAgentCause(t, s, rt, t.TempDir(), wrapWith(func(c runtime.Container, ctx context.Context) error {
+		cfg, _, _ := startAgentWrapped(t, s, rt, t.TempDir(), func(c runtime.Container, ctx context.Context) error {
 			once.Do(func() { close(entered) })
 			<-release
 			return c.Destroy(ctx)
-		}))
+		})
 		var rel sync.Once
 		t.Cleanup(func() { rel.Do(func() { close(release) }) }) // before the agent stops
 		id := s.submit(t, t.TempDir(), nil, sh("exit 5"))
@@ -89,11 +91,11 @@ func TestAgentFinishesTeardownAfterCrash(t *testing.T) {
 	s := newTestSchedd(t)
 	state := t.TempDir()
 	died := make(chan struct{})
-	_, _, detach := startAgentCause(t, s, RuntimeRunc, state, wrapWith(func(runtime.Container, context.Context) error {
+	_, _, detach := startAgentWrapped(t, s, RuntimeRunc, state, func(runtime.Container, context.Context) error {
 		close(died)
 		goruntime.Goexit() // the task dies here, as the nodelet would
 		return nil
-	}))
+	})
 	id := s.submit(t, t.TempDir(), nil, sh("exit 6"))
 	if u := s.waitState(t, id, "main1", api.ContainerExited); u.ExitCode != 6 {
 		t.Errorf("exit code = %d, want 6", u.ExitCode)

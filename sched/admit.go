@@ -69,15 +69,13 @@ func jobRow(a *admission.Job) *state.Job {
 		RequestID: a.RequestID,
 		Name:      a.Spec.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
 		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime,
-		Spec: a.Spec, State: api.JobPending, Reason: api.ReasonPriority,
+		Spec: a.Spec, State: api.JobPending, DependsOn: a.DependsOn,
+		Reason:      core.Waiting(a.Held, a.DependsOn != nil, false),
 		Interactive: a.Interactive,
 	}
 	j.Spec.Ranges = nil // where the file wrote it matters to admission only
-	if a.DependsOn != nil {
-		j.DependsOn, j.Reason = a.DependsOn, api.ReasonDependency
-	}
 	if a.Held {
-		j.State, j.Reason = api.JobHeld, api.ReasonHeld
+		j.State = api.JobHeld
 	}
 	for _, c := range a.Containers {
 		j.Containers = append(j.Containers, state.NewContainer(c, ""))

@@ -150,9 +150,12 @@ func serviceNames(j *state.Job) string {
 
 // App resolves job id's service name for the /apps proxy: the caller
 // must own the job (or be an admin), and its main1 must run; only the
-// leader serves services. The request counts as a stream until it ends
-// (App.Release); past a cap it is refused with fault.ErrTooMany.
-func (s *sessions) App(ctx context.Context, id uint64, name string) (httpapi.App, error) {
+// leader serves services. An upgraded request (a WebSocket) counts as a
+// stream until it ends (App.Release); past a cap it is refused with
+// fault.ErrTooMany. A plain request is not a stream: it holds the
+// caller's connection, which the listener's guard counts, and borrows a
+// pooled connection to the nodelet for its answer.
+func (s *sessions) App(ctx context.Context, id uint64, name string, upgrade bool) (httpapi.App, error) {
 	if !s.IsLeader() {
 		return httpapi.App{}, fmt.Errorf("%w: apps are served by the leader (%s)", raftlog.ErrNotLeader, s.leaderAPI())
 	}
@@ -170,12 +173,16 @@ func (s *sessions) App(ctx context.Context, id uint64, name string) (httpapi.App
 	if _, err := appNode(j); err != nil {
 		return httpapi.App{}, err
 	}
-	// A request holds the caller's connection and, while it lasts, a
-	// stream from the nodelet (an upgraded one for as long as it is
-	// open): capped with the terminals (streams.go).
-	release, err := s.takeStream(ctx, id)
-	if err != nil {
-		return httpapi.App{}, err
+	app := httpapi.App{Backend: appHost(id, j.Requeues, svc.Port), KeepPrefix: svc.KeepPrefix, Transport: s.appTransport()}
+	if upgrade {
+		// It holds the caller's connection and a stream from the
+		// nodelet for as long as it is open: capped with the terminals
+		// (streams.go).
+		release, err := s.takeStream(ctx, id)
+		if err != nil {
+			return httpapi.App{}, err
+		}
+		app.Release = release
 	}
-	return httpapi.App{Backend: appHost(id, j.Requeues, svc.Port), KeepPrefix: svc.KeepPrefix, Transport: s.appTransport(), Release: release}, nil
+	return app, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -18,7 +19,13 @@ func TestAssignmentsWakeOwnNodeOnly(t *testing.T) {
 	srv, c := cluster(t)
 	var mu sync.Mutex
 	woke := map[string]int{}
-	srv.assignWoke = func(node string) { mu.Lock(); woke[node]++; mu.Unlock() }
+	setHook(t, &testHookAssignWoke, func(r *replica, node string) {
+		if r == srv.replica {
+			mu.Lock()
+			woke[node]++
+			mu.Unlock()
+		}
+	})
 	wakes := func(node string) int { mu.Lock(); defer mu.Unlock(); return woke[node] }
 	ctx := context.Background()
 	register(t, c, "a", 4)
@@ -57,13 +64,7 @@ func TestAssignmentsWakeOwnNodeOnly(t *testing.T) {
 		}
 		bDone <- as
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for wakes("b") == before {
-		if time.Now().After(deadline) {
-			t.Fatal("b's blocking query never arrived")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, "b's blocking query arriving", func() bool { return wakes("b") != before })
 
 	// Killing a's job answers a's query.
 	aDone := make(chan api.Assignments, 1)

@@ -67,7 +67,7 @@ const replayStarvation = 20 * time.Minute
 // The replay is in lock step with bsim's event loop: one event at a time
 // (at equal times terminations first, by job id, then submissions and
 // releases in sim.Arrivals' order), the clock set to the event's time, then the loop runs
-// until a pass plans nothing (Server.idle) and is held there while the
+// until a pass plans nothing (testHookIdle) and is held there while the
 // test applies the next event. So schedd's passes run at the times
 // bsim's do, on the same state; the loop's own cadence (its idle timer,
 // the charge period) never adds a pass between an event and its time.
@@ -228,7 +228,7 @@ type replay struct {
 	nodes  []string
 	idle   chan uint64
 	resume chan struct{}
-	held   bool          // the loop waits in Server.idle for resume
+	held   bool          // the loop waits in testHookIdle for resume
 	free   chan struct{} // closed: the loop no longer waits for the test
 	freed  sync.Once
 	// placed are the jobs seen started.
@@ -257,7 +257,10 @@ func newReplay(t *testing.T, nodes, perNode int) *replay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.idle = func(index uint64) {
+	setHook(t, &testHookIdle, func(rp *replica, index uint64) {
+		if rp != srv.replica {
+			return
+		}
 		select {
 		case r.idle <- index:
 		case <-r.free:
@@ -267,7 +270,7 @@ func newReplay(t *testing.T, nodes, perNode int) *replay {
 		case <-r.resume:
 		case <-r.free:
 		}
-	}
+	})
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
 	hs := httptest.NewServer(srv.Handler())

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -268,13 +269,25 @@ func (s *fleet) NodeAssignments(ctx context.Context, w httpapi.Wait, node string
 			return api.Assignments{}, err
 		}
 	}
+	if until := s.st.Snapshot().AdoptUntil(); w.Index != 0 {
+		// The adoption window's end changes the answer (a partly adopted
+		// job leaves it): the wait ends with the window.
+		if left := until.Sub(s.cfg.Clock()); left > 0 && left < w.For {
+			w.For = left + 10*time.Millisecond
+		}
+	}
 	v, idx := s.blockOn(ctx, w, func(v *state.Snapshot) (uint64, memdb.WatchSet) {
-		if s.assignWoke != nil {
-			defer s.assignWoke(node)
+		if h := testHookAssignWoke.Load(); h != nil {
+			defer (*h)(s.replica, node)
 		}
 		return v.NodeIndex(node)
 	})
-	return api.Assignments{Assignments: Assignments(v, node), Index: idx, NoJobsYet: v.LastJobID() == 0}, nil
+	now := s.cfg.Clock()
+	as := api.Assignments{Assignments: AssignmentsAt(v, node, now), Index: idx, NoJobsYet: v.LastJobID() == 0}
+	if until := v.AdoptUntil(); now.Before(until) {
+		as.AdoptUntil = until
+	}
+	return as, nil
 }
 
 // ListPartitions is the partitions with their nodes and limits.
@@ -296,8 +309,7 @@ func (s *ledger) ListFairShare(ctx context.Context, w httpapi.Wait) api.FairShar
 
 // JobHistory answers bhist from the accounting store and the ended
 // jobs still in the replicated state, each run once.
-func (s *ledger) JobHistory(ctx context.Context, w httpapi.Wait, hq httpapi.HistoryQuery) (api.History, error) {
-	q := HistoryQuery(hq)
+func (s *ledger) JobHistory(ctx context.Context, w httpapi.Wait, q api.HistoryFilter) (api.History, error) {
 	v, idx := s.block(ctx, w)
 	live := History(stateHistory(v), q)
 	stored, err := s.acct.Query(ctx, q)
@@ -320,8 +332,7 @@ func (s *ledger) JobHistory(ctx context.Context, w httpapi.Wait, hq httpapi.Hist
 
 // AccountingSummary answers bacct: the ended jobs the query picks
 // (store and state, each run once) summed per group.
-func (s *ledger) AccountingSummary(ctx context.Context, hq httpapi.HistoryQuery, group string) (api.Accounting, error) {
-	q := HistoryQuery(hq)
+func (s *ledger) AccountingSummary(ctx context.Context, q api.HistoryFilter, group string) (api.Accounting, error) {
 	rows, err := s.acct.Summary(ctx, q, group)
 	if err != nil {
 		if errors.Is(err, accounting.ErrInvalid) {

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -101,14 +102,10 @@ func dependsReason(v *state.Snapshot, d *api.Dependency) string {
 func withDependency(v *state.Snapshot, j api.Job) api.Job {
 	if a := j.Array; a != nil && j.State == api.JobPending {
 		// An array's row is never queued, so no pass gives it a reason:
-		// its dependency's, else its throttle's, else Priority.
-		switch j.Reason = dependsReason(v, j.DependsOn); {
-		case j.Reason != "":
-		case a.MaxRunning > 0 && a.Started() >= a.MaxRunning:
-			j.Reason = api.ReasonArrayTaskLimit
-		default:
-			j.Reason = api.ReasonPriority
-		}
+		// its dependency's as the core judges it, else the core's for a
+		// job that waits (its throttle's, else Priority).
+		j.Reason = cmp.Or(dependsReason(v, j.DependsOn),
+			core.Waiting(false, false, a.MaxRunning > 0 && a.Started() >= a.MaxRunning))
 	}
 	if j.DependsOn == nil {
 		return j

@@ -70,7 +70,7 @@
 //	    bsim replays traces through the same code (bsim --compare easy);
 //	    TestReplayMatchesBsim runs short traces through a real Server with
 //	    simulated nodes on a fake clock and checks every start against
-//	    bsim's (the loop's idle hook, Server.idle, holds it between the
+//	    bsim's (the loop's idle hook, testHookIdle, holds it between the
 //	    trace's events).
 //	10. The web page (httpapi.API.ReadOnly, package web; schedd --web-addr): an
 //	    unauthenticated listener serving an embedded page and the GET

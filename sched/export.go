@@ -219,8 +219,8 @@ func (s *ledger) exportEnded(ctx context.Context) (int, error) {
 		if len(ripe) == 0 {
 			return purged, nil
 		}
-		if s.afterExport != nil {
-			if err := s.afterExport(ripe); err != nil {
+		if h := testHookAfterExport.Load(); h != nil {
+			if err := (*h)(s.replica, ripe); err != nil {
 				return purged, err
 			}
 		}

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
@@ -121,7 +120,13 @@ func TestHandOffCrash(t *testing.T) {
 	srv, c := exportServer(t, dir, clock, Config{KeepEnded: time.Minute})
 	ids := endJobs(t, c, 5)
 	clock.Add(time.Hour)
-	srv.afterExport = func([]state.PurgeKey) error { return errCrash }
+	crashed := srv
+	setHook(t, &testHookAfterExport, func(r *replica, _ []state.PurgeKey) error {
+		if r == crashed.replica {
+			return errCrash
+		}
+		return nil
+	})
 	if _, err := srv.ExportEnded(ctx); !errors.Is(err, errCrash) {
 		t.Fatalf("export with the crash hook: %v", err)
 	}
@@ -143,7 +148,7 @@ func TestHandOffCrash(t *testing.T) {
 	if n := len(srv.Store().Snapshot().Jobs()); n != 0 {
 		t.Fatalf("%d jobs still in raft after the purge", n)
 	}
-	stored, err := srv.Accounting().Query(ctx, accounting.Filter{})
+	stored, err := srv.Accounting().Query(ctx, api.HistoryFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +214,7 @@ func TestRetention(t *testing.T) {
 	if _, err := srv.ExportEnded(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := srv.Accounting().Query(ctx, accounting.Filter{})
+	got, err := srv.Accounting().Query(ctx, api.HistoryFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

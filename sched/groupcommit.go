@@ -23,9 +23,6 @@ type groupCommit[In, Out any] struct {
 	mu      sync.Mutex
 	waiting []*commitCall[In, Out]
 	busy    bool // a committer goroutine runs
-	// gate, when set (tests), runs before each entry is proposed, with
-	// the number of calls it carries.
-	gate func(n int)
 }
 
 // commitCall is one call waiting for its entry to commit.
@@ -77,11 +74,7 @@ func (g *groupCommit[In, Out]) run() {
 		}
 		batch := append([]*commitCall[In, Out](nil), g.waiting[:n]...)
 		g.waiting = append(g.waiting[:0], g.waiting[n:]...)
-		gate := g.gate
 		g.mu.Unlock()
-		if gate != nil {
-			gate(len(batch))
-		}
 		ins := make([]In, len(batch))
 		for i, c := range batch {
 			ins[i] = c.in

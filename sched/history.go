@@ -7,17 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
-// HistoryQuery chooses the ended jobs GET /v1/history returns (bhist)
-// and GET /v1/accounting sums (bacct): the store's filter.
-type HistoryQuery = accounting.Filter
-
 // History picks the records q asks for among recs, oldest end first.
-func History(recs []api.HistoryJob, q HistoryQuery) []api.HistoryJob {
+func History(recs []api.HistoryJob, q api.HistoryFilter) []api.HistoryJob {
 	out := []api.HistoryJob{}
 	for i := range recs {
 		if q.Match(&recs[i]) {

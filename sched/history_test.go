@@ -45,15 +45,15 @@ func TestHistory(t *testing.T) {
 		return out
 	}
 	for _, tt := range []struct {
-		q    HistoryQuery
+		q    api.HistoryFilter
 		want []uint64
 	}{
-		{HistoryQuery{}, []uint64{2, 3, 1}}, // by end time
-		{HistoryQuery{Users: []string{"alice"}}, []uint64{3, 1}},
-		{HistoryQuery{Limit: 2}, []uint64{3, 1}},
-		{HistoryQuery{SubmittedFrom: t0.Add(time.Minute)}, []uint64{2, 3}},
-		{HistoryQuery{EndedTo: t0.Add(8 * time.Minute)}, []uint64{2, 3}},
-		{HistoryQuery{EndedFrom: t0.Add(4 * time.Minute), SubmittedTo: t0.Add(time.Minute)}, []uint64{1}},
+		{api.HistoryFilter{}, []uint64{2, 3, 1}}, // by end time
+		{api.HistoryFilter{Users: []string{"alice"}}, []uint64{3, 1}},
+		{api.HistoryFilter{Limit: 2}, []uint64{3, 1}},
+		{api.HistoryFilter{SubmittedFrom: t0.Add(time.Minute)}, []uint64{2, 3}},
+		{api.HistoryFilter{EndedTo: t0.Add(8 * time.Minute)}, []uint64{2, 3}},
+		{api.HistoryFilter{EndedFrom: t0.Add(4 * time.Minute), SubmittedTo: t0.Add(time.Minute)}, []uint64{1}},
 	} {
 		if got := ids(History(jobs, tt.q)); !slices.Equal(got, tt.want) {
 			t.Errorf("%+v: %v, want %v", tt.q, got, tt.want)

@@ -276,12 +276,26 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 		}
 		return loopOutcome{Committed: true}, ws
 	}
-	s.mu.Lock()
-	hold := s.placeHold
-	s.mu.Unlock()
+	// After a restore into an empty state, the adoption window
+	// (replicated: a leader elected meanwhile holds it too): the nodes
+	// announce what they run first. Once it has closed, what is still
+	// adopting is ended, once per window.
+	hold := v.AdoptUntil()
 	if now.Before(hold) {
-		// After a restore: the nodes announce what they run first.
 		return loopOutcome{HeldUntil: hold}, ws
+	}
+	if !hold.IsZero() && !hold.Equal(s.adoptEnded) {
+		if v.AdoptionToEnd(now) {
+			if _, err := s.apply(ctx, state.Command{Kind: state.CmdAdoptEnd}); err != nil {
+				if ctx.Err() == nil {
+					s.log.Error("ending the jobs still adopting after the adoption window", "err", err)
+				}
+				return loopOutcome{Failed: true}, ws
+			}
+			s.adoptEnded = hold
+			return loopOutcome{Committed: true}, ws
+		}
+		s.adoptEnded = hold
 	}
 	began := time.Now()
 	snap := coreSnapshot(v, s.nodes.open(v), now)
@@ -303,19 +317,11 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 		s.metrics.placements.Add(float64(len(plan.Placements)))
 		return loopOutcome{Committed: true}, ws
 	}
-	if s.idle != nil {
+	if h := testHookIdle.Load(); h != nil {
 		idx, _ := v.Index()
-		s.idle(idx)
+		(*h)(s.replica, idx)
 	}
 	return loopOutcome{NextLate: nextLate}, ws
-}
-
-// holdPlacements makes no placement before until (a restore into a state
-// that held no job: restore.go).
-func (s *scheduler) holdPlacements(until time.Time) {
-	s.mu.Lock()
-	s.placeHold = until
-	s.mu.Unlock()
 }
 
 func watch(ctx context.Context, ws interface{ WatchCtx(context.Context) error }) <-chan struct{} {

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -92,17 +94,10 @@ func runToEnd(t *testing.T, c *client.Client, id uint64, code int) {
 
 func waitMails(t *testing.T, mails func() []string, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	return eventually.Value(t, 20*time.Second, fmt.Sprintf("%d mails sent", n), func() ([]string, bool) {
 		got := mails()
-		if len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d mails after 20s, want %d: %q", len(got), n, got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got, len(got) >= n
+	})
 }
 
 // TestJobMail (issue 14 item 6j): a job asking for mail at its start and

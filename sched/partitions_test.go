@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -323,8 +325,7 @@ func TestPriorityAndPosition(t *testing.T) {
 		h, l api.Job
 		err  error
 	)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.NoError(t, 10*time.Second, "queue positions for both jobs", func() error {
 		h, _, err = c.Job(ctx, heavy.JobID, 0, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -334,13 +335,10 @@ func TestPriorityAndPosition(t *testing.T) {
 			t.Fatal(err)
 		}
 		if h.QueuePosition > 0 && l.QueuePosition > 0 && h.QueueLength == 2 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no queue positions: heavy %d of %d, light %d of %d", h.QueuePosition, h.QueueLength, l.QueuePosition, l.QueueLength)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("heavy %d of %d, light %d of %d", h.QueuePosition, h.QueueLength, l.QueuePosition, l.QueueLength)
+	})
 	if l.QueuePosition != 1 || h.QueuePosition != 2 || l.QueueLength != 2 {
 		t.Fatalf("positions: light %d of %d, heavy %d of %d; light should be first", l.QueuePosition, l.QueueLength, h.QueuePosition, h.QueueLength)
 	}

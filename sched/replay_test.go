@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
@@ -65,17 +66,14 @@ func TestRestartedFollowerAnswersInFull(t *testing.T) {
 			}
 		}
 	}()
-	leader := -1
-	for deadline := time.Now().Add(15 * time.Second); leader < 0; time.Sleep(20 * time.Millisecond) {
+	leader := eventually.Value(t, 15*time.Second, "a leader with its config", func() (int, bool) {
 		for i, p := range ps {
 			if p.srv.IsLeader() && p.srv.Store().Snapshot().Config().Partition("default") != nil {
-				leader = i
+				return i, true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no leader with its config in 15s")
-		}
-	}
+		return -1, false
+	})
 	ctx := context.Background()
 	job := jobspec.Job{Name: "r", Image: "host", Command: []string{"true"}, Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
 		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 20}}
@@ -86,11 +84,8 @@ func TestRestartedFollowerAnswersInFull(t *testing.T) {
 		}
 	}
 	f := (leader + 1) % 3
-	for deadline := time.Now().Add(10 * time.Second); len(ps[f].srv.Store().Snapshot().Jobs()) < before; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the follower never had the jobs")
-		}
-	}
+	eventually.True(t, 10*time.Second, fmt.Sprintf("the follower holding the %d jobs", before),
+		func() bool { return len(ps[f].srv.Store().Snapshot().Jobs()) >= before })
 	// Stop it; the leader goes on (its replication to it fails and backs
 	// off meanwhile), then the follower starts again on its data dir.
 	ps[f].stop()
@@ -100,6 +95,8 @@ func TestRestartedFollowerAnswersInFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Down for a while: long enough for the leader's replication to it
+	// to back off, which the restart must not wait out.
 	time.Sleep(3 * time.Second)
 	start := time.Now()
 	ps[f] = startPeerShared(t, dir, peers[f].ID, peers, peers[f].Addr)
@@ -139,7 +136,7 @@ func TestRestartedFollowerAnswersInFull(t *testing.T) {
 		if time.Since(start) > 30*time.Second {
 			t.Fatalf("the restarted follower has not caught up in 30s (own state served after %v)", own)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the next sample of a timing
 	}
 	t.Logf("restarted follower: open took %v; its own state served %v after the restart, all %d jobs %v after it (%d answers, none short)",
 		opened.Round(time.Millisecond), own.Round(time.Millisecond), before+during, full.Round(time.Millisecond), answers)

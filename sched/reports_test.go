@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -69,17 +70,14 @@ func TestReportsShareEntries(t *testing.T) {
 			return len(srv.reports.waiting)
 		}
 	)
-	srv.reports.mu.Lock()
-	srv.reports.gate = func(n int) {
+	gateCommits(t, &srv.reports).set(func(n int) {
 		mu.Lock()
 		first := len(sizes) == 0
 		sizes = append(sizes, n)
 		mu.Unlock()
-		for deadline := time.Now().Add(20 * time.Second); first && waiting()+n < nodes+1 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	srv.reports.mu.Unlock()
+		// Gives up quietly: the count of entries below tells.
+		eventually.Within(20*time.Second, func() bool { return !first || waiting()+n >= nodes+1 })
+	})
 	r0 := entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports)
 
 	errs := make(chan error, nodes+1)
@@ -135,21 +133,19 @@ func TestReportBatchCaps(t *testing.T) {
 		defer srv.reports.mu.Unlock()
 		return len(srv.reports.waiting)
 	}
+	gate := gateCommits(t, &srv.reports)
 	run := func(reports, updates int) []int {
 		mu.Lock()
 		sizes = nil
 		mu.Unlock()
-		srv.reports.mu.Lock()
-		srv.reports.gate = func(n int) {
+		gate.set(func(n int) {
 			mu.Lock()
 			first := len(sizes) == 0
 			sizes = append(sizes, n)
 			mu.Unlock()
-			for deadline := time.Now().Add(20 * time.Second); first && waiting()+n < reports && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
-		}
-		srv.reports.mu.Unlock()
+			// Gives up quietly: the sizes returned tell.
+			eventually.Within(20*time.Second, func() bool { return !first || waiting()+n >= reports })
+		})
 		ups := make([]api.ContainerUpdate, updates)
 		for i := range ups {
 			ups[i] = api.ContainerUpdate{JobID: 1000 + uint64(i), Host: "main1", State: api.ContainerRunning} // no such jobs: dropped

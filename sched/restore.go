@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -16,22 +15,26 @@ import (
 func (s *ledger) restore(ctx context.Context, d *state.Dump) error {
 	s.restoreMu.Lock()
 	defer s.restoreMu.Unlock()
-	if _, err := s.reconcileRestore(ctx, d); err != nil {
+	r, err := s.reconcileRestore(ctx, d)
+	if err != nil {
 		return err
 	}
-	empty := s.st.Snapshot().LastJobID() == 0
+	var until time.Time
+	if len(s.st.Snapshot().Jobs()) == 0 {
+		// The nodes kept their containers while the state held no job
+		// (api.Assignments.NoJobsYet); jobs the backup shows queued may
+		// have started (and ended) since, jobs submitted since may run.
+		// The restored state opens an adoption window: every replica
+		// holds placements until it ends, while the nodes announce what
+		// they run and tell the ends they keep, which the state adopts;
+		// placing before would run them twice.
+		until = s.cfg.Clock().Add(restorePlaceHold(s.cfg.NodeTimeout))
+		state.SetAdoption(d, until, r.Accounted)
+	}
 	if err := s.raft.Restore(ctx, *d); err != nil {
 		return fmt.Errorf("restoring the snapshot: %w", err)
 	}
-	if empty {
-		// The nodes kept their containers while the state held no job
-		// (api.Assignments.NoJobsYet); jobs the backup shows queued may
-		// have started since and run still. Each node announces them
-		// at its next answer (a running update under the job's
-		// session) and the state adopts them; placing before would run
-		// them twice.
-		until := s.cfg.Clock().Add(restorePlaceHold(s.cfg.NodeTimeout))
-		s.loop.holdPlacements(until)
+	if !until.IsZero() {
 		s.log.Warn("restored into a state that held no job: no placements until the nodes have announced the jobs they run", "until", until)
 		s.wake()
 	}
@@ -63,7 +66,7 @@ func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 		}
 	}
 	f := state.RestoreFacts{Live: s.st.Snapshot(), Floor: floor}
-	f.Ended = map[uint64]api.HistoryJob{}
+	f.Ended = map[uint64][]api.HistoryJob{}
 	isOpen := map[uint64]bool{}
 	for _, id := range open {
 		isOpen[id] = true
@@ -71,7 +74,7 @@ func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 	for len(open) > 0 {
 		// In chunks: a query's parameters are bounded (SQLite's 32766).
 		n := min(len(open), 500)
-		recs, err := s.acct.Query(ctx, accounting.Filter{IDs: open[:n]})
+		recs, err := s.acct.Query(ctx, api.HistoryFilter{IDs: open[:n]})
 		if err != nil {
 			return state.Reconciled{}, fmt.Errorf("restore: reading the accounting store: %w", err)
 		}
@@ -80,15 +83,13 @@ func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 			if !isOpen[h.ID] {
 				continue // an element picked by its array's id
 			}
-			if old, ok := f.Ended[h.ID]; !ok || h.Requeues >= old.Requeues {
-				f.Ended[h.ID] = h
-			}
+			f.Ended[h.ID] = append(f.Ended[h.ID], h) // every run: ended, and those a requeue ended
 		}
 	}
 	r := state.ReconcileDump(d, f)
 	s.log.Warn("restore reconciled with the live state and the accounting store",
 		"next_job_id", r.LastJobID+1, "newer_in_live_state", len(r.Newer), "kept_from_live_state", len(r.Kept),
-		"ended_from_accounting", len(r.Ended), "live_jobs_dropped", len(r.Dropped))
+		"ended_from_accounting", len(r.Ended), "later_run_from_accounting", len(r.Requeued), "live_jobs_dropped", len(r.Dropped))
 	if len(r.Dropped) > 0 {
 		// The replaced state gave ids the backup had given to other jobs
 		// (schedd ran on an empty data dir and took submits): those jobs

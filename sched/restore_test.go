@@ -3,6 +3,7 @@ package sched
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -12,17 +13,19 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
+	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // purgeAll exports the ended jobs until none of ids is left in the
 // state (KeepEnded is short): they are in the accounting store only.
 func purgeAll(t *testing.T, srv *Server, ids ...uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Each try exports what KeepEnded (1ms) has let go by then.
+	eventually.NoError(t, 10*time.Second, fmt.Sprintf("jobs %v exported and purged", ids), func() error {
 		if _, err := srv.ExportEnded(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -32,14 +35,11 @@ func purgeAll(t *testing.T, srv *Server, ids ...uint64) {
 				left++
 			}
 		}
-		if left == 0 {
-			return
+		if left > 0 {
+			return fmt.Errorf("%d still in the state", left)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of jobs %v still in the state", left, ids)
-		}
-		time.Sleep(5 * time.Millisecond) // KeepEnded (1ms) passing
-	}
+		return nil
+	})
 }
 
 func submitOne(t *testing.T, c *client.Client, hold bool) uint64 {
@@ -81,7 +81,7 @@ func TestRestoreKeepsWhatHappened(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := submitOne(t, c, true)
-	stored, err := srv.Accounting().Query(ctx, accounting.Filter{IDs: []uint64{done}})
+	stored, err := srv.Accounting().Query(ctx, api.HistoryFilter{IDs: []uint64{done}})
 	if err != nil || len(stored) != 1 {
 		t.Fatalf("accounting store holds %+v, %v; want job %d", stored, err, done)
 	}
@@ -155,7 +155,7 @@ func TestRestoreOnEmptyStateIDsAboveAccounting(t *testing.T) {
 		t.Fatalf("the first submit after the restore got id %d, want %d (above the accounting store's %v)", next, want, ended)
 	}
 	for _, id := range ended {
-		h, err := srv.Accounting().Query(ctx, accounting.Filter{IDs: []uint64{id}})
+		h, err := srv.Accounting().Query(ctx, api.HistoryFilter{IDs: []uint64{id}})
 		if err != nil || len(h) != 1 || h[0].State != api.JobCancelled {
 			t.Errorf("bhist %d: %+v, %v; want the cancelled job", id, h, err)
 		}
@@ -259,5 +259,95 @@ func TestRestoreIntoEmptyStateHoldsPlacements(t *testing.T) {
 	j := waitJob(t, c, id, func(j api.Job) bool { return j.State != api.JobPending })
 	if took := time.Since(restored); took < hold {
 		t.Fatalf("job %d placed (%s) %v after the restore into an empty state; want no placement for %v", id, j.State, took, hold)
+	}
+}
+
+// TestRestoreHoldSurvivesLeaderChange: the adoption window a restore into
+// an empty state opens is in the replicated state, not in the leader's
+// memory: a schedd that takes over during it (here the same data dir
+// started again, as a new leader reads the state from its log) places
+// nothing before it ends either.
+func TestRestoreHoldSurvivesLeaderChange(t *testing.T) {
+	const timeout = 8 * time.Second
+	hold := restorePlaceHold(timeout) // 2 s
+	open := func(dir string) (*client.Client, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		srv, err := Open(ctx, Config{DataDir: dir, AccountingPath: filepath.Join(dir, "accounting.db"), NodeTimeout: timeout,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { srv.Run(ctx); close(done) }()
+		hs := httptest.NewServer(srv.Handler())
+		c, err := client.New(hs.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, func() { hs.Close(); cancel(); <-done; srv.Close() }
+	}
+	ctx := context.Background()
+	c, stop := open(t.TempDir())
+	id := submitOne(t, c, false) // no node: it stays PENDING
+	var file bytes.Buffer
+	if err := c.SaveSnapshot(ctx, &file); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	dir := t.TempDir()
+	c, stop = open(dir)
+	restored := time.Now()
+	if _, err := c.RestoreSnapshot(ctx, bytes.NewReader(file.Bytes()), false); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	c, stop = open(dir) // another leader, during the window
+	defer stop()
+	register(t, c, "n1", 4)
+	j := waitJob(t, c, id, func(j api.Job) bool { return j.State != api.JobPending })
+	if took := time.Since(restored); took < hold {
+		t.Fatalf("job %d placed (%s) %v after the restore by a schedd that took over; want no placement for %v", id, j.State, took, hold)
+	}
+}
+
+// TestAssignmentsKeepAdoptingGang: while the adoption window is open, a
+// queued job part of whose gang the state adopted on a node stays
+// assigned there (it runs on while its other nodes announce theirs);
+// once it has closed, it is not.
+func TestAssignmentsKeepAdoptingGang(t *testing.T) {
+	st := state.New()
+	now := time.Unix(1000, 0)
+	apply := func(i uint64, c state.Command) {
+		c.Time, c.Version = now, state.SchemaVersion
+		if _, err := st.Apply(i, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(1, state.Command{Kind: state.CmdRegister, Register: &state.Node{Name: "n1", Addr: "10.0.0.1", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	j := &state.Job{Name: "g", Partition: "default", State: api.JobPending}
+	for i, h := range []string{"main1", "sub1"} {
+		c := jobspec.Container{Host: h, Role: jobspec.RoleMain, Idx: 1, Rank: i, Resources: jobspec.Resources{CPU: 1, Memory: 1 << 20}}
+		if i > 0 {
+			c.Role = jobspec.RoleSub
+		}
+		j.Containers = append(j.Containers, state.NewContainer(c, h+"-k"))
+	}
+	j.SessionID = j.Containers[0].KernelID
+	apply(2, state.Command{Kind: state.CmdSubmit, Submit: j})
+	d := st.Snapshot().Dump()
+	until := now.Add(time.Minute)
+	state.SetAdoption(&d, until, 1)
+	if err := st.Restore(d); err != nil {
+		t.Fatal(err)
+	}
+	apply(3, state.Command{Kind: state.CmdReport, Report: &state.Report{Node: "n1", Updates: []api.ContainerUpdate{
+		{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: j.SessionID}}}})
+	v := st.Snapshot()
+	if as := AssignmentsAt(v, "n1", now); len(as) != 1 || len(as[0].Hosts) != 1 || as[0].Hosts[0] != "main1" {
+		t.Fatalf("in the window: assignments %+v; want job 1's main1 on n1", as)
+	}
+	if as := AssignmentsAt(v, "n1", until); len(as) != 0 {
+		t.Fatalf("after the window: assignments %+v; want none", as)
 	}
 }

@@ -77,9 +77,6 @@ type fleet struct {
 	// leadSince is when this server started leading: nodes it has not
 	// heard from yet count as heard from then.
 	leadSince time.Time
-	// assignWoke, when set (tests), is called each time a node's
-	// assignments query reads its index: once on arrival, once per wake.
-	assignWoke func(node string)
 }
 
 // scheduler is the scheduling loop and what its passes leave behind.
@@ -93,28 +90,19 @@ type scheduler struct {
 	// ranks are the pending jobs' priorities and queue positions of the
 	// last pass: leader-local like starts.
 	ranks map[uint64]rank
-	// placeHold: no placements before it (under mu). A restore into a
-	// state that held no job yet sets it (restorePlaceHold): the nodes
-	// first announce the jobs they still run, which the state adopts.
-	placeHold time.Time
-	// idle, when set (tests), is called by the scheduler loop when a pass
-	// planned nothing, with the state index it planned on, before the
-	// loop waits for the next change.
-	idle func(index uint64)
+	// adoptEnded is the end of the last adoption window after a restore
+	// (state.Snapshot.AdoptUntil) whose leftovers this leader has ended
+	// (CmdAdoptEnd); the scheduling loop's alone.
+	adoptEnded time.Time
 }
 
 // ledger is the ended jobs' way out of the replicated state, their
 // history and the snapshot files.
 type ledger struct {
 	*replica
-	loop     *scheduler // holds placements after a restore into an empty state
 	acct     *accounting.Store
 	exportMu sync.Mutex // one export at a time; guards exp
 	exp      exporter
-	// afterExport, when set (tests), runs between the store's commit and
-	// the purge command; an error stops the hand-off there, as a crash
-	// would.
-	afterExport func([]state.PurgeKey) error
 }
 
 // sessions are the streams to running jobs' containers.

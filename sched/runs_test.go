@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/sched/httpapi"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -81,7 +80,7 @@ func TestRequeuedRunsInHistory(t *testing.T) {
 		r1.Wait != 5*time.Second || r1.Events[0].Event != api.EventRequeued || !r1.Started.Equal(started) {
 		t.Errorf("run 1: %+v; want COMPLETED on n2, waited 5s since the requeue, ran 3s", r1)
 	}
-	sum, err := srv.AccountingSummary(ctx, httpapi.HistoryQuery{}, "user")
+	sum, err := srv.AccountingSummary(ctx, api.HistoryFilter{}, "user")
 	if err != nil || sum.Total.Jobs != 1 || sum.Total.Completed != 1 || sum.Total.Run != 13*time.Second {
 		t.Errorf("bacct: %+v, %v; want 1 job, completed, 13s run (both runs)", sum.Total, err)
 	}

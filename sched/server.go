@@ -244,7 +244,7 @@ func newServer(cfg Config, st *state.Store, rl *raftlog.Log, acct *accounting.St
 		maxItems: maxReportBatch, maxWeight: maxReportUpdates, weight: func(r state.Report) int { return len(r.Updates) }}
 	jobs.submits = groupCommit[*state.Job, state.Submitted]{commit: jobs.commitSubmits, maxItems: maxSubmitGroup}
 	s := &Server{replica: r, lifecycle: jobs, fleet: nodes, scheduler: loop, access: tokens,
-		ledger:   &ledger{replica: r, loop: loop, acct: acct, exp: exporter{done: map[accounting.Key]bool{}, conflict: map[accounting.Key]bool{}}},
+		ledger:   &ledger{replica: r, acct: acct, exp: exporter{done: map[accounting.Key]bool{}, conflict: map[accounting.Key]bool{}}},
 		sessions: &sessions{replica: r, streams: newStreams(cfg)}}
 	r.metrics = newMetrics(s)
 	return s
@@ -509,11 +509,21 @@ func nodeGPUs(capacity float64, use map[int]*api.NodeGPU) []api.NodeGPU {
 
 // Assignments lists the jobs with containers on node that are not ended.
 func Assignments(v *state.Snapshot, node string) []api.Assignment {
+	return AssignmentsAt(v, node, time.Now())
+}
+
+// AssignmentsAt is Assignments at now: while the adoption window after
+// a restore is open (state.Snapshot.AdoptUntil), a queued job some of
+// whose containers the state adopted on node keeps them assigned there,
+// so that they run on while its other nodes announce theirs; once it has
+// closed, a job still adopting is ended (CmdAdoptEnd).
+func AssignmentsAt(v *state.Snapshot, node string, now time.Time) []api.Assignment {
 	out := []api.Assignment{}
 	cfg := v.Config()
+	adopting := now.Before(v.AdoptUntil())
 	byUID := map[int][]string{}          // peers, once per user
 	for _, j := range v.NodeJobs(node) { // by the node index: this node's live jobs alone
-		if j.State == api.JobPending || j.State == api.JobHeld {
+		if (j.State == api.JobPending || j.State == api.JobHeld) && !(adopting && j.Adopting()) {
 			continue
 		}
 		var hosts []string

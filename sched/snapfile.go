@@ -10,6 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,6 +41,15 @@ import (
 // anything changes: a damaged file, or a store that holds other jobs
 // under the snapshot's ids or lacks jobs the snapshot had handed to it,
 // is refused and the live state and store stay as they were.
+//
+// Neither save nor restore holds the file in memory: save encodes the
+// state a row at a time, and the store's rows likewise, each into a file
+// of the data dir that then follows its header (which carries its length
+// and checksum); restore decodes the state as it reads it and copies
+// the accounting section, checked row by row, to such a file, from which
+// it refills the store in batches once the whole file is known sound.
+// Memory follows the replicated state (which schedd holds anyway), not
+// the accounting history.
 const (
 	snapMagic        = "troupe-snapshot/1"
 	snapMagicHistory = "troupe-snapshot/2"
@@ -69,28 +81,125 @@ type SnapshotFile struct {
 	History    []api.HistoryJob
 }
 
+// tempDir is where save and restore keep a snapshot file's sections
+// while they work: the data dir (the system's temporary directory
+// without one).
+func (s *ledger) tempDir() string { return s.cfg.DataDir }
+
 // SaveSnapshot writes the state as of now and then the accounting
-// store's rows, in the snapshot file format.
+// store's rows, in the snapshot file format. Both sections are written
+// to files of the data dir first, a row at a time (the header that
+// precedes each carries its length and checksum), and then copied to w:
+// memory stays bounded by the state, whatever the history holds, and
+// nothing is written to w unless both were read whole.
 func (s *ledger) SaveSnapshot(ctx context.Context, w io.Writer) error {
 	v := s.st.Snapshot()
 	idx, _ := v.Index()
-	body, err := json.Marshal(v.Dump())
+	body, err := os.CreateTemp(s.tempDir(), ".snapshot-state-*")
 	if err != nil {
-		return err
-	}
-	var hist bytes.Buffer
-	if _, err := s.acct.Backup(ctx, &hist); err != nil {
 		return fmt.Errorf("saving the snapshot: %w", err)
 	}
-	sum := sha256.Sum256(body)
-	if _, err := fmt.Fprintf(w, "%s index=%d bytes=%d sha256=%s\n", snapMagicHistory, idx, len(body), hex.EncodeToString(sum[:])); err != nil {
+	defer func() { body.Close(); os.Remove(body.Name()) }()
+	sum := sha256.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(body, sum), 1<<16)
+	d := v.Dump()
+	n, err := encodeDump(bw, &d)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return fmt.Errorf("saving the snapshot: writing the state to %s: %w", body.Name(), err)
+	}
+	hist, err := os.CreateTemp(s.tempDir(), ".snapshot-accounting-*")
+	if err != nil {
+		return fmt.Errorf("saving the snapshot: %w", err)
+	}
+	defer func() { hist.Close(); os.Remove(hist.Name()) }()
+	if _, err := s.acct.BackupTo(ctx, hist, s.tempDir()); err != nil {
+		return fmt.Errorf("saving the snapshot: %w", err)
+	}
+	if _, err := fmt.Fprintf(w, "%s index=%d bytes=%d sha256=%s\n", snapMagicHistory, idx, n, hex.EncodeToString(sum.Sum(nil))); err != nil {
 		return err
 	}
-	if _, err := w.Write(body); err != nil {
-		return err
+	for _, f := range []*os.File{body, hist} {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("saving the snapshot: %w", err)
+		}
+		if _, err := io.Copy(w, f); err != nil {
+			return err
+		}
 	}
-	_, err = hist.WriteTo(w)
-	return err
+	return nil
+}
+
+// encodeDump writes d as the JSON object json.Marshal would, but a job
+// and a node at a time, and answers the bytes written.
+func encodeDump(w io.Writer, d *state.Dump) (int64, error) {
+	cw := &countingWriter{w: w}
+	rest := *d
+	rest.Jobs, rest.Nodes = nil, nil
+	b, err := json.Marshal(&rest)
+	if err != nil {
+		return 0, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return 0, err
+	}
+	delete(fields, "jobs")
+	delete(fields, "nodes")
+	keys := slices.Sorted(maps.Keys(fields))
+	if i := slices.Index(keys, "version"); i > 0 {
+		// The version first: a reader checks it before the rows.
+		keys = append([]string{"version"}, slices.Delete(keys, i, i+1)...)
+	}
+	io.WriteString(cw, "{")
+	for i, k := range keys {
+		if i > 0 {
+			io.WriteString(cw, ",")
+		}
+		fmt.Fprintf(cw, "%q:", k)
+		cw.Write(fields[k])
+	}
+	list := func(name string, n int, row func(i int) any) {
+		if len(keys) > 0 || name != "jobs" {
+			io.WriteString(cw, ",")
+		}
+		fmt.Fprintf(cw, "%q:[", name)
+		for i := range n {
+			if i > 0 {
+				io.WriteString(cw, ",")
+			}
+			b, err := json.Marshal(row(i))
+			if err != nil {
+				cw.err = err
+				return
+			}
+			cw.Write(b)
+		}
+		io.WriteString(cw, "]")
+	}
+	list("jobs", len(d.Jobs), func(i int) any { return d.Jobs[i] })
+	list("nodes", len(d.Nodes), func(i int) any { return d.Nodes[i] })
+	io.WriteString(cw, "}")
+	return cw.n, cw.err
+}
+
+// countingWriter counts what it writes and keeps the first error.
+type countingWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.err = err
+	return n, err
 }
 
 // ReadSnapshot reads and checks a snapshot file and returns its state.
@@ -102,9 +211,77 @@ func ReadSnapshot(r io.Reader) (state.Dump, error) {
 	return f.State, nil
 }
 
-// ReadSnapshotFile reads and checks a snapshot file, state and history.
+// ReadSnapshotFile reads and checks a snapshot file, state and history,
+// and holds it all (restore reads a file with readSnapshot, holding the
+// history in a file).
 func ReadSnapshotFile(r io.Reader) (*SnapshotFile, error) {
-	br := bufio.NewReader(r)
+	c, err := readSnapshot(r, "")
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	f := &SnapshotFile{Index: c.Index, State: c.State, HasHistory: c.HasHistory}
+	err = c.eachBatch(func(b []api.HistoryJob) error {
+		f.History = append(f.History, b...)
+		return nil
+	})
+	return f, err
+}
+
+// checkedSnapshot is a snapshot file read and checked whole: its state,
+// and its accounting section kept in a file (rows), each row checked.
+type checkedSnapshot struct {
+	Index      uint64
+	State      state.Dump
+	HasHistory bool
+	rows       *os.File // the accounting section, as read; nil: none
+	Records    int      // the section's rows
+	After      int      // of which the state does not account for (historyAfter)
+}
+
+// Close removes the file the accounting section was kept in.
+func (c *checkedSnapshot) Close() {
+	if c.rows != nil {
+		c.rows.Close()
+		os.Remove(c.rows.Name())
+	}
+}
+
+// restoreBatch is how many accounting rows restore reads, checks and
+// stores at once.
+const restoreBatch = 1000
+
+// eachBatch hands the accounting section's rows to f, restoreBatch at a
+// time, in (job id, run) order; nothing without a section.
+func (c *checkedSnapshot) eachBatch(f func([]api.HistoryJob) error) error {
+	if c.rows == nil {
+		return nil
+	}
+	if _, err := c.rows.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	batch := make([]api.HistoryJob, 0, restoreBatch)
+	_, err := accounting.ScanBackup(bufio.NewReaderSize(c.rows, 1<<16), nil, func(h *api.HistoryJob) error {
+		if batch = append(batch, *h); len(batch) == restoreBatch {
+			err := f(batch)
+			batch = batch[:0]
+			return err
+		}
+		return nil
+	})
+	if err == nil && len(batch) > 0 {
+		err = f(batch)
+	}
+	return err
+}
+
+// readSnapshot reads and checks the snapshot file in r: the header, the
+// state (decoded as read, its checksum checked at its end), and the
+// accounting section, copied row by row to a file of dir, each row
+// checked to be the state's job where the state holds its id, and the
+// section's checksum at its end. Nothing is put in force.
+func readSnapshot(r io.Reader, dir string) (*checkedSnapshot, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
 	line, err := br.ReadString('\n')
 	if err != nil {
 		return nil, fmt.Errorf("%w: no header line (%v)", ErrBadSnapshot, err)
@@ -120,81 +297,196 @@ func ReadSnapshotFile(r io.Reader) (*SnapshotFile, error) {
 		!strings.HasPrefix(f[1], "index=") || !strings.HasPrefix(f[2], "bytes=") || !strings.HasPrefix(f[3], "sha256=") {
 		return nil, fmt.Errorf("%w: malformed header %q", ErrBadSnapshot, strings.TrimSpace(line))
 	}
-	file := &SnapshotFile{Index: idx, HasHistory: f[0] == snapMagicHistory}
-	limit := n + 1 // a state-only file ends with its body: one byte more is padding
-	if file.HasHistory {
-		limit = n
-	}
-	body, err := io.ReadAll(io.LimitReader(br, limit))
-	if err != nil {
+	c := &checkedSnapshot{Index: idx, HasHistory: f[0] == snapMagicHistory}
+	// The state: decoded as it is read through the checksum; a body
+	// that does not decode is read to its end first, so that damage is
+	// named as such.
+	sum := sha256.New()
+	body := &countingReader{r: io.TeeReader(io.LimitReader(br, n), sum)}
+	d, decErr := decodeStateFrom(body)
+	if _, err := io.Copy(io.Discard, body); err != nil {
 		return nil, fmt.Errorf("%w: reading the body: %v", ErrBadSnapshot, err)
 	}
-	if int64(len(body)) != n {
-		return nil, fmt.Errorf("%w: the header says %d bytes, the file holds %d (truncated or padded)", ErrBadSnapshot, n, len(body))
+	if body.n != n {
+		return nil, fmt.Errorf("%w: the header says %d bytes, the file holds %d (truncated or padded)", ErrBadSnapshot, n, body.n)
 	}
-	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], want) {
+	if !bytes.Equal(sum.Sum(nil), want) {
 		return nil, fmt.Errorf("%w: checksum mismatch: the body is damaged", ErrBadSnapshot)
 	}
-	if file.HasHistory {
-		if file.History, err = accounting.ReadBackup(br); err != nil {
-			return nil, fmt.Errorf("%w: the accounting section: %v", ErrBadSnapshot, err)
+	if decErr != nil {
+		return nil, decErr
+	}
+	c.State = d
+	if c.HasHistory {
+		// The history must be this state's: a record under a job id
+		// the state holds is that job's.
+		inState := make(map[uint64]*state.Job, len(d.Jobs))
+		for _, j := range d.Jobs {
+			inState[j.ID] = j
 		}
-		if _, err := br.ReadByte(); err != io.EOF {
+		last := d.LastJobID()
+		rows, err := os.CreateTemp(dir, ".snapshot-restore-accounting-*")
+		if err != nil {
+			return nil, fmt.Errorf("restoring the snapshot: %w", err)
+		}
+		c.rows = rows
+		out := bufio.NewWriterSize(rows, 1<<16)
+		c.Records, err = accounting.ScanBackup(br, out, func(h *api.HistoryJob) error {
+			hi := accounting.IdentityOf(h)
+			if j := inState[h.ID]; j != nil {
+				if w := (accounting.Identity{ID: j.ID, User: j.User, Submitted: j.Submitted}); !w.Same(hi) {
+					return fmt.Errorf("%w: the accounting section's %s is not the state's %s", ErrBadSnapshot, hi, w)
+				}
+			}
+			if isAfter(inState[h.ID], last, h) {
+				c.After++
+			}
+			return nil
+		})
+		if err == nil {
+			err = out.Flush()
+		}
+		if err != nil {
+			c.Close()
+			if errors.Is(err, accounting.ErrBadBackup) {
+				return nil, fmt.Errorf("%w: the accounting section: %v", ErrBadSnapshot, err)
+			}
+			return nil, err
+		}
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		c.Close()
+		if c.HasHistory {
 			return nil, fmt.Errorf("%w: bytes after the accounting section (padded, or two files joined)", ErrBadSnapshot)
 		}
+		return nil, fmt.Errorf("%w: the header says %d bytes, the file holds more (padded)", ErrBadSnapshot, n)
 	}
-	d, err := decodeState(body)
-	if err != nil {
-		return nil, err
-	}
-	file.State = d
-	// The history must be this state's: a record under a job id the
-	// state holds is that job's.
-	inState := make(map[uint64]accounting.Identity, len(d.Jobs))
-	for _, j := range d.Jobs {
-		inState[j.ID] = accounting.Identity{ID: j.ID, User: j.User, Submitted: j.Submitted}
-	}
-	for i := range file.History {
-		h := accounting.IdentityOf(&file.History[i])
-		if w, ok := inState[h.ID]; ok && !w.Same(h) {
-			return nil, fmt.Errorf("%w: the accounting section's %s is not the state's %s", ErrBadSnapshot, h, w)
-		}
-	}
-	return file, nil
+	return c, nil
 }
 
-// decodeState decodes and checks a snapshot file's state body.
-func decodeState(body []byte) (state.Dump, error) {
+// countingReader counts what it reads.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// decodeStateFrom decodes and checks a snapshot file's state body from
+// r, a job and a node at a time.
+func decodeStateFrom(r io.Reader) (state.Dump, error) {
 	var d state.Dump
-	// The version first: a newer schedd's snapshot may hold fields this
-	// one does not know, and that is the error to name.
-	var head struct {
-		Version int `json:"version"`
+	bad := func(err error) (state.Dump, error) {
+		return state.Dump{}, fmt.Errorf("%w: the body does not decode: %v", ErrBadSnapshot, err)
 	}
-	if err := json.Unmarshal(body, &head); err == nil {
-		if err := state.CheckSchema(head.Version); err != nil {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return bad(fmt.Errorf("not a JSON object (%v)", err))
+	}
+	rest := map[string]json.RawMessage{}
+	var legacy []*state.LegacyNode
+	sawVersion := false
+	// each decodes the elements of the array that follows into one
+	// value at a time.
+	each := func(f func() error) error {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			return nil // null
+		}
+		if t != json.Delim('[') {
+			return fmt.Errorf("not an array")
+		}
+		for dec.More() {
+			if err := f(); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+		return err
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return bad(err)
+		}
+		key, _ := t.(string)
+		switch key {
+		case "version":
+			sawVersion = true
+			// The version first: a newer schedd's snapshot may hold
+			// fields this one does not know, and that is the error to
+			// name.
+			if err := dec.Decode(&d.Version); err != nil {
+				return bad(err)
+			}
+			if err := state.CheckSchema(d.Version); err != nil {
+				return d, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+			}
+		case "jobs":
+			err = each(func() error {
+				var j *state.Job
+				err := dec.Decode(&j)
+				d.Jobs = append(d.Jobs, j)
+				return err
+			})
+		case "nodes":
+			// Before schema 5 a node row was the whole view and carried
+			// its derived allocation: read and dropped (state.LegacyNode).
+			err = each(func() error {
+				var n *state.LegacyNode
+				err := dec.Decode(&n)
+				legacy = append(legacy, n)
+				return err
+			})
+		default:
+			var raw json.RawMessage
+			err = dec.Decode(&raw)
+			rest[key] = raw
+		}
+		if err != nil {
+			return bad(err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return bad(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad(fmt.Errorf("more after the state object"))
+	}
+	if !sawVersion {
+		if err := state.CheckSchema(0); err != nil {
 			return d, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 		}
 	}
-	// Before schema 5 a node row was the whole view and carried its
-	// derived allocation: read and dropped (state.LegacyNode).
-	var legacy struct {
-		state.Dump
-		Nodes []*state.LegacyNode `json:"nodes"`
+	// The other fields are small (settings, indexes, usage, tokens):
+	// decoded together, strictly.
+	b, err := json.Marshal(rest)
+	if err != nil {
+		return bad(err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&legacy); err != nil {
-		return d, fmt.Errorf("%w: the body does not decode: %v", ErrBadSnapshot, err)
+	var other state.Dump
+	od := json.NewDecoder(bytes.NewReader(b))
+	od.DisallowUnknownFields()
+	if err := od.Decode(&other); err != nil {
+		return bad(err)
 	}
-	d = legacy.Dump
-	for _, n := range legacy.Nodes {
+	other.Version, other.Jobs = d.Version, d.Jobs
+	d = other
+	for _, n := range legacy {
 		if n == nil {
 			d.Nodes = append(d.Nodes, nil)
 			continue
 		}
-		if n.Allocated != nil && head.Version >= 5 {
-			return d, fmt.Errorf("%w: the body does not decode: node %q carries \"allocated\", which a schema %d row does not have", ErrBadSnapshot, n.Name, head.Version)
+		if n.Allocated != nil && d.Version >= 5 {
+			return d, fmt.Errorf("%w: the body does not decode: node %q carries \"allocated\", which a schema %d row does not have", ErrBadSnapshot, n.Name, d.Version)
 		}
 		d.Nodes = append(d.Nodes, &n.Node)
 	}
@@ -225,10 +517,11 @@ func decodeState(body []byte) (state.Dump, error) {
 // file and whose store is gone. A store that holds other jobs under the
 // snapshot's ids is refused all the same.
 func (s *ledger) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error) {
-	f, err := ReadSnapshotFile(r)
+	f, err := readSnapshot(r, s.tempDir())
 	if err != nil {
 		return api.SnapshotRestored{}, err
 	}
+	defer f.Close()
 	if !s.raft.IsLeader() {
 		return api.SnapshotRestored{}, fmt.Errorf("%w: a snapshot restore is taken by the leader; nothing was restored", raftlog.ErrNotLeader)
 	}
@@ -241,11 +534,16 @@ func (s *ledger) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingH
 	// assumes the store holds is there. Rows the store holds already are
 	// kept as they are (they were checked to be the same jobs).
 	if f.HasHistory {
-		added, err := s.acct.Put(ctx, f.History)
+		added := 0
+		err := f.eachBatch(func(b []api.HistoryJob) error {
+			n, err := s.acct.Put(ctx, b)
+			added += n
+			return err
+		})
 		if err != nil {
-			return api.SnapshotRestored{}, fmt.Errorf("restoring the snapshot's accounting records (nothing was restored): %w", err)
+			return api.SnapshotRestored{}, fmt.Errorf("restoring the snapshot's accounting records (%d of them added; the state was not restored): %w", added, err)
 		}
-		res.History = &api.SnapshotHistory{Records: len(f.History), Added: added, After: len(historyAfter(f))}
+		res.History = &api.SnapshotHistory{Records: f.Records, Added: added, After: f.After}
 	}
 	// The state, reconciled first with what happened since it was saved
 	// (the live state, the store, its ids: restore.go).
@@ -269,55 +567,68 @@ func (s *ledger) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingH
 	return res, nil
 }
 
-// historyAfter lists the file's accounting rows that the snapshot's
-// state does not account for: runs that ended after the state was
-// taken (of a job the state holds unended or at an earlier run, or
-// submitted after it).
-func historyAfter(f *SnapshotFile) []accounting.Key {
-	last := f.State.LastJobID()
-	inState := make(map[uint64]*state.Job, len(f.State.Jobs))
-	for _, j := range f.State.Jobs {
-		inState[j.ID] = j
-	}
-	var out []accounting.Key
-	for i := range f.History {
-		h := &f.History[i]
-		j := inState[h.ID]
-		switch {
-		case h.ID > last,
-			j != nil && j.Requeues < h.Requeues,
-			j != nil && j.Requeues == h.Requeues && !j.State.Terminal():
-			out = append(out, accounting.KeyOf(h))
-		}
-	}
-	return out
+// isAfter tells whether h, an accounting record of a snapshot file, is
+// one the snapshot's state does not account for: a run that ended after
+// the state was taken (of a job the state holds, j, unended or at an
+// earlier run, or submitted after it: an id above last).
+func isAfter(j *state.Job, last uint64, h *api.HistoryJob) bool {
+	return h.ID > last ||
+		(j != nil && j.Requeues < h.Requeues) ||
+		(j != nil && j.Requeues == h.Requeues && !j.State.Terminal())
 }
 
 // checkHistory refuses a restore whose accounting store disagrees with
 // the snapshot file: a store that holds other jobs under the snapshot's
 // job ids, or, for a state-only file, one that lacks the newest job the
-// snapshot's state had handed to the store and dropped.
-func (s *ledger) checkHistory(ctx context.Context, f *SnapshotFile, allowMissing bool) error {
-	want := make([]accounting.Identity, 0, len(f.State.Jobs)+len(f.History))
+// snapshot's state had handed to the store and dropped. The file's
+// records are compared restoreBatch at a time.
+func (s *ledger) checkHistory(ctx context.Context, f *checkedSnapshot, allowMissing bool) error {
+	var first *accounting.Disagreement
+	total := 0
+	check := func(want []accounting.Identity) error {
+		dis, n, err := s.acct.Disagreements(ctx, want, 1)
+		if err != nil {
+			return fmt.Errorf("comparing the accounting store with the snapshot (nothing was restored): %w", err)
+		}
+		if n > 0 && first == nil {
+			first = &dis[0]
+		}
+		total += n
+		return nil
+	}
+	want := make([]accounting.Identity, 0, restoreBatch)
 	for _, j := range f.State.Jobs {
-		want = append(want, accounting.Identity{ID: j.ID, User: j.User, Submitted: j.Submitted})
+		if want = append(want, accounting.Identity{ID: j.ID, User: j.User, Submitted: j.Submitted}); len(want) == restoreBatch {
+			if err := check(want); err != nil {
+				return err
+			}
+			want = want[:0]
+		}
 	}
-	for i := range f.History {
-		want = append(want, accounting.IdentityOf(&f.History[i]))
+	if len(want) > 0 {
+		if err := check(want); err != nil {
+			return err
+		}
 	}
-	dis, n, err := s.acct.Disagreements(ctx, want, 1)
+	err := f.eachBatch(func(b []api.HistoryJob) error {
+		want = want[:0]
+		for i := range b {
+			want = append(want, accounting.IdentityOf(&b[i]))
+		}
+		return check(want)
+	})
 	if err != nil {
-		return fmt.Errorf("comparing the accounting store with the snapshot (nothing was restored): %w", err)
+		return err
 	}
-	if n > 0 {
+	if total > 0 {
 		more := ""
-		if n > 1 {
-			more = fmt.Sprintf(" (and %d more rows like it)", n-1)
+		if total > 1 {
+			more = fmt.Sprintf(" (and %d more rows like it)", total-1)
 		}
 		return fmt.Errorf("%w: %s holds %s, run %d, where the snapshot has %s%s: it is another cluster's store, "+
 			"or job ids were given again after the snapshot was saved; nothing was restored. "+
 			"To restore this snapshot, stop schedd, move the store aside (%s), start schedd and restore again%s",
-			ErrHistoryMismatch, s.storeName(), dis[0].Stored, dis[0].Run, dis[0].Want, more, s.storeAside(), s.refill(f))
+			ErrHistoryMismatch, s.storeName(), first.Stored, first.Run, first.Want, more, s.storeAside(), s.refill(f))
 	}
 	// A file with an accounting section holds every job its state had
 	// dropped (the store is read after the state, which drops a job only
@@ -382,9 +693,9 @@ func (s *ledger) storeAside() string {
 }
 
 // refill says where the history comes from once the store is empty.
-func (s *ledger) refill(f *SnapshotFile) string {
+func (s *ledger) refill(f *checkedSnapshot) string {
 	if f.HasHistory {
-		return fmt.Sprintf(": the snapshot file carries the %d accounting records saved with it", len(f.History))
+		return fmt.Sprintf(": the snapshot file carries the %d accounting records saved with it", f.Records)
 	}
 	return ": this state-only " + snapMagic + " file carries no accounting records, so put the store saved with it in place first"
 }

@@ -158,7 +158,16 @@ func TestHistoryAfter(t *testing.T) {
 	for _, k := range []accounting.Key{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 5}, {ID: 6}, {ID: 6, Run: 1}, {ID: 8}} {
 		f.History = append(f.History, api.HistoryJob{ID: k.ID, Requeues: k.Run})
 	}
-	got := historyAfter(f)
+	inState := map[uint64]*state.Job{}
+	for _, j := range f.State.Jobs {
+		inState[j.ID] = j
+	}
+	var got []accounting.Key
+	for i := range f.History {
+		if h := &f.History[i]; isAfter(inState[h.ID], f.State.LastJobID(), h) {
+			got = append(got, accounting.KeyOf(h))
+		}
+	}
 	want := []accounting.Key{{ID: 5}, {ID: 6, Run: 1}, {ID: 8}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("rows after the snapshot: %v, want %v", got, want)

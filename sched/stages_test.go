@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -35,11 +36,7 @@ func TestJobStageSeconds(t *testing.T) {
 	count := func(stage string) float64 {
 		return metricValue(scrapeMetrics(t, srv.MetricsHandler()), fmt.Sprintf(`troupe_job_stage_seconds_count{stage=%q}`, stage))
 	}
-	for deadline := time.Now().Add(10 * time.Second); count(stageQueued) != 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("queued stage not observed 10s after the job was placed")
-		}
-	}
+	eventually.Equal(t, 10*time.Second, "queued stages observed once the job was placed", 1, func() float64 { return count(stageQueued) })
 	report := func(d time.Duration, states ...api.ContainerState) {
 		t.Helper()
 		advance(d)
@@ -99,11 +96,7 @@ func TestJobStageSecondsTogether(t *testing.T) {
 	count := func(stage string) float64 {
 		return metricValue(scrapeMetrics(t, srv.MetricsHandler()), fmt.Sprintf(`troupe_job_stage_seconds_count{stage=%q}`, stage))
 	}
-	for deadline := time.Now().Add(10 * time.Second); count(stageQueued) != 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("queued stage not observed 10s after the job was placed")
-		}
-	}
+	eventually.Equal(t, 10*time.Second, "queued stages observed once the job was placed", 1, func() float64 { return count(stageQueued) })
 	up := api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: j.ID, Host: j.Containers[0].Host, State: api.ContainerExited}}}
 	if err := c.Report(ctx, "n1", up); err != nil {
 		t.Fatal(err)
@@ -147,12 +140,9 @@ func TestJobStageSecondsStarting(t *testing.T) {
 			t.Fatal(err)
 		}
 		j := waitJob(t, c, res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
-		for deadline := time.Now().Add(10 * time.Second); metricValue(scrapeMetrics(t, srv.MetricsHandler()),
-			`troupe_job_stage_seconds_count{stage="queued"}`) != float64(i+1); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("job %d: queued stage not observed 10s after it was placed", j.ID)
-			}
-		}
+		eventually.Equal(t, 10*time.Second, fmt.Sprintf("job %d's queued stage observed once it was placed", j.ID), float64(i+1), func() float64 {
+			return metricValue(scrapeMetrics(t, srv.MetricsHandler()), `troupe_job_stage_seconds_count{stage="queued"}`)
+		})
 		advance(5 * time.Second)
 		up := api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: j.ID, Host: j.Containers[0].Host,
 			State: api.ContainerRunning, Starting: tc.starting}}}

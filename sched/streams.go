@@ -10,22 +10,10 @@ import (
 	"github.com/troupe-hpc/troupe/sched/fault"
 )
 
-// streamCost is what MaxStreams' default divides the open files the
-// limit leaves by: a stream holds two connections (the caller's and the
-// nodelet's), and as many again are left for the users' other requests.
-const streamCost = 4
-
-// newStreams is the counter of cfg's caps on terminal and /apps streams.
+// newStreams is the counter of cfg's caps on terminal and upgraded
+// /apps streams.
 func newStreams(cfg Config) *connlimit.Streams {
-	s := &connlimit.Streams{Daemon: "schedd", Err: fault.ErrTooMany,
-		PerJob: connlimit.Cap(cfg.MaxStreamsPerJob, connlimit.DefaultPerJob), PerUser: connlimit.Cap(cfg.MaxStreamsPerUser, connlimit.DefaultPerUser)}
-	if cfg.MaxStreams > 0 {
-		n := cfg.MaxStreams
-		s.Total = func() int { return n }
-	} else {
-		s.Total = connlimit.DerivedTotal(cfg.FDReserve, streamCost)
-	}
-	return s
+	return connlimit.NewStreams("schedd", cfg.MaxStreamsPerJob, cfg.MaxStreamsPerUser, cfg.MaxStreams, cfg.FDReserve, fault.ErrTooMany)
 }
 
 // takeStream takes a slot for a stream of job opened by ctx's caller

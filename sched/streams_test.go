@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -59,10 +60,11 @@ func streamNodelet(ctx context.Context, c *client.Client, node string, busy *ato
 	}
 }
 
-// TestStreamCaps: terminal (attach) and /apps streams count together
-// against the caps per job and per user: past one, the stream is
-// refused with 429 and a message naming the cap and its flag; another
+// TestStreamCaps: terminal (attach) and upgraded /apps streams count
+// together against the caps per job and per user: past one, the stream
+// is refused with 429 and a message naming the cap and its flag; another
 // user's streams are not held back; a stream that ends frees its place.
+// A plain /apps request is not a stream: it is answered past the caps.
 // A nodelet's refusal past its own caps is a 429 too.
 func TestStreamCaps(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,6 +153,31 @@ func TestStreamCaps(t *testing.T) {
 	mustOpen("alice", "app", job1)
 	refused("alice", "attach", job1, "--max-streams-per-job")
 	refused("alice", "app", job1, "--max-streams-per-job")
+	// Plain requests, several at once, are answered with job1's streams
+	// at the cap.
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			req, _ := http.NewRequest("GET", front.URL+fmt.Sprintf("/apps/%d/web/", job1), nil)
+			req.Header.Set("X-Test-User", "alice")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				err = fmt.Errorf("plain GET past the streams cap: %d %s, want 200", res.StatusCode, b)
+			}
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
 	mustOpen("alice", "app", job2)
 	refused("alice", "attach", job2, "--max-streams-per-user")
 	// bob is not held back by alice's streams.
@@ -173,16 +200,28 @@ func TestStreamCaps(t *testing.T) {
 	// The terminal's end frees its place: once schedd has seen it close,
 	// alice opens another.
 	term.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.NoError(t, 10*time.Second, "a terminal opened after closing one", func() error {
 		conn, code, body := open("alice", "attach", job1)
 		if conn != nil {
 			conn.Close()
-			break
+			return nil
 		}
-		if code != http.StatusTooManyRequests || time.Now().After(deadline) {
-			t.Fatalf("after closing a terminal: %d %s, want 101 within 10s", code, body)
+		if code != http.StatusTooManyRequests {
+			t.Fatalf("after closing a terminal: %d %s, want 101 (or 429 until schedd sees it closed)", code, body)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return fmt.Errorf("%d %s", code, body)
+	})
+}
+
+// TestStreamCapMeaning: a cap of 0 is the default, -1 none, as in the
+// nodelet's settings (connlimit.Cap decides both).
+func TestStreamCapMeaning(t *testing.T) {
+	for _, tt := range []struct {
+		job, user, wantJob, wantUser int
+	}{{0, 0, 32, 200}, {-1, -1, 0, 0}, {5, 6, 5, 6}} {
+		s := newStreams(Config{MaxStreamsPerJob: tt.job, MaxStreamsPerUser: tt.user})
+		if s.PerJob != tt.wantJob || s.PerUser != tt.wantUser {
+			t.Errorf("caps %d, %d: per job %d, per user %d; want %d, %d (0 is no cap)", tt.job, tt.user, s.PerJob, s.PerUser, tt.wantJob, tt.wantUser)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -34,17 +35,15 @@ func TestSubmitsShareEntries(t *testing.T) {
 			return len(srv.submits.waiting)
 		}
 	)
-	srv.submits.mu.Lock()
-	srv.submits.gate = func(k int) {
+	gate := gateCommits(t, &srv.submits)
+	gate.set(func(k int) {
 		mu.Lock()
 		first := len(sizes) == 0
 		sizes = append(sizes, k)
 		mu.Unlock()
-		for deadline := time.Now().Add(20 * time.Second); first && waiting()+k < n && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	srv.submits.mu.Unlock()
+		// Gives up quietly: the count of entries below tells.
+		eventually.Within(20*time.Second, func() bool { return !first || waiting()+k >= n })
+	})
 	e0 := entriesOf(srv, state.CmdSubmit) + entriesOf(srv, state.CmdSubmits)
 
 	type answer struct {
@@ -94,9 +93,7 @@ func TestSubmitsShareEntries(t *testing.T) {
 	}
 	mu.Unlock()
 
-	srv.submits.mu.Lock()
-	srv.submits.gate = nil
-	srv.submits.mu.Unlock()
+	gate.set(nil)
 	sp := spec(1, jobspec.ModeSingleNode, 1)
 	sp.Name = "job0"
 	again, err := c.Submit(ctx, api.SubmitRequest{Spec: sp, Cwd: "/tmp", User: "alice", UID: 1000, GID: 1000, RequestID: "twice"})

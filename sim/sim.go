@@ -436,13 +436,8 @@ func (m *machine) submit(j *Job) {
 	cj := core.Job{ID: j.ID, User: j.User, Account: j.User, Submit: at(j.Submit),
 		Walltime: time.Duration(j.Estimate) * time.Second, Mode: core.ModeSingleNode,
 		Depends: j.Depends, Held: j.Hold > 0}
-	// The reasons schedd gives at submission.
-	switch {
-	case cj.Held:
-		cj.Reason = reason.Held
-	case cj.Depends != nil:
-		cj.Reason = reason.Dependency
-	}
+	// The reason schedd gives at submission.
+	cj.Reason = core.Waiting(cj.Held, cj.Depends != nil, false)
 	if m.o.Nodes > 1 {
 		cj.Mode = core.ModeMultiNode
 		cj.Containers = make([]core.Res, j.Procs)

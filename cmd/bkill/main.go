@@ -8,10 +8,10 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"syscall"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
 )
 
 const prog = "bkill"
@@ -43,61 +43,43 @@ var command = cli.Command{
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet(command, stdout, stderr)
-	sel := cli.SelectFlags(fs, "cancel")
+	return cli.Control{Command: command, Verb: "cancel", Hosts: true, Options: options}.Run(args, stdout, stderr)
+}
+
+// options defines -s, --host and -d; once parsed, they choose what is
+// done to each job: cancelled (recorded DONE with -d), or signalled.
+func options(fs *cli.FlagSet) func(*cli.Control) error {
 	signal := fs.String("s", "", "send `signal` (USR1, SIGHUP, 15, …) to the job's containers instead of cancelling it;\na job not running yet is cancelled by KILL, TERM or INT")
 	fs.Alias("signal", "s")
 	host := fs.String("host", "", "with -s, signal only the container `host` (main1, sub2, …)")
 	done := fs.Bool("d", false, "kill the jobs but record them as DONE (COMPLETED), as LSF's bkill -d")
-	hostsOf := cli.HostsFlag(fs, cli.ControlHostsUsage)
-	pos, err := fs.Parse(args)
-	if err != nil {
-		return fs.Exit(err)
-	}
-	if err := cli.WholeClusterOnly(hostsOf); err != nil {
-		return fs.UsageError("%v", err)
-	}
-	refs, err := cli.ParseJobRefs(pos)
-	if err != nil {
-		return fs.UsageError("%v", err)
-	}
-	if err := sel.Check(); err != nil {
-		return fs.UsageError("%v", err)
-	}
-	if len(refs) == 0 && !sel.Active() {
-		return fs.UsageError("missing job id (or -u, -t, -p, -J to choose jobs)")
-	}
-	var sig syscall.Signal
-	if *signal != "" {
-		if sig, err = api.ParseSignal(*signal); err != nil {
-			return cli.Fail(stderr, prog, fmt.Errorf("-s: %v", err))
+	return func(c *cli.Control) error {
+		if *signal == "" {
+			if *host != "" {
+				return cli.UsageErr("--host picks the container -s signals; give -s too")
+			}
+			var q url.Values
+			if *done {
+				q = url.Values{"done": {"true"}}
+			}
+			c.Act = func(cl *client.Client) func(context.Context, api.JobRef) (api.Job, error) {
+				return func(ctx context.Context, r api.JobRef) (api.Job, error) { return cl.Control(ctx, r, "kill", q) }
+			}
+			c.Done = "Job <%s> is being terminated.\n"
+			return nil
+		}
+		sig, err := api.ParseSignal(*signal)
+		if err != nil {
+			return fmt.Errorf("-s: %w", err)
 		}
 		if *done {
-			return fs.UsageError("-d records a killed job as DONE; it goes with no -s")
+			return cli.UsageErr("-d records a killed job as DONE; it goes with no -s")
 		}
-	} else if *host != "" {
-		return fs.UsageError("--host picks the container -s signals; give -s too")
-	}
-	c, err := fs.Client()
-	if err != nil {
-		return cli.Fail(stderr, prog, err)
-	}
-	ctx, stop := cli.SignalContext()
-	defer stop()
-	if refs, err = cli.PickRefs(ctx, c, sel, refs); err != nil {
-		return cli.Fail(stderr, prog, err)
-	}
-	if *signal == "" {
-		var q url.Values
-		if *done {
-			q = url.Values{"done": {"true"}}
+		req := api.SignalJob{Signal: api.SignalName(int(sig)), Host: *host}
+		c.Act = func(cl *client.Client) func(context.Context, api.JobRef) (api.Job, error) {
+			return func(ctx context.Context, r api.JobRef) (api.Job, error) { return cl.SignalRef(ctx, r, req) }
 		}
-		return cli.ForEachRef(ctx, stdout, stderr, prog, refs, func(ctx context.Context, r api.JobRef) (api.Job, error) {
-			return c.Control(ctx, r, "kill", q)
-		}, "Job <%s> is being terminated.\n")
+		c.Done = "Job <%s> is being signalled (SIG" + req.Signal + ").\n"
+		return nil
 	}
-	req := api.SignalJob{Signal: api.SignalName(int(sig)), Host: *host}
-	return cli.ForEachRef(ctx, stdout, stderr, prog, refs, func(ctx context.Context, r api.JobRef) (api.Job, error) {
-		return c.SignalRef(ctx, r, req)
-	}, "Job <%s> is being signalled (SIG"+req.Signal+").\n")
 }

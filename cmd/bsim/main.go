@@ -60,8 +60,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 Replays an SWF workload trace through troupe's scheduler core in virtual
 time and prints JSON (mean wait, bounded slowdown, utilization, makespan).
 
-  bsim --policy easy ../shared/traces/KTH-SP2-1996-2.1-cln.swf.gz
-  bsim --compare easy ../shared/traces/KTH-SP2-1996-2.1-cln.swf.gz
+  bsim --policy easy KTH-SP2-1996-2.1-cln.swf.gz
+  bsim --compare easy KTH-SP2-1996-2.1-cln.swf.gz
 
 flags:
 `)

@@ -10,22 +10,20 @@ import (
 	"testing"
 )
 
-// traces finds the shared SWF traces: $TROUPE_TRACES, else ../shared/traces
-// beside the repository, else /work/shared/traces. They are never copied
-// into the repository.
+// traces is the directory of the SWF workload traces the tests replay
+// (the Parallel Workloads Archive's KTH-SP2, LANL-CM5 and Lublin's
+// model), named by $TROUPE_TRACES; the repository does not hold them.
+// `make test` sets it where it finds them.
 func traces(t *testing.T) string {
 	t.Helper()
-	cands := []string{os.Getenv("TROUPE_TRACES"), filepath.Join("..", "..", "..", "shared", "traces"), "/work/shared/traces"}
-	for _, d := range cands {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "KTH-SP2-1996-2.1-cln.swf.gz")); err == nil {
-			return d
-		}
+	d := os.Getenv("TROUPE_TRACES")
+	if d == "" {
+		t.Skip("SKIPPED: no workload traces: set TROUPE_TRACES to a directory holding KTH-SP2-1996-2.1-cln.swf.gz")
 	}
-	t.Skip("SKIPPED: shared traces not found (set TROUPE_TRACES; looked in ../shared/traces and /work/shared/traces)")
-	return ""
+	if _, err := os.Stat(filepath.Join(d, "KTH-SP2-1996-2.1-cln.swf.gz")); err != nil {
+		t.Fatalf("TROUPE_TRACES=%s: %v", d, err)
+	}
+	return d
 }
 
 func runJSON(t *testing.T, args ...string) Output {

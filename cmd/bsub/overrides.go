@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -57,29 +55,6 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.Var(&o.env, "env", "set `NAME=value` in every container's environment (repeatable; overrides env)")
 }
 
-// The regexps here are compiled on first use, not at the start of every
-// command that links this package (bsub starts in a few milliseconds).
-// lsfWalltime is LSF's -W [HH:]MM: one colon means hours:minutes (Slurm's
-// and jobspec's M:SS would read it as minutes:seconds).
-var lsfWalltime = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+):([0-9]+)$`) })
-
-// parseW reads -W.
-func parseW(s string) (time.Duration, error) {
-	if m := lsfWalltime().FindStringSubmatch(strings.TrimSpace(s)); m != nil {
-		h, _ := strconv.Atoi(m[1])
-		mi, _ := strconv.Atoi(m[2])
-		if mi >= 60 {
-			return 0, fmt.Errorf("minutes %d out of range in HH:MM", mi)
-		}
-		return time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute, nil
-	}
-	d, err := jobspec.ParseWalltime(s)
-	if err != nil {
-		return 0, errors.New("want [HH:]MM, days-HH:MM:SS or a duration such as 2h")
-	}
-	return d, nil
-}
-
 // apply changes spec as the flags say, in a fixed order, checking each
 // change with spec.Validate.
 func (o *overrides) apply(spec *jobspec.Job) error {
@@ -113,12 +88,9 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 	}
 	if o.walltime != "" {
 		changes = append(changes, change{"-W", o.walltime, "walltime", func() error {
-			d, err := parseW(o.walltime)
+			d, err := script.ParseLSFWalltime(o.walltime)
 			if err != nil {
 				return err
-			}
-			if d <= 0 {
-				return errors.New("the limit must be more than 0")
 			}
 			spec.Walltime = d
 			return nil

@@ -100,31 +100,6 @@ func TestArrayFlags(t *testing.T) {
 	}
 }
 
-func TestParseW(t *testing.T) {
-	tests := []struct {
-		in   string
-		want time.Duration
-	}{
-		{"30", 30 * time.Minute},
-		{"1:30", 90 * time.Minute},
-		{"10:00", 10 * time.Hour},
-		{"1:30:00", 90 * time.Minute},
-		{"2-00:00:00", 48 * time.Hour},
-		{"2h", 2 * time.Hour},
-		{"1d12h", 36 * time.Hour},
-	}
-	for _, tt := range tests {
-		if got, err := parseW(tt.in); err != nil || got != tt.want {
-			t.Errorf("parseW(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
-		}
-	}
-	for _, bad := range []string{"", "1:60", "abc", "1h-"} {
-		if _, err := parseW(bad); err == nil {
-			t.Errorf("parseW(%q): no error", bad)
-		}
-	}
-}
-
 func TestOverrideErrorsNameTheFlag(t *testing.T) {
 	tests := []struct {
 		args []string
@@ -133,8 +108,9 @@ func TestOverrideErrorsNameTheFlag(t *testing.T) {
 		{[]string{"-n", "0"}, "bsub: -n 0: cluster size 0 is not valid; use 1 (main1 alone) to 253 containers, the most one session's network holds.\n"},
 		{[]string{"-n", "5000"}, "bsub: -n 5000: cluster size 5000 is not valid; use 1 (main1 alone) to 253 containers, the most one session's network holds.\n"},
 		{[]string{"-J", "bad name"}, `bsub: -J bad name: job name "bad name" is not valid; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit.` + "\n"},
-		{[]string{"-W", "soon"}, "bsub: -W soon: want [HH:]MM, days-HH:MM:SS or a duration such as 2h\n"},
-		{[]string{"-W", "0"}, "bsub: -W 0: the limit must be more than 0\n"},
+		{[]string{"-W", "soon"}, "bsub: -W soon: want [HH:]MM, days-HH:MM:SS or a duration such as 2h, more than 0\n"},
+		{[]string{"-W", "0"}, "bsub: -W 0: want [HH:]MM, days-HH:MM:SS or a duration such as 2h, more than 0\n"},
+		{[]string{"-W", "0:00"}, "bsub: -W 0:00: want [HH:]MM, days-HH:MM:SS or a duration such as 2h, more than 0\n"},
 		{[]string{"-o", "out-%y"}, `bsub: -o out-%y: output "out-%y" holds "%y", which is not a valid escape; use %j (job id), %h (container host), %u (user), %I or %a (array index), %A (array job id) or %% (a literal %).` + "\n"},
 		{[]string{"-e", "e-%"}, `bsub: -e e-%: error "e-%" ends with a lone %; use %j (job id), %h (container host), %u (user), %I or %a (array index), %A (array job id) or %% (a literal %).` + "\n"},
 		{[]string{"-J", "sweep[9-1]"}, `bsub: -J sweep[9-1]: array index term "9-1": the range runs backwards; want N, N-M or N-M:STEP with 0 ≤ N ≤ M ≤ 2147483646` + "\n"},

@@ -6,10 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
@@ -88,6 +90,24 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// syncBuffer is a process's output read while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // TestSIGTERMStopsWhileRegistering: a nodelet whose schedd is away
 // still exits 0 promptly on SIGTERM.
 func TestSIGTERMStopsWhileRegistering(t *testing.T) {
@@ -95,12 +115,13 @@ func TestSIGTERMStopsWhileRegistering(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "--addr", "127.0.0.1:1", "--runtime", "process",
 		"--init", init, "--fence", runtimetest.BuildCmd(t, "troupe-fence"), "--state-dir", t.TempDir())
 	cmd.Env = append(os.Environ(), "NODELET_TEST_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Interrupted while it retries registering, the case under test.
+	eventually.True(t, 10*time.Second, "the nodelet failing to register", func() bool { return strings.Contains(stderr.String(), "register failed") })
 	_ = cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -156,3 +156,28 @@ func TestWebTLSFlag(t *testing.T) {
 		t.Errorf("--web-tls with --web-addr and a certificate: %v", err)
 	}
 }
+
+// The stream caps per job and per user mean what the nodelet's do: 0 the
+// default, -1 unlimited; the flags pass them to schedd's Config as given
+// (sched's TestStreamCapMeaning reads them there).
+func TestStreamCapFlags(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil || o.streamsJob != 0 || o.streamsUser != 0 || o.streams != 0 {
+		t.Fatalf("defaults: per job %d, per user %d, all %d, %v; want 0 (the defaults)", o.streamsJob, o.streamsUser, o.streams, err)
+	}
+	if o, err = parseFlags([]string{"--max-streams-per-job", "-1", "--max-streams-per-user", "7"}, io.Discard); err != nil || o.streamsJob != -1 || o.streamsUser != 7 {
+		t.Fatalf("-1 and 7: %d %d, %v", o.streamsJob, o.streamsUser, err)
+	}
+	p := filepath.Join(t.TempDir(), "schedd.hcl")
+	if err := os.WriteFile(p, []byte("max_streams_per_user = -1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o, err = parseFlags([]string{"--config", p}, io.Discard); err != nil || o.streamsUser != -1 {
+		t.Fatalf("max_streams_per_user = -1 in the file: %d, %v", o.streamsUser, err)
+	}
+	for _, bad := range [][]string{{"--max-streams-per-job", "-2"}, {"--max-streams-per-user", "-5"}, {"--max-streams", "-1"}} {
+		if _, err := parseFlags(bad, io.Discard); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%q: %v, want a refusal naming %s", bad, err, bad[0])
+		}
+	}
+}

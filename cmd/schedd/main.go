@@ -208,8 +208,8 @@ flags:
 	fs.StringVar(&o.acctDrv, "accounting-driver", "sqlite", "the accounting store: sqlite (a file, DATA-DIR/accounting.db) or postgres\n(one database every HA server shares; --accounting-dsn)")
 	fs.StringVar(&o.acctDSN, "accounting-dsn", "", "the accounting store's data source: the SQLite file (default DATA-DIR/accounting.db),\nor PostgreSQL's postgres://user@host/db (the password from ~/.pgpass or PGPASSWORD)")
 	fs.Var(&o.acctKeep, "accounting-keep", "delete accounting records this long after their job ended, e.g. 365d (default: keep forever)")
-	fs.IntVar(&o.streamsJob, "max-streams-per-job", connlimit.DefaultPerJob, "the most terminal (attach) and /apps streams one job may have open at once; more are refused\nwith 429 (0: unlimited)")
-	fs.IntVar(&o.streamsUser, "max-streams-per-user", connlimit.DefaultPerUser, "the most terminal (attach) and /apps streams one user may have open at once; more are refused\nwith 429 (0: unlimited)")
+	fs.IntVar(&o.streamsJob, "max-streams-per-job", 0, "the most terminal (attach) and upgraded /apps streams one job may have open at once; more are\nrefused with 429 (0: the default, "+strconv.Itoa(connlimit.DefaultPerJob)+"; -1: unlimited)")
+	fs.IntVar(&o.streamsUser, "max-streams-per-user", 0, "the most terminal (attach) and upgraded /apps streams one user may have open at once; more are\nrefused with 429 (0: the default, "+strconv.Itoa(connlimit.DefaultPerUser)+"; -1: unlimited)")
 	fs.IntVar(&o.streams, "max-streams", 0, "the most terminal and /apps streams all users together may have open at once (0: a quarter\nof what the limit of open files leaves beyond --fd-reserve)")
 	fs.IntVar(&o.fdReserve, "fd-reserve", 0, "open files kept for the nodes' traffic (heartbeats, reports, assignments): past the limit\nless this, other requests are refused (503) and idle user connections closed (0: an eighth\nof the limit of open files, at least 64)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
@@ -239,9 +239,17 @@ flags:
 	for _, f := range []struct {
 		name string
 		n    int
-	}{{"max-streams-per-job", o.streamsJob}, {"max-streams-per-user", o.streamsUser}, {"max-streams", o.streams}, {"fd-reserve", o.fdReserve}} {
+	}{{"max-streams-per-job", o.streamsJob}, {"max-streams-per-user", o.streamsUser}} {
+		if f.n < -1 {
+			return o, fmt.Errorf("--%s must be 0 (the default), -1 (unlimited) or more, got %d", f.name, f.n)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"max-streams", o.streams}, {"fd-reserve", o.fdReserve}} {
 		if f.n < 0 {
-			return o, fmt.Errorf("--%s must be 0 or more, got %d", f.name, f.n)
+			return o, fmt.Errorf("--%s must be 0 (the default) or more, got %d", f.name, f.n)
 		}
 	}
 	switch {
@@ -391,7 +399,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) e
 		MaxJobInput: int(o.maxInput), MaxQueuedPerUser: queuedLimit(o.maxQueued), MaxQueued: o.maxTotal,
 		MaxQueuedInputPerUser: queuedLimit(int(o.maxBytes)),
 		KeepEnded:             time.Duration(o.keepEnded), AccountingDriver: o.acctDrv, AccountingPath: accountingPath(o), AccountingDSN: o.acctDSN,
-		AccountingKeep: time.Duration(o.acctKeep), MaxStreamsPerJob: queuedLimit(o.streamsJob), MaxStreamsPerUser: queuedLimit(o.streamsUser),
+		AccountingKeep: time.Duration(o.acctKeep), MaxStreamsPerJob: o.streamsJob, MaxStreamsPerUser: o.streamsUser,
 		MaxStreams: o.streams, FDReserve: o.fdReserve})
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // TestStartChildOutlivesCallerThread: a dev nodelet's parent-death
@@ -54,14 +57,10 @@ func TestStartChildOutlivesCallerThread(t *testing.T) {
 	go func() { _ = cmd.Wait(); close(exited) }()
 	defer func() { _ = cmd.Process.Kill(); <-exited }()
 	task := "/proc/self/task/" + strconv.Itoa(r.tid)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(task); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the caller's thread %d did not end in 10s", r.tid)
-		}
-	}
+	eventually.True(t, 10*time.Second, fmt.Sprintf("the caller's thread %d ending", r.tid), func() bool {
+		_, err := os.Stat(task)
+		return os.IsNotExist(err)
+	})
 	// The thread is gone; a signal tied to it is on its way within
 	// moments.
 	select {

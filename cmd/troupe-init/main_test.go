@@ -10,12 +10,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/attach"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
+	"github.com/troupe-hpc/troupe/internal/procfs"
 )
 
 func build(t *testing.T) string {
@@ -93,7 +96,16 @@ func TestSignalsEndWaitAndRun(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
-			time.Sleep(300 * time.Millisecond) // let it install handlers
+			if tc.args[0] == "run" {
+				// run takes its signals before it starts the command: a
+				// child means the handler is in.
+				eventually.True(t, 10*time.Second, "troupe-init starting its command", func() bool { return len(procfs.Descendants(cmd.Process.Pid, 0)) > 0 })
+			} else {
+				// wait shows no sign once its handler is in (the Go
+				// runtime catches SIGTERM from the start either way):
+				// time for it is all a test can give.
+				time.Sleep(300 * time.Millisecond)
+			}
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case err := <-done:
@@ -184,17 +196,12 @@ func TestDescriptorsPrivate(t *testing.T) {
 // and connects.
 func dialAttach(t *testing.T, path string, pid int) net.Conn {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := attach.DialPeer(path, pid)
-		if err == nil {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("attach socket: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var c net.Conn
+	eventually.NoError(t, 10*time.Second, "troupe-init listening on the attach socket", func() (err error) {
+		c, err = attach.DialPeer(path, pid)
+		return err
+	})
+	return c
 }
 
 // startTTY starts troupe-init --tty-fd on a socket bound in a fresh
@@ -218,6 +225,23 @@ func startTTY(t *testing.T, bin string, stdout *strings.Builder, args ...string)
 	return cmd, path
 }
 
+// watchedOutput is a terminal's output that tells (closes seen) once it
+// shows want.
+type watchedOutput struct {
+	strings.Builder
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *watchedOutput) Write(p []byte) (int, error) {
+	n, err := w.Builder.Write(p)
+	if strings.Contains(w.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
 func TestTTY(t *testing.T) {
 	bin := build(t)
 	var transcript strings.Builder
@@ -232,12 +256,17 @@ func TestTTY(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The line is typed once the command shows it runs, as a user would.
+	out := &watchedOutput{want: "on-a-tty", seen: make(chan struct{})}
 	go func() {
-		time.Sleep(200 * time.Millisecond)
-		_, _ = inw.WriteString("hello\n")
+		select {
+		case <-out.seen:
+			_, _ = inw.WriteString("hello\n")
+		case <-time.After(10 * time.Second):
+			inw.Close()
+		}
 	}()
-	var out strings.Builder
-	code, err := attach.Run(c, in, &out)
+	code, err := attach.Run(c, in, out)
 	if err != nil || code != 5 {
 		t.Fatalf("attach.Run = %d, %v; output %q", code, err, out.String())
 	}
@@ -341,7 +370,7 @@ func TestSSHDOnDemand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	waitFor(t, func() bool { b, _ := os.ReadFile(out); return strings.Contains(string(b), "up") })
+	eventually.True(t, 10*time.Second, "the command printing up", func() bool { b, _ := os.ReadFile(out); return strings.Contains(string(b), "up") })
 	time.Sleep(200 * time.Millisecond) // a server started at once would have written its mark by now
 	if _, err := os.Stat(mark); err == nil {
 		t.Fatal("the SSH server started before any client connected")
@@ -371,23 +400,13 @@ func TestSSHDOnDemand(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	waitFor(t, func() bool {
+	eventually.True(t, 10*time.Second, "the SSH port closed after troupe-init ended", func() bool {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
 		if err == nil {
 			c.Close()
 		}
 		return err != nil
 	})
-}
-
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-	}
 }
 
 // TestSSHDInheritsNoNodeletDescriptor: the exit file and the terminal's
@@ -428,12 +447,12 @@ func TestSSHDInheritsNoNodeletDescriptor(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	var conn net.Conn
-	waitFor(t, func() bool {
+	eventually.True(t, 10*time.Second, "the SSH server answering", func() bool {
 		conn, err = net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", p), time.Second)
 		return err == nil
 	})
 	defer conn.Close()
-	waitFor(t, func() bool { _, err := os.Stat(mark); return err == nil })
+	eventually.True(t, 10*time.Second, "the SSH server's mark", func() bool { _, err := os.Stat(mark); return err == nil })
 	b, err := os.ReadFile(mark)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/sched"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
@@ -73,17 +74,14 @@ func startPeers(t *testing.T, n int) ([]*sched.Server, []string) {
 // COMPLETED.
 func TestSimFollowsLeader(t *testing.T) {
 	srvs, urls := startPeers(t, 3)
-	leader := -1
-	for deadline := time.Now().Add(30 * time.Second); leader < 0; time.Sleep(20 * time.Millisecond) {
+	leader := eventually.Value(t, 30*time.Second, "a leader among the 3 peers", func() (int, bool) {
 		for i, s := range srvs {
 			if s.IsLeader() {
-				leader = i
+				return i, true
 			}
 		}
-		if leader < 0 && time.Now().After(deadline) {
-			t.Fatal("no leader among the 3 peers in 30s")
-		}
-	}
+		return -1, false
+	})
 	var list []string
 	for i, u := range urls {
 		if i != leader {
@@ -93,20 +91,14 @@ func TestSimFollowsLeader(t *testing.T) {
 	list = append(list, urls[leader])
 	const nodes, jobs = 12, 24
 	startSim(t, "--addr", strings.Join(list, ","), "--nodes", fmt.Sprint(nodes), "--cpu", "2", "--memory", "4GiB")
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		short := ""
+	eventually.NoError(t, 30*time.Second, fmt.Sprintf("every peer holding the %d nodes", nodes), func() error {
 		for i, s := range srvs {
 			if n := len(s.Store().Snapshot().Nodes()); n != nodes {
-				short = fmt.Sprintf("peer s%d holds %d nodes", i+1, n)
+				return fmt.Errorf("peer s%d holds %d nodes", i+1, n)
 			}
 		}
-		if short == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s after 30s, want %d", short, nodes)
-		}
-	}
+		return nil
+	})
 	ctx := context.Background()
 	var ids []uint64
 	for i := range jobs {
@@ -116,23 +108,15 @@ func TestSimFollowsLeader(t *testing.T) {
 		}
 		ids = append(ids, res.JobID)
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	eventually.NoError(t, 60*time.Second, "every job COMPLETED", func() error {
 		v := srvs[leader].Store().Snapshot()
-		left := ""
 		for _, id := range ids {
-			if j := v.Job(id); j == nil || j.State != api.JobCompleted {
-				left = fmt.Sprintf("job %d is %v", id, j)
-				if j != nil {
-					left = fmt.Sprintf("job %d is %s %s", id, j.State, j.Reason)
-				}
-				break
+			if j := v.Job(id); j == nil {
+				return fmt.Errorf("job %d is missing", id)
+			} else if j.State != api.JobCompleted {
+				return fmt.Errorf("job %d is %s %s", id, j.State, j.Reason)
 			}
 		}
-		if left == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s after 60s, want every job COMPLETED", left)
-		}
-	}
+		return nil
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/nodesim"
 	"github.com/troupe-hpc/troupe/sched"
@@ -97,17 +98,15 @@ func startSim(t *testing.T, args ...string) *bytes.Buffer {
 			t.Error("troupe-nodesim did not stop within 60s of its context's end")
 		}
 	})
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(stdout.String(), "nodes registered in") {
+	if !eventually.Within(2*time.Minute, func() bool {
 		select {
 		case code := <-done:
 			t.Fatalf("troupe-nodesim exited %d before registering: %s", code, stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the simulated nodes did not register within 2m:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return strings.Contains(stdout.String(), "nodes registered in")
+	}) {
+		t.Fatalf("the simulated nodes did not register within 2m:\n%s", stderr.String())
 	}
 	return &stderr.Buffer
 }
@@ -211,8 +210,7 @@ func TestSimulatedClusterDrivesScheduler(t *testing.T) {
 	// Every job ends as wanted and, KeepEnded later, lives in the
 	// accounting store only.
 	var hist api.History
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	eventually.NoError(t, 3*time.Minute, "every job in the history and none in the state", func() error {
 		hist, err = c.History(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -223,14 +221,11 @@ func TestSimulatedClusterDrivesScheduler(t *testing.T) {
 				inState++
 			}
 		}
-		if len(hist.Jobs) >= len(want) && inState == 0 {
-			break
+		if len(hist.Jobs) < len(want) || inState > 0 {
+			return fmt.Errorf("%d of %d jobs in the history, %d still in the state", len(hist.Jobs), len(want), inState)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 3m: %d of %d jobs in the history, %d still in the state", len(hist.Jobs), len(want), inState)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	got := map[uint64]api.HistoryJob{}
 	for _, j := range hist.Jobs {
 		got[j.ID] = j
@@ -321,25 +316,18 @@ partition "simulated" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	j := eventually.Value(t, time.Minute, "the job ending", func() (api.Job, bool) {
 		j, _, err := c.Job(ctx, res.JobID, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.State.Terminal() {
-			if j.State != api.JobCompleted || !strings.HasPrefix(j.Containers[0].Node, "lab") {
-				t.Fatalf("job ended %s (%s) on %q, want COMPLETED on a lab node", j.State, j.Reason, j.Containers[0].Node)
-			}
-			if took := j.Ended.Sub(j.Submitted); took < 200*time.Millisecond {
-				t.Errorf("job ended %s after its submission, before its --duration (200ms) could pass", took)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job still %s (%s) after 1m", j.State, j.Reason)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return j, j.State.Terminal()
+	})
+	if j.State != api.JobCompleted || !strings.HasPrefix(j.Containers[0].Node, "lab") {
+		t.Fatalf("job ended %s (%s) on %q, want COMPLETED on a lab node", j.State, j.Reason, j.Containers[0].Node)
+	}
+	if took := j.Ended.Sub(j.Submitted); took < 200*time.Millisecond {
+		t.Errorf("job ended %s after its submission, before its --duration (200ms) could pass", took)
 	}
 }
 
@@ -397,23 +385,18 @@ func TestLeaseLostFences(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait := func(limit time.Duration, ok func(api.Job) bool) api.Job {
-		deadline := time.Now().Add(limit)
-		for {
+		t.Helper()
+		return eventually.Value(t, limit, fmt.Sprintf("job %d's state", res.JobID), func() (api.Job, bool) {
 			j, _, err := c.Job(ctx, res.JobID, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ok(j) {
-				return j
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("job %d still %s (%s) after %s", j.ID, j.State, j.Reason, limit)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return j, ok(j)
+		})
 	}
 	wait(time.Minute, func(j api.Job) bool { return j.State == api.JobRunning })
 	cut.Store(true)
+	// Cut off past the lease: the duration is the test, not a wait.
 	time.Sleep(13 * time.Second)
 	if j, _, err := c.Job(ctx, res.JobID, 0, 0); err != nil || j.State != api.JobRunning {
 		t.Fatalf("while the node was cut off the job became %s (%v); schedd cannot have heard of a fence", j.State, err)

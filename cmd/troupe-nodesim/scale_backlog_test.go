@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/nodelet/nodesim"
 )
@@ -45,16 +46,13 @@ func blockBacklog(b *testing.B, c *client.Client) {
 	if err != nil {
 		b.Fatalf("submitting the job that fills the backlog node: %v", err)
 	}
-	for deadline := time.Now().Add(5 * time.Minute); ; {
+	eventually.NoError(b, 5*time.Minute, "the job filling the backlog node RUNNING", func() error {
 		j, _, err := c.Job(ctx, res.JobID, 0, 0)
 		if err == nil && j.State == api.JobRunning {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the job filling the backlog node is not RUNNING after 5 minutes: %s %s (%v)", j.State, j.Reason, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%s %s (%v)", j.State, j.Reason, err)
+	})
 }
 
 // submitBacklog submits n one-core jobs to partition backlog,

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 )
 
@@ -120,8 +121,7 @@ func startCluster(b *testing.B, log *os.File, bin, dir string, n int, store stri
 		return c
 	}
 	// The leader's socket issues an admin token; followers refuse.
-	var secret string
-	for deadline := time.Now().Add(time.Minute); secret == ""; {
+	secret := eventually.Value(b, time.Minute, fmt.Sprintf("a leader among the %d schedd peers issuing the admin token", n), func() (string, bool) {
 		for _, s := range socks {
 			sc, err := client.New(s)
 			if err != nil {
@@ -131,15 +131,11 @@ func startCluster(b *testing.B, log *os.File, bin, dir string, n int, store stri
 			tok, err := sc.CreateToken(cctx, api.TokenCreate{User: "root", Admin: true})
 			cancel()
 			if err == nil {
-				secret = tok.Secret
-				break
+				return tok.Secret, true
 			}
 		}
-		if secret == "" && time.Now().After(deadline) {
-			b.Fatalf("no leader among the %d schedd peers within a minute", n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return "", false
+	})
 	var urls []string
 	for _, a := range apis {
 		urls = append(urls, "https://"+a)

@@ -157,6 +157,12 @@ func TestScontrolShow(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "NodeName=node01 Arch=") || !strings.Contains(out, "\n   State=") {
 		t.Errorf("show node node01: exit %d\n%s", code, out)
 	}
+	for _, tt := range [][2]string{{"node", "Node"}, {"partition", "Partition"}} {
+		code, out, errs := runCmd(t, "scontrol", "show", tt[0], "nowhere")
+		if want := tt[1] + " nowhere not found\n"; code != 1 || out != "" || errs != want {
+			t.Errorf("show %s nowhere: exit %d, stdout %q, stderr %q; want 1, %q", tt[0], code, out, errs, want)
+		}
+	}
 	code, out, _ = runCmd(t, "scontrol", "show", "config")
 	if code != 0 || !slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool { return strings.HasPrefix(l, "MinJobAge ") && strings.HasSuffix(l, "= 300 sec") }) {
 		t.Errorf("show config: exit %d\n%s", code, out)

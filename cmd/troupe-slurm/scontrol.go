@@ -116,6 +116,24 @@ type kv struct {
 	nl         bool
 }
 
+// showNamed is scontrol show node and show partition: the record of
+// each item names picks (every item when names is empty); when names
+// picks none, Slurm's "KIND NAME not found" and exit status 1.
+func showNamed[T any](stdout, stderr io.Writer, kind string, items []T, name func(T) string, record func(T) []kv, names []string, one bool) int {
+	shown := 0
+	for _, it := range items {
+		if len(names) == 0 || slices.Contains(names, name(it)) {
+			writeRecord(stdout, record(it), one)
+			shown++
+		}
+	}
+	if shown == 0 && len(names) > 0 {
+		fmt.Fprintf(stderr, "%s %s not found\n", kind, names[0])
+		return 1
+	}
+	return 0
+}
+
 // writeRecord writes one record as scontrol does: Key=Value pairs, the
 // lines after the first indented three spaces; one line with -o. An
 // empty value is written "(null)" with -o, so that every pair on the line
@@ -182,35 +200,13 @@ func scontrolShow(ctx context.Context, c *client.Client, what string, names []st
 		if err != nil {
 			return fail(stderr, prog, "slurm_load_node error: %v", err)
 		}
-		var shown int
-		for _, n := range l.Nodes {
-			if len(names) == 0 || slices.Contains(names, n.Name) {
-				writeRecord(stdout, nodeRecord(n), one)
-				shown++
-			}
-		}
-		if shown == 0 && len(names) > 0 {
-			fmt.Fprintf(stderr, "Node %s not found\n", names[0])
-			return 1
-		}
-		return 0
+		return showNamed(stdout, stderr, "Node", l.Nodes, func(n api.Node) string { return n.Name }, nodeRecord, names, one)
 	case (strings.HasPrefix("partitions", what) && len(what) >= 4) || what == "part":
 		l, err := c.Partitions(ctx)
 		if err != nil {
 			return fail(stderr, prog, "slurm_load_partitions error: %v", err)
 		}
-		var shown int
-		for _, p := range l.Partitions {
-			if len(names) == 0 || slices.Contains(names, p.Name) {
-				writeRecord(stdout, partitionRecord(p), one)
-				shown++
-			}
-		}
-		if shown == 0 && len(names) > 0 {
-			fmt.Fprintf(stderr, "Partition %s not found\n", names[0])
-			return 1
-		}
-		return 0
+		return showNamed(stdout, stderr, "Partition", l.Partitions, func(p api.PartitionInfo) string { return p.Name }, partitionRecord, names, one)
 	case strings.HasPrefix("config", what) && what != "":
 		// The settings tools read: MinJobAge (how long an ended job
 		// stays in squeue: schedd's default keep_ended, 5 minutes, after

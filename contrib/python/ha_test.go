@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
@@ -98,8 +99,7 @@ func TestPythonReadYourWrites(t *testing.T) {
 	// The leader's socket issues the token (a follower answers 503).
 	ctx := context.Background()
 	var secret string
-	leader := -1
-	for deadline := time.Now().Add(60 * time.Second); leader < 0; {
+	leader := eventually.Value(t, 60*time.Second, "a leader issuing the admin token", func() (int, bool) {
 		for i, s := range socks {
 			c, err := client.New(s)
 			if err != nil {
@@ -107,17 +107,25 @@ func TestPythonReadYourWrites(t *testing.T) {
 			}
 			c.SetTimeout(time.Second)
 			if tok, err := c.CreateToken(ctx, api.TokenCreate{User: "root", Admin: true}); err == nil {
-				secret, leader = tok.Secret, i
-				break
+				secret = tok.Secret
+				return i, true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no leader in 60s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return -1, false
+	})
 	follower := (leader + 1) % n
 	t.Logf("leader s%d, the client is given follower s%d (%s) alone", leader+1, follower+1, apis[follower])
+	// The token is a write on the leader: the follower takes it once it
+	// has applied it (it checks a token before a read's index).
+	fc, err := client.NewWith("https://"+apis[follower], client.Options{CA: cert, Token: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.SetTimeout(time.Second)
+	eventually.NoError(t, 10*time.Second, "the follower taking the admin token", func() error {
+		_, err := fc.Jobs(ctx, 0, 0)
+		return err
+	})
 
 	list := "https://" + strings.Join(apis, ",https://")
 	nl := exec.Command(bin+"/nodelet", "--addr", list, "--ca", cert, "--join-token-file", join, "--name", "py-ha-n1",

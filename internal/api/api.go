@@ -743,6 +743,13 @@ type Assignments struct {
 	// tell which of the node's containers should stop, so the nodelet
 	// stops none for being unassigned until the state holds jobs.
 	NoJobsYet bool `json:"no_jobs_yet,omitempty"`
+	// AdoptUntil is set while schedd adopts what the nodes run after a
+	// restore into a state that held no job: the end of that window, on
+	// schedd's clock (it also names the window). Meanwhile a nodelet
+	// tells schedd, once, the ends it keeps of containers that ended
+	// here, and announces with its copy of the job each container
+	// schedd does not assign.
+	AdoptUntil time.Time `json:"adopt_until,omitzero"`
 }
 
 // ContainerReport is a nodelet's report on its containers.
@@ -812,6 +819,15 @@ type ContainerUpdate struct {
 	// holds under that id is the same one (its session). "": an older
 	// nodelet, never adopted.
 	Session string `json:"session,omitempty"`
+	// Started is, on a final update, when the container started on the
+	// node (zero: unknown): a restore that learns of a run only from its
+	// end still knows when it began.
+	Started time.Time `json:"started,omitzero"`
+	// Job is, on a running update that announces a container schedd
+	// does not assign during the adoption window after a restore
+	// (Assignments.AdoptUntil), the node's copy of its job: schedd
+	// adopts a job submitted after the backup from it.
+	Job *AssignedJob `json:"job,omitempty"`
 }
 
 // AttachRequest asks a nodelet to connect a client to the terminal of

@@ -222,7 +222,8 @@ func Action(action string) func(*client.Client) func(context.Context, api.JobRef
 }
 
 // Control is a command that acts on jobs chosen by id or by the
-// selection flags, one call to schedd per job: bhold, brelease.
+// selection flags, one call to schedd per job: bhold, brelease, bstop,
+// bresume, bkill.
 type Control struct {
 	Command
 	Verb    string         // "hold": words the selection flags' usage
@@ -230,8 +231,27 @@ type Control struct {
 	// Act acts on one job, whole job array or array element.
 	Act  func(*client.Client) func(context.Context, api.JobRef) (api.Job, error)
 	Done string // printed per job, one %s: "Job <%s> is held.\n"
-	// Hosts takes LSF's -m (bstop, bresume): the cluster's name only.
+	// Hosts takes LSF's -m (bstop, bresume, bkill): the cluster's name
+	// only.
 	Hosts bool
+	// Options, when set, defines the command's own flags on fs (bkill's
+	// -s, -d, --host). The function it returns runs once the arguments
+	// are parsed and the ids and selection checked, before schedd is
+	// asked anything; it may set Act and Done from the flags. An error
+	// made by UsageErr is printed with the usage hint (exit 2), any
+	// other as a failure (exit 1).
+	Options func(fs *FlagSet) func(c *Control) error
+}
+
+// usageError is an error Control prints as a usage error.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// UsageErr is an error of bad arguments, for a Control's Options:
+// printed with the usage hint, exit status 2.
+func UsageErr(format string, args ...any) error {
+	return usageError{fmt.Sprintf(format, args...)}
 }
 
 // Run is the command's main: it parses args, chooses the jobs and acts on
@@ -243,6 +263,10 @@ func (c Control) Run(args []string, stdout, stderr io.Writer) int {
 	hostsOf := func() (Hosts, error) { return Hosts{}, nil }
 	if c.Hosts {
 		hostsOf = HostsFlag(fs, ControlHostsUsage)
+	}
+	var options func(*Control) error
+	if c.Options != nil {
+		options = c.Options(fs)
 	}
 	pos, err := fs.Parse(args)
 	if err != nil {
@@ -260,6 +284,15 @@ func (c Control) Run(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(refs) == 0 && !sel.Active() {
 		return fs.UsageError("missing job id (or -u, -t, -p, -J to choose jobs)")
+	}
+	if options != nil {
+		if err := options(&c); err != nil {
+			var u usageError
+			if errors.As(err, &u) {
+				return fs.UsageError("%v", err)
+			}
+			return Fail(stderr, c.Name, err)
+		}
 	}
 	cl, err := fs.Client()
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // TestStreamsCaps: past the cap per job, per user or in all, Acquire
@@ -92,15 +94,6 @@ func request(t *testing.T, conn net.Conn, br *bufio.Reader, path string) int {
 	return resp.StatusCode
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", what)
-		}
-	}
-}
-
 // TestGuardKeepsReserve: under a limit of open files (here a pretended
 // one, 20 above what the process had), users' requests are refused with
 // the connection closed once only the reserve is left, and users' idle
@@ -131,7 +124,7 @@ func TestGuardKeepsReserve(t *testing.T) {
 	for range 11 {
 		idle = append(idle, dial())
 	}
-	waitUntil(t, "12 connections counted", func() bool { return g.Used() == g.base+12 })
+	eventually.True(t, 10*time.Second, "12 connections counted", func() bool { return g.Used() == g.base+12 })
 
 	// Only the reserve left: a user's request is refused, its
 	// connection closed; a node's first request on a new connection
@@ -154,8 +147,8 @@ func TestGuardKeepsReserve(t *testing.T) {
 	for range 30 {
 		idle = append(idle, dial())
 	}
-	waitUntil(t, "idle connections shed", func() bool { return shed.Load() > 0 })
-	waitUntil(t, "the count back under the limit less half the reserve", func() bool { return g.Used() <= limit-4 })
+	eventually.True(t, 10*time.Second, "idle connections shed", func() bool { return shed.Load() > 0 })
+	eventually.True(t, 10*time.Second, "the count back under the limit less half the reserve", func() bool { return g.Used() <= limit-4 })
 	_ = idle[0].SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := idle[0].Read(make([]byte, 1)); err == nil {
 		t.Error("the oldest idle connection was not closed")

@@ -37,6 +37,29 @@ func Cap(n, def int) int {
 	return n
 }
 
+// StreamCost is the open files one stream costs a daemon, with a
+// margin: it holds two (schedd's: the caller's connection and the
+// nodelet's; a nodelet's: its connection to schedd and the terminal's
+// socket or the service's port), and as many again are left for the
+// daemon's other connections. A derived cap on all streams divides the
+// open files by it.
+const StreamCost = 4
+
+// NewStreams is daemon's counter of streams as its settings give the
+// caps: perJob and perUser as Cap reads them (0 the defaults, -1 none);
+// total > 0 a fixed cap on all streams, 0 one derived from the limit of
+// open files beyond reserve (DerivedTotal). err is what a refusal wraps
+// (nil: ErrTooMany).
+func NewStreams(daemon string, perJob, perUser, total, reserve int, err error) *Streams {
+	s := &Streams{Daemon: daemon, Err: err, PerJob: Cap(perJob, DefaultPerJob), PerUser: Cap(perUser, DefaultPerUser)}
+	if total > 0 {
+		s.Total = func() int { return total }
+	} else {
+		s.Total = DerivedTotal(reserve, StreamCost)
+	}
+	return s
+}
+
 // Streams counts open streams by job, by user and in all, and refuses
 // one past a cap. The zero value caps nothing.
 type Streams struct {

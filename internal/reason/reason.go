@@ -6,9 +6,15 @@
 // elsewhere.
 package reason
 
-// Pending reasons, as Slurm names them. The core decides Priority,
-// Resources, AccountLimit and JobArrayTaskLimit; schedd decides the others
-// (partition limits, holds, dependencies) before it asks the core.
+// Pending reasons, as Slurm names them. Which one a waiting job shows is
+// the scheduling core's (sched/core) to decide, every one of them: each
+// pass gives every queued job its stages' verdict (eligible: Held,
+// Dependency, DependencyNeverSatisfied, PartitionLimit; limits:
+// JobArrayTaskLimit, AccountLimit; placement and backfill: Resources,
+// Priority), and core.Waiting gives the reason a job shows from its
+// submission until the next pass, in the stages' order. The replicated
+// state's own transitions (a hold, a release, a requeue) set what the
+// transition itself implies (Held; Priority) until the next pass.
 const (
 	// Resources: the job waits for nodes to free up.
 	Resources = "Resources"

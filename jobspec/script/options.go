@@ -618,10 +618,17 @@ func ExpandName(pattern, name string) string {
 	return b.String()
 }
 
+// lsfWalltime is LSF's -W [HH:]MM: one colon means hours:minutes (Slurm's
+// and jobspec's M:SS would read it as minutes:seconds).
 var lsfWalltime = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+):([0-9]+)$`) })
 
-// ParseLSFWalltime reads bsub -W: [HH:]MM (one colon is hours:minutes,
-// as LSF reads it), or any form jobspec.ParseWalltime reads.
+// ErrLSFWalltime is ParseLSFWalltime's refusal of a value it cannot read
+// or that is not more than 0.
+var ErrLSFWalltime = errors.New("want [HH:]MM, days-HH:MM:SS or a duration such as 2h, more than 0")
+
+// ParseLSFWalltime reads LSF's -W, as bsub's flag and as a #BSUB
+// directive: [HH:]MM (one colon is hours:minutes, as LSF reads it), or
+// any form jobspec.ParseWalltime reads. The limit must be more than 0.
 func ParseLSFWalltime(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if m := lsfWalltime().FindStringSubmatch(s); m != nil {
@@ -630,11 +637,14 @@ func ParseLSFWalltime(s string) (time.Duration, error) {
 		if mi >= 60 {
 			return 0, fmt.Errorf("minutes %d out of range in HH:MM", mi)
 		}
-		return time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute, nil
+		if d := time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute; d > 0 {
+			return d, nil
+		}
+		return 0, ErrLSFWalltime
 	}
 	d, err := jobspec.ParseWalltime(s)
 	if err != nil || d <= 0 {
-		return 0, errors.New("want [HH:]MM, days-HH:MM:SS or a duration such as 2h, more than 0")
+		return 0, ErrLSFWalltime
 	}
 	return d, nil
 }

@@ -455,3 +455,33 @@ func TestEnvLeavesCredentials(t *testing.T) {
 		}
 	}
 }
+
+// bsub's -W and a script's #BSUB -W are read by this one parser: LSF's
+// [HH:]MM first, then jobspec's forms, and never a limit of 0.
+func TestParseLSFWalltime(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"30", 30 * time.Minute},
+		{"1:30", 90 * time.Minute},
+		{"10:00", 10 * time.Hour},
+		{"1:30:00", 90 * time.Minute},
+		{"2-00:00:00", 48 * time.Hour},
+		{"2h", 2 * time.Hour},
+		{"1d12h", 36 * time.Hour},
+	}
+	for _, tt := range tests {
+		if got, err := ParseLSFWalltime(tt.in); err != nil || got != tt.want {
+			t.Errorf("ParseLSFWalltime(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "0", "0:00", "abc", "1h-"} {
+		if _, err := ParseLSFWalltime(bad); !errors.Is(err, ErrLSFWalltime) {
+			t.Errorf("ParseLSFWalltime(%q): error %v, want ErrLSFWalltime", bad, err)
+		}
+	}
+	if _, err := ParseLSFWalltime("1:60"); err == nil || err.Error() != "minutes 60 out of range in HH:MM" {
+		t.Errorf("ParseLSFWalltime(1:60): %v", err)
+	}
+}

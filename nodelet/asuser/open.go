@@ -96,20 +96,7 @@ func openOutput(path string) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return -1, ErrNotRegular
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_WRONLY|unix.O_APPEND); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	return fd, nil
+	return regular(fd, unix.O_WRONLY|unix.O_APPEND)
 }
 
 // outputDirMode is the mode of a directory created for an output file,
@@ -224,6 +211,13 @@ func openRead(dir *os.File, path string) (int, error) {
 	if err != nil {
 		return -1, err
 	}
+	return regular(fd, unix.O_RDONLY)
+}
+
+// regular keeps fd only if it is a regular file, and sets its status
+// flags to flags; otherwise (a device, a FIFO, a directory…) it closes
+// it and says why.
+func regular(fd, flags int) (int, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
@@ -233,7 +227,7 @@ func openRead(dir *os.File, path string) (int, error) {
 		unix.Close(fd)
 		return -1, ErrNotRegular
 	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_RDONLY); err != nil {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}

@@ -49,6 +49,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troupe-hpc/troupe/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -399,7 +400,8 @@ func namespaces() ([]string, error) {
 
 // writeOwner records this process as the owner of set tag.
 func writeOwner(tag string) error {
-	start, err := startTime(os.Getpid())
+	self, err := procfs.Self()
+	start := self.StartTime
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRecord, err)
 	}
@@ -431,37 +433,11 @@ func readOwner(tag string) (pid int, start uint64, err error) {
 // taken as alive: its set is left alone.
 // A zombie (killed, not yet reaped by its parent) is gone.
 func alive(pid int, start uint64) bool {
-	state, st, err := procStat(pid)
+	s, err := procfs.Read(pid)
 	if errors.Is(err, os.ErrNotExist) {
 		return false
 	}
-	return err != nil || (st == start && state != "Z")
-}
-
-// startTime is process pid's start time in clock ticks since boot.
-func startTime(pid int) (uint64, error) {
-	_, st, err := procStat(pid)
-	return st, err
-}
-
-// procStat reads process pid's state letter and start time (fields 3
-// and 22 of /proc/PID/stat, counted after the command's parentheses,
-// which may hold spaces).
-func procStat(pid int) (string, uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", 0, err
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return "", 0, fmt.Errorf("/proc/%d/stat: no command", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return "", 0, fmt.Errorf("/proc/%d/stat: %d fields after the command, want 20", pid, len(f))
-	}
-	st, err := strconv.ParseUint(f[19], 10, 64)
-	return f[0], st, err
+	return err != nil || (s.StartTime == start && s.Live())
 }
 
 func ip(args ...string) error {

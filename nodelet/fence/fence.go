@@ -8,12 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -161,7 +160,7 @@ func killRunc(runc, root string, log *slog.Logger) int {
 func killChildren(pid int, log *slog.Logger) int {
 	n := 0
 	for range 3 {
-		kids := descendants(pid, os.Getpid())
+		kids := procfs.Descendants(pid, os.Getpid())
 		if len(kids) == 0 {
 			break
 		}
@@ -175,48 +174,4 @@ func killChildren(pid int, log *slog.Logger) int {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return n
-}
-
-// descendants lists the live (not zombie) descendants of pid, skipping
-// the subtree of skip.
-func descendants(pid, skip int) []int {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	children := map[int][]int{}
-	zombie := map[int]bool{}
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …: comm may hold spaces and parens.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		me, _ := strconv.Atoi(strings.TrimSpace(s[:strings.IndexByte(s, ' ')]))
-		ppid, _ := strconv.Atoi(f[1])
-		children[ppid] = append(children[ppid], me)
-		zombie[me] = f[0] == "Z"
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			if c == skip {
-				continue
-			}
-			if !zombie[c] {
-				out = append(out, c)
-			}
-			queue = append(queue, c)
-		}
-	}
-	return out
 }

@@ -3,17 +3,19 @@ package fence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/internal/eventually"
+	"github.com/troupe-hpc/troupe/internal/procfs"
 )
 
 func TestLeaseFileRoundTrip(t *testing.T) {
@@ -55,27 +57,16 @@ func fakeNodelet(t *testing.T) (*exec.Cmd, []int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		kids := descendants(cmd.Process.Pid, 0)
-		if len(kids) == 2 {
-			return cmd, kids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fake nodelet has children %v, want 2", kids)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	kids := eventually.Value(t, 5*time.Second, "the fake nodelet's 2 children", func() ([]int, bool) {
+		kids := procfs.Descendants(cmd.Process.Pid, 0)
+		return kids, len(kids) == 2
+	})
+	return cmd, kids
 }
 
 func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z"
+	s, err := procfs.Read(pid)
+	return err == nil && s.Live()
 }
 
 // TestFenceKillsAtDeadline: while the lease holds the nodelet's children
@@ -102,12 +93,8 @@ func TestFenceKillsAtDeadline(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, k := range kids {
-		for alive(k) {
-			if Now() > deadline+2*time.Second {
-				t.Fatalf("child %d still alive 2s after the deadline", k)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually.True(t, deadline+2*time.Second-Now(), fmt.Sprintf("child %d killed by 2s after the deadline", k),
+			func() bool { return !alive(k) })
 	}
 	t.Logf("children dead %s after the deadline", (Now() - deadline).Round(time.Millisecond))
 	if !alive(nodelet.Process.Pid) {

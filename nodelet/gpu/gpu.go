@@ -8,6 +8,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -30,21 +31,38 @@ type Device struct {
 }
 
 // Discover returns the node's GPUs: fake ones when fake > 0, else what
-// NVML reports; none when there is no driver (logged, not an error).
+// NVML reports; none when there is no driver (logged, not an error), and
+// none, with a warning, when a driver is there but discovery fails.
 func Discover(fake int, log *slog.Logger) []Device {
+	devs, err := discover(fake)
+	switch {
+	case errors.Is(err, errNoDriver):
+		log.Info("no GPUs", "why", err)
+	case err != nil:
+		log.Warn("GPU discovery failed: the node offers no GPU", "err", err)
+	}
+	return devs
+}
+
+// errNoDriver is a node without the NVIDIA driver (or its library):
+// it has no GPU, which is not a failure.
+var errNoDriver = errors.New("no NVIDIA driver")
+
+// discover is Discover's answer and why it found none: errNoDriver
+// when the node has no driver, another error when discovery failed.
+func discover(fake int) ([]Device, error) {
 	if fake > 0 {
 		devs := make([]Device, fake)
 		for i := range devs {
 			devs[i] = Device{Index: i, UUID: fmt.Sprintf("GPU-fake-%04d", i), Name: "Fake GPU", Memory: 16 << 30, SMs: 80}
 		}
-		return devs
+		return devs, nil
 	}
 	devs, err := discoverNVML()
 	if err != nil {
-		log.Info("no GPUs", "why", err)
-		return nil
+		return nil, err
 	}
-	return devs
+	return devs, nil
 }
 
 // Env is what a container holding shares of devs gets: NVIDIA_VISIBLE_DEVICES

@@ -15,7 +15,11 @@ func discoverNVML() (devs []Device, err error) {
 			devs, err = nil, fmt.Errorf("nvml: %v", r)
 		}
 	}()
-	if ret := nvml.Init(); ret != nvml.SUCCESS {
+	switch ret := nvml.Init(); ret {
+	case nvml.SUCCESS:
+	case nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_DRIVER_NOT_LOADED:
+		return nil, fmt.Errorf("nvml init: %s: %w", nvml.ErrorString(ret), errNoDriver)
+	default:
 		return nil, fmt.Errorf("nvml init: %s", nvml.ErrorString(ret))
 	}
 	defer nvml.Shutdown()

@@ -2,10 +2,12 @@
 
 package gpu
 
-import "errors"
+import "fmt"
 
+// discoverNVML: a build without cgo cannot load NVML, so it knows of no
+// driver; fake_gpus still gives it devices for tests.
 func discoverNVML() ([]Device, error) {
-	return nil, errors.New("built without cgo: NVML discovery unavailable (set fake_gpus for tests)")
+	return nil, fmt.Errorf("built without cgo, NVML cannot be loaded: %w", errNoDriver)
 }
 
 // Usage is nil without NVML.

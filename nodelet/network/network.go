@@ -81,10 +81,6 @@ type Manager struct {
 
 	reaper reaper // deletes links off the callers' path
 	pool   pool   // prepared namespaces (SetPool)
-
-	// createHook, when set (tests), runs before a session's links are
-	// made; an error it returns fails the session as the kernel would.
-	createHook func() error
 }
 
 // overlay makes a session's links on this node, its bridge and VXLAN

@@ -67,8 +67,8 @@ func (m *overlay) acquire(job api.AssignedJob) (*session, error) {
 		m.finish(prev)
 	}
 	var err error
-	if m.createHook != nil {
-		err = m.createHook()
+	if h := testHookCreate.Load(); h != nil {
+		err = (*h)(m.Manager)
 	}
 	// The filter first: the VXLAN device takes no frame from a host
 	// outside the session from the moment it exists.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // newPoolManager is newDefaultManager with a pool of n, full on return.
@@ -33,11 +35,7 @@ func newPoolManager(t *testing.T, dir string, n int) *Manager {
 // waitPool waits until m's pool holds n.
 func waitPool(t *testing.T, m *Manager, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); m.Pooled() != n; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pool holds %d, want %d, after a minute", m.Pooled(), n)
-		}
-	}
+	eventually.Equal(t, time.Minute, "the namespaces the pool holds", n, m.Pooled)
 }
 
 // poolLinks maps the pool's host links (trp*) on the node to their
@@ -185,11 +183,7 @@ func TestPoolAttach(t *testing.T) {
 	}
 	// A veth goes with its namespace: the kernel deletes a moment after.
 	var pl map[string]int
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if pl = poolLinks(t); len(pl) == 3 || time.Now().After(deadline) {
-			break
-		}
-	}
+	eventually.Within(10*time.Second, func() bool { pl = poolLinks(t); return len(pl) == 3 })
 	if len(pl) != 3 || len(poolPins(t, m)) != 3 {
 		t.Errorf("after the containers left: pool links %v, pins %v; want the pool's 3", pl, poolPins(t, m))
 	}
@@ -383,9 +377,7 @@ func TestPoolWithoutDefaultNetwork(t *testing.T) {
 		defer m.pool.mu.Unlock()
 		return m.pool.seq
 	}
-	for deadline := time.Now().Add(10 * time.Second); made() < 6 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.Within(10*time.Second, func() bool { return made() >= 6 })
 	if n := made(); n < 6 {
 		t.Errorf("the pool made %d namespaces, want 6: the containers took nothing from it", n)
 	}

@@ -24,8 +24,6 @@ type reaper struct {
 	queue   []func()
 	pending int // queued or running
 	errs    []error
-	// hook, when set (tests), runs before each queued deletion.
-	hook func()
 }
 
 // do runs fn in the background, or at once when the backlog is full.
@@ -48,12 +46,12 @@ func (r *reaper) do(fn func()) {
 func (r *reaper) run() {
 	for {
 		r.mu.Lock()
-		fn, hook := r.queue[0], r.hook
+		fn := r.queue[0]
 		r.queue[0] = nil
 		r.queue = r.queue[1:]
 		r.mu.Unlock()
-		if hook != nil {
-			hook()
+		if h := testHookReap.Load(); h != nil {
+			(*h)(r)
 		}
 		fn()
 		r.mu.Lock()

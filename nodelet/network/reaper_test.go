@@ -13,7 +13,11 @@ func TestReaperBacklog(t *testing.T) {
 	var r reaper
 	r.idle.L = &r.mu
 	gate := make(chan struct{})
-	r.hook = func() { <-gate }
+	setHook(t, &testHookReap, func(h *reaper) {
+		if h == &r {
+			<-gate
+		}
+	})
 	var ran, order atomic.Int64
 	inOrder := true
 	calls, inline := 0, -1
@@ -47,4 +51,14 @@ func TestReaperBacklog(t *testing.T) {
 	if err := r.wait(); err != nil {
 		t.Errorf("second wait: %v, want the errors told once", err)
 	}
+}
+
+// setHook sets one of the package's test hooks (testhooks.go) until the
+// test ends.
+func setHook[F any](t *testing.T, h *atomic.Pointer[F], f F) {
+	t.Helper()
+	if !h.CompareAndSwap(nil, &f) {
+		t.Fatal("a test hook is already set: an earlier test did not clear it")
+	}
+	t.Cleanup(func() { h.Store(nil) })
 }

@@ -18,12 +18,14 @@ import (
 // (also run at the test's end) lets them go.
 func blockReaper(t *testing.T, m *Manager) func() {
 	gate := make(chan struct{})
-	m.reaper.mu.Lock()
-	m.reaper.hook = func() { <-gate }
-	m.reaper.mu.Unlock()
 	var once sync.Once
 	release := func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(release)
+	t.Cleanup(release) // after the hook's clearing: cleanups run last first
+	setHook(t, &testHookReap, func(r *reaper) {
+		if r == &m.reaper {
+			<-gate
+		}
+	})
 	return release
 }
 

@@ -7,11 +7,14 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // queues tells a link's transmit and receive queue counts (the kernel
@@ -154,7 +157,13 @@ func TestOthersSetUpWhileBridgeIsMade(t *testing.T) {
 	nodeAddr(t)
 	m := newDefaultManager(t, t.TempDir())
 	gate, entered := make(chan struct{}), make(chan struct{}, 1)
-	m.createHook = func() error { entered <- struct{}{}; <-gate; return nil }
+	setHook(t, &testHookCreate, func(h *Manager) error {
+		if h == m {
+			entered <- struct{}{}
+			<-gate
+		}
+		return nil
+	})
 	var once sync.Once
 	release := func() { once.Do(func() { close(gate) }) }
 	t.Cleanup(release)
@@ -180,11 +189,8 @@ func TestOthersSetUpWhileBridgeIsMade(t *testing.T) {
 		}
 	}
 	sub := m.nsPath("j1-" + job.Containers[1].Host)
-	for deadline := time.Now().Add(time.Minute); !defaultReady(sub); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("sub1 made no namespace with its default network while main1 made the session's bridge")
-		}
-	}
+	eventually.True(t, time.Minute, "sub1 making its namespace with its default network while main1 makes the session's bridge",
+		func() bool { return defaultReady(sub) })
 	if _, err := netlink.LinkByName(vethName(5501, 1)); !isNotFound(err) {
 		t.Errorf("sub1's session veth before the session's bridge: %v", err)
 	}
@@ -219,11 +225,16 @@ func TestSessionFailureReachesAll(t *testing.T) {
 	m := newDefaultManager(t, t.TempDir())
 	job := testJob(1, 5601, 3)
 	gate, entered := make(chan struct{}), make(chan struct{}, 1)
-	m.createHook = func() error {
+	var failing atomic.Bool
+	failing.Store(true)
+	setHook(t, &testHookCreate, func(h *Manager) error {
+		if h != m || !failing.Load() {
+			return nil
+		}
 		entered <- struct{}{}
 		<-gate
 		return errors.New("no bridge today")
-	}
+	})
 	errs := make(chan error, len(job.Containers))
 	for i, c := range job.Containers {
 		go func() {
@@ -236,11 +247,8 @@ func TestSessionFailureReachesAll(t *testing.T) {
 	}
 	for _, c := range job.Containers[1:] {
 		path := m.nsPath("j1-" + c.Host)
-		for deadline := time.Now().Add(time.Minute); !defaultReady(path); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s made no namespace while main1 made the session's bridge", c.Host)
-			}
-		}
+		eventually.True(t, time.Minute, c.Host+" making its namespace while main1 makes the session's bridge",
+			func() bool { return defaultReady(path) })
 	}
 	close(gate)
 	for range job.Containers {
@@ -264,7 +272,7 @@ func TestSessionFailureReachesAll(t *testing.T) {
 		t.Errorf("namespaces still pinned: %v", ents)
 	}
 
-	m.createHook = nil
+	failing.Store(false)
 	eps, err := attachAll(m, job, 1)
 	if err != nil {
 		t.Fatalf("the session again: %v", err)

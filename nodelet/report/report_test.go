@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 )
 
 // recorder is a schedd that takes every report; block, when set, holds
@@ -125,7 +126,7 @@ func TestPreparingOvertaken(t *testing.T) {
 func TestPreparingHeld(t *testing.T) {
 	rec, q := delivering(t, time.Hour)
 	q.Add(upd(1, "main1", 0, api.ContainerPreparing))
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // a window in which nothing may go out
 	if n := rec.count(); n != 0 {
 		t.Fatalf("%d reports sent during the hold, want none", n)
 	}
@@ -163,17 +164,11 @@ func TestPreparingInFlightKept(t *testing.T) {
 	rec.block = make(chan struct{}) // before the first Add, which the send follows
 	q.Add(upd(1, "main1", 0, api.ContainerPreparing))
 	q.Add(upd(2, "main1", 0, api.ContainerExited)) // due: the flush takes both
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	eventually.Equal(t, 10*time.Second, "the updates being sent", 2, func() int {
 		q.mu.Lock()
-		sending := q.sending
-		q.mu.Unlock()
-		if sending == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first report was not being sent after 10 s")
-		}
-	}
+		defer q.mu.Unlock()
+		return q.sending
+	})
 	q.Add(upd(1, "main1", 0, api.ContainerRunning))
 	close(rec.block)
 	got := rec.wait(t, 2)

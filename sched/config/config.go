@@ -44,6 +44,7 @@ const (
 	kindSize  // bytes: a number, or a string with a unit ("64KiB")
 	kindBytes // a limit in bytes as kindSize, or 0 (unlimited)
 	kindCount // a whole number, 0 or more
+	kindCap   // a cap: a whole number, 0 (the default) or -1 (none) or more
 	kindAge   // a duration that may be in days: "5m", "365d"
 	kindDriver
 )
@@ -87,8 +88,8 @@ var Settings = []Setting{
 	{"max_queued_per_user", "max-queued-per-user", kindCount},
 	{"max_queued", "max-queued", kindCount},
 	{"max_queued_input_per_user", "max-queued-input-per-user", kindBytes},
-	{"max_streams_per_job", "max-streams-per-job", kindCount},
-	{"max_streams_per_user", "max-streams-per-user", kindCount},
+	{"max_streams_per_job", "max-streams-per-job", kindCap},
+	{"max_streams_per_user", "max-streams-per-user", kindCap},
 	{"max_streams", "max-streams", kindCount},
 	{"fd_reserve", "fd-reserve", kindCount},
 	{"keep_ended", "keep-ended", kindAge},
@@ -199,12 +200,12 @@ func (s Setting) value(a *hcl.Attribute, dir string) (string, *hcl.Diagnostic) {
 		want = cty.Bool
 	case kindPeers:
 		want = cty.List(cty.String)
-	case kindCount:
+	case kindCount, kindCap:
 		want = cty.Number
 	}
 	v, err := convert.Convert(raw, want)
 	if err != nil || v.IsNull() {
-		what := map[kind]string{kindBool: "true or false", kindPeers: `a list of "id=host:port" strings`, kindCount: "a whole number"}[s.kind]
+		what := map[kind]string{kindBool: "true or false", kindPeers: `a list of "id=host:port" strings`, kindCount: "a whole number", kindCap: "a whole number"}[s.kind]
 		if what == "" {
 			what = "a string"
 		}
@@ -217,6 +218,12 @@ func (s Setting) value(a *hcl.Attribute, dir string) (string, *hcl.Diagnostic) {
 		n, acc := v.AsBigFloat().Int64()
 		if acc != 0 || n < 0 {
 			return bad("Invalid value", "%s must be a whole number, 0 or more", s.Key)
+		}
+		return strconv.FormatInt(n, 10), nil
+	case kindCap:
+		n, acc := v.AsBigFloat().Int64()
+		if acc != 0 || n < -1 {
+			return bad("Invalid value", "%s must be a whole number: 0 (the default), -1 (unlimited) or more", s.Key)
 		}
 		return strconv.FormatInt(n, 10), nil
 	case kindBytes:

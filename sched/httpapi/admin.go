@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/fault"
@@ -35,15 +33,34 @@ func (a *API) raftJoin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, 0, struct{}{})
 }
 
+// snapshotSave streams the snapshot file: SaveSnapshot reads both of
+// its sections before it writes a byte, so an error then is answered as
+// any other; one while it writes (the client gone) aborts the response,
+// which the client sees cut short, never whole.
 func (a *API) snapshotSave(w http.ResponseWriter, r *http.Request) {
-	var buf bytes.Buffer
-	if err := a.c.SaveSnapshot(r.Context(), &buf); err != nil {
-		writeErr(w, err)
-		return
+	sw := &startedWriter{w: w}
+	if err := a.c.SaveSnapshot(r.Context(), sw); err != nil {
+		if !sw.started {
+			writeErr(w, err)
+			return
+		}
+		panic(http.ErrAbortHandler)
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	_, _ = buf.WriteTo(w)
+}
+
+// startedWriter sets a snapshot file's headers before its first byte.
+type startedWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (s *startedWriter) Write(p []byte) (int, error) {
+	if !s.started {
+		s.started = true
+		s.w.Header().Set("Content-Type", "application/octet-stream")
+		s.w.WriteHeader(http.StatusOK)
+	}
+	return s.w.Write(p)
 }
 
 func (a *API) snapshotRestore(w http.ResponseWriter, r *http.Request) {

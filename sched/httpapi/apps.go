@@ -31,7 +31,7 @@ func (a *API) app(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("service")
-	svc, err := a.c.App(r.Context(), id, name)
+	svc, err := a.c.App(r.Context(), id, name, isUpgrade(r.Header))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -87,4 +87,22 @@ func (a *API) app(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// isUpgrade reports whether h asks to switch protocols (Connection:
+// Upgrade with an Upgrade header, as a WebSocket does): such a request
+// becomes a stream that stays open, where a plain one is a request and
+// its answer.
+func isUpgrade(h http.Header) bool {
+	if h.Get("Upgrade") == "" {
+		return false
+	}
+	for _, v := range h["Connection"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }

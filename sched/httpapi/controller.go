@@ -56,8 +56,10 @@ type Jobs interface {
 	// host (owner or admin; the leader only).
 	Attach(ctx context.Context, id uint64, host string) (net.Conn, error)
 	// App resolves job id's service for the /apps proxy (owner or
-	// admin; the leader only).
-	App(ctx context.Context, id uint64, service string) (App, error)
+	// admin; the leader only). An upgrade (a WebSocket) is a stream and
+	// takes a place among the capped open streams until it ends; a plain
+	// request does not.
+	App(ctx context.Context, id uint64, service string, upgrade bool) (App, error)
 }
 
 // Nodes are the nodelets' operations and the node list.
@@ -90,10 +92,10 @@ type Queue interface {
 	ListFairShare(ctx context.Context, w Wait) api.FairShareList
 	// JobHistory answers bhist: the ended jobs q picks, each run once;
 	// redaction for the caller is the HTTP layer's (visibleHistory).
-	JobHistory(ctx context.Context, w Wait, q HistoryQuery) (api.History, error)
+	JobHistory(ctx context.Context, w Wait, q api.HistoryFilter) (api.History, error)
 	// AccountingSummary answers bacct: the ended jobs q picks summed
 	// per group (user, account or partition).
-	AccountingSummary(ctx context.Context, q HistoryQuery, group string) (api.Accounting, error)
+	AccountingSummary(ctx context.Context, q api.HistoryFilter, group string) (api.Accounting, error)
 }
 
 // Admin are the operations on schedd itself and the API's credentials.
@@ -148,8 +150,8 @@ type App struct {
 	KeepPrefix bool
 	// Transport carries the requests (its dialer asks the nodelet).
 	Transport http.RoundTripper
-	// Release, when set, frees the request's place among the open
-	// streams once it has ended.
+	// Release, when set, frees an upgraded request's place among the
+	// open streams once it has ended.
 	Release func()
 }
 

@@ -77,28 +77,11 @@ func parseJobsQuery(q url.Values) (JobsQuery, error) {
 	return jq, nil
 }
 
-// HistoryQuery chooses the ended jobs GET /v1/history returns (bhist)
-// and GET /v1/accounting sums (bacct). Its fields are the accounting
-// store's filter's (accounting.Filter), which it converts to.
-type HistoryQuery struct {
-	// IDs picks jobs by id; the id of a job array picks its elements.
-	IDs        []uint64
-	Users      []string
-	Accounts   []string
-	Partitions []string
-	States     []api.JobState
-	// SubmittedFrom/To and EndedFrom/To bound the submit and end times
-	// (zero: unbounded).
-	SubmittedFrom, SubmittedTo time.Time
-	EndedFrom, EndedTo         time.Time
-	Limit                      int // the last Limit jobs by end time; 0 all
-}
-
 // parseHistoryQuery reads ?user=U, account, partition, state, id (each
 // repeatable), submitted_from, submitted_to, ended_from, ended_to (RFC
 // 3339) and limit.
-func parseHistoryQuery(q url.Values) (HistoryQuery, error) {
-	h := HistoryQuery{Users: q["user"], Accounts: q["account"], Partitions: q["partition"]}
+func parseHistoryQuery(q url.Values) (api.HistoryFilter, error) {
+	h := api.HistoryFilter{Users: q["user"], Accounts: q["account"], Partitions: q["partition"]}
 	for _, st := range q["state"] {
 		js := api.JobState(strings.ToUpper(st))
 		if !js.Terminal() && js != api.JobRequeued {

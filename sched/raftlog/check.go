@@ -34,18 +34,19 @@ func openStores(dir string, logOut io.Writer) (bolt *raftboltdb.BoltStore, snaps
 	if err != nil {
 		return nil, nil, 0, damaged(path, err)
 	}
-	if lastCmd, err = checkLog(bolt); err != nil {
-		bolt.Close()
-		return nil, nil, 0, damaged(path, err)
-	}
 	snaps, err = raft.NewFileSnapshotStore(dir, 2, logOut)
 	if err != nil {
 		bolt.Close()
 		return nil, nil, 0, fmt.Errorf("opening snapshots in %s: %w", dir, err)
 	}
-	if err := checkSnapshot(snaps); err != nil {
+	snapIndex, err := checkSnapshot(snaps)
+	if err != nil {
 		bolt.Close()
 		return nil, nil, 0, damaged(filepath.Join(dir, "snapshots"), err)
+	}
+	if lastCmd, err = checkLog(bolt, snapIndex); err != nil {
+		bolt.Close()
+		return nil, nil, 0, damaged(path, err)
 	}
 	return bolt, snaps, lastCmd, nil
 }
@@ -58,8 +59,11 @@ func damaged(path string, err error) error {
 }
 
 // checkLog reads every entry of the log and decodes every command; it
-// answers the index of the last command.
-func checkLog(bolt *raftboltdb.BoltStore) (lastCmd uint64, err error) {
+// answers the index of the last command. An entry at or below snapIndex,
+// the newest snapshot's, may be missing: the snapshot holds it (a
+// restored backup takes the index after the log's last entry and writes
+// no entry there), and raft replays only the entries after it.
+func checkLog(bolt *raftboltdb.BoltStore, snapIndex uint64) (lastCmd uint64, err error) {
 	err = guard(func() error {
 		first, err := bolt.FirstIndex()
 		if err != nil {
@@ -78,6 +82,9 @@ func checkLog(bolt *raftboltdb.BoltStore) (lastCmd uint64, err error) {
 		var e raft.Log
 		for i := first; i <= last; i++ {
 			if err := bolt.GetLog(i, &e); err != nil {
+				if i <= snapIndex && errors.Is(err, raft.ErrLogNotFound) {
+					continue
+				}
 				return fmt.Errorf("entry %d: %w", i, err)
 			}
 			if e.Index != i {
@@ -96,13 +103,14 @@ func checkLog(bolt *raftboltdb.BoltStore) (lastCmd uint64, err error) {
 	return lastCmd, err
 }
 
-// checkSnapshot reads the newest snapshot through, which checks its CRC.
-func checkSnapshot(snaps *raft.FileSnapshotStore) error {
+// checkSnapshot reads the newest snapshot through, which checks its CRC,
+// and answers its index (0: none).
+func checkSnapshot(snaps *raft.FileSnapshotStore) (uint64, error) {
 	list, err := snaps.List()
 	if err != nil || len(list) == 0 {
-		return err
+		return 0, err
 	}
-	return guard(func() error {
+	return list[0].Index, guard(func() error {
 		_, rc, err := snaps.Open(list[0].ID)
 		if err != nil {
 			return fmt.Errorf("snapshot %s: %w", list[0].ID, err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -78,19 +79,13 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	eventually.NoError(t, 10*time.Second, "a write once space is freed", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err = l.Apply(ctx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
+		defer cancel()
+		_, err := l.Apply(ctx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
 			Submit: &state.Job{Name: "after", Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}})
-		cancel()
-		if err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("space freed, writes still refused: %v", err)
-	}
+		return err
+	})
 	if n := len(st.Snapshot().Jobs()); n != 6 {
 		t.Fatalf("%d jobs, want 6", n)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -72,6 +73,7 @@ type cluster struct {
 	sts   []*state.Store
 	holes []*blackHole
 	cfgs  []Config // to open a peer again
+	fault []faults // its black hole, to open it again behind it
 }
 
 // openCluster starts n peers over TLS on loopback, each behind its own
@@ -101,27 +103,28 @@ func openClusterLogs(t *testing.T, outs []io.Writer) *cluster {
 			out = io.Discard
 		}
 		cfg := Config{Dir: filepath.Join(dir, p.ID), ID: p.ID, Bind: p.Addr, Peers: peers, TLS: tc,
-			API: "https://api-" + p.ID, LogOutput: out, wrap: func(c net.Conn) net.Conn { return &holeConn{Conn: c, h: h} }}
-		l, err := Open(context.Background(), cfg, st)
+			API: "https://api-" + p.ID, LogOutput: out}
+		f := faults{wrap: func(c net.Conn) net.Conn { return &holeConn{Conn: c, h: h} }}
+		l, err := openWith(context.Background(), cfg, st, f)
 		if err != nil {
 			t.Fatalf("peer %d: %v", i+1, err)
 		}
 		c.logs, c.sts, c.holes, c.cfgs = append(c.logs, l), append(c.sts, st), append(c.holes, h), append(c.cfgs, cfg)
+		c.fault = append(c.fault, f)
 	}
 	return c
 }
 
 func (c *cluster) leader(t *testing.T, within time.Duration) int {
 	t.Helper()
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	return eventually.Value(t, within, "a leader among the peers", func() (int, bool) {
 		for i, l := range c.logs {
 			if l.IsLeader() {
-				return i
+				return i, true
 			}
 		}
-	}
-	t.Fatalf("no leader in %v", within)
-	return -1
+		return -1, false
+	})
 }
 
 // After a flapping partition with writes in flight, every peer's Close
@@ -149,7 +152,8 @@ func TestShutdownAfterPartition(t *testing.T) {
 		}()
 	}
 	// Flap: cut the leader of the moment off for a second, a few times;
-	// end with the last one still cut.
+	// end with the last one still cut. The durations are the test's
+	// partitions, not waits.
 	for round := range 4 {
 		i := c.leader(t, 10*time.Second)
 		c.holes[i].cut.Store(true)

@@ -3,6 +3,7 @@ package raftlog
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -135,11 +137,8 @@ func TestRaftQuietWhilePeerDown(t *testing.T) {
 	}
 	c.logs[down] = nil
 	const tries = 12
-	for deadline := time.Now().Add(20 * time.Second); failed.Load() < tries; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the leader tried the stopped peer %d times in 20s, want %d", failed.Load(), tries)
-		}
-	}
+	eventually.True(t, 20*time.Second, fmt.Sprintf("the leader trying the stopped peer %d times", tries),
+		func() bool { return failed.Load() >= tries })
 	if l := c.logs[lead]; !l.IsLeader() {
 		t.Skip("leadership moved while the peer was down (a loaded machine); the count is about one leader")
 	}
@@ -152,15 +151,13 @@ func TestRaftQuietWhilePeerDown(t *testing.T) {
 	if n, p := c.logs[lead].Unreachable(), c.logs[lead].Peers(); n != 1 || p != 3 {
 		t.Errorf("leader: %d of %d peers unreachable, want 1 of 3", n, p)
 	}
-	l, err := Open(context.Background(), c.cfgs[down], state.New())
+	l, err := openWith(context.Background(), c.cfgs[down], state.New(), c.fault[down])
 	if err != nil {
 		t.Fatalf("reopening peer %d: %v", down+1, err)
 	}
 	c.logs[down] = l
-	for deadline := time.Now().Add(20 * time.Second); len(bufs[lead].lines("peer answers heartbeats again")) == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no line about the peer answering again in 20s:\n%s", strings.Join(bufs[lead].lines(""), "\n"))
-		}
+	if !eventually.Within(20*time.Second, func() bool { return len(bufs[lead].lines("peer answers heartbeats again")) > 0 }) {
+		t.Fatalf("no line about the peer answering again in 20s:\n%s", strings.Join(bufs[lead].lines(""), "\n"))
 	}
 	if n := c.logs[lead].Unreachable(); n != 0 {
 		t.Errorf("leader: %d peers unreachable after the peer answered again, want 0", n)

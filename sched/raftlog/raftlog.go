@@ -89,10 +89,16 @@ type Config struct {
 	// with the count of those dropped since (default
 	// DefaultRepeatEvery).
 	RepeatEvery time.Duration
+}
 
-	wrap func(net.Conn) net.Conn // tests: fault injection on raft's connections
-	// silent: tests: tell the leader no schema, as a peer of the
-	// previous release.
+// faults make a server misbehave on purpose; Open makes none, the
+// package's tests pass them to open.
+type faults struct {
+	// wrap wraps each raft connection, both ways (a partition, a
+	// slow link).
+	wrap func(net.Conn) net.Conn
+	// silent tells the leader no schema, as a peer of the previous
+	// release.
 	silent bool
 }
 
@@ -134,6 +140,10 @@ type Log struct {
 // Open opens (or creates) the log in cfg.Dir, restores st from it, and
 // waits until this server leads (a lone server elects itself at once).
 func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
+	return openWith(ctx, cfg, st, faults{})
+}
+
+func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log, error) {
 	if cfg.ID == "" {
 		cfg.ID = "schedd1"
 	}
@@ -174,7 +184,7 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 		rc.HeartbeatTimeout = 500 * time.Millisecond
 		rc.ElectionTimeout = 500 * time.Millisecond
 		rc.LeaderLeaseTimeout = 250 * time.Millisecond
-		sl, err := newStreamLayer(cfg.Bind, cfg.TLS, cfg.ID, cfg.API, book, cfg.LogOutput, cfg.wrap)
+		sl, err := newStreamLayer(cfg.Bind, cfg.TLS, cfg.ID, cfg.API, book, cfg.LogOutput, f.wrap)
 		if err != nil {
 			bolt.Close()
 			return nil, fmt.Errorf("raft transport on %s: %w", cfg.Bind, err)
@@ -219,7 +229,7 @@ func Open(ctx context.Context, cfg Config, st *state.Store) (*Log, error) {
 	quiet.watch(r, l.quiet)
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
-		if !cfg.silent {
+		if !f.silent {
 			go l.tellSchemaLoop(string(rc.LocalID))
 		}
 		return l, nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -46,11 +47,11 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 	for i := range 3 {
 		peers = append(peers, Peer{ID: fmt.Sprint("s", i+1), Addr: freeport.Addr(t)})
 	}
-	open := func(i int, silent bool) (*Log, *state.Store) {
+	openPeer := func(i int, silent bool) (*Log, *state.Store) {
 		st := state.New()
 		p := peers[i]
-		l, err := Open(context.Background(), Config{Dir: filepath.Join(dir, p.ID), ID: p.ID, Bind: p.Addr, Peers: peers, TLS: tc,
-			API: "https://api-" + p.ID, LogOutput: io.Discard, silent: silent}, st)
+		l, err := openWith(context.Background(), Config{Dir: filepath.Join(dir, p.ID), ID: p.ID, Bind: p.Addr, Peers: peers, TLS: tc,
+			API: "https://api-" + p.ID, LogOutput: io.Discard}, st, faults{silent: silent})
 		if err != nil {
 			t.Fatalf("peer %s: %v", p.ID, err)
 		}
@@ -58,7 +59,7 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 	}
 	logs, sts := make([]*Log, 3), make([]*state.Store, 3)
 	for i := range 3 {
-		logs[i], sts[i] = open(i, i == 2)
+		logs[i], sts[i] = openPeer(i, i == 2)
 	}
 	defer func() {
 		for _, l := range logs {
@@ -68,15 +69,15 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 		}
 	}()
 	leader := func() int {
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		t.Helper()
+		return eventually.Value(t, 10*time.Second, "a leader among the peers", func() (int, bool) {
 			for i, l := range logs {
 				if l != nil && l.IsLeader() {
-					return i
+					return i, true
 				}
 			}
-		}
-		t.Fatal("no leader in 10s")
-		return -1
+			return -1, false
+		})
 	}
 	// The stand-in must not lead: it runs this release's code.
 	for i := leader(); i == 2; i = leader() {
@@ -86,19 +87,15 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 	}
 	touch := func() {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		eventually.NoError(t, 10*time.Second, "a write through the leader", func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
 			_, err := logs[leader()].Apply(ctx, state.Command{Kind: state.CmdTouch, Time: time.Now()})
-			cancel()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("apply: %v", err)
-			}
-		}
+			return err
+		})
 	}
-	// Writes for longer than the others take to tell their schema.
+	// Writes for longer than the others take to tell their schema: the
+	// writes over that time are what is tested, not a wait.
 	for end := time.Now().Add(3 * tellEvery); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		touch()
 	}
@@ -111,20 +108,20 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 	if err := logs[2].Close(); err != nil {
 		t.Fatal(err)
 	}
-	logs[2], sts[2] = open(2, false)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	logs[2], sts[2] = openPeer(2, false)
+	eventually.NoError(t, 15*time.Second, "every peer in the newest schema once all are upgraded", func() error {
 		touch()
-		done := true
+		var in []int
 		for _, st := range sts {
-			done = done && st.Snapshot().Schema() == state.SchemaVersion
+			if v := st.Snapshot().Schema(); v != state.SchemaVersion {
+				in = append(in, v)
+			}
 		}
-		if done {
-			break
+		if len(in) > 0 {
+			return fmt.Errorf("peers still in schemas %v, want %d", in, state.SchemaVersion)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("every peer upgraded, but after 15s the peers are in schemas %d, %d, %d", sts[0].Snapshot().Schema(), sts[1].Snapshot().Schema(), sts[2].Snapshot().Schema())
-		}
-	}
+		return nil
+	})
 	// A peer down now changes nothing: the log holds the newest schema.
 	down := (leader() + 1) % 3
 	if err := logs[down].Close(); err != nil {

@@ -114,7 +114,6 @@ type streamLayer struct {
 	once    sync.Once
 	log     io.Writer
 	dialer  func(network, addr string, timeout time.Duration) (net.Conn, error)
-	wrap    func(net.Conn) net.Conn // tests: fault injection
 
 	mu   sync.Mutex
 	live map[*trackedConn]struct{}
@@ -169,10 +168,35 @@ func newStreamLayer(bind string, tc *tls.Config, id, api string, book *peerBook,
 	if err != nil {
 		return nil, err
 	}
+	dialer := net.DialTimeout
+	if wrap != nil {
+		ln = wrappedListener{Listener: ln, wrap: wrap}
+		dialer = func(network, addr string, timeout time.Duration) (net.Conn, error) {
+			c, err := net.DialTimeout(network, addr, timeout)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(c), nil
+		}
+	}
 	s := &streamLayer{ln: ln, tls: tc, id: id, api: api, book: book, conns: make(chan net.Conn),
-		done: make(chan struct{}), log: logOut, dialer: net.DialTimeout, wrap: wrap, live: map[*trackedConn]struct{}{}}
+		done: make(chan struct{}), log: logOut, dialer: dialer, live: map[*trackedConn]struct{}{}}
 	go s.acceptLoop()
 	return s, nil
+}
+
+// wrappedListener wraps each connection it accepts.
+type wrappedListener struct {
+	net.Listener
+	wrap func(net.Conn) net.Conn
+}
+
+func (l wrappedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return l.wrap(c), nil
 }
 
 func (s *streamLayer) acceptLoop() {
@@ -190,9 +214,6 @@ func (s *streamLayer) acceptLoop() {
 			}
 			time.Sleep(10 * time.Millisecond)
 			continue
-		}
-		if s.wrap != nil {
-			c = s.wrap(c)
 		}
 		c = s.track(c)
 		go func() {
@@ -246,9 +267,6 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	c, err := s.dialer("tcp", string(addr), timeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUnreachable, err)
-	}
-	if s.wrap != nil {
-		c = s.wrap(c)
 	}
 	c = s.track(c)
 	hc, err := s.handshake(c, true)
@@ -322,9 +340,6 @@ func (s *streamLayer) tellSchema(addr string, version int, timeout time.Duration
 	c, err := s.dialer("tcp", addr, timeout)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUnreachable, err)
-	}
-	if s.wrap != nil {
-		c = s.wrap(c)
 	}
 	c = s.track(c)
 	defer c.Close()

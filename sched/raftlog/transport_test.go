@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -119,15 +120,19 @@ func TestRoguePeerRefused(t *testing.T) {
 			if err == nil {
 				t.Error("the rogue's AppendEntries was answered")
 			}
-			time.Sleep(300 * time.Millisecond)
-			if n := rogueJobs(st); n > 0 {
-				t.Errorf("the rogue's submit was applied (%d jobs)", n)
-			}
 			if got := l.raft.Stats()["term"]; got != term {
 				t.Errorf("term moved %s → %s", term, got)
 			}
 			if !l.IsLeader() || l.raft.LastIndex() != last {
 				t.Errorf("leader %v, last index %d → %d", l.IsLeader(), last, l.raft.LastIndex())
+			}
+			// Once a barrier is through, all the log held is applied:
+			// the rogue's entry, had it been taken, would show now.
+			if err := l.raft.Barrier(10 * time.Second).Error(); err != nil {
+				t.Fatalf("barrier: %v", err)
+			}
+			if n := rogueJobs(st); n > 0 {
+				t.Errorf("the rogue's submit was applied (%d jobs)", n)
 			}
 			if id := submit(t, l, "real"); id != 2 {
 				t.Errorf("next job id %d, want 2", id)
@@ -151,9 +156,7 @@ func TestRoguePeerRefused(t *testing.T) {
 			if err := rogueAppend(t, nt, l); err != nil {
 				t.Fatalf("control rogue: %v", err)
 			}
-			for deadline := time.Now().Add(time.Second); rogueJobs(st) == 0 && time.Now().Before(deadline); {
-				time.Sleep(20 * time.Millisecond)
-			}
+			eventually.Within(time.Second, func() bool { return rogueJobs(st) > 0 })
 		}
 		if rogueJobs(st) != 1 {
 			t.Fatal("control: the rogue's entry was not applied on a peer in the clear; the test proves nothing")

@@ -95,3 +95,127 @@ func TestAdoptStoppedEndsOrRequeues(t *testing.T) {
 		t.Fatalf("requeue-able, stopped at the restore: %s run %d %q, main1 on %q; want PENDING, run 1, unplaced", j.State, j.Requeues, j.LastRequeue, j.Containers[0].Node)
 	}
 }
+
+// windowed is h's state restored, as a restore into an empty state puts
+// it in force, with the adoption window open until until and ids above
+// above adoptable.
+func windowed(t *testing.T, h *harness, until time.Time, above uint64) {
+	t.Helper()
+	d := h.st.Snapshot().Dump()
+	SetAdoption(&d, until, above)
+	if err := h.st.Restore(d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Within the adoption window, a queued job whose containers its nodes
+// report ended (each node tells the ends it keeps) ran and ended after
+// the backup: it ends with its true outcome (COMPLETED, or FAILED with
+// main1's exit code), from the nodes' start and end, never run again.
+// The window survives a dump and restore (a follower's copy, a new
+// leader).
+func TestAdoptEndedInWindowTrueOutcome(t *testing.T) {
+	for _, c := range []struct {
+		exit int
+		want api.JobState
+	}{{0, api.JobCompleted}, {3, api.JobFailed}} {
+		h, sess := adoptHarness(t, 2, false)
+		until := t0.Add(time.Hour)
+		windowed(t, h, until, 1)
+		d := h.st.Snapshot().Dump()
+		st := New()
+		if err := st.Restore(d); err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Snapshot().AdoptUntil(); !got.Equal(until) {
+			t.Fatalf("adoption window after a dump and restore: %v, want %v", got, until)
+		}
+		began, end := t0.Add(3500*time.Millisecond), t0.Add(3700*time.Millisecond)
+		h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: c.exit, Session: sess, Started: began, At: end})
+		if j := h.job(1); j.State != api.JobPending || !j.Adopting() {
+			t.Fatalf("exit %d, one of two ends told: %s %q; want PENDING, adopting", c.exit, j.State, j.Reason)
+		}
+		h.reportAt(SchemaVersion, "n1", api.ContainerUpdate{JobID: 1, Host: "sub1", State: api.ContainerKilled, Session: sess, Started: began, At: end})
+		j := h.job(1)
+		if j.State != c.want || j.ExitCode != c.exit || !j.Started.Equal(began) || !j.Ended.Equal(end) || j.Containers[1].Node != "n1" {
+			t.Fatalf("exit %d, every end told: %s exit %d %q, %v–%v, sub1 on %q; want %s exit %d, %v–%v",
+				c.exit, j.State, j.ExitCode, j.Reason, j.Started, j.Ended, j.Containers[1].Node, c.want, c.exit, began, end)
+		}
+	}
+}
+
+// A gang whose nodes did not all report it by the end of the adoption
+// window is ended at its end (CmdAdoptEnd): FAILED with a reason naming
+// what happened, its adopted containers stopped; a gang all of whose
+// nodes report is adopted whole, RUNNING.
+func TestAdoptGangWaitsForEveryNode(t *testing.T) {
+	h, sess := adoptHarness(t, 2, false)
+	h.apply(Command{Kind: CmdSubmit, Submit: session(2)})
+	sess2 := h.job(2).SessionID
+	until := t0.Add(30 * time.Second)
+	windowed(t, h, until, 2)
+	h.reportAt(SchemaVersion, "n1", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: sess})
+	h.reportAt(SchemaVersion, "n1", api.ContainerUpdate{JobID: 2, Host: "main1", State: api.ContainerRunning, Session: sess2})
+	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 2, Host: "sub1", State: api.ContainerRunning, Session: sess2})
+	if j := h.job(2); j.State != api.JobRunning || j.Containers[0].Node != "n1" || j.Containers[1].Node != "n2" {
+		t.Fatalf("a gang both nodes report: %s on %q, %q; want RUNNING on n1 and n2", j.State, j.Containers[0].Node, j.Containers[1].Node)
+	}
+	if !h.st.Snapshot().AdoptionToEnd(until) {
+		t.Fatal("job 1 half adopted at the window's end: AdoptionToEnd false")
+	}
+	h.idx = 100 // past the window (t0 + 100 s)
+	h.apply(Command{Kind: CmdAdoptEnd})
+	j := h.job(1)
+	if j.State != api.JobFailed || !strings.Contains(j.Reason, "not every node of its gang") || !j.KillWanted || j.Containers[1].State != api.ContainerKilled {
+		t.Fatalf("half adopted at the window's end: %s %q kill %v; want FAILED, not every node of its gang", j.State, j.Reason, j.KillWanted)
+	}
+	if j := h.job(2); j.State != api.JobRunning {
+		t.Fatalf("the whole gang after the window: %s, want RUNNING still", j.State)
+	}
+}
+
+// Within the adoption window, a job the state does not hold that a node
+// announces with its copy of the job (submitted after the backup, still
+// running) becomes a row, adopted where it runs, under its own id; out
+// of the window, or at an id the restored state accounts for, it does
+// not.
+func TestAdoptJobSubmittedAfterBackup(t *testing.T) {
+	h, _ := adoptHarness(t, 1, false)
+	copyOf := func(id uint64) *api.AssignedJob {
+		j := session(1)
+		j.ID, j.User, j.UID = id, "nobody", 65534
+		sessionNetwork(j)
+		a := &api.AssignedJob{ID: id, SessionID: j.SessionID, User: j.User, UID: j.UID, Partition: "default", Network: j.Network}
+		for _, c := range j.Containers {
+			cc := c.Container
+			cc.Node, cc.State = "n2", api.ContainerRunning
+			a.Containers = append(a.Containers, cc)
+		}
+		return a
+	}
+	announce := func(id uint64) {
+		a := copyOf(id)
+		h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: id, Host: "main1", State: api.ContainerRunning, Session: a.SessionID, At: t0.Add(2 * time.Second), Job: a})
+	}
+	announce(5) // no window: not adopted
+	if j := h.job(5); j != nil {
+		t.Fatalf("outside an adoption window: job 5 = %s, want none", j.State)
+	}
+	windowed(t, h, t0.Add(time.Hour), 5)
+	announce(5) // accounted for by the restored state
+	announce(6)
+	if j := h.job(5); j != nil {
+		t.Fatalf("an id the restored state accounts for: job 5 = %s, want none", j.State)
+	}
+	j := h.job(6)
+	if j == nil || j.State != api.JobRunning || j.User != "nobody" || j.UID != 65534 || j.Containers[0].Node != "n2" || j.Containers[0].NodeAddr != "10.0.0.2" || j.Containers[0].CPUMilli != 1000 {
+		t.Fatalf("job 6 submitted after the backup, announced running in the window: %+v; want RUNNING on n2 as nobody", j)
+	}
+	if last := h.st.Snapshot().LastJobID(); last < 6 {
+		t.Fatalf("last job id %d, want at least 6", last)
+	}
+	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 6, Host: "main1", State: api.ContainerExited, ExitCode: 4, Session: j.SessionID})
+	if j := h.job(6); j.State != api.JobFailed || j.ExitCode != 4 {
+		t.Fatalf("adopted job 6 after its end: %s exit %d, want FAILED exit 4", j.State, j.ExitCode)
+	}
+}

@@ -57,6 +57,7 @@ const (
 	CmdServer   = "server"    // a raft server's API address (the leader, on taking office)
 	CmdDrain    = "drain"     // drain or resume nodes (badmin drain, badmin resume)
 	CmdSignal   = "signal"    // signal a running job's containers, or cancel a pending one (bkill -s)
+	CmdAdoptEnd = "adopt-end" // end the jobs still adopting once the adoption window after a restore has closed (the leader)
 	CmdHealth   = "health"    // a node's health-check verdict (the leader, from its nodelet's heartbeat)
 )
 
@@ -113,8 +114,13 @@ const (
 //	   once all its containers are; a report of such a container's end
 //	   ends the job with that reason (or requeues it when it asked to
 //	   be), never a second run. It ran after the backup a restore
-//	   brought back. Entries of versions 1 to 9 replay without it: such
-//	   reports are dropped, as the nodes' containers were stopped.
+//	   brought back. Within the adoption window a restore into an empty
+//	   state opens (adopt.go), a report of such a container's end is the
+//	   job's true end, a gang waits for all its nodes, a job the state
+//	   does not hold is adopted from the node's copy of it, and
+//	   CmdAdoptEnd ends what is still adopting once the window closed.
+//	   Entries of versions 1 to 9 replay without it: such reports are
+//	   dropped, as the nodes' containers were stopped.
 //	11: node health checks (CmdHealth): a node's failing verdict drains
 //	   it apart from an admin's drain (Node.Health) and requeues its
 //	   requeue jobs, each excluded from the node (Job.ExcludeNodes),
@@ -327,6 +333,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = purge(txn, c.Purge)
 	case CmdMailed:
 		res, err = mailed(txn, index, c.Mailed)
+	case CmdAdoptEnd:
+		err = adoptEnd(txn, index, c.Time)
 	case CmdTouch:
 	default:
 		err = fmt.Errorf("unknown command %q", c.Kind)
@@ -620,7 +628,9 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 						return nil, err
 					}
 				}
-				continue
+				if j = newAdopted(txn, u, now); !adopts || j == nil {
+					continue
+				}
 			}
 			if _, ok := was[j.ID]; !ok {
 				was[j.ID], wasStarted[j.ID] = j.State, !j.Started.IsZero()

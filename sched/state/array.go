@@ -107,15 +107,7 @@ func element(txn *memdb.Txn, id uint64, idx int) (*Job, error) {
 
 // elements returns the rows of array id's elements, in index order.
 func elements(txn *memdb.Txn, id uint64) ([]*Job, error) {
-	it, err := txn.Get(tableJobs, "element_prefix", id)
-	if err != nil {
-		return nil, err
-	}
-	var out []*Job
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Job))
-	}
-	return out, nil
+	return jobsBy(txn, "element_prefix", id)
 }
 
 // makeElement inserts element idx of array p with a fresh id, in state

@@ -3,6 +3,7 @@ package state
 import (
 	"iter"
 
+	"github.com/hashicorp/go-memdb"
 	"github.com/troupe-hpc/troupe/internal/api"
 )
 
@@ -52,6 +53,20 @@ func (v *jobReads) each(index string, args ...any) iter.Seq[*Job] {
 			}
 		}
 	}
+}
+
+// jobsBy collects the rows of the jobs index named index that args
+// pick, in the index's order, within txn.
+func jobsBy(txn *memdb.Txn, index string, args ...any) ([]*Job, error) {
+	it, err := txn.Get(tableJobs, index, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*Job))
+	}
+	return out, nil
 }
 
 // mergeByID merges runs each in id order (and disjoint) into one in id

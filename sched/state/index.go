@@ -153,29 +153,13 @@ func reachChanged(before, after *Job) []string {
 
 // liveOfUID iterates the live jobs of uid with containers placed.
 func liveOfUID(txn *memdb.Txn, uid int) ([]*Job, error) {
-	it, err := txn.Get(tableJobs, "live_uid", uid)
-	if err != nil {
-		return nil, err
-	}
-	var out []*Job
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Job))
-	}
-	return out, nil
+	return jobsBy(txn, "live_uid", uid)
 }
 
 // ReachJobsOfUID returns the live jobs of user uid with a container
 // that has a routed address, in id order.
 func (v *jobReads) ReachJobsOfUID(uid int) []*Job {
-	it, err := v.txn.Get(tableJobs, "reach_uid", uid)
-	if err != nil {
-		panic(err)
-	}
-	var out []*Job
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Job))
-	}
-	return out
+	return slices.Collect(v.each("reach_uid", uid))
 }
 
 // queued reports whether j counts against the queue limits
@@ -453,15 +437,7 @@ func rebuildNodeIndex(txn *memdb.Txn, d Dump, index uint64) error {
 // on node, in id order: what the node's assignments come from. Its cost
 // follows those jobs alone, whatever else the state holds.
 func (v *jobReads) NodeJobs(node string) []*Job {
-	it, err := v.txn.Get(tableJobs, "node", node)
-	if err != nil {
-		panic(err)
-	}
-	var out []*Job
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Job))
-	}
-	return out
+	return slices.Collect(v.each("node", node))
 }
 
 // NodeIndex is the index a node's assignments answer carries: the raft
@@ -538,15 +514,7 @@ func (v *jobReads) LiveJobs() []*Job { return v.JobsIn(liveStates...) }
 
 // JobsOf returns user's jobs (by name), in id order.
 func (v *jobReads) JobsOf(user string) []*Job {
-	it, err := v.txn.Get(tableJobs, "user", user)
-	if err != nil {
-		panic(err)
-	}
-	var out []*Job
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*Job))
-	}
-	return out
+	return slices.Collect(v.each("user", user))
 }
 
 // QueuedOf is how many jobs uid has queued (PENDING or HELD; a job

@@ -2,6 +2,7 @@ package state
 
 import (
 	"slices"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 )
@@ -16,10 +17,13 @@ import (
 //     cluster: its rows are newer than the snapshot's for the same job
 //     (same id and submit time), and the jobs submitted since the
 //     snapshot (ids above the snapshot's last) are kept;
-//   - the accounting store's ended runs (ended): a job the snapshot shows
-//     queued or running whose run (or a later one) the store holds ended
-//     ends with the stored outcome (state, exit code, reason, times,
-//     usage);
+//   - the accounting store's records of the job's runs (ended): a job the
+//     snapshot shows queued or running whose run (or a later one) the
+//     store holds ended ends with the stored outcome (state, exit code,
+//     reason, times, usage); the runs a requeue ended since the snapshot
+//     (REQUEUED records) are kept as its earlier runs (Job.Runs), and a
+//     job whose last stored run was requeued is queued as the run after
+//     it, so no run is recorded twice under one number;
 //   - the highest job id the accounting store holds (floor): the id
 //     counter starts above it and above the live state's (which the
 //     nodes' reports of jobs it does not hold have raised), so no id is
@@ -29,17 +33,22 @@ import (
 // blocking query waiting at the live state's index does not see the
 // state go back.
 type RestoreFacts struct {
-	Live  *Snapshot                 // the state being replaced; nil: none
-	Ended map[uint64]api.HistoryJob // each job's latest ended run in the accounting store
-	Floor uint64                    // the highest job id the accounting store holds
+	Live  *Snapshot                   // the state being replaced; nil: none
+	Ended map[uint64][]api.HistoryJob // each job's runs in the accounting store (ended or REQUEUED), any order
+	Floor uint64                      // the highest job id the accounting store holds
 }
 
 // Reconciled says what ReconcileDump changed.
 type Reconciled struct {
-	LastJobID uint64   // the id counter after the restore: the next job gets LastJobID+1
+	LastJobID uint64 // the id counter after the restore: the next job gets LastJobID+1
+	// Accounted is the highest job id the snapshot and the accounting
+	// store account for (the live state's counter left out: a node's
+	// report of a job it does not hold raises it).
+	Accounted uint64
 	Newer     []uint64 // jobs whose row the live state had newer
 	Kept      []uint64 // jobs submitted after the snapshot, kept from the live state
 	Ended     []uint64 // jobs ended with their outcome from the accounting store
+	Requeued  []uint64 // jobs moved to a later run: the store holds their run requeued
 	Dropped   []uint64 // live jobs with an id the snapshot gave to another job (not kept)
 }
 
@@ -86,14 +95,21 @@ func ReconcileDump(d *Dump, f RestoreFacts) Reconciled {
 		})
 	}
 	for i, j := range d.Jobs {
-		h, ok := f.Ended[j.ID]
-		if !ok || j.State.Terminal() || j.Array != nil || h.Requeues < j.Requeues || !h.State.Terminal() {
+		recs := f.Ended[j.ID]
+		if len(recs) == 0 || j.State.Terminal() || j.Array != nil {
 			continue
 		}
-		d.Jobs[i] = endedFrom(j, &h)
-		r.Ended = append(r.Ended, j.ID)
+		e, ended, requeued := fromRuns(j, recs)
+		switch {
+		case ended:
+			r.Ended = append(r.Ended, j.ID)
+		case requeued:
+			r.Requeued = append(r.Requeued, j.ID)
+		}
+		d.Jobs[i] = e
 	}
 	last = max(last, f.Floor)
+	r.Accounted = max(snapLast, f.Floor)
 	for _, j := range d.Jobs {
 		last = max(last, j.ID)
 	}
@@ -140,6 +156,69 @@ func dumpLastJobID(d *Dump) uint64 {
 // submit (time and user).
 func sameJob(a, b *Job) bool {
 	return a.Submitted.Equal(b.Submitted) && a.User == b.User
+}
+
+// fromRuns is j as its runs in the accounting store (recs) say: each
+// run a requeue ended that j does not keep yet becomes one of its Runs
+// (Runs[i] is run i: only from the one after its last, in order); an
+// ended record of its current run or a later one ends it with that
+// outcome (ended); otherwise a REQUEUED record of its current run or a
+// later one moves it to the run after (requeued), queued, its
+// containers unplaced. j is not modified.
+func fromRuns(j *Job, recs []api.HistoryJob) (out *Job, ended, requeued bool) {
+	recs = slices.Clone(recs)
+	slices.SortFunc(recs, func(a, b api.HistoryJob) int { return a.Requeues - b.Requeues })
+	out = j
+	var last *api.HistoryJob
+	for i := range recs {
+		h := &recs[i]
+		if h.Requeues < j.Requeues {
+			continue
+		}
+		if h.State.Terminal() {
+			if out == j {
+				out = clone(j)
+			}
+			keepRuns(out, recs, h.Requeues)
+			return endedFrom(out, h), true, false
+		}
+		if h.State == api.JobRequeued {
+			last = h
+		}
+	}
+	if last == nil {
+		return j, false, false
+	}
+	out = clone(j)
+	keepRuns(out, recs, last.Requeues+1)
+	if out.State != api.JobHeld {
+		out.State, out.Reason = api.JobPending, api.ReasonPriority
+	}
+	out.Requeues, out.LastRequeue = last.Requeues+1, last.Reason
+	out.KillWanted, out.ExitCode, out.CPUTime, out.MemPeak = false, 0, 0, 0
+	out.Started, out.Ended = time.Time{}, time.Time{}
+	for i := range out.Containers {
+		c := &out.Containers[i]
+		c.Node, c.NodeAddr, c.Reach, c.GPUs = "", "", "", nil
+		c.State, c.ExitCode, c.Message = api.ContainerPending, 0, ""
+		c.CPUTime, c.MemPeak, c.Ended = 0, 0, time.Time{}
+	}
+	return out, false, true
+}
+
+// keepRuns appends to j.Runs, in order, the REQUEUED records of recs
+// (sorted by run) for the runs after those it keeps, up to run upto
+// (excluded); it stops at a gap, so Runs[i] stays run i. j is a clone.
+func keepRuns(j *Job, recs []api.HistoryJob, upto int) {
+	for i := range recs {
+		h := &recs[i]
+		if h.State != api.JobRequeued || h.Requeues != len(j.Runs) || h.Requeues >= upto {
+			continue
+		}
+		run := api.JobRun{Started: h.Started, Ended: h.Ended, Reason: h.Reason, ExitCode: h.ExitCode, CPUTime: h.CPUTime, MemPeak: h.MemPeak,
+			Containers: slices.Clone(h.Containers)}
+		j.Runs = append(slices.Clip(j.Runs), run)
+	}
 }
 
 // endedFrom is j ended as its accounting record h says.

@@ -2,6 +2,7 @@ package state
 
 import (
 	"testing"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 )
@@ -61,7 +62,7 @@ func TestReconcileDumpEndedFromStore(t *testing.T) {
 	rec := api.HistoryJob{ID: 1, State: api.JobFailed, ExitCode: 9, Reason: "exit 9", Started: t0, Ended: t0.Add(5),
 		Containers: []api.HistoryContainer{{Host: "main1", Node: "n1", State: api.ContainerExited, ExitCode: 9}}}
 	old := api.HistoryJob{ID: 2, Requeues: -1, State: api.JobCompleted}
-	r := ReconcileDump(&d, RestoreFacts{Ended: map[uint64]api.HistoryJob{1: rec, 2: old}})
+	r := ReconcileDump(&d, RestoreFacts{Ended: map[uint64][]api.HistoryJob{1: {rec}, 2: {old}}})
 	if len(r.Ended) != 1 || r.Ended[0] != 1 {
 		t.Fatalf("ended %v, want job 1 only", r.Ended)
 	}
@@ -101,5 +102,35 @@ func TestReportOfUnknownJobRaisesIDs(t *testing.T) {
 	id := h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
 	if id != uint64(41) {
 		t.Fatalf("the next submit got id %v, want 41", id)
+	}
+}
+
+// TestReconcileDumpKeepsRequeuedRuns: the runs a requeue ended since the
+// backup (REQUEUED records in the accounting store) are kept as the job's
+// earlier runs; a job whose last stored run was requeued moves to the
+// next run, queued; one whose later run ended ends as stored, its
+// earlier runs kept.
+func TestReconcileDumpKeepsRequeuedRuns(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	d := h.st.Snapshot().Dump()
+	req := func(id uint64, run int) api.HistoryJob {
+		return api.HistoryJob{ID: id, Requeues: run, State: api.JobRequeued, Reason: "node n1 failed", Started: t0.Add(time.Duration(run) * time.Minute), Ended: t0.Add(time.Duration(run)*time.Minute + time.Second),
+			Containers: []api.HistoryContainer{{Host: "main1", Node: "n1", State: api.ContainerFailed}}}
+	}
+	done := api.HistoryJob{ID: 2, Requeues: 1, State: api.JobCompleted, Started: t0.Add(time.Hour), Ended: t0.Add(2 * time.Hour),
+		Containers: []api.HistoryContainer{{Host: "main1", Node: "n2", State: api.ContainerExited}}}
+	r := ReconcileDump(&d, RestoreFacts{Ended: map[uint64][]api.HistoryJob{1: {req(1, 1), req(1, 0)}, 2: {done, req(2, 0)}}})
+	if len(r.Requeued) != 1 || r.Requeued[0] != 1 || len(r.Ended) != 1 || r.Ended[0] != 2 {
+		t.Fatalf("reconciled %+v; want job 1 moved to a later run, job 2 ended", r)
+	}
+	j := d.Jobs[0]
+	if j.State != api.JobPending || j.Requeues != 2 || len(j.Runs) != 2 || !j.Runs[1].Started.Equal(t0.Add(time.Minute)) || j.Runs[0].Containers[0].Node != "n1" {
+		t.Fatalf("job 1 = %s run %d, runs %+v; want PENDING at run 2 with runs 0 and 1 kept", j.State, j.Requeues, j.Runs)
+	}
+	j = d.Jobs[1]
+	if j.State != api.JobCompleted || j.Requeues != 1 || len(j.Runs) != 1 || j.Runs[0].Reason != "node n1 failed" {
+		t.Fatalf("job 2 = %s run %d, runs %+v; want COMPLETED at run 1 with run 0 kept", j.State, j.Requeues, j.Runs)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched"
 	"github.com/troupe-hpc/troupe/sched/web"
@@ -193,6 +194,8 @@ func TestBlockingQuery(t *testing.T) {
 		t.Fatalf("%s = %q", api.IndexHeader, h.Get(api.IndexHeader))
 	}
 	go func() {
+		// The submission comes after the query started: that the query
+		// waits for it is what is tested.
 		time.Sleep(300 * time.Millisecond)
 		submit(t, srv, 1000, "second", 1, 1)
 	}()
@@ -214,14 +217,18 @@ func TestBlockingQuery(t *testing.T) {
 	if waited := time.Since(start); waited < 250*time.Millisecond {
 		t.Errorf("saw the submission after %v, before it was made", waited)
 	}
-	// Once the scheduler has settled, a query at the current index waits
-	// its whole wait and answers the same index.
-	time.Sleep(500 * time.Millisecond)
-	_, h, _ = do(t, "GET", page+"/v1/jobs", "")
-	idx, _ = strconv.ParseUint(h.Get(api.IndexHeader), 10, 64)
-	start = time.Now()
-	_, h, _ = do(t, "GET", page+"/v1/jobs?index="+strconv.FormatUint(idx, 10)+"&wait=400ms", "")
-	if waited := time.Since(start); waited < 350*time.Millisecond || h.Get(api.IndexHeader) != strconv.FormatUint(idx, 10) {
+	// Once the scheduler has settled (it may still write the second
+	// job's pending reason), a query at the current index waits its
+	// whole wait and answers the same index.
+	var waited time.Duration
+	if !eventually.Within(10*time.Second, func() bool {
+		_, h, _ = do(t, "GET", page+"/v1/jobs", "")
+		idx, _ = strconv.ParseUint(h.Get(api.IndexHeader), 10, 64)
+		start = time.Now()
+		_, h, _ = do(t, "GET", page+"/v1/jobs?index="+strconv.FormatUint(idx, 10)+"&wait=400ms", "")
+		waited = time.Since(start)
+		return waited >= 350*time.Millisecond && h.Get(api.IndexHeader) == strconv.FormatUint(idx, 10)
+	}) {
 		t.Errorf("a query at the current index %d came back after %v with index %s", idx, waited, h.Get(api.IndexHeader))
 	}
 }

@@ -1,14 +1,10 @@
 package apptainer
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
+	"github.com/troupe-hpc/troupe/internal/procfs"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -24,7 +20,7 @@ type container struct {
 // Destroy implements runtime.Container.
 func (c *container) Destroy(ctx context.Context) error {
 	for range 100 {
-		pids := descendants(c.pid)
+		pids := procfs.Descendants(c.pid, 0)
 		if len(pids) == 0 {
 			break
 		}
@@ -33,41 +29,4 @@ func (c *container) Destroy(ctx context.Context) error {
 		}
 	}
 	return c.Container.Destroy(ctx)
-}
-
-// descendants lists the live (non-zombie) processes below pid.
-func descendants(pid int) []int {
-	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		children[pp] = append(children[pp], p)
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, ch := range children[p] {
-			out = append(out, ch)
-			queue = append(queue, ch)
-		}
-	}
-	return out
 }

@@ -1,7 +1,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/internal/backoff"
+	"github.com/troupe-hpc/troupe/internal/procfs"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -121,7 +120,7 @@ func (c *container) Destroy(ctx context.Context) error {
 	// Members outliving the leader keep the group alive: kill again and
 	// wait until none runs (zombies awaiting their new parent's reaping
 	// hold nothing).
-	for groupAlive(c.pgid) {
+	for procfs.GroupAlive(c.pgid) {
 		_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
 		if err := backoff.Sleep(ctx, 5*time.Millisecond); err != nil {
 			return err
@@ -132,27 +131,6 @@ func (c *container) Destroy(ctx context.Context) error {
 	}
 	c.destroyed = true
 	return nil
-}
-
-// groupAlive reports whether a non-zombie process of group pgid exists.
-func groupAlive(pgid int) bool {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) >= 3 && f[0] != "Z" && f[0] != "X" && f[2] == strconv.Itoa(pgid) {
-			return true
-		}
-	}
-	return false
 }
 
 // lookPath resolves a bare command name against the container's PATH,

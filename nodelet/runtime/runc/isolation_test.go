@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
@@ -126,7 +127,7 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 	if ids, err := r.list(context.Background()); err != nil || len(ids) != 0 {
 		t.Errorf("%s still lists %q (%v)", r.OCI(), ids, err)
 	}
-	if !runtimetest.WaitFor(5*time.Second, func() bool { return len(runtimetest.FindProcs(spec.ID)) == 0 }) {
+	if !eventually.Within(5*time.Second, func() bool { return len(runtimetest.FindProcs(spec.ID)) == 0 }) {
 		t.Errorf("processes left: %v", runtimetest.FindProcs(spec.ID))
 	}
 }

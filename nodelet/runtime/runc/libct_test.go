@@ -19,6 +19,7 @@ import (
 	// as the nodelet's is (cmd/nodelet).
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
@@ -86,7 +87,7 @@ func TestLibcontainerInitIsChild(t *testing.T) {
 	if err := c.Destroy(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !runtimetest.WaitFor(5*time.Second, func() bool { return len(runtimetest.FindProcs(spec.ID)) == 0 }) {
+	if !eventually.Within(5*time.Second, func() bool { return len(runtimetest.FindProcs(spec.ID)) == 0 }) {
 		t.Errorf("processes left: %v", runtimetest.FindProcs(spec.ID))
 	}
 	if ids, _ := r.list(context.Background()); len(ids) != 0 {
@@ -229,7 +230,7 @@ func TestLibcontainerRecoverAfterExit(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("helper: %v\n%s", err, out)
 	}
-	if !runtimetest.WaitFor(10*time.Second, func() bool { return runtimetest.ReadFile(t, long.Stdout.Name()) == "up" }) {
+	if !eventually.Within(10*time.Second, func() bool { return runtimetest.ReadFile(t, long.Stdout.Name()) == "up" }) {
 		t.Fatalf("long container did not start: %q", runtimetest.ReadFile(t, long.Stdout.Name()))
 	}
 	pids := runtimetest.FindProcs(long.ID)
@@ -273,7 +274,7 @@ func TestLibcontainerRecoverAfterExit(t *testing.T) {
 	if ids, _ := r.list(context.Background()); len(ids) != 0 {
 		t.Errorf("libcontainer state left: %v", ids)
 	}
-	if !runtimetest.WaitFor(5*time.Second, func() bool { return len(runtimetest.FindProcs(long.ID)) == 0 }) {
+	if !eventually.Within(5*time.Second, func() bool { return len(runtimetest.FindProcs(long.ID)) == 0 }) {
 		t.Errorf("processes left: %v", runtimetest.FindProcs(long.ID))
 	}
 }
@@ -315,7 +316,7 @@ func TestLibcontainerHandleFromStart(t *testing.T) {
 	r := newLibctRuntime(t)
 	spec, _ := runtimetest.NewSpec(t, runtimetest.BuildInit(t), "sh", "-c", "trap 'exit 7' TERM; echo up; while :; do sleep 0.1; done")
 	c := runtimetest.Start(t, r, spec)
-	if !runtimetest.WaitFor(10*time.Second, func() bool { return runtimetest.ReadFile(t, spec.Stdout.Name()) == "up" }) {
+	if !eventually.Within(10*time.Second, func() bool { return runtimetest.ReadFile(t, spec.Stdout.Name()) == "up" }) {
 		t.Fatalf("container did not start: %q", runtimetest.ReadFile(t, spec.Stdout.Name()))
 	}
 	if err := os.WriteFile(filepath.Join(r.root, spec.ID, "state.json"), []byte("{"), 0o600); err != nil {
@@ -333,7 +334,7 @@ func TestLibcontainerHandleFromStart(t *testing.T) {
 	if ids, _ := r.list(context.Background()); len(ids) != 0 {
 		t.Errorf("libcontainer state left: %v", ids)
 	}
-	if !runtimetest.WaitFor(5*time.Second, func() bool { return len(runtimetest.FindProcs(spec.ID)) == 0 }) {
+	if !eventually.Within(5*time.Second, func() bool { return len(runtimetest.FindProcs(spec.ID)) == 0 }) {
 		t.Errorf("processes left: %v", runtimetest.FindProcs(spec.ID))
 	}
 	if _, ok := r.started.Load(spec.ID); ok {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 )
@@ -140,7 +141,7 @@ func TestForkBombStops(t *testing.T) {
 			c := runtimetest.Start(t, r, spec)
 			// Let it grow to some thousands of tasks, for 20 s at most.
 			procs := cgroupOf(cgroupBase, spec.ID).procs
-			runtimetest.WaitFor(20*time.Second, func() bool { return len(readPids(procs)) >= 1500 })
+			eventually.Within(20*time.Second, func() bool { return len(readPids(procs)) >= 1500 })
 			n := len(readPids(procs))
 			began := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -175,7 +176,7 @@ func TestNoRuncEventsLeft(t *testing.T) {
 	spec.Memory = 64 << 20
 	c := runtimetest.Start(t, r, spec)
 	defer func() { _ = c.Destroy(context.Background()) }()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // a window for a stray runc process to show
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))

@@ -102,18 +102,6 @@ func FindProcs(mark string) []int {
 	return pids
 }
 
-// WaitFor polls cond every 10ms until it holds or d passes.
-func WaitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return cond()
-}
-
 // ReadFile returns the file's content, trimmed.
 func ReadFile(t testing.TB, path string) string {
 	t.Helper()

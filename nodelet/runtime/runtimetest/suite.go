@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-hpc/troupe/internal/attach"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	rt "github.com/troupe-hpc/troupe/nodelet/runtime"
 )
 
@@ -147,7 +148,7 @@ func testWorkdir(t *testing.T, r rt.Runtime, init string) {
 func testSignalWait(t *testing.T, r rt.Runtime, init string) {
 	spec, outPath := NewSpec(t, init, "sh", "-c", "echo ready; exec sleep 60")
 	c := Start(t, r, spec)
-	if !WaitFor(10*time.Second, func() bool { b, _ := os.ReadFile(outPath); return len(b) > 0 }) {
+	if !eventually.Within(10*time.Second, func() bool { b, _ := os.ReadFile(outPath); return len(b) > 0 }) {
 		t.Fatal("command never printed ready")
 	}
 	if err := c.Signal(syscall.SIGTERM); err != nil {
@@ -173,7 +174,7 @@ func testWaitForever(t *testing.T, r rt.Runtime, init string) {
 		t.Fatal("wait-forever container exited by itself")
 	}
 	cancel()
-	exited := WaitFor(10*time.Second, func() bool {
+	exited := eventually.Within(10*time.Second, func() bool {
 		_ = c.Signal(syscall.SIGTERM)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
@@ -194,7 +195,7 @@ func testDestroy(t *testing.T, r rt.Runtime, init string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !WaitFor(10*time.Second, func() bool { return len(FindProcs(spec.ID)) >= 3 }) {
+	if !eventually.Within(10*time.Second, func() bool { return len(FindProcs(spec.ID)) >= 3 }) {
 		t.Fatalf("processes of %s never showed up: %v", spec.ID, FindProcs(spec.ID))
 	}
 	for i := range 2 {
@@ -257,7 +258,7 @@ func recoverOrSkip(t *testing.T, r rt.Runtime, id, dir string) rt.Container {
 func testRecoverRunning(t *testing.T, r rt.Runtime, init string) {
 	spec, outPath := NewSpec(t, init, "sh", "-c", "echo ready; exec sleep 60")
 	c := Start(t, r, spec)
-	if !WaitFor(10*time.Second, func() bool { b, _ := os.ReadFile(outPath); return len(b) > 0 }) {
+	if !eventually.Within(10*time.Second, func() bool { b, _ := os.ReadFile(outPath); return len(b) > 0 }) {
 		t.Fatal("command never printed ready")
 	}
 	again := recoverOrSkip(t, r, spec.ID, spec.Dir)
@@ -407,7 +408,7 @@ func testCPUs(t *testing.T, r rt.Runtime, init string) {
 	}
 	for _, o := range both {
 		want := fmt.Sprintf("Cpus_allowed_list:\t%d", o.cpu)
-		if !WaitFor(10*time.Second, func() bool { return strings.Contains(ReadFile(t, o.out), want) }) {
+		if !eventually.Within(10*time.Second, func() bool { return strings.Contains(ReadFile(t, o.out), want) }) {
 			t.Errorf("container given CPU %d: %q, want %q", o.cpu, ReadFile(t, o.out), want)
 		}
 	}

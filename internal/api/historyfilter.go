@@ -1,0 +1,38 @@
+package api
+
+import (
+	"slices"
+	"time"
+)
+
+// HistoryFilter chooses ended jobs: the ones GET /v1/history returns
+// (bhist, sacct) and GET /v1/accounting sums (bacct), from the
+// accounting store and from the ended jobs still in the replicated
+// state alike. Empty fields do not filter; times are inclusive.
+type HistoryFilter struct {
+	// IDs picks jobs by id; the id of a job array picks its elements.
+	IDs        []uint64
+	Users      []string
+	Accounts   []string
+	Partitions []string
+	States     []JobState
+	// SubmittedFrom/To and EndedFrom/To bound the submit and end times
+	// (zero: unbounded).
+	SubmittedFrom, SubmittedTo time.Time
+	EndedFrom, EndedTo         time.Time
+	Limit                      int // the last Limit jobs by end time; 0 all
+}
+
+// Match reports whether h passes f (the accounting store applies f in
+// its query; Match is f for records held elsewhere).
+func (f *HistoryFilter) Match(h *HistoryJob) bool {
+	in := func(t, from, to time.Time) bool {
+		return (from.IsZero() || !t.Before(from)) && (to.IsZero() || !t.After(to))
+	}
+	return (len(f.IDs) == 0 || slices.Contains(f.IDs, h.ID) || (h.ArrayID != 0 && slices.Contains(f.IDs, h.ArrayID))) &&
+		(len(f.Users) == 0 || slices.Contains(f.Users, h.User)) &&
+		(len(f.Accounts) == 0 || slices.Contains(f.Accounts, h.Account)) &&
+		(len(f.Partitions) == 0 || slices.Contains(f.Partitions, h.Partition)) &&
+		(len(f.States) == 0 || slices.Contains(f.States, h.State)) &&
+		in(h.Submitted, f.SubmittedFrom, f.SubmittedTo) && in(h.Ended, f.EndedFrom, f.EndedTo)
+}
