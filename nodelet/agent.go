@@ -447,10 +447,13 @@ func (a *registrar) register(ctx context.Context) error {
 // node timeout / 8, capped by Config.Heartbeat), and renews the node's
 // lease with each answer; a schedd that forgot the node (404) gets a new
 // registration. Each carries the health checks' verdict, and a change
-// of it is sent at once.
+// of it is sent at once; so is the first, right after registering, so
+// that schedd has the verdict of the check run before it.
 func (a *registrar) heartbeat(ctx context.Context) {
+	wait := time.Duration(0)
 	for {
-		t := time.NewTimer(a.fence.heartbeatEvery(a.cfg.Heartbeat))
+		t := time.NewTimer(wait)
+		wait = a.fence.heartbeatEvery(a.cfg.Heartbeat)
 		select {
 		case <-ctx.Done():
 			t.Stop()
