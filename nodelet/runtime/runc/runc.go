@@ -226,11 +226,21 @@ func (r *Runtime) Cleanup(ctx context.Context) error {
 // still runs and reads its state root (runc list; the in-process mode's
 // state directory), and the cgroup hierarchy is still there.
 func (r *Runtime) Check(ctx context.Context) error {
-	if _, err := r.list(ctx); err != nil {
-		return err
+	if r.lib {
+		if _, err := r.libctList(); err != nil {
+			return fmt.Errorf("libcontainer state: %w", err)
+		}
+	} else if out, err := r.runc(ctx, "list", "-q"); err != nil {
+		return fmt.Errorf("%s list: %w: %s", filepath.Base(r.binary), err, bytes.TrimSpace(out))
 	}
-	if _, err := os.Stat(filepath.Join(cgroupBase, "cgroup.procs")); err != nil {
+	// cgroup v2 (cgroup.controllers at the top) or v1 (a directory per
+	// controller): either way not empty.
+	ents, err := os.ReadDir(cgroupBase)
+	if err != nil {
 		return fmt.Errorf("cgroup hierarchy: %w", err)
+	}
+	if len(ents) == 0 {
+		return fmt.Errorf("cgroup hierarchy: %s is empty (not mounted)", cgroupBase)
 	}
 	return nil
 }
