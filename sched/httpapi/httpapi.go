@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -101,6 +102,9 @@ func (a *API) TCP(trustAnonymous bool) http.Handler {
 		}
 		id, err := a.c.Identify(secret)
 		if err != nil {
+			if errors.Is(err, fault.ErrUnauthenticated) && a.leaderChecksToken(w, r) {
+				return
+			}
 			writeErr(w, err)
 			return
 		}
@@ -163,6 +167,22 @@ func (a *API) redirectToLeader(w http.ResponseWriter, r *http.Request) bool {
 		}
 		writeErr(w, fmt.Errorf("%w: no leader elected yet; retry", fault.ErrNotLeader))
 		return true
+	}
+	http.Redirect(w, r, strings.TrimRight(l.LeaderAPI, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	return true
+}
+
+// leaderChecksToken sends a request whose token this follower does not
+// know to the leader (307), which decides: a token is a write, and one
+// just issued on the leader (badmin token create) reaches a follower's
+// replica a moment later; the caller who got it from another process
+// carries no index to wait for. The leader refuses a token that is truly
+// unknown or revoked as any peer would. False when this server is the
+// leader, alone, or knows none.
+func (a *API) leaderChecksToken(w http.ResponseWriter, r *http.Request) bool {
+	l := a.c.Leadership()
+	if !l.Multi || l.Leader || l.LeaderAPI == "" {
+		return false
 	}
 	http.Redirect(w, r, strings.TrimRight(l.LeaderAPI, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 	return true
