@@ -2,7 +2,7 @@
 // and bacct read once a job has left the replicated state.
 //
 // The leader exports ended jobs here in batches (Put) and only then
-// commits the raft command that drops them from the state (state.CmdPurge):
+// commits the raft command that drops them from the state (state.Purge):
 // a job leaves raft only once the store holds it durably. A crash between
 // the two exports the same jobs again on the next leader; Put ignores a
 // (job id, run) it already holds, so each job is stored once.

@@ -88,6 +88,50 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	})
+	t.Run("api imports no job file parser", func(t *testing.T) {
+		// A job's spec has the API's own wire type (api.JobSpec), so that
+		// every client of the API is built without the job file's parser.
+		for _, p := range deps(t, "./internal/api") {
+			if p == module+"/jobspec" || hasAnyPrefix(p, hclPackages) {
+				t.Errorf("internal/api is built from %s: the API carries a job's spec in its own types (api.JobSpec), never jobspec's", p)
+			}
+		}
+	})
+	t.Run("the state owns its schema", func(t *testing.T) {
+		// The replicated state's rows and commands are its own types:
+		// changing a view, the submit policy or the job file's form is
+		// not a change to the raft log. It imports neither the API, nor
+		// admission (the submit policy), nor the job file.
+		forbidden := []string{module + "/internal/api", module + "/sched/admission", module + "/sched/core"}
+		for _, p := range deps(t, "./sched/state") {
+			if hasAnyPrefix(p, forbidden) {
+				t.Errorf("sched/state is built from %s: rows and commands are the state's own types (sched/view.go converts them for clients)", p)
+			}
+		}
+		for _, p := range imports(t, "./sched/state") {
+			if p == module+"/jobspec" {
+				t.Errorf("sched/state imports %s: admission resolves the job file into the row", p)
+			}
+		}
+	})
+	t.Run("user tools link no job file parser", func(t *testing.T) {
+		// Only the commands that read job files (bsub, sbatch in
+		// troupe-slurm, and the daemons that take them) link the HCL
+		// parser; every other tool is built without it.
+		parses := map[string]bool{
+			"bsub": true, "troupe-slurm": true, "schedd": true, "nodelet": true, "troupe-nodesim": true,
+		}
+		for _, name := range commands(t) {
+			if parses[name] {
+				continue
+			}
+			for _, p := range deps(t, "./cmd/"+name) {
+				if p == module+"/jobspec" || hasAnyPrefix(p, hclPackages) {
+					t.Errorf("%s is built from %s: a tool that reads no job file links no job file parser", name, p)
+				}
+			}
+		}
+	})
 	t.Run("no binary carries a test helper", func(t *testing.T) {
 		cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "./cmd/...")
 		cmd.Dir = ".."
@@ -107,6 +151,21 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	})
+}
+
+// hclPackages are the job file parser's libraries.
+var hclPackages = []string{"github.com/hashicorp/hcl", "github.com/zclconf/go-cty"}
+
+// imports lists the packages pkg imports itself.
+func imports(t *testing.T, pkg string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{join .Imports \" \"}}", pkg)
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
 }
 
 // commands lists the binaries under cmd/, by directory name.

@@ -32,6 +32,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched"
 )
 
@@ -128,7 +129,7 @@ func scraped(t *testing.T) map[string]bool {
 		})
 		return j
 	}
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: job(1), UID: 1000, GID: 1000, User: "ada", Cwd: "/"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(job(1)), UID: 1000, GID: 1000, User: "ada", Cwd: "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,12 +142,12 @@ func scraped(t *testing.T) map[string]bool {
 	wait(j.ID, func(j api.Job) bool { return j.State.Terminal() })
 	// The node taken whole by a job that never starts (no report), then
 	// one that must wait for it: PENDING for Resources while scraped.
-	full, err := c.Submit(ctx, api.SubmitRequest{Spec: job(2), UID: 1001, GID: 1001, User: "bob", Cwd: "/"})
+	full, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(job(2)), UID: 1001, GID: 1001, User: "bob", Cwd: "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wait(full.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
-	waiting, err := c.Submit(ctx, api.SubmitRequest{Spec: job(1), UID: 1001, GID: 1001, User: "bob", Cwd: "/"})
+	waiting, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(job(1)), UID: 1001, GID: 1001, User: "bob", Cwd: "/"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // heldSpec is a job that never runs: submitted held and cancelled, it
@@ -49,7 +50,7 @@ func endMany(c *client.Client, n, workers int, cwd string) []uint64 {
 					return
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				res, err := c.Submit(ctx, api.SubmitRequest{Spec: heldSpec(fmt.Sprintf("h%d", i)), Hold: true, User: "root", Cwd: cwd})
+				res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(heldSpec(fmt.Sprintf("h%d", i))), Hold: true, User: "root", Cwd: cwd})
 				if err == nil {
 					_, err = c.Kill(ctx, res.JobID)
 				}

@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestOtherUserCannotKillOrPeek: on the unix socket schedd knows callers by
@@ -34,9 +35,9 @@ func TestOtherUserCannotKillOrPeek(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	res, err := c.Submit(ctx, api.SubmitRequest{Cwd: dir, UID: 4242, User: "mallory", Spec: jobspec.Job{Name: "mine", Image: "host",
+	res, err := c.Submit(ctx, api.SubmitRequest{Cwd: dir, UID: 4242, User: "mallory", Spec: wire.ToAPI(jobspec.Job{Name: "mine", Image: "host",
 		Command: []string{"sh", "-c", "echo secret-output; sleep 300"}, Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
-		Resources: jobspec.Resources{CPU: 1, Memory: 64 << 20}}})
+		Resources: jobspec.Resources{CPU: 1, Memory: 64 << 20}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,9 +58,9 @@ func TestOtherUserCannotKillOrPeek(t *testing.T) {
 	// Nor hold or release it: a second job, submitted held, waits
 	// behind the first; uid 65534 may neither hold the one nor release
 	// the other.
-	res2, err := c.Submit(ctx, api.SubmitRequest{Cwd: dir, Hold: true, Spec: jobspec.Job{Name: "later", Image: "host",
+	res2, err := c.Submit(ctx, api.SubmitRequest{Cwd: dir, Hold: true, Spec: wire.ToAPI(jobspec.Job{Name: "later", Image: "host",
 		Command: []string{"true"}, Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
-		Resources: jobspec.Resources{CPU: 1, Memory: 64 << 20}}})
+		Resources: jobspec.Resources{CPU: 1, Memory: 64 << 20}})})
 	if err != nil {
 		t.Fatal(err)
 	}

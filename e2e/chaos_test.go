@@ -30,6 +30,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // Environment of TestChaos.
@@ -380,9 +381,9 @@ func (c *chaosCluster) apiWorker(ctx context.Context, h *history, w int, reads b
 		o := op{client: w, call: time.Now()}
 		if len(jobs) < 4 || mrand.IntN(5) == 0 {
 			o.kind, o.name = "submit", fmt.Sprintf("w%d-%d", w, n)
-			res, err := cli.Submit(context.Background(), api.SubmitRequest{Cwd: c.dir, Hold: true, Spec: jobspec.Job{Name: o.name, Image: "host",
+			res, err := cli.Submit(context.Background(), api.SubmitRequest{Cwd: c.dir, Hold: true, Spec: wire.ToAPI(jobspec.Job{Name: o.name, Image: "host",
 				Command: []string{"true"}, Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
-				Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}}})
+				Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}})})
 			o.ret, o.outcome, o.gotID = time.Now(), classify(err), res.JobID
 			if err != nil {
 				o.errText = err.Error()

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // startSchedd starts `schedd --dev` on dir with one process-runtime node
@@ -71,7 +72,7 @@ func TestCrashLosesNothing(t *testing.T) {
 			for i := 0; ; i++ {
 				name := fmt.Sprintf("c%d-%d", w, i)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(name), User: "root", Cwd: cwd})
+				res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(name)), User: "root", Cwd: cwd})
 				cancel()
 				if err != nil {
 					return // schedd is gone
@@ -128,7 +129,7 @@ func TestCrashLosesNothing(t *testing.T) {
 			_, _ = c.Kill(context.Background(), j.ID)
 		}
 	}
-	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec("after"), User: "root", Cwd: cwd})
+	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(spec("after")), User: "root", Cwd: cwd})
 	if err != nil {
 		t.Fatal(err)
 	}

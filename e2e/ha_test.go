@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestHALeaderFailover: three schedd peers (raft over TCP), one nodelet
@@ -111,7 +112,7 @@ func TestHALeaderFailover(t *testing.T) {
 			for i := range next {
 				name := "ha-" + strconv.Itoa(i)
 				start := time.Now()
-				res, err := cli.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: spec(name)})
+				res, err := cli.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: wire.ToAPI(spec(name))})
 				mu.Lock()
 				if err != nil {
 					failed++
@@ -224,8 +225,8 @@ func TestHAJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c2.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: jobspec.Job{Name: "via-follower", Image: "host", Command: []string{"true"},
-		Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}}})
+	res, err := c2.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: wire.ToAPI(jobspec.Job{Name: "via-follower", Image: "host", Command: []string{"true"},
+		Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}})})
 	if err != nil {
 		t.Fatalf("submit through the joined follower: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestHealthCheck runs a two-node dev cluster whose nodelets run a site
@@ -84,7 +85,7 @@ func TestHealthCheck(t *testing.T) {
 			Command:   []string{"/bin/sh", "-c", "echo $$ >> " + filepath.Join(cwd, name+".pids") + "; exec sleep 300"},
 			Cluster:   jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
 			Resources: jobspec.Resources{CPU: 1, Memory: 64 << 20}}
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec, User: "root", Cwd: cwd})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec), User: "root", Cwd: cwd})
 		if err != nil {
 			t.Fatal(err)
 		}

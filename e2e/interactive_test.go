@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/attach"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // ptyRun is a troupe command running on a pseudo-terminal, as a user at
@@ -244,7 +245,7 @@ func BenchmarkAttach(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		res, err := cli.Submit(ctx, api.SubmitRequest{Spec: spec, Cwd: dir, User: "root", Interactive: true})
+		res, err := cli.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec), Cwd: dir, User: "root", Interactive: true})
 		if err != nil {
 			b.Fatal(err)
 		}

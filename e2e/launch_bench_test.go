@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // BenchmarkSessionLaunch is the launch target (docs/scale.md, "Targets"): a 4-container
@@ -42,7 +43,7 @@ func BenchmarkSessionLaunch(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		res, err := cli.Submit(ctx, api.SubmitRequest{Spec: spec, Cwd: dir, User: "root"})
+		res, err := cli.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec), Cwd: dir, User: "root"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // startScheddArgs starts `schedd --dev` on dir with args added and
@@ -101,7 +102,7 @@ func TestNodeFailureRealNodelet(t *testing.T) {
 			Command:   []string{"/bin/sh", "-c", "echo $$ >> " + pids + "; exec sleep 300"},
 			Cluster:   jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
 			Resources: jobspec.Resources{CPU: 1, Memory: 64 << 20}}
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec, User: "root", Cwd: cwd})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec), User: "root", Cwd: cwd})
 		if err != nil {
 			t.Fatal(err)
 		}

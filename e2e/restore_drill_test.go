@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestRestoreDrill is the restore drill an operator runs: badmin
@@ -239,8 +240,8 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	ctx := context.Background()
 	submitHeld := func(script string, hold bool) uint64 {
 		t.Helper()
-		res, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Hold: hold, Spec: jobspec.Job{Name: "r", Image: "host", Command: []string{"sh", "-c", script},
-			Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}}})
+		res, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Hold: hold, Spec: wire.ToAPI(jobspec.Job{Name: "r", Image: "host", Command: []string{"sh", "-c", script},
+			Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20}})})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // BenchmarkSlotTurnover measures how long a one-container job holds its
@@ -53,7 +54,7 @@ func BenchmarkSlotTurnover(b *testing.B) {
 		}
 		var ids []uint64
 		for range slotJobs {
-			res, err := cli.Submit(ctx, api.SubmitRequest{Spec: spec, Cwd: dir, User: "root"})
+			res, err := cli.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec), Cwd: dir, User: "root"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 var badminOnce sync.Once
@@ -100,9 +101,9 @@ func TestTLSTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	res, err := c.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: jobspec.Job{Name: "over-tls", Image: "host",
+	res, err := c.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: wire.ToAPI(jobspec.Job{Name: "over-tls", Image: "host",
 		Command: []string{"sh", "-c", "echo ran-$LSB_JOBID > " + filepath.Join(dir, "ran")}, Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
-		Resources: jobspec.Resources{CPU: 1, Memory: 64 << 20}}})
+		Resources: jobspec.Resources{CPU: 1, Memory: 64 << 20}})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -337,7 +338,7 @@ func TestRollingUpgrade(t *testing.T) {
 	long := map[uint64]bool{}
 	for i := range 4 {
 		script := `echo "$LSB_JOBID" >> /home/work/up/starts; while [ ! -e /home/work/up/go ]; do sleep 0.2; done; echo "$LSB_JOBID" >> /home/work/up/ends`
-		res, err := cli.Submit(ctx, api.SubmitRequest{Cwd: work, Spec: spec(fmt.Sprint("long-", i), script, 1)})
+		res, err := cli.Submit(ctx, api.SubmitRequest{Cwd: work, Spec: wire.ToAPI(spec(fmt.Sprint("long-", i), script, 1))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -399,7 +400,7 @@ func TestRollingUpgrade(t *testing.T) {
 			case <-time.After(300 * time.Millisecond):
 			}
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			res, err := cli.Submit(cctx, api.SubmitRequest{Cwd: work, Spec: spec(fmt.Sprint("short-", i), `echo "$LSB_JOBID" >> /home/work/up/ran`, 0.5)})
+			res, err := cli.Submit(cctx, api.SubmitRequest{Cwd: work, Spec: wire.ToAPI(spec(fmt.Sprint("short-", i), `echo "$LSB_JOBID" >> /home/work/up/ran`, 0.5))})
 			if err == nil {
 				mu.Lock()
 				acked[res.JobID] = true
@@ -443,7 +444,7 @@ func TestRollingUpgrade(t *testing.T) {
 	applies := func(p *upPeer, name string) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		res, err := cli.Submit(sctx, api.SubmitRequest{Cwd: work, Spec: spec(name, `echo "$LSB_JOBID" >> /home/work/up/ran`, 0.5)})
+		res, err := cli.Submit(sctx, api.SubmitRequest{Cwd: work, Spec: wire.ToAPI(spec(name, `echo "$LSB_JOBID" >> /home/work/up/ran`, 0.5))})
 		cancel()
 		if err != nil {
 			allAlive("submit " + name)

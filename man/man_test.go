@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/jobspec/script"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/session"
 )
@@ -303,10 +304,10 @@ func TestContainerVariables(t *testing.T) {
 		t.Fatal(jobspec.FormatDiagnostics(diags))
 	}
 	// An element of a job array: the array variables are set too.
-	job := api.AssignedJob{ID: 7, User: "alice", SessionID: "s", Spec: *spec,
+	job := api.AssignedJob{ID: 7, User: "alice", SessionID: "s", Spec: wire.ToAPI(*spec),
 		ArrayID: 6, ArrayIndex: 1, ArraySpan: &api.ArraySpan{Min: 1, Max: 4, Count: 4, Step: 1}}
 	for _, c := range spec.Containers() {
-		job.Containers = append(job.Containers, api.Container{Container: c, KernelID: c.Host + "-id"})
+		job.Containers = append(job.Containers, api.Container{ContainerSpec: wire.ContainerToAPI(c), KernelID: c.Host + "-id"})
 	}
 	full := session.Features{SessionNet: true, Iface: network.Iface, Tools: true}
 	env, err := session.EnvWith(job, "sub1", full)

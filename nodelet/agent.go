@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/connlimit"
+	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/nodelet/fence"
 	"github.com/troupe-hpc/troupe/nodelet/gpu"
 	"github.com/troupe-hpc/troupe/nodelet/network"
@@ -410,7 +411,7 @@ func (a *agent) legacyDirs() []string {
 func (a *registrar) register(ctx context.Context) error {
 	reg := api.NodeRegister{
 		Name: a.cfg.Name, Addr: a.cfg.Advertise, Runtime: a.rt.Name(), OCIRuntime: a.oci, Instance: a.instance,
-		Capacity: api.Resources{CPUMilli: int64(a.cfg.CPU * 1000), Memory: a.cfg.Memory, GPU: float64(len(a.gpus))},
+		Capacity: api.Resources{CPUMilli: units.MilliCPU(a.cfg.CPU), Memory: a.cfg.Memory, GPU: float64(len(a.gpus))},
 	}
 	regCli := a.cli
 	if a.cfg.JoinTokenFile != "" {

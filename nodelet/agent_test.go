@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/nodelet/network"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runc"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
@@ -490,14 +491,14 @@ func TestAgentSSHInBusybox(t *testing.T) {
 	}
 	handTo(t, 1000, 1000, root, cwd) // a rootfs by path is the job user's own
 	res, err := s.cli.Submit(context.Background(), api.SubmitRequest{Cwd: cwd, User: "bob", UID: 1000, GID: 1000,
-		Spec: jobspec.Job{Name: "ssh", Image: root, Cluster: jobspec.Cluster{Size: 2, Mode: jobspec.ModeSingleNode},
+		Spec: wire.ToAPI(jobspec.Job{Name: "ssh", Image: root, Cluster: jobspec.Cluster{Size: 2, Mode: jobspec.ModeSingleNode},
 			Resources: jobspec.Resources{CPU: 0.5, Memory: 64 << 20},
 			Command: sh(`set -e; ls -ln ~/.ssh | sed 1d | awk '{print $1, $3, $9}' | sort
 ssh sub1 hostname
 FOO=bar ssh -o SendEnv=FOO sub1 'echo foo=$FOO uid=$(id -u) rank=$RANK'
 ssh sub1 exit 7 || echo status=$?
 echo tty=$(ssh -t sub1 tty)
-printf 'hostname\nexit 4\n' | ssh -t sub1 >/dev/null || echo shell=$?`)}})
+printf 'hostname\nexit 4\n' | ssh -t sub1 >/dev/null || echo shell=$?`)})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func (a *sessionServer) dialApp(ctx context.Context, r api.AttachRequest) (net.C
 	if t == nil {
 		return nil, fmt.Errorf("job %d has no container %s running on node %s", r.JobID, r.Host, a.cfg.Name)
 	}
-	if !slices.ContainsFunc(t.job.Spec.Services, func(s jobspec.Service) bool { return s.Port == r.Port }) {
+	if !slices.ContainsFunc(t.job.Spec.Services, func(s api.Service) bool { return s.Port == r.Port }) {
 		return nil, fmt.Errorf("job %d declares no service on port %d", r.JobID, r.Port)
 	}
 	if a.net == nil {

@@ -6,14 +6,13 @@ import (
 	"testing"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // TestDialAppRefuses: the nodelet dials only a declared service port of
 // a main1 it runs, and only on a session network (the container's own
 // namespace); anything else is refused before any dial.
 func TestDialAppRefuses(t *testing.T) {
-	job := api.AssignedJob{ID: 7, Spec: jobspec.Job{Services: []jobspec.Service{{Name: "web", Port: 8000}}}}
+	job := api.AssignedJob{ID: 7, Spec: api.JobSpec{Services: []api.Service{{Name: "web", Port: 8000}}}}
 	a := (&agent{cfg: Config{Name: "n1"}, log: testLog(), running: map[key]*task{
 		{job: 7, host: "main1"}: {key: key{job: 7, host: "main1"}, job: job},
 		{job: 7, host: "sub1"}:  {key: key{job: 7, host: "sub1"}, job: job},

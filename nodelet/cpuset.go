@@ -1,7 +1,6 @@
 package nodelet
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -59,13 +58,13 @@ func allowedCPUs() []int {
 	return out
 }
 
-// wholeCores is the number of cores a request of cpu cores asks for
-// when it is a whole number of them, else 0.
-func wholeCores(cpu float64) int {
-	if cpu < 1 || cpu != math.Trunc(cpu) || cpu > 1<<16 {
+// wholeCores is the number of cores a request of milli millicores asks
+// for when it is a whole number of them, else 0.
+func wholeCores(milli int64) int {
+	if milli < 1000 || milli%1000 != 0 || milli > 1000<<16 {
 		return 0
 	}
-	return int(cpu)
+	return int(milli / 1000)
 }
 
 // take gives container id n free CPUs, the lowest numbered, or none (nil)

@@ -36,11 +36,11 @@ func TestCPUSetTakeRelease(t *testing.T) {
 		t.Fatalf("d took %v, want [0]", got)
 	}
 	for _, c := range []struct {
-		cpu  float64
-		want int
-	}{{1, 1}, {4, 4}, {0.5, 0}, {1.5, 0}, {0, 0}} {
-		if got := wholeCores(c.cpu); got != c.want {
-			t.Errorf("wholeCores(%v) = %d, want %d", c.cpu, got, c.want)
+		milli int64
+		want  int
+	}{{1000, 1}, {4000, 4}, {500, 0}, {1500, 0}, {0, 0}, {999, 0}} {
+		if got := wholeCores(c.milli); got != c.want {
+			t.Errorf("wholeCores(%v) = %d, want %d", c.milli, got, c.want)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // fakeSchedd is schedd in memory for the agent tests where a real one
@@ -208,9 +209,9 @@ func fakeJob(t *testing.T, id uint64, cwd string, edit func(*jobspec.Job), cmds 
 	if diags := spec.Validate(); diags.HasErrors() {
 		t.Fatalf("job %d: %s", id, jobspec.FormatDiagnostics(diags))
 	}
-	j := api.AssignedJob{ID: id, Name: spec.Name, User: "alice", UID: uid(), GID: gid(), Cwd: cwd, Spec: spec}
+	j := api.AssignedJob{ID: id, Name: spec.Name, User: "alice", UID: uid(), GID: gid(), Cwd: cwd, Spec: wire.ToAPI(spec)}
 	for _, c := range spec.Containers() {
-		j.Containers = append(j.Containers, api.Container{Container: c, KernelID: uuid.NewString(),
+		j.Containers = append(j.Containers, api.Container{ContainerSpec: wire.ContainerToAPI(c), KernelID: uuid.NewString(),
 			State: api.ContainerAssigned, Node: "node1", NodeAddr: "127.0.0.1"})
 	}
 	j.SessionID = j.Containers[0].KernelID

@@ -88,7 +88,7 @@ func (m *metrics) write(w *promtext.Writer) {
 	alloc := allocated(a.last, len(a.gpus), a.reports.endedHere)
 	a.mu.Unlock()
 	w.Gauge("troupe_nodelet_cpu_allocatable_cores", "CPU cores this node offers to containers.", a.cfg.CPU)
-	w.Gauge("troupe_nodelet_cpu_allocated_cores", "CPU cores held by the containers schedd assigns to this node.", alloc.cpu)
+	w.Gauge("troupe_nodelet_cpu_allocated_cores", "CPU cores held by the containers schedd assigns to this node.", float64(alloc.milli)/1000)
 	w.Gauge("troupe_nodelet_memory_allocatable_bytes", "Memory this node offers to containers.", float64(a.cfg.Memory))
 	w.Gauge("troupe_nodelet_memory_allocated_bytes", "Memory held by the containers schedd assigns to this node.", float64(alloc.memory))
 	w.Gauge("troupe_nodelet_gpus_allocatable", "GPU devices this node offers.", float64(len(a.gpus)))
@@ -139,7 +139,7 @@ func writeGPUs(w *promtext.Writer, a *agent, alloc allocation) {
 
 // allocation is what a node's assigned containers hold.
 type allocation struct {
-	cpu    float64
+	milli  int64 // CPU, in millicores
 	memory int64
 	gpus   float64
 	shares []float64 // per device index
@@ -157,7 +157,7 @@ func allocated(as api.Assignments, devices int, ended func(key) bool) allocation
 			if err != nil || c.State.Ended() || ended(key{asg.Job.ID, h, asg.Job.Requeues}) {
 				continue
 			}
-			al.cpu += c.Resources.CPU
+			al.milli += c.Milli()
 			al.memory += c.Resources.Memory
 			for _, s := range c.GPUs {
 				al.gpus += s.Share

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/nodelet/devhosts"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
@@ -27,7 +27,7 @@ func DevMountRoots() []string { return devhosts.MountRoots() }
 // root (as the root's real path: symlinks in the source are refused when
 // it is opened). openUserPaths then opens each source as the job's user,
 // through no symlink, and the opened file is what gets mounted.
-func checkMounts(ms []jobspec.Mount, roots []string) ([]runtime.Mount, []string, error) {
+func checkMounts(ms []api.Mount, roots []string) ([]runtime.Mount, []string, error) {
 	var resolved []string
 	for _, r := range roots {
 		if rr, err := filepath.EvalSymlinks(r); err == nil {
@@ -49,7 +49,7 @@ func checkMounts(ms []jobspec.Mount, roots []string) ([]runtime.Mount, []string,
 	return out, names, nil
 }
 
-func checkMount(m jobspec.Mount, roots []string) (string, error) {
+func checkMount(m api.Mount, roots []string) (string, error) {
 	refuse := func(format string, a ...any) (string, error) {
 		return "", fmt.Errorf("%w: %s", ErrMountRefused, fmt.Sprintf(format, a...))
 	}

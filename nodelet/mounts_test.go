@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 func TestCheckMounts(t *testing.T) {
@@ -35,7 +35,7 @@ func TestCheckMounts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ms, names, err := checkMounts([]jobspec.Mount{{Name: "d", Source: tc.src, Target: tc.target, ReadOnly: true}}, roots)
+			ms, names, err := checkMounts([]api.Mount{{Name: "d", Source: tc.src, Target: tc.target, ReadOnly: true}}, roots)
 			if err == nil {
 				// The names pass; the sources are opened as the user.
 				p := &userPaths{out: filepath.Join(t.TempDir(), "out"), mounts: ms, names: names}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/nodelet/asuser"
 	"github.com/troupe-hpc/troupe/nodelet/runtime"
 )
@@ -309,7 +309,7 @@ func TestMountSourceAsUser(t *testing.T) {
 	dir := openDir(t)
 	private := mkdir(t, filepath.Join(dir, "alice-0700"), 0o700, a.uid, a.gid)
 	pub := mkdir(t, filepath.Join(private, "pub"), 0o755, a.uid, a.gid)
-	ms, names, err := checkMounts([]jobspec.Mount{{Name: "pub", Source: pub, Target: "/data"}}, []string{dir})
+	ms, names, err := checkMounts([]api.Mount{{Name: "pub", Source: pub, Target: "/data"}}, []string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}

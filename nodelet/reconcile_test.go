@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/nodelet/report"
 )
 
@@ -22,7 +23,7 @@ func TestReconcileWhileStoppingReportsNothing(t *testing.T) {
 	a := (&agent{log: log, running: map[key]*task{}, finished: map[key]bool{}}).wire()
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	job := api.AssignedJob{ID: 1, Containers: []api.Container{
-		{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning},
+		{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}), State: api.ContainerRunning},
 	}}
 	as := api.Assignments{Assignments: []api.Assignment{{Job: job, Hosts: []string{"main1"}}}}
 
@@ -71,7 +72,7 @@ func TestNoReconcileBeforeFirstAssignments(t *testing.T) {
 	var as api.Assignments
 	for _, id := range []uint64{1, 2} {
 		job := api.AssignedJob{ID: id, Containers: []api.Container{
-			{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning},
+			{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}), State: api.ContainerRunning},
 		}}
 		as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
 	}
@@ -109,7 +110,7 @@ func TestReconcileAfterStateWentBack(t *testing.T) {
 		as.Index = idx
 		for id, st := range map[uint64]api.ContainerState{1: api.ContainerRunning, 2: api.ContainerAssigned} {
 			job := api.AssignedJob{ID: id, SessionID: "s", Containers: []api.Container{
-				{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: st},
+				{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}), State: st},
 			}}
 			as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
 		}
@@ -148,7 +149,7 @@ func TestReconcileTellsEndOnlyAfterAck(t *testing.T) {
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	answer := func(idx uint64, st api.ContainerState) {
 		job := api.AssignedJob{ID: 1, SessionID: "s", Containers: []api.Container{
-			{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: st},
+			{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}), State: st},
 		}}
 		a.recon.reconcile(context.Background(), api.Assignments{Index: idx, Assignments: []api.Assignment{{Job: job, Hosts: []string{"main1"}}}})
 	}
@@ -198,7 +199,7 @@ func TestReconcileNoJobsYet(t *testing.T) {
 	as.Index = 9
 	for id, sess := range map[uint64]string{1: "kept", 3: "new"} {
 		job := api.AssignedJob{ID: id, SessionID: sess, Containers: []api.Container{
-			{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning},
+			{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}), State: api.ContainerRunning},
 		}}
 		as.Assignments = append(as.Assignments, api.Assignment{Job: job, Hosts: []string{"main1"}})
 	}
@@ -262,7 +263,7 @@ func TestReconcileAnnouncesBeforeStopping(t *testing.T) {
 		as := api.Assignments{Index: index, Assignments: []api.Assignment{{Job: api.AssignedJob{ID: 9, SessionID: "other"}}}}
 		if assign {
 			as.Assignments = append(as.Assignments, api.Assignment{Job: api.AssignedJob{ID: 1, SessionID: "adopted", Containers: []api.Container{
-				{Container: jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}, State: api.ContainerRunning}}}, Hosts: []string{"main1"}})
+				{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1}), State: api.ContainerRunning}}}, Hosts: []string{"main1"}})
 		}
 		a.recon.reconcile(context.Background(), as)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestAgentRequeuedRunSurvivesOldRunsTeardown: two nodes on one machine,
@@ -77,7 +78,7 @@ func TestAgentRequeuedRunSurvivesOldRunsTeardown(t *testing.T) {
 // its number, and a re-attached container keeps the id it was started
 // with, whatever the rule says now.
 func TestContainerIDPerRun(t *testing.T) {
-	j := api.AssignedJob{ID: 7, Containers: []api.Container{{Container: jobspec.Container{Host: "main1"}, KernelID: "k"}}}
+	j := api.AssignedJob{ID: 7, Containers: []api.Container{{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "main1"}), KernelID: "k"}}}
 	if got := ContainerID(&j, "main1"); got != "troupe-k" {
 		t.Errorf("run 0: %q, want troupe-k", got)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/nodelet/runtime/runtimetest"
 	"github.com/troupe-hpc/troupe/sched"
 )
@@ -108,8 +109,7 @@ func (s *testSchedd) submit(t *testing.T, cwd string, edit func(*jobspec.Job), c
 		edit(&spec)
 	}
 	res, err := s.cli.Submit(context.Background(), api.SubmitRequest{
-		Spec: spec, Cwd: cwd, User: "alice", UID: uid(), GID: gid(),
-	})
+		Spec: wire.ToAPI(spec), Cwd: cwd, User: "alice", UID: uid(), GID: gid()})
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}

@@ -111,7 +111,8 @@ func (a *specBuilder) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 			devices = append(devices, d)
 		}
 	}
-	cpus := a.coresFor(t, c.Resources.CPU)
+	milli := c.Milli()
+	cpus := a.coresFor(t, milli)
 	if len(cpus) == 0 {
 		for _, kv := range mpiBindingNone {
 			if name, _, _ := strings.Cut(kv, "="); !hasEnv(env, name) {
@@ -126,7 +127,7 @@ func (a *specBuilder) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 	jobMounts := job.Spec.Mounts
 	if home := a.hostHome(job, image, jobMounts); home != "" {
 		// First: a submit directory inside it is mounted over it.
-		jobMounts = append([]jobspec.Mount{{Name: "home", Source: home, Target: home}}, jobMounts...)
+		jobMounts = append([]api.Mount{{Name: "home", Source: home, Target: home}}, jobMounts...)
 		if !feat.Tools { // troupe's ssh keeps its keys in the session's home
 			env = setEnv(env, "HOME", home)
 		}
@@ -176,7 +177,7 @@ func (a *specBuilder) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 		ID: t.id(), Hostname: host, Image: image, ImageAsUser: byPath,
 		Args: c.Command, Env: env, Workdir: job.Spec.Workdir,
 		UID: job.UID, GID: job.GID,
-		CPU: c.Resources.CPU, CPUs: cpus, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
+		CPUMilli: milli, CPUs: cpus, Memory: c.Resources.Memory, Pids: a.cfg.PidsLimit,
 		Mounts: mounts, Layer: fs.layer, Stdout: files.out, Stderr: files.err,
 		Dir: filepath.Join(a.containersDir(), t.id()), Home: a.homeOf(t),
 		Init: a.cfg.InitBinary, InitLayered: fs.initLayered, InitArgs: initArgs, Devices: devices,
@@ -192,7 +193,7 @@ func (a *specBuilder) buildSpec(t *task) (runtime.Spec, *userFiles, error) {
 // at that path, the user has no home of its own ("/" or none), or the
 // home lies outside the node's allowed mount roots (the job then keeps
 // the session's home).
-func (a *specBuilder) hostHome(job api.AssignedJob, image string, mounts []jobspec.Mount) string {
+func (a *specBuilder) hostHome(job api.AssignedJob, image string, mounts []api.Mount) string {
 	if image != "" && image != runtime.ImageHost {
 		return ""
 	}
@@ -212,7 +213,7 @@ func (a *specBuilder) hostHome(job api.AssignedJob, image string, mounts []jobsp
 			return ""
 		}
 	}
-	if _, _, err := checkMounts([]jobspec.Mount{{Name: "home", Source: home, Target: home}}, a.cfg.AllowedMountRoots); err != nil {
+	if _, _, err := checkMounts([]api.Mount{{Name: "home", Source: home, Target: home}}, a.cfg.AllowedMountRoots); err != nil {
 		a.log.Debug("the user's home is not mounted", "job", job.ID, "home", home, "err", err)
 		return ""
 	}
@@ -230,8 +231,8 @@ func setEnv(env []string, name, value string) []string {
 // coresFor gives the container of t cores of its own when the runtime
 // confines it to them (runc) and it asks for whole cores that are free;
 // none otherwise (cpuset.go).
-func (a *specBuilder) coresFor(t *task, cpu float64) []int {
-	n := wholeCores(cpu)
+func (a *specBuilder) coresFor(t *task, milli int64) []int {
+	n := wholeCores(milli)
 	if n == 0 || a.rt.Name() != RuntimeRunc {
 		return nil
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/eventually"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // pipeSchedd hands the test schedd's end of each stream the agent
@@ -35,7 +34,7 @@ func TestStreamCapsNodelet(t *testing.T) {
 	defer cancel()
 	sched := &pipeSchedd{ends: make(chan net.Conn, 4)}
 	job := func(id uint64) api.AssignedJob {
-		return api.AssignedJob{ID: id, UID: 1002, User: "bob", Spec: jobspec.Job{Services: []jobspec.Service{{Name: "web", Port: 8000}}}}
+		return api.AssignedJob{ID: id, UID: 1002, User: "bob", Spec: api.JobSpec{Services: []api.Service{{Name: "web", Port: 8000}}}}
 	}
 	a := (&agent{cfg: Config{Name: "n1"}, log: testLog(), cli: sched, running: map[key]*task{
 		{job: 7, host: "main1"}: {key: key{job: 7, host: "main1"}, job: job(7)},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/units"
+	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/admission"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/state"
@@ -69,18 +70,68 @@ func jobRow(a *admission.Job) *state.Job {
 		RequestID: a.RequestID,
 		Name:      a.Spec.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
 		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime,
-		Spec: a.Spec, State: api.JobPending, DependsOn: a.DependsOn,
+		Spec: rowSpec(&a.Spec), State: api.JobPending,
 		Reason:      core.Waiting(a.Held, a.DependsOn != nil, false),
 		Interactive: a.Interactive,
 	}
-	j.Spec.Ranges = nil // where the file wrote it matters to admission only
+	j.InputBytes, _ = a.Spec.InputSize()
+	if a.DependsOn != nil {
+		j.DependsOn = rowDependency(a.DependsOn)
+	}
 	if a.Held {
 		j.State = api.JobHeld
 	}
 	for _, c := range a.Containers {
-		j.Containers = append(j.Containers, state.NewContainer(c, ""))
+		j.Containers = append(j.Containers, rowContainer(c))
 	}
 	return j
+}
+
+// rowSpec is what the row keeps of job file s beyond its containers
+// (their resources, roles, and the walltime, partition and account in
+// force are resolved into the row).
+func rowSpec(s *jobspec.Job) state.Spec {
+	out := state.Spec{
+		Priority: s.Priority, Requeue: s.Requeue, SSH: s.SSH,
+		Cluster: state.Cluster{Size: s.Cluster.Size, Mode: s.Cluster.Mode},
+		Image:   s.Image, Command: s.Command, Workdir: s.Workdir, Env: s.Env,
+		Output: s.Output, Error: s.Error,
+	}
+	for _, m := range s.Mounts {
+		out.Mounts = append(out.Mounts, state.Mount(m))
+	}
+	for _, sv := range s.Services {
+		out.Services = append(out.Services, state.Service(sv))
+	}
+	if s.Array != nil {
+		out.Array = &state.ArrayRequest{Range: s.Array.Range, MaxRunning: s.Array.MaxRunning}
+	}
+	if s.Mail != nil {
+		m := state.Mail(*s.Mail)
+		out.Mail = &m
+	}
+	return out
+}
+
+// rowContainer is container c of a job file as a row holds it, pending:
+// the one place a job file's cpu becomes millicores
+// (units.MilliCPU).
+func rowContainer(c jobspec.Container) state.Container {
+	return state.Container{
+		Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Image: c.Image, Command: c.Command,
+		CPUMilli: units.MilliCPU(c.Resources.CPU), Memory: c.Resources.Memory, GPU: c.Resources.GPU,
+		State: api.ContainerPending,
+	}
+}
+
+// rowDependency is dependency d as a row keeps it (no statuses: those
+// are worked out when answering).
+func rowDependency(d *api.Dependency) *state.Dependency {
+	out := &state.Dependency{Any: d.Any}
+	for _, c := range d.Conditions {
+		out.Conditions = append(out.Conditions, state.Condition{Kind: string(c.Kind), JobID: c.JobID, Index: c.Index})
+	}
+	return out
 }
 
 // admitView is a state snapshot as admission reads it.
@@ -146,8 +197,11 @@ func neverFits(j *state.Job, nodes []core.Node) string {
 			big = n
 		}
 	}
-	r := j.Spec.Resources
-	want := fmt.Sprintf("cpu %g, memory %s", r.CPU, units.FormatSizeRounded(r.Memory))
+	var r state.Resources
+	if len(j.Containers) > 0 {
+		r = j.Containers[0].Res() // main1's: the job file's resources but a role's
+	}
+	want := fmt.Sprintf("cpu %g, memory %s", float64(r.CPUMilli)/1000, units.FormatSizeRounded(r.Memory))
 	has := fmt.Sprintf("cpu %g and memory %s", float64(big.Capacity.CPUMilli)/1000, units.FormatSizeRounded(big.Capacity.Memory))
 	if r.GPU > 0 {
 		want += fmt.Sprintf(", gpu %g", r.GPU)

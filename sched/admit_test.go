@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // bigJob breaks three of limitsFile's cpu limits: walltime (line 4),
@@ -54,7 +55,7 @@ func TestRefusalNamesJobFile(t *testing.T) {
 		req  api.SubmitRequest
 	}{
 		{"job_file", api.SubmitRequest{JobFile: bigJob, Source: "big.hcl"}},
-		{"spec with positions", api.SubmitRequest{Spec: *parsed, Source: "big.hcl", Positions: api.PositionsOf(parsed)}},
+		{"spec with positions", api.SubmitRequest{Spec: wire.ToAPI(*parsed), Source: "big.hcl", Positions: wire.PositionsOf(parsed)}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.req.User, tt.req.UID, tt.req.GID = "ada", 1000, 1000
@@ -67,7 +68,7 @@ func TestRefusalNamesJobFile(t *testing.T) {
 		})
 	}
 	// Without a file the words are the same, with no position.
-	_, err := c.Submit(ctx, api.SubmitRequest{Spec: *parsed, User: "ada", UID: 1000, GID: 1000})
+	_, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(*parsed), User: "ada", UID: 1000, GID: 1000})
 	unplaced := slices.Clone(bigProblems)
 	var words []string
 	for i := range unplaced {
@@ -118,21 +119,21 @@ func TestCheckAgreesWithSubmit(t *testing.T) {
 		user string
 		req  api.SubmitRequest
 	}{
-		{"fits", "ada", api.SubmitRequest{Spec: with(func(*jobspec.Job) {})}},
-		{"gpu partition", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Partition = "gpu" })}},
-		{"cluster size", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Cluster.Size = 6 })}},
-		{"walltime and mode", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) {
+		{"fits", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {}))}},
+		{"gpu partition", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Partition = "gpu" }))}},
+		{"cluster size", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Cluster.Size = 6 }))}},
+		{"walltime and mode", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) {
 			s.Walltime, s.Cluster.Mode, s.Cluster.Size = 1<<62, jobspec.ModeMultiNode, 2
-		})}},
-		{"account", "bob", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Partition = "gpu" })}},
-		{"no account", "eve", api.SubmitRequest{Spec: with(func(*jobspec.Job) {})}},
-		{"user cpu cap", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Resources.CPU = 4 })}},
-		{"never fits", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Resources.Memory = 20 << 30 })}},
-		{"unknown partition", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Partition = "nope" })}},
-		{"unknown dependency", "ada", api.SubmitRequest{Spec: with(func(*jobspec.Job) {}),
+		}))}},
+		{"account", "bob", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Partition = "gpu" }))}},
+		{"no account", "eve", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {}))}},
+		{"user cpu cap", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Resources.CPU = 4 }))}},
+		{"never fits", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Resources.Memory = 20 << 30 }))}},
+		{"unknown partition", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Partition = "nope" }))}},
+		{"unknown dependency", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {})),
 			DependsOn: &api.Dependency{Conditions: []api.Condition{{Kind: api.DepDone, JobID: 99}}}}},
-		{"relative cwd", "ada", api.SubmitRequest{Spec: with(func(*jobspec.Job) {}), Cwd: "here"}},
-		{"invalid spec", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Resources.CPU = -1 })}},
+		{"relative cwd", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {})), Cwd: "here"}},
+		{"invalid spec", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Resources.CPU = -1 }))}},
 		{"job file", "ada", api.SubmitRequest{JobFile: bigJob, Source: "big.hcl"}},
 		{"bad job file", "ada", api.SubmitRequest{JobFile: "job \"x\" {\n  colour = 3\n}\n", Source: "bad.hcl"}},
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // appBackend is a service: it answers what it was asked (path, prefix,
@@ -121,7 +122,7 @@ func TestAppProxy(t *testing.T) {
 
 	sp := spec(1, jobspec.ModeSingleNode, 1)
 	sp.Services = []jobspec.Service{{Name: "web", Port: port, Protocol: jobspec.ProtocolHTTP}}
-	code, body := as(srv, users["alice"], "POST", "/v1/jobs", api.SubmitRequest{Spec: sp})
+	code, body := as(srv, users["alice"], "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp)})
 	if code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", code, body)
 	}
@@ -223,7 +224,7 @@ func BenchmarkAppProxy(b *testing.B) {
 	go (&fakeNodelet{}).run(ctx, c, "n1")
 	sp := spec(1, jobspec.ModeSingleNode, 1)
 	sp.Services = []jobspec.Service{{Name: "web", Port: backend.Listener.Addr().(*net.TCPAddr).Port}}
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: sp})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(sp)})
 	if err != nil {
 		b.Fatal(err)
 	}

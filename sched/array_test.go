@@ -9,6 +9,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 func arraySpec(rng string, maxRunning int) jobspec.Job {
@@ -19,7 +20,7 @@ func arraySpec(rng string, maxRunning int) jobspec.Job {
 
 func submitArray(t *testing.T, c *client.Client, rng string, maxRunning int) uint64 {
 	t.Helper()
-	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: arraySpec(rng, maxRunning), Cwd: "/tmp"})
+	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(arraySpec(rng, maxRunning)), Cwd: "/tmp"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,12 +216,12 @@ func TestArrayDependency(t *testing.T) {
 
 	// An array that waits for a job: its elements wait too, and the
 	// array's row says why.
-	first, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)})
+	first, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, _ := api.ParseDependency(fmt.Sprintf("done(%d)", first.JobID))
-	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: arraySpec("1-2", 0), DependsOn: d})
+	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(arraySpec("1-2", 0)), DependsOn: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestArrayDependency(t *testing.T) {
 	// Refusals: an element the array lacks, an element of a plain job.
 	for _, expr := range []string{fmt.Sprintf("done(%d[7])", a), fmt.Sprintf("done(%d[1])", whole)} {
 		d, _ := api.ParseDependency(expr)
-		if _, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), DependsOn: d}); err == nil {
+		if _, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), DependsOn: d}); err == nil {
 			t.Errorf("submit -w %s was taken", expr)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestAssignmentsWakeOwnNodeOnly: with two nodes each running a job, a
@@ -32,7 +33,7 @@ func TestAssignmentsWakeOwnNodeOnly(t *testing.T) {
 	register(t, c, "b", 4)
 	on := map[string]uint64{}
 	for range 2 {
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 4), UID: 1000, GID: 1000, User: "ada"})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 4)), UID: 1000, GID: 1000, User: "ada"})
 		if err != nil {
 			t.Fatal(err)
 		}

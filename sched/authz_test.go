@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // as sends a request to srv's handler as the given peer (what the unix
@@ -36,7 +37,7 @@ func TestPeerIdentity(t *testing.T) {
 	// alice submits claiming to be root: the job is alice's.
 	sp := spec(1, "single-node", 1)
 	sp.Env = map[string]string{"SECRET": "s3cr3t"}
-	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp, UID: 0, GID: 0, User: "root"})
+	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp), UID: 0, GID: 0, User: "root"})
 	if code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", code, body)
 	}
@@ -73,7 +74,7 @@ func TestPeerIdentity(t *testing.T) {
 	if code, body := as(srv, alice, "POST", path+"/kill", struct{}{}); code != http.StatusOK {
 		t.Fatalf("alice kills her job: %d %s", code, body)
 	}
-	code, body = as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1)})
+	code, body = as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1))})
 	if code != http.StatusCreated || json.Unmarshal(body, &res) != nil {
 		t.Fatalf("alice submits again: %d %s", code, body)
 	}
@@ -96,7 +97,7 @@ func TestRedactedViewHidesHandles(t *testing.T) {
 	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
 	sp := spec(2, "single-node", 1)
 	sp.Error = "/home/alice/private/err-%j.log"
-	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp, RequestID: "req-7f3a9c", Cwd: "/home/alice/proj"})
+	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp), RequestID: "req-7f3a9c", Cwd: "/home/alice/proj"})
 	if code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", code, body)
 	}

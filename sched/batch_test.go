@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestSubmitBatch: POST /v1/jobs/batch stores its jobs with consecutive
@@ -24,7 +25,7 @@ func TestSubmitBatch(t *testing.T) {
 	batch := func(n int, edit func(i int, r *api.SubmitRequest)) api.SubmitBatch {
 		var b api.SubmitBatch
 		for i := range n {
-			r := api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 0, GID: 0, User: "root", Source: fmt.Sprintf("j%d.hcl", i+1)}
+			r := api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), UID: 0, GID: 0, User: "root", Source: fmt.Sprintf("j%d.hcl", i+1)}
 			if edit != nil {
 				edit(i, &r)
 			}
@@ -76,7 +77,7 @@ func TestSubmitBatch(t *testing.T) {
 // the jobs' own or derived from the request's header.
 func TestSubmitBatchIdempotent(t *testing.T) {
 	srv, c := cluster(t)
-	reqs := []api.SubmitRequest{{Spec: spec(1, jobspec.ModeSingleNode, 1), RequestID: "r-1"}, {Spec: spec(1, jobspec.ModeSingleNode, 1), RequestID: "r-2"}}
+	reqs := []api.SubmitRequest{{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), RequestID: "r-1"}, {Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), RequestID: "r-2"}}
 	first, err := c.SubmitBatch(context.Background(), reqs)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +91,7 @@ func TestSubmitBatchIdempotent(t *testing.T) {
 	}
 
 	// The same body and X-Troupe-Request twice, no ids of the jobs' own.
-	body, _ := json.Marshal(api.SubmitBatch{Jobs: []api.SubmitRequest{{Spec: spec(1, jobspec.ModeSingleNode, 1)}, {Spec: spec(1, jobspec.ModeSingleNode, 1)}}})
+	body, _ := json.Marshal(api.SubmitBatch{Jobs: []api.SubmitRequest{{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}, {Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}}})
 	var ids [2][]uint64
 	for i := range ids {
 		r := httptest.NewRequest("POST", "/v1/jobs/batch", bytes.NewReader(body))

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/admission"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/state"
@@ -43,9 +44,9 @@ func BenchmarkSubmitAPI(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := api.SubmitRequest{Cwd: "/tmp", User: "bench", Spec: jobspec.Job{Name: "bench", Image: "host",
+	req := api.SubmitRequest{Cwd: "/tmp", User: "bench", Spec: wire.ToAPI(jobspec.Job{Name: "bench", Image: "host",
 		Command: []string{"true"}, Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
-		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}}
+		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}})}
 	b.SetParallelism(32)
 	b.ResetTimer()
 	start := time.Now()
@@ -84,12 +85,12 @@ func BenchmarkSubmitArray100k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := api.SubmitRequest{Cwd: "/tmp", User: "bench", Spec: jobspec.Job{Name: "sweep", Image: "host",
+	req := api.SubmitRequest{Cwd: "/tmp", User: "bench", Spec: wire.ToAPI(jobspec.Job{Name: "sweep", Image: "host",
 		Command: []string{"true"}, Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
-		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}}
+		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}})}
 	for _, maxRunning := range []int{0, 10} {
 		b.Run(fmt.Sprintf("max_running=%d", maxRunning), func(b *testing.B) {
-			req.Spec.Array = &jobspec.Array{Range: "1-100000", MaxRunning: maxRunning}
+			req.Spec.Array = &api.ArraySpec{Range: "1-100000", MaxRunning: maxRunning}
 			for b.Loop() {
 				res, err := c.Submit(context.Background(), req)
 				if err != nil {
@@ -124,10 +125,10 @@ func BenchmarkPassArrays(b *testing.B) {
 		}
 	}
 	for range 10 {
-		req := api.SubmitRequest{Cwd: "/tmp", User: "bench", Spec: jobspec.Job{Name: "sweep", Image: "host",
+		req := api.SubmitRequest{Cwd: "/tmp", User: "bench", Spec: wire.ToAPI(jobspec.Job{Name: "sweep", Image: "host",
 			Command: []string{"true"}, Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
 			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30},
-			Array:     &jobspec.Array{Range: "1-100000"}}}
+			Array:     &jobspec.Array{Range: "1-100000"}})}
 		if _, err := srv.Submit(ctx, req); err != nil {
 			b.Fatal(err)
 		}
@@ -150,8 +151,9 @@ func BenchmarkPassArrays(b *testing.B) {
 func indexBenchState(b *testing.B, ended, queued int) *state.Store {
 	b.Helper()
 	job := func(id uint64, st api.JobState, node string) *state.Job {
-		c := state.NewContainer(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1,
-			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}, fmt.Sprint("k", id))
+		c := rowContainer(jobspec.Container{Host: "main1", Role: jobspec.RoleMain, Idx: 1,
+			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}})
+		c.KernelID = fmt.Sprint("k", id)
 		c.Node = node
 		if node != "" {
 			c.State = api.ContainerRunning
@@ -164,7 +166,7 @@ func indexBenchState(b *testing.B, ended, queued int) *state.Store {
 	}
 	d := state.Dump{Version: state.SchemaVersion}
 	for _, n := range []string{"n1", "n2"} {
-		d.Nodes = append(d.Nodes, &state.Node{Name: n, State: api.NodeUp, Capacity: api.Resources{CPUMilli: 64000, Memory: 256 << 30}})
+		d.Nodes = append(d.Nodes, &state.Node{Name: n, State: api.NodeUp, Capacity: state.Resources{CPUMilli: 64000, Memory: 256 << 30}})
 	}
 	id := uint64(0)
 	for i := range ended + queued {

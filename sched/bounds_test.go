@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/httpapi"
 )
 
@@ -24,7 +25,7 @@ func TestSubmitRequestIDIsTheUsers(t *testing.T) {
 	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
 	submit := func(id auth.Identity) uint64 {
 		t.Helper()
-		code, body := as(srv, id, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1), RequestID: "alices-retry-key", Hold: true})
+		code, body := as(srv, id, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), RequestID: "alices-retry-key", Hold: true})
 		var res api.SubmitResponse
 		if err := json.Unmarshal(body, &res); err != nil || code != http.StatusCreated {
 			t.Fatalf("submit as %s: %d %s", id.User, code, body)
@@ -58,15 +59,15 @@ func TestQueuedInputPerUserLimit(t *testing.T) {
 	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
 	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
 	for i := range 3 {
-		if code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp, Hold: true}); code != http.StatusCreated {
+		if code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp), Hold: true}); code != http.StatusCreated {
 			t.Fatalf("alice's job %d: %d %s", i+1, code, body)
 		}
 	}
-	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp, Hold: true})
+	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp), Hold: true})
 	if code != http.StatusTooManyRequests || !strings.Contains(string(body), "max_queued_input_per_user") {
 		t.Fatalf("alice's 4th job past her bytes: %d %s", code, body)
 	}
-	if code, body := as(srv, bob, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp, Hold: true}); code != http.StatusCreated {
+	if code, body := as(srv, bob, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp), Hold: true}); code != http.StatusCreated {
 		t.Fatalf("bob's job: %d %s", code, body)
 	}
 	if got := srv.Store().Snapshot().QueuedInputOf(1001); got != 3*size {
@@ -99,11 +100,11 @@ func TestSubmitRefusesCredentialEnv(t *testing.T) {
 	nobody := auth.Identity{UID: 65534, GID: 65534, User: "nobody"}
 	sp := spec(1, "single-node", 1)
 	sp.Env = map[string]string{"TROUPE_TOKEN": "tk-leaked-secret"}
-	code, body := as(srv, nobody, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp})
+	code, body := as(srv, nobody, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp)})
 	if code != http.StatusBadRequest || !strings.Contains(string(body), "TROUPE_TOKEN") {
 		t.Fatalf("submit with TROUPE_TOKEN in its env: %d %s", code, body)
 	}
-	code, body = as(srv, nobody, "POST", "/v1/jobs/batch", api.SubmitBatch{Jobs: []api.SubmitRequest{{Spec: sp}}})
+	code, body = as(srv, nobody, "POST", "/v1/jobs/batch", api.SubmitBatch{Jobs: []api.SubmitRequest{{Spec: wire.ToAPI(sp)}}})
 	if code != http.StatusBadRequest {
 		t.Fatalf("batch submit with TROUPE_TOKEN in its env: %d %s", code, body)
 	}
@@ -160,7 +161,7 @@ func TestJobListStreams(t *testing.T) {
 	const n = 1000
 	reqs := make([]api.SubmitRequest, n)
 	for i := range reqs {
-		reqs[i] = api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true}
+		reqs[i] = api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), Hold: true}
 	}
 	if code, body := as(srv, alice, "POST", "/v1/jobs/batch", api.SubmitBatch{Jobs: reqs}); code != http.StatusCreated {
 		t.Fatalf("batch: %d %.300s", code, body)

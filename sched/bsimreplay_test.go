@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/depend"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sim"
 	"github.com/troupe-hpc/troupe/sim/swf"
@@ -311,7 +312,7 @@ func (r *replay) submit(j sim.Job) {
 	s := jobspec.Job{Name: fmt.Sprint("trace-", j.ID), Image: "host", Command: []string{"true"},
 		Cluster:   jobspec.Cluster{Size: j.Procs, Mode: jobspec.ModeMultiNode},
 		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 20}, Walltime: time.Duration(j.Estimate) * time.Second}
-	req := api.SubmitRequest{Spec: s, User: "u" + j.User, UID: 1000, GID: 1000, Hold: j.Hold > 0}
+	req := api.SubmitRequest{Spec: wire.ToAPI(s), User: "u" + j.User, UID: 1000, GID: 1000, Hold: j.Hold > 0}
 	if d := j.Depends; d != nil {
 		req.DependsOn = &api.Dependency{Any: d.Any}
 		for _, c := range d.Conditions {

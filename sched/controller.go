@@ -172,20 +172,21 @@ func (s *lifecycle) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) 
 			return api.Job{}, 0, err
 		}
 	}
+	on := state.JobRef{ID: ref.ID}
+	if ref.Element {
+		i := ref.Index
+		on.Index = &i
+	}
 	var c state.Command
 	switch op {
 	case httpapi.Kill, httpapi.KillDone:
-		c = state.Command{Kind: state.CmdKill, Kill: ref.ID, KillDone: op == httpapi.KillDone}
+		c = state.Command{Act: state.Kill{Job: on, Done: op == httpapi.KillDone}}
 	case httpapi.Hold:
-		c = state.Command{Kind: state.CmdHold, Hold: ref.ID}
+		c = state.Command{Act: state.Hold{Job: on}}
 	case httpapi.Release:
-		c = state.Command{Kind: state.CmdRelease, Release: ref.ID}
+		c = state.Command{Act: state.Release{Job: on}}
 	default:
 		return api.Job{}, 0, fmt.Errorf("%w: no job operation %q", ErrInvalid, op)
-	}
-	if ref.Element {
-		i := ref.Index
-		c.Index = &i
 	}
 	v, err := s.apply(ctx, c)
 	if err != nil {
@@ -197,7 +198,7 @@ func (s *lifecycle) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) 
 }
 
 // SignalJob records a signal for the job ref names (bkill -s; see
-// state.CmdSignal): its owner or an admin may. It answers the state
+// state.SignalJob): its owner or an admin may. It answers the state
 // index as Control does.
 func (s *lifecycle) SignalJob(ctx context.Context, ref api.JobRef, req api.SignalJob) (api.Job, uint64, error) {
 	id, err := s.JobRow(ref)
@@ -213,7 +214,7 @@ func (s *lifecycle) SignalJob(ctx context.Context, ref api.JobRef, req api.Signa
 	if err != nil {
 		return api.Job{}, 0, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdSignal, Signal: &state.Signal{JobID: id, Signal: int(sig), Host: req.Host}})
+	v, err := s.apply(ctx, state.Command{Act: state.SignalJob{Signal: &state.Signal{JobID: id, Signal: int(sig), Host: req.Host}}})
 	if err != nil {
 		return api.Job{}, 0, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -70,7 +71,7 @@ func dependent(t *testing.T, c *client.Client, expr string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), DependsOn: d})
+	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), DependsOn: d})
 	if err != nil {
 		t.Fatalf("submit -w %s: %v", expr, err)
 	}
@@ -83,7 +84,7 @@ func TestDependencyChain(t *testing.T) {
 	_, c := cluster(t)
 	ctx := context.Background()
 	register(t, c, "n1", 8)
-	a, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)})
+	a, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestDependencyChain(t *testing.T) {
 		t.Fatalf("job %d's dependency as answered: %+v", b, d)
 	}
 	// A later pass, room on n1, still nothing for B.
-	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)}); err != nil {
+	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}); err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, c, 4, func(j api.Job) bool { return j.State == api.JobScheduled })
@@ -117,7 +118,7 @@ func TestDependencyNeverSatisfied(t *testing.T) {
 	_, c := cluster(t)
 	ctx := context.Background()
 	register(t, c, "n1", 8)
-	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)}); err != nil {
+	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}); err != nil {
 		t.Fatal(err)
 	}
 	ok := dependent(t, c, "done(1)")
@@ -143,7 +144,7 @@ func TestDependencyRefusals(t *testing.T) {
 	_, c := cluster(t)
 	ctx := context.Background()
 	register(t, c, "n1", 8)
-	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)}); err != nil {
+	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -157,7 +158,7 @@ func TestDependencyRefusals(t *testing.T) {
 		{"bad kind", &api.Dependency{Conditions: []api.Condition{{Kind: "afterok", JobID: 1}}}, `condition "afterok"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), DependsOn: tt.dep})
+			_, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), DependsOn: tt.dep})
 			var ae *client.APIError
 			if !asAPI(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want 400 with %q", err, tt.want)

@@ -32,7 +32,7 @@
 //
 //	 5. Node failure (nodefail.go): the leader notes every heartbeat and
 //	    assignments query; a node silent past Config.NodeTimeout is marked
-//	    DOWN through raft (state.CmdNodeDown). Its jobs end NODE_FAIL, or
+//	    DOWN through raft (state.NodesDown). Its jobs end NODE_FAIL, or
 //	    go back to PENDING (containers unplaced, Requeues counted) when the
 //	    job file or the partition says requeue; their resources are free at
 //	    once. A DOWN node heard from again is marked UP (CmdNodeUp); its
@@ -80,7 +80,7 @@
 //	    writes the ended jobs it applies to its accounting store (SQLite,
 //	    idempotent by job id and run); the leader, once a job ended
 //	    Config.KeepEnded ago and its own store holds it, commits
-//	    state.CmdPurge, and every replica drops it. bhist and bacct (GET
+//	    state.Purge, and every replica drops it. bhist and bacct (GET
 //	    /v1/history, /v1/accounting; history.go) read the store and the
 //	    ended jobs still in raft, each run once.
 //	11. Job arrays (state/array.go): one submit command and one row per

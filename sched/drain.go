@@ -51,7 +51,7 @@ func (s *fleet) Drain(ctx context.Context, d api.NodeDrain, by string) ([]api.No
 	if d.Resume {
 		cmd.Reason = ""
 	}
-	if _, err := s.apply(ctx, state.Command{Kind: state.CmdDrain, Drain: cmd}); err != nil {
+	if _, err := s.apply(ctx, state.Command{Act: state.DrainNodes{Drain: cmd}}); err != nil {
 		return nil, err
 	}
 	s.wake()

@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 func nodeState(t *testing.T, c *client.Client, name string) api.Node {
@@ -36,7 +37,7 @@ func TestDrain(t *testing.T) {
 	_, c := cluster(t)
 	ctx := context.Background()
 	register(t, c, "n1", 4)
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("drain answered %+v, %v", list, err)
 	}
 	// n1 has room for 3 more cpus, but the new job waits; its job goes on.
-	next, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)})
+	next, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestDrain(t *testing.T) {
 	if n := nodeState(t, c, "n1"); n.State != api.NodeUp || n.Drain || n.Reason != "" {
 		t.Fatalf("resumed n1: %+v", n)
 	}
-	third, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 4)})
+	third, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 4))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/core"
 )
 
@@ -25,11 +26,11 @@ func TestEligibilityInCoreSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: "bob", UID: 1000, GID: 1000, Hold: true})
+	held, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), User: "bob", UID: 1000, GID: 1000, Hold: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dep, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: "bob", UID: 1000, GID: 1000,
+	dep, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), User: "bob", UID: 1000, GID: 1000,
 		DependsOn: &api.Dependency{Conditions: []api.Condition{{Kind: api.DepDone, JobID: plain.JobID}}}})
 	if err != nil {
 		t.Fatal(err)

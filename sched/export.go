@@ -127,7 +127,7 @@ func (s *ledger) exportEnded(ctx context.Context) (int, error) {
 			if !j.State.Terminal() && j.DependsOn != nil {
 				for _, c := range j.DependsOn.Conditions {
 					needed[c.JobID] = true
-					if e := dependencyElement(v, c); e != nil {
+					if e := dependencyElement(v, conditionView(c)); e != nil {
 						needed[e.ID] = true // done(12[5]) reads element 5's row
 					}
 				}
@@ -224,7 +224,7 @@ func (s *ledger) exportEnded(ctx context.Context) (int, error) {
 				return purged, err
 			}
 		}
-		if _, err := s.apply(ctx, state.Command{Kind: state.CmdPurge, Purge: ripe}); err != nil {
+		if _, err := s.apply(ctx, state.Command{Act: state.Purge{Keys: ripe}}); err != nil {
 			return purged, fmt.Errorf("purging %d exported jobs: %w", len(ripe), err)
 		}
 		purged += len(ripe)

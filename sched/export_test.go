@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -44,7 +45,7 @@ func endJobs(t *testing.T, c *client.Client, n int) []uint64 {
 	ctx := context.Background()
 	var ids []uint64
 	for range n {
-		r, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true})
+		r, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), Hold: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +99,7 @@ func TestEndedJobLeavesAfterKeepEnded(t *testing.T) {
 	if got := history(t, c, url.Values{}); len(got) != 3 || got[0].ID != ids[0] || got[0].State != api.JobCancelled {
 		t.Fatalf("bhist after the purge: %+v", got)
 	}
-	r, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true})
+	r, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), Hold: true})
 	if err != nil || r.JobID != ids[2]+1 {
 		t.Fatalf("next job id %d, %v; want %d", r.JobID, err, ids[2]+1)
 	}
@@ -181,7 +182,7 @@ func TestExportKeepsDependencies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), DependsOn: d, Hold: true})
+	r, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), DependsOn: d, Hold: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestHistoryAndAccountingHTTP(t *testing.T) {
 	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
 	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
 	endAs := func(who auth.Identity, signal bool) uint64 {
-		code, body := as(srv, who, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true})
+		code, body := as(srv, who, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), Hold: true})
 		var res api.SubmitResponse
 		if code != http.StatusCreated || json.Unmarshal(body, &res) != nil {
 			t.Fatalf("submit: %d %s", code, body)
@@ -307,7 +308,7 @@ func TestPublicHistory(t *testing.T) {
 	j := api.Job{ID: 9, Name: "n", User: "alice", UID: 1001, Partition: "default", Account: "phys", State: api.JobFailed, ExitCode: 3,
 		Reason: "main1: cannot open /home/alice/secret", Submitted: t0, Started: t0.Add(time.Minute), Ended: t0.Add(time.Hour),
 		Signals: []api.SignalRequest{{Seq: 1, Signal: 10, Time: t0.Add(2 * time.Minute)}},
-		Containers: []api.Container{{Container: jobspec.Container{Host: "main1", Resources: jobspec.Resources{GPU: 2}}, Node: "n1",
+		Containers: []api.Container{{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "main1", Resources: jobspec.Resources{GPU: 2}}), Node: "n1",
 			State: api.ContainerFailed, ExitCode: 3, Message: "cannot open /home/alice/secret"}}}
 	pub := j.Public()
 	want, _ := json.Marshal(HistoryRecord(pub))
@@ -325,7 +326,7 @@ func TestArrayExport(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
 	srv, c := exportServer(t, t.TempDir(), clock, Config{KeepEnded: time.Minute})
 	ctx := context.Background()
-	r, err := c.Submit(ctx, api.SubmitRequest{Spec: arraySpec("1,4,7", 0)})
+	r, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(arraySpec("1,4,7", 0))})
 	if err != nil {
 		t.Fatal(err)
 	}

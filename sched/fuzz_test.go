@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/admission"
 )
 
@@ -89,7 +90,8 @@ func FuzzSubmitBody(f *testing.F) {
 		// What was taken must be runnable: every job in the queue passes
 		// the checks submit makes.
 		for _, j := range srv.Store().Snapshot().Jobs() {
-			if d := j.Spec.Validate(); d.HasErrors() {
+			sv := wire.FromAPI(specView(j))
+			if d := sv.Validate(); d.HasErrors() {
 				t.Fatalf("job %d stored though invalid: %s", j.ID, jobspec.FormatDiagnostics(d))
 			}
 			if why := admission.CheckCwd(j.Cwd); why != "" {

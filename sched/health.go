@@ -12,7 +12,7 @@ import (
 // or any script: exit 0 healthy, else its first line is why) and its own
 // checks on an interval, and carries the verdict on its heartbeats. The
 // leader commits a verdict only when it differs from the node's row
-// (CmdHealth): a failing one drains the node by its health check (apart
+// (state.Health): a failing one drains the node by its health check (apart
 // from an admin's drain) and requeues the requeue jobs running there; a
 // passing one lifts that drain alone.
 
@@ -32,7 +32,7 @@ func (s *fleet) nodeHealth(ctx context.Context, node string, h api.NodeHealth) e
 	if reason == n.Health {
 		return nil
 	}
-	cmd := &state.Health{Node: node, OK: h.OK, Reason: reason}
+	cmd := state.Health{Node: node, OK: h.OK, Reason: reason}
 	if !h.OK {
 		for _, p := range v.Config().Partitions {
 			if p.Requeue {
@@ -43,7 +43,7 @@ func (s *fleet) nodeHealth(ctx context.Context, node string, h api.NodeHealth) e
 	} else {
 		s.log.Info("node passed its health check again: resuming it", "node", node, "admin_drain", n.Drain)
 	}
-	if _, err := s.apply(ctx, state.Command{Kind: state.CmdHealth, Health: cmd}); err != nil {
+	if _, err := s.apply(ctx, state.Command{Act: cmd}); err != nil {
 		return err
 	}
 	s.wake()

@@ -53,7 +53,7 @@ func TestHeartbeatHealth(t *testing.T) {
 	}
 	why := "ERROR: nhc: Health check failed: check_fs_mount: /scratch not mounted"
 	beat(api.NodeHealth{Reason: why + "\nsecond line"})
-	if n := view(); n.State != api.NodeDrained || !n.Drain || n.DrainedBy != state.HealthCheckBy || n.Reason != why || n.Health != why || n.DrainedAt.IsZero() {
+	if n := view(); n.State != api.NodeDrained || !n.Drain || n.DrainedBy != state.HealthCheckBy || n.Reason != why || n.Health != why || n.DrainedAt.IsZero() || !n.HealthAt.Equal(n.DrainedAt) {
 		t.Fatalf("after a failing check: %+v", n)
 	}
 	if open() {
@@ -65,7 +65,7 @@ func TestHeartbeatHealth(t *testing.T) {
 		t.Fatal("the same failing verdict was committed again")
 	}
 	beat(api.NodeHealth{OK: true})
-	if n := view(); n.Drain || n.State != api.NodeUp || n.Reason != "" || n.Health != "" || !open() {
+	if n := view(); n.Drain || n.State != api.NodeUp || n.Reason != "" || n.Health != "" || !n.HealthAt.IsZero() || !open() {
 		t.Fatalf("after a passing check: %+v (open %v)", n, open())
 	}
 	// An admin drains while the check fails: the pass keeps the drain.

@@ -56,7 +56,7 @@ func RunRecords(j *state.Job) []api.HistoryJob {
 	var out []api.HistoryJob
 	begin, why := j.Submitted, ""
 	for i, r := range j.Runs {
-		out = append(out, runRecord(pastRun(view, i, r), begin, why))
+		out = append(out, runRecord(pastRun(view, i, runView(r)), begin, why))
 		begin, why = r.Ended, r.Reason
 	}
 	if j.State.Terminal() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 func TestHistory(t *testing.T) {
@@ -27,9 +28,9 @@ func TestHistory(t *testing.T) {
 	a := ended(1, "alice", api.JobCompleted, 0, 1, 10)
 	a.CPUTime, a.MemPeak = 90*time.Second, 300<<20
 	a.Containers = []api.Container{
-		{Container: jobspec.Container{Host: "main1"}, Node: "n2"},
-		{Container: jobspec.Container{Host: "sub1"}, Node: "n1"},
-		{Container: jobspec.Container{Host: "sub2"}, Node: "n2"},
+		{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "main1"}), Node: "n2"},
+		{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "sub1"}), Node: "n1"},
+		{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "sub2"}), Node: "n2"},
 	}
 	a.Signals = []api.SignalRequest{{Seq: 1, Signal: 10, Time: t0.Add(5 * time.Minute)}, {Seq: 2, Signal: 1, Host: "main1", Time: t0.Add(6 * time.Minute)}}
 	b := ended(2, "bob", api.JobCancelled, 2, -1, 3)
@@ -97,7 +98,7 @@ func TestSignalAndHistoryHTTP(t *testing.T) {
 	register(t, c, "n1", 4)
 	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
 	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
-	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true})
+	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), Hold: true})
 	var res api.SubmitResponse
 	if code != http.StatusCreated || json.Unmarshal(body, &res) != nil {
 		t.Fatalf("submit: %d %s", code, body)

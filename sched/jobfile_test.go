@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestSubmitJobFile: a submission may carry a job file's text, which
@@ -34,8 +35,8 @@ func TestSubmitJobFile(t *testing.T) {
 	}{
 		{api.SubmitRequest{JobFile: "job \"x\" {\n  image = \"host\"\n  command = [\"true\"]\n  cluster { size = -1 }\n}\n", Source: "bad.hcl", Cwd: "/tmp"}, "bad.hcl:4:"},
 		{api.SubmitRequest{JobFile: "job \"x\" {\n  image = \n", Cwd: "/tmp"}, "job.hcl:2:"},
-		{api.SubmitRequest{JobFile: file, Spec: spec(1, "single-node", 1), Cwd: "/tmp"}, "not both"},
-		{api.SubmitRequest{Vars: map[string]string{"n": "2"}, Spec: spec(1, "single-node", 1), Cwd: "/tmp"}, "vars without a job_file"},
+		{api.SubmitRequest{JobFile: file, Spec: wire.ToAPI(spec(1, "single-node", 1)), Cwd: "/tmp"}, "not both"},
+		{api.SubmitRequest{Vars: map[string]string{"n": "2"}, Spec: wire.ToAPI(spec(1, "single-node", 1)), Cwd: "/tmp"}, "vars without a job_file"},
 	} {
 		_, err := c.Submit(ctx, tc.req)
 		var ae *client.APIError

@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestJobsQuery: GET /v1/jobs answers only the jobs its filters pick
@@ -18,7 +19,7 @@ func TestJobsQuery(t *testing.T) {
 	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
 	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
 	submit := func(who auth.Identity) uint64 {
-		code, body := as(srv, who, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true})
+		code, body := as(srv, who, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), Hold: true})
 		var res api.SubmitResponse
 		if code != http.StatusCreated || json.Unmarshal(body, &res) != nil {
 			t.Fatalf("submit: %d %s", code, body)
@@ -96,11 +97,11 @@ func TestJobsListStreamed(t *testing.T) {
 			t.Errorf("GET /v1/jobs%s answered\n%s\nwant\n%s", q, body, want)
 		}
 		if len(l.Jobs) == 0 {
-			code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true})
+			code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), Hold: true})
 			if code != http.StatusCreated {
 				t.Fatalf("submit: %d %s", code, body)
 			}
-			code, body = as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1), Hold: true})
+			code, body = as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), Hold: true})
 			if code != http.StatusCreated {
 				t.Fatalf("submit: %d %s", code, body)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestKillDoneHTTP: POST /v1/jobs/N/kill?done=true (bkill -d) ends the job
@@ -16,7 +17,7 @@ func TestKillDoneHTTP(t *testing.T) {
 	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
 	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
 	var res api.SubmitResponse
-	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, "single-node", 1)})
+	code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1))})
 	if code != http.StatusCreated || json.Unmarshal(body, &res) != nil {
 		t.Fatalf("submit: %d %s", code, body)
 	}

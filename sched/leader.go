@@ -92,7 +92,7 @@ func (s *Server) takeOffice(ctx context.Context) error {
 	s.fleet.mu.Unlock()
 	s.metrics.stages.forget() // what another leader committed was not seen
 	if id := s.cfg.Raft.ID; id != "" && s.cfg.APIAddr != "" && s.st.Snapshot().ServerAPI(id) != s.cfg.APIAddr {
-		if _, err := s.apply(ctx, state.Command{Kind: state.CmdServer, Server: &state.Server{ID: id, API: s.cfg.APIAddr}}); err != nil {
+		if _, err := s.apply(ctx, state.Command{Act: state.PutServer{Server: &state.Server{ID: id, API: s.cfg.APIAddr}}}); err != nil {
 			return err
 		}
 	}

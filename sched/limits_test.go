@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/admission"
 )
 
@@ -47,7 +48,7 @@ func TestSubmitCapsInput(t *testing.T) {
 	sp := spec(1, jobspec.ModeSingleNode, 1)
 	sp.Env = map[string]string{"BIG": strings.Repeat("x", 4<<20-200)}
 	for i := range 40 {
-		code, body := as(srv, mallory, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp})
+		code, body := as(srv, mallory, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp)})
 		if code != http.StatusBadRequest || !strings.Contains(string(body), "env.BIG alone takes") || !strings.Contains(string(body), "max_job_input") {
 			t.Fatalf("submit %d with a 4MiB env: %d %.300s", i, code, body)
 		}
@@ -61,12 +62,12 @@ func TestSubmitCapsInput(t *testing.T) {
 	// A long command line is refused too, naming the argument.
 	sp = spec(1, jobspec.ModeSingleNode, 1)
 	sp.Command = []string{"echo", strings.Repeat("y", 70<<10)}
-	if code, body := as(srv, mallory, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp}); code != http.StatusBadRequest || !strings.Contains(string(body), "command.1 alone takes") {
+	if code, body := as(srv, mallory, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp)}); code != http.StatusBadRequest || !strings.Contains(string(body), "command.1 alone takes") {
 		t.Fatalf("submit with a 70KiB argument: %d %.300s", code, body)
 	}
 	// Within the cap, a job is taken.
 	sp.Command = []string{"echo", strings.Repeat("y", 30<<10)}
-	if code, body := as(srv, mallory, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp}); code != http.StatusCreated {
+	if code, body := as(srv, mallory, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp)}); code != http.StatusCreated {
 		t.Fatalf("submit with a 30KiB argument: %d %.300s", code, body)
 	}
 }
@@ -78,7 +79,7 @@ func TestSubmitInputCapConfigurable(t *testing.T) {
 	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
 	sp := spec(1, jobspec.ModeSingleNode, 1)
 	sp.Env = map[string]string{"V": strings.Repeat("v", 2000)}
-	if code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp}); code != http.StatusBadRequest || !strings.Contains(string(body), "of 1024 bytes") {
+	if code, body := as(srv, alice, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp)}); code != http.StatusBadRequest || !strings.Contains(string(body), "of 1024 bytes") {
 		t.Fatalf("submit over a 1KiB cap: %d %s", code, body)
 	}
 	if _, err := Open(context.Background(), Config{DataDir: t.TempDir(), MaxJobInput: 4 << 20}); err == nil || !strings.Contains(err.Error(), "max_job_input") {
@@ -94,7 +95,7 @@ func TestQueuedPerUserLimit(t *testing.T) {
 	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
 	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
 	submit := func(id auth.Identity, hold bool) (int, string, uint64) {
-		code, body := as(srv, id, "POST", "/v1/jobs", api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), Hold: hold})
+		code, body := as(srv, id, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), Hold: hold})
 		var res api.SubmitResponse
 		_ = json.Unmarshal(body, &res)
 		return code, string(body), res.JobID
@@ -183,7 +184,7 @@ func TestQueuedTotalLimit(t *testing.T) {
 	alice := auth.Identity{UID: 1001, GID: 1001, User: "alice"}
 	bob := auth.Identity{UID: 1002, GID: 1002, User: "bob"}
 	submit := func(id auth.Identity, sp jobspec.Job) (int, string, uint64) {
-		code, body := as(srv, id, "POST", "/v1/jobs", api.SubmitRequest{Spec: sp})
+		code, body := as(srv, id, "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp)})
 		var res api.SubmitResponse
 		_ = json.Unmarshal(body, &res)
 		return code, string(body), res.JobID

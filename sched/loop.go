@@ -268,7 +268,7 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	}
 	late, nextLate := v.Late(now)
 	if len(late) > 0 {
-		if _, err := s.apply(ctx, state.Command{Kind: state.CmdTimeout, Timeout: late}); err != nil {
+		if _, err := s.apply(ctx, state.Command{Act: state.Timeout{Jobs: late}}); err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("ending jobs past their walltime", "err", err)
 			}
@@ -286,7 +286,7 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	}
 	if !hold.IsZero() && !hold.Equal(s.adoptEnded) {
 		if v.AdoptionToEnd(now) {
-			if _, err := s.apply(ctx, state.Command{Kind: state.CmdAdoptEnd}); err != nil {
+			if _, err := s.apply(ctx, state.Command{Act: state.AdoptEnd{}}); err != nil {
 				if ctx.Err() == nil {
 					s.log.Error("ending the jobs still adopting after the adoption window", "err", err)
 				}
@@ -306,7 +306,7 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	if !plan.Empty() {
 		sp := fromCore(plan)
 		s.metrics.stages.placing(v, sp, s.cfg.Clock())
-		_, err := s.apply(ctx, state.Command{Kind: state.CmdPlan, Plan: sp})
+		_, err := s.apply(ctx, state.Command{Act: state.Place{Plan: sp}})
 		s.metrics.stages.placed(s.st.Snapshot(), sp, err == nil)
 		if err != nil {
 			if ctx.Err() == nil {

@@ -83,7 +83,7 @@ func mailDue(j *state.Job) []string {
 // mailEvent takes event ev of j on (raft) and, when this call did, sends
 // its mail.
 func (s *lifecycle) mailEvent(ctx context.Context, j *state.Job, ev string) {
-	res, err := s.apply(ctx, state.Command{Kind: state.CmdMailed, Mailed: &state.Mailed{JobID: j.ID, Event: ev}})
+	res, err := s.apply(ctx, state.Command{Act: state.MailSent{Mailed: &state.Mailed{JobID: j.ID, Event: ev}}})
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("job mail: could not record it; the next leader's pass will", "job", j.ID, "event", ev, "err", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -113,7 +114,7 @@ func TestJobMail(t *testing.T) {
 	sp := spec(1, jobspec.ModeSingleNode, 1)
 	sp.Name = "train"
 	sp.Mail = &jobspec.Mail{To: "ada@example.org, bob", Begin: true, End: true}
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: sp, UID: 1000, GID: 1000, User: "ada"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(sp), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,14 +147,14 @@ func TestJobMail(t *testing.T) {
 	register(t, c, "n1", 4)
 	quiet := spec(1, jobspec.ModeSingleNode, 1)
 	quiet.Mail = &jobspec.Mail{Fail: true}
-	r2, err := c.Submit(ctx, api.SubmitRequest{Spec: quiet, UID: 1000, GID: 1000, User: "ada"})
+	r2, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(quiet), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runToEnd(t, c, r2.JobID, 0)
 	loud := spec(1, jobspec.ModeSingleNode, 1)
 	loud.Mail = &jobspec.Mail{End: true}
-	r3, err := c.Submit(ctx, api.SubmitRequest{Spec: loud, UID: 1000, GID: 1000, User: "ada"})
+	r3, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(loud), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestMailStatesCoverMailDue(t *testing.T) {
 	all := []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, api.JobPreparing, api.JobRunning,
 		api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail}
 	for _, st := range all {
-		j := &state.Job{ID: 1, State: st, Spec: jobspec.Job{Mail: &jobspec.Mail{To: "ada@example.org", Begin: true, End: true, Fail: true}}}
+		j := &state.Job{ID: 1, State: st, Spec: state.Spec{Mail: &state.Mail{To: "ada@example.org", Begin: true, End: true, Fail: true}}}
 		if st != api.JobPending && st != api.JobHeld && st != api.JobScheduled && st != api.JobPreparing {
 			j.Started = time.Now() // a queued job has none: set at RUNNING, cleared on requeue
 		}

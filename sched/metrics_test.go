@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -61,13 +62,13 @@ func TestMetrics(t *testing.T) {
 	}
 	sp := spec(1, jobspec.ModeSingleNode, 1)
 	sp.Resources.GPU = 0.5
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: sp, UID: 1000, GID: 1000, User: "ada"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(sp), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	j := waitJob(t, c, res.JobID, func(j api.Job) bool { return j.State == api.JobScheduled })
 	// A second job that cannot fit stays PENDING.
-	res2, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 4), UID: 1001, GID: 1001, User: "bob"})
+	res2, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 4)), UID: 1001, GID: 1001, User: "bob"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestMetrics(t *testing.T) {
 		`troupe_schedd_raft_peers_unreachable`:                        0,
 		`troupe_schedd_raft_entries_total{kind="submit"}`:             2,
 		`troupe_schedd_raft_entries_total{kind="register"}`:           1,
-		`troupe_schedd_raft_entries_total{kind="report"}`:             2, // one after the other: alone
+		`troupe_schedd_raft_entries_total{kind="reports"}`:            2, // one after the other: alone
 		`troupe_schedd_fairshare_factor{account="",user="bob"}`:       1,
 	}
 	for series, v := range want {

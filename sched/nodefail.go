@@ -45,7 +45,7 @@ func (s *fleet) HeartbeatFrom(ctx context.Context, node, inst string) error {
 	s.seen[node] = s.cfg.Clock()
 	s.mu.Unlock()
 	if n := s.st.Snapshot().Node(node); n != nil && n.State == api.NodeDown {
-		if _, err := s.apply(ctx, state.Command{Kind: state.CmdNodeUp, NodeUp: node}); err != nil {
+		if _, err := s.apply(ctx, state.Command{Act: state.NodeUp{Node: node}}); err != nil {
 			return err
 		}
 		s.log.Info("node back up", "node", node)
@@ -137,6 +137,6 @@ func (s *fleet) failNodes(ctx context.Context, v *state.Snapshot, nodes []string
 		}
 	}
 	s.log.Warn("nodes silent past the node timeout: marking them DOWN", "nodes", nodes, "timeout", s.cfg.NodeTimeout)
-	_, err := s.apply(ctx, state.Command{Kind: state.CmdNodeDown, NodeDown: d})
+	_, err := s.apply(ctx, state.Command{Act: state.NodesDown{Down: d}})
 	return err
 }

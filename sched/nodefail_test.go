@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
+	"github.com/troupe-hpc/troupe/sched/state"
 )
 
 // TestNodeFailure: a node silent past the node timeout goes DOWN; its
@@ -17,13 +19,13 @@ func TestNodeFailure(t *testing.T) {
 	srv, c := clusterWith(t, Config{NodeTimeout: 400 * time.Millisecond})
 	ctx := context.Background()
 	register(t, c, "a", 4)
-	plain, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 2), User: "u", UID: 1000, GID: 1000})
+	plain, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 2)), User: "u", UID: 1000, GID: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs := spec(1, "single-node", 2)
 	rs.Requeue = true
-	again, err := c.Submit(ctx, api.SubmitRequest{Spec: rs, User: "u", UID: 1000, GID: 1000})
+	again, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(rs), User: "u", UID: 1000, GID: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestNodeFailure(t *testing.T) {
 	if n := v.Node("a"); n.State != api.NodeDown {
 		t.Fatalf("node a is %s, want DOWN", n.State)
 	}
-	if got := v.Allocated()["a"]; got != (api.Resources{}) {
+	if got := v.Allocated()["a"]; got != (state.Resources{}) {
 		t.Fatalf("node a still holds %+v", got)
 	}
 	// A late report from a about the requeued job changes nothing.
@@ -94,7 +96,7 @@ func TestPartitionRequeue(t *testing.T) {
 	_, c := clusterWith(t, Config{NodeTimeout: 300 * time.Millisecond, PartitionsFile: file})
 	ctx := context.Background()
 	register(t, c, "a", 4)
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 2), User: "u", UID: 1000, GID: 1000})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 2)), User: "u", UID: 1000, GID: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/internal/arrayindex"
 	"github.com/troupe-hpc/troupe/sched/httpapi"
 	"github.com/troupe-hpc/troupe/sched/openapi"
 )
@@ -37,7 +37,7 @@ var openAPISchemas = map[string]reflect.Type{
 	"Assignments":         reflect.TypeFor[api.Assignments](),
 	"AttachRequest":       reflect.TypeFor[api.AttachRequest](),
 	"AttachRequests":      reflect.TypeFor[api.AttachRequests](),
-	"Cluster":             reflect.TypeFor[jobspec.Cluster](),
+	"Cluster":             reflect.TypeFor[api.Cluster](),
 	"Condition":           reflect.TypeFor[api.Condition](),
 	"Container":           reflect.TypeFor[api.Container](),
 	"ContainerReport":     reflect.TypeFor[api.ContainerReport](),
@@ -58,21 +58,21 @@ var openAPISchemas = map[string]reflect.Type{
 	"Job":                 reflect.TypeFor[api.Job](),
 	"JobEvent":            reflect.TypeFor[api.JobEvent](),
 	"JobList":             reflect.TypeFor[api.JobList](),
-	"JobSpec":             reflect.TypeFor[jobspec.Job](),
+	"JobSpec":             reflect.TypeFor[api.JobSpec](),
 	"JobState":            reflect.TypeFor[api.JobState](),
-	"Mount":               reflect.TypeFor[jobspec.Mount](),
-	"Mail":                reflect.TypeFor[jobspec.Mail](),
+	"Mount":               reflect.TypeFor[api.Mount](),
+	"Mail":                reflect.TypeFor[api.Mail](),
 	"NodeGPU":             reflect.TypeFor[api.NodeGPU](),
 	"SubmitCheck":         reflect.TypeFor[api.SubmitCheck](),
 	"SourcePos":           reflect.TypeFor[api.SourcePos](),
 	"Problem":             reflect.TypeFor[api.Problem](),
 	"SubmitBatch":         reflect.TypeFor[api.SubmitBatch](),
 	"SubmitBatchResponse": reflect.TypeFor[api.SubmitBatchResponse](),
-	"ArraySpec":           reflect.TypeFor[jobspec.Array](),
-	"IndexRange":          reflect.TypeFor[jobspec.IndexRange](),
+	"ArraySpec":           reflect.TypeFor[api.ArraySpec](),
+	"IndexRange":          reflect.TypeFor[arrayindex.IndexRange](),
 	"Array":               reflect.TypeFor[api.Array](),
 	"ArraySpan":           reflect.TypeFor[api.ArraySpan](),
-	"Service":             reflect.TypeFor[jobspec.Service](),
+	"Service":             reflect.TypeFor[api.Service](),
 	"Network":             reflect.TypeFor[api.Network](),
 	"Node":                reflect.TypeFor[api.Node](),
 	"NodeDrain":           reflect.TypeFor[api.NodeDrain](),
@@ -89,12 +89,12 @@ var openAPISchemas = map[string]reflect.Type{
 	"RaftJoin":            reflect.TypeFor[api.RaftJoin](),
 	"ReconfigResponse":    reflect.TypeFor[api.ReconfigResponse](),
 	"Resources":           reflect.TypeFor[api.Resources](),
-	"Role":                reflect.TypeFor[jobspec.Role](),
+	"Role":                reflect.TypeFor[api.Role](),
 	"SignalJob":           reflect.TypeFor[api.SignalJob](),
 	"SignalRequest":       reflect.TypeFor[api.SignalRequest](),
 	"SnapshotRestored":    reflect.TypeFor[api.SnapshotRestored](),
 	"SnapshotHistory":     reflect.TypeFor[api.SnapshotHistory](),
-	"SpecResources":       reflect.TypeFor[jobspec.Resources](),
+	"SpecResources":       reflect.TypeFor[api.JobResources](),
 	"SubmitRequest":       reflect.TypeFor[api.SubmitRequest](),
 	"SubmitResponse":      reflect.TypeFor[api.SubmitResponse](),
 	"Token":               reflect.TypeFor[api.Token](),

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestControlRequestIDOnce: hold, release and kill sent twice with one
@@ -18,7 +19,7 @@ import (
 func TestControlRequestIDOnce(t *testing.T) {
 	srv, c := cluster(t)
 	ctx := context.Background()
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1)})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // fakeClock is a settable controller clock.
@@ -85,7 +86,7 @@ account "ops" {
 `
 
 func submitAs(c *client.Client, user string, s jobspec.Job) (api.SubmitResponse, error) {
-	return c.Submit(context.Background(), api.SubmitRequest{Spec: s, User: user, UID: 1000, GID: 1000})
+	return c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(s), User: user, UID: 1000, GID: 1000})
 }
 
 func TestSubmitLimits(t *testing.T) {
@@ -263,7 +264,7 @@ func TestGPUShares(t *testing.T) {
 	for _, g := range []float64{0.5, 0.5, 1} {
 		s := spec(1, jobspec.ModeSingleNode, 1)
 		s.Resources.GPU = g
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: s})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(s)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,7 +279,7 @@ func TestGPUShares(t *testing.T) {
 	}
 	s := spec(1, jobspec.ModeSingleNode, 1)
 	s.Resources.GPU = 3
-	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: s}); err == nil || !strings.Contains(err.Error(), "has cpu 8, memory 16GiB and 2 gpus") {
+	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(s)}); err == nil || !strings.Contains(err.Error(), "has cpu 8, memory 16GiB and 2 gpus") {
 		t.Fatalf("a 3-gpu job on a 2-gpu node: %v", err)
 	}
 }
@@ -294,7 +295,7 @@ func TestEstimatedStart(t *testing.T) {
 	register(t, c, "n1", 2)
 	long := spec(1, jobspec.ModeSingleNode, 2)
 	long.Walltime = time.Hour
-	a, err := c.Submit(ctx, api.SubmitRequest{Spec: long})
+	a, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(long)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestEstimatedStart(t *testing.T) {
 	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: a.JobID, Host: "main1", State: api.ContainerRunning}}}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.Submit(ctx, api.SubmitRequest{Spec: long})
+	b, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(long)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,12 +425,12 @@ account "b" {
 	// Both wait for a held gate job, so that they become eligible in one
 	// pass: otherwise a pass between the two submits makes heavy's job the
 	// head, and the head keeps its reservation (core.Policy.KeepReservations).
-	gate, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: "heavy", UID: 1000, GID: 1000, Hold: true})
+	gate, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), User: "heavy", UID: 1000, GID: 1000, Hold: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	after := func(user string) (api.SubmitResponse, error) {
-		return c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: user, UID: 1000, GID: 1000,
+		return c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), User: user, UID: 1000, GID: 1000,
 			DependsOn: &api.Dependency{Conditions: []api.Condition{{Kind: api.DepEnded, JobID: gate.JobID}}}})
 	}
 	if heavy, err = after("heavy"); err != nil {
@@ -455,7 +456,7 @@ func TestWalltimeDecidedAtSubmit(t *testing.T) {
 	srv, c, path := partitioned(t, "partition \"all\" {\n  nodes = [\"*\"]\n}\n", clock)
 	ctx := context.Background()
 	register(t, c, "n1", 2)
-	a, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 2)})
+	a, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 2))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +470,7 @@ func TestWalltimeDecidedAtSubmit(t *testing.T) {
 	if _, err := c.Reconfig(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 2)})
+	b, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 2))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestAssignmentsPeers: a node's assignment of a user's job carries the
@@ -23,7 +24,7 @@ func TestAssignmentsPeers(t *testing.T) {
 	}
 	on := map[string]api.Job{}
 	for _, uid := range []int{1000, 1000, 2000} {
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 4), UID: uid, GID: uid, User: "u"})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 4)), UID: uid, GID: uid, User: "u"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -102,7 +103,7 @@ func TestEveryRefusalAgrees(t *testing.T) {
 		if array {
 			s.Array = &jobspec.Array{Range: "1-4"}
 		}
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: s, User: user, UID: uidOf(user), GID: 1000, Hold: true})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(s), User: user, UID: uidOf(user), GID: 1000, Hold: true})
 		if err != nil {
 			t.Fatalf("job of %s: %v", user, err)
 		}
@@ -132,43 +133,43 @@ func TestEveryRefusalAgrees(t *testing.T) {
 
 	cases := []refusalCase{
 		// The request itself (admission's parse).
-		{"vars without a job file", "ada", api.SubmitRequest{Spec: with(func(*jobspec.Job) {}), Vars: map[string]string{"a": "1"}},
+		{"vars without a job file", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {})), Vars: map[string]string{"a": "1"}},
 			"vars without a job_file", ""},
-		{"spec and job file", "ada", api.SubmitRequest{Spec: with(func(*jobspec.Job) {}), JobFile: "job \"x\" {}\n"},
+		{"spec and job file", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {})), JobFile: "job \"x\" {}\n"},
 			"give a spec or a job_file, not both", ""},
 		{"job file that does not parse", "ada", file("  colour = 3\n"),
 			`An argument named "colour" is not expected here`, "job.hcl:4:3"},
 		// The spec (jobspec.Validate, jobspec.CheckInput).
-		{"invalid spec", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Resources.CPU = -1 })},
+		{"invalid spec", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Resources.CPU = -1 }))},
 			"cpu -1 is not valid", ""},
 		{"cpu under the kernel's least quota", "ada", file("  resources {\n    cpu = 0.0004\n  }\n"),
 			"cpu 0.0004 is not valid; the least a container may have is 0.01 (10 millicores", "job.hcl:5:11"},
 		// Small enough that the nodes could hold all 300 containers.
 		{"session past its network", "ada", file("  partition = \"wide\"\n  cluster {\n    size = 300\n    mode = \"multi-node\"\n  }\n  resources {\n    cpu    = 0.01\n    memory = \"16MiB\"\n  }\n"),
 			"cluster size 300 is not valid; use 1 (main1 alone) to 253 containers", "job.hcl:6:12"},
-		{"job text over max_job_input", "ada", api.SubmitRequest{Spec: large(20 << 10)},
+		{"job text over max_job_input", "ada", api.SubmitRequest{Spec: wire.ToAPI(large(20 << 10))},
 			"over schedd's limit (max_job_input)", ""},
 		// The request against schedd (cwd, image, partition, account,
 		// dependency, interactive).
-		{"relative cwd", "ada", api.SubmitRequest{Spec: with(func(*jobspec.Job) {}), Cwd: "here"},
+		{"relative cwd", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {})), Cwd: "here"},
 			"the submit directory must be an absolute path", ""},
-		{"image not in the catalog", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Image = "tf-2.15" })},
+		{"image not in the catalog", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Image = "tf-2.15" }))},
 			`image "tf-2.15": unknown image`, ""},
 		{"unknown partition", "ada", file("  partition = \"nope\"\n"),
 			`partition "nope" does not exist; known partitions: cpu, gpu, wide`, "job.hcl:4:15"},
-		{"not a member of the account", "bob", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Account = "vision" })},
+		{"not a member of the account", "bob", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Account = "vision" }))},
 			`user "bob" is not a member of account "vision"`, ""},
-		{"a member of no account", "eve", api.SubmitRequest{Spec: with(func(*jobspec.Job) {})},
+		{"a member of no account", "eve", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {}))},
 			`user "eve" is a member of no account`, ""},
-		{"malformed dependency", "ada", api.SubmitRequest{Spec: with(func(*jobspec.Job) {}), DependsOn: on(api.Condition{Kind: "later", JobID: 1})},
+		{"malformed dependency", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {})), DependsOn: on(api.Condition{Kind: "later", JobID: 1})},
 			`dependency condition "later": want done, exit, ended or started`, ""},
-		{"dependency on no job", "ada", api.SubmitRequest{Spec: with(func(*jobspec.Job) {}), DependsOn: on(api.Condition{Kind: api.DepDone, JobID: 99})},
+		{"dependency on no job", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {})), DependsOn: on(api.Condition{Kind: api.DepDone, JobID: 99})},
 			"job 99 does not exist", ""},
-		{"element of no array", "ada", api.SubmitRequest{Spec: with(func(*jobspec.Job) {}), DependsOn: on(api.Condition{Kind: api.DepDone, JobID: 1, Index: index(2)})},
+		{"element of no array", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {})), DependsOn: on(api.Condition{Kind: api.DepDone, JobID: 1, Index: index(2)})},
 			"job 1 is not a job array", ""},
-		{"element an array lacks", "ada", api.SubmitRequest{Spec: with(func(*jobspec.Job) {}), DependsOn: on(api.Condition{Kind: api.DepDone, JobID: 2, Index: index(9)})},
+		{"element an array lacks", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {})), DependsOn: on(api.Condition{Kind: api.DepDone, JobID: 2, Index: index(9)})},
 			"array 2 has no element 9", ""},
-		{"interactive array", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Array = &jobspec.Array{Range: "1-2"} }), Interactive: true},
+		{"interactive array", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Array = &jobspec.Array{Range: "1-2"} })), Interactive: true},
 			"a job array cannot be interactive", ""},
 		// The partition's limits on each job.
 		{"account the partition does not take", "bob", file("  partition = \"gpu\"\n"),
@@ -182,19 +183,19 @@ func TestEveryRefusalAgrees(t *testing.T) {
 		// The partition's per-user limits, on one job alone.
 		{"user cpu cap", "ada", file("  resources {\n    cpu = 4\n  }\n"),
 			"the job needs 4 cpus; partition cpu lets one user hold 3 (user_limits.max_cpu)", "job.hcl:5:11"},
-		{"user memory cap", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Resources.Memory = 8 << 30 })},
+		{"user memory cap", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Resources.Memory = 8 << 30 }))},
 			"partition cpu lets one user hold 6GiB (user_limits.max_memory)", ""},
-		{"user gpu cap", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Resources.GPU = 2 })},
+		{"user gpu cap", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Resources.GPU = 2 }))},
 			"the job needs 2 gpus; partition cpu lets one user hold 1 (user_limits.max_gpu)", ""},
-		{"max_submit_jobs", "sam", api.SubmitRequest{Spec: with(func(*jobspec.Job) {})},
+		{"max_submit_jobs", "sam", api.SubmitRequest{Spec: wire.ToAPI(with(func(*jobspec.Job) {}))},
 			"user sam already has 2 jobs queued or running in partition cpu, its limit (user_limits.max_submit_jobs 2)", ""},
 		// schedd's queue limits.
-		{"max_queued_per_user", "zed", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Partition = "wide" })},
+		{"max_queued_per_user", "zed", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Partition = "wide" }))},
 			"already has 2 jobs pending or held, schedd's limit (max_queued_per_user 2)", ""},
-		{"max_queued_input_per_user", "ada", api.SubmitRequest{Spec: large(10 << 10)},
+		{"max_queued_input_per_user", "ada", api.SubmitRequest{Spec: wire.ToAPI(large(10 << 10))},
 			"(max_queued_input_per_user 8KiB)", ""},
 		// The nodes.
-		{"never fits", "ada", api.SubmitRequest{Spec: with(func(s *jobspec.Job) { s.Partition = "wide"; s.Resources.Memory = 20 << 30 })},
+		{"never fits", "ada", api.SubmitRequest{Spec: wire.ToAPI(with(func(s *jobspec.Job) { s.Partition = "wide"; s.Resources.Memory = 20 << 30 }))},
 			"job can never run in partition wide", ""},
 	}
 	for _, tt := range cases {
@@ -206,10 +207,10 @@ func TestEveryRefusalAgrees(t *testing.T) {
 
 	// max_queued counts every user's waiting jobs: a schedd of its own.
 	_, c1 := clusterWith(t, Config{MaxQueued: 1})
-	if _, err := c1.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), User: "zed", UID: 1001, GID: 1000, Hold: true}); err != nil {
+	if _, err := c1.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), User: "zed", UID: 1001, GID: 1000, Hold: true}); err != nil {
 		t.Fatal(err)
 	}
-	checkAgree(t, c1, refusalCase{name: "max_queued", user: "ada", req: api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)},
+	checkAgree(t, c1, refusalCase{name: "max_queued", user: "ada", req: api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))},
 		want: "schedd already holds 1 jobs pending or held, its limit for all users together (max_queued 1)"})
 }
 

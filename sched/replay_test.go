@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 )
 
@@ -79,7 +80,7 @@ func TestRestartedFollowerAnswersInFull(t *testing.T) {
 		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 20}}
 	const before, during = 400, 100
 	for range before {
-		if _, err := ps[leader].srv.Submit(ctx, api.SubmitRequest{User: "u", Spec: job}); err != nil {
+		if _, err := ps[leader].srv.Submit(ctx, api.SubmitRequest{User: "u", Spec: wire.ToAPI(job)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,7 +92,7 @@ func TestRestartedFollowerAnswersInFull(t *testing.T) {
 	ps[f].stop()
 	ps[f] = nil
 	for range during {
-		if _, err := ps[leader].srv.Submit(ctx, api.SubmitRequest{User: "u", Spec: job}); err != nil {
+		if _, err := ps[leader].srv.Submit(ctx, api.SubmitRequest{User: "u", Spec: wire.ToAPI(job)}); err != nil {
 			t.Fatal(err)
 		}
 	}

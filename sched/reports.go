@@ -24,34 +24,37 @@ func (s *lifecycle) Report(ctx context.Context, node string, rep api.ContainerRe
 	if len(rep.Updates) == 0 {
 		return nil
 	}
-	_, err := s.reports.do(state.Report{Node: node, Updates: rep.Updates})
+	_, err := s.reports.do(state.Report{Node: node, Updates: updateRows(rep.Updates)})
 	return err
 }
 
-// commitReports commits reports as one entry (one report alone as a
-// CmdReport) and answers each with the jobs it moved to RUNNING.
+// updateRows are a node's updates as a report command carries them.
+func updateRows(us []api.ContainerUpdate) []state.ContainerUpdate {
+	out := make([]state.ContainerUpdate, len(us))
+	for i, u := range us {
+		out[i] = state.ContainerUpdate{JobID: u.JobID, Host: u.Host, Requeues: u.Requeues, State: u.State, ExitCode: u.ExitCode,
+			Message: u.Message, CPUTime: u.CPUTime, MemPeak: u.MemPeak, At: u.At, Starting: u.Starting, Reach: u.Reach,
+			Session: u.Session, Started: u.Started}
+		if u.Job != nil {
+			out[i].Job = assignedRow(u.Job)
+		}
+	}
+	return out
+}
+
+// commitReports commits reports as one entry and answers each with the
+// jobs it moved to RUNNING.
 func (s *lifecycle) commitReports(rs []state.Report) ([][]state.Started, error) {
 	defer s.wake()
 	ctx := context.Background() // raft's own apply timeout bounds it
 	at := s.cfg.Clock()         // the entry's time, as apply sets it
-	var started [][]state.Started
-	if len(rs) == 1 {
-		res, err := s.apply(ctx, state.Command{Kind: state.CmdReport, Report: &rs[0]})
-		if err != nil {
-			return nil, err
-		}
-		st, _ := res.([]state.Started)
-		started = [][]state.Started{st}
-	} else {
-		res, err := s.apply(ctx, state.Command{Kind: state.CmdReports, Reports: rs})
-		if err != nil {
-			return nil, err
-		}
-		per, ok := res.([][]state.Started)
-		if !ok || len(per) != len(rs) {
-			return nil, fmt.Errorf("reports entry answered %T for %d reports", res, len(rs))
-		}
-		started = per
+	res, err := s.apply(ctx, state.Command{Act: state.Reports{Reports: rs}})
+	if err != nil {
+		return nil, err
+	}
+	started, ok := res.([][]state.Started)
+	if !ok || len(started) != len(rs) {
+		return nil, fmt.Errorf("reports entry answered %T for %d reports", res, len(rs))
 	}
 	s.metrics.stages.reported(s.st.Snapshot(), rs, at)
 	for _, st := range started {

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -40,7 +41,7 @@ func TestReportsShareEntries(t *testing.T) {
 		register(t, c, fmt.Sprintf("n%02d", i), 1)
 	}
 	for range nodes + 1 {
-		if _, err := c.Submit(ctx, api.SubmitRequest{User: "ada", Spec: spec(1, jobspec.ModeSingleNode, 1)}); err != nil {
+		if _, err := c.Submit(ctx, api.SubmitRequest{User: "ada", Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,7 +79,7 @@ func TestReportsShareEntries(t *testing.T) {
 		// Gives up quietly: the count of entries below tells.
 		eventually.Within(20*time.Second, func() bool { return !first || waiting()+n >= nodes+1 })
 	})
-	r0 := entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports)
+	r0 := entriesOf(srv, state.CmdReports)
 
 	errs := make(chan error, nodes+1)
 	report := func(node string, id uint64, st api.ContainerState) error {
@@ -108,7 +109,7 @@ func TestReportsShareEntries(t *testing.T) {
 	if j := waitJob(t, c, nodes+1, func(api.Job) bool { return true }); j.State != api.JobCancelled || j.ModifyIndex != cancelled.ModifyIndex || j.Containers[0].State != cancelled.Containers[0].State {
 		t.Errorf("the stale report changed cancelled job %d: %s, container %s, index %d (was %d)", nodes+1, j.State, j.Containers[0].State, j.ModifyIndex, cancelled.ModifyIndex)
 	}
-	entries := entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports) - r0
+	entries := entriesOf(srv, state.CmdReports) - r0
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("%d reports took %v entries, of sizes %v", 2*nodes+1, entries, sizes)
@@ -245,13 +246,13 @@ func BenchmarkReportEntries(b *testing.B) {
 	}
 	defer wg.Wait()
 	defer cancel()
-	req := api.SubmitRequest{User: "bench", Spec: spec(1, jobspec.ModeSingleNode, 1)}
+	req := api.SubmitRequest{User: "bench", Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))}
 	var total, reps, plans float64
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
 		before := srv.raft.AppliedIndex()
-		r0, p0 := entriesOf(srv, state.CmdReport)+entriesOf(srv, state.CmdReports), entriesOf(srv, state.CmdPlan)
+		r0, p0 := entriesOf(srv, state.CmdReports), entriesOf(srv, state.CmdPlan)
 		ids := make(chan uint64, jobs)
 		var sub sync.WaitGroup
 		for range parallel {
@@ -275,7 +276,7 @@ func BenchmarkReportEntries(b *testing.B) {
 		}
 		// The last report's entry is applied once its job has ended.
 		total += float64(srv.raft.AppliedIndex() - before)
-		reps += entriesOf(srv, state.CmdReport) + entriesOf(srv, state.CmdReports) - r0
+		reps += entriesOf(srv, state.CmdReports) - r0
 		plans += entriesOf(srv, state.CmdPlan) - p0
 	}
 	el := time.Since(start)

@@ -66,7 +66,7 @@ func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 		}
 	}
 	f := state.RestoreFacts{Live: s.st.Snapshot(), Floor: floor}
-	f.Ended = map[uint64][]api.HistoryJob{}
+	f.Ended = map[uint64][]state.EndedRun{}
 	isOpen := map[uint64]bool{}
 	for _, id := range open {
 		isOpen[id] = true
@@ -83,7 +83,7 @@ func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 			if !isOpen[h.ID] {
 				continue // an element picked by its array's id
 			}
-			f.Ended[h.ID] = append(f.Ended[h.ID], h) // every run: ended, and those a requeue ended
+			f.Ended[h.ID] = append(f.Ended[h.ID], endedRun(&h)) // every run: ended, and those a requeue ended
 		}
 	}
 	r := state.ReconcileDump(d, f)
@@ -98,4 +98,14 @@ func (s *ledger) reconcileRestore(ctx context.Context, d *state.Dump) (state.Rec
 			"jobs", len(r.Dropped), "first", r.Dropped[0], "last", r.Dropped[len(r.Dropped)-1])
 	}
 	return r, nil
+}
+
+// endedRun is the accounting store's record h as a restore reads it.
+func endedRun(h *api.HistoryJob) state.EndedRun {
+	e := state.EndedRun{ID: h.ID, State: h.State, Reason: h.Reason, ExitCode: h.ExitCode, Requeues: h.Requeues,
+		Started: h.Started, Ended: h.Ended, CPUTime: h.CPUTime, MemPeak: h.MemPeak}
+	for _, c := range h.Containers {
+		e.Containers = append(e.Containers, state.RunContainer(c))
+	}
+	return e
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -44,7 +45,7 @@ func purgeAll(t *testing.T, srv *Server, ids ...uint64) {
 
 func submitOne(t *testing.T, c *client.Client, hold bool) uint64 {
 	t.Helper()
-	r, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec(1, "single-node", 1), User: "u", UID: 1000, GID: 1000, Hold: hold})
+	r, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), User: "u", UID: 1000, GID: 1000, Hold: hold})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,25 +325,27 @@ func TestAssignmentsKeepAdoptingGang(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	apply(1, state.Command{Kind: state.CmdRegister, Register: &state.Node{Name: "n1", Addr: "10.0.0.1", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	apply(1, state.Command{Act: state.Register{Node: &state.Node{Name: "n1", Addr: "10.0.0.1", Capacity: state.Resources{CPUMilli: 4000, Memory: 8 << 30}}}})
 	j := &state.Job{Name: "g", Partition: "default", State: api.JobPending}
 	for i, h := range []string{"main1", "sub1"} {
 		c := jobspec.Container{Host: h, Role: jobspec.RoleMain, Idx: 1, Rank: i, Resources: jobspec.Resources{CPU: 1, Memory: 1 << 20}}
 		if i > 0 {
 			c.Role = jobspec.RoleSub
 		}
-		j.Containers = append(j.Containers, state.NewContainer(c, h+"-k"))
+		rc := rowContainer(c)
+		rc.KernelID = h + "-k"
+		j.Containers = append(j.Containers, rc)
 	}
 	j.SessionID = j.Containers[0].KernelID
-	apply(2, state.Command{Kind: state.CmdSubmit, Submit: j})
+	apply(2, state.Command{Act: state.Submit{Jobs: []*state.Job{j}}})
 	d := st.Snapshot().Dump()
 	until := now.Add(time.Minute)
 	state.SetAdoption(&d, until, 1)
 	if err := st.Restore(d); err != nil {
 		t.Fatal(err)
 	}
-	apply(3, state.Command{Kind: state.CmdReport, Report: &state.Report{Node: "n1", Updates: []api.ContainerUpdate{
-		{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: j.SessionID}}}})
+	apply(3, state.Command{Act: state.Reports{Reports: []state.Report{state.Report{Node: "n1", Updates: []state.ContainerUpdate{
+		{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: j.SessionID}}}}}})
 	v := st.Snapshot()
 	if as := AssignmentsAt(v, "n1", now); len(as) != 1 || len(as[0].Hosts) != 1 || as[0].Hosts[0] != "main1" {
 		t.Fatalf("in the window: assignments %+v; want job 1's main1 on n1", as)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -23,7 +24,7 @@ func TestRequeuedRunsInHistory(t *testing.T) {
 	register(t, c, "n2", 4)
 	sp := spec(1, "single-node", 1)
 	sp.Requeue = true
-	r, err := c.Submit(ctx, api.SubmitRequest{Spec: sp})
+	r, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(sp)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,10 +42,10 @@ func TestRequeuedRunsInHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	apply(state.Command{Kind: state.CmdPlan, Plan: &state.Plan{Placements: []state.Placement{{JobID: id, Nodes: []string{"n1"}}}}})
+	apply(state.Command{Act: state.Place{Plan: &state.Plan{Placements: []state.Placement{{JobID: id, Nodes: []string{"n1"}}}}}})
 	report("n1", 0, api.ContainerRunning, time.Time{})
 	clock.Add(10 * time.Second)
-	apply(state.Command{Kind: state.CmdNodeDown, NodeDown: &state.NodeDown{Nodes: []string{"n1"}}})
+	apply(state.Command{Act: state.NodesDown{Down: &state.NodeDown{Nodes: []string{"n1"}}}})
 	if _, err := srv.ExportEnded(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestRequeuedRunsInHistory(t *testing.T) {
 	}
 
 	clock.Add(5 * time.Second)
-	apply(state.Command{Kind: state.CmdPlan, Plan: &state.Plan{Placements: []state.Placement{{JobID: id, Nodes: []string{"n2"}}}}})
+	apply(state.Command{Act: state.Place{Plan: &state.Plan{Placements: []state.Placement{{JobID: id, Nodes: []string{"n2"}}}}}})
 	report("n2", 1, api.ContainerRunning, time.Time{})
 	started := clock.Now()
 	clock.Add(20 * time.Second)

@@ -270,7 +270,7 @@ func (s *Server) putConfig(ctx context.Context, c *partition.Config) error {
 	if err1 == nil && err2 == nil && bytes.Equal(a, b) {
 		return nil
 	}
-	if _, err := s.apply(ctx, state.Command{Kind: state.CmdConfig, Config: c}); err != nil {
+	if _, err := s.apply(ctx, state.Command{Act: state.Configure{Config: c}}); err != nil {
 		return fmt.Errorf("committing the partitions config: %w", err)
 	}
 	s.wake()
@@ -302,7 +302,7 @@ func (s *Server) Reconfig(ctx context.Context) (api.ReconfigResponse, error) {
 // ChargeUsage charges running jobs' usage up to now (the loop calls it
 // every ChargeEvery on the leader).
 func (s *scheduler) ChargeUsage(ctx context.Context) error {
-	_, err := s.apply(ctx, state.Command{Kind: state.CmdCharge})
+	_, err := s.apply(ctx, state.Command{Act: state.Charge{}})
 	return err
 }
 
@@ -330,17 +330,16 @@ func (s *Server) Store() *state.Store { return s.st }
 
 func (s *replica) apply(ctx context.Context, c state.Command) (any, error) {
 	c.Time = s.cfg.Clock().UTC()
-	if c.Request == "" {
-		c.Request = httpapi.RequestID(ctx) // see httpapi.WithRequestID
+	var by string
+	if id, ok := caller(ctx); ok {
+		by = id.User // a request id is its sender's own (state.Request.By)
 	}
-	if id, ok := caller(ctx); ok && c.Request != "" && c.By == "" {
-		c.By = id.User // a request id is its sender's own (state.Command.By)
-	}
+	c.Act = state.WithRequest(c.Act, state.Request{ID: httpapi.RequestID(ctx), By: by}) // see httpapi.WithRequestID
 	s.restoreMu.RLock()
 	v, err := s.raft.Apply(ctx, c)
 	s.restoreMu.RUnlock()
 	if err == nil {
-		s.metrics.entries.WithLabelValues(c.Kind).Inc()
+		s.metrics.entries.WithLabelValues(c.Kind()).Inc()
 	}
 	if errors.Is(err, raftlog.ErrNotLeader) {
 		if api := s.leaderAPI(); api != "" {
@@ -379,13 +378,13 @@ func (s *lifecycle) commitSubmits(jobs []*state.Job) ([]state.Submitted, error) 
 	defer s.wake()
 	ctx := context.Background() // raft's own apply timeout bounds it
 	if len(jobs) == 1 {
-		v, err := s.apply(ctx, state.Command{Kind: state.CmdSubmit, Submit: jobs[0]})
+		v, err := s.apply(ctx, state.Command{Act: state.Submit{Jobs: []*state.Job{jobs[0]}}})
 		if err != nil {
 			return []state.Submitted{{Err: err}}, nil
 		}
-		return []state.Submitted{{ID: v.(uint64)}}, nil
+		return []state.Submitted{{ID: v.([]uint64)[0]}}, nil
 	}
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdSubmits, Submits: jobs})
+	v, err := s.apply(ctx, state.Command{Act: state.Submit{Jobs: jobs, Each: true}})
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +418,7 @@ func (s *lifecycle) SubmitBatch(ctx context.Context, reqs []api.SubmitRequest) (
 		}
 		jobs, admitted = append(jobs, j), append(admitted, a)
 	}
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdBatch, Batch: jobs})
+	v, err := s.apply(ctx, state.Command{Act: state.Submit{Jobs: jobs}})
 	if err != nil {
 		return nil, err
 	}
@@ -447,7 +446,7 @@ func batchName(req api.SubmitRequest) string {
 // Kill cancels a job: a pending one at once, a placed one once its
 // nodelets have stopped its containers.
 func (s *lifecycle) Kill(ctx context.Context, id uint64) (*state.Job, error) {
-	v, err := s.apply(ctx, state.Command{Kind: state.CmdKill, Kill: id})
+	v, err := s.apply(ctx, state.Command{Act: state.Kill{Job: state.JobRef{ID: id}}})
 	if err != nil {
 		return nil, err
 	}
@@ -463,9 +462,9 @@ func (s *fleet) Register(ctx context.Context, reg api.NodeRegister) (*state.Node
 	if err := s.checkInstance(s.st.Snapshot(), reg.Name, reg.Instance, "registration"); err != nil {
 		return nil, err
 	}
-	n := &state.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, OCIRuntime: reg.OCIRuntime, Capacity: reg.Capacity, Labels: reg.Labels,
+	n := &state.Node{Name: reg.Name, Addr: reg.Addr, Runtime: reg.Runtime, OCIRuntime: reg.OCIRuntime, Capacity: state.Resources(reg.Capacity), Labels: reg.Labels,
 		Instance: reg.Instance}
-	if _, err := s.apply(ctx, state.Command{Kind: state.CmdRegister, Register: n}); err != nil {
+	if _, err := s.apply(ctx, state.Command{Act: state.Register{Node: n}}); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -483,7 +482,7 @@ func (s *fleet) Nodes(v *state.Snapshot) []api.Node {
 	var out []api.Node
 	for _, n := range v.Nodes() {
 		c := nodeView(n)
-		c.Allocated = alloc[n.Name]
+		c.Allocated = resourcesView(alloc[n.Name])
 		c.GPUs = nodeGPUs(n.Capacity.GPU, devs[n.Name])
 		if t, ok := s.seen[n.Name]; ok {
 			c.LastHeartbeat = t
@@ -495,7 +494,7 @@ func (s *fleet) Nodes(v *state.Snapshot) []api.Node {
 
 // nodeGPUs lists a node's whole devices (as placement counts them) with
 // the shares held on each; nil without any.
-func nodeGPUs(capacity float64, use map[int]*api.NodeGPU) []api.NodeGPU {
+func nodeGPUs(capacity float64, use map[int]*state.DeviceUse) []api.NodeGPU {
 	var out []api.NodeGPU
 	for d := 0; d < int(math.Floor(capacity+1e-9)); d++ {
 		g := api.NodeGPU{Device: d}

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // cluster is a real controller (raft on disk) behind a real HTTP server.
@@ -81,7 +82,7 @@ func TestSubmitPlaceAndEnd(t *testing.T) {
 	register(t, c, "n1", 4)
 	register(t, c, "n2", 4)
 
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(6, jobspec.ModeMultiNode, 1), UID: 1000, GID: 1000, User: "ada"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(6, jobspec.ModeMultiNode, 1)), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestSubmitPlaceAndEnd(t *testing.T) {
 	}
 
 	// The second job cannot fit until the first ends.
-	res2, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(3, jobspec.ModeSingleNode, 1)})
+	res2, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(3, jobspec.ModeSingleNode, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestSubmitRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := c.Submit(context.Background(), api.SubmitRequest{Spec: tt.spec})
+			_, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(tt.spec)})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("submit: %v, want %q", err, tt.want)
 			}
@@ -188,7 +189,7 @@ func TestBadBodies(t *testing.T) {
 func TestSubmitValidatesBodies(t *testing.T) {
 	_, c := cluster(t)
 	s := spec(0, "ring", -1)
-	_, err := c.Submit(context.Background(), api.SubmitRequest{Spec: s})
+	_, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(s)})
 	if err == nil || !strings.Contains(err.Error(), "cluster mode \"ring\" is not valid") {
 		t.Fatalf("submit of an invalid spec through the API: %v", err)
 	}
@@ -207,12 +208,12 @@ func TestSubmitRefusesUnknownCatalogImage(t *testing.T) {
 	_, c := clusterWith(t, Config{Images: images})
 	s := spec(1, jobspec.ModeSingleNode, 1)
 	s.Image = "tf-2.15"
-	_, err = c.Submit(context.Background(), api.SubmitRequest{Spec: s, Cwd: "/tmp"})
+	_, err = c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(s), Cwd: "/tmp"})
 	if err == nil || !strings.Contains(err.Error(), `image "tf-2.15": unknown image (known images: pytorch-2.3`) {
 		t.Fatalf("submit of an unknown image: %v", err)
 	}
 	s.Image = "pytorch-2.3"
-	if _, err := c.Submit(context.Background(), api.SubmitRequest{Spec: s, Cwd: "/tmp"}); err != nil {
+	if _, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(s), Cwd: "/tmp"}); err != nil {
 		t.Fatalf("submit of a catalog image: %v", err)
 	}
 }
@@ -223,11 +224,11 @@ func TestHoldRelease(t *testing.T) {
 	register(t, c, "n1", 4)
 
 	// Submitted held (bsub -H): it never starts, though room is free.
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), Hold: true})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), Hold: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res2, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)})
+	res2, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestHoldRelease(t *testing.T) {
 	}
 
 	// A pending job (waiting for room) is held, and stays so once room frees.
-	res3, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 4)})
+	res3, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 4))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,7 @@ func TestHoldRelease(t *testing.T) {
 		}
 		waitJob(t, c, id, func(j api.Job) bool { return j.State == api.JobCancelled })
 	}
-	res4, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1)})
+	res4, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func TestHoldRelease(t *testing.T) {
 // until that peer holds it (issue 14 item 6a).
 func TestSubmitAnswersIndex(t *testing.T) {
 	srv, c := cluster(t)
-	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada", Hold: true}) // held: nothing moves it after
+	res, err := c.Submit(context.Background(), api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), UID: 1000, GID: 1000, User: "ada", Hold: true}) // held: nothing moves it after
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +336,7 @@ func TestNodeGPUShares(t *testing.T) {
 	for range 2 {
 		sp := spec(1, jobspec.ModeSingleNode, 1)
 		sp.Resources.GPU = 0.6
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: sp, UID: 1000, GID: 1000, User: "ada"})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(sp), UID: 1000, GID: 1000, User: "ada"})
 		if err != nil {
 			t.Fatal(err)
 		}

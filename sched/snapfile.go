@@ -553,7 +553,7 @@ func (s *ledger) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingH
 	res.Jobs, res.Nodes = len(d.Jobs), len(d.Nodes) // as reconciled
 	// Move every table's index past the restore, so blocking queries
 	// (nodelets' assignments) wake up and see the new state.
-	if _, err := s.apply(ctx, state.Command{Kind: state.CmdTouch}); err != nil && !errors.Is(err, context.Canceled) {
+	if _, err := s.apply(ctx, state.Command{Act: state.Touch{}}); err != nil && !errors.Is(err, context.Canceled) {
 		return res, err
 	}
 	s.wake()

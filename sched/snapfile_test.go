@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -25,7 +26,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 	register(t, c, "n1", 4)
 	var ids []uint64
 	for range 3 {
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), User: "u", UID: 1000, GID: 1000})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), User: "u", UID: 1000, GID: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +40,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 		t.Fatalf("snapshot starts %q", file.String()[:40])
 	}
 	// Change the state after the save: a fourth job, a killed one.
-	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), User: "u", UID: 1000, GID: 1000}); err != nil {
+	if _, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), User: "u", UID: 1000, GID: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Kill(ctx, ids[0]); err != nil {
@@ -91,7 +92,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 		t.Fatalf("job %d is %s after the restore, not cancelled; want it still killed", ids[0], j.State)
 	}
 	// The state goes on: a new submit takes the next id, never one given.
-	r, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), User: "u", UID: 1000, GID: 1000})
+	r, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), User: "u", UID: 1000, GID: 1000})
 	if err != nil || r.JobID != 5 {
 		t.Fatalf("submit after restore: id %d, %v; want 5", r.JobID, err)
 	}

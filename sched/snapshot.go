@@ -92,7 +92,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 				if snap.Named == nil {
 					snap.Named = map[core.JobRef]core.JobStatus{}
 				}
-				cj.Depends = coreDependency(v, j.DependsOn, snap.Named)
+				cj.Depends = coreDependency(v, dependencyView(j.DependsOn), snap.Named)
 			}
 			if cfg.HasTree() {
 				cj.Accounts = cfg.AccountPath(j.Account)
@@ -215,7 +215,7 @@ func partitionedNodes(v *state.Snapshot, cfg *partition.Config) []core.Node {
 	return out
 }
 
-func toCore(r api.Resources) core.Res {
+func toCore(r state.Resources) core.Res {
 	return core.Res{CPUMilli: r.CPUMilli, Memory: r.Memory, GPU: r.GPU}
 }
 
@@ -262,9 +262,9 @@ func fromCore(p core.Plan) *state.Plan {
 	for _, pl := range p.Placements {
 		sp := state.Placement{JobID: pl.JobID, Nodes: pl.Nodes}
 		for _, gs := range pl.GPUs {
-			var row []api.GPUShare
+			var row []state.GPUShare
 			for _, g := range gs {
-				row = append(row, api.GPUShare{Device: g.Device, Share: g.Share})
+				row = append(row, state.GPUShare{Device: g.Device, Share: g.Share})
 			}
 			sp.GPUs = append(sp.GPUs, row)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -24,7 +25,7 @@ func TestJobStageSeconds(t *testing.T) {
 	srv, c := clusterWith(t, Config{Clock: clock.Now, NodeTimeout: 1000 * time.Hour})
 	ctx := context.Background()
 
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(2, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(2, jobspec.ModeSingleNode, 1)), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestJobStageSecondsTogether(t *testing.T) {
 	srv, c := clusterWith(t, Config{})
 	ctx := context.Background()
 	register(t, c, "n1", 4)
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestJobStageSecondsStarting(t *testing.T) {
 		{starting: 3 * time.Second, wantDispatch: 2, wantPreparing: 3},
 		{starting: 9 * time.Second, wantDispatch: 2 + 0, wantPreparing: 3 + 5},
 	} {
-		res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada"})
+		res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), UID: 1000, GID: 1000, User: "ada"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +165,7 @@ func TestJobStageSecondsStarting(t *testing.T) {
 func TestStageClockForgets(t *testing.T) {
 	srv, c := clusterWith(t, Config{})
 	ctx := context.Background()
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec(1, jobspec.ModeSingleNode, 1), UID: 1000, GID: 1000, User: "ada"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, jobspec.ModeSingleNode, 1)), UID: 1000, GID: 1000, User: "ada"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // streamNodelet answers node's requests as the nodelet would: an app's
@@ -88,7 +89,7 @@ func TestStreamCaps(t *testing.T) {
 		t.Helper()
 		sp := spec(1, jobspec.ModeSingleNode, 1)
 		sp.Services = []jobspec.Service{{Name: "web", Port: port, Protocol: jobspec.ProtocolHTTP}}
-		code, body := as(srv, users[user], "POST", "/v1/jobs", api.SubmitRequest{Spec: sp, Interactive: true})
+		code, body := as(srv, users[user], "POST", "/v1/jobs", api.SubmitRequest{Spec: wire.ToAPI(sp), Interactive: true})
 		if code != http.StatusCreated {
 			t.Fatalf("submit: %d %s", code, body)
 		}

@@ -66,7 +66,7 @@ func (s *access) CreateToken(ctx context.Context, req api.TokenCreate) (api.Toke
 	secret := auth.NewSecret()
 	t := api.Token{ID: auth.NewID(), Hash: auth.Hash(secret), UID: owner.UID, GID: owner.GID, User: owner.User,
 		Admin: req.Admin, Created: s.cfg.Clock().UTC()}
-	if _, err := s.apply(ctx, state.Command{Kind: state.CmdToken, Token: &t}); err != nil {
+	if _, err := s.apply(ctx, state.Command{Act: state.PutToken{Token: tokenRow(&t)}}); err != nil {
 		return api.TokenCreated{}, err
 	}
 	t.Hash = ""
@@ -77,7 +77,7 @@ func (s *access) CreateToken(ctx context.Context, req api.TokenCreate) (api.Toke
 func (s *access) nodeCredential(ctx context.Context, node string) (string, error) {
 	secret := auth.NewSecret()
 	t := api.Token{ID: "node-" + node, Hash: auth.Hash(secret), UID: -1, GID: -1, User: "node/" + node, Node: node, Created: s.cfg.Clock().UTC()}
-	if _, err := s.apply(ctx, state.Command{Kind: state.CmdToken, Token: &t}); err != nil {
+	if _, err := s.apply(ctx, state.Command{Act: state.PutToken{Token: tokenRow(&t)}}); err != nil {
 		return "", err
 	}
 	return secret, nil
@@ -92,7 +92,7 @@ func (s *access) Tokens(ctx context.Context) api.TokenList {
 		if ok && !id.Admin && (t.Node != "" || t.UID != id.UID) {
 			continue
 		}
-		c := *t
+		c := *tokenView(t)
 		c.Hash = ""
 		out.Tokens = append(out.Tokens, c)
 	}
@@ -108,6 +108,6 @@ func (s *access) RevokeToken(ctx context.Context, tid string) error {
 	if id, ok := caller(ctx); ok && !id.Admin && (t.Node != "" || t.UID != id.UID || id.Node != "" || id.Join) {
 		return fmt.Errorf("%w: token %s belongs to %s", ErrForbidden, tid, t.User)
 	}
-	_, err := s.apply(ctx, state.Command{Kind: state.CmdRevoke, Revoke: tid})
+	_, err := s.apply(ctx, state.Command{Act: state.Revoke{ID: tid}})
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -24,7 +25,7 @@ func userToken(t *testing.T, srv *Server, uid int, user string, admin bool) stri
 	t.Helper()
 	secret := auth.NewSecret()
 	tok := api.Token{ID: auth.NewID(), Hash: auth.Hash(secret), UID: uid, GID: uid, User: user, Admin: admin}
-	if _, err := srv.apply(context.Background(), state.Command{Kind: state.CmdToken, Token: &tok}); err != nil {
+	if _, err := srv.apply(context.Background(), state.Command{Act: state.PutToken{Token: tokenRow(&tok)}}); err != nil {
 		t.Fatal(err)
 	}
 	return secret
@@ -93,7 +94,7 @@ func TestTokenUserCannotKillOthersJob(t *testing.T) {
 	u := tcp(t, srv)
 	alice := with(t, u, userToken(t, srv, 1001, "alice", false))
 	bob := with(t, u, userToken(t, srv, 1002, "bob", false))
-	res, err := alice.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1), UID: 0, User: "root"})
+	res, err := alice.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), UID: 0, User: "root"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestNodeJoinAndCredential(t *testing.T) {
 	if _, err := n1.Register(ctx, reg("n2")); status(err) != 403 {
 		t.Fatalf("n1 re-registers as n2: %v, want 403", err)
 	}
-	if _, err := n1.Submit(ctx, api.SubmitRequest{Spec: spec(1, "single-node", 1)}); status(err) != 403 {
+	if _, err := n1.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1))}); status(err) != 403 {
 		t.Fatalf("n1 submits a job: %v, want 403", err)
 	}
 	if _, err := srv.Store().Snapshot().Token("node-n1"), error(nil); err != nil || srv.Store().Snapshot().Token("node-n1").Node != "n1" {
@@ -176,7 +177,7 @@ func TestNodeJoinAndCredential(t *testing.T) {
 func TestSubmitRequestIDIdempotent(t *testing.T) {
 	_, c := cluster(t)
 	ctx := context.Background()
-	req := api.SubmitRequest{Spec: spec(1, "single-node", 1), RequestID: "r-1"}
+	req := api.SubmitRequest{Spec: wire.ToAPI(spec(1, "single-node", 1)), RequestID: "r-1"}
 	a, err := c.Submit(ctx, req)
 	if err != nil {
 		t.Fatal(err)

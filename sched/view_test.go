@@ -70,16 +70,28 @@ func jsonMap(t *testing.T, v any, drop ...string) map[string]any {
 
 // jobView copies every field of a row (a field added to state.Job and
 // api.Job but not to the conversion fails here), and the view reads on
-// the wire as the row does, less the container's millicores.
+// the wire as the row does but where the row holds resolved values: a
+// container's memory and GPU are shown, with its cores, as its
+// "resources" beside its millicores (which the assignment carries to
+// the node, which enforces them); the job's spec shows the name,
+// partition, account and walltime in force and main1's resources; what
+// the job's text costs is schedd's own.
 func TestJobViewCopiesEveryRowField(t *testing.T) {
 	var row state.Job
 	fill(reflect.ValueOf(&row).Elem())
 	view := jobView(&row, jobExtras{})
 	got := jsonMap(t, view)
-	want := jsonMap(t, &row)
+	want := jsonMap(t, &row, "input_bytes")
+	var res map[string]any
 	for _, c := range want["containers"].([]any) {
-		delete(c.(map[string]any), "cpu_milli")
+		c := c.(map[string]any)
+		res = map[string]any{"cpu": float64(row.Containers[0].CPUMilli) / 1000, "memory": c["memory"], "gpu": c["gpu"]}
+		c["resources"] = res
+		delete(c, "memory")
+		delete(c, "gpu")
 	}
+	spec := want["spec"].(map[string]any)
+	spec["name"], spec["partition"], spec["account"], spec["walltime"], spec["resources"] = want["name"], want["partition"], want["account"], want["walltime"], res
 	if !reflect.DeepEqual(got, want) {
 		gb, _ := json.Marshal(got)
 		wb, _ := json.Marshal(want)

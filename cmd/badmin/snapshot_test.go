@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched"
 )
 
@@ -35,7 +36,7 @@ func TestSnapshotCommands(t *testing.T) {
 	spec := jobspec.Job{Name: "s", Image: "host", Command: []string{"true"}, Cluster: jobspec.Cluster{Size: 1, Mode: "single-node"},
 		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}
 	submit := func() {
-		if _, err := c.Submit(ctx, api.SubmitRequest{Spec: spec, User: "u", UID: 1000, GID: 1000}); err != nil {
+		if _, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec), User: "u", UID: 1000, GID: 1000}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,7 +105,7 @@ func (h *histServer) run(t *testing.T, n, keep int) {
 	spec := jobspec.Job{Name: "h", Image: "host", Command: []string{"true"}, Cluster: jobspec.Cluster{Size: 1, Mode: "single-node"},
 		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}
 	for i := range n {
-		res, err := h.c.Submit(ctx, api.SubmitRequest{Spec: spec, User: h.user, UID: 1000, GID: 1000})
+		res, err := h.c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec), User: h.user, UID: 1000, GID: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

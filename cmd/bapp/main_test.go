@@ -18,7 +18,6 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
 	"github.com/troupe-hpc/troupe/internal/client"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // appSchedd is a fake schedd serving job 12's service web at /apps/12/web/:
@@ -27,7 +26,7 @@ import (
 func appSchedd(t *testing.T) *clitest.Schedd {
 	s := clitest.NewSchedd(t)
 	s.Handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
-		j := api.Job{ID: 12, Spec: jobspec.Job{Services: []jobspec.Service{{Name: "web", Port: 8000}}}}
+		j := api.Job{ID: 12, Spec: api.JobSpec{Services: []api.Service{{Name: "web", Port: 8000}}}}
 		clitest.JSON(w, http.StatusOK, 1, j)
 	})
 	s.Handle("/apps/12/web/", func(w http.ResponseWriter, r *http.Request) {

@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched"
 )
 
@@ -32,7 +33,7 @@ func TestArrays(t *testing.T) {
 	spec := jobspec.Job{Name: "sweep", Image: "host", Command: []string{"true"},
 		Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30},
 		Array: &jobspec.Array{Range: "1-200"}}
-	res, err := c.Submit(ctx, api.SubmitRequest{Spec: spec, Cwd: "/tmp", User: "amy"})
+	res, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(spec), Cwd: "/tmp", User: "amy"})
 	if err != nil || res.JobID != 1 {
 		t.Fatalf("submit: %v, %v", res, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 const prog = "bsub"
@@ -338,7 +339,7 @@ func request(spec jobspec.Job, path string) (api.SubmitRequest, error) {
 	// line and column: a few bytes a setting, where sending the file
 	// would have schedd parse it again and point at the file for what a
 	// flag (-q, -W, -n) changed.
-	return api.SubmitRequest{Spec: spec, Cwd: cwd, User: name, UID: uid, GID: gid, Source: path, Positions: api.PositionsOf(&spec)}, nil
+	return api.SubmitRequest{Spec: wire.ToAPI(spec), Cwd: cwd, User: name, UID: uid, GID: gid, Source: path, Positions: wire.PositionsOf(&spec)}, nil
 }
 
 // Waiting tolerates schedd being away (a restart) this long.

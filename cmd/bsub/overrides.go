@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/jobspec/script"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // overrides are bsub's LSF-style flags that change the parsed job file.
@@ -226,7 +227,8 @@ func dryRun(ctx context.Context, c *client.Client, req api.SubmitRequest, format
 	if format == cli.FormatJSON {
 		err = cli.WriteJSON(stdout, cli.DryRun{Submit: req, Verdict: v})
 	} else {
-		err = cli.WriteDryRun(stdout, req, v)
+		spec := wire.FromAPI(req.Spec)
+		err = cli.WriteDryRun(stdout, req, spec.Hosts(), v)
 	}
 	if err != nil {
 		return cli.Fail(stderr, prog, err)

@@ -94,7 +94,7 @@ func TestArrayFlags(t *testing.T) {
 		if code != 0 || errs != "" || out != "Job <7> is submitted to partition <>.\n" {
 			t.Fatalf("%q: exit %d, stdout %q, stderr %q", tc.args, code, out, errs)
 		}
-		if got.Spec.Array == nil || *got.Spec.Array != tc.want || got.Spec.Name != tc.name {
+		if got.Spec.Array == nil || jobspec.Array(*got.Spec.Array) != tc.want || got.Spec.Name != tc.name {
 			t.Errorf("%q: name %q array %+v, want %q %+v", tc.args, got.Spec.Name, got.Spec.Array, tc.name, tc.want)
 		}
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
-	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/jobspec/script"
 )
 
@@ -248,7 +247,7 @@ func TestCommandLineMail(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &dr); err != nil || code != 0 || errb.String() != "" {
 		t.Fatalf("exit %d, %v, stdout %s, stderr %s", code, err, out.String(), errb.String())
 	}
-	if m := dr.Submit.Spec.Mail; m == nil || *m != (jobspec.Mail{To: "ada@example.org", Begin: true, End: true}) {
+	if m := dr.Submit.Spec.Mail; m == nil || *m != (api.Mail{To: "ada@example.org", Begin: true, End: true}) {
 		t.Errorf("mail %+v", m)
 	}
 	out.Reset()

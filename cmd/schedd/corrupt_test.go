@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -66,8 +65,7 @@ func writeJobs(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"a", "corrupt-me", "b"} {
-		if _, err := l.Apply(ctx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-			Submit: &state.Job{Name: name, Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}}); err != nil {
+		if _, err := l.Apply(ctx, state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{&state.Job{Name: name, Containers: []state.Container{{KernelID: "k"}}}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

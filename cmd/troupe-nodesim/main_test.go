@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/nodelet/nodesim"
 	"github.com/troupe-hpc/troupe/sched"
 )
@@ -141,9 +142,9 @@ func simJob(name string, size int, run time.Duration, code int) api.SubmitReques
 	if code != 0 {
 		env[nodesim.EnvExit] = fmt.Sprint(code)
 	}
-	return api.SubmitRequest{Cwd: "/tmp", User: "root", Spec: jobspec.Job{Name: name, Image: "host",
+	return api.SubmitRequest{Cwd: "/tmp", User: "root", Spec: wire.ToAPI(jobspec.Job{Name: name, Image: "host",
 		Command: []string{"true"}, Env: env, Cluster: jobspec.Cluster{Size: size, Mode: mode},
-		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}}
+		Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}})}
 }
 
 // TestSimulatedClusterDrivesScheduler: 50 simulated nodes register with

@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/nodelet/nodesim"
 )
 
@@ -32,10 +33,10 @@ partition "backlog" {
 // backlogJob is a job of partition backlog: cpu cores on one node,
 // running d once started.
 func backlogJob(name string, cpu float64, d time.Duration) api.SubmitRequest {
-	return api.SubmitRequest{Cwd: "/tmp", User: "root", Spec: jobspec.Job{Name: name, Image: "host", Partition: "backlog",
+	return api.SubmitRequest{Cwd: "/tmp", User: "root", Spec: wire.ToAPI(jobspec.Job{Name: name, Image: "host", Partition: "backlog",
 		Command: []string{"true"}, Env: map[string]string{nodesim.EnvDuration: d.String()},
 		Cluster:   jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
-		Resources: jobspec.Resources{CPU: cpu, Memory: 1 << 30}}}
+		Resources: jobspec.Resources{CPU: cpu, Memory: 1 << 30}})}
 }
 
 // blockBacklog submits a job that holds all 4 cores of the backlog node

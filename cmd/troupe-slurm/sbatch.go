@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/jobspec/script"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // EnvScriptImage names the site's image for script jobs, as bsub's.
@@ -173,7 +174,7 @@ func sbatch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if diags := spec.Validate(); diags.HasErrors() {
 		return fail(stderr, prog, "%s", diags[0].Summary+diagDetail(diags[0].Detail))
 	}
-	req := api.SubmitRequest{Spec: *spec, Cwd: cwd, Source: "sbatch " + name, Hold: o.Hold, DependsOn: o.Depend}
+	req := api.SubmitRequest{Spec: wire.ToAPI(*spec), Cwd: cwd, Source: "sbatch " + name, Hold: o.Hold, DependsOn: o.Depend}
 	req.UID, req.GID = os.Getuid(), os.Getgid()
 	req.User = os.Getenv("USER")
 	if u, err := user.LookupId(strconv.Itoa(req.UID)); err == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // TestPythonReadYourWrites: three schedd peers (raft over TCP, https),
@@ -172,7 +173,7 @@ func goReadYourWrites(t *testing.T, follower, cert, secret, cwd string) {
 	}
 	w := dial()
 	for i := range 8 {
-		sub, err := w.Submit(ctx, api.SubmitRequest{Cwd: cwd, Spec: spec, Hold: true})
+		sub, err := w.Submit(ctx, api.SubmitRequest{Cwd: cwd, Spec: wire.ToAPI(spec), Hold: true})
 		if err != nil {
 			t.Fatalf("round %d: submit: %v", i, err)
 		}

@@ -46,8 +46,11 @@
 // Blocking queries: the response carries header X-Troupe-Index; a request
 // with ?index=N waits (up to wait) until the state index exceeds N.
 //
-// Of troupe it imports jobspec only; it must not import sched/... or
-// nodelet/... (cmd/layout_test.go checks).
+// Of troupe it imports only leaf packages (lifecycle, arrayindex,
+// outpattern, units, reason): not jobspec (a job's spec has its own wire
+// type here, JobSpec, so that the tools never link the job file's HCL
+// parser), and never sched/... or nodelet/... (cmd/layout_test.go
+// checks).
 package api
 
 import (
@@ -56,8 +59,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/arrayindex"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/outpattern"
 	"github.com/troupe-hpc/troupe/internal/reason"
-	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/internal/units"
 )
 
 // IndexHeader carries the state index a response reflects.
@@ -82,36 +88,24 @@ const (
 )
 
 // JobState is where a job stands in its lifecycle (docs/ARCHITECTURE.md,
-// "The life of a job"; bqueue(1), STATE).
-type JobState string
+// "The life of a job"; bqueue(1), STATE): package lifecycle's, which the
+// replicated state's rows store too.
+type JobState = lifecycle.JobState
 
 // Job states.
 const (
-	JobPending   JobState = "PENDING"
-	JobHeld      JobState = "HELD"
-	JobScheduled JobState = "SCHEDULED"
-	JobPreparing JobState = "PREPARING"
-	JobRunning   JobState = "RUNNING"
-	JobCompleted JobState = "COMPLETED"
-	JobFailed    JobState = "FAILED"
-	JobCancelled JobState = "CANCELLED"
-	JobTimeout   JobState = "TIMEOUT"
-	JobNodeFail  JobState = "NODE_FAIL"
-	// JobRequeued is the state of an earlier run of a job in history: a
-	// node failure ended that run and put the job back in the queue. No
-	// job is ever in it; its record is (Slurm's sacct shows such a run
-	// as REQUEUED too).
-	JobRequeued JobState = "REQUEUED"
+	JobPending   = lifecycle.JobPending
+	JobHeld      = lifecycle.JobHeld
+	JobScheduled = lifecycle.JobScheduled
+	JobPreparing = lifecycle.JobPreparing
+	JobRunning   = lifecycle.JobRunning
+	JobCompleted = lifecycle.JobCompleted
+	JobFailed    = lifecycle.JobFailed
+	JobCancelled = lifecycle.JobCancelled
+	JobTimeout   = lifecycle.JobTimeout
+	JobNodeFail  = lifecycle.JobNodeFail
+	JobRequeued  = lifecycle.JobRequeued
 )
-
-// Terminal reports whether no further transition can happen.
-func (s JobState) Terminal() bool {
-	switch s {
-	case JobCompleted, JobFailed, JobCancelled, JobTimeout, JobNodeFail:
-		return true
-	}
-	return false
-}
 
 // Pending reasons, as Slurm names them (package reason defines them;
 // these names stay for the API's users).
@@ -126,34 +120,30 @@ const (
 	ReasonArrayTaskLimit           = reason.ArrayTaskLimit
 )
 
-// ContainerState is where one container of a session stands.
-type ContainerState string
+// ContainerState is where one container of a session stands (package
+// lifecycle's).
+type ContainerState = lifecycle.ContainerState
 
 // Container states.
 const (
-	ContainerPending   ContainerState = "pending"   // not yet placed
-	ContainerAssigned  ContainerState = "assigned"  // placed, nodelet not started
-	ContainerPreparing ContainerState = "preparing" // nodelet building bundle
-	ContainerRunning   ContainerState = "running"
-	ContainerExited    ContainerState = "exited" // ExitCode set
-	ContainerFailed    ContainerState = "failed" // could not start; Message says why
-	ContainerKilled    ContainerState = "killed" // stopped by the session's end or bkill
-	ContainerOOM       ContainerState = "oom"    // killed by the kernel for exceeding its memory limit
+	ContainerPending   = lifecycle.ContainerPending
+	ContainerAssigned  = lifecycle.ContainerAssigned
+	ContainerPreparing = lifecycle.ContainerPreparing
+	ContainerRunning   = lifecycle.ContainerRunning
+	ContainerExited    = lifecycle.ContainerExited
+	ContainerFailed    = lifecycle.ContainerFailed
+	ContainerKilled    = lifecycle.ContainerKilled
+	ContainerOOM       = lifecycle.ContainerOOM
 )
-
-// Ended reports whether the container is no longer running.
-func (s ContainerState) Ended() bool {
-	return s == ContainerExited || s == ContainerFailed || s == ContainerKilled || s == ContainerOOM
-}
 
 // SubmitRequest is what bsub sends.
 type SubmitRequest struct {
-	Spec   jobspec.Job `json:"spec"`
-	Cwd    string      `json:"cwd"`            // submit directory; relative output paths resolve here
-	User   string      `json:"user,omitempty"` // informational; schedd trusts UID/GID
-	UID    int         `json:"uid"`
-	GID    int         `json:"gid"`
-	Source string      `json:"source,omitempty"` // job file name, for messages
+	Spec   JobSpec `json:"spec"`
+	Cwd    string  `json:"cwd"`            // submit directory; relative output paths resolve here
+	User   string  `json:"user,omitempty"` // informational; schedd trusts UID/GID
+	UID    int     `json:"uid"`
+	GID    int     `json:"gid"`
+	Source string  `json:"source,omitempty"` // job file name, for messages
 	// JobFile is a job file's text, which schedd parses in place of
 	// Spec (leave Spec out): for clients that cannot read HCL. Source
 	// names it in errors (file:line:col) and picks the syntax, HCL's
@@ -186,26 +176,12 @@ type SourcePos struct {
 	Column int `json:"column"`
 }
 
-// MaxPositions bounds the positions PositionsOf gives: about 40 bytes
-// each on the wire, a few dozen for a usual job file. A job of more
+// MaxPositions bounds the positions a client sends (jobspec.PositionsOf):
+// about 40 bytes each on the wire, a few dozen for a usual job file. A job of more
 // settings (thousands of env entries) is sent without any, so that they
 // never push a request past schedd's body limit; its refusals are then
 // unplaced.
 const MaxPositions = 4096
-
-// PositionsOf is where spec's settings were written (its Ranges), for
-// SubmitRequest.Positions; nil for a spec from no file, or of more than
-// MaxPositions settings.
-func PositionsOf(spec *jobspec.Job) map[string]SourcePos {
-	if len(spec.Ranges) == 0 || len(spec.Ranges) > MaxPositions {
-		return nil
-	}
-	out := make(map[string]SourcePos, len(spec.Ranges))
-	for path, r := range spec.Ranges {
-		out[path] = SourcePos{Line: r.Start.Line, Column: r.Start.Column}
-	}
-	return out
-}
 
 // SubmitResponse answers a submission.
 type SubmitResponse struct {
@@ -269,7 +245,7 @@ type Job struct {
 	Partition string        `json:"partition"`
 	Account   string        `json:"account,omitempty"`  // fair-share account, resolved at submit
 	Walltime  time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
-	Spec      jobspec.Job   `json:"spec"`
+	Spec      JobSpec       `json:"spec"`
 	// Interactive: main1's command runs on a terminal (bsub -I, battach).
 	Interactive bool     `json:"interactive,omitempty"`
 	State       JobState `json:"state"`
@@ -350,10 +326,10 @@ type Job struct {
 // otherwise; RUNNING while an element is started; HELD while held with
 // nothing started; PENDING otherwise.
 type Array struct {
-	Indices    jobspec.Indices  `json:"indices"`
-	Count      int              `json:"count"`
-	MaxRunning int              `json:"max_running,omitempty"` // 0: no limit
-	States     map[JobState]int `json:"states"`
+	Indices    arrayindex.Indices `json:"indices"`
+	Count      int                `json:"count"`
+	MaxRunning int                `json:"max_running,omitempty"` // 0: no limit
+	States     map[JobState]int   `json:"states"`
 	// Next is how many elements, in index order, have had their turn to
 	// get a row; Early lists the indices beyond that got one before
 	// their turn (held or killed by name).
@@ -437,8 +413,8 @@ func (j *Job) Ref() string {
 // OutputVars are what the escapes of j's output and error patterns
 // stand for in its container host: j.Spec.OutputPath(j.OutputVars(host))
 // is where that container's output goes.
-func (j *Job) OutputVars(host string) jobspec.OutputVars {
-	return jobspec.OutputVars{JobID: j.ID, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, Host: host, User: j.User, Cwd: j.Cwd}
+func (j *Job) OutputVars(host string) outpattern.Vars {
+	return outpattern.Vars{JobID: j.ID, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, Host: host, User: j.User, Cwd: j.Cwd}
 }
 
 // Container returns j's container named host; false if it has none.
@@ -465,7 +441,12 @@ type PriorityFactors struct {
 
 // Container is one container of a job's session.
 type Container struct {
-	jobspec.Container
+	ContainerSpec
+	// CPUMilli is the container's CPU in millicores as admission
+	// resolved it and the scheduler placed it: what its node enforces
+	// (the CFS quota) and counts. A schedd older than the field sends
+	// none; Milli reads such a container.
+	CPUMilli int64          `json:"cpu_milli,omitempty"`
 	KernelID string         `json:"kernel_id"`
 	Node     string         `json:"node,omitempty"`
 	NodeAddr string         `json:"node_addr,omitempty"` // address other containers reach it at
@@ -485,6 +466,16 @@ type Container struct {
 	// Ended is when it ended, as its node measured it (on schedd's
 	// clock, within the run); zero until then, or when no node told.
 	Ended time.Time `json:"ended,omitzero"`
+}
+
+// Milli is c's CPU in millicores: CPUMilli, or, from a schedd that
+// predates it, the job file's cores rounded to the nearest millicore as
+// admission rounds them.
+func (c *Container) Milli() int64 {
+	if c.CPUMilli != 0 || c.Resources.CPU <= 0 {
+		return c.CPUMilli
+	}
+	return units.MilliCPU(c.Resources.CPU)
 }
 
 // JobRun is an earlier run of a requeued job, as the requeue ended it.
@@ -521,17 +512,15 @@ type JobList struct {
 	Index uint64 `json:"index"`
 }
 
-// NodeState is a node's health.
-type NodeState string
+// NodeState is a node's health (package lifecycle's).
+type NodeState = lifecycle.NodeState
 
 // Node states.
 const (
-	NodeUp   NodeState = "UP"
-	NodeDown NodeState = "DOWN"
-	// A drained node (badmin drain) takes no new work: DRAINING while
-	// jobs still run there, DRAINED once empty (derived when answering).
-	NodeDraining NodeState = "DRAINING"
-	NodeDrained  NodeState = "DRAINED"
+	NodeUp       = lifecycle.NodeUp
+	NodeDown     = lifecycle.NodeDown
+	NodeDraining = lifecycle.NodeDraining
+	NodeDrained  = lifecycle.NodeDrained
 )
 
 // Resources are schedulable amounts.
@@ -608,6 +597,9 @@ type Node struct {
 	// passes. A failing check drains the node (Drain, with DrainedBy
 	// "healthcheck" unless an admin drained it too) until it passes.
 	Health string `json:"health,omitempty"`
+	// HealthAt is when the node's health check began to fail; zero
+	// while it passes.
+	HealthAt time.Time `json:"health_at,omitzero"`
 	// Partitions the node belongs to now (derived when answering).
 	Partitions []string `json:"partitions,omitempty"`
 	// GPUs are the node's whole GPU devices and the shares the live
@@ -705,7 +697,7 @@ type AssignedJob struct {
 	Partition   string          `json:"partition"`
 	Account     string          `json:"account,omitempty"`
 	Walltime    time.Duration   `json:"walltime,omitempty"`
-	Spec        jobspec.Job     `json:"spec"`
+	Spec        JobSpec         `json:"spec"`
 	Interactive bool            `json:"interactive,omitempty"`
 	KillWanted  bool            `json:"kill_wanted,omitempty"`
 	Requeues    int             `json:"requeues,omitempty"`
@@ -718,8 +710,8 @@ type AssignedJob struct {
 
 // OutputVars are what the escapes of j's output and error patterns
 // stand for in its container host (as Job.OutputVars).
-func (j *AssignedJob) OutputVars(host string) jobspec.OutputVars {
-	return jobspec.OutputVars{JobID: j.ID, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, Host: host, User: j.User, Cwd: j.Cwd}
+func (j *AssignedJob) OutputVars(host string) outpattern.Vars {
+	return outpattern.Vars{JobID: j.ID, ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, Host: host, User: j.User, Cwd: j.Cwd}
 }
 
 // Container returns j's container named host; false if it has none.

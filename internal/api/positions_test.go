@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // PositionsOf gives each setting's line and column as the parse found
@@ -21,11 +22,11 @@ func TestPositionsOf(t *testing.T) {
 		return spec
 	}
 	spec := parse("job \"a\" {\n  image   = \"host\"\n  command = [\"true\"]\n  walltime = \"1h\"\n}\n")
-	pos := api.PositionsOf(spec)
+	pos := wire.PositionsOf(spec)
 	if got, want := pos["walltime"], (api.SourcePos{Line: 4, Column: 14}); got != want {
 		t.Errorf("walltime at %+v, want %+v (all: %v)", got, want, pos)
 	}
-	if api.PositionsOf(&jobspec.Job{}) != nil {
+	if wire.PositionsOf(&jobspec.Job{}) != nil {
 		t.Error("a spec from no file has positions")
 	}
 	var env strings.Builder
@@ -33,7 +34,7 @@ func TestPositionsOf(t *testing.T) {
 		fmt.Fprintf(&env, "    V%d = \"x\"\n", i)
 	}
 	big := parse("job \"a\" {\n  image   = \"host\"\n  command = [\"true\"]\n  env = {\n" + env.String() + "  }\n}\n")
-	if n := len(big.Ranges); n <= api.MaxPositions || api.PositionsOf(big) != nil {
+	if n := len(big.Ranges); n <= api.MaxPositions || wire.PositionsOf(big) != nil {
 		t.Errorf("%d settings: positions sent", n)
 	}
 }

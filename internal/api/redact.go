@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/troupe-hpc/troupe/internal/reason"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // Public is j as someone other than its owner (or an admin) sees it:
@@ -57,8 +56,8 @@ func (j *Job) Public() Job {
 }
 
 // publicSpec keeps the job file's settings that size and place the job.
-func publicSpec(s *jobspec.Job) jobspec.Job {
-	return jobspec.Job{
+func publicSpec(s *JobSpec) JobSpec {
+	return JobSpec{
 		Name: s.Name, Partition: s.Partition, Account: s.Account,
 		Walltime: s.Walltime, Priority: s.Priority, Requeue: s.Requeue,
 		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array,
@@ -68,8 +67,8 @@ func publicSpec(s *jobspec.Job) jobspec.Job {
 // publicContainer keeps where a container runs and how it stands.
 func publicContainer(c *Container) Container {
 	return Container{
-		Container: jobspec.Container{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Resources: c.Resources},
-		Node:      c.Node, NodeAddr: c.NodeAddr, State: c.State, ExitCode: c.ExitCode,
+		ContainerSpec: ContainerSpec{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Resources: c.Resources},
+		CPUMilli:      c.CPUMilli, Node: c.Node, NodeAddr: c.NodeAddr, State: c.State, ExitCode: c.ExitCode,
 		CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended,
 	}
 }

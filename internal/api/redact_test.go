@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // How each field of a job shows to someone who does not own it. A field
@@ -40,18 +39,18 @@ var classes = map[reflect.Type]map[string]class{
 		"KillWanted": withheld, "Cancelled": withheld, "KillDone": withheld, "TimedOut": withheld, "Requeues": withheld,
 		"LastRequeue": withheld, "ExcludeNodes": withheld, "Runs": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
 	},
-	reflect.TypeFor[jobspec.Job](): {
+	reflect.TypeFor[api.JobSpec](): {
 		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
 		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
-		"Output": withheld, "Error": withheld, "Roles": withheld, "Ranges": withheld, "SSH": withheld,
+		"Output": withheld, "Error": withheld, "Roles": withheld, "SSH": withheld,
 		"Services": withheld, "Mail": withheld,
 	},
 	reflect.TypeFor[api.Container](): {
-		"Container": nested, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown, "Ended": shown,
+		"ContainerSpec": nested, "CPUMilli": shown, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown, "Ended": shown,
 		"KernelID": withheld, "Addr": withheld, "Reach": withheld, "Message": withheld, "GPUs": withheld,
 	},
-	reflect.TypeFor[jobspec.Container](): {
+	reflect.TypeFor[api.ContainerSpec](): {
 		"Host": shown, "Role": shown, "Idx": shown, "Rank": shown, "Resources": shown,
 		"Image": withheld, "Command": withheld,
 	},

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // SignalJob asks that a job's containers get a signal (POST
@@ -49,18 +51,11 @@ func ParseSignal(s string) (syscall.Signal, error) {
 }
 
 // SignalName is sig's name without SIG ("USR1"), or its number.
-func SignalName(sig int) string {
-	if n := unix.SignalName(syscall.Signal(sig)); n != "" {
-		return strings.TrimPrefix(n, "SIG")
-	}
-	return strconv.Itoa(sig)
-}
+func SignalName(sig int) string { return lifecycle.SignalName(sig) }
 
 // Cancels reports whether sig, sent to a job that does not run yet,
 // cancels it (KILL, TERM, INT), as LSF's bkill -s does.
-func Cancels(sig syscall.Signal) bool {
-	return sig == syscall.SIGKILL || sig == syscall.SIGTERM || sig == syscall.SIGINT
-}
+func Cancels(sig syscall.Signal) bool { return lifecycle.Cancels(sig) }
 
 // HistoryJob is one ended job as bhist shows it (GET /v1/history).
 type HistoryJob struct {

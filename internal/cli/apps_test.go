@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 func TestAppURL(t *testing.T) {
@@ -28,7 +28,7 @@ func TestAppURL(t *testing.T) {
 // TestWriteJobServices: bjob lists each service with its URL and port.
 func TestWriteJobServices(t *testing.T) {
 	j := clitest.Job(12)
-	j.Spec.Services = []jobspec.Service{{Name: "jupyter", Port: 8888}, {Name: "board", Port: 6006}}
+	j.Spec.Services = []api.Service{{Name: "jupyter", Port: 8888}, {Name: "board", Port: 6006}}
 	var b bytes.Buffer
 	if err := cli.WriteJobAt(&b, j, time.Now(), "https://schedd:7946"); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 func TestElapsed(t *testing.T) {
@@ -153,7 +154,7 @@ func TestSortQueue(t *testing.T) {
 // bhist said 0 and bjob "-".
 func TestExitCodeViewsAgree(t *testing.T) {
 	now := time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
-	main1 := api.Container{Container: jobspec.Container{Host: "main1", Role: "main", Idx: 1}, State: api.ContainerKilled, ExitCode: 143}
+	main1 := api.Container{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "main1", Role: "main", Idx: 1}), State: api.ContainerKilled, ExitCode: 143}
 	j := api.Job{ID: 22, Name: "slow", State: api.JobTimeout, Containers: []api.Container{main1}, Submitted: now, Ended: now}
 	h := api.HistoryJob{ID: 22, Name: "slow", State: api.JobTimeout, Submitted: now, Ended: now,
 		Containers: []api.HistoryContainer{{Host: "main1", State: api.ContainerKilled, ExitCode: 143}}}

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/cli/*.golden from the current output")
@@ -65,18 +66,18 @@ func TestGolden(t *testing.T) {
 		}},
 		{"queue_start.golden", func(b *bytes.Buffer) error { return cli.WriteQueueStart(b, clitest.Jobs(), now) }},
 		{"dryrun.golden", func(b *bytes.Buffer) error {
-			return cli.WriteDryRun(b, clitest.Submission(), dryRunTaken)
+			return cli.WriteDryRun(b, clitest.Submission(), hostsOf(clitest.Submission()), dryRunTaken)
 		}},
 		{"dryrun_refused.golden", func(b *bytes.Buffer) error {
 			req := clitest.Submission()
 			req.Spec.Walltime, req.Spec.Cluster.Size, req.Spec.Account = 100*time.Hour, 64, "physics"
-			return cli.WriteDryRun(b, req, cli.Verdict{Checked: true, BySchedd: true, Partition: "gpu", Problems: []string{
+			return cli.WriteDryRun(b, req, hostsOf(req), cli.Verdict{Checked: true, BySchedd: true, Partition: "gpu", Problems: []string{
 				"train.hcl:7:3: walltime 4-04:00:00 exceeds partition gpu's limit of 3-00:00:00 (max_walltime)",
 				"cluster size 64 exceeds partition gpu's limit of 16 (max_cluster_size)",
 			}})
 		}},
 		{"dryrun_unchecked.golden", func(b *bytes.Buffer) error {
-			return cli.WriteDryRun(b, clitest.Submission(), cli.Verdict{Error: "cannot reach schedd at unix:///run/troupe/schedd.sock: connect: no such file or directory"})
+			return cli.WriteDryRun(b, clitest.Submission(), hostsOf(clitest.Submission()), cli.Verdict{Error: "cannot reach schedd at unix:///run/troupe/schedd.sock: connect: no such file or directory"})
 		}},
 		{"dryrun.json.golden", func(b *bytes.Buffer) error {
 			return cli.WriteJSON(b, cli.DryRun{Submit: clitest.Submission(), Verdict: dryRunTaken})
@@ -188,4 +189,10 @@ func TestRenderIgnoresLocalZone(t *testing.T) {
 	if bytes.Equal(a.Bytes(), b.Bytes()) {
 		t.Error("timestamps did not follow now's location")
 	}
+}
+
+// hostsOf is req's session's containers, as bsub expands its job file.
+func hostsOf(req api.SubmitRequest) string {
+	j := wire.FromAPI(req.Spec)
+	return j.Hosts()
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/internal/arrayindex"
 )
 
 // SlurmJobID is a job's id as squeue's %i and sacct's JobID write it: an
@@ -34,12 +34,12 @@ func SlurmJobID(j api.Job) string {
 // UnmadeIndices are the indices of a's elements that have no job row
 // yet: every index from position a.Next on, but for those that got one
 // early (a.Early).
-func UnmadeIndices(a *api.Array) jobspec.Indices {
+func UnmadeIndices(a *api.Array) arrayindex.Indices {
 	early := map[int]bool{}
 	for _, i := range a.Early {
 		early[i] = true
 	}
-	var out jobspec.Indices
+	var out arrayindex.Indices
 	pos := 0
 	for _, r := range a.Indices {
 		n := (r.Last-r.First)/r.Step + 1
@@ -54,7 +54,7 @@ func UnmadeIndices(a *api.Array) jobspec.Indices {
 				out[len(out)-1].Last = idx
 				continue
 			}
-			out = append(out, jobspec.IndexRange{First: idx, Last: idx, Step: r.Step})
+			out = append(out, arrayindex.IndexRange{First: idx, Last: idx, Step: r.Step})
 			open = true
 		}
 		pos += n

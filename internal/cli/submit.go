@@ -28,8 +28,10 @@ type DryRun struct {
 	Verdict Verdict           `json:"verdict"`
 }
 
-// WriteDryRun writes what bsub would submit and the verdict on it.
-func WriteDryRun(w io.Writer, req api.SubmitRequest, v Verdict) error {
+// WriteDryRun writes what bsub would submit and the verdict on it;
+// hosts are its session's containers ("main1,sub1", as jobspec's
+// Job.Hosts expands the job file).
+func WriteDryRun(w io.Writer, req api.SubmitRequest, hosts string, v Verdict) error {
 	s := req.Spec
 	fmt.Fprintf(w, "Job %s from %s (dry run: nothing submitted)\n", cell(s.Name), cell(req.Source))
 	kv := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
@@ -55,7 +57,7 @@ func WriteDryRun(w io.Writer, req api.SubmitRequest, v Verdict) error {
 	pair("Cwd", req.Cwd)
 	pair("Partition", part)
 	pair("Account", account)
-	pair("Cluster", fmt.Sprintf("%s, %s: %s", plural(s.Cluster.Size, "container"), s.Cluster.Mode, shortHosts(s.Hosts())))
+	pair("Cluster", fmt.Sprintf("%s, %s: %s", plural(s.Cluster.Size, "container"), s.Cluster.Mode, shortHosts(hosts)))
 	pair("Resources", res)
 	pair("Image", s.Image)
 	pair("Command", ShellJoin(s.Command))

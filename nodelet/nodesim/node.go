@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/nodelet/report"
 	"github.com/troupe-hpc/troupe/nodelet/session"
 )
@@ -95,7 +96,7 @@ func (n *node) run(ctx context.Context, registered func()) {
 func (n *node) register(ctx context.Context) error {
 	c := n.sim.cfg
 	reg := api.NodeRegister{Name: n.name, Addr: "127.0.0.1", Runtime: Runtime, Instance: n.instance, Labels: c.Labels,
-		Capacity: api.Resources{CPUMilli: int64(c.CPU * 1000), Memory: c.Memory, GPU: float64(c.GPUs)}}
+		Capacity: api.Resources{CPUMilli: units.MilliCPU(c.CPU), Memory: c.Memory, GPU: float64(c.GPUs)}}
 	regCli := n.cli.Load()
 	if n.sim.join != nil {
 		regCli = n.sim.join

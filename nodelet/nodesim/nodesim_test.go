@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 // TestNamesSortAndMatchRanges: names are zero-padded to the width of
@@ -28,7 +27,7 @@ func TestNamesSortAndMatchRanges(t *testing.T) {
 // value is refused naming the variable.
 func TestBehaviour(t *testing.T) {
 	job := func(walltime time.Duration, env map[string]string) api.AssignedJob {
-		return api.AssignedJob{Walltime: walltime, Spec: jobspec.Job{Env: env}}
+		return api.AssignedJob{Walltime: walltime, Spec: api.JobSpec{Env: env}}
 	}
 	for _, c := range []struct {
 		name    string

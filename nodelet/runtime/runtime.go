@@ -200,8 +200,9 @@ type Spec struct {
 	Workdir string
 	// UID and GID the process runs as.
 	UID, GID int
-	// CPU limit in cores (0.5 = half a core). 0: unlimited.
-	CPU float64
+	// CPUMilli is the CPU limit in millicores (500 = half a core), as
+	// the scheduler placed the container. 0: unlimited.
+	CPUMilli int64
 	// CPUs are the node's CPUs (as /proc/self/status's Cpus_allowed_list
 	// numbers them) the container's processes may run on: its own
 	// cores, so that MPI's binding in two containers never lands on the

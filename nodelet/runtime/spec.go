@@ -66,7 +66,7 @@ func (s Spec) Validate() error {
 		return bad("image %q: want %q or an absolute rootfs directory", s.Image, ImageHost)
 	case s.Workdir != "" && !filepath.IsAbs(s.Workdir):
 		return bad("workdir %q: want an absolute path", s.Workdir)
-	case s.CPU < 0 || s.Memory < 0:
+	case s.CPUMilli < 0 || s.Memory < 0:
 		return bad("negative resource limit")
 	case badCPUs(s.CPUs):
 		return bad("cpus %v: want distinct CPU numbers, 0 or more", s.CPUs)

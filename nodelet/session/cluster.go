@@ -61,7 +61,7 @@ func (f Features) HasHostfiles() bool { return f.Tools || f.Hostfiles }
 // Slots is how many MPI slots a container offers: its whole cores, at
 // least one.
 func Slots(c api.Container) int {
-	return max(1, int(c.Resources.CPU))
+	return max(1, int(c.Milli()/1000))
 }
 
 // clusterEnv is what the hostfiles and ssh make possible, in layer 3

@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // fixture is a 4-container multi-node session, containers deliberately
@@ -15,14 +16,14 @@ import (
 func fixture() api.AssignedJob {
 	c := func(host, role string, idx, rank int, addr string) api.Container {
 		return api.Container{
-			Container: jobspec.Container{Host: host, Role: role, Idx: idx, Rank: rank},
-			KernelID:  "k-" + host, NodeAddr: addr,
+			ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: host, Role: role, Idx: idx, Rank: rank}),
+			KernelID:      "k-" + host, NodeAddr: addr,
 		}
 	}
 	return api.AssignedJob{
 		ID: 42, Name: "train", SessionID: "k-main1", User: "alice", UID: 1000, GID: 1000, Cwd: "/home/alice/exp",
-		Spec: jobspec.Job{
-			Cluster: jobspec.Cluster{Size: 4, Mode: jobspec.ModeMultiNode},
+		Spec: api.JobSpec{
+			Cluster: api.Cluster{Size: 4, Mode: jobspec.ModeMultiNode},
 			Env:     map[string]string{"EPOCHS": "10", "PATH": "/opt/bin:/usr/bin", "BACKENDAI_CLUSTER_SIZE": "99"},
 		},
 		Containers: []api.Container{
@@ -87,7 +88,7 @@ func TestEnv(t *testing.T) {
 		}},
 		{"SingleContainerDefaults", func() api.AssignedJob {
 			return api.AssignedJob{ID: 7, SessionID: "s", User: "bob", Containers: []api.Container{{
-				Container: jobspec.Container{Host: "main1", Role: "main", Idx: 1}, KernelID: "s",
+				ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "main1", Role: "main", Idx: 1}), KernelID: "s",
 			}}}
 		}, "main1", map[string]string{
 			"BACKENDAI_CLUSTER_SIZE":     "1",
@@ -129,7 +130,7 @@ func TestSlurmEnv(t *testing.T) {
 	j := fixture()
 	j.Name, j.Partition, j.Account = "sim", "cpu", "physics"
 	for i := range j.Containers {
-		j.Containers[i].Resources = jobspec.Resources{CPU: 4, Memory: 2 << 30}
+		j.Containers[i].Resources = api.JobResources{CPU: 4, Memory: 2 << 30}
 	}
 	j.Containers[3].Resources.CPU = 2
 	j.Spec.Env["SLURM_CPUS_PER_TASK"] = "2"
@@ -173,7 +174,7 @@ func TestEnvUnknownHost(t *testing.T) {
 
 func TestHosts(t *testing.T) {
 	j := fixture()
-	j.Containers = append(j.Containers, api.Container{Container: jobspec.Container{Host: "sub4", Rank: 4}})
+	j.Containers = append(j.Containers, api.Container{ContainerSpec: wire.ContainerToAPI(jobspec.Container{Host: "sub4", Rank: 4})})
 	want := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n" +
 		"10.0.0.1\tmain1\n10.0.0.1\tsub1\n10.0.0.2\tsub2\n10.0.0.2\tsub3\n"
 	if got := Hosts(j); got != want {

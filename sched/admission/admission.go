@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/partition"
 )
 
@@ -196,8 +197,7 @@ func Admit(req api.SubmitRequest, v View, set Settings, ahead []*Job) (*Job, err
 // clock or the environment).
 func parse(req api.SubmitRequest) (*jobspec.Job, []Problem) {
 	if req.JobFile == "" && req.Vars == nil {
-		spec := req.Spec
-		spec.Ranges = nil
+		spec := wire.FromAPI(req.Spec)
 		if len(req.Positions) > 0 {
 			name := sourceName(req)
 			spec.Ranges = make(map[string]hcl.Range, len(req.Positions))

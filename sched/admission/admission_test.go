@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/admission"
 	"github.com/troupe-hpc/troupe/sched/partition"
 )
@@ -93,7 +94,7 @@ func fromFile(t *testing.T, src string) api.SubmitRequest {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	return api.SubmitRequest{Spec: *spec, Source: "train.hcl", Positions: api.PositionsOf(spec), User: "ada", UID: 1000, GID: 1000, Cwd: "/home/ada"}
+	return api.SubmitRequest{Spec: wire.ToAPI(*spec), Source: "train.hcl", Positions: wire.PositionsOf(spec), User: "ada", UID: 1000, GID: 1000, Cwd: "/home/ada"}
 }
 
 func refusal(t *testing.T, err error) *admission.Refusal {

@@ -7,8 +7,8 @@
 // file's text, the user, the partition and account asked for, the
 // dependency, and, when the job came from a file, the file's name and
 // where each setting was written) and a read-only View of the state. It
-// answers the resolved Job (partition, account, the walltime in force
-// with any default taken now and never again, containers) or a *Refusal: every problem found, each with the spec's
+// answers the resolved Job (partition, account, walltime default,
+// containers) or a *Refusal: every problem found, each with the spec's
 // path ("walltime", "cluster.size") and, when the job came from a file,
 // the file:line:col the setting was written at.
 //
@@ -16,11 +16,10 @@
 // queued jobs (PartitionLimits, after a reconfig), and the state's apply
 // checks a dependency at commit with CheckDependency. jobspec.Validate
 // stays the one check of the spec itself, which the client (bsub) and
-// Admit both call: the least cpu (10 millicores, by units.MilliCPU, the
-// one conversion) and the most containers of a session (253) live there,
-// so that no job admission takes is refused when it is committed.
+// Admit both call.
 //
 // The package owns the rules, not the data: it reads the state through
-// View and imports neither sched nor sched/state (the state imports it
-// for CheckDependency).
+// View and imports neither sched nor sched/state (nor does the state
+// import it: the state checks at commit that a dependency's jobs exist
+// on its own).
 package admission

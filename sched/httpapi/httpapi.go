@@ -60,7 +60,7 @@ type requestIDKey struct{}
 
 // WithRequestID carries a write's request id (api.RequestHeader) to the
 // command it becomes: kill, hold, release and signal are applied once
-// per id (sched's state.Command.Request).
+// per id (sched's state.Request).
 func WithRequestID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, requestIDKey{}, id)
 }

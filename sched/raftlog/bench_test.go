@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -15,13 +14,13 @@ import (
 func BenchmarkDurableSubmit(b *testing.B) {
 	l, _ := open(b, b.TempDir())
 	defer l.Close()
-	job := &state.Job{Name: "bench", Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}
+	job := &state.Job{Name: "bench", Containers: []state.Container{{KernelID: "k"}}}
 	b.SetParallelism(64)
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := l.Apply(context.Background(), state.Command{Kind: state.CmdSubmit, Time: time.Now(), Submit: job}); err != nil {
+			if _, err := l.Apply(context.Background(), state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{job}}}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -125,7 +125,7 @@ func replaceAll(t *testing.T, path, old, new string) {
 // Entries written before the checksum (bare JSON) still decode; a broken
 // one is refused, never skipped.
 func TestDecodeCommand(t *testing.T) {
-	good, err := encodeCommand(state.Command{Kind: state.CmdKill, Kill: 3}, state.SchemaVersion)
+	good, err := encodeCommand(state.Command{Act: state.Kill{Job: state.JobRef{ID: 3}}}, state.SchemaVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +170,7 @@ func TestUndecodableEntryStopsTheLog(t *testing.T) {
 	if !errors.Is(l.Err(), ErrDamaged) || !strings.Contains(l.Err().Error(), "entry ") {
 		t.Fatalf("Err = %v", l.Err())
 	}
-	_, err := l.Apply(context.Background(), state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-		Submit: &state.Job{Name: "after"}})
+	_, err := l.Apply(context.Background(), state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{&state.Job{Name: "after"}}}})
 	if !errors.Is(err, ErrDamaged) {
 		t.Fatalf("a submit after the bad entry: %v, want ErrDamaged", err)
 	}
@@ -202,7 +201,7 @@ func TestNewerSchemaEntryStopsTheLog(t *testing.T) {
 		t.Fatalf("%d jobs, want 1: the newer entry must not be applied", n)
 	}
 	// What this schedd writes carries its version.
-	b, err := encodeCommand(state.Command{Kind: state.CmdKill, Kill: 1}, state.SchemaVersion)
+	b, err := encodeCommand(state.Command{Act: state.Kill{Job: state.JobRef{ID: 1}}}, state.SchemaVersion)
 	if err != nil {
 		t.Fatal(err)
 	}

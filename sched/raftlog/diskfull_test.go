@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -65,8 +64,7 @@ func TestDiskFull(t *testing.T) {
 	for i := range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		start := time.Now()
-		_, err := l.Apply(ctx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-			Submit: &state.Job{Name: big, Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}})
+		_, err := l.Apply(ctx, state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{&state.Job{Name: big, Containers: []state.Container{{KernelID: "k"}}}}}})
 		cancel()
 		t.Logf("write %d on a full disk: %v after %v", i+1, err, time.Since(start).Round(time.Millisecond))
 		if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "schedd data dir full: "+dir) {
@@ -82,8 +80,7 @@ func TestDiskFull(t *testing.T) {
 	eventually.NoError(t, 10*time.Second, "a write once space is freed", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, err := l.Apply(ctx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-			Submit: &state.Job{Name: "after", Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}})
+		_, err := l.Apply(ctx, state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{&state.Job{Name: "after", Containers: []state.Container{{KernelID: "k"}}}}}})
 		return err
 	})
 	if n := len(st.Snapshot().Jobs()); n != 6 {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 	"github.com/troupe-hpc/troupe/sched/state"
@@ -144,8 +143,7 @@ func TestShutdownAfterPartition(t *testing.T) {
 			for ctx.Err() == nil {
 				for _, l := range c.logs {
 					actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-					_, _ = l.Apply(actx, state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-						Submit: &state.Job{Name: fmt.Sprint("w", w), Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}})
+					_, _ = l.Apply(actx, state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{&state.Job{Name: fmt.Sprint("w", w), Containers: []state.Container{{KernelID: "k"}}}}}})
 					cancel()
 				}
 			}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -24,12 +23,11 @@ func open(t testing.TB, dir string) (*Log, *state.Store) {
 
 func submit(t *testing.T, l *Log, name string) uint64 {
 	t.Helper()
-	v, err := l.Apply(context.Background(), state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-		Submit: &state.Job{Name: name, Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}})
+	v, err := l.Apply(context.Background(), state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{&state.Job{Name: name, Containers: []state.Container{{KernelID: "k"}}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v.(uint64)
+	return v.([]uint64)[0]
 }
 
 // An acknowledged write survives a restart, from the log tail and from a
@@ -67,7 +65,7 @@ func TestRejectedCommandChangesNothing(t *testing.T) {
 	l, st := open(t, t.TempDir())
 	defer l.Close()
 	before, _ := st.Snapshot().Index()
-	if _, err := l.Apply(context.Background(), state.Command{Kind: state.CmdKill, Kill: 42}); err == nil {
+	if _, err := l.Apply(context.Background(), state.Command{Act: state.Kill{Job: state.JobRef{ID: 42}}}); err == nil {
 		t.Fatal("killing a missing job succeeded")
 	}
 	if after, _ := st.Snapshot().Index(); after != before {

@@ -38,7 +38,7 @@ func BenchmarkRestart100k(b *testing.B) {
 			defer wg.Done()
 			for i := w; i < tail; i += 32 {
 				j := benchJob(0, now)
-				if _, err := l.Apply(context.Background(), state.Command{Kind: state.CmdSubmit, Time: now, Submit: j}); err != nil {
+				if _, err := l.Apply(context.Background(), state.Command{Time: now, Act: state.Submit{Jobs: []*state.Job{j}}}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -78,9 +78,10 @@ func benchJob(id uint64, now time.Time) *state.Job {
 	k := uuid.NewString()
 	return &state.Job{ID: id, Name: fmt.Sprintf("job%d", id), User: "alice", UID: 1000, GID: 1000, Cwd: "/home/alice",
 		Partition: "default", Account: "vision", State: api.JobPending, Reason: api.ReasonPriority, SessionID: k, Submitted: now,
-		Spec: jobspec.Job{Name: "train", Image: "pytorch-2.3", Command: []string{"python", "train.py"},
-			Cluster:   jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
-			Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}, Workdir: "/home/work", Env: map[string]string{"EPOCHS": "10"}},
-		Containers: []state.Container{state.NewContainer(jobspec.Container{Role: "main", Idx: 1, Host: "main1", Resources: jobspec.Resources{CPU: 1, Memory: 1 << 30}}, k)},
+		Spec: state.Spec{Image: "pytorch-2.3", Command: []string{"python", "train.py"},
+			Cluster: state.Cluster{Size: 1, Mode: jobspec.ModeSingleNode},
+			Workdir: "/home/work", Env: map[string]string{"EPOCHS": "10"}},
+		Containers: []state.Container{{Role: "main", Idx: 1, Host: "main1", Image: "pytorch-2.3", Command: []string{"python", "train.py"},
+			CPUMilli: 1000, Memory: 1 << 30, KernelID: k, State: api.ContainerPending}},
 	}
 }

@@ -90,7 +90,7 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 		eventually.NoError(t, 10*time.Second, "a write through the leader", func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			_, err := logs[leader()].Apply(ctx, state.Command{Kind: state.CmdTouch, Time: time.Now()})
+			_, err := logs[leader()].Apply(ctx, state.Command{Time: time.Now(), Act: state.Touch{}})
 			return err
 		})
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/sched/state"
@@ -55,8 +54,7 @@ func openTCP(t *testing.T, dir string, tc *tls.Config) (*Log, *state.Store) {
 // right after the log's last entry and committing it.
 func rogueAppend(t *testing.T, trans raft.Transport, l *Log) error {
 	t.Helper()
-	data, err := encodeCommand(state.Command{Kind: state.CmdSubmit, Time: time.Now(),
-		Submit: &state.Job{Name: "rogue", Containers: []state.Container{{Container: api.Container{KernelID: "k"}}}}}, state.SchemaVersion)
+	data, err := encodeCommand(state.Command{Time: time.Now(), Act: state.Submit{Jobs: []*state.Job{&state.Job{Name: "rogue", Containers: []state.Container{{KernelID: "k"}}}}}}, state.SchemaVersion)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/internal/units"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // After a restore into a state that held no job (schedd started on an
@@ -100,8 +99,8 @@ func (v *Snapshot) AdoptUntil() time.Time {
 //     the job ran there and must not run twice: it ends FAILED with a
 //     reason that says so, or, asked to be requeued (requeue = true),
 //     is queued again as its next run.
-func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.Time, start map[uint64]time.Time) bool {
-	if (j.State != api.JobPending && j.State != api.JobHeld) || u.Session == "" || u.Session != j.SessionID || u.Requeues != j.Requeues {
+func adopt(txn *memdb.Txn, j *Job, node string, u ContainerUpdate, now time.Time, start map[uint64]time.Time) bool {
+	if (j.State != lifecycle.JobPending && j.State != lifecycle.JobHeld) || u.Session == "" || u.Session != j.SessionID || u.Requeues != j.Requeues {
 		return false
 	}
 	i := -1
@@ -120,8 +119,8 @@ func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.
 	until, _ := adoption(txn)
 	window := now.Before(until)
 	switch {
-	case u.State == api.ContainerRunning:
-		c.Node, c.State, c.ExitCode, c.Message = node, api.ContainerRunning, 0, ""
+	case u.State == lifecycle.ContainerRunning:
+		c.Node, c.State, c.ExitCode, c.Message = node, lifecycle.ContainerRunning, 0, ""
 		if raw, _ := txn.First(tableNodes, "id", node); raw != nil {
 			c.NodeAddr = raw.(*Node).Addr
 		}
@@ -147,7 +146,7 @@ func adopt(txn *memdb.Txn, j *Job, node string, u api.ContainerUpdate, now time.
 		return true
 	case u.State.Ended():
 		why := fmt.Sprintf("it ran on node %s after the backup this state was restored from", node)
-		if u.State == api.ContainerKilled {
+		if u.State == lifecycle.ContainerKilled {
 			why += "; stopped at the restore, not run twice"
 		} else {
 			why += fmt.Sprintf("; it ended there (%s, exit %d), not run again", u.State, u.ExitCode)
@@ -179,7 +178,7 @@ func settleAdopted(j *Job, now time.Time, start map[uint64]time.Time) {
 			return // more to adopt
 		}
 	}
-	j.State, j.Reason, j.Started = api.JobRunning, "", start[j.ID]
+	j.State, j.Reason, j.Started = lifecycle.JobRunning, "", start[j.ID]
 	advance(j, j.Started, lastEnd(j, now))
 }
 
@@ -195,12 +194,12 @@ func failAdopted(j *Job, now time.Time, why string) {
 	for k := range j.Containers {
 		o := &j.Containers[k]
 		if !o.State.Ended() {
-			o.State, o.Message = api.ContainerKilled, "stopped: "+why
+			o.State, o.Message = lifecycle.ContainerKilled, "stopped: "+why
 		} else if exit == 0 {
 			exit = o.ExitCode
 		}
 	}
-	j.State, j.Reason, j.KillWanted, j.Ended = api.JobFailed, why, true, lastEnd(j, now)
+	j.State, j.Reason, j.KillWanted, j.Ended = lifecycle.JobFailed, why, true, lastEnd(j, now)
 	if j.ExitCode = exit; j.ExitCode == 0 {
 		j.ExitCode = 1
 	}
@@ -215,7 +214,7 @@ func adoptEnd(txn *memdb.Txn, index uint64, now time.Time) error {
 	if until.IsZero() || now.Before(until) {
 		return nil
 	}
-	it, err := txn.Get(tableJobs, "state", string(api.JobPending))
+	it, err := txn.Get(tableJobs, "state", string(lifecycle.JobPending))
 	if err != nil {
 		return err
 	}
@@ -225,7 +224,7 @@ func adoptEnd(txn *memdb.Txn, index uint64, now time.Time) error {
 			ends = append(ends, raw.(*Job))
 		}
 	}
-	it, err = txn.Get(tableJobs, "state", string(api.JobHeld))
+	it, err = txn.Get(tableJobs, "state", string(lifecycle.JobHeld))
 	if err != nil {
 		return err
 	}
@@ -254,7 +253,7 @@ func adoptEnd(txn *memdb.Txn, index uint64, now time.Time) error {
 // adopting tells whether queued j has a container a node reported
 // running (adopt) and waits for the rest: it is not placed again.
 func adopting(j *Job) bool {
-	if j.State != api.JobPending && j.State != api.JobHeld {
+	if j.State != lifecycle.JobPending && j.State != lifecycle.JobHeld {
 		return false
 	}
 	for _, c := range j.Containers {
@@ -272,7 +271,7 @@ func (j *Job) Adopting() bool { return adopting(j) }
 
 // newAdopted is the row of a job submitted after the backup a restore
 // brought back that a node reports running (u, an announcement that
-// carries the node's copy of the job, api.ContainerUpdate.Job), within
+// carries the node's copy of the job, ContainerUpdate.Job), within
 // the adoption window: queued, its containers unplaced, for adopt to
 // place them where they run. The node's copy is what schedd assigned
 // it: the job's owner, ids, directory, partition, walltime, job file
@@ -281,12 +280,12 @@ func (j *Job) Adopting() bool { return adopting(j) }
 // outside the window, an id the restored state accounts for (such a
 // job ended, or is another), a copy of another job or run, or an
 // element of a job array (its array's row is not known).
-func newAdopted(txn *memdb.Txn, u api.ContainerUpdate, now time.Time) *Job {
+func newAdopted(txn *memdb.Txn, u ContainerUpdate, now time.Time) *Job {
 	a := u.Job
 	until, above := adoption(txn)
 	if a == nil || !now.Before(until) || u.JobID <= above || a.ID != u.JobID || a.SessionID == "" ||
 		a.SessionID != u.Session || a.Requeues != u.Requeues || a.ArrayID != 0 || len(a.Containers) == 0 ||
-		u.State != api.ContainerRunning {
+		u.State != lifecycle.ContainerRunning {
 		return nil
 	}
 	submitted := u.At
@@ -295,11 +294,11 @@ func newAdopted(txn *memdb.Txn, u api.ContainerUpdate, now time.Time) *Job {
 	}
 	j := &Job{ID: a.ID, SessionID: a.SessionID, Network: a.Network, Name: a.Name, User: a.User, UID: a.UID, GID: a.GID,
 		Cwd: a.Cwd, Partition: a.Partition, Account: a.Account, Walltime: a.Walltime, Spec: a.Spec, Interactive: a.Interactive,
-		Requeues: a.Requeues, Signals: a.Signals, State: api.JobPending, Submitted: submitted,
+		Requeues: a.Requeues, Signals: a.Signals, State: lifecycle.JobPending, Submitted: submitted,
 		Reason: "adopted after a restore: submitted after the backup, reported running by its nodes"}
 	for _, c := range a.Containers {
-		rc := Container{Container: c, CPUMilli: units.MilliCPU(c.Resources.CPU)}
-		rc.Node, rc.NodeAddr, rc.Reach, rc.State, rc.ExitCode, rc.Message = "", "", "", api.ContainerPending, 0, ""
+		rc := c
+		rc.Node, rc.NodeAddr, rc.Reach, rc.State, rc.ExitCode, rc.Message = "", "", "", lifecycle.ContainerPending, 0, ""
 		rc.CPUTime, rc.MemPeak, rc.Ended = 0, 0, time.Time{}
 		j.Containers = append(j.Containers, rc)
 	}
@@ -314,7 +313,7 @@ func (v *Snapshot) AdoptionToEnd(now time.Time) bool {
 	if until.IsZero() || now.Before(until) || !adoptRuns(v.schema) {
 		return false
 	}
-	for _, st := range []api.JobState{api.JobPending, api.JobHeld} {
+	for _, st := range []lifecycle.JobState{lifecycle.JobPending, lifecycle.JobHeld} {
 		it, err := v.txn.Get(tableJobs, "state", string(st))
 		if err != nil {
 			panic(err)

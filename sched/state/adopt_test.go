@@ -12,15 +12,15 @@ import (
 // second node, n2.
 func adoptHarness(t *testing.T, containers int, requeue bool) (*harness, string) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	h.apply(Command{Act: Register{Node: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}}})
 	j := session(containers)
 	j.Spec.Requeue = requeue
-	h.apply(Command{Kind: CmdSubmit, Submit: j})
+	h.apply(Command{Act: Submit{Jobs: []*Job{j}}})
 	return h, h.job(1).SessionID
 }
 
-func (h *harness) reportAt(v int, node string, us ...api.ContainerUpdate) {
-	h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: node, Updates: us}})
+func (h *harness) reportAt(v int, node string, us ...ContainerUpdate) {
+	h.apply(Command{Version: v, Act: Reports{Reports: []Report{Report{Node: node, Updates: us}}}})
 }
 
 // A queued job whose containers a node reports running under its own
@@ -30,24 +30,24 @@ func (h *harness) reportAt(v int, node string, us ...api.ContainerUpdate) {
 func TestAdoptQueuedJobItsNodeRuns(t *testing.T) {
 	h, sess := adoptHarness(t, 2, false)
 	at := t0.Add(3500 * time.Millisecond) // after its submission (t0+3s), before the reports
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: sess, At: at.Add(250 * time.Millisecond)})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: sess, At: at.Add(250 * time.Millisecond)})
 	j := h.job(1)
 	if j.State != api.JobPending || j.Containers[0].Node != "n2" || j.Containers[0].NodeAddr != "10.0.0.2" || !j.Adopting() {
 		t.Fatalf("one of two containers reported: %s, main1 on %q (%q), adopting %v; want PENDING, main1 adopted on n2", j.State, j.Containers[0].Node, j.Containers[0].NodeAddr, j.Adopting())
 	}
 	// A plan made before the adoption does not place it again.
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}}}}})
 	if j := h.job(1); j.Containers[0].Node != "n2" || j.State != api.JobPending {
 		t.Fatalf("a plan placed an adopting job: %s, main1 on %q", j.State, j.Containers[0].Node)
 	}
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "sub1", State: api.ContainerRunning, Session: sess, At: at})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "sub1", State: api.ContainerRunning, Session: sess, At: at})
 	j = h.job(1)
 	if j.State != api.JobRunning || j.Containers[1].Node != "n2" || j.Containers[1].State != api.ContainerRunning || !j.Started.Equal(at) {
 		t.Fatalf("every container reported running: %s, sub1 on %q %s, started %v; want RUNNING on n2 from %v", j.State, j.Containers[1].Node, j.Containers[1].State, j.Started, at)
 	}
 	// Its end is an ordinary one.
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, Session: sess},
-		api.ContainerUpdate{JobID: 1, Host: "sub1", State: api.ContainerKilled, Session: sess})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, Session: sess},
+		ContainerUpdate{JobID: 1, Host: "sub1", State: api.ContainerKilled, Session: sess})
 	if j := h.job(1); j.State != api.JobCompleted {
 		t.Fatalf("after its end: %s, want COMPLETED", j.State)
 	}
@@ -67,8 +67,8 @@ func TestAdoptNeedsTheSameSessionAndSchema(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h, sess := adoptHarness(t, 1, false)
-			h.reportAt(c.version, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: c.session(sess)})
-			h.reportAt(c.version, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: c.session(sess)})
+			h.reportAt(c.version, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: c.session(sess)})
+			h.reportAt(c.version, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: c.session(sess)})
 			if j := h.job(1); j.State != api.JobPending || j.Containers[0].Node != "" || j.Adopting() {
 				t.Fatalf("%s: %s, main1 on %q; want PENDING, unplaced", c.name, j.State, j.Containers[0].Node)
 			}
@@ -81,15 +81,15 @@ func TestAdoptNeedsTheSameSessionAndSchema(t *testing.T) {
 // reason; asked to be requeued, it is queued as its next run.
 func TestAdoptStoppedEndsOrRequeues(t *testing.T) {
 	h, sess := adoptHarness(t, 2, false)
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: sess})
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: sess})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: sess})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: sess})
 	j := h.job(1)
 	if j.State != api.JobFailed || !strings.Contains(j.Reason, "ran on node n2 after the backup") || !strings.Contains(j.Reason, "not run twice") || j.Ended.IsZero() {
 		t.Fatalf("stopped at the restore: %s %q; want FAILED, ran on node n2 after the backup, not run twice", j.State, j.Reason)
 	}
 
 	h, sess = adoptHarness(t, 1, true)
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: sess})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerKilled, Session: sess})
 	j = h.job(1)
 	if j.State != api.JobPending || j.Requeues != 1 || !strings.Contains(j.LastRequeue, "after the backup") || j.Containers[0].Node != "" {
 		t.Fatalf("requeue-able, stopped at the restore: %s run %d %q, main1 on %q; want PENDING, run 1, unplaced", j.State, j.Requeues, j.LastRequeue, j.Containers[0].Node)
@@ -131,11 +131,11 @@ func TestAdoptEndedInWindowTrueOutcome(t *testing.T) {
 			t.Fatalf("adoption window after a dump and restore: %v, want %v", got, until)
 		}
 		began, end := t0.Add(3500*time.Millisecond), t0.Add(3700*time.Millisecond)
-		h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: c.exit, Session: sess, Started: began, At: end})
+		h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: c.exit, Session: sess, Started: began, At: end})
 		if j := h.job(1); j.State != api.JobPending || !j.Adopting() {
 			t.Fatalf("exit %d, one of two ends told: %s %q; want PENDING, adopting", c.exit, j.State, j.Reason)
 		}
-		h.reportAt(SchemaVersion, "n1", api.ContainerUpdate{JobID: 1, Host: "sub1", State: api.ContainerKilled, Session: sess, Started: began, At: end})
+		h.reportAt(SchemaVersion, "n1", ContainerUpdate{JobID: 1, Host: "sub1", State: api.ContainerKilled, Session: sess, Started: began, At: end})
 		j := h.job(1)
 		if j.State != c.want || j.ExitCode != c.exit || !j.Started.Equal(began) || !j.Ended.Equal(end) || j.Containers[1].Node != "n1" {
 			t.Fatalf("exit %d, every end told: %s exit %d %q, %v–%v, sub1 on %q; want %s exit %d, %v–%v",
@@ -150,13 +150,13 @@ func TestAdoptEndedInWindowTrueOutcome(t *testing.T) {
 // nodes report is adopted whole, RUNNING.
 func TestAdoptGangWaitsForEveryNode(t *testing.T) {
 	h, sess := adoptHarness(t, 2, false)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(2)})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(2)}}})
 	sess2 := h.job(2).SessionID
 	until := t0.Add(30 * time.Second)
 	windowed(t, h, until, 2)
-	h.reportAt(SchemaVersion, "n1", api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: sess})
-	h.reportAt(SchemaVersion, "n1", api.ContainerUpdate{JobID: 2, Host: "main1", State: api.ContainerRunning, Session: sess2})
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 2, Host: "sub1", State: api.ContainerRunning, Session: sess2})
+	h.reportAt(SchemaVersion, "n1", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerRunning, Session: sess})
+	h.reportAt(SchemaVersion, "n1", ContainerUpdate{JobID: 2, Host: "main1", State: api.ContainerRunning, Session: sess2})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 2, Host: "sub1", State: api.ContainerRunning, Session: sess2})
 	if j := h.job(2); j.State != api.JobRunning || j.Containers[0].Node != "n1" || j.Containers[1].Node != "n2" {
 		t.Fatalf("a gang both nodes report: %s on %q, %q; want RUNNING on n1 and n2", j.State, j.Containers[0].Node, j.Containers[1].Node)
 	}
@@ -164,7 +164,7 @@ func TestAdoptGangWaitsForEveryNode(t *testing.T) {
 		t.Fatal("job 1 half adopted at the window's end: AdoptionToEnd false")
 	}
 	h.idx = 100 // past the window (t0 + 100 s)
-	h.apply(Command{Kind: CmdAdoptEnd})
+	h.apply(Command{Act: AdoptEnd{}})
 	j := h.job(1)
 	if j.State != api.JobFailed || !strings.Contains(j.Reason, "not every node of its gang") || !j.KillWanted || j.Containers[1].State != api.ContainerKilled {
 		t.Fatalf("half adopted at the window's end: %s %q kill %v; want FAILED, not every node of its gang", j.State, j.Reason, j.KillWanted)
@@ -181,21 +181,20 @@ func TestAdoptGangWaitsForEveryNode(t *testing.T) {
 // not.
 func TestAdoptJobSubmittedAfterBackup(t *testing.T) {
 	h, _ := adoptHarness(t, 1, false)
-	copyOf := func(id uint64) *api.AssignedJob {
+	copyOf := func(id uint64) *Job {
 		j := session(1)
 		j.ID, j.User, j.UID = id, "nobody", 65534
 		sessionNetwork(j)
-		a := &api.AssignedJob{ID: id, SessionID: j.SessionID, User: j.User, UID: j.UID, Partition: "default", Network: j.Network}
+		a := &Job{ID: id, SessionID: j.SessionID, User: j.User, UID: j.UID, Partition: "default", Network: j.Network}
 		for _, c := range j.Containers {
-			cc := c.Container
-			cc.Node, cc.State = "n2", api.ContainerRunning
-			a.Containers = append(a.Containers, cc)
+			c.Node, c.State = "n2", api.ContainerRunning
+			a.Containers = append(a.Containers, c)
 		}
 		return a
 	}
 	announce := func(id uint64) {
 		a := copyOf(id)
-		h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: id, Host: "main1", State: api.ContainerRunning, Session: a.SessionID, At: t0.Add(2 * time.Second), Job: a})
+		h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: id, Host: "main1", State: api.ContainerRunning, Session: a.SessionID, At: t0.Add(2 * time.Second), Job: a})
 	}
 	announce(5) // no window: not adopted
 	if j := h.job(5); j != nil {
@@ -214,7 +213,7 @@ func TestAdoptJobSubmittedAfterBackup(t *testing.T) {
 	if last := h.st.Snapshot().LastJobID(); last < 6 {
 		t.Fatalf("last job id %d, want at least 6", last)
 	}
-	h.reportAt(SchemaVersion, "n2", api.ContainerUpdate{JobID: 6, Host: "main1", State: api.ContainerExited, ExitCode: 4, Session: j.SessionID})
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 6, Host: "main1", State: api.ContainerExited, ExitCode: 4, Session: j.SessionID})
 	if j := h.job(6); j.State != api.JobFailed || j.ExitCode != 4 {
 		t.Fatalf("adopted job 6 after its end: %s exit %d, want FAILED exit 4", j.State, j.ExitCode)
 	}

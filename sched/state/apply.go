@@ -8,10 +8,9 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/sched/fault"
-	"github.com/troupe-hpc/troupe/sched/partition"
 )
 
 // Errors Apply returns; the API maps them to HTTP statuses.
@@ -34,33 +33,6 @@ func conflict(format string, args ...any) error {
 	return &conflictError{msg: fmt.Sprintf(format, args...)}
 }
 
-// Command kinds.
-const (
-	CmdSubmit   = "submit"
-	CmdBatch    = "submit-batch" // several submits in one entry (bsub --count, bsub a.hcl b.hcl)
-	CmdSubmits  = "submits"      // single submits that arrived together (the leader's group commit), each stored or refused alone
-	CmdRegister = "register"
-	CmdPlan     = "plan"
-	CmdReport   = "report"
-	CmdReports  = "reports" // several nodelets' reports in one entry (the leader's group commit)
-	CmdKill     = "kill"
-	CmdHold     = "hold"      // a pending job → HELD (bhold, scontrol hold)
-	CmdRelease  = "release"   // a held job → PENDING (brelease, scontrol release)
-	CmdConfig   = "config"    // a new partitions config (schedd start, badmin reconfig)
-	CmdCharge   = "charge"    // charge usage up to Time (the leader, periodically)
-	CmdTimeout  = "timeout"   // end jobs past their walltime (the leader)
-	CmdNodeDown = "node-down" // nodes silent past the node timeout (the leader)
-	CmdNodeUp   = "node-up"   // a DOWN node heard from again
-	CmdTouch    = "touch"     // changes nothing, moves every table's index (after a restore)
-	CmdToken    = "token"     // add (or replace, same id) a bearer token record
-	CmdRevoke   = "revoke"    // delete a bearer token record
-	CmdServer   = "server"    // a raft server's API address (the leader, on taking office)
-	CmdDrain    = "drain"     // drain or resume nodes (badmin drain, badmin resume)
-	CmdSignal   = "signal"    // signal a running job's containers, or cancel a pending one (bkill -s)
-	CmdAdoptEnd = "adopt-end" // end the jobs still adopting once the adoption window after a restore has closed (the leader)
-	CmdHealth   = "health"    // a node's health-check verdict (the leader, from its nodelet's heartbeat)
-)
-
 // SchemaVersion is the version of the replicated state's schema: of
 // Command as the raft log carries it and of Dump as snapshots do. Raise it
 // when a change would make an older schedd misread an entry or a snapshot
@@ -72,17 +44,17 @@ const (
 //	1: the first versioned schema
 //	2: job arrays (an older schedd would run an array's submit as one job
 //	   and never make its elements)
-//	3: reports committed together (CmdReports): an older schedd would
+//	3: reports committed together ("reports"): an older schedd would
 //	   refuse the unknown kind and lose every report in the entry
-//	4: batch submits (CmdBatch): an older schedd would refuse the kind
+//	4: batch submits ("submit-batch"): an older schedd would refuse the kind
 //	   and lose the jobs
 //	5: rows split from the API's views (Job, Node): a job's containers
 //	   carry their CPU in millicores (cpu_milli, converted at admission),
 //	   and a node row no longer carries the derived "allocated". Rows of
 //	   versions 1 to 4 still load: their millicores are derived from the
-//	   job file's cpu (legacyMilli) and "allocated" is ignored (dropped
+//	   job file's cpu and "allocated" is ignored (dropped
 //	   by the strict reader of snapshot files through LegacyNode).
-//	6: single submits committed together (CmdSubmits): an older schedd
+//	6: single submits committed together ("submits"): an older schedd
 //	   would refuse the kind and lose the jobs
 //	7: a request id is its user's own: a submit's retry is known by the
 //	   user and the id together, so another user's submit with the same
@@ -117,15 +89,28 @@ const (
 //	   brought back. Within the adoption window a restore into an empty
 //	   state opens (adopt.go), a report of such a container's end is the
 //	   job's true end, a gang waits for all its nodes, a job the state
-//	   does not hold is adopted from the node's copy of it, and
-//	   CmdAdoptEnd ends what is still adopting once the window closed.
-//	   Entries of versions 1 to 9 replay without it: such reports are
-//	   dropped, as the nodes' containers were stopped.
-//	11: node health checks (CmdHealth): a node's failing verdict drains
+//	   does not hold is adopted from the node's copy of it, and AdoptEnd
+//	   ends what is still adopting once the window closed. Entries of
+//	   versions 1 to 9 replay without it: such reports are dropped, as
+//	   the nodes' containers were stopped.
+//	11: rows resolved (legacy.go): a job row holds one walltime, the one
+//	   in force, and no job file: what it asks of its session beyond its
+//	   containers (Spec) and what its text costs (InputBytes); a
+//	   container its millicores, memory and GPU, no job file resources
+//	   in cores. An older schedd would read such a container as holding
+//	   no memory. And typed entries (command.go): one kind per act, its
+//	   payload its own type ({"kind", "act"}), where entries of 1 to 10
+//	   were one union of every kind's fields; one Submit for "submit",
+//	   "submit-batch" and "submits", one Reports for "report" and
+//	   "reports"; a kill, hold or release names its job (JobRef) and
+//	   request (Request). Rows and entries of versions 1 to 10 still
+//	   load, and while the cluster's schema is older they are written in
+//	   its form (v10Command).
+//	   And node health checks (Health): a node's failing verdict drains
 //	   it apart from an admin's drain (Node.Health) and requeues its
 //	   requeue jobs, each excluded from the node (Job.ExcludeNodes),
-//	   which placement honours. An older schedd would refuse the kind;
-//	   the leader proposes none until the state is in this schema.
+//	   which placement honours. The act has no form before 11: the
+//	   leader proposes none until the cluster's schema is 11.
 const SchemaVersion = 11
 
 // OldestSchema is the oldest schema version this schedd writes: the
@@ -149,69 +134,6 @@ func CheckSchema(v int) error {
 	return nil
 }
 
-// Command is one raft log entry. Time is the leader's clock when it
-// proposed the entry, so every replica stamps the same times. Version is
-// the SchemaVersion of the schedd that proposed it.
-type Command struct {
-	Version int       `json:"v,omitempty"`
-	Kind    string    `json:"kind"`
-	Time    time.Time `json:"time"`
-	Submit  *Job      `json:"submit,omitempty"`
-	// Batch is a CmdBatch's jobs, submitted in order with consecutive
-	// ids, all or none.
-	Batch []*Job `json:"batch,omitempty"`
-	// Submits are a CmdSubmits entry's jobs: each is stored or refused
-	// on its own, in order, as if it came alone.
-	Submits  []*Job  `json:"submits,omitempty"`
-	Register *Node   `json:"register,omitempty"`
-	Plan     *Plan   `json:"plan,omitempty"`
-	Report   *Report `json:"report,omitempty"`
-	Kill     uint64  `json:"kill,omitempty"`
-	KillDone bool    `json:"kill_done,omitempty"` // bkill -d: the killed job ends COMPLETED
-	// Hold and Release name the job to hold or release.
-	Hold    uint64 `json:"hold,omitempty"`
-	Release uint64 `json:"release,omitempty"`
-	// Timeout lists the jobs the leader found past their walltime.
-	Timeout []uint64 `json:"timeout,omitempty"`
-	// Config is the partitions config to put in force.
-	Config *partition.Config `json:"config,omitempty"`
-	// NodeDown names the nodes the leader found silent; NodeUp one heard
-	// from again.
-	NodeDown *NodeDown `json:"node_down,omitempty"`
-	NodeUp   string    `json:"node_up,omitempty"`
-	// Token is a token record to store, Revoke the id of one to delete.
-	Token  *api.Token `json:"token,omitempty"`
-	Revoke string     `json:"revoke,omitempty"`
-	// Server maps a raft server id to its API address.
-	Server *Server `json:"server,omitempty"`
-	// Drain drains or resumes nodes.
-	Drain *Drain `json:"drain,omitempty"`
-	// Signal is a bkill -s request.
-	Signal *Signal `json:"signal,omitempty"`
-	// Health is a node's health-check verdict.
-	Health *Health `json:"health,omitempty"`
-	// Request is the client's request id of a kill, hold, release or
-	// signal: a command whose id was applied already changes nothing and
-	// answers as the first did (requests.go).
-	Request string `json:"request,omitempty"`
-	// By is the user who sent a command with a Request: a request id
-	// is known by its sender and the id together, so that one user's id
-	// never answers for another's command. Entries written before it
-	// carry none, and match each other as they did.
-	By string `json:"by,omitempty"`
-	// Purge lists the ended jobs the accounting store now holds.
-	Purge []PurgeKey `json:"purge,omitempty"`
-	// Index, with a kill, hold or release of a job array, names one
-	// element of it (bkill "12[5]"); without it the command is on the
-	// whole array.
-	Index *int `json:"index,omitempty"`
-	// Mailed is a mail event the leader takes on sending (CmdMailed).
-	Mailed *Mailed `json:"mailed,omitempty"`
-	// Reports are the nodelet reports of a CmdReports entry, applied in
-	// order.
-	Reports []Report `json:"reports,omitempty"`
-}
-
 // Plan is the scheduler core's answer, as the log carries it.
 type Plan struct {
 	Placements []Placement `json:"placements,omitempty"`
@@ -221,9 +143,9 @@ type Plan struct {
 // Placement puts container i of a job on Nodes[i], with the GPU device
 // shares GPUs[i] (GPUs nil: none named).
 type Placement struct {
-	JobID uint64           `json:"job_id"`
-	Nodes []string         `json:"nodes"`
-	GPUs  [][]api.GPUShare `json:"gpus,omitempty"`
+	JobID uint64       `json:"job_id"`
+	Nodes []string     `json:"nodes"`
+	GPUs  [][]GPUShare `json:"gpus,omitempty"`
 }
 
 // Reason sets a pending job's reason.
@@ -234,47 +156,46 @@ type Reason struct {
 
 // Report is a nodelet's container report.
 type Report struct {
-	Node    string                `json:"node"`
-	Updates []api.ContainerUpdate `json:"updates"`
+	Node    string            `json:"node"`
+	Updates []ContainerUpdate `json:"updates"`
 }
 
 // reporters are the nodes whose reports c carries.
 func (c *Command) reporters() []string {
-	switch {
-	case c.Kind == CmdReport && c.Report != nil:
-		return []string{c.Report.Node}
-	case c.Kind == CmdReports:
-		var out []string
-		for _, r := range c.Reports {
-			if !slices.Contains(out, r.Node) {
-				out = append(out, r.Node)
-			}
-		}
-		return out
+	r, ok := c.Act.(Reports)
+	if !ok {
+		return nil
 	}
-	return nil
+	var out []string
+	for _, rep := range r.Reports {
+		if !slices.Contains(out, rep.Node) {
+			out = append(out, rep.Node)
+		}
+	}
+	return out
 }
 
-// Apply applies one committed command at raft index. It returns the new
-// job's id for a submit, the ids ([]uint64, in order) for a batch, the
-// job for a kill, hold or release, the jobs it moved to RUNNING
-// ([]Started) for a report, each report's started jobs ([][]Started) for
-// a CmdReports, each job's outcome ([]Submitted) for a CmdSubmits, nil
-// otherwise; or an error that leaves the state
-// unchanged.
+// Apply applies one committed command at raft index. It answers what
+// each act says (Submit: the new jobs' ids, or each job's outcome; Reports: each report's jobs moved to RUNNING; Kill, Hold,
+// Release and SignalJob: the job), nil for the others; or an error that
+// leaves the state unchanged.
 func (s *Store) Apply(index uint64, c Command) (any, error) {
 	s.raiseSchema(c.Version)
+	if c.Act == nil {
+		return nil, ErrNoAct
+	}
+	req, reqJob, keep := requested(c.Act)
 	if !requestScoped(c.Version) {
 		// An older schema knows request ids without their sender: so do
 		// its entries here, as every peer applies them.
-		c.By = ""
+		req.By = ""
 	}
+	keep = keep && req.ID != ""
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	txn.TrackChanges() // settleArrays reads what the command changed
-	keep := c.Request != "" && idempotent(c.Kind)
 	if keep {
-		first, ok, err := repeated(txn, c)
+		first, ok, err := repeated(txn, c.Kind(), req, reqJob)
 		if err != nil {
 			return nil, err
 		}
@@ -286,58 +207,62 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		res any
 		err error
 	)
-	switch c.Kind {
-	case CmdSubmit:
-		res, err = submit(txn, index, c.Time, c.Submit, requestScoped(c.Version))
-	case CmdBatch:
-		res, err = submitBatch(txn, index, c.Time, c.Batch, requestScoped(c.Version))
-	case CmdSubmits:
-		res, err = submitEach(txn, index, c.Time, c.Submits, requestScoped(c.Version))
-	case CmdRegister:
-		err = register(txn, c.Time, c.Register)
-	case CmdPlan:
-		err = applyPlan(txn, index, c.Plan)
-	case CmdReport:
-		res, err = report(txn, index, c.Time, c.Report, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version))
-	case CmdReports:
-		res, err = reports(txn, index, c.Time, c.Reports, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version))
-	case CmdKill:
-		res, err = onJob(txn, index, c.Kill, c.Index, func(id uint64) (*Job, error) { return kill(txn, index, c.Time, id, c.KillDone) })
-	case CmdHold:
-		res, err = onJob(txn, index, c.Hold, c.Index, func(id uint64) (*Job, error) { return hold(txn, index, id) })
-	case CmdRelease:
-		res, err = onJob(txn, index, c.Release, c.Index, func(id uint64) (*Job, error) { return release(txn, index, id) })
-	case CmdConfig:
-		err = setConfig(txn, c.Config)
-	case CmdCharge:
+	switch a := c.Act.(type) {
+	case Submit:
+		scoped := requestScoped(c.Version)
+		switch {
+		case a.Each:
+			res, err = submitEach(txn, index, c.Time, a.Jobs, scoped)
+		case len(a.Jobs) == 1:
+			var id uint64
+			id, err = submit(txn, index, c.Time, a.Jobs[0], scoped)
+			res = []uint64{id}
+		default:
+			res, err = submitBatch(txn, index, c.Time, a.Jobs, scoped)
+		}
+	case Register:
+		err = register(txn, c.Time, a.Node)
+	case Place:
+		err = applyPlan(txn, index, a.Plan)
+	case Reports:
+		res, err = reports(txn, index, c.Time, a.Reports, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version))
+	case Kill:
+		res, err = onJob(txn, index, a.Job.ID, a.Job.Index, func(id uint64) (*Job, error) { return kill(txn, index, c.Time, id, a.Done) })
+	case Hold:
+		res, err = onJob(txn, index, a.Job.ID, a.Job.Index, func(id uint64) (*Job, error) { return hold(txn, index, id) })
+	case Release:
+		res, err = onJob(txn, index, a.Job.ID, a.Job.Index, func(id uint64) (*Job, error) { return release(txn, index, id) })
+	case Configure:
+		err = setConfig(txn, a.Config)
+	case Charge:
 		err = charge(txn, c.Time)
-	case CmdTimeout:
-		err = timeout(txn, index, c.Time, c.Timeout)
-	case CmdNodeDown:
-		err = nodeDown(txn, index, c.Time, c.NodeDown, nodeRuns(c.Version))
-	case CmdNodeUp:
-		err = nodeUp(txn, c.NodeUp)
-	case CmdToken:
-		err = putToken(txn, c.Token)
-	case CmdRevoke:
-		err = revokeToken(txn, c.Revoke)
-	case CmdServer:
-		err = putServer(txn, c.Server)
-	case CmdDrain:
-		err = drain(txn, c.Time, c.Drain)
-	case CmdSignal:
-		res, err = signalJob(txn, index, c.Time, c.Signal)
-	case CmdHealth:
-		err = health(txn, index, c.Time, c.Health)
-	case CmdPurge:
-		err = purge(txn, c.Purge)
-	case CmdMailed:
-		res, err = mailed(txn, index, c.Mailed)
-	case CmdAdoptEnd:
+	case Timeout:
+		err = timeout(txn, index, c.Time, a.Jobs)
+	case NodesDown:
+		err = nodeDown(txn, index, c.Time, a.Down, nodeRuns(c.Version))
+	case NodeUp:
+		err = nodeUp(txn, a.Node)
+	case PutToken:
+		err = putToken(txn, a.Token)
+	case Revoke:
+		err = revokeToken(txn, a.ID)
+	case PutServer:
+		err = putServer(txn, a.Server)
+	case DrainNodes:
+		err = drain(txn, c.Time, a.Drain)
+	case SignalJob:
+		res, err = signalJob(txn, index, c.Time, a.Signal)
+	case Purge:
+		err = purge(txn, a.Keys)
+	case MailSent:
+		res, err = mailed(txn, index, a.Mailed)
+	case Health:
+		err = health(txn, index, c.Time, a)
+	case AdoptEnd:
 		err = adoptEnd(txn, index, c.Time)
-	case CmdTouch:
+	case Touch:
 	default:
-		err = fmt.Errorf("unknown command %q", c.Kind)
+		err = fmt.Errorf("raft entry: %w %q", ErrUnknownKind, c.Kind())
 	}
 	if err != nil {
 		return nil, err
@@ -345,7 +270,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	if err := settleArrays(txn, index, c.Time); err != nil {
 		return nil, err
 	}
-	if err := bumpNodes(txn, index, c.Kind == CmdTouch, c.reporters()); err != nil {
+	_, touch := c.Act.(Touch)
+	if err := bumpNodes(txn, index, touch, c.reporters()); err != nil {
 		return nil, err
 	}
 	if err := countQueued(txn); err != nil {
@@ -357,11 +283,11 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		}
 	}
 	if keep {
-		if err := remember(txn, index, c, res.(*Job)); err != nil {
+		if err := remember(txn, index, c.Time, c.Kind(), req, reqJob, res.(*Job)); err != nil {
 			return nil, err
 		}
 	}
-	for _, t := range touched(c.Kind) {
+	for _, t := range touched(c.Kind()) {
 		if err := txn.Insert(tableIndexes, &indexEntry{Table: t, Index: index}); err != nil {
 			return nil, err
 		}
@@ -446,14 +372,14 @@ func newRow(txn *memdb.Txn, index uint64, now time.Time, in *Job, scoped bool) (
 			return nil, raw.(*Job).ID, nil // a retried submission: the job it made
 		}
 	}
-	j := clone(legacyMilli(in))
+	j := clone(in)
 	j.ID = last + 1
 	if len(j.Containers) > MaxSessionSize {
 		return nil, 0, fmt.Errorf("a session holds at most %d containers, not %d", MaxSessionSize, len(j.Containers))
 	}
-	j.State, j.Submitted, j.ModifyIndex = api.JobPending, now, index
-	if in.State == api.JobHeld { // bsub -H
-		j.State, j.Reason = api.JobHeld, api.ReasonHeld
+	j.State, j.Submitted, j.ModifyIndex = lifecycle.JobPending, now, index
+	if in.State == lifecycle.JobHeld { // bsub -H
+		j.State, j.Reason = lifecycle.JobHeld, reason.Held
 	}
 	j.Array, j.ArrayID, j.ArrayIndex, j.ArraySpan = nil, 0, 0, nil
 	if j.Spec.Array != nil {
@@ -468,7 +394,8 @@ func newRow(txn *memdb.Txn, index uint64, now time.Time, in *Job, scoped bool) (
 	return j, j.ID, nil
 }
 
-// Submitted is one job's outcome in a CmdSubmits entry: its id, or why
+// Submitted is one job's outcome in a Submit of jobs each alone (Each):
+// its id, or why
 // it was refused (the others in the entry are stored all the same).
 type Submitted struct {
 	ID  uint64
@@ -521,7 +448,7 @@ func register(txn *memdb.Txn, now time.Time, in *Node) error {
 		return errors.New("register without a node name")
 	}
 	n := *in
-	n.State, n.LastHeartbeat = api.NodeUp, now
+	n.State, n.LastHeartbeat = lifecycle.NodeUp, now
 	if raw, _ := txn.First(tableNodes, "id", n.Name); raw != nil {
 		n.Registered = raw.(*Node).Registered
 		keepDrain(&n, raw.(*Node))
@@ -540,12 +467,12 @@ func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
 		if err != nil {
 			return err
 		}
-		if j.State != api.JobPending || len(pl.Nodes) != len(j.Containers) || adopting(j) {
+		if j.State != lifecycle.JobPending || len(pl.Nodes) != len(j.Containers) || adopting(j) {
 			continue // changed since the scheduler's snapshot: skip, it will retry
 		}
 		for i := range j.Containers {
 			c := &j.Containers[i]
-			c.Node, c.State = pl.Nodes[i], api.ContainerAssigned
+			c.Node, c.State = pl.Nodes[i], lifecycle.ContainerAssigned
 			if i < len(pl.GPUs) {
 				c.GPUs = pl.GPUs[i]
 			}
@@ -553,7 +480,7 @@ func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
 				c.NodeAddr = raw.(*Node).Addr
 			}
 		}
-		j.State, j.Reason, j.ModifyIndex = api.JobScheduled, "", index
+		j.State, j.Reason, j.ModifyIndex = lifecycle.JobScheduled, "", index
 		if err := txn.Insert(tableJobs, j); err != nil {
 			return err
 		}
@@ -563,7 +490,7 @@ func applyPlan(txn *memdb.Txn, index uint64, p *Plan) error {
 		if err != nil {
 			return err
 		}
-		if j.State != api.JobPending {
+		if j.State != lifecycle.JobPending {
 			continue
 		}
 		j.Reason, j.ModifyIndex = r.Reason, index
@@ -614,7 +541,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 	}
 	var started []Started
 	changed := map[uint64]*Job{}
-	was := map[uint64]api.JobState{}
+	was := map[uint64]lifecycle.JobState{}
 	wasStarted := map[uint64]bool{}
 	adoptStart := map[uint64]time.Time{}
 	for _, u := range r.Updates {
@@ -665,7 +592,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 		// (its Started, when the node says it started) before it ends it.
 		if changed[j.ID] == j {
 			start, end := now, now
-			if runs && u.State == api.ContainerRunning {
+			if runs && u.State == lifecycle.ContainerRunning {
 				start = nodeTime(j, u.At, now)
 			}
 			if runs {
@@ -676,7 +603,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 	}
 	for _, j := range changed {
 		// Started in this report (perhaps ended in it too).
-		if was[j.ID] != api.JobRunning && !wasStarted[j.ID] && !j.Started.IsZero() {
+		if was[j.ID] != lifecycle.JobRunning && !wasStarted[j.ID] && !j.Started.IsZero() {
 			started = append(started, Started{JobID: j.ID, Partition: j.Partition, Wait: j.Started.Sub(j.Submitted)})
 		}
 		j.ModifyIndex = index
@@ -716,25 +643,25 @@ func advance(j *Job, start, end time.Time) {
 	all, running, active := true, true, false
 	for _, c := range j.Containers {
 		switch {
-		case c.State == api.ContainerFailed || c.State == api.ContainerOOM:
+		case c.State == lifecycle.ContainerFailed || c.State == lifecycle.ContainerOOM:
 			j.KillWanted = true
 			if j.Reason == "" {
 				j.Reason = c.Host + ": " + c.Message
 			}
 		}
-		if c.Role == jobspec.RoleMain && c.Idx == 1 && c.State.Ended() {
+		if c.Role == RoleMain && c.Idx == 1 && c.State.Ended() {
 			j.KillWanted = true
-			if c.State == api.ContainerExited || c.State == api.ContainerOOM {
+			if c.State == lifecycle.ContainerExited || c.State == lifecycle.ContainerOOM {
 				j.ExitCode = c.ExitCode
 			}
 		}
 		if !c.State.Ended() {
 			all = false
 		}
-		if c.State != api.ContainerRunning {
+		if c.State != lifecycle.ContainerRunning {
 			running = false
 		}
-		if c.State == api.ContainerPreparing || c.State == api.ContainerRunning || c.State.Ended() {
+		if c.State == lifecycle.ContainerPreparing || c.State == lifecycle.ContainerRunning || c.State.Ended() {
 			active = true
 		}
 	}
@@ -742,11 +669,11 @@ func advance(j *Job, start, end time.Time) {
 	case all:
 		j.State, j.Ended = finalState(j), end
 	case running && !j.KillWanted:
-		if j.State != api.JobRunning {
-			j.State, j.Started = api.JobRunning, start
+		if j.State != lifecycle.JobRunning {
+			j.State, j.Started = lifecycle.JobRunning, start
 		}
-	case active && j.State == api.JobScheduled:
-		j.State = api.JobPreparing
+	case active && j.State == lifecycle.JobScheduled:
+		j.State = lifecycle.JobPreparing
 	}
 }
 
@@ -790,29 +717,29 @@ func lastEnd(j *Job, now time.Time) time.Time {
 }
 
 // finalStateOfQueued is how a job killed before it started ends.
-func finalStateOfQueued(j *Job) api.JobState {
+func finalStateOfQueued(j *Job) lifecycle.JobState {
 	if j.KillDone {
-		return api.JobCompleted
+		return lifecycle.JobCompleted
 	}
-	return api.JobCancelled
+	return lifecycle.JobCancelled
 }
 
-func finalState(j *Job) api.JobState {
+func finalState(j *Job) lifecycle.JobState {
 	main := j.Containers[0]
 	switch {
 	case j.Cancelled && j.KillDone:
-		return api.JobCompleted
+		return lifecycle.JobCompleted
 	case j.Cancelled:
-		return api.JobCancelled
+		return lifecycle.JobCancelled
 	case j.TimedOut:
-		return api.JobTimeout
-	case main.State == api.ContainerExited && main.ExitCode == 0 && j.Reason == "":
-		return api.JobCompleted
+		return lifecycle.JobTimeout
+	case main.State == lifecycle.ContainerExited && main.ExitCode == 0 && j.Reason == "":
+		return lifecycle.JobCompleted
 	default:
 		if j.ExitCode == 0 {
 			j.ExitCode = 1
 		}
-		return api.JobFailed
+		return lifecycle.JobFailed
 	}
 }
 
@@ -829,7 +756,7 @@ func kill(txn *memdb.Txn, index uint64, now time.Time, id uint64, done bool) (*J
 	}
 	j.Cancelled, j.ModifyIndex = true, index
 	j.KillDone = j.KillDone || done
-	if j.State == api.JobPending || j.State == api.JobHeld {
+	if j.State == lifecycle.JobPending || j.State == lifecycle.JobHeld {
 		j.State, j.Ended, j.Reason = finalStateOfQueued(j), now, ""
 	} else {
 		j.KillWanted = true
@@ -847,14 +774,14 @@ func hold(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 		return holdArray(txn, index, j, true)
 	}
 	switch {
-	case j.State == api.JobHeld:
+	case j.State == lifecycle.JobHeld:
 		return nil, conflict("job %d is already held", id)
 	case j.State.Terminal():
 		return nil, fmt.Errorf("job %d: %w (%s)", id, ErrEnded, j.State)
-	case j.State != api.JobPending:
+	case j.State != lifecycle.JobPending:
 		return nil, conflict("job %d is %s: only pending jobs can be held", id, j.State)
 	}
-	j.State, j.Reason, j.ModifyIndex = api.JobHeld, api.ReasonHeld, index
+	j.State, j.Reason, j.ModifyIndex = lifecycle.JobHeld, reason.Held, index
 	return j, txn.Insert(tableJobs, j)
 }
 
@@ -871,10 +798,10 @@ func release(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 	switch {
 	case j.State.Terminal():
 		return nil, fmt.Errorf("job %d: %w (%s)", id, ErrEnded, j.State)
-	case j.State != api.JobHeld:
+	case j.State != lifecycle.JobHeld:
 		return nil, conflict("job %d is %s: only held jobs can be released", id, j.State)
 	}
-	j.State, j.Reason, j.ModifyIndex = api.JobPending, api.ReasonPriority, index
+	j.State, j.Reason, j.ModifyIndex = lifecycle.JobPending, reason.Priority, index
 	return j, txn.Insert(tableJobs, j)
 }
 
@@ -925,7 +852,7 @@ func (v *Snapshot) Late(now time.Time) (late []uint64, next time.Time) {
 	// Only a started job can be late: the state index leaves out the
 	// queue and the ended jobs waiting for their purge, which a pass
 	// (it runs on every state change) would otherwise walk each time.
-	for _, j := range v.JobsIn(api.JobScheduled, api.JobPreparing, api.JobRunning) {
+	for _, j := range v.JobsIn(lifecycle.JobScheduled, lifecycle.JobPreparing, lifecycle.JobRunning) {
 		if j.State.Terminal() || j.Started.IsZero() || j.Walltime <= 0 || j.KillWanted || j.Array != nil {
 			continue
 		}

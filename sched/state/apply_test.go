@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/jobspec"
 )
 
@@ -20,7 +22,7 @@ func session(n int) *Job {
 		if i > 0 {
 			c.Host, c.Role, c.Idx = "sub"+string(rune('0'+i)), jobspec.RoleSub, i
 		}
-		j.Containers = append(j.Containers, NewContainer(c, c.Host+"-k"))
+		j.Containers = append(j.Containers, newContainer(c, c.Host+"-k"))
 	}
 	j.SessionID = j.Containers[0].KernelID
 	return j
@@ -41,7 +43,7 @@ func (h *harness) apply(c Command) any {
 	}
 	v, err := h.st.Apply(h.idx, c)
 	if err != nil {
-		h.t.Fatalf("apply %s: %v", c.Kind, err)
+		h.t.Fatalf("apply %s: %v", c.Kind(), err)
 	}
 	return v
 }
@@ -49,12 +51,12 @@ func (h *harness) apply(c Command) any {
 func (h *harness) job(id uint64) *Job { return h.st.Snapshot().Job(id) }
 
 func (h *harness) report(node string, id uint64, host string, s api.ContainerState, code int) {
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: node, Updates: []api.ContainerUpdate{{JobID: id, Host: host, State: s, ExitCode: code}}}})
+	h.apply(Command{Act: Reports{Reports: []Report{Report{Node: node, Updates: []ContainerUpdate{{JobID: id, Host: host, State: s, ExitCode: code}}}}}})
 }
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, st: New()}
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n1", Addr: "10.0.0.1", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	h.apply(Command{Act: Register{Node: &Node{Name: "n1", Addr: "10.0.0.1", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}}})
 	return h
 }
 
@@ -73,11 +75,11 @@ func TestLifecycle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			id := h.apply(Command{Kind: CmdSubmit, Submit: session(2)}).(uint64)
+			id := h.apply(Command{Act: Submit{Jobs: []*Job{session(2)}}}).([]uint64)[0]
 			if id != 1 || h.job(1).State != api.JobPending {
 				t.Fatalf("submitted id %d state %s", id, h.job(1).State)
 			}
-			h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}}}})
+			h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}}}}})
 			j := h.job(1)
 			if j.State != api.JobScheduled || j.Containers[1].NodeAddr != "10.0.0.1" {
 				t.Fatalf("after plan: %s, addr %q", j.State, j.Containers[1].NodeAddr)
@@ -120,14 +122,14 @@ func TestLifecycle(t *testing.T) {
 
 func TestKill(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
 
-	if j := h.apply(Command{Kind: CmdKill, Kill: 2}).(*Job); j.State != api.JobCancelled {
+	if j := h.apply(Command{Act: Kill{Job: JobRef{ID: 2}}}).(*Job); j.State != api.JobCancelled {
 		t.Fatalf("pending job killed: %s, want CANCELLED at once", j.State)
 	}
-	j := h.apply(Command{Kind: CmdKill, Kill: 1}).(*Job)
+	j := h.apply(Command{Act: Kill{Job: JobRef{ID: 1}}}).(*Job)
 	if j.State.Terminal() || !j.KillWanted {
 		t.Fatalf("placed job killed: %s kill wanted %v; want it to wait for its nodelet", j.State, j.KillWanted)
 	}
@@ -136,18 +138,18 @@ func TestKill(t *testing.T) {
 		t.Fatalf("state %s, want CANCELLED", s)
 	}
 	h.idx++
-	if _, err := h.st.Apply(h.idx, Command{Kind: CmdKill, Kill: 1}); !errors.Is(err, ErrEnded) {
+	if _, err := h.st.Apply(h.idx, Command{Act: Kill{Job: JobRef{ID: 1}}}); !errors.Is(err, ErrEnded) {
 		t.Fatalf("killing an ended job: %v, want ErrEnded", err)
 	}
-	if _, err := h.st.Apply(h.idx, Command{Kind: CmdKill, Kill: 9}); !errors.Is(err, ErrNotFound) {
+	if _, err := h.st.Apply(h.idx, Command{Act: Kill{Job: JobRef{ID: 9}}}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("killing a missing job: %v, want ErrNotFound", err)
 	}
 }
 
 func TestReportsCannotRewriteHistory(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
 	h.report("other-node", 1, "main1", api.ContainerRunning, 0)
 	if s := h.job(1).Containers[0].State; s != api.ContainerAssigned {
 		t.Fatalf("a node reported on a container it does not hold: %s", s)
@@ -161,7 +163,7 @@ func TestReportsCannotRewriteHistory(t *testing.T) {
 
 func TestDumpRestore(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(3)})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(3)}}})
 	d := h.st.Snapshot().Dump()
 	st := New()
 	if err := st.Restore(d); err != nil {
@@ -178,7 +180,7 @@ func TestSessionNetworks(t *testing.T) {
 	h := newHarness(t)
 	seen := map[string]bool{}
 	for i := 0; i < 300; i++ {
-		id := h.apply(Command{Kind: CmdSubmit, Submit: session(3)}).(uint64)
+		id := h.apply(Command{Act: Submit{Jobs: []*Job{session(3)}}}).([]uint64)[0]
 		j := h.job(id)
 		if j.Network == nil || seen[j.Network.Subnet] {
 			t.Fatalf("job %d: network %+v (reused or missing)", id, j.Network)
@@ -197,9 +199,9 @@ func TestTimeoutAndOOM(t *testing.T) {
 	h := newHarness(t)
 	j := session(2)
 	j.Walltime = time.Minute
-	h.apply(Command{Kind: CmdSubmit, Submit: j})
-	h.apply(Command{Kind: CmdSubmit, Submit: session(2)})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}, {JobID: 2, Nodes: []string{"n1", "n1"}}}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{j}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(2)}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}, {JobID: 2, Nodes: []string{"n1", "n1"}}}}}})
 	for _, id := range []uint64{1, 2} {
 		h.report("n1", id, "main1", api.ContainerRunning, 0)
 		h.report("n1", id, "sub1", api.ContainerRunning, 0)
@@ -212,7 +214,7 @@ func TestTimeoutAndOOM(t *testing.T) {
 	if len(late) != 1 || late[0] != 1 {
 		t.Fatalf("late %v, want [1] (job 2 has no walltime)", late)
 	}
-	h.apply(Command{Kind: CmdTimeout, Timeout: late})
+	h.apply(Command{Act: Timeout{Jobs: late}})
 	if j := h.job(1); !j.KillWanted || !j.TimedOut || j.State.Terminal() {
 		t.Fatalf("timed out job: %+v", j)
 	}
@@ -224,7 +226,7 @@ func TestTimeoutAndOOM(t *testing.T) {
 
 	// The kernel kills sub1 of job 2 for memory: the session ends FAILED
 	// with the reason.
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 2, Host: "sub1", State: api.ContainerOOM, ExitCode: 137, Message: "out of memory (limit 1GiB)"}}}})
+	h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{{JobID: 2, Host: "sub1", State: api.ContainerOOM, ExitCode: 137, Message: "out of memory (limit 1GiB)"}}}}}})
 	h.report("n1", 2, "main1", api.ContainerKilled, 143)
 	if j := h.job(2); j.State != api.JobFailed || j.Reason != "sub1: out of memory (limit 1GiB)" {
 		t.Fatalf("job 2 ended %s (%s), want FAILED with the OOM reason", j.State, j.Reason)
@@ -236,23 +238,23 @@ func TestStaleRunReportsDropped(t *testing.T) {
 	h := newHarness(t)
 	j := session(1)
 	j.Spec.Requeue = true
-	h.apply(Command{Kind: CmdSubmit, Submit: j})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{j}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
 	h.report("n1", 1, "main1", api.ContainerRunning, 0) // run 0
 	// n1 fails; the job asks for requeue, goes back to PENDING and is
 	// placed again (on n1, back up): run 1.
-	h.apply(Command{Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+	h.apply(Command{Act: NodesDown{Down: &NodeDown{Nodes: []string{"n1"}}}})
 	if j := h.job(1); j.State != api.JobPending || j.Requeues != 1 {
 		t.Fatalf("after the node failure: %s, requeues %d", j.State, j.Requeues)
 	}
-	h.apply(Command{Kind: CmdNodeUp, NodeUp: "n1"})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	h.apply(Command{Act: NodeUp{Node: "n1"}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
 	// The old run's nodelet reports its container killed: dropped.
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 0, State: api.ContainerKilled}}}})
+	h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 0, State: api.ContainerKilled}}}}}})
 	if c := h.job(1).Containers[0]; c.State != api.ContainerAssigned {
 		t.Fatalf("an earlier run's report moved the new run's container to %s", c.State)
 	}
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerRunning}}}})
+	h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 1, State: api.ContainerRunning}}}}}})
 	if j := h.job(1); j.State != api.JobRunning {
 		t.Fatalf("the new run's report: job %s", j.State)
 	}
@@ -267,35 +269,35 @@ func TestStaleRunReportsKeepLiveRun(t *testing.T) {
 	fenced := "killed by the node's fence: no answer from schedd within the lease (nodelet(8), FENCING)"
 	for _, c := range []struct {
 		name, again string // again: the node run 1 is placed on
-		stale       api.ContainerUpdate
+		stale       ContainerUpdate
 	}{
-		{"fence failure, other node", "n2", api.ContainerUpdate{State: api.ContainerFailed, ExitCode: 137, Message: fenced}},
-		{"fence failure, same node", "n1", api.ContainerUpdate{State: api.ContainerFailed, ExitCode: 137, Message: fenced}},
-		{"exit 137, other node", "n2", api.ContainerUpdate{State: api.ContainerExited, ExitCode: 137}},
-		{"exit 137, same node", "n1", api.ContainerUpdate{State: api.ContainerExited, ExitCode: 137}},
-		{"killed, same node", "n1", api.ContainerUpdate{State: api.ContainerKilled, ExitCode: 143}},
+		{"fence failure, other node", "n2", ContainerUpdate{State: api.ContainerFailed, ExitCode: 137, Message: fenced}},
+		{"fence failure, same node", "n1", ContainerUpdate{State: api.ContainerFailed, ExitCode: 137, Message: fenced}},
+		{"exit 137, other node", "n2", ContainerUpdate{State: api.ContainerExited, ExitCode: 137}},
+		{"exit 137, same node", "n1", ContainerUpdate{State: api.ContainerExited, ExitCode: 137}},
+		{"killed, same node", "n1", ContainerUpdate{State: api.ContainerKilled, ExitCode: 143}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+			h.apply(Command{Act: Register{Node: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}}})
 			j := session(1)
 			j.Spec.Requeue = true
-			h.apply(Command{Kind: CmdSubmit, Submit: j})
-			h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+			h.apply(Command{Act: Submit{Jobs: []*Job{j}}})
+			h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
 			h.report("n1", 1, "main1", api.ContainerRunning, 0) // run 0
-			h.apply(Command{Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+			h.apply(Command{Act: NodesDown{Down: &NodeDown{Nodes: []string{"n1"}}}})
 			if c.again == "n1" {
-				h.apply(Command{Kind: CmdNodeUp, NodeUp: "n1"})
+				h.apply(Command{Act: NodeUp{Node: "n1"}})
 			}
-			h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{c.again}}}}})
+			h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{c.again}}}}}})
 			run1 := func(s api.ContainerState, code int) {
-				h.apply(Command{Kind: CmdReport, Report: &Report{Node: c.again, Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 1, State: s, ExitCode: code}}}})
+				h.apply(Command{Act: Reports{Reports: []Report{Report{Node: c.again, Updates: []ContainerUpdate{{JobID: 1, Host: "main1", Requeues: 1, State: s, ExitCode: code}}}}}})
 			}
 			run1(api.ContainerRunning, 0)
 
 			stale := c.stale
 			stale.JobID, stale.Host, stale.Requeues = 1, "main1", 0
-			h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{stale}}})
+			h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{stale}}}}})
 			j = h.job(1)
 			if j.State != api.JobRunning || j.Requeues != 1 || j.Reason != "" || j.KillWanted || j.Containers[0].State != api.ContainerRunning {
 				t.Fatalf("after run 0's report: job %s (run %d, reason %q, kill %v), container %s; want RUNNING in run 1",
@@ -311,23 +313,23 @@ func TestStaleRunReportsKeepLiveRun(t *testing.T) {
 
 func TestHoldRelease(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 	held := session(1)
 	held.State = api.JobHeld // bsub -H
-	h.apply(Command{Kind: CmdSubmit, Submit: held})
+	h.apply(Command{Act: Submit{Jobs: []*Job{held}}})
 	if j := h.job(2); j.State != api.JobHeld || j.Reason != api.ReasonHeld {
 		t.Fatalf("submitted held: %s (%s), want HELD (Held)", j.State, j.Reason)
 	}
 
-	j := h.apply(Command{Kind: CmdHold, Hold: 1}).(*Job)
+	j := h.apply(Command{Act: Hold{Job: JobRef{ID: 1}}}).(*Job)
 	if j.State != api.JobHeld || j.Reason != api.ReasonHeld || h.job(1).State != api.JobHeld {
 		t.Fatalf("held: %s (%s), want HELD (Held)", j.State, j.Reason)
 	}
 	// A plan made before the hold must not place it, nor change its reason.
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{
+	h.apply(Command{Act: Place{Plan: &Plan{
 		Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}},
 		Reasons:    []Reason{{JobID: 2, Reason: api.ReasonResources}},
-	}})
+	}}})
 	if j := h.job(1); j.State != api.JobHeld || j.Containers[0].Node != "" {
 		t.Fatalf("held job placed: %s on %q", j.State, j.Containers[0].Node)
 	}
@@ -338,39 +340,40 @@ func TestHoldRelease(t *testing.T) {
 	refuse := func(c Command, want error, msg string) {
 		t.Helper()
 		h.idx++
-		before := h.job(c.Hold + c.Release)
+		_, id, _ := requested(c.Act)
+		before := h.job(id)
 		_, err := h.st.Apply(h.idx, c)
 		if !errors.Is(err, want) || (msg != "" && err.Error() != msg) {
-			t.Fatalf("%s %d: %v, want %v %q", c.Kind, c.Hold+c.Release, err, want, msg)
+			t.Fatalf("%s %d: %v, want %v %q", c.Kind(), id, err, want, msg)
 		}
 		if before != nil && h.job(before.ID).ModifyIndex != before.ModifyIndex {
-			t.Fatalf("refused %s changed job %d", c.Kind, before.ID)
+			t.Fatalf("refused %s changed job %d", c.Kind(), before.ID)
 		}
 	}
-	refuse(Command{Kind: CmdHold, Hold: 1}, ErrConflict, "job 1 is already held")
+	refuse(Command{Act: Hold{Job: JobRef{ID: 1}}}, ErrConflict, "job 1 is already held")
 
-	j = h.apply(Command{Kind: CmdRelease, Release: 1}).(*Job)
+	j = h.apply(Command{Act: Release{Job: JobRef{ID: 1}}}).(*Job)
 	if j.State != api.JobPending || j.Reason != api.ReasonPriority {
 		t.Fatalf("released: %s (%s), want PENDING (Priority)", j.State, j.Reason)
 	}
-	refuse(Command{Kind: CmdRelease, Release: 1}, ErrConflict, "job 1 is PENDING: only held jobs can be released")
+	refuse(Command{Act: Release{Job: JobRef{ID: 1}}}, ErrConflict, "job 1 is PENDING: only held jobs can be released")
 
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
 	if s := h.job(1).State; s != api.JobScheduled {
 		t.Fatalf("released job not placed: %s", s)
 	}
 	h.report("n1", 1, "main1", api.ContainerRunning, 0)
-	refuse(Command{Kind: CmdHold, Hold: 1}, ErrConflict, "job 1 is RUNNING: only pending jobs can be held")
-	refuse(Command{Kind: CmdRelease, Release: 1}, ErrConflict, "job 1 is RUNNING: only held jobs can be released")
-	refuse(Command{Kind: CmdHold, Hold: 9}, ErrNotFound, "")
-	refuse(Command{Kind: CmdRelease, Release: 9}, ErrNotFound, "")
+	refuse(Command{Act: Hold{Job: JobRef{ID: 1}}}, ErrConflict, "job 1 is RUNNING: only pending jobs can be held")
+	refuse(Command{Act: Release{Job: JobRef{ID: 1}}}, ErrConflict, "job 1 is RUNNING: only held jobs can be released")
+	refuse(Command{Act: Hold{Job: JobRef{ID: 9}}}, ErrNotFound, "")
+	refuse(Command{Act: Release{Job: JobRef{ID: 9}}}, ErrNotFound, "")
 
-	h.apply(Command{Kind: CmdKill, Kill: 2}) // a held job can be killed
+	h.apply(Command{Act: Kill{Job: JobRef{ID: 2}}}) // a held job can be killed
 	if s := h.job(2).State; s != api.JobCancelled {
 		t.Fatalf("killed held job: %s, want CANCELLED", s)
 	}
-	refuse(Command{Kind: CmdHold, Hold: 2}, ErrEnded, "")
-	refuse(Command{Kind: CmdRelease, Release: 2}, ErrEnded, "")
+	refuse(Command{Act: Hold{Job: JobRef{ID: 2}}}, ErrEnded, "")
+	refuse(Command{Act: Release{Job: JobRef{ID: 2}}}, ErrEnded, "")
 }
 
 // A container's routed address (Reach) comes with its running report,
@@ -380,9 +383,9 @@ func TestReachReportedAndRequeued(t *testing.T) {
 	h := newHarness(t)
 	j := session(1)
 	j.Spec.Requeue = true
-	h.apply(Command{Kind: CmdSubmit, Submit: j})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", State: api.ContainerRunning, Reach: "10.128.1.2"}}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{j}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
+	h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{{JobID: 1, Host: "main1", State: api.ContainerRunning, Reach: "10.128.1.2"}}}}}})
 	h.report("n1", 1, "main1", api.ContainerRunning, 0) // an adopted container's, without it
 	if got := h.job(1).Containers[0].Reach; got != "10.128.1.2" {
 		t.Fatalf("reach %q after the running reports, want 10.128.1.2", got)
@@ -390,11 +393,19 @@ func TestReachReportedAndRequeued(t *testing.T) {
 	if jobs := h.st.Snapshot().ReachJobsOfUID(h.job(1).UID); len(jobs) != 1 {
 		t.Errorf("ReachJobsOfUID: %d jobs, want 1", len(jobs))
 	}
-	h.apply(Command{Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+	h.apply(Command{Act: NodesDown{Down: &NodeDown{Nodes: []string{"n1"}}}})
 	if j := h.job(1); j.State != api.JobPending || j.Containers[0].Reach != "" {
 		t.Fatalf("after the requeue: %s, reach %q", j.State, j.Containers[0].Reach)
 	}
 	if jobs := h.st.Snapshot().ReachJobsOfUID(h.job(1).UID); len(jobs) != 0 {
 		t.Errorf("ReachJobsOfUID after the requeue: %d jobs, want none", len(jobs))
 	}
+}
+
+// newContainer is c of a job file as admission makes it a row's
+// container, pending.
+func newContainer(c jobspec.Container, kernelID string) Container {
+	return Container{Host: c.Host, Role: c.Role, Idx: c.Idx, Rank: c.Rank, Image: c.Image, Command: c.Command,
+		CPUMilli: units.MilliCPU(c.Resources.CPU), Memory: c.Resources.Memory, GPU: c.Resources.GPU,
+		KernelID: kernelID, State: lifecycle.ContainerPending}
 }

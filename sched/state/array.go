@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/troupe-hpc/troupe/internal/arrayindex"
 	"maps"
 	"slices"
 	"time"
@@ -10,7 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
 // Job arrays. An array is one row, the array's own (Job.Array), made
@@ -80,21 +82,21 @@ func (elementIndex) PrefixFromArgs(args ...any) ([]byte, error) {
 // newArray makes j (a submission whose spec has an array) an array's
 // own row: no element has a row yet.
 func newArray(j *Job) error {
-	x, err := j.Spec.Array.Indices()
+	x, _, err := arrayindex.Parse(j.Spec.Array.Range)
 	if err != nil {
 		return err
 	}
-	held := j.State == api.JobHeld
-	a := &api.Array{Indices: x, Count: x.Count(), MaxRunning: j.Spec.Array.MaxRunning, Held: held,
-		States: map[api.JobState]int{api.JobPending: x.Count()}}
+	held := j.State == lifecycle.JobHeld
+	a := &Array{Indices: x, Count: x.Count(), MaxRunning: j.Spec.Array.MaxRunning, Held: held,
+		States: map[lifecycle.JobState]int{lifecycle.JobPending: x.Count()}}
 	if held {
-		a.States = map[api.JobState]int{api.JobHeld: a.Count}
+		a.States = map[lifecycle.JobState]int{lifecycle.JobHeld: a.Count}
 	}
 	j.Array = a
 	return nil
 }
 
-func unmade(a *api.Array) int { return a.Unmade() }
+func unmade(a *Array) int { return a.Unmade() }
 
 // element returns the row of element idx of array id, or nil.
 func element(txn *memdb.Txn, id uint64, idx int) (*Job, error) {
@@ -112,7 +114,7 @@ func elements(txn *memdb.Txn, id uint64) ([]*Job, error) {
 
 // makeElement inserts element idx of array p with a fresh id, in state
 // st (PENDING or HELD). The caller accounts for it in p's counts.
-func makeElement(txn *memdb.Txn, index uint64, p *Job, idx int, st api.JobState) (*Job, error) {
+func makeElement(txn *memdb.Txn, index uint64, p *Job, idx int, st lifecycle.JobState) (*Job, error) {
 	last, err := lastJobID(txn)
 	if err != nil {
 		return nil, err
@@ -121,10 +123,10 @@ func makeElement(txn *memdb.Txn, index uint64, p *Job, idx int, st api.JobState)
 	e.ID, e.RequestID, e.Array = last+1, "", nil
 	e.ArrayID, e.ArrayIndex = p.ID, idx
 	a := p.Array
-	e.ArraySpan = &api.ArraySpan{Min: a.Indices.Min(), Max: a.Indices.Max(), Count: a.Count, Step: a.Indices.Step()}
-	e.State, e.Reason, e.ModifyIndex = st, api.ReasonPriority, index
-	if st == api.JobHeld {
-		e.Reason = api.ReasonHeld
+	e.ArraySpan = &ArraySpan{Min: a.Indices.Min(), Max: a.Indices.Max(), Count: a.Count, Step: a.Indices.Step()}
+	e.State, e.Reason, e.ModifyIndex = st, reason.Priority, index
+	if st == lifecycle.JobHeld {
+		e.Reason = reason.Held
 	}
 	e.Started, e.Ended, e.ExitCode = time.Time{}, time.Time{}, 0
 	e.KillWanted, e.Cancelled, e.KillDone, e.TimedOut = false, false, false, false
@@ -135,7 +137,7 @@ func makeElement(txn *memdb.Txn, index uint64, p *Job, idx int, st api.JobState)
 	for i := range e.Containers {
 		c := &e.Containers[i]
 		c.KernelID = uuid.NewSHA1(ns, fmt.Appendf(nil, "%d/%s", idx, c.Host)).String()
-		c.Node, c.NodeAddr, c.Reach, c.State, c.ExitCode, c.Message, c.GPUs = "", "", "", api.ContainerPending, 0, "", nil
+		c.Node, c.NodeAddr, c.Reach, c.State, c.ExitCode, c.Message, c.GPUs = "", "", "", lifecycle.ContainerPending, 0, "", nil
 		c.CPUTime, c.MemPeak = 0, 0
 	}
 	e.SessionID = e.Containers[0].KernelID
@@ -160,9 +162,9 @@ func elementForCommand(txn *memdb.Txn, index uint64, p *Job, idx int) (*Job, err
 	case pos < a.Next:
 		return nil, fmt.Errorf("job %d[%d]: %w (its record is in the accounting store; see bhist)", p.ID, idx, ErrEnded)
 	}
-	st := api.JobPending
+	st := lifecycle.JobPending
 	if a.Held {
-		st = api.JobHeld
+		st = lifecycle.JobHeld
 	}
 	// The row is made in the unmade element's state: no count moves.
 	p = clone(p)
@@ -217,9 +219,9 @@ func settleArrays(txn *memdb.Txn, index uint64, now time.Time) error {
 		if p == nil {
 			continue // the array's row was purged first (a restore)
 		}
-		before := api.JobPending // an unmade element
+		before := lifecycle.JobPending // an unmade element
 		if p.Array.Held {
-			before = api.JobHeld
+			before = lifecycle.JobHeld
 		}
 		if ch.Before != nil {
 			before = ch.Before.(*Job).State
@@ -258,7 +260,7 @@ func refill(txn *memdb.Txn, index uint64, p *Job) error {
 	if a.Held || p.Cancelled || p.State.Terminal() {
 		return nil
 	}
-	pending := a.States[api.JobPending] - unmade(a) // with rows
+	pending := a.States[lifecycle.JobPending] - unmade(a) // with rows
 	want := ArrayWindow - pending
 	if a.MaxRunning > 0 {
 		want = min(want, a.MaxRunning-a.Started()-pending)
@@ -269,7 +271,7 @@ func refill(txn *memdb.Txn, index uint64, p *Job) error {
 			a.Early = slices.Delete(slices.Clone(a.Early), k, k+1)
 			continue
 		}
-		if _, err := makeElement(txn, index, p, idx, api.JobPending); err != nil {
+		if _, err := makeElement(txn, index, p, idx, lifecycle.JobPending); err != nil {
 			return err
 		}
 		want--
@@ -277,35 +279,35 @@ func refill(txn *memdb.Txn, index uint64, p *Job) error {
 	return nil
 }
 
-// deriveArrayState sets p's state from its counts (see api.Array).
+// deriveArrayState sets p's state from its counts (see Array).
 func deriveArrayState(p *Job, now time.Time) {
 	a := p.Array
 	was := p.State
 	switch {
 	case a.Ended() == a.Count:
 		switch {
-		case a.States[api.JobCompleted] == a.Count:
-			p.State, p.ExitCode = api.JobCompleted, 0
+		case a.States[lifecycle.JobCompleted] == a.Count:
+			p.State, p.ExitCode = lifecycle.JobCompleted, 0
 		case p.Cancelled:
-			p.State = api.JobCancelled
+			p.State = lifecycle.JobCancelled
 		default:
-			p.State, p.ExitCode = api.JobFailed, 1
+			p.State, p.ExitCode = lifecycle.JobFailed, 1
 		}
 		p.Reason = ""
 		if !was.Terminal() {
 			p.Ended = now
 		}
 	case a.Started() > 0:
-		p.State, p.Reason = api.JobRunning, ""
-	case a.Held || a.States[api.JobPending] == 0:
-		p.State, p.Reason = api.JobHeld, api.ReasonHeld
+		p.State, p.Reason = lifecycle.JobRunning, ""
+	case a.Held || a.States[lifecycle.JobPending] == 0:
+		p.State, p.Reason = lifecycle.JobHeld, reason.Held
 	default:
-		p.State = api.JobPending
-		if p.Reason == api.ReasonHeld || p.Reason == "" {
-			p.Reason = api.ReasonPriority
+		p.State = lifecycle.JobPending
+		if p.Reason == reason.Held || p.Reason == "" {
+			p.Reason = reason.Priority
 		}
 	}
-	if p.State == api.JobRunning && p.Started.IsZero() {
+	if p.State == lifecycle.JobRunning && p.Started.IsZero() {
 		p.Started = now
 	}
 }
@@ -317,14 +319,14 @@ func killArray(txn *memdb.Txn, index uint64, now time.Time, p *Job, done bool) (
 	p.KillDone = p.KillDone || done
 	a := *p.Array
 	a.States = maps.Clone(a.States)
-	end := api.JobCancelled
+	end := lifecycle.JobCancelled
 	if done {
-		end = api.JobCompleted
+		end = lifecycle.JobCompleted
 	}
 	n := unmade(&a)
-	from := api.JobPending
+	from := lifecycle.JobPending
 	if a.Held {
-		from = api.JobHeld
+		from = lifecycle.JobHeld
 	}
 	a.States[from] -= n
 	a.States[end] += n
@@ -356,16 +358,16 @@ func holdArray(txn *memdb.Txn, index uint64, p *Job, on bool) (*Job, error) {
 	switch {
 	case on && a.Held:
 		return nil, conflict("job %d is already held", p.ID)
-	case !on && !a.Held && a.States[api.JobHeld] == 0:
+	case !on && !a.Held && a.States[lifecycle.JobHeld] == 0:
 		return nil, conflict("job %d is %s: no element of it is held", p.ID, p.State)
 	}
 	n := unmade(&a)
 	if on {
-		a.States[api.JobPending] -= n
-		a.States[api.JobHeld] += n
+		a.States[lifecycle.JobPending] -= n
+		a.States[lifecycle.JobHeld] += n
 	} else if a.Held {
-		a.States[api.JobHeld] -= n
-		a.States[api.JobPending] += n
+		a.States[lifecycle.JobHeld] -= n
+		a.States[lifecycle.JobPending] += n
 	}
 	a.Held = on
 	p.Array, p.ModifyIndex = &a, index
@@ -379,9 +381,9 @@ func holdArray(txn *memdb.Txn, index uint64, p *Job, on bool) (*Job, error) {
 	for _, e := range es {
 		var err error
 		switch {
-		case on && e.State == api.JobPending:
+		case on && e.State == lifecycle.JobPending:
 			_, err = hold(txn, index, e.ID)
-		case !on && e.State == api.JobHeld:
+		case !on && e.State == lifecycle.JobHeld:
 			_, err = release(txn, index, e.ID)
 		}
 		if err != nil {
@@ -435,17 +437,17 @@ func (v *jobReads) ElementView(p *Job, idx int) (j *Job, ok bool) {
 	for i := range e.Containers {
 		e.Containers[i].KernelID, e.Containers[i].Addr = "", ""
 	}
-	e.ArraySpan = &api.ArraySpan{Min: a.Indices.Min(), Max: a.Indices.Max(), Count: a.Count, Step: a.Indices.Step()}
+	e.ArraySpan = &ArraySpan{Min: a.Indices.Min(), Max: a.Indices.Max(), Count: a.Count, Step: a.Indices.Step()}
 	e.Started, e.Ended = time.Time{}, time.Time{}
 	switch {
 	case pos < a.Next: // killed with the array before its turn
 		e.State, e.Reason, e.Ended = finalStateOfQueued(p), "", p.Ended
 	case a.Held:
-		e.State, e.Reason = api.JobHeld, api.ReasonHeld
+		e.State, e.Reason = lifecycle.JobHeld, reason.Held
 	default:
-		e.State, e.Reason = api.JobPending, api.ReasonPriority
+		e.State, e.Reason = lifecycle.JobPending, reason.Priority
 		if a.MaxRunning > 0 && a.Started() >= a.MaxRunning {
-			e.Reason = api.ReasonArrayTaskLimit
+			e.Reason = reason.ArrayTaskLimit
 		}
 	}
 	return e, true

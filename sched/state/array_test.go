@@ -6,12 +6,11 @@ import (
 	"testing"
 
 	"github.com/troupe-hpc/troupe/internal/api"
-	"github.com/troupe-hpc/troupe/jobspec"
 )
 
 func arrayJob(rng string, maxRunning int) *Job {
 	j := session(1)
-	j.Spec.Array = &jobspec.Array{Range: rng, MaxRunning: maxRunning}
+	j.Spec.Array = &ArrayRequest{Range: rng, MaxRunning: maxRunning}
 	j.SessionID = "6f1c0a52-1d3e-4f5b-9a2b-3c4d5e6f7a8b"
 	return j
 }
@@ -54,17 +53,17 @@ func checkCounts(t *testing.T, st *Store, id uint64) *Job {
 
 func TestArrayWindowAndThrottle(t *testing.T) {
 	h := newHarness(t)
-	id := h.apply(Command{Kind: CmdSubmit, Submit: arrayJob("1-1000", 0)}).(uint64)
+	id := h.apply(Command{Act: Submit{Jobs: []*Job{arrayJob("1-1000", 0)}}}).([]uint64)[0]
 	p := checkCounts(t, h.st, id)
 	if n := len(h.st.Snapshot().Elements(id)); n != ArrayWindow || p.State != api.JobPending {
 		t.Fatalf("a fresh array of 1000 has %d element rows and is %s; want %d PENDING", n, p.State, ArrayWindow)
 	}
 	// The next submit's id follows the elements'.
-	if next := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64); next != id+ArrayWindow+1 {
+	if next := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]; next != id+ArrayWindow+1 {
 		t.Fatalf("next job id %d, want %d", next, id+ArrayWindow+1)
 	}
 
-	tid := h.apply(Command{Kind: CmdSubmit, Submit: arrayJob("1-10", 3)}).(uint64)
+	tid := h.apply(Command{Act: Submit{Jobs: []*Job{arrayJob("1-10", 3)}}}).([]uint64)[0]
 	es := h.st.Snapshot().Elements(tid)
 	if len(es) != 3 || es[0].ArrayIndex != 1 || es[2].ArrayIndex != 3 || es[0].ArraySpan.Max != 10 {
 		t.Fatalf("max_running 3 made %d rows (%+v)", len(es), es)
@@ -73,7 +72,7 @@ func TestArrayWindowAndThrottle(t *testing.T) {
 		t.Fatal("elements share kernel ids")
 	}
 	// Place and run element 1: still 3 started-or-pending; end it: 4 gets a row.
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: es[0].ID, Nodes: []string{"n1"}}}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: es[0].ID, Nodes: []string{"n1"}}}}}})
 	h.report("n1", es[0].ID, "main1", api.ContainerRunning, 0)
 	if p := checkCounts(t, h.st, tid); p.State != api.JobRunning || len(h.st.Snapshot().Elements(tid)) != 3 {
 		t.Fatalf("array is %s with %d rows, want RUNNING with 3", p.State, len(h.st.Snapshot().Elements(tid)))
@@ -87,35 +86,35 @@ func TestArrayWindowAndThrottle(t *testing.T) {
 	// Kill one element by name, before its turn: it gets a row, CANCELLED,
 	// and is skipped when its turn comes.
 	nine := 9
-	e := h.apply(Command{Kind: CmdKill, Kill: tid, Index: &nine}).(*Job)
+	e := h.apply(Command{Act: Kill{Job: JobRef{ID: tid, Index: &nine}}}).(*Job)
 	if e.ArrayIndex != 9 || e.State != api.JobCancelled {
 		t.Fatalf("bkill 12[9] gave %+v", e)
 	}
 	checkCounts(t, h.st, tid)
-	if _, err := h.st.Apply(h.idx+1, Command{Kind: CmdKill, Kill: tid, Index: &nine}); !errors.Is(err, ErrEnded) {
+	if _, err := h.st.Apply(h.idx+1, Command{Act: Kill{Job: JobRef{ID: tid, Index: &nine}}}); !errors.Is(err, ErrEnded) {
 		t.Fatalf("killing 12[9] twice: %v", err)
 	}
 	h.idx++
 	eleven := 11
-	if _, err := h.st.Apply(h.idx+1, Command{Kind: CmdKill, Kill: tid, Index: &eleven}); !errors.Is(err, ErrNotFound) {
+	if _, err := h.st.Apply(h.idx+1, Command{Act: Kill{Job: JobRef{ID: tid, Index: &eleven}}}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("killing an index the array lacks: %v", err)
 	}
 	h.idx++
 
 	// Hold the whole array, then release it.
-	p = h.apply(Command{Kind: CmdHold, Hold: tid}).(*Job)
+	p = h.apply(Command{Act: Hold{Job: JobRef{ID: tid}}}).(*Job)
 	if !p.Array.Held || p.State != api.JobHeld {
 		t.Fatalf("held array: %s %+v", p.State, p.Array)
 	}
 	checkCounts(t, h.st, tid)
-	p = h.apply(Command{Kind: CmdRelease, Release: tid}).(*Job)
+	p = h.apply(Command{Act: Release{Job: JobRef{ID: tid}}}).(*Job)
 	if p.Array.Held || p.State != api.JobPending {
 		t.Fatalf("released array: %s %+v", p.State, p.Array)
 	}
 	checkCounts(t, h.st, tid)
 
 	// Kill the whole array: every element ends, the array CANCELLED.
-	p = h.apply(Command{Kind: CmdKill, Kill: tid}).(*Job)
+	p = h.apply(Command{Act: Kill{Job: JobRef{ID: tid}}}).(*Job)
 	if p.State != api.JobCancelled || p.Array.States[api.JobCompleted] != 1 || p.Array.States[api.JobCancelled] != 9 {
 		t.Fatalf("killed array: %s %v", p.State, p.Array.States)
 	}
@@ -124,9 +123,9 @@ func TestArrayWindowAndThrottle(t *testing.T) {
 
 func TestArrayAllDone(t *testing.T) {
 	h := newHarness(t)
-	id := h.apply(Command{Kind: CmdSubmit, Submit: arrayJob("0,5", 0)}).(uint64)
+	id := h.apply(Command{Act: Submit{Jobs: []*Job{arrayJob("0,5", 0)}}}).([]uint64)[0]
 	for _, e := range h.st.Snapshot().Elements(id) {
-		h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: e.ID, Nodes: []string{"n1"}}}}})
+		h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: e.ID, Nodes: []string{"n1"}}}}}})
 		h.report("n1", e.ID, "main1", api.ContainerExited, 0)
 	}
 	if p := checkCounts(t, h.st, id); p.State != api.JobCompleted || p.Ended.IsZero() {
@@ -141,14 +140,14 @@ func TestArrayDeterministic(t *testing.T) {
 	dumps := make([]string, 2)
 	for r := range dumps {
 		h := newHarness(t)
-		id := h.apply(Command{Kind: CmdSubmit, Submit: arrayJob("1-500:3", 4)}).(uint64)
+		id := h.apply(Command{Act: Submit{Jobs: []*Job{arrayJob("1-500:3", 4)}}}).([]uint64)[0]
 		es := h.st.Snapshot().Elements(id)
-		h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: es[0].ID, Nodes: []string{"n1"}}}}})
+		h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: es[0].ID, Nodes: []string{"n1"}}}}}})
 		h.report("n1", es[0].ID, "main1", api.ContainerRunning, 0)
 		h.report("n1", es[0].ID, "main1", api.ContainerExited, 0)
 		idx := 400
-		h.apply(Command{Kind: CmdHold, Hold: id, Index: &idx})
-		h.apply(Command{Kind: CmdKill, Kill: id})
+		h.apply(Command{Act: Hold{Job: JobRef{ID: id, Index: &idx}}})
+		h.apply(Command{Act: Kill{Job: JobRef{ID: id}}})
 		b, err := json.Marshal(h.st.Snapshot().Dump())
 		if err != nil {
 			t.Fatal(err)

@@ -15,11 +15,11 @@ func TestSubmitBatch(t *testing.T) {
 	h := newHarness(t)
 	one := session(1)
 	one.RequestID = "a/1"
-	first := h.apply(Command{Kind: CmdSubmit, Submit: one}).(uint64)
+	first := h.apply(Command{Act: Submit{Jobs: []*Job{one}}}).([]uint64)[0]
 
 	two, three := session(2), session(1)
 	two.RequestID, three.RequestID = "b/1", "b/2"
-	ids := h.apply(Command{Kind: CmdBatch, Batch: []*Job{two, three}}).([]uint64)
+	ids := h.apply(Command{Act: Submit{Jobs: []*Job{two, three}}}).([]uint64)
 	if !slices.Equal(ids, []uint64{first + 1, first + 2}) {
 		t.Fatalf("ids %v, want %d and %d", ids, first+1, first+2)
 	}
@@ -29,20 +29,20 @@ func TestSubmitBatch(t *testing.T) {
 
 	// A retry of the batch, and a batch naming the earlier single
 	// submit's request: the same jobs, none new.
-	again := h.apply(Command{Kind: CmdBatch, Batch: []*Job{two, three}}).([]uint64)
-	mixed := h.apply(Command{Kind: CmdBatch, Batch: []*Job{one, session(1)}}).([]uint64)
+	again := h.apply(Command{Act: Submit{Jobs: []*Job{two, three}}}).([]uint64)
+	mixed := h.apply(Command{Act: Submit{Jobs: []*Job{one, session(1)}}}).([]uint64)
 	if !slices.Equal(again, ids) || mixed[0] != first || mixed[1] != first+3 {
 		t.Fatalf("retry %v (want %v), mixed %v (want %d, %d)", again, ids, mixed, first, first+3)
 	}
 
 	before := len(h.st.Snapshot().Jobs())
 	bad := session(1)
-	bad.DependsOn = &api.Dependency{Conditions: []api.Condition{{Kind: api.DepDone, JobID: 999}}}
+	bad.DependsOn = &Dependency{Conditions: []Condition{{Kind: "done", JobID: 999}}}
 	h.idx++
-	if _, err := h.st.Apply(h.idx, Command{Kind: CmdBatch, Time: t0, Batch: []*Job{session(1), bad}}); err == nil || !strings.Contains(err.Error(), "job 2 of the batch") {
+	if _, err := h.st.Apply(h.idx, Command{Time: t0, Act: Submit{Jobs: []*Job{session(1), bad}}}); err == nil || !strings.Contains(err.Error(), "job 2 of the batch") {
 		t.Fatalf("a batch with a bad second job: %v", err)
 	}
-	if _, err := h.st.Apply(h.idx, Command{Kind: CmdBatch, Time: t0}); err == nil {
+	if _, err := h.st.Apply(h.idx, Command{Act: Submit{}, Time: t0}); err == nil {
 		t.Fatal("an empty batch was applied")
 	}
 	if n := len(h.st.Snapshot().Jobs()); n != before {
@@ -58,13 +58,13 @@ func TestSubmitEach(t *testing.T) {
 	h := newHarness(t)
 	one := session(1)
 	one.RequestID = "a"
-	first := h.apply(Command{Kind: CmdSubmit, Submit: one}).(uint64)
+	first := h.apply(Command{Act: Submit{Jobs: []*Job{one}}}).([]uint64)[0]
 
 	bad := session(1)
-	bad.DependsOn = &api.Dependency{Conditions: []api.Condition{{Kind: api.DepDone, JobID: 999}}}
+	bad.DependsOn = &Dependency{Conditions: []Condition{{Kind: "done", JobID: 999}}}
 	two, retry := session(2), session(1)
 	retry.RequestID = "a"
-	out := h.apply(Command{Kind: CmdSubmits, Submits: []*Job{two, bad, retry, session(1)}}).([]Submitted)
+	out := h.apply(Command{Act: Submit{Jobs: []*Job{two, bad, retry, session(1)}, Each: true}}).([]Submitted)
 	if len(out) != 4 {
 		t.Fatalf("%d outcomes for 4 jobs", len(out))
 	}
@@ -87,7 +87,7 @@ func TestSubmitEach(t *testing.T) {
 		t.Errorf("%d jobs stored, want 3", n)
 	}
 	h.idx++
-	if _, err := h.st.Apply(h.idx, Command{Kind: CmdSubmits, Time: t0}); err == nil {
+	if _, err := h.st.Apply(h.idx, Command{Act: Submit{Each: true}, Time: t0}); err == nil {
 		t.Fatal("an empty submits entry was applied")
 	}
 }

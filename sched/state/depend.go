@@ -1,48 +1,46 @@
 package state
 
 import (
-	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/hashicorp/go-memdb"
-
-	"github.com/troupe-hpc/troupe/sched/admission"
 )
 
-// checkDependency asks admission's dependency rule again at commit, of
-// the jobs before j in the log: ids are given in log order, so one at or
-// past the new job's id is one a concurrent submission could not have
-// meant. A job it names that is missing is ErrNotFound.
+// checkDependency checks at commit that the jobs j's dependency names
+// are jobs before j in the log (admission checked the same of the state
+// it saw, and the dependency's form): ids are given in log order, so one
+// at or past the new job's id is one a concurrent submission could not
+// have meant. A job it names that is missing is ErrNotFound; an element
+// of a job that is no array, or that its array lacks, is refused.
 func checkDependency(txn *memdb.Txn, j *Job) error {
 	if j.DependsOn == nil {
 		return nil
 	}
-	err := admission.CheckDependency(j.DependsOn, commitJobs{txn: txn, next: j.ID})
-	if errors.Is(err, admission.ErrNoJob) {
-		return fmt.Errorf("%w: %w", err, ErrNotFound)
+	for _, c := range j.DependsOn.Conditions {
+		var o *Job
+		if c.JobID < j.ID {
+			if raw, err := txn.First(tableJobs, "id", c.JobID); err == nil && raw != nil {
+				o = raw.(*Job)
+			}
+		}
+		switch {
+		case o == nil:
+			return fmt.Errorf("dependency %s: job %d does not exist (the last job is %d): %w", c, c.JobID, j.ID-1, ErrNotFound)
+		case c.Index != nil && o.Array == nil:
+			return fmt.Errorf("dependency %s: job %d is not a job array", c, c.JobID)
+		case c.Index != nil && !o.Array.Indices.Contains(*c.Index):
+			return fmt.Errorf("dependency %s: array %d has no element %d (its indices: %s)", c, c.JobID, *c.Index, o.Array.Indices)
+		}
 	}
-	return err
+	return nil
 }
 
-// commitJobs is the jobs before next, as admission looks them up.
-type commitJobs struct {
-	txn  *memdb.Txn
-	next uint64
+// String is the condition as LSF writes it: "done(12)", "done(12[5])".
+func (c Condition) String() string {
+	ref := strconv.FormatUint(c.JobID, 10)
+	if c.Index != nil {
+		ref = fmt.Sprintf("%d[%d]", c.JobID, *c.Index)
+	}
+	return c.Kind + "(" + ref + ")"
 }
-
-func (c commitJobs) Target(id uint64) (admission.Target, bool) {
-	if id >= c.next {
-		return admission.Target{}, false
-	}
-	raw, err := c.txn.First(tableJobs, "id", id)
-	if err != nil || raw == nil {
-		return admission.Target{}, false
-	}
-	o := raw.(*Job)
-	if o.Array == nil {
-		return admission.Target{}, true
-	}
-	return admission.Target{Array: true, Indices: o.Array.Indices}, true
-}
-
-func (c commitJobs) LastJobID() uint64 { return c.next - 1 }

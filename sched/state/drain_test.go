@@ -3,19 +3,17 @@ package state
 import (
 	"errors"
 	"testing"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 func TestDrainCommand(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdDrain, Drain: &Drain{Nodes: []string{"n1"}, Reason: "fan", By: "root"}})
+	h.apply(Command{Act: DrainNodes{Drain: &Drain{Nodes: []string{"n1"}, Reason: "fan", By: "root"}}})
 	n := h.st.Snapshot().Node("n1")
 	if !n.Drain || n.Reason != "fan" || n.DrainedBy != "root" || !n.DrainedAt.Equal(t0.Add(2e9)) {
 		t.Fatalf("drained n1: %+v", n)
 	}
 	// The nodelet registers again (a restart): the drain stays.
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n1", Addr: "10.0.0.9", Capacity: api.Resources{CPUMilli: 8000, Memory: 8 << 30}}})
+	h.apply(Command{Act: Register{Node: &Node{Name: "n1", Addr: "10.0.0.9", Capacity: Resources{CPUMilli: 8000, Memory: 8 << 30}}}})
 	if n := h.st.Snapshot().Node("n1"); !n.Drain || n.Reason != "fan" || n.Addr != "10.0.0.9" {
 		t.Fatalf("re-registered n1: %+v", n)
 	}
@@ -29,13 +27,13 @@ func TestDrainCommand(t *testing.T) {
 	}
 	// An unknown node refuses the whole command.
 	h.idx++
-	if _, err := h.st.Apply(h.idx, Command{Kind: CmdDrain, Drain: &Drain{Nodes: []string{"n1", "n7"}, Resume: true}}); !errors.Is(err, ErrNotFound) {
+	if _, err := h.st.Apply(h.idx, Command{Act: DrainNodes{Drain: &Drain{Nodes: []string{"n1", "n7"}, Resume: true}}}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("resume of an unknown node: %v", err)
 	}
 	if !h.st.Snapshot().Node("n1").Drain {
 		t.Fatal("a refused resume resumed n1")
 	}
-	h.apply(Command{Kind: CmdDrain, Drain: &Drain{Nodes: []string{"n1"}, Resume: true}})
+	h.apply(Command{Act: DrainNodes{Drain: &Drain{Nodes: []string{"n1"}, Resume: true}}})
 	if n := h.st.Snapshot().Node("n1"); n.Drain || n.Reason != "" || n.DrainedBy != "" || !n.DrainedAt.IsZero() {
 		t.Fatalf("resumed n1: %+v", n)
 	}
@@ -44,15 +42,15 @@ func TestDrainCommand(t *testing.T) {
 // A dependency on a job the log does not hold (yet) is refused at apply.
 func TestSubmitDependencyChecked(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 	j := session(1)
-	j.DependsOn = &api.Dependency{Conditions: []api.Condition{{Kind: api.DepDone, JobID: 2}}}
+	j.DependsOn = &Dependency{Conditions: []Condition{{Kind: "done", JobID: 2}}}
 	h.idx++
-	if _, err := h.st.Apply(h.idx, Command{Kind: CmdSubmit, Submit: j}); !errors.Is(err, ErrNotFound) {
+	if _, err := h.st.Apply(h.idx, Command{Act: Submit{Jobs: []*Job{j}}}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("dependency on the job itself: %v", err)
 	}
 	j.DependsOn.Conditions[0].JobID = 1
-	if id := h.apply(Command{Kind: CmdSubmit, Submit: j}); id != uint64(2) || h.job(2).DependsOn.String() != "done(1)" {
+	if id := h.apply(Command{Act: Submit{Jobs: []*Job{j}}}).([]uint64)[0]; id != 2 || h.job(2).DependsOn.Conditions[0].String() != "done(1)" {
 		t.Fatalf("job %v: %+v", id, h.job(2).DependsOn)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"iter"
 
 	"github.com/hashicorp/go-memdb"
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // Iterators over the jobs, for answers that may name every job (GET
@@ -29,7 +29,7 @@ func (v *jobReads) EachJobOf(users ...string) iter.Seq[*Job] {
 
 // EachJobIn yields the jobs in any of states (each named once), in id
 // order.
-func (v *jobReads) EachJobIn(states ...api.JobState) iter.Seq[*Job] {
+func (v *jobReads) EachJobIn(states ...lifecycle.JobState) iter.Seq[*Job] {
 	seqs := make([]iter.Seq[*Job], len(states))
 	for i, st := range states {
 		seqs[i] = v.each("state", string(st))

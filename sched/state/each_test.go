@@ -18,9 +18,9 @@ func TestEachAgreesWithLists(t *testing.T) {
 		if i%2 == 1 {
 			j.State = api.JobHeld
 		}
-		h.apply(Command{Kind: CmdSubmit, Submit: j})
+		h.apply(Command{Act: Submit{Jobs: []*Job{j}}})
 	}
-	h.apply(Command{Kind: CmdKill, Kill: 3})
+	h.apply(Command{Act: Kill{Job: JobRef{ID: 3}}})
 	v := h.st.Snapshot()
 	collect := func(seq func(func(*Job) bool)) []uint64 {
 		var out []uint64

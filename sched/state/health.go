@@ -9,18 +9,20 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // HealthCheckBy is who a node's health-check drain is by, as node lists
 // show it (DrainedBy) while no admin drain is in force.
 const HealthCheckBy = "healthcheck"
 
-// Health is a node's health-check verdict as the log carries it
-// (CmdHealth): the leader proposes one when a nodelet reports a verdict
-// other than the one its row holds. Requeue lists the partitions that
-// requeue their jobs, read by the leader from the config it proposes
-// under (as NodeDown's), so every replica decides alike.
+// Health is a node's health-check verdict (the leader proposes one when
+// a nodelet's heartbeat carries a verdict other than the one its row
+// holds). Requeue lists the partitions that requeue their jobs, read by
+// the leader from the config it proposes under (as NodesDown's), so
+// every replica decides alike. The act is new in schema 11 and has no
+// form in older ones: the leader proposes none while the cluster's
+// schema is older (HealthReports).
 type Health struct {
 	Node string `json:"node"`
 	OK   bool   `json:"ok"`
@@ -29,15 +31,14 @@ type Health struct {
 	Requeue []string `json:"requeue_partitions,omitempty"`
 }
 
-// healthReports reports whether entries of schema version v may carry a
-// CmdHealth (version 11 on): the leader proposes none while a peer may
-// read an older schema, which would refuse the kind and stop.
-func healthReports(v int) bool { return v >= 11 }
+// Kind names the act in the log.
+func (Health) Kind() string { return CmdHealth }
 
-// HealthReports says whether a state in schema version v takes health
-// verdicts (CmdHealth): a leader of a cluster still in an older schema
-// (a rolling upgrade) proposes none.
-func HealthReports(v int) bool { return healthReports(v) }
+// HealthReports says whether a cluster whose state is in schema version
+// v takes health verdicts (Health, 11 on): the leader of a cluster
+// still in an older schema (a rolling upgrade) proposes none, as its
+// older peers could not read the entry.
+func HealthReports(v int) bool { return v >= commandSchema }
 
 // health records a node's verdict. A failing node is drained by its
 // health check (Node.Health, apart from an admin's Drain, so that each
@@ -48,8 +49,8 @@ func HealthReports(v int) bool { return healthReports(v) }
 // so that its next placement avoids it; other jobs keep running, as
 // under an admin's drain. A passing verdict lifts the health-check drain
 // alone: an admin's drain stays.
-func health(txn *memdb.Txn, index uint64, now time.Time, h *Health) error {
-	if h == nil || h.Node == "" {
+func health(txn *memdb.Txn, index uint64, now time.Time, h Health) error {
+	if h.Node == "" {
 		return errors.New("health verdict without a node")
 	}
 	if !h.OK && h.Reason == "" {
@@ -83,7 +84,7 @@ func health(txn *memdb.Txn, index uint64, now time.Time, h *Health) error {
 
 // healthRequeue puts back in the queue the requeue jobs with a live
 // container on the node h failed, in id order, excluding the node.
-func healthRequeue(txn *memdb.Txn, index uint64, now time.Time, h *Health) error {
+func healthRequeue(txn *memdb.Txn, index uint64, now time.Time, h Health) error {
 	it, err := txn.Get(tableJobs, "node", h.Node)
 	if err != nil {
 		return err
@@ -91,7 +92,7 @@ func healthRequeue(txn *memdb.Txn, index uint64, now time.Time, h *Health) error
 	var hit []*Job
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		j := raw.(*Job)
-		if j.State == api.JobPending || j.State == api.JobHeld || j.State.Terminal() || j.Cancelled || j.TimedOut || j.KillWanted {
+		if j.State == lifecycle.JobPending || j.State == lifecycle.JobHeld || j.State.Terminal() || j.Cancelled || j.TimedOut || j.KillWanted {
 			continue
 		}
 		if !j.Spec.Requeue && !slices.Contains(h.Requeue, j.Partition) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // Indexes over the jobs table, so that the questions asked often cost
@@ -31,7 +31,7 @@ const (
 )
 
 // liveStates are the states of a job that has not ended.
-var liveStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, api.JobPreparing, api.JobRunning}
+var liveStates = []lifecycle.JobState{lifecycle.JobPending, lifecycle.JobHeld, lifecycle.JobScheduled, lifecycle.JobPreparing, lifecycle.JobRunning}
 
 // nodeIndex is the jobs table's multi-value index by the nodes a live
 // job's containers are placed on (a job that has not ended; an array's
@@ -166,7 +166,7 @@ func (v *jobReads) ReachJobsOfUID(uid int) []*Job {
 // (max_queued_per_user, max_queued): PENDING or HELD, a job array once,
 // by its own row, not by its elements'.
 func queued(j *Job) bool {
-	return (j.State == api.JobPending || j.State == api.JobHeld) && j.ArrayID == 0
+	return (j.State == lifecycle.JobPending || j.State == lifecycle.JobHeld) && j.ArrayID == 0
 }
 
 // queueCount is a row of queue_counts: how many queued jobs (queued)
@@ -189,11 +189,9 @@ var queueCountsTable = &memdb.TableSchema{Name: tableQueueCounts, Indexes: map[s
 	"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
 }}
 
-// inputSize is what j's text costs schedd to keep (jobspec's InputSize).
-func inputSize(j *Job) int {
-	n, _ := j.Spec.InputSize()
-	return n
-}
+// inputSize is what j's text costs schedd to keep (measured at
+// admission).
+func inputSize(j *Job) int { return j.InputBytes }
 
 // queueMove is a change to a queue_counts row.
 type queueMove struct{ n, bytes int }
@@ -474,7 +472,7 @@ func (v *jobReads) NodeIndex(node string) (uint64, memdb.WatchSet) {
 
 // JobsIn returns the jobs in any of states (each named once), in id
 // order: each state's run of the index is in id order, merged here.
-func (v *jobReads) JobsIn(states ...api.JobState) []*Job {
+func (v *jobReads) JobsIn(states ...lifecycle.JobState) []*Job {
 	runs := make([][]*Job, 0, len(states))
 	n := 0
 	for _, st := range states {

@@ -95,7 +95,7 @@ func fired(ws map[<-chan struct{}]struct{}) bool {
 func TestIndexesAgreeWithScans(t *testing.T) {
 	h := newHarness(t)
 	for _, n := range []string{"n2", "n3"} {
-		h.apply(Command{Kind: CmdRegister, Register: &Node{Name: n, Addr: "10.0.0.9", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+		h.apply(Command{Act: Register{Node: &Node{Name: n, Addr: "10.0.0.9", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}}})
 	}
 	nodes := []string{"n1", "n2", "n3"}
 	check := func(step string) {
@@ -105,7 +105,7 @@ func TestIndexesAgreeWithScans(t *testing.T) {
 	submit := func(j *Job, user string, uid int) uint64 {
 		j.User, j.UID = user, uid
 		j.Spec.Command = []string{"echo", user, strconv.FormatUint(h.idx, 10)} // text of its own, for QueuedInputOf
-		return h.apply(Command{Kind: CmdSubmit, Submit: j}).(uint64)
+		return h.apply(Command{Act: Submit{Jobs: []*Job{j}}}).([]uint64)[0]
 	}
 	a := submit(session(2), "alice", 1001)
 	b := submit(session(1), "bob", 1002)
@@ -113,15 +113,15 @@ func TestIndexesAgreeWithScans(t *testing.T) {
 	d := submit(session(1), "bob", 1002)
 	arr := submit(arrayJob("1-5", 0), "alice", 1001)
 	check("submitted")
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{
-		{JobID: a, Nodes: []string{"n1", "n2"}}, {JobID: b, Nodes: []string{"n2"}}, {JobID: arr + 1, Nodes: []string{"n3"}}}}})
-	h.apply(Command{Kind: CmdHold, Hold: d})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{
+		{JobID: a, Nodes: []string{"n1", "n2"}}, {JobID: b, Nodes: []string{"n2"}}, {JobID: arr + 1, Nodes: []string{"n3"}}}}}})
+	h.apply(Command{Act: Hold{Job: JobRef{ID: d}}})
 	check("placed")
 	h.report("n2", b, "main1", api.ContainerRunning, 0)
 	h.report("n2", b, "main1", api.ContainerExited, 0)
-	h.apply(Command{Kind: CmdKill, Kill: c})
+	h.apply(Command{Act: Kill{Job: JobRef{ID: c}}})
 	check("ended")
-	h.apply(Command{Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+	h.apply(Command{Act: NodesDown{Down: &NodeDown{Nodes: []string{"n1"}}}})
 	check("node down")
 
 	d2 := New()
@@ -137,10 +137,10 @@ func TestIndexesAgreeWithScans(t *testing.T) {
 // nodelet must stop the container).
 func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
-	a := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
-	b := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: a, Nodes: []string{"n1"}}, {JobID: b, Nodes: []string{"n2"}}}}})
+	h.apply(Command{Act: Register{Node: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}}})
+	a := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	b := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: a, Nodes: []string{"n1"}}, {JobID: b, Nodes: []string{"n2"}}}}}})
 	placed := h.idx
 	h.report("n1", a, "main1", api.ContainerRunning, 0) // its own news: n1's index stays
 
@@ -150,8 +150,8 @@ func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 	if i1 != placed || i2 != placed {
 		t.Fatalf("after the plan at %d: n1 at %d, n2 at %d", placed, i1, i2)
 	}
-	h.apply(Command{Kind: CmdSignal, Signal: &Signal{JobID: a, Signal: int(syscall.SIGUSR1)}})
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)}) // queued: on no node
+	h.apply(Command{Act: SignalJob{Signal: &Signal{JobID: a, Signal: int(syscall.SIGUSR1)}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}) // queued: on no node
 	if !fired(ws1) {
 		t.Error("a signal to n1's job did not fire n1's watch")
 	}
@@ -167,7 +167,7 @@ func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 	}
 
 	_, ws2 = v.NodeIndex("n2")
-	h.apply(Command{Kind: CmdKill, Kill: b})
+	h.apply(Command{Act: Kill{Job: JobRef{ID: b}}})
 	killed := h.idx
 	if !fired(ws2) {
 		t.Fatal("killing n2's job did not fire n2's watch")
@@ -182,7 +182,7 @@ func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 	}
 
 	// A touch (after a restore) moves every node's index.
-	h.apply(Command{Kind: CmdTouch})
+	h.apply(Command{Act: Touch{}})
 	for _, n := range []string{"n1", "n2"} {
 		if i, _ := h.st.Snapshot().NodeIndex(n); i != h.idx {
 			t.Errorf("after a touch at %d, %s is at %d", h.idx, n, i)
@@ -197,12 +197,12 @@ func TestNodeIndexWakesItsNodeOnly(t *testing.T) {
 // node's own containers' states, still moves theirs and its.
 func TestNodeIndexOwnReports(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
-	one := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
-	other := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
-	two := h.apply(Command{Kind: CmdSubmit, Submit: session(3)}).(uint64) // main1 on n1, sub1 and sub2 on n2
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{
-		{JobID: one, Nodes: []string{"n1"}}, {JobID: other, Nodes: []string{"n2"}}, {JobID: two, Nodes: []string{"n1", "n2", "n2"}}}}})
+	h.apply(Command{Act: Register{Node: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}}})
+	one := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	other := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	two := h.apply(Command{Act: Submit{Jobs: []*Job{session(3)}}}).([]uint64)[0] // main1 on n1, sub1 and sub2 on n2
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{
+		{JobID: one, Nodes: []string{"n1"}}, {JobID: other, Nodes: []string{"n2"}}, {JobID: two, Nodes: []string{"n1", "n2", "n2"}}}}}})
 	placed := h.idx
 	index := func(n string) uint64 { i, _ := h.st.Snapshot().NodeIndex(n); return i }
 
@@ -217,10 +217,10 @@ func TestNodeIndexOwnReports(t *testing.T) {
 	}
 
 	// Several nodes' reports in one entry (the leader's group commit).
-	h.apply(Command{Kind: CmdReports, Reports: []Report{
-		{Node: "n1", Updates: []api.ContainerUpdate{{JobID: one, Host: "main1", State: api.ContainerExited}}},
-		{Node: "n2", Updates: []api.ContainerUpdate{{JobID: other, Host: "main1", State: api.ContainerRunning}}},
-	}})
+	h.apply(Command{Act: Reports{Reports: []Report{
+		{Node: "n1", Updates: []ContainerUpdate{{JobID: one, Host: "main1", State: api.ContainerExited}}},
+		{Node: "n2", Updates: []ContainerUpdate{{JobID: other, Host: "main1", State: api.ContainerRunning}}},
+	}}})
 	if index("n1") != placed || index("n2") != placed {
 		t.Errorf("two nodes' own reports in one entry moved n1 to %d, n2 to %d (placed at %d)", index("n1"), index("n2"), placed)
 	}
@@ -256,8 +256,8 @@ func TestNodeIndexOwnReports(t *testing.T) {
 
 	// A report that leaves some of the reporting node's containers of
 	// the job running and ends the session tells that node to stop them.
-	three := h.apply(Command{Kind: CmdSubmit, Submit: session(2)}).(uint64) // main1 and sub1 on n1
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: three, Nodes: []string{"n1", "n1"}}}}})
+	three := h.apply(Command{Act: Submit{Jobs: []*Job{session(2)}}}).([]uint64)[0] // main1 and sub1 on n1
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: three, Nodes: []string{"n1", "n1"}}}}}})
 	h.report("n1", three, "sub1", api.ContainerRunning, 0)
 	was = index("n1")
 	h.report("n1", three, "main1", api.ContainerExited, 0)

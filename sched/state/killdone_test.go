@@ -10,15 +10,15 @@ import (
 // or running, where a plain kill ends it CANCELLED.
 func TestKillDone(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
 
-	if j := h.apply(Command{Kind: CmdKill, Kill: 2, KillDone: true}).(*Job); j.State != api.JobCompleted || !j.Cancelled || !j.KillDone {
+	if j := h.apply(Command{Act: Kill{Job: JobRef{ID: 2}, Done: true}}).(*Job); j.State != api.JobCompleted || !j.Cancelled || !j.KillDone {
 		t.Fatalf("pending job killed with -d: %s, want COMPLETED at once", j.State)
 	}
 	h.report("n1", 1, "main1", api.ContainerRunning, 0)
-	j := h.apply(Command{Kind: CmdKill, Kill: 1, KillDone: true}).(*Job)
+	j := h.apply(Command{Act: Kill{Job: JobRef{ID: 1}, Done: true}}).(*Job)
 	if j.State.Terminal() || !j.KillWanted {
 		t.Fatalf("running job killed with -d: %s; want it to wait for its nodelet", j.State)
 	}

@@ -7,10 +7,9 @@ import (
 	"github.com/hashicorp/go-memdb"
 )
 
-// CmdMailed records that the leader takes on sending one mail event of a
-// job (Command.Mailed): committed before the mail is sent, so that no
-// leader, this one after a restart or the next, sends it again.
-const CmdMailed = "mailed"
+// MailSent (the act) records that the leader takes on sending one mail
+// event of a job: committed before the mail is sent, so that no leader,
+// this one after a restart or the next, sends it again.
 
 // Mailed names one mail event of a job: "begin/RUN" (RUN the job's
 // Requeues when it started) or "end".

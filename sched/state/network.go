@@ -2,8 +2,6 @@ package state
 
 import (
 	"fmt"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 // Session networks come from 10.64.0.0/10, one /24 per session, and VNIs
@@ -29,7 +27,7 @@ func sessionNetwork(j *Job) {
 	slot := uint32((j.ID - 1) % networkSlots)
 	// 10.64.0.0/10 holds 2^14 /24s: second octet 64..127, third 0..255.
 	b, c := 64+slot>>8, slot&0xff
-	j.Network = &api.Network{VNI: vniBase + slot, Subnet: fmt.Sprintf("10.%d.%d.0/24", b, c)}
+	j.Network = &Network{VNI: vniBase + slot, Subnet: fmt.Sprintf("10.%d.%d.0/24", b, c)}
 	for i := range j.Containers {
 		j.Containers[i].Addr = fmt.Sprintf("10.%d.%d.%d", b, c, i+2)
 	}

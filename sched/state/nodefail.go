@@ -9,7 +9,8 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
 // NodeDown is the leader's finding that nodes went silent past the node
@@ -41,10 +42,10 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown, runs boo
 			continue
 		}
 		n := *raw.(*Node)
-		if n.State == api.NodeDown {
+		if n.State == lifecycle.NodeDown {
 			continue
 		}
-		n.State = api.NodeDown
+		n.State = lifecycle.NodeDown
 		if err := txn.Insert(tableNodes, &n); err != nil {
 			return err
 		}
@@ -64,7 +65,7 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown, runs boo
 		}
 		for raw := it.Next(); raw != nil; raw = it.Next() {
 			j := raw.(*Job)
-			if seen[j.ID] || j.State == api.JobPending || j.State == api.JobHeld {
+			if seen[j.ID] || j.State == lifecycle.JobPending || j.State == lifecycle.JobHeld {
 				continue
 			}
 			for _, c := range j.Containers {
@@ -90,7 +91,7 @@ func nodeDown(txn *memdb.Txn, index uint64, now time.Time, d *NodeDown, runs boo
 		if (j.Spec.Requeue || requeue[j.Partition]) && !j.Cancelled && !j.TimedOut {
 			requeueJob(j, now, down, fmt.Sprintf("requeued: node %s failed", failed), runs)
 		} else {
-			j.State, j.Ended, j.KillWanted = api.JobNodeFail, now, true
+			j.State, j.Ended, j.KillWanted = lifecycle.JobNodeFail, now, true
 			j.Reason = fmt.Sprintf("node %s failed (no heartbeat)", failed)
 			if j.ExitCode == 0 {
 				j.ExitCode = 1
@@ -113,7 +114,7 @@ func loseContainers(j *Job, down map[string]bool) {
 		c := &j.Containers[i]
 		if down[c.Node] && !c.State.Ended() {
 			c.Message = fmt.Sprintf("lost: node %s failed (no heartbeat) while it was %s", c.Node, c.State)
-			c.State = api.ContainerFailed
+			c.State = lifecycle.ContainerFailed
 		}
 	}
 }
@@ -129,7 +130,7 @@ func requeueJob(j *Job, now time.Time, down map[string]bool, why string, runs bo
 	if runs {
 		keepRun(j, now, down, why)
 	}
-	j.State, j.Reason = api.JobPending, api.ReasonPriority
+	j.State, j.Reason = lifecycle.JobPending, reason.Priority
 	j.Requeues++
 	j.LastRequeue = why
 	j.KillWanted, j.ExitCode = false, 0
@@ -137,7 +138,7 @@ func requeueJob(j *Job, now time.Time, down map[string]bool, why string, runs bo
 	for i := range j.Containers {
 		c := &j.Containers[i]
 		c.Node, c.NodeAddr, c.Reach, c.GPUs = "", "", "", nil
-		c.State, c.ExitCode, c.Message = api.ContainerPending, 0, ""
+		c.State, c.ExitCode, c.Message = lifecycle.ContainerPending, 0, ""
 		if runs {
 			c.CPUTime, c.MemPeak, c.Ended = 0, 0, time.Time{}
 		}
@@ -155,17 +156,17 @@ func keepRun(j *Job, now time.Time, down map[string]bool, why string) {
 	if len(j.Runs) != j.Requeues {
 		return
 	}
-	run := api.JobRun{Started: j.Started, Ended: now, Reason: why, ExitCode: j.ExitCode, CPUTime: j.CPUTime, MemPeak: j.MemPeak}
+	run := Run{Started: j.Started, Ended: now, Reason: why, ExitCode: j.ExitCode, CPUTime: j.CPUTime, MemPeak: j.MemPeak}
 	for _, c := range j.Containers {
-		h := api.HistoryContainer{Host: c.Host, Node: c.Node, State: c.State, ExitCode: c.ExitCode, Message: c.Message,
+		h := RunContainer{Host: c.Host, Node: c.Node, State: c.State, ExitCode: c.ExitCode, Message: c.Message,
 			CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended}
 		switch {
 		case c.State.Ended():
 		case down[c.Node]:
-			h.State = api.ContainerFailed
+			h.State = lifecycle.ContainerFailed
 			h.Message = fmt.Sprintf("lost: node %s failed (no heartbeat) while it was %s", c.Node, c.State)
 		case c.Node != "":
-			h.State, h.Message = api.ContainerKilled, "stopped: "+why
+			h.State, h.Message = lifecycle.ContainerKilled, "stopped: "+why
 		}
 		run.Containers = append(run.Containers, h)
 	}
@@ -183,9 +184,9 @@ func nodeUp(txn *memdb.Txn, name string) error {
 		return fmt.Errorf("node %q: %w", name, ErrNotFound)
 	}
 	n := *raw.(*Node)
-	if n.State == api.NodeUp {
+	if n.State == lifecycle.NodeUp {
 		return nil
 	}
-	n.State = api.NodeUp
+	n.State = lifecycle.NodeUp
 	return txn.Insert(tableNodes, &n)
 }

@@ -6,10 +6,9 @@ import (
 	"github.com/hashicorp/go-memdb"
 )
 
-// CmdPurge drops ended jobs the leader has exported to the accounting
-// store (accounting): the command is the store's acknowledgement,
+// Purge (the act) drops ended jobs the leader has exported to the
+// accounting store (accounting): it is the store's acknowledgement,
 // committed only after the store holds the jobs durably.
-const CmdPurge = "purge"
 
 // PurgeKey names one exported run of an ended job.
 type PurgeKey struct {

@@ -12,18 +12,18 @@ import (
 func TestPurge(t *testing.T) {
 	h := newHarness(t)
 	for range 3 {
-		h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+		h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 	}
-	h.apply(Command{Kind: CmdKill, Kill: 1})
-	h.apply(Command{Kind: CmdKill, Kill: 3})
-	h.apply(Command{Kind: CmdPurge, Purge: []PurgeKey{{JobID: 1}, {JobID: 2}, {JobID: 3, Run: 1}, {JobID: 99}}})
+	h.apply(Command{Act: Kill{Job: JobRef{ID: 1}}})
+	h.apply(Command{Act: Kill{Job: JobRef{ID: 3}}})
+	h.apply(Command{Act: Purge{Keys: []PurgeKey{{JobID: 1}, {JobID: 2}, {JobID: 3, Run: 1}, {JobID: 99}}}})
 	if h.job(1) != nil {
 		t.Fatal("ended job 1 still in the state after its purge")
 	}
 	if h.job(2) == nil || h.job(3) == nil {
 		t.Fatal("purge dropped a live job or another run of an ended one")
 	}
-	h.apply(Command{Kind: CmdPurge, Purge: []PurgeKey{{JobID: 3}}})
+	h.apply(Command{Act: Purge{Keys: []PurgeKey{{JobID: 3}}}})
 	if h.job(3) != nil {
 		t.Fatal("job 3 survived its purge")
 	}
@@ -35,11 +35,11 @@ func TestPurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.st = re
-	id := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
+	id := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
 	if id != 4 {
 		t.Fatalf("the next job after purging 3 got id %d, want 4 (ids are never reused)", id)
 	}
-	if _, err := h.st.Apply(h.idx+1, Command{Kind: CmdPurge}); err == nil {
+	if _, err := h.st.Apply(h.idx+1, Command{Act: Purge{}}); err == nil {
 		t.Fatal("an empty purge applied")
 	}
 	if got := len(h.st.Snapshot().Jobs()); got != 2 || h.job(2).State != api.JobPending {

@@ -13,8 +13,8 @@ import (
 // two reports of one node keep their order, and each report answers the
 // jobs it started.
 func TestReportsApplyAsAlone(t *testing.T) {
-	up := func(id uint64, s api.ContainerState) []api.ContainerUpdate {
-		return []api.ContainerUpdate{{JobID: id, Host: "main1", State: s}}
+	up := func(id uint64, s api.ContainerState) []ContainerUpdate {
+		return []ContainerUpdate{{JobID: id, Host: "main1", State: s}}
 	}
 	batch := []Report{
 		{Node: "n1", Updates: up(1, api.ContainerPreparing)},
@@ -26,16 +26,16 @@ func TestReportsApplyAsAlone(t *testing.T) {
 	setup := func(t *testing.T) *harness {
 		h := newHarness(t)
 		for range 3 {
-			h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+			h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 		}
-		h.apply(Command{Kind: CmdKill, Kill: 3})
-		h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}, {JobID: 2, Nodes: []string{"n1"}}}}})
+		h.apply(Command{Act: Kill{Job: JobRef{ID: 3}}})
+		h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}, {JobID: 2, Nodes: []string{"n1"}}}}}})
 		return h
 	}
 
 	h := setup(t)
 	cancelled := *h.job(3)
-	res := h.apply(Command{Kind: CmdReports, Reports: batch})
+	res := h.apply(Command{Act: Reports{Reports: batch}})
 	started, ok := res.([][]Started)
 	if !ok || len(started) != len(batch) {
 		t.Fatalf("a reports entry answered %#v, want one []Started per report", res)
@@ -63,7 +63,7 @@ func TestReportsApplyAsAlone(t *testing.T) {
 	// indexes and times they carry).
 	alone := setup(t)
 	for i := range batch {
-		alone.apply(Command{Kind: CmdReport, Report: &batch[i]})
+		alone.apply(Command{Act: Reports{Reports: []Report{batch[i]}}})
 	}
 	for id := uint64(1); id <= 3; id++ {
 		a, b := *h.job(id), *alone.job(id)
@@ -77,7 +77,7 @@ func TestReportsApplyAsAlone(t *testing.T) {
 		}
 	}
 
-	if _, err := New().Apply(1, Command{Kind: CmdReports}); err == nil {
+	if _, err := New().Apply(1, Command{Act: Reports{}}); err == nil {
 		t.Error("a reports entry without a report was applied")
 	}
 }
@@ -87,18 +87,18 @@ func TestReportsApplyAsAlone(t *testing.T) {
 // gets its start time (bhist's, dependencies'), and counts as started.
 func TestRunAndExitInOneReport(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
-	res := h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
+	res := h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{
 		{JobID: 1, Host: "main1", State: api.ContainerPreparing},
 		{JobID: 1, Host: "main1", State: api.ContainerRunning},
 		{JobID: 1, Host: "main1", State: api.ContainerExited},
-	}}})
+	}}}}})
 	j := h.job(1)
 	if j.State != api.JobCompleted || j.Started.IsZero() || j.Ended.Before(j.Started) {
 		t.Fatalf("job 1: %s, started %v, ended %v; want COMPLETED with a start time", j.State, j.Started, j.Ended)
 	}
-	if s, ok := res.([]Started); !ok || len(s) != 1 || s[0].JobID != 1 {
+	if s, ok := res.([][]Started); !ok || len(s) != 1 || len(s[0]) != 1 || s[0][0].JobID != 1 {
 		t.Errorf("the report answered started %#v, want job 1", res)
 	}
 }

@@ -86,53 +86,46 @@ func (senderRequestIndex) FromArgs(args ...any) ([]byte, error) {
 	return userRequestIndex{}.FromArgs(args...)
 }
 
-// idempotent reports whether kind's commands are answered once per
-// request id (a submit is, by the job's own RequestID).
-func idempotent(kind string) bool {
-	switch kind {
-	case CmdKill, CmdHold, CmdRelease, CmdSignal:
-		return true
-	}
-	return false
-}
-
-// commandJob is the job a kill, hold, release or signal names.
-func commandJob(c Command) uint64 {
-	switch c.Kind {
-	case CmdKill:
-		return c.Kill
-	case CmdHold:
-		return c.Hold
-	case CmdRelease:
-		return c.Release
-	case CmdSignal:
-		if c.Signal != nil {
-			return c.Signal.JobID
+// requested is the request id an act a client may retry carries (a
+// kill, hold, release or signal) and the job it is on; ok is false for
+// the other acts.
+func requested(a Act) (r Request, job uint64, ok bool) {
+	switch a := a.(type) {
+	case Kill:
+		return a.Request, a.Job.ID, true
+	case Hold:
+		return a.Request, a.Job.ID, true
+	case Release:
+		return a.Request, a.Job.ID, true
+	case SignalJob:
+		if a.Signal != nil {
+			job = a.Signal.JobID
 		}
+		return a.Request, job, true
 	}
-	return 0
+	return Request{}, 0, false
 }
 
 // repeated returns the first answer to c's request id from the same
 // sender, if it was applied already; a request id the sender reused for
 // another command is a conflict. Another sender's request of the same id
 // is not c's.
-func repeated(txn *memdb.Txn, c Command) (*Job, bool, error) {
-	raw, err := txn.First(tableRequests, "id", c.By, c.Request)
+func repeated(txn *memdb.Txn, kind string, req Request, job uint64) (*Job, bool, error) {
+	raw, err := txn.First(tableRequests, "id", req.By, req.ID)
 	if err != nil || raw == nil {
 		return nil, false, err
 	}
 	r := raw.(*request)
-	if r.Kind != c.Kind || r.JobID != commandJob(c) {
-		return nil, true, conflict("request id %s was already used to %s job %d", c.Request, r.Kind, r.JobID)
+	if r.Kind != kind || r.JobID != job {
+		return nil, true, conflict("request id %s was already used to %s job %d", req.ID, r.Kind, r.JobID)
 	}
 	return r.Answer, true, nil
 }
 
-// remember records the answer to c's request and forgets the requests
-// older than RequestTTL (by the leader's clock carried in the command,
-// so every replica forgets the same ones).
-func remember(txn *memdb.Txn, index uint64, c Command, answer *Job) error {
+// remember records the answer to request req (of a kind act on job) and
+// forgets the requests older than RequestTTL (by the leader's clock
+// carried in the command, now, so every replica forgets the same ones).
+func remember(txn *memdb.Txn, index uint64, now time.Time, kind string, req Request, job uint64, answer *Job) error {
 	it, err := txn.Get(tableRequests, "index")
 	if err != nil {
 		return err
@@ -140,7 +133,7 @@ func remember(txn *memdb.Txn, index uint64, c Command, answer *Job) error {
 	var old []*request
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		r := raw.(*request)
-		if !r.Time.Before(c.Time.Add(-RequestTTL)) {
+		if !r.Time.Before(now.Add(-RequestTTL)) {
 			break
 		}
 		old = append(old, r)
@@ -150,7 +143,7 @@ func remember(txn *memdb.Txn, index uint64, c Command, answer *Job) error {
 			return err
 		}
 	}
-	return txn.Insert(tableRequests, &request{ID: c.Request, By: c.By, Kind: c.Kind, JobID: commandJob(c), Index: index, Time: c.Time, Answer: answer})
+	return txn.Insert(tableRequests, &request{ID: req.ID, By: req.By, Kind: kind, JobID: job, Index: index, Time: now, Answer: answer})
 }
 
 // Requests is the number of request answers on record.

@@ -16,8 +16,8 @@ import (
 // effect ("job 1 is already held", "already ended").
 func TestRequestAppliedOnce(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 
 	twice := func(c Command) (*Job, *Job) {
 		t.Helper()
@@ -25,18 +25,18 @@ func TestRequestAppliedOnce(t *testing.T) {
 		before := h.job(first.ID).ModifyIndex
 		again := h.apply(c).(*Job) // fails the test on an error
 		if h.job(first.ID).ModifyIndex != before {
-			t.Fatalf("repeated %s %s changed job %d", c.Kind, c.Request, first.ID)
+			t.Fatalf("repeated %s changed job %d", c.Kind(), first.ID)
 		}
 		return first, again
 	}
 	for _, c := range []Command{
-		{Kind: CmdHold, Hold: 1, Request: "r-hold"},
-		{Kind: CmdRelease, Release: 1, Request: "r-release"},
-		{Kind: CmdKill, Kill: 1, Request: "r-kill"},
+		{Act: Hold{Job: JobRef{ID: 1}, Request: Request{ID: "r-hold"}}},
+		{Act: Release{Job: JobRef{ID: 1}, Request: Request{ID: "r-release"}}},
+		{Act: Kill{Job: JobRef{ID: 1}, Request: Request{ID: "r-kill"}}},
 	} {
 		first, again := twice(c)
 		if again.State != first.State || again.ModifyIndex != first.ModifyIndex {
-			t.Errorf("repeated %s answered %s@%d, want the first answer %s@%d", c.Kind, again.State, again.ModifyIndex, first.State, first.ModifyIndex)
+			t.Errorf("repeated %s answered %s@%d, want the first answer %s@%d", c.Kind(), again.State, again.ModifyIndex, first.State, first.ModifyIndex)
 		}
 	}
 	if h.job(1).State != api.JobCancelled {
@@ -44,21 +44,21 @@ func TestRequestAppliedOnce(t *testing.T) {
 	}
 
 	// A signal to a running job is recorded once.
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 2, Nodes: []string{"n1"}}}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 2, Nodes: []string{"n1"}}}}}})
 	h.report("n1", 2, "main1", api.ContainerRunning, 0)
-	twice(Command{Kind: CmdSignal, Signal: &Signal{JobID: 2, Signal: int(syscall.SIGUSR1)}, Request: "r-sig"})
+	twice(Command{Act: SignalJob{Signal: &Signal{JobID: 2, Signal: int(syscall.SIGUSR1)}, Request: Request{ID: "r-sig"}}})
 	if n := len(h.job(2).Signals); n != 1 {
 		t.Fatalf("job 2 has %d signal requests, want 1", n)
 	}
 
 	// The same id for another command is refused, not answered.
 	h.idx++
-	if _, err := h.st.Apply(h.idx, Command{Kind: CmdKill, Kill: 2, Request: "r-hold", Time: t0.Add(time.Hour)}); !errors.Is(err, ErrConflict) {
+	if _, err := h.st.Apply(h.idx, Command{Time: t0.Add(time.Hour), Act: Kill{Job: JobRef{ID: 2}, Request: Request{ID: "r-hold"}}}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("request id reused for another command: %v, want a conflict", err)
 	}
 	// Without an id nothing is remembered: the old refusal stands.
 	h.idx++
-	if _, err := h.st.Apply(h.idx, Command{Kind: CmdKill, Kill: 1}); !errors.Is(err, ErrEnded) {
+	if _, err := h.st.Apply(h.idx, Command{Act: Kill{Job: JobRef{ID: 1}}}); !errors.Is(err, ErrEnded) {
 		t.Fatalf("kill of an ended job without a request id: %v, want ErrEnded", err)
 	}
 
@@ -79,7 +79,7 @@ func TestRequestAppliedOnce(t *testing.T) {
 func TestRequestAnswersForgotten(t *testing.T) {
 	h := newHarness(t)
 	for range 3 {
-		h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+		h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 	}
 	at := func(c Command, d time.Duration) {
 		t.Helper()
@@ -89,9 +89,9 @@ func TestRequestAnswersForgotten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	at(Command{Kind: CmdHold, Hold: 1, Request: "a"}, 0)
-	at(Command{Kind: CmdHold, Hold: 2, Request: "b"}, time.Minute)
-	at(Command{Kind: CmdHold, Hold: 3, Request: "c"}, RequestTTL+30*time.Second)
+	at(Command{Act: Hold{Job: JobRef{ID: 1}, Request: Request{ID: "a"}}}, 0)
+	at(Command{Act: Hold{Job: JobRef{ID: 2}, Request: Request{ID: "b"}}}, time.Minute)
+	at(Command{Act: Hold{Job: JobRef{ID: 3}, Request: Request{ID: "c"}}}, RequestTTL+30*time.Second)
 	if n := h.st.Snapshot().Requests(); n != 2 {
 		t.Fatalf("%d answers kept, want 2 (the first is past RequestTTL)", n)
 	}
@@ -109,20 +109,20 @@ func TestSubmitRequestScopedToUser(t *testing.T) {
 		j.User, j.RequestID = user, req
 		return j
 	}
-	alice := h.apply(Command{Kind: CmdSubmit, Submit: as("alice", "r1")}).(uint64)
+	alice := h.apply(Command{Act: Submit{Jobs: []*Job{as("alice", "r1")}}}).([]uint64)[0]
 
-	bob := h.apply(Command{Kind: CmdSubmit, Submit: as("bob", "r1")}).(uint64)
+	bob := h.apply(Command{Act: Submit{Jobs: []*Job{as("bob", "r1")}}}).([]uint64)[0]
 	if bob == alice {
 		t.Fatalf("bob's submit with alice's request id answered alice's job %d", alice)
 	}
 	if j := h.job(bob); j == nil || j.User != "bob" {
 		t.Fatalf("bob's submit made %+v, want a job of bob's", j)
 	}
-	out := h.apply(Command{Kind: CmdSubmits, Submits: []*Job{as("bob", "r1"), as("alice", "r1"), as("bob", "r2")}}).([]Submitted)
+	out := h.apply(Command{Act: Submit{Jobs: []*Job{as("bob", "r1"), as("alice", "r1"), as("bob", "r2")}, Each: true}}).([]Submitted)
 	if out[0].ID != bob || out[1].ID != alice {
 		t.Errorf("retries in a group: bob %d alice %d, want their own first jobs %d and %d", out[0].ID, out[1].ID, bob, alice)
 	}
-	ids := h.apply(Command{Kind: CmdBatch, Batch: []*Job{as("carol", "r1")}}).([]uint64)
+	ids := h.apply(Command{Act: Submit{Jobs: []*Job{as("carol", "r1")}}}).([]uint64)
 	if ids[0] == alice || ids[0] == bob || h.job(ids[0]).User != "carol" {
 		t.Errorf("carol's batch with a used request id answered job %d", ids[0])
 	}
@@ -138,8 +138,8 @@ func TestSubmitRequestLegacyReplay(t *testing.T) {
 		j.User, j.RequestID = user, "r1"
 		return j
 	}
-	first := h.apply(Command{Version: 6, Kind: CmdSubmit, Submit: as("alice")}).(uint64)
-	if again := h.apply(Command{Version: 6, Kind: CmdSubmit, Submit: as("bob")}).(uint64); again != first {
+	first := h.apply(Command{Version: 6, Act: Submit{Jobs: []*Job{as("alice")}}}).([]uint64)[0]
+	if again := h.apply(Command{Version: 6, Act: Submit{Jobs: []*Job{as("bob")}}}).([]uint64)[0]; again != first {
 		t.Fatalf("a schema 6 entry replayed as job %d, want %d as it was first applied", again, first)
 	}
 	if n := len(h.st.Snapshot().Jobs()); n != 1 {
@@ -153,14 +153,14 @@ func TestSubmitRequestLegacyReplay(t *testing.T) {
 // still gets her first answer.
 func TestRequestIsTheSenders(t *testing.T) {
 	h := newHarness(t)
-	a := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
-	b := h.apply(Command{Kind: CmdSubmit, Submit: session(1)}).(uint64)
-	first := h.apply(Command{Kind: CmdHold, Hold: a, Request: "r", By: "alice"}).(*Job)
-	theirs := h.apply(Command{Kind: CmdHold, Hold: b, Request: "r", By: "bob"}).(*Job)
+	a := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	b := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	first := h.apply(Command{Act: Hold{Job: JobRef{ID: a}, Request: Request{ID: "r", By: "alice"}}}).(*Job)
+	theirs := h.apply(Command{Act: Hold{Job: JobRef{ID: b}, Request: Request{ID: "r", By: "bob"}}}).(*Job)
 	if theirs.ID != b || h.job(b).State != api.JobHeld {
 		t.Fatalf("bob's hold with alice's request id answered job %d, job %d is %s", theirs.ID, b, h.job(b).State)
 	}
-	if again := h.apply(Command{Kind: CmdHold, Hold: a, Request: "r", By: "alice"}).(*Job); again.ID != first.ID || again.ModifyIndex != first.ModifyIndex {
+	if again := h.apply(Command{Act: Hold{Job: JobRef{ID: a}, Request: Request{ID: "r", By: "alice"}}}).(*Job); again.ID != first.ID || again.ModifyIndex != first.ModifyIndex {
 		t.Fatalf("alice's repeat answered %+v, want her first answer", again)
 	}
 	if n := h.st.Snapshot().Requests(); n != 2 {
@@ -170,7 +170,7 @@ func TestRequestIsTheSenders(t *testing.T) {
 	if err := d.Restore(h.st.Snapshot().Dump()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Apply(h.idx+1, Command{Version: SchemaVersion, Kind: CmdHold, Hold: a, Request: "r", By: "bob", Time: t0.Add(time.Hour)}); !errors.Is(err, ErrConflict) {
+	if _, err := d.Apply(h.idx+1, Command{Version: SchemaVersion, Time: t0.Add(time.Hour), Act: Hold{Job: JobRef{ID: a}, Request: Request{ID: "r", By: "bob"}}}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("after a restore, bob's reuse of his own id for another job: %v, want a conflict", err)
 	}
 }

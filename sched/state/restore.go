@@ -4,7 +4,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
 // A restore (badmin snapshot restore) puts an older state in force, but
@@ -33,9 +34,9 @@ import (
 // blocking query waiting at the live state's index does not see the
 // state go back.
 type RestoreFacts struct {
-	Live  *Snapshot                   // the state being replaced; nil: none
-	Ended map[uint64][]api.HistoryJob // each job's runs in the accounting store (ended or REQUEUED), any order
-	Floor uint64                      // the highest job id the accounting store holds
+	Live  *Snapshot             // the state being replaced; nil: none
+	Ended map[uint64][]EndedRun // each job's runs in the accounting store (ended or REQUEUED), any order
+	Floor uint64                // the highest job id the accounting store holds
 }
 
 // Reconciled says what ReconcileDump changed.
@@ -165,11 +166,11 @@ func sameJob(a, b *Job) bool {
 // outcome (ended); otherwise a REQUEUED record of its current run or a
 // later one moves it to the run after (requeued), queued, its
 // containers unplaced. j is not modified.
-func fromRuns(j *Job, recs []api.HistoryJob) (out *Job, ended, requeued bool) {
+func fromRuns(j *Job, recs []EndedRun) (out *Job, ended, requeued bool) {
 	recs = slices.Clone(recs)
-	slices.SortFunc(recs, func(a, b api.HistoryJob) int { return a.Requeues - b.Requeues })
+	slices.SortFunc(recs, func(a, b EndedRun) int { return a.Requeues - b.Requeues })
 	out = j
-	var last *api.HistoryJob
+	var last *EndedRun
 	for i := range recs {
 		h := &recs[i]
 		if h.Requeues < j.Requeues {
@@ -182,7 +183,7 @@ func fromRuns(j *Job, recs []api.HistoryJob) (out *Job, ended, requeued bool) {
 			keepRuns(out, recs, h.Requeues)
 			return endedFrom(out, h), true, false
 		}
-		if h.State == api.JobRequeued {
+		if h.State == lifecycle.JobRequeued {
 			last = h
 		}
 	}
@@ -191,8 +192,8 @@ func fromRuns(j *Job, recs []api.HistoryJob) (out *Job, ended, requeued bool) {
 	}
 	out = clone(j)
 	keepRuns(out, recs, last.Requeues+1)
-	if out.State != api.JobHeld {
-		out.State, out.Reason = api.JobPending, api.ReasonPriority
+	if out.State != lifecycle.JobHeld {
+		out.State, out.Reason = lifecycle.JobPending, reason.Priority
 	}
 	out.Requeues, out.LastRequeue = last.Requeues+1, last.Reason
 	out.KillWanted, out.ExitCode, out.CPUTime, out.MemPeak = false, 0, 0, 0
@@ -200,7 +201,7 @@ func fromRuns(j *Job, recs []api.HistoryJob) (out *Job, ended, requeued bool) {
 	for i := range out.Containers {
 		c := &out.Containers[i]
 		c.Node, c.NodeAddr, c.Reach, c.GPUs = "", "", "", nil
-		c.State, c.ExitCode, c.Message = api.ContainerPending, 0, ""
+		c.State, c.ExitCode, c.Message = lifecycle.ContainerPending, 0, ""
 		c.CPUTime, c.MemPeak, c.Ended = 0, 0, time.Time{}
 	}
 	return out, false, true
@@ -209,20 +210,20 @@ func fromRuns(j *Job, recs []api.HistoryJob) (out *Job, ended, requeued bool) {
 // keepRuns appends to j.Runs, in order, the REQUEUED records of recs
 // (sorted by run) for the runs after those it keeps, up to run upto
 // (excluded); it stops at a gap, so Runs[i] stays run i. j is a clone.
-func keepRuns(j *Job, recs []api.HistoryJob, upto int) {
+func keepRuns(j *Job, recs []EndedRun, upto int) {
 	for i := range recs {
 		h := &recs[i]
-		if h.State != api.JobRequeued || h.Requeues != len(j.Runs) || h.Requeues >= upto {
+		if h.State != lifecycle.JobRequeued || h.Requeues != len(j.Runs) || h.Requeues >= upto {
 			continue
 		}
-		run := api.JobRun{Started: h.Started, Ended: h.Ended, Reason: h.Reason, ExitCode: h.ExitCode, CPUTime: h.CPUTime, MemPeak: h.MemPeak,
+		run := Run{Started: h.Started, Ended: h.Ended, Reason: h.Reason, ExitCode: h.ExitCode, CPUTime: h.CPUTime, MemPeak: h.MemPeak,
 			Containers: slices.Clone(h.Containers)}
 		j.Runs = append(slices.Clip(j.Runs), run)
 	}
 }
 
 // endedFrom is j ended as its accounting record h says.
-func endedFrom(j *Job, h *api.HistoryJob) *Job {
+func endedFrom(j *Job, h *EndedRun) *Job {
 	e := clone(j)
 	e.State, e.Reason, e.ExitCode = h.State, h.Reason, h.ExitCode
 	e.Requeues = h.Requeues
@@ -243,9 +244,9 @@ func endedFrom(j *Job, h *api.HistoryJob) *Job {
 		}
 		if !c.State.Ended() {
 			// The record does not name it: it ended with the job.
-			c.State = api.ContainerKilled
-			if h.State == api.JobCompleted {
-				c.State = api.ContainerExited
+			c.State = lifecycle.ContainerKilled
+			if h.State == lifecycle.JobCompleted {
+				c.State = lifecycle.ContainerExited
 			}
 		}
 	}

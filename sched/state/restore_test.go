@@ -17,16 +17,16 @@ import (
 func TestReconcileDumpOtherHistory(t *testing.T) {
 	backup := newHarness(t)
 	for range 3 {
-		backup.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+		backup.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 	}
 	d := backup.st.Snapshot().Dump()
 
 	live := newHarness(t)
 	for range 10 {
-		live.apply(Command{Kind: CmdTouch}) // a later index than the backup's
+		live.apply(Command{Act: Touch{}}) // a later index than the backup's
 	}
 	for range 2 {
-		live.apply(Command{Kind: CmdSubmit, Submit: session(1)}) // ids 1 and 2, submitted at other times
+		live.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}) // ids 1 and 2, submitted at other times
 	}
 	liveIdx, _ := live.st.Snapshot().Index()
 	r := ReconcileDump(&d, RestoreFacts{Live: live.st.Snapshot(), Floor: 7})
@@ -56,13 +56,13 @@ func TestReconcileDumpOtherHistory(t *testing.T) {
 // containers included; a record of an earlier run changes nothing.
 func TestReconcileDumpEndedFromStore(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 	d := h.st.Snapshot().Dump()
-	rec := api.HistoryJob{ID: 1, State: api.JobFailed, ExitCode: 9, Reason: "exit 9", Started: t0, Ended: t0.Add(5),
-		Containers: []api.HistoryContainer{{Host: "main1", Node: "n1", State: api.ContainerExited, ExitCode: 9}}}
-	old := api.HistoryJob{ID: 2, Requeues: -1, State: api.JobCompleted}
-	r := ReconcileDump(&d, RestoreFacts{Ended: map[uint64][]api.HistoryJob{1: {rec}, 2: {old}}})
+	rec := EndedRun{ID: 1, State: api.JobFailed, ExitCode: 9, Reason: "exit 9", Started: t0, Ended: t0.Add(5),
+		Containers: []RunContainer{{Host: "main1", Node: "n1", State: api.ContainerExited, ExitCode: 9}}}
+	old := EndedRun{ID: 2, Requeues: -1, State: api.JobCompleted}
+	r := ReconcileDump(&d, RestoreFacts{Ended: map[uint64][]EndedRun{1: {rec}, 2: {old}}})
 	if len(r.Ended) != 1 || r.Ended[0] != 1 {
 		t.Fatalf("ended %v, want job 1 only", r.Ended)
 	}
@@ -85,9 +85,9 @@ func TestReconcileDumpEndedFromStore(t *testing.T) {
 // above it, or an entry of schema 7 changes nothing.
 func TestReportOfUnknownJobRaisesIDs(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 	rep := func(v int, id uint64) {
-		h.apply(Command{Version: v, Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerKilled}}}})
+		h.apply(Command{Version: v, Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerKilled}}}}}})
 	}
 	rep(7, 40)
 	if last := h.st.Snapshot().LastJobID(); last != 1 {
@@ -99,8 +99,8 @@ func TestReportOfUnknownJobRaisesIDs(t *testing.T) {
 	if last := h.st.Snapshot().LastJobID(); last != 40 {
 		t.Fatalf("id counter %d after reports of unknown jobs 40, 30 and a wild one; want 40", last)
 	}
-	id := h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	if id != uint64(41) {
+	id := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	if id != 41 {
 		t.Fatalf("the next submit got id %v, want 41", id)
 	}
 }
@@ -112,16 +112,16 @@ func TestReportOfUnknownJobRaisesIDs(t *testing.T) {
 // earlier runs kept.
 func TestReconcileDumpKeepsRequeuedRuns(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
 	d := h.st.Snapshot().Dump()
-	req := func(id uint64, run int) api.HistoryJob {
-		return api.HistoryJob{ID: id, Requeues: run, State: api.JobRequeued, Reason: "node n1 failed", Started: t0.Add(time.Duration(run) * time.Minute), Ended: t0.Add(time.Duration(run)*time.Minute + time.Second),
-			Containers: []api.HistoryContainer{{Host: "main1", Node: "n1", State: api.ContainerFailed}}}
+	req := func(id uint64, run int) EndedRun {
+		return EndedRun{ID: id, Requeues: run, State: api.JobRequeued, Reason: "node n1 failed", Started: t0.Add(time.Duration(run) * time.Minute), Ended: t0.Add(time.Duration(run)*time.Minute + time.Second),
+			Containers: []RunContainer{{Host: "main1", Node: "n1", State: api.ContainerFailed}}}
 	}
-	done := api.HistoryJob{ID: 2, Requeues: 1, State: api.JobCompleted, Started: t0.Add(time.Hour), Ended: t0.Add(2 * time.Hour),
-		Containers: []api.HistoryContainer{{Host: "main1", Node: "n2", State: api.ContainerExited}}}
-	r := ReconcileDump(&d, RestoreFacts{Ended: map[uint64][]api.HistoryJob{1: {req(1, 1), req(1, 0)}, 2: {done, req(2, 0)}}})
+	done := EndedRun{ID: 2, Requeues: 1, State: api.JobCompleted, Started: t0.Add(time.Hour), Ended: t0.Add(2 * time.Hour),
+		Containers: []RunContainer{{Host: "main1", Node: "n2", State: api.ContainerExited}}}
+	r := ReconcileDump(&d, RestoreFacts{Ended: map[uint64][]EndedRun{1: {req(1, 1), req(1, 0)}, 2: {done, req(2, 0)}}})
 	if len(r.Requeued) != 1 || r.Requeued[0] != 1 || len(r.Ended) != 1 || r.Ended[0] != 2 {
 		t.Fatalf("reconciled %+v; want job 1 moved to a later run, job 2 ended", r)
 	}

@@ -12,16 +12,16 @@ import (
 // entry's time), its nodes and usage; the next run starts afresh.
 func TestRequeueKeepsTheRun(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdRegister, Register: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: api.Resources{CPUMilli: 4000, Memory: 8 << 30}}})
+	h.apply(Command{Act: Register{Node: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}}})
 	j := session(2)
 	j.Spec.Requeue = true
-	h.apply(Command{Kind: CmdSubmit, Submit: j})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n2"}}}}})
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: 1, Host: "main1", State: api.ContainerRunning}}}})
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n2", Updates: []api.ContainerUpdate{{JobID: 1, Host: "sub1", State: api.ContainerRunning}}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{j}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n2"}}}}}})
+	h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{{JobID: 1, Host: "main1", State: api.ContainerRunning}}}}}})
+	h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n2", Updates: []ContainerUpdate{{JobID: 1, Host: "sub1", State: api.ContainerRunning}}}}}})
 	started := h.job(1).Started
-	h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n2", Updates: []api.ContainerUpdate{{JobID: 1, Host: "sub1", State: api.ContainerExited, CPUTime: 7 * time.Second, MemPeak: 1 << 20}}}})
-	h.apply(Command{Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n1"}}})
+	h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n2", Updates: []ContainerUpdate{{JobID: 1, Host: "sub1", State: api.ContainerExited, CPUTime: 7 * time.Second, MemPeak: 1 << 20}}}}}})
+	h.apply(Command{Act: NodesDown{Down: &NodeDown{Nodes: []string{"n1"}}}})
 	downAt := t0.Add(time.Duration(h.idx) * time.Second)
 
 	j = h.job(1)
@@ -43,9 +43,9 @@ func TestRequeueKeepsTheRun(t *testing.T) {
 	}
 
 	// A second requeue keeps run 1 after run 0, apart.
-	h.apply(Command{Kind: CmdNodeUp, NodeUp: "n1"})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n2", "n1"}}}}})
-	h.apply(Command{Kind: CmdNodeDown, NodeDown: &NodeDown{Nodes: []string{"n2"}}})
+	h.apply(Command{Act: NodeUp{Node: "n1"}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n2", "n1"}}}}}})
+	h.apply(Command{Act: NodesDown{Down: &NodeDown{Nodes: []string{"n2"}}}})
 	j = h.job(1)
 	if len(j.Runs) != 2 || j.Runs[1].Containers[0].Node != "n2" || !j.Runs[1].Started.IsZero() || j.Runs[0].Containers[0].Node != "n1" {
 		t.Fatalf("after a second requeue: runs %+v; want run 0 on n1, run 1 (never started) on n2", j.Runs)
@@ -68,13 +68,13 @@ func TestReportedEndTime(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.apply(Command{Kind: CmdSubmit, Submit: session(2)})
-			h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}}}})
-			h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
-				{JobID: 1, Host: "main1", State: api.ContainerRunning}, {JobID: 1, Host: "sub1", State: api.ContainerRunning}}}})
+			h.apply(Command{Act: Submit{Jobs: []*Job{session(2)}}})
+			h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1", "n1"}}}}}})
+			h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{
+				{JobID: 1, Host: "main1", State: api.ContainerRunning}, {JobID: 1, Host: "sub1", State: api.ContainerRunning}}}}}})
 			started := h.job(1).Started
 			for range 10 { // time passes: the node cannot report
-				h.apply(Command{Kind: CmdNodeUp, NodeUp: "n1"})
+				h.apply(Command{Act: NodeUp{Node: "n1"}})
 			}
 			now := t0.Add(time.Duration(h.idx+1) * time.Second)
 			at := c.at(started, now)
@@ -83,8 +83,8 @@ func TestReportedEndTime(t *testing.T) {
 			if !at.IsZero() {
 				early = at.Add(-time.Second)
 			}
-			h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
-				{JobID: 1, Host: "main1", State: api.ContainerExited, At: at}, {JobID: 1, Host: "sub1", State: api.ContainerKilled, At: early}}}})
+			h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{
+				{JobID: 1, Host: "main1", State: api.ContainerExited, At: at}, {JobID: 1, Host: "sub1", State: api.ContainerKilled, At: early}}}}}})
 			j := h.job(1)
 			if want := c.want(started, now); j.State != api.JobCompleted || !j.Ended.Equal(want) {
 				t.Errorf("job %s ended %v (%v after its start); want COMPLETED at %v", j.State, j.Ended, j.Ended.Sub(started), want)
@@ -101,20 +101,20 @@ func TestReportedEndTime(t *testing.T) {
 // ended, not for no time at all.
 func TestReportedStartAndEndTogether(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdSubmit, Submit: session(1)})
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}})
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
 	placed := t0.Add(time.Duration(h.idx) * time.Second)
 	for range 10 {
-		h.apply(Command{Kind: CmdNodeUp, NodeUp: "n1"})
+		h.apply(Command{Act: NodeUp{Node: "n1"}})
 	}
-	res := h.apply(Command{Kind: CmdReport, Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{
+	res := h.apply(Command{Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{
 		{JobID: 1, Host: "main1", State: api.ContainerRunning, At: placed.Add(time.Second)},
-		{JobID: 1, Host: "main1", State: api.ContainerExited, At: placed.Add(4 * time.Second)}}}})
+		{JobID: 1, Host: "main1", State: api.ContainerExited, At: placed.Add(4 * time.Second)}}}}}})
 	j := h.job(1)
 	if j.State != api.JobCompleted || !j.Started.Equal(placed.Add(time.Second)) || j.Ended.Sub(j.Started) != 3*time.Second {
 		t.Errorf("job %s started %v, ran %v; want COMPLETED, started a second after its placement, ran 3s", j.State, j.Started, j.Ended.Sub(j.Started))
 	}
-	if st, _ := res.([]Started); len(st) != 1 || st[0].JobID != 1 {
+	if st, _ := res.([][]Started); len(st) != 1 || len(st[0]) != 1 || st[0][0].JobID != 1 {
 		t.Errorf("the report answered started %+v, want job 1", st)
 	}
 }

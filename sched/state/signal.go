@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
 )
 
 // Signal is a bkill -s request: Signal for job JobID's containers (Host
@@ -36,20 +36,20 @@ func signalJob(txn *memdb.Txn, index uint64, now time.Time, s *Signal) (*Job, er
 		return nil, err
 	}
 	sig := syscall.Signal(s.Signal)
-	name := api.SignalName(s.Signal)
+	name := lifecycle.SignalName(s.Signal)
 	switch {
 	case j.State.Terminal():
 		return nil, fmt.Errorf("job %d: %w (%s)", j.ID, ErrEnded, j.State)
-	case j.Array != nil && api.Cancels(sig):
+	case j.Array != nil && lifecycle.Cancels(sig):
 		return kill(txn, index, now, j.ID, false)
 	case j.Array != nil:
 		return nil, conflict("job %d is a job array: signal its elements one by one (bkill -s %s \"%d[INDEX]\"); KILL, TERM or INT cancels the whole array", j.ID, name, j.ID)
 	case j.KillWanted:
 		return nil, conflict("job %d is being stopped: its containers get no more signals", j.ID)
-	case j.State != api.JobRunning && api.Cancels(sig):
+	case j.State != lifecycle.JobRunning && lifecycle.Cancels(sig):
 		return kill(txn, index, now, j.ID, false)
-	case (j.State == api.JobScheduled || j.State == api.JobPreparing) && (sig == syscall.SIGSTOP || sig == syscall.SIGCONT):
-	case j.State != api.JobRunning:
+	case (j.State == lifecycle.JobScheduled || j.State == lifecycle.JobPreparing) && (sig == syscall.SIGSTOP || sig == syscall.SIGCONT):
+	case j.State != lifecycle.JobRunning:
 		return nil, conflict("job %d is %s: only a running job's containers can get SIG%s; KILL, TERM or INT cancels it", j.ID, j.State, name)
 	}
 	if s.Host != "" {
@@ -63,7 +63,7 @@ func signalJob(txn *memdb.Txn, index uint64, now time.Time, s *Signal) (*Job, er
 			return nil, conflict("job %d has no container %s; its hosts: %s", j.ID, s.Host, strings.Join(hosts, ", "))
 		}
 	}
-	j.Signals = append(append([]api.SignalRequest(nil), j.Signals...), api.SignalRequest{
+	j.Signals = append(append([]SignalRequest(nil), j.Signals...), SignalRequest{
 		Seq: uint64(len(j.Signals)) + 1, Signal: s.Signal, Host: s.Host, Time: now,
 	})
 	j.ModifyIndex = index
@@ -72,7 +72,7 @@ func signalJob(txn *memdb.Txn, index uint64, now time.Time, s *Signal) (*Job, er
 
 // addUsage records a container's usage from its final update and sums
 // the job's.
-func addUsage(j *Job, c *Container, u api.ContainerUpdate) {
+func addUsage(j *Job, c *Container, u ContainerUpdate) {
 	if u.CPUTime <= 0 && u.MemPeak <= 0 {
 		return
 	}

@@ -4,19 +4,22 @@
 // take a Snapshot, a consistent read-only view that also yields watch
 // channels for blocking queries.
 //
-// Its rows (Job, Node, row.go) are what the tables hold, what the raft
-// log's commands carry and what snapshots keep: only what is replicated.
-// They are not the API's views (internal/api): schedd converts a row to
-// its view when it answers (sched/view.go) and adds there what it derives
-// or what only the leader knows. The package must not import sched or
-// nodelet; it imports internal/api only for the value types rows share
-// with the views (states, containers, networks, resources).
+// It owns its schema. Its rows (Job, Node, row.go) are what the tables
+// hold, what the raft log's commands (Command, one typed act each,
+// command.go) carry and what snapshots keep: only what is replicated, in
+// resolved values (a container's millicores, memory, GPU; the job's one
+// walltime) and in the package's own types. They are not the API's views
+// (internal/api) nor job files (jobspec): admission builds a row (sched's
+// admit.go) and schedd converts it to its view when it answers
+// (sched/view.go), adding there what it derives or what only the leader
+// knows. Rows and entries of older schemas still load (legacy.go).
 //
 // Objects handed out are shared with the store: callers must not modify
 // them. Writers copy before they change (see Job.clone).
 //
-// It must not import sched (the controller), sched/raftlog, nodelet/...
-// or internal/client.
+// It must not import sched (the controller), sched/raftlog, nodelet/...,
+// internal/client, internal/api, jobspec or sched/admission (the submit
+// policy); cmd/layout_test.go checks the last three.
 package state
 
 import (
@@ -24,8 +27,6 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-memdb"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 const (
@@ -227,8 +228,8 @@ func (v *Snapshot) LastJobID() uint64 {
 // Allocated sums what live containers hold on each node: every container
 // placed on a node and not ended, of a job not ended. It is derived, never
 // stored, so it cannot drift.
-func (v *Snapshot) Allocated() map[string]api.Resources {
-	out := map[string]api.Resources{}
+func (v *Snapshot) Allocated() map[string]Resources {
+	out := map[string]Resources{}
 	for _, j := range v.LiveJobs() {
 		if j.State.Terminal() {
 			continue
@@ -250,8 +251,8 @@ func (v *Snapshot) Allocated() map[string]api.Resources {
 
 // DeviceUse is, per node, the GPU devices the live containers hold shares
 // of: device index → its shares summed and the jobs holding them.
-func (v *Snapshot) DeviceUse() map[string]map[int]*api.NodeGPU {
-	out := map[string]map[int]*api.NodeGPU{}
+func (v *Snapshot) DeviceUse() map[string]map[int]*DeviceUse {
+	out := map[string]map[int]*DeviceUse{}
 	for _, j := range v.LiveJobs() { // in id order
 		if j.State.Terminal() {
 			continue
@@ -263,12 +264,12 @@ func (v *Snapshot) DeviceUse() map[string]map[int]*api.NodeGPU {
 			for _, g := range c.GPUs {
 				devs := out[c.Node]
 				if devs == nil {
-					devs = map[int]*api.NodeGPU{}
+					devs = map[int]*DeviceUse{}
 					out[c.Node] = devs
 				}
 				d := devs[g.Device]
 				if d == nil {
-					d = &api.NodeGPU{Device: g.Device}
+					d = &DeviceUse{Device: g.Device}
 					devs[g.Device] = d
 				}
 				d.Allocated += g.Share
@@ -291,7 +292,7 @@ type Dump struct {
 	Indexes  []*indexEntry `json:"indexes"`
 	Settings *settings     `json:"settings,omitempty"`
 	Usage    []*Usage      `json:"usage,omitempty"`
-	Tokens   []*api.Token  `json:"tokens,omitempty"`
+	Tokens   []*Token      `json:"tokens,omitempty"`
 	Servers  []*Server     `json:"servers,omitempty"`
 	Requests []*request    `json:"requests,omitempty"` // answers kept by request id (requests.go)
 }
@@ -324,7 +325,7 @@ func (s *Store) Restore(d Dump) error {
 		}
 	}
 	for _, j := range d.Jobs {
-		if err := txn.Insert(tableJobs, legacyMilli(j)); err != nil {
+		if err := txn.Insert(tableJobs, j); err != nil {
 			return err
 		}
 	}

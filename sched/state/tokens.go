@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/go-memdb"
-
-	"github.com/troupe-hpc/troupe/internal/api"
 )
 
 // Server is a raft server's API address, so that followers can send
@@ -16,7 +14,7 @@ type Server struct {
 	API string `json:"api"`
 }
 
-func putToken(txn *memdb.Txn, t *api.Token) error {
+func putToken(txn *memdb.Txn, t *Token) error {
 	if t == nil || t.ID == "" || len(t.Hash) != 64 {
 		return errors.New("token without an id or a sha-256 hash")
 	}
@@ -44,34 +42,34 @@ func putServer(txn *memdb.Txn, s *Server) error {
 }
 
 // Tokens lists the token records by id.
-func (v *credentialReads) Tokens() []*api.Token {
+func (v *credentialReads) Tokens() []*Token {
 	it, err := v.txn.Get(tableTokens, "id")
 	if err != nil {
 		panic(err)
 	}
-	var out []*api.Token
+	var out []*Token
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*api.Token))
+		out = append(out, raw.(*Token))
 	}
 	return out
 }
 
 // TokenByHash finds the token whose secret hashes to hash (hex).
-func (v *credentialReads) TokenByHash(hash string) *api.Token {
+func (v *credentialReads) TokenByHash(hash string) *Token {
 	raw, err := v.txn.First(tableTokens, "hash", hash)
 	if err != nil || raw == nil {
 		return nil
 	}
-	return raw.(*api.Token)
+	return raw.(*Token)
 }
 
 // Token finds a token by id.
-func (v *credentialReads) Token(id string) *api.Token {
+func (v *credentialReads) Token(id string) *Token {
 	raw, err := v.txn.First(tableTokens, "id", id)
 	if err != nil || raw == nil {
 		return nil
 	}
-	return raw.(*api.Token)
+	return raw.(*Token)
 }
 
 // Servers lists the raft servers' API addresses.

@@ -194,9 +194,9 @@ func snapshotUsage(txn *memdb.Txn) []*Usage {
 func Billed(b partition.Billing, j *Job) float64 {
 	var cpu, mem, gpu float64
 	for _, c := range j.Containers {
-		cpu += c.Resources.CPU
-		mem += float64(c.Resources.Memory) / (1 << 30)
-		gpu += c.Resources.GPU
+		cpu += cores(c.CPUMilli)
+		mem += float64(c.Memory) / (1 << 30)
+		gpu += c.GPU
 	}
 	return cpu*b.CPU + mem*b.Memory + gpu*b.GPU
 }

@@ -16,8 +16,8 @@ func (h *harness) runJob(user, account string) uint64 {
 	h.t.Helper()
 	j := session(1)
 	j.User, j.Account = user, account
-	id := h.apply(Command{Kind: CmdSubmit, Submit: j}).(uint64)
-	h.apply(Command{Kind: CmdPlan, Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: []string{"n1"}}}}})
+	id := h.apply(Command{Act: Submit{Jobs: []*Job{j}}}).([]uint64)[0]
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: id, Nodes: []string{"n1"}}}}}})
 	h.report("n1", id, "main1", api.ContainerRunning, 0)
 	return id
 }
@@ -26,7 +26,7 @@ func (h *harness) runJob(user, account string) uint64 {
 func (h *harness) chargeAt(at time.Duration) {
 	h.t.Helper()
 	h.idx++
-	if _, err := h.st.Apply(h.idx, Command{Kind: CmdCharge, Time: t0.Add(at)}); err != nil {
+	if _, err := h.st.Apply(h.idx, Command{Time: t0.Add(at), Act: Charge{}}); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -49,7 +49,7 @@ func configWith(halfLife time.Duration) *partition.Config {
 
 func TestChargeWithoutDecay(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdConfig, Config: configWith(0)})
+	h.apply(Command{Act: Configure{Config: configWith(0)}})
 	id := h.runJob("ada", "lab") // starts at t0+5s (the harness ticks one second a command)
 	started := h.job(id).Started
 	h.chargeAt(time.Hour)
@@ -65,7 +65,7 @@ func TestChargeWithoutDecay(t *testing.T) {
 
 func TestUsageDecays(t *testing.T) {
 	h := newHarness(t)
-	h.apply(Command{Kind: CmdConfig, Config: configWith(time.Hour)})
+	h.apply(Command{Act: Configure{Config: configWith(time.Hour)}})
 	id := h.runJob("ada", "lab")
 	h.chargeAt(time.Minute)
 	h.report("n1", id, "main1", api.ContainerExited, 0) // ends; no further charge
@@ -89,7 +89,7 @@ func TestUsageDecays(t *testing.T) {
 func TestChargeIndependentOfInterval(t *testing.T) {
 	run := func(step time.Duration) float64 {
 		h := newHarness(t)
-		h.apply(Command{Kind: CmdConfig, Config: configWith(30 * time.Minute)})
+		h.apply(Command{Act: Configure{Config: configWith(30 * time.Minute)}})
 		h.runJob("ada", "lab")
 		for at := step; at <= 2*time.Hour; at += step {
 			h.chargeAt(at)
@@ -106,40 +106,40 @@ func TestChargeIndependentOfInterval(t *testing.T) {
 // same usage, bit for bit, also through a snapshot and restore.
 func TestChargeDeterministic(t *testing.T) {
 	var cmds []Command
-	cmds = append(cmds, Command{Kind: CmdRegister, Time: t0, Register: &Node{Name: "n1", Capacity: api.Resources{CPUMilli: 64000, Memory: 256 << 30}}})
-	cmds = append(cmds, Command{Kind: CmdConfig, Time: t0, Config: configWith(7 * 24 * time.Hour)})
+	cmds = append(cmds, Command{Time: t0, Act: Register{Node: &Node{Name: "n1", Capacity: Resources{CPUMilli: 64000, Memory: 256 << 30}}}})
+	cmds = append(cmds, Command{Time: t0, Act: Configure{Config: configWith(7 * 24 * time.Hour)}})
 	for i := 0; i < 20; i++ {
 		j := session(1 + i%3)
 		j.User, j.Account = []string{"ada", "bob", "cy"}[i%3], []string{"lab", "ops"}[i%2]
 		at := t0.Add(time.Duration(i) * 7 * time.Minute)
 		cmds = append(cmds,
-			Command{Kind: CmdSubmit, Time: at, Submit: j},
-			Command{Kind: CmdPlan, Time: at, Plan: &Plan{Placements: []Placement{{JobID: uint64(i + 1), Nodes: make([]string, 1+i%3)}}}},
-			Command{Kind: CmdCharge, Time: at.Add(3 * time.Minute)})
+			Command{Time: at, Act: Submit{Jobs: []*Job{j}}},
+			Command{Time: at, Act: Place{Plan: &Plan{Placements: []Placement{{JobID: uint64(i + 1), Nodes: make([]string, 1+i%3)}}}}},
+			Command{Time: at.Add(3 * time.Minute), Act: Charge{}})
 	}
 	for i := range cmds {
-		if cmds[i].Plan != nil {
-			for k := range cmds[i].Plan.Placements[0].Nodes {
-				cmds[i].Plan.Placements[0].Nodes[k] = "n1"
+		if p, ok := cmds[i].Act.(Place); ok {
+			for k := range p.Plan.Placements[0].Nodes {
+				p.Plan.Placements[0].Nodes[k] = "n1"
 			}
 		}
 	}
 	// Every job runs: report all containers running, then some end.
 	var more []Command
 	for id := uint64(1); id <= 20; id++ {
-		var ups []api.ContainerUpdate
+		var ups []ContainerUpdate
 		for k, host := range []string{"main1", "sub1", "sub2"}[:1+(id-1)%3] {
 			_ = k
-			ups = append(ups, api.ContainerUpdate{JobID: id, Host: host, State: api.ContainerRunning})
+			ups = append(ups, ContainerUpdate{JobID: id, Host: host, State: api.ContainerRunning})
 		}
-		more = append(more, Command{Kind: CmdReport, Time: t0.Add(time.Duration(id) * 8 * time.Minute), Report: &Report{Node: "n1", Updates: ups}})
+		more = append(more, Command{Time: t0.Add(time.Duration(id) * 8 * time.Minute), Act: Reports{Reports: []Report{Report{Node: "n1", Updates: ups}}}})
 		if id%2 == 0 {
-			more = append(more, Command{Kind: CmdReport, Time: t0.Add(time.Duration(id)*8*time.Minute + time.Hour), Report: &Report{Node: "n1", Updates: []api.ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerExited}}}})
+			more = append(more, Command{Time: t0.Add(time.Duration(id)*8*time.Minute + time.Hour), Act: Reports{Reports: []Report{Report{Node: "n1", Updates: []ContainerUpdate{{JobID: id, Host: "main1", State: api.ContainerExited}}}}}})
 		}
 	}
 	cmds = append(cmds, more...)
 	for k := 1; k <= 10; k++ {
-		cmds = append(cmds, Command{Kind: CmdCharge, Time: t0.Add(4*time.Hour + time.Duration(k)*time.Hour)})
+		cmds = append(cmds, Command{Time: t0.Add(4*time.Hour + time.Duration(k)*time.Hour), Act: Charge{}})
 	}
 	replay := func() *Store {
 		st := New()
@@ -154,7 +154,7 @@ func TestChargeDeterministic(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, err := st.Apply(uint64(i+1), dc); err != nil {
-				t.Fatalf("command %d (%s): %v", i, c.Kind, err)
+				t.Fatalf("command %d (%s): %v", i, c.Kind(), err)
 			}
 		}
 		return st
@@ -190,14 +190,14 @@ func TestConfigCommand(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	h.apply(Command{Kind: CmdConfig, Config: c})
+	h.apply(Command{Act: Configure{Config: c}})
 	got := h.st.Snapshot().Config()
 	if got.DefaultPartition != "gpu" || !got.Partition("gpu").Has("g2", nil) {
 		t.Fatalf("config in force: %+v", got)
 	}
 	h.idx++
 	bad := &partition.Config{DefaultPartition: "nope"}
-	if _, err := h.st.Apply(h.idx, Command{Kind: CmdConfig, Config: bad}); err == nil {
+	if _, err := h.st.Apply(h.idx, Command{Act: Configure{Config: bad}}); err == nil {
 		t.Fatal("an invalid config was applied")
 	}
 	if h.st.Snapshot().Config().DefaultPartition != "gpu" {

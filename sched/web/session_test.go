@@ -355,8 +355,8 @@ func TestSubmitFromPage(t *testing.T) {
 	if code != 201 || json.Unmarshal([]byte(out), &res) != nil {
 		t.Fatalf("interactive POST /submit: %d %s", code, out)
 	}
-	if j := srv.Store().Snapshot().Job(res.JobID); !j.Interactive || strings.Join(j.Spec.MainCommand(), " ") != "/bin/sh" {
-		t.Errorf("interactive job: interactive=%v command %q", j.Interactive, j.Spec.MainCommand())
+	if j := srv.Store().Snapshot().Job(res.JobID); !j.Interactive || strings.Join(j.Containers[0].Command, " ") != "/bin/sh" {
+		t.Errorf("interactive job: interactive=%v command %q", j.Interactive, j.Containers[0].Command)
 	}
 
 	// Errors name the file, line and column.

@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
 // Submit is POST /submit's body: a job file as the page read it.
@@ -88,8 +89,8 @@ func (p *page) submit(w http.ResponseWriter, r *http.Request, id auth.Identity) 
 	// The positions of this parse go along, as bsub sends its own:
 	// schedd's refusals (a partition's limits) then name the file's
 	// line and column too.
-	body, err := json.Marshal(api.SubmitRequest{Spec: *spec, Cwd: home, Source: name, Hold: in.Hold,
-		Interactive: in.Interactive, RequestID: in.RequestID, Positions: api.PositionsOf(spec)})
+	body, err := json.Marshal(api.SubmitRequest{Spec: wire.ToAPI(*spec), Cwd: home, Source: name, Hold: in.Hold,
+		Interactive: in.Interactive, RequestID: in.RequestID, Positions: wire.PositionsOf(spec)})
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, err)
 		return

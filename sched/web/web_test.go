@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
+	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched"
 	"github.com/troupe-hpc/troupe/sched/web"
 )
@@ -46,10 +47,10 @@ func schedd(t *testing.T) (srv *sched.Server, page, full string) {
 func submit(t *testing.T, srv *sched.Server, uid int, name string, size int, cpu float64) uint64 {
 	t.Helper()
 	res, err := srv.Submit(context.Background(), api.SubmitRequest{
-		Spec: jobspec.Job{Name: name, Image: "host", Command: []string{"secret-command", "--flag"},
+		Spec: wire.ToAPI(jobspec.Job{Name: name, Image: "host", Command: []string{"secret-command", "--flag"},
 			Env:       map[string]string{"API_KEY": "hunter2"},
 			Cluster:   jobspec.Cluster{Size: size, Mode: "multi-node"},
-			Resources: jobspec.Resources{CPU: cpu, Memory: 1 << 30}},
+			Resources: jobspec.Resources{CPU: cpu, Memory: 1 << 30}}),
 		Cwd: "/home/user" + strconv.Itoa(uid) + "/private", UID: uid, GID: uid, User: "user" + strconv.Itoa(uid)})
 	if err != nil {
 		t.Fatal(err)

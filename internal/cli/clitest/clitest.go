@@ -87,14 +87,14 @@ func at(d time.Duration) time.Time { return Now.Add(-d).UTC() }
 // running over two nodes, completed, failed with a container message,
 // and cancelled before it started.
 func Jobs() []api.Job {
-	spec := func(name string, size int) jobspec.Job {
-		return jobspec.Job{
+	spec := func(name string, size int) api.JobSpec {
+		return api.JobSpec{
 			Name:      name,
 			Partition: "gpu",
 			Account:   "vision",
 			Walltime:  2 * time.Hour,
-			Cluster:   jobspec.Cluster{Size: size, Mode: jobspec.ModeMultiNode},
-			Resources: jobspec.Resources{CPU: 4, Memory: 16 << 30, GPU: 0.5},
+			Cluster:   api.Cluster{Size: size, Mode: jobspec.ModeMultiNode},
+			Resources: api.JobResources{CPU: 4, Memory: 16 << 30, GPU: 0.5},
 			Image:     "pytorch-2.3",
 			Command:   []string{"mpirun", "python", "train.py", "--lr", "0.1 warm"},
 			Env:       map[string]string{"EPOCHS": "10", "A": "1"},
@@ -109,8 +109,8 @@ func Jobs() []api.Job {
 				host, role, idx = "sub"+strconv.Itoa(i), jobspec.RoleSub, i
 			}
 			cs = append(cs, api.Container{
-				Container: jobspec.Container{Host: host, Role: role, Idx: idx, Rank: i, Image: "pytorch-2.3",
-					Resources: jobspec.Resources{CPU: 4, Memory: 16 << 30, GPU: 0.5}},
+				ContainerSpec: api.ContainerSpec{Host: host, Role: role, Idx: idx, Rank: i, Image: "pytorch-2.3",
+					Resources: api.JobResources{CPU: 4, Memory: 16 << 30, GPU: 0.5}},
 				KernelID: fmt.Sprintf("%08d-0000-4000-8000-%012d", id, i),
 				Node:     n,
 				NodeAddr: "10.0.0." + strconv.Itoa(len(n)),
@@ -236,7 +236,7 @@ func Partitions() api.PartitionList {
 // Submission is a fixed bsub request for dry-run renderings.
 func Submission() api.SubmitRequest {
 	j := Job(12)
-	j.Spec.Mounts = []jobspec.Mount{{Name: "data", Source: "/shared/imagenet", Target: "/home/work/data", ReadOnly: true}}
+	j.Spec.Mounts = []api.Mount{{Name: "data", Source: "/shared/imagenet", Target: "/home/work/data", ReadOnly: true}}
 	j.Spec.Workdir = "/home/work"
 	return api.SubmitRequest{Spec: j.Spec, Cwd: j.Cwd, User: j.User, UID: j.UID, GID: j.GID, Source: "train.hcl"}
 }

@@ -20,6 +20,17 @@ const ociVersion = "1.0.2"
 // cpuPeriod is the CFS period, in microseconds, quotas are expressed in.
 const cpuPeriod = 100000
 
+// minQuota is the smallest CFS quota, in microseconds, the kernel takes
+// (cpu.cfs_quota_us and cpu.max refuse less with EINVAL).
+const minQuota = 1000
+
+// CPUQuota is the CFS quota, in microseconds per cpuPeriod, of a limit of
+// milli millicores: 100 µs a millicore, never below the kernel's minimum
+// (a container of 1 to 9 millicores gets 1 ms per 100 ms).
+func CPUQuota(milli int64) int64 {
+	return max(milli*(cpuPeriod/1000), minQuota)
+}
+
 // pidsLimit caps the number of tasks in one container.
 const pidsLimit = 4096
 
@@ -178,8 +189,8 @@ func resources(s runtime.Spec) *specs.LinuxResources {
 		r.Devices = append(r.Devices, specs.LinuxDeviceCgroup{
 			Allow: true, Type: d.Type, Major: &major, Minor: &minor, Access: "rwm"})
 	}
-	if s.CPU > 0 {
-		quota := int64(s.CPU * cpuPeriod)
+	if s.CPUMilli > 0 {
+		quota := CPUQuota(s.CPUMilli)
 		period := uint64(cpuPeriod)
 		r.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
 	}

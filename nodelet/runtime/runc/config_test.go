@@ -110,3 +110,22 @@ func TestLayerFits(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUQuota: a container's CFS quota is its millicores × 100 µs per
+// 100 ms period, never below the kernel's minimum of 1000 µs.
+func TestCPUQuota(t *testing.T) {
+	for _, c := range []struct{ milli, want int64 }{
+		{1000, 100000}, {1500, 150000}, {250, 25000}, {10, 1000}, {4, 1000}, {1, 1000}, {64000, 6400000},
+	} {
+		if got := CPUQuota(c.milli); got != c.want {
+			t.Errorf("CPUQuota(%d) = %d, want %d", c.milli, got, c.want)
+		}
+	}
+	r := resources(runtime.Spec{CPUMilli: 4})
+	if r.CPU == nil || *r.CPU.Quota != 1000 || *r.CPU.Period != 100000 {
+		t.Fatalf("resources of 4 millicores: %+v, want quota 1000 per period 100000", r.CPU)
+	}
+	if r := resources(runtime.Spec{}); r.CPU != nil {
+		t.Errorf("resources of no cpu limit: %+v, want none", r.CPU)
+	}
+}

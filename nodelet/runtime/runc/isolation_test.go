@@ -54,7 +54,12 @@ func TestIsolation(t *testing.T) {
 			func(s *runtime.Spec) { s.Memory = 256 << 20 }, strconv.Itoa(256 << 20)},
 		{"CPUQuota",
 			"cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max",
-			func(s *runtime.Spec) { s.CPU = 1.5 }, "150000"},
+			func(s *runtime.Spec) { s.CPUMilli = 1500 }, "150000"},
+		// 4 millicores is 400 µs a period, below the kernel's 1000 µs
+		// minimum: the container gets the minimum and starts.
+		{"CPUQuotaFloor",
+			"cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d' ' -f1 /sys/fs/cgroup/cpu.max",
+			func(s *runtime.Spec) { s.CPUMilli = 4 }, "1000"},
 		{"PidsLimit", "cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max", nil, "4096"},
 		{"PidsLimitSet", "cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max", func(s *runtime.Spec) { s.Pids = 64 }, "64"},
 		{"EtcHostsBind", "cat /etc/hosts",

@@ -124,7 +124,7 @@ func trialSpec(init, dir string) (tmp, id string, spec *specs.Spec, err error) {
 		os.RemoveAll(tmp)
 		return "", "", nil, err
 	}
-	s := runtime.Spec{ID: id, Init: init, UID: 65534, GID: 65534, CPU: 1, Memory: 64 << 20, Pids: 16}
+	s := runtime.Spec{ID: id, Init: init, UID: 65534, GID: 65534, CPUMilli: 1000, Memory: 64 << 20, Pids: 16}
 	spec = ociSpec(s, l, root, nil, false)
 	spec.Process.Args = []string{runtime.InitPath}
 	return tmp, id, spec, nil

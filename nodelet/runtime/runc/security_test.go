@@ -137,7 +137,7 @@ func TestForkBombStops(t *testing.T) {
 	for _, how := range []string{"Signal", "Destroy"} {
 		t.Run(how, func(t *testing.T) {
 			spec, _ := runtimetest.NewSpec(t, init, "sh", "-c", `bomb() { bomb | bomb & }; bomb; sleep 600`)
-			spec.CPU, spec.Memory, spec.UID, spec.GID = 0.5, 1<<30, 65534, 65534
+			spec.CPUMilli, spec.Memory, spec.UID, spec.GID = 500, 1<<30, 65534, 65534
 			c := runtimetest.Start(t, r, spec)
 			// Let it grow to some thousands of tasks, for 20 s at most.
 			procs := cgroupOf(cgroupBase, spec.ID).procs

@@ -403,7 +403,7 @@ func testCPUs(t *testing.T, r rt.Runtime, init string) {
 	var both []one
 	for _, cpu := range cpus[:2] {
 		spec, out := NewSpec(t, init, "sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 60")
-		spec.CPU, spec.CPUs = 1, []int{cpu}
+		spec.CPUMilli, spec.CPUs = 1000, []int{cpu}
 		both = append(both, one{Start(t, r, spec), out, cpu})
 	}
 	for _, o := range both {
