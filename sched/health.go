@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -18,11 +19,13 @@ import (
 
 // nodeHealth commits node's verdict h when it changes what the state
 // holds. A cluster still in an older schema (a rolling upgrade) takes
-// none: its older peers would refuse the entry.
+// none: the act has no form its older peers read. The verdict is put
+// off, not lost: the node's next heartbeat carries it again, and the
+// first after the upgrade commits it.
 func (s *fleet) nodeHealth(ctx context.Context, node string, h api.NodeHealth) error {
 	v := s.st.Snapshot()
 	n := v.Node(node)
-	if n == nil || !state.HealthReports(v.Schema()) {
+	if n == nil {
 		return nil
 	}
 	reason := ""
@@ -30,6 +33,13 @@ func (s *fleet) nodeHealth(ctx context.Context, node string, h api.NodeHealth) e
 		reason = healthReason(h.Reason)
 	}
 	if reason == n.Health {
+		return nil
+	}
+	if !state.HealthReports(v.Schema()) {
+		if !h.OK {
+			s.log.Warn("node failed its health check: not drained while the cluster's schema is older than the health checks' (a rolling upgrade)",
+				"node", node, "reason", reason, "schema", v.Schema())
+		}
 		return nil
 	}
 	cmd := state.Health{Node: node, OK: h.OK, Reason: reason}
@@ -43,7 +53,12 @@ func (s *fleet) nodeHealth(ctx context.Context, node string, h api.NodeHealth) e
 	} else {
 		s.log.Info("node passed its health check again: resuming it", "node", node, "admin_drain", n.Drain)
 	}
-	if _, err := s.apply(ctx, state.Command{Act: cmd}); err != nil {
+	if _, err := s.apply(ctx, state.Command{Act: cmd}); errors.Is(err, state.ErrNoOlderForm) {
+		// The log is still written in an older schema than the state
+		// read: the same deferral as above.
+		s.log.Warn("node health verdict put off: the cluster still writes an older schema", "node", node, "err", err)
+		return nil
+	} else if err != nil {
 		return err
 	}
 	s.wake()

@@ -356,7 +356,7 @@ type Node struct {
 	// otherwise (a DOWN node's "Not responding" is the view's).
 	Reason string `json:"reason,omitempty"`
 	// Health is the failing health check's reason while the node's own
-	// checks fail (CmdHealth), "" while they pass: a drain of its own,
+	// checks fail (the Health act), "" while they pass: a drain of its own,
 	// apart from the admin's Drain, lifted by a passing check alone.
 	// HealthAt is when the checks began to fail.
 	Health   string    `json:"health,omitempty"`
