@@ -188,7 +188,9 @@ job %q {
 // the end the nodelet kept), never run again; and the job submitted
 // after the backup, still running, is adopted from the nodelet's copy:
 // it runs on in the same process under its own id and is killed as any
-// job. Job ids do not go back. The nodelet used to stop every container
+// job; the job submitted after the backup that ended before the restore
+// is recorded from the copy the nodelet kept with its end (exit 5, in
+// bhist), never run again. Job ids do not go back. The nodelet used to stop every container
 // on the empty state, schedd handed out the backup's next id again, the
 // ended job ran a second time, and the later job was stopped with no
 // record.
@@ -292,9 +294,27 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if _, err := cl.Release(ctx, ended); err != nil { // held at the backup: runs and ends after it
 		t.Fatal(err)
 	}
-	lost := submit(lostMarker) // submitted after the backup, still running
-	if !waitFor(time.Minute, func() bool { return jobState(ended) == "" }) {
-		t.Fatalf("job %d not purged to the accounting store", ended)
+	lateOut := filepath.Join(dir, "late.out")
+	late := submit("echo run >> " + lateOut + "; exit 5") // submitted after the backup, ended before the restore
+	lost := submit(lostMarker)                            // submitted after the backup, still running
+	// An array submitted after the backup: element 1 exits 4, element 2
+	// runs on.
+	arrMarker := "sleep 600; : array " + dir
+	arr, err := cl.Submit(ctx, api.SubmitRequest{Cwd: dir, Spec: wire.ToAPI(jobspec.Job{Name: "arr", Image: "host",
+		Command: []string{"sh", "-c", `if [ "$LSB_JOBINDEX" = 1 ]; then exit 4; fi; ` + arrMarker},
+		Cluster: jobspec.Cluster{Size: 1, Mode: jobspec.ModeSingleNode}, Resources: jobspec.Resources{CPU: 1, Memory: 32 << 20},
+		Array: &jobspec.Array{Range: "1-2"}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(time.Minute, func() bool { return pids(arrMarker) != "" }) {
+		t.Fatalf("array %d's element 2 did not start", arr.JobID)
+	}
+	arrPID := pids(arrMarker)
+	for _, id := range []uint64{ended, late} {
+		if !waitFor(time.Minute, func() bool { return jobState(id) == "" }) {
+			t.Fatalf("job %d not purged to the accounting store", id)
+		}
 	}
 	if !waitFor(time.Minute, func() bool { return pids(lostMarker) != "" }) {
 		t.Fatalf("job %d did not start", lost)
@@ -356,9 +376,59 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if j, _, err := cl.Job(ctx, lost, 0, 0); err != nil || j.User != lostJob.User || j.UID != lostJob.UID || j.Containers[0].Node != "r1" || pids(lostMarker) != lostPID {
 		t.Fatalf("job %d adopted as %+v (%v), processes %q (was %s); want it on r1 as its user, the same process", lost, j, err, pids(lostMarker), lostPID)
 	}
+	// The job submitted after the backup that ended before the restore:
+	// recorded from the copy of the job the nodelet kept with its end,
+	// under its own id, as it ended; in bhist too.
+	if !waitFor(30*time.Second, func() bool { return jobState(late) == api.JobFailed }) {
+		t.Fatalf("job %d, submitted after the backup, ended (exit 5) before the restore: %q after it; want FAILED, recorded", late, jobState(late))
+	}
+	if j, _, err := cl.Job(ctx, late, 0, 0); err != nil || j.ExitCode != 5 || j.Containers[0].Node != "r1" || j.Started.IsZero() || j.Ended.Before(j.Started) || j.UID != lostJob.UID {
+		t.Fatalf("job %d recorded as %+v (%v); want exit 5 on r1, its start and end, its user", late, j, err)
+	}
+	if !waitFor(30*time.Second, func() bool {
+		h, err := cl.History(ctx, url.Values{"id": {strconv.FormatUint(late, 10)}})
+		return err == nil && len(h.Jobs) == 1 && h.Jobs[0].ExitCode == 5
+	}) {
+		t.Fatalf("bhist %d: want the job that exited 5 after the backup", late)
+	}
+	if b, _ := os.ReadFile(lateOut); strings.Count(string(b), "run") != 1 {
+		t.Fatalf("job %d ran twice: output %q", late, b)
+	}
+	// The array: rebuilt from the nodelet's copies, its running element
+	// adopted under it (ID[2], the same process), its ended one recorded
+	// with its exit code.
+	elem := func(idx int) (api.Job, bool) {
+		for id := arr.JobID + 1; id <= arr.JobID+2; id++ {
+			if j, _, err := cl.Job(ctx, id, 0, 0); err == nil && j.ArrayID == arr.JobID && j.ArrayIndex == idx {
+				return j, true
+			}
+		}
+		return api.Job{}, false
+	}
+	if !waitFor(30*time.Second, func() bool {
+		e2, ok2 := elem(2)
+		e1, ok1 := elem(1)
+		return ok1 && ok2 && e2.State == api.JobRunning && e1.State == api.JobFailed && e1.ExitCode == 4
+	}) {
+		e1, _ := elem(1)
+		e2, _ := elem(2)
+		t.Fatalf("array %d after the restore: element 1 %s exit %d, element 2 %s; want FAILED exit 4 and RUNNING under the array", arr.JobID, e1.State, e1.ExitCode, e2.State)
+	}
+	if pids(arrMarker) != arrPID {
+		t.Fatalf("array %d's element 2: processes %q, was %s; want the same process", arr.JobID, pids(arrMarker), arrPID)
+	}
+	o, err := runEnv(t, admin, bin+"/bjobs", "-a")
+	found := false
+	for _, ln := range strings.Split(o, "\n") {
+		f := strings.Fields(ln)
+		found = found || len(f) > 6 && f[0] == strconv.FormatUint(arr.JobID, 10) && f[2] == "RUN" && f[6] == "arr[2]"
+	}
+	if err != nil || !found {
+		t.Fatalf("bjobs -a after the restore: %v\n%s\nwant array %d's element arr[2] running", err, o, arr.JobID)
+	}
 	next := submit("true")
-	if next <= lost {
-		t.Fatalf("the first job after the restore got id %d; ids up to %d were given (job %d ended, job %d ran on the node)", next, lost, ended, lost)
+	if next <= arr.JobID+2 {
+		t.Fatalf("the first job after the restore got id %d; ids up to %d were given (job %d ended, job %d ran on the node, array %d's elements)", next, arr.JobID+2, ended, lost, arr.JobID)
 	}
 	h, err := cl.History(ctx, url.Values{"id": {strconv.FormatUint(ended, 10)}})
 	if err != nil || len(h.Jobs) != 1 || h.Jobs[0].ExitCode != 3 {
@@ -367,7 +437,7 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	if b, _ := os.ReadFile(endedOut); strings.Count(string(b), "run") != 1 {
 		t.Fatalf("job %d ran twice: output %q", ended, b)
 	}
-	for _, id := range []uint64{kept, held, lost} {
+	for _, id := range []uint64{kept, held, lost, arr.JobID} {
 		if _, err := cl.Kill(ctx, id); err != nil {
 			t.Fatal(err)
 		}
@@ -383,6 +453,9 @@ func TestRestoreEmptyDataDir(t *testing.T) {
 	}
 	if !waitFor(time.Minute, func() bool { return jobState(kept) == api.JobCancelled && pids(keptMarker) == "" }) {
 		t.Fatalf("job %d, adopted after the restore, bkilled: %s", kept, jobState(kept))
+	}
+	if !waitFor(time.Minute, func() bool { return pids(arrMarker) == "" }) {
+		t.Fatalf("array %d, rebuilt after the restore, bkilled: its element still runs", arr.JobID)
 	}
 	if strings.Contains(nlog.String(), "container lost") {
 		t.Error("the nodelet reported a container lost")

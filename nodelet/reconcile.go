@@ -2,6 +2,7 @@ package nodelet
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
 	"slices"
 	"sync"
@@ -286,30 +287,31 @@ func (a *reconciler) admit(ctx context.Context, k key, job api.AssignedJob) {
 		a.finished[k] = true
 		a.tellEnd(k, job)
 	case job.KillWanted:
-		a.reports.endHere(k, job.SessionID, api.ContainerKilled, 0, "killed before it started")
+		a.reports.endHere(k, &job, api.ContainerKilled, 0, "killed before it started")
 	case c.State == api.ContainerAssigned || c.State == api.ContainerPending || c.State == "":
 		if a.fence != nil && !a.fence.valid() {
 			return // the fence would kill it: start once schedd grants a lease
 		}
 		a.launch.startTask(ctx, k, job)
 	default:
-		a.reports.endHere(k, job.SessionID, api.ContainerFailed, 0, "container lost: the node does not run it and has no record of its end (the nodelet restarted, or schedd's state went back) while it was "+string(c.State))
+		a.reports.endHere(k, &job, api.ContainerFailed, 0, "container lost: the node does not run it and has no record of its end (the nodelet restarted, or schedd's state went back) while it was "+string(c.State))
 	}
 }
 
-// send queues u, an update of a container of the job whose session is
-// session, for schedd and, when it is the container's final update,
-// keeps it (outcomeLog).
-func (a *reporter) send(session string, u api.ContainerUpdate) {
+// send queues u, an update of a container of job, for schedd and, when
+// it is the container's final update, keeps it with job's copy
+// (outcomeLog).
+func (a *reporter) send(job *api.AssignedJob, u api.ContainerUpdate) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.sendLocked(session, u)
+	a.sendLocked(job, u)
 }
 
 // sendLocked is send with a.mu held. An update of a container whose job
 // id schedd now gives another job (another session) is not sent: schedd
 // would read it as the other job's.
-func (a *reporter) sendLocked(session string, u api.ContainerUpdate) {
+func (a *reporter) sendLocked(job *api.AssignedJob, u api.ContainerUpdate) {
+	session := job.SessionID
 	if w, ok := a.recon.assignedJob(key{u.JobID, u.Host, u.Requeues}); ok && session != "" && w.SessionID != "" && w.SessionID != session {
 		a.log.Warn("not reporting a container of a job schedd no longer holds: its id now names another job", "job", u.JobID, "host", u.Host, "state", u.State)
 		return
@@ -318,7 +320,7 @@ func (a *reporter) sendLocked(session string, u api.ContainerUpdate) {
 		u.Session = session
 	}
 	if u.State.Ended() {
-		a.outcomes.put(key{u.JobID, u.Host, u.Requeues}, session, u)
+		a.outcomes.put(key{u.JobID, u.Host, u.Requeues}, job, u)
 	}
 	a.rep.Add(u)
 }
@@ -327,37 +329,107 @@ func (a *reporter) sendLocked(session string, u api.ContainerUpdate) {
 // containers that ended here.
 const maxOutcomes = 8192
 
+// maxOutcomeJob bounds the copy of its job an end is kept with (the
+// assignment as this node had it, JSON): a larger one (a long job file)
+// is not kept, and its end alone is. A report of report.MaxBatch ends
+// each with its copy then stays well within what schedd takes in one
+// request. maxOutcomeJobs bounds all the copies together: past it the
+// oldest ends lose theirs first. Ends of one job's containers share one
+// copy.
+const (
+	maxOutcomeJob  = 8 << 10
+	maxOutcomeJobs = 32 << 20
+)
+
 // outcomeLog is a bounded memory of final updates, oldest dropped first.
 // Each end is kept with its job's session id: it is told only for the
-// same job, never for another one under the same id.
+// same job, never for another one under the same id. And with the
+// node's copy of its job (api.AssignedJob, bounded in size): in the
+// adoption window after a restore into an empty state, schedd makes the
+// row of a job submitted after the backup that has ended from it.
 type outcomeLog struct {
 	mu    sync.Mutex
 	byKey map[key]outcome
 	order []key
+	// copies are the kept jobs' copies by job id and session, with the
+	// number of kept ends that share each; bytes is their sum.
+	copies map[copyKey]*jobCopy
+	bytes  int
 }
 
 type outcome struct {
 	session string
 	update  api.ContainerUpdate
+	copy    *jobCopy // nil: too large, or dropped for room
 }
 
-func (o *outcomeLog) put(k key, session string, u api.ContainerUpdate) {
+type copyKey struct {
+	job     uint64
+	session string
+}
+
+type jobCopy struct {
+	key  copyKey
+	raw  []byte // the job's copy, JSON
+	refs int
+}
+
+func (o *outcomeLog) put(k key, job *api.AssignedJob, u api.ContainerUpdate) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.byKey == nil {
-		o.byKey = map[key]outcome{}
+		o.byKey, o.copies = map[key]outcome{}, map[copyKey]*jobCopy{}
 	}
-	if _, ok := o.byKey[k]; !ok {
+	if old, ok := o.byKey[k]; ok {
+		o.release(old)
+	} else {
 		o.order = append(o.order, k)
 	}
-	o.byKey[k] = outcome{session, u}
+	o.byKey[k] = outcome{job.SessionID, u, o.hold(job)}
 	for len(o.order) > maxOutcomes {
+		o.release(o.byKey[o.order[0]])
 		delete(o.byKey, o.order[0])
 		o.order = o.order[1:]
 	}
+	for i := 0; o.bytes > maxOutcomeJobs && i < len(o.order); i++ {
+		if e := o.byKey[o.order[i]]; e.copy != nil {
+			o.release(e)
+			e.copy = nil
+			o.byKey[o.order[i]] = e
+		}
+	}
 }
 
-// all is every end kept, oldest first.
+// hold is job's copy, shared with the other kept ends of its containers;
+// nil when it is larger than maxOutcomeJob. o.mu is held.
+func (o *outcomeLog) hold(job *api.AssignedJob) *jobCopy {
+	ck := copyKey{job.ID, job.SessionID}
+	if c := o.copies[ck]; c != nil {
+		c.refs++
+		return c
+	}
+	raw, err := json.Marshal(job)
+	if err != nil || len(raw) > maxOutcomeJob {
+		return nil
+	}
+	c := &jobCopy{key: ck, raw: raw, refs: 1}
+	o.copies[ck], o.bytes = c, o.bytes+len(raw)
+	return c
+}
+
+// release lets go of e's share of its job's copy. o.mu is held.
+func (o *outcomeLog) release(e outcome) {
+	if e.copy == nil {
+		return
+	}
+	if e.copy.refs--; e.copy.refs == 0 {
+		delete(o.copies, e.copy.key)
+		o.bytes -= len(e.copy.raw)
+	}
+}
+
+// all is every end kept, oldest first, each with its job's copy
+// (api.ContainerUpdate.Job) when one is kept.
 func (o *outcomeLog) all() iter.Seq2[key, api.ContainerUpdate] {
 	o.mu.Lock()
 	out := make([]outcome, 0, len(o.order))
@@ -368,7 +440,14 @@ func (o *outcomeLog) all() iter.Seq2[key, api.ContainerUpdate] {
 	o.mu.Unlock()
 	return func(yield func(key, api.ContainerUpdate) bool) {
 		for i, k := range keys {
-			if !yield(k, out[i].update) {
+			u := out[i].update
+			if c := out[i].copy; c != nil {
+				var job api.AssignedJob
+				if json.Unmarshal(c.raw, &job) == nil {
+					u.Job = &job
+				}
+			}
+			if !yield(k, u) {
 				return
 			}
 		}
@@ -404,7 +483,7 @@ func (a *reporter) endedHere(k key) bool {
 
 // endHere reports a final state for a container that has no task. a.mu
 // is held.
-func (a *reporter) endHere(k key, session string, state api.ContainerState, code int, msg string) {
+func (a *reporter) endHere(k key, job *api.AssignedJob, state api.ContainerState, code int, msg string) {
 	a.finished[k] = true
-	a.sendLocked(session, api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg, At: time.Now()})
+	a.sendLocked(job, api.ContainerUpdate{JobID: k.job, Host: k.host, Requeues: k.run, State: state, ExitCode: code, Message: msg, At: time.Now()})
 }

@@ -2,8 +2,10 @@ package nodelet
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,7 +103,7 @@ func TestReconcileAfterStateWentBack(t *testing.T) {
 		2: {JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 137, Session: "s"},
 	}
 	for _, u := range ended {
-		a.reports.send("s", u) // as the task's end does
+		a.reports.send(&api.AssignedJob{SessionID: "s"}, u) // as the task's end does
 	}
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true) // sent and acknowledged
 	a.recon.reconcile(context.Background(), api.Assignments{Index: 10})                            // both left the assignments
@@ -144,7 +146,7 @@ func TestReconcileTellsEndOnlyAfterAck(t *testing.T) {
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	end := api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 5, Session: "s"}
 	k := key{1, "main1", 0}
-	a.reports.send("s", end)
+	a.reports.send(&api.AssignedJob{SessionID: "s"}, end)
 	a.finished[k] = true
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	answer := func(idx uint64, st api.ContainerState) {
@@ -220,8 +222,8 @@ func TestReconcileNoJobsYet(t *testing.T) {
 	if stopped(1) || !stopped(2) {
 		t.Fatalf("stopped: 1 %v, 2 %v; want 2 (unassigned after its announcement was taken)", stopped(1), stopped(2))
 	}
-	a.reports.send("old", api.ContainerUpdate{JobID: 3, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
-	a.reports.send("gone", api.ContainerUpdate{JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
+	a.reports.send(&api.AssignedJob{SessionID: "old"}, api.ContainerUpdate{JobID: 3, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
+	a.reports.send(&api.AssignedJob{SessionID: "gone"}, api.ContainerUpdate{JobID: 2, Host: "main1", State: api.ContainerKilled, ExitCode: 143})
 	if q := a.rep.Queued(); len(q) != 1 || q[0].JobID != 2 {
 		t.Fatalf("queued %+v; want job 2's end only (job 3's id names another job now)", q)
 	}
@@ -317,7 +319,7 @@ func TestReconcileTellsKeptEndsInAdoptionWindow(t *testing.T) {
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true)
 	end := api.ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, ExitCode: 0, Session: "s1",
 		Started: time.Now().Add(-time.Minute), At: time.Now()}
-	a.reports.send("s1", end)
+	a.reports.send(&api.AssignedJob{ID: 1, SessionID: "s1", User: "nobody", UID: 65534, Cwd: "/tmp"}, end)
 	a.rep = report.New(func(context.Context, api.ContainerReport) error { return nil }, log, true) // sent and acknowledged
 	a.recon.reconcile(context.Background(), api.Assignments{Index: 10})
 	if n := a.rep.Pending(); n != 0 {
@@ -332,7 +334,15 @@ func TestReconcileTellsKeptEndsInAdoptionWindow(t *testing.T) {
 	var ends, announced int
 	for _, u := range a.rep.Queued() {
 		switch {
-		case u == end:
+		case u.JobID == 1:
+			// The kept end with the node's copy of its job: a job
+			// submitted after the backup that ended is recorded from it.
+			if j := u.Job; j == nil || j.ID != 1 || j.SessionID != "s1" || j.UID != 65534 || j.Cwd != "/tmp" {
+				t.Fatalf("kept end told %+v with job copy %+v; want the copy it ended with", u, u.Job)
+			}
+			if u.Job = nil; u != end {
+				t.Fatalf("kept end told %+v, want %+v", u, end)
+			}
 			ends++
 		case u.JobID == 2 && u.State == api.ContainerRunning && u.Job != nil && u.Job.User == "nobody":
 			announced++
@@ -342,5 +352,64 @@ func TestReconcileTellsKeptEndsInAdoptionWindow(t *testing.T) {
 	}
 	if ends != 1 || announced != 1 {
 		t.Fatalf("in the adoption window: %d kept ends told, %d announcements with the job; want 1 and 1", ends, announced)
+	}
+}
+
+// TestOutcomeLogBounds: the outcome log keeps the last maxOutcomes ends,
+// the ends of one job's containers share one copy of the job, a copy
+// larger than maxOutcomeJob is not kept (the end is), and the copies
+// together stay within maxOutcomeJobs, the oldest ends losing theirs
+// first.
+func TestOutcomeLogBounds(t *testing.T) {
+	// A full report of kept ends with their copies stays within half of
+	// what schedd takes in one request (4 MiB).
+	if n := report.MaxBatch * maxOutcomeJob; n > 2<<20 {
+		t.Fatalf("a report of %d ends with copies of %d bytes: %d bytes, over 2 MiB", report.MaxBatch, maxOutcomeJob, n)
+	}
+	var o outcomeLog
+	job := func(id uint64, script int) *api.AssignedJob {
+		j := &api.AssignedJob{ID: id, SessionID: fmt.Sprint("s", id), User: "nobody"}
+		j.Spec.Workdir = strings.Repeat("x", script)
+		return j
+	}
+	u := func(id uint64, host string) api.ContainerUpdate {
+		return api.ContainerUpdate{JobID: id, Host: host, State: api.ContainerExited}
+	}
+	o.put(key{1, "main1", 0}, job(1, 10), u(1, "main1"))
+	o.put(key{1, "sub1", 0}, job(1, 10), u(1, "sub1"))
+	o.put(key{2, "main1", 0}, job(2, maxOutcomeJob), u(2, "main1")) // too large
+	if len(o.copies) != 1 || o.byKey[key{1, "main1", 0}].copy != o.byKey[key{1, "sub1", 0}].copy {
+		t.Fatalf("copies %d; want one, shared by job 1's two ends", len(o.copies))
+	}
+	for k, got := range o.all() {
+		if want := k.job == 1; (got.Job != nil) != want || got.Job != nil && got.Job.User != "nobody" {
+			t.Fatalf("end of %+v told with copy %+v; want one only for job 1", k, got.Job)
+		}
+	}
+	big := maxOutcomeJob - 1024
+	for id := uint64(3); id < 3+maxOutcomes; id++ {
+		o.put(key{id, "main1", 0}, job(id, big), u(id, "main1"))
+		if o.bytes > maxOutcomeJobs {
+			t.Fatalf("after job %d: copies hold %d bytes, over %d", id, o.bytes, maxOutcomeJobs)
+		}
+	}
+	if len(o.order) != maxOutcomes || len(o.byKey) != maxOutcomes {
+		t.Fatalf("%d ends kept (%d by key), want %d", len(o.order), len(o.byKey), maxOutcomes)
+	}
+	if _, ok := o.byKey[key{1, "main1", 0}]; ok {
+		t.Fatal("the oldest end is still kept past the bound")
+	}
+	last := o.byKey[key{2 + maxOutcomes, "main1", 0}]
+	if last.copy == nil {
+		t.Fatal("the newest end lost its copy; the oldest lose theirs first")
+	}
+	n := 0
+	for _, e := range o.byKey {
+		if e.copy != nil {
+			n++
+		}
+	}
+	if n != len(o.copies) || n == 0 {
+		t.Fatalf("%d ends hold copies, %d copies kept; want the same, and some", n, len(o.copies))
 	}
 }

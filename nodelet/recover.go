@@ -245,7 +245,7 @@ func (a *recoverer) adopt(ctx context.Context, rs []recovered) {
 		k := key{r.rec.Job.ID, r.rec.Host, r.rec.Run}
 		if r.c == nil {
 			a.finished[k] = true
-			a.reports.sendLocked(r.rec.Job.SessionID, *r.rec.Exit)
+			a.reports.sendLocked(&r.rec.Job, *r.rec.Exit)
 			continue
 		}
 		held := false

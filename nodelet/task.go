@@ -114,7 +114,7 @@ func (a *launcher) report(t *task, state api.ContainerState, code int, msg strin
 	if state.Ended() {
 		u.At = time.Now()
 	}
-	a.reports.send(t.job.SessionID, u)
+	a.reports.send(&t.job, u)
 }
 
 // runTask: preparing → running → exited | killed | failed, then destroy.
@@ -153,7 +153,7 @@ func (a *launcher) runTask(ctx context.Context, t *task) {
 		t.startedAt = running.At
 		a.mu.Unlock()
 	}
-	a.reports.send(t.job.SessionID, running)
+	a.reports.send(&t.job, running)
 	state, exit, msg := a.supervise(ctx, t, c)
 	use := c.Usage()
 	if state == "" {
@@ -192,7 +192,7 @@ func (a *launcher) runTask(ctx context.Context, t *task) {
 	a.cpus.release(t.id()) // its cores are free with its process
 	a.recovery.markTearingDown(t, u)
 	t.ended.Store(true)
-	a.reports.send(t.job.SessionID, u)
+	a.reports.send(&t.job, u)
 	if !destroyed {
 		a.destroy(ctx, c)
 	}

@@ -284,7 +284,7 @@ func (s *fleet) NodeAssignments(ctx context.Context, w httpapi.Wait, node string
 		return v.NodeIndex(node)
 	})
 	now := s.cfg.Clock()
-	as := api.Assignments{Assignments: AssignmentsAt(v, node, now), Index: idx, NoJobsYet: v.LastJobID() == 0}
+	as := api.Assignments{Assignments: AssignmentsAt(v, node, now), Index: idx, NoJobsYet: v.HoldsNoJob()}
 	if until := v.AdoptUntil(); now.Before(until) {
 		as.AdoptUntil = until
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/sched/raftlog"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
@@ -35,10 +36,10 @@ func (s *fleet) nodeHealth(ctx context.Context, node string, h api.NodeHealth) e
 	if reason == n.Health {
 		return nil
 	}
-	if !state.HealthReports(v.Schema()) {
+	if schema := s.raft.WriteSchema(); !state.HealthReports(schema) {
 		if !h.OK {
-			s.log.Warn("node failed its health check: not drained while the cluster's schema is older than the health checks' (a rolling upgrade)",
-				"node", node, "reason", reason, "schema", v.Schema())
+			s.log.Warn("node failed its health check: not drained while a peer reads an older schema than the health checks' (a rolling upgrade)",
+				"node", node, "reason", reason, "schema", schema)
 		}
 		return nil
 	}
@@ -53,9 +54,9 @@ func (s *fleet) nodeHealth(ctx context.Context, node string, h api.NodeHealth) e
 	} else {
 		s.log.Info("node passed its health check again: resuming it", "node", node, "admin_drain", n.Drain)
 	}
-	if _, err := s.apply(ctx, state.Command{Act: cmd}); errors.Is(err, state.ErrNoOlderForm) {
-		// The log is still written in an older schema than the state
-		// read: the same deferral as above.
+	if _, err := s.apply(ctx, state.Command{Act: cmd}); errors.Is(err, raftlog.ErrOlderPeer) || errors.Is(err, state.ErrNoOlderForm) {
+		// A peer of an older release joined since: the same deferral
+		// as above.
 		s.log.Warn("node health verdict put off: the cluster still writes an older schema", "node", node, "err", err)
 		return nil
 	} else if err != nil {

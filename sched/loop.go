@@ -2,6 +2,8 @@ package sched
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -285,8 +287,8 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 		return loopOutcome{HeldUntil: hold}, ws
 	}
 	if !hold.IsZero() && !hold.Equal(s.adoptEnded) {
-		if v.AdoptionToEnd(now) {
-			if _, err := s.apply(ctx, state.Command{Act: state.AdoptEnd{}}); err != nil {
+		if ids := v.AdoptingAfter(now); len(ids) > 0 || s.raft.WriteSchema() >= state.SchemaAdoptWindow {
+			if err := s.endAdopting(ctx, ids); err != nil {
 				if ctx.Err() == nil {
 					s.log.Error("ending the jobs still adopting after the adoption window", "err", err)
 				}
@@ -408,4 +410,27 @@ func (s *scheduler) setRanks(r map[uint64]rank) {
 	s.mu.Lock()
 	s.ranks = r
 	s.mu.Unlock()
+}
+
+// endAdopting ends ids, the jobs still adopting once the adoption window
+// has closed: with AdoptEnd (each FAILED with why, or requeued; and the
+// arrays given the element rows the window held back) when every peer
+// reads the schema that has it (state.SchemaAdoptWindow); else, a peer
+// of an older release being in the cluster, each with the kill that
+// release applies (CANCELLED; the nodes then stop their adopted
+// containers, which no job assigns).
+func (s *scheduler) endAdopting(ctx context.Context, ids []uint64) error {
+	if s.raft.WriteSchema() >= state.SchemaAdoptWindow {
+		_, err := s.apply(ctx, state.Command{Act: state.AdoptEnd{}})
+		return err
+	}
+	if len(ids) > 0 {
+		s.log.Warn("a peer reads an older schema than the adoption window's end: cancelling the jobs still adopting", "jobs", len(ids), "schema", s.raft.WriteSchema())
+	}
+	for _, id := range ids {
+		if _, err := s.apply(ctx, state.Command{Act: state.Kill{Job: state.JobRef{ID: id}}}); err != nil && !errors.Is(err, state.ErrEnded) {
+			return fmt.Errorf("cancelling job %d: %w", id, err)
+		}
+	}
+	return nil
 }

@@ -20,7 +20,7 @@ func (s *ledger) restore(ctx context.Context, d *state.Dump) error {
 		return err
 	}
 	var until time.Time
-	if len(s.st.Snapshot().Jobs()) == 0 {
+	if s.st.Snapshot().HoldsNoJob() {
 		// The nodes kept their containers while the state held no job
 		// (api.Assignments.NoJobsYet); jobs the backup shows queued may
 		// have started (and ended) since, jobs submitted since may run.

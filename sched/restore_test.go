@@ -354,3 +354,32 @@ func TestAssignmentsKeepAdoptingGang(t *testing.T) {
 		t.Fatalf("after the window: assignments %+v; want none", as)
 	}
 }
+
+// TestNodesKeepContainersUntilRestore: on an empty data dir, a node's
+// report of a job the state does not hold moves the id counter past it
+// (ids are never given again), but the state still holds no job: the
+// nodes keep their containers (NoJobsYet) for a restore to adopt. The
+// flag used to test the id counter, so such a report made every node
+// stop what it ran before the backup could be restored.
+func TestNodesKeepContainersUntilRestore(t *testing.T) {
+	srv, c := cluster(t)
+	ctx := context.Background()
+	register(t, c, "n1", 4)
+	if err := c.Report(ctx, "n1", api.ContainerReport{Updates: []api.ContainerUpdate{{JobID: 60, Host: "main1", State: api.ContainerRunning, Session: "s60"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if last := srv.Store().Snapshot().LastJobID(); last != 60 {
+		t.Fatalf("id counter %d after a report of job 60; want 60", last)
+	}
+	as, err := c.Assignments(ctx, "n1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !as.NoJobsYet {
+		t.Fatalf("assignments %+v: NoJobsYet false while the state holds no job; the node would stop job 60 before the restore", as)
+	}
+	submitOne(t, c, true)
+	if as, err = c.Assignments(ctx, "n1", 0, 0); err != nil || as.NoJobsYet {
+		t.Fatalf("assignments %+v, %v once a job is held: want NoJobsYet false", as, err)
+	}
+}

@@ -730,8 +730,9 @@ func (j *AssignedJob) Container(host string) (Container, bool) {
 type Assignments struct {
 	Assignments []Assignment `json:"assignments"`
 	Index       uint64       `json:"index"`
-	// NoJobsYet: schedd's state has never given a job id (a new or
-	// emptied data dir, before a backup is restored into it). It cannot
+	// NoJobsYet: schedd's state holds no job (a new or emptied data
+	// dir, before a backup is restored into it; the id counter, which
+	// the nodes' reports of jobs it lost move, plays no part). It cannot
 	// tell which of the node's containers should stop, so the nodelet
 	// stops none for being unassigned until the state holds jobs.
 	NoJobsYet bool `json:"no_jobs_yet,omitempty"`
@@ -815,10 +816,12 @@ type ContainerUpdate struct {
 	// node (zero: unknown): a restore that learns of a run only from its
 	// end still knows when it began.
 	Started time.Time `json:"started,omitzero"`
-	// Job is, on a running update that announces a container schedd
-	// does not assign during the adoption window after a restore
-	// (Assignments.AdoptUntil), the node's copy of its job: schedd
-	// adopts a job submitted after the backup from it.
+	// Job is, during the adoption window after a restore
+	// (Assignments.AdoptUntil), the node's copy of the container's job
+	// on a running update that announces a container schedd does not
+	// assign, and on a kept final update the node tells again: schedd
+	// adopts a job submitted after the backup from it, running, or
+	// records it ended.
 	Job *AssignedJob `json:"job,omitempty"`
 }
 

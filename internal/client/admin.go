@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 )
@@ -54,23 +55,31 @@ func (c *adminCalls) SaveSnapshot(ctx context.Context, w io.Writer) error {
 // damaged file (an *APIError, 400) or a store that disagrees with it
 // (409). allowMissingHistory restores the state although the store and
 // the file lack jobs the state had handed to the store.
+//
+// The file is streamed from r, a buffer at a time, never held in memory
+// (it holds the whole accounting history), and checked as it goes as
+// schedd checks it: a section whose length or sha256 is not its
+// header's cuts the upload (ErrBadSnapshotFile), so nothing is
+// restored. r is read again from its start for a second try (a redirect
+// to the leader) when it can seek; a stream that cannot is sent once.
 func (c *adminCalls) RestoreSnapshot(ctx context.Context, r io.Reader, allowMissingHistory bool) (api.SnapshotRestored, error) {
 	var out api.SnapshotRestored
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return out, err
-	}
 	target := "/v1/snapshot"
 	if allowMissingHistory {
 		target += "?allow_missing_history=true"
 	}
-	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: target, body: b, ctype: "application/octet-stream"})
+	resp, err := c.roundTrip(ctx, call{method: http.MethodPost, target: target, bodyFn: snapshotBody(r), ctype: "application/octet-stream", wait: restoreWait})
 	if err != nil {
 		return out, err
 	}
 	defer resp.Body.Close()
 	return out, json.NewDecoder(resp.Body).Decode(&out)
 }
+
+// restoreWait is how long schedd may take to answer a restore once the
+// file is sent: it checks the whole file and the accounting store
+// against it, and refills the store, before it answers.
+const restoreWait = 10 * time.Minute
 
 // CreateToken asks schedd for a bearer token.
 func (c *adminCalls) CreateToken(ctx context.Context, req api.TokenCreate) (api.TokenCreated, error) {

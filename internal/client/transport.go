@@ -24,8 +24,11 @@ import (
 type call struct {
 	method, target string
 	body           []byte
-	ctype          string
-	header         http.Header
+	// bodyFn, instead of body, gives the body of each request sent (a
+	// file streamed, not held in memory: RestoreSnapshot).
+	bodyFn func() (io.Reader, error)
+	ctype  string
+	header http.Header
 	// wait is how long schedd may hold the answer back (a blocking
 	// query's wait, an attach's pairing): it extends the try's deadline
 	// and the call's overall limit.
@@ -317,6 +320,11 @@ func (c *conn) send(ctx context.Context, u string, k call) (resp *http.Response,
 	if k.body != nil {
 		rd = bytes.NewReader(k.body)
 	}
+	if k.bodyFn != nil {
+		if rd, err = k.bodyFn(); err != nil {
+			return nil, false, err
+		}
+	}
 	req, err := http.NewRequestWithContext(ctx, k.method, u, rd)
 	if err != nil {
 		return nil, false, err
@@ -324,7 +332,7 @@ func (c *conn) send(ctx context.Context, u string, k call) (resp *http.Response,
 	for h, vs := range k.header {
 		req.Header[h] = vs
 	}
-	if k.body != nil {
+	if rd != nil {
 		req.Header.Set("Content-Type", k.ctype)
 	}
 	if k.requestID != "" {
@@ -365,13 +373,13 @@ func permanent(err error) bool {
 	)
 	return errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
 		errors.As(err, &verify) || errors.As(err, &record) || errors.Is(err, ErrPlainToken) ||
-		strings.Contains(err.Error(), "redirect")
+		errors.Is(err, ErrBadSnapshotFile) || errors.Is(err, errResend) || strings.Contains(err.Error(), "redirect")
 }
 
 // unreachable words a try's transport error, naming the address that
 // failed (a redirect's target, not only the one configured).
 func (c *conn) unreachable(r tryResult) error {
-	if errors.Is(r.err, ErrPlainToken) || strings.Contains(r.err.Error(), "redirect") {
+	if errors.Is(r.err, ErrPlainToken) || errors.Is(r.err, ErrBadSnapshotFile) || errors.Is(r.err, errResend) || strings.Contains(r.err.Error(), "redirect") {
 		return r.err
 	}
 	cause := unwrapDial(r.err)

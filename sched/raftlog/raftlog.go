@@ -366,7 +366,11 @@ func (l *Log) Barrier(ctx context.Context) error {
 // Apply commits cmd and returns what the state store answered. The
 // command is durable on disk when Apply returns without error.
 func (l *Log) Apply(ctx context.Context, cmd state.Command) (any, error) {
-	b, err := encodeCommand(cmd, l.writeSchema(time.Now()))
+	schema := l.writeSchema(time.Now())
+	if need := cmd.NeedsSchema(); schema < need {
+		return nil, fmt.Errorf("%w: a %s entry is schema %d's, and a peer reads only %d", ErrOlderPeer, cmd.Kind(), need, schema)
+	}
+	b, err := encodeCommand(cmd, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -408,6 +412,15 @@ const (
 	tellEvery   = time.Second
 	schemaFresh = 5 * time.Second
 )
+
+// ErrOlderPeer marks an entry refused because a peer of the
+// configuration reads only an older schema than the entry's kind needs
+// (state.Command.NeedsSchema); nothing was written.
+var ErrOlderPeer = errors.New("a peer reads an older schema")
+
+// WriteSchema is the schema version of the entries this leader writes
+// now: the oldest any peer of the configuration reads.
+func (l *Log) WriteSchema() int { return l.writeSchema(time.Now()) }
 
 // writeSchema is the schema version of the entries this leader writes
 // now.

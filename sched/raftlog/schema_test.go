@@ -104,6 +104,15 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 			t.Fatalf("peer s%d applied entries of schema %d with a peer of the previous release in the cluster, want %d", i+1, v, state.OldestSchema)
 		}
 	}
+	// A kind the previous release does not know is not written: the
+	// leader refuses it, and the caller falls back (the adoption
+	// window's end: cancels).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_, err := logs[leader()].Apply(ctx, state.Command{Act: state.AdoptEnd{}, Time: time.Now()})
+	cancel()
+	if !errors.Is(err, ErrOlderPeer) {
+		t.Fatalf("CmdAdoptEnd with a peer of the previous release: %v, want ErrOlderPeer", err)
+	}
 	// The stand-in is upgraded: this release, which tells its schema.
 	if err := logs[2].Close(); err != nil {
 		t.Fatal(err)

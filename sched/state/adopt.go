@@ -28,6 +28,33 @@ const (
 	adoptAboveEntry = "adopt-above"
 )
 
+// SchemaAdoptWindow is the schema version that has the adoption window:
+// a report's end taken as a queued job's true outcome within it, rows
+// made from the nodes' copies of jobs the state does not hold (ended or
+// running, elements of arrays too: adoptarray.go), no new element rows
+// while it is open, and AdoptEnd. A peer of the release that wrote
+// schema 10 applies reports as that release did (adoptRuns alone), so
+// the leader writes these only once every peer reads this version;
+// until then the window still holds placements (a leader's own choice),
+// and a job still adopting once it has closed is ended with Kill.
+const SchemaAdoptWindow = 11
+
+// adoptWindow tells whether an entry of schema version v applies the
+// adoption window (SchemaAdoptWindow on).
+func adoptWindow(v int) bool { return v >= SchemaAdoptWindow }
+
+// NeedsSchema is the oldest schema version that can carry c (0: any the
+// leader writes): the raft log refuses to write it in an older one.
+func (c *Command) NeedsSchema() int {
+	switch c.Act.(type) {
+	case AdoptEnd:
+		return SchemaAdoptWindow
+	case Health:
+		return commandSchema
+	}
+	return 0
+}
+
 // SetAdoption opens the adoption window of d, a dump about to be put in
 // force into a state that held no job: until is its end, above the
 // highest job id d accounts for (see the constants above). d's index
@@ -66,6 +93,22 @@ func adoption(txn *memdb.Txn) (until time.Time, above uint64) {
 	return until, above
 }
 
+// HoldsNoJob tells whether the state holds no job row: a new or emptied
+// data dir, before a backup is restored into it. It cannot tell which of
+// the nodes' containers should stop, so the nodes keep them all
+// (api.Assignments.NoJobsYet), and a restore into it opens the adoption
+// window (SetAdoption). The id counter plays no part: a node's report of
+// a job the state does not hold moves it (reportedIDs) without making
+// the state hold a job, and the nodes must go on keeping their
+// containers for the restore to adopt them.
+func (v *Snapshot) HoldsNoJob() bool {
+	raw, err := v.txn.First(tableJobs, "id")
+	if err != nil {
+		panic(err)
+	}
+	return raw == nil
+}
+
 // AdoptUntil is the end of the adoption window a restore into an empty
 // state opened (zero: none): until then no job is placed, so that the
 // nodes announce what they run first, and what they report of the jobs
@@ -99,7 +142,11 @@ func (v *Snapshot) AdoptUntil() time.Time {
 //     the job ran there and must not run twice: it ends FAILED with a
 //     reason that says so, or, asked to be requeued (requeue = true),
 //     is queued again as its next run.
-func adopt(txn *memdb.Txn, j *Job, node string, u ContainerUpdate, now time.Time, start map[uint64]time.Time) bool {
+//
+// win tells whether the entry applies the adoption window
+// (adoptWindow): without it a report's end is never taken as the job's
+// true outcome, as schema 10 applied it.
+func adopt(txn *memdb.Txn, j *Job, node string, u ContainerUpdate, now time.Time, start map[uint64]time.Time, win bool) bool {
 	if (j.State != lifecycle.JobPending && j.State != lifecycle.JobHeld) || u.Session == "" || u.Session != j.SessionID || u.Requeues != j.Requeues {
 		return false
 	}
@@ -117,7 +164,7 @@ func adopt(txn *memdb.Txn, j *Job, node string, u ContainerUpdate, now time.Time
 		return false
 	}
 	until, _ := adoption(txn)
-	window := now.Before(until)
+	window := win && now.Before(until)
 	switch {
 	case u.State == lifecycle.ContainerRunning:
 		c.Node, c.State, c.ExitCode, c.Message = node, lifecycle.ContainerRunning, 0, ""
@@ -209,10 +256,15 @@ func failAdopted(j *Job, now time.Time, why string) {
 // gang some of whose nodes reported its containers, the others not by
 // the end of the window) cannot be taken whole and is ended
 // (failAdopted); its adopted containers are stopped.
+//
+// Arrays get the element rows the window held back (touchArrays).
 func adoptEnd(txn *memdb.Txn, index uint64, now time.Time) error {
 	until, _ := adoption(txn)
 	if until.IsZero() || now.Before(until) {
 		return nil
+	}
+	if err := touchArrays(txn, index); err != nil {
+		return err
 	}
 	it, err := txn.Get(tableJobs, "state", string(lifecycle.JobPending))
 	if err != nil {
@@ -270,25 +322,35 @@ func adopting(j *Job) bool {
 func (j *Job) Adopting() bool { return adopting(j) }
 
 // newAdopted is the row of a job submitted after the backup a restore
-// brought back that a node reports running (u, an announcement that
-// carries the node's copy of the job, ContainerUpdate.Job), within
-// the adoption window: queued, its containers unplaced, for adopt to
-// place them where they run. The node's copy is what schedd assigned
-// it: the job's owner, ids, directory, partition, walltime, job file
-// and containers. The submission time is not in it: the earliest start
-// a node reports stands for it. nil when u does not qualify: no copy,
-// outside the window, an id the restored state accounts for (such a
-// job ended, or is another), a copy of another job or run, or an
-// element of a job array (its array's row is not known).
-func newAdopted(txn *memdb.Txn, u ContainerUpdate, now time.Time) *Job {
+// brought back that a node reports running or ended (u, an announcement
+// or a kept end that carries the node's copy of the job,
+// ContainerUpdate.Job), within the adoption window: queued, its
+// containers unplaced, for adopt to place them where they run or ran (a
+// job whose every container has ended so ends as it did: its outcome,
+// nodes, start, end and exit code, and reaches the accounting store as
+// any ended job). The node's copy is what schedd assigned it: the job's
+// owner, ids, directory, partition, walltime, job file and containers
+// (an element of a job array: adoptElement). The submission time is not
+// in it: the earliest start a node reports stands for it (an end's
+// Started, a running update's At). nil when u does not qualify: no
+// copy, outside the window, an id the restored state accounts for (such
+// a job ended, or is another), a copy of another job or run, or an
+// element whose array gave its index a turn already.
+func newAdopted(txn *memdb.Txn, index uint64, u ContainerUpdate, now time.Time) (*Job, error) {
 	a := u.Job
 	until, above := adoption(txn)
 	if a == nil || !now.Before(until) || u.JobID <= above || a.ID != u.JobID || a.SessionID == "" ||
-		a.SessionID != u.Session || a.Requeues != u.Requeues || a.ArrayID != 0 || len(a.Containers) == 0 ||
-		u.State != lifecycle.ContainerRunning {
-		return nil
+		a.SessionID != u.Session || a.Requeues != u.Requeues || len(a.Containers) == 0 ||
+		(u.State != lifecycle.ContainerRunning && !u.State.Ended()) {
+		return nil, nil
 	}
-	submitted := u.At
+	if !slices.ContainsFunc(a.Containers, func(c Container) bool { return c.Host == u.Host }) {
+		return nil, nil
+	}
+	submitted := u.At // a running update's At is its start
+	if u.State.Ended() {
+		submitted = u.Started
+	}
 	if submitted.IsZero() || submitted.After(now) {
 		submitted = now
 	}
@@ -302,17 +364,25 @@ func newAdopted(txn *memdb.Txn, u ContainerUpdate, now time.Time) *Job {
 		rc.CPUTime, rc.MemPeak, rc.Ended = 0, 0, time.Time{}
 		j.Containers = append(j.Containers, rc)
 	}
-	return j
+	if a.ArrayID != 0 {
+		if ok, err := adoptElement(txn, index, j, a, now); !ok || err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
 }
 
-// AdoptionToEnd tells whether the adoption window has closed by now and
-// a job is still adopting: the leader then commits CmdAdoptEnd. Only in
-// a state of schema 10 on, whose peers all apply that command.
-func (v *Snapshot) AdoptionToEnd(now time.Time) bool {
+// AdoptingAfter is, once the adoption window has closed by now, the
+// jobs still adopting (a gang not every node of which reported it): the
+// leader ends them, with AdoptEnd when every peer reads
+// SchemaAdoptWindow, else one Kill each. None while the window is open
+// or when there is none.
+func (v *Snapshot) AdoptingAfter(now time.Time) []uint64 {
 	until, _ := adoption(v.txn)
-	if until.IsZero() || now.Before(until) || !adoptRuns(v.schema) {
-		return false
+	if until.IsZero() || now.Before(until) {
+		return nil
 	}
+	var ids []uint64
 	for _, st := range []lifecycle.JobState{lifecycle.JobPending, lifecycle.JobHeld} {
 		it, err := v.txn.Get(tableJobs, "state", string(st))
 		if err != nil {
@@ -320,9 +390,9 @@ func (v *Snapshot) AdoptionToEnd(now time.Time) bool {
 		}
 		for raw := it.Next(); raw != nil; raw = it.Next() {
 			if adopting(raw.(*Job)) {
-				return true
+				ids = append(ids, raw.(*Job).ID)
 			}
 		}
 	}
-	return false
+	return ids
 }

@@ -160,8 +160,8 @@ func TestAdoptGangWaitsForEveryNode(t *testing.T) {
 	if j := h.job(2); j.State != api.JobRunning || j.Containers[0].Node != "n1" || j.Containers[1].Node != "n2" {
 		t.Fatalf("a gang both nodes report: %s on %q, %q; want RUNNING on n1 and n2", j.State, j.Containers[0].Node, j.Containers[1].Node)
 	}
-	if !h.st.Snapshot().AdoptionToEnd(until) {
-		t.Fatal("job 1 half adopted at the window's end: AdoptionToEnd false")
+	if ids := h.st.Snapshot().AdoptingAfter(until); len(ids) != 1 || ids[0] != 1 {
+		t.Fatalf("job 1 half adopted at the window's end: AdoptingAfter %v, want [1]", ids)
 	}
 	h.idx = 100 // past the window (t0 + 100 s)
 	h.apply(Command{Act: AdoptEnd{}})
@@ -216,5 +216,70 @@ func TestAdoptJobSubmittedAfterBackup(t *testing.T) {
 	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 6, Host: "main1", State: api.ContainerExited, ExitCode: 4, Session: j.SessionID})
 	if j := h.job(6); j.State != api.JobFailed || j.ExitCode != 4 {
 		t.Fatalf("adopted job 6 after its end: %s exit %d, want FAILED exit 4", j.State, j.ExitCode)
+	}
+}
+
+// The adoption window is schema 11's (SchemaAdoptWindow): a cluster
+// with a peer of the release that wrote schema 10 gets entries of 10,
+// which every peer applies as that release did, window or not: a queued
+// job's end reported within the window fails it (it ran after the
+// backup), a node's copy of a job the state does not hold makes no row,
+// and CmdAdoptEnd, which that release does not know, is refused.
+func TestAdoptWindowIsSchema11(t *testing.T) {
+	if SchemaAdoptWindow != 11 || SchemaVersion < SchemaAdoptWindow {
+		t.Fatalf("SchemaAdoptWindow %d, SchemaVersion %d: want 11 and at least 11", SchemaAdoptWindow, SchemaVersion)
+	}
+	h, sess := adoptHarness(t, 1, false)
+	windowed(t, h, t0.Add(time.Hour), 1)
+	began, end := t0.Add(3500*time.Millisecond), t0.Add(3700*time.Millisecond)
+	h.reportAt(10, "n2", ContainerUpdate{JobID: 1, Host: "main1", State: api.ContainerExited, Session: sess, Started: began, At: end})
+	if j := h.job(1); j.State != api.JobFailed || !strings.Contains(j.Reason, "not run again") {
+		t.Fatalf("an end in the window at schema 10: %s %q; want FAILED as schema 10 ends it", j.State, j.Reason)
+	}
+	a := &Job{ID: 7, SessionID: "s7", User: "nobody", UID: 65534, Partition: "default",
+		Containers: []Container{session(1).Containers[0]}}
+	h.reportAt(10, "n2", ContainerUpdate{JobID: 7, Host: "main1", State: api.ContainerRunning, Session: "s7", Job: a})
+	if j := h.job(7); j != nil {
+		t.Fatalf("a node's copy of job 7 at schema 10: row %s; want none", j.State)
+	}
+	h.idx++
+	if _, err := h.st.Apply(h.idx, Command{Version: 10, Act: AdoptEnd{}, Time: t0.Add(2 * time.Hour)}); err == nil {
+		t.Fatal("CmdAdoptEnd in an entry of schema 10 applied; want it refused")
+	}
+	if n := (&Command{Act: AdoptEnd{}}).NeedsSchema(); n != SchemaAdoptWindow {
+		t.Fatalf("CmdAdoptEnd needs schema %d, want %d", n, SchemaAdoptWindow)
+	}
+}
+
+// Within the adoption window, a job the state does not hold whose end a
+// node tells with its copy of the job (submitted after the backup, ended
+// before the restore; the nodelet keeps the copy with the end) becomes
+// an ended row under its own id: its true outcome, node, start, end and
+// exit code; the id counter moves past it.
+func TestAdoptJobSubmittedAfterBackupEnded(t *testing.T) {
+	h, _ := adoptHarness(t, 1, false)
+	windowed(t, h, t0.Add(time.Hour), 5)
+	j := session(1)
+	j.ID, j.User, j.UID = 8, "nobody", 65534
+	sessionNetwork(j)
+	a := &Job{ID: 8, SessionID: j.SessionID, User: j.User, UID: j.UID, Partition: "default", Network: j.Network}
+	for _, c := range j.Containers {
+		c.Node, c.State = "n2", api.ContainerRunning
+		a.Containers = append(a.Containers, c)
+	}
+	began, end := t0.Add(1500*time.Millisecond), t0.Add(2500*time.Millisecond)
+	h.reportAt(SchemaVersion, "n2", ContainerUpdate{JobID: 8, Host: "main1", State: api.ContainerExited, ExitCode: 7, Session: a.SessionID,
+		Started: began, At: end, CPUTime: time.Second, Job: a})
+	got := h.job(8)
+	if got == nil {
+		t.Fatal("job 8 ended after the backup, its end told with its copy in the window: no row")
+	}
+	if got.State != api.JobFailed || got.ExitCode != 7 || got.Containers[0].Node != "n2" || !got.Started.Equal(began) || !got.Ended.Equal(end) ||
+		got.User != "nobody" || got.CPUTime != time.Second {
+		t.Fatalf("job 8: %s exit %d on %q, %v–%v, user %q, cpu %v; want FAILED exit 7 on n2, %v–%v, nobody, 1s",
+			got.State, got.ExitCode, got.Containers[0].Node, got.Started, got.Ended, got.User, got.CPUTime, began, end)
+	}
+	if last := h.st.Snapshot().LastJobID(); last < 8 {
+		t.Fatalf("last job id %d, want at least 8", last)
 	}
 }

@@ -86,13 +86,8 @@ func conflict(format string, args ...any) error {
 //	   once all its containers are; a report of such a container's end
 //	   ends the job with that reason (or requeues it when it asked to
 //	   be), never a second run. It ran after the backup a restore
-//	   brought back. Within the adoption window a restore into an empty
-//	   state opens (adopt.go), a report of such a container's end is the
-//	   job's true end, a gang waits for all its nodes, a job the state
-//	   does not hold is adopted from the node's copy of it, and AdoptEnd
-//	   ends what is still adopting once the window closed. Entries of
-//	   versions 1 to 9 replay without it: such reports are dropped, as
-//	   the nodes' containers were stopped.
+//	   brought back. Entries of versions 1 to 9 replay without it: such
+//	   reports are dropped, as the nodes' containers were stopped.
 //	11: rows resolved (legacy.go): a job row holds one walltime, the one
 //	   in force, and no job file: what it asks of its session beyond its
 //	   containers (Spec) and what its text costs (InputBytes); a
@@ -106,6 +101,17 @@ func conflict(format string, args ...any) error {
 //	   request (Request). Rows and entries of versions 1 to 10 still
 //	   load, and while the cluster's schema is older they are written in
 //	   its form (v10Command).
+//	   And the adoption window a restore into an empty state opens
+//	   (SchemaAdoptWindow, adopt.go): within it a report of a queued
+//	   job's end is the job's true end, a gang waits for all its nodes,
+//	   a job the state does not hold (submitted after the backup, an
+//	   element of an array: adoptarray.go) is made from the node's copy
+//	   of it, running or ended, no array gets new element rows, and
+//	   AdoptEnd ends what is still adopting once the window closed and
+//	   gives arrays their rows. Entries of version 10 replay as that
+//	   release applied them: an end fails the queued job, a running
+//	   container is placed, nothing is made from a node's copy (a leader
+//	   whose peers read 10 ends what is still adopting with Kill).
 //	   And node health checks (Health): a node's failing verdict drains
 //	   it apart from an admin's drain (Node.Health) and requeues its
 //	   requeue jobs, each excluded from the node (Job.ExcludeNodes),
@@ -225,7 +231,7 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case Place:
 		err = applyPlan(txn, index, a.Plan)
 	case Reports:
-		res, err = reports(txn, index, c.Time, a.Reports, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version))
+		res, err = reports(txn, index, c.Time, a.Reports, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version), adoptWindow(c.Version))
 	case Kill:
 		res, err = onJob(txn, index, a.Job.ID, a.Job.Index, func(id uint64) (*Job, error) { return kill(txn, index, c.Time, id, a.Done) })
 	case Hold:
@@ -259,6 +265,12 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	case Health:
 		err = health(txn, index, c.Time, a)
 	case AdoptEnd:
+		if !adoptWindow(c.Version) {
+			// Refused alike by every peer: a leader writes it only when
+			// every peer reads the schema that has it (raftlog).
+			err = fmt.Errorf("%s in an entry of schema %d: the adoption window's end is schema %d's", c.Kind(), c.Version, SchemaAdoptWindow)
+			break
+		}
 		err = adoptEnd(txn, index, c.Time)
 	case Touch:
 	default:
@@ -267,7 +279,7 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := settleArrays(txn, index, c.Time); err != nil {
+	if err := settleArrays(txn, index, c.Time, holdRefill(txn, c)); err != nil {
 		return nil, err
 	}
 	_, touch := c.Act.(Touch)
@@ -535,7 +547,7 @@ const maxIDJump = 1 << 32
 // counter to it: the node runs a job of a history this state lost. With
 // runs, containers start and end when their node says (nodeTime), else
 // at now.
-func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, adopts bool) ([]Started, error) {
+func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, adopts, window bool) ([]Started, error) {
 	if r == nil {
 		return nil, errors.New("empty report")
 	}
@@ -555,7 +567,12 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 						return nil, err
 					}
 				}
-				if j = newAdopted(txn, u, now); !adopts || j == nil {
+				if !window {
+					continue
+				}
+				if j, err = newAdopted(txn, index, u, now); err != nil {
+					return nil, err
+				} else if j == nil {
 					continue
 				}
 			}
@@ -563,7 +580,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 				was[j.ID], wasStarted[j.ID] = j.State, !j.Started.IsZero()
 			}
 		}
-		if adopts && adopt(txn, j, r.Node, u, now, adoptStart) {
+		if adopts && adopt(txn, j, r.Node, u, now, adoptStart, window) {
 			changed[j.ID] = j
 			continue
 		}
@@ -620,13 +637,13 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 // an earlier run of a requeued one (stale) is dropped alone, and the
 // rest of its report and the other reports still apply. Only a failure
 // of the store itself fails the entry, and then none of it applies.
-func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report, ids, runs, adopts bool) ([][]Started, error) {
+func reports(txn *memdb.Txn, index uint64, now time.Time, rs []Report, ids, runs, adopts, window bool) ([][]Started, error) {
 	if len(rs) == 0 {
 		return nil, errors.New("reports without a report")
 	}
 	out := make([][]Started, len(rs))
 	for i := range rs {
-		started, err := report(txn, index, now, &rs[i], ids, runs, adopts)
+		started, err := report(txn, index, now, &rs[i], ids, runs, adopts, window)
 		if err != nil {
 			return nil, err
 		}

@@ -183,8 +183,9 @@ func elementForCommand(txn *memdb.Txn, index uint64, p *Job, idx int) (*Job, err
 
 // settleArrays brings the arrays that the command touched (their own
 // rows, or their elements') up to date: counts by state, new element
-// rows up to the window and the throttle, and the derived state.
-func settleArrays(txn *memdb.Txn, index uint64, now time.Time) error {
+// rows up to the window and the throttle (none while hold: the adoption
+// window after a restore, adoptarray.go), and the derived state.
+func settleArrays(txn *memdb.Txn, index uint64, now time.Time, hold bool) error {
 	arrays := map[uint64]*Job{}
 	var order []uint64
 	get := func(id uint64) *Job {
@@ -235,7 +236,9 @@ func settleArrays(txn *memdb.Txn, index uint64, now time.Time) error {
 		if p == nil {
 			continue
 		}
-		if err := refill(txn, index, p); err != nil {
+		if hold {
+			// no new element rows in the adoption window
+		} else if err := refill(txn, index, p); err != nil {
 			return err
 		}
 		for s, n := range p.Array.States {

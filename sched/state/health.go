@@ -34,10 +34,11 @@ type Health struct {
 // Kind names the act in the log.
 func (Health) Kind() string { return CmdHealth }
 
-// HealthReports says whether a cluster whose state is in schema version
-// v takes health verdicts (Health, 11 on): the leader of a cluster
-// still in an older schema (a rolling upgrade) proposes none, as its
-// older peers could not read the entry.
+// HealthReports says whether a leader writing entries of schema version
+// v (the oldest its peers read) may propose health verdicts (Health, 11
+// on): while a peer of an older release is in the cluster (a rolling
+// upgrade) it proposes none, as that peer could not read the entry; the
+// raft log refuses one too (NeedsSchema).
 func HealthReports(v int) bool { return v >= commandSchema }
 
 // health records a node's verdict. A failing node is drained by its

@@ -101,6 +101,9 @@ func TestHealthEntry(t *testing.T) {
 			t.Errorf("a state in schema %d takes health verdicts", v)
 		}
 	}
+	if c := (Command{Act: a}); c.NeedsSchema() != SchemaVersion {
+		t.Errorf("a health entry needs schema %d, want %d", c.NeedsSchema(), SchemaVersion)
+	}
 	if !HealthReports(SchemaVersion) {
 		t.Error("a state in the current schema takes no health verdicts")
 	}
