@@ -129,3 +129,11 @@ account "general" {
     default = true
   }
 }
+
+# Licenses: site-wide counts shared by every partition, such as the seats
+# of a licensed solver. A job asks for some (licenses = { matlab = 2 },
+# sbatch -L matlab:2, bsub -R "rusage[matlab=2]") and starts only when
+# that many are free; jobs that run never hold more than count together.
+license "matlab" {
+  count = 20
+}

@@ -25,6 +25,7 @@ var (
 		Attributes: []hcl.AttributeSchema{
 			{Name: "partition"}, {Name: "account"}, {Name: "walltime"}, {Name: "priority"},
 			{Name: "requeue"}, {Name: "ssh"}, {Name: "image"}, {Name: "command"}, {Name: "workdir"}, {Name: "env"}, {Name: "output"}, {Name: "error"},
+			{Name: "licenses"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "cluster"}, {Type: "resources"}, {Type: "array"}, {Type: "mail"},
@@ -94,6 +95,7 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	d.env(attrs, j)
 	attrs.String("output", &j.Output)
 	attrs.String("error", &j.Error)
+	d.licenses(attrs, j)
 
 	blocks := content.Blocks.ByType()
 	sizeSet := false

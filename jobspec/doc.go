@@ -37,6 +37,7 @@
 //	    readonly = true
 //	  }
 //	  output = "train-%j.out"    # %j job id, %h host, %u user, %% a literal %
+//	  licenses = { matlab = 2 }  # site-wide licenses held while it runs (partitions.hcl)
 //	  role "sub" {               # per-role overrides
 //	    command = ["python", "serve.py"]
 //	  }

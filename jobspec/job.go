@@ -56,6 +56,10 @@ type Job struct {
 	// Mail asks schedd to mail the user when the job starts or ends
 	// (nil: no mail).
 	Mail *Mail `json:"mail,omitempty"`
+	// Licenses are the site-wide licenses the job holds while it runs,
+	// by name: licenses = { matlab = 2 } (sbatch -L matlab:2, bsub -R
+	// "rusage[matlab=2]"). The job starts only when all are free.
+	Licenses map[string]int `json:"licenses,omitempty"`
 
 	// Ranges records where each setting was written, keyed by its JSON
 	// path: "cluster.size", "resources.gpu", "env.EPOCHS",

@@ -26,6 +26,11 @@ import (
 // API's error body lists.
 func (s *lifecycle) admit(v *state.Snapshot, req api.SubmitRequest, ahead []*admission.Job) (*admission.Job, error) {
 	j, err := admission.Admit(req, admitView{v, &s.nodes}, s.admission(), ahead)
+	if err == nil {
+		if p := licenseSchemaProblem(j, s.raft.WriteSchema()); p != nil {
+			err = &admission.Refusal{Problems: []admission.Problem{*p}}
+		}
+	}
 	var r *admission.Refusal
 	switch {
 	case err == nil:
@@ -70,7 +75,7 @@ func jobRow(a *admission.Job) *state.Job {
 		RequestID: a.RequestID,
 		Name:      a.Spec.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
 		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime,
-		Spec: rowSpec(&a.Spec), State: api.JobPending,
+		Spec: rowSpec(&a.Spec), Licenses: a.Licenses, State: api.JobPending,
 		Reason:      core.Waiting(a.Held, a.DependsOn != nil, false),
 		Interactive: a.Interactive,
 	}

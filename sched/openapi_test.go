@@ -59,6 +59,7 @@ var openAPISchemas = map[string]reflect.Type{
 	"JobEvent":            reflect.TypeFor[api.JobEvent](),
 	"JobList":             reflect.TypeFor[api.JobList](),
 	"JobSpec":             reflect.TypeFor[api.JobSpec](),
+	"License":             reflect.TypeFor[api.License](),
 	"JobState":            reflect.TypeFor[api.JobState](),
 	"Mount":               reflect.TypeFor[api.Mount](),
 	"Mail":                reflect.TypeFor[api.Mail](),

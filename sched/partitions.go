@@ -7,7 +7,8 @@ import (
 )
 
 // Partitions describes the partitions in force as of v: their settings
-// and the up nodes, pending and started jobs each holds now.
+// and the up nodes, pending and started jobs each holds now, and the
+// licenses with their use.
 func Partitions(v *state.Snapshot, empty []core.Node) api.PartitionList {
 	cfg := v.Config()
 	out := api.PartitionList{Source: cfg.Source, Policy: cfg.Policy, Partitions: []api.PartitionInfo{}}
@@ -46,6 +47,7 @@ func Partitions(v *state.Snapshot, empty []core.Node) api.PartitionList {
 		}
 		out.Partitions = append(out.Partitions, info)
 	}
+	out.Licenses = Licenses(v)
 	return out
 }
 

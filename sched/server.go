@@ -295,6 +295,7 @@ func (s *Server) Reconfig(ctx context.Context) (api.ReconfigResponse, error) {
 	for _, d := range diags {
 		res.Warnings = append(res.Warnings, jobspec.FormatDiagnostic(d))
 	}
+	res.Warnings = append(res.Warnings, licenseWarnings(s.st.Snapshot(), c)...)
 	s.log.Info("partitions reconfigured", "file", s.cfg.PartitionsFile, "partitions", res.Partitions)
 	return res, nil
 }

@@ -26,7 +26,10 @@ import (
 //     names (core.Snapshot.Named): the core decides Held, Dependency,
 //     DependencyNeverSatisfied and PartitionLimit itself;
 //   - started jobs with their start, walltime, user and live
-//     containers, for backfill and the per-user limits;
+//     containers, for backfill and the per-user limits, and the
+//     licenses they hold (state.HoldsLicenses), with the counts of the
+//     config's license blocks: the core derives what is free from them
+//     on every pass;
 //   - for each job array with a throttle, how many more of its elements
 //     may start (its own row is not queued: its elements are);
 //   - each partition's tier, GPU quantum, starvation
@@ -44,6 +47,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 		Nodes:      coreNodes(empty, jobs),
 		Partitions: map[string]core.Partition{},
 		Policy:     corePolicy(cfg),
+		Licenses:   cfg.LicenseCounts(),
 	}
 	for _, p := range cfg.Partitions {
 		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), GPUQuantum: p.GPUQuantum,
@@ -85,6 +89,11 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 			cj := coreJob(j)
 			cj.Held = true
 			snap.Queue = append(snap.Queue, cj)
+			if state.HoldsLicenses(j) {
+				// An adopted job's containers run: it holds its
+				// licenses, though it is not placed.
+				snap.Running = append(snap.Running, core.Running{JobID: j.ID, Start: now, Walltime: j.Walltime, Licenses: j.Licenses})
+			}
 		case j.State == api.JobPending:
 			cj := coreJob(j)
 			cj.FairShare = jobFactor(factors, j.Account, j.User)
@@ -222,7 +231,7 @@ func toCore(r state.Resources) core.Res {
 func coreJob(j *state.Job) core.Job {
 	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason, Partition: j.Partition,
 		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID,
-		Exclude: j.ExcludeNodes}
+		Exclude: j.ExcludeNodes, Licenses: j.Licenses}
 	if cj.Mode == "" {
 		cj.Mode = jobspec.ModeSingleNode
 	}
@@ -239,6 +248,9 @@ func coreJob(j *state.Job) core.Job {
 // starting counts from now.
 func coreRunning(j *state.Job, now time.Time) core.Running {
 	r := core.Running{JobID: j.ID, Start: j.Started, Walltime: j.Walltime, Partition: j.Partition, User: j.User}
+	if state.HoldsLicenses(j) {
+		r.Licenses = j.Licenses
+	}
 	if r.Start.IsZero() {
 		r.Start = now
 	}

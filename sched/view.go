@@ -27,7 +27,7 @@ func jobView(j *state.Job, x jobExtras) api.Job {
 	v := api.Job{
 		ID: j.ID, SessionID: j.SessionID, RequestID: j.RequestID, Network: networkView(j.Network),
 		Name: j.Name, User: j.User, UID: j.UID, GID: j.GID, Cwd: j.Cwd,
-		Partition: j.Partition, Account: j.Account, Walltime: j.Walltime, Spec: specView(j),
+		Partition: j.Partition, Account: j.Account, Walltime: j.Walltime, Spec: specView(j), Licenses: j.Licenses,
 		Interactive: j.Interactive, State: j.State, Reason: j.Reason, ExitCode: j.ExitCode,
 		KillWanted: j.KillWanted, Cancelled: j.Cancelled, KillDone: j.KillDone, TimedOut: j.TimedOut,
 		Requeues: j.Requeues, LastRequeue: j.LastRequeue, ExcludeNodes: slices.Clone(j.ExcludeNodes), Runs: runViews(j.Runs), Containers: containerViews(j.Containers),
@@ -74,7 +74,7 @@ func specView(j *state.Job) api.JobSpec {
 		Priority: s.Priority, Requeue: s.Requeue, SSH: s.SSH,
 		Cluster: api.Cluster(s.Cluster),
 		Image:   s.Image, Command: s.Command, Workdir: s.Workdir, Env: s.Env,
-		Output: s.Output, Error: s.Error,
+		Output: s.Output, Error: s.Error, Licenses: j.Licenses,
 	}
 	if len(j.Containers) > 0 {
 		v.Resources = jobResources(&j.Containers[0])

@@ -92,6 +92,7 @@ func TestJobViewCopiesEveryRowField(t *testing.T) {
 	}
 	spec := want["spec"].(map[string]any)
 	spec["name"], spec["partition"], spec["account"], spec["walltime"], spec["resources"] = want["name"], want["partition"], want["account"], want["walltime"], res
+	spec["licenses"] = want["licenses"]
 	if !reflect.DeepEqual(got, want) {
 		gb, _ := json.Marshal(got)
 		wb, _ := json.Marshal(want)

@@ -45,6 +45,9 @@ type Job struct {
 	// submitted before it; every simulated job ends COMPLETED. Elements
 	// of arrays (JobRef.Element) are not simulated.
 	Depends *core.Dependency
+	// Licenses are the site-wide licenses the job holds while it runs
+	// (Options.Licenses counts them); no trace carries any.
+	Licenses map[string]int
 }
 
 // Arrival is a submission, or the release of a held job.
@@ -147,6 +150,9 @@ type Options struct {
 	// other users' jobs start. Zero: no limits. Run refuses a job wider
 	// than the CPU limit: it could never start.
 	UserLimits core.Limits
+	// Licenses are the site's license counts, as partitions.hcl's
+	// license blocks give schedd's core (Job.Licenses asks for them).
+	Licenses map[string]int
 	// Progress, when set, is called now and then with jobs done and total.
 	Progress func(done, total int)
 }
@@ -435,7 +441,7 @@ func (m *machine) submit(j *Job) {
 	m.byID[j.ID] = j
 	cj := core.Job{ID: j.ID, User: j.User, Account: j.User, Submit: at(j.Submit),
 		Walltime: time.Duration(j.Estimate) * time.Second, Mode: core.ModeSingleNode,
-		Depends: j.Depends, Held: j.Hold > 0}
+		Depends: j.Depends, Held: j.Hold > 0, Licenses: j.Licenses}
 	// The reason schedd gives at submission.
 	cj.Reason = core.Waiting(cj.Held, cj.Depends != nil, false)
 	if m.o.Nodes > 1 {
@@ -527,7 +533,8 @@ func (m *machine) fairShare(now int64) {
 // schedule runs one pass at now and applies its plan.
 func (m *machine) schedule(now int64) int {
 	m.fairShare(now)
-	snap := core.Snapshot{Nodes: m.nodes, Queue: m.queue, Running: m.runs, Policy: m.o.Policy, Partitions: m.parts, Named: m.named}
+	snap := core.Snapshot{Nodes: m.nodes, Queue: m.queue, Running: m.runs, Policy: m.o.Policy, Partitions: m.parts, Named: m.named,
+		Licenses: m.o.Licenses}
 	plan := core.Schedule(snap, at(now))
 	if len(plan.Reasons) > 0 {
 		pos := make(map[uint64]int, len(m.queue))
@@ -560,7 +567,8 @@ func (m *machine) schedule(now int64) int {
 		r := &running{job: j, start: now, end: now + j.Run}
 		m.run[j.ID] = r
 		heap.Push(&m.ends, r)
-		m.runs = append(m.runs, core.Running{JobID: j.ID, User: j.User, Start: at(now), Walltime: cj.Walltime, Nodes: p.Nodes, Containers: cj.Containers})
+		m.runs = append(m.runs, core.Running{JobID: j.ID, User: j.User, Start: at(now), Walltime: cj.Walltime, Nodes: p.Nodes, Containers: cj.Containers,
+			Licenses: cj.Licenses})
 		m.starts[j.ID] = now
 		m.setStatus(j.ID, core.JobStatus{Started: true})
 		m.charge(now)

@@ -23,7 +23,7 @@ const prog = "badmin"
 
 var command = cli.Command{
 	Name: prog,
-	Synopsis: "partitions | reconfig | fairshare | drain NODE... -r REASON | resume NODE... |\n" +
+	Synopsis: "partitions | reconfig | fairshare | licenses | drain NODE... -r REASON | resume NODE... |\n" +
 		"       snapshot save FILE | snapshot restore [--allow-missing-history] FILE | token create|list|revoke ID | showconf mbd",
 	Summary: "Administer schedd.\n" +
 		"  partitions  list the partitions in force: nodes, limits, queued and started jobs\n" +
@@ -32,6 +32,8 @@ var command = cli.Command{
 		"              it in force on every replica; a broken file is refused with\n" +
 		"              file:line:col and the running configuration stays\n" +
 		"  fairshare   show fair share as sshare does: shares, decayed usage and the factor\n" +
+		"  licenses    the site's licenses (partitions.hcl's license blocks): count, held by\n" +
+		"              running jobs, free, and how many queued jobs ask for each\n" +
 		"  drain       NODE... -r REASON: place nothing new on the nodes; their jobs go on\n" +
 		"              (LSF: hclose; Slurm: scontrol update state=drain)\n" +
 		"  resume      NODE...: return drained nodes to service (LSF: hopen)\n" +
@@ -113,8 +115,9 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	case len(pos) > 1:
 		return fs.UsageError("unexpected argument %q", pos[1])
 	case sub == "partitions", sub == "reconfig", sub == "fairshare":
+	case sub == "licenses":
 	default:
-		return fs.UsageError("unknown subcommand %q: want partitions, reconfig, fairshare, drain, resume, snapshot, token or showconf", sub)
+		return fs.UsageError("unknown subcommand %q: want partitions, reconfig, fairshare, licenses, drain, resume, snapshot, token or showconf", sub)
 	}
 	c, err := fs.Client()
 	if err != nil {
@@ -179,6 +182,10 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			err = cli.WriteShowconfMBD(stdout, list, time.Now())
 		}
 		if err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+	case "licenses":
+		if err := licenses(ctx, c, json, stdout); err != nil {
 			return cli.Fail(stderr, prog, err)
 		}
 	case "fairshare":

@@ -52,6 +52,7 @@ var sbatchHelp = []string{
 	"-d, --dependency=LIST     afterok:ID[:ID], afterany, afternotok, after",
 	"-H, --hold                submit held",
 	"    --gres=gpu:N, --gpus-per-node=N  GPUs per container",
+	"-L, --licenses=NAME[:N],...  licenses held while the job runs (all of them)",
 	"    --exclusive, --comment, --no-requeue, --signal, --mail-type, ...  accepted",
 	"    --wrap=COMMAND        run COMMAND (by /bin/sh) as the script",
 	"    --parsable            print only the job id",

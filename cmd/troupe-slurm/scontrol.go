@@ -41,6 +41,7 @@ func scontrol(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				"show job [ID]          jobs, as Slurm writes them (-o: one line each)",
 				"show node [NAME]       nodes",
 				"show partition [NAME]  partitions",
+				"show licenses [NAME]   licenses and their use",
 				"show config            the settings workflow tools read",
 				"hold ID...             hold pending jobs (release: let them go)",
 				"suspend ID...          stop running jobs' processes (resume: let them go on)",
@@ -61,7 +62,7 @@ func scontrol(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	switch verb {
 	case "show":
 		if len(rest) < 2 {
-			return fail(stderr, prog, "show: say what: job, node, partition or config")
+			return fail(stderr, prog, "show: say what: job, node, partition, licenses or config")
 		}
 		return scontrolShow(ctx, c, strings.ToLower(rest[1]), rest[2:], one, stdout, stderr)
 	case "hold", "uhold", "release", "suspend", "resume":
@@ -207,6 +208,8 @@ func scontrolShow(ctx context.Context, c *client.Client, what string, names []st
 			return fail(stderr, prog, "slurm_load_partitions error: %v", err)
 		}
 		return showNamed(stdout, stderr, "Partition", l.Partitions, func(p api.PartitionInfo) string { return p.Name }, partitionRecord, names, one)
+	case strings.HasPrefix("licenses", what) && len(what) >= 3:
+		return scontrolShowLicenses(ctx, c, names, one, stdout, stderr)
 	case strings.HasPrefix("config", what) && what != "":
 		// The settings tools read: MinJobAge (how long an ended job
 		// stays in squeue: schedd's default keep_ended, 5 minutes, after
@@ -224,7 +227,7 @@ func scontrolShow(ctx context.Context, c *client.Client, what string, names []st
 		}
 		return 0
 	}
-	return fail(stderr, prog, "invalid entity: %s for keyword: show; troupe's scontrol shows job, node, partition and config", what)
+	return fail(stderr, prog, "invalid entity: %s for keyword: show; troupe's scontrol shows job, node, partition, licenses and config", what)
 }
 
 // nameID is Slurm's "name(id)" of a user or group.
@@ -329,7 +332,7 @@ func jobRecord(j api.Job, now time.Time) []kv {
 		kv{key: "Features", value: "(null)", nl: true},
 		kv{key: "OverSubscribe", value: "OK", nl: true},
 		kv{key: "Contiguous", value: "0"},
-		kv{key: "Licenses", value: "(null)"},
+		kv{key: "Licenses", value: orNull(cli.Licenses(j.Licenses))},
 		kv{key: "Network", value: "(null)"},
 		kv{key: "Command", value: orNull(command), nl: true},
 		kv{key: "WorkDir", value: j.Cwd, nl: true},

@@ -118,6 +118,7 @@ const (
 	ReasonHeld                     = reason.Held
 	ReasonDependencyNeverSatisfied = reason.DependencyNeverSatisfied
 	ReasonArrayTaskLimit           = reason.ArrayTaskLimit
+	ReasonLicenses                 = reason.Licenses
 )
 
 // ContainerState is where one container of a session stands (package
@@ -246,6 +247,9 @@ type Job struct {
 	Account   string        `json:"account,omitempty"`  // fair-share account, resolved at submit
 	Walltime  time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
 	Spec      JobSpec       `json:"spec"`
+	// Licenses are the site-wide licenses the job holds while it runs,
+	// by name, as admitted.
+	Licenses map[string]int `json:"licenses,omitempty"`
 	// Interactive: main1's command runs on a terminal (bsub -I, battach).
 	Interactive bool     `json:"interactive,omitempty"`
 	State       JobState `json:"state"`
@@ -895,9 +899,25 @@ type PartitionList struct {
 	// (schedd.hcl's max_job_input, bytes; max_queued_per_user, 0
 	// unlimited), so that bsub --dry-run judges a job as submit would.
 	// MaxJobInput 0: a schedd that does not say.
-	MaxJobInput      int    `json:"max_job_input,omitempty"`
-	MaxQueuedPerUser int    `json:"max_queued_per_user,omitempty"`
-	Index            uint64 `json:"index"`
+	MaxJobInput      int `json:"max_job_input,omitempty"`
+	MaxQueuedPerUser int `json:"max_queued_per_user,omitempty"`
+	// Licenses are the site-wide licenses (partitions.hcl's license
+	// blocks) and their use now, in file order (badmin licenses,
+	// scontrol show licenses).
+	Licenses []License `json:"licenses,omitempty"`
+	Index    uint64    `json:"index"`
+}
+
+// License is one site-wide license and its use: Used is what the jobs
+// that run hold together, which a lowered count can leave above Total
+// until enough of them end; Free is what a job may take now (never
+// below 0). Waiting counts the queued jobs that ask for it.
+type License struct {
+	Name    string `json:"name"`
+	Total   int    `json:"total"`
+	Used    int    `json:"used"`
+	Free    int    `json:"free"`
+	Waiting int    `json:"waiting"`
 }
 
 // FairShareRow is one line of badmin fairshare, as Slurm's sshare prints

@@ -25,6 +25,7 @@ func (j *Job) Public() Job {
 		ID: j.ID, Name: j.Name, User: j.User, UID: j.UID,
 		Partition: j.Partition, Account: j.Account, Walltime: j.Walltime,
 		Spec:        publicSpec(&j.Spec),
+		Licenses:    maps.Clone(j.Licenses),
 		Interactive: j.Interactive,
 		State:       j.State, Reason: PublicReason(j.Reason), ExitCode: j.ExitCode,
 		Submitted: j.Submitted, Started: j.Started, Ended: j.Ended,
@@ -61,6 +62,7 @@ func publicSpec(s *JobSpec) JobSpec {
 		Name: s.Name, Partition: s.Partition, Account: s.Account,
 		Walltime: s.Walltime, Priority: s.Priority, Requeue: s.Requeue,
 		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array,
+		Licenses: maps.Clone(s.Licenses),
 	}
 }
 

@@ -29,6 +29,8 @@ var classes = map[reflect.Type]map[string]class{
 		"Submitted": shown, "Started": shown, "Ended": shown, "ModifyIndex": shown,
 		"EstimatedStart": shown, "Priority": shown, "PriorityFactors": shown, "QueuePosition": shown,
 		"QueueLength": shown, "CPUTime": shown, "MemPeak": shown,
+		// Licenses, as resources, are public: who holds the solver's seats.
+		"Licenses": shown,
 		// An array's element counts and an element's place in it:
 		// what bqueue folds arrays with.
 		"Array": shown, "ArrayID": shown, "ArrayIndex": shown, "ArraySpan": shown,
@@ -41,7 +43,7 @@ var classes = map[reflect.Type]map[string]class{
 	},
 	reflect.TypeFor[api.JobSpec](): {
 		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
-		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown,
+		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown, "Licenses": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
 		"Output": withheld, "Error": withheld, "Roles": withheld, "SSH": withheld,
 		"Services": withheld, "Mail": withheld,

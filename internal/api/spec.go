@@ -38,6 +38,9 @@ type JobSpec struct {
 	Services  []Service         `json:"services,omitempty"`
 	Array     *ArraySpec        `json:"array,omitempty"` // nil: one job
 	Mail      *Mail             `json:"mail,omitempty"`  // nil: no mail
+	// Licenses are the site-wide licenses the job holds while it runs,
+	// by name (the job file's licenses = { NAME = N }).
+	Licenses map[string]int `json:"licenses,omitempty"`
 }
 
 // Cluster is the shape of a session.

@@ -50,6 +50,7 @@ var Columns = []Column{
 		return Number(j.Spec.Resources.GPU, 3)
 	}},
 	{"MODE", "single-node or multi-node", func(j api.Job, _ time.Time) string { return j.Spec.Cluster.Mode }},
+	{"LICENSES", "licenses it holds while it runs: name:count,…", func(j api.Job, _ time.Time) string { return Licenses(j.Licenses) }},
 	{"IMAGE", "image", func(j api.Job, _ time.Time) string { return j.Spec.Image }},
 	{"SUBMIT_TIME", "when it was submitted", func(j api.Job, now time.Time) string { return Timestamp(j.Submitted, now.Location()) }},
 	{"START_TIME", "when it started, or the expected start", func(j api.Job, now time.Time) string {
@@ -67,7 +68,7 @@ var Columns = []Column{
 // Column sets of bqueue's table, -o wide and --start.
 var (
 	QueueColumns = []string{"JOBID", "POS", "USER", "ACCOUNT", "PARTITION", "NAME", "STATE", "SIZE", "NODES", "TIME", "REASON"}
-	WideColumns  = append(slices.Clone(QueueColumns), "PRIORITY", "TIME_LIMIT", "CPU", "MEMORY", "GPU", "MODE", "SUBMIT_TIME", "START_TIME")
+	WideColumns  = append(slices.Clone(QueueColumns), "PRIORITY", "TIME_LIMIT", "CPU", "MEMORY", "GPU", "MODE", "LICENSES", "SUBMIT_TIME", "START_TIME")
 )
 
 // LookupColumns returns the named columns. Names are case-insensitive and
@@ -107,6 +108,7 @@ var columnAliases = map[string]string{
 	"RUNTIMELIMIT": "TIME_LIMIT", "SUBMITTIME": "SUBMIT_TIME", "STARTTIME": "START_TIME", "ENDTIME": "END_TIME",
 	"FINISH_TIME": "END_TIME", "EXITCODE": "EXIT_CODE", "EXIT": "EXIT_CODE", "PROJECT": "ACCOUNT",
 	"WORKDIR": "CWD", "SUB_CWD": "CWD", "PRIO": "PRIORITY", "POSITION": "POS", "QUEUE_POSITION": "POS",
+	"LICENSE": "LICENSES",
 }
 
 func column(name string) (Column, bool) {

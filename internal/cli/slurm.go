@@ -194,6 +194,12 @@ var squeueFields = map[byte]squeueField{
 		return SlurmHostlist(JobNodes(j))
 	}},
 	'Z': {"WORK_DIR", func(j api.Job, _ time.Time) string { return j.Cwd }},
+	'W': {"LICENSES", func(j api.Job, _ time.Time) string {
+		if l := Licenses(j.Licenses); l != "" {
+			return l
+		}
+		return "(null)"
+	}},
 	'V': {"SUBMIT_TIME", func(j api.Job, now time.Time) string { return slurmTime(j.Submitted, now) }},
 	'S': {"START_TIME", func(j api.Job, now time.Time) string {
 		if j.Started.IsZero() {

@@ -76,7 +76,7 @@ var squeueLongFields = map[string]squeueLongField{
 	}, nil},
 	"jobarrayid": {"JOBID", fieldOf('i'), nil},
 	"jobid":      {"JOBID", fieldOf('i'), nil},
-	"licenses":   {"LICENSES", constant("(null)"), nil},
+	"licenses":   {"LICENSES", fieldOf('W'), nil},
 	"mincpus": {"MIN_CPUS", func(j api.Job, _ time.Time) string {
 		return strconv.Itoa(max(int(math.Ceil(j.Spec.Resources.CPU)), 1))
 	}, nil},

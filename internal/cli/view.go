@@ -265,6 +265,9 @@ func WriteJobAt(w io.Writer, j api.Job, now time.Time, addr string) error {
 	}
 	pair("Cluster", fmt.Sprintf("%s, %s", plural(JobSize(j), "container"), mode))
 	pair("Resources", res)
+	if len(j.Licenses) > 0 {
+		pair("Licenses", Licenses(j.Licenses))
+	}
 	pair("Image", s.Image)
 	pair("Command", ShellJoin(s.Command))
 	pair("Walltime", walltime)

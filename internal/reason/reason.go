@@ -10,8 +10,8 @@ package reason
 // the scheduling core's (sched/core) to decide, every one of them: each
 // pass gives every queued job its stages' verdict (eligible: Held,
 // Dependency, DependencyNeverSatisfied, PartitionLimit; limits:
-// JobArrayTaskLimit, AccountLimit; placement and backfill: Resources,
-// Priority), and core.Waiting gives the reason a job shows from its
+// JobArrayTaskLimit, AccountLimit; licenses: Licenses; placement and
+// backfill: Resources, Priority), and core.Waiting gives the reason a job shows from its
 // submission until the next pass, in the stages' order. The replicated
 // state's own transitions (a hold, a release, a requeue) set what the
 // transition itself implies (Held; Priority) until the next pass.
@@ -35,16 +35,19 @@ const (
 	// ArrayTaskLimit: an array element waits because its array runs as
 	// many elements as its max_running allows (Slurm's name).
 	ArrayTaskLimit = "JobArrayTaskLimit"
+	// Licenses: the job waits for licenses (partitions.hcl's license
+	// blocks) that running jobs hold.
+	Licenses = "Licenses"
 )
 
 // Pending lists every pending reason.
-var Pending = []string{Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit}
+var Pending = []string{Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Licenses}
 
 // IsPending reports whether r is one of the pending reasons (the others a
 // job shows are end causes and messages, free text).
 func IsPending(r string) bool {
 	switch r {
-	case Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit:
+	case Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Licenses:
 		return true
 	}
 	return false

@@ -2,6 +2,7 @@ package script
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"path/filepath"
 	"slices"
@@ -49,6 +50,7 @@ func (o *Options) Job(s Submit) (*jobspec.Job, error) {
 		Output:    o.Output,
 		Error:     o.Error,
 		Array:     o.Array,
+		Licenses:  maps.Clone(o.Licenses),
 	}
 	if j.Account == "" {
 		j.Account = o.Group // LSF -G: the fair-share group

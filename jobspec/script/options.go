@@ -49,6 +49,10 @@ type Options struct {
 	MemPerSlot   int64 // LSF rusage[mem]: per slot, bytes
 	MemPerCPU    int64 // Slurm --mem-per-cpu, bytes
 	GPU          float64
+	// Licenses are the site-wide licenses asked for: Slurm's -L
+	// name[:count],…, LSF's rusage[name=count] for a name that is not
+	// one of LSF's built-in resources.
+	Licenses map[string]int
 
 	Env Env
 
@@ -253,6 +257,7 @@ var slurmOptions = map[string]option{
 	"--partition": {true, str(func(o *Options) *string { return &o.Partition })},
 	"--account":   {true, str(func(o *Options) *string { return &o.Account })},
 	"--chdir":     {true, str(func(o *Options) *string { return &o.Cwd })},
+	"--licenses":  {true, slurmLicenses},
 	"--gres": {true, func(o *Options, v string, at site) error {
 		for g := range strings.SplitSeq(v, ",") {
 			parts := strings.Split(g, ":")
@@ -332,7 +337,7 @@ var slurmShort = map[string]string{
 	"-J": "--job-name", "-o": "--output", "-e": "--error", "-p": "--partition",
 	"-A": "--account", "-D": "--chdir", "-d": "--dependency", "-H": "--hold",
 	"-a": "--array", "-q": "--qos", "-C": "--constraint", "-x": "--exclude",
-	"-i": "--input",
+	"-i": "--input", "-L": "--licenses",
 }
 
 // parseArgs applies the options words of one directive line (or of the
@@ -505,11 +510,14 @@ func (o *Options) resReq(s string, at site) error {
 				}
 			}
 		case "rusage":
-			for kv := range strings.SplitSeq(body, ",") {
+			// Each item is name=value[:name=value]…, with duration= and
+			// decay= among them (how long LSF reserves; troupe holds for
+			// the whole run).
+			for kv := range rusageItems(body) {
 				k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
-				v, _, _ = strings.Cut(v, ":") // mem=4000:duration=…
 				v = strings.TrimSuffix(strings.TrimSpace(v), "/host")
 				switch strings.TrimSpace(k) {
+				case "duration", "decay":
 				case "mem":
 					b, err := ParseLSFMemory(v)
 					if err != nil {
@@ -522,8 +530,18 @@ func (o *Options) resReq(s string, at site) error {
 						return fmt.Errorf("rusage[%s=%s]: want a number", k, v)
 					}
 					o.GPU = g
+				case "":
 				default:
-					o.warnOnce(site{at.dialect, at.line, at.name + " rusage[" + strings.TrimSpace(k) + "]"}, "accepted and ignored: troupe reserves cpu, mem and gpu only")
+					name := strings.TrimSpace(k)
+					if lsfBuiltin[name] {
+						o.warnOnce(site{at.dialect, at.line, at.name + " rusage[" + name + "]"}, "accepted and ignored: troupe reserves cpu, mem, gpu and licenses only")
+						continue
+					}
+					n, err := licenseCount(v)
+					if err != nil {
+						return fmt.Errorf("rusage[%s=%s]: %v (a resource that is not one of LSF's built-in ones is a license of the site)", name, v, err)
+					}
+					o.addLicense(name, n)
 				}
 			}
 		case "select":

@@ -19,6 +19,7 @@ func ToAPI(j jobspec.Job) api.JobSpec {
 		Name: j.Name, Partition: j.Partition, Account: j.Account, Walltime: j.Walltime, Priority: j.Priority,
 		Requeue: j.Requeue, SSH: j.SSH, Cluster: api.Cluster(j.Cluster), Resources: api.JobResources(j.Resources),
 		Image: j.Image, Command: j.Command, Workdir: j.Workdir, Env: j.Env, Output: j.Output, Error: j.Error,
+		Licenses: j.Licenses,
 	}
 	for _, m := range j.Mounts {
 		s.Mounts = append(s.Mounts, api.Mount(m))
@@ -51,6 +52,7 @@ func FromAPI(s api.JobSpec) jobspec.Job {
 		Name: s.Name, Partition: s.Partition, Account: s.Account, Walltime: s.Walltime, Priority: s.Priority,
 		Requeue: s.Requeue, SSH: s.SSH, Cluster: jobspec.Cluster(s.Cluster), Resources: jobspec.Resources(s.Resources),
 		Image: s.Image, Command: s.Command, Workdir: s.Workdir, Env: s.Env, Output: s.Output, Error: s.Error,
+		Licenses: s.Licenses,
 	}
 	for _, m := range s.Mounts {
 		j.Mounts = append(j.Mounts, jobspec.Mount(m))

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -136,6 +137,9 @@ type Job struct {
 	DependsOn   *api.Dependency // conditions without the server's statuses
 	Held        bool
 	Interactive bool
+	// Licenses are the site-wide licenses it holds while it runs (the
+	// spec's, checked against the partitions file).
+	Licenses map[string]int
 }
 
 // Admit checks req against the state in v and schedd's settings and
@@ -154,7 +158,7 @@ func Admit(req api.SubmitRequest, v View, set Settings, ahead []*Job) (*Job, err
 		return nil, &Refusal{Problems: probs}
 	}
 	j := &Job{Spec: *spec, User: req.User, UID: req.UID, GID: req.GID, Cwd: req.Cwd, RequestID: req.RequestID,
-		Held: req.Hold, Interactive: req.Interactive, Containers: spec.Containers()}
+		Held: req.Hold, Interactive: req.Interactive, Containers: spec.Containers(), Licenses: maps.Clone(spec.Licenses)}
 	if spec.Ranges != nil {
 		j.Source = sourceName(req)
 	}
@@ -167,6 +171,7 @@ func Admit(req api.SubmitRequest, v View, set Settings, ahead []*Job) (*Job, err
 	if pr := UserCaps(p, j.Containers); pr != nil {
 		probs = append(probs, *pr)
 	}
+	probs = append(probs, LicenseProblems(cfg, j.Licenses)...)
 	if max := p.UserLimits.MaxSubmitJobs; max > 0 {
 		n := v.Submitted(j.User, j.Partition)
 		for _, o := range ahead {

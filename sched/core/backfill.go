@@ -28,10 +28,12 @@ type use struct {
 	shares []GPUShare
 }
 
-// event is resources coming back at a time (unix nanoseconds).
+// event is resources coming back at a time (unix nanoseconds): node
+// resources, and licenses.
 type event struct {
 	at   int64
 	uses []use
+	lic  map[string]int
 }
 
 type slack struct {
@@ -43,6 +45,10 @@ type reservation struct {
 	jobID      uint64
 	start, end int64
 	slack      map[int32]*slack
+	// lic is the license slack: of each license the reserved job asks
+	// for, what is left at its start that a job running past the start
+	// may take.
+	lic map[string]int
 }
 
 type backfill struct {
@@ -53,13 +59,17 @@ type backfill struct {
 	resv     []reservation
 	nodeResv [][]int32 // node → its reservations (indexes into resv)
 	reserved []use     // what the reservations hold, for projections
+	// lic is the pass's free licenses (nil: none); reservedLic what the
+	// reservations hold of them, for projections.
+	lic         *licenses
+	reservedLic map[string]int
 }
 
 func newBackfill(c *cluster, s *Snapshot, now time.Time) *backfill {
 	b := &backfill{c: c, now: now.UnixNano()}
 	for _, r := range s.Running {
 		end := r.Start.Add(walltime(r.Walltime)).UnixNano()
-		ev := event{at: max(end, b.now)}
+		ev := event{at: max(end, b.now), lic: r.Licenses}
 		for i, name := range r.Nodes {
 			n, ok := c.byName[name]
 			if !ok || i >= len(r.Containers) {
@@ -102,10 +112,14 @@ func gangUses(j *Job, g gangFit, c *cluster, quantum float64) []use {
 	return us
 }
 
-// started records a job placed now that runs until end: its resources
-// come back then, and it eats the slack of reservations it overlaps.
-func (b *backfill) started(us []use, end int64) {
-	b.placed = append(b.placed, event{at: end, uses: us})
+// started records a job placed now that runs until end holding us and
+// the licenses lic: they come back then, and it eats the slack of
+// reservations it overlaps.
+func (b *backfill) started(us []use, lic map[string]int, end int64) {
+	b.placed = append(b.placed, event{at: end, uses: us, lic: lic})
+	if len(lic) > 0 {
+		b.startedLicenses(lic, end)
+	}
 	if len(b.resv) == 0 {
 		return
 	}
@@ -193,11 +207,25 @@ func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64
 	proj := b.project()
 	placed := slices.Clone(b.placed)
 	slices.SortStableFunc(placed, func(a, b event) int { return cmp.Compare(a.at, b.at) })
-	at, g, ok := b.earliest(proj, part, j, quantum, placed)
+	var lic map[string]int // nil: j asks for none, none is counted
+	if len(j.Licenses) > 0 {
+		lic = b.licenseProjection()
+	}
+	at, g, ok := b.earliest(proj, lic, part, j, quantum, placed)
 	if !ok {
 		return 0, gangFit{}, false
 	}
 	r := reservation{jobID: j.ID, start: at, end: at + int64(w), slack: map[int32]*slack{}}
+	if len(j.Licenses) > 0 {
+		r.lic = map[string]int{}
+		if b.reservedLic == nil {
+			b.reservedLic = map[string]int{}
+		}
+		for name, n := range j.Licenses {
+			r.lic[name] = lic[name] - n
+			b.reservedLic[name] += n
+		}
+	}
 	us := gangUses(j, g, b.c, quantum)
 	for _, u := range us {
 		n := &proj[u.node]
@@ -218,17 +246,23 @@ func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64
 	}
 	b.resv = append(b.resv, r)
 	b.reserved = append(b.reserved, us...)
-	b.placed = append(b.placed, event{at: r.end, uses: us})
+	b.placed = append(b.placed, event{at: r.end, uses: us, lic: j.Licenses})
 	return at, g, true
 }
 
 // earliest walks the events in time order over the projection until j
 // fits. Single-node jobs re-test only the nodes that changed; multi-node
 // ones run the full placement once the sum of what every node could hold
-// reaches the gang's size.
-func (b *backfill) earliest(proj []nstate, part string, j *Job, quantum float64, placed []event) (int64, gangFit, bool) {
-	if g, ok := refPlace(proj, part, j, quantum); ok {
-		return b.now, g, true
+// reaches the gang's size. lic is the licenses' projection (nil when j
+// asks for none): j fits only once it covers j's licenses (the time they
+// come free tests every node); earliest leaves it as it is at the time
+// answered.
+func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *Job, quantum float64, placed []event) (int64, gangFit, bool) {
+	licOK := covers(lic, j.Licenses)
+	if licOK {
+		if g, ok := refPlace(proj, part, j, quantum); ok {
+			return b.now, g, true
+		}
 	}
 	cs := j.Containers
 	gpuOnly := allGPU(cs)
@@ -266,10 +300,16 @@ func (b *backfill) earliest(proj []nstate, part string, j *Job, quantum float64,
 		touched = touched[:0]
 		for ri < len(b.running) && b.running[ri].at == at {
 			touched = applyEvent(proj, b.running[ri], touched)
+			if lic != nil {
+				addCounts(lic, b.running[ri].lic)
+			}
 			ri++
 		}
 		for pi < len(placed) && placed[pi].at == at {
 			touched = applyEvent(proj, placed[pi], touched)
+			if lic != nil {
+				addCounts(lic, placed[pi].lic)
+			}
 			pi++
 		}
 		if multi {
@@ -280,6 +320,18 @@ func (b *backfill) earliest(proj []nstate, part string, j *Job, quantum float64,
 					total += k[i]
 				}
 			}
+		}
+		if !licOK {
+			if licOK = covers(lic, j.Licenses); !licOK {
+				continue
+			}
+			// The licenses came free now: any node may fit, changed or not.
+			if g, ok := refPlace(proj, part, j, quantum); ok {
+				return at, g, true
+			}
+			continue
+		}
+		if multi {
 			if total >= len(cs) {
 				if g, ok := refPlace(proj, part, j, quantum); ok {
 					return at, g, true

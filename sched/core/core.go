@@ -53,6 +53,7 @@
 package core
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/reason"
@@ -98,11 +99,12 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	c := newCluster(s.Nodes)
 	pr := newPrio(&s, c.totalCPU)
 	order := pr.order(s.Queue, ok, now)
-	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s)}
+	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s), lic: newLicenses(&s)}
 	pass.prepare(ok)
 	front := 0
 	if s.Policy.ReservationDepth > 0 {
 		pass.bf = newBackfill(c, &s, now)
+		pass.bf.lic = pass.lic
 		order, front = pass.promote(order)
 	}
 	sorted := !s.Policy.ShortestFirst || pass.bf == nil
@@ -232,6 +234,7 @@ type pass struct {
 	failed []int64
 	meta   []jobMeta
 	limits limits
+	lic    *licenses // nil: no licenses in the snapshot
 }
 
 // shape identifies gangs that place alike.
@@ -284,9 +287,19 @@ func (p *pass) job(qi int32, reserved bool) {
 	w := walltime(j.Walltime)
 	end := m.end
 	quantum := p.s.Partitions[j.Partition].GPUQuantum
+	// Its licenses first: all of them or none, whatever its nodes.
+	switch why := p.licenseCheck(j, end); why {
+	case "":
+	case licenseDelay:
+		p.miss(j, w, quantum, reserved, "")
+		return
+	default:
+		p.miss(j, w, quantum, reserved, why)
+		return
+	}
 	cacheable := m.shape >= 0
 	if cacheable && end >= p.failed[m.shape] {
-		p.miss(j, w, quantum, reserved)
+		p.miss(j, w, quantum, reserved, "")
 		return
 	}
 	pl := placer{c: p.c, quantum: quantum, end: end}
@@ -301,12 +314,13 @@ func (p *pass) job(qi int32, reserved bool) {
 			}
 			p.failed[m.shape] = min(p.failed[m.shape], end)
 		}
-		p.miss(j, w, quantum, reserved)
+		p.miss(j, w, quantum, reserved, "")
 		return
 	}
 	p.c.commit(j, g, quantum)
+	p.lic.take(j.Licenses)
 	if p.bf != nil {
-		p.bf.started(gangUses(j, g, p.c, quantum), end)
+		p.bf.started(gangUses(j, g, p.c, quantum), j.Licenses, end)
 	}
 	p.plan.Placements = append(p.plan.Placements, Placement{
 		JobID: j.ID, Nodes: p.c.names(g.hosts), GPUs: g.shares, Backfilled: p.blocked,
@@ -315,19 +329,21 @@ func (p *pass) job(qi int32, reserved bool) {
 }
 
 // miss handles a job that cannot start now; reserved: it gets a
-// reservation whatever the depth.
-func (p *pass) miss(j *Job, w time.Duration, quantum float64, reserved bool) {
+// reservation whatever the depth. why, when set, is its reason whether
+// or not it gets a reservation (Licenses); else Resources with one,
+// Priority without.
+func (p *pass) miss(j *Job, w time.Duration, quantum float64, reserved bool, why string) {
 	p.blocked = true
 	if p.bf == nil {
 		p.strict = true
-		p.plan.setReason(j, reason.Resources)
+		p.plan.setReason(j, cmp.Or(why, reason.Resources))
 		return
 	}
 	if !reserved && len(p.bf.resv) >= p.s.Policy.ReservationDepth {
-		p.plan.setReason(j, reason.Priority)
+		p.plan.setReason(j, cmp.Or(why, reason.Priority))
 		return
 	}
-	p.plan.setReason(j, reason.Resources)
+	p.plan.setReason(j, cmp.Or(why, reason.Resources))
 	at, g, ok := p.bf.reserve(j.Partition, j, w, quantum)
 	if ok {
 		p.plan.Starts = append(p.plan.Starts, StartEstimate{

@@ -5,8 +5,8 @@ import "time"
 // The pending reasons the core gives are package reason's: Held,
 // Dependency, DependencyNeverSatisfied and PartitionLimit from the
 // eligible stage (eligible.go), JobArrayTaskLimit and AccountLimit from
-// the limits stage (limits.go), Priority and Resources from placement
-// and backfill.
+// the limits stage (limits.go), Licenses from the license stage
+// (licenses.go), Priority and Resources from placement and backfill.
 
 // Cluster modes (the same strings as jobspec.Mode*).
 const (
@@ -117,6 +117,9 @@ type Job struct {
 	// health check failed while the job ran there): placement and
 	// backfill leave them out for this job alone.
 	Exclude []string
+	// Licenses are the site-wide counts the job holds while it runs, by
+	// name (Snapshot.Licenses): it starts only when all are free.
+	Licenses map[string]int
 }
 
 // Running is a job that holds resources now. Backfill uses it to know
@@ -139,6 +142,8 @@ type Running struct {
 	Containers []Res
 	// GPUs[i] are container i's device shares; nil when none or unknown.
 	GPUs [][]GPUShare
+	// Licenses the job holds until it ends (Job.Licenses).
+	Licenses map[string]int
 }
 
 // Partition is what the core needs of a partition.
@@ -270,6 +275,10 @@ type Snapshot struct {
 	// element) that a queued job's dependency names. A job named but
 	// missing here is taken as gone: the dependency can never be met.
 	Named map[JobRef]JobStatus
+	// Licenses are the site's counts by name (partitions.hcl's license
+	// blocks): the running jobs never hold more of one than its count
+	// together. A license missing here has none.
+	Licenses map[string]int
 }
 
 // Placement puts every container of one job: Nodes[i] holds container i.

@@ -66,6 +66,9 @@ type Config struct {
 	HalfLife         time.Duration `json:"usage_half_life"` // 0: usage never decays
 	Weights          Weights       `json:"weights"`
 	Billing          Billing       `json:"billing"`
+	// Licenses are the site-wide counts jobs ask for (license blocks),
+	// in file order; see License.
+	Licenses []License `json:"licenses,omitempty"`
 
 	parts map[string]*Partition
 	accts map[string]*Account

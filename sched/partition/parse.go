@@ -27,6 +27,7 @@ var (
 			{Type: "partition", LabelNames: []string{"name"}},
 			{Type: "account", LabelNames: []string{"name"}},
 			{Type: "priority"}, {Type: "billing"},
+			{Type: "license", LabelNames: []string{"name"}},
 		},
 	}
 	partitionSchema = &hcl.BodySchema{
@@ -137,6 +138,7 @@ func (d *decoder) file(body hcl.Body) *Config {
 	}
 	d.once(ct.Blocks, "priority")
 	d.once(ct.Blocks, "billing")
+	c.Licenses = d.licenses(ct.Blocks)
 
 	seenAcct := map[string]hcl.Range{}
 	seenUser := map[string]hcl.Range{}

@@ -104,6 +104,9 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 			t.Fatalf("peer s%d applied entries of schema %d with a peer of the previous release in the cluster, want %d", i+1, v, state.OldestSchema)
 		}
 	}
+	if v := logs[leader()].WriteSchema(); v != state.OldestSchema {
+		t.Fatalf("the leader says it writes schema %d with a peer of the previous release in the cluster, want %d", v, state.OldestSchema)
+	}
 	// A kind the previous release does not know is not written: the
 	// leader refuses it, and the caller falls back (the adoption
 	// window's end: cancels).

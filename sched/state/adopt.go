@@ -46,11 +46,15 @@ func adoptWindow(v int) bool { return v >= SchemaAdoptWindow }
 // NeedsSchema is the oldest schema version that can carry c (0: any the
 // leader writes): the raft log refuses to write it in an older one.
 func (c *Command) NeedsSchema() int {
-	switch c.Act.(type) {
+	switch a := c.Act.(type) {
 	case AdoptEnd:
 		return SchemaAdoptWindow
 	case Health:
 		return commandSchema
+	case Submit:
+		if a.asksLicenses() {
+			return LicenseSchema
+		}
 	}
 	return 0
 }

@@ -43,6 +43,10 @@ type Job struct {
 	Walltime time.Duration `json:"walltime,omitempty"`
 	// Spec is what the job asks of its session beyond its containers.
 	Spec Spec `json:"spec"`
+	// Licenses are the site-wide licenses the job holds from its
+	// placement to its end, by name, as admission took them (see
+	// HoldsLicenses).
+	Licenses map[string]int `json:"licenses,omitempty"`
 	// InputBytes is what the job's text (commands, environment, mounts,
 	// paths and names) costs schedd to keep, measured at admission: the
 	// per-user and total queued-input counts add it up.

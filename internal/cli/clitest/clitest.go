@@ -124,7 +124,7 @@ func Jobs() []api.Job {
 	running := api.Job{
 		Network: &api.Network{VNI: 4012, Subnet: "10.64.12.0/24"}, Account: "vision", Walltime: 2 * time.Hour,
 		ID: 12, SessionID: "00000000-0000-4000-8000-120000000000", Name: "train", User: "alice", UID: 1000, GID: 1000,
-		Cwd: "/home/alice/proj", Partition: "gpu", Spec: spec("train", 4), State: api.JobRunning,
+		Cwd: "/home/alice/proj", Partition: "gpu", Spec: spec("train", 4), State: api.JobRunning, Licenses: map[string]int{"matlab": 2},
 		Containers: containers(12, []string{"node01", "node01", "node02", "node02"}, api.ContainerRunning, 0),
 		Submitted:  at(2 * time.Hour), Started: at(time.Hour + 2*time.Minute + 3*time.Second), ModifyIndex: 40,
 	}
