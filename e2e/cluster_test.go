@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 	}
 	bin = dir
 	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/bsub", "../cmd/bqueue", "../cmd/bkill",
-		"../cmd/bjob", "../cmd/bpeek", "../cmd/battach", "../cmd/bapp", "../cmd/bhist", "../cmd/bhold", "../cmd/brelease", "../cmd/bhosts", "../cmd/bjobs", "../cmd/bstop", "../cmd/bresume", "../cmd/schedd", "../cmd/troupe-init", "../cmd/troupe-ssh", "../cmd/troupe-fence", "../cmd/troupe-slurm")
+		"../cmd/bjob", "../cmd/bpeek", "../cmd/battach", "../cmd/bapp", "../cmd/bhist", "../cmd/bhold", "../cmd/brelease", "../cmd/bhosts", "../cmd/badmin", "../cmd/brsvs", "../cmd/bjobs", "../cmd/bstop", "../cmd/bresume", "../cmd/schedd", "../cmd/troupe-init", "../cmd/troupe-ssh", "../cmd/troupe-fence", "../cmd/troupe-slurm")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {

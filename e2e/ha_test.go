@@ -22,12 +22,19 @@ import (
 	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
 
-// TestHALeaderFailover: three schedd peers (raft over TCP), one nodelet
-// and a stream of submissions over https through TROUPE_ADDR's list of
-// the three. The leader is killed with SIGKILL mid-stream: a new one
-// takes writes within 5s, the clients retry on their own, every
-// acknowledged job is there once, and no job runs twice.
-func TestHALeaderFailover(t *testing.T) {
+// haCluster is three schedd peers (raft over TCP) and one nodelet
+// (ha-n1, the process runtime) with clients over https through the
+// list of the three.
+type haCluster struct {
+	dir    string
+	cmds   []*exec.Cmd
+	leader int            // the peer that led when the admin token was made
+	cli    *client.Client // an admin's client of the three
+}
+
+// startHA starts an haCluster.
+func startHA(t *testing.T) haCluster {
+	t.Helper()
 	dir := t.TempDir()
 	cert, key, err := auth.SelfSigned(filepath.Join(dir, "tls"), nil)
 	if err != nil {
@@ -83,7 +90,18 @@ func TestHALeaderFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nl.Process.Signal(syscall.SIGTERM); _ = nl.Wait() })
+	return haCluster{dir: dir, cmds: cmds, leader: leader, cli: cli}
+}
 
+// TestHALeaderFailover: three schedd peers (raft over TCP), one nodelet
+// and a stream of submissions over https through TROUPE_ADDR's list of
+// the three. The leader is killed with SIGKILL mid-stream: a new one
+// takes writes within 5s, the clients retry on their own, every
+// acknowledged job is there once, and no job runs twice.
+func TestHALeaderFailover(t *testing.T) {
+	h := startHA(t)
+	dir, cmds, leader, cli := h.dir, h.cmds, h.leader, h.cli
+	ctx := context.Background()
 	ran := filepath.Join(dir, "ran")
 	spec := func(name string) jobspec.Job {
 		return jobspec.Job{Name: name, Image: "host", Command: []string{"sh", "-c", "echo $LSB_JOBID >> " + ran},

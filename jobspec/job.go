@@ -33,6 +33,10 @@ type Job struct {
 	// Requeue puts the job back in the queue (PENDING) when a node it runs
 	// on fails, instead of ending it NODE_FAIL (Slurm's --requeue).
 	Requeue bool `json:"requeue,omitempty"`
+	// Reservation names the reservation the job runs in (Slurm's
+	// --reservation): only on its nodes, only while its window is open,
+	// and only if its user or account is admitted to it.
+	Reservation string `json:"reservation,omitempty"`
 	// SSH gives a one-container session troupe's SSH server, client and
 	// session keys (sessions of more containers always have them).
 	SSH       bool              `json:"ssh,omitempty"`

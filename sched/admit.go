@@ -74,7 +74,7 @@ func jobRow(a *admission.Job) *state.Job {
 	j := &state.Job{
 		RequestID: a.RequestID,
 		Name:      a.Spec.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
-		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime,
+		Partition: a.Partition, Account: a.Account, Reservation: a.Spec.Reservation, Walltime: a.Walltime,
 		Spec: rowSpec(&a.Spec), Licenses: a.Licenses, State: api.JobPending,
 		Reason:      core.Waiting(a.Held, a.DependsOn != nil, false),
 		Interactive: a.Interactive,
@@ -168,6 +168,15 @@ func (a admitView) Submitted(user, part string) int {
 		}
 	}
 	return n
+}
+
+// Reservation is the reservation name's users and accounts.
+func (a admitView) Reservation(name string) (users, accounts []string, ok bool) {
+	r := a.Snapshot.Reservation(name)
+	if r == nil {
+		return nil, nil, false
+	}
+	return r.Users, r.Accounts, true
 }
 
 // NeverFits asks the node cache whether the job could ever be placed.

@@ -88,5 +88,6 @@ func (s *fleet) NodeView(v *state.Snapshot) []api.Node {
 			n.State = api.NodeDrained
 		}
 	}
+	reserveNodes(v, nodes, s.cfg.Clock())
 	return nodes
 }

@@ -54,7 +54,7 @@ func (s *fleet) nodeHealth(ctx context.Context, node string, h api.NodeHealth) e
 	} else {
 		s.log.Info("node passed its health check again: resuming it", "node", node, "admin_drain", n.Drain)
 	}
-	if _, err := s.apply(ctx, state.Command{Act: cmd}); errors.Is(err, raftlog.ErrOlderPeer) || errors.Is(err, state.ErrNoOlderForm) {
+	if _, err := s.apply(ctx, state.Command{Act: cmd}); errors.Is(err, raftlog.ErrOlderPeer) || errors.Is(err, state.ErrNoOldForm) {
 		// A peer of an older release joined since: the same deferral
 		// as above.
 		s.log.Warn("node health verdict put off: the cluster still writes an older schema", "node", node, "err", err)

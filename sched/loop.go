@@ -85,9 +85,10 @@ type loopOutcome struct {
 	// HeldUntil: placements are held until then (a restore into an
 	// empty state); pass again then, or at the recheck if sooner.
 	HeldUntil time.Time
-	// NextLate is when the next running job reaches its walltime
-	// (zero: none runs with one): the timer is set to it when sooner
-	// than the recheck.
+	// NextLate is when the next running job reaches its walltime, or
+	// a reservation's window opens or closes, whichever comes first
+	// (zero: neither): the timer is set to it when sooner than the
+	// recheck.
 	NextLate time.Time
 }
 
@@ -322,6 +323,11 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	if h := testHookIdle.Load(); h != nil {
 		idx, _ := v.Index()
 		(*h)(s.replica, idx)
+	}
+	// A reservation's window opening or closing changes what may start:
+	// look again then.
+	if e := v.NextReservationEdge(now); !e.IsZero() && (nextLate.IsZero() || e.Before(nextLate)) {
+		nextLate = e
 	}
 	return loopOutcome{NextLate: nextLate}, ws
 }

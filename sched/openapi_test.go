@@ -88,6 +88,9 @@ var openAPISchemas = map[string]reflect.Type{
 	"PartitionList":       reflect.TypeFor[api.PartitionList](),
 	"PriorityFactors":     reflect.TypeFor[api.PriorityFactors](),
 	"RaftJoin":            reflect.TypeFor[api.RaftJoin](),
+	"Reservation":         reflect.TypeFor[api.Reservation](),
+	"ReservationList":     reflect.TypeFor[api.ReservationList](),
+	"ReservationRequest":  reflect.TypeFor[api.ReservationRequest](),
 	"ReconfigResponse":    reflect.TypeFor[api.ReconfigResponse](),
 	"Resources":           reflect.TypeFor[api.Resources](),
 	"Role":                reflect.TypeFor[api.Role](),
@@ -117,7 +120,7 @@ var openAPIEnums = map[string][]string{
 	}(),
 	"ContainerState": {string(api.ContainerPending), string(api.ContainerAssigned), string(api.ContainerPreparing),
 		string(api.ContainerRunning), string(api.ContainerExited), string(api.ContainerFailed), string(api.ContainerKilled), string(api.ContainerOOM)},
-	"NodeState": {string(api.NodeUp), string(api.NodeDown), string(api.NodeDraining), string(api.NodeDrained)},
+	"NodeState": {string(api.NodeUp), string(api.NodeDown), string(api.NodeDraining), string(api.NodeDrained), string(api.NodeMaint), string(api.NodeReserved)},
 	"DepKind":   {string(api.DepDone), string(api.DepExit), string(api.DepEnded), string(api.DepStarted)},
 	"DepStatus": {string(api.DepWaiting), string(api.DepSatisfied), string(api.DepNever)},
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/troupe-hpc/troupe/sched/state"
 )
 
-// The controller's rooms. A Server is a replica and six roles, each a
+// The controller's rooms. A Server is a replica and seven roles, each a
 // type of its own with the state only it keeps; the Server wires them
 // (Open) and serves httpapi.Controller through the methods they promote.
 // A method keeps the file of its subject; its receiver says whose it is.
@@ -38,6 +38,8 @@ import (
 //	           proxy, within the caps on open streams (attach.go,
 //	           apps.go, streams.go)
 //	access     bearer tokens and node credentials (tokens.go)
+//	calendar   reservations: nodes set aside for a window
+//	           (reservations.go)
 //
 // Roles reach each other only through the pointers they are given:
 // fleet asks access for a node's credential, scheduler asks fleet for the

@@ -154,6 +154,7 @@ type Server struct {
 	*ledger
 	*sessions
 	*access
+	*calendar
 	close  sync.Once
 	config *partition.Config // the partitions config read at start
 }
@@ -245,7 +246,8 @@ func newServer(cfg Config, st *state.Store, rl *raftlog.Log, acct *accounting.St
 	jobs.submits = groupCommit[*state.Job, state.Submitted]{commit: jobs.commitSubmits, maxItems: maxSubmitGroup}
 	s := &Server{replica: r, lifecycle: jobs, fleet: nodes, scheduler: loop, access: tokens,
 		ledger:   &ledger{replica: r, acct: acct, exp: exporter{done: map[accounting.Key]bool{}, conflict: map[accounting.Key]bool{}}},
-		sessions: &sessions{replica: r, streams: newStreams(cfg)}}
+		sessions: &sessions{replica: r, streams: newStreams(cfg)},
+		calendar: &calendar{replica: r}}
 	r.metrics = newMetrics(s)
 	return s
 }

@@ -44,10 +44,11 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 	cfg := v.Config()
 	jobs := v.LiveJobs() // by the state index: ended jobs waiting for their purge cost nothing
 	snap := core.Snapshot{
-		Nodes:      coreNodes(empty, jobs),
-		Partitions: map[string]core.Partition{},
-		Policy:     corePolicy(cfg),
-		Licenses:   cfg.LicenseCounts(),
+		Nodes:        coreNodes(empty, jobs),
+		Partitions:   map[string]core.Partition{},
+		Policy:       corePolicy(cfg),
+		Reservations: coreReservations(v.Reservations()),
+		Licenses:     cfg.LicenseCounts(),
 	}
 	for _, p := range cfg.Partitions {
 		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), GPUQuantum: p.GPUQuantum,
@@ -231,7 +232,7 @@ func toCore(r state.Resources) core.Res {
 func coreJob(j *state.Job) core.Job {
 	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason, Partition: j.Partition,
 		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID,
-		Exclude: j.ExcludeNodes, Licenses: j.Licenses}
+		Exclude: j.ExcludeNodes, Reservation: j.Reservation, Licenses: j.Licenses}
 	if cj.Mode == "" {
 		cj.Mode = jobspec.ModeSingleNode
 	}

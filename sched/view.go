@@ -27,7 +27,7 @@ func jobView(j *state.Job, x jobExtras) api.Job {
 	v := api.Job{
 		ID: j.ID, SessionID: j.SessionID, RequestID: j.RequestID, Network: networkView(j.Network),
 		Name: j.Name, User: j.User, UID: j.UID, GID: j.GID, Cwd: j.Cwd,
-		Partition: j.Partition, Account: j.Account, Walltime: j.Walltime, Spec: specView(j), Licenses: j.Licenses,
+		Partition: j.Partition, Account: j.Account, Reservation: j.Reservation, Walltime: j.Walltime, Spec: specView(j), Licenses: j.Licenses,
 		Interactive: j.Interactive, State: j.State, Reason: j.Reason, ExitCode: j.ExitCode,
 		KillWanted: j.KillWanted, Cancelled: j.Cancelled, KillDone: j.KillDone, TimedOut: j.TimedOut,
 		Requeues: j.Requeues, LastRequeue: j.LastRequeue, ExcludeNodes: slices.Clone(j.ExcludeNodes), Runs: runViews(j.Runs), Containers: containerViews(j.Containers),
@@ -70,7 +70,7 @@ func containerViews(cs []state.Container) []api.Container {
 func specView(j *state.Job) api.JobSpec {
 	s := &j.Spec
 	v := api.JobSpec{
-		Name: j.Name, Partition: j.Partition, Account: j.Account, Walltime: j.Walltime,
+		Name: j.Name, Partition: j.Partition, Account: j.Account, Reservation: j.Reservation, Walltime: j.Walltime,
 		Priority: s.Priority, Requeue: s.Requeue, SSH: s.SSH,
 		Cluster: api.Cluster(s.Cluster),
 		Image:   s.Image, Command: s.Command, Workdir: s.Workdir, Env: s.Env,
@@ -258,7 +258,7 @@ func assignedJob(j *state.Job) api.AssignedJob {
 // restore, which the state adopts.
 func assignedRow(a *api.AssignedJob) *state.Job {
 	j := &state.Job{ID: a.ID, SessionID: a.SessionID, Name: a.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
-		Partition: a.Partition, Account: a.Account, Walltime: a.Walltime, Interactive: a.Interactive,
+		Partition: a.Partition, Account: a.Account, Reservation: a.Spec.Reservation, Walltime: a.Walltime, Interactive: a.Interactive,
 		KillWanted: a.KillWanted, Requeues: a.Requeues, ArrayID: a.ArrayID, ArrayIndex: a.ArrayIndex}
 	if a.Network != nil {
 		n := state.Network(*a.Network)

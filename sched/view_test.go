@@ -74,7 +74,7 @@ func jsonMap(t *testing.T, v any, drop ...string) map[string]any {
 // container's memory and GPU are shown, with its cores, as its
 // "resources" beside its millicores (which the assignment carries to
 // the node, which enforces them); the job's spec shows the name,
-// partition, account and walltime in force and main1's resources; what
+// partition, account, reservation and walltime in force and main1's resources; what
 // the job's text costs is schedd's own.
 func TestJobViewCopiesEveryRowField(t *testing.T) {
 	var row state.Job
@@ -92,6 +92,7 @@ func TestJobViewCopiesEveryRowField(t *testing.T) {
 	}
 	spec := want["spec"].(map[string]any)
 	spec["name"], spec["partition"], spec["account"], spec["walltime"], spec["resources"] = want["name"], want["partition"], want["account"], want["walltime"], res
+	spec["reservation"] = want["reservation"]
 	spec["licenses"] = want["licenses"]
 	if !reflect.DeepEqual(got, want) {
 		gb, _ := json.Marshal(got)

@@ -150,6 +150,9 @@ type Options struct {
 	// other users' jobs start. Zero: no limits. Run refuses a job wider
 	// than the CPU limit: it could never start.
 	UserLimits core.Limits
+	// Reservations are windows that take nodes away from the jobs
+	// (ReadReservations); the trace's jobs run in none.
+	Reservations []core.Reservation
 	// Licenses are the site's license counts, as partitions.hcl's
 	// license blocks give schedd's core (Job.Licenses asks for them).
 	Licenses map[string]int
@@ -159,12 +162,19 @@ type Options struct {
 
 // Result is what bsim prints.
 type Result struct {
-	Jobs             int     `json:"jobs"`
-	MeanWait         float64 `json:"mean_wait_s"`
-	MeanBSLD         float64 `json:"mean_bounded_slowdown"`
-	MaxWait          float64 `json:"max_wait_s"`
-	WideMeanWait     float64 `json:"wide_mean_wait_s"` // jobs using over a quarter of the machine
-	Utilization      float64 `json:"utilization"`
+	Jobs         int     `json:"jobs"`
+	MeanWait     float64 `json:"mean_wait_s"`
+	MeanBSLD     float64 `json:"mean_bounded_slowdown"`
+	MaxWait      float64 `json:"max_wait_s"`
+	WideMeanWait float64 `json:"wide_mean_wait_s"` // jobs using over a quarter of the machine
+	Utilization  float64 `json:"utilization"`
+	// Reserved is the share of the machine's processor-time, over the
+	// makespan, that the reservations' windows take (0 without any).
+	Reserved float64 `json:"reserved,omitempty"`
+	// IdleWaiting is the share of the machine's processor-time, over the
+	// makespan, left idle outside the windows while jobs waited: what
+	// fragmentation and the nodes kept free ahead of a window cost.
+	IdleWaiting      float64 `json:"idle_waiting"`
 	Makespan         float64 `json:"makespan_s"`
 	Placements       int     `json:"placements"`
 	Passes           int     `json:"passes"`
@@ -296,6 +306,10 @@ type machine struct {
 	parts   map[string]core.Partition // the one partition ("") and its user limits
 	// named is what dependencies ask of the jobs they name (Snapshot.Named).
 	named map[core.JobRef]core.JobStatus
+	// idleAt is the time idleUntil last counted to; idle the
+	// processor-seconds left free outside open windows while jobs waited.
+	idleAt int64
+	idle   float64
 }
 
 // Run simulates jobs (in any order) and measures the outcome.
@@ -325,10 +339,32 @@ func Run(jobs []Job, o Options, wall func() time.Time) (Result, error) {
 	var res Result
 	next := 0
 	done := 0
-	for next < len(arrivals) || len(m.ends) > 0 {
-		var now int64
+	var now int64
+	idle := 0 // passes at window edges alone that started nothing
+	for next < len(arrivals) || len(m.ends) > 0 || (len(m.queue) > 0 && idle <= 2*len(o.Reservations)+2) {
+		edge, hasEdge := m.nextEdge(now)
+		switch {
+		case hasEdge && (len(m.ends) == 0 || edge < m.ends[0].end) && (next >= len(arrivals) || edge < arrivals[next].At):
+			// A window opens or closes before anything else happens.
+			m.idleUntil(edge)
+			now = edge
+			placed := m.schedule(now)
+			res.Placements += placed
+			res.Passes++
+			if len(m.ends) == 0 && next >= len(arrivals) && placed == 0 {
+				idle++
+			} else {
+				idle = 0
+			}
+			continue
+		case next >= len(arrivals) && len(m.ends) == 0:
+			idle = 2*len(o.Reservations) + 3 // nothing more will happen
+			continue
+		}
+		idle = 0
 		if len(m.ends) > 0 && (next >= len(arrivals) || m.ends[0].end <= arrivals[next].At) {
 			r := heap.Pop(&m.ends).(*running)
+			m.idleUntil(r.end)
 			now = r.end
 			m.finish(r)
 			done++
@@ -338,6 +374,7 @@ func Run(jobs []Job, o Options, wall func() time.Time) (Result, error) {
 		} else {
 			a := arrivals[next]
 			next++
+			m.idleUntil(a.At)
 			now = a.At
 			if a.Release {
 				m.release(a.Job)
@@ -350,7 +387,7 @@ func Run(jobs []Job, o Options, wall func() time.Time) (Result, error) {
 	}
 	if len(m.queue) > 0 {
 		j := &m.queue[0]
-		return Result{}, fmt.Errorf("job %d never started (%s) and %d job(s) with it: its dependency can never be met", j.ID, j.Reason, len(m.queue)-1)
+		return Result{}, fmt.Errorf("job %d never started (%s) and %d job(s) with it: its dependency can never be met, or no gap between the reservations' windows is long enough for it", j.ID, j.Reason, len(m.queue)-1)
 	}
 	elapsed := wall().Sub(t0).Seconds()
 	m.measure(js, &res)
@@ -379,7 +416,7 @@ func newMachine(o Options) *machine {
 			cpu++
 		}
 		r := core.Res{CPUMilli: cpu * 1000}
-		name := fmt.Sprintf("n%05d", i)
+		name := nodeName(i)
 		m.nodeIdx[name] = i
 		m.nodes = append(m.nodes, core.Node{Name: name, Capacity: r, Free: r})
 	}
@@ -534,7 +571,7 @@ func (m *machine) fairShare(now int64) {
 func (m *machine) schedule(now int64) int {
 	m.fairShare(now)
 	snap := core.Snapshot{Nodes: m.nodes, Queue: m.queue, Running: m.runs, Policy: m.o.Policy, Partitions: m.parts, Named: m.named,
-		Licenses: m.o.Licenses}
+		Reservations: m.o.Reservations, Licenses: m.o.Licenses}
 	plan := core.Schedule(snap, at(now))
 	if len(plan.Reasons) > 0 {
 		pos := make(map[uint64]int, len(m.queue))
@@ -636,5 +673,7 @@ func (m *machine) measure(js []Job, res *Result) {
 	res.Makespan = float64(last - first)
 	if res.Makespan > 0 {
 		res.Utilization = busy / (res.Makespan * float64(m.o.Procs))
+		res.Reserved = m.reservedTime(first, last) / (res.Makespan * float64(m.o.Procs))
+		res.IdleWaiting = m.idle / (res.Makespan * float64(m.o.Procs))
 	}
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,7 +25,10 @@ const prog = "badmin"
 var command = cli.Command{
 	Name: prog,
 	Synopsis: "partitions | reconfig | fairshare | licenses | drain NODE... -r REASON | resume NODE... |\n" +
-		"       snapshot save FILE | snapshot restore [--allow-missing-history] FILE | token create|list|revoke ID | showconf mbd",
+		"       snapshot save FILE | snapshot restore [--allow-missing-history] FILE | token create|list|revoke ID | showconf mbd |\n" +
+		"       reservation create NAME --start TIME --duration D (--nodes LIST | --count N [--partition P])\n" +
+		"         [--users U,...] [--accounts A,...] [--flags maint,ignore_jobs,daily,weekly] |\n" +
+		"       reservation list | show [NAME] | update NAME [--start ...] | delete NAME",
 	Summary: "Administer schedd.\n" +
 		"  partitions  list the partitions in force: nodes, limits, queued and started jobs\n" +
 		"              (the default partition is marked *)\n" +
@@ -50,7 +54,17 @@ var command = cli.Command{
 		"  token list             list tokens (id, user, uid, admin, node, created)\n" +
 		"  token revoke ID        revoke a token at once on every replica\n" +
 		"  showconf mbd           the LSF parameters troupe's LSF commands behave by, as LSF's\n" +
-		"                         badmin showconf mbd prints them (LSF_UNIT_FOR_LIMITS, …)",
+		"                         badmin showconf mbd prints them (LSF_UNIT_FOR_LIMITS, …)\n" +
+		"  reservation create NAME  set nodes aside for a window (--start, --duration) for the\n" +
+		"                         jobs that name it (bsub --reservation) of its --users and\n" +
+		"                         --accounts; no other job runs there across the window.\n" +
+		"                         --count N picks N nodes now (idle first); flags: maint (the\n" +
+		"                         nodes show MAINT while it is open), ignore_jobs (made over\n" +
+		"                         running jobs that would run into it), daily, weekly (repeat)\n" +
+		"  reservation list|show [NAME]  the reservations in force (show: scontrol's format)\n" +
+		"  reservation update NAME  change the fields given (--start, --duration, --nodes,\n" +
+		"                         --users, --accounts, --flags)\n" +
+		"  reservation delete NAME  delete it; its waiting jobs wait ReservationDeleted",
 	Examples: []string{
 		"badmin partitions",
 		"vi /etc/troupe/partitions.hcl && badmin reconfig",
@@ -60,6 +74,8 @@ var command = cli.Command{
 		"badmin snapshot save /backup/troupe-$(date +%F).snap",
 		"badmin token create --user alice > /home/alice/.troupe/token",
 		"badmin showconf mbd",
+		"badmin reservation create pm --start 2026-12-06T06:00 --duration 4h --nodes 'node[01-64]' --flags maint",
+		"badmin reservation create course --start 'now+1day' --duration 4:00:00 --count 8 --partition gpu --accounts teach --flags weekly",
 	},
 }
 
@@ -73,6 +89,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	reason := fs.String("r", "", "drain: why the nodes are drained (shown by bhosts)")
 	allowMissing := fs.Bool("allow-missing-history", false, "snapshot restore: restore the state although the accounting store and FILE lack jobs it had handed to the store (their history is lost)")
 	fs.Alias("reason", "r")
+	rf := newResvFlags(fs)
 	pos, err := fs.Parse(args)
 	if err != nil {
 		return fs.Exit(err)
@@ -112,12 +129,16 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		case !draining && *reason != "":
 			return fs.UsageError("-r is for drain; %s takes no reason", sub)
 		}
+	case sub == "reservation":
+		if why := checkReservationArgs(pos); why != "" {
+			return fs.UsageError("%s", why)
+		}
 	case len(pos) > 1:
 		return fs.UsageError("unexpected argument %q", pos[1])
 	case sub == "partitions", sub == "reconfig", sub == "fairshare":
 	case sub == "licenses":
 	default:
-		return fs.UsageError("unknown subcommand %q: want partitions, reconfig, fairshare, licenses, drain, resume, snapshot, token or showconf", sub)
+		return fs.UsageError("unknown subcommand %q: want partitions, reconfig, fairshare, licenses, drain, resume, snapshot, token, showconf or reservation", sub)
 	}
 	c, err := fs.Client()
 	if err != nil {
@@ -174,6 +195,12 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 	case "snapshot":
 		if err := snapshot(ctx, c, pos[1], pos[2], *allowMissing, stdout, stderr); err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+	case "reservation":
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if err := reservation(ctx, c, pos[1:], rf, set, json, stdout); err != nil {
 			return cli.Fail(stderr, prog, err)
 		}
 	case "showconf":

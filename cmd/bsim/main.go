@@ -96,6 +96,7 @@ flags:
 	starve := fs.Duration("starvation", -1, "starvation threshold: jobs pending this long hold a reservation; 0: none (default: the policy's)")
 	userJobs := fs.Int("user-max-jobs", 0, "at most this many running jobs per user, as a partition's user_limits.max_jobs; 0: no limit")
 	userCPU := fs.Float64("user-max-cpu", 0, "at most this many processors held by one user's running jobs, as user_limits.max_cpu; 0: no limit")
+	resvFile := fs.String("reservations", "", "replay the reservations of this `file` (lines NAME START DURATION NODES [FLAGS]; see bsim(1)) and print the\nmeasures with them against without them")
 	preceding := fs.Bool("preceding", false, "a record's preceding job (SWF field 17) is a dependency on its end (bsub -w ended(N)): the job waits for it, as schedd would")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -178,6 +179,31 @@ flags:
 	if !*quiet {
 		o.Progress = progress(stderr, time.Now())
 	}
+	if *resvFile != "" {
+		if *compare != "" {
+			return errors.New("--reservations compares with and without them; drop --compare")
+		}
+		f, err := os.Open(*resvFile)
+		if err != nil {
+			return err
+		}
+		rs, err := sim.ReadReservations(f, *resvFile, *nodes)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		without, err := sim.Run(js, o, time.Now)
+		if err != nil {
+			return err
+		}
+		o.Reservations = rs
+		with, err := sim.Run(js, o, time.Now)
+		if err != nil {
+			return err
+		}
+		return printWindows(stdout, Output{Trace: fs.Arg(0), Policy: *policy, Dropped: dropped, Dependencies: deps, Result: with},
+			Output{Trace: fs.Arg(0), Policy: *policy, Dropped: dropped, Dependencies: deps, Result: without}, len(rs))
+	}
 	res, err := sim.Run(js, o, time.Now)
 	if err != nil {
 		return err
@@ -220,6 +246,23 @@ func printCompare(w io.Writer, a, b Output) error {
 		row("p99 wait "+c+" (s)", x.Wait.P99, y.Wait.P99)
 	}
 	fmt.Fprintf(tw, "utilization\t%.4f\t%.4f\t%+.4f\t\n", a.Utilization, b.Utilization, a.Utilization-b.Utilization)
+	return tw.Flush()
+}
+
+// printWindows writes the measures with the reservations against
+// without them: what the windows cost.
+func printWindows(w io.Writer, with, without Output, n int) error {
+	fmt.Fprintf(w, "%s: %d jobs, %s policy, with %d reservation(s) against without\n", with.Trace, with.Jobs, with.Policy, n)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\twith\twithout\tdifference\t\n")
+	fmt.Fprintf(tw, "utilization\t%.4f\t%.4f\t%+.4f\t\n", with.Utilization, without.Utilization, with.Utilization-without.Utilization)
+	fmt.Fprintf(tw, "machine time in windows\t%.4f\t%.4f\t%+.4f\t\n", with.Reserved, without.Reserved, with.Reserved-without.Reserved)
+	fmt.Fprintf(tw, "idle while jobs waited\t%.4f\t%.4f\t%+.4f\t\n", with.IdleWaiting, without.IdleWaiting, with.IdleWaiting-without.IdleWaiting)
+	fmt.Fprintf(tw, "utilization outside windows\t%.4f\t%.4f\t%+.4f\t\n", with.Utilization/(1-with.Reserved), without.Utilization, with.Utilization/(1-with.Reserved)-without.Utilization)
+	fmt.Fprintf(tw, "makespan (s)\t%.0f\t%.0f\t%+.0f\t\n", with.Makespan, without.Makespan, with.Makespan-without.Makespan)
+	fmt.Fprintf(tw, "mean wait (s)\t%.1f\t%.1f\t%+.1f\t\n", with.MeanWait, without.MeanWait, with.MeanWait-without.MeanWait)
+	fmt.Fprintf(tw, "max wait (s)\t%.1f\t%.1f\t%+.1f\t\n", with.MaxWait, without.MaxWait, with.MaxWait-without.MaxWait)
+	fmt.Fprintf(tw, "bounded slowdown\t%.1f\t%.1f\t%+.1f\t\n", with.MeanBSLD, without.MeanBSLD, with.MeanBSLD-without.MeanBSLD)
 	return tw.Flush()
 }
 

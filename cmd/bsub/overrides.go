@@ -25,6 +25,7 @@ import (
 // the flag that caused it.
 type overrides struct {
 	partition, name, walltime, output, account string
+	reservation                                string // -U
 	errorFile                                  string
 	array                                      string // --array
 	size                                       int
@@ -53,6 +54,8 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.StringVar(&o.errorFile, "e", "", "error file `pattern`: each container's stderr goes there instead of joining\nstdout in the output file; the same % escapes as -o (overrides error)")
 	fs.StringVar(&o.account, "P", "", "fair-share `account` to charge (LSF -P project, Slurm -A)")
 	fs.Alias("A", "P")
+	fs.StringVar(&o.reservation, "U", "", "run in the advance `reservation` (LSF -U, Slurm --reservation): only on its nodes,\nwhile its window is open (overrides reservation)")
+	fs.Alias("reservation", "U")
 	fs.Var(&o.env, "env", "set `NAME=value` in every container's environment (repeatable; overrides env)")
 }
 
@@ -111,6 +114,9 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 	}
 	if o.account != "" {
 		changes = append(changes, change{"-P", o.account, "account", func() error { spec.Account = o.account; return nil }})
+	}
+	if o.reservation != "" {
+		changes = append(changes, change{"-U", o.reservation, "reservation", func() error { spec.Reservation = o.reservation; return nil }})
 	}
 	for _, kv := range o.env {
 		k, v, ok := strings.Cut(kv, "=")

@@ -22,7 +22,7 @@ const EnvScriptImage = "TROUPE_SCRIPT_IMAGE"
 // lsfOnly are LSF's options bsub takes for scripts and command lines
 // only (a job file sets these things itself); defineLSF defines them.
 var lsfOnly = []string{"nnodes", "oo", "eo", "G", "cwd", "R", "M", "gpu", "app", "image",
-	"x", "L", "B", "N", "u", "U", "sp", "r", "rn", "b", "i"}
+	"x", "L", "B", "N", "u", "sp", "r", "rn", "b", "i"}
 
 // defineLSF defines the LSF options bsub has for script and command-line
 // jobs only; jobspec/script reads them (troupe-job(5), SCRIPT JOBS).
@@ -42,7 +42,6 @@ func defineLSF(fs *cli.FlagSet) {
 	fs.Bool("B", false, "scripts and command lines: mail when the job starts (through the node's sendmail)")
 	fs.Bool("N", false, "scripts and command lines: mail when the job ends")
 	fs.String("u", "", "scripts and command lines: mail `address`es for -B and -N, comma-separated (default: you)")
-	fs.String("U", "", "accepted and ignored with a warning: advance `reservation`")
 	fs.String("sp", "", "accepted and ignored with a warning: user `priority`")
 	fs.Bool("r", false, "accepted and ignored with a warning: rerunnable")
 	fs.Bool("rn", false, "accepted and ignored with a warning: not rerunnable")
@@ -52,7 +51,7 @@ func defineLSF(fs *cli.FlagSet) {
 
 // commandLineName maps bsub's own spellings of LSF options to LSF's.
 var commandLineName = map[string]string{
-	"partition": "q", "cluster-size": "n", "A": "P",
+	"partition": "q", "cluster-size": "n", "A": "P", "reservation": "U",
 }
 
 // bsubOwn are bsub's flags that are not job options.

@@ -41,6 +41,7 @@ func scontrol(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				"show job [ID]          jobs, as Slurm writes them (-o: one line each)",
 				"show node [NAME]       nodes",
 				"show partition [NAME]  partitions",
+				"show reservation [NAME] reservations (badmin reservation makes them)",
 				"show licenses [NAME]   licenses and their use",
 				"show config            the settings workflow tools read",
 				"hold ID...             hold pending jobs (release: let them go)",
@@ -62,7 +63,7 @@ func scontrol(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	switch verb {
 	case "show":
 		if len(rest) < 2 {
-			return fail(stderr, prog, "show: say what: job, node, partition, licenses or config")
+			return fail(stderr, prog, "show: say what: job, node, partition, reservation, licenses or config")
 		}
 		return scontrolShow(ctx, c, strings.ToLower(rest[1]), rest[2:], one, stdout, stderr)
 	case "hold", "uhold", "release", "suspend", "resume":
@@ -208,6 +209,23 @@ func scontrolShow(ctx context.Context, c *client.Client, what string, names []st
 			return fail(stderr, prog, "slurm_load_partitions error: %v", err)
 		}
 		return showNamed(stdout, stderr, "Partition", l.Partitions, func(p api.PartitionInfo) string { return p.Name }, partitionRecord, names, one)
+	case (strings.HasPrefix("reservations", what) && len(what) >= 3) || what == "res":
+		l, err := c.Reservations(ctx)
+		if err != nil {
+			return fail(stderr, prog, "slurm_load_reservations error: %v", err)
+		}
+		rs := l.Reservations
+		if len(names) > 0 {
+			rs = slices.DeleteFunc(rs, func(r api.Reservation) bool { return !slices.Contains(names, r.Name) })
+			if len(rs) == 0 {
+				fmt.Fprintf(stderr, "Reservation %s not found\n", names[0])
+				return 1
+			}
+		}
+		if err := cli.WriteReservationsSlurm(stdout, rs, one); err != nil {
+			return fail(stderr, prog, "%v", err)
+		}
+		return 0
 	case strings.HasPrefix("licenses", what) && len(what) >= 3:
 		return scontrolShowLicenses(ctx, c, names, one, stdout, stderr)
 	case strings.HasPrefix("config", what) && what != "":
@@ -227,7 +245,7 @@ func scontrolShow(ctx context.Context, c *client.Client, what string, names []st
 		}
 		return 0
 	}
-	return fail(stderr, prog, "invalid entity: %s for keyword: show; troupe's scontrol shows job, node, partition, licenses and config", what)
+	return fail(stderr, prog, "invalid entity: %s for keyword: show; troupe's scontrol shows job, node, partition, reservation, licenses and config", what)
 }
 
 // nameID is Slurm's "name(id)" of a user or group.

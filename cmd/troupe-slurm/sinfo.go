@@ -14,6 +14,7 @@ var sinfoOpts = []option{
 	{'h', "noheader", false}, {'o', "format", true}, {'N', "Node", false}, {'p', "partition", true},
 	{'a', "all", false}, {'l', "long", false}, {'v', "verbose", false}, {0, "help", false}, {0, "usage", false},
 	{'s', "summarize", false}, {'O', "Format", true}, {'M', "clusters", true}, {'R', "list-reasons", false},
+	{'T', "reservation", false},
 }
 
 // sinfo shows the partitions and their nodes as Slurm's sinfo: one line
@@ -34,6 +35,7 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		byNode      bool
 		reasons     bool
 		partsWanted []string
+		resv        bool
 	)
 	for _, o := range opts {
 		switch o.name {
@@ -53,6 +55,8 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			reasons = true
 		case "summarize":
 			format = "%#P %.5a %.10l %.6D %N"
+		case "reservation":
+			resv = true
 		case "help", "usage":
 			return usage(stdout, prog, "[OPTIONS...]", []string{
 				"-h, --noheader        no header",
@@ -62,6 +66,7 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				"-N, --Node            one line per node",
 				"-R, --list-reasons    the nodes out of service and why: drained (by an admin or a failing health check) or down",
 				"-p, --partition=LIST  these partitions",
+				"-T, --reservation     the reservations: name, state, window, nodes",
 			})
 		}
 	}
@@ -80,6 +85,16 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
+	if resv {
+		l, err := c.Reservations(ctx)
+		if err == nil {
+			err = cli.WriteSinfoReservations(stdout, l.Reservations, header)
+		}
+		if err != nil {
+			return fail(stderr, prog, "%v", err)
+		}
+		return 0
+	}
 	parts, err := c.Partitions(ctx)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)

@@ -116,6 +116,9 @@ Rscript -e 'batchtools::doJobCollection("/w/reg/jobs/job6f1c.rds")'
 			if s.Name != c.name || s.Output != c.output || s.Walltime != c.walltime || array != c.array {
 				t.Errorf("name %q, output %q, walltime %v, array %q; want %q, %q, %v, %q", s.Name, s.Output, s.Walltime, array, c.name, c.output, c.walltime, c.array)
 			}
+			if want := map[bool]string{true: "r1"}[slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--reservation") })]; s.Reservation != want {
+				t.Errorf("reservation %q, want %q", s.Reservation, want)
+			}
 		})
 	}
 }

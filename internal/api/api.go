@@ -34,6 +34,7 @@
 //	GET  /v1/openapi.json              → the OpenAPI 3 document of this API
 //	POST /v1/reconfig                  {} → ReconfigResponse (schedd re-reads its partitions file)
 //	POST /v1/nodes/drain               NodeDrain → NodeList (admins; drain or resume nodes)
+//	GET  /v1/reservations              → ReservationList (reservation.go)
 //	ANY  /apps/{id}/{service}/…        the job's service (its owner or an admin), proxied
 //	                                   through the nodelet of main1 (HTTP, WebSocket)
 //
@@ -158,6 +159,9 @@ type SubmitRequest struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Hold submits the job HELD (bsub -H): it waits until released.
 	Hold bool `json:"hold,omitempty"`
+	// Admin is set by schedd, never read from the body: the submitter
+	// is an admin (every reservation admits admins' jobs).
+	Admin bool `json:"-"`
 	// DependsOn makes the job wait for other jobs (bsub -w); see depend.go.
 	DependsOn *Dependency `json:"depends_on,omitempty"`
 	// Interactive (bsub -I) runs main1's command on a terminal that the
@@ -246,7 +250,9 @@ type Job struct {
 	Partition string        `json:"partition"`
 	Account   string        `json:"account,omitempty"`  // fair-share account, resolved at submit
 	Walltime  time.Duration `json:"walltime,omitempty"` // the limit in force: the job's, else the partition default; 0 none
-	Spec      JobSpec       `json:"spec"`
+	// Reservation names the reservation the job runs in ("" none).
+	Reservation string  `json:"reservation,omitempty"`
+	Spec        JobSpec `json:"spec"`
 	// Licenses are the site-wide licenses the job holds while it runs,
 	// by name, as admitted.
 	Licenses map[string]int `json:"licenses,omitempty"`
@@ -525,6 +531,8 @@ const (
 	NodeDown     = lifecycle.NodeDown
 	NodeDraining = lifecycle.NodeDraining
 	NodeDrained  = lifecycle.NodeDrained
+	NodeMaint    = lifecycle.NodeMaint
+	NodeReserved = lifecycle.NodeReserved
 )
 
 // Resources are schedulable amounts.
@@ -606,6 +614,9 @@ type Node struct {
 	HealthAt time.Time `json:"health_at,omitzero"`
 	// Partitions the node belongs to now (derived when answering).
 	Partitions []string `json:"partitions,omitempty"`
+	// Reservation is the reservation whose window is open on the node,
+	// else the next one that will hold it (derived when answering).
+	Reservation string `json:"reservation,omitempty"`
 	// GPUs are the node's whole GPU devices and the shares the live
 	// containers hold on each (derived when answering; nil without
 	// GPUs): a request ≤ 1 must fit one device's free share.

@@ -23,7 +23,7 @@ import (
 func (j *Job) Public() Job {
 	p := Job{
 		ID: j.ID, Name: j.Name, User: j.User, UID: j.UID,
-		Partition: j.Partition, Account: j.Account, Walltime: j.Walltime,
+		Partition: j.Partition, Account: j.Account, Reservation: j.Reservation, Walltime: j.Walltime,
 		Spec:        publicSpec(&j.Spec),
 		Licenses:    maps.Clone(j.Licenses),
 		Interactive: j.Interactive,
@@ -61,7 +61,7 @@ func publicSpec(s *JobSpec) JobSpec {
 	return JobSpec{
 		Name: s.Name, Partition: s.Partition, Account: s.Account,
 		Walltime: s.Walltime, Priority: s.Priority, Requeue: s.Requeue,
-		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array,
+		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array, Reservation: s.Reservation,
 		Licenses: maps.Clone(s.Licenses),
 	}
 }

@@ -25,7 +25,7 @@ const (
 var classes = map[reflect.Type]map[string]class{
 	reflect.TypeFor[api.Job](): {
 		"ID": shown, "Name": shown, "User": shown, "UID": shown, "Partition": shown, "Account": shown,
-		"Walltime": shown, "Interactive": shown, "State": shown, "Reason": filtered, "ExitCode": shown,
+		"Reservation": shown, "Walltime": shown, "Interactive": shown, "State": shown, "Reason": filtered, "ExitCode": shown,
 		"Submitted": shown, "Started": shown, "Ended": shown, "ModifyIndex": shown,
 		"EstimatedStart": shown, "Priority": shown, "PriorityFactors": shown, "QueuePosition": shown,
 		"QueueLength": shown, "CPUTime": shown, "MemPeak": shown,
@@ -43,7 +43,7 @@ var classes = map[reflect.Type]map[string]class{
 	},
 	reflect.TypeFor[api.JobSpec](): {
 		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
-		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown, "Licenses": shown,
+		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown, "Reservation": shown, "Licenses": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
 		"Output": withheld, "Error": withheld, "Roles": withheld, "SSH": withheld,
 		"Services": withheld, "Mail": withheld,

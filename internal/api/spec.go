@@ -14,11 +14,14 @@ import (
 // from this form), so the API's clients never link the job file's
 // parser.
 type JobSpec struct {
-	Name      string        `json:"name"`
-	Partition string        `json:"partition,omitempty"`
-	Account   string        `json:"account,omitempty"`
-	Walltime  time.Duration `json:"walltime,omitempty"` // 0: partition default
-	Priority  int           `json:"priority,omitempty"` // nice; <= 0 lowers
+	Name      string `json:"name"`
+	Partition string `json:"partition,omitempty"`
+	Account   string `json:"account,omitempty"`
+	// Reservation names the reservation the job runs in (bsub -U,
+	// sbatch --reservation); empty: none.
+	Reservation string        `json:"reservation,omitempty"`
+	Walltime    time.Duration `json:"walltime,omitempty"` // 0: partition default
+	Priority    int           `json:"priority,omitempty"` // nice; <= 0 lowers
 	// Requeue puts the job back in the queue when a node it runs on
 	// fails, instead of ending it NODE_FAIL.
 	Requeue bool `json:"requeue,omitempty"`

@@ -610,7 +610,7 @@ type SinfoRow struct {
 
 // SinfoNodeState is a node's state in sinfo's compact form: idle, mix
 // (some cores allocated), alloc (all), drng (draining), drain, down*
-// (not responding).
+// (not responding), maint and resv (a reservation's window is open).
 func SinfoNodeState(n api.Node) string {
 	switch {
 	case n.State == api.NodeDown:
@@ -621,6 +621,10 @@ func SinfoNodeState(n api.Node) string {
 		return "drng"
 	case n.Drain:
 		return "drain"
+	case n.State == api.NodeMaint:
+		return "maint" // a maintenance reservation's window is open
+	case n.State == api.NodeReserved:
+		return "resv" // a reservation's window is open
 	case n.Allocated.CPUMilli <= 0 && n.Allocated.GPU <= 0:
 		return "idle"
 	case n.Allocated.CPUMilli >= n.Capacity.CPUMilli:

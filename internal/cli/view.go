@@ -241,6 +241,9 @@ func WriteJobAt(w io.Writer, j api.Job, now time.Time, addr string) error {
 	pair("User", fmt.Sprintf("%s (uid %d, gid %d)", cell(j.User), j.UID, j.GID))
 	pair("Partition", j.Partition)
 	pair("Account", JobAccount(j))
+	if j.Spec.Reservation != "" {
+		pair("Reservation", j.Spec.Reservation)
+	}
 	pair("State", StateWithReason(j))
 	if j.State == api.JobPending && j.PriorityFactors != nil {
 		pair("Priority", PriorityBreakdown(j))
@@ -398,6 +401,9 @@ func WriteHostsLong(w io.Writer, nodes []api.Node, loc *time.Location) error {
 		if n.Health != "" && n.Health != n.Reason {
 			// An admin's drain shows above; the failing check too.
 			pair("Health check", "failing: "+n.Health)
+		}
+		if n.Reservation != "" { // the one open on it, else the next
+			pair("Reservation", n.Reservation)
 		}
 		if err := kv.Flush(); err != nil {
 			return err

@@ -78,6 +78,12 @@ const (
 	// jobs still run there, DRAINED once empty (derived when answering).
 	NodeDraining NodeState = "DRAINING"
 	NodeDrained  NodeState = "DRAINED"
+	// NodeMaint: a maintenance reservation's window is open on the node
+	// (derived when answering): only that reservation's jobs start there.
+	NodeMaint NodeState = "MAINT"
+	// NodeReserved: another reservation's window is open on the node
+	// (derived when answering).
+	NodeReserved NodeState = "RESERVED"
 )
 
 // Cancels reports whether sig, sent to a job that does not run yet,

@@ -35,22 +35,46 @@ const (
 	// ArrayTaskLimit: an array element waits because its array runs as
 	// many elements as its max_running allows (Slurm's name).
 	ArrayTaskLimit = "JobArrayTaskLimit"
+	// Reservation: the job runs in a reservation (bsub --reservation)
+	// whose window has not begun, or whose window or nodes cannot take
+	// it now.
+	Reservation = "Reservation"
+	// ReservationDeleted: the reservation the job names no longer exists;
+	// the job waits until killed or moved.
+	ReservationDeleted = "ReservationDeleted"
+	// Maintenance: the nodes the job would take are set aside by a
+	// maintenance reservation (flags maint) that begins before the job
+	// would end.
+	Maintenance = "ReqNodeNotAvail, Reserved for maintenance"
+	// reservedPrefix starts the reason of a job held back by another
+	// reservation: ReservedFor(name).
+	reservedPrefix = "ReqNodeNotAvail, reserved for "
 	// Licenses: the job waits for licenses (partitions.hcl's license
 	// blocks) that running jobs hold.
 	Licenses = "Licenses"
 )
 
+// ReservedFor is the reason of a job that would fit now but for
+// reservation name, which holds the nodes before the job would end.
+func ReservedFor(name string) string { return reservedPrefix + name }
+
+// HeldByReservation reports whether r says a reservation holds the job
+// back from nodes it would otherwise take (Maintenance or ReservedFor).
+func HeldByReservation(r string) bool {
+	return r == Maintenance || (len(r) > len(reservedPrefix) && r[:len(reservedPrefix)] == reservedPrefix)
+}
+
 // Pending lists every pending reason.
-var Pending = []string{Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Licenses}
+var Pending = []string{Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Reservation, ReservationDeleted, Maintenance, Licenses}
 
 // IsPending reports whether r is one of the pending reasons (the others a
 // job shows are end causes and messages, free text).
 func IsPending(r string) bool {
 	switch r {
-	case Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Licenses:
+	case Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Reservation, ReservationDeleted, Maintenance, Licenses:
 		return true
 	}
-	return false
+	return HeldByReservation(r)
 }
 
 // NotResponding is the reason a DOWN node shows, as Slurm's.

@@ -44,13 +44,14 @@ var notPassed = map[string]bool{
 // Job builds the job o asks for; check it with its Validate.
 func (o *Options) Job(s Submit) (*jobspec.Job, error) {
 	j := &jobspec.Job{
-		Partition: o.Partition,
-		Account:   o.Account,
-		Walltime:  o.Walltime,
-		Output:    o.Output,
-		Error:     o.Error,
-		Array:     o.Array,
-		Licenses:  maps.Clone(o.Licenses),
+		Partition:   o.Partition,
+		Account:     o.Account,
+		Reservation: o.Reservation,
+		Walltime:    o.Walltime,
+		Output:      o.Output,
+		Error:       o.Error,
+		Array:       o.Array,
+		Licenses:    maps.Clone(o.Licenses),
 	}
 	if j.Account == "" {
 		j.Account = o.Group // LSF -G: the fair-share group

@@ -19,12 +19,14 @@ import (
 // Zero values are "not given".
 type Options struct {
 	Name, Partition, Account, Group string
-	Output, Error                   string
-	Cwd                             string
-	Image                           string
-	Walltime                        time.Duration
-	Depend                          *api.Dependency
-	Hold                            bool
+	// Reservation is LSF's -U and Slurm's --reservation.
+	Reservation   string
+	Output, Error string
+	Cwd           string
+	Image         string
+	Walltime      time.Duration
+	Depend        *api.Dependency
+	Hold          bool
 	// Array makes the job a job array: LSF's -J "name[1-100%10]",
 	// Slurm's --array=1-100%10.
 	Array *jobspec.Array
@@ -216,7 +218,7 @@ var lsfOptions = map[string]option{
 	"-B":     {false, func(o *Options, _ string, _ site) error { o.mail().Begin = true; return nil }},
 	"-N":     {false, func(o *Options, _ string, _ site) error { o.mail().End = true; return nil }},
 	"-u":     {true, mailUser},
-	"-U":     {true, ignored("advance reservations")},
+	"-U":     {true, str(func(o *Options) *string { return &o.Reservation })},
 	"-sp":    {true, ignored("user priority per job; use the job file's priority")},
 	"-r":     {false, ignored("rerun on host failure for script jobs; use the job file's requeue")},
 	"-rn":    {false, ignored("rerun control")},
@@ -251,13 +253,14 @@ var slurmOptions = map[string]option{
 		o.Walltime = d
 		return nil
 	}},
-	"--job-name":  {true, str(func(o *Options) *string { return &o.Name })},
-	"--output":    {true, func(o *Options, v string, _ site) error { o.Output = slurmPattern(v); return nil }},
-	"--error":     {true, func(o *Options, v string, _ site) error { o.Error = slurmPattern(v); return nil }},
-	"--partition": {true, str(func(o *Options) *string { return &o.Partition })},
-	"--account":   {true, str(func(o *Options) *string { return &o.Account })},
-	"--chdir":     {true, str(func(o *Options) *string { return &o.Cwd })},
-	"--licenses":  {true, slurmLicenses},
+	"--job-name":    {true, str(func(o *Options) *string { return &o.Name })},
+	"--output":      {true, func(o *Options, v string, _ site) error { o.Output = slurmPattern(v); return nil }},
+	"--error":       {true, func(o *Options, v string, _ site) error { o.Error = slurmPattern(v); return nil }},
+	"--partition":   {true, str(func(o *Options) *string { return &o.Partition })},
+	"--account":     {true, str(func(o *Options) *string { return &o.Account })},
+	"--reservation": {true, str(func(o *Options) *string { return &o.Reservation })},
+	"--chdir":       {true, str(func(o *Options) *string { return &o.Cwd })},
+	"--licenses":    {true, slurmLicenses},
 	"--gres": {true, func(o *Options, v string, at site) error {
 		for g := range strings.SplitSeq(v, ",") {
 			parts := strings.Split(g, ":")
@@ -324,7 +327,6 @@ var slurmOptions = map[string]option{
 	"--nice":           {true, ignored("nice for script jobs; use the job file's priority")},
 	"--priority":       {true, ignored("user priority per job; use the job file's priority")},
 	"--begin":          {true, ignored("begin time; submit when the job may start")},
-	"--reservation":    {true, ignored("advance reservations")},
 	"--exclude":        {true, ignored("node exclusion; drain a node that must take no jobs")},
 	"--ntasks-per-gpu": {true, ignored("tasks per GPU; --ntasks and --gpus-per-node shape the job")},
 	"--input":          {true, ignored("standard input file; the job's stdin is empty")},

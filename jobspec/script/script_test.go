@@ -228,13 +228,16 @@ func TestArrayDirectives(t *testing.T) {
 
 func TestWarnings(t *testing.T) {
 	src := "#!/bin/sh\n#BSUB -x -B -N -u me@x -U res -sp 10 -r -rn -b 12:00 -i in.txt -L /bin/bash\n#BSUB -x\n#BSUB -frob 3\n#SBATCH --mail-type=END --exclusive\n#SBATCH --frobnicate=2\n"
-	_, warns := job(t, src, nil)
+	j, warns := job(t, src, nil)
+	if j.Reservation != "res" {
+		t.Errorf("-U res: reservation %q", j.Reservation)
+	}
 	var got []string
 	for _, w := range warns {
 		got = append(got, w.String())
 	}
 	text := strings.Join(got, "\n")
-	for _, opt := range []string{"-x", "-U", "-sp", "-r", "-rn", "-b", "-i", "-L"} {
+	for _, opt := range []string{"-x", "-sp", "-r", "-rn", "-b", "-i", "-L"} {
 		if n := strings.Count(text, "line 2: "+opt+": accepted and ignored"); n != 1 {
 			t.Errorf("option %s warned %d times, want once:\n%s", opt, n, text)
 		}
@@ -251,7 +254,7 @@ func TestWarnings(t *testing.T) {
 	if strings.Contains(text, "line 3") {
 		t.Errorf("-x warned twice:\n%s", text)
 	}
-	for _, honoured := range []string{"-B", "-N", "-u", "--mail-type"} {
+	for _, honoured := range []string{"-B", "-N", "-u", "-U", "--mail-type"} {
 		if strings.Contains(text, ": "+honoured+": ") {
 			t.Errorf("%s is honoured now, but warned:\n%s", honoured, text)
 		}

@@ -115,6 +115,9 @@ type View interface {
 	// Submitted is how many of user's jobs in partition have not ended,
 	// a job array once.
 	Submitted(user, partition string) int
+	// Reservation is the reservation of that name: the users and
+	// accounts it admits; ok is false when there is none.
+	Reservation(name string) (users, accounts []string, ok bool)
 	// NeverFits says why j could never run in its partition even with
 	// every node empty, "" when it could (or the partition has no nodes
 	// yet: it waits for them).
@@ -298,6 +301,11 @@ func (j *Job) request(req api.SubmitRequest, v View, set Settings) []Problem {
 			j.DependsOn.Conditions[i].Status, j.DependsOn.Conditions[i].JobState = "", ""
 		}
 	}
+	if name := j.Spec.Reservation; name != "" {
+		if pr := j.reservation(req, v, name); pr != nil {
+			probs = append(probs, *pr)
+		}
+	}
 	if j.Spec.Array != nil && req.Interactive {
 		probs = append(probs, j.problem("array", "a job array cannot be interactive (bsub -I): its elements have no terminal to share; drop -I or the array"))
 	}
@@ -409,4 +417,35 @@ func bytesText(n int) string {
 func inputSize(j *Job) int {
 	n, _ := j.Spec.InputSize()
 	return n
+}
+
+// reservation refuses a job naming a reservation that does not exist,
+// or one whose user and account it does not admit (root and the admins
+// are always admitted).
+func (j *Job) reservation(req api.SubmitRequest, v View, name string) *Problem {
+	users, accounts, ok := v.Reservation(name)
+	if !ok {
+		p := j.problem("reservation", "reservation %q does not exist (badmin reservation list shows those that do)", name)
+		return &p
+	}
+	if req.UID == 0 || req.Admin || slices.Contains(users, req.User) || (j.Account != "" && slices.Contains(accounts, j.Account)) {
+		return nil
+	}
+	who := "user " + req.User
+	if j.Account != "" {
+		who += " (account " + j.Account + ")"
+	}
+	admits := "only root and the admins"
+	if len(users) > 0 || len(accounts) > 0 {
+		admits = "users " + listOrNone(users) + ", accounts " + listOrNone(accounts)
+	}
+	p := j.problem("reservation", "%s may not run jobs in reservation %s; it admits %s", who, name, admits)
+	return &p
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ",")
 }

@@ -39,6 +39,7 @@ type view struct {
 	input   int // the bytes of text of the user's queued jobs
 	submits int // the user's jobs in cpu not ended
 	never   string
+	resv    map[string][2][]string // reservation → users, accounts
 }
 
 func (v *view) Config() *partition.Config { return v.cfg }
@@ -54,6 +55,10 @@ func (v *view) Target(id uint64) (admission.Target, bool) {
 	return t, ok
 }
 func (v *view) LastJobID() uint64 { return uint64(len(v.jobs)) }
+func (v *view) Reservation(name string) (users, accounts []string, ok bool) {
+	r, ok := v.resv[name]
+	return r[0], r[1], ok
+}
 
 func newView(t *testing.T) *view {
 	t.Helper()
@@ -287,5 +292,39 @@ func TestUserCapsCountsAsJobsDo(t *testing.T) {
 	}
 	if pr := admission.UserCaps(p, one(3.001)); pr == nil || pr.Path != "resources.cpu" {
 		t.Errorf("a job of cpu 3.001 under max_cpu 2.9999: %v, want a resources.cpu problem", pr)
+	}
+}
+
+// A job naming a reservation is admitted only for the users and accounts
+// it admits, root and admins; an unknown one is refused by name.
+func TestAdmitReservation(t *testing.T) {
+	v := newView(t)
+	v.resv = map[string][2][]string{"course": {{"bob"}, {"teach"}}, "pm": {nil, nil}}
+	req := func(user string, uid int, resv string) api.SubmitRequest {
+		spec, diags := jobspec.Parse("j.hcl", []byte("job \"j\" {\n  image = \"host\"\n  command = [\"true\"]\n  walltime = \"1h\"\n  reservation = \""+resv+"\"\n}\n"))
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		return api.SubmitRequest{Spec: wire.ToAPI(*spec), Source: "j.hcl", Positions: wire.PositionsOf(spec), User: user, UID: uid, GID: uid, Cwd: "/home/" + user}
+	}
+	if _, err := admission.Admit(req("bob", 1001, "course"), v, admission.Settings{}, nil); err != nil {
+		t.Errorf("bob, admitted by name: %v", err)
+	}
+	if _, err := admission.Admit(req("root", 0, "pm"), v, admission.Settings{}, nil); err != nil {
+		t.Errorf("root: %v", err)
+	}
+	admin := req("ops", 1003, "pm")
+	admin.Admin = true
+	if _, err := admission.Admit(admin, v, admission.Settings{}, nil); err != nil {
+		t.Errorf("an admin: %v", err)
+	}
+	_, err := admission.Admit(req("ada", 1000, "course"), v, admission.Settings{}, nil)
+	if p := refusal(t, err).API(); len(p) != 1 || p[0].Path != "reservation" || p[0].Position != "j.hcl:5:17" ||
+		!strings.Contains(p[0].Message, "user ada may not run jobs in reservation course; it admits users bob, accounts teach") {
+		t.Errorf("ada in course: %+v", p)
+	}
+	_, err = admission.Admit(req("ada", 1000, "gone"), v, admission.Settings{}, nil)
+	if p := refusal(t, err).API(); len(p) != 1 || !strings.Contains(p[0].Message, `reservation "gone" does not exist`) {
+		t.Errorf("unknown reservation: %+v", p)
 	}
 }

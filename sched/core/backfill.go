@@ -53,6 +53,7 @@ type reservation struct {
 
 type backfill struct {
 	c        *cluster
+	gate     *gate // reservations; nil: none
 	now      int64
 	running  []event // from the snapshot, sorted by time
 	placed   []event // this pass's placements and the reservations
@@ -65,8 +66,11 @@ type backfill struct {
 	reservedLic map[string]int
 }
 
-func newBackfill(c *cluster, s *Snapshot, now time.Time) *backfill {
-	b := &backfill{c: c, now: now.UnixNano()}
+func newBackfill(c *cluster, g *gate, s *Snapshot, now time.Time) *backfill {
+	b := &backfill{c: c, gate: g, now: now.UnixNano()}
+	// A reservation's end gives its nodes back to every job: an event
+	// that frees nothing but has the nodes tried again.
+	b.running = append(b.running, g.ends()...)
 	for _, r := range s.Running {
 		end := r.Start.Add(walltime(r.Walltime)).UnixNano()
 		ev := event{at: max(end, b.now), lic: r.Licenses}
@@ -211,7 +215,7 @@ func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64
 	if len(j.Licenses) > 0 {
 		lic = b.licenseProjection()
 	}
-	at, g, ok := b.earliest(proj, lic, part, j, quantum, placed)
+	at, g, ok := b.earliest(proj, lic, part, j, w, quantum, placed)
 	if !ok {
 		return 0, gangFit{}, false
 	}
@@ -256,18 +260,26 @@ func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64
 // reaches the gang's size. lic is the licenses' projection (nil when j
 // asks for none): j fits only once it covers j's licenses (the time they
 // come free tests every node); earliest leaves it as it is at the time
-// answered.
-func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *Job, quantum float64, placed []event) (int64, gangFit, bool) {
+// answered. The reservations' gate opens to j, for its walltime w, the
+// nodes no window of another holds from the time tried.
+func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *Job, w time.Duration, quantum float64, placed []event) (int64, gangFit, bool) {
+	own := b.gate.own(j)
+	var at int64 // the time tried; the gate opens nodes by it
+	var open func(int32) bool
+	if b.gate != nil {
+		open = func(i int32) bool { return b.gate.open(i, own, at, at+int64(w)) }
+	}
+	at = b.now
 	licOK := covers(lic, j.Licenses)
 	if licOK {
-		if g, ok := refPlace(proj, part, j, quantum); ok {
+		if g, ok := refPlace(proj, part, j, quantum, open); ok {
 			return b.now, g, true
 		}
 	}
 	cs := j.Containers
 	gpuOnly := allGPU(cs)
 	cand := func(i int32) bool {
-		return proj[i].inPartition(part) && (!gpuOnly || proj[i].hasGPU()) && !slices.Contains(j.Exclude, proj[i].name)
+		return proj[i].inPartition(part) && (!gpuOnly || proj[i].hasGPU()) && (open == nil || open(i)) && !slices.Contains(j.Exclude, proj[i].name)
 	}
 	multi := j.Mode == ModeMultiNode
 	var unit Res
@@ -290,7 +302,6 @@ func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *J
 	var touched []int32
 	ri, pi := 0, 0
 	for ri < len(b.running) || pi < len(placed) {
-		var at int64
 		switch {
 		case pi >= len(placed) || (ri < len(b.running) && b.running[ri].at <= placed[pi].at):
 			at = b.running[ri].at
@@ -326,14 +337,14 @@ func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *J
 				continue
 			}
 			// The licenses came free now: any node may fit, changed or not.
-			if g, ok := refPlace(proj, part, j, quantum); ok {
+			if g, ok := refPlace(proj, part, j, quantum, open); ok {
 				return at, g, true
 			}
 			continue
 		}
 		if multi {
 			if total >= len(cs) {
-				if g, ok := refPlace(proj, part, j, quantum); ok {
+				if g, ok := refPlace(proj, part, j, quantum, open); ok {
 					return at, g, true
 				}
 			}

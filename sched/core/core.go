@@ -98,12 +98,13 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	ok := eligible(&s, &plan)
 	c := newCluster(s.Nodes)
 	pr := newPrio(&s, c.totalCPU)
-	order := pr.order(s.Queue, ok, now)
-	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s), lic: newLicenses(&s)}
+	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s), lic: newLicenses(&s), gate: newGate(c, s.Reservations, now)}
 	pass.prepare(ok)
+	pass.reservations(ok)
+	order := pr.order(s.Queue, ok, now)
 	front := 0
 	if s.Policy.ReservationDepth > 0 {
-		pass.bf = newBackfill(c, &s, now)
+		pass.bf = newBackfill(c, pass.gate, &s, now)
 		pass.bf.lic = pass.lic
 		order, front = pass.promote(order)
 	}
@@ -210,6 +211,7 @@ func (p *pass) prepare(eligible []bool) {
 		p.meta[qi] = m
 	}
 	p.failed = make([]int64, len(shapes))
+	p.noRoom = make([]bool, len(shapes))
 	for i := range p.failed {
 		p.failed[i] = noFailure
 	}
@@ -223,6 +225,7 @@ type pass struct {
 	s       *Snapshot
 	c       *cluster
 	bf      *backfill
+	gate    *gate // the reservations; nil: none
 	now     time.Time
 	plan    *Plan
 	blocked bool // a higher job waits
@@ -232,6 +235,10 @@ type pass struct {
 	// found no room: resources only shrink during a pass, so the same shape
 	// running as long or longer cannot fit either.
 	failed []int64
+	// noRoom marks, per gang shape, one that found no room even with
+	// every reservation set aside: resources only shrink during a pass,
+	// so no reservation holds such a job back (heldBack).
+	noRoom []bool
 	meta   []jobMeta
 	limits limits
 	lic    *licenses // nil: no licenses in the snapshot
@@ -240,6 +247,7 @@ type pass struct {
 // shape identifies gangs that place alike.
 type shape struct {
 	part string
+	resv string
 	mode string
 	n    int
 	r    Res
@@ -258,7 +266,7 @@ func shapeOf(j *Job) (shape, bool) {
 	if mode != ModeMultiNode {
 		mode = ModeSingleNode
 	}
-	return shape{j.Partition, mode, len(j.Containers), j.Containers[0]}, true
+	return shape{j.Partition, j.Reservation, mode, len(j.Containers), j.Containers[0]}, true
 }
 
 func (p *pass) job(qi int32, reserved bool) {
@@ -287,34 +295,38 @@ func (p *pass) job(qi int32, reserved bool) {
 	w := walltime(j.Walltime)
 	end := m.end
 	quantum := p.s.Partitions[j.Partition].GPUQuantum
+	own := p.gate.own(j)
 	// Its licenses first: all of them or none, whatever its nodes.
 	switch why := p.licenseCheck(j, end); why {
 	case "":
 	case licenseDelay:
-		p.miss(j, w, quantum, reserved, "")
+		p.miss(j, w, own, end, m.shape, quantum, reserved, "")
 		return
 	default:
-		p.miss(j, w, quantum, reserved, why)
+		p.miss(j, w, own, end, m.shape, quantum, reserved, why)
 		return
 	}
 	cacheable := m.shape >= 0
 	if cacheable && end >= p.failed[m.shape] {
-		p.miss(j, w, quantum, reserved, "")
+		p.miss(j, w, own, end, m.shape, quantum, reserved, "")
 		return
 	}
-	pl := placer{c: p.c, quantum: quantum, end: end}
+	pl := placer{c: p.c, quantum: quantum, end: end, gate: p.gate, own: own, from: p.now.UnixNano()}
 	if p.bf != nil && len(p.bf.resv) > 0 {
 		pl.bf = p.bf
 	}
 	g, ok := pl.place(j.Partition, j)
 	if !ok {
 		if cacheable {
-			if pl.bf == nil {
-				end = -1 << 63
+			// Without backfill reservations or site reservations, no
+			// run of the shape fits, however short.
+			upto := end
+			if pl.bf == nil && (p.gate == nil || p.gate.nodes == nil) {
+				upto = -1 << 63
 			}
-			p.failed[m.shape] = min(p.failed[m.shape], end)
+			p.failed[m.shape] = min(p.failed[m.shape], upto)
 		}
-		p.miss(j, w, quantum, reserved, "")
+		p.miss(j, w, own, end, m.shape, quantum, reserved, "")
 		return
 	}
 	p.c.commit(j, g, quantum)
@@ -328,22 +340,31 @@ func (p *pass) job(qi int32, reserved bool) {
 	p.limits.started(j)
 }
 
-// miss handles a job that cannot start now; reserved: it gets a
-// reservation whatever the depth. why, when set, is its reason whether
-// or not it gets a reservation (Licenses); else Resources with one,
-// Priority without.
-func (p *pass) miss(j *Job, w time.Duration, quantum float64, reserved bool, why string) {
+// miss handles a job of reservation own (-1: none) that cannot start
+// now, to run until end; reserved: it gets a reservation whatever the
+// depth. why, when set, is its reason whether or not it gets a
+// reservation (Licenses). Else a job that would fit now but for a site
+// reservation says so in its reason, in place of Resources or Priority;
+// such a reason keeps no backfill reservation from one pass to the next
+// (KeepReservations keeps those of Resources only), so a window over
+// the whole machine does not make every waiting job a kept reservation.
+func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, shape int32, quantum float64, reserved bool, why string) {
 	p.blocked = true
+	held := why
+	if held == "" {
+		held = p.heldBack(j, own, end, shape, quantum)
+	}
+	or := func(r string) string { return cmp.Or(held, r) }
 	if p.bf == nil {
 		p.strict = true
-		p.plan.setReason(j, cmp.Or(why, reason.Resources))
+		p.plan.setReason(j, or(reason.Resources))
 		return
 	}
 	if !reserved && len(p.bf.resv) >= p.s.Policy.ReservationDepth {
-		p.plan.setReason(j, cmp.Or(why, reason.Priority))
+		p.plan.setReason(j, or(reason.Priority))
 		return
 	}
-	p.plan.setReason(j, cmp.Or(why, reason.Resources))
+	p.plan.setReason(j, or(reason.Resources))
 	at, g, ok := p.bf.reserve(j.Partition, j, w, quantum)
 	if ok {
 		p.plan.Starts = append(p.plan.Starts, StartEstimate{

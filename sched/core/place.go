@@ -32,15 +32,25 @@ type placer struct {
 	end     int64
 	quantum float64
 	gpu     bool // placing in the GPU nodes' index
+	// gate, when set, keeps the job off nodes a reservation holds while
+	// it would run (from now until end); own is the job's reservation.
+	gate *gate
+	own  int32
+	from int64
 }
 
-// avail is what node i offers the job being placed.
-func (p *placer) avail(i int32) (Res, []float64) {
+// avail is what node i offers the job being placed; ok is false when a
+// reservation keeps the job off it.
+func (p *placer) avail(i int32) (free Res, dev []float64, ok bool) {
+	if p.gate != nil && !p.gate.open(i, p.own, p.from, p.end) {
+		return Res{}, nil, false
+	}
 	n := &p.c.nodes[i]
 	if p.bf == nil {
-		return n.free, n.dev
+		return n.free, n.dev, true
 	}
-	return p.bf.limit(i, n, p.end)
+	free, dev = p.bf.limit(i, n, p.end)
+	return free, dev, true
 }
 
 // place finds a placement of j in part, or reports false.
@@ -94,8 +104,8 @@ func (p *placer) holdsAll(t *index, cs []Res, left []int, used []int32) (int32, 
 		if k.cpu < tot.CPUMilli || k.mem < tot.Memory || isUsed(used, k.i) {
 			return true
 		}
-		free, dev := p.avail(k.i)
-		if !coversCM(free, tot) {
+		free, dev, ok := p.avail(k.i)
+		if !ok || !coversCM(free, tot) {
 			return true
 		}
 		f := fill(free, dev, p.c.nodes[k.i].devID, cs, left, p.quantum, true)
@@ -130,7 +140,10 @@ func (p *placer) most(t *index, cs []Res, left []int, used []int32) (int32, node
 		if isUsed(used, k.i) {
 			return true
 		}
-		free, dev := p.avail(k.i)
+		free, dev, ok := p.avail(k.i)
+		if !ok {
+			return true
+		}
 		f := fill(free, dev, p.c.nodes[k.i].devID, cs, left, p.quantum, false)
 		if len(f.taken) > len(best.taken) {
 			found, best = k.i, f

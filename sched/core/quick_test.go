@@ -64,7 +64,7 @@ func TestPlacerMatchesReference(t *testing.T) {
 			j := genJob(t, uint64(k+1), true)
 			p := placer{c: c, quantum: 0.25}
 			got, ok := p.place("", &j)
-			want, wok := refPlace(c.nodes, "", &j, 0.25)
+			want, wok := refPlace(c.nodes, "", &j, 0.25, nil)
 			if ok != wok || (ok && !reflect.DeepEqual(got, want)) {
 				t.Fatalf("job %+v: placer %v %+v, reference %v %+v", j, ok, got, wok, want)
 			}

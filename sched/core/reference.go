@@ -4,8 +4,9 @@ import "slices"
 
 // refPlace is the plain statement of the placement rules (see place.go):
 // O(nodes) scans, no index. Property tests check placer against it, and
-// Place and CanEverFit use it.
-func refPlace(nodes []nstate, part string, j *Job, quantum float64) (gangFit, bool) {
+// Place and CanEverFit use it. open, when not nil, says which nodes the
+// job may take at all (reservations); nil: every node.
+func refPlace(nodes []nstate, part string, j *Job, quantum float64, open func(int32) bool) (gangFit, bool) {
 	cs := j.Containers
 	if len(cs) == 0 {
 		return gangFit{}, false
@@ -13,7 +14,7 @@ func refPlace(nodes []nstate, part string, j *Job, quantum float64) (gangFit, bo
 	gpuOnly := allGPU(cs)
 	var cand []int32
 	for i := range nodes {
-		if nodes[i].inPartition(part) && (!gpuOnly || nodes[i].hasGPU()) && !slices.Contains(j.Exclude, nodes[i].name) {
+		if nodes[i].inPartition(part) && (!gpuOnly || nodes[i].hasGPU()) && (open == nil || open(int32(i))) && !slices.Contains(j.Exclude, nodes[i].name) {
 			cand = append(cand, int32(i))
 		}
 	}
@@ -76,7 +77,7 @@ func refPlace(nodes []nstate, part string, j *Job, quantum float64) (gangFit, bo
 // modified.
 func Place(nodes []Node, j Job) ([]string, bool) {
 	c := newCluster(nodes)
-	g, ok := refPlace(c.nodes, j.Partition, &j, 0)
+	g, ok := refPlace(c.nodes, j.Partition, &j, 0, nil)
 	if !ok {
 		return nil, false
 	}

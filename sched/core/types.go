@@ -117,6 +117,9 @@ type Job struct {
 	// health check failed while the job ran there): placement and
 	// backfill leave them out for this job alone.
 	Exclude []string
+	// Reservation, when set, names the reservation (Snapshot.Reservations)
+	// the job runs in: only on its nodes, only while its window is open.
+	Reservation string
 	// Licenses are the site-wide counts the job holds while it runs, by
 	// name (Snapshot.Licenses): it starts only when all are free.
 	Licenses map[string]int
@@ -275,6 +278,9 @@ type Snapshot struct {
 	// element) that a queued job's dependency names. A job named but
 	// missing here is taken as gone: the dependency can never be met.
 	Named map[JobRef]JobStatus
+	// Reservations set nodes aside for windows of time (reservation.go):
+	// no job outside one runs on its nodes across its window.
+	Reservations []Reservation
 	// Licenses are the site's counts by name (partitions.hcl's license
 	// blocks): the running jobs never hold more of one than its count
 	// together. A license missing here has none.

@@ -136,7 +136,7 @@ func visibleHistory(ctx context.Context, h api.HistoryJob) api.HistoryJob {
 // uid, gid and user are ignored.
 func asCaller(ctx context.Context, req *api.SubmitRequest) {
 	if id, ok := auth.FromContext(ctx); ok {
-		req.UID, req.GID, req.User = id.UID, id.GID, id.User
+		req.UID, req.GID, req.User, req.Admin = id.UID, id.GID, id.User, id.Admin
 	}
 }
 

@@ -23,6 +23,7 @@ type Controller interface {
 	Nodes
 	Queue
 	Admin
+	Reservations
 	// Leadership says whether this server serves writes and how far
 	// its replica has come (see Leadership).
 	Leadership() Leadership

@@ -52,6 +52,10 @@ var routes = []Route{
 	{"POST", "/v1/reconfig", AdminOnly, false, (*API).reconfig},
 	{"GET", "/v1/snapshot", AdminOnly, false, (*API).snapshotSave},
 	{"POST", "/v1/snapshot", AdminOnly, false, (*API).snapshotRestore},
+	{"GET", "/v1/reservations", Anyone, true, listReservations},
+	{"POST", "/v1/reservations", AdminOnly, false, createReservation},
+	{"POST", "/v1/reservations/{name}", AdminOnly, false, updateReservation},
+	{"POST", "/v1/reservations/{name}/delete", AdminOnly, false, deleteReservation},
 	{"GET", "/v1/openapi.json", Anyone, false, (*API).openAPI},
 }
 

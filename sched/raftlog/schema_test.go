@@ -116,6 +116,17 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 	if !errors.Is(err, ErrOlderPeer) {
 		t.Fatalf("CmdAdoptEnd with a peer of the previous release: %v, want ErrOlderPeer", err)
 	}
+	// So is a reservation's act, new in the newest schema: it is not
+	// written in a form the previous release would stop on.
+	newAct := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := logs[leader()].Apply(ctx, state.Command{Time: time.Now(), Act: state.DeleteReservation{Name: "pm"}})
+		return err
+	}
+	if err := newAct(); !errors.Is(err, ErrOlderPeer) {
+		t.Fatalf("a reservation's act with a peer of the previous release in the cluster: %v, want ErrOlderPeer", err)
+	}
 	// The stand-in is upgraded: this release, which tells its schema.
 	if err := logs[2].Close(); err != nil {
 		t.Fatal(err)
@@ -134,6 +145,11 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 		}
 		return nil
 	})
+	// Once all are upgraded it is written and applied (the state finds
+	// no such reservation).
+	if err := newAct(); !errors.Is(err, state.ErrNotFound) {
+		t.Fatalf("a reservation's act once every peer is upgraded: %v, want the state's answer (not found)", err)
+	}
 	// A peer down now changes nothing: the log holds the newest schema.
 	down := (leader() + 1) % 3
 	if err := logs[down].Close(); err != nil {

@@ -56,6 +56,9 @@ func (c *Command) NeedsSchema() int {
 			return LicenseSchema
 		}
 	}
+	if reservationAct(c.Act) {
+		return SchemaReservations
+	}
 	return 0
 }
 

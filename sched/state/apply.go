@@ -112,6 +112,11 @@ func conflict(format string, args ...any) error {
 //	   release applied them: an end fails the queued job, a running
 //	   container is placed, nothing is made from a node's copy (a leader
 //	   whose peers read 10 ends what is still adopting with Kill).
+//	   And reservations (reservation.go: CreateReservation,
+//	   UpdateReservation, DeleteReservation, and Dump.Reservations): an
+//	   older schedd would refuse the acts and schedule over the windows,
+//	   so the leader refuses them while a peer reads an older schema
+//	   (SchemaReservations).
 //	   And node health checks (Health): a node's failing verdict drains
 //	   it apart from an admin's drain (Node.Health) and requeues its
 //	   requeue jobs, each excluded from the node (Job.ExcludeNodes),
@@ -262,6 +267,12 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = purge(txn, a.Keys)
 	case MailSent:
 		res, err = mailed(txn, index, a.Mailed)
+	case CreateReservation:
+		err = putReservation(txn, index, c.Time, a.Reservation, true)
+	case UpdateReservation:
+		err = putReservation(txn, index, c.Time, a.Reservation, false)
+	case DeleteReservation:
+		err = deleteReservation(txn, a.Name)
 	case Health:
 		err = health(txn, index, c.Time, a)
 	case AdoptEnd:
@@ -315,7 +326,9 @@ func touched(kind string) []string {
 	case CmdNodeDown, CmdHealth:
 		return []string{tableNodes, tableJobs}
 	case CmdTouch:
-		return []string{tableJobs, tableNodes, tableSettings, tableUsage}
+		return []string{tableJobs, tableNodes, tableSettings, tableUsage, tableReservations}
+	case CmdCreateReservation, CmdUpdateReservation, CmdDeleteReservation:
+		return []string{tableReservations}
 	case CmdConfig:
 		return []string{tableSettings}
 	case CmdCharge:

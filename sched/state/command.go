@@ -28,9 +28,11 @@ type Command struct {
 // Act is what one entry does. Each kind is its own type: Submit,
 // Register, Place, Reports, Kill, Hold, Release, Configure, Charge,
 // Timeout, NodesDown, NodeUp, PutToken, Revoke, PutServer, DrainNodes,
-// SignalJob, Purge, MailSent, Touch, AdoptEnd, Health. Acts new in
-// schema 11 (Health) have no form in older ones: while the cluster's
-// schema is older the leader proposes none (toV10 refuses them).
+// SignalJob, Purge, MailSent, Touch, AdoptEnd, CreateReservation,
+// UpdateReservation, DeleteReservation, Health. Acts new in schema 11
+// (the reservations', Health) have no form in older ones: while a peer
+// reads an older schema the leader proposes none (NeedsSchema), and
+// toV10 refuses them.
 type Act interface {
 	// Kind names the act in the log ("submit", "kill", …).
 	Kind() string
@@ -231,6 +233,10 @@ const (
 	CmdMailed   = "mailed"
 	CmdAdoptEnd = "adopt-end"
 	CmdHealth   = "health"
+
+	CmdCreateReservation = "reservation-create"
+	CmdUpdateReservation = "reservation-update"
+	CmdDeleteReservation = "reservation-delete"
 )
 
 func (Submit) Kind() string     { return CmdSubmit }
@@ -254,6 +260,10 @@ func (Purge) Kind() string      { return CmdPurge }
 func (MailSent) Kind() string   { return CmdMailed }
 func (Touch) Kind() string      { return CmdTouch }
 func (AdoptEnd) Kind() string   { return CmdAdoptEnd }
+
+func (CreateReservation) Kind() string { return CmdCreateReservation }
+func (UpdateReservation) Kind() string { return CmdUpdateReservation }
+func (DeleteReservation) Kind() string { return CmdDeleteReservation }
 
 // newAct is an empty act of kind, to decode an entry's payload into.
 func newAct(kind string) (Act, bool) {
@@ -300,6 +310,12 @@ func newAct(kind string) (Act, bool) {
 		return &Touch{}, true
 	case CmdAdoptEnd:
 		return &AdoptEnd{}, true
+	case CmdCreateReservation:
+		return &CreateReservation{}, true
+	case CmdUpdateReservation:
+		return &UpdateReservation{}, true
+	case CmdDeleteReservation:
+		return &DeleteReservation{}, true
 	case CmdHealth:
 		return &Health{}, true
 	}
@@ -351,6 +367,12 @@ func deref(a Act) Act {
 		return *p
 	case *AdoptEnd:
 		return *p
+	case *CreateReservation:
+		return *p
+	case *UpdateReservation:
+		return *p
+	case *DeleteReservation:
+		return *p
 	case *Health:
 		return *p
 	}
@@ -380,11 +402,11 @@ func (c Command) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("raft entry: %w", ErrNoAct)
 	}
 	if c.Version < commandSchema {
-		old, err := toV10(c)
+		o, err := toV10(c)
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(old)
+		return json.Marshal(o)
 	}
 	act, err := json.Marshal(c.Act)
 	if err != nil {
@@ -428,9 +450,10 @@ func (c *Command) UnmarshalJSON(b []byte) error {
 var (
 	ErrUnknownKind = errors.New("unknown command kind")
 	ErrNoAct       = errors.New("command without an act")
-	// ErrNoOlderForm is an act new in this schema written for a
-	// cluster still in an older one, which could not read it.
-	ErrNoOlderForm = errors.New("act has no form in an older schema")
+	// ErrNoOldForm marks an act written in a schema older than the one
+	// it is new in (a reservation's): a peer of that schema would not
+	// know it.
+	ErrNoOldForm = errors.New("act has no form in an older schema")
 )
 
 // commandSchema is the first schema of typed entries.

@@ -94,7 +94,7 @@ func TestHealthEntry(t *testing.T) {
 		t.Fatalf("%s reads back as %#v", b, back)
 	}
 	for _, v := range []int{OldestSchema, commandSchema - 1} {
-		if b, err := json.Marshal(Command{Version: v, Time: at, Act: a}); !errors.Is(err, ErrNoOlderForm) || !strings.Contains(err.Error(), CmdHealth) {
+		if b, err := json.Marshal(Command{Version: v, Time: at, Act: a}); !errors.Is(err, ErrNoOldForm) || !strings.Contains(err.Error(), CmdHealth) {
 			t.Errorf("schema %d: %s, %v; want the act refused by name", v, b, err)
 		}
 		if HealthReports(v) {

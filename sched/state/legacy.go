@@ -320,9 +320,13 @@ func (o *v10Command) command() (Command, error) {
 }
 
 // toV10 is c as schemas 1 to 10 wrote it, its jobs in their rows' form
-// of then. An act those schemas did not have (Health) has no such form:
-// it is refused (ErrNoOlderForm), not written as something else.
+// of then. An act new in schema 11 (a reservation's, Health) has no
+// such form: the leader never proposes one while the cluster's schema
+// is older (NeedsSchema), and writing it is refused.
 func toV10(c Command) (*v10Command, error) {
+	if reservationAct(c.Act) {
+		return nil, fmt.Errorf("raft entry %s: %w: it is schema %d's, the entry is of schema %d", c.Act.Kind(), ErrNoOldForm, SchemaReservations, c.Version)
+	}
 	o := &v10Command{Version: c.Version, Kind: c.Act.Kind(), Time: c.Time}
 	set := func(r Request) { o.Request, o.By = r.ID, r.By }
 	switch a := c.Act.(type) {
@@ -378,7 +382,7 @@ func toV10(c Command) (*v10Command, error) {
 	case MailSent:
 		o.Mailed = a.Mailed
 	case Health:
-		return nil, fmt.Errorf("raft entry %s of schema %d: %w (it is new in schema %d)", a.Kind(), c.Version, ErrNoOlderForm, commandSchema)
+		return nil, fmt.Errorf("raft entry %s: %w: it is schema %d's, the entry is of schema %d", a.Kind(), ErrNoOldForm, commandSchema, c.Version)
 	}
 	return o, nil
 }

@@ -38,6 +38,9 @@ type Job struct {
 	Cwd       string   `json:"cwd"`
 	Partition string   `json:"partition"`
 	Account   string   `json:"account,omitempty"` // fair-share account, resolved at submit
+	// Reservation names the reservation the job runs in ("" none):
+	// checked at admission, held to by the scheduling core.
+	Reservation string `json:"reservation,omitempty"`
 	// Walltime is the limit in force: the job's, else its partition's
 	// default; 0 none. It is the job's only walltime.
 	Walltime time.Duration `json:"walltime,omitempty"`

@@ -79,9 +79,10 @@ var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 	tableUsage: {Name: tableUsage, Indexes: map[string]*memdb.IndexSchema{
 		"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
 	}},
-	tableRequests:    requestsTable,
-	tableNodeIndex:   nodeIndexTable,
-	tableQueueCounts: queueCountsTable,
+	tableRequests:     requestsTable,
+	tableNodeIndex:    nodeIndexTable,
+	tableQueueCounts:  queueCountsTable,
+	tableReservations: reservationsTable,
 }}
 
 // Store holds the tables.
@@ -153,7 +154,7 @@ func (v *Snapshot) Schema() int { return v.schema }
 func (v *Snapshot) Index() (uint64, memdb.WatchSet) {
 	ws := memdb.NewWatchSet()
 	var max uint64
-	for _, t := range []string{tableJobs, tableNodes, tableSettings} {
+	for _, t := range []string{tableJobs, tableNodes, tableSettings, tableReservations} {
 		ch, raw, err := v.txn.FirstWatch(tableIndexes, "id", t)
 		if err != nil {
 			panic(err)
@@ -295,12 +296,14 @@ type Dump struct {
 	Tokens   []*Token      `json:"tokens,omitempty"`
 	Servers  []*Server     `json:"servers,omitempty"`
 	Requests []*request    `json:"requests,omitempty"` // answers kept by request id (requests.go)
+	// Reservations are the reservations (reservation.go), schema 11 on.
+	Reservations []*Reservation `json:"reservations,omitempty"`
 }
 
 // Dump copies out the state as of v.
 func (v *Snapshot) Dump() Dump {
 	s := getSettings(v.txn)
-	d := Dump{Version: v.schema, Jobs: v.Jobs(), Nodes: v.Nodes(), Settings: &s, Usage: v.Usage(), Tokens: v.Tokens(), Servers: v.Servers(), Requests: v.requests()}
+	d := Dump{Version: v.schema, Jobs: v.Jobs(), Nodes: v.Nodes(), Settings: &s, Usage: v.Usage(), Tokens: v.Tokens(), Servers: v.Servers(), Requests: v.requests(), Reservations: v.Reservations()}
 	it, err := v.txn.Get(tableIndexes, "id")
 	if err != nil {
 		panic(err)
@@ -319,7 +322,7 @@ func (s *Store) Restore(d Dump) error {
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers, tableRequests, tableNodeIndex, tableQueueCounts} {
+	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers, tableRequests, tableNodeIndex, tableQueueCounts, tableReservations} {
 		if _, err := txn.DeleteAll(t, "id"); err != nil {
 			return err
 		}
@@ -375,6 +378,11 @@ func (s *Store) Restore(d Dump) error {
 	}
 	for _, r := range d.Requests {
 		if err := txn.Insert(tableRequests, r); err != nil {
+			return err
+		}
+	}
+	for _, r := range d.Reservations {
+		if err := txn.Insert(tableReservations, r); err != nil {
 			return err
 		}
 	}

@@ -1,5 +1,6 @@
 // Package web is schedd's web page (schedd --web-addr): the queue, the
-// nodes, the partitions, the fair-share tree and one job's detail,
+// nodes, the reservations on a timeline, the partitions, the fair-share
+// tree and one job's detail,
 // refreshed live without reloading; and, for a user who logged in, a
 // form to submit a job file, kill, hold and release buttons on their own
 // jobs, and a terminal on an interactive job's main1.
@@ -86,7 +87,7 @@ type page struct {
 // else (tokens, nodes' endpoints, snapshots, reconfig) is not served
 // here, whoever asks.
 var apiRoutes = []string{
-	"GET /v1/jobs", "GET /v1/jobs/{id}", "GET /v1/nodes", "GET /v1/partitions", "GET /v1/fairshare",
+	"GET /v1/jobs", "GET /v1/jobs/{id}", "GET /v1/nodes", "GET /v1/partitions", "GET /v1/fairshare", "GET /v1/reservations",
 	"POST /v1/jobs", "POST /v1/jobs/{id}/kill", "POST /v1/jobs/{id}/hold", "POST /v1/jobs/{id}/release",
 }
 

@@ -233,3 +233,29 @@ func TestBlockingQuery(t *testing.T) {
 		t.Errorf("a query at the current index %d came back after %v with index %s", idx, waited, h.Get(api.IndexHeader))
 	}
 }
+
+// The page shows the reservations: anyone reads them on the listener,
+// and the page has a timeline for them.
+func TestReservationsOnPage(t *testing.T) {
+	srv, page, _ := schedd(t)
+	register(t, srv, "n1", 4)
+	start := time.Now().Add(time.Hour).Truncate(time.Second)
+	if _, err := srv.CreateReservation(context.Background(), api.ReservationRequest{Name: "pm", Start: start, Duration: 4 * time.Hour,
+		Nodes: []string{"n1"}, Flags: []string{api.FlagMaint}}, "root"); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := do(t, "GET", page+"/v1/reservations", "")
+	var l api.ReservationList
+	if code != 200 || json.Unmarshal([]byte(body), &l) != nil || len(l.Reservations) != 1 || l.Reservations[0].Name != "pm" ||
+		!l.Reservations[0].Start.Equal(start) || l.Reservations[0].State != api.ResvInactive {
+		t.Fatalf("GET /v1/reservations: %d %s", code, body)
+	}
+	if code, _, _ := do(t, "POST", page+"/v1/reservations", `{"name":"x"}`); code < 400 {
+		t.Errorf("anonymous POST /v1/reservations: %d", code)
+	}
+	_, _, html := do(t, "GET", page+"/", "")
+	_, _, js := do(t, "GET", page+"/app.js", "")
+	if !strings.Contains(html, `id="reservations"`) || !strings.Contains(js, "/v1/reservations") {
+		t.Error("the page has no reservations timeline")
+	}
+}

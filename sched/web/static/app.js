@@ -13,7 +13,7 @@
 'use strict';
 
 const S = {
-  jobs: [], nodes: [], parts: null, fs: null, job: null,
+  jobs: [], nodes: [], parts: null, fs: null, job: null, resv: [],
   index: 0, written: 0, selected: 0, skew: 0, lastOK: 0,
   me: null, // the session: { user, uid, admin, csrf }, or null
   armed: 0, armTimer: 0, // the job whose Kill was clicked once
@@ -143,8 +143,10 @@ async function getJSON(path) {
 }
 
 async function refreshRest() {
-  const [n, p, f] = await Promise.all([getJSON('/v1/nodes'), getJSON('/v1/partitions'), getJSON('/v1/fairshare')]);
+  const [n, p, f, r] = await Promise.all([getJSON('/v1/nodes'), getJSON('/v1/partitions'), getJSON('/v1/fairshare'),
+    getJSON('/v1/reservations')]);
   S.nodes = n.body.nodes || [];
+  S.resv = r.body.reservations || [];
   S.parts = p.body;
   S.fs = f.body;
   await refreshJob();
@@ -409,6 +411,7 @@ function render() {
   renderSummary();
   renderQueue();
   renderNodes();
+  renderReservations();
   renderPartitions();
   renderFairShare();
   renderDetail();
@@ -493,6 +496,38 @@ function renderNodes() {
     frag.append(tr);
   }
   tb.replaceChildren(frag);
+}
+
+// renderReservations draws the reservations in force on one time axis,
+// from now to the last window's end (a day at least): a bar per window,
+// maintenance windows in their own colour.
+function renderReservations() {
+  const box = document.getElementById('reservations');
+  const now = Date.now() + S.skew;
+  const rs = S.resv.slice().sort((a, b) => Date.parse(a.start) - Date.parse(b.start));
+  let until = now + 24 * 3600e3;
+  for (const r of rs) until = Math.max(until, Date.parse(r.end));
+  const span = until - now;
+  const pos = t => Math.max(0, Math.min(100, 100 * (t - now) / span));
+  const frag = document.createDocumentFragment();
+  for (const r of rs) {
+    const row = el('div', 'resv');
+    row.id = 'resv-' + r.name;
+    const flags = (r.flags || []).join(',');
+    row.append(el('span', 'resv-name', r.name), el('span', 'state ' + r.state, r.state));
+    const lane = el('span', 'lane');
+    const win = el('span', 'window' + ((r.flags || []).includes('maint') ? ' maint' : ''));
+    const s = pos(Date.parse(r.start)), e = pos(Date.parse(r.end));
+    win.style.left = s + '%';
+    win.style.width = Math.max(0.5, e - s) + '%';
+    win.title = `${new Date(r.start).toLocaleString()} – ${new Date(r.end).toLocaleString()}`;
+    lane.append(win);
+    row.append(lane, el('span', 'muted', `${(r.nodes || []).length} node(s)${flags ? ' · ' + flags : ''}`));
+    frag.append(row);
+  }
+  box.replaceChildren(frag);
+  document.getElementById('reservations-empty').hidden = rs.length > 0;
+  document.getElementById('resv-span').textContent = rs.length ? `now → ${new Date(until).toLocaleString()}` : '';
 }
 
 function renderPartitions() {
