@@ -23,7 +23,7 @@ const (
 var (
 	jobSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
-			{Name: "partition"}, {Name: "account"}, {Name: "walltime"}, {Name: "priority"},
+			{Name: "partition"}, {Name: "account"}, {Name: "qos"}, {Name: "walltime"}, {Name: "priority"},
 			{Name: "requeue"}, {Name: "reservation"}, {Name: "ssh"}, {Name: "image"}, {Name: "command"}, {Name: "workdir"}, {Name: "env"}, {Name: "output"}, {Name: "error"},
 			{Name: "licenses"},
 		},
@@ -85,6 +85,7 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	attrs := d.Attrs(content.Attributes, "")
 	attrs.String("partition", &j.Partition)
 	attrs.String("account", &j.Account)
+	attrs.String("qos", &j.QOS)
 	attrs.String("reservation", &j.Reservation)
 	d.walltime(attrs, j)
 	attrs.Whole("priority", &j.Priority)

@@ -25,11 +25,14 @@ const (
 // defaults listed in the package documentation (size 1, single-node,
 // 1 cpu, 1 GiB, workdir /home/work).
 type Job struct {
-	Name      string        `json:"name"`
-	Partition string        `json:"partition,omitempty"`
-	Account   string        `json:"account,omitempty"`
-	Walltime  time.Duration `json:"walltime,omitempty"` // 0: partition default
-	Priority  int           `json:"priority,omitempty"` // nice; <= 0 lowers
+	Name      string `json:"name"`
+	Partition string `json:"partition,omitempty"`
+	Account   string `json:"account,omitempty"`
+	// QOS is the quality of service asked for ("": the partition's or
+	// the account's default); partitions.hcl defines them.
+	QOS      string        `json:"qos,omitempty"`
+	Walltime time.Duration `json:"walltime,omitempty"` // 0: partition default
+	Priority int           `json:"priority,omitempty"` // nice; <= 0 lowers
 	// Requeue puts the job back in the queue (PENDING) when a node it runs
 	// on fails, instead of ending it NODE_FAIL (Slurm's --requeue).
 	Requeue bool `json:"requeue,omitempty"`

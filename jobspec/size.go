@@ -59,7 +59,7 @@ func (j *Job) InputSize() (total int, largest InputPart) {
 		copies[img]++
 	}
 	for _, f := range []struct{ path, s string }{
-		{"name", j.Name}, {"partition", j.Partition}, {"account", j.Account}, {"reservation", j.Reservation},
+		{"name", j.Name}, {"partition", j.Partition}, {"account", j.Account}, {"reservation", j.Reservation}, {"qos", j.QOS},
 		{"workdir", j.Workdir}, {"output", j.Output}, {"error", j.Error},
 	} {
 		str(f.path, f.s, 1)

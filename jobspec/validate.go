@@ -197,7 +197,7 @@ func (v *validator) top() {
 	} else {
 		v.path("workdir", "workdir", j.Workdir)
 	}
-	for _, f := range []struct{ path, val string }{{"partition", j.Partition}, {"account", j.Account}, {"reservation", j.Reservation}} {
+	for _, f := range []struct{ path, val string }{{"partition", j.Partition}, {"account", j.Account}, {"reservation", j.Reservation}, {"qos", j.QOS}} {
 		if f.val != "" && !partRule.ok(f.val) {
 			v.errorf(f.path, "Invalid "+f.path,
 				"%s %q is not valid; a %s name starts with a letter and holds up to 63 letters, digits, '_' and '-'.", f.path, f.val, f.path)

@@ -252,19 +252,19 @@ func (a *launcher) supervise(ctx context.Context, t *task, c runtime.Container) 
 				return a.killForOutput(t, c, exited, msg)
 			}
 		case <-t.stop:
-			return a.stopContainer(c, exited, "stopped: job ended or was killed")
+			return a.stopContainer(c, exited, "stopped: job ended or was killed", a.stopGrace(t.key.job))
 		case <-ctx.Done():
 			if detaching(ctx) && a.canDetach() {
 				return "", runtime.Exit{}, ""
 			}
-			return a.stopContainer(c, exited, "stopped: nodelet shutting down")
+			return a.stopContainer(c, exited, "stopped: nodelet shutting down", a.cfg.StopGrace)
 		}
 	}
 }
 
-// stopContainer sends SIGTERM, waits StopGrace, then SIGKILL. A
-// container that had exited by itself before the stop is reported exited.
-func (a *launcher) stopContainer(c runtime.Container, exited <-chan runtime.Exit, msg string) (api.ContainerState, runtime.Exit, string) {
+// stopContainer sends SIGTERM, waits grace, then SIGKILL. A container
+// that had exited by itself before the stop is reported exited.
+func (a *launcher) stopContainer(c runtime.Container, exited <-chan runtime.Exit, msg string, grace time.Duration) (api.ContainerState, runtime.Exit, string) {
 	select {
 	case e := <-exited:
 		return api.ContainerExited, e, ""
@@ -273,14 +273,14 @@ func (a *launcher) stopContainer(c runtime.Container, exited <-chan runtime.Exit
 	if err := c.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, runtime.ErrNotRunning) {
 		a.log.Warn("SIGTERM failed", "id", c.ID(), "err", err)
 	}
-	grace := time.NewTimer(a.cfg.StopGrace)
-	defer grace.Stop()
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
 	select {
 	case e := <-exited:
 		return api.ContainerKilled, e, msg
-	case <-grace.C:
+	case <-timer.C:
 	}
-	a.log.Info("grace period over, sending SIGKILL", "id", c.ID(), "grace", a.cfg.StopGrace)
+	a.log.Info("grace period over, sending SIGKILL", "id", c.ID(), "grace", grace)
 	_ = c.Signal(syscall.SIGKILL)
 	select {
 	case e := <-exited:
@@ -356,4 +356,18 @@ func oomMessage(t *task) string {
 		return "out of memory"
 	}
 	return fmt.Sprintf("out of memory (limit %dMiB)", c.Resources.Memory>>20)
+}
+
+// stopGrace is how long job's containers have between SIGTERM and
+// SIGKILL: its assignment's StopGrace (a preempted job's partition
+// grace_time), else the nodelet's StopGrace. a.mu is taken.
+func (a *launcher) stopGrace(job uint64) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, asg := range a.last.Assignments {
+		if asg.Job.ID == job && asg.StopGrace > 0 {
+			return asg.StopGrace
+		}
+	}
+	return a.cfg.StopGrace
 }

@@ -74,7 +74,7 @@ func jobRow(a *admission.Job) *state.Job {
 	j := &state.Job{
 		RequestID: a.RequestID,
 		Name:      a.Spec.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
-		Partition: a.Partition, Account: a.Account, Reservation: a.Spec.Reservation, Walltime: a.Walltime,
+		Partition: a.Partition, Account: a.Account, Reservation: a.Spec.Reservation, Walltime: a.Walltime, QOS: a.QOS,
 		Spec: rowSpec(&a.Spec), Licenses: a.Licenses, State: api.JobPending,
 		Reason:      core.Waiting(a.Held, a.DependsOn != nil, false),
 		Interactive: a.Interactive,

@@ -302,6 +302,9 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	}
 	began := time.Now()
 	snap := coreSnapshot(v, s.nodes.open(v), now)
+	if s.raft.WriteSchema() < state.SchemaPreempt {
+		noPreemption(&snap) // a peer of the previous release would not stop the victims
+	}
 	plan := core.Schedule(snap, now)
 	s.metrics.pass.Observe(time.Since(began).Seconds())
 	s.setStarts(plan.Starts)

@@ -59,7 +59,7 @@ func (s *lifecycle) mailLoop(ctx context.Context) {
 
 // mailStates are the states of the jobs mailDue may find mail due for:
 // started (j.Started is set from RUNNING on) or ended.
-var mailStates = []api.JobState{api.JobRunning, api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail}
+var mailStates = []api.JobState{api.JobRunning, api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail, api.JobPreempted}
 
 // mailPace is the least time between two passes of mailLoop.
 var mailPace = 50 * time.Millisecond

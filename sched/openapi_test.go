@@ -54,6 +54,7 @@ var openAPISchemas = map[string]reflect.Type{
 	"History":             reflect.TypeFor[api.History](),
 	"HistoryContainer":    reflect.TypeFor[api.HistoryContainer](),
 	"JobRun":              reflect.TypeFor[api.JobRun](),
+	"Preemption":          reflect.TypeFor[api.Preemption](),
 	"HistoryJob":          reflect.TypeFor[api.HistoryJob](),
 	"Job":                 reflect.TypeFor[api.Job](),
 	"JobEvent":            reflect.TypeFor[api.JobEvent](),

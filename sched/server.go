@@ -541,8 +541,12 @@ func AssignmentsAt(v *state.Snapshot, node string, now time.Time) []api.Assignme
 				ps = peers(v, j.UID, node)
 				byUID[j.UID] = ps
 			}
-			out = append(out, api.Assignment{Job: assignedJob(j), Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed(),
-				Peers: ps})
+			asg := api.Assignment{Job: assignedJob(j), Hosts: hosts, MaxOutput: p.OutputLimit(), NoEgress: !p.EgressAllowed(),
+				Peers: ps}
+			if j.Stopping() != 0 && p != nil {
+				asg.StopGrace = p.GraceTime
+			}
+			out = append(out, asg)
 		}
 	}
 	return out

@@ -52,8 +52,10 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 	}
 	for _, p := range cfg.Partitions {
 		snap.Partitions[p.Name] = core.Partition{Tier: float64(p.PriorityTier), GPUQuantum: p.GPUQuantum,
-			StarvationAge: p.Starvation(), UserLimits: admission.Limits(p.UserLimits), Jobs: admission.JobLimits(cfg, &p)}
+			StarvationAge: p.Starvation(), UserLimits: admission.Limits(p.UserLimits), Jobs: admission.JobLimits(cfg, &p),
+			PreemptMode: p.PreemptMode, PreemptExempt: p.PreemptExemptTime}
 	}
+	snap.QOS = coreQOS(cfg)
 	var users []string
 	pending := 0
 	for _, j := range jobs {
@@ -120,7 +122,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 
 // corePolicy turns the config's policy into the core's.
 func corePolicy(cfg *partition.Config) core.Policy {
-	p := core.Policy{ReservationDepth: cfg.ReservationDepth, MaxAge: cfg.Weights.MaxAge}
+	p := core.Policy{ReservationDepth: cfg.ReservationDepth, MaxAge: cfg.Weights.MaxAge, PreemptWindow: cfg.Window()}
 	switch cfg.Policy {
 	case partition.PolicyFCFS:
 		p.ReservationDepth = 0
@@ -128,7 +130,7 @@ func corePolicy(cfg *partition.Config) core.Policy {
 		p.ReservationDepth = max(1, cfg.ReservationDepth)
 	default:
 		w := cfg.Weights
-		p.Weights = core.Weights{Age: w.Age, FairShare: w.FairShare, JobSize: w.JobSize, Partition: w.Tier}
+		p.Weights = core.Weights{Age: w.Age, FairShare: w.FairShare, JobSize: w.JobSize, Partition: w.Tier, QOS: w.QOS}
 		p.FavorSmall = w.FavorSmall
 		// The rest of core.DefaultPolicy: the head keeps its reservation,
 		// jobs past their partition's starvation threshold go first, and
@@ -232,7 +234,7 @@ func toCore(r state.Resources) core.Res {
 func coreJob(j *state.Job) core.Job {
 	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason, Partition: j.Partition,
 		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID,
-		Exclude: j.ExcludeNodes, Reservation: j.Reservation, Licenses: j.Licenses}
+		Exclude: j.ExcludeNodes, Reservation: j.Reservation, Licenses: j.Licenses, QOS: j.QOS}
 	if cj.Mode == "" {
 		cj.Mode = jobspec.ModeSingleNode
 	}
@@ -248,7 +250,11 @@ func coreJob(j *state.Job) core.Job {
 // coreRunning is a started (or placed) job for backfill: a job still
 // starting counts from now.
 func coreRunning(j *state.Job, now time.Time) core.Running {
-	r := core.Running{JobID: j.ID, Start: j.Started, Walltime: j.Walltime, Partition: j.Partition, User: j.User}
+	r := core.Running{JobID: j.ID, Start: j.Started, Walltime: j.Walltime, Partition: j.Partition, User: j.User,
+		QOS: j.QOS, StoppingFor: j.Stopping()}
+	if j.Preempt != nil {
+		r.Preempted = j.Preempt.At
+	}
 	if state.HoldsLicenses(j) {
 		r.Licenses = j.Licenses
 	}
@@ -286,5 +292,34 @@ func fromCore(p core.Plan) *state.Plan {
 	for _, r := range p.Reasons {
 		out.Reasons = append(out.Reasons, state.Reason{JobID: r.JobID, Reason: r.Reason})
 	}
+	for _, pr := range p.Preemptions {
+		out.Preemptions = append(out.Preemptions, state.Preemption{Victim: pr.Victim, By: pr.By, Mode: pr.Mode})
+	}
 	return out
+}
+
+// coreQOS is the core's form of the config's QOSes; nil when none.
+func coreQOS(cfg *partition.Config) map[string]core.QOS {
+	if len(cfg.QOS) == 0 {
+		return nil
+	}
+	out := make(map[string]core.QOS, len(cfg.QOS))
+	for _, q := range cfg.QOS {
+		out[q.Name] = core.QOS{Priority: q.Priority, Preempt: q.Preempt, PreemptMode: q.PreemptMode,
+			UserLimits: core.Limits{Jobs: q.MaxJobsPerUser, Res: core.Res{CPUMilli: q.MaxCPUMilli(), GPU: q.MaxGPUPerUser}}}
+	}
+	return out
+}
+
+// noPreemption turns every preemption mode of snap off: the core then
+// preempts no job.
+func noPreemption(snap *core.Snapshot) {
+	for name, p := range snap.Partitions {
+		p.PreemptMode = ""
+		snap.Partitions[name] = p
+	}
+	for name, q := range snap.QOS {
+		q.PreemptMode = ""
+		snap.QOS[name] = q
+	}
 }

@@ -36,6 +36,7 @@ func jobView(j *state.Job, x jobExtras) api.Job {
 		CPUTime: j.CPUTime, MemPeak: j.MemPeak,
 		Array: arrayView(j.Array), ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: spanView(j.ArraySpan),
 		EstimatedStart: x.start,
+		QOS:            j.QOS, Preempt: preemptView(j.Preempt), Preempted: j.Preempted,
 	}
 	if r := x.rank; r != nil {
 		f := r.factors
@@ -299,4 +300,12 @@ func assignedRow(a *api.AssignedJob) *state.Job {
 		j.Containers = append(j.Containers, rc)
 	}
 	return j
+}
+
+// preemptView is a row's last preemption as the API shows it.
+func preemptView(p *state.PreemptRecord) *api.Preemption {
+	if p == nil {
+		return nil
+	}
+	return &api.Preemption{By: p.By, At: p.At, Mode: p.Mode, Run: p.Run}
 }

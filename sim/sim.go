@@ -45,6 +45,10 @@ type Job struct {
 	// submitted before it; every simulated job ends COMPLETED. Elements
 	// of arrays (JobRef.Element) are not simulated.
 	Depends *core.Dependency
+	// Queue is the trace's queue number (SWF field 15); QOS the quality
+	// of service Options.QOS names for it ("": none).
+	Queue int64
+	QOS   string
 	// Licenses are the site-wide licenses the job holds while it runs
 	// (Options.Licenses counts them); no trace carries any.
 	Licenses map[string]int
@@ -124,7 +128,7 @@ func FromSWF(recs []swf.Job, procs int) (jobs []Job, dropped int) {
 			est = run
 		}
 		est = max(est, run)
-		jobs = append(jobs, Job{ID: uint64(r.ID), User: fmt.Sprint(r.User), Submit: r.Submit, Run: run, Estimate: est, Procs: int(p)})
+		jobs = append(jobs, Job{ID: uint64(r.ID), User: fmt.Sprint(r.User), Submit: r.Submit, Run: run, Estimate: est, Procs: int(p), Queue: r.Queue})
 	}
 	return jobs, dropped
 }
@@ -158,6 +162,35 @@ type Options struct {
 	Licenses map[string]int
 	// Progress, when set, is called now and then with jobs done and total.
 	Progress func(done, total int)
+	// QOS are the qualities of service of the jobs (Job.QOS), as the
+	// core takes them: with PreemptMode, the core's preemption stage
+	// stops running jobs for pending ones of a QOS that may preempt
+	// theirs, exactly as schedd's; a victim stops at once (no grace).
+	QOS map[string]core.QOS
+	// PreemptMode is the one partition's preempt_mode: core.PreemptRequeue
+	// (the victim goes back to the queue, its work lost) or
+	// core.PreemptCancel (it ends); "" or core.PreemptOff: none.
+	PreemptMode string
+	// Urgent is the QOS whose jobs' waits Result.Preemption reports.
+	Urgent string
+}
+
+// PreemptStats are the preemption figures of a replay.
+type PreemptStats struct {
+	// Preemptions counts the running jobs stopped; Requeued and
+	// Cancelled split them by mode.
+	Preemptions int `json:"preemptions"`
+	Requeued    int `json:"requeued"`
+	Cancelled   int `json:"cancelled"`
+	// LostCoreHours is the work the requeued runs had done: processors
+	// × time run, in hours.
+	LostCoreHours float64 `json:"lost_core_hours"`
+	// Twice counts preemptions of a job already preempted less than the
+	// policy's PreemptWindow before: the core must make none.
+	Twice int `json:"preempted_twice_in_window"`
+	// Urgent is the wait of the jobs of Options.Urgent (first start −
+	// submit).
+	Urgent Dist `json:"urgent"`
 }
 
 // Result is what bsim prints.
@@ -189,6 +222,8 @@ type Result struct {
 	Users []UserShare `json:"users"`
 	// Starts is when each job started, by id.
 	Starts map[uint64]int64 `json:"-"`
+	// Preemption, with Options.QOS, are the preemption figures.
+	Preemption *PreemptStats `json:"preemption,omitempty"`
 }
 
 // Width classes of Dist.Class.
@@ -268,6 +303,7 @@ type running struct {
 	job   *Job
 	start int64
 	end   int64
+	gone  bool // preempted: its end never comes
 }
 
 type endHeap []*running
@@ -306,6 +342,13 @@ type machine struct {
 	parts   map[string]core.Partition // the one partition ("") and its user limits
 	// named is what dependencies ask of the jobs they name (Snapshot.Named).
 	named map[core.JobRef]core.JobStatus
+	// preempted is when each job was last preempted; ended when each
+	// ended (a requeued job ends later than its first start + run).
+	preempted map[uint64]int64
+	ended     map[uint64]int64
+	pst       PreemptStats
+	stopped   []uint64            // the victims of the last pass
+	queued    map[uint64]core.Job // a started job as it was queued (to requeue it)
 	// idleAt is the time idleUntil last counted to; idle the
 	// processor-seconds left free outside open windows while jobs waited.
 	idleAt int64
@@ -364,6 +407,9 @@ func Run(jobs []Job, o Options, wall func() time.Time) (Result, error) {
 		idle = 0
 		if len(m.ends) > 0 && (next >= len(arrivals) || m.ends[0].end <= arrivals[next].At) {
 			r := heap.Pop(&m.ends).(*running)
+			if r.gone {
+				continue
+			}
 			m.idleUntil(r.end)
 			now = r.end
 			m.finish(r)
@@ -391,6 +437,10 @@ func Run(jobs []Job, o Options, wall func() time.Time) (Result, error) {
 	}
 	elapsed := wall().Sub(t0).Seconds()
 	m.measure(js, &res)
+	if o.QOS != nil {
+		m.urgent(js)
+		res.Preemption = &m.pst
+	}
 	res.Starts = m.starts
 	res.WallSeconds = elapsed
 	if elapsed > 0 {
@@ -406,9 +456,10 @@ func newMachine(o Options) *machine {
 	m := &machine{o: o, byID: map[uint64]*Job{}, run: map[uint64]*running{}, starts: map[uint64]int64{},
 		users: map[string]bool{}, usage: map[string]fairshare.Usage{}, perUser: map[string]int{},
 		nodeIdx: map[string]int{}}
-	if o.UserLimits != (core.Limits{}) {
-		m.parts = map[string]core.Partition{"": {UserLimits: o.UserLimits}}
+	if o.UserLimits != (core.Limits{}) || o.PreemptMode != "" {
+		m.parts = map[string]core.Partition{"": {UserLimits: o.UserLimits, PreemptMode: o.PreemptMode}}
 	}
+	m.preempted, m.ended, m.queued = map[uint64]int64{}, map[uint64]int64{}, map[uint64]core.Job{}
 	n := max(1, o.Nodes)
 	for i := 0; i < n; i++ {
 		cpu := int64(o.Procs / n)
@@ -478,7 +529,7 @@ func (m *machine) submit(j *Job) {
 	m.byID[j.ID] = j
 	cj := core.Job{ID: j.ID, User: j.User, Account: j.User, Submit: at(j.Submit),
 		Walltime: time.Duration(j.Estimate) * time.Second, Mode: core.ModeSingleNode,
-		Depends: j.Depends, Held: j.Hold > 0, Licenses: j.Licenses}
+		Depends: j.Depends, Held: j.Hold > 0, QOS: j.QOS, Licenses: j.Licenses}
 	// The reason schedd gives at submission.
 	cj.Reason = core.Waiting(cj.Held, cj.Depends != nil, false)
 	if m.o.Nodes > 1 {
@@ -508,6 +559,7 @@ func (m *machine) finish(r *running) {
 		}
 	}
 	m.perUser[r.job.User] -= r.job.Procs
+	m.ended[r.job.ID] = r.end
 	m.setStatus(r.job.ID, core.JobStatus{Started: true, Ended: true, Completed: true})
 }
 
@@ -567,12 +619,27 @@ func (m *machine) fairShare(now int64) {
 	}
 }
 
-// schedule runs one pass at now and applies its plan.
+// schedule runs one pass at now and applies its plan; a pass that
+// preempted is followed by another, the victims gone, that starts the
+// preemptors.
 func (m *machine) schedule(now int64) int {
+	n := m.pass(now)
+	for len(m.stopped) > 0 {
+		m.stopped = m.stopped[:0]
+		n += m.pass(now)
+	}
+	return n
+}
+
+// pass runs one pass at now and applies its plan.
+func (m *machine) pass(now int64) int {
 	m.fairShare(now)
 	snap := core.Snapshot{Nodes: m.nodes, Queue: m.queue, Running: m.runs, Policy: m.o.Policy, Partitions: m.parts, Named: m.named,
-		Reservations: m.o.Reservations, Licenses: m.o.Licenses}
+		QOS: m.o.QOS, Reservations: m.o.Reservations, Licenses: m.o.Licenses}
 	plan := core.Schedule(snap, at(now))
+	for _, p := range plan.Preemptions {
+		m.preempt(p, now)
+	}
 	if len(plan.Reasons) > 0 {
 		pos := make(map[uint64]int, len(m.queue))
 		for i := range m.queue {
@@ -604,9 +671,18 @@ func (m *machine) schedule(now int64) int {
 		r := &running{job: j, start: now, end: now + j.Run}
 		m.run[j.ID] = r
 		heap.Push(&m.ends, r)
-		m.runs = append(m.runs, core.Running{JobID: j.ID, User: j.User, Start: at(now), Walltime: cj.Walltime, Nodes: p.Nodes, Containers: cj.Containers,
-			Licenses: cj.Licenses})
-		m.starts[j.ID] = now
+		cr := core.Running{JobID: j.ID, User: j.User, Start: at(now), Walltime: cj.Walltime, Nodes: p.Nodes, Containers: cj.Containers,
+			QOS: j.QOS, Licenses: cj.Licenses}
+		if t, ok := m.preempted[j.ID]; ok {
+			cr.Preempted = at(t)
+		}
+		m.runs = append(m.runs, cr)
+		if m.o.QOS != nil {
+			m.queued[j.ID] = cj
+		}
+		if _, again := m.starts[j.ID]; !again {
+			m.starts[j.ID] = now // the first start: its wait
+		}
 		m.setStatus(j.ID, core.JobStatus{Started: true})
 		m.charge(now)
 		m.perUser[j.User] += j.Procs
@@ -647,7 +723,7 @@ func (m *machine) measure(js []Job, res *Result) {
 		u.wait += w
 		u.used += float64(j.Run) * float64(j.Procs)
 		busy += float64(j.Run) * float64(j.Procs)
-		last = max(last, s+j.Run)
+		last = max(last, s+j.Run, m.ended[j.ID])
 	}
 	for _, c := range []string{ClassAll, ClassOne, ClassQuarter, ClassWide} {
 		if len(waits[c]) > 0 {
@@ -676,4 +752,70 @@ func (m *machine) measure(js []Job, res *Result) {
 		res.Reserved = m.reservedTime(first, last) / (res.Makespan * float64(m.o.Procs))
 		res.IdleWaiting = m.idle / (res.Makespan * float64(m.o.Procs))
 	}
+}
+
+// preempt stops the running victim of p at now, as schedd does once its
+// containers are gone: its resources free, and it goes back to the
+// queue (requeue: its work so far lost, its wait counted from its
+// submission to its first start) or ends (cancel).
+func (m *machine) preempt(p core.Preemption, now int64) {
+	r := m.run[p.Victim]
+	if r == nil {
+		return
+	}
+	m.charge(now)
+	if t, ok := m.preempted[p.Victim]; ok && m.o.Policy.PreemptWindow > 0 && at(now).Sub(at(t)) < m.o.Policy.PreemptWindow {
+		m.pst.Twice++
+	}
+	m.preempted[p.Victim] = now
+	m.pst.Preemptions++
+	r.gone = true
+	delete(m.run, p.Victim)
+	for i := range m.runs {
+		if m.runs[i].JobID == p.Victim {
+			for k, n := range m.runs[i].Nodes {
+				ni := m.nodeIndex(n)
+				m.nodes[ni].Free = m.nodes[ni].Free.Add(m.runs[i].Containers[k])
+			}
+			m.runs = slices.Delete(m.runs, i, i+1)
+			break
+		}
+	}
+	m.perUser[r.job.User] -= r.job.Procs
+	m.stopped = append(m.stopped, p.Victim)
+	if p.Mode == core.PreemptCancel {
+		m.pst.Cancelled++
+		m.ended[p.Victim] = now
+		m.setStatus(p.Victim, core.JobStatus{Started: true, Ended: true})
+		return
+	}
+	m.pst.Requeued++
+	m.pst.LostCoreHours += float64(now-r.start) * float64(r.job.Procs) / 3600
+	cj := m.queued[p.Victim]
+	cj.Reason = reason.Preempted
+	i, _ := slices.BinarySearchFunc(m.queue, cj, func(a, b core.Job) int {
+		if c := a.Submit.Compare(b.Submit); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	m.queue = slices.Insert(m.queue, i, cj)
+}
+
+// urgent measures the waits of Options.Urgent's jobs.
+func (m *machine) urgent(js []Job) {
+	if m.o.Urgent == "" {
+		return
+	}
+	var waits, bslds []float64
+	for i := range js {
+		j := &js[i]
+		if j.QOS != m.o.Urgent {
+			continue
+		}
+		w := float64(m.starts[j.ID] - j.Submit)
+		waits = append(waits, w)
+		bslds = append(bslds, max(1, (w+float64(j.Run))/max(float64(j.Run), Tau)))
+	}
+	m.pst.Urgent = Dist{Class: m.o.Urgent, Jobs: len(waits), Wait: summarize(waits), BSLD: summarize(bslds)}
 }

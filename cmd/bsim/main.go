@@ -9,6 +9,8 @@
 //	bsim [--policy fcfs|easy|default] [--procs N] [--nodes N] [--depth N]
 //	     [--user-max-jobs N] [--user-max-cpu N] [--preceding] trace.swf[.gz]
 //	bsim --compare easy trace.swf[.gz]   (the ratio table, default ÷ easy)
+//	bsim --qos-map 1=high,*=low [--preempt-mode requeue|cancel]
+//	     [--preempt-window 10m] [--span 24h] [--compare no-preempt] trace.swf[.gz]
 //	bsim --synthetic place|gang|pass [--nodes 10000] [--jobs 100000]
 package main
 
@@ -96,6 +98,10 @@ flags:
 	starve := fs.Duration("starvation", -1, "starvation threshold: jobs pending this long hold a reservation; 0: none (default: the policy's)")
 	userJobs := fs.Int("user-max-jobs", 0, "at most this many running jobs per user, as a partition's user_limits.max_jobs; 0: no limit")
 	userCPU := fs.Float64("user-max-cpu", 0, "at most this many processors held by one user's running jobs, as user_limits.max_cpu; 0: no limit")
+	qosMap := fs.String("qos-map", "", "give jobs a QOS by their SWF queue number, e.g. 1=high,*=low: QOSes rank in the order first named, each preempting every later one")
+	preemptMode := fs.String("preempt-mode", core.PreemptRequeue, "with --qos-map: what becomes of a preempted job, requeue or cancel")
+	preemptWindow := fs.Duration("preempt-window", -1, "with --qos-map: a job preempted is not preempted again this long (default: the policy's)")
+	span := fs.Duration("span", 0, "replay only the jobs submitted in this first stretch of the trace (e.g. 24h); 0: all")
 	resvFile := fs.String("reservations", "", "replay the reservations of this `file` (lines NAME START DURATION NODES [FLAGS]; see bsim(1)) and print the\nmeasures with them against without them")
 	preceding := fs.Bool("preceding", false, "a record's preceding job (SWF field 17) is a dependency on its end (bsub -w ended(N)): the job waits for it, as schedd would")
 	if err := fs.Parse(args); err != nil {
@@ -164,6 +170,13 @@ flags:
 		return errors.New("the trace names no MaxProcs or MaxNodes; give --procs")
 	}
 	js, dropped := sim.FromSWF(l.Jobs, p)
+	if *span > 0 && len(js) > 0 {
+		first := js[0].Submit
+		for _, j := range js {
+			first = min(first, j.Submit)
+		}
+		js = slices.DeleteFunc(js, func(j sim.Job) bool { return j.Submit-first >= int64(span.Seconds()) })
+	}
 	if c := limits.Res.CPUMilli; c > 0 {
 		// schedd refuses a job that alone is past a user's cpu limit
 		// (user_limits.max_cpu); so does the replay.
@@ -176,6 +189,19 @@ flags:
 		deps = sim.Preceding(l.Jobs, js)
 	}
 	o := sim.Options{Procs: p, Nodes: *nodes, Policy: pol, FairShare: fair, UserLimits: limits}
+	if *qosMap != "" {
+		if *preemptMode != core.PreemptRequeue && *preemptMode != core.PreemptCancel {
+			return fmt.Errorf("--preempt-mode %q: want %s or %s", *preemptMode, core.PreemptRequeue, core.PreemptCancel)
+		}
+		qs, urgent, err := sim.MapQOS(*qosMap, js)
+		if err != nil {
+			return fmt.Errorf("--qos-map: %w", err)
+		}
+		o.QOS, o.Urgent, o.PreemptMode = qs, urgent, *preemptMode
+		if *preemptWindow >= 0 {
+			o.Policy.PreemptWindow = *preemptWindow
+		}
+	}
 	if !*quiet {
 		o.Progress = progress(stderr, time.Now())
 	}
@@ -212,6 +238,17 @@ flags:
 	if *compare == "" {
 		return printJSON(stdout, out)
 	}
+	if *compare == noPreempt {
+		if o.QOS == nil {
+			return errors.New("--compare no-preempt: give --qos-map too")
+		}
+		o.PreemptMode = ""
+		bres, err := sim.Run(js, o, time.Now)
+		if err != nil {
+			return err
+		}
+		return printPreempt(stdout, out, Output{Trace: fs.Arg(0), Policy: *policy, Dropped: dropped, Dependencies: deps, Result: bres})
+	}
 	bpol, bfair, err := sim.Policy(*compare)
 	if err != nil {
 		return fmt.Errorf("--compare: %w", err)
@@ -222,6 +259,37 @@ flags:
 		return err
 	}
 	return printCompare(stdout, out, Output{Trace: fs.Arg(0), Policy: *compare, Dropped: dropped, Dependencies: deps, Result: bres})
+}
+
+// noPreempt is --compare's value that replays the trace with its QOSes
+// but without preemption.
+const noPreempt = "no-preempt"
+
+// printPreempt writes the table of a replay with preemption (a) against
+// the same without (b).
+func printPreempt(w io.Writer, a, b Output) error {
+	pa, pb := a.Preemption, b.Preemption
+	fmt.Fprintf(w, "%s: %d jobs, %s, preemption (%s) ÷ none\n", a.Trace, a.Jobs, a.Policy, "QOS "+pa.Urgent.Class)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\tpreempt\tnone\tratio\t\n")
+	row := func(name string, x, y float64) {
+		r := "-"
+		if y != 0 {
+			r = fmt.Sprintf("%.3f", x/y)
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%s\t\n", name, x, y, r)
+	}
+	row("urgent jobs", float64(pa.Urgent.Jobs), float64(pb.Urgent.Jobs))
+	row("urgent mean wait (s)", pa.Urgent.Wait.Mean, pb.Urgent.Wait.Mean)
+	row("urgent p90 wait (s)", pa.Urgent.Wait.P90, pb.Urgent.Wait.P90)
+	row("urgent max wait (s)", pa.Urgent.Wait.Max, pb.Urgent.Wait.Max)
+	row("mean wait, all (s)", a.MeanWait, b.MeanWait)
+	row("preemptions", float64(pa.Preemptions), float64(pb.Preemptions))
+	row("preempted twice in window", float64(pa.Twice), float64(pb.Twice))
+	row("lost core-hours (requeue)", pa.LostCoreHours, pb.LostCoreHours)
+	row("placements/s", a.PlacementsPerSec, b.PlacementsPerSec)
+	fmt.Fprintf(tw, "utilization\t%.4f\t%.4f\t%+.4f\t\n", a.Utilization, b.Utilization, a.Utilization-b.Utilization)
+	return tw.Flush()
 }
 
 // printCompare writes the table of a against b: each measure under both

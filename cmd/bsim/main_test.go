@@ -195,3 +195,27 @@ func TestPrecedingFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestLANLPreempt24h replays the first 24 h of the LANL CM-5 log with
+// queue 2 as QOS high, preempting everything else (requeued): high jobs
+// wait less than without preemption, and no job is preempted twice
+// within the window.
+func TestLANLPreempt24h(t *testing.T) {
+	lanl := filepath.Join(traces(t), "LANL-CM5-1994-4.1-cln.swf.gz")
+	o := runJSON(t, "--qos-map", "2=high,*=low", "--span", "24h", lanl)
+	p := o.Preemption
+	if p == nil || p.Preemptions == 0 || p.Urgent.Jobs == 0 {
+		t.Fatalf("preemption %+v; want preemptions of low jobs for high ones", p)
+	}
+	if p.Twice != 0 {
+		t.Errorf("%d preemptions of a job preempted within the window", p.Twice)
+	}
+	var out, errb bytes.Buffer
+	if err := run([]string{"-q", "--qos-map", "2=high,*=low", "--span", "24h", "--compare", "no-preempt", lanl}, &out, &errb); err != nil {
+		t.Fatalf("--compare no-preempt: %v\n%s", err, errb.String())
+	}
+	t.Logf("\n%s", out.String())
+	if !strings.Contains(out.String(), "urgent mean wait") || !strings.Contains(out.String(), "lost core-hours") {
+		t.Errorf("the comparison table lacks the urgent wait or the lost work:\n%s", out.String())
+	}
+}

@@ -25,6 +25,7 @@ import (
 // the flag that caused it.
 type overrides struct {
 	partition, name, walltime, output, account string
+	qos                                        string
 	reservation                                string // -U
 	errorFile                                  string
 	array                                      string // --array
@@ -53,6 +54,7 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.StringVar(&o.output, "o", "", "output file `pattern` of each container, stdout and stderr together: %j (or LSF's\n%J) job id, %h container host, %u user, %x job name (overrides output)")
 	fs.StringVar(&o.errorFile, "e", "", "error file `pattern`: each container's stderr goes there instead of joining\nstdout in the output file; the same % escapes as -o (overrides error)")
 	fs.StringVar(&o.account, "P", "", "fair-share `account` to charge (LSF -P project, Slurm -A)")
+	fs.StringVar(&o.qos, "qos", "", "quality of service (partitions.hcl qos); -q is the queue, the partition")
 	fs.Alias("A", "P")
 	fs.StringVar(&o.reservation, "U", "", "run in the advance `reservation` (LSF -U, Slurm --reservation): only on its nodes,\nwhile its window is open (overrides reservation)")
 	fs.Alias("reservation", "U")
@@ -114,6 +116,9 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 	}
 	if o.account != "" {
 		changes = append(changes, change{"-P", o.account, "account", func() error { spec.Account = o.account; return nil }})
+	}
+	if o.qos != "" {
+		changes = append(changes, change{"--qos", o.qos, "qos", func() error { spec.QOS = o.qos; return nil }})
 	}
 	if o.reservation != "" {
 		changes = append(changes, change{"-U", o.reservation, "reservation", func() error { spec.Reservation = o.reservation; return nil }})

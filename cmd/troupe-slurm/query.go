@@ -130,7 +130,7 @@ func stateSet(vals []string) (map[string]bool, error) {
 	}
 	// Each compact code stands for its long name and back.
 	for _, s := range []string{"PENDING:PD", "CONFIGURING:CF", "RUNNING:R", "SUSPENDED:S", "COMPLETED:CD",
-		"FAILED:F", "CANCELLED:CA", "TIMEOUT:TO", "NODE_FAIL:NF", "REQUEUED:RQ"} {
+		"FAILED:F", "CANCELLED:CA", "TIMEOUT:TO", "NODE_FAIL:NF", "PREEMPTED:PR", "REQUEUED:RQ"} {
 		l, c, _ := strings.Cut(s, ":")
 		if out[l] || out[c] {
 			out[l], out[c] = true, true

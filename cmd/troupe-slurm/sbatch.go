@@ -40,6 +40,7 @@ var sbatchHelp = []string{
 	"-e, --error=PATTERN       error file (default: with the output)",
 	"-p, --partition=NAME      partition",
 	"-A, --account=NAME        account charged",
+	"-q, --qos=NAME            quality of service (partitions.hcl qos)",
 	"    --reservation=NAME    run in reservation NAME: on its nodes, while its window is open",
 	"-n, --ntasks=N            tasks (of -c cores each)",
 	"-N, --nodes=N             nodes: troupe's containers, a multi-node session",

@@ -85,7 +85,8 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				"-u, --user=USERS      these users' jobs (--me: yours)",
 				"-p, --partition=LIST  these partitions' jobs",
 				"-t, --states=LIST     PENDING (PD), RUNNING (R), CONFIGURING (CF), SUSPENDED (S), COMPLETED (CD),\n" +
-					"                        FAILED (F), CANCELLED (CA), TIMEOUT (TO), NODE_FAIL (NF), or all",
+					"                        FAILED (F), CANCELLED (CA), TIMEOUT (TO), NODE_FAIL (NF),\n" +
+					"                        PREEMPTED (PR), or all",
 				"-n, --name=NAMES      jobs of these names",
 				"-A, --account=LIST    jobs charged to these accounts",
 			})

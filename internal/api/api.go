@@ -105,6 +105,7 @@ const (
 	JobCancelled = lifecycle.JobCancelled
 	JobTimeout   = lifecycle.JobTimeout
 	JobNodeFail  = lifecycle.JobNodeFail
+	JobPreempted = lifecycle.JobPreempted
 	JobRequeued  = lifecycle.JobRequeued
 )
 
@@ -283,6 +284,13 @@ type Job struct {
 	Started     time.Time   `json:"started,omitzero"`
 	Ended       time.Time   `json:"ended,omitzero"`
 	ModifyIndex uint64      `json:"modify_index"`
+	// QOS is the job's quality of service, resolved at submit ("": none).
+	QOS string `json:"qos,omitempty"`
+	// Preempt is the job's last preemption: which job it was stopped
+	// for, when, and how.
+	Preempt *Preemption `json:"preempt,omitempty"`
+	// Preempted are the jobs this one preempted to start, in order.
+	Preempted []uint64 `json:"preempted,omitempty"`
 	// EstimatedStart is when a pending job that holds a backfill
 	// reservation is expected to start. The scheduler recomputes it on
 	// every pass (it is not in the raft log); zero when unknown.
@@ -501,6 +509,14 @@ type JobRun struct {
 	Containers []HistoryContainer `json:"containers"`
 }
 
+// Preemption is a running job stopped (or suspended) for a pending one.
+type Preemption struct {
+	By   uint64    `json:"by"`   // the job it was preempted for
+	At   time.Time `json:"at"`   // when the scheduler chose it
+	Mode string    `json:"mode"` // cancel, requeue or suspend
+	Run  int       `json:"run"`  // the run it stopped (the job's Requeues then)
+}
+
 // GPUShare is a slice of one GPU device of a node.
 type GPUShare struct {
 	Device int     `json:"device"` // node-local index, the CUDA_VISIBLE_DEVICES ordinal
@@ -691,6 +707,10 @@ type Assignment struct {
 	// nodes: the node lets them open connections to this job's
 	// containers, and no other user's.
 	Peers []string `json:"peers,omitempty"`
+	// StopGrace, when set, is how long the job's containers have between
+	// SIGTERM and SIGKILL when they are stopped: the partition's
+	// grace_time for a preempted job. 0: the nodelet's own stop grace.
+	StopGrace time.Duration `json:"stop_grace,omitempty"`
 }
 
 // AssignedJob is a job as a nodelet needs it to run its containers: who

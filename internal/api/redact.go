@@ -33,6 +33,11 @@ func (j *Job) Public() Job {
 		EstimatedStart: j.EstimatedStart, Priority: j.Priority, QueuePosition: j.QueuePosition, QueueLength: j.QueueLength,
 		CPUTime: j.CPUTime, MemPeak: j.MemPeak,
 		ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex,
+		QOS: j.QOS, Preempted: slices.Clone(j.Preempted),
+	}
+	if j.Preempt != nil {
+		pr := *j.Preempt
+		p.Preempt = &pr
 	}
 	if j.Array != nil {
 		a := *j.Array
@@ -59,7 +64,7 @@ func (j *Job) Public() Job {
 // publicSpec keeps the job file's settings that size and place the job.
 func publicSpec(s *JobSpec) JobSpec {
 	return JobSpec{
-		Name: s.Name, Partition: s.Partition, Account: s.Account,
+		Name: s.Name, Partition: s.Partition, Account: s.Account, QOS: s.QOS,
 		Walltime: s.Walltime, Priority: s.Priority, Requeue: s.Requeue,
 		Cluster: s.Cluster, Resources: s.Resources, Array: s.Array, Reservation: s.Reservation,
 		Licenses: maps.Clone(s.Licenses),

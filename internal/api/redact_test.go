@@ -39,10 +39,11 @@ var classes = map[reflect.Type]map[string]class{
 		// the attach socket cross-user), paths and the user's data.
 		"SessionID": withheld, "RequestID": withheld, "Network": withheld, "GID": withheld, "Cwd": withheld,
 		"KillWanted": withheld, "Cancelled": withheld, "KillDone": withheld, "TimedOut": withheld, "Requeues": withheld,
+		"QOS": shown, "Preempt": shown, "Preempted": shown,
 		"LastRequeue": withheld, "ExcludeNodes": withheld, "Runs": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
 	},
 	reflect.TypeFor[api.JobSpec](): {
-		"Name": shown, "Partition": shown, "Account": shown, "Walltime": shown, "Priority": shown,
+		"Name": shown, "Partition": shown, "Account": shown, "QOS": shown, "Walltime": shown, "Priority": shown,
 		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown, "Reservation": shown, "Licenses": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
 		"Output": withheld, "Error": withheld, "Roles": withheld, "SSH": withheld,

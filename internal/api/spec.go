@@ -19,9 +19,12 @@ type JobSpec struct {
 	Account   string `json:"account,omitempty"`
 	// Reservation names the reservation the job runs in (bsub -U,
 	// sbatch --reservation); empty: none.
-	Reservation string        `json:"reservation,omitempty"`
-	Walltime    time.Duration `json:"walltime,omitempty"` // 0: partition default
-	Priority    int           `json:"priority,omitempty"` // nice; <= 0 lowers
+	Reservation string `json:"reservation,omitempty"`
+	// QOS is the quality of service asked for; empty: the partition's
+	// or the account's default.
+	QOS      string        `json:"qos,omitempty"`
+	Walltime time.Duration `json:"walltime,omitempty"` // 0: partition default
+	Priority int           `json:"priority,omitempty"` // nice; <= 0 lowers
 	// Requeue puts the job back in the queue when a node it runs on
 	// fails, instead of ending it NODE_FAIL.
 	Requeue bool `json:"requeue,omitempty"`

@@ -277,11 +277,12 @@ var stateAliases = map[string]api.JobState{
 	"R": api.JobRunning, "RUN": api.JobRunning, "CF": api.JobPreparing, "CONFIGURING": api.JobPreparing,
 	"S": api.JobScheduled, "CD": api.JobCompleted, "DONE": api.JobCompleted, "F": api.JobFailed,
 	"EXIT": api.JobFailed, "CA": api.JobCancelled, "TO": api.JobTimeout, "NF": api.JobNodeFail,
+	"PR": api.JobPreempted,
 }
 
 // AllStates are the job states, in lifecycle order.
 var AllStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, api.JobPreparing, api.JobRunning,
-	api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail}
+	api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail, api.JobPreempted}
 
 // ParseStates reads a comma-separated list of job states: the full names
 // (case-insensitive), LSF's (PEND, RUN, DONE, EXIT) or Slurm's short codes

@@ -33,7 +33,7 @@ const (
 // PSUSP (held), RUN (scheduled, starting or running), USUSP (running but
 // stopped by bstop: the last STOP or CONT sent to all its containers was
 // STOP), DONE (completed), EXIT (failed, cancelled, timed out, node
-// failed), UNKWN (a state troupe does not know). troupe never suspends a
+// failed, preempted: LSF has no end state of its own for it), UNKWN (a state troupe does not know). troupe never suspends a
 // job itself, so SSUSP is never shown.
 func LSFState(j api.Job) string {
 	switch j.State {
@@ -48,7 +48,7 @@ func LSFState(j api.Job) string {
 		return LSFRun
 	case api.JobCompleted:
 		return LSFDone
-	case api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail:
+	case api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail, api.JobPreempted:
 		return LSFExit
 	}
 	return LSFUnknown

@@ -43,10 +43,10 @@ func SlurmState(j api.Job) string {
 // slurmCompact are squeue's %t codes of SlurmState's names.
 var slurmCompact = map[string]string{
 	"PENDING": "PD", "CONFIGURING": "CF", "RUNNING": "R", "SUSPENDED": "S",
-	"COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA", "TIMEOUT": "TO", "NODE_FAIL": "NF", "REQUEUED": "RQ",
+	"COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA", "TIMEOUT": "TO", "NODE_FAIL": "NF", "PREEMPTED": "PR", "REQUEUED": "RQ",
 }
 
-// SlurmCompactState is squeue's %t for j: PD, CF, R, S, CD, F, CA, TO, NF.
+// SlurmCompactState is squeue's %t for j: PD, CF, R, S, CD, F, CA, TO, NF, PR.
 func SlurmCompactState(j api.Job) string { return slurmCompact[SlurmState(j)] }
 
 // SlurmStates are the states squeue -t and sacct -s take, long and

@@ -66,7 +66,7 @@ func EndedFilterFlags(fs *FlagSet) *EndedFilter {
 	f.until = fs.String("until", "", "only jobs that ended at or before `time`")
 	fs.Var(&f.accounts, "A", "only jobs charged to `account` (repeatable, or comma-separated)")
 	fs.Var(&f.partitions, "p", "only jobs of `partition` (repeatable, or comma-separated)")
-	fs.Var(&f.states, "s", "only jobs that ended in `state`: COMPLETED, FAILED, CANCELLED, TIMEOUT or NODE_FAIL\n(repeatable, or comma-separated)")
+	fs.Var(&f.states, "s", "only jobs that ended in `state`: COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL or PREEMPTED\n(repeatable, or comma-separated)")
 	return f
 }
 
@@ -77,7 +77,7 @@ func (f *EndedFilter) EndedOnly() bool {
 }
 
 // endStates are the states -s takes.
-var endStates = []string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "REQUEUED"}
+var endStates = []string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "REQUEUED"}
 
 // Query adds the filters to q (GET /v1/history's and /v1/accounting's
 // parameters); times are read at now. A bad value is an error naming

@@ -31,6 +31,9 @@ const (
 	JobCancelled JobState = "CANCELLED"
 	JobTimeout   JobState = "TIMEOUT"
 	JobNodeFail  JobState = "NODE_FAIL"
+	// JobPreempted: the job was stopped for a more urgent one, its
+	// partition's (or QOS's) preempt_mode being cancel.
+	JobPreempted JobState = "PREEMPTED"
 	// JobRequeued is the state of an earlier run of a job in history: a
 	// node failure ended that run and put the job back in the queue. No
 	// job is ever in it; its record is (Slurm's sacct shows such a run
@@ -41,7 +44,7 @@ const (
 // Terminal reports whether no further transition can happen.
 func (s JobState) Terminal() bool {
 	switch s {
-	case JobCompleted, JobFailed, JobCancelled, JobTimeout, JobNodeFail:
+	case JobCompleted, JobFailed, JobCancelled, JobTimeout, JobNodeFail, JobPreempted:
 		return true
 	}
 	return false

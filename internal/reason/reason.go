@@ -35,6 +35,12 @@ const (
 	// ArrayTaskLimit: an array element waits because its array runs as
 	// many elements as its max_running allows (Slurm's name).
 	ArrayTaskLimit = "JobArrayTaskLimit"
+	// Preempting: the job waits for the running jobs it preempted to
+	// stop; what they free is reserved for it.
+	Preempting = "Preempting"
+	// Preempted: the job was stopped for a more urgent one and waits to
+	// run again (a requeued victim, until the next pass ranks it).
+	Preempted = "Preempted"
 	// Reservation: the job runs in a reservation (bsub --reservation)
 	// whose window has not begun, or whose window or nodes cannot take
 	// it now.
@@ -65,13 +71,15 @@ func HeldByReservation(r string) bool {
 }
 
 // Pending lists every pending reason.
-var Pending = []string{Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Reservation, ReservationDeleted, Maintenance, Licenses}
+var Pending = []string{Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Reservation, ReservationDeleted, Maintenance, Licenses,
+	Preempting, Preempted}
 
 // IsPending reports whether r is one of the pending reasons (the others a
 // job shows are end causes and messages, free text).
 func IsPending(r string) bool {
 	switch r {
-	case Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Reservation, ReservationDeleted, Maintenance, Licenses:
+	case Resources, Priority, PartitionLimit, AccountLimit, Dependency, Held, DependencyNeverSatisfied, ArrayTaskLimit, Reservation, ReservationDeleted, Maintenance, Licenses,
+		Preempting, Preempted:
 		return true
 	}
 	return HeldByReservation(r)

@@ -47,6 +47,7 @@ func (o *Options) Job(s Submit) (*jobspec.Job, error) {
 		Partition:   o.Partition,
 		Account:     o.Account,
 		Reservation: o.Reservation,
+		QOS:         o.QOS,
 		Walltime:    o.Walltime,
 		Output:      o.Output,
 		Error:       o.Error,

@@ -21,6 +21,7 @@ type Options struct {
 	Name, Partition, Account, Group string
 	// Reservation is LSF's -U and Slurm's --reservation.
 	Reservation   string
+	QOS           string // Slurm --qos, bsub --qos
 	Output, Error string
 	Cwd           string
 	Image         string
@@ -322,7 +323,7 @@ var slurmOptions = map[string]option{
 	"--no-requeue":     {false, func(*Options, string, site) error { return nil }},
 	"--requeue":        {false, ignored("requeue for script jobs; use the job file's requeue")},
 	"--signal":         {true, ignored("warning signals before the time limit")},
-	"--qos":            {true, ignored("QOS; partitions carry the limits")},
+	"--qos":            {true, str(func(o *Options) *string { return &o.QOS })},
 	"--constraint":     {true, ignored("node features")},
 	"--nice":           {true, ignored("nice for script jobs; use the job file's priority")},
 	"--priority":       {true, ignored("user priority per job; use the job file's priority")},

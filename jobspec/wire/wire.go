@@ -16,7 +16,7 @@ import (
 // PositionsOf).
 func ToAPI(j jobspec.Job) api.JobSpec {
 	s := api.JobSpec{
-		Name: j.Name, Partition: j.Partition, Account: j.Account, Reservation: j.Reservation, Walltime: j.Walltime, Priority: j.Priority,
+		Name: j.Name, Partition: j.Partition, Account: j.Account, Reservation: j.Reservation, QOS: j.QOS, Walltime: j.Walltime, Priority: j.Priority,
 		Requeue: j.Requeue, SSH: j.SSH, Cluster: api.Cluster(j.Cluster), Resources: api.JobResources(j.Resources),
 		Image: j.Image, Command: j.Command, Workdir: j.Workdir, Env: j.Env, Output: j.Output, Error: j.Error,
 		Licenses: j.Licenses,
@@ -49,7 +49,7 @@ func ToAPI(j jobspec.Job) api.JobSpec {
 // FromAPI is spec s as a job file's, without source positions.
 func FromAPI(s api.JobSpec) jobspec.Job {
 	j := jobspec.Job{
-		Name: s.Name, Partition: s.Partition, Account: s.Account, Reservation: s.Reservation, Walltime: s.Walltime, Priority: s.Priority,
+		Name: s.Name, Partition: s.Partition, Account: s.Account, Reservation: s.Reservation, QOS: s.QOS, Walltime: s.Walltime, Priority: s.Priority,
 		Requeue: s.Requeue, SSH: s.SSH, Cluster: jobspec.Cluster(s.Cluster), Resources: jobspec.Resources(s.Resources),
 		Image: s.Image, Command: s.Command, Workdir: s.Workdir, Env: s.Env, Output: s.Output, Error: s.Error,
 		Licenses: s.Licenses,

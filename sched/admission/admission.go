@@ -135,6 +135,7 @@ type Job struct {
 	RequestID   string
 	Partition   string
 	Account     string
+	QOS         string        // the spec's, else the partition's or the account's default
 	Walltime    time.Duration // the spec's, else the partition's default
 	Containers  []jobspec.Container
 	DependsOn   *api.Dependency // conditions without the server's statuses
@@ -292,6 +293,7 @@ func (j *Job) request(req api.SubmitRequest, v View, set Settings) []Problem {
 		probs = append(probs, j.problem("account", "%v", err))
 	}
 	j.Account = account
+	probs = append(probs, j.qos(cfg, p)...)
 	if req.DependsOn != nil {
 		if err := CheckDependency(req.DependsOn, v); err != nil {
 			probs = append(probs, Problem{Path: "depends_on", Message: err.Error()})
@@ -417,6 +419,25 @@ func bytesText(n int) string {
 func inputSize(j *Job) int {
 	n, _ := j.Spec.InputSize()
 	return n
+}
+
+// qos resolves the job's QOS (the one it names, else its partition's
+// default, else its account's) and refuses a walltime past the QOS's
+// max_wall.
+func (j *Job) qos(cfg *partition.Config, p *partition.Partition) []Problem {
+	q, err := cfg.ResolveQOS(p, j.Account, j.Spec.QOS)
+	if err != nil {
+		return []Problem{j.problem("qos", "%v", err)}
+	}
+	j.QOS = q
+	if qs := cfg.QOSByName(q); qs != nil && qs.MaxWall > 0 && (j.Walltime == 0 || j.Walltime > qs.MaxWall) {
+		w := "none (unlimited)"
+		if j.Walltime > 0 {
+			w = units.FormatDuration(j.Walltime)
+		}
+		return []Problem{j.problem("walltime", "walltime %s exceeds qos %s's limit of %s (max_wall)", w, q, units.FormatDuration(qs.MaxWall))}
+	}
+	return nil
 }
 
 // reservation refuses a job naming a reservation that does not exist,

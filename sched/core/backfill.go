@@ -33,6 +33,7 @@ type use struct {
 type event struct {
 	at   int64
 	uses []use
+	job  uint64 // the running job whose end it is; 0 for the pass's own
 	lic  map[string]int
 }
 
@@ -60,6 +61,10 @@ type backfill struct {
 	resv     []reservation
 	nodeResv [][]int32 // node → its reservations (indexes into resv)
 	reserved []use     // what the reservations hold, for projections
+	// stopped are the running jobs preempted in this pass; dirty: their
+	// events are not yet moved to now (sortRunning).
+	stopped map[uint64]bool
+	dirty   bool
 	// lic is the pass's free licenses (nil: none); reservedLic what the
 	// reservations hold of them, for projections.
 	lic         *licenses
@@ -73,7 +78,10 @@ func newBackfill(c *cluster, g *gate, s *Snapshot, now time.Time) *backfill {
 	b.running = append(b.running, g.ends()...)
 	for _, r := range s.Running {
 		end := r.Start.Add(walltime(r.Walltime)).UnixNano()
-		ev := event{at: max(end, b.now), lic: r.Licenses}
+		if r.StoppingFor != 0 {
+			end = b.now // preempted: being stopped now
+		}
+		ev := event{at: max(end, b.now), job: r.JobID, lic: r.Licenses}
 		for i, name := range r.Nodes {
 			n, ok := c.byName[name]
 			if !ok || i >= len(r.Containers) {
@@ -89,6 +97,51 @@ func newBackfill(c *cluster, g *gate, s *Snapshot, now time.Time) *backfill {
 	}
 	slices.SortStableFunc(b.running, func(a, b event) int { return cmp.Compare(a.at, b.at) })
 	return b
+}
+
+// stopping moves the ends of the running jobs ids to now: they were
+// just preempted. The events are re-sorted when next walked (sortRunning).
+func (b *backfill) stopping(ids []uint64) {
+	if b.stopped == nil {
+		b.stopped = map[uint64]bool{}
+	}
+	for _, id := range ids {
+		b.stopped[id] = true
+	}
+	b.dirty = true
+}
+
+// sortRunning brings the events of jobs preempted in this pass to now
+// and the events back in time order.
+func (b *backfill) sortRunning() {
+	if !b.dirty {
+		return
+	}
+	for i := range b.running {
+		if b.stopped[b.running[i].job] {
+			b.running[i].at = b.now
+		}
+	}
+	slices.SortStableFunc(b.running, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	b.dirty = false
+}
+
+// hold reserves us for a job from now until end: after is what each of
+// its nodes has once its victims are gone and it is placed, the slack a
+// job started now may use there.
+func (b *backfill) hold(jobID uint64, us []use, after map[int32]*nstate, end int64) {
+	r := reservation{jobID: jobID, start: b.now, end: end, slack: map[int32]*slack{}}
+	if b.nodeResv == nil {
+		b.nodeResv = make([][]int32, len(b.c.nodes))
+	}
+	ri := int32(len(b.resv))
+	for i, n := range after {
+		r.slack[i] = &slack{res: n.free, dev: n.dev}
+		b.nodeResv[i] = append(b.nodeResv[i], ri)
+	}
+	b.resv = append(b.resv, r)
+	b.reserved = append(b.reserved, us...)
+	b.placed = append(b.placed, event{at: end, uses: us})
 }
 
 // walltime is how long a job of walltime w is expected to run: w, the
@@ -208,6 +261,7 @@ func giveBack(n *nstate, u use) {
 // and reserves the nodes it would take then for w. It reports false when
 // j fits nowhere even once everything known has ended.
 func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64) (int64, gangFit, bool) {
+	b.sortRunning()
 	proj := b.project()
 	placed := slices.Clone(b.placed)
 	slices.SortStableFunc(placed, func(a, b event) int { return cmp.Compare(a.at, b.at) })

@@ -53,3 +53,54 @@ func BenchmarkPassSteady(b *testing.B) {
 func BenchmarkPass(b *testing.B) {
 	benchPass(b, sim.BusySnapshot(10000, 100000), "")
 }
+
+// preemptible is s with preemption on: the running jobs are of QOS low,
+// whose partition requeues them, and every tenth queued job is of QOS
+// high, which preempts low. The target: a pass at least 80% as fast as
+// the same without preemption (BenchmarkPass, BenchmarkPassSteady).
+func preemptible(s core.Snapshot) core.Snapshot { return preemptEvery(s, 10) }
+
+// preemptEvery is preemptible with every k-th queued job of QOS high.
+func preemptEvery(s core.Snapshot, k int) core.Snapshot {
+	s.Partitions = map[string]core.Partition{"": {PreemptMode: core.PreemptRequeue}}
+	s.QOS = map[string]core.QOS{"high": {Priority: 10, Preempt: []string{"low"}}, "low": {Priority: 1}}
+	for i := range s.Running {
+		s.Running[i].QOS = "low"
+	}
+	for i := range s.Queue {
+		if i%k == 0 {
+			s.Queue[i].QOS = "high"
+		} else {
+			s.Queue[i].QOS = "low"
+		}
+	}
+	return s
+}
+
+// BenchmarkPassPreempt: BenchmarkPass with preemption on.
+func BenchmarkPassPreempt(b *testing.B) {
+	benchPass(b, preemptible(sim.BusySnapshot(10000, 100000)), "")
+}
+
+// BenchmarkPassPreemptFew: BenchmarkPass with preemption on and one
+// queued job in a hundred of QOS high.
+func BenchmarkPassPreemptFew(b *testing.B) {
+	benchPass(b, preemptEvery(sim.BusySnapshot(10000, 100000), 100), "")
+}
+
+// BenchmarkPassSteadyPreempt: BenchmarkPassSteady with preemption on.
+func BenchmarkPassSteadyPreempt(b *testing.B) {
+	s := preemptible(sim.BusySnapshot(10000, 100000))
+	// The previous pass's reasons and preemptions recorded: its victims
+	// are stopping for their preemptors.
+	p := core.Schedule(s, s.Queue[len(s.Queue)-1].Submit)
+	sim.SettleReasons(&s)
+	by := map[uint64]uint64{}
+	for _, pr := range p.Preemptions {
+		by[pr.Victim] = pr.By
+	}
+	for i := range s.Running {
+		s.Running[i].StoppingFor = by[s.Running[i].JobID]
+	}
+	benchPass(b, s, "")
+}

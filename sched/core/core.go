@@ -36,8 +36,13 @@
 //	   later jobs (shortest walltime first with ShortestFirst) start now
 //	     only if they delay no reservation (Placement.Backfilled), else
 //	     Priority
+//	   │ does not fit, may preempt (preempt.go)
 //	   ▼
-//	Plan{Placements, Reasons (changes only), Starts}
+//	preemption: the fewest, lowest-ranked, youngest running jobs whose
+//	   stop lets the whole gang start ──► Preemptions + Preempting, and
+//	   a reservation from now on what they free
+//	   ▼
+//	Plan{Placements, Reasons (changes only), Starts, Preemptions}
 //
 // Every input of every stage is in the Snapshot: the caller (schedd's
 // sched/snapshot.go, bsim's sim) only describes the jobs and the
@@ -54,6 +59,7 @@ package core
 
 import (
 	"cmp"
+	"slices"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/reason"
@@ -70,6 +76,8 @@ import (
 //     first to the reservation), partition tier.
 //   - Below the reservation, jobs start shortest walltime first where
 //     they delay it not (EASY backfill with shortest-job backfilling).
+//   - Where partitions or QOSes allow preemption, a job preempted is
+//     not preempted again for DefaultPreemptWindow.
 //
 // On the shared traces (cmd/bsim --compare easy) it beats EASY's mean
 // bounded slowdown and mean wait at the same utilization, while no job
@@ -77,14 +85,19 @@ import (
 // quarter of the machine wait less on average.
 func DefaultPolicy() Policy {
 	return Policy{
-		Weights:          Weights{Age: 10000, FairShare: 10000, JobSize: 20000, Partition: 10000},
+		Weights:          Weights{Age: 10000, FairShare: 10000, JobSize: 20000, Partition: 10000, QOS: 10000},
 		MaxAge:           DefaultMaxAge,
 		ReservationDepth: 1,
 		KeepReservations: true,
 		StarvationAge:    DefaultStarvationAge,
 		ShortestFirst:    true,
+		PreemptWindow:    DefaultPreemptWindow,
 	}
 }
+
+// DefaultPreemptWindow is DefaultPolicy's preemption window: a job
+// preempted less than this ago is not preempted again.
+const DefaultPreemptWindow = 10 * time.Minute
 
 // DefaultStarvationAge is DefaultPolicy's starvation threshold: a job
 // pending this long goes before every job that has not, oldest first.
@@ -98,7 +111,8 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	ok := eligible(&s, &plan)
 	c := newCluster(s.Nodes)
 	pr := newPrio(&s, c.totalCPU)
-	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s), lic: newLicenses(&s), gate: newGate(c, s.Reservations, now)}
+	pass := pass{s: &s, c: c, now: now, plan: &plan, limits: newLimits(&s), lic: newLicenses(&s), gate: newGate(c, s.Reservations, now),
+		pre: newPreemption(&s)}
 	pass.prepare(ok)
 	pass.reservations(ok)
 	order := pr.order(s.Queue, ok, now)
@@ -112,7 +126,7 @@ func Schedule(s Snapshot, now time.Time) Plan {
 	for k, qi := range order {
 		// A kept reservation is held whatever the depth; an aged job
 		// without one gets one while the depth allows, as any other.
-		pass.job(qi, k < front && s.Policy.KeepReservations && s.Queue[qi].Reason == reason.Resources)
+		pass.job(qi, k < front && s.Policy.KeepReservations && keeps(&s.Queue[qi]))
 		if !sorted && k+1 >= front && len(pass.bf.resv) >= s.Policy.ReservationDepth {
 			pass.shortestFirst(order[k+1:])
 			sorted = true
@@ -138,19 +152,35 @@ func (p *pass) promote(order []int32) ([]int32, int) {
 		return order, 0
 	}
 	// Oldest first; submit times equal to the microsecond keep priority
-	// order.
+	// order. A job waiting for the jobs it preempted goes before them
+	// all: what its victims free is its own.
 	rs := make([]ranked, len(front))
 	for k, qi := range front {
 		rs[k] = ranked{p: -float64(p.s.Queue[qi].Submit.UnixNano()), i: qi}
 	}
 	radixOrder(rs, front)
+	slices.SortStableFunc(front, func(a, b int32) int {
+		return preempting(&p.s.Queue[b]) - preempting(&p.s.Queue[a])
+	})
 	return append(front, rest...), len(front)
+}
+
+// keeps reports whether j holds a reservation from an earlier pass: it
+// waited for resources, or for the jobs it preempted to stop.
+func keeps(j *Job) bool { return j.Reason == reason.Resources || j.Reason == reason.Preempting }
+
+// preempting is 1 when j waits for the jobs it preempted, else 0.
+func preempting(j *Job) int {
+	if j.Reason == reason.Preempting {
+		return 1
+	}
+	return 0
 }
 
 // promoted reports whether j goes before the priority order.
 func (p *pass) promoted(j *Job) bool {
 	pol := &p.s.Policy
-	if pol.KeepReservations && j.Reason == reason.Resources {
+	if pol.KeepReservations && keeps(j) {
 		return true
 	}
 	t := starvationAge(p.s, j.Partition)
@@ -241,6 +271,7 @@ type pass struct {
 	noRoom []bool
 	meta   []jobMeta
 	limits limits
+	pre    preemption
 	lic    *licenses // nil: no licenses in the snapshot
 }
 
@@ -279,6 +310,9 @@ func (p *pass) job(qi int32, reserved bool) {
 	full := p.bf != nil && len(p.bf.resv) >= pol.ReservationDepth
 	if !reserved && (p.strict || (p.blocked && pol.MaxBackfillJobs > 0 && p.tried >= pol.MaxBackfillJobs) ||
 		(full && m.shape >= 0 && m.end >= p.failed[m.shape])) {
+		if !p.strict && p.preempt(&p.s.Queue[qi], p.s.Partitions[p.s.Queue[qi].Partition].GPUQuantum) {
+			return
+		}
 		if !m.priority {
 			p.plan.setReason(&p.s.Queue[qi], reason.Priority)
 		}
@@ -348,9 +382,17 @@ func (p *pass) job(qi int32, reserved bool) {
 // such a reason keeps no backfill reservation from one pass to the next
 // (KeepReservations keeps those of Resources only), so a window over
 // the whole machine does not make every waiting job a kept reservation.
+// A job that may preempt stops running jobs instead, when that lets it
+// start (preempt.go), and waits Preempting while they stop.
 func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, shape int32, quantum float64, reserved bool, why string) {
+	if why == "" && own < 0 && p.preempt(j, quantum) {
+		return
+	}
 	p.blocked = true
 	held := why
+	if held == "" && p.pre.waiting[j.ID] {
+		held = reason.Preempting // its victims are still stopping
+	}
 	if held == "" {
 		held = p.heldBack(j, own, end, shape, quantum)
 	}
@@ -360,7 +402,7 @@ func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, shape int32, 
 		p.plan.setReason(j, or(reason.Resources))
 		return
 	}
-	if !reserved && len(p.bf.resv) >= p.s.Policy.ReservationDepth {
+	if !reserved && held != reason.Preempting && len(p.bf.resv) >= p.s.Policy.ReservationDepth {
 		p.plan.setReason(j, or(reason.Priority))
 		return
 	}

@@ -14,7 +14,8 @@ import (
 //	its array runs as many elements as its throttle allows
 //	  (Snapshot.ArraySlots)                              ──► JobArrayTaskLimit
 //	its user's running jobs in its partition with it would pass
-//	  Partition.UserLimits                               ──► AccountLimit
+//	  Partition.UserLimits, or its user's running jobs of its QOS
+//	  QOS.UserLimits                                     ──► AccountLimit
 
 // limits is the limits stage of one pass.
 type limits struct {
@@ -54,8 +55,12 @@ func (l *limits) started(j *Job) {
 	l.users.started(j)
 }
 
-// userPart keys what one user holds in one partition.
-type userPart struct{ user, part string }
+// userPart keys what one user holds in one partition, or (qos set) in
+// one QOS.
+type userPart struct {
+	user, part string
+	qos        bool
+}
 
 // holding is what one user's jobs hold in one partition.
 type holding struct {
@@ -81,29 +86,38 @@ func newUserLimits(s *Snapshot) *userLimits {
 			break
 		}
 	}
+	for _, q := range s.QOS {
+		limited = limited || q.UserLimits.set()
+	}
 	if !limited {
 		return nil
 	}
 	u := &userLimits{s: s, held: map[userPart]holding{}}
 	for i := range s.Running {
 		r := &s.Running[i]
-		if !s.Partitions[r.Partition].UserLimits.set() {
-			continue
+		if s.Partitions[r.Partition].UserLimits.set() {
+			u.add(userPart{r.User, r.Partition, false}, r.Containers)
 		}
-		k := userPart{r.User, r.Partition}
-		h := u.held[k]
-		h.jobs++
-		for _, c := range r.Containers {
-			h.res = h.res.Add(c)
+		if r.QOS != "" && s.QOS[r.QOS].UserLimits.set() {
+			u.add(userPart{r.User, r.QOS, true}, r.Containers)
 		}
-		u.held[k] = h
 	}
 	return u
 }
 
-// plus is what j's user would hold in j's partition with j started.
-func (u *userLimits) plus(j *Job) holding {
-	h := u.held[userPart{j.User, j.Partition}]
+// add counts one job of containers cs toward k.
+func (u *userLimits) add(k userPart, cs []Res) {
+	h := u.held[k]
+	h.jobs++
+	for _, c := range cs {
+		h.res = h.res.Add(c)
+	}
+	u.held[k] = h
+}
+
+// plus is what j's user would hold under k with j started.
+func (u *userLimits) plus(j *Job, k userPart) holding {
+	h := u.held[k]
 	h.jobs++
 	for _, c := range j.Containers {
 		h.res = h.res.Add(c)
@@ -117,18 +131,31 @@ func (u *userLimits) over(j *Job) bool {
 	if u == nil {
 		return false
 	}
-	l := u.s.Partitions[j.Partition].UserLimits
+	if l := u.s.Partitions[j.Partition].UserLimits; l.set() {
+		if h := u.plus(j, userPart{j.User, j.Partition, false}); l.exceeded(h.jobs, h.res) {
+			return true
+		}
+	}
+	if j.QOS == "" {
+		return false
+	}
+	l := u.s.QOS[j.QOS].UserLimits
 	if !l.set() {
 		return false
 	}
-	h := u.plus(j)
+	h := u.plus(j, userPart{j.User, j.QOS, true})
 	return l.exceeded(h.jobs, h.res)
 }
 
 // started counts j, placed in this pass, toward its user's holding.
 func (u *userLimits) started(j *Job) {
-	if u == nil || !u.s.Partitions[j.Partition].UserLimits.set() {
+	if u == nil {
 		return
 	}
-	u.held[userPart{j.User, j.Partition}] = u.plus(j)
+	if u.s.Partitions[j.Partition].UserLimits.set() {
+		u.add(userPart{j.User, j.Partition, false}, j.Containers)
+	}
+	if j.QOS != "" && u.s.QOS[j.QOS].UserLimits.set() {
+		u.add(userPart{j.User, j.QOS, true}, j.Containers)
+	}
 }

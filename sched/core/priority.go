@@ -11,6 +11,7 @@ import (
 //	fairshare = Job.FairShare (F = 2^(−U/S), from sched/fairshare)
 //	jobsize   = job CPUs / cluster CPUs (1 − that with FavorSmall)
 //	partition = partition Tier / highest Tier
+//	qos       = QOS Priority / highest QOS Priority
 //
 // and priority = Σ weight × factor − nice.
 
@@ -19,9 +20,9 @@ const DefaultMaxAge = 7 * 24 * time.Hour
 
 // Factors are one job's priority factors and the resulting priority.
 type Factors struct {
-	Age, FairShare, JobSize, Partition float64
-	Nice                               float64
-	Priority                           float64
+	Age, FairShare, JobSize, Partition, QOS float64
+	Nice                                    float64
+	Priority                                float64
 }
 
 // prio holds what every job's factors share in one pass.
@@ -31,17 +32,22 @@ type prio struct {
 	favorSmall bool
 	totalCPU   int64
 	maxTier    float64
+	maxQOS     float64
 	parts      map[string]Partition
+	qos        map[string]QOS
 }
 
 func newPrio(s *Snapshot, totalCPU int64) prio {
 	p := prio{w: s.Policy.Weights, maxAge: s.Policy.MaxAge, favorSmall: s.Policy.FavorSmall,
-		totalCPU: totalCPU, parts: s.Partitions}
+		totalCPU: totalCPU, parts: s.Partitions, qos: s.QOS}
 	if p.maxAge <= 0 {
 		p.maxAge = DefaultMaxAge
 	}
 	for _, pt := range s.Partitions {
 		p.maxTier = max(p.maxTier, pt.Tier)
+	}
+	for _, q := range s.QOS {
+		p.maxQOS = max(p.maxQOS, q.Priority)
 	}
 	return p
 }
@@ -64,14 +70,17 @@ func (p *prio) factors(j *Job, now time.Time) Factors {
 	if p.maxTier > 0 {
 		f.Partition = clamp01(p.parts[j.Partition].Tier / p.maxTier)
 	}
+	if p.maxQOS > 0 && j.QOS != "" {
+		f.QOS = clamp01(p.qos[j.QOS].Priority / p.maxQOS)
+	}
 	f.Nice = j.Nice
 	f.Priority = p.w.Age*f.Age + p.w.FairShare*f.FairShare + p.w.JobSize*f.JobSize +
-		p.w.Partition*f.Partition - f.Nice
+		p.w.Partition*f.Partition + p.w.QOS*f.QOS - f.Nice
 	return f
 }
 
 func (p *prio) weighted() bool {
-	return p.w.Age != 0 || p.w.FairShare != 0 || p.w.JobSize != 0 || p.w.Partition != 0
+	return p.w.Age != 0 || p.w.FairShare != 0 || p.w.JobSize != 0 || p.w.Partition != 0 || p.w.QOS != 0
 }
 
 // JobFactors computes j's priority factors as Schedule would in s at now

@@ -117,6 +117,10 @@ type Job struct {
 	// health check failed while the job ran there): placement and
 	// backfill leave them out for this job alone.
 	Exclude []string
+	// QOS is the job's quality of service (Snapshot.QOS): its priority
+	// adds to the job's, its per-user limits apply, and its Preempt list
+	// names the QOSes the job may preempt. "": none.
+	QOS string
 	// Reservation, when set, names the reservation (Snapshot.Reservations)
 	// the job runs in: only on its nodes, only while its window is open.
 	Reservation string
@@ -145,6 +149,15 @@ type Running struct {
 	Containers []Res
 	// GPUs[i] are container i's device shares; nil when none or unknown.
 	GPUs [][]GPUShare
+	// QOS is the job's quality of service.
+	QOS string
+	// StoppingFor, when not 0, is the pending job this one was preempted
+	// for: it is being stopped (its resources are expected back now) and
+	// is no candidate for another preemption.
+	StoppingFor uint64
+	// Preempted is when the job was last preempted (zero: never): it is
+	// not preempted again within Policy.PreemptWindow of it.
+	Preempted time.Time
 	// Licenses the job holds until it ends (Job.Licenses).
 	Licenses map[string]int
 }
@@ -167,6 +180,40 @@ type Partition struct {
 	// Jobs are the partition's limits on each job: a job past one waits
 	// with reason.PartitionLimit (the eligible stage).
 	Jobs JobLimits
+	// PreemptMode is how the partition's running jobs are preempted
+	// (PreemptCancel, PreemptRequeue, PreemptSuspend); "" or PreemptOff:
+	// they are not. A job's QOS may override it (QOS.PreemptMode).
+	PreemptMode string
+	// PreemptExempt: a job of the partition that has run less than this
+	// is not preempted.
+	PreemptExempt time.Duration
+}
+
+// Preemption modes (the same strings as partitions.hcl's preempt_mode).
+const (
+	PreemptOff     = "off"
+	PreemptCancel  = "cancel"
+	PreemptRequeue = "requeue"
+	PreemptSuspend = "suspend"
+)
+
+// QOS is what the core needs of a quality of service.
+type QOS struct {
+	// Priority adds Weights.QOS × Priority / (highest QOS priority) to
+	// its jobs' priority, and ranks victims: a job of a lower QOS
+	// priority is preempted first, one of an equal or higher one never
+	// by a QOS preemption.
+	Priority float64
+	// Preempt are the QOSes whose running jobs this QOS's pending jobs
+	// may preempt.
+	Preempt []string
+	// PreemptMode overrides the partition's for the QOS's jobs; "":
+	// the partition's.
+	PreemptMode string
+	// UserLimits cap what one user's running jobs of the QOS hold at
+	// once, across partitions (max_jobs_per_user, max_cpu_per_user,
+	// max_gpu_per_user); a job past them waits with reason.AccountLimit.
+	UserLimits Limits
 }
 
 // JobLimits are what a partition takes (partitions.hcl's max_walltime,
@@ -218,6 +265,7 @@ type Weights struct {
 	FairShare float64
 	JobSize   float64
 	Partition float64
+	QOS       float64
 }
 
 // Policy is the scheduling policy. The zero Policy is strict FIFO in
@@ -254,6 +302,9 @@ type Policy struct {
 	// candidates) shortest walltime first, ties in priority order; the
 	// reservations still go by priority.
 	ShortestFirst bool
+	// PreemptWindow: a job preempted less than this ago is not preempted
+	// again (no thrashing). Zero: no window.
+	PreemptWindow time.Duration
 }
 
 // Snapshot is everything the core may look at. The core does not modify
@@ -278,6 +329,9 @@ type Snapshot struct {
 	// element) that a queued job's dependency names. A job named but
 	// missing here is taken as gone: the dependency can never be met.
 	Named map[JobRef]JobStatus
+	// QOS are the qualities of service by name; a name missing here has
+	// the zero QOS.
+	QOS map[string]QOS
 	// Reservations set nodes aside for windows of time (reservation.go):
 	// no job outside one runs on its nodes across its window.
 	Reservations []Reservation
@@ -323,7 +377,22 @@ type Plan struct {
 	// pass (they move with now); Empty ignores them, so callers keep them
 	// out of the replicated log.
 	Starts []StartEstimate
+	// Preemptions are the running jobs to stop (or suspend) for pending
+	// ones, in the order decided.
+	Preemptions []Preemption
+}
+
+// Preemption is one running job stopped for a pending one.
+type Preemption struct {
+	// Victim is the running job to stop, By the pending job it is
+	// stopped for.
+	Victim, By uint64
+	// Mode is PreemptCancel, PreemptRequeue or PreemptSuspend: what
+	// becomes of the victim.
+	Mode string
 }
 
 // Empty reports whether the plan changes nothing that must be committed.
-func (p Plan) Empty() bool { return len(p.Placements) == 0 && len(p.Reasons) == 0 }
+func (p Plan) Empty() bool {
+	return len(p.Placements) == 0 && len(p.Reasons) == 0 && len(p.Preemptions) == 0
+}

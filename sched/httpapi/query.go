@@ -33,7 +33,7 @@ type JobsQuery struct {
 
 // QueryStates are the states ?state= takes.
 var QueryStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, api.JobPreparing, api.JobRunning,
-	api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail}
+	api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail, api.JobPreempted}
 
 // parseJobsQuery reads ?user=U, partition=P, state=S (each repeatable),
 // ended=false, after=ID, array=ID and limit=N.

@@ -66,6 +66,11 @@ type Config struct {
 	HalfLife         time.Duration `json:"usage_half_life"` // 0: usage never decays
 	Weights          Weights       `json:"weights"`
 	Billing          Billing       `json:"billing"`
+	// QOS are the qualities of service (qos blocks), in file order.
+	QOS []QOS `json:"qos,omitempty"`
+	// PreemptWindow is how long a preempted job may not be preempted
+	// again; 0: DefaultPreemptWindow, negative: none (see Window).
+	PreemptWindow time.Duration `json:"preempt_window,omitempty"`
 	// Licenses are the site-wide counts jobs ask for (license blocks),
 	// in file order; see License.
 	Licenses []License `json:"licenses,omitempty"`
@@ -107,6 +112,19 @@ type Partition struct {
 	// first, and so to the reservation backfill may not delay. 0:
 	// DefaultStarvationThreshold; negative: none (see Starvation).
 	StarvationThreshold time.Duration `json:"starvation_threshold,omitempty"`
+	// PreemptMode is how the partition's running jobs are preempted
+	// (PreemptOff, PreemptCancel, PreemptRequeue, PreemptSuspend) by a
+	// pending job of a higher priority_tier, or of a QOS that lists
+	// theirs; a job's QOS may override it. "": off.
+	PreemptMode string `json:"preempt_mode,omitempty"`
+	// GraceTime is how long a preempted job's containers have between
+	// SIGTERM and SIGKILL; 0: the nodelet's stop grace.
+	GraceTime time.Duration `json:"grace_time,omitempty"`
+	// PreemptExemptTime: a job of the partition that has run less than
+	// this is never preempted.
+	PreemptExemptTime time.Duration `json:"preempt_exempt_time,omitempty"`
+	// DefaultQOS is the QOS of a job of the partition that names none.
+	DefaultQOS string `json:"default_qos,omitempty"`
 
 	names map[string]bool // expanded plain names and ranges
 	globs []string
@@ -128,6 +146,9 @@ type Account struct {
 	Shares   float64   `json:"shares"`
 	Users    []User    `json:"users,omitempty"`
 	Children []Account `json:"children,omitempty"`
+	// DefaultQOS is the QOS of the account's jobs (and its
+	// sub-accounts') that name none and whose partition sets none.
+	DefaultQOS string `json:"default_qos,omitempty"`
 }
 
 // User is a user's membership of an account.
@@ -140,11 +161,13 @@ type User struct {
 // Weights are the multifactor priority weights: each factor is in [0,1]
 // and the priority is the weighted sum (minus the job's nice).
 type Weights struct {
-	Age       float64       `json:"age"`
-	FairShare float64       `json:"fair_share"`
-	JobSize   float64       `json:"job_size"`
-	Tier      float64       `json:"tier"`
-	MaxAge    time.Duration `json:"max_age"` // age at which the age factor reaches 1
+	Age       float64 `json:"age"`
+	FairShare float64 `json:"fair_share"`
+	JobSize   float64 `json:"job_size"`
+	Tier      float64 `json:"tier"`
+	// QOS weighs the job's QOS priority over the highest QOS priority.
+	QOS    float64       `json:"qos,omitempty"`
+	MaxAge time.Duration `json:"max_age"` // age at which the age factor reaches 1
 	// FavorSmall makes the job-size factor favour small jobs (Slurm
 	// PriorityFavorSmall).
 	FavorSmall bool `json:"favor_small"`
@@ -180,7 +203,7 @@ func Default() *Config {
 // core.DefaultPolicy's, so schedd schedules as bsim measures (age and
 // fair share equal, wide jobs favoured for the reservation).
 func DefaultWeights() Weights {
-	return Weights{Age: 10000, FairShare: 10000, JobSize: 20000, Tier: 10000, MaxAge: DefaultMaxAge}
+	return Weights{Age: 10000, FairShare: 10000, JobSize: 20000, Tier: 10000, QOS: 10000, MaxAge: DefaultMaxAge}
 }
 
 // DefaultBilling are the billing weights the file can override.

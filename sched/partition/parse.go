@@ -21,12 +21,13 @@ var (
 	fileSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "default_partition"}, {Name: "default_account"}, {Name: "policy"},
-			{Name: "reservation_depth"}, {Name: "usage_half_life"},
+			{Name: "reservation_depth"}, {Name: "usage_half_life"}, {Name: "preempt_window"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "partition", LabelNames: []string{"name"}},
 			{Type: "account", LabelNames: []string{"name"}},
 			{Type: "priority"}, {Type: "billing"},
+			{Type: "qos", LabelNames: []string{"name"}},
 			{Type: "license", LabelNames: []string{"name"}},
 		},
 	}
@@ -36,6 +37,7 @@ var (
 			{Name: "default_walltime"}, {Name: "max_cluster_size"}, {Name: "priority_tier"},
 			{Name: "allowed_accounts"}, {Name: "allowed_modes"}, {Name: "gpu_quantum"},
 			{Name: "requeue"}, {Name: "max_output"}, {Name: "starvation_threshold"},
+			{Name: "preempt_mode"}, {Name: "grace_time"}, {Name: "preempt_exempt_time"}, {Name: "default_qos"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "user_limits"}, {Type: "network"}},
 	}
@@ -46,7 +48,7 @@ var (
 		},
 	}
 	accountSchema = &hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "shares"}, {Name: "users"}},
+		Attributes: []hcl.AttributeSchema{{Name: "shares"}, {Name: "users"}, {Name: "default_qos"}},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "account", LabelNames: []string{"name"}},
 			{Type: "user", LabelNames: []string{"name"}},
@@ -55,7 +57,7 @@ var (
 	userSchema     = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "shares"}, {Name: "default"}}}
 	prioritySchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
-			{Name: "age"}, {Name: "fair_share"}, {Name: "job_size"}, {Name: "tier"}, {Name: "max_age"}, {Name: "favor_small"},
+			{Name: "age"}, {Name: "fair_share"}, {Name: "job_size"}, {Name: "tier"}, {Name: "qos"}, {Name: "max_age"}, {Name: "favor_small"},
 		},
 	}
 	billingSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "cpu"}, {Name: "memory"}, {Name: "gpu"}}}
@@ -99,6 +101,7 @@ func FormatDiagnostics(diags hcl.Diagnostics) string { return jobspec.FormatDiag
 // decoder reads the file's blocks; hclattr reads their attributes.
 type decoder struct {
 	hclattr.Decoder
+	qosRefs []qosRef // default_qos settings, checked once the qos blocks are read
 }
 
 // attrs reads body's content against schema: its blocks, and its
@@ -124,6 +127,10 @@ func (d *decoder) file(body hcl.Body) *Config {
 		d.Errorf(a.Expr.Range(), "Invalid reservation_depth", "reservation_depth %d is negative; 0 turns backfill off, 1 is EASY backfill, more reserves for more jobs.", c.ReservationDepth)
 	}
 	d.duration(attrs, "usage_half_life", &c.HalfLife, true)
+	if _, ok := d.duration(attrs, "preempt_window", &c.PreemptWindow, true); ok && c.PreemptWindow == 0 {
+		c.PreemptWindow = -1 // "0s": no window
+	}
+	c.QOS = d.qosBlocks(ct.Blocks)
 
 	var parts []*hcl.Block
 	for _, b := range ct.Blocks {
@@ -189,6 +196,7 @@ func (d *decoder) file(body hcl.Body) *Config {
 	case len(c.Partitions) > 0:
 		c.DefaultPartition = c.Partitions[0].Name
 	}
+	d.checkQOSNames(c)
 	if a := attrs.Get("default_account"); a != nil && c.DefaultAccount != "" {
 		if _, ok := seenAcct[c.DefaultAccount]; !ok {
 			d.Errorf(a.Expr.Range(), "Unknown default account", "default_account %q is not an account of this file; known accounts: %s.", c.DefaultAccount, listOrNone(sortedKeys(seenAcct)))
@@ -254,6 +262,7 @@ func (d *decoder) partition(b *hcl.Block, accounts map[string]hcl.Range) (Partit
 	attrs.Bool("requeue", &p.Requeue)
 	d.memory(attrs, "max_output", &p.MaxOutput)
 	d.starvation(attrs, &p.StarvationThreshold)
+	d.preemptSettings(attrs, &p)
 	for _, lb := range ct.Blocks {
 		switch lb.Type {
 		case "user_limits":
@@ -337,6 +346,7 @@ func (d *decoder) account(b *hcl.Block, seen, users map[string]hcl.Range) (Accou
 	}
 	ct, attrs := d.attrs(b.Body, accountSchema)
 	d.shares(attrs, &a.Shares)
+	d.defaultQOS(attrs, &a.DefaultQOS)
 	var listed []string
 	la, _ := attrs.Strings("users", &listed)
 	inAcct := map[string]hcl.Range{}
@@ -386,7 +396,7 @@ func (d *decoder) priority(b *hcl.Block, w *Weights) {
 	for _, f := range []struct {
 		name string
 		dst  *float64
-	}{{"age", &w.Age}, {"fair_share", &w.FairShare}, {"job_size", &w.JobSize}, {"tier", &w.Tier}} {
+	}{{"age", &w.Age}, {"fair_share", &w.FairShare}, {"job_size", &w.JobSize}, {"tier", &w.Tier}, {"qos", &w.QOS}} {
 		if a, ok := attrs.Number(f.name, f.dst); ok && (*f.dst < 0 || *f.dst > 1e9) {
 			d.Errorf(a.Expr.Range(), "Invalid weight", "weight %s = %g is not valid; weights are between 0 and 1e9.", f.name, *f.dst)
 		}

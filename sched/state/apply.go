@@ -117,6 +117,9 @@ func conflict(format string, args ...any) error {
 //	   older schedd would refuse the acts and schedule over the windows,
 //	   so the leader refuses them while a peer reads an older schema
 //	   (SchemaReservations).
+//	   And a plan's preemptions (Plan.Preemptions): the victims are
+//	   stopped and, once stopped, requeued or ended PREEMPTED. Entries
+//	   of versions 1 to 10 carry none.
 //	   And node health checks (Health): a node's failing verdict drains
 //	   it apart from an admin's drain (Node.Health) and requeues its
 //	   requeue jobs, each excluded from the node (Job.ExcludeNodes),
@@ -149,6 +152,9 @@ func CheckSchema(v int) error {
 type Plan struct {
 	Placements []Placement `json:"placements,omitempty"`
 	Reasons    []Reason    `json:"reasons,omitempty"`
+	// Preemptions are the running jobs to stop for pending ones
+	// (schema 11 on).
+	Preemptions []Preemption `json:"preemptions,omitempty"`
 }
 
 // Placement puts container i of a job on Nodes[i], with the GPU device
@@ -235,6 +241,9 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = register(txn, c.Time, a.Node)
 	case Place:
 		err = applyPlan(txn, index, a.Plan)
+		if err == nil && a.Plan != nil && preemptRuns(c.Version) {
+			err = preempt(txn, index, c.Time, a.Plan.Preemptions)
+		}
 	case Reports:
 		res, err = reports(txn, index, c.Time, a.Reports, reportedIDs(c.Version), nodeRuns(c.Version), adoptRuns(c.Version), adoptWindow(c.Version))
 	case Kill:
@@ -629,6 +638,7 @@ func report(txn *memdb.Txn, index uint64, now time.Time, r *Report, ids, runs, a
 				end = lastEnd(j, now)
 			}
 			advance(j, start, end)
+			settlePreempted(j, runs)
 		}
 	}
 	for _, j := range changed {
@@ -763,6 +773,8 @@ func finalState(j *Job) lifecycle.JobState {
 		return lifecycle.JobCancelled
 	case j.TimedOut:
 		return lifecycle.JobTimeout
+	case j.preempting() && j.Preempt.Mode == PreemptCancel:
+		return lifecycle.JobPreempted
 	case main.State == lifecycle.ContainerExited && main.ExitCode == 0 && j.Reason == "":
 		return lifecycle.JobCompleted
 	default:

@@ -97,6 +97,12 @@ type Job struct {
 	ArrayID    uint64     `json:"array_id,omitempty"`
 	ArrayIndex int        `json:"array_index,omitempty"`
 	ArraySpan  *ArraySpan `json:"array_span,omitempty"`
+	// QOS is the job's quality of service, resolved at submit.
+	QOS string `json:"qos,omitempty"`
+	// Preempt is the job's last preemption (Run: the run it stopped).
+	Preempt *PreemptRecord `json:"preempt,omitempty"`
+	// Preempted are the jobs this one preempted, in order.
+	Preempted []uint64 `json:"preempted,omitempty"`
 	// ExcludeNodes are nodes the job must not be placed on again: a
 	// node whose health check failed while the job ran there, which
 	// requeued it.

@@ -147,7 +147,8 @@ func charge(txn *memdb.Txn, now time.Time) error {
 			add[u.key()] = u
 			order = append(order, u.key())
 		}
-		add[u.key()].Raw += used * Billed(cfg.Billing, j)
+		// A QOS's usage_factor scales what its jobs are charged.
+		add[u.key()].Raw += used * Billed(cfg.Billing, j) * cfg.QOSByName(j.QOS).Factor()
 	}
 	if !last.IsZero() {
 		f := decay(last)

@@ -55,7 +55,7 @@ __all__ = [
 
 DEFAULT_ADDR = "unix:///run/troupe/schedd.sock"
 DEFAULT_TIMEOUT = 60.0
-TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"})
+TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"})
 DEFAULT_OUTPUT = "troupe-%j.%h.out"
 
 _REQUEST_HEADER = "X-Troupe-Request"

@@ -1,0 +1,119 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/reason"
+)
+
+// Preemption modes, as partitions.hcl spells them.
+const (
+	PreemptCancel  = "cancel"
+	PreemptRequeue = "requeue"
+	PreemptSuspend = "suspend"
+)
+
+// Preemption is one running job a plan stops (or suspends) for a pending
+// one: the scheduler core's choice, as the log carries it.
+type Preemption struct {
+	Victim uint64 `json:"victim"`
+	By     uint64 `json:"by"`
+	Mode   string `json:"mode"`
+}
+
+// PreemptRecord is a job's last preemption: which job it was stopped
+// (or suspended) for, when the scheduler chose it, how, and the run it
+// stopped (the job's Requeues then).
+type PreemptRecord struct {
+	By   uint64    `json:"by"`
+	At   time.Time `json:"at"`
+	Mode string    `json:"mode"`
+	Run  int       `json:"run"`
+}
+
+// SchemaPreempt is the first schema whose plans carry preemptions: the
+// leader plans none while a peer reads an older one (it would not stop
+// the victims).
+const SchemaPreempt = 11
+
+// preemptRuns tells whether an entry of schema version v applies a
+// plan's preemptions (SchemaPreempt on). An older entry carries none.
+func preemptRuns(v int) bool { return v >= SchemaPreempt }
+
+// preempt applies a plan's preemptions at now. A victim that is no
+// longer running (it ended, or was killed) since the scheduler's
+// snapshot is skipped: the preemptor, still pending, is planned anew.
+// Each victim records who it was stopped for and when (Job.Preempt),
+// the preemptor the jobs it stopped (Job.Preempted). With mode cancel
+// or requeue the victim's containers are stopped (TERM, then KILL after
+// its partition's grace_time): once all have ended it ends PREEMPTED,
+// or goes back to PENDING with its id, its run kept (settlePreempted).
+// With mode suspend the decision is recorded and the nodes act on it.
+func preempt(txn *memdb.Txn, index uint64, now time.Time, ps []Preemption) error {
+	for _, p := range ps {
+		j, err := getJob(txn, p.Victim)
+		if err != nil {
+			return err
+		}
+		if j.State.Terminal() || j.State == lifecycle.JobPending || j.State == lifecycle.JobHeld || j.KillWanted || j.Array != nil ||
+			(j.Preempt != nil && j.Preempt.Run == j.Requeues) {
+			continue
+		}
+		j.Preempt = &PreemptRecord{By: p.By, At: now, Mode: p.Mode, Run: j.Requeues}
+		if p.Mode != PreemptSuspend {
+			j.KillWanted = true
+		}
+		j.ModifyIndex = index
+		if err := txn.Insert(tableJobs, j); err != nil {
+			return err
+		}
+		by, err := getJob(txn, p.By)
+		if err != nil {
+			continue // the preemptor is gone: the victim stops all the same
+		}
+		by.Preempted = append(slices.Clip(by.Preempted), p.Victim)
+		by.ModifyIndex = index
+		if err := txn.Insert(tableJobs, by); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// preempting reports whether j's current run is being preempted.
+func (j *Job) preempting() bool { return j.Preempt != nil && j.Preempt.Run == j.Requeues }
+
+// Stopping is the job a live j is being stopped (or suspended) for, 0
+// when none: the scheduler expects its resources back now.
+func (j *Job) Stopping() uint64 {
+	if !j.preempting() || j.State.Terminal() || j.State == lifecycle.JobPending || j.State == lifecycle.JobHeld {
+		return 0
+	}
+	return j.Preempt.By
+}
+
+// settlePreempted finishes a preempted job whose containers have all
+// ended (advance made it terminal): in mode requeue it goes back to the
+// queue with its id, the run kept in Runs (with runs), and waits with
+// reason Preempted until the next pass ranks it. A job cancelled or
+// timed out meanwhile ends as that.
+func settlePreempted(j *Job, runs bool) {
+	if !j.State.Terminal() || !j.preempting() || j.Cancelled || j.TimedOut {
+		return
+	}
+	if j.State == lifecycle.JobPreempted {
+		j.Reason = fmt.Sprintf("preempted by job %d", j.Preempt.By)
+		return
+	}
+	if j.Preempt.Mode != PreemptRequeue {
+		return
+	}
+	end := j.Ended
+	requeueJob(j, end, nil, fmt.Sprintf("requeued: preempted by job %d", j.Preempt.By), runs)
+	j.Reason = reason.Preempted
+}
