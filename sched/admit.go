@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/internal/units"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/sched/admission"
@@ -76,7 +77,7 @@ func jobRow(a *admission.Job) *state.Job {
 		Name:      a.Spec.Name, User: a.User, UID: a.UID, GID: a.GID, Cwd: a.Cwd,
 		Partition: a.Partition, Account: a.Account, Reservation: a.Spec.Reservation, Walltime: a.Walltime, QOS: a.QOS,
 		Spec: rowSpec(&a.Spec), Licenses: a.Licenses, State: api.JobPending,
-		Reason:      core.Waiting(a.Held, a.DependsOn != nil, false),
+		Reason:      reason.Waiting(a.Held, a.DependsOn != nil, false),
 		Interactive: a.Interactive,
 	}
 	j.InputBytes, _ = a.Spec.InputSize()

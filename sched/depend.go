@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/reason"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/state"
 )
@@ -105,7 +106,7 @@ func withDependency(v *state.Snapshot, j api.Job) api.Job {
 		// its dependency's as the core judges it, else the core's for a
 		// job that waits (its throttle's, else Priority).
 		j.Reason = cmp.Or(dependsReason(v, j.DependsOn),
-			core.Waiting(false, false, a.MaxRunning > 0 && a.Started() >= a.MaxRunning))
+			reason.Waiting(false, false, a.MaxRunning > 0 && a.Started() >= a.MaxRunning))
 	}
 	if j.DependsOn == nil {
 		return j

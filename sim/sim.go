@@ -531,7 +531,7 @@ func (m *machine) submit(j *Job) {
 		Walltime: time.Duration(j.Estimate) * time.Second, Mode: core.ModeSingleNode,
 		Depends: j.Depends, Held: j.Hold > 0, QOS: j.QOS, Licenses: j.Licenses}
 	// The reason schedd gives at submission.
-	cj.Reason = core.Waiting(cj.Held, cj.Depends != nil, false)
+	cj.Reason = reason.Waiting(cj.Held, cj.Depends != nil, false)
 	if m.o.Nodes > 1 {
 		cj.Mode = core.ModeMultiNode
 		cj.Containers = make([]core.Res, j.Procs)

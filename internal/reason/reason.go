@@ -11,10 +11,11 @@ package reason
 // pass gives every queued job its stages' verdict (eligible: Held,
 // Dependency, DependencyNeverSatisfied, PartitionLimit; limits:
 // JobArrayTaskLimit, AccountLimit; licenses: Licenses; placement and
-// backfill: Resources, Priority), and core.Waiting gives the reason a job shows from its
-// submission until the next pass, in the stages' order. The replicated
-// state's own transitions (a hold, a release, a requeue) set what the
-// transition itself implies (Held; Priority) until the next pass.
+// backfill: Resources, Priority). Until the next pass a job shows what
+// Waiting decides from what the act that changed it knows (its
+// submission, a hold, a release, a requeue, an array element's row), in
+// the stages' order: one decision, made by schedd, the replicated
+// state's transitions and bsim alike.
 const (
 	// Resources: the job waits for nodes to free up.
 	Resources = "Resources"
@@ -87,3 +88,26 @@ func IsPending(r string) bool {
 
 // NotResponding is the reason a DOWN node shows, as Slurm's.
 const NotResponding = "Not responding"
+
+// Waiting is the reason a job shows from an act that changes it (its
+// submission, an array element's row made) until the next pass gives
+// it the stages' own verdict: held ──► Held; a dependency ──►
+// Dependency (the eligible stage tells, from the jobs it names, whether
+// it can still be met); an element of an array already running as many
+// as its max_running allows ──► JobArrayTaskLimit; else Priority, as
+// the walk gives a job it has not reached. The order is the stages':
+// eligible before limits before placement. schedd, the replicated state's
+// transitions (a hold, a release, a requeue, an array element's row) and
+// bsim all spell a waiting job's reason through here, so that the
+// interim verdict is decided in one place and the pass's in the core.
+func Waiting(held, dependent, throttled bool) string {
+	switch {
+	case held:
+		return Held
+	case dependent:
+		return Dependency
+	case throttled:
+		return ArrayTaskLimit
+	}
+	return Priority
+}

@@ -8,7 +8,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/reason"
 )
 
-// Waiting gives the reason the stages would, in their order, and a pass
+// reason.Waiting gives the reason the stages would, in their order, and a pass
 // over a job that was given it agrees where the snapshot says no more
 // than the act knew.
 func TestWaitingAgreesWithThePass(t *testing.T) {
@@ -21,8 +21,8 @@ func TestWaitingAgreesWithThePass(t *testing.T) {
 		{false, true, true, reason.Dependency},
 		{false, false, true, reason.ArrayTaskLimit},
 	} {
-		if got := Waiting(tt.held, tt.dependent, tt.throttled); got != tt.want {
-			t.Errorf("Waiting(%v, %v, %v) = %q, want %q", tt.held, tt.dependent, tt.throttled, got, tt.want)
+		if got := reason.Waiting(tt.held, tt.dependent, tt.throttled); got != tt.want {
+			t.Errorf("reason.Waiting(%v, %v, %v) = %q, want %q", tt.held, tt.dependent, tt.throttled, got, tt.want)
 		}
 	}
 
@@ -32,9 +32,9 @@ func TestWaitingAgreesWithThePass(t *testing.T) {
 	waitingOn := JobRef{ID: 99}
 	s := &Snapshot{
 		Queue: []Job{
-			{ID: 1, Held: true, Reason: Waiting(true, false, false)},
-			{ID: 2, Depends: &Dependency{Conditions: []Condition{{Kind: depend.Done, Job: waitingOn}}}, Reason: Waiting(false, true, false)},
-			{ID: 3, Array: 7, Reason: Waiting(false, false, true)},
+			{ID: 1, Held: true, Reason: reason.Waiting(true, false, false)},
+			{ID: 2, Depends: &Dependency{Conditions: []Condition{{Kind: depend.Done, Job: waitingOn}}}, Reason: reason.Waiting(false, true, false)},
+			{ID: 3, Array: 7, Reason: reason.Waiting(false, false, true)},
 		},
 		ArraySlots: map[uint64]int{7: 0},
 		Named:      map[JobRef]JobStatus{waitingOn: {}},

@@ -413,7 +413,7 @@ func newRow(txn *memdb.Txn, index uint64, now time.Time, in *Job, scoped bool) (
 	}
 	j.State, j.Submitted, j.ModifyIndex = lifecycle.JobPending, now, index
 	if in.State == lifecycle.JobHeld { // bsub -H
-		j.State, j.Reason = lifecycle.JobHeld, reason.Held
+		j.State, j.Reason = lifecycle.JobHeld, reason.Waiting(true, j.DependsOn != nil, false)
 	}
 	j.Array, j.ArrayID, j.ArrayIndex, j.ArraySpan = nil, 0, 0, nil
 	if j.Spec.Array != nil {
@@ -823,7 +823,7 @@ func hold(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 	case j.State != lifecycle.JobPending:
 		return nil, conflict("job %d is %s: only pending jobs can be held", id, j.State)
 	}
-	j.State, j.Reason, j.ModifyIndex = lifecycle.JobHeld, reason.Held, index
+	j.State, j.Reason, j.ModifyIndex = lifecycle.JobHeld, reason.Waiting(true, j.DependsOn != nil, false), index
 	return j, txn.Insert(tableJobs, j)
 }
 
@@ -843,7 +843,7 @@ func release(txn *memdb.Txn, index uint64, id uint64) (*Job, error) {
 	case j.State != lifecycle.JobHeld:
 		return nil, conflict("job %d is %s: only held jobs can be released", id, j.State)
 	}
-	j.State, j.Reason, j.ModifyIndex = lifecycle.JobPending, reason.Priority, index
+	j.State, j.Reason, j.ModifyIndex = lifecycle.JobPending, reason.Waiting(false, j.DependsOn != nil, false), index
 	return j, txn.Insert(tableJobs, j)
 }
 

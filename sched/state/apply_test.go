@@ -358,6 +358,15 @@ func TestHoldRelease(t *testing.T) {
 	}
 	refuse(Command{Act: Release{Job: JobRef{ID: 1}}}, ErrConflict, "job 1 is PENDING: only held jobs can be released")
 
+	// A held job that also waits for another is released to waiting for
+	// it (Dependency, as the pass would say), not to Priority.
+	dep := session(1)
+	dep.State, dep.DependsOn = api.JobHeld, &Dependency{Conditions: []Condition{{Kind: "done", JobID: 1}}}
+	h.apply(Command{Act: Submit{Jobs: []*Job{dep}}})
+	if j := h.apply(Command{Act: Release{Job: JobRef{ID: 3}}}).(*Job); j.State != api.JobPending || j.Reason != api.ReasonDependency {
+		t.Fatalf("released with a dependency: %s (%s), want PENDING (Dependency)", j.State, j.Reason)
+	}
+
 	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: 1, Nodes: []string{"n1"}}}}}})
 	if s := h.job(1).State; s != api.JobScheduled {
 		t.Fatalf("released job not placed: %s", s)

@@ -124,10 +124,7 @@ func makeElement(txn *memdb.Txn, index uint64, p *Job, idx int, st lifecycle.Job
 	e.ArrayID, e.ArrayIndex = p.ID, idx
 	a := p.Array
 	e.ArraySpan = &ArraySpan{Min: a.Indices.Min(), Max: a.Indices.Max(), Count: a.Count, Step: a.Indices.Step()}
-	e.State, e.Reason, e.ModifyIndex = st, reason.Priority, index
-	if st == lifecycle.JobHeld {
-		e.Reason = reason.Held
-	}
+	e.State, e.Reason, e.ModifyIndex = st, reason.Waiting(st == lifecycle.JobHeld, e.DependsOn != nil, false), index
 	e.Started, e.Ended, e.ExitCode = time.Time{}, time.Time{}, 0
 	e.KillWanted, e.Cancelled, e.KillDone, e.TimedOut = false, false, false, false
 	ns, err := uuid.Parse(p.SessionID)
@@ -446,12 +443,9 @@ func (v *jobReads) ElementView(p *Job, idx int) (j *Job, ok bool) {
 	case pos < a.Next: // killed with the array before its turn
 		e.State, e.Reason, e.Ended = finalStateOfQueued(p), "", p.Ended
 	case a.Held:
-		e.State, e.Reason = lifecycle.JobHeld, reason.Held
+		e.State, e.Reason = lifecycle.JobHeld, reason.Waiting(true, false, false)
 	default:
-		e.State, e.Reason = lifecycle.JobPending, reason.Priority
-		if a.MaxRunning > 0 && a.Started() >= a.MaxRunning {
-			e.Reason = reason.ArrayTaskLimit
-		}
+		e.State, e.Reason = lifecycle.JobPending, reason.Waiting(false, false, a.MaxRunning > 0 && a.Started() >= a.MaxRunning)
 	}
 	return e, true
 }

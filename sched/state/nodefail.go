@@ -130,7 +130,7 @@ func requeueJob(j *Job, now time.Time, down map[string]bool, why string, runs bo
 	if runs {
 		keepRun(j, now, down, why)
 	}
-	j.State, j.Reason = lifecycle.JobPending, reason.Priority
+	j.State, j.Reason = lifecycle.JobPending, reason.Waiting(false, false, false) // its dependencies were met when it started
 	j.Requeues++
 	j.LastRequeue = why
 	j.KillWanted, j.ExitCode = false, 0

@@ -193,7 +193,7 @@ func fromRuns(j *Job, recs []EndedRun) (out *Job, ended, requeued bool) {
 	out = clone(j)
 	keepRuns(out, recs, last.Requeues+1)
 	if out.State != lifecycle.JobHeld {
-		out.State, out.Reason = lifecycle.JobPending, reason.Priority
+		out.State, out.Reason = lifecycle.JobPending, reason.Waiting(false, false, false)
 	}
 	out.Requeues, out.LastRequeue = last.Requeues+1, last.Reason
 	out.KillWanted, out.ExitCode, out.CPUTime, out.MemPeak = false, 0, 0, 0
