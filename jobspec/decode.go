@@ -25,6 +25,7 @@ var (
 		Attributes: []hcl.AttributeSchema{
 			{Name: "partition"}, {Name: "account"}, {Name: "qos"}, {Name: "walltime"}, {Name: "priority"},
 			{Name: "requeue"}, {Name: "reservation"}, {Name: "ssh"}, {Name: "image"}, {Name: "command"}, {Name: "workdir"}, {Name: "env"}, {Name: "output"}, {Name: "error"},
+			{Name: "signal"},
 			{Name: "licenses"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
@@ -97,6 +98,7 @@ func decodeJob(block *hcl.Block, ctx *hcl.EvalContext) (*Job, map[string]bool, h
 	d.env(attrs, j)
 	attrs.String("output", &j.Output)
 	attrs.String("error", &j.Error)
+	d.signal(attrs, j)
 	d.licenses(attrs, j)
 
 	blocks := content.Blocks.ByType()

@@ -63,6 +63,9 @@ type Job struct {
 	// Mail asks schedd to mail the user when the job starts or ends
 	// (nil: no mail).
 	Mail *Mail `json:"mail,omitempty"`
+	// Signal is the signal the job gets before its walltime ends and
+	// when it is chosen to be preempted (nil: none; warn.go).
+	Signal *Warning `json:"signal,omitempty"`
 	// Licenses are the site-wide licenses the job holds while it runs,
 	// by name: licenses = { matlab = 2 } (sbatch -L matlab:2, bsub -R
 	// "rusage[matlab=2]"). The job starts only when all are free.

@@ -131,6 +131,7 @@ func (j *Job) validate(skip map[string]bool) hcl.Diagnostics {
 	v.services()
 	v.array()
 	v.mail()
+	v.warning()
 	v.licenses()
 	return v.diags
 }

@@ -110,6 +110,7 @@ func (a *reconciler) reconcileLocked(ctx context.Context) {
 			t.requestStop()
 		default:
 			t.queueSignals(job)
+			t.wantFrozen(job.Suspended != nil)
 		}
 	}
 	if w := a.last.AdoptUntil; !w.IsZero() && !w.Equal(a.toldAdopt) {

@@ -22,7 +22,10 @@ import (
 type signalQueue struct {
 	mu   sync.Mutex
 	reqs []api.SignalRequest
-	kick chan struct{} // one pending wake-up
+	// frozen is whether the container is to be frozen (its job
+	// suspended), once known (suspend.go).
+	known, frozen bool
+	kick          chan struct{} // one pending wake-up
 }
 
 func newSignalQueue() signalQueue { return signalQueue{kick: make(chan struct{}, 1)} }

@@ -40,6 +40,11 @@ type task struct {
 	// has queued or skipped (a.mu); sigs queues them for supervise.
 	signalled uint64
 	sigs      signalQueue
+	// frozen: the task froze its container (frozenSet: frozen is what
+	// the container is); frozenCores are the cores it gave back to the
+	// node's pool while frozen (suspend.go; the task's goroutine only).
+	frozen, frozenSet bool
+	frozenCores       []int
 	// rec is the container's record as last written (the task's
 	// goroutine only); nil until written.
 	rec *record
@@ -247,24 +252,27 @@ func (a *launcher) supervise(ctx context.Context, t *task, c runtime.Container) 
 			return api.ContainerExited, e, ""
 		case <-t.sigs.kick:
 			a.deliverSignals(t, c)
+			a.applyFreeze(t, c)
 		case <-watch.C:
 			if msg := a.outputOverLimit(t); msg != "" {
 				return a.killForOutput(t, c, exited, msg)
 			}
 		case <-t.stop:
-			return a.stopContainer(c, exited, "stopped: job ended or was killed", a.stopGrace(t.key.job))
+			return a.stopContainer(t, c, exited, "stopped: job ended or was killed", a.stopGrace(t.key.job))
 		case <-ctx.Done():
 			if detaching(ctx) && a.canDetach() {
 				return "", runtime.Exit{}, ""
 			}
-			return a.stopContainer(c, exited, "stopped: nodelet shutting down", a.cfg.StopGrace)
+			return a.stopContainer(t, c, exited, "stopped: nodelet shutting down", a.cfg.StopGrace)
 		}
 	}
 }
 
 // stopContainer sends SIGTERM, waits grace, then SIGKILL. A container
-// that had exited by itself before the stop is reported exited.
-func (a *launcher) stopContainer(c runtime.Container, exited <-chan runtime.Exit, msg string, grace time.Duration) (api.ContainerState, runtime.Exit, string) {
+// that had exited by itself before the stop is reported exited. A
+// frozen container (its job suspended) is thawed after the SIGTERM,
+// which its processes then get first.
+func (a *launcher) stopContainer(t *task, c runtime.Container, exited <-chan runtime.Exit, msg string, grace time.Duration) (api.ContainerState, runtime.Exit, string) {
 	select {
 	case e := <-exited:
 		return api.ContainerExited, e, ""
@@ -273,6 +281,7 @@ func (a *launcher) stopContainer(c runtime.Container, exited <-chan runtime.Exit
 	if err := c.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, runtime.ErrNotRunning) {
 		a.log.Warn("SIGTERM failed", "id", c.ID(), "err", err)
 	}
+	a.thawToStop(t, c)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {

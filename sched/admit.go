@@ -116,6 +116,10 @@ func rowSpec(s *jobspec.Job) state.Spec {
 		m := state.Mail(*s.Mail)
 		out.Mail = &m
 	}
+	if s.Signal != nil {
+		w := state.Warning(*s.Signal)
+		out.Signal = &w
+	}
 	return out
 }
 

@@ -185,6 +185,8 @@ func (s *lifecycle) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) 
 		c = state.Command{Act: state.Hold{Job: on}}
 	case httpapi.Release:
 		c = state.Command{Act: state.Release{Job: on}}
+	case httpapi.Suspend, httpapi.Resume:
+		return s.suspendControl(ctx, op, ref)
 	default:
 		return api.Job{}, 0, fmt.Errorf("%w: no job operation %q", ErrInvalid, op)
 	}
@@ -194,6 +196,37 @@ func (s *lifecycle) Control(ctx context.Context, op httpapi.Op, ref api.JobRef) 
 	}
 	s.wake()
 	idx, _ := s.st.Snapshot().Index() // the change is applied: idx is at or past it
+	return jobView(v.(*state.Job), jobExtras{}), idx, nil
+}
+
+// suspendControl suspends the job ref names (its containers frozen, its
+// CPUs and GPUs free for others; state.Suspend) or asks that a
+// suspended one resume (state.Resume: it does once its CPUs and GPUs
+// are free again). The route lets admins only. While a schedd of the
+// previous release is in the cluster neither can be written, and both
+// are refused (writable).
+func (s *lifecycle) suspendControl(ctx context.Context, op httpapi.Op, ref api.JobRef) (api.Job, uint64, error) {
+	id, err := s.JobRow(ref)
+	if err != nil {
+		return api.Job{}, 0, err
+	}
+	by := "root"
+	if who, ok := caller(ctx); ok && who.User != "" {
+		by = who.User
+	}
+	var act state.Act = state.Suspend{Job: id, By: by, Reason: "suspended by " + by}
+	if op == httpapi.Resume {
+		act = state.Resume{Job: id}
+	}
+	if err := s.writable(act); err != nil {
+		return api.Job{}, 0, err
+	}
+	v, err := s.apply(ctx, state.Command{Act: act})
+	if err != nil {
+		return api.Job{}, 0, err
+	}
+	s.wake()
+	idx, _ := s.st.Snapshot().Index()
 	return jobView(v.(*state.Job), jobExtras{}), idx, nil
 }
 

@@ -90,6 +90,9 @@ type loopOutcome struct {
 	// (zero: neither): the timer is set to it when sooner than the
 	// recheck.
 	NextLate time.Time
+	// NextWarn is when the next running job's warning signal is due
+	// (zero: none): the timer is set to it as to NextLate.
+	NextWarn time.Time
 }
 
 // loopMachine decides when the scheduling loop passes and whether the
@@ -157,8 +160,8 @@ func (m *loopMachine) Ready() (loopPass, bool) {
 // Advance closes the pass Ready answered with its outcome o, at the last
 // Tick: the next pass is due at once after a commit, after loopRetry
 // after a failure, at the hold's end (or the recheck) while placements
-// are held, else at the next walltime end or the recheck, whichever
-// comes first, or at the next change.
+// are held, else at the next walltime end, the next warning signal due
+// or the recheck, whichever comes first, or at the next change.
 func (m *loopMachine) Advance(o loopOutcome) {
 	if !m.passing {
 		return // a pass of an earlier term: a loopLead or loopFollow came between
@@ -173,8 +176,10 @@ func (m *loopMachine) Advance(o loopOutcome) {
 		m.notBefore, m.changed = minTime(o.HeldUntil, m.now.Add(m.recheck)), true
 	default:
 		m.timer = m.now.Add(m.recheck)
-		if !o.NextLate.IsZero() && o.NextLate.Before(m.timer) {
-			m.timer = maxTime(o.NextLate, m.now.Add(lateFloor))
+		for _, at := range []time.Time{o.NextLate, o.NextWarn} {
+			if !at.IsZero() && at.Before(m.timer) {
+				m.timer = maxTime(at, m.now.Add(lateFloor))
+			}
 		}
 	}
 }
@@ -248,8 +253,9 @@ func (s *scheduler) schedule(ctx context.Context) {
 
 // pass makes the pass p: it charges usage when p says, then does the
 // first of these that has work, on the state as it is: mark the silent
-// nodes DOWN, end the jobs past their walltime, (nothing more while
-// placements are held), plan and commit placements. It answers how it
+// nodes DOWN, end the jobs past their walltime, send the warning
+// signals due, resume the suspended jobs that fit again (suspend.go),
+// (nothing more while placements are held), plan and commit placements. It answers how it
 // went and the watch set of the state it worked on.
 func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.WatchSet) {
 	if p.Charge {
@@ -277,6 +283,16 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 			}
 			return loopOutcome{Failed: true}, ws
 		}
+		return loopOutcome{Committed: true}, ws
+	}
+	done, nextWarn, err := s.suspendPass(ctx, v, now)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.Error("sending warning signals or resuming suspended jobs", "err", err)
+		}
+		return loopOutcome{Failed: true}, ws
+	case done:
 		return loopOutcome{Committed: true}, ws
 	}
 	// After a restore into an empty state, the adoption window
@@ -332,7 +348,7 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	if e := v.NextReservationEdge(now); !e.IsZero() && (nextLate.IsZero() || e.Before(nextLate)) {
 		nextLate = e
 	}
-	return loopOutcome{NextLate: nextLate}, ws
+	return loopOutcome{NextLate: nextLate, NextWarn: nextWarn}, ws
 }
 
 func watch(ctx context.Context, ws interface{ WatchCtx(context.Context) error }) <-chan struct{} {

@@ -141,6 +141,26 @@ func TestLoopTimerPasses(t *testing.T) {
 			t.Fatalf("deadline %s, want the recheck %s", d.Sub(loopT0), end.Add(testRecheck).Sub(loopT0))
 		}
 	})
+	t.Run("warning", func(t *testing.T) {
+		// A warning signal due before the walltime end (and the
+		// recheck) sets the timer; the walltime end comes after it.
+		m := leader(t)
+		warn, end := loopT0.Add(800*time.Millisecond), loopT0.Add(3*time.Second)
+		m.Step(loopChange)
+		mustPass(t, m, "a change")
+		m.Advance(loopOutcome{NextLate: end, NextWarn: warn})
+		if d := m.Deadline(); !d.Equal(warn) {
+			t.Fatalf("deadline %s, want the warning %s", d.Sub(loopT0), warn.Sub(loopT0))
+		}
+		m.Tick(warn)
+		mustPass(t, m, "at the warning")
+		m.Advance(loopOutcome{Committed: true}) // the warning sent
+		mustPass(t, m, "after the warning's commit")
+		m.Advance(loopOutcome{NextLate: end})
+		if d := m.Deadline(); !d.Equal(end) {
+			t.Fatalf("deadline %s, want the walltime end %s", d.Sub(loopT0), end.Sub(loopT0))
+		}
+	})
 	t.Run("walltime past", func(t *testing.T) {
 		m := leader(t)
 		m.Step(loopChange)

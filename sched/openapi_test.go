@@ -64,6 +64,8 @@ var openAPISchemas = map[string]reflect.Type{
 	"JobState":            reflect.TypeFor[api.JobState](),
 	"Mount":               reflect.TypeFor[api.Mount](),
 	"Mail":                reflect.TypeFor[api.Mail](),
+	"Warning":             reflect.TypeFor[api.Warning](),
+	"Suspension":          reflect.TypeFor[api.Suspension](),
 	"NodeGPU":             reflect.TypeFor[api.NodeGPU](),
 	"SubmitCheck":         reflect.TypeFor[api.SubmitCheck](),
 	"SourcePos":           reflect.TypeFor[api.SourcePos](),

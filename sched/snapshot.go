@@ -144,7 +144,8 @@ func corePolicy(cfg *partition.Config) core.Policy {
 
 // coreNodes is the core's view of the nodes that take work: empty (from
 // the node cache) less what the live containers of jobs hold, GPU devices
-// included.
+// included. A suspended job's containers hold their memory only: their
+// CPUs and GPUs are free for other jobs while they are frozen (heldRes).
 func coreNodes(empty []core.Node, jobs []*state.Job) []core.Node {
 	type held struct {
 		res  core.Res
@@ -164,7 +165,10 @@ func coreNodes(empty []core.Node, jobs []*state.Job) []core.Node {
 				h = &held{}
 				use[c.Node] = h
 			}
-			h.res = h.res.Add(toCore(c.Res()))
+			h.res = h.res.Add(heldRes(j, &c))
+			if j.Suspended != nil {
+				continue
+			}
 			for _, g := range c.GPUs {
 				if h.devs == nil {
 					h.devs = map[int]float64{}
@@ -227,6 +231,16 @@ func partitionedNodes(v *state.Snapshot, cfg *partition.Config) []core.Node {
 	return out
 }
 
+// heldRes is what container c of job j holds of its node: all it asked for
+// while it runs, its memory alone while the job is suspended.
+func heldRes(j *state.Job, c *state.Container) core.Res {
+	r := toCore(c.Res())
+	if j.Suspended != nil {
+		return core.Res{Memory: r.Memory}
+	}
+	return r
+}
+
 func toCore(r state.Resources) core.Res {
 	return core.Res{CPUMilli: r.CPUMilli, Memory: r.Memory, GPU: r.GPU}
 }
@@ -248,12 +262,19 @@ func coreJob(j *state.Job) core.Job {
 }
 
 // coreRunning is a started (or placed) job for backfill: a job still
-// starting counts from now.
+// starting counts from now. Its walltime is stretched by the time it
+// spent suspended; a suspended job holds its memory only, and no GPU.
 func coreRunning(j *state.Job, now time.Time) core.Running {
 	r := core.Running{JobID: j.ID, Start: j.Started, Walltime: j.Walltime, Partition: j.Partition, User: j.User,
 		QOS: j.QOS, StoppingFor: j.Stopping()}
 	if j.Preempt != nil {
 		r.Preempted = j.Preempt.At
+	}
+	if r.Walltime > 0 {
+		r.Walltime += j.SuspendedFor
+		if sp := j.Suspended; sp != nil && now.After(sp.Since) {
+			r.Walltime += now.Sub(sp.Since)
+		}
 	}
 	if state.HoldsLicenses(j) {
 		r.Licenses = j.Licenses
@@ -266,9 +287,12 @@ func coreRunning(j *state.Job, now time.Time) core.Running {
 			continue
 		}
 		r.Nodes = append(r.Nodes, c.Node)
-		r.Containers = append(r.Containers, toCore(c.Res()))
+		r.Containers = append(r.Containers, heldRes(j, &c))
 		var gs []core.GPUShare
 		for _, g := range c.GPUs {
+			if j.Suspended != nil {
+				break
+			}
 			gs = append(gs, core.GPUShare{Device: g.Device, Share: g.Share})
 		}
 		r.GPUs = append(r.GPUs, gs)

@@ -33,6 +33,7 @@ func jobView(j *state.Job, x jobExtras) api.Job {
 		Requeues: j.Requeues, LastRequeue: j.LastRequeue, ExcludeNodes: slices.Clone(j.ExcludeNodes), Runs: runViews(j.Runs), Containers: containerViews(j.Containers),
 		Submitted: j.Submitted, Started: j.Started, Ended: j.Ended, ModifyIndex: j.ModifyIndex,
 		DependsOn: dependencyView(j.DependsOn), Signals: signalViews(j.Signals), Mailed: j.Mailed,
+		Suspended: suspensionView(j.Suspended), SuspendedFor: j.SuspendedFor, Warned: j.Warned,
 		CPUTime: j.CPUTime, MemPeak: j.MemPeak,
 		Array: arrayView(j.Array), ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: spanView(j.ArraySpan),
 		EstimatedStart: x.start,
@@ -93,7 +94,20 @@ func specView(j *state.Job) api.JobSpec {
 		m := api.Mail(*s.Mail)
 		v.Mail = &m
 	}
+	if s.Signal != nil {
+		w := api.Warning(*s.Signal)
+		v.Signal = &w
+	}
 	return v
+}
+
+// suspensionView is a job's suspension as the API shows it (nil: none).
+func suspensionView(s *state.Suspension) *api.Suspension {
+	if s == nil {
+		return nil
+	}
+	v := api.Suspension(*s)
+	return &v
 }
 
 // jobResources are c's resources as a job file writes them (cores).
@@ -250,7 +264,8 @@ func assignedJob(j *state.Job) api.AssignedJob {
 		User: j.User, UID: j.UID, GID: j.GID, Cwd: j.Cwd, Partition: j.Partition, Account: j.Account,
 		Walltime: j.Walltime, Spec: specView(j), Interactive: j.Interactive,
 		KillWanted: j.KillWanted, Requeues: j.Requeues, Containers: containerViews(j.Containers),
-		Signals: signalViews(j.Signals), ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: spanView(j.ArraySpan),
+		Signals: signalViews(j.Signals), Suspended: suspensionView(j.Suspended),
+		ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex, ArraySpan: spanView(j.ArraySpan),
 	}
 }
 
@@ -287,6 +302,14 @@ func assignedRow(a *api.AssignedJob) *state.Job {
 	if s.Mail != nil {
 		m := state.Mail(*s.Mail)
 		j.Spec.Mail = &m
+	}
+	if s.Signal != nil {
+		w := state.Warning(*s.Signal)
+		j.Spec.Signal = &w
+	}
+	if a.Suspended != nil {
+		sp := state.Suspension(*a.Suspended)
+		j.Suspended = &sp
 	}
 	for i := range a.Containers {
 		c := &a.Containers[i]

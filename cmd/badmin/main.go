@@ -25,6 +25,7 @@ const prog = "badmin"
 var command = cli.Command{
 	Name: prog,
 	Synopsis: "partitions | reconfig | fairshare | licenses | drain NODE... -r REASON | resume NODE... |\n" +
+		"       jsuspend JOBID... | jresume JOBID... |\n" +
 		"       snapshot save FILE | snapshot restore [--allow-missing-history] FILE | token create|list|revoke ID | showconf mbd |\n" +
 		"       reservation create NAME --start TIME --duration D (--nodes LIST | --count N [--partition P])\n" +
 		"         [--users U,...] [--accounts A,...] [--flags maint,ignore_jobs,daily,weekly] |\n" +
@@ -41,6 +42,11 @@ var command = cli.Command{
 		"  drain       NODE... -r REASON: place nothing new on the nodes; their jobs go on\n" +
 		"              (LSF: hclose; Slurm: scontrol update state=drain)\n" +
 		"  resume      NODE...: return drained nodes to service (LSF: hopen)\n" +
+		"  jsuspend    JOBID...: suspend running jobs: every container of each frozen at once\n" +
+		"              (cgroup freezer), its CPUs and GPUs lent to other jobs, its memory held,\n" +
+		"              its walltime stopped; bjobs shows SSUSP (Slurm: scontrol suspend)\n" +
+		"  jresume     JOBID...: resume suspended jobs: each thaws, memory intact, once its\n" +
+		"              CPUs and GPUs are free again (Slurm: scontrol resume)\n" +
 		"  snapshot save FILE     write schedd's whole state to FILE: the raft FSM state (a\n" +
 		"                         header with its index and sha256) and then every record\n" +
 		"                         of the accounting store (bhist's history); - is stdout\n" +
@@ -71,6 +77,7 @@ var command = cli.Command{
 		"badmin fairshare -o json | jq '.rows[] | select(.user == \"alice\")'",
 		"badmin drain node07 node08 -r 'DIMM errors, ticket 4711'",
 		"badmin resume node07 node08",
+		"badmin jsuspend 42 && badmin jresume 42",
 		"badmin snapshot save /backup/troupe-$(date +%F).snap",
 		"badmin token create --user alice > /home/alice/.troupe/token",
 		"badmin showconf mbd",
@@ -129,6 +136,13 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		case !draining && *reason != "":
 			return fs.UsageError("-r is for drain; %s takes no reason", sub)
 		}
+	case sub == "jsuspend" || sub == "jresume":
+		if len(pos) < 2 {
+			return fs.UsageError("usage: badmin %s JOBID...", sub)
+		}
+		if _, err := cli.ParseJobRefs(pos[1:]); err != nil {
+			return fs.UsageError("%v", err)
+		}
 	case sub == "reservation":
 		if why := checkReservationArgs(pos); why != "" {
 			return fs.UsageError("%s", why)
@@ -138,7 +152,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	case sub == "partitions", sub == "reconfig", sub == "fairshare":
 	case sub == "licenses":
 	default:
-		return fs.UsageError("unknown subcommand %q: want partitions, reconfig, fairshare, licenses, drain, resume, snapshot, token, showconf or reservation", sub)
+		return fs.UsageError("unknown subcommand %q: want partitions, reconfig, fairshare, licenses, drain, resume, jsuspend, jresume, snapshot, token, showconf or reservation", sub)
 	}
 	c, err := fs.Client()
 	if err != nil {
@@ -189,6 +203,8 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if err != nil {
 			return cli.Fail(stderr, prog, err)
 		}
+	case "jsuspend", "jresume":
+		return suspendJobs(ctx, c, sub, pos[1:], json, stdout, stderr)
 	case "token":
 		if err := token(ctx, c, pos[1:], *tokUser, *tokAdmin, json, stdout); err != nil {
 			return cli.Fail(stderr, prog, err)
@@ -229,6 +245,38 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	return cli.ExitOK
+}
+
+// suspendJobs suspends (jsuspend) or resumes (jresume) the jobs args
+// names, each on its own: the ids that fail are reported and the exit
+// status is 1, the others are done.
+func suspendJobs(ctx context.Context, c *client.Client, sub string, args []string, json bool, stdout, stderr io.Writer) int {
+	refs, _ := cli.ParseJobRefs(args) // checked with the arguments
+	action, done := "suspend", "Job <%s> is being suspended\n"
+	if sub == "jresume" {
+		action, done = "resume", "Job <%s> is being resumed\n"
+	}
+	code := cli.ExitOK
+	var jobs []api.Job
+	for _, ref := range refs {
+		j, err := c.Control(ctx, ref, action, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: job %s: %v\n", prog, ref, err)
+			code = 1
+			continue
+		}
+		if json {
+			jobs = append(jobs, j)
+			continue
+		}
+		fmt.Fprintf(stdout, done, ref)
+	}
+	if json {
+		if err := cli.WriteJSON(stdout, jobs); err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+	}
+	return code
 }
 
 var partitionHeader = []string{"PARTITION", "NODES", "CPUS", "MEMORY(GiB)", "GPUS", "MAX_WALLTIME", "DEFAULT_WALLTIME",

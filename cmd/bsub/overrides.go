@@ -29,6 +29,7 @@ type overrides struct {
 	reservation                                string // -U
 	errorFile                                  string
 	array                                      string // --array
+	warnAction, warnTime                       string // -wa, -wt
 	size                                       int
 	sizeSet                                    bool // -n given, even as 0
 	env                                        cli.StringList
@@ -56,6 +57,8 @@ func (o *overrides) define(fs *cli.FlagSet) {
 	fs.StringVar(&o.account, "P", "", "fair-share `account` to charge (LSF -P project, Slurm -A)")
 	fs.StringVar(&o.qos, "qos", "", "quality of service (partitions.hcl qos); -q is the queue, the partition")
 	fs.Alias("A", "P")
+	fs.StringVar(&o.warnAction, "wa", "", "warning `signal` (USR1, TERM, ...) sent to every container -wt before the walltime\nends and when the job is chosen to be preempted (LSF -wa; overrides signal)")
+	fs.StringVar(&o.warnTime, "wt", "", "how long before the walltime ends -wa's signal comes: `[hours:]minutes` (LSF -wt)")
 	fs.StringVar(&o.reservation, "U", "", "run in the advance `reservation` (LSF -U, Slurm --reservation): only on its nodes,\nwhile its window is open (overrides reservation)")
 	fs.Alias("reservation", "U")
 	fs.Var(&o.env, "env", "set `NAME=value` in every container's environment (repeatable; overrides env)")
@@ -100,6 +103,13 @@ func (o *overrides) apply(spec *jobspec.Job) error {
 			}
 			spec.Walltime = d
 			return nil
+		}})
+	}
+	if o.warnAction != "" || o.warnTime != "" {
+		changes = append(changes, change{"-wa", o.warnAction + " -wt " + o.warnTime, "signal", func() error {
+			w, err := jobspec.ParseLSFWarning(o.warnAction, o.warnTime)
+			spec.Signal = w
+			return err
 		}})
 	}
 	if o.output != "" {

@@ -262,3 +262,31 @@ func TestCommandLineMail(t *testing.T) {
 		t.Errorf("bad -u: exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// TestWarningFlags: bsub -wa SIG -wt MINUTES asks for a warning signal
+// to every container that long before the walltime ends, on a command
+// line and over a job file's signal alike; one without the other is
+// refused.
+func TestWarningFlags(t *testing.T) {
+	dir := inDir(t)
+	want := api.Warning{Signal: "USR1", Before: 2 * time.Minute, To: "all"}
+	file := filepath.Join(dir, "w.hcl")
+	if err := os.WriteFile(file, []byte("job \"w\" {\n  image = \"host\"\n  walltime = \"1h\"\n  command = [\"true\"]\n  signal = { name = \"TERM\", before = \"5s\" }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-W", "10", "echo", "hi"}, {file}} {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"--addr", clitest.Unreachable(t), "--dry-run=json", "-wa", "USR1", "-wt", "2"}, args...), strings.NewReader(""), &out, &errb)
+		var dr struct{ Submit api.SubmitRequest }
+		if err := json.Unmarshal(out.Bytes(), &dr); err != nil || code != 0 {
+			t.Fatalf("%v: exit %d, %v, stdout %s, stderr %s", args, code, err, out.String(), errb.String())
+		}
+		if w := dr.Submit.Spec.Signal; w == nil || *w != want {
+			t.Errorf("%v: warning %+v, want %+v", args, w, want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"--addr", clitest.Unreachable(t), "--dry-run=json", "-wa", "USR1", "echo", "hi"}, strings.NewReader(""), &out, &errb); code == 0 || !strings.Contains(errb.String(), "-wa and -wt go together") {
+		t.Errorf("-wa alone: exit %d, stderr %s", code, errb.String())
+	}
+}

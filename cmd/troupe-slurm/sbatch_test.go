@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/troupe-hpc/troupe/jobspec"
 	"net/http"
 	"os"
 	"os/user"
@@ -88,10 +89,13 @@ func TestSbatchOptions(t *testing.T) {
 	if code != 0 || out != "Submitted batch job 42\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
-	if !strings.Contains(errs, "--exclusive") || !strings.Contains(errs, "--signal") {
-		t.Errorf("stderr %q: want warnings for the ignored --exclusive and --signal", errs)
+	if !strings.Contains(errs, "--exclusive") || strings.Contains(errs, "--signal") {
+		t.Errorf("stderr %q: want a warning for the ignored --exclusive, none for --signal", errs)
 	}
 	s := got.Spec
+	if w := s.Signal; w == nil || w.Signal != "USR1" || w.Before != time.Minute || w.To != jobspec.WarnAll {
+		t.Errorf("--signal=USR1@60: warning %+v; want USR1 a minute before the time limit, to every container", w)
+	}
 	if s.Name != "sim" || s.Partition != "cpu" || s.Account != "physics" || s.Walltime != 90*time.Minute ||
 		s.Output != "out.%j" || s.Error != "err.sim" || s.Cluster.Size != 2 || s.Resources.CPU != 4 ||
 		s.Resources.Memory != 2<<30 || s.Workdir != dir {

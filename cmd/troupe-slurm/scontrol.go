@@ -21,9 +21,10 @@ var scontrolOpts = []option{
 	{0, "usage", false}, {'Q', "quiet", false}, {'v', "verbose", false}, {'a', "all", false},
 }
 
-// scontrol is Slurm's scontrol, the parts a job's user and a workflow
-// tool need: show job|node|partition|config (-o: one line each), hold
-// and release of pending jobs, suspend and resume of running ones.
+// scontrol is Slurm's scontrol, the parts a job's user, an admin and a
+// workflow tool need: show job|node|partition|config (-o: one line
+// each), hold and release of pending jobs, and an admin's suspend and
+// resume of running ones (gang suspend: every container frozen).
 func scontrol(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	const prog = "scontrol"
 	opts, rest, err := getopt(args, scontrolOpts, false, nil)
@@ -45,7 +46,8 @@ func scontrol(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				"show licenses [NAME]   licenses and their use",
 				"show config            the settings workflow tools read",
 				"hold ID...             hold pending jobs (release: let them go)",
-				"suspend ID...          stop running jobs' processes (resume: let them go on)",
+				"suspend ID...          admins: freeze every container of running jobs, lending their",
+				"                       CPUs and GPUs to other jobs (resume: thaw them once free)",
 				"-M, --clusters=NAME    accepted: troupe is one cluster",
 			})
 		}
@@ -94,9 +96,9 @@ func scontrolJobs(ctx context.Context, c *client.Client, verb string, ids []stri
 			case "release":
 				_, err = c.Control(ctx, ref, "release", nil)
 			case "suspend":
-				_, err = c.SignalRef(ctx, ref, api.SignalJob{Signal: "STOP"})
+				_, err = c.Control(ctx, ref, "suspend", nil)
 			case "resume":
-				_, err = c.SignalRef(ctx, ref, api.SignalJob{Signal: "CONT"})
+				err = resumeJob(ctx, c, ref)
 			}
 			if err != nil {
 				if client.IsNotFound(err) {
@@ -109,6 +111,22 @@ func scontrolJobs(ctx context.Context, c *client.Client, verb string, ids []stri
 		}
 	}
 	return code
+}
+
+// resumeJob resumes a suspended job (its containers thaw once its CPUs
+// and GPUs are free), or sends SIGCONT to one stopped by SIGSTOP (bstop,
+// bkill -s STOP), which scontrol resume undoes as well.
+func resumeJob(ctx context.Context, c *client.Client, ref api.JobRef) error {
+	j, _, err := c.JobRef(ctx, ref, 0, 0)
+	if err != nil {
+		return err
+	}
+	if j.Suspended == nil && cli.Stopped(j) {
+		_, err = c.SignalRef(ctx, ref, api.SignalJob{Signal: "CONT"})
+		return err
+	}
+	_, err = c.Control(ctx, ref, "resume", nil)
+	return err
 }
 
 // kv is one Key=Value of scontrol show; a new line starts before a
@@ -288,8 +306,10 @@ func jobRecord(j api.Job, now time.Time) []kv {
 	switch {
 	case !j.Ended.IsZero():
 		end = slurmTimeOr(j.Ended, "Unknown")
+	case j.Suspended != nil:
+		// Its time limit stops while it is suspended: the end is not known.
 	case !j.Started.IsZero() && j.Walltime > 0:
-		end = slurmTimeOr(j.Started.Add(j.Walltime), "Unknown")
+		end = slurmTimeOr(api.Stopping(j.Started, j.Walltime, j.SuspendedFor, nil), "Unknown")
 	}
 	nodes := cli.JobNodes(j)
 	batchHost := ""

@@ -315,6 +315,13 @@ type Job struct {
 	// Mailed are the mail events (MailBegin of a run, MailEnd) schedd
 	// has taken on for the job's Spec.Mail: each is sent at most once.
 	Mailed []string `json:"mailed,omitempty"`
+	// Suspended is set while the running job is suspended (bjobs SSUSP,
+	// squeue S); SuspendedFor sums its current run's ended suspensions.
+	// Warned is when its warning signal (Spec.Signal) was sent in this
+	// run (zero: not yet).
+	Suspended    *Suspension   `json:"suspended,omitempty"`
+	SuspendedFor time.Duration `json:"suspended_for,omitempty"`
+	Warned       time.Time     `json:"warned,omitzero"`
 	// CPUTime and MemPeak sum its containers' usage as they ended.
 	CPUTime time.Duration `json:"cpu_time,omitempty"`
 	MemPeak int64         `json:"mem_peak,omitempty"`
@@ -738,9 +745,12 @@ type AssignedJob struct {
 	Requeues    int             `json:"requeues,omitempty"`
 	Containers  []Container     `json:"containers"`
 	Signals     []SignalRequest `json:"signals,omitempty"`
-	ArrayID     uint64          `json:"array_id,omitempty"`
-	ArrayIndex  int             `json:"array_index,omitempty"`
-	ArraySpan   *ArraySpan      `json:"array_span,omitempty"`
+	// Suspended is set while the job is suspended: every container of
+	// it is to be frozen (gang suspend) until it is unset again.
+	Suspended  *Suspension `json:"suspended,omitempty"`
+	ArrayID    uint64      `json:"array_id,omitempty"`
+	ArrayIndex int         `json:"array_index,omitempty"`
+	ArraySpan  *ArraySpan  `json:"array_span,omitempty"`
 }
 
 // OutputVars are what the escapes of j's output and error patterns

@@ -33,7 +33,15 @@ func (j *Job) Public() Job {
 		EstimatedStart: j.EstimatedStart, Priority: j.Priority, QueuePosition: j.QueuePosition, QueueLength: j.QueueLength,
 		CPUTime: j.CPUTime, MemPeak: j.MemPeak,
 		ArrayID: j.ArrayID, ArrayIndex: j.ArrayIndex,
-		QOS: j.QOS, Preempted: slices.Clone(j.Preempted),
+		SuspendedFor: j.SuspendedFor,
+		QOS:          j.QOS, Preempted: slices.Clone(j.Preempted),
+	}
+	if s := j.Suspended; s != nil {
+		// That it is suspended, since when and why (an admin's request,
+		// or the job that preempted it) shows in every queue listing,
+		// as bjobs -s and squeue show it.
+		sp := *s
+		p.Suspended = &sp
 	}
 	if j.Preempt != nil {
 		pr := *j.Preempt

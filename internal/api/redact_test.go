@@ -41,13 +41,14 @@ var classes = map[reflect.Type]map[string]class{
 		"KillWanted": withheld, "Cancelled": withheld, "KillDone": withheld, "TimedOut": withheld, "Requeues": withheld,
 		"QOS": shown, "Preempt": shown, "Preempted": shown,
 		"LastRequeue": withheld, "ExcludeNodes": withheld, "Runs": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
+		"Suspended": shown, "SuspendedFor": shown, "Warned": withheld,
 	},
 	reflect.TypeFor[api.JobSpec](): {
 		"Name": shown, "Partition": shown, "Account": shown, "QOS": shown, "Walltime": shown, "Priority": shown,
 		"Requeue": shown, "Cluster": shown, "Resources": shown, "Array": shown, "Reservation": shown, "Licenses": shown,
 		"Image": withheld, "Command": withheld, "Workdir": withheld, "Env": withheld, "Mounts": withheld,
 		"Output": withheld, "Error": withheld, "Roles": withheld, "SSH": withheld,
-		"Services": withheld, "Mail": withheld,
+		"Services": withheld, "Mail": withheld, "Signal": withheld,
 	},
 	reflect.TypeFor[api.Container](): {
 		"ContainerSpec": nested, "CPUMilli": shown, "Node": shown, "NodeAddr": shown, "State": shown, "ExitCode": shown, "CPUTime": shown, "MemPeak": shown, "Ended": shown,

@@ -44,6 +44,9 @@ type JobSpec struct {
 	Services  []Service         `json:"services,omitempty"`
 	Array     *ArraySpec        `json:"array,omitempty"` // nil: one job
 	Mail      *Mail             `json:"mail,omitempty"`  // nil: no mail
+	// Signal is the warning signal the job asks for before it is
+	// stopped (nil: none).
+	Signal *Warning `json:"signal,omitempty"`
 	// Licenses are the site-wide licenses the job holds while it runs,
 	// by name (the job file's licenses = { NAME = N }).
 	Licenses map[string]int `json:"licenses,omitempty"`
@@ -102,6 +105,18 @@ type Mail struct {
 	Begin bool   `json:"begin,omitempty"`
 	End   bool   `json:"end,omitempty"`
 	Fail  bool   `json:"fail,omitempty"`
+}
+
+// Warning is the signal a job asks for before it is stopped: Signal is
+// sent Before its walltime ends, and at once when the scheduler chooses
+// it to be preempted. It goes to main1, or with To "all" to every
+// container.
+type Warning struct {
+	// Signal is the signal's name without SIG, upper case ("USR1"), or
+	// its number ("10").
+	Signal string        `json:"name"`
+	Before time.Duration `json:"before"`
+	To     string        `json:"to,omitempty"`
 }
 
 // Wanted reports whether m asks for any mail.

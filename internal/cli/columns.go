@@ -28,13 +28,13 @@ var Columns = []Column{
 	{"ACCOUNT", "fair-share account", func(j api.Job, _ time.Time) string { return JobAccount(j) }},
 	{"PARTITION", "partition", func(j api.Job, _ time.Time) string { return j.Partition }},
 	{"NAME", "job name", func(j api.Job, _ time.Time) string { return j.Name }},
-	{"STATE", "job state", func(j api.Job, _ time.Time) string { return string(j.State) }},
+	{"STATE", "job state (SUSPENDED: running, suspended)", func(j api.Job, _ time.Time) string { return QueueState(j) }},
 	{"POS", "queue position of a pending job in its partition", func(j api.Job, _ time.Time) string { return QueuePosition(j) }},
 	{"PRIORITY", "priority of a pending job", func(j api.Job, _ time.Time) string { return JobPriority(j) }},
 	{"SIZE", "containers in the session", func(j api.Job, _ time.Time) string { return strconv.Itoa(JobSize(j)) }},
 	{"NODES", "nodes its containers are on", func(j api.Job, _ time.Time) string { return strings.Join(JobNodes(j), ",") }},
 	{"TIME", "run time, or time waiting", func(j api.Job, now time.Time) string { return Elapsed(JobTime(j, now)) }},
-	{"REASON", "pending reason or end cause; a job array's elements by state", func(j api.Job, _ time.Time) string {
+	{"REASON", "pending reason, why it is suspended, or end cause; a job array's elements by state", func(j api.Job, _ time.Time) string {
 		if j.Array != nil {
 			return ArrayCounts(j)
 		}

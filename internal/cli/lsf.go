@@ -30,11 +30,13 @@ const (
 )
 
 // LSFState is the state LSF's bjobs would show for j: PEND (pending),
-// PSUSP (held), RUN (scheduled, starting or running), USUSP (running but
+// PSUSP (held), RUN (scheduled, starting or running), SSUSP (running but
+// suspended by the system: its containers frozen by an admin's suspend
+// or a preemption, its CPUs and GPUs lent to others), USUSP (running but
 // stopped by bstop: the last STOP or CONT sent to all its containers was
 // STOP), DONE (completed), EXIT (failed, cancelled, timed out, node
-// failed, preempted: LSF has no end state of its own for it), UNKWN (a state troupe does not know). troupe never suspends a
-// job itself, so SSUSP is never shown.
+// failed, preempted: LSF has no end state of its own for it), UNKWN (a
+// state troupe does not know).
 func LSFState(j api.Job) string {
 	switch j.State {
 	case api.JobPending:
@@ -42,6 +44,9 @@ func LSFState(j api.Job) string {
 	case api.JobHeld:
 		return LSFPSusp
 	case api.JobScheduled, api.JobPreparing, api.JobRunning:
+		if j.Suspended != nil {
+			return LSFSSusp
+		}
 		if Stopped(j) {
 			return LSFUSusp
 		}

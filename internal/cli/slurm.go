@@ -20,7 +20,8 @@ import (
 
 // SlurmState is the state Slurm 22.05's squeue -o %T and sacct show for
 // j: PENDING (pending or held), CONFIGURING (placed, its containers
-// being prepared), RUNNING, SUSPENDED (stopped by bstop), COMPLETED,
+// being prepared), RUNNING, SUSPENDED (suspended, its containers frozen:
+// scontrol suspend, a preemption; or stopped by bstop), COMPLETED,
 // FAILED, CANCELLED, TIMEOUT, NODE_FAIL.
 func SlurmState(j api.Job) string {
 	switch j.State {
@@ -32,7 +33,7 @@ func SlurmState(j api.Job) string {
 		}
 		return "CONFIGURING"
 	case api.JobRunning:
-		if Stopped(j) {
+		if j.Suspended != nil || Stopped(j) {
 			return "SUSPENDED"
 		}
 		return "RUNNING"
@@ -104,6 +105,9 @@ var slurmReasons = map[string]string{
 // SlurmReason is squeue's %r: why j waits, in Slurm's words ("None" for
 // a job that does not).
 func SlurmReason(j api.Job) string {
+	if j.Suspended != nil && j.Suspended.Reason != "" {
+		return j.Suspended.Reason
+	}
 	if j.State != api.JobPending && j.State != api.JobHeld {
 		return "None"
 	}

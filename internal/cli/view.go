@@ -128,16 +128,30 @@ func JobTime(j api.Job, now time.Time) time.Duration {
 		if end.IsZero() {
 			end = now
 		}
-		return end.Sub(j.Started)
+		return end.Sub(j.Started) - SuspendedTime(j, end)
 	case !j.Started.IsZero():
-		return now.Sub(j.Started)
+		return now.Sub(j.Started) - SuspendedTime(j, now)
 	}
 	return now.Sub(j.Submitted)
+}
+
+// SuspendedTime is how long j's current run has been suspended by now
+// (its ended suspensions, and the one under way): its run time, like its
+// walltime, leaves it out, as Slurm's does.
+func SuspendedTime(j api.Job, now time.Time) time.Duration {
+	d := j.SuspendedFor
+	if s := j.Suspended; s != nil && now.After(s.Since) {
+		d += now.Sub(s.Since)
+	}
+	return d
 }
 
 // JobReason is the pending reason of a waiting job, the end cause of an
 // ended one, and "" (shown "-") otherwise.
 func JobReason(j api.Job) string {
+	if j.Suspended != nil && !j.State.Terminal() {
+		return j.Suspended.Reason
+	}
 	if j.State == api.JobPending || j.State == api.JobHeld || j.State.Terminal() {
 		return j.Reason
 	}
@@ -148,7 +162,19 @@ func JobReason(j api.Job) string {
 // is no reason to show.
 func StateWithReason(j api.Job) string {
 	if r := JobReason(j); r != "" {
-		return fmt.Sprintf("%s (%s)", j.State, r)
+		return fmt.Sprintf("%s (%s)", QueueState(j), r)
+	}
+	return QueueState(j)
+}
+
+// SuspendedState is how bqueue shows a running job that is suspended.
+const SuspendedState = "SUSPENDED"
+
+// QueueState is the state bqueue shows for j: its state, SUSPENDED for a
+// running job while it is suspended (its containers frozen).
+func QueueState(j api.Job) string {
+	if j.Suspended != nil && !j.State.Terminal() {
+		return SuspendedState
 	}
 	return string(j.State)
 }

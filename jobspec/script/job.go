@@ -118,6 +118,11 @@ func (o *Options) Job(s Submit) (*jobspec.Job, error) {
 		m := *o.Mail
 		j.Mail = &m
 	}
+	w, err := o.warning()
+	if err != nil {
+		return nil, err
+	}
+	j.Signal = w
 	return j, nil
 }
 

@@ -38,6 +38,11 @@ type Options struct {
 	// earlier unfinished job of the same name and user; the submitting
 	// command resolves it (cli.SingletonDependency).
 	Singleton bool
+	// Signal is Slurm's --signal: the warning signal before the time
+	// limit (nil: none). WarnAction and WarnTime are LSF's -wa and -wt,
+	// which make one together (warning).
+	Signal               *jobspec.Warning
+	WarnAction, WarnTime string
 	// Hosts is LSF's -m in a #BSUB line: host or cluster names; the
 	// submitting command decides what they may name.
 	Hosts string
@@ -110,6 +115,19 @@ func ignored(what string) func(*Options, string, site) error {
 		o.warnOnce(at, "accepted and ignored: troupe has no "+what)
 		return nil
 	}
+}
+
+// warning is the warning signal o asks for: Slurm's --signal, or LSF's
+// -wa and -wt, which must come together.
+func (o *Options) warning() (*jobspec.Warning, error) {
+	if o.WarnAction == "" && o.WarnTime == "" {
+		if o.Signal == nil {
+			return nil, nil
+		}
+		w := *o.Signal
+		return &w, nil
+	}
+	return jobspec.ParseLSFWarning(o.WarnAction, o.WarnTime)
 }
 
 // mail is o.Mail, made when first asked for.
@@ -210,7 +228,13 @@ var lsfOptions = map[string]option{
 		o.Depend = d
 		return err
 	}},
-	"-H":     {false, func(o *Options, _ string, _ site) error { o.Hold = true; return nil }},
+	"-H": {false, func(o *Options, _ string, _ site) error { o.Hold = true; return nil }},
+	"-wa": {true, func(o *Options, v string, _ site) error {
+		_, err := jobspec.ParseWarnSignal(v)
+		o.WarnAction = v
+		return err
+	}},
+	"-wt":    {true, str(func(o *Options) *string { return &o.WarnTime })},
 	"-m":     {true, str(func(o *Options) *string { return &o.Hosts })},
 	"-app":   {true, str(func(o *Options) *string { return &o.Image })},
 	"-image": {true, str(func(o *Options) *string { return &o.Image })},
@@ -318,11 +342,15 @@ var slurmOptions = map[string]option{
 		}
 		return err
 	}},
-	"--mail-user":      {true, mailUser},
-	"--comment":        {true, func(*Options, string, site) error { return nil }},
-	"--no-requeue":     {false, func(*Options, string, site) error { return nil }},
-	"--requeue":        {false, ignored("requeue for script jobs; use the job file's requeue")},
-	"--signal":         {true, ignored("warning signals before the time limit")},
+	"--mail-user":  {true, mailUser},
+	"--comment":    {true, func(*Options, string, site) error { return nil }},
+	"--no-requeue": {false, func(*Options, string, site) error { return nil }},
+	"--requeue":    {false, ignored("requeue for script jobs; use the job file's requeue")},
+	"--signal": {true, func(o *Options, v string, _ site) error {
+		w, err := jobspec.ParseSlurmSignal(v)
+		o.Signal = w
+		return err
+	}},
 	"--qos":            {true, str(func(o *Options) *string { return &o.QOS })},
 	"--constraint":     {true, ignored("node features")},
 	"--nice":           {true, ignored("nice for script jobs; use the job file's priority")},

@@ -43,6 +43,10 @@ func ToAPI(j jobspec.Job) api.JobSpec {
 		m := api.Mail(*j.Mail)
 		s.Mail = &m
 	}
+	if j.Signal != nil {
+		w := api.Warning(*j.Signal)
+		s.Signal = &w
+	}
 	return s
 }
 
@@ -75,6 +79,10 @@ func FromAPI(s api.JobSpec) jobspec.Job {
 	if s.Mail != nil {
 		m := jobspec.Mail(*s.Mail)
 		j.Mail = &m
+	}
+	if s.Signal != nil {
+		w := jobspec.Warning(*s.Signal)
+		j.Signal = &w
 	}
 	return j
 }

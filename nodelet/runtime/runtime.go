@@ -267,3 +267,16 @@ type Device struct {
 	Mode         os.FileMode // permission bits
 	UID, GID     uint32
 }
+
+// Freezer is a container whose processes can all be frozen at once and
+// thawed again through the cgroup freezer (the runc driver's): frozen,
+// none of them runs, each keeps its memory, and signals sent meanwhile
+// are delivered as it thaws. Unlike SIGSTOP it cannot be caught, undone
+// from inside or missed by a process forked in the meantime.
+type Freezer interface {
+	// Freeze returns once every process of the container is frozen.
+	// Errors wrap ErrNotRunning once the container has exited.
+	Freeze(ctx context.Context) error
+	// Thaw lets a frozen container's processes run again.
+	Thaw(ctx context.Context) error
+}

@@ -122,6 +122,11 @@ const (
 	KillDone Op = "kill-done" // bkill -d: cancelled, recorded COMPLETED
 	Hold     Op = "hold"
 	Release  Op = "release"
+	// Suspend freezes a running job's containers (admins: badmin
+	// suspend, scontrol suspend); Resume asks that a suspended one go on
+	// once its CPUs and GPUs are free.
+	Suspend Op = "suspend"
+	Resume  Op = "resume"
 )
 
 // Wait is a blocking query's ?index=N&wait=D: wait until the index

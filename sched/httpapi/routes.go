@@ -33,6 +33,8 @@ var routes = []Route{
 	{"POST", "/v1/jobs/{id}/release", Owner, false, control(Release)},
 	{"POST", "/v1/jobs/{id}/attach", Owner, false, (*API).attach},
 	{"POST", "/v1/jobs/{id}/signal", Owner, false, (*API).signal},
+	{"POST", "/v1/jobs/{id}/suspend", AdminOnly, false, control(Suspend)},
+	{"POST", "/v1/jobs/{id}/resume", AdminOnly, false, control(Resume)},
 	{"GET", "/v1/history", Anyone, false, (*API).history},
 	{"GET", "/v1/accounting", Anyone, false, (*API).accounting},
 	{"GET", "/v1/nodes", Anyone, true, (*API).nodes},

@@ -127,6 +127,10 @@ func TestLeaderWritesWhatEveryPeerReads(t *testing.T) {
 	if err := newAct(); !errors.Is(err, ErrOlderPeer) {
 		t.Fatalf("a reservation's act with a peer of the previous release in the cluster: %v, want ErrOlderPeer", err)
 	}
+	// Nor an act of suspension or warnings.
+	if _, err := logs[leader()].Apply(context.Background(), state.Command{Time: time.Now(), Act: state.Warn{Jobs: []uint64{1}}}); !errors.Is(err, ErrOlderPeer) {
+		t.Errorf("a warn act written for a peer of the previous release: %v, want ErrOlderPeer", err)
+	}
 	// The stand-in is upgraded: this release, which tells its schema.
 	if err := logs[2].Close(); err != nil {
 		t.Fatal(err)

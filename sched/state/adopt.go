@@ -59,6 +59,10 @@ func (c *Command) NeedsSchema() int {
 	if reservationAct(c.Act) {
 		return SchemaReservations
 	}
+	switch c.Act.(type) {
+	case Suspend, Resume, Resumed, Warn:
+		return SuspendSchema
+	}
 	return 0
 }
 

@@ -100,7 +100,11 @@ func conflict(format string, args ...any) error {
 //	   "reports"; a kill, hold or release names its job (JobRef) and
 //	   request (Request). Rows and entries of versions 1 to 10 still
 //	   load, and while the cluster's schema is older they are written in
-//	   its form (v10Command).
+//	   its form (v10Command). And gang suspension and warning signals
+//	   (SuspendSchema, suspend.go: the acts Suspend, Resume, Resumed and
+//	   Warn; a job row's Suspended, SuspendedFor and Warned, its
+//	   Spec.Signal): acts that have no form in older schemas, which the
+//	   leader does not write while a peer reads an older one.
 //	   And the adoption window a restore into an empty state opens
 //	   (SchemaAdoptWindow, adopt.go): within it a report of a queued
 //	   job's end is the job's true end, a gang waits for all its nodes,
@@ -276,6 +280,14 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = purge(txn, a.Keys)
 	case MailSent:
 		res, err = mailed(txn, index, a.Mailed)
+	case Suspend:
+		res, err = suspendJob(txn, index, c.Time, a)
+	case Resume:
+		res, err = resumeWanted(txn, index, a.Job)
+	case Resumed:
+		err = resumed(txn, index, c.Time, a.Jobs)
+	case Warn:
+		err = warn(txn, index, c.Time, a)
 	case CreateReservation:
 		err = putReservation(txn, index, c.Time, a.Reservation, true)
 	case UpdateReservation:
@@ -856,8 +868,8 @@ func timeout(txn *memdb.Txn, index uint64, now time.Time, ids []uint64) error {
 		if err != nil {
 			continue
 		}
-		if j.State.Terminal() || j.Started.IsZero() || j.KillWanted || j.Array != nil {
-			continue
+		if j.State.Terminal() || j.Started.IsZero() || j.KillWanted || j.Array != nil || j.Suspended != nil {
+			continue // a suspended job's walltime does not run
 		}
 		j.TimedOut, j.KillWanted, j.ModifyIndex = true, true, index
 		j.Reason = fmt.Sprintf("walltime %s exceeded", j.Walltime)
@@ -890,15 +902,17 @@ func onJob(txn *memdb.Txn, index, id uint64, idx *int, do func(uint64) (*Job, er
 
 // Late lists the running jobs whose walltime has passed at now, and the
 // earliest time another one will (zero when none runs with a walltime).
+// Time suspended does not count (Job.Deadline); a suspended job is never
+// late.
 func (v *Snapshot) Late(now time.Time) (late []uint64, next time.Time) {
 	// Only a started job can be late: the state index leaves out the
 	// queue and the ended jobs waiting for their purge, which a pass
 	// (it runs on every state change) would otherwise walk each time.
 	for _, j := range v.JobsIn(lifecycle.JobScheduled, lifecycle.JobPreparing, lifecycle.JobRunning) {
-		if j.State.Terminal() || j.Started.IsZero() || j.Walltime <= 0 || j.KillWanted || j.Array != nil {
+		end := j.Deadline()
+		if j.State.Terminal() || end.IsZero() || j.KillWanted || j.Array != nil {
 			continue
 		}
-		end := j.Started.Add(j.Walltime)
 		switch {
 		case !end.After(now):
 			late = append(late, j.ID)

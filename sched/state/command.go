@@ -29,10 +29,11 @@ type Command struct {
 // Register, Place, Reports, Kill, Hold, Release, Configure, Charge,
 // Timeout, NodesDown, NodeUp, PutToken, Revoke, PutServer, DrainNodes,
 // SignalJob, Purge, MailSent, Touch, AdoptEnd, CreateReservation,
-// UpdateReservation, DeleteReservation, Health. Acts new in schema 11
-// (the reservations', Health) have no form in older ones: while a peer
-// reads an older schema the leader proposes none (NeedsSchema), and
-// toV10 refuses them.
+// UpdateReservation, DeleteReservation, Suspend, Resume, Resumed, Warn,
+// Health. Acts new in schema 11 (the reservations', suspension's and
+// warnings', Health) have no form in older ones: while a peer reads an
+// older schema the leader proposes none (NeedsSchema), and toV10
+// refuses them.
 type Act interface {
 	// Kind names the act in the log ("submit", "kill", …).
 	Kind() string
@@ -50,8 +51,8 @@ type Request struct {
 }
 
 // WithRequest is a with request r, when a is an act a client may retry
-// (a kill, hold, release or signal) that carries none yet; a itself
-// otherwise.
+// (a kill, hold, release, signal, suspend or resume) that carries none
+// yet; a itself otherwise.
 func WithRequest(a Act, r Request) Act {
 	if r.ID == "" {
 		return a
@@ -73,6 +74,16 @@ func WithRequest(a Act, r Request) Act {
 		}
 		return x
 	case SignalJob:
+		if x.Request.ID == "" {
+			x.Request = r
+		}
+		return x
+	case Suspend:
+		if x.Request.ID == "" {
+			x.Request = r
+		}
+		return x
+	case Resume:
 		if x.Request.ID == "" {
 			x.Request = r
 		}
@@ -233,6 +244,10 @@ const (
 	CmdMailed   = "mailed"
 	CmdAdoptEnd = "adopt-end"
 	CmdHealth   = "health"
+	CmdSuspend  = "suspend"
+	CmdResume   = "resume"
+	CmdResumed  = "resumed"
+	CmdWarn     = "warn"
 
 	CmdCreateReservation = "reservation-create"
 	CmdUpdateReservation = "reservation-update"
@@ -260,6 +275,10 @@ func (Purge) Kind() string      { return CmdPurge }
 func (MailSent) Kind() string   { return CmdMailed }
 func (Touch) Kind() string      { return CmdTouch }
 func (AdoptEnd) Kind() string   { return CmdAdoptEnd }
+func (Suspend) Kind() string    { return CmdSuspend }
+func (Resume) Kind() string     { return CmdResume }
+func (Resumed) Kind() string    { return CmdResumed }
+func (Warn) Kind() string       { return CmdWarn }
 
 func (CreateReservation) Kind() string { return CmdCreateReservation }
 func (UpdateReservation) Kind() string { return CmdUpdateReservation }
@@ -310,6 +329,14 @@ func newAct(kind string) (Act, bool) {
 		return &Touch{}, true
 	case CmdAdoptEnd:
 		return &AdoptEnd{}, true
+	case CmdSuspend:
+		return &Suspend{}, true
+	case CmdResume:
+		return &Resume{}, true
+	case CmdResumed:
+		return &Resumed{}, true
+	case CmdWarn:
+		return &Warn{}, true
 	case CmdCreateReservation:
 		return &CreateReservation{}, true
 	case CmdUpdateReservation:
@@ -366,6 +393,14 @@ func deref(a Act) Act {
 	case *Touch:
 		return *p
 	case *AdoptEnd:
+		return *p
+	case *Suspend:
+		return *p
+	case *Resume:
+		return *p
+	case *Resumed:
+		return *p
+	case *Warn:
 		return *p
 	case *CreateReservation:
 		return *p

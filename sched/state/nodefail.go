@@ -133,6 +133,7 @@ func requeueJob(j *Job, now time.Time, down map[string]bool, why string, runs bo
 	j.State, j.Reason = lifecycle.JobPending, reason.Waiting(false, false, false) // its dependencies were met when it started
 	j.Requeues++
 	j.LastRequeue = why
+	newRun(j)
 	j.KillWanted, j.ExitCode = false, 0
 	j.Started, j.Ended = time.Time{}, time.Time{}
 	for i := range j.Containers {

@@ -87,7 +87,7 @@ func (senderRequestIndex) FromArgs(args ...any) ([]byte, error) {
 }
 
 // requested is the request id an act a client may retry carries (a
-// kill, hold, release or signal) and the job it is on; ok is false for
+// kill, hold, release, signal, suspend or resume) and the job it is on; ok is false for
 // the other acts.
 func requested(a Act) (r Request, job uint64, ok bool) {
 	switch a := a.(type) {
@@ -102,6 +102,10 @@ func requested(a Act) (r Request, job uint64, ok bool) {
 			job = a.Signal.JobID
 		}
 		return a.Request, job, true
+	case Suspend:
+		return a.Request, a.Job, true
+	case Resume:
+		return a.Request, a.Job, true
 	}
 	return Request{}, 0, false
 }

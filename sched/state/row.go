@@ -87,6 +87,13 @@ type Job struct {
 	// Mailed are the mail events (MailBegin of a run, MailEnd) schedd
 	// has taken on for the job's Spec.Mail: each is sent at most once.
 	Mailed []string `json:"mailed,omitempty"`
+	// Suspended is set while the running job is suspended (its
+	// containers frozen; suspend.go); SuspendedFor sums the current
+	// run's ended suspensions, which its walltime does not count.
+	// Warned is when its warning signal was sent this run.
+	Suspended    *Suspension   `json:"suspended,omitempty"`
+	SuspendedFor time.Duration `json:"suspended_for,omitempty"`
+	Warned       time.Time     `json:"warned,omitzero"`
 	// CPUTime and MemPeak sum its containers' usage as they ended.
 	CPUTime time.Duration `json:"cpu_time,omitempty"`
 	MemPeak int64         `json:"mem_peak,omitempty"`
@@ -136,6 +143,9 @@ type Spec struct {
 	Services []Service         `json:"services,omitempty"`
 	Array    *ArrayRequest     `json:"array,omitempty"` // nil: one job
 	Mail     *Mail             `json:"mail,omitempty"`  // nil: no mail
+	// Signal is the warning signal the job asks for before it is
+	// stopped (nil: none; suspend.go).
+	Signal *Warning `json:"signal,omitempty"`
 }
 
 // Cluster is the shape of the session.

@@ -127,6 +127,9 @@ func charge(txn *memdb.Txn, now time.Time) error {
 			end = j.Ended
 		}
 		a, b := j.Started, end
+		if sp := j.Suspended; sp != nil && sp.Since.Before(b) {
+			b = sp.Since // suspended: it uses no CPU from then on
+		}
 		if a.Before(last) {
 			a = last
 		}

@@ -264,6 +264,27 @@ func (r *Runtime) libctSignal(id string, sig syscall.Signal) error {
 	return nil
 }
 
+// libctFreeze is Freeze (freeze) or Thaw for the in-process mode:
+// libcontainer's Pause and Resume.
+func (r *Runtime) libctFreeze(id string, freeze bool) error {
+	c, err := r.libctLoad(id, false)
+	if err != nil {
+		if errors.Is(err, libcontainer.ErrNotExist) {
+			return fmt.Errorf("container %s: %w", id, runtime.ErrNotRunning)
+		}
+		return fmt.Errorf("%s load %s: %w", Libcontainer, id, err)
+	}
+	if freeze {
+		err = c.Pause()
+	} else {
+		err = c.Resume()
+	}
+	if errors.Is(err, libcontainer.ErrNotRunning) {
+		return fmt.Errorf("container %s: %w", id, runtime.ErrNotRunning)
+	}
+	return err
+}
+
 // ProbeLibcontainer runs Probe's trial container in-process (the calling
 // binary as its init, see LibcontainerInit): the same spec, cgroup,
 // seccomp filter and check of its output. It says why the in-process

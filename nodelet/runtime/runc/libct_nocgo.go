@@ -35,3 +35,5 @@ func (r *Runtime) libctState(string) (state, error) { return state{}, libctUsabl
 func (r *Runtime) libctDelete(context.Context, string) error { return libctUsable() }
 
 func (r *Runtime) libctSignal(string, syscall.Signal) error { return libctUsable() }
+
+func (r *Runtime) libctFreeze(string, bool) error { return libctUsable() }
