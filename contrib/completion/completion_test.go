@@ -180,7 +180,7 @@ func TestBash(t *testing.T) {
 		{"bkill prefix", "bkill 1", path, []string{"12"}},
 		{"bjob one id", "bjob ", path, []string{"12", "3", "7"}},
 		{"bjob no second id", "bjob 3 ", path, nil},
-		{"badmin subcommands", "badmin ", path, []string{"drain", "fairshare", "partitions", "reconfig", "resume"}},
+		{"badmin subcommands", "badmin ", path, []string{"drain", "fairshare", "jresume", "jsuspend", "licenses", "partitions", "reconfig", "resume"}},
 		{"schedd flags", "schedd --data", path, []string{"--data-dir"}},
 		{"schedd runtime", "schedd --runtime ", path, []string{"auto", "process", "runc"}},
 		{"nodelet Go-style flag", "nodelet -runtime p", path, []string{"process"}},
