@@ -165,7 +165,7 @@ func TestBash(t *testing.T) {
 		name, line, path string
 		want             []string
 	}{
-		{"bsub long flag", "bsub --w", path, []string{"--wait"}},
+		{"bsub long flag", "bsub --w", path, []string{"--wa", "--wait", "--wt"}},
 		{"bsub files", "bsub ", path, []string{"a.hcl", "b.json", "sub"}},
 		{"bsub more job files", "bsub a.hcl ", path, []string{"a.hcl", "b.json", "sub"}},
 		{"bsub no job files after a command", "bsub echo ", path, nil},
