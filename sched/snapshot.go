@@ -248,7 +248,7 @@ func toCore(r state.Resources) core.Res {
 func coreJob(j *state.Job) core.Job {
 	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason, Partition: j.Partition,
 		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID,
-		Reservation: j.Reservation, Licenses: j.Licenses, QOS: j.QOS}
+		Exclude: j.ExcludeNodes, Reservation: j.Reservation, Licenses: j.Licenses, QOS: j.QOS}
 	if cj.Mode == "" {
 		cj.Mode = jobspec.ModeSingleNode
 	}

@@ -12,3 +12,6 @@ func discoverNVML() ([]Device, error) {
 
 // Usage is nil without NVML.
 func Usage() map[int]Use { return nil }
+
+// Statuses is an error without NVML.
+func Statuses() ([]Status, error) { return nil, errors.New("built without cgo: NVML unavailable") }

@@ -333,7 +333,7 @@ func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *J
 	cs := j.Containers
 	gpuOnly := allGPU(cs)
 	cand := func(i int32) bool {
-		return proj[i].inPartition(part) && (!gpuOnly || proj[i].hasGPU()) && (open == nil || open(i))
+		return proj[i].inPartition(part) && (!gpuOnly || proj[i].hasGPU()) && (open == nil || open(i)) && !slices.Contains(j.Exclude, proj[i].name)
 	}
 	multi := j.Mode == ModeMultiNode
 	var unit Res

@@ -113,6 +113,10 @@ type Job struct {
 	// Array, when not 0, is the job array the job is an element of: it
 	// starts only while Snapshot.ArraySlots has room for its array.
 	Array uint64
+	// Exclude names nodes the job must not be placed on (a node whose
+	// health check failed while the job ran there): placement and
+	// backfill leave them out for this job alone.
+	Exclude []string
 	// QOS is the job's quality of service (Snapshot.QOS): its priority
 	// adds to the job's, its per-user limits apply, and its Preempt list
 	// names the QOSes the job may preempt. "": none.

@@ -124,6 +124,11 @@ func conflict(format string, args ...any) error {
 //	   And a plan's preemptions (Plan.Preemptions): the victims are
 //	   stopped and, once stopped, requeued or ended PREEMPTED. Entries
 //	   of versions 1 to 10 carry none.
+//	   And node health checks (Health): a node's failing verdict drains
+//	   it apart from an admin's drain (Node.Health) and requeues its
+//	   requeue jobs, each excluded from the node (Job.ExcludeNodes),
+//	   which placement honours. The act has no form before 11: the
+//	   leader proposes none until the cluster's schema is 11.
 const SchemaVersion = 11
 
 // OldestSchema is the oldest schema version this schedd writes: the
@@ -289,6 +294,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = putReservation(txn, index, c.Time, a.Reservation, false)
 	case DeleteReservation:
 		err = deleteReservation(txn, a.Name)
+	case Health:
+		err = health(txn, index, c.Time, a)
 	case AdoptEnd:
 		if !adoptWindow(c.Version) {
 			// Refused alike by every peer: a leader writes it only when
@@ -337,7 +344,7 @@ func touched(kind string) []string {
 	switch kind {
 	case CmdRegister, CmdNodeUp, CmdDrain:
 		return []string{tableNodes}
-	case CmdNodeDown:
+	case CmdNodeDown, CmdHealth:
 		return []string{tableNodes, tableJobs}
 	case CmdTouch:
 		return []string{tableJobs, tableNodes, tableSettings, tableUsage, tableReservations}
