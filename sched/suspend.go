@@ -124,14 +124,14 @@ func resumable(v *state.Snapshot, open []core.Node) []uint64 {
 // preemptorPending reports whether suspended job j was preempted by a
 // job that is still waiting to be placed on the CPUs and GPUs j lent
 // it: j stays suspended until that job holds them (and resumes when it
-// gives them back), or is gone.
+// gives them back), is held, or is gone.
 func preemptorPending(v *state.Snapshot, j *state.Job) bool {
 	by := j.ResumeWaitsOn()
 	if by == 0 {
 		return false
 	}
 	p := v.Job(by)
-	return p != nil && (p.State == api.JobPending || p.State == api.JobHeld)
+	return p != nil && p.State == api.JobPending
 }
 
 // devicesFree reports whether n's GPU devices have the shares want asks
