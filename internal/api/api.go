@@ -522,6 +522,9 @@ type Preemption struct {
 	At   time.Time `json:"at"`   // when the scheduler chose it
 	Mode string    `json:"mode"` // cancel, requeue or suspend
 	Run  int       `json:"run"`  // the run it stopped (the job's Requeues then)
+	// Reservation: stopped as this reservation's window opened (its flag
+	// stop_jobs), By then 0.
+	Reservation string `json:"reservation,omitempty"`
 }
 
 // GPUShare is a slice of one GPU device of a node.

@@ -34,6 +34,9 @@ type PreemptRecord struct {
 	At   time.Time `json:"at"`
 	Mode string    `json:"mode"`
 	Run  int       `json:"run"`
+	// Reservation names the reservation (stop_jobs) the job was stopped
+	// for as its window opened, By then 0.
+	Reservation string `json:"reservation,omitempty"`
 }
 
 // SchemaPreempt is the first schema whose plans carry preemptions: the
@@ -104,6 +107,15 @@ func (j *Job) Stopping() uint64 {
 // timed out meanwhile ends as that.
 func settlePreempted(j *Job, runs bool) {
 	if !j.State.Terminal() || !j.preempting() || j.Cancelled || j.TimedOut {
+		return
+	}
+	if r := j.Preempt.Reservation; r != "" {
+		switch {
+		case j.State == lifecycle.JobCancelled:
+			j.Reason = "cancelled: " + reservedStopWhy(r)
+		case j.Preempt.Mode == PreemptRequeue:
+			requeueJob(j, j.Ended, nil, "requeued: "+reservedStopWhy(r), runs)
+		}
 		return
 	}
 	if j.State == lifecycle.JobPreempted {
