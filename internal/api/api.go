@@ -524,6 +524,9 @@ type Preemption struct {
 	Run  int       `json:"run"`  // the run it stopped (the job's Requeues then)
 	// Resumed is when a job suspended by it resumed (zero: not yet).
 	Resumed time.Time `json:"resumed,omitzero"`
+	// Reservation: stopped as this reservation's window opened (its flag
+	// stop_jobs), By then 0.
+	Reservation string `json:"reservation,omitempty"`
 }
 
 // GPUShare is a slice of one GPU device of a node.

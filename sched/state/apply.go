@@ -121,6 +121,9 @@ func conflict(format string, args ...any) error {
 //	   older schedd would refuse the acts and schedule over the windows,
 //	   so the leader refuses them while a peer reads an older schema
 //	   (SchemaReservations).
+//	   And a reservation's stop_jobs (StopReserved, resvstop.go): as
+//	   its window opens the jobs running on its nodes are stopped as
+//	   preemption victims are, for the reservation.
 //	   And a plan's preemptions (Plan.Preemptions): the victims are
 //	   stopped and, once stopped, requeued or ended PREEMPTED. Entries
 //	   of versions 1 to 10 carry none.
@@ -294,6 +297,8 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = putReservation(txn, index, c.Time, a.Reservation, false)
 	case DeleteReservation:
 		err = deleteReservation(txn, a.Name)
+	case StopReserved:
+		err = stopReserved(txn, index, c.Time, a)
 	case Health:
 		err = health(txn, index, c.Time, a)
 	case AdoptEnd:
@@ -346,6 +351,8 @@ func touched(kind string) []string {
 		return []string{tableNodes}
 	case CmdNodeDown, CmdHealth:
 		return []string{tableNodes, tableJobs}
+	case CmdStopReserved:
+		return []string{tableJobs}
 	case CmdTouch:
 		return []string{tableJobs, tableNodes, tableSettings, tableUsage, tableReservations}
 	case CmdCreateReservation, CmdUpdateReservation, CmdDeleteReservation:
@@ -785,6 +792,8 @@ func finalState(j *Job) lifecycle.JobState {
 		return lifecycle.JobCancelled
 	case j.TimedOut:
 		return lifecycle.JobTimeout
+	case j.preempting() && j.Preempt.Mode == PreemptCancel && j.Preempt.Reservation != "":
+		return lifecycle.JobCancelled // stopped for a reservation: not preempted by a job
 	case j.preempting() && j.Preempt.Mode == PreemptCancel:
 		return lifecycle.JobPreempted
 	case main.State == lifecycle.ContainerExited && main.ExitCode == 0 && j.Reason == "":

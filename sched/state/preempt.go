@@ -38,6 +38,9 @@ type PreemptRecord struct {
 	// Resumed is when a job suspended by the preemption resumed (zero:
 	// not yet): the preemption is over, the run goes on.
 	Resumed time.Time `json:"resumed,omitzero"`
+	// Reservation names the reservation (stop_jobs) the job was stopped
+	// for as its window opened, By then 0.
+	Reservation string `json:"reservation,omitempty"`
 }
 
 // SchemaPreempt is the first schema whose plans carry preemptions: the
@@ -57,15 +60,16 @@ func preemptRuns(v int) bool { return v >= SchemaPreempt }
 // gets its warning signal at once if its job file asks for one
 // (warnJob), in the same entry as its stop: its nodelets deliver it
 // before the TERM. A suspended victim loses nothing and gets none here:
-// its warning stays for its walltime's end. With mode cancel or requeue the
-// victim's containers are stopped (TERM, then KILL after its
+// its warning stays for its walltime's end. With mode cancel or requeue
+// the victim's containers are stopped (TERM, then KILL after its
 // partition's grace_time): once all have ended it ends PREEMPTED, or
 // goes back to PENDING with its id, its run kept (settlePreempted).
 // With mode suspend the victim's whole gang is suspended in this same
-// entry, with reason Preempted (the preemptor is in Job.Preempt), asked to resume by itself (suspendJob, Resume): no pass can
-// thaw it before the preemptor is placed on its CPUs and GPUs, and
-// the leader resumes it once they are free again (resumable). A victim
-// that cannot be suspended now is skipped.
+// entry, with reason Preempted (the preemptor is in Job.Preempt), asked
+// to resume by itself (suspendJob, Resume): no pass can thaw it before
+// the preemptor is placed on its CPUs and GPUs, and the leader resumes
+// it once they are free again (resumable). A victim that cannot be
+// suspended now is skipped.
 func preempt(txn *memdb.Txn, index uint64, now time.Time, ps []Preemption) error {
 	for _, p := range ps {
 		j, err := getJob(txn, p.Victim)
@@ -144,6 +148,15 @@ func (j *Job) Stopping() uint64 {
 // timed out meanwhile ends as that.
 func settlePreempted(j *Job, runs bool) {
 	if !j.State.Terminal() || !j.preempting() || j.Cancelled || j.TimedOut {
+		return
+	}
+	if r := j.Preempt.Reservation; r != "" {
+		switch {
+		case j.State == lifecycle.JobCancelled:
+			j.Reason = "cancelled: " + reservedStopWhy(r)
+		case j.Preempt.Mode == PreemptRequeue:
+			requeueJob(j, j.Ended, nil, "requeued: "+reservedStopWhy(r), runs)
+		}
 		return
 	}
 	if j.State == lifecycle.JobPreempted {
