@@ -330,5 +330,5 @@ func preemptView(p *state.PreemptRecord) *api.Preemption {
 	if p == nil {
 		return nil
 	}
-	return &api.Preemption{By: p.By, At: p.At, Mode: p.Mode, Run: p.Run, Reservation: p.Reservation}
+	return &api.Preemption{By: p.By, At: p.At, Mode: p.Mode, Run: p.Run, Resumed: p.Resumed, Reservation: p.Reservation}
 }

@@ -522,6 +522,8 @@ type Preemption struct {
 	At   time.Time `json:"at"`   // when the scheduler chose it
 	Mode string    `json:"mode"` // cancel, requeue or suspend
 	Run  int       `json:"run"`  // the run it stopped (the job's Requeues then)
+	// Resumed is when a job suspended by it resumed (zero: not yet).
+	Resumed time.Time `json:"resumed,omitzero"`
 	// Reservation: stopped as this reservation's window opened (its flag
 	// stop_jobs), By then 0.
 	Reservation string `json:"reservation,omitempty"`

@@ -78,7 +78,7 @@ func newBackfill(c *cluster, g *gate, s *Snapshot, now time.Time) *backfill {
 	b.running = append(b.running, g.ends()...)
 	for _, r := range s.Running {
 		end := r.Start.Add(walltime(r.Walltime)).UnixNano()
-		if r.StoppingFor != 0 {
+		if r.StoppingFor != 0 && !r.Suspended {
 			end = b.now // preempted: being stopped now
 		}
 		ev := event{at: max(end, b.now), job: r.JobID, lic: r.Licenses}

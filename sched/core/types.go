@@ -155,6 +155,10 @@ type Running struct {
 	// for: it is being stopped (its resources are expected back now) and
 	// is no candidate for another preemption.
 	StoppingFor uint64
+	// Suspended: the job is frozen (Containers hold its memory alone),
+	// and stays so until the CPUs and GPUs it lent are free again; it
+	// is not expected to end when StoppingFor is set.
+	Suspended bool
 	// Preempted is when the job was last preempted (zero: never): it is
 	// not preempted again within Policy.PreemptWindow of it.
 	Preempted time.Time
