@@ -2,7 +2,10 @@
 
 package gpu
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // discoverNVML: a build without cgo cannot load NVML, so it knows of no
 // driver; fake_gpus still gives it devices for tests.
