@@ -23,7 +23,7 @@ partition "batch" {
 }
 qos "high" {
   priority = 100
-  preempt  = ["low", "scav"]
+  preempt  = ["low", "scav", "susp"]
 }
 qos "low" {
   priority = 10
@@ -31,6 +31,10 @@ qos "low" {
 qos "scav" {
   priority     = 1
   preempt_mode = "cancel"
+}
+qos "susp" {
+  priority     = 5
+  preempt_mode = "suspend"
 }
 `
 
@@ -41,6 +45,11 @@ qos "scav" {
 // session is back in the queue with its id, its first run kept (bhist -l
 // names the preemptor), and runs again once the gang is done; the scav
 // session ends PREEMPTED.
+//
+// Then a session of QOS susp (mode suspend) runs on one node and a
+// second high gang takes both: the session is frozen (SSUSP, reason
+// Preempted) in the entry that chooses it, the gang runs on its CPUs,
+// and the session resumes, thawed, once the gang is done.
 func TestPreemptGang(t *testing.T) {
 	needRunc(t)
 	base := searchable(t)
@@ -127,4 +136,36 @@ func TestPreemptGang(t *testing.T) {
 		t.Errorf("bkill %d: exit %d", low, code)
 	}
 	c.waitState(low, 30*time.Second, func(j api.Job) bool { return j.State.Terminal() })
+
+	// Mode suspend.
+	susp, _ := c.submitAs(nobodyUser.uid, nobodyUser.gid, dir, "susp", session("susp", "susp", "exec sleep 300", 1))
+	sj = c.waitState(susp, 60*time.Second, running)
+	cid := "troupe-" + sj.Containers[0].KernelID
+	freezer := freezerState(cid) != "" // cgroup v1: the test reads the freezer too
+	began := time.Now()
+	high2, _ := c.submit(dir, "high2", session("high2", "high", "exec sleep 3", 2))
+	if !waitFor(10*time.Second, func() bool {
+		j := c.job(susp)
+		return j.Suspended != nil && (!freezer || freezerState(cid) == "FROZEN")
+	}) {
+		t.Fatalf("susp not suspended: %+v, freezer %q", c.job(susp).Suspended, freezerState(cid))
+	}
+	t.Logf("susp frozen %v after the gang's submission (freezer read: %v)", time.Since(began), freezer)
+	hj = c.waitState(high2, 30*time.Second, running)
+	t.Logf("second gang running %v after its submission", hj.Started.Sub(hj.Submitted))
+	sj = c.job(susp)
+	if sj.State != api.JobRunning || sj.Suspended == nil || sj.Suspended.Reason != "Preempted" || sj.Preempt == nil || sj.Preempt.By != high2 ||
+		sj.Preempt.Mode != "suspend" || !sj.Suspended.Since.Equal(sj.Preempt.At) {
+		t.Fatalf("susp beside the gang: %s, suspended %+v, preempt %+v; want suspended for %d in the entry that chose it",
+			sj.State, sj.Suspended, sj.Preempt, high2)
+	}
+	if out, _, code := c.runAs(nobodyUser.uid, dir, "bjobs", strconv.FormatUint(susp, 10)); code != 0 || !strings.Contains(out, "SSUSP") {
+		t.Errorf("bjobs %d: exit %d: %s; want SSUSP", susp, code, out)
+	}
+	c.waitState(high2, 30*time.Second, func(j api.Job) bool { return j.State == api.JobCompleted })
+	sj = c.waitState(susp, 30*time.Second, func(j api.Job) bool { return j.Suspended == nil })
+	if sj.State != api.JobRunning || sj.Preempt.Resumed.IsZero() || (freezer && freezerState(cid) != "THAWED") {
+		t.Errorf("susp after the gang: %s, preempt %+v, freezer %q; want running again, thawed", sj.State, sj.Preempt, freezerState(cid))
+	}
+	c.run(dir, "bkill", strconv.FormatUint(susp, 10))
 }

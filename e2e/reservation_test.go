@@ -143,6 +143,23 @@ func TestReservations(t *testing.T) {
 	if j := c.waitState(late, 30*time.Second, func(j api.Job) bool { return j.State.Terminal() }); j.State != api.JobCompleted {
 		t.Fatalf("job %d after the delete: %s", late, j.State)
 	}
+
+	// stop_jobs: a job still running on the node as the window opens is
+	// stopped by the leader (TERM; cancelled, as it may not be
+	// requeued), its reason naming the reservation.
+	victim, _ := c.submit(dir, "victim", walledJob("victim", "trap 'exit 143' TERM; while :; do sleep 0.2; done", "1h"))
+	c.waitState(victim, 30*time.Second, func(j api.Job) bool { return j.State == api.JobRunning })
+	if out, errOut, code := c.run(dir, "badmin", "reservation", "create", "clear", "--start", "now+2", "--duration", "1h",
+		"--nodes", node, "--flags", "maint,stop_jobs"); code != 0 {
+		t.Fatalf("badmin reservation create clear: exit %d: %s%s", code, out, errOut)
+	}
+	if out, _, _ := c.run(dir, "badmin", "reservation", "list"); !strings.Contains(out, "stop_jobs") {
+		t.Errorf("badmin reservation list does not show stop_jobs:\n%s", out)
+	}
+	if j := c.waitState(victim, 30*time.Second, func(j api.Job) bool { return j.State.Terminal() }); j.State != api.JobCancelled ||
+		!strings.Contains(j.Reason, "reservation clear opened") {
+		t.Fatalf("job %d running as the stop_jobs window opened: %s %q; want CANCELLED naming the reservation", victim, j.State, j.Reason)
+	}
 }
 
 // TestReservationFailover: a reservation made on a three-peer cluster

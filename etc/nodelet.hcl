@@ -50,3 +50,16 @@ pids_limit = 4096
 # max_streams_per_job  = 32
 # max_streams_per_user = 200
 # max_streams          = 0
+
+# The node's health check (nodelet(8), HEALTH CHECKS): run as root at
+# start and every interval; exit 0 is healthy, anything else (or running
+# past the timeout, which kills its process group) drains the node with
+# the program's first line as the reason, until it passes again. LBNL
+# NHC works unchanged. The program must be owned by root and writable by
+# no one else. Without a program the nodelet still checks its own file
+# systems, container runtime and GPUs every interval.
+# health_check {
+#   program  = "/usr/sbin/nhc"
+#   interval = "60s"
+#   timeout  = "30s"
+# }

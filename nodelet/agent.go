@@ -13,7 +13,6 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
-	"github.com/troupe-hpc/troupe/internal/backoff"
 	"github.com/troupe-hpc/troupe/internal/catalog"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/internal/connlimit"
@@ -55,6 +54,7 @@ type agent struct {
 	specs    *specBuilder   // a container's spec, files and image
 	recovery *recoverer     // records, and re-attaching after a restart
 	sessions *sessionServer // terminals and apps served to attach clients
+	health   *healthChecker // the node's health checks, their verdict for the heartbeat
 
 	cfg     Config
 	log     *slog.Logger
@@ -200,6 +200,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, p parts) error {
 		return err
 	}
 	a.recovery.adopt(ctx, recs)
+	// The first health check runs before the node registers: a failing
+	// node's first heartbeat, sent at once, drains it before it is
+	// given much work.
+	a.health.check(ctx)
+	go a.health.loop(ctx)
 	if err := a.reg.register(ctx); err != nil {
 		a.launch.tasks.Wait()
 		a.fence.stop(!detaching(ctx) || !a.canDetach())
@@ -274,6 +279,7 @@ func newAgent(cfg Config, log *slog.Logger, p parts) (*agent, error) {
 		}
 	}
 	a.gpus = gpu.Discover(cfg.FakeGPUs, log)
+	a.health = newHealthChecker(a)
 	if err := a.setupNetwork(); err != nil {
 		return nil, err
 	}
@@ -441,14 +447,25 @@ func (a *registrar) register(ctx context.Context) error {
 // heartbeat tells schedd the node lives, as often as schedd asks (its
 // node timeout / 8, capped by Config.Heartbeat), and renews the node's
 // lease with each answer; a schedd that forgot the node (404) gets a new
-// registration.
+// registration. Each carries the health checks' verdict, and a change
+// of it is sent at once; so is the first, right after registering, so
+// that schedd has the verdict of the check run before it.
 func (a *registrar) heartbeat(ctx context.Context) {
+	wait := time.Duration(0)
 	for {
-		if backoff.Sleep(ctx, a.fence.heartbeatEvery(a.cfg.Heartbeat)) != nil {
+		t := time.NewTimer(wait)
+		wait = a.fence.heartbeatEvery(a.cfg.Heartbeat)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-t.C:
+		case <-a.health.changed:
+			t.Stop()
 		}
+		health := a.health.current()
 		sent := fence.Now()
-		l, err := a.cli.Heartbeat(ctx, a.cfg.Name, api.NodeHeartbeat{Instance: a.instance})
+		l, err := a.cli.Heartbeat(ctx, a.cfg.Name, api.NodeHeartbeat{Instance: a.instance, Health: &health})
 		switch {
 		case err == nil:
 			a.grant(ctx, sent, l)

@@ -173,6 +173,10 @@ type Config struct {
 	// refused with a message naming it, before it costs a descriptor
 	// for the terminal or the port.
 	MaxStreamsPerJob, MaxStreamsPerUser, MaxStreams int
+	// Health is the node's health check (nodelet.hcl health_check): the
+	// site's program, if any, and the nodelet's own checks, run every
+	// Health.Interval.
+	Health HealthCheck
 }
 
 // withDefaults fills zero fields and checks the rest.
@@ -220,6 +224,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("heartbeat %s: must not be negative", c.Heartbeat)
 	}
 	c.StopGrace = cmp.Or(c.StopGrace, DefaultStopGrace)
+	if c.Health, err = c.Health.withDefaults(); err != nil {
+		return c, err
+	}
 	if c.CPU == 0 {
 		c.CPU = float64(goruntime.NumCPU())
 	}

@@ -74,8 +74,9 @@
 //     detached, their output going straight to the output file, so they
 //     outlive the nodelet. It then waits: an exit
 //     is reported exited with its code (oom, "out of memory (limit
-//     256MiB)", when the kernel's OOM killer ended it); a stop request sends SIGTERM,
-//     waits StopGrace, sends SIGKILL and is reported killed. The final
+//     256MiB)", when the kernel's OOM killer ended it); a stop request first delivers the signals asked
+//     with it (a preempted job's warning), then sends SIGTERM, waits
+//     StopGrace, sends SIGKILL and is reported killed. The final
 //     report goes the moment the process ends (the record marked exited
 //     first), and only then is the container destroyed (processes,
 //     mounts, cgroup, bundle), taken off its network (the session's

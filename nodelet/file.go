@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -56,6 +57,8 @@ type File struct {
 	// MaxStreamsPerJob, MaxStreamsPerUser and MaxStreams are Config's:
 	// unset or 0 for the defaults, -1 for unlimited (not MaxStreams).
 	MaxStreamsPerJob, MaxStreamsPerUser, MaxStreams int
+	// Health is the health_check block (Config.Health); zero without one.
+	Health HealthCheck
 }
 
 // fileSchema is nodelet.hcl's attributes, every one optional.
@@ -64,6 +67,11 @@ var fileSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "default_subnet"}, {Name: "netns_pool"}, {Name: "oci_runtime"}, {Name: "run_dir"},
 	{Name: "max_streams_per_job"}, {Name: "max_streams_per_user"}, {Name: "max_streams"},
 	{Name: "routed_networks"}, {Name: "reach_from"}, {Name: "host_ports"},
+}, Blocks: []hcl.BlockHeaderSchema{{Type: "health_check"}}}
+
+// healthSchema is the health_check block's attributes.
+var healthSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "program"}, {Name: "interval"}, {Name: "timeout"},
 }}
 
 // LoadFile reads a nodelet.hcl. Errors carry file, line and column.
@@ -167,7 +175,43 @@ func decodeFile(body hcl.Body, fc *File) hcl.Diagnostics {
 	attrs.Whole("max_streams_per_job", &fc.MaxStreamsPerJob)
 	attrs.Whole("max_streams_per_user", &fc.MaxStreamsPerUser)
 	attrs.Whole("max_streams", &fc.MaxStreams)
+	for i, b := range c.Blocks {
+		if i > 0 {
+			d.Errorf(b.DefRange, "Duplicate health_check block", "nodelet.hcl takes one health_check block; another is at %s.", hclattr.Pos(c.Blocks[0].DefRange))
+			continue
+		}
+		decodeHealth(&d, b.Body, &fc.Health)
+	}
 	return d.Diags
+}
+
+// decodeHealth reads a health_check block: program (an absolute path),
+// interval and timeout (Go durations, "60s", above zero).
+func decodeHealth(d *hclattr.Decoder, body hcl.Body, h *HealthCheck) {
+	c := d.Content(body, healthSchema)
+	if c == nil {
+		return
+	}
+	attrs := d.Attrs(c.Attributes, "health_check")
+	if a, ok := attrs.String("program", &h.Program); ok && !filepath.IsAbs(h.Program) {
+		d.Errorf(a.Expr.Range(), "Invalid health_check program", "program %q is not valid; it must be an absolute path.", h.Program)
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"interval", &h.Interval}, {"timeout", &h.Timeout}} {
+		var s string
+		a, ok := attrs.String(f.name, &s)
+		if !ok {
+			continue
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil || v <= 0 {
+			d.Errorf(a.Expr.Range(), "Invalid health_check "+f.name, "%s %q is not valid; it must be a duration above zero such as \"60s\" or \"5m\".", f.name, s)
+			continue
+		}
+		*f.dst = v
+	}
 }
 
 // CheckReach checks routed_networks, reach_from and host_ports (their
@@ -270,5 +314,8 @@ func (f File) Apply(c *Config) {
 	}
 	if c.MaxStreams == 0 {
 		c.MaxStreams = f.MaxStreams
+	}
+	if c.Health == (HealthCheck{}) {
+		c.Health = f.Health
 	}
 }

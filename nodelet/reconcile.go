@@ -102,6 +102,7 @@ func (a *reconciler) reconcileLocked(ctx context.Context) {
 		case !ok:
 			a.unassigned(k, t)
 		case job.KillWanted:
+			t.queueSignals(job) // a preempted job's warning, delivered before the TERM
 			t.requestStop()
 		case job.SessionID != t.job.SessionID && t.job.SessionID != "":
 			// Another job under the same id (a state that handed the

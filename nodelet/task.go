@@ -258,6 +258,7 @@ func (a *launcher) supervise(ctx context.Context, t *task, c runtime.Container) 
 				return a.killForOutput(t, c, exited, msg)
 			}
 		case <-t.stop:
+			a.deliverSignals(t, c) // signals asked with the stop (a victim's warning) go first
 			return a.stopContainer(t, c, exited, "stopped: job ended or was killed", a.stopGrace(t.key.job))
 		case <-ctx.Done():
 			if detaching(ctx) && a.canDetach() {

@@ -278,14 +278,19 @@ func (s *fleet) RegisterNode(ctx context.Context, reg api.NodeRegister, credenti
 	return api.NodeRegistered{Node: view, NodeLease: Lease(s.cfg.NodeTimeout)}, nil
 }
 
-// NodeHeartbeat notes a registered node alive (HeartbeatFrom) and
-// answers its lease.
-func (s *fleet) NodeHeartbeat(ctx context.Context, node, instance string) (api.NodeLease, error) {
+// NodeHeartbeat notes a registered node alive (HeartbeatFrom), takes
+// its health-check verdict (nodeHealth) and answers its lease.
+func (s *fleet) NodeHeartbeat(ctx context.Context, node string, hb api.NodeHeartbeat) (api.NodeLease, error) {
 	if s.st.Snapshot().Node(node) == nil {
 		return api.NodeLease{}, fmt.Errorf("node %q: %w; register first", node, state.ErrNotFound)
 	}
-	if err := s.HeartbeatFrom(ctx, node, instance); err != nil {
+	if err := s.HeartbeatFrom(ctx, node, hb.Instance); err != nil {
 		return api.NodeLease{}, err
+	}
+	if hb.Health != nil {
+		if err := s.nodeHealth(ctx, node, *hb.Health); err != nil {
+			return api.NodeLease{}, err
+		}
 	}
 	return Lease(s.cfg.NodeTimeout), nil
 }

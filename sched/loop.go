@@ -285,6 +285,12 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 		}
 		return loopOutcome{Committed: true}, ws
 	}
+	if done, err := s.stopInTheWay(ctx, v, now); err != nil || done {
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("stopping the jobs in a reservation's way", "err", err)
+		}
+		return loopOutcome{Committed: done, Failed: err != nil}, ws
+	}
 	done, nextWarn, err := s.suspendPass(ctx, v, now)
 	switch {
 	case err != nil:

@@ -65,11 +65,12 @@ func (c *nodeCache) open(v *state.Snapshot) []core.Node {
 	return c.undrained
 }
 
-// undrained is nodes less those drained in v (nodes itself when none is).
+// undrained is nodes less those drained in v, by an admin or by their
+// failing health check (nodes itself when none is).
 func undrained(v *state.Snapshot, nodes []core.Node) []core.Node {
 	drained := map[string]bool{}
 	for _, n := range v.Nodes() {
-		if n.Drain {
+		if n.Drain || n.Health != "" {
 			drained[n.Name] = true
 		}
 	}
@@ -111,6 +112,9 @@ func (c *nodeCache) check(v *state.Snapshot, j *state.Job) string {
 		return ""
 	}
 	cj := coreJob(j)
+	// Whether the job can ever fit is the shape's: a node it excludes
+	// may be replaced or renamed, and answers are kept per shape.
+	cj.Exclude = nil
 	key := shapeKey(j.Partition, cj)
 	fits, ok := c.fits[key]
 	if !ok {

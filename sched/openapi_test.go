@@ -81,6 +81,7 @@ var openAPISchemas = map[string]reflect.Type{
 	"Node":                reflect.TypeFor[api.Node](),
 	"NodeDrain":           reflect.TypeFor[api.NodeDrain](),
 	"NodeHeartbeat":       reflect.TypeFor[api.NodeHeartbeat](),
+	"NodeHealth":          reflect.TypeFor[api.NodeHealth](),
 	"NodeLease":           reflect.TypeFor[api.NodeLease](),
 	"NodeList":            reflect.TypeFor[api.NodeList](),
 	"NodeRegister":        reflect.TypeFor[api.NodeRegister](),

@@ -153,6 +153,8 @@ func setFlags(r *state.Reservation, flags []string) error {
 			r.Maint = true
 		case api.FlagIgnoreJobs:
 			r.IgnoreJobs = true
+		case api.FlagStopJobs:
+			r.StopJobs = true
 		case api.FlagDaily, api.FlagWeekly:
 			if r.Repeat != "" {
 				return fmt.Errorf("%w: a reservation repeats daily or weekly, not both", ErrInvalid)
@@ -160,7 +162,7 @@ func setFlags(r *state.Reservation, flags []string) error {
 			r.Repeat = strings.ToLower(strings.TrimSpace(f))
 		case "":
 		default:
-			return fmt.Errorf("%w: unknown reservation flag %q; flags: maint, ignore_jobs, daily, weekly", ErrInvalid, f)
+			return fmt.Errorf("%w: unknown reservation flag %q; flags: maint, ignore_jobs, stop_jobs, daily, weekly", ErrInvalid, f)
 		}
 	}
 	return nil

@@ -248,7 +248,7 @@ func toCore(r state.Resources) core.Res {
 func coreJob(j *state.Job) core.Job {
 	cj := core.Job{ID: j.ID, Mode: j.Spec.Cluster.Mode, Reason: j.Reason, Partition: j.Partition,
 		User: j.User, Account: j.Account, Submit: j.Submitted, Walltime: j.Walltime, Array: j.ArrayID,
-		Reservation: j.Reservation, Licenses: j.Licenses, QOS: j.QOS}
+		Exclude: j.ExcludeNodes, Reservation: j.Reservation, Licenses: j.Licenses, QOS: j.QOS}
 	if cj.Mode == "" {
 		cj.Mode = jobspec.ModeSingleNode
 	}
@@ -266,7 +266,7 @@ func coreJob(j *state.Job) core.Job {
 // spent suspended; a suspended job holds its memory only, and no GPU.
 func coreRunning(j *state.Job, now time.Time) core.Running {
 	r := core.Running{JobID: j.ID, Start: j.Started, Walltime: j.Walltime, Partition: j.Partition, User: j.User,
-		QOS: j.QOS, StoppingFor: j.Stopping()}
+		QOS: j.QOS, StoppingFor: j.Stopping(), Suspended: j.Suspended != nil}
 	if j.Preempt != nil {
 		r.Preempted = j.Preempt.At
 	}

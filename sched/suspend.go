@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/sched/core"
 	"github.com/troupe-hpc/troupe/sched/fault"
 	"github.com/troupe-hpc/troupe/sched/raftlog"
@@ -21,9 +22,9 @@ import (
 // plan of the same moment gives to another job.
 
 // warnNow sends the warning signal of the jobs in ids that ask for one
-// and have not had it this run, now (why: "walltime", or the job
-// preempting them). Preemption calls it on the victims it chooses: their
-// grace counts from the signal (state.Job.Warned), then it stops them.
+// and have not had it this run, now (why: "walltime"). A preemption's
+// victims get theirs in the plan's own entry instead (state's preempt),
+// delivered by their nodelets ahead of the stop.
 // While the cluster's schema is older than the act's it sends nothing
 // and answers an error that is raftlog.ErrOlderPeer.
 func (s *scheduler) warnNow(ctx context.Context, ids []uint64, why string) error {
@@ -61,7 +62,8 @@ func (s *replica) writable(act state.Act) error {
 // their memory they still hold), longest suspended first: each one
 // found takes its room before the next is tried. open is the nodes that
 // take work, empty (the node cache's); a job on a node not among them
-// stays suspended.
+// stays suspended, and so does a job suspended by preemption while its
+// preemptor still waits to be placed (preemptorPending).
 func resumable(v *state.Snapshot, open []core.Node) []uint64 {
 	sus := v.Suspended()
 	if len(sus) == 0 {
@@ -74,7 +76,7 @@ func resumable(v *state.Snapshot, open []core.Node) []uint64 {
 	}
 	var out []uint64
 	for _, j := range sus {
-		if !j.Suspended.ResumeWanted || j.KillWanted {
+		if !j.Suspended.ResumeWanted || j.KillWanted || preemptorPending(v, j) {
 			continue
 		}
 		need := map[string]core.Res{}
@@ -117,6 +119,19 @@ func resumable(v *state.Snapshot, open []core.Node) []uint64 {
 		out = append(out, j.ID)
 	}
 	return out
+}
+
+// preemptorPending reports whether suspended job j was preempted by a
+// job that is still waiting to be placed on the CPUs and GPUs j lent
+// it: j stays suspended until that job holds them (and resumes when it
+// gives them back), is held, or is gone.
+func preemptorPending(v *state.Snapshot, j *state.Job) bool {
+	by := j.ResumeWaitsOn()
+	if by == 0 {
+		return false
+	}
+	p := v.Job(by)
+	return p != nil && p.State == api.JobPending
 }
 
 // devicesFree reports whether n's GPU devices have the shares want asks

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -29,7 +30,7 @@ func jobView(j *state.Job, x jobExtras) api.Job {
 		Partition: j.Partition, Account: j.Account, Reservation: j.Reservation, Walltime: j.Walltime, Spec: specView(j), Licenses: j.Licenses,
 		Interactive: j.Interactive, State: j.State, Reason: j.Reason, ExitCode: j.ExitCode,
 		KillWanted: j.KillWanted, Cancelled: j.Cancelled, KillDone: j.KillDone, TimedOut: j.TimedOut,
-		Requeues: j.Requeues, LastRequeue: j.LastRequeue, Runs: runViews(j.Runs), Containers: containerViews(j.Containers),
+		Requeues: j.Requeues, LastRequeue: j.LastRequeue, ExcludeNodes: slices.Clone(j.ExcludeNodes), Runs: runViews(j.Runs), Containers: containerViews(j.Containers),
 		Submitted: j.Submitted, Started: j.Started, Ended: j.Ended, ModifyIndex: j.ModifyIndex,
 		DependsOn: dependencyView(j.DependsOn), Signals: signalViews(j.Signals), Mailed: j.Mailed,
 		Suspended: suspensionView(j.Suspended), SuspendedFor: j.SuspendedFor, Warned: j.Warned,
@@ -239,13 +240,21 @@ func (s *lifecycle) view(v *state.Snapshot, j *state.Job) api.Job {
 }
 
 // nodeView is the API's view of row n; what is derived (its allocation,
-// partitions, GPUs, a DRAINING or DRAINED state) the caller adds.
+// partitions, GPUs, a DRAINING or DRAINED state) the caller adds. A node
+// whose health check fails shows drained: by the health check, with its
+// reason, unless an admin drained it too (whose drain and reason show,
+// the check's reason in Health).
 func nodeView(n *state.Node) api.Node {
-	return api.Node{
+	v := api.Node{
 		Name: n.Name, Addr: n.Addr, State: n.State, Runtime: n.Runtime, OCIRuntime: n.OCIRuntime,
 		Labels: n.Labels, Capacity: resourcesView(n.Capacity), LastHeartbeat: n.LastHeartbeat, Registered: n.Registered,
 		Drain: n.Drain, DrainedBy: n.DrainedBy, DrainedAt: n.DrainedAt, Reason: n.Reason, Instance: n.Instance,
+		Health: n.Health, HealthAt: n.HealthAt,
 	}
+	if n.Health != "" && !n.Drain {
+		v.Drain, v.DrainedBy, v.DrainedAt, v.Reason = true, state.HealthCheckBy, n.HealthAt, n.Health
+	}
+	return v
 }
 
 // assignedJob is row j as a nodelet needs it (api.AssignedJob).
@@ -321,5 +330,5 @@ func preemptView(p *state.PreemptRecord) *api.Preemption {
 	if p == nil {
 		return nil
 	}
-	return &api.Preemption{By: p.By, At: p.At, Mode: p.Mode, Run: p.Run}
+	return &api.Preemption{By: p.By, At: p.At, Mode: p.Mode, Run: p.Run, Resumed: p.Resumed, Reservation: p.Reservation}
 }

@@ -82,7 +82,7 @@ func TestArgs(t *testing.T) {
 	}{
 		{[]string{"-g", "node"}, "bacct: -g node: want user, account or partition"},
 		{[]string{"7"}, `bacct: unexpected argument "7": bacct takes flags only`},
-		{[]string{"-s", "PENDING"}, "bacct: -s PENDING: want COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL or REQUEUED"},
+		{[]string{"-s", "PENDING"}, "bacct: -s PENDING: want COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, PREEMPTED or REQUEUED"},
 		{[]string{"--since", "soon"}, `bacct: --since soon: "soon" is not a time: use 2026-11-22, 2026-11-22T15:04, 2026/11/22/15:04, RFC 3339 or a duration ago such as 2h`},
 	} {
 		code, out, errs := runBacct(append(tt.args, "--addr", s.Addr)...)

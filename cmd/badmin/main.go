@@ -28,7 +28,7 @@ var command = cli.Command{
 		"       jsuspend JOBID... | jresume JOBID... |\n" +
 		"       snapshot save FILE | snapshot restore [--allow-missing-history] FILE | token create|list|revoke ID | showconf mbd |\n" +
 		"       reservation create NAME --start TIME --duration D (--nodes LIST | --count N [--partition P])\n" +
-		"         [--users U,...] [--accounts A,...] [--flags maint,ignore_jobs,daily,weekly] |\n" +
+		"         [--users U,...] [--accounts A,...] [--flags maint,ignore_jobs,stop_jobs,daily,weekly] |\n" +
 		"       reservation list | show [NAME] | update NAME [--start ...] | delete NAME",
 	Summary: "Administer schedd.\n" +
 		"  partitions  list the partitions in force: nodes, limits, queued and started jobs\n" +
@@ -66,7 +66,9 @@ var command = cli.Command{
 		"                         --accounts; no other job runs there across the window.\n" +
 		"                         --count N picks N nodes now (idle first); flags: maint (the\n" +
 		"                         nodes show MAINT while it is open), ignore_jobs (made over\n" +
-		"                         running jobs that would run into it), daily, weekly (repeat)\n" +
+		"                         running jobs that would run into it), stop_jobs (stop the jobs\n" +
+		"                         still running on its nodes as the window opens: requeue or\n" +
+		"                         cancel), daily, weekly (repeat)\n" +
 		"  reservation list|show [NAME]  the reservations in force (show: scontrol's format)\n" +
 		"  reservation update NAME  change the fields given (--start, --duration, --nodes,\n" +
 		"                         --users, --accounts, --flags)\n" +

@@ -30,12 +30,12 @@ func newResvFlags(fs *cli.FlagSet) resvFlags {
 		partition: fs.String("partition", "", "reservation create: pick --count nodes in `PARTITION`"),
 		users:     fs.String("users", "", "reservation: the `USERS` (comma-separated) whose jobs may run in it"),
 		accounts:  fs.String("accounts", "", "reservation: the `ACCOUNTS` (comma-separated) whose jobs may run in it"),
-		flags:     fs.String("flags", "", "reservation: `FLAGS`, comma-separated: maint, ignore_jobs, daily, weekly"),
+		flags:     fs.String("flags", "", "reservation: `FLAGS`, comma-separated: maint, ignore_jobs, stop_jobs, daily, weekly"),
 	}
 }
 
 // reservationUsage is badmin reservation's synopsis.
-const reservationUsage = "usage: badmin reservation create NAME --start TIME --duration D (--nodes LIST | --count N [--partition P]) [--users U,...] [--accounts A,...] [--flags maint,ignore_jobs,daily,weekly] | list | show [NAME] | update NAME [--start T] [--duration D] [--nodes L] [--users U] [--accounts A] [--flags F] | delete NAME"
+const reservationUsage = "usage: badmin reservation create NAME --start TIME --duration D (--nodes LIST | --count N [--partition P]) [--users U,...] [--accounts A,...] [--flags maint,ignore_jobs,stop_jobs,daily,weekly] | list | show [NAME] | update NAME [--start T] [--duration D] [--nodes L] [--users U] [--accounts A] [--flags F] | delete NAME"
 
 // checkReservationArgs checks the positional arguments of badmin
 // reservation; "" when they do.

@@ -117,7 +117,7 @@ func TestArgs(t *testing.T) {
 		{[]string{"-l", "-o", "json"}, "bhist: -l is the long table; -o json already holds everything"},
 		{[]string{"-S", "yesterday"}, `bhist: -S yesterday: "yesterday" is not a time: use 2026-11-22, 2026-11-22T15:04, 2026/11/22/15:04, RFC 3339 or a duration ago such as 2h`},
 		{[]string{"-C", "2026-11-02,2026-11-01"}, "bhist: -C 2026-11-02,2026-11-01: the range ends before it begins"},
-		{[]string{"-s", "RUNNING"}, "bhist: -s RUNNING: want COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL or REQUEUED"},
+		{[]string{"-s", "RUNNING"}, "bhist: -s RUNNING: want COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, PREEMPTED or REQUEUED"},
 		{[]string{"-C", "2h", "--since", "1h"}, "bhist: -C and --since/--until both bound the end time: give one of them"},
 		{[]string{"--since", "2026-11-02", "--until", "2026-11-01"}, "bhist: --until is before --since"},
 		{[]string{"--until", "later"}, `bhist: --until later: "later" is not a time: use 2026-11-22, 2026-11-22T15:04, 2026/11/22/15:04, RFC 3339 or a duration ago such as 2h`},

@@ -13,7 +13,8 @@ import (
 var sinfoOpts = []option{
 	{'h', "noheader", false}, {'o', "format", true}, {'N', "Node", false}, {'p', "partition", true},
 	{'a', "all", false}, {'l', "long", false}, {'v', "verbose", false}, {0, "help", false}, {0, "usage", false},
-	{'s', "summarize", false}, {'O', "Format", true}, {'M', "clusters", true}, {'T', "reservation", false},
+	{'s', "summarize", false}, {'O', "Format", true}, {'M', "clusters", true}, {'R', "list-reasons", false},
+	{'T', "reservation", false},
 }
 
 // sinfo shows the partitions and their nodes as Slurm's sinfo: one line
@@ -32,6 +33,7 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		header      = true
 		format      string
 		byNode      bool
+		reasons     bool
 		partsWanted []string
 		resv        bool
 	)
@@ -49,6 +51,8 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			byNode = true
 		case "partition":
 			partsWanted = list(partsWanted, o.value)
+		case "list-reasons":
+			reasons = true
 		case "summarize":
 			format = "%#P %.5a %.10l %.6D %N"
 		case "reservation":
@@ -60,10 +64,14 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				"-O, --Format=FIELDS   fields by name, each FIELD[:[.][SIZE][SUFFIX]]: NodeHost, NodeList, Partition,\n" +
 					"                        StateLong, StateCompact, CPUs, CPUsState, Features, Gres, GresUsed, ...",
 				"-N, --Node            one line per node",
+				"-R, --list-reasons    the nodes out of service and why: drained (by an admin or a failing health check) or down",
 				"-p, --partition=LIST  these partitions",
 				"-T, --reservation     the reservations: name, state, window, nodes",
 			})
 		}
+	}
+	if format == "" && reasons {
+		format = cli.SinfoReasonFormat
 	}
 	if format == "" {
 		format = cli.SinfoDefaultFormat
@@ -102,7 +110,9 @@ func sinfo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	rows := cli.SinfoRows(ps, nodes.Nodes, byNode)
-	if !slices.ContainsFunc([]string{"P", "R"}, func(c string) bool { return hasField(format, c) }) {
+	if reasons {
+		rows = cli.SinfoReasonRows(nodes.Nodes)
+	} else if !slices.ContainsFunc([]string{"P", "R"}, func(c string) bool { return hasField(format, c) }) {
 		rows = mergeRows(rows, byNode, !hasField(format, "t") && !hasField(format, "T"))
 	}
 	if err := cli.WriteSinfo(stdout, rows, format, header); err != nil {

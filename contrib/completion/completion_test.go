@@ -165,7 +165,7 @@ func TestBash(t *testing.T) {
 		name, line, path string
 		want             []string
 	}{
-		{"bsub long flag", "bsub --w", path, []string{"--wait"}},
+		{"bsub long flag", "bsub --w", path, []string{"--wa", "--wait", "--wt"}},
 		{"bsub files", "bsub ", path, []string{"a.hcl", "b.json", "sub"}},
 		{"bsub more job files", "bsub a.hcl ", path, []string{"a.hcl", "b.json", "sub"}},
 		{"bsub no job files after a command", "bsub echo ", path, nil},
@@ -180,7 +180,7 @@ func TestBash(t *testing.T) {
 		{"bkill prefix", "bkill 1", path, []string{"12"}},
 		{"bjob one id", "bjob ", path, []string{"12", "3", "7"}},
 		{"bjob no second id", "bjob 3 ", path, nil},
-		{"badmin subcommands", "badmin ", path, []string{"drain", "fairshare", "partitions", "reconfig", "resume"}},
+		{"badmin subcommands", "badmin ", path, []string{"drain", "fairshare", "jresume", "jsuspend", "licenses", "partitions", "reconfig", "resume"}},
 		{"schedd flags", "schedd --data", path, []string{"--data-dir"}},
 		{"schedd runtime", "schedd --runtime ", path, []string{"auto", "process", "runc"}},
 		{"nodelet Go-style flag", "nodelet -runtime p", path, []string{"process"}},

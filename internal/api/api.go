@@ -272,6 +272,9 @@ type Job struct {
 	// queue; LastRequeue says why the last time.
 	Requeues    int    `json:"requeues,omitempty"`
 	LastRequeue string `json:"last_requeue,omitempty"`
+	// ExcludeNodes are nodes the job is not placed on again: a node
+	// whose health check failed while the job ran there.
+	ExcludeNodes []string `json:"exclude_nodes,omitempty"`
 	// Runs are the runs a requeue ended, oldest first (Runs[i] is run
 	// i); the job's own times, exit code, usage and containers are its
 	// current run's.
@@ -519,6 +522,11 @@ type Preemption struct {
 	At   time.Time `json:"at"`   // when the scheduler chose it
 	Mode string    `json:"mode"` // cancel, requeue or suspend
 	Run  int       `json:"run"`  // the run it stopped (the job's Requeues then)
+	// Resumed is when a job suspended by it resumed (zero: not yet).
+	Resumed time.Time `json:"resumed,omitzero"`
+	// Reservation: stopped as this reservation's window opened (its flag
+	// stop_jobs), By then 0.
+	Reservation string `json:"reservation,omitempty"`
 }
 
 // GPUShare is a slice of one GPU device of a node.
@@ -587,6 +595,18 @@ type NodeRegister struct {
 // (409) and does not keep the node alive.
 type NodeHeartbeat struct {
 	Instance string `json:"instance,omitempty"`
+	// Health is the node's health-check verdict (nodelet.hcl
+	// health_check and the nodelet's own checks); nil from a nodelet
+	// that runs none (an older one), which changes nothing.
+	Health *NodeHealth `json:"health,omitempty"`
+}
+
+// NodeHealth is a node's health-check verdict: OK, or failing with
+// Reason, the failing check's first line ("ERROR: nhc: Health check
+// failed: ..."). A failing verdict drains the node until a passing one.
+type NodeHealth struct {
+	OK     bool   `json:"ok"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Node is a node as the API shows it: the view schedd builds from its row
@@ -610,9 +630,16 @@ type Node struct {
 	Drain     bool      `json:"drain,omitempty"`
 	DrainedBy string    `json:"drained_by,omitempty"`
 	DrainedAt time.Time `json:"drained_at,omitzero"`
-	// Reason is why the node is drained (badmin drain -r) or down
-	// ("Not responding"); empty otherwise.
+	// Reason is why the node is drained (badmin drain -r, else its
+	// failing health check) or down ("Not responding"); empty otherwise.
 	Reason string `json:"reason,omitempty"`
+	// Health is the reason the node's health check fails, "" while it
+	// passes. A failing check drains the node (Drain, with DrainedBy
+	// "healthcheck" unless an admin drained it too) until it passes.
+	Health string `json:"health,omitempty"`
+	// HealthAt is when the node's health check began to fail; zero
+	// while it passes.
+	HealthAt time.Time `json:"health_at,omitzero"`
 	// Partitions the node belongs to now (derived when answering).
 	Partitions []string `json:"partitions,omitempty"`
 	// Reservation is the reservation whose window is open on the node,

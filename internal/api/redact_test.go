@@ -40,7 +40,7 @@ var classes = map[reflect.Type]map[string]class{
 		"SessionID": withheld, "RequestID": withheld, "Network": withheld, "GID": withheld, "Cwd": withheld,
 		"KillWanted": withheld, "Cancelled": withheld, "KillDone": withheld, "TimedOut": withheld, "Requeues": withheld,
 		"QOS": shown, "Preempt": shown, "Preempted": shown,
-		"LastRequeue": withheld, "Runs": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
+		"LastRequeue": withheld, "ExcludeNodes": withheld, "Runs": withheld, "DependsOn": withheld, "Signals": withheld, "Mailed": withheld,
 		"Suspended": shown, "SuspendedFor": shown, "Warned": withheld,
 	},
 	reflect.TypeFor[api.JobSpec](): {

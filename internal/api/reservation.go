@@ -14,6 +14,7 @@ import "time"
 const (
 	FlagMaint      = "maint"       // a maintenance window: its nodes show MAINT while it is open
 	FlagIgnoreJobs = "ignore_jobs" // may be made over running jobs that would run into it
+	FlagStopJobs   = "stop_jobs"   // stops the jobs still running on its nodes as its window opens
 	FlagDaily      = "daily"       // repeats every day
 	FlagWeekly     = "weekly"      // repeats every week
 )

@@ -286,7 +286,7 @@ var AllStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, ap
 
 // ParseStates reads a comma-separated list of job states: the full names
 // (case-insensitive), LSF's (PEND, RUN, DONE, EXIT) or Slurm's short codes
-// (PD, R, CD, F, CA, TO, NF).
+// (PD, R, CD, F, CA, TO, NF, PR).
 func ParseStates(s string) ([]api.JobState, error) {
 	var out []api.JobState
 	for _, p := range SplitList(s) {
@@ -300,7 +300,7 @@ func ParseStates(s string) ([]api.JobState, error) {
 			for i, a := range AllStates {
 				names[i] = string(a)
 			}
-			return nil, fmt.Errorf("unknown job state %q; use %s (or LSF's PEND, RUN, DONE, EXIT, or Slurm's PD, R, CD, F, CA, TO, NF)", p, orList(names))
+			return nil, fmt.Errorf("unknown job state %q; use %s (or LSF's PEND, RUN, DONE, EXIT, or Slurm's PD, R, CD, F, CA, TO, NF, PR)", p, orList(names))
 		}
 		if !slices.Contains(out, st) {
 			out = append(out, st)

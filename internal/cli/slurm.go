@@ -713,6 +713,9 @@ var sinfoFields = map[byte]sinfoField{
 	'T': {"STATE", func(r SinfoRow) string { return sinfoLongState[r.State] }},
 	'N': {"NODELIST", func(r SinfoRow) string { return SlurmHostlist(r.Nodes) }},
 	'n': {"HOSTNAMES", func(r SinfoRow) string { return strings.Join(r.Nodes, ",") }},
+	'E': {"REASON", func(r SinfoRow) string { return sinfoReason(r).why }},
+	'u': {"USER", func(r SinfoRow) string { return sinfoReason(r).by }},
+	'H': {"TIMESTAMP", func(r SinfoRow) string { return sinfoReason(r).at }},
 	'F': {"NODES(A/I/O/T)", func(r SinfoRow) string {
 		var a, i, o int
 		for _, n := range r.Info {

@@ -424,6 +424,10 @@ func WriteHostsLong(w io.Writer, nodes []api.Node, loc *time.Location) error {
 		if n.Drain {
 			pair("Drained by", n.DrainedBy+" at "+Timestamp(n.DrainedAt, loc))
 		}
+		if n.Health != "" && n.Health != n.Reason {
+			// An admin's drain shows above; the failing check too.
+			pair("Health check", "failing: "+n.Health)
+		}
 		if n.Reservation != "" { // the one open on it, else the next
 			pair("Reservation", n.Reservation)
 		}

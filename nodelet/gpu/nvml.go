@@ -82,3 +82,40 @@ func Usage() (use map[int]Use) {
 	}
 	return use
 }
+
+// Statuses reads each device's health from NVML: lost (its handle or
+// its UUID answers GPU_IS_LOST) and its volatile uncorrectable ECC
+// count (0 where ECC is off or not supported). An error: NVML itself
+// cannot be reached, which tells nothing of the devices.
+func Statuses() (st []Status, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			st, err = nil, fmt.Errorf("nvml: %v", r)
+		}
+	}()
+	if ret := nvml.Init(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("nvml init: %s", nvml.ErrorString(ret))
+	}
+	defer nvml.Shutdown()
+	n, ret := nvml.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, errors.New("nvml device count: " + nvml.ErrorString(ret))
+	}
+	for i := range n {
+		s := Status{Index: i}
+		d, ret := nvml.DeviceGetHandleByIndex(i)
+		if ret == nvml.SUCCESS {
+			_, ret = d.GetUUID()
+		}
+		switch ret {
+		case nvml.SUCCESS:
+			if c, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
+				s.UncorrectedECC = c
+			}
+		case nvml.ERROR_GPU_IS_LOST:
+			s.Lost = true
+		} // another error tells nothing of the device: healthy as far as known
+		st = append(st, s)
+	}
+	return st, nil
+}

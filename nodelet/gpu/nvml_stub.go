@@ -2,7 +2,10 @@
 
 package gpu
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // discoverNVML: a build without cgo cannot load NVML, so it knows of no
 // driver; fake_gpus still gives it devices for tests.
@@ -12,3 +15,6 @@ func discoverNVML() ([]Device, error) {
 
 // Usage is nil without NVML.
 func Usage() map[int]Use { return nil }
+
+// Statuses is an error without NVML.
+func Statuses() ([]Status, error) { return nil, errors.New("built without cgo: NVML unavailable") }

@@ -84,7 +84,7 @@ func newBackfill(c *cluster, g *gate, s *Snapshot, now time.Time) *backfill {
 	b.running = append(b.running, g.ends()...)
 	for _, r := range s.Running {
 		end := r.Start.Add(walltime(r.Walltime)).UnixNano()
-		if r.StoppingFor != 0 {
+		if r.StoppingFor != 0 && !r.Suspended {
 			end = b.now // preempted: being stopped now
 		}
 		ev := event{at: max(end, b.now), job: r.JobID, lic: r.Licenses}
@@ -391,7 +391,7 @@ func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *J
 	cs := j.Containers
 	gpuOnly := allGPU(cs)
 	cand := func(i int32) bool {
-		return proj[i].inPartition(part) && (!gpuOnly || proj[i].hasGPU()) && (open == nil || open(i))
+		return proj[i].inPartition(part) && (!gpuOnly || proj[i].hasGPU()) && (open == nil || open(i)) && !slices.Contains(j.Exclude, proj[i].name)
 	}
 	multi := j.Mode == ModeMultiNode
 	var unit Res

@@ -66,14 +66,15 @@ func (p *placer) place(part string, j *Job) (gangFit, bool) {
 		left[i] = i
 	}
 	g := gangFit{hosts: make([]int32, len(cs))}
-	if i, f, ok := p.holdsAll(t, cs, left, nil); ok {
+	excl := p.c.excluded(j)
+	if i, f, ok := p.holdsAll(t, cs, left, excl); ok {
 		g.assign(i, f, len(cs))
 		return g, true
 	}
 	if j.Mode != ModeMultiNode {
 		return gangFit{}, false
 	}
-	var used []int32
+	used := excl
 	for len(left) > 0 {
 		if i, f, ok := p.holdsAll(t, cs, left, used); ok {
 			g.assign(i, f, len(cs))
@@ -162,6 +163,18 @@ func (g *gangFit) assign(node int32, f nodeFit, n int) {
 			g.shares[c] = f.shares[k]
 		}
 	}
+}
+
+// excluded is the nodes of c that j excludes (Job.Exclude), as indexes:
+// placement treats them as used by the gang already.
+func (c *cluster) excluded(j *Job) []int32 {
+	var out []int32
+	for _, name := range j.Exclude {
+		if i, ok := c.byName[name]; ok {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 func pick(cs []Res, left []int) []Res {

@@ -29,6 +29,8 @@ import (
 // gang start (the placement rules of place.go, never a partial gang);
 // then each victim whose release turns out not to be needed is given
 // back, highest first, so the set is minimal: no victim can be spared.
+// A victim of mode suspend releases its CPUs and GPUs only: its memory
+// stays held while it is frozen.
 // A job that cannot start even with every candidate stopped stops none.
 //
 // The preemptor then holds a reservation, from now, on the nodes it
@@ -158,6 +160,7 @@ func (p *pass) candidates(j *Job) *candidates {
 			continue
 		}
 		v := victim{r: r, rank: p.rankOf(r.Partition, r.QOS)}
+		suspend := p.mode(r) == PreemptSuspend
 		useful := false
 		for ci, name := range r.Nodes {
 			n, ok := p.c.byName[name]
@@ -165,6 +168,9 @@ func (p *pass) candidates(j *Job) *candidates {
 				continue
 			}
 			u := use{node: n, res: r.Containers[ci]}
+			if suspend {
+				u.res.Memory = 0 // a suspended job keeps its memory
+			}
 			if ci < len(r.GPUs) {
 				u.shares = r.GPUs[ci]
 			}

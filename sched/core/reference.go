@@ -1,5 +1,7 @@
 package core
 
+import "slices"
+
 // refPlace is the plain statement of the placement rules (see place.go):
 // O(nodes) scans, no index. Property tests check placer against it, and
 // Place and CanEverFit use it. open, when not nil, says which nodes the
@@ -12,7 +14,7 @@ func refPlace(nodes []nstate, part string, j *Job, quantum float64, open func(in
 	gpuOnly := allGPU(cs)
 	var cand []int32
 	for i := range nodes {
-		if nodes[i].inPartition(part) && (!gpuOnly || nodes[i].hasGPU()) && (open == nil || open(int32(i))) {
+		if nodes[i].inPartition(part) && (!gpuOnly || nodes[i].hasGPU()) && (open == nil || open(int32(i))) && !slices.Contains(j.Exclude, nodes[i].name) {
 			cand = append(cand, int32(i))
 		}
 	}

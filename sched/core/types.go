@@ -113,6 +113,10 @@ type Job struct {
 	// Array, when not 0, is the job array the job is an element of: it
 	// starts only while Snapshot.ArraySlots has room for its array.
 	Array uint64
+	// Exclude names nodes the job must not be placed on (a node whose
+	// health check failed while the job ran there): placement and
+	// backfill leave them out for this job alone.
+	Exclude []string
 	// QOS is the job's quality of service (Snapshot.QOS): its priority
 	// adds to the job's, its per-user limits apply, and its Preempt list
 	// names the QOSes the job may preempt. "": none.
@@ -151,6 +155,10 @@ type Running struct {
 	// for: it is being stopped (its resources are expected back now) and
 	// is no candidate for another preemption.
 	StoppingFor uint64
+	// Suspended: the job is frozen (Containers hold its memory alone),
+	// and stays so until the CPUs and GPUs it lent are free again; it
+	// is not expected to end when StoppingFor is set.
+	Suspended bool
 	// Preempted is when the job was last preempted (zero: never): it is
 	// not preempted again within Policy.PreemptWindow of it.
 	Preempted time.Time

@@ -63,7 +63,8 @@ func TestAuthorize(t *testing.T) {
 func TestRouteRules(t *testing.T) {
 	admin := map[string]bool{"POST /v1/nodes/drain": true, "POST /v1/raft/join": true, "POST /v1/reconfig": true,
 		"GET /v1/snapshot": true, "POST /v1/snapshot": true,
-		"POST /v1/reservations": true, "POST /v1/reservations/{name}": true, "POST /v1/reservations/{name}/delete": true}
+		"POST /v1/reservations": true, "POST /v1/reservations/{name}": true, "POST /v1/reservations/{name}/delete": true,
+		"POST /v1/jobs/{id}/suspend": true, "POST /v1/jobs/{id}/resume": true} // suspending a job lends its resources: admins only, as scontrol suspend
 	owner := map[string]bool{"POST /v1/jobs/{id}/kill": true, "POST /v1/jobs/{id}/hold": true, "POST /v1/jobs/{id}/release": true,
 		"POST /v1/jobs/{id}/attach": true, "POST /v1/jobs/{id}/signal": true}
 	for _, rt := range Routes() {

@@ -71,7 +71,7 @@ type Nodes interface {
 	RegisterNode(ctx context.Context, reg api.NodeRegister, credential bool) (api.NodeRegistered, error)
 	// NodeHeartbeat notes node alive (from nodelet instance, "" not
 	// told) and answers its lease.
-	NodeHeartbeat(ctx context.Context, node, instance string) (api.NodeLease, error)
+	NodeHeartbeat(ctx context.Context, node string, hb api.NodeHeartbeat) (api.NodeLease, error)
 	// NodeAssignments notes node alive, waits on the node's own index
 	// as w says, and answers what it must run.
 	NodeAssignments(ctx context.Context, w Wait, node string) (api.Assignments, error)

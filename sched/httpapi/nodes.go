@@ -57,7 +57,7 @@ func (a *API) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	// Only the leader answers here (redirectToLeader): the lease comes
 	// from the server that counts the node's silence.
-	lease, err := a.c.NodeHeartbeat(r.Context(), r.PathValue("name"), hb.Instance)
+	lease, err := a.c.NodeHeartbeat(r.Context(), r.PathValue("name"), hb)
 	if err != nil {
 		writeErr(w, err)
 		return

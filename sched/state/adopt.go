@@ -46,14 +46,18 @@ func adoptWindow(v int) bool { return v >= SchemaAdoptWindow }
 // NeedsSchema is the oldest schema version that can carry c (0: any the
 // leader writes): the raft log refuses to write it in an older one.
 func (c *Command) NeedsSchema() int {
-	if _, ok := c.Act.(AdoptEnd); ok {
+	switch a := c.Act.(type) {
+	case AdoptEnd:
 		return SchemaAdoptWindow
+	case Health:
+		return commandSchema
+	case Submit:
+		if a.asksLicenses() {
+			return LicenseSchema
+		}
 	}
 	if reservationAct(c.Act) {
 		return SchemaReservations
-	}
-	if s, ok := c.Act.(Submit); ok && s.asksLicenses() {
-		return LicenseSchema
 	}
 	switch c.Act.(type) {
 	case Suspend, Resume, Resumed, Warn:

@@ -121,9 +121,17 @@ func conflict(format string, args ...any) error {
 //	   older schedd would refuse the acts and schedule over the windows,
 //	   so the leader refuses them while a peer reads an older schema
 //	   (SchemaReservations).
+//	   And a reservation's stop_jobs (StopReserved, resvstop.go): as
+//	   its window opens the jobs running on its nodes are stopped as
+//	   preemption victims are, for the reservation.
 //	   And a plan's preemptions (Plan.Preemptions): the victims are
 //	   stopped and, once stopped, requeued or ended PREEMPTED. Entries
 //	   of versions 1 to 10 carry none.
+//	   And node health checks (Health): a node's failing verdict drains
+//	   it apart from an admin's drain (Node.Health) and requeues its
+//	   requeue jobs, each excluded from the node (Job.ExcludeNodes),
+//	   which placement honours. The act has no form before 11: the
+//	   leader proposes none until the cluster's schema is 11.
 const SchemaVersion = 11
 
 // OldestSchema is the oldest schema version this schedd writes: the
@@ -289,6 +297,10 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 		err = putReservation(txn, index, c.Time, a.Reservation, false)
 	case DeleteReservation:
 		err = deleteReservation(txn, a.Name)
+	case StopReserved:
+		err = stopReserved(txn, index, c.Time, a)
+	case Health:
+		err = health(txn, index, c.Time, a)
 	case AdoptEnd:
 		if !adoptWindow(c.Version) {
 			// Refused alike by every peer: a leader writes it only when
@@ -337,8 +349,10 @@ func touched(kind string) []string {
 	switch kind {
 	case CmdRegister, CmdNodeUp, CmdDrain:
 		return []string{tableNodes}
-	case CmdNodeDown:
+	case CmdNodeDown, CmdHealth:
 		return []string{tableNodes, tableJobs}
+	case CmdStopReserved:
+		return []string{tableJobs}
 	case CmdTouch:
 		return []string{tableJobs, tableNodes, tableSettings, tableUsage, tableReservations}
 	case CmdCreateReservation, CmdUpdateReservation, CmdDeleteReservation:
@@ -778,6 +792,8 @@ func finalState(j *Job) lifecycle.JobState {
 		return lifecycle.JobCancelled
 	case j.TimedOut:
 		return lifecycle.JobTimeout
+	case j.preempting() && j.Preempt.Mode == PreemptCancel && j.Preempt.Reservation != "":
+		return lifecycle.JobCancelled // stopped for a reservation: not preempted by a job
 	case j.preempting() && j.Preempt.Mode == PreemptCancel:
 		return lifecycle.JobPreempted
 	case main.State == lifecycle.ContainerExited && main.ExitCode == 0 && j.Reason == "":

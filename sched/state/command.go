@@ -29,7 +29,11 @@ type Command struct {
 // Register, Place, Reports, Kill, Hold, Release, Configure, Charge,
 // Timeout, NodesDown, NodeUp, PutToken, Revoke, PutServer, DrainNodes,
 // SignalJob, Purge, MailSent, Touch, AdoptEnd, CreateReservation,
-// UpdateReservation, DeleteReservation, Suspend, Resume, Resumed, Warn.
+// UpdateReservation, DeleteReservation, StopReserved, Suspend, Resume, Resumed, Warn,
+// Health. Acts new in schema 11 (the reservations', suspension's and
+// warnings', Health) have no form in older ones: while a peer reads an
+// older schema the leader proposes none (NeedsSchema), and toV10
+// refuses them.
 type Act interface {
 	// Kind names the act in the log ("submit", "kill", …).
 	Kind() string
@@ -239,6 +243,7 @@ const (
 	CmdPurge    = "purge"
 	CmdMailed   = "mailed"
 	CmdAdoptEnd = "adopt-end"
+	CmdHealth   = "health"
 	CmdSuspend  = "suspend"
 	CmdResume   = "resume"
 	CmdResumed  = "resumed"
@@ -338,6 +343,10 @@ func newAct(kind string) (Act, bool) {
 		return &UpdateReservation{}, true
 	case CmdDeleteReservation:
 		return &DeleteReservation{}, true
+	case CmdStopReserved:
+		return &StopReserved{}, true
+	case CmdHealth:
+		return &Health{}, true
 	}
 	return nil, false
 }
@@ -400,6 +409,10 @@ func deref(a Act) Act {
 	case *UpdateReservation:
 		return *p
 	case *DeleteReservation:
+		return *p
+	case *StopReserved:
+		return *p
+	case *Health:
 		return *p
 	}
 	return a

@@ -49,7 +49,9 @@ func drain(txn *memdb.Txn, now time.Time, d *Drain) error {
 }
 
 // keepDrain carries a node's drain over a re-registration: a nodelet
-// that restarts does not undo badmin drain.
+// that restarts does not undo badmin drain, nor its health check's
+// (the verdict its next heartbeat carries decides that one).
 func keepDrain(n *Node, old *Node) {
 	n.Drain, n.Reason, n.DrainedBy, n.DrainedAt = old.Drain, old.Reason, old.DrainedBy, old.DrainedAt
+	n.Health, n.HealthAt = old.Health, old.HealthAt
 }

@@ -320,10 +320,10 @@ func (o *v10Command) command() (Command, error) {
 }
 
 // toV10 is c as schemas 1 to 10 wrote it, its jobs in their rows' form
-// of then. A reservation's act, or one of suspension and warnings
-// (schema 11 on), has no such form: the leader never proposes it while
-// the cluster's schema is older (NeedsSchema), and writing it is
-// refused.
+// of then. A reservation's act, one of suspension and warnings, or a
+// health verdict (schema 11 on) has no such form: the leader never
+// proposes it while the cluster's schema is older (NeedsSchema), and
+// writing it is refused.
 func toV10(c Command) (*v10Command, error) {
 	if reservationAct(c.Act) {
 		return nil, fmt.Errorf("raft entry %s: %w: it is schema %d's, the entry is of schema %d", c.Act.Kind(), ErrNoOldForm, SchemaReservations, c.Version)
@@ -331,6 +331,8 @@ func toV10(c Command) (*v10Command, error) {
 	switch c.Act.(type) {
 	case Suspend, Resume, Resumed, Warn:
 		return nil, fmt.Errorf("raft entry %s: %w: it is schema %d's, the entry is of schema %d", c.Act.Kind(), ErrNoOldForm, SuspendSchema, c.Version)
+	case Health:
+		return nil, fmt.Errorf("raft entry %s: %w: it is schema %d's, the entry is of schema %d", c.Act.Kind(), ErrNoOldForm, commandSchema, c.Version)
 	}
 	o := &v10Command{Version: c.Version, Kind: c.Act.Kind(), Time: c.Time}
 	set := func(r Request) { o.Request, o.By = r.ID, r.By }

@@ -3,7 +3,9 @@ package state
 import (
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/reason"
@@ -62,5 +64,40 @@ func TestPreemptOlderSchema(t *testing.T) {
 	h.apply(Command{Version: 10, Act: Place{Plan: &Plan{Preemptions: []Preemption{{Victim: v, By: 2, Mode: PreemptCancel}}}}})
 	if j := h.job(v); j.KillWanted || j.Preempt != nil {
 		t.Fatalf("a schema 10 entry preempted job %d", v)
+	}
+}
+
+// A victim to stop gets its warning signal in the entry that chooses
+// it, ahead of its stop, if its file asks for one; a job that asks for
+// none gets no signal; a suspended victim gets none (its warning stays
+// for its walltime) and is suspended in that same entry, to resume by
+// itself. Resumed, its preemption is over.
+func TestPreemptWarnsVictims(t *testing.T) {
+	h := newHarness(t)
+	usr1 := &Warning{Signal: "USR1", Before: time.Minute}
+	warned := h.running(1, time.Hour, usr1)
+	plain := h.running(1, time.Hour, nil)
+	frozen := h.running(1, time.Hour, usr1)
+	by := h.apply(Command{Act: Submit{Jobs: []*Job{session(3)}}}).([]uint64)[0]
+	h.apply(Command{Act: Place{Plan: &Plan{Preemptions: []Preemption{
+		{Victim: warned, By: by, Mode: PreemptRequeue}, {Victim: plain, By: by, Mode: PreemptCancel},
+		{Victim: frozen, By: by, Mode: PreemptSuspend}}}}})
+	at := t0.Add(time.Duration(h.idx) * time.Second)
+	if j := h.job(warned); !j.KillWanted || j.Warned != at || len(j.Signals) != 1 || j.Signals[0].Signal != int(syscall.SIGUSR1) || j.Signals[0].Host != "main1" {
+		t.Errorf("requeue victim: kill %v warned %v signals %+v; want USR1 to main1 in the entry that stops it", j.KillWanted, j.Warned, j.Signals)
+	}
+	if j := h.job(plain); !j.KillWanted || len(j.Signals) != 0 || !j.Warned.IsZero() {
+		t.Errorf("victim without a warning: kill %v signals %+v", j.KillWanted, j.Signals)
+	}
+	j := h.job(frozen)
+	if j.KillWanted || len(j.Signals) != 0 || j.Suspended == nil || j.Suspended.Since != at || !j.Suspended.ResumeWanted ||
+		j.Stopping() != by || j.ResumeWaitsOn() != by {
+		t.Fatalf("suspend victim: kill %v signals %+v suspended %+v stopping %d; want suspended in the same entry, unsignalled",
+			j.KillWanted, j.Signals, j.Suspended, j.Stopping())
+	}
+	h.apply(Command{Act: Resumed{Jobs: []uint64{frozen}}})
+	if j := h.job(frozen); j.Suspended != nil || j.Preempt.Resumed.IsZero() || j.Stopping() != 0 || j.ResumeWaitsOn() != 0 || j.WarnAt().IsZero() {
+		t.Errorf("resumed victim: suspended %+v preempt %+v stopping %d warn at %v; want its preemption over, its warning still due",
+			j.Suspended, j.Preempt, j.Stopping(), j.WarnAt())
 	}
 }

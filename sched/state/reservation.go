@@ -14,7 +14,8 @@ import (
 // create), for the jobs that name one (bsub --reservation) and whose user
 // or account it admits. A reservation is a row of its own table, written
 // by its own acts (CreateReservation, UpdateReservation,
-// DeleteReservation; SchemaReservations on) and
+// DeleteReservation, and StopReserved for the jobs in a window's way:
+// resvstop.go; SchemaReservations on) and
 // kept in snapshots (Dump.Reservations), so it survives a restart
 // and a leader's failover. The scheduling core reads it (sched/core's
 // reservations stage); the rows hold only what the admin set, every
@@ -36,7 +37,7 @@ const SchemaReservations = 11
 // reservationAct reports whether a is one of the reservations' acts.
 func reservationAct(a Act) bool {
 	switch a.(type) {
-	case CreateReservation, UpdateReservation, DeleteReservation:
+	case CreateReservation, UpdateReservation, DeleteReservation, StopReserved:
 		return true
 	}
 	return false
@@ -84,6 +85,10 @@ type Reservation struct {
 	// IgnoreJobs let it be made over nodes whose running jobs would run
 	// into it.
 	IgnoreJobs bool `json:"ignore_jobs,omitempty"`
+	// StopJobs stops, as each window opens, the jobs still running on
+	// its nodes that are not its own (resvstop.go); it may be made over
+	// running jobs, as IgnoreJobs.
+	StopJobs bool `json:"stop_jobs,omitempty"`
 	// Repeat is RepeatDaily, RepeatWeekly or "" (once).
 	Repeat      string    `json:"repeat,omitempty"`
 	By          string    `json:"by,omitempty"`
@@ -110,6 +115,9 @@ func (r *Reservation) Flags() []string {
 	}
 	if r.IgnoreJobs {
 		out = append(out, "ignore_jobs")
+	}
+	if r.StopJobs {
+		out = append(out, "stop_jobs")
 	}
 	if r.Repeat != "" {
 		out = append(out, r.Repeat)
@@ -279,13 +287,13 @@ func putReservation(txn *memdb.Txn, index uint64, now time.Time, in *Reservation
 			return conflict("reservation %q: node %s is in reservation %q at the same time", r.Name, n, other.Name)
 		}
 	}
-	if !r.IgnoreJobs {
+	if !r.IgnoreJobs && !r.StopJobs {
 		id, n, err := crossing(txn, &r, now)
 		if err != nil {
 			return err
 		}
 		if id != 0 {
-			return conflict("reservation %q: job %d on node %s would still run when the window opens; wait for it, kill it, or add the flag ignore_jobs", r.Name, id, n)
+			return conflict("reservation %q: job %d on node %s would still run when the window opens; wait for it, kill it, or add the flag ignore_jobs or stop_jobs", r.Name, id, n)
 		}
 	}
 	if create || ended {

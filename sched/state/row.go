@@ -110,6 +110,10 @@ type Job struct {
 	Preempt *PreemptRecord `json:"preempt,omitempty"`
 	// Preempted are the jobs this one preempted, in order.
 	Preempted []uint64 `json:"preempted,omitempty"`
+	// ExcludeNodes are nodes the job must not be placed on again: a
+	// node whose health check failed while the job ran there, which
+	// requeued it.
+	ExcludeNodes []string `json:"exclude_nodes,omitempty"`
 }
 
 // Roles every session has: main1 runs the job's command; subs wait.
@@ -374,6 +378,12 @@ type Node struct {
 	// Reason is why the node is drained (badmin drain -r); empty
 	// otherwise (a DOWN node's "Not responding" is the view's).
 	Reason string `json:"reason,omitempty"`
+	// Health is the failing health check's reason while the node's own
+	// checks fail (the Health act), "" while they pass: a drain of its own,
+	// apart from the admin's Drain, lifted by a passing check alone.
+	// HealthAt is when the checks began to fail.
+	Health   string    `json:"health,omitempty"`
+	HealthAt time.Time `json:"health_at,omitzero"`
 	// Instance is the registered nodelet's (NodeRegister's).
 	Instance string `json:"instance,omitempty"`
 }

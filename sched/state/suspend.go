@@ -25,7 +25,9 @@ import (
 //
 // A job whose file asks for a warning signal (Spec.Signal) gets it once
 // a run (Warn, Job.Warned): its Before ahead of the end of its walltime,
-// or at once when it is chosen to be preempted. The warning is one more
+// or at once when preemption chooses to stop it (cancel, requeue: in
+// the plan's own entry, ahead of its stop; a job preempted by suspension
+// loses nothing and gets none then). The warning is one more
 // signal request of the job, delivered by its nodelets as bkill -s's
 // are; Warned keeps a new leader from sending it again.
 //
@@ -65,9 +67,9 @@ type Resumed struct {
 	Jobs []uint64 `json:"jobs"`
 }
 
-// Warn sends the warning signals of jobs (the leader, at its walltime's
-// warning time or as preemption chooses them), and says why ("walltime"
-// or the preempting job).
+// Warn sends the warning signals of jobs (the leader, at their
+// walltime's warning time), and says why ("walltime"). A preemption's
+// victims get theirs in the plan's own entry.
 type Warn struct {
 	Jobs []uint64 `json:"jobs"`
 	Why  string   `json:"why,omitempty"`
@@ -88,7 +90,7 @@ type Suspension struct {
 
 // Warning is the signal a job asks for before it is stopped (its Spec's
 // Signal), as admission checked it: Signal, sent Before its walltime
-// ends (and at once when it is chosen to be preempted), to main1 alone
+// ends (and at once when preemption chooses to stop it), to main1 alone
 // or, To WarnAll, to every container. Its JSON is the job file's.
 type Warning struct {
 	// Signal is the signal's name without SIG, upper case ("USR1"), or
@@ -187,6 +189,11 @@ func resumed(txn *memdb.Txn, index uint64, now time.Time, ids []uint64) error {
 			continue
 		}
 		endSuspension(j, now)
+		if j.preempting() && j.Preempt.Mode == PreemptSuspend {
+			pr := *j.Preempt
+			pr.Resumed = now
+			j.Preempt = &pr
+		}
 		j.ModifyIndex = index
 		if err := txn.Insert(tableJobs, j); err != nil {
 			return err

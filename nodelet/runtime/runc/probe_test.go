@@ -89,3 +89,31 @@ func BenchmarkProbe(b *testing.B) {
 		}
 	}
 }
+
+// TestCheck: the health checks' cheap trial passes with the runc that
+// works here, and fails, with the runtime's own message, once its
+// binary no longer runs.
+func TestCheck(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: the runc driver needs root (euid 0)")
+	}
+	if _, err := Find(""); err != nil {
+		t.Skipf("SKIP: needs the runc binary: %v", err)
+	}
+	dir := t.TempDir()
+	r, err := NewIn("", filepath.Join(dir, "state"), filepath.Join(dir, "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(context.Background()); err != nil {
+		t.Fatalf("check of a working runc: %v", err)
+	}
+	broken := filepath.Join(dir, "runc-broken")
+	if err := os.WriteFile(broken, []byte("#!/bin/sh\necho 'runc: state root unreadable' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.binary = broken
+	if err := r.Check(context.Background()); err == nil || !strings.Contains(err.Error(), "runc-broken list: exit status 1: runc: state root unreadable") {
+		t.Fatalf("check of a broken runc: %v", err)
+	}
+}

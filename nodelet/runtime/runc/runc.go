@@ -221,6 +221,30 @@ func (r *Runtime) Cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Check is a cheap form of the trial the driver passed at start (Probe,
+// ProbeLibcontainer), for the node's health checks: the OCI runtime
+// still runs and reads its state root (runc list; the in-process mode's
+// state directory), and the cgroup hierarchy is still there.
+func (r *Runtime) Check(ctx context.Context) error {
+	if r.lib {
+		if _, err := r.libctList(); err != nil {
+			return fmt.Errorf("libcontainer state: %w", err)
+		}
+	} else if out, err := r.runc(ctx, "list", "-q"); err != nil {
+		return fmt.Errorf("%s list: %w: %s", filepath.Base(r.binary), err, bytes.TrimSpace(out))
+	}
+	// cgroup v2 (cgroup.controllers at the top) or v1 (a directory per
+	// controller): either way not empty.
+	ents, err := os.ReadDir(cgroupBase)
+	if err != nil {
+		return fmt.Errorf("cgroup hierarchy: %w", err)
+	}
+	if len(ents) == 0 {
+		return fmt.Errorf("cgroup hierarchy: %s is empty (not mounted)", cgroupBase)
+	}
+	return nil
+}
+
 // list is the ids of the containers under our root.
 func (r *Runtime) list(ctx context.Context) ([]string, error) {
 	if r.lib {
