@@ -268,8 +268,9 @@ func (p *pass) preempt(j *Job, sh int32, quantum float64) bool {
 // holdStopping keeps, for j waiting while its victims of an earlier pass
 // stop, its reservation on what they free: j placed as if they had
 // ended (with what is free now), as when it chose them. It reports
-// false when j no longer fits there (the nodes were taken meanwhile):
-// then j reserves as any other job.
+// false when j no longer fits there (the nodes were taken meanwhile), or
+// when a victim is suspended (frozen, it is not expected to end): then j
+// reserves as any other job.
 func (p *pass) holdStopping(j *Job, quantum float64) bool {
 	rs := p.pre.victims[j.ID]
 	if len(rs) == 0 || len(j.Containers) == 0 {
@@ -277,6 +278,9 @@ func (p *pass) holdStopping(j *Job, quantum float64) bool {
 	}
 	vs := make([]victim, 0, len(rs))
 	for _, r := range rs {
+		if r.Suspended {
+			return false // frozen, not ending: it gives back nothing more
+		}
 		v := victim{r: r}
 		for ci, name := range r.Nodes {
 			n, ok := p.c.byName[name]
@@ -316,7 +320,7 @@ func (p *pass) holdStopping(j *Job, quantum float64) bool {
 			for _, u := range v.uses {
 				i := u.node
 				n := p.c.nodes[i]
-				if found || !n.inPartition(j.Partition) || (gpuOnly && !n.hasGPU()) {
+				if found || !n.inPartition(j.Partition) || (gpuOnly && !n.hasGPU()) || slices.Contains(j.Exclude, n.name) {
 					continue
 				}
 				if n.dev != nil {
