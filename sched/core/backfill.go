@@ -58,6 +58,7 @@ type backfill struct {
 	now      int64
 	running  []event // from the snapshot, sorted by time
 	placed   []event // this pass's placements and the reservations
+	sorted   int     // placed[:sorted] is in time order (sortPlaced)
 	resv     []reservation
 	nodeResv [][]int32 // node → its reservations (indexes into resv)
 	reserved []use     // what the reservations hold, for projections
@@ -69,6 +70,11 @@ type backfill struct {
 	// reservations hold of them, for projections.
 	lic         *licenses
 	reservedLic map[string]int
+	// seen stamps, per node, the step of earliest's walk that last
+	// touched it (step): many events at one time (the jobs preempted,
+	// all ending now) touch each node once, without a search.
+	seen []uint32
+	step uint32
 }
 
 func newBackfill(c *cluster, g *gate, s *Snapshot, now time.Time) *backfill {
@@ -111,18 +117,70 @@ func (b *backfill) stopping(ids []uint64) {
 	b.dirty = true
 }
 
+// addPlaced adds ev to the placed events; sortPlaced brings them back
+// in time order (those of one time in the order added) when next walked.
+func (b *backfill) addPlaced(ev event) {
+	b.placed = append(b.placed, ev)
+}
+
+// sortPlaced sorts the events added since the last walk and merges them
+// with the rest, already in order: each walk costs no more than a merge.
+func (b *backfill) sortPlaced() {
+	if b.sorted == len(b.placed) {
+		return
+	}
+	cmpAt := func(a, b event) int { return cmp.Compare(a.at, b.at) }
+	old, add := b.placed[:b.sorted], b.placed[b.sorted:]
+	slices.SortStableFunc(add, cmpAt)
+	if len(old) > 0 && old[len(old)-1].at > add[0].at {
+		merged := make([]event, 0, len(b.placed))
+		i, k := 0, 0
+		for i < len(old) && k < len(add) {
+			if add[k].at < old[i].at {
+				merged = append(merged, add[k])
+				k++
+			} else {
+				merged = append(merged, old[i])
+				i++
+			}
+		}
+		merged = append(append(merged, old[i:]...), add[k:]...)
+		b.placed = merged
+	}
+	b.sorted = len(b.placed)
+}
+
 // sortRunning brings the events of jobs preempted in this pass to now
 // and the events back in time order.
 func (b *backfill) sortRunning() {
 	if !b.dirty {
 		return
 	}
+	early := false
 	for i := range b.running {
 		if b.stopped[b.running[i].job] {
 			b.running[i].at = b.now
 		}
+		early = early || b.running[i].at < b.now
 	}
-	slices.SortStableFunc(b.running, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	if early { // a window that ended before now: sort as it is
+		slices.SortStableFunc(b.running, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+		b.dirty = false
+		return
+	}
+	// Every event is at now or later and the moved ones came to now: a
+	// stable partition, those at now first, is the stable sort.
+	var later []event
+	k := 0
+	for _, ev := range b.running {
+		if ev.at == b.now {
+			b.running[k] = ev
+			k++
+		} else {
+			later = append(later, ev)
+		}
+	}
+	copy(b.running[k:], later)
 	b.dirty = false
 }
 
@@ -141,7 +199,7 @@ func (b *backfill) hold(jobID uint64, us []use, after map[int32]*nstate, end int
 	}
 	b.resv = append(b.resv, r)
 	b.reserved = append(b.reserved, us...)
-	b.placed = append(b.placed, event{at: end, uses: us})
+	b.addPlaced(event{at: end, uses: us})
 }
 
 // walltime is how long a job of walltime w is expected to run: w, the
@@ -173,7 +231,7 @@ func gangUses(j *Job, g gangFit, c *cluster, quantum float64) []use {
 // the licenses lic: they come back then, and it eats the slack of
 // reservations it overlaps.
 func (b *backfill) started(us []use, lic map[string]int, end int64) {
-	b.placed = append(b.placed, event{at: end, uses: us, lic: lic})
+	b.addPlaced(event{at: end, uses: us, lic: lic})
 	if len(lic) > 0 {
 		b.startedLicenses(lic, end)
 	}
@@ -263,8 +321,8 @@ func giveBack(n *nstate, u use) {
 func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64) (int64, gangFit, bool) {
 	b.sortRunning()
 	proj := b.project()
-	placed := slices.Clone(b.placed)
-	slices.SortStableFunc(placed, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	b.sortPlaced()
+	placed := b.placed
 	var lic map[string]int // nil: j asks for none, none is counted
 	if len(j.Licenses) > 0 {
 		lic = b.licenseProjection()
@@ -304,7 +362,7 @@ func (b *backfill) reserve(part string, j *Job, w time.Duration, quantum float64
 	}
 	b.resv = append(b.resv, r)
 	b.reserved = append(b.reserved, us...)
-	b.placed = append(b.placed, event{at: r.end, uses: us, lic: j.Licenses})
+	b.addPlaced(event{at: r.end, uses: us, lic: j.Licenses})
 	return at, g, true
 }
 
@@ -363,15 +421,16 @@ func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *J
 			at = placed[pi].at
 		}
 		touched = touched[:0]
+		b.nextStep(len(proj))
 		for ri < len(b.running) && b.running[ri].at == at {
-			touched = applyEvent(proj, b.running[ri], touched)
+			touched = b.applyEvent(proj, b.running[ri], touched)
 			if lic != nil {
 				addCounts(lic, b.running[ri].lic)
 			}
 			ri++
 		}
 		for pi < len(placed) && placed[pi].at == at {
-			touched = applyEvent(proj, placed[pi], touched)
+			touched = b.applyEvent(proj, placed[pi], touched)
 			if lic != nil {
 				addCounts(lic, placed[pi].lic)
 			}
@@ -423,14 +482,29 @@ func (b *backfill) earliest(proj []nstate, lic map[string]int, part string, j *J
 	return 0, gangFit{}, false
 }
 
-func applyEvent(proj []nstate, ev event, touched []int32) []int32 {
+// applyEvent gives ev's resources back in proj, adding to touched the
+// nodes not yet touched in this step.
+func (b *backfill) applyEvent(proj []nstate, ev event, touched []int32) []int32 {
 	for _, u := range ev.uses {
 		giveBack(&proj[u.node], u)
-		if !slices.Contains(touched, u.node) {
+		if b.seen[u.node] != b.step {
+			b.seen[u.node] = b.step
 			touched = append(touched, u.node)
 		}
 	}
 	return touched
+}
+
+// nextStep starts a step of earliest's walk over n nodes: none touched.
+func (b *backfill) nextStep(n int) {
+	if len(b.seen) != n {
+		b.seen, b.step = make([]uint32, n), 0
+	}
+	b.step++
+	if b.step == 0 { // wrapped: clear the old stamps
+		clear(b.seen)
+		b.step = 1
+	}
 }
 
 // minEach is the smallest request of the gang in each resource.

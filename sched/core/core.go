@@ -141,8 +141,9 @@ func Schedule(s Snapshot, now time.Time) Plan {
 // threshold. It returns the new order and how many lead it.
 func (p *pass) promote(order []int32) ([]int32, int) {
 	var front, rest []int32
+	var ages ageCache
 	for _, qi := range order {
-		if p.promoted(&p.s.Queue[qi]) {
+		if p.promoted(&p.s.Queue[qi], &ages) {
 			front = append(front, qi)
 		} else {
 			rest = append(rest, qi)
@@ -177,14 +178,25 @@ func preempting(j *Job) int {
 	return 0
 }
 
-// promoted reports whether j goes before the priority order.
-func (p *pass) promoted(j *Job) bool {
+// promoted reports whether j goes before the priority order; ages
+// remembers the last partition's starvation age.
+func (p *pass) promoted(j *Job, ages *ageCache) bool {
 	pol := &p.s.Policy
 	if pol.KeepReservations && keeps(j) {
 		return true
 	}
-	t := starvationAge(p.s, j.Partition)
+	if !ages.ok || ages.part != j.Partition {
+		*ages = ageCache{part: j.Partition, age: starvationAge(p.s, j.Partition), ok: true}
+	}
+	t := ages.age
 	return t > 0 && p.now.Sub(j.Submit) >= t
+}
+
+// ageCache is the starvation age of one partition, part.
+type ageCache struct {
+	part string
+	age  time.Duration
+	ok   bool
 }
 
 // starvationAge is the starvation threshold of partition part in s: the
@@ -310,7 +322,7 @@ func (p *pass) job(qi int32, reserved bool) {
 	full := p.bf != nil && len(p.bf.resv) >= pol.ReservationDepth
 	if !reserved && (p.strict || (p.blocked && pol.MaxBackfillJobs > 0 && p.tried >= pol.MaxBackfillJobs) ||
 		(full && m.shape >= 0 && m.end >= p.failed[m.shape])) {
-		if !p.strict && p.preempt(&p.s.Queue[qi], p.s.Partitions[p.s.Queue[qi].Partition].GPUQuantum) {
+		if !p.strict && p.preempt(&p.s.Queue[qi], m.shape, p.s.Partitions[p.s.Queue[qi].Partition].GPUQuantum) {
 			return
 		}
 		if !m.priority {
@@ -385,13 +397,17 @@ func (p *pass) job(qi int32, reserved bool) {
 // A job that may preempt stops running jobs instead, when that lets it
 // start (preempt.go), and waits Preempting while they stop.
 func (p *pass) miss(j *Job, w time.Duration, own int32, end int64, shape int32, quantum float64, reserved bool, why string) {
-	if why == "" && own < 0 && p.preempt(j, quantum) {
+	if why == "" && own < 0 && p.preempt(j, shape, quantum) {
 		return
 	}
 	p.blocked = true
 	held := why
 	if held == "" && p.pre.waiting[j.ID] {
 		held = reason.Preempting // its victims are still stopping
+	}
+	if held == reason.Preempting && p.bf != nil && p.holdStopping(j, quantum) {
+		p.plan.setReason(j, held)
+		return
 	}
 	if held == "" {
 		held = p.heldBack(j, own, end, shape, quantum)

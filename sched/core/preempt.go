@@ -45,6 +45,9 @@ type preemption struct {
 	on       bool
 	stopping map[uint64]bool // running jobs being stopped, by id
 	waiting  map[uint64]bool // pending jobs whose victims are still stopping
+	// victims are, per pending job, the running jobs of the snapshot
+	// being stopped for it.
+	victims map[uint64][]*Running
 	// none marks the partition and QOS pairs whose jobs found no
 	// candidate in this pass, failed the gang shapes (with their QOS)
 	// that could not start even with every candidate stopped: both only
@@ -52,10 +55,14 @@ type preemption struct {
 	none   map[[2]string]bool
 	failed map[failKey]bool
 	cands  map[[2]string]*candidates
+	// lastNone is the last pair found in none (hasLastNone: there is
+	// one), checked before the map.
+	lastNone    [2]string
+	hasLastNone bool
 }
 
 type failKey struct {
-	sh  shape
+	sh  int32 // the pass's shape number (jobMeta.shape)
 	qos string
 }
 
@@ -65,9 +72,11 @@ func newPreemption(s *Snapshot) preemption {
 		if by := s.Running[i].StoppingFor; by != 0 {
 			if pr.stopping == nil {
 				pr.stopping, pr.waiting = map[uint64]bool{}, map[uint64]bool{}
+				pr.victims = map[uint64][]*Running{}
 			}
 			pr.stopping[s.Running[i].JobID] = true
 			pr.waiting[by] = true
+			pr.victims[by] = append(pr.victims[by], &s.Running[i])
 		}
 	}
 	modes := false
@@ -191,15 +200,23 @@ func (p *pass) candidates(j *Job) *candidates {
 	return cs
 }
 
-// preempt tries to start j by stopping running jobs; it reports whether
-// it chose victims (and so set j's reason and reservation).
-func (p *pass) preempt(j *Job, quantum float64) bool {
+// preempt tries to start j, of shape number sh (-1: none), by stopping
+// running jobs; it reports whether it chose victims (and so set j's
+// reason and reservation).
+func (p *pass) preempt(j *Job, sh int32, quantum float64) bool {
 	if !p.pre.on || p.pre.waiting[j.ID] || len(j.Containers) == 0 {
 		return false
 	}
 	pq := [2]string{j.Partition, j.QOS}
-	sh, uniform := shapeOf(j)
-	if p.pre.none[pq] || (uniform && p.pre.failed[failKey{sh, j.QOS}]) {
+	if p.pre.lastNone == pq && p.pre.hasLastNone {
+		return false // most jobs in a row are of one pair that may not preempt
+	}
+	uniform := sh >= 0
+	if p.pre.none[pq] {
+		p.pre.lastNone, p.pre.hasLastNone = pq, true
+		return false
+	}
+	if uniform && p.pre.failed[failKey{sh, j.QOS}] {
 		return false
 	}
 	if p.pre.none == nil {
@@ -211,6 +228,7 @@ func (p *pass) preempt(j *Job, quantum float64) bool {
 	}
 	if cs.first == len(cs.vs) {
 		p.pre.none[pq] = true
+		p.pre.lastNone, p.pre.hasLastNone = pq, true
 		return false
 	}
 	// It fits what is free: a reservation, not a lack of resources, keeps
@@ -243,7 +261,90 @@ func (p *pass) preempt(j *Job, quantum float64) bool {
 	}
 	p.blocked = true
 	p.plan.setReason(j, reason.Preempting)
-	p.hold(j, g, chosen, quantum)
+	p.hold(j, g, chosen, quantum, true)
+	return true
+}
+
+// holdStopping keeps, for j waiting while its victims of an earlier pass
+// stop, its reservation on what they free: j placed as if they had
+// ended (with what is free now), as when it chose them. It reports
+// false when j no longer fits there (the nodes were taken meanwhile), or
+// when a victim is suspended (frozen, it is not expected to end): then j
+// reserves as any other job.
+func (p *pass) holdStopping(j *Job, quantum float64) bool {
+	rs := p.pre.victims[j.ID]
+	if len(rs) == 0 || len(j.Containers) == 0 {
+		return false
+	}
+	vs := make([]victim, 0, len(rs))
+	for _, r := range rs {
+		if r.Suspended {
+			return false // frozen, not ending: it gives back nothing more
+		}
+		v := victim{r: r}
+		for ci, name := range r.Nodes {
+			n, ok := p.c.byName[name]
+			if !ok || ci >= len(r.Containers) {
+				continue
+			}
+			u := use{node: n, res: r.Containers[ci]}
+			if ci < len(r.GPUs) {
+				u.shares = r.GPUs[ci]
+			}
+			v.uses = append(v.uses, u)
+		}
+		vs = append(vs, v)
+	}
+	var g gangFit
+	if j.Mode == ModeMultiNode {
+		proj := slices.Clone(p.c.nodes)
+		own := map[int32]bool{} // nodes whose devices proj owns
+		for _, v := range vs {
+			for _, u := range v.uses {
+				if !own[u.node] {
+					own[u.node] = true
+					proj[u.node].dev = slices.Clone(proj[u.node].dev)
+				}
+				giveBack(&proj[u.node], u)
+			}
+		}
+		var ok bool
+		if g, ok = refPlace(proj, j.Partition, j, quantum, nil); !ok {
+			return false
+		}
+	} else {
+		all := allOf(len(j.Containers))
+		gpuOnly := allGPU(j.Containers)
+		found := false
+		for _, v := range vs {
+			for _, u := range v.uses {
+				i := u.node
+				n := p.c.nodes[i]
+				if found || !n.inPartition(j.Partition) || (gpuOnly && !n.hasGPU()) || slices.Contains(j.Exclude, n.name) {
+					continue
+				}
+				if n.dev != nil {
+					n.dev = slices.Clone(n.dev)
+				}
+				for _, w := range vs {
+					for _, wu := range w.uses {
+						if wu.node == i {
+							giveBack(&n, wu)
+						}
+					}
+				}
+				if f := fill(n.free, n.dev, n.devID, j.Containers, all, quantum, true); len(f.taken) == len(all) {
+					g = gangFit{hosts: make([]int32, len(all))}
+					g.assign(i, f, len(all))
+					found = true
+				}
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	p.hold(j, g, vs, quantum, false)
 	return true
 }
 
@@ -372,16 +473,20 @@ func (p *pass) victimsGang(j *Job, cs *candidates, quantum float64) ([]victim, g
 // hold reserves g for j from now: its victims' resources are expected
 // back now, and backfill may use no more of g's nodes than j leaves.
 // Without backfill the pass is strict from here: nobody else starts.
-func (p *pass) hold(j *Job, g gangFit, victims []victim, quantum float64) {
+// chosen: the victims were chosen in this pass, their ends not yet moved
+// to now.
+func (p *pass) hold(j *Job, g gangFit, victims []victim, quantum float64, chosen bool) {
 	if p.bf == nil {
 		p.strict = true
 		return
 	}
-	ids := make([]uint64, len(victims))
-	for k, v := range victims {
-		ids[k] = v.r.JobID
+	if chosen {
+		ids := make([]uint64, len(victims))
+		for k, v := range victims {
+			ids[k] = v.r.JobID
+		}
+		p.bf.stopping(ids)
 	}
-	p.bf.stopping(ids)
 	us := gangUses(j, g, p.c, quantum)
 	after := map[int32]*nstate{} // g's nodes once the victims are gone and j is placed
 	for _, u := range us {
