@@ -122,7 +122,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 
 // corePolicy turns the config's policy into the core's.
 func corePolicy(cfg *partition.Config) core.Policy {
-	p := core.Policy{ReservationDepth: cfg.ReservationDepth, MaxAge: cfg.Weights.MaxAge, PreemptWindow: cfg.Window()}
+	p := core.Policy{ReservationDepth: cfg.ReservationDepth, MaxAge: cfg.Weights.MaxAge, PreemptWindow: cfg.Window(), PreemptDepth: cfg.Depth()}
 	switch cfg.Policy {
 	case partition.PolicyFCFS:
 		p.ReservationDepth = 0

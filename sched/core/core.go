@@ -92,12 +92,19 @@ func DefaultPolicy() Policy {
 		StarvationAge:    DefaultStarvationAge,
 		ShortestFirst:    true,
 		PreemptWindow:    DefaultPreemptWindow,
+		PreemptDepth:     DefaultPreemptDepth,
 	}
 }
 
 // DefaultPreemptWindow is DefaultPolicy's preemption window: a job
 // preempted less than this ago is not preempted again.
 const DefaultPreemptWindow = 10 * time.Minute
+
+// DefaultPreemptDepth is DefaultPolicy's bound on the pending jobs that
+// choose victims in one pass: a burst of urgent work preempts in
+// priority order over a few passes, each as cheap as one without
+// preemption.
+const DefaultPreemptDepth = 100
 
 // DefaultStarvationAge is DefaultPolicy's starvation threshold: a job
 // pending this long goes before every job that has not, oldest first.

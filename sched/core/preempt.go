@@ -59,6 +59,9 @@ type preemption struct {
 	// one), checked before the map.
 	lastNone    [2]string
 	hasLastNone bool
+	// chose counts the pending jobs that chose victims in this pass
+	// (Policy.PreemptDepth bounds it).
+	chose int
 }
 
 type failKey struct {
@@ -207,6 +210,9 @@ func (p *pass) preempt(j *Job, sh int32, quantum float64) bool {
 	if !p.pre.on || p.pre.waiting[j.ID] || len(j.Containers) == 0 {
 		return false
 	}
+	if d := p.s.Policy.PreemptDepth; d > 0 && p.pre.chose >= d {
+		return false // the next pass tries it
+	}
 	pq := [2]string{j.Partition, j.QOS}
 	if p.pre.lastNone == pq && p.pre.hasLastNone {
 		return false // most jobs in a row are of one pair that may not preempt
@@ -255,6 +261,7 @@ func (p *pass) preempt(j *Job, sh int32, quantum float64) bool {
 		p.pre.stopping, p.pre.waiting = map[uint64]bool{}, map[uint64]bool{}
 	}
 	p.pre.waiting[j.ID] = true
+	p.pre.chose++
 	for _, v := range chosen {
 		p.pre.stopping[v.r.JobID] = true
 		p.plan.Preemptions = append(p.plan.Preemptions, Preemption{Victim: v.r.JobID, By: j.ID, Mode: p.mode(v.r)})

@@ -225,3 +225,55 @@ func TestQOSPriority(t *testing.T) {
 		t.Fatalf("placements %+v; want the high-QOS job 2 first", p.Placements)
 	}
 }
+
+// TestPreemptDepth: at most Policy.PreemptDepth pending jobs choose
+// victims in a pass, the first in priority order; the next pass, with
+// their victims stopping, lets the next one choose.
+func TestPreemptDepth(t *testing.T) {
+	s := preemptSnap(4)
+	s.Policy.PreemptDepth = 1
+	a, b := highGang(10, 2), highGang(11, 2)
+	b.Submit = pt0.Add(time.Minute) // a ranks first (older)
+	s.Queue = []Job{a, b}
+	p := Schedule(s, pt0)
+	by := map[uint64]int{}
+	for _, pr := range p.Preemptions {
+		by[pr.By]++
+	}
+	if by[10] != 2 || by[11] != 0 {
+		t.Fatalf("preemptions by job %v; want job 10 alone (2 victims) with a depth of 1", by)
+	}
+	// Next pass: 10's victims are stopping for it; 11 chooses its own.
+	stopping := map[uint64]uint64{}
+	for _, pr := range p.Preemptions {
+		stopping[pr.Victim] = pr.By
+	}
+	for i := range s.Running {
+		s.Running[i].StoppingFor = stopping[s.Running[i].JobID]
+	}
+	for i := range s.Queue {
+		if s.Queue[i].ID == 10 {
+			s.Queue[i].Reason = reason.Preempting
+		}
+	}
+	p = Schedule(s, pt0.Add(time.Second))
+	by = map[uint64]int{}
+	for _, pr := range p.Preemptions {
+		if stopping[pr.Victim] != 0 {
+			t.Fatalf("job %d preempted again while it stops for %d", pr.Victim, stopping[pr.Victim])
+		}
+		by[pr.By]++
+	}
+	if by[11] != 2 {
+		t.Fatalf("second pass: preemptions by job %v; want job 11's two victims", by)
+	}
+
+	s.Policy.PreemptDepth = 0 // no bound: both choose in one pass
+	for i := range s.Running {
+		s.Running[i].StoppingFor = 0
+	}
+	s.Queue[0].Reason = ""
+	if p := Schedule(s, pt0); len(p.Preemptions) != 4 {
+		t.Fatalf("unbounded: %d preemptions, want both gangs' 4", len(p.Preemptions))
+	}
+}

@@ -309,6 +309,11 @@ type Policy struct {
 	// PreemptWindow: a job preempted less than this ago is not preempted
 	// again (no thrashing). Zero: no window.
 	PreemptWindow time.Duration
+	// PreemptDepth bounds how many pending jobs may choose victims in
+	// one pass, in priority order (Slurm's bounded queue depth): the
+	// others wait with their reason and are tried on the next pass, the
+	// first of them first. Zero: no bound.
+	PreemptDepth int
 }
 
 // Snapshot is everything the core may look at. The core does not modify

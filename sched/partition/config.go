@@ -71,6 +71,9 @@ type Config struct {
 	// PreemptWindow is how long a preempted job may not be preempted
 	// again; 0: DefaultPreemptWindow, negative: none (see Window).
 	PreemptWindow time.Duration `json:"preempt_window,omitempty"`
+	// PreemptDepth bounds the waiting jobs that choose victims in one
+	// pass; 0: DefaultPreemptDepth, negative: no bound (see Depth).
+	PreemptDepth int `json:"preempt_depth,omitempty"`
 	// Licenses are the site-wide counts jobs ask for (license blocks),
 	// in file order; see License.
 	Licenses []License `json:"licenses,omitempty"`

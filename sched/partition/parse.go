@@ -21,7 +21,7 @@ var (
 	fileSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "default_partition"}, {Name: "default_account"}, {Name: "policy"},
-			{Name: "reservation_depth"}, {Name: "usage_half_life"}, {Name: "preempt_window"},
+			{Name: "reservation_depth"}, {Name: "usage_half_life"}, {Name: "preempt_window"}, {Name: "preempt_depth"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "partition", LabelNames: []string{"name"}},
@@ -129,6 +129,14 @@ func (d *decoder) file(body hcl.Body) *Config {
 	d.duration(attrs, "usage_half_life", &c.HalfLife, true)
 	if _, ok := d.duration(attrs, "preempt_window", &c.PreemptWindow, true); ok && c.PreemptWindow == 0 {
 		c.PreemptWindow = -1 // "0s": no window
+	}
+	if a, ok := attrs.Whole("preempt_depth", &c.PreemptDepth); ok {
+		switch {
+		case c.PreemptDepth < 0:
+			d.Errorf(a.Expr.Range(), "Invalid preempt_depth", "preempt_depth %d is negative; it is how many waiting jobs may choose victims in one pass (0: no bound).", c.PreemptDepth)
+		case c.PreemptDepth == 0:
+			c.PreemptDepth = -1 // "0": no bound
+		}
 	}
 	c.QOS = d.qosBlocks(ct.Blocks)
 

@@ -73,6 +73,20 @@ func (c *Config) QOSByName(name string) *QOS {
 	return nil
 }
 
+// DefaultPreemptDepth is how many waiting jobs may choose victims in one
+// scheduling pass when the file sets none: the rest are tried on the
+// next pass, in priority order.
+const DefaultPreemptDepth = 100
+
+// Depth is the bound on the waiting jobs that choose victims in one
+// pass (DefaultPreemptDepth when the file sets none); 0: no bound.
+func (c *Config) Depth() int {
+	if c.PreemptDepth == 0 {
+		return DefaultPreemptDepth
+	}
+	return max(0, c.PreemptDepth)
+}
+
 // Window is the preemption window: how long a preempted job may not be
 // preempted again (DefaultPreemptWindow when the file sets none).
 func (c *Config) Window() time.Duration {

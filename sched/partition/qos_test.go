@@ -96,3 +96,33 @@ qos "x" { usage_factor = -1 }`, `Invalid usage_factor`},
 		}
 	}
 }
+
+// TestPreemptDepth: preempt_depth bounds the jobs that choose victims in
+// a pass: 100 unless the file says, 0 no bound, a negative one refused
+// where it is written.
+func TestPreemptDepth(t *testing.T) {
+	for _, tt := range []struct {
+		src  string
+		want int
+		err  string
+	}{
+		{``, DefaultPreemptDepth, ""},
+		{`preempt_depth = 8`, 8, ""},
+		{`preempt_depth = 0`, 0, ""},
+		{`preempt_depth = -1`, 0, "p.hcl:1:17: Invalid preempt_depth"},
+	} {
+		c, diags := Parse("p.hcl", []byte(tt.src+"\npartition \"batch\" { nodes = [\"*\"] }\n"))
+		if tt.err != "" {
+			if got := FormatDiagnostics(diags); !strings.Contains(got, tt.err) {
+				t.Errorf("%q: %q, want %q", tt.src, got, tt.err)
+			}
+			continue
+		}
+		if diags.HasErrors() {
+			t.Fatalf("%q: %s", tt.src, FormatDiagnostics(diags))
+		}
+		if got := c.Depth(); got != tt.want {
+			t.Errorf("%q: depth %d, want %d", tt.src, got, tt.want)
+		}
+	}
+}
