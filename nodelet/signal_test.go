@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/eventually"
+	"github.com/troupe-hpc/troupe/internal/procfs"
 )
 
 // TestAgentSignalsOnceAcrossRestart: a signal request reaches the
@@ -79,15 +80,18 @@ func TestAgentStopBeforeStart(t *testing.T) {
 	f.assign(job)
 	f.waitState(t, 7, "main1", api.ContainerRunning)
 	read := func() string { b, _ := os.ReadFile(count); return string(b) }
-	// Stopped: the count stays the same over a stretch in which the
-	// loop would have moved it many times.
-	still := eventually.Within(10*time.Second, func() bool {
-		before := read()
-		time.Sleep(300 * time.Millisecond)
-		return read() == before
-	})
-	if !still {
-		t.Fatalf("the container runs: its count went on (%q), the STOP recorded before it started was not applied", read())
+	// Stopped: the kernel shows the job's loop in state T (stopped by
+	// a signal), and its count stays where it was.
+	stoppedNow := func() bool {
+		for _, pid := range procfs.Descendants(os.Getpid(), 0) {
+			if st, err := procfs.Read(pid); err == nil && st.State == 'T' {
+				return true
+			}
+		}
+		return false
+	}
+	if !eventually.Within(10*time.Second, stoppedNow) {
+		t.Fatalf("the container runs: no process of it is stopped (count %q), the STOP recorded before it started was not applied", read())
 	}
 	stopped := read()
 	f.update(7, func(j *api.AssignedJob) {

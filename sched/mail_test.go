@@ -62,8 +62,16 @@ func fakeSendmail(t *testing.T) func() []string {
 // server; stop ends both.
 func openAt(t *testing.T, dir string) (*Server, *client.Client, func()) {
 	t.Helper()
+	return openConfig(t, Config{DataDir: dir})
+}
+
+// openConfig is a controller of cfg (its Logger silent) behind an HTTP
+// server; stop ends both, keeping cfg's data dir for another to open.
+func openConfig(t testing.TB, cfg Config) (*Server, *client.Client, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := Open(ctx, Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

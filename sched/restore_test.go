@@ -225,22 +225,7 @@ func TestExportConflictIsLoud(t *testing.T) {
 func TestRestoreIntoEmptyStateHoldsPlacements(t *testing.T) {
 	const timeout = 8 * time.Second
 	hold := restorePlaceHold(timeout) // 2 s
-	open := func() (*client.Client, func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		srv, err := Open(ctx, Config{DataDir: t.TempDir(), AccountingPath: filepath.Join(t.TempDir(), "accounting.db"), NodeTimeout: timeout,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { srv.Run(ctx); close(done) }()
-		hs := httptest.NewServer(srv.Handler())
-		c, err := client.New(hs.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, func() { hs.Close(); cancel(); <-done; srv.Close() }
-	}
+	open := func() (*client.Client, func()) { return restoreAt(t, t.TempDir(), timeout) }
 	ctx := context.Background()
 	c, stop := open()
 	id := submitOne(t, c, false) // no node: it stays PENDING
@@ -271,22 +256,7 @@ func TestRestoreIntoEmptyStateHoldsPlacements(t *testing.T) {
 func TestRestoreHoldSurvivesLeaderChange(t *testing.T) {
 	const timeout = 8 * time.Second
 	hold := restorePlaceHold(timeout) // 2 s
-	open := func(dir string) (*client.Client, func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		srv, err := Open(ctx, Config{DataDir: dir, AccountingPath: filepath.Join(dir, "accounting.db"), NodeTimeout: timeout,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { srv.Run(ctx); close(done) }()
-		hs := httptest.NewServer(srv.Handler())
-		c, err := client.New(hs.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, func() { hs.Close(); cancel(); <-done; srv.Close() }
-	}
+	open := func(dir string) (*client.Client, func()) { return restoreAt(t, dir, timeout) }
 	ctx := context.Background()
 	c, stop := open(t.TempDir())
 	id := submitOne(t, c, false) // no node: it stays PENDING
@@ -382,4 +352,11 @@ func TestNodesKeepContainersUntilRestore(t *testing.T) {
 	if as, err = c.Assignments(ctx, "n1", 0, 0); err != nil || as.NoJobsYet {
 		t.Fatalf("assignments %+v, %v once a job is held: want NoJobsYet false", as, err)
 	}
+}
+
+// restoreAt is openConfig's controller on dir with its accounting store
+// inside and node timeout timeout.
+func restoreAt(t *testing.T, dir string, timeout time.Duration) (*client.Client, func()) {
+	_, c, stop := openConfig(t, Config{DataDir: dir, AccountingPath: filepath.Join(dir, "accounting.db"), NodeTimeout: timeout})
+	return c, stop
 }

@@ -2,9 +2,6 @@ package sched
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -26,20 +23,9 @@ func cluster(t testing.TB) (*Server, *client.Client) {
 // clusterWith is cluster with cfg's settings (DataDir and Logger filled).
 func clusterWith(t testing.TB, cfg Config) (*Server, *client.Client) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cfg.DataDir, cfg.Logger = t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { srv.Run(ctx); close(done) }()
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { hs.Close(); cancel(); <-done; srv.Close() })
-	c, err := client.New(hs.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg.DataDir = t.TempDir()
+	srv, c, stop := openConfig(t, cfg)
+	t.Cleanup(stop)
 	return srv, c
 }
 
