@@ -284,138 +284,50 @@ func (CreateReservation) Kind() string { return CmdCreateReservation }
 func (UpdateReservation) Kind() string { return CmdUpdateReservation }
 func (DeleteReservation) Kind() string { return CmdDeleteReservation }
 
-// newAct is an empty act of kind, to decode an entry's payload into.
-func newAct(kind string) (Act, bool) {
-	switch kind {
-	case CmdSubmit:
-		return &Submit{}, true
-	case CmdRegister:
-		return &Register{}, true
-	case CmdPlan:
-		return &Place{}, true
-	case CmdReports:
-		return &Reports{}, true
-	case CmdKill:
-		return &Kill{}, true
-	case CmdHold:
-		return &Hold{}, true
-	case CmdRelease:
-		return &Release{}, true
-	case CmdConfig:
-		return &Configure{}, true
-	case CmdCharge:
-		return &Charge{}, true
-	case CmdTimeout:
-		return &Timeout{}, true
-	case CmdNodeDown:
-		return &NodesDown{}, true
-	case CmdNodeUp:
-		return &NodeUp{}, true
-	case CmdToken:
-		return &PutToken{}, true
-	case CmdRevoke:
-		return &Revoke{}, true
-	case CmdServer:
-		return &PutServer{}, true
-	case CmdDrain:
-		return &DrainNodes{}, true
-	case CmdSignal:
-		return &SignalJob{}, true
-	case CmdPurge:
-		return &Purge{}, true
-	case CmdMailed:
-		return &MailSent{}, true
-	case CmdTouch:
-		return &Touch{}, true
-	case CmdAdoptEnd:
-		return &AdoptEnd{}, true
-	case CmdSuspend:
-		return &Suspend{}, true
-	case CmdResume:
-		return &Resume{}, true
-	case CmdResumed:
-		return &Resumed{}, true
-	case CmdWarn:
-		return &Warn{}, true
-	case CmdCreateReservation:
-		return &CreateReservation{}, true
-	case CmdUpdateReservation:
-		return &UpdateReservation{}, true
-	case CmdDeleteReservation:
-		return &DeleteReservation{}, true
-	case CmdStopReserved:
-		return &StopReserved{}, true
-	case CmdHealth:
-		return &Health{}, true
-	}
-	return nil, false
+// decoders decode an entry's payload by its kind.
+var decoders = map[string]func(json.RawMessage) (Act, error){
+	CmdSubmit:            decodeAct[Submit],
+	CmdRegister:          decodeAct[Register],
+	CmdPlan:              decodeAct[Place],
+	CmdReports:           decodeAct[Reports],
+	CmdKill:              decodeAct[Kill],
+	CmdHold:              decodeAct[Hold],
+	CmdRelease:           decodeAct[Release],
+	CmdConfig:            decodeAct[Configure],
+	CmdCharge:            decodeAct[Charge],
+	CmdTimeout:           decodeAct[Timeout],
+	CmdNodeDown:          decodeAct[NodesDown],
+	CmdNodeUp:            decodeAct[NodeUp],
+	CmdToken:             decodeAct[PutToken],
+	CmdRevoke:            decodeAct[Revoke],
+	CmdServer:            decodeAct[PutServer],
+	CmdDrain:             decodeAct[DrainNodes],
+	CmdSignal:            decodeAct[SignalJob],
+	CmdPurge:             decodeAct[Purge],
+	CmdMailed:            decodeAct[MailSent],
+	CmdTouch:             decodeAct[Touch],
+	CmdAdoptEnd:          decodeAct[AdoptEnd],
+	CmdSuspend:           decodeAct[Suspend],
+	CmdResume:            decodeAct[Resume],
+	CmdResumed:           decodeAct[Resumed],
+	CmdWarn:              decodeAct[Warn],
+	CmdCreateReservation: decodeAct[CreateReservation],
+	CmdUpdateReservation: decodeAct[UpdateReservation],
+	CmdDeleteReservation: decodeAct[DeleteReservation],
+	CmdStopReserved:      decodeAct[StopReserved],
+	CmdHealth:            decodeAct[Health],
 }
 
-// deref is the act a decoded pointer holds.
-func deref(a Act) Act {
-	switch p := a.(type) {
-	case *Submit:
-		return *p
-	case *Register:
-		return *p
-	case *Place:
-		return *p
-	case *Reports:
-		return *p
-	case *Kill:
-		return *p
-	case *Hold:
-		return *p
-	case *Release:
-		return *p
-	case *Configure:
-		return *p
-	case *Charge:
-		return *p
-	case *Timeout:
-		return *p
-	case *NodesDown:
-		return *p
-	case *NodeUp:
-		return *p
-	case *PutToken:
-		return *p
-	case *Revoke:
-		return *p
-	case *PutServer:
-		return *p
-	case *DrainNodes:
-		return *p
-	case *SignalJob:
-		return *p
-	case *Purge:
-		return *p
-	case *MailSent:
-		return *p
-	case *Touch:
-		return *p
-	case *AdoptEnd:
-		return *p
-	case *Suspend:
-		return *p
-	case *Resume:
-		return *p
-	case *Resumed:
-		return *p
-	case *Warn:
-		return *p
-	case *CreateReservation:
-		return *p
-	case *UpdateReservation:
-		return *p
-	case *DeleteReservation:
-		return *p
-	case *StopReserved:
-		return *p
-	case *Health:
-		return *p
+// decodeAct is payload b as an act of type T (the zero one when b is
+// empty).
+func decodeAct[T Act](b json.RawMessage) (Act, error) {
+	var a T
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &a); err != nil {
+			return nil, err
+		}
 	}
-	return a
+	return a, nil
 }
 
 // Kind is the kind of c's act ("" without one).
@@ -472,16 +384,15 @@ func (c *Command) UnmarshalJSON(b []byte) error {
 		*c = cmd
 		return nil
 	}
-	act, ok := newAct(e.Kind)
+	decode, ok := decoders[e.Kind]
 	if !ok {
 		return fmt.Errorf("raft entry of schema %d: %w %q", e.Version, ErrUnknownKind, e.Kind)
 	}
-	if len(e.Act) > 0 {
-		if err := json.Unmarshal(e.Act, act); err != nil {
-			return fmt.Errorf("raft entry %s: %w", e.Kind, err)
-		}
+	act, err := decode(e.Act)
+	if err != nil {
+		return fmt.Errorf("raft entry %s: %w", e.Kind, err)
 	}
-	*c = Command{Version: e.Version, Time: e.Time, Act: deref(act)}
+	*c = Command{Version: e.Version, Time: e.Time, Act: act}
 	return nil
 }
 
