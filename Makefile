@@ -151,7 +151,8 @@ bench-scale:
 # SUBMIT=each submits the N jobs as N `bsub JOBFILE` processes one after
 # the other (as workflow tools and job loops do) instead of one `bsub
 # --count N` request (SUBMIT=batch, the default); SUBMIT=both runs the
-# two one after the other and prints their figures side by side.
+# two one after the other on the same cluster and prints their figures
+# side by side (SUBMIT=each,batch: in the other order).
 N ?= 100
 SUBMIT ?= batch
 OCI_RUNTIME ?=
