@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -58,12 +59,22 @@ import (
 //     output, troupe's every-container p99 over runc's, and the
 //     machine's CPU per group until all printed beside troupe's.
 //
+// RUNTIME picks what runs the nodes (sessionRuntime): runc, the
+// default, as above; fake, the same dev nodelets with the fake OCI
+// runtime (nodelet.hcl's oci_runtime = "fake" with
+// benchmark_fake_runtime = true: each container prepared as for runc,
+// its first output the wall clock where runc would start it, nothing
+// run), troupe's own share without runc's and no runc baseline;
+// nodesim, troupe-nodesim's simulated nodes beside one dev nodelet too
+// small for a session, each container's first output written as it
+// starts running (--first-output), schedd's share alone.
+//
 // SESSIONS defaults to 100, SIZE to 4, NODES to 4, CPU (each
 // container's cpu, a CFS quota) to 0.1. With STEPS=1 the
 // nodelets run with -v and the benchmark prints, from their log, the
 // median and p90 of each step of a container's start ("container
 // started", steps.*=). OCI_RUNTIME, when set, is the nodelets'
-// oci_runtime. The nodelets' run directories are on a tmpfs the
+// oci_runtime (RUNTIME=runc only). The nodelets' run directories are on a tmpfs the
 // benchmark mounts, as /run is on a systemd host (RUN_DIR=disk: not).
 //
 // TROUPE_E2E_BIN=dir runs it with prebuilt binaries (dir holds schedd,
@@ -219,6 +230,10 @@ func BenchmarkSessionBurst(b *testing.B) {
 		waitPrinted(b, outs, 10*time.Minute)
 		cpuStart := sessionCPU(b, c.cmd.Process.Pid, nodelets)
 		load1 := loadAvg()
+		// A container may print before its running report reaches
+		// schedd (troupe-nodesim's, the fake runtime's first output
+		// comes first): kill none that schedd has not seen running.
+		waitAllRunning(b, cli, ids, time.Minute)
 		kill := []string{"-d"}
 		for _, id := range ids {
 			kill = append(kill, strconv.FormatUint(id, 10))
@@ -336,6 +351,35 @@ func waitPrinted(b *testing.B, paths []string, timeout time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("%d of %d containers printed after %v", len(done), len(paths), timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitAllRunning polls schedd until each job of ids has started (its
+// containers all reported running).
+func waitAllRunning(b *testing.B, cli *client.Client, ids []uint64, timeout time.Duration) {
+	want := map[uint64]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := cli.Jobs(context.Background(), 0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		started := 0
+		for _, j := range l.Jobs {
+			if want[j.ID] && !j.Started.IsZero() {
+				started++
+			}
+		}
+		if started == len(ids) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d jobs started after %v", started, len(ids), timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
