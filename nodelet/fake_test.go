@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,4 +113,25 @@ func TestAgentFakeOCIRuntime(t *testing.T) {
 	s.waitState(t, id, "main1", api.ContainerKilled)
 	s.waitState(t, id, "sub1", api.ContainerKilled)
 	assertNothingLeft(t, cfg, RuntimeRunc, s.containerIDs(t, id))
+}
+
+// TestUserPeersOnce: a user's peers, which schedd repeats with each of
+// their assignments, reach the network once per user, not once per job;
+// another list of theirs is added, and each user keeps their own.
+func TestUserPeersOnce(t *testing.T) {
+	asg := func(uid int, peers ...string) api.Assignment {
+		return api.Assignment{Job: api.AssignedJob{UID: uid}, Peers: peers}
+	}
+	as := api.Assignments{Assignments: []api.Assignment{
+		asg(1000, "10.1.0.2", "10.1.0.3"), asg(1001, "10.2.0.9"), asg(1000, "10.1.0.2", "10.1.0.3"),
+		asg(1000, "10.1.0.2", "10.1.0.3"), asg(1000, "10.1.0.4"), asg(1002),
+	}}
+	got := userPeers(as)
+	want := map[int][]string{1000: {"10.1.0.2", "10.1.0.3", "10.1.0.4"}, 1001: {"10.2.0.9"}, 1002: nil}
+	if !maps.EqualFunc(got, want, slices.Equal[[]string]) {
+		t.Errorf("userPeers = %v, want %v", got, want)
+	}
+	if first := as.Assignments[0].Peers; len(first) != 2 || cap(first) != 2 {
+		t.Errorf("the first assignment's peers changed to %v (cap %d)", first, cap(first))
+	}
 }
