@@ -45,7 +45,7 @@ import (
 // A change to queued jobs alone (a submit, a hold or release: nothing a
 // node runs or offers changed) after a pass that found the cluster full
 // (it placed nothing, jobs wait, and no node has the CPU free for the
-// smallest of their containers) is put off, by at most queuedDefer,
+// smallest of their containers) is put off, by at most Config.QueuedDefer,
 // until the next change that may free room (a job ending, a node) or the
 // timer: the jobs that arrive one request at a time behind a backlog
 // then share that pass instead of each making its own, which would plan
@@ -59,10 +59,11 @@ const idlePass = 5 * time.Second
 // (raft refused or timed out) before it passes again.
 const loopRetry = 100 * time.Millisecond
 
-// queuedDefer bounds how long a change to queued jobs alone waits for a
-// pass behind a backlog: a new job that could start at once (it fits in
-// room the backlog's jobs do not, or preempts) starts within it.
-const queuedDefer = 100 * time.Millisecond
+// DefaultQueuedDefer bounds how long a change to queued jobs alone waits
+// for a pass behind a full cluster (Config.QueuedDefer): a new job that
+// could start at once (it fits in room the backlog's jobs do not, or
+// preempts) starts within it.
+const DefaultQueuedDefer = 100 * time.Millisecond
 
 // lateFloor is the least the loop waits for a deadline: a walltime end
 // closer than that (or past) is waited for that long, so that a clock
@@ -115,7 +116,7 @@ type loopOutcome struct {
 	// Full: the pass placed nothing, jobs wait (held ones aside) and no
 	// node has the CPU free for the smallest of their containers
 	// (roomless): a change to queued jobs alone is put off, by at most
-	// queuedDefer, until a change that may free room.
+	// Config.QueuedDefer, until a change that may free room.
 	Full bool
 }
 
@@ -124,6 +125,9 @@ type loopOutcome struct {
 // steps it.
 type loopMachine struct {
 	chargeEvery time.Duration
+	// queuedDefer: how long a loopQueued after a full pass may wait
+	// (not positive: none, it is a loopChange).
+	queuedDefer time.Duration
 	// recheck is the longest the loop goes without a pass while it
 	// leads: silent nodes are found within the node timeout plus it.
 	recheck time.Duration
@@ -148,8 +152,8 @@ type loopMachine struct {
 }
 
 // newLoopMachine is a follower's machine: no pass until Step(loopLead).
-func newLoopMachine(chargeEvery, recheck time.Duration) *loopMachine {
-	return &loopMachine{chargeEvery: chargeEvery, recheck: recheck}
+func newLoopMachine(chargeEvery, recheck, queuedDefer time.Duration) *loopMachine {
+	return &loopMachine{chargeEvery: chargeEvery, recheck: recheck, queuedDefer: queuedDefer}
 }
 
 // Tick tells the machine the time.
@@ -162,19 +166,21 @@ func (m *loopMachine) Step(ev loopEvent) {
 		m.changed = true
 	case loopQueued:
 		switch {
+		case m.queuedDefer <= 0:
+			m.changed = true
 		case m.passing:
 			m.queued = true
 		case m.full:
 			if m.deferred.IsZero() {
-				m.deferred = m.now.Add(queuedDefer)
+				m.deferred = m.now.Add(m.queuedDefer)
 			}
 		default:
 			m.changed = true
 		}
 	case loopLead:
-		*m = loopMachine{chargeEvery: m.chargeEvery, recheck: m.recheck, now: m.now, leading: true, changed: true}
+		*m = loopMachine{chargeEvery: m.chargeEvery, recheck: m.recheck, queuedDefer: m.queuedDefer, now: m.now, leading: true, changed: true}
 	case loopFollow:
-		*m = loopMachine{chargeEvery: m.chargeEvery, recheck: m.recheck, now: m.now}
+		*m = loopMachine{chargeEvery: m.chargeEvery, recheck: m.recheck, queuedDefer: m.queuedDefer, now: m.now}
 	}
 }
 
@@ -205,7 +211,7 @@ func (m *loopMachine) Ready() (loopPass, bool) {
 // are held, else at the next walltime end, the next warning signal due
 // or the recheck, whichever comes first, or at the next change (a
 // change to queued jobs alone, after a pass that found the cluster full,
-// at most queuedDefer later).
+// at most Config.QueuedDefer later).
 func (m *loopMachine) Advance(o loopOutcome) {
 	if !m.passing {
 		return // a pass of an earlier term: a loopLead or loopFollow came between
@@ -215,7 +221,7 @@ func (m *loopMachine) Advance(o loopOutcome) {
 	if m.queued {
 		m.queued = false
 		if m.full {
-			m.deferred = m.now.Add(queuedDefer)
+			m.deferred = m.now.Add(m.queuedDefer)
 		} else {
 			m.changed = true
 		}
@@ -276,7 +282,7 @@ func maxTime(a, b time.Time) time.Time {
 // state's changes, ticks it with the configured clock, and makes the
 // passes it asks for.
 func (s *scheduler) schedule(ctx context.Context) {
-	m := newLoopMachine(s.cfg.ChargeEvery, min(idlePass, s.cfg.NodeTimeout/4))
+	m := newLoopMachine(s.cfg.ChargeEvery, min(idlePass, s.cfg.NodeTimeout/4), s.cfg.QueuedDefer)
 	m.Tick(s.cfg.Clock())
 	m.Step(loopLead)
 	v := s.st.Snapshot()

@@ -16,13 +16,14 @@ var loopT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 const (
 	testChargeEvery = time.Minute
 	testRecheck     = 5 * time.Second
+	queuedDefer     = DefaultQueuedDefer
 )
 
 // leader is a machine that has taken office at loopT0 and made its first
 // pass (which charged), with nothing to do after it.
 func leader(t *testing.T) *loopMachine {
 	t.Helper()
-	m := newLoopMachine(testChargeEvery, testRecheck)
+	m := newLoopMachine(testChargeEvery, testRecheck, queuedDefer)
 	m.Tick(loopT0)
 	m.Step(loopLead)
 	p := mustPass(t, m, "the first pass of a new leader")
@@ -50,7 +51,7 @@ func noPass(t *testing.T, m *loopMachine, why string) {
 }
 
 func TestLoopNoPassWhileFollowing(t *testing.T) {
-	m := newLoopMachine(testChargeEvery, testRecheck)
+	m := newLoopMachine(testChargeEvery, testRecheck, queuedDefer)
 	m.Tick(loopT0)
 	for range 10 {
 		m.Step(loopChange)
