@@ -11,10 +11,11 @@ import (
 )
 
 // TestSubmitsBehindFullNodeShareAPass runs a real controller on a fixed
-// clock (queuedDefer never passes) with one node of one cpu: a submit on
-// the idle node is placed at once; one that finds it full waits for
-// Resources; the submits that come one at a time after it make no pass
-// of their own (the loop tells them from changes that may free room,
+// clock (a pass put off behind a full node never falls due: the clock
+// does not move) with one node of one cpu: a submit on the idle node is
+// placed at once; one that finds it full waits for Resources; the
+// submits that come one at a time after it make no pass of their own
+// (the loop tells them from changes that may free room,
 // state.Snapshot.RoomMarks); the running job's start and end make the
 // passes, and the end's places the next job.
 func TestSubmitsBehindFullNodeShareAPass(t *testing.T) {
