@@ -91,12 +91,16 @@ func rewriteBinaries(dir string) error {
 		if !e.Type().IsRegular() {
 			continue
 		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
 		path := filepath.Join(dir, e.Name())
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(path+".tmp", b, 0o755); err != nil {
+		if err := os.WriteFile(path+".tmp", b, info.Mode().Perm()); err != nil {
 			return err
 		}
 		if err := os.Rename(path+".tmp", path); err != nil {
