@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -376,14 +375,25 @@ func where(f *api.HistoryFilter) (string, []any) {
 			args = append(args, each(i))
 		}
 	}
+	// Jobs by id (an array's id: its elements) and elements by their
+	// array and index, each term answered by an index (the primary key,
+	// jobs_array), so that one element of a large array reads one row.
+	var picks []string
 	if n := len(f.IDs); n > 0 {
 		in := " IN (" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
-		conds = append(conds, "(id"+in+" OR array_id"+in+")")
+		picks = append(picks, "id"+in, "array_id"+in)
 		for range 2 {
 			for _, id := range f.IDs {
 				args = append(args, int64(id))
 			}
 		}
+	}
+	for _, e := range f.Elements {
+		picks = append(picks, "(array_id = ? AND array_index = ?)")
+		args = append(args, int64(e.ID), e.Index)
+	}
+	if len(picks) > 0 {
+		conds = append(conds, "("+strings.Join(picks, " OR ")+")")
 	}
 	list("user_name", len(f.Users), func(i int) any { return f.Users[i] })
 	list("account", len(f.Accounts), func(i int) any { return f.Accounts[i] })
@@ -407,34 +417,60 @@ func where(f *api.HistoryFilter) (string, []any) {
 
 // Query returns the stored jobs f picks, oldest end first (ties by id).
 func (s *Store) Query(ctx context.Context, f api.HistoryFilter) ([]api.HistoryJob, error) {
+	out := []api.HistoryJob{}
+	err := s.Each(ctx, f, func(h api.HistoryJob) error {
+		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Each calls each with the stored jobs f picks as it reads them off the
+// database, oldest end first (ties by id, then run), f.Limit the last
+// ones by end: the rows are never gathered, so that a long history costs
+// one record's memory at a time. An error of each stops the read and is
+// returned as it is. The query's rows (a read transaction) stay open
+// until each has seen the last.
+func (s *Store) Each(ctx context.Context, f api.HistoryFilter, each func(api.HistoryJob) error) error {
 	w, args := where(&f)
-	q := `SELECT (SELECT record FROM job_records r WHERE r.id = jobs.id AND r.run = jobs.run) FROM jobs` + w +
-		` ORDER BY ended DESC, id DESC, run DESC`
+	q := `SELECT (SELECT record FROM job_records r WHERE r.id = jobs.id AND r.run = jobs.run) AS record, ended, id, run FROM jobs` + w
 	if f.Limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+		// The last Limit by end, read back in ascending order.
+		q = `SELECT record FROM (` + q + fmt.Sprintf(` ORDER BY ended DESC, id DESC, run DESC LIMIT %d) picked`, f.Limit) +
+			` ORDER BY ended, id, run`
+	} else {
+		q += ` ORDER BY ended, id, run`
 	}
 	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
 	if err != nil {
-		return nil, fmt.Errorf("accounting query: %w", err)
+		return fmt.Errorf("accounting query: %w", err)
 	}
 	defer rows.Close()
-	out := []api.HistoryJob{}
 	for rows.Next() {
 		var blob string
-		if err := rows.Scan(&blob); err != nil {
-			return nil, fmt.Errorf("accounting query: %w", err)
+		var ended, id, run int64
+		dest := []any{&blob}
+		if f.Limit == 0 {
+			dest = append(dest, &ended, &id, &run)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("accounting query: %w", err)
 		}
 		var h api.HistoryJob
 		if err := json.Unmarshal([]byte(blob), &h); err != nil {
-			return nil, fmt.Errorf("accounting query: a stored record: %w", err)
+			return fmt.Errorf("accounting query: a stored record: %w", err)
 		}
-		out = append(out, h)
+		if err := each(h); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("accounting query: %w", err)
+		return fmt.Errorf("accounting query: %w", err)
 	}
-	slices.Reverse(out)
-	return out, nil
+	return nil
 }
 
 // Has reports which of keys the store holds.

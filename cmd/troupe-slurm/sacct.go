@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 )
 
@@ -150,8 +151,13 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	for _, u := range users {
 		q.Add("user", u)
 	}
-	for _, id := range ids {
-		q.Add("id", strconv.FormatUint(id, 10))
+	for _, s := range sels {
+		// One element is picked by schedd (12[5]: the store's index),
+		// not among all of its array's elements here.
+		ref := api.JobRef{ID: s.id, Index: s.index, Element: s.element}
+		if !slices.Contains(q["id"], ref.String()) {
+			q.Add("id", ref.String())
+		}
 	}
 	for _, p := range parts {
 		q.Add("partition", p)
@@ -169,7 +175,7 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, prog, "Problem talking to the database: %v", err)
 	}
-	live, err := liveJobs(ctx, c, ids, users, parts)
+	live, err := liveJobs(ctx, c, sels, users, parts)
 	if err != nil {
 		return fail(stderr, prog, "Problem talking to schedd: %v", err)
 	}
