@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
 	"github.com/troupe-hpc/troupe/jobspec/wire"
+	"github.com/troupe-hpc/troupe/sched/httpapi"
 )
 
 // endedElements submits a held job array of n elements and kills the
@@ -165,4 +166,49 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestListingsStreamedAsBefore: GET /v1/nodes and GET /v1/jobs, written
+// an element at a time, are byte for byte their list encoded whole,
+// every element in order.
+func TestListingsStreamedAsBefore(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}
+	srv, c := exportServer(t, t.TempDir(), clock, Config{KeepEnded: 5 * time.Minute})
+	ctx := context.Background()
+	for i := range 5 {
+		register(t, c, fmt.Sprintf("n%d", i), 4)
+	}
+	endJobs(t, c, 3)
+	endedElements(t, c, 20, 2, 4)
+	get := func(path string) []byte {
+		resp, err := http.Get(c.Addr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return b
+	}
+	encode := func(v any) []byte {
+		var buf bytes.Buffer
+		if err := json.NewEncoder(&buf).Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	nodes := srv.ListNodes(ctx, httpapi.Wait{})
+	if len(nodes.Nodes) != 5 {
+		t.Fatalf("%d nodes, want 5", len(nodes.Nodes))
+	}
+	if got, want := get("/v1/nodes"), encode(nodes); !bytes.Equal(got, want) {
+		t.Errorf("GET /v1/nodes answered\n%s\nwant\n%s", got, want)
+	}
+	idx, jobs := srv.ListJobs(ctx, httpapi.Wait{}, httpapi.JobsQuery{})
+	list := api.JobList{Jobs: slices.Collect(jobs), Index: idx}
+	if len(list.Jobs) != 6 {
+		t.Fatalf("%d jobs, want 6 (3 jobs, an array and 2 of its elements)", len(list.Jobs))
+	}
+	if got, want := get("/v1/jobs"), encode(list); !bytes.Equal(got, want) {
+		t.Errorf("GET /v1/jobs answered\n%s\nwant\n%s", got, want)
+	}
 }
