@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -428,49 +429,91 @@ func (s *Store) Query(ctx context.Context, f api.HistoryFilter) ([]api.HistoryJo
 	return out, nil
 }
 
-// Each calls each with the stored jobs f picks as it reads them off the
-// database, oldest end first (ties by id, then run), f.Limit the last
-// ones by end: the rows are never gathered, so that a long history costs
-// one record's memory at a time. An error of each stops the read and is
-// returned as it is. The query's rows (a read transaction) stay open
-// until each has seen the last.
+// eachPage is how many records Each reads in one query (a variable for
+// the tests).
+var eachPage = 1000
+
+// Each calls each with the stored jobs f picks, oldest end first (ties
+// by id, then run), f.Limit the last ones by end. It reads them a page
+// of eachPage at a time (keyset: after the last one's end, id and run)
+// and calls each once the page's query is closed, so that a long
+// history costs a page's memory and a slow reader (an HTTP answer
+// written to a slow client) never holds the store's connection, which
+// the exports need. An error of each stops the read and is returned as
+// it is. The pages are separate reads: a record stored meanwhile after
+// the point reached is seen, one before it is not.
 func (s *Store) Each(ctx context.Context, f api.HistoryFilter, each func(api.HistoryJob) error) error {
 	w, args := where(&f)
-	q := `SELECT (SELECT record FROM job_records r WHERE r.id = jobs.id AND r.run = jobs.run) AS record, ended, id, run FROM jobs` + w
+	rec := `SELECT (SELECT record FROM job_records r WHERE r.id = jobs.id AND r.run = jobs.run) AS record, ended, id, run FROM jobs`
 	if f.Limit > 0 {
-		// The last Limit by end, read back in ascending order.
-		q = `SELECT record FROM (` + q + fmt.Sprintf(` ORDER BY ended DESC, id DESC, run DESC LIMIT %d) picked`, f.Limit) +
+		// The last Limit by end, read back in ascending order: at most
+		// Limit records, read in one query.
+		q := `SELECT record, ended, id, run FROM (` + rec + w + fmt.Sprintf(` ORDER BY ended DESC, id DESC, run DESC LIMIT %d) picked`, f.Limit) +
 			` ORDER BY ended, id, run`
-	} else {
-		q += ` ORDER BY ended, id, run`
+		page, _, err := s.page(ctx, q, args)
+		if err != nil {
+			return err
+		}
+		for _, h := range page {
+			if err := each(h); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
+	var after []any // the last record's ended, id, run
+	for {
+		cond, pargs := w, slices.Clone(args)
+		if after != nil {
+			k := "(ended > ? OR (ended = ? AND (id > ? OR (id = ? AND run > ?))))"
+			if cond == "" {
+				cond = " WHERE " + k
+			} else {
+				cond += " AND " + k
+			}
+			pargs = append(pargs, after[0], after[0], after[1], after[1], after[2])
+		}
+		page, last, err := s.page(ctx, rec+cond+fmt.Sprintf(` ORDER BY ended, id, run LIMIT %d`, eachPage), pargs)
+		if err != nil {
+			return err
+		}
+		for _, h := range page {
+			if err := each(h); err != nil {
+				return err
+			}
+		}
+		if len(page) < eachPage {
+			return nil
+		}
+		after = last
+	}
+}
+
+// page runs q (record, ended, id, run) and returns its records and the
+// last row's ended, id and run.
+func (s *Store) page(ctx context.Context, q string, args []any) ([]api.HistoryJob, []any, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
 	if err != nil {
-		return fmt.Errorf("accounting query: %w", err)
+		return nil, nil, fmt.Errorf("accounting query: %w", err)
 	}
 	defer rows.Close()
+	var out []api.HistoryJob
+	var ended, id, run int64
 	for rows.Next() {
 		var blob string
-		var ended, id, run int64
-		dest := []any{&blob}
-		if f.Limit == 0 {
-			dest = append(dest, &ended, &id, &run)
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return fmt.Errorf("accounting query: %w", err)
+		if err := rows.Scan(&blob, &ended, &id, &run); err != nil {
+			return nil, nil, fmt.Errorf("accounting query: %w", err)
 		}
 		var h api.HistoryJob
 		if err := json.Unmarshal([]byte(blob), &h); err != nil {
-			return fmt.Errorf("accounting query: a stored record: %w", err)
+			return nil, nil, fmt.Errorf("accounting query: a stored record: %w", err)
 		}
-		if err := each(h); err != nil {
-			return err
-		}
+		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("accounting query: %w", err)
+		return nil, nil, fmt.Errorf("accounting query: %w", err)
 	}
-	return nil
+	return out, []any{ended, id, run}, nil
 }
 
 // Has reports which of keys the store holds.

@@ -2,6 +2,7 @@ package accounting
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -396,7 +397,10 @@ func TestOneElement(t *testing.T) {
 				t.Errorf("one element's query does not use the array index: %s", plan.String())
 			}
 		}
-		// Each: every record in order, the last Limit, and a stop.
+		// Each: every record in order, over pages of 7 (ties of end
+		// across pages too), the last Limit, and a stop.
+		defer func(n int) { eachPage = n }(eachPage)
+		eachPage = 7
 		var prev api.HistoryJob
 		n := 0
 		if err := s.Each(ctx, api.HistoryFilter{}, func(h api.HistoryJob) error {
@@ -407,6 +411,10 @@ func TestOneElement(t *testing.T) {
 			return nil
 		}); err != nil || n != 201 {
 			t.Fatalf("Each: %d records, %v", n, err)
+		}
+		paged, err := s.Query(ctx, api.HistoryFilter{IDs: []uint64{100}})
+		if err != nil || mustJSON(t, paged) != mustJSON(t, all) {
+			t.Fatalf("array 100 read over pages of 7: %d records (%v), want the %d of one page", len(paged), err, len(all))
 		}
 		last, err := s.Query(ctx, api.HistoryFilter{Limit: 5})
 		if err != nil || len(last) != 5 {
@@ -423,4 +431,13 @@ func TestOneElement(t *testing.T) {
 			t.Fatalf("Each stopped by its callback: %d records, %v", n, err)
 		}
 	})
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
