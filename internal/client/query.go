@@ -84,13 +84,6 @@ type stopped struct{ err error }
 
 func (s *stopped) Error() string { return s.err.Error() }
 
-// decodeJobList reads an api.JobList off r a job at a time, calling each
-// with every job of "jobs", and returns its "index"; members it does not
-// know are skipped, as json.Unmarshal would.
-func decodeJobList(r io.Reader, each func(api.Job) error) (uint64, error) {
-	return decodeList(r, "jobs", each)
-}
-
 // decodeList reads an object off r whose member key is a list (or
 // null) of T, an element at a time, calling each with every element,
 // and returns its "index": api.JobList, api.History, api.NodeList.

@@ -209,9 +209,9 @@ func (a *API) history(w http.ResponseWriter, r *http.Request) {
 			_ = bw.Flush()
 			return
 		}
-		b, err := json.Marshal(visibleHistory(r.Context(), h))
-		if err != nil {
-			a.log.Error("encoding a record for GET /v1/history", "job", h.ID, "err", err)
+		b, merr := json.Marshal(visibleHistory(r.Context(), h))
+		if merr != nil {
+			a.log.Error("encoding a record for GET /v1/history", "job", h.ID, "err", merr)
 			_ = bw.Flush()
 			return
 		}
