@@ -232,8 +232,8 @@ func BenchmarkReads(b *testing.B) {
 	ix := strconv.Itoa(el)
 	// An element of B that has ended and is still in the state (kept
 	// keep-ended before its export): killed now, read first.
-	if _, _, out, err := tool(0, "troupe-slurm", "scancel", bs+"_"+strconv.Itoa(el+1)); err != nil {
-		b.Fatalf("scancel: %v\n%s", err, out)
+	if _, err := c.Control(ctx, api.JobRef{ID: bArr, Index: el + 1, Element: true}, "kill", nil); err != nil {
+		b.Fatalf("killing %s[%d]: %v", bs, el+1, err)
 	}
 	kx := strconv.Itoa(el + 1)
 	eventually.NoError(b, 5*time.Minute, "the element killed CANCELLED", func() error {
@@ -253,6 +253,7 @@ func BenchmarkReads(b *testing.B) {
 	measure("bqueue -u nobody (5 jobs)", 0, "bqueue", "-u", "nobody")
 	measure("bjobs as nobody (own jobs, 5)", nobody, "bjobs")
 	measure("bqueue -u nobody as nobody", nobody, "bqueue", "-u", "nobody")
+	row("array B at the end", "%v (one killed)", arrayStates(bArr))
 	_, peak := schedd.mem(b)
 	row("schedd RSS, peak", "%.0f MiB", float64(peak)/(1<<20))
 	row("load average (1 5 15 min) at end", "%s", loadavg())
