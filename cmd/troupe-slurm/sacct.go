@@ -171,11 +171,20 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if !to.IsZero() {
 		q.Set("submitted_to", to.UTC().Format(time.RFC3339))
 	}
-	h, err := c.History(ctx, q)
-	if err != nil {
-		return fail(stderr, prog, "Problem talking to the database: %v", err)
-	}
+	// The store's records and the queue's jobs are asked for at once:
+	// a poller's sacct -j waits for the slower, not for both.
+	var h api.History
+	var herr error
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked)
+		h, herr = c.History(ctx, q)
+	}()
 	live, err := liveJobs(ctx, c, sels, users, parts)
+	<-asked
+	if herr != nil {
+		return fail(stderr, prog, "Problem talking to the database: %v", herr)
+	}
 	if err != nil {
 		return fail(stderr, prog, "Problem talking to schedd: %v", err)
 	}
