@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -16,11 +18,21 @@ import (
 )
 
 // BenchmarkRestart100k measures a schedd restart with 100,000 jobs in
-// state: a raft snapshot holding them plus a log tail of 2,000 submits,
-// reopened into a fresh store (what `schedd` does at start before it
-// serves). Run with -benchtime=3x; setup builds the state once.
+// state (RESTART_JOBS sets another number): a raft snapshot holding them
+// plus a log tail of 2,000 submits, reopened into a fresh store (what
+// `schedd` does at start before it serves). Run with -benchtime=3x;
+// setup builds the state once.
+//
+//	RESTART_JOBS=1000000 go test ./sched/raftlog -run '^$' -bench Restart -benchtime 1x
 func BenchmarkRestart100k(b *testing.B) {
-	const jobs, tail = 100_000, 2_000
+	jobs, tail := 100_000, 2_000
+	if s := os.Getenv("RESTART_JOBS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			b.Fatalf("RESTART_JOBS: %v", err)
+		}
+		jobs = n
+	}
 	dir := b.TempDir()
 	l, st := open(b, dir)
 	d := state.Dump{}

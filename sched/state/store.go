@@ -47,10 +47,10 @@ type indexEntry struct {
 
 var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 	tableJobs: {Name: tableJobs, Indexes: map[string]*memdb.IndexSchema{
-		"id":      {Name: "id", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "ID"}},
-		"request": {Name: "request", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "RequestID"}},
+		"id": {Name: "id", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "ID"}},
 		// A submit's retry is known by its user and request id together
-		// (schema 7 on); "request" alone serves older entries' replay.
+		// (schema 7 on); by its request id alone as a prefix in older
+		// entries' replay (requests.go).
 		"user_request": {Name: "user_request", AllowMissing: true, Indexer: userRequestIndex{}},
 		"element":      {Name: "element", Unique: true, AllowMissing: true, Indexer: elementIndex{}},
 		// In memory only (index.go): what the queries below look up by.
@@ -328,6 +328,7 @@ func (s *Store) Restore(d Dump) error {
 		}
 	}
 	for _, j := range d.Jobs {
+		share(j)
 		if err := txn.Insert(tableJobs, j); err != nil {
 			return err
 		}
