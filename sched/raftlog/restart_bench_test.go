@@ -69,7 +69,7 @@ func BenchmarkRestart100k(b *testing.B) {
 	for range b.N {
 		start := time.Now()
 		st := state.New()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		l, err := Open(ctx, Config{Dir: dir, LogOutput: io.Discard}, st)
 		cancel()
 		if err != nil {
