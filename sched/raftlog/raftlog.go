@@ -622,8 +622,8 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	var d state.Dump
-	if err := json.NewDecoder(rc).Decode(&d); err != nil {
+	d, err := state.ReadDump(rc) // a job at a time, never the whole text
+	if err != nil {
 		return fmt.Errorf("reading raft snapshot: %w", err)
 	}
 	return f.st.Restore(d)
@@ -632,7 +632,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 type dump state.Dump
 
 func (d dump) Persist(sink raft.SnapshotSink) error {
-	if err := json.NewEncoder(sink).Encode(state.Dump(d)); err != nil {
+	if err := state.WriteDump(sink, state.Dump(d)); err != nil {
 		sink.Cancel()
 		return err
 	}

@@ -1,0 +1,230 @@
+package state
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+)
+
+// A raft snapshot is one JSON object, the Dump, whose jobs are nearly all
+// of it: a million jobs make a gigabyte of text. WriteDump and ReadDump
+// move it a job at a time, so that neither holds the whole text in
+// memory (json's Encoder and Decoder each would, beside the rows), and
+// ReadDump decodes the jobs on every core. The text is the one
+// Dump.MarshalJSON writes, and ReadDump reads what any schema wrote.
+
+// dumpChunk is how many jobs one decoding worker takes at a time.
+const dumpChunk = 256
+
+// jobsNull is where the jobs go in the rest of a dump marshaled without
+// them.
+var jobsNull = []byte(`"jobs":null`)
+
+// WriteDump writes d as Dump.MarshalJSON does, a job at a time, followed
+// by a newline.
+func WriteDump(w io.Writer, d Dump) error {
+	if d.Version < rowSchema {
+		// An older schema's rows are written in their form: a small
+		// cluster's, being upgraded.
+		return json.NewEncoder(w).Encode(d)
+	}
+	type plain Dump
+	rest := plain(d)
+	rest.Jobs = nil
+	tail, err := json.Marshal(rest)
+	if err != nil {
+		return err
+	}
+	at := bytes.Index(tail, jobsNull)
+	if at < 0 {
+		return errors.New("writing a dump: its jobs have no place in it") // a bug
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	bw.Write(tail[:at])
+	bw.WriteString(`"jobs":`)
+	if d.Jobs == nil {
+		bw.WriteString("null")
+	} else {
+		bw.WriteByte('[')
+		enc := json.NewEncoder(bw)
+		for i, j := range d.Jobs {
+			if i > 0 {
+				bw.WriteByte(',')
+			}
+			// Encode ends each with a newline, which JSON reads as
+			// space between the array's values.
+			if err := enc.Encode(j); err != nil {
+				return fmt.Errorf("writing job %d of a dump: %w", j.ID, err)
+			}
+		}
+		bw.WriteByte(']')
+	}
+	bw.Write(tail[at+len(jobsNull):])
+	bw.WriteByte('\n')
+	return bw.Flush()
+}
+
+// ReadDump reads one dump from r, as Dump.MarshalJSON or WriteDump wrote
+// it in any schema, decoding its jobs as they come on every core. Fields
+// it does not know are skipped, as json.Unmarshal skips them.
+func ReadDump(r io.Reader) (Dump, error) {
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 1<<16))
+	if err := delim(dec, '{'); err != nil {
+		return Dump{}, err
+	}
+	var (
+		rest  bytes.Buffer // the other fields, an object of their own
+		jobs  []*Job
+		found bool
+	)
+	rest.WriteByte('{')
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return Dump{}, err
+		}
+		key, _ := tok.(string)
+		if key == "jobs" {
+			if jobs, err = readJobs(dec); err != nil {
+				return Dump{}, err
+			}
+			found = true
+			continue
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return Dump{}, err
+		}
+		if rest.Len() > 1 {
+			rest.WriteByte(',')
+		}
+		k, _ := json.Marshal(key)
+		rest.Write(k)
+		rest.WriteByte(':')
+		rest.Write(raw)
+	}
+	if err := delim(dec, '}'); err != nil {
+		return Dump{}, err
+	}
+	rest.WriteByte('}')
+	var d Dump
+	if err := json.Unmarshal(rest.Bytes(), &d); err != nil {
+		return Dump{}, err
+	}
+	if found {
+		d.Jobs = jobs
+	}
+	return d, nil
+}
+
+// delim reads the delimiter want.
+func delim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("reading a dump: %v where %q belongs", tok, want)
+	}
+	return nil
+}
+
+// readJobs reads the dump's jobs array (or null), handing chunks of
+// them to as many workers as there are cores to decode, and returns
+// them in order.
+func readJobs(dec *json.Decoder) ([]*Job, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok == nil {
+		return nil, nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return nil, fmt.Errorf("reading a dump: jobs are %v, not an array", tok)
+	}
+	type chunk struct {
+		n    int // its place among the chunks
+		raws []json.RawMessage
+	}
+	var (
+		mu      sync.Mutex
+		decoded [][]*Job
+		first   error
+		wg      sync.WaitGroup
+		work    = make(chan chunk, 2*runtime.GOMAXPROCS(0))
+	)
+	failed := func() bool { mu.Lock(); defer mu.Unlock(); return first != nil }
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range work {
+				out := make([]*Job, len(c.raws))
+				var err error
+				for i, raw := range c.raws {
+					j := new(Job)
+					if err = json.Unmarshal(raw, j); err != nil {
+						err = fmt.Errorf("reading a dump's job %d: %w", c.n*dumpChunk+i, err)
+						break
+					}
+					out[i] = j
+				}
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				decoded[c.n] = out
+				mu.Unlock()
+			}
+		}()
+	}
+	n := 0
+	cur := make([]json.RawMessage, 0, dumpChunk)
+	send := func() {
+		mu.Lock()
+		decoded = append(decoded, nil)
+		mu.Unlock()
+		work <- chunk{n: n, raws: cur}
+		n++
+		cur = make([]json.RawMessage, 0, dumpChunk)
+	}
+	var readErr error
+	for dec.More() && !failed() {
+		var raw json.RawMessage
+		if readErr = dec.Decode(&raw); readErr != nil {
+			break
+		}
+		if cur = append(cur, raw); len(cur) == dumpChunk {
+			send()
+		}
+	}
+	if len(cur) > 0 && readErr == nil {
+		send()
+	}
+	close(work)
+	wg.Wait()
+	if readErr != nil {
+		return nil, readErr
+	}
+	if first != nil {
+		return nil, first
+	}
+	if err := delim(dec, ']'); err != nil {
+		return nil, err
+	}
+	total := 0
+	for _, c := range decoded {
+		total += len(c)
+	}
+	jobs := make([]*Job, 0, total)
+	for _, c := range decoded {
+		jobs = append(jobs, c...)
+	}
+	return jobs, nil
+}

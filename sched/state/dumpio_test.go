@@ -1,0 +1,87 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/troupe-hpc/troupe/internal/api"
+)
+
+// WriteDump writes the text Dump.MarshalJSON does (but for the space
+// between jobs), and ReadDump reads it, and Dump.MarshalJSON's, back to
+// the same dump: in the current schema and in an older one, with more
+// jobs than one worker's chunk.
+func TestDumpStreamRoundTrip(t *testing.T) {
+	h := newHarness(t)
+	for i := range 3*dumpChunk + 7 {
+		j := session(1 + i%3)
+		j.Name = fmt.Sprintf("j%d", i)
+		j.Spec.Env = map[string]string{"I": fmt.Sprint(i % 5)}
+		h.apply(Command{Act: Submit{Jobs: []*Job{j}}})
+	}
+	h.apply(Command{Act: Kill{Job: JobRef{ID: 2}}})
+	for _, version := range []int{SchemaVersion, 10} {
+		t.Run(fmt.Sprintf("schema %d", version), func(t *testing.T) {
+			d := h.st.Snapshot().Dump()
+			d.Version = version
+			whole, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var streamed bytes.Buffer
+			if err := WriteDump(&streamed, d); err != nil {
+				t.Fatal(err)
+			}
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, streamed.Bytes()); err != nil {
+				t.Fatalf("WriteDump's text is no JSON: %v", err)
+			}
+			if !bytes.Equal(compact.Bytes(), whole) {
+				t.Fatalf("WriteDump wrote %d bytes unlike Dump.MarshalJSON's %d", compact.Len(), len(whole))
+			}
+			for from, text := range map[string][]byte{"WriteDump": streamed.Bytes(), "Dump.MarshalJSON": whole} {
+				got, err := ReadDump(bytes.NewReader(text))
+				if err != nil {
+					t.Fatalf("reading %s's dump: %v", from, err)
+				}
+				var want Dump
+				if err := json.Unmarshal(whole, &want); err != nil {
+					t.Fatal(err)
+				}
+				g, _ := json.Marshal(got)
+				w, _ := json.Marshal(want)
+				if !bytes.Equal(g, w) {
+					t.Fatalf("ReadDump of %s's dump differs from json.Unmarshal's", from)
+				}
+				if len(got.Jobs) != len(d.Jobs) || got.Jobs[1].State != api.JobCancelled {
+					t.Fatalf("ReadDump of %s's dump: %d jobs, job 2 %s", from, len(got.Jobs), got.Jobs[1].State)
+				}
+				st := New()
+				if err := st.Restore(got); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// A dump whose jobs do not decode, or that is cut short, is refused.
+func TestReadDumpRefusesDamage(t *testing.T) {
+	for _, text := range []string{
+		`{"version":11,"jobs":[{"id":1},{"id":"two"}],"nodes":[]}`,
+		`{"version":11,"jobs":[{"id":1},`,
+		`{"version":11,"jobs":{"id":1}}`,
+		`[]`,
+	} {
+		if _, err := ReadDump(strings.NewReader(text)); err == nil {
+			t.Errorf("ReadDump(%s) read it", text)
+		}
+	}
+	d, err := ReadDump(strings.NewReader(`{"version":11,"jobs":null,"future":{"x":1},"nodes":[{"name":"n1"}]}`))
+	if err != nil || d.Jobs != nil || len(d.Nodes) != 1 {
+		t.Errorf("ReadDump of a dump without jobs and with a field it does not know: %+v, %v", d, err)
+	}
+}
