@@ -30,6 +30,7 @@ package raftlog
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -100,6 +101,8 @@ type faults struct {
 	// silent tells the leader no schema, as a peer of the previous
 	// release.
 	silent bool
+	// snapshotBytes replaces snapshotBytes (0: keep it).
+	snapshotBytes int64
 }
 
 // DefaultShutdownTimeout is how long Close waits for raft to stop.
@@ -168,6 +171,13 @@ func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log,
 	rc.HeartbeatTimeout = 200 * time.Millisecond
 	rc.ElectionTimeout = 200 * time.Millisecond
 	rc.LeaderLeaseTimeout = 100 * time.Millisecond
+	// A restart reads the last snapshot and replays the log after it.
+	// raft snapshots after SnapshotThreshold entries, whatever they
+	// hold; an entry may hold a thousand jobs (a batch), so the fsm also
+	// asks for one once the entries applied since the last hold as many
+	// bytes as it did (snapshotBytes): what a restart replays stays
+	// within the size of what it reads, and a snapshot's cost within that
+	// of the entries it saves replaying.
 	rc.SnapshotThreshold = 8192
 	rc.TrailingLogs = 10240
 	var (
@@ -214,7 +224,8 @@ func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log,
 			return nil, fmt.Errorf("bootstrapping raft: %w", err)
 		}
 	}
-	fm := &fsm{st: st, path: filepath.Join(cfg.Dir, "raft.db"), failed: make(chan struct{})}
+	fm := &fsm{st: st, path: filepath.Join(cfg.Dir, "raft.db"), failed: make(chan struct{}), snapWanted: make(chan struct{}, 1),
+		minSnap: cmp.Or(f.snapshotBytes, snapshotBytes)}
 	ls := &store{BoltStore: bolt, dir: cfg.Dir, stop: make(chan struct{})}
 	r, err := raft.NewRaft(rc, fm, ls, ls, snaps, trans)
 	if err != nil {
@@ -227,6 +238,7 @@ func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log,
 	l := &Log{self: string(rc.LocalID), raft: r, bolt: bolt, store: ls, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
 		start: lastCmd, quiet: make(chan struct{}), peers: quiet}
 	quiet.watch(r, l.quiet)
+	go l.snapshotLoop()
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
 		if !f.silent {
@@ -248,6 +260,21 @@ func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log,
 		return nil, err
 	}
 	return l, nil
+}
+
+// snapshotLoop takes the snapshots the fsm asks for (snapshotBytes)
+// until Close.
+func (l *Log) snapshotLoop() {
+	for {
+		select {
+		case <-l.quiet:
+			return
+		case <-l.fsm.snapWanted:
+			// raft takes one snapshot at a time; one it has nothing new
+			// for, or that fails, is retried at the next ask.
+			_ = l.raft.Snapshot().Error()
+		}
+	}
 }
 
 // CaughtUp reports whether this server has applied its log up to what it
@@ -571,6 +598,31 @@ type fsm struct {
 	fatal  error
 	failed chan struct{}
 	last   atomic.Uint64 // the last command entry applied (accepted or not)
+	// logBytes are the bytes of the entries applied since the last
+	// snapshot began, snapBytes the size of the last snapshot written;
+	// snapWanted asks snapshotLoop for a snapshot.
+	logBytes   atomic.Int64
+	snapBytes  atomic.Int64
+	snapWanted chan struct{}
+	minSnap    int64 // snapshotBytes
+}
+
+// snapshotBytes is the least log, in bytes of entries, the fsm asks a
+// snapshot for: past it, once the log since the last snapshot is as big
+// as that snapshot.
+const snapshotBytes = 64 << 20
+
+// grew counts an applied entry of n bytes, asking for a snapshot when
+// the log since the last one has grown past snapshotBytes and that
+// snapshot's size.
+func (f *fsm) grew(n int) {
+	if f.logBytes.Add(int64(n)) < max(f.minSnap, f.snapBytes.Load()) {
+		return
+	}
+	select {
+	case f.snapWanted <- struct{}{}:
+	default:
+	}
 }
 
 // applied is the raft index the state has applied up to: the last
@@ -613,11 +665,13 @@ func (f *fsm) Apply(e *raft.Log) any {
 	}
 	v, err := f.st.Apply(e.Index, c)
 	f.last.Store(e.Index)
+	f.grew(len(e.Data))
 	return result{value: v, err: err}
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	return dump(f.st.Snapshot().Dump()), nil
+	f.logBytes.Store(0) // the snapshot holds every entry applied so far
+	return &dump{d: f.st.Snapshot().Dump(), f: f}, nil
 }
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
@@ -629,14 +683,32 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return f.st.Restore(d)
 }
 
-type dump state.Dump
+// dump is a snapshot being written; f learns its size.
+type dump struct {
+	d state.Dump
+	f *fsm
+}
 
-func (d dump) Persist(sink raft.SnapshotSink) error {
-	if err := state.WriteDump(sink, state.Dump(d)); err != nil {
+func (d *dump) Persist(sink raft.SnapshotSink) error {
+	w := &counter{w: sink}
+	if err := state.WriteDump(w, d.d); err != nil {
 		sink.Cancel()
 		return err
 	}
+	d.f.snapBytes.Store(w.n)
 	return sink.Close()
 }
 
-func (d dump) Release() {}
+func (d *dump) Release() {}
+
+// counter counts the bytes written through it.
+type counter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,10 +66,14 @@ func BenchmarkRestart100k(b *testing.B) {
 	if err := l.Close(); err != nil {
 		b.Fatal(err)
 	}
+	st = nil
+	l = nil
 	b.ResetTimer()
-	var total time.Duration
+	var total, cpu time.Duration
+	var heap uint64
 	for range b.N {
-		start := time.Now()
+		base := heapLive()
+		start, startCPU := time.Now(), cpuTime()
 		st := state.New()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		l, err := Open(ctx, Config{Dir: dir, LogOutput: io.Discard}, st)
@@ -76,14 +82,36 @@ func BenchmarkRestart100k(b *testing.B) {
 			b.Fatal(err)
 		}
 		total += time.Since(start)
+		cpu += cpuTime() - startCPU
+		b.StopTimer()
 		if n := len(st.Snapshot().Jobs()); n != jobs+tail {
 			b.Fatalf("%d jobs after restart, want %d", n, jobs+tail)
 		}
-		b.StopTimer()
+		heap += heapLive() - base
 		_ = l.Close()
+		runtime.KeepAlive(st)
 		b.StartTimer()
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "s/restart")
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/restart")
+	b.ReportMetric(float64(heap)/float64(b.N)/float64(jobs+tail), "heap-bytes/job")
+}
+
+// heapLive is the live heap after a full collection.
+func heapLive() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// cpuTime is the CPU time this process has taken, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func benchJob(id uint64, now time.Time) *state.Job {

@@ -168,8 +168,10 @@ func readJobs(dec *json.Decoder) ([]*Job, error) {
 				out := make([]*Job, len(c.raws))
 				var err error
 				for i, raw := range c.raws {
+					// The decoder checked raw already: straight to the
+					// row's own decoding, without json.Unmarshal's check.
 					j := new(Job)
-					if err = json.Unmarshal(raw, j); err != nil {
+					if err = j.UnmarshalJSON(raw); err != nil {
 						err = fmt.Errorf("reading a dump's job %d: %w", c.n*dumpChunk+i, err)
 						break
 					}

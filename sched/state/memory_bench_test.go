@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -122,5 +123,32 @@ func BenchmarkQueuedMemory(b *testing.B) {
 				runtime.KeepAlive(st)
 			}
 		})
+	}
+}
+
+// BenchmarkReadDump reads a snapshot of 100,000 queued jobs (scaleRow)
+// and restores it into a store: what a restart does before it replays
+// the log's tail (sched/raftlog's BenchmarkRestart100k is the whole).
+func BenchmarkReadDump(b *testing.B) {
+	d := Dump{Version: SchemaVersion}
+	for i := range 100_000 {
+		j := scaleRow(i)
+		j.ID = uint64(i + 1)
+		d.Jobs = append(d.Jobs, j)
+	}
+	var buf bytes.Buffer
+	if err := WriteDump(&buf, d); err != nil {
+		b.Fatal(err)
+	}
+	d = Dump{}
+	b.SetBytes(int64(buf.Len()))
+	for b.Loop() {
+		got, err := ReadDump(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := New().Restore(got); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
