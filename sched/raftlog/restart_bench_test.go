@@ -45,6 +45,7 @@ func BenchmarkRestart100k(b *testing.B) {
 	if err := l.Restore(context.Background(), d); err != nil {
 		b.Fatal(err)
 	}
+	d = state.Dump{}
 	var wg sync.WaitGroup
 	for w := range 32 {
 		wg.Add(1)

@@ -117,7 +117,7 @@ func ReadDump(r io.Reader) (Dump, error) {
 		return Dump{}, err
 	}
 	if found {
-		d.Jobs = jobs
+		d.Jobs, d.shared = jobs, true
 	}
 	return d, nil
 }
@@ -175,6 +175,7 @@ func readJobs(dec *json.Decoder) ([]*Job, error) {
 						err = fmt.Errorf("reading a dump's job %d: %w", c.n*dumpChunk+i, err)
 						break
 					}
+					share(j) // here, on every core, rather than in Restore
 					out[i] = j
 				}
 				mu.Lock()

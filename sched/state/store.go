@@ -298,6 +298,8 @@ type Dump struct {
 	Requests []*request    `json:"requests,omitempty"` // answers kept by request id (requests.go)
 	// Reservations are the reservations (reservation.go), schema 11 on.
 	Reservations []*Reservation `json:"reservations,omitempty"`
+	// shared: the jobs' text is shared already (share; ReadDump's).
+	shared bool
 }
 
 // Dump copies out the state as of v.
@@ -328,7 +330,9 @@ func (s *Store) Restore(d Dump) error {
 		}
 	}
 	for _, j := range d.Jobs {
-		share(j)
+		if !d.shared {
+			share(j)
+		}
 		if err := txn.Insert(tableJobs, j); err != nil {
 			return err
 		}
