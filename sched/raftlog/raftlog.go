@@ -676,11 +676,11 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	d, err := state.ReadDump(rc) // a job at a time, never the whole text
-	if err != nil {
+	// A job at a time, never the whole text; each stored as decoded.
+	if err := f.st.RestoreFrom(rc); err != nil {
 		return fmt.Errorf("reading raft snapshot: %w", err)
 	}
-	return f.st.Restore(d)
+	return nil
 }
 
 // dump is a snapshot being written; f learns its size.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // A raft snapshot is one JSON object, the Dump, whose jobs are nearly all
@@ -72,7 +73,10 @@ func WriteDump(w io.Writer, d Dump) error {
 // ReadDump reads one dump from r, as Dump.MarshalJSON or WriteDump wrote
 // it in any schema, decoding its jobs as they come on every core. Fields
 // it does not know are skipped, as json.Unmarshal skips them.
-func ReadDump(r io.Reader) (Dump, error) {
+func ReadDump(r io.Reader) (Dump, error) { return readDump(r, nil) }
+
+// readDump is ReadDump, giving sink the jobs (readJobs).
+func readDump(r io.Reader, sink func([]*Job) error) (Dump, error) {
 	dec := json.NewDecoder(bufio.NewReaderSize(r, 1<<16))
 	if err := delim(dec, '{'); err != nil {
 		return Dump{}, err
@@ -90,7 +94,7 @@ func ReadDump(r io.Reader) (Dump, error) {
 		}
 		key, _ := tok.(string)
 		if key == "jobs" {
-			if jobs, err = readJobs(dec); err != nil {
+			if jobs, err = readJobs(dec, sink); err != nil {
 				return Dump{}, err
 			}
 			found = true
@@ -136,8 +140,9 @@ func delim(dec *json.Decoder, want json.Delim) error {
 
 // readJobs reads the dump's jobs array (or null), handing chunks of
 // them to as many workers as there are cores to decode, and returns
-// them in order.
-func readJobs(dec *json.Decoder) ([]*Job, error) {
+// them in order; sink, if not nil, is given each chunk in order as soon
+// as it is decoded (on a goroutine of its own, one chunk at a time).
+func readJobs(dec *json.Decoder, sink func([]*Job) error) ([]*Job, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
@@ -148,19 +153,26 @@ func readJobs(dec *json.Decoder) ([]*Job, error) {
 	if d, ok := tok.(json.Delim); !ok || d != '[' {
 		return nil, fmt.Errorf("reading a dump: jobs are %v, not an array", tok)
 	}
+	type result struct {
+		jobs []*Job
+		err  error
+	}
 	type chunk struct {
 		n    int // its place among the chunks
 		raws []json.RawMessage
+		out  chan result
 	}
+	procs := runtime.GOMAXPROCS(0)
 	var (
-		mu      sync.Mutex
-		decoded [][]*Job
-		first   error
-		wg      sync.WaitGroup
-		work    = make(chan chunk, 2*runtime.GOMAXPROCS(0))
+		work   = make(chan chunk, procs)
+		order  = make(chan chan result, 4*procs) // the chunks' results, in order
+		wg     sync.WaitGroup
+		failed atomic.Bool
+		jobs   []*Job
+		first  error // the first chunk's error, or sink's (the collector's)
+		done   = make(chan struct{})
 	)
-	failed := func() bool { mu.Lock(); defer mu.Unlock(); return first != nil }
-	for range runtime.GOMAXPROCS(0) {
+	for range procs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -178,27 +190,39 @@ func readJobs(dec *json.Decoder) ([]*Job, error) {
 					share(j) // here, on every core, rather than in Restore
 					out[i] = j
 				}
-				mu.Lock()
-				if err != nil && first == nil {
-					first = err
-				}
-				decoded[c.n] = out
-				mu.Unlock()
+				c.out <- result{out, err}
 			}
 		}()
 	}
+	go func() {
+		defer close(done)
+		for out := range order {
+			r := <-out
+			switch {
+			case first != nil:
+			case r.err != nil:
+				first = r.err
+			case sink != nil:
+				first = sink(r.jobs)
+			}
+			if first != nil {
+				failed.Store(true)
+				continue
+			}
+			jobs = append(jobs, r.jobs...)
+		}
+	}()
 	n := 0
 	cur := make([]json.RawMessage, 0, dumpChunk)
 	send := func() {
-		mu.Lock()
-		decoded = append(decoded, nil)
-		mu.Unlock()
-		work <- chunk{n: n, raws: cur}
+		out := make(chan result, 1)
+		order <- out
+		work <- chunk{n: n, raws: cur, out: out}
 		n++
 		cur = make([]json.RawMessage, 0, dumpChunk)
 	}
 	var readErr error
-	for dec.More() && !failed() {
+	for dec.More() && !failed.Load() {
 		var raw json.RawMessage
 		if readErr = dec.Decode(&raw); readErr != nil {
 			break
@@ -211,7 +235,9 @@ func readJobs(dec *json.Decoder) ([]*Job, error) {
 		send()
 	}
 	close(work)
+	close(order)
 	wg.Wait()
+	<-done
 	if readErr != nil {
 		return nil, readErr
 	}
@@ -221,13 +247,32 @@ func readJobs(dec *json.Decoder) ([]*Job, error) {
 	if err := delim(dec, ']'); err != nil {
 		return nil, err
 	}
-	total := 0
-	for _, c := range decoded {
-		total += len(c)
-	}
-	jobs := make([]*Job, 0, total)
-	for _, c := range decoded {
-		jobs = append(jobs, c...)
-	}
 	return jobs, nil
+}
+
+// RestoreFrom replaces the whole state with the dump r holds, as Restore
+// does, inserting its jobs as they are decoded (ReadDump): reading and
+// decoding the text go on while the rows already decoded are stored.
+// Nothing changes unless the whole dump reads.
+func (s *Store) RestoreFrom(r io.Reader) error {
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	if err := clearTables(txn); err != nil {
+		return err
+	}
+	d, err := readDump(r, func(js []*Job) error {
+		for _, j := range js {
+			if err := txn.Insert(tableJobs, j); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := CheckSchema(d.Version); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return s.finishRestore(txn, d)
 }

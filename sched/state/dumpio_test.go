@@ -63,6 +63,18 @@ func TestDumpStreamRoundTrip(t *testing.T) {
 				if err := st.Restore(got); err != nil {
 					t.Fatal(err)
 				}
+				from := New()
+				if err := from.RestoreFrom(bytes.NewReader(text)); err != nil {
+					t.Fatal(err)
+				}
+				a, _ := json.Marshal(st.Snapshot().Dump())
+				b, _ := json.Marshal(from.Snapshot().Dump())
+				if !bytes.Equal(a, b) {
+					t.Fatal("RestoreFrom's state differs from Restore's of the same dump")
+				}
+				if from.Snapshot().Queued() != st.Snapshot().Queued() || len(from.Snapshot().LiveJobs()) != len(st.Snapshot().LiveJobs()) {
+					t.Fatal("RestoreFrom's indexes differ from Restore's")
+				}
 			}
 		})
 	}
@@ -79,6 +91,15 @@ func TestReadDumpRefusesDamage(t *testing.T) {
 		if _, err := ReadDump(strings.NewReader(text)); err == nil {
 			t.Errorf("ReadDump(%s) read it", text)
 		}
+	}
+	// RestoreFrom of a damaged dump leaves the state as it was.
+	h := newHarness(t)
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	if err := h.st.RestoreFrom(strings.NewReader(`{"version":11,"jobs":[{"id":7},{"id":"two"}]}`)); err == nil {
+		t.Error("RestoreFrom read a damaged dump")
+	}
+	if js := h.st.Snapshot().Jobs(); len(js) != 1 || js[0].ID != 1 {
+		t.Errorf("after a refused RestoreFrom the state holds %d jobs, want job 1 alone", len(js))
 	}
 	d, err := ReadDump(strings.NewReader(`{"version":11,"jobs":null,"future":{"x":1},"nodes":[{"name":"n1"}]}`))
 	if err != nil || d.Jobs != nil || len(d.Nodes) != 1 {

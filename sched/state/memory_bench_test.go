@@ -126,9 +126,10 @@ func BenchmarkQueuedMemory(b *testing.B) {
 	}
 }
 
-// BenchmarkReadDump reads a snapshot of 100,000 queued jobs (scaleRow)
-// and restores it into a store: what a restart does before it replays
-// the log's tail (sched/raftlog's BenchmarkRestart100k is the whole).
+// BenchmarkReadDump restores a store from a snapshot of 100,000 queued
+// jobs (scaleRow) as raft's snapshots are read (RestoreFrom): what a
+// restart does before it replays the log's tail (sched/raftlog's
+// BenchmarkRestart100k is the whole).
 func BenchmarkReadDump(b *testing.B) {
 	d := Dump{Version: SchemaVersion}
 	for i := range 100_000 {
@@ -143,11 +144,7 @@ func BenchmarkReadDump(b *testing.B) {
 	d = Dump{}
 	b.SetBytes(int64(buf.Len()))
 	for b.Loop() {
-		got, err := ReadDump(bytes.NewReader(buf.Bytes()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := New().Restore(got); err != nil {
+		if err := New().RestoreFrom(bytes.NewReader(buf.Bytes())); err != nil {
 			b.Fatal(err)
 		}
 	}

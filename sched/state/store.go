@@ -324,10 +324,8 @@ func (s *Store) Restore(d Dump) error {
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers, tableRequests, tableNodeIndex, tableQueueCounts, tableReservations} {
-		if _, err := txn.DeleteAll(t, "id"); err != nil {
-			return err
-		}
+	if err := clearTables(txn); err != nil {
+		return err
 	}
 	for _, j := range d.Jobs {
 		if !d.shared {
@@ -337,6 +335,22 @@ func (s *Store) Restore(d Dump) error {
 			return err
 		}
 	}
+	return s.finishRestore(txn, d)
+}
+
+// clearTables empties every table in txn.
+func clearTables(txn *memdb.Txn) error {
+	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers, tableRequests, tableNodeIndex, tableQueueCounts, tableReservations} {
+		if _, err := txn.DeleteAll(t, "id"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishRestore stores the rest of d in txn, whose jobs d's are already,
+// and commits.
+func (s *Store) finishRestore(txn *memdb.Txn, d Dump) error {
 	for _, n := range d.Nodes {
 		if err := txn.Insert(tableNodes, n); err != nil {
 			return err
