@@ -22,30 +22,47 @@ import (
 // BenchmarkRestart100k measures a schedd restart with 100,000 jobs in
 // state (RESTART_JOBS sets another number): a raft snapshot holding them
 // plus a log tail of 2,000 submits, reopened into a fresh store (what
-// `schedd` does at start before it serves). Run with -benchtime=3x;
-// setup builds the state once.
+// `schedd` does at start before it serves). With RESTART_BATCH=N the
+// jobs are submitted instead, N to an entry (as POST /v1/jobs/batch
+// makes them), leaving raft's own snapshots to decide what a restart
+// reads and what it replays. Run with -benchtime=3x; setup builds the
+// state once.
 //
 //	RESTART_JOBS=1000000 go test ./sched/raftlog -run '^$' -bench Restart -benchtime 1x
+//	RESTART_JOBS=1000000 RESTART_BATCH=1000 go test ./sched/raftlog -run '^$' -bench Restart -benchtime 1x
 func BenchmarkRestart100k(b *testing.B) {
-	jobs, tail := 100_000, 2_000
-	if s := os.Getenv("RESTART_JOBS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			b.Fatalf("RESTART_JOBS: %v", err)
+	jobs, tail, batch := 100_000, 2_000, 0
+	for name, p := range map[string]*int{"RESTART_JOBS": &jobs, "RESTART_BATCH": &batch} {
+		if s := os.Getenv(name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				b.Fatalf("%s: %v", name, err)
+			}
+			*p = n
 		}
-		jobs = n
 	}
 	dir := b.TempDir()
 	l, st := open(b, dir)
-	d := state.Dump{}
 	now := time.Now().UTC()
-	for i := 1; i <= jobs; i++ {
-		d.Jobs = append(d.Jobs, benchJob(uint64(i), now))
+	if batch > 0 {
+		for i := 0; i < jobs; i += batch {
+			var js []*state.Job
+			for range min(batch, jobs-i) {
+				js = append(js, benchJob(0, now))
+			}
+			if _, err := l.Apply(context.Background(), state.Command{Time: now, Act: state.Submit{Jobs: js}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	} else {
+		d := state.Dump{}
+		for i := 1; i <= jobs; i++ {
+			d.Jobs = append(d.Jobs, benchJob(uint64(i), now))
+		}
+		if err := l.Restore(context.Background(), d); err != nil {
+			b.Fatal(err)
+		}
 	}
-	if err := l.Restore(context.Background(), d); err != nil {
-		b.Fatal(err)
-	}
-	d = state.Dump{}
 	var wg sync.WaitGroup
 	for w := range 32 {
 		wg.Add(1)
