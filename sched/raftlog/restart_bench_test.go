@@ -88,9 +88,10 @@ func BenchmarkRestart100k(b *testing.B) {
 	l = nil
 	b.ResetTimer()
 	var total, cpu time.Duration
-	var heap uint64
+	var heap, peak uint64
 	for range b.N {
 		base := heapLive()
+		stopPeak := peakHeap()
 		start, startCPU := time.Now(), cpuTime()
 		st := state.New()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -101,6 +102,7 @@ func BenchmarkRestart100k(b *testing.B) {
 		}
 		total += time.Since(start)
 		cpu += cpuTime() - startCPU
+		peak = max(peak, stopPeak()-base)
 		b.StopTimer()
 		if n := len(st.Snapshot().Jobs()); n != jobs+tail {
 			b.Fatalf("%d jobs after restart, want %d", n, jobs+tail)
@@ -113,6 +115,7 @@ func BenchmarkRestart100k(b *testing.B) {
 	b.ReportMetric(total.Seconds()/float64(b.N), "s/restart")
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/restart")
 	b.ReportMetric(float64(heap)/float64(b.N)/float64(jobs+tail), "heap-bytes/job")
+	b.ReportMetric(float64(peak)/float64(1<<20), "MiB-peak-heap")
 }
 
 // heapLive is the live heap after a full collection.
@@ -121,6 +124,29 @@ func heapLive() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// peakHeap samples the heap in use every 20 ms until the function it
+// returns is called, which answers the most it saw.
+func peakHeap() func() uint64 {
+	stop, done := make(chan struct{}), make(chan uint64)
+	go func() {
+		var most uint64
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			most = max(most, ms.HeapInuse)
+			select {
+			case <-stop:
+				done <- most
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 { close(stop); return <-done }
 }
 
 // cpuTime is the CPU time this process has taken, user and system.
