@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
+	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/jobspec/wire"
@@ -50,8 +51,9 @@ func vmRSS() uint64 {
 // SCHEDD_MEM_JOBS (default 100,000) one-container jobs, bench-scale's
 // backlog jobs, in two forms:
 //
-//   - form=jobs: each job its own submit (32 at a time, as many bsub
-//     would), the raft log grouping them as it commits;
+//   - form=jobs: each job its own submit with its own request id (32
+//     at a time, as many bsub would), the raft log grouping them as it
+//     commits;
 //   - form=array: one job array of that many elements.
 //
 // Once the loop has placed the last one in the queue (its queue
@@ -107,7 +109,9 @@ func BenchmarkQueuedServerMemory(b *testing.B) {
 						go func() {
 							defer sub.Done()
 							for next.Add(1) <= int64(n) {
-								r, err := srv.Submit(ctx, spec(false))
+								req := spec(false)
+								req.RequestID = auth.NewID() + auth.NewID() // as the client sends it
+								r, err := srv.Submit(ctx, req)
 								if err != nil {
 									b.Error(err)
 									return
