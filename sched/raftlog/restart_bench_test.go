@@ -42,7 +42,15 @@ func BenchmarkRestart100k(b *testing.B) {
 		}
 	}
 	dir := b.TempDir()
-	l, st := open(b, dir)
+	// Closing may wait for a snapshot of the whole state that raft has
+	// begun: give it the time.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	st := state.New()
+	l, err := Open(ctx, Config{Dir: dir, LogOutput: io.Discard, ShutdownTimeout: 10 * time.Minute}, st)
+	cancel()
+	if err != nil {
+		b.Fatal(err)
+	}
 	now := time.Now().UTC()
 	if batch > 0 {
 		for i := 0; i < jobs; i += batch {

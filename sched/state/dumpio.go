@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -77,43 +78,69 @@ func ReadDump(r io.Reader) (Dump, error) { return readDump(r, nil) }
 
 // readDump is ReadDump, giving sink the jobs (readJobs).
 func readDump(r io.Reader, sink func([]*Job) error) (Dump, error) {
-	dec := json.NewDecoder(bufio.NewReaderSize(r, 1<<16))
-	if err := delim(dec, '{'); err != nil {
-		return Dump{}, err
-	}
 	var (
 		rest  bytes.Buffer // the other fields, an object of their own
 		jobs  []*Job
 		found bool
+		src   = r
 	)
 	rest.WriteByte('{')
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
+	for {
+		dec := json.NewDecoder(src)
+		if err := delim(dec, '{'); err != nil {
 			return Dump{}, err
 		}
-		key, _ := tok.(string)
-		if key == "jobs" {
-			if jobs, err = readJobs(dec, sink); err != nil {
+		more, closed := false, false
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
 				return Dump{}, err
 			}
-			found = true
+			key, _ := tok.(string)
+			if key == "jobs" {
+				// The jobs are read straight from the text after the key,
+				// a job at a time (readJobs); what follows them, if
+				// more fields, is read as an object of its own.
+				br := bufio.NewReaderSize(io.MultiReader(dec.Buffered(), src), 1<<16)
+				if jobs, err = readJobs(br, sink); err != nil {
+					return Dump{}, err
+				}
+				found = true
+				c, err := nextByte(br)
+				if err != nil {
+					return Dump{}, fmt.Errorf("reading a dump after its jobs: %w", err)
+				}
+				switch c {
+				case '}':
+					closed = true
+				case ',':
+					src, more = io.MultiReader(strings.NewReader("{"), br), true
+				default:
+					return Dump{}, fmt.Errorf("reading a dump: %q after its jobs", c)
+				}
+				break
+			}
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return Dump{}, err
+			}
+			if rest.Len() > 1 {
+				rest.WriteByte(',')
+			}
+			k, _ := json.Marshal(key)
+			rest.Write(k)
+			rest.WriteByte(':')
+			rest.Write(raw)
+		}
+		if more {
 			continue
 		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return Dump{}, err
+		if !closed {
+			if err := delim(dec, '}'); err != nil {
+				return Dump{}, err
+			}
 		}
-		if rest.Len() > 1 {
-			rest.WriteByte(',')
-		}
-		k, _ := json.Marshal(key)
-		rest.Write(k)
-		rest.WriteByte(':')
-		rest.Write(raw)
-	}
-	if err := delim(dec, '}'); err != nil {
-		return Dump{}, err
+		break
 	}
 	rest.WriteByte('}')
 	var d Dump
@@ -124,6 +151,67 @@ func readDump(r io.Reader, sink func([]*Job) error) (Dump, error) {
 		d.Jobs, d.shared = jobs, true
 	}
 	return d, nil
+}
+
+// nextByte is the next byte of br that is not JSON's space.
+func nextByte(br *bufio.Reader) (byte, error) {
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return c, nil
+		}
+	}
+}
+
+// readObject appends to out the JSON object br is at, its '{' read
+// already, up to its closing '}': the bounds of one job, found by
+// counting brackets outside strings. Whether the text between is JSON
+// is left to its decoding.
+func readObject(br *bufio.Reader, out []byte) ([]byte, error) {
+	depth, inString, escaped := 1, false, false
+	out = append(out, '{')
+	for {
+		if _, err := br.Peek(1); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		buf, _ := br.Peek(br.Buffered())
+		for i, c := range buf {
+			switch {
+			case inString:
+				switch {
+				case escaped:
+					escaped = false
+				case c == '\\':
+					escaped = true
+				case c == '"':
+					inString = false
+				}
+			case c == '"':
+				inString = true
+			case c == '{' || c == '[':
+				depth++
+			case c == '}' || c == ']':
+				if depth--; depth == 0 {
+					out = append(out, buf[:i+1]...)
+					_, _ = br.Discard(i + 1)
+					return out, nil
+				}
+			}
+		}
+		out = append(out, buf...)
+		_, _ = br.Discard(len(buf))
+	}
 }
 
 // delim reads the delimiter want.
@@ -142,16 +230,23 @@ func delim(dec *json.Decoder, want json.Delim) error {
 // them to as many workers as there are cores to decode, and returns
 // them in order; sink, if not nil, is given each chunk in order as soon
 // as it is decoded (on a goroutine of its own, one chunk at a time).
-func readJobs(dec *json.Decoder, sink func([]*Job) error) ([]*Job, error) {
-	tok, err := dec.Token()
+func readJobs(br *bufio.Reader, sink func([]*Job) error) ([]*Job, error) {
+	if c, err := nextByte(br); err != nil || c != ':' {
+		return nil, fmt.Errorf("reading a dump: no ':' after \"jobs\" (%q, %v)", c, err)
+	}
+	c, err := nextByte(br)
 	if err != nil {
 		return nil, err
 	}
-	if tok == nil {
+	switch c {
+	case 'n':
+		if rest := make([]byte, 3); func() bool { _, err := io.ReadFull(br, rest); return err != nil }() || string(rest) != "ull" {
+			return nil, errors.New("reading a dump: its jobs are neither an array nor null")
+		}
 		return nil, nil
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, fmt.Errorf("reading a dump: jobs are %v, not an array", tok)
+	case '[':
+	default:
+		return nil, fmt.Errorf("reading a dump: its jobs begin with %q, not an array", c)
 	}
 	type result struct {
 		jobs []*Job
@@ -180,8 +275,6 @@ func readJobs(dec *json.Decoder, sink func([]*Job) error) ([]*Job, error) {
 				out := make([]*Job, len(c.raws))
 				var err error
 				for i, raw := range c.raws {
-					// The decoder checked raw already: straight to the
-					// row's own decoding, without json.Unmarshal's check.
 					j := new(Job)
 					if err = j.UnmarshalJSON(raw); err != nil {
 						err = fmt.Errorf("reading a dump's job %d: %w", c.n*dumpChunk+i, err)
@@ -222,9 +315,35 @@ func readJobs(dec *json.Decoder, sink func([]*Job) error) ([]*Job, error) {
 		cur = make([]json.RawMessage, 0, dumpChunk)
 	}
 	var readErr error
-	for dec.More() && !failed.Load() {
-		var raw json.RawMessage
-		if readErr = dec.Decode(&raw); readErr != nil {
+	for i := 0; !failed.Load(); i++ {
+		c, err := nextByte(br)
+		if err != nil {
+			readErr = err
+			break
+		}
+		if c == ']' && i == 0 {
+			break
+		}
+		if i > 0 {
+			if c == ']' {
+				break
+			}
+			if c != ',' {
+				readErr = fmt.Errorf("reading a dump: %q between jobs %d and %d", c, i-1, i)
+				break
+			}
+			if c, err = nextByte(br); err != nil {
+				readErr = err
+				break
+			}
+		}
+		if c != '{' {
+			readErr = fmt.Errorf("reading a dump: job %d begins with %q, not an object", i, c)
+			break
+		}
+		raw, err := readObject(br, nil)
+		if err != nil {
+			readErr = fmt.Errorf("reading a dump's job %d: %w", i, err)
 			break
 		}
 		if cur = append(cur, raw); len(cur) == dumpChunk {
@@ -243,9 +362,6 @@ func readJobs(dec *json.Decoder, sink func([]*Job) error) ([]*Job, error) {
 	}
 	if first != nil {
 		return nil, first
-	}
-	if err := delim(dec, ']'); err != nil {
-		return nil, err
 	}
 	return jobs, nil
 }

@@ -92,6 +92,34 @@ func TestReadDumpRefusesDamage(t *testing.T) {
 			t.Errorf("ReadDump(%s) read it", text)
 		}
 	}
+	for _, tc := range []struct {
+		text  string
+		jobs  int
+		nodes int
+	}{
+		{`{"nodes":[{"name":"n1"}],"version":11,"jobs":[{"id":1}]}`, 1, 1},
+		{` { "jobs" : [ ] , "nodes" : [ ] } `, 0, 0},
+		{"{\"jobs\":[\n{\"id\":1,\"name\":\"a}\\\"{[\\\\\"}\n,\t{\"id\":2,\"spec\":{\"env\":{\"X\":\"]\"}}}]}", 2, 0},
+	} {
+		d, err := ReadDump(strings.NewReader(tc.text))
+		if err != nil || len(d.Jobs) != tc.jobs || len(d.Nodes) != tc.nodes {
+			t.Errorf("ReadDump(%s): %d jobs, %d nodes, %v; want %d and %d", tc.text, len(d.Jobs), len(d.Nodes), err, tc.jobs, tc.nodes)
+		}
+		if tc.jobs == 2 && (d.Jobs[0].Name != `a}"{[\` || d.Jobs[1].Spec.Env["X"] != "]") {
+			t.Errorf("ReadDump(%s) read the jobs' text wrong: %q, %v", tc.text, d.Jobs[0].Name, d.Jobs[1].Spec.Env)
+		}
+	}
+	for _, text := range []string{
+		`{"version":11,"jobs":[{"id":1,"name":"cut`,
+		`{"version":11,"jobs":[{"id":1} {"id":2}]}`,
+		`{"version":11,"jobs":[1,2]}`,
+		`{"version":11,"jobs":nul}`,
+		`{"version":11,"jobs":[{"id":1}] "nodes":[]}`,
+	} {
+		if _, err := ReadDump(strings.NewReader(text)); err == nil {
+			t.Errorf("ReadDump(%s) read it", text)
+		}
+	}
 	// RestoreFrom of a damaged dump leaves the state as it was.
 	h := newHarness(t)
 	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
