@@ -174,10 +174,9 @@ func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log,
 	// A restart reads the last snapshot and replays the log after it.
 	// raft snapshots after SnapshotThreshold entries, whatever they
 	// hold; an entry may hold a thousand jobs (a batch), so the fsm also
-	// asks for one once the entries applied since the last hold as many
-	// bytes as it did (snapshotBytes): what a restart replays stays
-	// within the size of what it reads, and a snapshot's cost within that
-	// of the entries it saves replaying.
+	// asks for one once the entries applied since the last hold a
+	// quarter of its bytes (snapshotBytes): what a restart replays stays
+	// within a quarter of what it reads.
 	rc.SnapshotThreshold = 8192
 	rc.TrailingLogs = 10240
 	var (
@@ -226,6 +225,9 @@ func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log,
 	}
 	fm := &fsm{st: st, path: filepath.Join(cfg.Dir, "raft.db"), failed: make(chan struct{}), snapWanted: make(chan struct{}, 1),
 		minSnap: cmp.Or(f.snapshotBytes, snapshotBytes)}
+	if metas, err := snaps.List(); err == nil && len(metas) > 0 {
+		fm.snapBytes.Store(metas[0].Size) // the newest, which raft restores
+	}
 	ls := &store{BoltStore: bolt, dir: cfg.Dir, stop: make(chan struct{})}
 	r, err := raft.NewRaft(rc, fm, ls, ls, snaps, trans)
 	if err != nil {
@@ -608,15 +610,19 @@ type fsm struct {
 }
 
 // snapshotBytes is the least log, in bytes of entries, the fsm asks a
-// snapshot for: past it, once the log since the last snapshot is as big
-// as that snapshot.
+// snapshot for: past it, once the log since the last snapshot is a
+// quarter of that snapshot's size. Replaying an entry costs a restart
+// more than reading its rows from a snapshot (one goroutine, where a
+// snapshot's are decoded on every core), so the log a restart replays
+// is kept to a quarter of what it reads, for a snapshot written every
+// quarter of the state's size in new entries.
 const snapshotBytes = 64 << 20
 
 // grew counts an applied entry of n bytes, asking for a snapshot when
-// the log since the last one has grown past snapshotBytes and that
-// snapshot's size.
+// the log since the last one has grown past snapshotBytes and a quarter
+// of that snapshot's size.
 func (f *fsm) grew(n int) {
-	if f.logBytes.Add(int64(n)) < max(f.minSnap, f.snapBytes.Load()) {
+	if f.logBytes.Add(int64(n)) < max(f.minSnap, f.snapBytes.Load()/4) {
 		return
 	}
 	select {
