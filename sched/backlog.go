@@ -3,6 +3,7 @@ package sched
 import (
 	"cmp"
 	"container/heap"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -38,17 +39,20 @@ type backlog struct {
 	ready  bool
 	groups map[groupKey]*group
 	// The waiting jobs the groups do not hold, by id: held or adopting
-	// (held), with a dependency (deps), in a site reservation (resv);
-	// and job arrays' own rows (arrays), for their throttles.
-	held, deps, resv, arrays map[uint64]*state.Job
+	// (held), with a dependency (deps), in a site reservation (resv),
+	// told they are outside their partition's limits (limited); and job
+	// arrays' own rows (arrays), for their throttles.
+	held, deps, resv, limited, arrays map[uint64]*state.Job
 	// kept are the grouped jobs whose reason keeps a reservation.
 	kept map[uint64]*state.Job
 	// users counts the queued jobs of each user (fair share's users).
 	users map[string]int
-	// cfg is the config whose partition limits every grouped job was
-	// checked against; breach, those outside them not yet told so.
+	// cfg is the config whose partition limits (parts) every grouped job
+	// was checked against; breach, those outside them not yet told so,
+	// which every pass gives the core until it has.
 	cfg    *partition.Config
-	breach []*state.Job
+	parts  map[string]core.Partition
+	breach map[uint64]*state.Job
 	// last is what the last pass ranked with, for the positions.
 	last rankBase
 }
@@ -133,6 +137,7 @@ const (
 	heldJob
 	depJob
 	resvJob
+	limitedJob
 	arrayRow
 )
 
@@ -150,6 +155,8 @@ func placeOf(j *state.Job) where {
 		return depJob
 	case j.Reservation != "":
 		return resvJob
+	case j.Reason == reason.PartitionLimit:
+		return limitedJob
 	}
 	return grouped
 }
@@ -168,10 +175,10 @@ func keyOf(j *state.Job) groupKey {
 // reset empties b.
 func (b *backlog) reset() {
 	b.groups = map[groupKey]*group{}
-	b.held, b.deps, b.resv, b.arrays = map[uint64]*state.Job{}, map[uint64]*state.Job{}, map[uint64]*state.Job{}, map[uint64]*state.Job{}
+	b.held, b.deps, b.resv, b.limited, b.arrays = map[uint64]*state.Job{}, map[uint64]*state.Job{}, map[uint64]*state.Job{}, map[uint64]*state.Job{}, map[uint64]*state.Job{}
 	b.kept = map[uint64]*state.Job{}
 	b.users = map[string]int{}
-	b.cfg, b.breach = nil, nil
+	b.cfg, b.parts, b.breach = nil, nil, map[uint64]*state.Job{}
 	b.ready = true
 }
 
@@ -209,16 +216,22 @@ func (b *backlog) add(j *state.Job) {
 		b.deps[j.ID] = j
 	case resvJob:
 		b.resv[j.ID] = j
+	case limitedJob:
+		b.limited[j.ID] = j
 	case grouped:
 		k := keyOf(j)
 		g := b.groups[k]
 		if g == nil {
 			g = &group{key: k}
+			b.template(g)
 			b.groups[k] = g
 		}
 		g.add(j)
 		if j.Reason == reason.Resources || j.Reason == reason.Preempting {
 			b.kept[j.ID] = j
+		}
+		if b.cfg != nil && b.breaches(j) {
+			b.breach[j.ID] = j
 		}
 	}
 	if queued(j) {
@@ -239,6 +252,8 @@ func (b *backlog) remove(j *state.Job) {
 		delete(b.deps, j.ID)
 	case resvJob:
 		delete(b.resv, j.ID)
+	case limitedJob:
+		delete(b.limited, j.ID)
 	case grouped:
 		k := keyOf(j)
 		if g := b.groups[k]; g != nil {
@@ -248,6 +263,7 @@ func (b *backlog) remove(j *state.Job) {
 			}
 		}
 		delete(b.kept, j.ID)
+		delete(b.breach, j.ID)
 	}
 	if queued(j) {
 		if b.users[j.User]--; b.users[j.User] <= 0 {
@@ -263,7 +279,10 @@ type rankBase struct {
 	now     time.Time
 	w       core.Weights
 	factors map[string]float64 // fair share, by account/user
-	ok      bool
+	// waits are the jobs with a dependency the core keeps out of its
+	// order (not met, or never to be).
+	waits map[uint64]bool
+	ok    bool
 }
 
 // snapshot is the core's input for a pass at now over the state v the
@@ -285,62 +304,79 @@ func (b *backlog) snapshot(v *state.Snapshot, empty []core.Node, now time.Time) 
 	rk := core.NewRanker(&core.Snapshot{Nodes: empty, Partitions: snap.Partitions, QOS: snap.QOS, Policy: snap.Policy})
 	b.last = rankBase{rk: rk, now: now, w: snap.Policy.Weights, factors: factors, ok: true}
 	for _, g := range b.groups {
-		g.tmpl = core.Job{Partition: g.key.part, QOS: g.key.qos, User: g.key.user, Account: g.key.account,
-			Containers: []core.Res{{CPUMilli: g.key.cpu}}, Nice: g.key.nice, FairShare: jobFactor(factors, g.key.account, g.key.user)}
+		b.template(g)
 	}
 	if cfg != b.cfg {
 		b.checkLimits(cfg, &snap)
 	}
-	jobs := make([]*state.Job, 0, len(started)+len(b.held)+len(b.deps)+len(b.resv)+len(b.arrays))
+	jobs := make([]*state.Job, 0, len(started)+len(b.held)+len(b.deps)+len(b.resv)+len(b.limited)+len(b.arrays)+len(b.breach))
 	for _, j := range started {
 		if j.Array == nil {
 			jobs = append(jobs, j)
 		}
 	}
-	for _, m := range []map[uint64]*state.Job{b.held, b.deps, b.resv, b.arrays} {
+	for _, m := range []map[uint64]*state.Job{b.held, b.deps, b.resv, b.limited, b.arrays, b.breach} {
 		for _, j := range m {
 			jobs = append(jobs, j)
 		}
 	}
-	jobs = append(jobs, b.pick(cfg, &snap, now)...)
+	jobs = append(jobs, b.pick(&snap, now)...)
 	slices.SortFunc(jobs, func(a, c *state.Job) int { return cmp.Compare(a.ID, c.ID) })
 	jobs = slices.CompactFunc(jobs, func(a, c *state.Job) bool { return a.ID == c.ID })
 	fillSnapshot(&snap, v, cfg, empty, jobs, factors, now)
+	b.last.waits = map[uint64]bool{}
+	for i := range snap.Queue {
+		if d := snap.Queue[i].Depends; d != nil && d.Reason(snap.Named) != "" {
+			b.last.waits[snap.Queue[i].ID] = true
+		}
+	}
 	return snap
 }
 
+// template sets g's job as the last pass ranks it (its fair share).
+func (b *backlog) template(g *group) {
+	g.tmpl = core.Job{Partition: g.key.part, QOS: g.key.qos, User: g.key.user, Account: g.key.account,
+		Containers: []core.Res{{CPUMilli: g.key.cpu}}, Nice: g.key.nice, FairShare: jobFactor(b.last.factors, g.key.account, g.key.user)}
+}
+
 // checkLimits finds the grouped jobs outside their partition's limits
-// in cfg (a new config): those not yet told so go to the next pass,
-// where the core gives them PartitionLimit.
+// in cfg (a new config): they go to the core (breach) until it has told
+// them so.
 func (b *backlog) checkLimits(cfg *partition.Config, snap *core.Snapshot) {
-	b.cfg, b.breach = cfg, nil
+	b.cfg, b.parts, b.breach = cfg, maps.Clone(snap.Partitions), map[uint64]*state.Job{}
 	for _, g := range b.groups {
-		lim, known := snap.Partitions[g.key.part]
-		if !known {
-			lim = core.Partition{Jobs: core.JobLimits{Closed: true}}
+		if !b.limits(g.key.part) {
+			continue
 		}
-		if lim.Jobs.Closed || lim.Jobs.MaxSize > 0 || lim.Jobs.MaxWalltime > 0 || len(lim.Jobs.Modes) > 0 || len(lim.Jobs.Accounts) > 0 {
-			for _, s := range g.slots {
-				if s.j != nil && s.j.Reason != reason.PartitionLimit && b.breaches(cfg, snap, s.j) {
-					b.breach = append(b.breach, s.j)
-				}
+		for _, s := range g.slots {
+			if s.j != nil && b.breaches(s.j) {
+				b.breach[s.j.ID] = s.j
 			}
 		}
 	}
 }
 
-// breaches reports whether j is outside its partition's limits.
-func (b *backlog) breaches(cfg *partition.Config, snap *core.Snapshot, j *state.Job) bool {
-	p, known := snap.Partitions[j.Partition]
+// limits reports whether partition part limits its jobs (a partition
+// the config does not have takes none).
+func (b *backlog) limits(part string) bool {
+	p, known := b.parts[part]
+	l := &p.Jobs
+	return !known || l.Closed || l.MaxSize > 0 || l.MaxWalltime > 0 || len(l.Modes) > 0 || len(l.Accounts) > 0
+}
+
+// breaches reports whether j is outside its partition's limits, as the
+// core's eligible stage decides.
+func (b *backlog) breaches(j *state.Job) bool {
+	if !b.limits(j.Partition) {
+		return false
+	}
+	p, known := b.parts[j.Partition]
 	if !known {
 		return true
 	}
-	if p.Jobs.Closed || (p.Jobs.MaxSize == 0 && p.Jobs.MaxWalltime == 0 && len(p.Jobs.Modes) == 0 && len(p.Jobs.Accounts) == 0) {
-		return p.Jobs.Closed
-	}
 	cj := coreJob(j)
-	if cfg.HasTree() {
-		cj.Accounts = cfg.AccountPath(j.Account)
+	if b.cfg.HasTree() {
+		cj.Accounts = b.cfg.AccountPath(j.Account)
 	}
 	return p.Jobs.Breaches(&cj) != 0
 }
@@ -352,7 +388,7 @@ func (b *backlog) breaches(cfg *partition.Config, snap *core.Snapshot, j *state.
 // job outside its partition's limits that already says so is passed
 // over), and those
 // checkLimits found outside their limits. Without a depth, all.
-func (b *backlog) pick(cfg *partition.Config, snap *core.Snapshot, now time.Time) []*state.Job {
+func (b *backlog) pick(snap *core.Snapshot, now time.Time) []*state.Job {
 	d := snap.Policy.QueueDepth
 	var out []*state.Job
 	if d <= 0 {
@@ -370,16 +406,13 @@ func (b *backlog) pick(cfg *partition.Config, snap *core.Snapshot, now time.Time
 		taken[id] = true
 		out = append(out, j)
 	}
-	for _, j := range b.breach {
-		out = append(out, j)
-	}
-	b.breach = nil
-	// tryable: whether the core would try j, and whether to pass it on.
+	// tryable: whether the core would try j (the jobs outside their
+	// limits are given it apart, in breach).
 	tryable := func(j *state.Job) (counts, give bool) {
-		if !b.breaches(cfg, snap, j) {
-			return true, true
+		if b.breach[j.ID] != nil {
+			return false, false
 		}
-		return false, j.Reason != reason.PartitionLimit
+		return true, true
 	}
 	rk := &b.last.rk
 	if snap.Policy.ReservationDepth > 0 {
@@ -496,8 +529,8 @@ func slotPriority(rk *core.Ranker, g *group, sub int64, now time.Time) float64 {
 // rank is j's priority and queue position as of the last pass, if it
 // waits and a pass has ranked: its position among the waiting jobs of
 // its partition, those the core may consider by priority (ties by id),
-// then those that wait for a dependency, by priority. Held jobs have
-// none.
+// then those it keeps out (waiting for a dependency, outside their
+// partition's limits), by priority. Held jobs have none.
 func (b *backlog) rank(j *state.Job) (rank, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -505,7 +538,7 @@ func (b *backlog) rank(j *state.Job) (rank, bool) {
 		return rank{}, false
 	}
 	at := placeOf(j)
-	if at != grouped && at != depJob && at != resvJob {
+	if at != grouped && at != depJob && at != resvJob && at != limitedJob {
 		return rank{}, false
 	}
 	rb := &b.last
@@ -524,11 +557,15 @@ func (b *backlog) rank(j *state.Job) (rank, bool) {
 		op := rb.rk.Priority(&oj, rb.now)
 		return op > p || op == p && o.ID < j.ID
 	}
-	waiting := func(o *state.Job) bool {
-		return o.Reason == reason.Dependency || o.Reason == reason.DependencyNeverSatisfied
+	// keptOut: the core keeps o out of its order.
+	keptOut := func(o *state.Job, at where) bool {
+		if at == grouped {
+			return b.breach[o.ID] != nil
+		}
+		return at == depJob && rb.waits[o.ID] || b.breaches(o)
 	}
-	mine := at == depJob && waiting(j) // j comes after the jobs the core considers
-	first, later := 0, 0               // jobs of the partition before the dependencies, after
+	mine := keptOut(j, at)
+	first, later := 0, 0 // the partition's jobs the core considers, and those it keeps out
 	pos := 0
 	for _, g := range b.groups {
 		if g.key.part != j.Partition {
@@ -546,22 +583,41 @@ func (b *backlog) rank(j *state.Job) (rank, bool) {
 			return !(sp > p || sp == p && s.id < j.ID)
 		})
 	}
-	for _, m := range []map[uint64]*state.Job{b.deps, b.resv} {
-		for _, o := range m {
+	// The grouped jobs outside their limits, counted above as
+	// considered, are kept out.
+	for _, o := range b.breach {
+		if o.Partition != j.Partition {
+			continue
+		}
+		first--
+		later++
+		switch {
+		case o.ID == j.ID:
+		case !mine && ahead(o):
+			pos--
+		case mine && !ahead(o):
+			pos--
+		}
+	}
+	for _, set := range []struct {
+		m  map[uint64]*state.Job
+		at where
+	}{{b.deps, depJob}, {b.resv, resvJob}, {b.limited, limitedJob}} {
+		for _, o := range set.m {
 			if o.Partition != j.Partition {
 				continue
 			}
-			late := waiting(o)
-			if late {
+			out := keptOut(o, set.at)
+			if out {
 				later++
 			} else {
 				first++
 			}
 			switch {
 			case o.ID == j.ID:
-			case late == mine && ahead(o):
+			case out == mine && ahead(o):
 				pos++
-			case !late && mine:
+			case !out && mine:
 				pos++
 			}
 		}

@@ -219,6 +219,7 @@ func maxTime(a, b time.Time) time.Time {
 // state's changes, ticks it with the configured clock, and makes the
 // passes it asks for.
 func (s *scheduler) schedule(ctx context.Context) {
+	defer s.st.StopChanges() // the backlog (backlog.go) reads them while this server leads
 	m := newLoopMachine(s.cfg.ChargeEvery, min(idlePass, s.cfg.NodeTimeout/4))
 	m.Tick(s.cfg.Clock())
 	m.Step(loopLead)

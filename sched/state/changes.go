@@ -19,9 +19,10 @@ type JobChange struct {
 	Before, After *Job
 }
 
-// feedCap bounds the changes kept for a reader that does not read: past
-// it the feed drops them and tells the reader to read the whole state.
-const feedCap = 1 << 20
+// feedCap bounds the changes kept for a reader that has not read them
+// (each holds two rows): past it the feed drops them and tells the
+// reader to read the whole state.
+const feedCap = 1 << 16
 
 // changeFeed is the jobs' changes since the reader's last read.
 type changeFeed struct {
@@ -90,4 +91,14 @@ func (s *Store) SnapshotChanges() (v *Snapshot, changes []JobChange, whole bool)
 		changes = nil
 	}
 	return v, changes, whole
+}
+
+// StopChanges stops keeping the changes (the reader no longer reads:
+// this server's term as leader has ended); the next SnapshotChanges
+// answers the whole state.
+func (s *Store) StopChanges() {
+	f := &s.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.on, f.lost, f.pending = false, false, nil
 }
