@@ -382,12 +382,11 @@ func (b *backlog) breaches(j *state.Job) bool {
 }
 
 // pick chooses the grouped jobs a pass gives the core: with depth d
-// (the policy's QueueDepth), every one that keeps a reservation, the d
-// oldest past their starvation threshold, the d+1 first by priority
-// past the threshold (each counting only the jobs the core would try: a
-// job outside its partition's limits that already says so is passed
-// over), and those
-// checkLimits found outside their limits. Without a depth, all.
+// (the policy's QueueDepth), every one that keeps a reservation, and of
+// each partition the d oldest past its starvation threshold and the d+1
+// first by priority not past it (each counting only the jobs the core
+// would try: those outside their limits go to the core apart, breach).
+// Without a depth, all.
 func (b *backlog) pick(snap *core.Snapshot, now time.Time) []*state.Job {
 	d := snap.Policy.QueueDepth
 	var out []*state.Job
@@ -406,73 +405,57 @@ func (b *backlog) pick(snap *core.Snapshot, now time.Time) []*state.Job {
 		taken[id] = true
 		out = append(out, j)
 	}
-	// tryable: whether the core would try j (the jobs outside their
-	// limits are given it apart, in breach).
-	tryable := func(j *state.Job) (counts, give bool) {
-		if b.breach[j.ID] != nil {
-			return false, false
-		}
-		return true, true
-	}
-	rk := &b.last.rk
-	if snap.Policy.ReservationDepth > 0 {
-		// The oldest past their threshold, across the groups whose
-		// partition has one: each group's are its first. The core
-		// orders them so, equal submit times by priority, then id.
-		h := &heads{less: func(a, c *head) bool {
-			return a.s.sub < c.s.sub || a.s.sub == c.s.sub && (a.p > c.p || a.p == c.p && a.s.id < c.s.id)
-		}}
-		for _, g := range b.groups {
-			if t := core.StarvationAge(snap, g.key.part); t > 0 {
-				h.push(g, 0, now.Add(-t).UnixNano(), rk, now)
-			}
-		}
-		n := 0
-		for h.Len() > 0 && n < d {
-			top := h.pop()
-			if j := top.s.j; !taken[j.ID] {
-				taken[j.ID] = true
-				counts, give := tryable(j)
-				if counts {
-					n++
-				}
-				if give {
-					out = append(out, j)
-				}
-			}
-			h.push(top.g, top.i+1, top.limit, rk, now)
-		}
-	}
-	// The first d+1 by priority (ties by id), a merge of the groups'
-	// heads.
-	// A group's jobs past the threshold, its first, are not in it: the
-	// core puts them before the priority order (the oldest d of them
-	// were taken above).
-	h := &heads{less: func(a, c *head) bool { return a.p > c.p || a.p == c.p && a.s.id < c.s.id }}
+	parts := map[string][]*group{}
 	for _, g := range b.groups {
-		from := 0
-		if snap.Policy.ReservationDepth > 0 {
-			if t := core.StarvationAge(snap, g.key.part); t > 0 {
-				limit := now.Add(-t).UnixNano()
-				from = sort.Search(len(g.slots), func(i int) bool { return g.slots[i].sub > limit })
-			}
-		}
-		h.push(g, from, 1<<63-1, rk, now)
+		parts[g.key.part] = append(parts[g.key.part], g)
 	}
-	n := 0
-	for h.Len() > 0 && n <= d {
+	for part, groups := range parts {
+		var from []int
+		if t := core.StarvationAge(snap, part); snap.Policy.ReservationDepth > 0 && t > 0 {
+			limit := now.Add(-t).UnixNano()
+			from = make([]int, len(groups))
+			// The oldest past the threshold, each group's first. The
+			// core orders them so, equal submit times by priority, then
+			// id.
+			h := &heads{less: func(a, c *head) bool {
+				return a.s.sub < c.s.sub || a.s.sub == c.s.sub && (a.p > c.p || a.p == c.p && a.s.id < c.s.id)
+			}}
+			for k, g := range groups {
+				from[k] = sort.Search(len(g.slots), func(i int) bool { return g.slots[i].sub > limit })
+				h.push(g, 0, limit, &b.last.rk, now)
+			}
+			out = b.merge(h, d, taken, out, now)
+		}
+		// The first d+1 by priority (ties by id), from each group's
+		// first job not past the threshold: the core puts those before
+		// the priority order (the oldest d of them were taken above).
+		h := &heads{less: func(a, c *head) bool { return a.p > c.p || a.p == c.p && a.s.id < c.s.id }}
+		for k, g := range groups {
+			i := 0
+			if from != nil {
+				i = from[k]
+			}
+			h.push(g, i, 1<<63-1, &b.last.rk, now)
+		}
+		out = b.merge(h, d+1, taken, out, now)
+	}
+	return out
+}
+
+// merge appends to out the first jobs of the heads h until n of them
+// are ones the core would try (those outside their limits are given it
+// apart, in breach), each once (taken).
+func (b *backlog) merge(h *heads, n int, taken map[uint64]bool, out []*state.Job, now time.Time) []*state.Job {
+	for tried := 0; h.Len() > 0 && tried < n; {
 		top := h.pop()
 		if j := top.s.j; !taken[j.ID] {
 			taken[j.ID] = true
-			counts, give := tryable(j)
-			if counts {
-				n++
-			}
-			if give {
+			if b.breach[j.ID] == nil {
+				tried++
 				out = append(out, j)
 			}
 		}
-		h.push(top.g, top.i+1, top.limit, rk, now)
+		h.push(top.g, top.i+1, top.limit, &b.last.rk, now)
 	}
 	return out
 }

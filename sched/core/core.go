@@ -78,8 +78,9 @@ import (
 //     they delay it not (EASY backfill with shortest-job backfilling).
 //   - Where partitions or QOSes allow preemption, a job preempted is
 //     not preempted again for DefaultPreemptWindow.
-//   - A pass tries at most DefaultQueueDepth jobs besides those that
-//     keep a reservation; the rest wait their turn with their reason.
+//   - A pass tries at most DefaultQueueDepth jobs of each partition
+//     besides those that keep a reservation; the rest wait their turn
+//     with their reason.
 //
 // On the shared traces (cmd/bsim --compare easy) it beats EASY's mean
 // bounded slowdown and mean wait at the same utilization, while no job
@@ -109,9 +110,10 @@ const DefaultPreemptWindow = 10 * time.Minute
 // preemption.
 const DefaultPreemptDepth = 100
 
-// DefaultQueueDepth is DefaultPolicy's bound on the jobs one pass tries
-// (Policy.QueueDepth): enough to fill a large cluster's free slots in a
-// pass, few enough that a pass costs the same with a million queued.
+// DefaultQueueDepth is DefaultPolicy's bound on the jobs of a partition
+// one pass tries (Policy.QueueDepth): enough to fill a large cluster's
+// free slots in a pass, few enough that a pass costs the same with a
+// million queued.
 const DefaultQueueDepth = 1000
 
 // DefaultStarvationAge is DefaultPolicy's starvation threshold: a job
@@ -186,27 +188,31 @@ func (p *pass) promote(order []int32) ([]int32, int) {
 
 // bound keeps of order (front of it promoted) the jobs one pass tries
 // with Policy.QueueDepth depth: every job that keeps its reservation,
-// the first depth of the others, and the first job below the front (the
-// one of highest priority) whatever the depth. It returns them in the
-// same order and how many of them lead it.
+// the first depth of the others in each partition, and each partition's
+// first job below the front (its job of highest priority) whatever the
+// depth. It returns them in the same order and how many of them lead it.
 func (p *pass) bound(order []int32, front, depth int) ([]int32, int) {
 	if len(order) <= depth {
 		return order, front
 	}
 	out := make([]int32, 0, depth+1)
-	n, lead := 0, 0
+	tried := map[string]int{} // by partition
+	topped := map[string]bool{}
+	lead := 0
 	for k, qi := range order {
-		keep := k < front && p.s.Policy.KeepReservations && keeps(&p.s.Queue[qi])
-		if !keep && k != front && n >= depth {
-			if k >= front {
-				break
-			}
+		j := &p.s.Queue[qi]
+		switch {
+		case k < front && p.s.Policy.KeepReservations && keeps(j):
+		case k >= front && !topped[j.Partition]:
+			tried[j.Partition]++
+		case tried[j.Partition] < depth:
+			tried[j.Partition]++
+		default:
 			continue
 		}
-		if !keep {
-			n++
-		}
-		if k < front {
+		if k >= front {
+			topped[j.Partition] = true
+		} else {
 			lead++
 		}
 		out = append(out, qi)

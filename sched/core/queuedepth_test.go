@@ -121,3 +121,26 @@ func reservedJobs(p Plan) []uint64 {
 	slices.Sort(out)
 	return out
 }
+
+// The depth is per partition: a partition whose queue cannot start (its
+// node is full), of higher priority and past the depth, does not keep
+// another partition's job from being tried and started.
+func TestQueueDepthPerPartition(t *testing.T) {
+	s, now := depthSnapshot(10)
+	s.Policy.QueueDepth = 3
+	q := node("b", 4, 16)
+	q.Partitions = []string{"q"}
+	s.Nodes[0].Partitions = []string{"p"}
+	s.Nodes = append(s.Nodes, q)
+	s.Partitions["q"] = Partition{}
+	j := gang(11, ModeSingleNode, 1, 4)
+	j.Submit, j.FairShare, j.Walltime, j.Partition = now, 0, time.Hour, "q"
+	s.Queue = append(s.Queue, j)
+	p := Schedule(s, now)
+	if len(p.Placements) != 1 || p.Placements[0].JobID != 11 {
+		t.Fatalf("placements %+v; want job 11 of partition q started, last by priority behind a full partition p", p.Placements)
+	}
+	if got := changedFor(p); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("reasons changed for jobs %v; want partition p's first 3, 1-3", got)
+	}
+}
