@@ -301,7 +301,9 @@ func (b *backlog) snapshot(v *state.Snapshot, empty []core.Node, now time.Time) 
 	sort.Strings(users)
 	_, factors := fairShare(cfg, v.Usage(), users)
 	snap := snapshotFrame(v, cfg)
-	rk := core.NewRanker(&core.Snapshot{Nodes: empty, Partitions: snap.Partitions, QOS: snap.QOS, Policy: snap.Policy})
+	// The ranker keeps its own maps: the caller may change the snapshot's
+	// (noPreemption) while a view reads a position.
+	rk := core.NewRanker(&core.Snapshot{Nodes: empty, Partitions: maps.Clone(snap.Partitions), QOS: maps.Clone(snap.QOS), Policy: snap.Policy})
 	b.last = rankBase{rk: rk, now: now, w: snap.Policy.Weights, factors: factors, ok: true}
 	for _, g := range b.groups {
 		b.template(g)
