@@ -174,17 +174,26 @@ runc-linked:
 # load average, beside the same containers started at once by `runc run
 # --detach` with each runc of RUNC (as bench-pipeline's). STEPS=1 adds
 # the nodelets' container start steps (-v).
-# Needs root, runc and busybox. NODES here defaults to 4, not
-# bench-scale's 10000.
+# RUNTIME picks what runs the nodes: runc (the default) dev nodelets
+# starting runc containers; fake the same nodelets with the fake OCI
+# runtime (nodelet.hcl oci_runtime = "fake", benchmark_fake_runtime =
+# true), which does all of troupe's work for a container and starts none,
+# so troupe's own share is measured without runc's (no runc baseline);
+# nodesim troupe-nodesim's simulated nodes (--first-output), schedd's
+# share alone. OCI_RUNTIME goes with RUNTIME=runc only.
+# Needs root and busybox, and runc for RUNTIME=runc. NODES here defaults
+# to 4, not bench-scale's 10000.
 SESSIONS ?= 100
 SIZE     ?= 4
 STEPS    ?=
+RUNTIME  ?= runc
 SESSION_NODES = $(if $(filter command line environment,$(origin NODES)),$(NODES),4)
 bench-sessions: build
-	@if [ "$$(id -u)" != 0 ]; then echo "bench-sessions: needs root (runc containers): run sudo make bench-sessions" >&2; exit 1; fi
-	@for c in runc busybox; do command -v $$c >/dev/null || { echo "bench-sessions: needs $$c (make deps installs it)" >&2; exit 1; }; done
-	@case " $(RUNC) " in *" $(CURDIR)/$(BIN)/runc-linked "*) $(MAKE) --no-print-directory runc-linked;; esac
-	SESSIONS=$(SESSIONS) SIZE=$(SIZE) NODES=$(SESSION_NODES) STEPS=$(STEPS) OCI_RUNTIME=$(OCI_RUNTIME) RUN_DIR=$(RUN_DIR) RUNC="$(RUNC)" \
+	@if [ "$$(id -u)" != 0 ]; then echo "bench-sessions: needs root (the dev cluster's test hosts and session networks): run sudo make bench-sessions" >&2; exit 1; fi
+	@case "$(RUNTIME)" in runc|fake|nodesim) ;; *) echo "bench-sessions: RUNTIME=$(RUNTIME): want runc (the default), fake or nodesim" >&2; exit 1;; esac
+	@for c in $(if $(filter runc,$(RUNTIME)),runc) busybox; do command -v $$c >/dev/null || { echo "bench-sessions: needs $$c (make deps installs it)" >&2; exit 1; }; done
+	@if [ "$(RUNTIME)" = runc ]; then case " $(RUNC) " in *" $(CURDIR)/$(BIN)/runc-linked "*) $(MAKE) --no-print-directory runc-linked;; esac; fi
+	SESSIONS=$(SESSIONS) SIZE=$(SIZE) NODES=$(SESSION_NODES) STEPS=$(STEPS) RUNTIME=$(RUNTIME) OCI_RUNTIME=$(OCI_RUNTIME) RUN_DIR=$(RUN_DIR) RUNC="$(RUNC)" \
 		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkSessionBurst$$' -benchtime 1x -v -timeout 30m ./e2e/
 
 lint:

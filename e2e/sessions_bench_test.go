@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -10,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,12 +59,22 @@ import (
 //     output, troupe's every-container p99 over runc's, and the
 //     machine's CPU per group until all printed beside troupe's.
 //
+// RUNTIME picks what runs the nodes (sessionRuntime): runc, the
+// default, as above; fake, the same dev nodelets with the fake OCI
+// runtime (nodelet.hcl's oci_runtime = "fake" with
+// benchmark_fake_runtime = true: each container prepared as for runc,
+// its first output the wall clock where runc would start it, nothing
+// run), troupe's own share without runc's and no runc baseline;
+// nodesim, troupe-nodesim's simulated nodes beside one dev nodelet too
+// small for a session, each container's first output written as it
+// starts running (--first-output), schedd's share alone.
+//
 // SESSIONS defaults to 100, SIZE to 4, NODES to 4, CPU (each
 // container's cpu, a CFS quota) to 0.1. With STEPS=1 the
 // nodelets run with -v and the benchmark prints, from their log, the
 // median and p90 of each step of a container's start ("container
 // started", steps.*=). OCI_RUNTIME, when set, is the nodelets'
-// oci_runtime. The nodelets' run directories are on a tmpfs the
+// oci_runtime (RUNTIME=runc only). The nodelets' run directories are on a tmpfs the
 // benchmark mounts, as /run is on a systemd host (RUN_DIR=disk: not).
 //
 // TROUPE_E2E_BIN=dir runs it with prebuilt binaries (dir holds schedd,
@@ -70,7 +85,15 @@ import (
 //	sudo SESSIONS=100 go test ./e2e -run '^$' -bench '^BenchmarkSessionBurst$' -benchtime 1x -v
 //	sudo TROUPE_E2E_BIN=$PWD/bin ./e2e.test -test.run '^$' -test.bench '^BenchmarkSessionBurst$' -test.benchtime 1x -test.v
 func BenchmarkSessionBurst(b *testing.B) {
-	needRunc(b)
+	mode, err := sessionRuntime(os.Getenv("RUNTIME"), os.Getenv("OCI_RUNTIME"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if mode == sessionRunc {
+		needRunc(b)
+	} else if os.Geteuid() != 0 {
+		b.Skip("SKIP: the session burst needs root (the run directories' tmpfs, the dev cluster's test hosts and session networks)")
+	}
 	needBusybox(b)
 	sessions, size, nodes := envInt(b, "SESSIONS", 100, 1), envInt(b, "SIZE", 4, 1), envInt(b, "NODES", 4, 1)
 	steps := os.Getenv("STEPS") == "1"
@@ -91,12 +114,19 @@ func BenchmarkSessionBurst(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if oci := os.Getenv("OCI_RUNTIME"); oci != "" {
-		conf := filepath.Join(dir, "nodelet.hcl")
-		if err := os.WriteFile(conf, fmt.Appendf(nil, "oci_runtime = %q\n", oci), 0o644); err != nil {
+	var conf string
+	switch {
+	case mode == sessionFake:
+		conf = "oci_runtime = \"fake\"\nbenchmark_fake_runtime = true\n"
+	case os.Getenv("OCI_RUNTIME") != "":
+		conf = fmt.Sprintf("oci_runtime = %q\n", os.Getenv("OCI_RUNTIME"))
+	}
+	if conf != "" {
+		p := filepath.Join(dir, "nodelet.hcl")
+		if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		b.Setenv("TROUPE_NODELET_CONFIG", conf)
+		b.Setenv("TROUPE_NODELET_CONFIG", p)
 	}
 	// Room for every session at once, single-node sessions whole on a
 	// node: ceil(sessions / nodes) of them a node, and a margin.
@@ -119,14 +149,22 @@ func BenchmarkSessionBurst(b *testing.B) {
 			}
 		})
 	}
-	c = startCluster(b, nodes, strconv.FormatFloat(nodeCPU, 'f', -1, 64), extra...)
+	var nodelets []int // the processes that run the nodes: the nodelets, or troupe-nodesim
+	if mode == sessionNodesim {
+		// One dev nodelet too small for any session (schedd --dev
+		// starts at least one), and the simulated nodes beside it.
+		c = startCluster(b, 1, "0.1", "--metrics-addr", metricsAddr, "--node-memory", "256MiB", "--runtime", "process")
+		nodelets = []int{startNodesim(b, c.addr, nodes, nodeCPU, nodeMem)}
+	} else {
+		c = startCluster(b, nodes, strconv.FormatFloat(nodeCPU, 'f', -1, 64), extra...)
+		nodelets = childrenNamed(c.cmd.Process.Pid, "nodelet")
+		if len(nodelets) != nodes {
+			b.Fatalf("%d nodelets among schedd's children, want %d", len(nodelets), nodes)
+		}
+	}
 	cli, err := client.New(c.addr)
 	if err != nil {
 		b.Fatal(err)
-	}
-	nodelets := childrenNamed(c.cmd.Process.Pid, "nodelet")
-	if len(nodelets) != nodes {
-		b.Fatalf("%d nodelets among schedd's children, want %d", len(nodelets), nodes)
 	}
 	cmd := `echo | ts %.s; exec sleep 600`
 	job := filepath.Join(dir, "burst.hcl")
@@ -151,7 +189,10 @@ func BenchmarkSessionBurst(b *testing.B) {
 	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
 		b.Fatal(err)
 	}
-	runcs := runcBaselines(b) // their bundles and state in rawDir, beside the nodelets' run directories
+	var runcs []runcBin
+	if mode == sessionRunc {
+		runcs = runcBaselines(b) // their bundles and state in rawDir, beside the nodelets' run directories
+	}
 	for i := 0; i < b.N; i++ {
 		// The runtime's own figure first, on the idle cluster's machine:
 		// runc delete is done when it returns, while a session's
@@ -189,6 +230,10 @@ func BenchmarkSessionBurst(b *testing.B) {
 		waitPrinted(b, outs, 10*time.Minute)
 		cpuStart := sessionCPU(b, c.cmd.Process.Pid, nodelets)
 		load1 := loadAvg()
+		// A container may print before its running report reaches
+		// schedd (troupe-nodesim's, the fake runtime's first output
+		// comes first): kill none that schedd has not seen running.
+		waitAllRunning(b, cli, ids, time.Minute)
 		kill := []string{"-d"}
 		for _, id := range ids {
 			kill = append(kill, strconv.FormatUint(id, 10))
@@ -231,8 +276,8 @@ func BenchmarkSessionBurst(b *testing.B) {
 		}
 
 		w := os.Stdout
-		fmt.Fprintf(w, "\nsession burst: %d sessions of %d containers (%g cpu, %dMiB each; busybox rootfs) in one bsub --count, %d nodes of %g cpus (%d used), their run_dir on %s\n",
-			sessions, size, cpu, memMiB, nodes, nodeCPU, len(used), runDir)
+		fmt.Fprintf(w, "\nsession burst, RUNTIME=%s (%s): %d sessions of %d containers (%g cpu, %dMiB each; busybox rootfs) in one bsub --count, %d nodes of %g cpus (%d used), their run_dir on %s\n",
+			mode, mode.what(), sessions, size, cpu, memMiB, nodes, nodeCPU, len(used), runDir)
 		fmt.Fprintf(w, "  per session, submit →                 p50 ms   p90 ms   p99 ms   max ms  count\n")
 		for _, r := range []struct {
 			name string
@@ -256,8 +301,8 @@ func BenchmarkSessionBurst(b *testing.B) {
 			of   func(cpuTicks) uint64
 		}{
 			{"schedd", func(t cpuTicks) uint64 { return t.schedd }},
-			{"nodelets", func(t cpuTicks) uint64 { return t.nodelet }},
-			{"nodelets' reaped children", func(t cpuTicks) uint64 { return t.reaped }},
+			{mode.nodes(), func(t cpuTicks) uint64 { return t.nodelet }},
+			{mode.reaped(), func(t cpuTicks) uint64 { return t.reaped }},
 			{"rest of the machine", func(t cpuTicks) uint64 { return t.machine - min(t.machine, t.schedd+t.nodelet+t.reaped) }},
 		} {
 			fmt.Fprintf(w, "  %-34s %8.1f %8.1f\n", r.name, per(r.of(diff(cpuStart, cpu0))), per(r.of(diff(cpu1, cpu0))))
@@ -279,6 +324,7 @@ func BenchmarkSessionBurst(b *testing.B) {
 		}
 		q := quantiles(mainOut)
 		b.ReportMetric(1000*q[2], "p99-first-output-ms")
+		b.ReportMetric(1000*quantiles(running)[2], "p99-all-running-ms")
 		b.ReportMetric(1000*quantiles(allOut)[2], "p99-all-output-ms")
 	}
 }
@@ -305,6 +351,35 @@ func waitPrinted(b *testing.B, paths []string, timeout time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("%d of %d containers printed after %v", len(done), len(paths), timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitAllRunning polls schedd until each job of ids has started (its
+// containers all reported running).
+func waitAllRunning(b *testing.B, cli *client.Client, ids []uint64, timeout time.Duration) {
+	want := map[uint64]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := cli.Jobs(context.Background(), 0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		started := 0
+		for _, j := range l.Jobs {
+			if want[j.ID] && !j.Started.IsZero() {
+				started++
+			}
+		}
+		if started == len(ids) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d jobs started after %v", started, len(ids), timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -500,4 +575,155 @@ func runcBurst(b *testing.B, dir, out, runc, rootfs, command string, n int, cpu 
 		firsts[k] = t.Sub(began).Seconds()
 	}
 	return firsts, cpu1 - cpu0
+}
+
+// sessionMode is what runs the benchmark's nodes (RUNTIME).
+type sessionMode string
+
+const (
+	// sessionRunc: dev nodelets starting runc containers, the whole
+	// path (the default).
+	sessionRunc sessionMode = "runc"
+	// sessionFake: the same dev nodelets with the fake OCI runtime
+	// (nodelet.hcl's oci_runtime = "fake"): every step of troupe's
+	// (schedd, the nodelet's session network, files, keys, bundle and
+	// overlay, its reports), no container.
+	sessionFake sessionMode = "fake"
+	// sessionNodesim: troupe-nodesim's simulated nodes (--first-output):
+	// schedd's share alone.
+	sessionNodesim sessionMode = "nodesim"
+)
+
+// errSessionRuntime: RUNTIME names no mode of the session burst.
+var errSessionRuntime = errors.New("want runc (the default: dev nodelets, runc containers), fake (dev nodelets, the fake OCI runtime: no container) or nodesim (troupe-nodesim's simulated nodes)")
+
+// sessionRuntime is the mode RUNTIME names ("" for runc); OCI_RUNTIME,
+// the nodelets' OCI runtime, goes with runc only.
+func sessionRuntime(runtime, oci string) (sessionMode, error) {
+	m := sessionMode(runtime)
+	switch m {
+	case "":
+		m = sessionRunc
+	case sessionRunc, sessionFake, sessionNodesim:
+	default:
+		return "", fmt.Errorf("RUNTIME=%q: %w", runtime, errSessionRuntime)
+	}
+	if oci != "" && m != sessionRunc {
+		return "", fmt.Errorf("RUNTIME=%s with OCI_RUNTIME=%s: OCI_RUNTIME picks the OCI runtime of RUNTIME=runc's nodelets; unset it", m, oci)
+	}
+	return m, nil
+}
+
+// what says what runs the containers in mode m.
+func (m sessionMode) what() string {
+	switch m {
+	case sessionFake:
+		return "dev nodelets with the fake OCI runtime: troupe's whole share, no container runs; first output = the wall clock where runc would start it"
+	case sessionNodesim:
+		return "troupe-nodesim's simulated nodes: schedd's share only; first output = the wall clock as a simulated container starts running"
+	}
+	return "dev nodelets, runc containers"
+}
+
+// nodes and reaped name the processes that run the nodes in mode m, and
+// what they reaped, in the CPU table.
+func (m sessionMode) nodes() string {
+	if m == sessionNodesim {
+		return "troupe-nodesim"
+	}
+	return "nodelets"
+}
+
+func (m sessionMode) reaped() string {
+	if m == sessionNodesim {
+		return "troupe-nodesim's reaped children"
+	}
+	return "nodelets' reaped children"
+}
+
+// startNodesim starts troupe-nodesim against schedd at addr with n
+// nodes of cpu cores and memory each, whose containers "run" an hour
+// and write their first output (--first-output), waits until every node
+// has registered, and answers its pid; it is stopped when the benchmark
+// ends. It is built into bin first when bin lacks it (go test's own
+// binaries).
+func startNodesim(b *testing.B, addr string, n int, cpu float64, memory string) int {
+	b.Helper()
+	sim := filepath.Join(bin, "troupe-nodesim")
+	if _, err := os.Stat(sim); err != nil {
+		cmd := exec.Command("go", "build", "-o", bin+"/", "../cmd/troupe-nodesim")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("building troupe-nodesim: %v\n%s", err, out)
+		}
+	}
+	cmd := exec.Command(sim, "--addr", addr, "--nodes", strconv.Itoa(n), "--cpu", strconv.FormatFloat(cpu, 'f', -1, 64),
+		"--memory", memory, "--duration", "1h", "--first-output")
+	var log bytes.Buffer
+	cmd.Stderr = &log
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	registered := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "nodes registered") {
+				close(registered)
+			}
+		}
+		_ = cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-registered:
+	case <-done:
+		b.Fatalf("troupe-nodesim exited:\n%s", log.String())
+	case <-time.After(60 * time.Second):
+		b.Fatalf("troupe-nodesim's %d nodes did not register in 60s:\n%s", n, log.String())
+	}
+	return cmd.Process.Pid
+}
+
+// TestSessionRuntime: the session burst's RUNTIME names its mode, runc
+// when unset; anything else, or OCI_RUNTIME beside a mode that has no
+// OCI runtime to pick, is refused saying what it takes.
+func TestSessionRuntime(t *testing.T) {
+	for _, c := range []struct {
+		runtime, oci string
+		want         sessionMode
+		err          string
+	}{
+		{"", "", sessionRunc, ""},
+		{"runc", "crun", sessionRunc, ""},
+		{"fake", "", sessionFake, ""},
+		{"nodesim", "", sessionNodesim, ""},
+		{"crun", "", "", `RUNTIME="crun": want runc (the default: dev nodelets, runc containers), fake (`},
+		{"fake", "runc", "", "RUNTIME=fake with OCI_RUNTIME=runc: OCI_RUNTIME picks the OCI runtime of RUNTIME=runc's nodelets; unset it"},
+	} {
+		got, err := sessionRuntime(c.runtime, c.oci)
+		switch {
+		case c.err == "" && (err != nil || got != c.want):
+			t.Errorf("RUNTIME=%q OCI_RUNTIME=%q: %q, %v; want %q", c.runtime, c.oci, got, err, c.want)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("RUNTIME=%q OCI_RUNTIME=%q: error %v, want one saying %q", c.runtime, c.oci, err, c.err)
+		}
+	}
+	if _, err := sessionRuntime("docker", ""); !errors.Is(err, errSessionRuntime) {
+		t.Errorf("RUNTIME=docker: %v, want errSessionRuntime", err)
+	}
 }

@@ -43,7 +43,18 @@ const (
 	// re-executed as each container's init (no OCI runtime binary).
 	OCILibcontainer = runc.Libcontainer
 	OCIRunc         = runc.BinRunc
+	// OCIFake: no OCI runtime at all, a benchmark aid (runc.NewFakeIn):
+	// the runc driver prepares each container as for runc, writes the
+	// wall clock as its first output line and starts nothing. Refused
+	// unless Config.BenchmarkFakeRuntime is set too (ErrFakeRuntime),
+	// never chosen by auto.
+	OCIFake = runc.Fake
 )
+
+// ErrFakeRuntime: the fake OCI runtime was asked for without
+// Config.BenchmarkFakeRuntime.
+var ErrFakeRuntime = errors.New("the fake OCI runtime starts no container (a benchmark aid, make bench-sessions RUNTIME=fake): " +
+	"it needs benchmark_fake_runtime = true in the nodelet's config file as well")
 
 // Network choices for Config.Network.
 const (
@@ -92,9 +103,13 @@ type Config struct {
 	// are found on $PATH, else in /usr/sbin, /usr/bin, /usr/local/sbin,
 	// /usr/local/bin.
 	OCIRuntime string
-	CPU        float64 // cores offered; 0: runtime.NumCPU()
-	Memory     int64   // bytes offered; 0: MemTotal of /proc/meminfo
-	Advertise  string  // IP containers are reached at; see advertise()
+	// BenchmarkFakeRuntime allows OCIRuntime OCIFake, whose containers
+	// do not run: only a benchmark of troupe's own share of a start
+	// sets it (nodelet.hcl's benchmark_fake_runtime = true).
+	BenchmarkFakeRuntime bool
+	CPU                  float64 // cores offered; 0: runtime.NumCPU()
+	Memory               int64   // bytes offered; 0: MemTotal of /proc/meminfo
+	Advertise            string  // IP containers are reached at; see advertise()
 	// InitBinary is the host path of troupe-init; default: next to the
 	// running executable.
 	InitBinary string
@@ -201,6 +216,13 @@ func (c Config) withDefaults() (Config, error) {
 	c.OCIRuntime = cmp.Or(c.OCIRuntime, OCIAuto)
 	switch c.OCIRuntime {
 	case OCIAuto, OCICrun, OCILibcontainer, OCIRunc:
+	case OCIFake:
+		if !c.BenchmarkFakeRuntime {
+			return c, fmt.Errorf("oci runtime %q: %w", c.OCIRuntime, ErrFakeRuntime)
+		}
+		if c.Runtime != RuntimeRunc {
+			return c, fmt.Errorf("oci runtime %q: needs runtime runc (the driver it stands in for), not %s", c.OCIRuntime, c.Runtime)
+		}
 	default:
 		return c, fmt.Errorf("oci runtime %q: want auto, crun, libcontainer or runc", c.OCIRuntime)
 	}
@@ -307,6 +329,16 @@ func newRuntime(c Config, log *slog.Logger) (runtime.Runtime, error) {
 // Recover or Cleanup.
 func ociRuntime(c Config, log *slog.Logger) (*runc.Runtime, error) {
 	dir := c.ociRunDir()
+	if c.OCIRuntime == OCIFake {
+		if !c.BenchmarkFakeRuntime {
+			return nil, fmt.Errorf("--oci-runtime fake: %w", ErrFakeRuntime)
+		}
+		if prev, root := previousOCI(c.StateDir, dir); prev != "" {
+			return nil, fmt.Errorf("--oci-runtime fake: containers a previous run started with %s remain under %s; use --oci-runtime %s until they are gone", prev, root, prev)
+		}
+		log.Warn("OCI runtime: fake, a benchmark aid: containers are prepared but never run (benchmark_fake_runtime)")
+		return runc.NewFakeIn(c.StateDir, dir)
+	}
 	if prev, root := previousOCI(c.StateDir, dir); prev != "" {
 		if c.OCIRuntime != OCIAuto && c.OCIRuntime != prev {
 			return nil, fmt.Errorf("--oci-runtime %s: containers a previous run started with %s remain under %s; use --oci-runtime %s until they are gone", c.OCIRuntime, prev, root, prev)

@@ -68,7 +68,7 @@ func (a *registrar) startFence() error {
 		return err
 	}
 	k.args = []string{"--lease", k.path, "--owner", k.owner, "--nodelet-pid", strconv.Itoa(os.Getpid())}
-	if a.rt.Name() == runc.Name {
+	if a.rt.Name() == runc.Name && a.oci != runc.FakeOCI { // the fake OCI runtime's containers are no processes
 		// The runtime keeps runc's state under its root (RunDir/runc),
 		// or libcontainer's (runc.LibcontainerRoot) in the in-process
 		// mode, whose state.json runc's command line reads as its own

@@ -50,8 +50,11 @@ type File struct {
 	// (Config.NetNSPool): unset for network.DefaultPool, 0 for none.
 	NetNSPool *int
 	// OCIRuntime is Config.OCIRuntime: "auto" (also ""), "crun",
-	// "libcontainer" or "runc".
+	// "libcontainer", "runc", or "fake" with BenchmarkFakeRuntime.
 	OCIRuntime string
+	// BenchmarkFakeRuntime is Config.BenchmarkFakeRuntime
+	// (benchmark_fake_runtime), which oci_runtime = "fake" needs.
+	BenchmarkFakeRuntime bool
 	// RunDir is Config.RunDir, an absolute path.
 	RunDir string
 	// MaxStreamsPerJob, MaxStreamsPerUser and MaxStreams are Config's:
@@ -64,7 +67,7 @@ type File struct {
 // fileSchema is nodelet.hcl's attributes, every one optional.
 var fileSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "images"}, {Name: "allowed_mount_roots"}, {Name: "fake_gpus"}, {Name: "pids_limit"},
-	{Name: "default_subnet"}, {Name: "netns_pool"}, {Name: "oci_runtime"}, {Name: "run_dir"},
+	{Name: "default_subnet"}, {Name: "netns_pool"}, {Name: "oci_runtime"}, {Name: "benchmark_fake_runtime"}, {Name: "run_dir"},
 	{Name: "max_streams_per_job"}, {Name: "max_streams_per_user"}, {Name: "max_streams"},
 	{Name: "routed_networks"}, {Name: "reach_from"}, {Name: "host_ports"},
 }, Blocks: []hcl.BlockHeaderSchema{{Type: "health_check"}}}
@@ -117,6 +120,10 @@ func LoadFile(path string) (File, error) {
 	}
 	switch fc.OCIRuntime {
 	case "", OCIAuto, OCICrun, OCILibcontainer, OCIRunc:
+	case OCIFake:
+		if !fc.BenchmarkFakeRuntime {
+			return File{}, fmt.Errorf("%s: oci_runtime %q: %w", at(f, path, "oci_runtime"), fc.OCIRuntime, ErrFakeRuntime)
+		}
 	default:
 		return File{}, fmt.Errorf("%s: oci_runtime %q: want auto, crun, libcontainer or runc", path, fc.OCIRuntime)
 	}
@@ -171,6 +178,7 @@ func decodeFile(body hcl.Body, fc *File) hcl.Diagnostics {
 		fc.NetNSPool = &pool
 	}
 	attrs.String("oci_runtime", &fc.OCIRuntime)
+	attrs.Bool("benchmark_fake_runtime", &fc.BenchmarkFakeRuntime)
 	attrs.String("run_dir", &fc.RunDir)
 	attrs.Whole("max_streams_per_job", &fc.MaxStreamsPerJob)
 	attrs.Whole("max_streams_per_user", &fc.MaxStreamsPerUser)
@@ -303,6 +311,7 @@ func (f File) Apply(c *Config) {
 	if c.OCIRuntime == "" {
 		c.OCIRuntime = f.OCIRuntime
 	}
+	c.BenchmarkFakeRuntime = c.BenchmarkFakeRuntime || f.BenchmarkFakeRuntime
 	if c.RunDir == "" {
 		c.RunDir = f.RunDir
 	}

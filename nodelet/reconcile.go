@@ -60,13 +60,31 @@ func (a *reconciler) setPeers(as api.Assignments) {
 	if a.net == nil {
 		return
 	}
-	peers := map[int][]string{}
-	for _, asg := range as.Assignments {
-		peers[asg.Job.UID] = append(peers[asg.Job.UID], asg.Peers...)
-	}
-	if err := a.net.SetPeers(peers); err != nil {
+	if err := a.net.SetPeers(userPeers(as)); err != nil {
 		a.log.Warn("default network: the rules for the users' containers on other nodes were not written; they keep the previous ones", "err", err)
 	}
+}
+
+// userPeers gathers the assignments' Peers by uid. schedd sends a
+// user's whole list with each of their jobs, so the same list comes once
+// an assignment: it is taken once, not appended again (the network
+// would parse and sort every copy on each answer, jobs × peers, as a
+// user's burst of sessions starts); a different list is appended
+// (SetPeers drops what repeats).
+func userPeers(as api.Assignments) map[int][]string {
+	peers := map[int][]string{}
+	for _, asg := range as.Assignments {
+		uid := asg.Job.UID
+		have, ok := peers[uid]
+		switch {
+		case !ok:
+			peers[uid] = asg.Peers
+		case slices.Equal(have, asg.Peers):
+		default:
+			peers[uid] = append(slices.Clip(have), asg.Peers...)
+		}
+	}
+	return peers
 }
 
 // reconcileLocked reconciles the last assignments; a.mu is held. A task

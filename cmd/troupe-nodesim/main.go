@@ -102,6 +102,7 @@ flags:
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", 0, "at most this long between a node's heartbeats (default: as schedd announces, its --node-timeout / 8)")
 	fs.DurationVar(&cfg.Duration, "duration", nodesim.DefaultDuration, "how long a container runs when its job sets neither $"+nodesim.EnvDuration+" nor a walltime")
 	fs.DurationVar(&cfg.Prepare, "prepare", 0, "how long a container stays preparing before it runs (an image pull)")
+	fs.BoolVar(&cfg.FirstOutput, "first-output", false, "as each container starts running, write the wall clock (seconds since the epoch, as busybox ts %.s prints it) as its output file's only line (make bench-sessions RUNTIME=nodesim measures it)")
 	fs.IntVar(&cfg.RegisterConcurrency, "register-concurrency", nodesim.DefaultRegisterConcurrency, "at most this many registrations in flight at once")
 	fs.BoolVar(&verbose, "v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {

@@ -3,6 +3,8 @@ package nodesim
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -45,6 +47,22 @@ func behaviour(job api.AssignedJob, def time.Duration) (time.Duration, int, erro
 		}
 	}
 	return d, code, nil
+}
+
+// firstOutput writes at, in seconds since the epoch with microseconds,
+// as the only line of host's output file of job (Config.FirstOutput):
+// where the job's output pattern puts it, relative to its working
+// directory.
+func firstOutput(job api.AssignedJob, host string, at time.Time) error {
+	p, err := job.Spec.OutputPath(job.OutputVars(host))
+	if err != nil {
+		return err
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(job.Cwd, p)
+	}
+	line := strconv.AppendFloat(nil, float64(at.UnixMicro())/1e6, 'f', 6, 64)
+	return os.WriteFile(p, append(line, '\n'), 0o644)
 }
 
 // start registers and launches the container for k; n.mu is held.
@@ -97,6 +115,11 @@ func (n *node) runContainer(ctx context.Context, c *container) {
 		}
 	}
 	n.sim.started.Add(1)
+	if n.sim.cfg.FirstOutput {
+		if err := firstOutput(c.job, c.key.host, time.Now()); err != nil {
+			n.sim.log.Warn("simulated node: first output", "job", c.key.job, "host", c.key.host, "err", err)
+		}
+	}
 	n.rep.Add(api.ContainerUpdate{JobID: c.key.job, Host: c.key.host, Requeues: c.key.run, State: api.ContainerRunning,
 		Starting: time.Since(preparing)})
 	began := time.Now()

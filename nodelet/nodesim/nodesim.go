@@ -84,6 +84,13 @@ type Config struct {
 	Duration time.Duration
 	// Prepare is how long a container stays preparing before it runs.
 	Prepare time.Duration
+	// FirstOutput: as each container starts running, the wall clock
+	// (seconds since the epoch, microseconds; as busybox `ts %.s`
+	// prints it) is written as the only line of its output file, where
+	// its job's output pattern puts it (firstOutput): the "first
+	// output" a benchmark measures (make bench-sessions RUNTIME=nodesim).
+	// False: no file is written.
+	FirstOutput bool
 	// RegisterConcurrency bounds the registrations in flight (default
 	// DefaultRegisterConcurrency): schedd's listen backlog and raft take
 	// them in batches anyway, and ten thousand dials at once would be

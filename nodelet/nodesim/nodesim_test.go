@@ -1,6 +1,9 @@
 package nodesim
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +83,24 @@ func TestConfigRefused(t *testing.T) {
 		if _, err := cfg.withDefaults(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("config %+v: error %v, want one naming %s", cfg, err, c.want)
 		}
+	}
+}
+
+// TestFirstOutput: with Config.FirstOutput a container's start writes
+// the wall clock as its output file's line, where the job's pattern
+// puts it, relative to its working directory.
+func TestFirstOutput(t *testing.T) {
+	cwd := t.TempDir()
+	job := api.AssignedJob{ID: 7, Cwd: cwd, Spec: api.JobSpec{Output: "out-%j.%h"}}
+	at := time.Date(2026, 11, 29, 6, 0, 0, 123456789, time.UTC)
+	if err := firstOutput(job, "sub2", at); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(cwd, "out-7.sub2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strconv.FormatInt(at.Unix(), 10) + ".123456\n"; string(raw) != want {
+		t.Errorf("first output %q, want %q", raw, want)
 	}
 }

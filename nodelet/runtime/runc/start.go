@@ -43,6 +43,9 @@ func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container,
 		_ = os.RemoveAll(s.Dir)
 		return nil, err
 	}
+	if r.fake {
+		return r.startFake(s, l)
+	}
 	var (
 		pid  int
 		reap func()
@@ -66,6 +69,9 @@ func (r *Runtime) Start(ctx context.Context, s runtime.Spec) (runtime.Container,
 func (r *Runtime) Recover(ctx context.Context, id, dir string) (runtime.Container, error) {
 	if !idOK(id) || !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("%w: recover %q in %q", runtime.ErrInvalidSpec, id, dir)
+	}
+	if r.fake {
+		return nil, fmt.Errorf("container %s: %w: %w", id, runtime.ErrNotFound, ErrFakeRecover)
 	}
 	var (
 		st  state
