@@ -341,7 +341,7 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 			return nil, err
 		}
 	}
-	txn.Commit()
+	s.commit(txn)
 	return res, nil
 }
 

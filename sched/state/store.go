@@ -93,6 +93,8 @@ type Store struct {
 	// a schema is in the log, every peer must read that schema, so the
 	// leader writes no older one (Snapshot.Schema).
 	schema atomic.Int64
+	// feed is the jobs' changes for the scheduling loop (changes.go).
+	feed changeFeed
 }
 
 // New returns an empty store.
@@ -405,7 +407,7 @@ func (s *Store) finishRestore(txn *memdb.Txn, d Dump) error {
 			return err
 		}
 	}
-	txn.Commit()
+	s.commitRestore(txn)
 	// The state is now in the snapshot's schema, which may be older than
 	// what was applied before it (a restored backup).
 	s.schema.Store(int64(max(OldestSchema, d.Version)))
