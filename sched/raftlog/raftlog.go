@@ -272,9 +272,17 @@ func (l *Log) snapshotLoop() {
 		case <-l.quiet:
 			return
 		case <-l.fsm.snapWanted:
-			// raft takes one snapshot at a time; one it has nothing new
-			// for, or that fails, is retried at the next ask.
-			_ = l.raft.Snapshot().Error()
+			// raft takes one snapshot at a time: an ask refused while
+			// one of its own runs, or one that failed, is asked again
+			// a second later while the log is still past the bytes,
+			// even if no entry comes to ask.
+			for l.raft.Snapshot().Error() != nil && l.fsm.over() {
+				select {
+				case <-l.quiet:
+					return
+				case <-time.After(time.Second):
+				}
+			}
 		}
 	}
 }
@@ -618,11 +626,18 @@ type fsm struct {
 // quarter of the state's size in new entries.
 const snapshotBytes = 64 << 20
 
+// over tells whether the log since the last snapshot has grown past
+// snapshotBytes and a quarter of that snapshot's size.
+func (f *fsm) over() bool {
+	return f.logBytes.Load() >= max(f.minSnap, f.snapBytes.Load()/4)
+}
+
 // grew counts an applied entry of n bytes, asking for a snapshot when
 // the log since the last one has grown past snapshotBytes and a quarter
 // of that snapshot's size.
 func (f *fsm) grew(n int) {
-	if f.logBytes.Add(int64(n)) < max(f.minSnap, f.snapBytes.Load()/4) {
+	f.logBytes.Add(int64(n))
+	if !f.over() {
 		return
 	}
 	select {
