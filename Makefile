@@ -159,7 +159,13 @@ bench-reads:
 # per job. Needs root, runc and busybox.
 # RUNC="runc /path/to/runc" names the baselines instead; the nodelet's
 # run directory is on a tmpfs the benchmark mounts (RUN_DIR=disk: not).
+# SUBMIT=each submits the N jobs as N `bsub JOBFILE` processes one after
+# the other (as workflow tools and job loops do) instead of one `bsub
+# --count N` request (SUBMIT=batch, the default); SUBMIT=both runs the
+# two one after the other on the same cluster and prints their figures
+# side by side (SUBMIT=each,batch: in the other order).
 N ?= 100
+SUBMIT ?= batch
 OCI_RUNTIME ?=
 RUN_DIR ?=
 RUNC ?= runc $(CURDIR)/$(BIN)/runc-linked
@@ -167,7 +173,7 @@ bench-pipeline: build
 	@if [ "$$(id -u)" != 0 ]; then echo "bench-pipeline: needs root (runc containers): run sudo make bench-pipeline" >&2; exit 1; fi
 	@for c in runc busybox; do command -v $$c >/dev/null || { echo "bench-pipeline: needs $$c (make deps installs it)" >&2; exit 1; }; done
 	@case " $(RUNC) " in *" $(CURDIR)/$(BIN)/runc-linked "*) $(MAKE) --no-print-directory runc-linked;; esac
-	N=$(N) OCI_RUNTIME=$(OCI_RUNTIME) RUNC="$(RUNC)" RUN_DIR=$(RUN_DIR) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x -v -timeout 30m ./e2e/
+	N=$(N) SUBMIT=$(SUBMIT) OCI_RUNTIME=$(OCI_RUNTIME) RUNC="$(RUNC)" RUN_DIR=$(RUN_DIR) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x -v -timeout 30m ./e2e/
 
 # runc itself at the version of github.com/opencontainers/runc in go.mod,
 # the libcontainer the nodelet runs containers with.

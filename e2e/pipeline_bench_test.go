@@ -33,8 +33,13 @@ import (
 //
 //   - troupe: `schedd --dev --nodes 1` (one runc nodelet of 2 cpus),
 //     N jobs of one container (1 cpu, /bin/true on a busybox rootfs)
-//     submitted in one request (bsub --count N); jobs/s is N over the
-//     first job's submission → the last one's end, as schedd records them;
+//     submitted in one request (bsub --count N; SUBMIT=batch, the
+//     default), or by N bsub processes of one job each, one after the
+//     other (SUBMIT=each, as workflow tools and job loops submit), or
+//     both in turn on the same cluster (SUBMIT=both, or SUBMIT=each,batch
+//     for the other order; printed side by side); jobs/s is N over
+//     the first job's submission → the last one's end, as schedd records
+//     them;
 //   - runc: `runc run` of the same rootfs, /bin/true, N containers two at
 //     a time (the node's two cpus), jobs/s over the wall time, for each
 //     runc the environment's RUNC names (default: the installed runc;
@@ -46,12 +51,20 @@ import (
 //     job held (troupe_job_slot_seconds: placed → exit reported) beside
 //     the issue's bound, 1.3 × the running stage + 50 ms;
 //   - CPU ms per job of schedd, of the nodelet, of what the nodelet ran
-//     and reaped (runc, troupe-init…), and of the rest of the machine
-//     (all busy CPU in /proc/stat less those: bsub, the polling, the
+//     and reaped (runc, troupe-init…), of the bsub processes (their
+//     rusage; one bsub's wall time p50/p90/max beside), of the
+//     benchmark's own process (its forks of bsub, its polling), and of
+//     the rest of the machine (all busy CPU in /proc/stat less those: the
 //     containers, the kernel's work, and any other load on the machine),
 //     their sum (the whole machine), and the whole machine's CPU ms and
 //     processes per job while each runc ran, for the same comparison in
-//     CPU;
+//     CPU; troupe's own processes' CPU (all but the rest) beside the runc
+//     processes' own (their rusage, their containers' included): less
+//     sensitive to other load on a shared machine than the rates, though
+//     neither counts the kernel's work in its own threads (cgroups,
+//     mounts);
+//   - scheduling passes per job (the core's plans:
+//     troupe_schedd_scheduling_pass_duration_seconds_count);
 //   - raft entries per job (troupe_schedd_raft_entries_total), by kind.
 //
 // N is the environment's N (default 100); OCI_RUNTIME, when set, is the
@@ -111,29 +124,12 @@ func BenchmarkPipeline(b *testing.B) {
 `, rootfs), 0o644); err != nil {
 		b.Fatal(err)
 	}
+	modes := submitModes(b)
 	for i := 0; i < b.N; i++ {
-		// troupe
-		m0 := scrapeSeries(b, metricsAddr)
-		cpu0 := readCPU(b, c.cmd.Process.Pid, nodelet)
-		forks0 := forks(b)
-		ids := bsubCount(b, c, dir, job, n)
-		jobs := waitAllEnded(b, cli, ids, 10*time.Minute)
-		cpu1 := readCPU(b, c.cmd.Process.Pid, nodelet)
-		forks1 := forks(b)
-		m1 := scrapeSeries(b, metricsAddr)
-		first, last := jobs[0].Submitted, jobs[0].Ended
-		for _, j := range jobs {
-			if j.State != api.JobCompleted {
-				b.Fatalf("job %d ended %s (%s)", j.ID, j.State, j.Reason)
-			}
-			if j.Submitted.Before(first) {
-				first = j.Submitted
-			}
-			if j.Ended.After(last) {
-				last = j.Ended
-			}
+		var runs []pipelineRun
+		for _, mode := range modes {
+			runs = append(runs, runPipeline(b, c, cli, metricsAddr, nodelet, dir, job, mode, n))
 		}
-		troupeRate := float64(n) / last.Sub(first).Seconds()
 
 		// each runc, two at a time
 		type baseline struct {
@@ -142,70 +138,296 @@ func BenchmarkPipeline(b *testing.B) {
 			took    time.Duration
 			ticks   uint64 // the whole machine's CPU, USER_HZ
 			forks   uint64
+			own     time.Duration // the runc processes' CPU and their containers' (rusage)
 		}
 		var bases []baseline
 		for k, rc := range runcs {
-			t0, f0 := machineTicks(b), forks(b)
+			t0, f0, o0 := machineTicks(b), forks(b), childrenCPU(b)
 			took := runcPairs(b, filepath.Join(dir, fmt.Sprintf("runc-%d", k)), rc.path, rootfs, n)
-			bases = append(bases, baseline{rc.version, float64(n) / took.Seconds(), took, machineTicks(b) - t0, forks(b) - f0})
+			bases = append(bases, baseline{rc.version, float64(n) / took.Seconds(), took, machineTicks(b) - t0, forks(b) - f0, childrenCPU(b) - o0})
 		}
 
 		w := os.Stdout
 		fmt.Fprintf(w, "\npipeline: %d one-container jobs (/bin/true, busybox rootfs), one node of 2 cpus, its run_dir on %s\n", n, runDir)
-		fmt.Fprintf(w, "  %-34s %8.1f jobs/s  (%v submitted → last ended)\n", "troupe ("+ociName+")", troupeRate, last.Sub(first).Round(time.Millisecond))
+		fmt.Fprintf(w, "  submitted: %s\n", strings.Join(modeNames(runs), "; "))
+		row := func(label, format string, f func(r pipelineRun) float64) {
+			fmt.Fprintf(w, "  %-34s", label)
+			for _, r := range runs {
+				fmt.Fprintf(w, " "+format, f(r))
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "  %-34s", "")
+		for _, r := range runs {
+			fmt.Fprintf(w, " %26s", "SUBMIT="+r.mode)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  %-34s", "troupe ("+ociName+") jobs/s")
+		for _, r := range runs {
+			fmt.Fprintf(w, " %8.1f (%14v)", r.rate, r.took.Round(time.Millisecond))
+		}
+		fmt.Fprintln(w, "  (first submitted → last ended)")
 		for _, bl := range bases {
 			fmt.Fprintf(w, "  %-34s %8.1f jobs/s  (%v, 2 at a time)\n", "runc run ("+bl.version+")", bl.rate, bl.took.Round(time.Millisecond))
 		}
 		for _, bl := range bases {
-			fmt.Fprintf(w, "  %-34s %8.2f\n", "troupe / runc "+bl.version, troupeRate/bl.rate)
+			row("troupe / runc "+bl.version, "%26.2f", func(r pipelineRun) float64 { return r.rate / bl.rate })
 		}
-		fmt.Fprintf(w, "  stage (troupe_job_stage_seconds)      p50 ms   p90 ms  mean ms  count\n")
+		fmt.Fprintf(w, "  stage (troupe_job_stage_seconds)    p50 / p90 / mean ms, each mode\n")
 		for _, st := range []string{"queued", "dispatch", "preparing", "running", "ending"} {
-			h := stageHist(m0, m1, st)
-			fmt.Fprintf(w, "  %-34s %8.1f %8.1f %8.1f %6d\n", st, 1000*h.quantile(0.5), 1000*h.quantile(0.9), 1000*h.sum/math.Max(h.count, 1), int(h.count))
+			fmt.Fprintf(w, "  %-34s", st)
+			for _, r := range runs {
+				h := stageHist(r.m0, r.m1, st)
+				fmt.Fprintf(w, " %8.1f %8.1f %8.1f", 1000*h.quantile(0.5), 1000*h.quantile(0.9), 1000*h.sum/math.Max(h.count, 1))
+			}
+			fmt.Fprintln(w)
 		}
-		slot, running := histOf(m0, m1, "troupe_job_slot_seconds", ""), stageHist(m0, m1, "running")
-		fmt.Fprintf(w, "  %-34s %8.1f %8.1f %8.1f %6d\n", "slot held (placed → exit reported)", 1000*slot.quantile(0.5), 1000*slot.quantile(0.9), 1000*slot.sum/math.Max(slot.count, 1), int(slot.count))
-		fmt.Fprintf(w, "  %-34s %8.1f %8.1f\n", "  1.3 × running + 50 ms", 1000*(1.3*running.quantile(0.5)+0.05), 1000*(1.3*running.quantile(0.9)+0.05))
+		fmt.Fprintf(w, "  %-34s", "slot held (placed → exit reported)")
+		for _, r := range runs {
+			slot := histOf(r.m0, r.m1, "troupe_job_slot_seconds", "")
+			fmt.Fprintf(w, " %8.1f %8.1f %8.1f", 1000*slot.quantile(0.5), 1000*slot.quantile(0.9), 1000*slot.sum/math.Max(slot.count, 1))
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  %-34s", "  1.3 × running + 50 ms")
+		for _, r := range runs {
+			running := stageHist(r.m0, r.m1, "running")
+			fmt.Fprintf(w, " %8.1f %8.1f %8s", 1000*(1.3*running.quantile(0.5)+0.05), 1000*(1.3*running.quantile(0.9)+0.05), "")
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  %-34s", "one bsub's wall ms p50 / p90 / max")
+		for _, r := range runs {
+			fmt.Fprintf(w, " %8.1f %8.1f %8.1f", r.bsubWall(0.5), r.bsubWall(0.9), r.bsubWall(1))
+		}
+		fmt.Fprintln(w)
 		fmt.Fprintf(w, "  CPU ms per job\n")
 		per := func(ticks uint64) float64 { return float64(ticks) * 10 / float64(n) } // USER_HZ 100: 10 ms a tick
-		sd, nd, kids, all := cpu1.schedd-cpu0.schedd, cpu1.nodelet-cpu0.nodelet, cpu1.reaped-cpu0.reaped, cpu1.machine-cpu0.machine
-		fmt.Fprintf(w, "  %-34s %8.1f\n", "schedd", per(sd))
-		fmt.Fprintf(w, "  %-34s %8.1f\n", "nodelet", per(nd))
-		fmt.Fprintf(w, "  %-34s %8.1f\n", "nodelet's reaped children (runc…)", per(kids))
-		fmt.Fprintf(w, "  %-34s %8.1f\n", "rest of the machine", per(all-min(all, sd+nd+kids)))
-		fmt.Fprintf(w, "  %-34s %8.1f\n", "the whole machine", per(all))
-		fmt.Fprintf(w, "  %-34s %8.1f  (the whole machine's forks and clones, /proc/stat)\n", "processes per job", float64(forks1-forks0)/float64(n))
+		row("schedd", "%26.1f", func(r pipelineRun) float64 { return per(r.cpu1.schedd - r.cpu0.schedd) })
+		row("nodelet", "%26.1f", func(r pipelineRun) float64 { return per(r.cpu1.nodelet - r.cpu0.nodelet) })
+		row("nodelet's reaped children (runc…)", "%26.1f", func(r pipelineRun) float64 { return per(r.cpu1.reaped - r.cpu0.reaped) })
+		row("bsub processes (their rusage)", "%26.1f", func(r pipelineRun) float64 { return r.bsubCPU.Seconds() * 1000 / float64(n) })
+		row("this benchmark (forks, polling)", "%26.1f", func(r pipelineRun) float64 { return per(r.bench1 - r.bench0) })
+		row("rest of the machine", "%26.1f", func(r pipelineRun) float64 {
+			all := per(r.cpu1.machine - r.cpu0.machine)
+			known := per(r.cpu1.schedd-r.cpu0.schedd+r.cpu1.nodelet-r.cpu0.nodelet+r.cpu1.reaped-r.cpu0.reaped+r.bench1-r.bench0) + r.bsubCPU.Seconds()*1000/float64(n)
+			return max(all-known, 0)
+		})
+		row("the whole machine", "%26.1f", func(r pipelineRun) float64 { return per(r.cpu1.machine - r.cpu0.machine) })
+		row("processes per job (/proc/stat)", "%26.1f", func(r pipelineRun) float64 { return float64(r.forks1-r.forks0) / float64(n) })
 		for _, bl := range bases {
 			fmt.Fprintf(w, "  %-34s %8.1f  (%.1f processes per job)\n", "runc run ("+bl.version+"), the machine", per(bl.ticks), float64(bl.forks)/float64(n))
 		}
-		var kinds []string
-		total := 0.0
-		for k, v := range m1 {
-			if kind, ok := strings.CutPrefix(k, `troupe_schedd_raft_entries_total{kind="`); ok {
-				if d := v - m0[k]; d > 0 {
-					kinds = append(kinds, fmt.Sprintf("%s %.2f", strings.TrimSuffix(kind, `"}`), d/float64(n)))
-					total += d
-				}
-			}
+		// Less sensitive to other load on a shared machine than the
+		// rates: the CPU of troupe's own processes beside runc's own.
+		own := func(r pipelineRun) float64 {
+			return per(r.cpu1.schedd-r.cpu0.schedd+r.cpu1.nodelet-r.cpu0.nodelet+r.cpu1.reaped-r.cpu0.reaped) + r.bsubCPU.Seconds()*1000/float64(n)
 		}
-		slices.Sort(kinds)
-		fmt.Fprintf(w, "  %-34s %8.2f  (%s)\n", "raft entries per job", total/float64(n), strings.Join(kinds, ", "))
+		row("troupe's processes (all but rest)", "%26.1f", own)
+		for _, bl := range bases {
+			ms := bl.own.Seconds() * 1000 / float64(n)
+			fmt.Fprintf(w, "  %-34s %8.1f  (rusage)\n", "runc run ("+bl.version+"), its processes", ms)
+		}
+		row("scheduling passes per job", "%26.2f", func(r pipelineRun) float64 {
+			return (r.m1["troupe_schedd_scheduling_pass_duration_seconds_count"] - r.m0["troupe_schedd_scheduling_pass_duration_seconds_count"]) / float64(n)
+		})
+		for _, r := range runs {
+			kinds, total := raftEntries(r.m0, r.m1, n)
+			fmt.Fprintf(w, "  %-34s %8.2f  (%s)\n", "raft entries per job, "+r.mode, total, strings.Join(kinds, ", "))
+		}
 		if load, err := os.ReadFile("/proc/loadavg"); err == nil {
 			fmt.Fprintf(w, "  load average: %s\n", strings.TrimSpace(string(load)))
 		}
-		b.ReportMetric(troupeRate, "jobs/s")
+		for k, r := range runs {
+			suffix := ""
+			if k > 0 || len(runs) > 1 && r.mode != "batch" {
+				suffix = "-" + r.mode
+			}
+			b.ReportMetric(r.rate, "jobs/s"+suffix)
+			for k, bl := range bases {
+				rs := ""
+				if k > 0 {
+					rs = "-runc-" + bl.version
+				}
+				b.ReportMetric(r.rate/bl.rate, "ratio"+suffix+rs)
+			}
+			slot := histOf(r.m0, r.m1, "troupe_job_slot_seconds", "")
+			b.ReportMetric(1000*slot.quantile(0.9), "slot-p90-ms"+suffix)
+			_, total := raftEntries(r.m0, r.m1, n)
+			b.ReportMetric(total, "raft-entries/job"+suffix)
+		}
 		for k, bl := range bases {
 			suffix := ""
 			if k > 0 {
 				suffix = "-runc-" + bl.version
 			}
 			b.ReportMetric(bl.rate, "runc-jobs/s"+suffix)
-			b.ReportMetric(troupeRate/bl.rate, "ratio"+suffix)
 		}
-		b.ReportMetric(1000*slot.quantile(0.9), "slot-p90-ms")
-		b.ReportMetric(total/float64(n), "raft-entries/job")
 	}
+}
+
+// submitModes are the ways of submitting the environment's SUBMIT names,
+// in turn: batch (the default: one bsub --count N request), each (N bsub
+// processes one after the other, one job each, as workflow tools and job
+// loops submit), both (batch, then each, in the same run), or a list of
+// them separated by commas (each,batch: the other order).
+func submitModes(b *testing.B) []string {
+	s := os.Getenv("SUBMIT")
+	switch s {
+	case "":
+		return []string{"batch"}
+	case "both":
+		return []string{"batch", "each"}
+	}
+	modes := strings.Split(s, ",")
+	for _, m := range modes {
+		if m != "batch" && m != "each" {
+			b.Fatalf("SUBMIT=%q: want batch, each, both, or a list of batch and each separated by commas", s)
+		}
+	}
+	return modes
+}
+
+// pipelineRun is what one troupe run of the pipeline measured.
+type pipelineRun struct {
+	mode           string
+	rate           float64       // jobs/s, first submitted → last ended
+	took           time.Duration // first submitted → last ended
+	m0, m1         map[string]float64
+	cpu0, cpu1     cpuTicks
+	bench0, bench1 uint64 // this process's CPU (not its children's), USER_HZ
+	forks0, forks1 uint64
+	bsubs          int             // bsub processes run
+	bsubCPU        time.Duration   // their user and system CPU, from their rusage
+	walls          []time.Duration // each bsub's wall time, sorted
+}
+
+func modeNames(runs []pipelineRun) []string {
+	var out []string
+	for _, r := range runs {
+		switch r.mode {
+		case "batch":
+			out = append(out, "batch: one `bsub --count N JOBFILE`")
+		case "each":
+			out = append(out, fmt.Sprintf("each: %d `bsub JOBFILE` processes one after the other", r.bsubs))
+		}
+	}
+	return out
+}
+
+// bsubWall is the q-quantile of one bsub's wall time, in ms (the
+// nearest rank).
+func (r pipelineRun) bsubWall(q float64) float64 {
+	if len(r.walls) == 0 {
+		return 0
+	}
+	i := min(int(math.Ceil(q*float64(len(r.walls))))-1, len(r.walls)-1)
+	return float64(r.walls[max(i, 0)].Microseconds()) / 1000
+}
+
+// runPipeline submits n copies of job the mode's way and waits until
+// every one has ended.
+func runPipeline(b *testing.B, c *devCluster, cli *client.Client, metricsAddr string, nodelet int, dir, job, mode string, n int) pipelineRun {
+	r := pipelineRun{mode: mode}
+	r.m0 = scrapeSeries(b, metricsAddr)
+	r.cpu0 = readCPU(b, c.cmd.Process.Pid, nodelet)
+	r.bench0 = selfTicks(b)
+	r.forks0 = forks(b)
+	var ids []uint64
+	bsub := func(args ...string) []uint64 {
+		out, cpu, took := bsubRusage(b, c, dir, args...)
+		r.bsubs++
+		r.bsubCPU += cpu
+		r.walls = append(r.walls, took)
+		var got []uint64
+		for _, m := range submittedAll.FindAllStringSubmatch(out, -1) {
+			id, _ := strconv.ParseUint(m[1], 10, 64)
+			got = append(got, id)
+		}
+		return got
+	}
+	switch mode {
+	case "batch":
+		ids = bsub("--count", strconv.Itoa(n), job)
+	case "each":
+		for range n {
+			ids = append(ids, bsub(job)...)
+		}
+	}
+	if len(ids) != n {
+		b.Fatalf("SUBMIT=%s: %d jobs submitted, want %d", mode, len(ids), n)
+	}
+	slices.Sort(r.walls)
+	jobs := waitAllEnded(b, cli, ids, 10*time.Minute)
+	r.cpu1 = readCPU(b, c.cmd.Process.Pid, nodelet)
+	r.bench1 = selfTicks(b)
+	r.forks1 = forks(b)
+	r.m1 = scrapeSeries(b, metricsAddr)
+	first, last := jobs[0].Submitted, jobs[0].Ended
+	for _, j := range jobs {
+		if j.State != api.JobCompleted {
+			b.Fatalf("job %d ended %s (%s)", j.ID, j.State, j.Reason)
+		}
+		if j.Submitted.Before(first) {
+			first = j.Submitted
+		}
+		if j.Ended.After(last) {
+			last = j.Ended
+		}
+	}
+	r.took = last.Sub(first)
+	r.rate = float64(n) / r.took.Seconds()
+	return r
+}
+
+// bsubRusage runs bin/bsub with args in dir against c, and answers its
+// standard output, the CPU it spent (user and system, its rusage) and
+// its wall time; it fails b unless bsub exits 0.
+func bsubRusage(b *testing.B, c *devCluster, dir string, args ...string) (string, time.Duration, time.Duration) {
+	b.Helper()
+	cmd := exec.Command(bin+"/bsub", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TROUPE_ADDR="+c.addr)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	err := cmd.Run()
+	took := time.Since(began)
+	if err != nil {
+		b.Fatalf("bsub %s: %v: %s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), took
+}
+
+// selfTicks is this process's own user and system CPU, USER_HZ ticks.
+func selfTicks(b *testing.B) uint64 {
+	t := procTicks(b, os.Getpid())
+	return t[0] + t[1]
+}
+
+// childrenCPU is the user and system CPU of this process's children
+// that have ended and been waited for, and of theirs.
+func childrenCPU(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_CHILDREN, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// raftEntries are the raft entries per job committed between two
+// scrapes, by kind ("kind n.nn"), and in all.
+func raftEntries(m0, m1 map[string]float64, n int) ([]string, float64) {
+	var kinds []string
+	total := 0.0
+	for k, v := range m1 {
+		if kind, ok := strings.CutPrefix(k, `troupe_schedd_raft_entries_total{kind="`); ok {
+			if d := v - m0[k]; d > 0 {
+				kinds = append(kinds, fmt.Sprintf("%s %.2f", strings.TrimSuffix(kind, `"}`), d/float64(n)))
+				total += d
+			}
+		}
+	}
+	slices.Sort(kinds)
+	return kinds, total / float64(n)
 }
 
 // benchRunDir puts the dev nodelets' run directories on a tmpfs it

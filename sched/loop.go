@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
@@ -41,6 +40,16 @@ import (
 //
 // A change that comes while a pass is made is kept for the next pass;
 // any number of changes between two passes make one pass.
+//
+// A change to queued jobs alone (a submit, a hold or release: nothing a
+// node runs or offers changed) after a pass that found the cluster full
+// (it placed nothing, jobs wait, and no node has the CPU free for the
+// smallest of their containers) is put off, by at most Config.QueuedDefer,
+// until the next change that may free room (a job ending, a node) or the
+// timer: the jobs that arrive one request at a time behind a backlog
+// then share that pass instead of each making its own, which would plan
+// the whole backlog to place nothing. With room free, or no job waiting
+// (an idle cluster), a submit's pass is made at once.
 
 // idlePass bounds how long the loop waits without a state change.
 const idlePass = 5 * time.Second
@@ -48,6 +57,12 @@ const idlePass = 5 * time.Second
 // loopRetry is how long the loop waits after a pass whose commit failed
 // (raft refused or timed out) before it passes again.
 const loopRetry = 100 * time.Millisecond
+
+// DefaultQueuedDefer bounds how long a change to queued jobs alone waits
+// for a pass behind a full cluster (Config.QueuedDefer): a new job that
+// could start at once (it fits in room the backlog's jobs do not, or
+// preempts) starts within it.
+const DefaultQueuedDefer = 100 * time.Millisecond
 
 // lateFloor is the least the loop waits for a deadline: a walltime end
 // closer than that (or past) is waited for that long, so that a clock
@@ -67,6 +82,10 @@ const (
 	loopLead
 	// loopFollow: this server no longer leads; no pass until loopLead.
 	loopFollow
+	// loopQueued: the state changed in queued jobs alone (a submit, a
+	// hold or release, a pending job killed): nothing that running jobs
+	// hold or nodes offer did.
+	loopQueued
 )
 
 // loopPass is a pass the machine asks for.
@@ -93,6 +112,11 @@ type loopOutcome struct {
 	// NextWarn is when the next running job's warning signal is due
 	// (zero: none): the timer is set to it as to NextLate.
 	NextWarn time.Time
+	// Full: the pass placed nothing, jobs wait (held ones aside) and no
+	// node has the CPU free for the smallest of their containers
+	// (roomless): a change to queued jobs alone is put off, by at most
+	// Config.QueuedDefer, until a change that may free room.
+	Full bool
 }
 
 // loopMachine decides when the scheduling loop passes and whether the
@@ -100,6 +124,9 @@ type loopOutcome struct {
 // steps it.
 type loopMachine struct {
 	chargeEvery time.Duration
+	// queuedDefer: how long a loopQueued after a full pass may wait
+	// (not positive: none, it is a loopChange).
+	queuedDefer time.Duration
 	// recheck is the longest the loop goes without a pass while it
 	// leads: silent nodes are found within the node timeout plus it.
 	recheck time.Duration
@@ -115,11 +142,17 @@ type loopMachine struct {
 	// charged is when the last charging pass began (zero: the next
 	// pass charges).
 	charged time.Time
+	// full: the last pass found the cluster full (loopOutcome.Full).
+	full bool
+	// queued: a loopQueued came while passing; Advance decides.
+	queued bool
+	// deferred: a loopQueued put off falls due then (zero: none).
+	deferred time.Time
 }
 
 // newLoopMachine is a follower's machine: no pass until Step(loopLead).
-func newLoopMachine(chargeEvery, recheck time.Duration) *loopMachine {
-	return &loopMachine{chargeEvery: chargeEvery, recheck: recheck}
+func newLoopMachine(chargeEvery, recheck, queuedDefer time.Duration) *loopMachine {
+	return &loopMachine{chargeEvery: chargeEvery, recheck: recheck, queuedDefer: queuedDefer}
 }
 
 // Tick tells the machine the time.
@@ -130,27 +163,41 @@ func (m *loopMachine) Step(ev loopEvent) {
 	switch ev {
 	case loopChange:
 		m.changed = true
+	case loopQueued:
+		switch {
+		case m.queuedDefer <= 0:
+			m.changed = true
+		case m.passing:
+			m.queued = true
+		case m.full:
+			if m.deferred.IsZero() {
+				m.deferred = m.now.Add(m.queuedDefer)
+			}
+		default:
+			m.changed = true
+		}
 	case loopLead:
-		*m = loopMachine{chargeEvery: m.chargeEvery, recheck: m.recheck, now: m.now, leading: true, changed: true}
+		*m = loopMachine{chargeEvery: m.chargeEvery, recheck: m.recheck, queuedDefer: m.queuedDefer, now: m.now, leading: true, changed: true}
 	case loopFollow:
-		*m = loopMachine{chargeEvery: m.chargeEvery, recheck: m.recheck, now: m.now}
+		*m = loopMachine{chargeEvery: m.chargeEvery, recheck: m.recheck, queuedDefer: m.queuedDefer, now: m.now}
 	}
 }
 
 // Ready answers the pass due at the last Tick, if one is: while leading,
-// not passing and not before notBefore, after a change, at the timer, or
-// when usage is due for a charge. The machine is then passing until
-// Advance.
+// not passing and not before notBefore, after a change, at the timer, at
+// a put-off change to queued jobs, or when usage is due for a charge.
+// The machine is then passing until Advance.
 func (m *loopMachine) Ready() (loopPass, bool) {
 	if !m.leading || m.passing || m.now.Before(m.notBefore) {
 		return loopPass{}, false
 	}
 	charge := m.now.Sub(m.charged) >= m.chargeEvery
 	timer := !m.timer.IsZero() && !m.now.Before(m.timer)
-	if !m.changed && !timer && !charge {
+	deferred := !m.deferred.IsZero() && !m.now.Before(m.deferred)
+	if !m.changed && !timer && !charge && !deferred {
 		return loopPass{}, false
 	}
-	m.passing, m.changed, m.timer = true, false, time.Time{}
+	m.passing, m.changed, m.timer, m.deferred, m.queued = true, false, time.Time{}, time.Time{}, false
 	if charge {
 		m.charged = m.now
 	}
@@ -161,12 +208,23 @@ func (m *loopMachine) Ready() (loopPass, bool) {
 // Tick: the next pass is due at once after a commit, after loopRetry
 // after a failure, at the hold's end (or the recheck) while placements
 // are held, else at the next walltime end, the next warning signal due
-// or the recheck, whichever comes first, or at the next change.
+// or the recheck, whichever comes first, or at the next change (a
+// change to queued jobs alone, after a pass that found the cluster full,
+// at most Config.QueuedDefer later).
 func (m *loopMachine) Advance(o loopOutcome) {
 	if !m.passing {
 		return // a pass of an earlier term: a loopLead or loopFollow came between
 	}
 	m.passing = false
+	m.full = o.Full && !o.Committed && !o.Failed && !m.now.Before(o.HeldUntil)
+	if m.queued {
+		m.queued = false
+		if m.full {
+			m.deferred = m.now.Add(m.queuedDefer)
+		} else {
+			m.changed = true
+		}
+	}
 	switch {
 	case o.Failed:
 		m.notBefore, m.changed = m.now.Add(loopRetry), true
@@ -195,6 +253,9 @@ func (m *loopMachine) Deadline() time.Time {
 	if !m.timer.IsZero() {
 		due = minTime(due, m.timer)
 	}
+	if !m.deferred.IsZero() {
+		due = minTime(due, m.deferred)
+	}
 	if m.changed {
 		due = minTime(due, m.now)
 	}
@@ -220,15 +281,18 @@ func maxTime(a, b time.Time) time.Time {
 // state's changes, ticks it with the configured clock, and makes the
 // passes it asks for.
 func (s *scheduler) schedule(ctx context.Context) {
-	m := newLoopMachine(s.cfg.ChargeEvery, min(idlePass, s.cfg.NodeTimeout/4))
+	defer s.st.StopChanges() // the backlog (backlog.go) reads them while this server leads
+	m := newLoopMachine(s.cfg.ChargeEvery, min(idlePass, s.cfg.NodeTimeout/4), s.cfg.QueuedDefer)
 	m.Tick(s.cfg.Clock())
 	m.Step(loopLead)
-	_, ws := s.st.Snapshot().Index() // changes the last pass has not seen
+	v := s.st.Snapshot()
+	_, ws := v.Index()    // changes the last pass has not seen
+	room := v.RoomMarks() // what running jobs hold and nodes offer, as the last pass or wake-up saw it
 	for ctx.Err() == nil {
 		m.Tick(s.cfg.Clock())
 		if p, ok := m.Ready(); ok {
 			var o loopOutcome
-			o, ws = s.pass(ctx, p)
+			o, ws, room = s.pass(ctx, p)
 			m.Tick(s.cfg.Clock())
 			m.Advance(o)
 			continue
@@ -238,16 +302,25 @@ func (s *scheduler) schedule(ctx context.Context) {
 			wait = min(max(d.Sub(s.cfg.Clock()), lateFloor), wait)
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
+		woken := false
 		select {
-		case <-s.kick:
-			m.Step(loopChange)
+		case <-s.kick: // after a change (submits, reports, kills… kick as they commit)
+			woken = true
 		case <-watch(wctx, ws):
-			if wctx.Err() == nil { // the state changed: watch what comes next
-				m.Step(loopChange)
-				_, ws = s.st.Snapshot().Index()
-			}
+			woken = wctx.Err() == nil // the state changed
 		}
 		cancel()
+		if woken { // step the machine with what changed; watch what comes next
+			v := s.st.Snapshot()
+			_, ws = v.Index()
+			now := v.RoomMarks()
+			if state.SameRoom(room, now) {
+				m.Step(loopQueued)
+			} else {
+				m.Step(loopChange)
+			}
+			room = now
+		}
 	}
 }
 
@@ -256,24 +329,33 @@ func (s *scheduler) schedule(ctx context.Context) {
 // nodes DOWN, end the jobs past their walltime, send the warning
 // signals due, resume the suspended jobs that fit again (suspend.go),
 // (nothing more while placements are held), plan and commit placements. It answers how it
-// went and the watch set of the state it worked on.
-func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.WatchSet) {
+// went, the watch set of the state it worked on and that state's marks
+// of what placed jobs hold and nodes offer (state.Snapshot.RoomMarks).
+func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.WatchSet, []<-chan struct{}) {
+	o, v := s.passOn(ctx, p)
+	_, ws := v.Index()
+	return o, ws, v.RoomMarks()
+}
+
+// passOn is pass's work, and the snapshot it worked on.
+func (s *scheduler) passOn(ctx context.Context, p loopPass) (loopOutcome, *state.Snapshot) {
 	if p.Charge {
 		if err := s.ChargeUsage(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("charging usage", "err", err)
 		}
 	}
-	v := s.st.Snapshot()
-	_, ws := v.Index()
+	// The backlog follows every change, whatever this pass then does.
+	v, changes, whole := s.st.SnapshotChanges()
+	s.backlog.update(v, changes, whole)
 	now := p.Now
 	if silent := s.fleet.silentNodes(v, now); len(silent) > 0 {
 		if err := s.fleet.failNodes(ctx, v, silent); err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("marking silent nodes down", "err", err)
 			}
-			return loopOutcome{Failed: true}, ws
+			return loopOutcome{Failed: true}, v
 		}
-		return loopOutcome{Committed: true}, ws
+		return loopOutcome{Committed: true}, v
 	}
 	late, nextLate := v.Late(now)
 	if len(late) > 0 {
@@ -281,15 +363,15 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 			if ctx.Err() == nil {
 				s.log.Error("ending jobs past their walltime", "err", err)
 			}
-			return loopOutcome{Failed: true}, ws
+			return loopOutcome{Failed: true}, v
 		}
-		return loopOutcome{Committed: true}, ws
+		return loopOutcome{Committed: true}, v
 	}
 	if done, err := s.stopInTheWay(ctx, v, now); err != nil || done {
 		if err != nil && ctx.Err() == nil {
 			s.log.Error("stopping the jobs in a reservation's way", "err", err)
 		}
-		return loopOutcome{Committed: done, Failed: err != nil}, ws
+		return loopOutcome{Committed: done, Failed: err != nil}, v
 	}
 	done, nextWarn, err := s.suspendPass(ctx, v, now)
 	switch {
@@ -297,9 +379,9 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 		if ctx.Err() == nil {
 			s.log.Error("sending warning signals or resuming suspended jobs", "err", err)
 		}
-		return loopOutcome{Failed: true}, ws
+		return loopOutcome{Failed: true}, v
 	case done:
-		return loopOutcome{Committed: true}, ws
+		return loopOutcome{Committed: true}, v
 	}
 	// After a restore into an empty state, the adoption window
 	// (replicated: a leader elected meanwhile holds it too): the nodes
@@ -307,7 +389,7 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	// adopting is ended, once per window.
 	hold := v.AdoptUntil()
 	if now.Before(hold) {
-		return loopOutcome{HeldUntil: hold}, ws
+		return loopOutcome{HeldUntil: hold}, v
 	}
 	if !hold.IsZero() && !hold.Equal(s.adoptEnded) {
 		if ids := v.AdoptingAfter(now); len(ids) > 0 || s.raft.WriteSchema() >= state.SchemaAdoptWindow {
@@ -315,22 +397,21 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 				if ctx.Err() == nil {
 					s.log.Error("ending the jobs still adopting after the adoption window", "err", err)
 				}
-				return loopOutcome{Failed: true}, ws
+				return loopOutcome{Failed: true}, v
 			}
 			s.adoptEnded = hold
-			return loopOutcome{Committed: true}, ws
+			return loopOutcome{Committed: true}, v
 		}
 		s.adoptEnded = hold
 	}
 	began := time.Now()
-	snap := coreSnapshot(v, s.nodes.open(v), now)
+	snap := s.backlog.snapshot(v, s.nodes.open(v), now)
 	if s.raft.WriteSchema() < state.SchemaPreempt {
 		noPreemption(&snap) // a peer of the previous release would not stop the victims
 	}
 	plan := core.Schedule(snap, now)
 	s.metrics.pass.Observe(time.Since(began).Seconds())
 	s.setStarts(plan.Starts)
-	s.setRanks(ranks(snap, now))
 	if !plan.Empty() {
 		sp := fromCore(plan)
 		s.metrics.stages.placing(v, sp, s.cfg.Clock())
@@ -340,10 +421,10 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 			if ctx.Err() == nil {
 				s.log.Error("committing plan", "err", err)
 			}
-			return loopOutcome{Failed: true}, ws
+			return loopOutcome{Failed: true}, v
 		}
 		s.metrics.placements.Add(float64(len(plan.Placements)))
-		return loopOutcome{Committed: true}, ws
+		return loopOutcome{Committed: true}, v
 	}
 	if h := testHookIdle.Load(); h != nil {
 		idx, _ := v.Index()
@@ -354,7 +435,34 @@ func (s *scheduler) pass(ctx context.Context, p loopPass) (loopOutcome, memdb.Wa
 	if e := v.NextReservationEdge(now); !e.IsZero() && (nextLate.IsZero() || e.Before(nextLate)) {
 		nextLate = e
 	}
-	return loopOutcome{NextLate: nextLate, NextWarn: nextWarn}, ws
+	return loopOutcome{NextLate: nextLate, NextWarn: nextWarn, Full: roomless(snap)}, v
+}
+
+// roomless tells whether no node of snap has the CPU free for the
+// smallest container its queued jobs ask for (held ones aside): none of
+// them could start without preemption, nor could a new job asking as
+// much or more.
+func roomless(snap core.Snapshot) bool {
+	least := int64(-1)
+	for i := range snap.Queue {
+		if snap.Queue[i].Held {
+			continue
+		}
+		for _, c := range snap.Queue[i].Containers {
+			if least < 0 || c.CPUMilli < least {
+				least = c.CPUMilli
+			}
+		}
+	}
+	if least <= 0 {
+		return false
+	}
+	for i := range snap.Nodes {
+		if snap.Nodes[i].Free.CPUMilli >= least {
+			return false
+		}
+	}
+	return true
 }
 
 func watch(ctx context.Context, ws interface{ WatchCtx(context.Context) error }) <-chan struct{} {
@@ -381,66 +489,6 @@ func (s *scheduler) setStarts(est []core.StartEstimate) {
 type rank struct {
 	factors  api.PriorityFactors
 	pos, len int
-}
-
-// ranks computes every pending job's weighted priority factors and its
-// position among the pending jobs of its partition: the eligible ones in
-// the order the core considers them, then those the eligible stage keeps
-// out (a dependency, a partition limit), by priority (ties in queue
-// order). Held jobs are not pending: they have neither.
-func ranks(snap core.Snapshot, now time.Time) map[uint64]rank {
-	factors, order := core.Ranking(snap, now)
-	w := snap.Policy.Weights
-	// Worked out by queue position, then put in the map once: with a
-	// backlog of 100,000 jobs, a map lookup and store per step was most
-	// of this function's time, which every pass spends. Held jobs get no
-	// rank; jobs the core kept out come after the ranked ones.
-	rs := make([]rank, len(snap.Queue))
-	ranked := make([]bool, len(snap.Queue))
-	for _, i := range order {
-		ranked[i] = true
-	}
-	var rest []int
-	for i, f := range factors {
-		if snap.Queue[i].Held {
-			continue
-		}
-		rs[i].factors = api.PriorityFactors{
-			Age: w.Age * f.Age, FairShare: w.FairShare * f.FairShare, JobSize: w.JobSize * f.JobSize,
-			Partition: w.Partition * f.Partition, Nice: -f.Nice, Total: f.Priority,
-		}
-		if !ranked[i] {
-			rest = append(rest, i)
-		}
-	}
-	sort.SliceStable(rest, func(a, b int) bool { return factors[rest[a]].Priority > factors[rest[b]].Priority })
-	seq := make([]int, 0, len(snap.Queue))
-	for _, i := range order {
-		seq = append(seq, int(i))
-	}
-	seq = append(seq, rest...)
-	count := map[string]int{}
-	for _, i := range seq {
-		p := snap.Queue[i].Partition
-		count[p]++
-		rs[i].pos = count[p]
-	}
-	out := make(map[uint64]rank, len(snap.Queue))
-	for i := range snap.Queue {
-		if snap.Queue[i].Held {
-			continue
-		}
-		rs[i].len = count[snap.Queue[i].Partition]
-		out[snap.Queue[i].ID] = rs[i]
-	}
-	return out
-}
-
-// setRanks keeps the last pass's priorities and queue positions.
-func (s *scheduler) setRanks(r map[uint64]rank) {
-	s.mu.Lock()
-	s.ranks = r
-	s.mu.Unlock()
 }
 
 // endAdopting ends ids, the jobs still adopting once the adoption window

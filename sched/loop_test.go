@@ -3,6 +3,8 @@ package sched
 import (
 	"testing"
 	"time"
+
+	"github.com/troupe-hpc/troupe/sched/core"
 )
 
 // The scheduling loop's machine, stepped by hand: events, the clock and
@@ -14,13 +16,14 @@ var loopT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 const (
 	testChargeEvery = time.Minute
 	testRecheck     = 5 * time.Second
+	queuedDefer     = DefaultQueuedDefer
 )
 
 // leader is a machine that has taken office at loopT0 and made its first
 // pass (which charged), with nothing to do after it.
 func leader(t *testing.T) *loopMachine {
 	t.Helper()
-	m := newLoopMachine(testChargeEvery, testRecheck)
+	m := newLoopMachine(testChargeEvery, testRecheck, queuedDefer)
 	m.Tick(loopT0)
 	m.Step(loopLead)
 	p := mustPass(t, m, "the first pass of a new leader")
@@ -48,7 +51,7 @@ func noPass(t *testing.T, m *loopMachine, why string) {
 }
 
 func TestLoopNoPassWhileFollowing(t *testing.T) {
-	m := newLoopMachine(testChargeEvery, testRecheck)
+	m := newLoopMachine(testChargeEvery, testRecheck, queuedDefer)
 	m.Tick(loopT0)
 	for range 10 {
 		m.Step(loopChange)
@@ -244,4 +247,126 @@ func TestLoopRetryAndHold(t *testing.T) {
 			t.Fatalf("deadline in a long hold %s, want the recheck %s", d.Sub(loopT0), until.Add(testRecheck).Sub(loopT0))
 		}
 	})
+}
+
+// TestLoopQueuedOnIdleCluster: a submit (a change to queued jobs alone)
+// after a pass that did not find the cluster full makes its pass at
+// once, as any change does: a lone job on an idle cluster starts
+// without waiting.
+func TestLoopQueuedOnIdleCluster(t *testing.T) {
+	m := leader(t)
+	m.Tick(loopT0.Add(time.Second))
+	m.Step(loopQueued)
+	if d := m.Deadline(); !d.Equal(loopT0.Add(time.Second)) {
+		t.Fatalf("deadline after a submit %s, want now (1s)", d.Sub(loopT0))
+	}
+	mustPass(t, m, "a submit on an idle cluster")
+	m.Advance(loopOutcome{Committed: true, Full: true}) // placed it: a commit is never full
+	mustPass(t, m, "after the plan's commit")
+	m.Advance(loopOutcome{})
+	m.Step(loopQueued)
+	mustPass(t, m, "the next submit")
+}
+
+// TestLoopQueuedBehindFullCluster: after a pass that found the cluster
+// full, the submits that come one at a time make no pass of their own:
+// the next change that may free room (a job's end) makes one pass for
+// all of them, or, when none comes, queuedDefer after the first.
+func TestLoopQueuedBehindFullCluster(t *testing.T) {
+	m := leader(t)
+	at := loopT0.Add(time.Second)
+	m.Tick(at)
+	m.Step(loopChange)
+	mustPass(t, m, "a change")
+	m.Advance(loopOutcome{Full: true})
+	for i := range 5 { // five submits 10 ms apart
+		m.Tick(at.Add(time.Duration(i) * 10 * time.Millisecond))
+		m.Step(loopQueued)
+		noPass(t, m, "a submit behind a full cluster")
+	}
+	if d := m.Deadline(); !d.Equal(at.Add(queuedDefer)) {
+		t.Fatalf("deadline %s, want the first submit's %s later", d.Sub(at), queuedDefer)
+	}
+	m.Step(loopChange) // a job ended
+	if p := mustPass(t, m, "a job's end after the submits"); !p.Now.Equal(at.Add(40 * time.Millisecond)) {
+		t.Fatalf("pass at %s, want at the end (40ms)", p.Now.Sub(at))
+	}
+	m.Advance(loopOutcome{Committed: true}) // the freed room taken
+	mustPass(t, m, "after the commit")
+	m.Advance(loopOutcome{Full: true})
+	noPass(t, m, "the submits all seen")
+
+	// With no change that frees room, the submits wait queuedDefer.
+	at = at.Add(time.Second)
+	m.Tick(at)
+	m.Step(loopQueued)
+	m.Tick(at.Add(queuedDefer - time.Nanosecond))
+	m.Step(loopQueued)
+	noPass(t, m, "before queuedDefer")
+	m.Tick(at.Add(queuedDefer))
+	if p := mustPass(t, m, "queuedDefer after a submit"); !p.Now.Equal(at.Add(queuedDefer)) {
+		t.Fatalf("pass at %s, want %s", p.Now.Sub(at), queuedDefer)
+	}
+	m.Advance(loopOutcome{Full: true})
+	noPass(t, m, "both submits seen")
+
+	// A submit while a pass runs: put off when that pass finds the
+	// cluster full, made at once when it does not.
+	m.Step(loopChange)
+	mustPass(t, m, "a change")
+	m.Step(loopQueued)
+	m.Advance(loopOutcome{Full: true})
+	noPass(t, m, "a submit during a pass that found the cluster full")
+	if d := m.Deadline(); !d.Equal(m.now.Add(queuedDefer)) {
+		t.Fatalf("deadline %s after the pass, want %s", d.Sub(m.now), queuedDefer)
+	}
+	m.Step(loopChange)
+	mustPass(t, m, "a change")
+	m.Step(loopQueued)
+	m.Advance(loopOutcome{})
+	mustPass(t, m, "a submit during a pass that left room")
+	m.Advance(loopOutcome{})
+
+	// A pass that failed, or held placements, does not count as full.
+	m.Step(loopChange)
+	mustPass(t, m, "a change")
+	m.Advance(loopOutcome{Full: true, HeldUntil: m.now.Add(time.Minute)})
+	m.Tick(m.now.Add(testRecheck))
+	mustPass(t, m, "the recheck while held")
+	m.Advance(loopOutcome{})
+	m.Step(loopQueued)
+	mustPass(t, m, "a submit after a pass that left room")
+}
+
+// TestRoomless: the cluster is full when no node has the CPU free for
+// the smallest container its queued jobs ask for (held ones aside), and
+// not while any node has, nor with no job waiting.
+func TestRoomless(t *testing.T) {
+	cpu := func(milli int64) core.Res { return core.Res{CPUMilli: milli, Memory: 1 << 30} }
+	job := func(held bool, cs ...int64) core.Job {
+		j := core.Job{Held: held}
+		for _, c := range cs {
+			j.Containers = append(j.Containers, cpu(c))
+		}
+		return j
+	}
+	node := func(free int64) core.Node { return core.Node{Capacity: cpu(2000), Free: cpu(free)} }
+	for _, c := range []struct {
+		name  string
+		nodes []core.Node
+		queue []core.Job
+		want  bool
+	}{
+		{"no job waits", []core.Node{node(0)}, nil, false},
+		{"only held jobs wait", []core.Node{node(0)}, []core.Job{job(true, 1000)}, false},
+		{"every cpu taken", []core.Node{node(0), node(0)}, []core.Job{job(false, 1000)}, true},
+		{"less free than the smallest container", []core.Node{node(500), node(999)}, []core.Job{job(false, 2000, 1000), job(false, 1500)}, true},
+		{"a node with room for the smallest", []core.Node{node(0), node(1000)}, []core.Job{job(false, 2000, 1000)}, false},
+		{"room for a held job's smaller container only", []core.Node{node(500)}, []core.Job{job(true, 500), job(false, 1000)}, true},
+		{"a container asking no cpu", []core.Node{node(0)}, []core.Job{job(false, 0)}, false},
+	} {
+		if got := roomless(core.Snapshot{Nodes: c.nodes, Queue: c.queue}); got != c.want {
+			t.Errorf("%s: roomless %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -68,6 +68,13 @@ type Config struct {
 	// assignments query) before the leader marks it DOWN (default
 	// DefaultNodeTimeout).
 	NodeTimeout time.Duration
+	// QueuedDefer is the longest a change to queued jobs alone (a
+	// submit, a hold or release) puts the scheduling pass off after a
+	// pass that found the cluster full (loop.go; default
+	// DefaultQueuedDefer). Negative: never; every change makes its pass
+	// at once, as bsim passes at every event (the replays that compare
+	// the two decision for decision).
+	QueuedDefer time.Duration
 	// JoinToken is the cluster's join token: a nodelet presenting it
 	// over TCP may register and gets its own credential. "" refuses
 	// registration over TCP except to admins.
@@ -97,7 +104,8 @@ type Config struct {
 	MaxQueuedInputPerUser int
 	// KeepEnded is how long an ended job stays in the replicated state
 	// before it leaves for the accounting store only (default
-	// DefaultKeepEnded).
+	// DefaultKeepEnded); an array's element leaves once the store holds
+	// it.
 	KeepEnded time.Duration
 	// ExportEvery is how often ended jobs are exported (default
 	// DefaultExportEach).
@@ -172,6 +180,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.NodeTimeout <= 0 {
 		cfg.NodeTimeout = DefaultNodeTimeout
+	}
+	if cfg.QueuedDefer == 0 {
+		cfg.QueuedDefer = DefaultQueuedDefer
 	}
 	if cfg.MaxJobInput <= 0 {
 		cfg.MaxJobInput = jobspec.DefaultMaxInput

@@ -470,6 +470,45 @@ func (v *jobReads) NodeIndex(node string) (uint64, memdb.WatchSet) {
 	return idx, ws
 }
 
+// RoomMarks marks what placed jobs hold and nodes offer: marks of
+// another snapshot (SameRoom) differ when a job entered, changed in or
+// left a placed state (SCHEDULED, PREPARING, RUNNING: a placement, a
+// start, an end, a kill) between the two, or the nodes, the settings or
+// the reservations changed; not when only queued jobs did (a submit, a
+// hold or release, a queued job killed). They are watch channels of this
+// snapshot's rows (nil where there is none): a mark may differ for a
+// change that is none of these (a sibling's), never stay for one that
+// is.
+func (v *jobReads) RoomMarks() []<-chan struct{} {
+	marks := make([]<-chan struct{}, 0, 6)
+	for _, st := range []lifecycle.JobState{lifecycle.JobScheduled, lifecycle.JobPreparing, lifecycle.JobRunning} {
+		it, err := v.txn.Get(tableJobs, "state", string(st))
+		if err != nil {
+			panic(err)
+		}
+		var ch <-chan struct{}
+		if it.Next() != nil { // else the channel would be a parent's, moved by any job's change
+			ch = it.WatchCh()
+		}
+		marks = append(marks, ch)
+	}
+	for _, t := range []string{tableNodes, tableSettings, tableReservations} {
+		ch, raw, err := v.txn.FirstWatch(tableIndexes, "id", t)
+		if err != nil {
+			panic(err)
+		}
+		if raw == nil {
+			ch = nil // a parent's: any table's change would move it
+		}
+		marks = append(marks, ch)
+	}
+	return marks
+}
+
+// SameRoom tells whether two snapshots' RoomMarks are the same: nothing
+// that placed jobs hold or nodes offer changed between them.
+func SameRoom(a, b []<-chan struct{}) bool { return slices.Equal(a, b) }
+
 // JobsIn returns the jobs in any of states (each named once), in id
 // order: each state's run of the index is in id order, merged here.
 func (v *jobReads) JobsIn(states ...lifecycle.JobState) []*Job {

@@ -265,3 +265,46 @@ func TestNodeIndexOwnReports(t *testing.T) {
 		t.Errorf("main1's end on n1 with sub1 still running there left n1 at %d, want %d (was %d)", index("n1"), h.idx, was)
 	}
 }
+
+// TestRoomMarks: what queued jobs alone do (a submit, a hold and a
+// release, a queued job killed) leaves RoomMarks as they were, so that the scheduling loop may put its pass off behind a full
+// cluster; a placement, a start, an end, a kill of a placed job and a
+// node's change each give it new ones.
+func TestRoomMarks(t *testing.T) {
+	h := newHarness(t)
+	room := h.st.Snapshot().RoomMarks()
+	same := func(what string, want bool) {
+		t.Helper()
+		now := h.st.Snapshot().RoomMarks()
+		if SameRoom(room, now) != want {
+			t.Errorf("%s: RoomMarks the same %v, want %v", what, !want, want)
+		}
+		room = now
+	}
+	a := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	same("a submit", true)
+	b := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	h.apply(Command{Act: Hold{Job: JobRef{ID: b}}})
+	h.apply(Command{Act: Release{Job: JobRef{ID: b}}})
+	same("another submit, held and released", true)
+	c := h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}}).([]uint64)[0]
+	h.apply(Command{Act: Kill{Job: JobRef{ID: c}}})
+	same("a queued job submitted and killed", true)
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: a, Nodes: []string{"n1"}}}}}})
+	same("a placement", false)
+	h.report("n1", a, "main1", api.ContainerRunning, 0)
+	same("its start", false)
+	h.apply(Command{Act: Submit{Jobs: []*Job{session(1)}}})
+	same("a submit while a job runs", true)
+	h.report("n1", a, "main1", api.ContainerExited, 0)
+	if st := h.st.Snapshot().Job(a).State; st != api.JobCompleted {
+		t.Fatalf("job %d %s after its exit, want COMPLETED", a, st)
+	}
+	same("its end", false)
+	h.apply(Command{Act: Place{Plan: &Plan{Placements: []Placement{{JobID: b, Nodes: []string{"n1"}}}}}})
+	room = h.st.Snapshot().RoomMarks()
+	h.apply(Command{Act: Kill{Job: JobRef{ID: b}}})
+	same("a placed job killed", false)
+	h.apply(Command{Act: Register{Node: &Node{Name: "n2", Addr: "10.0.0.2", Capacity: Resources{CPUMilli: 4000, Memory: 8 << 30}}}})
+	same("a node registered", false)
+}
