@@ -89,13 +89,6 @@ func anySel(sels []jobSel, id, arrayID uint64, index int) bool {
 	return false
 }
 
-// jobIDs reads Slurm job ids ("12", "12,13"); an array element
-// ("12_3") or a step ("12.0") names its job.
-func jobIDs(vals []string) ([]uint64, error) {
-	sels, err := jobSels(vals)
-	return selIDs(sels), err
-}
-
 // slurmOnlyStates are Slurm's job states that troupe's jobs are never
 // in, long and compact: squeue -t and sacct -s take them (workflow tools
 // list them) and they match nothing.
