@@ -7,7 +7,7 @@ CMDS     := $(notdir $(patsubst %/,%,$(wildcard cmd/*/)))
 STATICCHECK_VERSION := v0.8.2
 TEST_FLAGS ?= -timeout 30m
 
-.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean bench-scale bench-pipeline runc-linked bench-sessions upgrade-test
+.PHONY: all build slurm-links install deps demo test chaos fuzz lint clean bench-scale bench-reads bench-pipeline runc-linked bench-sessions upgrade-test
 
 all: build
 
@@ -147,6 +147,17 @@ bench-scale:
 	NODES=$(NODES) BENCH_JOBS=$(BENCH_JOBS) BENCH_GANGS=$(BENCH_GANGS) BENCH_HISTORY=$(BENCH_HISTORY) \
 		BENCH_QUEUED=$(BENCH_QUEUED) PEERS=$(PEERS) \
 		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -v -timeout 60m ./cmd/troupe-nodesim/
+
+# The reads benchmark (docs/scale.md, "Reads at scale"): one element of
+# a 100,000-element array (running, and in the accounting store) and a
+# user's few jobs among them, through the real tools (bjob, bhist -l,
+# sacct -j, bqueue -u, bjobs). BENCH_BIN=dir times another build's
+# binaries (schedd, troupe-nodesim and the tools) for a before/after.
+BENCH_ELEMENTS ?= 100000
+BENCH_CALLS    ?= 10
+bench-reads:
+	BENCH_ELEMENTS=$(BENCH_ELEMENTS) BENCH_CALLS=$(BENCH_CALLS) \
+		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkReads$$' -benchtime 1x -v -timeout 60m ./cmd/troupe-nodesim/
 
 # The pipeline benchmark (docs/pipeline.md): N one-container jobs
 # through `schedd --dev --nodes 1` beside `runc run` of the same rootfs

@@ -376,14 +376,25 @@ func where(f *api.HistoryFilter) (string, []any) {
 			args = append(args, each(i))
 		}
 	}
+	// Jobs by id (an array's id: its elements) and elements by their
+	// array and index, each term answered by an index (the primary key,
+	// jobs_array), so that one element of a large array reads one row.
+	var picks []string
 	if n := len(f.IDs); n > 0 {
 		in := " IN (" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
-		conds = append(conds, "(id"+in+" OR array_id"+in+")")
+		picks = append(picks, "id"+in, "array_id"+in)
 		for range 2 {
 			for _, id := range f.IDs {
 				args = append(args, int64(id))
 			}
 		}
+	}
+	for _, e := range f.Elements {
+		picks = append(picks, "(array_id = ? AND array_index = ?)")
+		args = append(args, int64(e.ID), e.Index)
+	}
+	if len(picks) > 0 {
+		conds = append(conds, "("+strings.Join(picks, " OR ")+")")
 	}
 	list("user_name", len(f.Users), func(i int) any { return f.Users[i] })
 	list("account", len(f.Accounts), func(i int) any { return f.Accounts[i] })
@@ -407,34 +418,102 @@ func where(f *api.HistoryFilter) (string, []any) {
 
 // Query returns the stored jobs f picks, oldest end first (ties by id).
 func (s *Store) Query(ctx context.Context, f api.HistoryFilter) ([]api.HistoryJob, error) {
-	w, args := where(&f)
-	q := `SELECT (SELECT record FROM job_records r WHERE r.id = jobs.id AND r.run = jobs.run) FROM jobs` + w +
-		` ORDER BY ended DESC, id DESC, run DESC`
-	if f.Limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	out := []api.HistoryJob{}
+	err := s.Each(ctx, f, func(h api.HistoryJob) error {
+		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
+}
+
+// eachPage is how many records Each reads in one query (a variable for
+// the tests).
+var eachPage = 1000
+
+// Each calls each with the stored jobs f picks, oldest end first (ties
+// by id, then run), f.Limit the last ones by end. It reads them a page
+// of eachPage at a time (keyset: after the last one's end, id and run)
+// and calls each once the page's query is closed, so that a long
+// history costs a page's memory and a slow reader (an HTTP answer
+// written to a slow client) never holds the store's connection, which
+// the exports need. An error of each stops the read and is returned as
+// it is. The pages are separate reads: a record stored meanwhile after
+// the point reached is seen, one before it is not.
+func (s *Store) Each(ctx context.Context, f api.HistoryFilter, each func(api.HistoryJob) error) error {
+	w, args := where(&f)
+	rec := `SELECT (SELECT record FROM job_records r WHERE r.id = jobs.id AND r.run = jobs.run) AS record, ended, id, run FROM jobs`
+	if f.Limit > 0 {
+		// The last Limit by end, read back in ascending order: at most
+		// Limit records, read in one query.
+		q := `SELECT record, ended, id, run FROM (` + rec + w + fmt.Sprintf(` ORDER BY ended DESC, id DESC, run DESC LIMIT %d) picked`, f.Limit) +
+			` ORDER BY ended, id, run`
+		page, _, err := s.page(ctx, q, args)
+		if err != nil {
+			return err
+		}
+		for _, h := range page {
+			if err := each(h); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var after []any // the last record's ended, id, run
+	for {
+		cond, pargs := w, slices.Clone(args)
+		if after != nil {
+			k := "(ended > ? OR (ended = ? AND (id > ? OR (id = ? AND run > ?))))"
+			if cond == "" {
+				cond = " WHERE " + k
+			} else {
+				cond += " AND " + k
+			}
+			pargs = append(pargs, after[0], after[0], after[1], after[1], after[2])
+		}
+		page, last, err := s.page(ctx, rec+cond+fmt.Sprintf(` ORDER BY ended, id, run LIMIT %d`, eachPage), pargs)
+		if err != nil {
+			return err
+		}
+		for _, h := range page {
+			if err := each(h); err != nil {
+				return err
+			}
+		}
+		if len(page) < eachPage {
+			return nil
+		}
+		after = last
+	}
+}
+
+// page runs q (record, ended, id, run) and returns its records and the
+// last row's ended, id and run.
+func (s *Store) page(ctx context.Context, q string, args []any) ([]api.HistoryJob, []any, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
 	if err != nil {
-		return nil, fmt.Errorf("accounting query: %w", err)
+		return nil, nil, fmt.Errorf("accounting query: %w", err)
 	}
 	defer rows.Close()
-	out := []api.HistoryJob{}
+	var out []api.HistoryJob
+	var ended, id, run int64
 	for rows.Next() {
 		var blob string
-		if err := rows.Scan(&blob); err != nil {
-			return nil, fmt.Errorf("accounting query: %w", err)
+		if err := rows.Scan(&blob, &ended, &id, &run); err != nil {
+			return nil, nil, fmt.Errorf("accounting query: %w", err)
 		}
 		var h api.HistoryJob
 		if err := json.Unmarshal([]byte(blob), &h); err != nil {
-			return nil, fmt.Errorf("accounting query: a stored record: %w", err)
+			return nil, nil, fmt.Errorf("accounting query: a stored record: %w", err)
 		}
 		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("accounting query: %w", err)
+		return nil, nil, fmt.Errorf("accounting query: %w", err)
 	}
-	slices.Reverse(out)
-	return out, nil
+	return out, []any{ended, id, run}, nil
 }
 
 // Has reports which of keys the store holds.

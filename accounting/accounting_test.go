@@ -2,6 +2,7 @@ package accounting
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -329,4 +330,114 @@ func TestFilesPrivate(t *testing.T) {
 		}
 		s.Close()
 	}
+}
+
+// TestOneElement: a filter on one element (12[5], bhist -l '12[5]')
+// answers exactly what the array's records filtered here by index hold,
+// read by the array index (the query plan names it), alone or with
+// other ids; Match agrees. Each yields the records in order and stops
+// at its callback's error, and Limit keeps the last ones by end.
+func TestOneElement(t *testing.T) {
+	eachDriver(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		var batch []api.HistoryJob
+		for i := range 200 {
+			r := rec(uint64(101+i), "alice", "phys", "cpu", api.JobCompleted, t0.Add(time.Duration(i%7)*time.Minute))
+			r.ArrayID, r.ArrayIndex = 100, i+1
+			batch = append(batch, r)
+		}
+		batch = append(batch, rec(400, "bob", "phys", "cpu", api.JobFailed, t0))
+		if _, err := s.Put(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.Query(ctx, api.HistoryFilter{IDs: []uint64{100}})
+		if err != nil || len(all) != 200 {
+			t.Fatalf("array 100: %d records, %v", len(all), err)
+		}
+		for _, idx := range []int{1, 77, 200, 201} {
+			f := api.HistoryFilter{Elements: []api.JobRef{{ID: 100, Index: idx, Element: true}}}
+			got, err := s.Query(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []api.HistoryJob
+			for i := range all {
+				if all[i].ArrayIndex == idx {
+					want = append(want, all[i])
+				}
+				if m := f.Match(&all[i]); m != (all[i].ArrayIndex == idx) {
+					t.Errorf("Match(%s) = %v for element %d", all[i].Ref(), m, idx)
+				}
+			}
+			if len(got) != len(want) || (len(want) == 1 && got[0].Ref() != want[0].Ref()) {
+				t.Errorf("element 100[%d]: %v, want %v", idx, got, want)
+			}
+		}
+		got, err := s.Query(ctx, api.HistoryFilter{IDs: []uint64{400}, Elements: []api.JobRef{{ID: 100, Index: 9, Element: true}}})
+		if err != nil || len(got) != 2 {
+			t.Fatalf("400 and 100[9]: %v, %v", got, err)
+		}
+		if s.Driver() == DriverSQLite {
+			w, args := where(&api.HistoryFilter{Elements: []api.JobRef{{ID: 100, Index: 9, Element: true}}})
+			var plan strings.Builder
+			rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN SELECT id FROM jobs"+w, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan.WriteString(detail + "; ")
+			}
+			rows.Close()
+			if !strings.Contains(plan.String(), "jobs_array") {
+				t.Errorf("one element's query does not use the array index: %s", plan.String())
+			}
+		}
+		// Each: every record in order, over pages of 7 (ties of end
+		// across pages too), the last Limit, and a stop.
+		defer func(n int) { eachPage = n }(eachPage)
+		eachPage = 7
+		var prev api.HistoryJob
+		n := 0
+		if err := s.Each(ctx, api.HistoryFilter{}, func(h api.HistoryJob) error {
+			if n > 0 && (h.Ended.Before(prev.Ended) || h.Ended.Equal(prev.Ended) && h.ID < prev.ID) {
+				t.Errorf("%s after %s: not in order of end and id", h.Ref(), prev.Ref())
+			}
+			prev, n = h, n+1
+			return nil
+		}); err != nil || n != 201 {
+			t.Fatalf("Each: %d records, %v", n, err)
+		}
+		paged, err := s.Query(ctx, api.HistoryFilter{IDs: []uint64{100}})
+		if err != nil || mustJSON(t, paged) != mustJSON(t, all) {
+			t.Fatalf("array 100 read over pages of 7: %d records (%v), want the %d of one page", len(paged), err, len(all))
+		}
+		last, err := s.Query(ctx, api.HistoryFilter{Limit: 5})
+		if err != nil || len(last) != 5 {
+			t.Fatalf("last 5: %v, %v", last, err)
+		}
+		for i, h := range last {
+			if w := all[len(all)-5+i]; h.ID != w.ID {
+				t.Errorf("last 5: #%d is %s, want %s", i, h.Ref(), w.Ref())
+			}
+		}
+		stop := errors.New("enough")
+		n = 0
+		if err := s.Each(ctx, api.HistoryFilter{}, func(api.HistoryJob) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
+			t.Fatalf("Each stopped by its callback: %d records, %v", n, err)
+		}
+	})
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -342,26 +342,70 @@ func (s *ledger) ListFairShare(ctx context.Context, w httpapi.Wait) api.FairShar
 }
 
 // JobHistory answers bhist from the accounting store and the ended
-// jobs still in the replicated state, each run once.
-func (s *ledger) JobHistory(ctx context.Context, w httpapi.Wait, q api.HistoryFilter) (api.History, error) {
+// jobs still in the replicated state, each run once, oldest end first:
+// the records are yielded as they are read off the store, merged with
+// the state's, so that a long history is never held (with q.Limit, the
+// last Limit of each are, to keep the last Limit of both). An error
+// (the store's) is yielded last.
+func (s *ledger) JobHistory(ctx context.Context, w httpapi.Wait, q api.HistoryFilter) (uint64, iter.Seq2[api.HistoryJob, error]) {
 	v, idx := s.block(ctx, w)
-	live := History(stateHistory(v), q)
-	stored, err := s.acct.Query(ctx, q)
-	if err != nil {
-		return api.History{}, err
-	}
-	seen := map[accounting.Key]bool{}
-	out := make([]api.HistoryJob, 0, len(live)+len(stored))
-	for i := range live {
-		seen[accounting.KeyOf(&live[i])] = true
-		out = append(out, live[i])
-	}
-	for i := range stored {
-		if !seen[accounting.KeyOf(&stored[i])] {
-			out = append(out, stored[i])
+	return idx, func(yield func(api.HistoryJob, error) bool) {
+		live := liveRuns(v, &q)
+		seen := make(map[accounting.Key]bool, len(live))
+		for _, r := range live {
+			seen[accounting.Key{ID: r.id, Run: r.reqs}] = true
+		}
+		if q.Limit > 0 {
+			out := make([]api.HistoryJob, 0, len(live))
+			for _, r := range live {
+				out = append(out, r.record())
+			}
+			err := s.acct.Each(ctx, q, func(h api.HistoryJob) error {
+				if !seen[accounting.KeyOf(&h)] {
+					out = append(out, h)
+				}
+				return nil
+			})
+			if err != nil {
+				yield(api.HistoryJob{}, err)
+				return
+			}
+			for _, h := range sortHistory(out, q.Limit) {
+				if !yield(h, nil) {
+					return
+				}
+			}
+			return
+		}
+		i := 0
+		errStop := errors.New("stopped")
+		err := s.acct.Each(ctx, q, func(h api.HistoryJob) error {
+			if seen[accounting.KeyOf(&h)] {
+				return nil
+			}
+			for ; i < len(live) && compareRun(live[i].ended, live[i].id, live[i].reqs, h.Ended, h.ID, h.Requeues) < 0; i++ {
+				if !yield(live[i].record(), nil) {
+					return errStop
+				}
+			}
+			if !yield(h, nil) {
+				return errStop
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, errStop):
+			return
+		case err != nil:
+			yield(api.HistoryJob{}, err)
+			return
+		}
+		for ; i < len(live); i++ {
+			if !yield(live[i].record(), nil) {
+				return
+			}
 		}
 	}
-	return api.History{Jobs: sortHistory(out, q.Limit), Index: idx}, nil
 }
 
 // AccountingSummary answers bacct: the ended jobs the query picks
@@ -374,7 +418,7 @@ func (s *ledger) AccountingSummary(ctx context.Context, q api.HistoryFilter, gro
 		}
 		return api.Accounting{}, err
 	}
-	live := History(stateHistory(s.st.Snapshot()), q)
+	live := stateHistory(s.st.Snapshot(), q)
 	keys := make([]accounting.Key, len(live))
 	for i := range live {
 		keys[i] = accounting.KeyOf(&live[i])

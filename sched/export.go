@@ -21,6 +21,11 @@ import (
 //	             committed: CmdPurge (the acknowledgement) ──► every
 //	             replica drops the job
 //
+// An array's element leaves as soon as the store holds it, KeepEnded or
+// not: an array of 100,000 elements would otherwise keep every ended
+// element's row for KeepEnded, while its own row already counts them by
+// state and bhist reads each from the store.
+//
 // A crash between the Put and the purge leaves the job in raft; the next
 // leader exports it again (a no-op in the store: keyed by job id and
 // run) and purges it. A job a live job depends on stays until that one
@@ -100,7 +105,8 @@ func (s *ledger) exportLoop(ctx context.Context) {
 // ExportEnded writes the ended runs this server has not exported yet to
 // its accounting store (a requeued job's earlier runs while it is still
 // queued or running, each job's last run once it has ended) and, on the
-// leader, commits the purge of those that ended KeepEnded ago or more.
+// leader, commits the purge of those that ended KeepEnded ago or more
+// (an array's elements at once).
 // It returns how many it purged. A failed pass counts in
 // troupe_schedd_accounting_export_errors_total.
 func (s *ledger) ExportEnded(ctx context.Context) (int, error) {
@@ -209,7 +215,7 @@ func (s *ledger) exportEnded(ctx context.Context) (int, error) {
 			return purged, nil
 		}
 		for _, j := range v.Jobs() {
-			if j.State.Terminal() && s.exported(j) && !j.Ended.After(cutoff) && !needed[j.ID] && len(ripe) < exportBatch {
+			if j.State.Terminal() && s.exported(j) && (j.ArrayID != 0 || !j.Ended.After(cutoff)) && !needed[j.ID] && len(ripe) < exportBatch {
 				ripe = append(ripe, state.PurgeKey{JobID: j.ID, Run: j.Requeues})
 			}
 		}

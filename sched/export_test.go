@@ -358,3 +358,53 @@ func TestArrayExport(t *testing.T) {
 		t.Fatalf("indices recorded: %v", seen)
 	}
 }
+
+// TestEndedElementLeavesOnceStored: an array's element leaves the
+// replicated state as soon as the store holds it, KeepEnded or not, and
+// is then answered from the store (bhist), while bjob says it is gone
+// rather than show it pending; a plain job still waits KeepEnded, and
+// the array's other elements are untouched.
+func TestEndedElementLeavesOnceStored(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
+	srv, c := exportServer(t, t.TempDir(), clock, Config{KeepEnded: time.Hour})
+	ctx := context.Background()
+	r, err := c.Submit(ctx, api.SubmitRequest{Spec: wire.ToAPI(arraySpec("1-300", 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := endJobs(t, c, 1)[0]
+	// Element 2 has its row from the start (the window); element 250
+	// gets one when killed before its turn.
+	for _, idx := range []int{2, 250} {
+		if _, err := c.Control(ctx, api.JobRef{ID: r.JobID, Element: true, Index: idx}, "kill", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := srv.ExportEnded(ctx); err != nil || n != 2 {
+		t.Fatalf("export: purged %d, %v; want 2 (the ended elements, at once)", n, err)
+	}
+	v := srv.Store().Snapshot()
+	for _, idx := range []int{2, 250} {
+		if e := v.Element(r.JobID, idx); e != nil {
+			t.Errorf("element %d is still in the state: %s", idx, e.State)
+		}
+		_, _, err := c.JobRef(ctx, api.JobRef{ID: r.JobID, Element: true, Index: idx}, 0, 0)
+		if !client.IsNotFound(err) {
+			t.Errorf("bjob %d[%d] after its purge: %v, want not found", r.JobID, idx, err)
+		}
+	}
+	if v.Job(plain) == nil {
+		t.Errorf("plain job %d left before KeepEnded", plain)
+	}
+	if e := v.Element(r.JobID, 1); e == nil || e.State != api.JobPending {
+		t.Errorf("element 1: %+v, want its row PENDING", e)
+	}
+	got := history(t, c, url.Values{"id": {strconv.FormatUint(r.JobID, 10)}})
+	seen := map[int]api.JobState{}
+	for _, h := range got {
+		seen[h.ArrayIndex] = h.State
+	}
+	if len(got) != 2 || seen[2] != api.JobCancelled || seen[250] != api.JobCancelled {
+		t.Fatalf("bhist %d: %+v, want elements 2 and 250 CANCELLED from the store", r.JobID, got)
+	}
+}

@@ -3,6 +3,7 @@ package sched
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -144,11 +145,94 @@ func runRecord(j api.Job, begin time.Time, why string) api.HistoryJob {
 	return h
 }
 
-// stateHistory are the records of the ended runs in v (RunRecords).
-func stateHistory(v *state.Snapshot) []api.HistoryJob {
-	var out []api.HistoryJob
-	for _, j := range v.Jobs() {
-		out = append(out, RunRecords(j)...)
+// liveRun is one ended run of a job in the state that a history query
+// picks: the row and which of its RunRecords, with the keys its record
+// is ordered by. A query holds these, not the records, which are made
+// again as the answer is written.
+type liveRun struct {
+	j     *state.Job
+	run   int // index in RunRecords(j)
+	ended time.Time
+	id    uint64
+	reqs  int
+}
+
+func (r liveRun) record() api.HistoryJob { return RunRecords(r.j)[r.run] }
+
+// compareRun orders history records by end, then id, then run: the
+// order of every history answer.
+func compareRun(ended time.Time, id uint64, run int, ended2 time.Time, id2 uint64, run2 int) int {
+	if c := ended.Compare(ended2); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(id, id2); c != 0 {
+		return c
+	}
+	return cmp.Compare(run, run2)
+}
+
+// historyRows are the rows of v a history query q may pick records of,
+// read by the narrowest index: the jobs and elements q names (an array's
+// id: its elements), else the jobs of q's users, else every job.
+func historyRows(v *state.Snapshot, q *api.HistoryFilter) iter.Seq[*state.Job] {
+	switch {
+	case len(q.IDs) > 0 || len(q.Elements) > 0:
+		return func(yield func(*state.Job) bool) {
+			seen := map[uint64]bool{}
+			one := func(j *state.Job) bool {
+				if j == nil || seen[j.ID] {
+					return true
+				}
+				seen[j.ID] = true
+				return yield(j)
+			}
+			for _, id := range q.IDs {
+				if !one(v.Job(id)) {
+					return
+				}
+				for e := range v.EachElementOf(id) {
+					if !one(e) {
+						return
+					}
+				}
+			}
+			for _, e := range q.Elements {
+				if !one(v.Element(e.ID, e.Index)) {
+					return
+				}
+			}
+		}
+	case len(q.Users) > 0:
+		return v.EachJobOf(slices.Compact(slices.Sorted(slices.Values(q.Users)))...)
+	}
+	return v.EachJob()
+}
+
+// liveRuns are the ended runs in v that q picks, in the order of the
+// answer (compareRun), the last q.Limit of them when it is set.
+func liveRuns(v *state.Snapshot, q *api.HistoryFilter) []liveRun {
+	var out []liveRun
+	for j := range historyRows(v, q) {
+		for i, h := range RunRecords(j) {
+			if q.Match(&h) {
+				out = append(out, liveRun{j: j, run: i, ended: h.Ended, id: h.ID, reqs: h.Requeues})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b liveRun) int { return compareRun(a.ended, a.id, a.reqs, b.ended, b.id, b.reqs) })
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[len(out)-q.Limit:]
+	}
+	return out
+}
+
+// stateHistory are the records of the ended runs in v that q picks,
+// oldest end first (the last q.Limit).
+func stateHistory(v *state.Snapshot, q api.HistoryFilter) []api.HistoryJob {
+	runs := liveRuns(v, &q)
+	out := make([]api.HistoryJob, len(runs))
+	for i, r := range runs {
+		out[i] = r.record()
 	}
 	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
@@ -282,6 +281,7 @@ func maxTime(a, b time.Time) time.Time {
 // state's changes, ticks it with the configured clock, and makes the
 // passes it asks for.
 func (s *scheduler) schedule(ctx context.Context) {
+	defer s.st.StopChanges() // the backlog (backlog.go) reads them while this server leads
 	m := newLoopMachine(s.cfg.ChargeEvery, min(idlePass, s.cfg.NodeTimeout/4), s.cfg.QueuedDefer)
 	m.Tick(s.cfg.Clock())
 	m.Step(loopLead)
@@ -344,7 +344,9 @@ func (s *scheduler) passOn(ctx context.Context, p loopPass) (loopOutcome, *state
 			s.log.Error("charging usage", "err", err)
 		}
 	}
-	v := s.st.Snapshot()
+	// The backlog follows every change, whatever this pass then does.
+	v, changes, whole := s.st.SnapshotChanges()
+	s.backlog.update(v, changes, whole)
 	now := p.Now
 	if silent := s.fleet.silentNodes(v, now); len(silent) > 0 {
 		if err := s.fleet.failNodes(ctx, v, silent); err != nil {
@@ -403,15 +405,13 @@ func (s *scheduler) passOn(ctx context.Context, p loopPass) (loopOutcome, *state
 		s.adoptEnded = hold
 	}
 	began := time.Now()
-	snap := coreSnapshot(v, s.nodes.open(v), now)
+	snap := s.backlog.snapshot(v, s.nodes.open(v), now)
 	if s.raft.WriteSchema() < state.SchemaPreempt {
 		noPreemption(&snap) // a peer of the previous release would not stop the victims
 	}
 	plan := core.Schedule(snap, now)
 	s.metrics.pass.Observe(time.Since(began).Seconds())
 	s.setStarts(plan.Starts)
-	rk := ranks(snap, now) // the pending jobs, held ones aside
-	s.setRanks(rk)
 	if !plan.Empty() {
 		sp := fromCore(plan)
 		s.metrics.stages.placing(v, sp, s.cfg.Clock())
@@ -435,7 +435,7 @@ func (s *scheduler) passOn(ctx context.Context, p loopPass) (loopOutcome, *state
 	if e := v.NextReservationEdge(now); !e.IsZero() && (nextLate.IsZero() || e.Before(nextLate)) {
 		nextLate = e
 	}
-	return loopOutcome{NextLate: nextLate, NextWarn: nextWarn, Full: len(rk) > 0 && roomless(snap)}, v
+	return loopOutcome{NextLate: nextLate, NextWarn: nextWarn, Full: roomless(snap)}, v
 }
 
 // roomless tells whether no node of snap has the CPU free for the
@@ -489,66 +489,6 @@ func (s *scheduler) setStarts(est []core.StartEstimate) {
 type rank struct {
 	factors  api.PriorityFactors
 	pos, len int
-}
-
-// ranks computes every pending job's weighted priority factors and its
-// position among the pending jobs of its partition: the eligible ones in
-// the order the core considers them, then those the eligible stage keeps
-// out (a dependency, a partition limit), by priority (ties in queue
-// order). Held jobs are not pending: they have neither.
-func ranks(snap core.Snapshot, now time.Time) map[uint64]rank {
-	factors, order := core.Ranking(snap, now)
-	w := snap.Policy.Weights
-	// Worked out by queue position, then put in the map once: with a
-	// backlog of 100,000 jobs, a map lookup and store per step was most
-	// of this function's time, which every pass spends. Held jobs get no
-	// rank; jobs the core kept out come after the ranked ones.
-	rs := make([]rank, len(snap.Queue))
-	ranked := make([]bool, len(snap.Queue))
-	for _, i := range order {
-		ranked[i] = true
-	}
-	var rest []int
-	for i, f := range factors {
-		if snap.Queue[i].Held {
-			continue
-		}
-		rs[i].factors = api.PriorityFactors{
-			Age: w.Age * f.Age, FairShare: w.FairShare * f.FairShare, JobSize: w.JobSize * f.JobSize,
-			Partition: w.Partition * f.Partition, Nice: -f.Nice, Total: f.Priority,
-		}
-		if !ranked[i] {
-			rest = append(rest, i)
-		}
-	}
-	sort.SliceStable(rest, func(a, b int) bool { return factors[rest[a]].Priority > factors[rest[b]].Priority })
-	seq := make([]int, 0, len(snap.Queue))
-	for _, i := range order {
-		seq = append(seq, int(i))
-	}
-	seq = append(seq, rest...)
-	count := map[string]int{}
-	for _, i := range seq {
-		p := snap.Queue[i].Partition
-		count[p]++
-		rs[i].pos = count[p]
-	}
-	out := make(map[uint64]rank, len(snap.Queue))
-	for i := range snap.Queue {
-		if snap.Queue[i].Held {
-			continue
-		}
-		rs[i].len = count[snap.Queue[i].Partition]
-		out[snap.Queue[i].ID] = rs[i]
-	}
-	return out
-}
-
-// setRanks keeps the last pass's priorities and queue positions.
-func (s *scheduler) setRanks(r map[uint64]rank) {
-	s.mu.Lock()
-	s.ranks = r
-	s.mu.Unlock()
 }
 
 // endAdopting ends ids, the jobs still adopting once the adoption window

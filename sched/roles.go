@@ -89,9 +89,10 @@ type scheduler struct {
 	// starts are the reserved jobs' estimated starts of the last pass:
 	// leader-local, recomputed every pass, kept out of the raft log.
 	starts map[uint64]time.Time
-	// ranks are the pending jobs' priorities and queue positions of the
-	// last pass: leader-local like starts.
-	ranks map[uint64]rank
+	// backlog is the waiting jobs in priority order, kept between
+	// passes, and what the last pass ranked them with (their priorities
+	// and queue positions): leader-local like starts.
+	backlog backlog
 	// adoptEnded is the end of the last adoption window after a restore
 	// (state.Snapshot.AdoptUntil) whose leftovers this leader has ended
 	// (CmdAdoptEnd); the scheduling loop's alone.

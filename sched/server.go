@@ -104,7 +104,8 @@ type Config struct {
 	MaxQueuedInputPerUser int
 	// KeepEnded is how long an ended job stays in the replicated state
 	// before it leaves for the accounting store only (default
-	// DefaultKeepEnded).
+	// DefaultKeepEnded); an array's element leaves once the store holds
+	// it.
 	KeepEnded time.Duration
 	// ExportEvery is how often ended jobs are exported (default
 	// DefaultExportEach).

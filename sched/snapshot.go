@@ -43,8 +43,28 @@ import (
 func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snapshot {
 	cfg := v.Config()
 	jobs := v.LiveJobs() // by the state index: ended jobs waiting for their purge cost nothing
+	pending := 0
+	for _, j := range jobs {
+		if j.State == api.JobPending {
+			pending++
+		}
+	}
+	users := make([]string, 0, pending)
+	for _, j := range jobs {
+		if queued(j) {
+			users = append(users, j.User)
+		}
+	}
+	_, factors := fairShare(cfg, v.Usage(), users)
+	snap := snapshotFrame(v, cfg)
+	fillSnapshot(&snap, v, cfg, empty, jobs, factors, now)
+	return snap
+}
+
+// snapshotFrame is the core's input but for the jobs and nodes: the
+// partitions, QOSes, policy, reservations and licenses of cfg.
+func snapshotFrame(v *state.Snapshot, cfg *partition.Config) core.Snapshot {
 	snap := core.Snapshot{
-		Nodes:        coreNodes(empty, jobs),
 		Partitions:   map[string]core.Partition{},
 		Policy:       corePolicy(cfg),
 		Reservations: coreReservations(v.Reservations()),
@@ -56,7 +76,14 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 			PreemptMode: p.PreemptMode, PreemptExempt: p.PreemptExemptTime}
 	}
 	snap.QOS = coreQOS(cfg)
-	var users []string
+	return snap
+}
+
+// fillSnapshot puts jobs (live, in id order) in snap: the nodes' free
+// resources less what they hold, the queue (factors are the fair-share
+// factors), the running jobs and the arrays' throttles.
+func fillSnapshot(snap *core.Snapshot, v *state.Snapshot, cfg *partition.Config, empty []core.Node, jobs []*state.Job, factors map[string]float64, now time.Time) {
+	snap.Nodes = coreNodes(empty, jobs)
 	pending := 0
 	for _, j := range jobs {
 		if j.State == api.JobPending {
@@ -65,14 +92,7 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 	}
 	// Sized once: a backlog of 100,000 pending jobs grown by append was
 	// most of a pass's time (copying the queue as it grew).
-	users = make([]string, 0, pending)
 	snap.Queue = make([]core.Job, 0, pending)
-	for _, j := range jobs {
-		if j.State == api.JobPending && j.Array == nil {
-			users = append(users, j.User)
-		}
-	}
-	_, factors := fairShare(cfg, v.Usage(), users)
 	for _, j := range jobs {
 		switch {
 		case j.Array != nil:
@@ -117,12 +137,12 @@ func coreSnapshot(v *state.Snapshot, empty []core.Node, now time.Time) core.Snap
 			snap.Running = append(snap.Running, coreRunning(j, now))
 		}
 	}
-	return snap
 }
 
 // corePolicy turns the config's policy into the core's.
 func corePolicy(cfg *partition.Config) core.Policy {
-	p := core.Policy{ReservationDepth: cfg.ReservationDepth, MaxAge: cfg.Weights.MaxAge, PreemptWindow: cfg.Window(), PreemptDepth: cfg.Depth()}
+	p := core.Policy{ReservationDepth: cfg.ReservationDepth, MaxAge: cfg.Weights.MaxAge, PreemptWindow: cfg.Window(), PreemptDepth: cfg.Depth(),
+		QueueDepth: cfg.Queue()}
 	switch cfg.Policy {
 	case partition.PolicyFCFS:
 		p.ReservationDepth = 0

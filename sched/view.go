@@ -215,19 +215,20 @@ func tokenRow(t *api.Token) *state.Token {
 	return &r
 }
 
-// extras are the last pass's start estimate, priority and queue position
-// of j, if it is pending and the pass saw it.
+// extras are the last pass's start estimate of j, and its priority and
+// queue position as the last pass ranked (worked out now), if it is
+// pending.
 func (s *scheduler) extras(j *state.Job) jobExtras {
 	if j.State != api.JobPending {
 		return jobExtras{}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var x jobExtras
+	s.mu.Lock()
 	if t, ok := s.starts[j.ID]; ok {
 		x.start = t
 	}
-	if r, ok := s.ranks[j.ID]; ok {
+	s.mu.Unlock()
+	if r, ok := s.backlog.rank(j); ok {
 		x.rank = &r
 	}
 	return x

@@ -77,7 +77,9 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fs.UsageError("%v", err)
 	}
 	for _, id := range ids {
-		q.Add("id", strconv.FormatUint(id.ID, 10)) // an array's id picks its elements
+		// An array's id picks its elements; "12[5]" one element, picked
+		// by schedd (the store's index), not among all of them here.
+		q.Add("id", id.String())
 	}
 	if *last > 0 && len(ids) == 0 {
 		q.Set("limit", strconv.Itoa(*last))
@@ -88,6 +90,14 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
+	if len(ids) == 0 && (!*all || filter.EndedOnly()) && (*long || fs.Format() == cli.FormatJSON) {
+		// Each record printed as it comes off the answer, never held
+		// (the table needs every row first, for its columns' widths).
+		if err := stream(ctx, c, q, stdout, *long, now.Location()); err != nil {
+			return cli.Fail(stderr, prog, err)
+		}
+		return cli.ExitOK
+	}
 	h, err := c.History(ctx, q)
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
@@ -137,6 +147,31 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return cli.Fail(stderr, prog, err)
 	}
 	return code
+}
+
+// stream writes the records the history query q picks as they come
+// off schedd's answer: -o json as one list, byte for byte as WriteJSON
+// writes it, or -l's long form. An error cut short leaves the output
+// unfinished, and bhist fails.
+func stream(ctx context.Context, c *client.Client, q url.Values, w io.Writer, long bool, loc *time.Location) error {
+	if long {
+		n := 0
+		_, err := c.EachHistory(ctx, q, func(h api.HistoryJob) error {
+			if n > 0 {
+				if _, err := fmt.Fprintln(w); err != nil {
+					return err
+				}
+			}
+			n++
+			return cli.WriteHistoryLong(w, []api.HistoryJob{h}, loc)
+		})
+		return err
+	}
+	out := cli.NewJSONList(w)
+	if _, err := c.EachHistory(ctx, q, func(h api.HistoryJob) error { return out.Add(h) }); err != nil {
+		return err
+	}
+	return out.Close()
 }
 
 // unfinished are the jobs still in schedd's queue and not ended that the

@@ -5,9 +5,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 	"github.com/troupe-hpc/troupe/internal/client"
 )
@@ -19,7 +21,8 @@ var command = cli.Command{
 	Synopsis: "JOBID | \"JOBID[INDEX]\"",
 	Summary: "Show one job in detail: who, where, state and reason, exit code, session id,\n" +
 		"times, the URLs of its services (/apps), and each container with its node,\n" +
-		"state, exit code and kernel id.",
+		"state, exit code and kernel id. A job (or element) that has ended and left\n" +
+		"schedd's state is shown from the accounting store: its last run's record.",
 	Examples: []string{
 		"bjob 42",
 		"bjob \"12[5]\"                # element 5 of job array 12",
@@ -47,10 +50,26 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	j, _, err := c.JobRef(ctx, id, 0, 0)
-	switch {
-	case client.IsNotFound(err):
-		return cli.Fail(stderr, prog, fmt.Errorf("job %s: not found", id))
-	case err != nil:
+	if client.IsNotFound(err) {
+		// Ended and gone to the accounting store: its last run's record
+		// there, picked by schedd (an element by the store's index).
+		var h api.History
+		h, err = c.History(ctx, url.Values{"id": {id.String()}})
+		var last *api.HistoryJob
+		for i := range h.Jobs {
+			if r := &h.Jobs[i]; (id.Element || r.ID == id.ID) && (last == nil || r.Requeues >= last.Requeues) {
+				last = r
+			}
+		}
+		switch {
+		case err != nil:
+		case last == nil:
+			return cli.Fail(stderr, prog, fmt.Errorf("job %s: not found", id))
+		default:
+			j = cli.JobFromHistory(*last)
+		}
+	}
+	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
 	if fs.Format() == cli.FormatJSON {

@@ -28,6 +28,17 @@ func jobSchedd(t *testing.T) *clitest.Schedd {
 		}
 		clitest.Error(w, http.StatusNotFound, "no such job")
 	})
+	// The accounting store holds element 50[3] (job 53), as schedd
+	// filters it: by the element asked for.
+	s.Handle("GET /v1/history", func(w http.ResponseWriter, r *http.Request) {
+		var out []api.HistoryJob
+		if r.URL.Query().Get("id") == "50[3]" {
+			h := clitest.History()[0]
+			h.ID, h.ArrayID, h.ArrayIndex, h.Name = 53, 50, 3, "sweep"
+			out = append(out, h)
+		}
+		clitest.JSON(w, http.StatusOK, 50, api.History{Jobs: out, Index: 50})
+	})
 	return s
 }
 
@@ -110,5 +121,23 @@ func TestJSONGolden(t *testing.T) {
 	_, out, _ := runBjob("--addr", s.Addr, "-o", "json", "12")
 	if want := clitest.Golden(t, "job.json.golden"); out != want {
 		t.Errorf("got\n%s\nwant testdata/cli/job.json.golden", out)
+	}
+}
+
+// TestFromStore: an element (or job) that has left schedd's state is
+// shown from its record in the accounting store, asked for alone.
+func TestFromStore(t *testing.T) {
+	s := jobSchedd(t)
+	code, out, errs := runBjob("--addr", s.Addr, "50[3]")
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if !strings.Contains(out, "Job 50[3]: sweep") {
+		t.Errorf("output lacks the stored element:\n%s", out)
+	}
+	code, out, _ = runBjob("--addr", s.Addr, "-o", "json", "50[3]")
+	var j api.Job
+	if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil || j.ID != 53 || j.ArrayIndex != 3 {
+		t.Errorf("exit %d, job %+v (%v)", code, j, err)
 	}
 }

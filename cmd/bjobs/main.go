@@ -6,6 +6,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -135,7 +136,15 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return cli.ExitFail
 		}
 	}
-	list, err := c.Jobs(ctx, 0, 0)
+	var list api.JobList
+	if len(ids) > 0 {
+		list, err = c.Jobs(ctx, 0, 0) // each id among every job, finished or not
+	} else {
+		// Schedd picks the user's (by its user index), the queue's and,
+		// unless finished ones are asked for, the unfinished jobs; the
+		// filters below apply again.
+		list, err = c.JobsWhere(ctx, serverQuery(who, *queue, *all || *done), 0, 0)
+	}
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
@@ -194,6 +203,23 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return cli.Fail(stderr, prog, err)
 	}
 	return code
+}
+
+// serverQuery is what schedd filters the list on (GET /v1/jobs): the
+// user (none for "all"), the queue, and the unfinished jobs unless
+// ended ones are wanted.
+func serverQuery(who, queue string, ended bool) url.Values {
+	q := url.Values{}
+	if who != "all" {
+		q.Set("user", who)
+	}
+	if queue != "" {
+		q.Set("partition", queue)
+	}
+	if !ended {
+		q.Set("ended", "false")
+	}
+	return q
 }
 
 // stateFilter is the filter -a -r -p -d -s ask for; nil: none (ids are

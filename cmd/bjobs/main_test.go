@@ -12,6 +12,9 @@ import (
 	"github.com/troupe-hpc/troupe/internal/cli/clitest"
 )
 
+// queries are the GET /v1/jobs queries runBjobs's schedd was asked.
+var queries []string
+
 func runBjobs(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	s := clitest.NewSchedd(t)
@@ -21,7 +24,17 @@ func runBjobs(t *testing.T, args ...string) (int, string, string) {
 		mine := clitest.Job(3)
 		mine.ID, mine.User, mine.Name = 30, me.Username, "Snakemake_rule_a___(run1)"
 		jobs = append(jobs, mine)
-		clitest.JSON(w, http.StatusOK, 7, api.JobList{Jobs: jobs, Index: 7})
+		queries = append(queries, r.URL.RawQuery)
+		// As schedd filters: user, partition, ended=false.
+		q := r.URL.Query()
+		var out []api.Job
+		for _, j := range jobs {
+			if (q.Get("user") == "" || j.User == q.Get("user")) && (q.Get("partition") == "" || j.Partition == q.Get("partition")) &&
+				(q.Get("ended") != "false" || !j.State.Terminal()) {
+				out = append(out, j)
+			}
+		}
+		clitest.JSON(w, http.StatusOK, 7, api.JobList{Jobs: out, Index: 7})
 	})
 	s.Handle("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
 		clitest.JSON(w, http.StatusOK, 7, api.NodeList{Nodes: clitest.Nodes()})
@@ -171,5 +184,30 @@ func TestHostsOption(t *testing.T) {
 	}
 	if code, _, errs = runBjobs(t, "-m", ""); code != 2 || !strings.Contains(errs, "-m: want host names or the cluster's name (hpc1)") {
 		t.Errorf("empty -m: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestBjobsAsksSchedd: bjobs's list is filtered by schedd (the user,
+// by default the caller; the queue; the unfinished jobs unless -a or
+// -d), not fetched whole and filtered here; job ids still look among
+// every job.
+func TestBjobsAsksSchedd(t *testing.T) {
+	me, _ := user.Current()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "ended=false&user=" + me.Username},
+		{[]string{"-u", "all"}, "ended=false"},
+		{[]string{"-u", "carol", "-a"}, "user=carol"},
+		{[]string{"-u", "all", "-d", "-q", "cpu"}, "partition=cpu"},
+		{[]string{"-u", "all", "-r"}, "ended=false"},
+		{[]string{"12"}, ""},
+	} {
+		queries = nil
+		runBjobs(t, c.args...)
+		if len(queries) != 1 || queries[0] != c.want {
+			t.Errorf("bjobs %q asked GET /v1/jobs?%q, want %q", c.args, queries, c.want)
+		}
 	}
 }

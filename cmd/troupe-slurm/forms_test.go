@@ -47,6 +47,14 @@ func arraySchedd(t *testing.T) *clitest.Schedd {
 		clitest.JSON(w, http.StatusOK, 7, api.JobList{Jobs: all, Index: 7})
 	})
 	s.Handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if ref, err := api.ParseJobRef(r.PathValue("id")); err == nil && ref.Element && ref.ID == 40 {
+			for _, e := range []api.Job{e1, e2, unmade(3), unmade(4)} {
+				if e.ArrayIndex == ref.Index {
+					clitest.JSON(w, http.StatusOK, 7, e)
+					return
+				}
+			}
+		}
 		for _, j := range all {
 			if strconv.FormatUint(j.ID, 10) == r.PathValue("id") {
 				clitest.JSON(w, http.StatusOK, 7, j)

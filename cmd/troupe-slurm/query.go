@@ -89,13 +89,6 @@ func anySel(sels []jobSel, id, arrayID uint64, index int) bool {
 	return false
 }
 
-// jobIDs reads Slurm job ids ("12", "12,13"); an array element
-// ("12_3") or a step ("12.0") names its job.
-func jobIDs(vals []string) ([]uint64, error) {
-	sels, err := jobSels(vals)
-	return selIDs(sels), err
-}
-
 // slurmOnlyStates are Slurm's job states that troupe's jobs are never
 // in, long and compact: squeue -t and sacct -s take them (workflow tools
 // list them) and they match nothing.
@@ -139,13 +132,36 @@ func stateSet(vals []string) (map[string]bool, error) {
 	return out, nil
 }
 
-// liveJobs are the jobs schedd holds that ids, users and partitions
-// pick: each id asked for alone (what pollers such as snakemake's
-// `sacct -j ID` need), else the list filtered by schedd.
-func liveJobs(ctx context.Context, c *client.Client, ids []uint64, users, parts []string) ([]api.Job, error) {
-	if len(ids) > 0 {
+// liveJobs are the jobs schedd holds that sels, users and partitions
+// pick: each job asked for alone (what pollers such as snakemake's
+// `sacct -j ID` need), an array element by its own path (12[5]), not
+// among all its array's elements; else the list filtered by schedd.
+func liveJobs(ctx context.Context, c *client.Client, sels []jobSel, users, parts []string) ([]api.Job, error) {
+	if len(sels) > 0 {
 		var jobs []api.Job
-		for _, id := range ids {
+		var whole []uint64
+		for _, s := range sels {
+			if !s.element {
+				if !slices.Contains(whole, s.id) {
+					whole = append(whole, s.id)
+				}
+				continue
+			}
+			j, _, err := c.JobRef(ctx, api.JobRef{ID: s.id, Index: s.index, Element: true}, 0, 0)
+			switch {
+			case client.IsNotFound(err):
+			case err != nil:
+				return nil, err
+			case j.ID == 0:
+				// No row of its own yet: its array's row stands for it.
+				if !slices.Contains(whole, s.id) {
+					whole = append(whole, s.id)
+				}
+			default:
+				jobs = append(jobs, j)
+			}
+		}
+		for _, id := range whole {
 			j, _, err := c.Job(ctx, id, 0, 0)
 			switch {
 			case client.IsNotFound(err):
@@ -167,7 +183,7 @@ func liveJobs(ctx context.Context, c *client.Client, ids []uint64, users, parts 
 				}
 			}
 		}
-		return jobs, nil
+		return dedupeJobs(jobs), nil
 	}
 	q := url.Values{}
 	for _, u := range users {
@@ -180,4 +196,19 @@ func liveJobs(ctx context.Context, c *client.Client, ids []uint64, users, parts 
 	}
 	l, err := c.JobsWhere(ctx, q, 0, 0)
 	return l.Jobs, err
+}
+
+// dedupeJobs keeps the first of each job row (an element asked for
+// alone and with its whole array comes twice).
+func dedupeJobs(jobs []api.Job) []api.Job {
+	seen := map[uint64]bool{}
+	out := jobs[:0]
+	for _, j := range jobs {
+		if seen[j.ID] {
+			continue
+		}
+		seen[j.ID] = true
+		out = append(out, j)
+	}
+	return out
 }

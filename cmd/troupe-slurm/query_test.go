@@ -144,13 +144,16 @@ func TestScancelRequests(t *testing.T) {
 	runCmd(t, "scancel", "12", "15_3")
 	runCmd(t, "scancel", "-b", "--signal=TERM", "12")
 	runCmd(t, "scancel", "-t", "PD", "-u", "bob")
+	runCmd(t, "scancel", "-s", "USR1", "15_3")
 	var got []string
 	for _, r := range s.Requests() {
 		if strings.HasPrefix(r, "POST") {
 			got = append(got, r)
 		}
 	}
-	want := "POST /v1/jobs/12/kill POST /v1/jobs/15/kill POST /v1/jobs/12/signal POST /v1/jobs/15/kill POST /v1/jobs/16/kill"
+	// 15_3 is element 3 of array 15 alone, as in Slurm, never the whole array.
+	want := "POST /v1/jobs/12/kill POST /v1/jobs/15%5B3%5D/kill POST /v1/jobs/12/signal POST /v1/jobs/15/kill POST /v1/jobs/16/kill" +
+		" POST /v1/jobs/15%5B3%5D/signal"
 	if strings.Join(got, " ") != want {
 		t.Errorf("requests %q\nwant %s", got, want)
 	}

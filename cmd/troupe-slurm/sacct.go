@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
 )
 
@@ -150,8 +151,13 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	for _, u := range users {
 		q.Add("user", u)
 	}
-	for _, id := range ids {
-		q.Add("id", strconv.FormatUint(id, 10))
+	for _, s := range sels {
+		// One element is picked by schedd (12[5]: the store's index),
+		// not among all of its array's elements here.
+		ref := api.JobRef{ID: s.id, Index: s.index, Element: s.element}
+		if !slices.Contains(q["id"], ref.String()) {
+			q.Add("id", ref.String())
+		}
 	}
 	for _, p := range parts {
 		q.Add("partition", p)
@@ -165,11 +171,20 @@ func sacct(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if !to.IsZero() {
 		q.Set("submitted_to", to.UTC().Format(time.RFC3339))
 	}
-	h, err := c.History(ctx, q)
-	if err != nil {
-		return fail(stderr, prog, "Problem talking to the database: %v", err)
+	// The store's records and the queue's jobs are asked for at once:
+	// a poller's sacct -j waits for the slower, not for both.
+	var h api.History
+	var herr error
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked)
+		h, herr = c.History(ctx, q)
+	}()
+	live, err := liveJobs(ctx, c, sels, users, parts)
+	<-asked
+	if herr != nil {
+		return fail(stderr, prog, "Problem talking to the database: %v", herr)
 	}
-	live, err := liveJobs(ctx, c, ids, users, parts)
 	if err != nil {
 		return fail(stderr, prog, "Problem talking to schedd: %v", err)
 	}

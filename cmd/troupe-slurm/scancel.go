@@ -63,11 +63,11 @@ func scancel(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			})
 		}
 	}
-	ids, err := jobIDs(rest)
+	sels, err := jobSels(rest)
 	if err != nil {
 		return fail(stderr, prog, "%v", err)
 	}
-	if len(ids) == 0 && len(names)+len(users)+len(parts)+len(states)+len(accounts) == 0 {
+	if len(sels) == 0 && len(names)+len(users)+len(parts)+len(states)+len(accounts) == 0 {
 		return fail(stderr, prog, "No job identification provided")
 	}
 	want, err := stateSet(states)
@@ -85,7 +85,10 @@ func scancel(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
-	targets := ids
+	targets := make([]api.JobRef, len(sels))
+	for i, sel := range sels { // 12_3 is element 3 of array 12 alone, as Slurm's
+		targets[i] = api.JobRef{ID: sel.id, Index: sel.index, Element: sel.element}
+	}
 	if len(names)+len(users)+len(parts)+len(states)+len(accounts) > 0 {
 		l, err := c.Jobs(ctx, 0, 0)
 		if err != nil {
@@ -94,38 +97,59 @@ func scancel(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		targets = nil
 		for _, j := range l.Jobs {
 			if !j.State.Terminal() &&
-				(len(ids) == 0 || slices.Contains(ids, j.ID)) &&
+				named(sels, j) &&
 				(len(names) == 0 || slices.Contains(names, j.Name)) &&
 				(len(users) == 0 || slices.Contains(users, j.User)) &&
 				(len(parts) == 0 || slices.Contains(parts, j.Partition)) &&
 				(len(accounts) == 0 || slices.Contains(accounts, cli.JobAccount(j))) &&
 				(want == nil || want[cli.SlurmState(j)]) {
-				targets = append(targets, j.ID)
+				targets = append(targets, api.JobRef{ID: j.ID})
 			}
 		}
 	}
 	code := 0
-	for _, id := range targets {
+	for _, ref := range targets {
+		id := slurmRef(ref)
 		var j api.Job
 		if signal != "" {
 			req := api.SignalJob{Signal: signal}
 			if batch {
 				req.Host = "main1"
 			}
-			j, err = c.Signal(ctx, id, req)
+			j, err = c.SignalRef(ctx, ref, req)
 		} else {
-			j, err = c.Kill(ctx, id)
+			j, err = c.Control(ctx, ref, "kill", nil)
 		}
 		switch {
 		case err != nil && strings.Contains(err.Error(), "not found"):
-			fmt.Fprintf(stderr, "%s: error: Kill job error on job id %d: Invalid job id specified\n", prog, id)
+			fmt.Fprintf(stderr, "%s: error: Kill job error on job id %s: Invalid job id specified\n", prog, id)
 			code = 1
 		case err != nil:
-			fmt.Fprintf(stderr, "%s: error: Kill job error on job id %d: %v\n", prog, id, err)
+			fmt.Fprintf(stderr, "%s: error: Kill job error on job id %s: %v\n", prog, id, err)
 			code = 1
 		case signal == "" && j.State.Terminal() && j.State != api.JobCancelled && !quiet:
-			fmt.Fprintf(stderr, "%s: error: Kill job error on job id %d: Job/step already completing or completed\n", prog, id)
+			fmt.Fprintf(stderr, "%s: error: Kill job error on job id %s: Job/step already completing or completed\n", prog, id)
 		}
 	}
 	return code
+}
+
+// slurmRef writes ref as Slurm writes a job id: 12, or 12_3 for element
+// 3 of array 12.
+func slurmRef(ref api.JobRef) string {
+	if ref.Element {
+		return fmt.Sprintf("%d_%d", ref.ID, ref.Index)
+	}
+	return fmt.Sprint(ref.ID)
+}
+
+// named says whether sels is empty or names j: by its own id, or as
+// element of its array (12_3).
+func named(sels []jobSel, j api.Job) bool {
+	return len(sels) == 0 || slices.ContainsFunc(sels, func(s jobSel) bool {
+		if s.element {
+			return j.ArrayID == s.id && j.ArrayIndex == s.index
+		}
+		return j.ID == s.id
+	})
 }

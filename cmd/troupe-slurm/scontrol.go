@@ -194,7 +194,7 @@ func scontrolShow(ctx context.Context, c *client.Client, what string, names []st
 				return fail(stderr, prog, "%v", err)
 			}
 		}
-		live, err := liveJobs(ctx, c, selIDs(sels), nil, nil)
+		live, err := liveJobs(ctx, c, sels, nil, nil)
 		if err != nil {
 			return fail(stderr, prog, "slurm_load_jobs error: %v", err)
 		}

@@ -119,7 +119,7 @@ func squeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := cli.SignalContext()
 	defer stop()
-	live, err := liveJobs(ctx, c, ids, users, parts)
+	live, err := liveJobs(ctx, c, sels, users, parts)
 	if err != nil {
 		return fail(stderr, prog, "Unable to contact schedd: %v", err)
 	}

@@ -11,7 +11,11 @@ import (
 // state alike. Empty fields do not filter; times are inclusive.
 type HistoryFilter struct {
 	// IDs picks jobs by id; the id of a job array picks its elements.
-	IDs        []uint64
+	IDs []uint64
+	// Elements picks single elements of job arrays (ID and Index of
+	// each, Element set): GET /v1/history?id=12[5]. A record passes when
+	// IDs or Elements picks it (either, when both are given).
+	Elements   []JobRef
 	Users      []string
 	Accounts   []string
 	Partitions []string
@@ -29,10 +33,22 @@ func (f *HistoryFilter) Match(h *HistoryJob) bool {
 	in := func(t, from, to time.Time) bool {
 		return (from.IsZero() || !t.Before(from)) && (to.IsZero() || !t.After(to))
 	}
-	return (len(f.IDs) == 0 || slices.Contains(f.IDs, h.ID) || (h.ArrayID != 0 && slices.Contains(f.IDs, h.ArrayID))) &&
+	return f.picks(h) &&
 		(len(f.Users) == 0 || slices.Contains(f.Users, h.User)) &&
 		(len(f.Accounts) == 0 || slices.Contains(f.Accounts, h.Account)) &&
 		(len(f.Partitions) == 0 || slices.Contains(f.Partitions, h.Partition)) &&
 		(len(f.States) == 0 || slices.Contains(f.States, h.State)) &&
 		in(h.Submitted, f.SubmittedFrom, f.SubmittedTo) && in(h.Ended, f.EndedFrom, f.EndedTo)
+}
+
+// picks reports whether f's IDs or Elements name h (true when both are
+// empty).
+func (f *HistoryFilter) picks(h *HistoryJob) bool {
+	if len(f.IDs) == 0 && len(f.Elements) == 0 {
+		return true
+	}
+	if slices.Contains(f.IDs, h.ID) || (h.ArrayID != 0 && slices.Contains(f.IDs, h.ArrayID)) {
+		return true
+	}
+	return h.ArrayID != 0 && slices.Contains(f.Elements, JobRef{ID: h.ArrayID, Index: h.ArrayIndex, Element: true})
 }

@@ -39,10 +39,23 @@ func (c *jobCalls) JobsWhere(ctx context.Context, q url.Values, index uint64, wa
 // the read and is returned as it is; each may have seen some of the
 // jobs before an error in the answer.
 func (c *jobCalls) EachJob(ctx context.Context, q url.Values, index uint64, wait time.Duration, each func(api.Job) error) (uint64, error) {
+	return eachOf(c.conn, ctx, "/v1/jobs", "jobs", q, index, wait, each)
+}
+
+// EachHistory reads the ended jobs GET /v1/history's filters in q pick
+// (bhist, sacct), calling each with every record as it comes off the
+// answer, oldest end first, as EachJob does for jobs.
+func (c *jobCalls) EachHistory(ctx context.Context, q url.Values, each func(api.HistoryJob) error) (uint64, error) {
+	return eachOf(c.conn, ctx, "/v1/history", "jobs", q, 0, 0, each)
+}
+
+// eachOf reads GET path?q (a blocking query after index) and calls each
+// with every element of the answer's list key as it comes off it.
+func eachOf[T any](c *conn, ctx context.Context, path, key string, q url.Values, index uint64, wait time.Duration, each func(T) error) (uint64, error) {
 	all := url.Values{}
 	maps.Copy(all, q)
 	maps.Copy(all, blocking(index, wait))
-	target := "/v1/jobs"
+	target := path
 	if len(all) > 0 {
 		target += "?" + all.Encode()
 	}
@@ -52,7 +65,7 @@ func (c *jobCalls) EachJob(ctx context.Context, q url.Values, index uint64, wait
 	}
 	defer drainClose(resp)
 	idx, _ := strconv.ParseUint(resp.Header.Get(api.IndexHeader), 10, 64)
-	body, err := decodeJobList(resp.Body, each)
+	body, err := decodeList(resp.Body, key, each)
 	if body != 0 {
 		idx = body
 	}
@@ -61,7 +74,7 @@ func (c *jobCalls) EachJob(ctx context.Context, q url.Values, index uint64, wait
 	case errors.As(err, &stop):
 		return idx, stop.err
 	case err != nil:
-		return idx, fmt.Errorf("decoding answer of GET /v1/jobs: %w", err)
+		return idx, fmt.Errorf("decoding answer of GET %s: %w", path, err)
 	}
 	return idx, nil
 }
@@ -71,10 +84,11 @@ type stopped struct{ err error }
 
 func (s *stopped) Error() string { return s.err.Error() }
 
-// decodeJobList reads an api.JobList off r a job at a time, calling each
-// with every job of "jobs", and returns its "index"; members it does not
-// know are skipped, as json.Unmarshal would.
-func decodeJobList(r io.Reader, each func(api.Job) error) (uint64, error) {
+// decodeList reads an object off r whose member key is a list (or
+// null) of T, an element at a time, calling each with every element,
+// and returns its "index": api.JobList, api.History, api.NodeList.
+// Members it does not know are skipped, as json.Unmarshal would.
+func decodeList[T any](r io.Reader, key string, each func(T) error) (uint64, error) {
 	dec := json.NewDecoder(r)
 	if err := expectDelim(dec, '{'); err != nil {
 		return 0, err
@@ -86,8 +100,8 @@ func decodeJobList(r io.Reader, each func(api.Job) error) (uint64, error) {
 			return idx, err
 		}
 		switch tok {
-		case "jobs":
-			if err := decodeJobs(dec, each); err != nil {
+		case key:
+			if err := decodeElements(dec, key, each); err != nil {
 				return idx, err
 			}
 		case "index":
@@ -104,21 +118,21 @@ func decodeJobList(r io.Reader, each func(api.Job) error) (uint64, error) {
 	return idx, expectDelim(dec, '}')
 }
 
-// decodeJobs reads the array of jobs (or null) at dec's position.
-func decodeJobs(dec *json.Decoder, each func(api.Job) error) error {
+// decodeElements reads the list (or null) named key at dec's position.
+func decodeElements[T any](dec *json.Decoder, key string, each func(T) error) error {
 	tok, err := dec.Token()
 	if err != nil || tok == nil {
-		return err // null: no jobs
+		return err // null: none
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return fmt.Errorf("jobs is %v, not a list", tok)
+		return fmt.Errorf("%s is %v, not a list", key, tok)
 	}
 	for dec.More() {
-		var j api.Job
-		if err := dec.Decode(&j); err != nil {
+		var v T
+		if err := dec.Decode(&v); err != nil {
 			return err
 		}
-		if err := each(j); err != nil {
+		if err := each(v); err != nil {
 			return &stopped{err}
 		}
 	}

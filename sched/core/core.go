@@ -78,6 +78,9 @@ import (
 //     they delay it not (EASY backfill with shortest-job backfilling).
 //   - Where partitions or QOSes allow preemption, a job preempted is
 //     not preempted again for DefaultPreemptWindow.
+//   - A pass tries at most DefaultQueueDepth jobs of each partition
+//     besides those that keep a reservation; the rest wait their turn
+//     with their reason.
 //
 // On the shared traces (cmd/bsim --compare easy) it beats EASY's mean
 // bounded slowdown and mean wait at the same utilization, while no job
@@ -93,6 +96,7 @@ func DefaultPolicy() Policy {
 		ShortestFirst:    true,
 		PreemptWindow:    DefaultPreemptWindow,
 		PreemptDepth:     DefaultPreemptDepth,
+		QueueDepth:       DefaultQueueDepth,
 	}
 }
 
@@ -105,6 +109,12 @@ const DefaultPreemptWindow = 10 * time.Minute
 // priority order over a few passes, each as cheap as one without
 // preemption.
 const DefaultPreemptDepth = 100
+
+// DefaultQueueDepth is DefaultPolicy's bound on the jobs of a partition
+// one pass tries (Policy.QueueDepth): enough to fill a large cluster's
+// free slots in a pass, few enough that a pass costs the same with a
+// million queued.
+const DefaultQueueDepth = 1000
 
 // DefaultStarvationAge is DefaultPolicy's starvation threshold: a job
 // pending this long goes before every job that has not, oldest first.
@@ -128,6 +138,9 @@ func Schedule(s Snapshot, now time.Time) Plan {
 		pass.bf = newBackfill(c, pass.gate, &s, now)
 		pass.bf.lic = pass.lic
 		order, front = pass.promote(order)
+	}
+	if d := s.Policy.QueueDepth; d > 0 {
+		order, front = pass.bound(order, front, d)
 	}
 	sorted := !s.Policy.ShortestFirst || pass.bf == nil
 	for k, qi := range order {
@@ -171,6 +184,40 @@ func (p *pass) promote(order []int32) ([]int32, int) {
 		return preempting(&p.s.Queue[b]) - preempting(&p.s.Queue[a])
 	})
 	return append(front, rest...), len(front)
+}
+
+// bound keeps of order (front of it promoted) the jobs one pass tries
+// with Policy.QueueDepth depth: every job that keeps its reservation,
+// the first depth of the others in each partition, and each partition's
+// first job below the front (its job of highest priority) whatever the
+// depth. It returns them in the same order and how many of them lead it.
+func (p *pass) bound(order []int32, front, depth int) ([]int32, int) {
+	if len(order) <= depth {
+		return order, front
+	}
+	out := make([]int32, 0, depth+1)
+	tried := map[string]int{} // by partition
+	topped := map[string]bool{}
+	lead := 0
+	for k, qi := range order {
+		j := &p.s.Queue[qi]
+		switch {
+		case k < front && p.s.Policy.KeepReservations && keeps(j):
+		case k >= front && !topped[j.Partition]:
+			tried[j.Partition]++
+		case tried[j.Partition] < depth:
+			tried[j.Partition]++
+		default:
+			continue
+		}
+		if k >= front {
+			topped[j.Partition] = true
+		} else {
+			lead++
+		}
+		out = append(out, qi)
+	}
+	return out, lead
 }
 
 // keeps reports whether j holds a reservation from an earlier pass: it

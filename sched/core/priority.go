@@ -94,6 +94,45 @@ func JobFactors(s Snapshot, j Job, now time.Time) Factors {
 	return p.factors(&j, now)
 }
 
+// Ranker computes jobs' priorities as Schedule does in one snapshot,
+// for a caller that keeps the queue ordered itself (schedd's backlog)
+// or shows it (bqueue). Make it with NewRanker.
+type Ranker struct{ p prio }
+
+// NewRanker is the ranker of s: its policy, partitions, QOSes and the
+// CPUs of its nodes (the job-size factor's whole). s.Queue is not read.
+func NewRanker(s *Snapshot) Ranker {
+	var total int64
+	for _, n := range s.Nodes {
+		total += n.Capacity.CPUMilli
+	}
+	return Ranker{newPrio(s, total)}
+}
+
+// Priority is the key Schedule orders j by at now, highest first (ties
+// in queue order): its priority when the policy weighs any factor, else
+// minus its nice.
+func (r *Ranker) Priority(j *Job, now time.Time) float64 {
+	if r.p.weighted() {
+		return r.p.factors(j, now).Priority
+	}
+	return -j.Nice
+}
+
+// Factors are j's priority factors at now.
+func (r *Ranker) Factors(j *Job, now time.Time) Factors { return r.p.factors(j, now) }
+
+// StarvationAge is the starvation threshold of partition part in s (the
+// partition's own, else the policy's): a job of it pending this long
+// goes before the priority order when the policy reserves
+// (ReservationDepth > 0). Zero or negative: none.
+func StarvationAge(s *Snapshot, part string) time.Duration { return starvationAge(s, part) }
+
+// Keeps reports whether j keeps the reservation it got in an earlier
+// pass under Policy.KeepReservations (its reason is Resources or
+// Preempting).
+func Keeps(j *Job) bool { return keeps(j) }
+
 // order returns the indexes of the eligible jobs of q (eligible[i]),
 // highest priority first; equal priorities keep queue order.
 func (p *prio) order(q []Job, eligible []bool, now time.Time) []int32 {

@@ -290,6 +290,17 @@ type Policy struct {
 	// MaxBackfillJobs bounds how many jobs below the first reservation a
 	// pass tries (Slurm bf_max_job_test). Zero: all.
 	MaxBackfillJobs int
+	// QueueDepth bounds how many pending jobs of each partition one
+	// pass tries (Slurm's default_queue_depth and bf_max_job_test, per
+	// partition as bf_max_job_part): the jobs that keep a reservation
+	// (KeepReservations) always, then the first QueueDepth of each
+	// partition's others in the pass's order (those past the starvation
+	// threshold oldest first, then by priority), and each partition's
+	// job of highest priority whatever the depth. The others keep their
+	// reason and are tried on a later pass, as the jobs ahead of them
+	// start. Per partition, so that a partition whose queue cannot
+	// start does not keep another's jobs from being tried. Zero: all.
+	QueueDepth int
 	// KeepReservations makes a reservation last until its job starts: a
 	// job whose Reason is Resources (it got a reservation in an earlier
 	// pass) keeps one, ahead of every job without, even of higher

@@ -91,9 +91,11 @@ type Nodes interface {
 type Queue interface {
 	ListPartitions(ctx context.Context, w Wait) api.PartitionList
 	ListFairShare(ctx context.Context, w Wait) api.FairShareList
-	// JobHistory answers bhist: the ended jobs q picks, each run once;
-	// redaction for the caller is the HTTP layer's (visibleHistory).
-	JobHistory(ctx context.Context, w Wait, q api.HistoryFilter) (api.History, error)
+	// JobHistory answers bhist: the state index and the ended jobs q
+	// picks, each run once, oldest end first, yielded as they are read
+	// (an error, the store's, last); redaction for the caller is the
+	// HTTP layer's (visibleHistory).
+	JobHistory(ctx context.Context, w Wait, q api.HistoryFilter) (uint64, iter.Seq2[api.HistoryJob, error])
 	// AccountingSummary answers bacct: the ended jobs q picks summed
 	// per group (user, account or partition).
 	AccountingSummary(ctx context.Context, q api.HistoryFilter, group string) (api.Accounting, error)

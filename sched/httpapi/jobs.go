@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/http"
 	"strconv"
 
@@ -172,7 +173,10 @@ func (a *API) signal(w http.ResponseWriter, r *http.Request) {
 }
 
 // history answers bhist from the accounting store and the ended jobs
-// still in the replicated state, each run once.
+// still in the replicated state, each run once. The api.History is
+// written a record at a time as the controller reads them, never held:
+// an error before the first record is the answer's status, one after it
+// ends the answer short (the client sees it is not JSON).
 func (a *API) history(w http.ResponseWriter, r *http.Request) {
 	q, err := parseHistoryQuery(r.URL.Query())
 	if err != nil {
@@ -184,15 +188,41 @@ func (a *API) history(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	h, err := a.c.JobHistory(r.Context(), wait, q)
-	if err != nil {
+	idx, recs := a.c.JobHistory(r.Context(), wait, q)
+	next, stop := iter.Pull2(recs)
+	defer stop()
+	h, err, more := next()
+	if more && err != nil {
 		writeErr(w, err)
 		return
 	}
-	for i := range h.Jobs {
-		h.Jobs[i] = visibleHistory(r.Context(), h.Jobs[i])
+	w.Header().Set("Content-Type", "application/json")
+	if idx > 0 {
+		w.Header().Set(api.IndexHeader, strconv.FormatUint(idx, 10))
 	}
-	writeJSON(w, http.StatusOK, h.Index, h)
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	_, _ = bw.WriteString(`{"jobs":[`)
+	for n := 0; more; n++ {
+		if err != nil {
+			a.log.Error("reading the history for GET /v1/history", "err", err)
+			_ = bw.Flush()
+			return
+		}
+		b, merr := json.Marshal(visibleHistory(r.Context(), h))
+		if merr != nil {
+			a.log.Error("encoding a record for GET /v1/history", "job", h.ID, "err", merr)
+			_ = bw.Flush()
+			return
+		}
+		if n > 0 {
+			_ = bw.WriteByte(',')
+		}
+		_, _ = bw.Write(b)
+		h, err, more = next()
+	}
+	_, _ = fmt.Fprintf(bw, "],\"index\":%d}\n", idx)
+	_ = bw.Flush()
 }
 
 // accounting answers bacct: the ended jobs the query picks (store and

@@ -1,7 +1,11 @@
 package httpapi
 
 import (
+	"bufio"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/troupe-hpc/troupe/internal/api"
@@ -16,7 +20,34 @@ func (a *API) nodes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list := a.c.ListNodes(r.Context(), wait)
-	writeJSON(w, http.StatusOK, list.Index, list)
+	// The api.NodeList is encoded a node at a time: with 10,000 nodes
+	// the encoding is never held whole beside the views.
+	w.Header().Set("Content-Type", "application/json")
+	if list.Index > 0 {
+		w.Header().Set(api.IndexHeader, strconv.FormatUint(list.Index, 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if list.Nodes == nil {
+		_, _ = bw.WriteString(`{"nodes":null`)
+	} else {
+		_, _ = bw.WriteString(`{"nodes":[`)
+		for i := range list.Nodes {
+			b, err := json.Marshal(&list.Nodes[i])
+			if err != nil {
+				a.log.Error("encoding a node for GET /v1/nodes", "node", list.Nodes[i].Name, "err", err)
+				_ = bw.Flush()
+				return
+			}
+			if i > 0 {
+				_ = bw.WriteByte(',')
+			}
+			_, _ = bw.Write(b)
+		}
+		_ = bw.WriteByte(']')
+	}
+	_, _ = fmt.Fprintf(bw, ",\"index\":%d}\n", list.Index)
+	_ = bw.Flush()
 }
 
 // registerRead bounds reading a registration's body.

@@ -78,7 +78,7 @@ func parseJobsQuery(q url.Values) (JobsQuery, error) {
 }
 
 // parseHistoryQuery reads ?user=U, account, partition, state, id (each
-// repeatable), submitted_from, submitted_to, ended_from, ended_to (RFC
+// repeatable; an id is a job's, or an array element's "12[5]"), submitted_from, submitted_to, ended_from, ended_to (RFC
 // 3339) and limit.
 func parseHistoryQuery(q url.Values) (api.HistoryFilter, error) {
 	h := api.HistoryFilter{Users: q["user"], Accounts: q["account"], Partitions: q["partition"]}
@@ -90,11 +90,15 @@ func parseHistoryQuery(q url.Values) (api.HistoryFilter, error) {
 		h.States = append(h.States, js)
 	}
 	for _, v := range q["id"] {
-		id, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || id == 0 {
-			return h, fmt.Errorf("%w: id %q is not a job id", fault.ErrInvalid, v)
+		ref, err := api.ParseJobRef(v)
+		if err != nil || ref.ID == 0 {
+			return h, fmt.Errorf("%w: id %q is not a job id (12) nor an array element (12[5])", fault.ErrInvalid, v)
 		}
-		h.IDs = append(h.IDs, id)
+		if ref.Element {
+			h.Elements = append(h.Elements, ref)
+		} else {
+			h.IDs = append(h.IDs, ref.ID)
+		}
 	}
 	for _, t := range []struct {
 		name string

@@ -74,6 +74,10 @@ type Config struct {
 	// PreemptDepth bounds the waiting jobs that choose victims in one
 	// pass; 0: DefaultPreemptDepth, negative: no bound (see Depth).
 	PreemptDepth int `json:"preempt_depth,omitempty"`
+	// QueueDepth bounds the waiting jobs one pass tries besides those
+	// that keep a reservation; 0: DefaultQueueDepth, negative: no bound
+	// (see Queue).
+	QueueDepth int `json:"queue_depth,omitempty"`
 	// Licenses are the site-wide counts jobs ask for (license blocks),
 	// in file order; see License.
 	Licenses []License `json:"licenses,omitempty"`

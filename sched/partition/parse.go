@@ -22,6 +22,7 @@ var (
 		Attributes: []hcl.AttributeSchema{
 			{Name: "default_partition"}, {Name: "default_account"}, {Name: "policy"},
 			{Name: "reservation_depth"}, {Name: "usage_half_life"}, {Name: "preempt_window"}, {Name: "preempt_depth"},
+			{Name: "queue_depth"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "partition", LabelNames: []string{"name"}},
@@ -136,6 +137,14 @@ func (d *decoder) file(body hcl.Body) *Config {
 			d.Errorf(a.Expr.Range(), "Invalid preempt_depth", "preempt_depth %d is negative; it is how many waiting jobs may choose victims in one pass (0: no bound).", c.PreemptDepth)
 		case c.PreemptDepth == 0:
 			c.PreemptDepth = -1 // "0": no bound
+		}
+	}
+	if a, ok := attrs.Whole("queue_depth", &c.QueueDepth); ok {
+		switch {
+		case c.QueueDepth < 0:
+			d.Errorf(a.Expr.Range(), "Invalid queue_depth", "queue_depth %d is negative; it is how many waiting jobs one scheduling pass tries besides those that keep a reservation (0: no bound).", c.QueueDepth)
+		case c.QueueDepth == 0:
+			c.QueueDepth = -1 // "0": no bound
 		}
 	}
 	c.QOS = d.qosBlocks(ct.Blocks)

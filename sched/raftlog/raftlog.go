@@ -30,6 +30,7 @@ package raftlog
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -100,6 +101,8 @@ type faults struct {
 	// silent tells the leader no schema, as a peer of the previous
 	// release.
 	silent bool
+	// snapshotBytes replaces snapshotBytes (0: keep it).
+	snapshotBytes int64
 }
 
 // DefaultShutdownTimeout is how long Close waits for raft to stop.
@@ -168,6 +171,12 @@ func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log,
 	rc.HeartbeatTimeout = 200 * time.Millisecond
 	rc.ElectionTimeout = 200 * time.Millisecond
 	rc.LeaderLeaseTimeout = 100 * time.Millisecond
+	// A restart reads the last snapshot and replays the log after it.
+	// raft snapshots after SnapshotThreshold entries, whatever they
+	// hold; an entry may hold a thousand jobs (a batch), so the fsm also
+	// asks for one once the entries applied since the last hold a
+	// quarter of its bytes (snapshotBytes): what a restart replays stays
+	// within a quarter of what it reads.
 	rc.SnapshotThreshold = 8192
 	rc.TrailingLogs = 10240
 	var (
@@ -214,7 +223,11 @@ func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log,
 			return nil, fmt.Errorf("bootstrapping raft: %w", err)
 		}
 	}
-	fm := &fsm{st: st, path: filepath.Join(cfg.Dir, "raft.db"), failed: make(chan struct{})}
+	fm := &fsm{st: st, path: filepath.Join(cfg.Dir, "raft.db"), failed: make(chan struct{}), snapWanted: make(chan struct{}, 1),
+		minSnap: cmp.Or(f.snapshotBytes, snapshotBytes)}
+	if metas, err := snaps.List(); err == nil && len(metas) > 0 {
+		fm.snapBytes.Store(metas[0].Size) // the newest, which raft restores
+	}
 	ls := &store{BoltStore: bolt, dir: cfg.Dir, stop: make(chan struct{})}
 	r, err := raft.NewRaft(rc, fm, ls, ls, snaps, trans)
 	if err != nil {
@@ -227,6 +240,7 @@ func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log,
 	l := &Log{self: string(rc.LocalID), raft: r, bolt: bolt, store: ls, trans: trans, stream: stream, book: book, multi: multi, fsm: fm, stopMax: cfg.ShutdownTimeout,
 		start: lastCmd, quiet: make(chan struct{}), peers: quiet}
 	quiet.watch(r, l.quiet)
+	go l.snapshotLoop()
 	if multi {
 		// Peers: leadership comes and goes; the server follows it.
 		if !f.silent {
@@ -248,6 +262,29 @@ func openWith(ctx context.Context, cfg Config, st *state.Store, f faults) (*Log,
 		return nil, err
 	}
 	return l, nil
+}
+
+// snapshotLoop takes the snapshots the fsm asks for (snapshotBytes)
+// until Close.
+func (l *Log) snapshotLoop() {
+	for {
+		select {
+		case <-l.quiet:
+			return
+		case <-l.fsm.snapWanted:
+			// raft takes one snapshot at a time: an ask refused while
+			// one of its own runs, or one that failed, is asked again
+			// a second later while the log is still past the bytes,
+			// even if no entry comes to ask.
+			for l.raft.Snapshot().Error() != nil && l.fsm.over() {
+				select {
+				case <-l.quiet:
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}
+	}
 }
 
 // CaughtUp reports whether this server has applied its log up to what it
@@ -571,6 +608,42 @@ type fsm struct {
 	fatal  error
 	failed chan struct{}
 	last   atomic.Uint64 // the last command entry applied (accepted or not)
+	// logBytes are the bytes of the entries applied since the last
+	// snapshot began, snapBytes the size of the last snapshot written;
+	// snapWanted asks snapshotLoop for a snapshot.
+	logBytes   atomic.Int64
+	snapBytes  atomic.Int64
+	snapWanted chan struct{}
+	minSnap    int64 // snapshotBytes
+}
+
+// snapshotBytes is the least log, in bytes of entries, the fsm asks a
+// snapshot for: past it, once the log since the last snapshot is a
+// quarter of that snapshot's size. Replaying an entry costs a restart
+// more than reading its rows from a snapshot (one goroutine, where a
+// snapshot's are decoded on every core), so the log a restart replays
+// is kept to a quarter of what it reads, for a snapshot written every
+// quarter of the state's size in new entries.
+const snapshotBytes = 64 << 20
+
+// over tells whether the log since the last snapshot has grown past
+// snapshotBytes and a quarter of that snapshot's size.
+func (f *fsm) over() bool {
+	return f.logBytes.Load() >= max(f.minSnap, f.snapBytes.Load()/4)
+}
+
+// grew counts an applied entry of n bytes, asking for a snapshot when
+// the log since the last one has grown past snapshotBytes and a quarter
+// of that snapshot's size.
+func (f *fsm) grew(n int) {
+	f.logBytes.Add(int64(n))
+	if !f.over() {
+		return
+	}
+	select {
+	case f.snapWanted <- struct{}{}:
+	default:
+	}
 }
 
 // applied is the raft index the state has applied up to: the last
@@ -613,30 +686,50 @@ func (f *fsm) Apply(e *raft.Log) any {
 	}
 	v, err := f.st.Apply(e.Index, c)
 	f.last.Store(e.Index)
+	f.grew(len(e.Data))
 	return result{value: v, err: err}
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	return dump(f.st.Snapshot().Dump()), nil
+	f.logBytes.Store(0) // the snapshot holds every entry applied so far
+	return &dump{d: f.st.Snapshot().Dump(), f: f}, nil
 }
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	var d state.Dump
-	if err := json.NewDecoder(rc).Decode(&d); err != nil {
+	// A job at a time, never the whole text; each stored as decoded.
+	if err := f.st.RestoreFrom(rc); err != nil {
 		return fmt.Errorf("reading raft snapshot: %w", err)
 	}
-	return f.st.Restore(d)
+	return nil
 }
 
-type dump state.Dump
+// dump is a snapshot being written; f learns its size.
+type dump struct {
+	d state.Dump
+	f *fsm
+}
 
-func (d dump) Persist(sink raft.SnapshotSink) error {
-	if err := json.NewEncoder(sink).Encode(state.Dump(d)); err != nil {
+func (d *dump) Persist(sink raft.SnapshotSink) error {
+	w := &counter{w: sink}
+	if err := state.WriteDump(w, d.d); err != nil {
 		sink.Cancel()
 		return err
 	}
+	d.f.snapBytes.Store(w.n)
 	return sink.Close()
 }
 
-func (d dump) Release() {}
+func (d *dump) Release() {}
+
+// counter counts the bytes written through it.
+type counter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

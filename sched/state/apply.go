@@ -341,7 +341,7 @@ func (s *Store) Apply(index uint64, c Command) (any, error) {
 			return nil, err
 		}
 	}
-	txn.Commit()
+	s.commit(txn)
 	return res, nil
 }
 
@@ -414,9 +414,14 @@ func newRow(txn *memdb.Txn, index uint64, now time.Time, in *Job, scoped bool) (
 		return nil, 0, err
 	}
 	if in.RequestID != "" {
-		raw, err := txn.First(tableJobs, "request", in.RequestID)
+		var (
+			raw any
+			err error
+		)
 		if scoped {
 			raw, err = txn.First(tableJobs, "user_request", in.User, in.RequestID)
+		} else if j, jerr := jobOfRequest(txn, in.RequestID); j != nil || jerr != nil {
+			raw, err = j, jerr
 		}
 		if err != nil {
 			return nil, 0, err
@@ -426,6 +431,7 @@ func newRow(txn *memdb.Txn, index uint64, now time.Time, in *Job, scoped bool) (
 		}
 	}
 	j := clone(in)
+	share(j)
 	j.ID = last + 1
 	if len(j.Containers) > MaxSessionSize {
 		return nil, 0, fmt.Errorf("a session holds at most %d containers, not %d", MaxSessionSize, len(j.Containers))

@@ -428,7 +428,7 @@ func (v *jobReads) ElementView(p *Job, idx int) (j *Job, ok bool) {
 		return e, true
 	}
 	pos := a.Indices.Position(idx)
-	if pos < a.Next && !p.Cancelled {
+	if pos < a.Next && !p.Cancelled || slices.Contains(a.Early, idx) {
 		return nil, false // ended, and purged to the accounting store
 	}
 	e := clone(p)

@@ -37,6 +37,10 @@ func (v *jobReads) EachJobIn(states ...lifecycle.JobState) iter.Seq[*Job] {
 	return mergeByID(seqs)
 }
 
+// EachElementOf yields the rows of job array id's elements (those made
+// and not purged), in index order.
+func (v *jobReads) EachElementOf(id uint64) iter.Seq[*Job] { return v.each("element_prefix", id) }
+
 // EachLiveJob yields the jobs that have not ended, in id order.
 func (v *jobReads) EachLiveJob() iter.Seq[*Job] { return v.EachJobIn(liveStates...) }
 

@@ -49,12 +49,21 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 			Spec
 			Walltime time.Duration `json:"walltime"`
 		} `json:"spec"`
+		// The containers without their own JSON method: decoded in
+		// this one pass over b, not each again.
+		Containers []containerWire `json:"containers"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
 	*j = Job(w.jobPlain)
 	j.Spec = w.Spec.Spec
+	if w.Containers != nil {
+		j.Containers = make([]Container, len(w.Containers))
+		for i := range w.Containers {
+			j.Containers[i] = w.Containers[i].container()
+		}
+	}
 	if j.Walltime == 0 {
 		j.Walltime = w.Spec.Walltime
 	}
@@ -64,16 +73,25 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// containerWire is a container of a job row of any schema as decoded.
+type containerWire struct {
+	containerPlain
+	Resources *v10Resources `json:"resources"`
+}
+
 // UnmarshalJSON reads a container of a job row of any schema.
 func (c *Container) UnmarshalJSON(b []byte) error {
-	var w struct {
-		containerPlain
-		Resources *v10Resources `json:"resources"`
-	}
+	var w containerWire
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*c = Container(w.containerPlain)
+	*c = w.container()
+	return nil
+}
+
+// container is w in the current schema's terms.
+func (w *containerWire) container() Container {
+	c := Container(w.containerPlain)
 	if r := w.Resources; r != nil {
 		if c.CPUMilli == 0 {
 			c.CPUMilli = units.MilliCPU(r.CPU)
@@ -85,7 +103,7 @@ func (c *Container) UnmarshalJSON(b []byte) error {
 			c.GPU = r.GPU
 		}
 	}
-	return nil
+	return c
 }
 
 // v10Job is a job row as schemas 5 to 10 wrote it.

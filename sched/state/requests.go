@@ -38,10 +38,13 @@ var requestsTable = &memdb.TableSchema{Name: tableRequests, Indexes: map[string]
 	"index": {Name: "index", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "Index"}},
 }}
 
-// userRequestIndex indexes jobs by their user and their submit's
-// request id together (a job without a request id is not indexed): a
-// retried submit is known by both, so that one user cannot reach
-// another's job by sending the same request id.
+// userRequestIndex indexes jobs by their submit's request id and their
+// user together (a job without a request id is not indexed): a retried
+// submit is known by both, so that one user cannot reach another's job
+// by sending the same request id. The key puts the request id first, so
+// that with the request id alone as a prefix it also finds the jobs of
+// entries older than schema 7, which knew a retry by its request id
+// alone (jobsOfRequest): one index where there were two.
 type userRequestIndex struct{}
 
 func userRequestKey(user, req string) ([]byte, error) {
@@ -51,12 +54,21 @@ func userRequestKey(user, req string) ([]byte, error) {
 	return []byte(user + "\x00" + req + "\x00"), nil
 }
 
+// requestUserKey is a job's key in userRequestIndex: unambiguous, as a
+// user name holds no NUL.
+func requestUserKey(req, user string) ([]byte, error) {
+	if strings.IndexByte(user, 0) >= 0 {
+		return nil, fmt.Errorf("user request index: user name %q holds a NUL", user)
+	}
+	return []byte(req + "\x00" + user + "\x00"), nil
+}
+
 func (userRequestIndex) FromObject(raw any) (bool, []byte, error) {
 	j := raw.(*Job)
 	if j.RequestID == "" {
 		return false, nil, nil
 	}
-	k, err := userRequestKey(j.User, j.RequestID)
+	k, err := requestUserKey(j.RequestID, j.User)
 	return err == nil, k, err
 }
 
@@ -69,7 +81,38 @@ func (userRequestIndex) FromArgs(args ...any) ([]byte, error) {
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("user request index wants (string, string), got (%T, %T)", args[0], args[1])
 	}
-	return userRequestKey(user, req)
+	return requestUserKey(req, user)
+}
+
+// PrefixFromArgs is the prefix of the keys of request id args[0], any
+// user's (a request id holding a NUL may match others too: the caller
+// compares).
+func (userRequestIndex) PrefixFromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("user request prefix wants a request id, got %d arguments", len(args))
+	}
+	req, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("user request prefix wants a string, got %T", args[0])
+	}
+	return []byte(req + "\x00"), nil
+}
+
+// jobOfRequest is the job an entry older than schema 7 made of request
+// id req, whoever sent it (the lowest id, as the index by request id
+// alone answered), or nil.
+func jobOfRequest(txn *memdb.Txn, req string) (*Job, error) {
+	it, err := txn.Get(tableJobs, "user_request_prefix", req)
+	if err != nil {
+		return nil, err
+	}
+	var first *Job
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		if j := raw.(*Job); j.RequestID == req && (first == nil || j.ID < first.ID) {
+			first = j
+		}
+	}
+	return first, nil
 }
 
 // senderRequestIndex indexes request records by their sender and id
@@ -83,7 +126,15 @@ func (senderRequestIndex) FromObject(raw any) (bool, []byte, error) {
 }
 
 func (senderRequestIndex) FromArgs(args ...any) ([]byte, error) {
-	return userRequestIndex{}.FromArgs(args...)
+	if len(args) != 2 {
+		return nil, fmt.Errorf("sender request index wants (user, request id), got %d arguments", len(args))
+	}
+	user, ok1 := args[0].(string)
+	req, ok2 := args[1].(string)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("sender request index wants (string, string), got (%T, %T)", args[0], args[1])
+	}
+	return userRequestKey(user, req)
 }
 
 // requested is the request id an act a client may retry carries (a

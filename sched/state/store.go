@@ -47,10 +47,10 @@ type indexEntry struct {
 
 var schema = &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 	tableJobs: {Name: tableJobs, Indexes: map[string]*memdb.IndexSchema{
-		"id":      {Name: "id", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "ID"}},
-		"request": {Name: "request", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "RequestID"}},
+		"id": {Name: "id", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "ID"}},
 		// A submit's retry is known by its user and request id together
-		// (schema 7 on); "request" alone serves older entries' replay.
+		// (schema 7 on); by its request id alone as a prefix in older
+		// entries' replay (requests.go).
 		"user_request": {Name: "user_request", AllowMissing: true, Indexer: userRequestIndex{}},
 		"element":      {Name: "element", Unique: true, AllowMissing: true, Indexer: elementIndex{}},
 		// In memory only (index.go): what the queries below look up by.
@@ -93,6 +93,8 @@ type Store struct {
 	// a schema is in the log, every peer must read that schema, so the
 	// leader writes no older one (Snapshot.Schema).
 	schema atomic.Int64
+	// feed is the jobs' changes for the scheduling loop (changes.go).
+	feed changeFeed
 }
 
 // New returns an empty store.
@@ -298,6 +300,8 @@ type Dump struct {
 	Requests []*request    `json:"requests,omitempty"` // answers kept by request id (requests.go)
 	// Reservations are the reservations (reservation.go), schema 11 on.
 	Reservations []*Reservation `json:"reservations,omitempty"`
+	// shared: the jobs' text is shared already (share; ReadDump's).
+	shared bool
 }
 
 // Dump copies out the state as of v.
@@ -322,16 +326,33 @@ func (s *Store) Restore(d Dump) error {
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
+	if err := clearTables(txn); err != nil {
+		return err
+	}
+	for _, j := range d.Jobs {
+		if !d.shared {
+			share(j)
+		}
+		if err := txn.Insert(tableJobs, j); err != nil {
+			return err
+		}
+	}
+	return s.finishRestore(txn, d)
+}
+
+// clearTables empties every table in txn.
+func clearTables(txn *memdb.Txn) error {
 	for _, t := range []string{tableJobs, tableNodes, tableIndexes, tableSettings, tableUsage, tableTokens, tableServers, tableRequests, tableNodeIndex, tableQueueCounts, tableReservations} {
 		if _, err := txn.DeleteAll(t, "id"); err != nil {
 			return err
 		}
 	}
-	for _, j := range d.Jobs {
-		if err := txn.Insert(tableJobs, j); err != nil {
-			return err
-		}
-	}
+	return nil
+}
+
+// finishRestore stores the rest of d in txn, whose jobs d's are already,
+// and commits.
+func (s *Store) finishRestore(txn *memdb.Txn, d Dump) error {
 	for _, n := range d.Nodes {
 		if err := txn.Insert(tableNodes, n); err != nil {
 			return err
@@ -386,7 +407,7 @@ func (s *Store) Restore(d Dump) error {
 			return err
 		}
 	}
-	txn.Commit()
+	s.commitRestore(txn)
 	// The state is now in the snapshot's schema, which may be older than
 	// what was applied before it (a restored backup).
 	s.schema.Store(int64(max(OldestSchema, d.Version)))
