@@ -27,10 +27,20 @@ all: build
 STATIC   := $(filter-out nodelet,$(CMDS))
 SECCOMP_TAG  := $(shell pkg-config --exists libseccomp 2>/dev/null && echo seccomp)
 NODELET_TAGS ?= $(SECCOMP_TAG) runc_nocriu
+# The Go linker writes a binary through a memory map, which leaves the
+# file in the page cache in small pages: every process started from it
+# then faults its text in a few pages at a time, until those pages are
+# evicted. The same bytes written in large write(2) calls are cached in
+# large folios, and each start of the program costs less CPU: about 1 ms
+# a run of bsub on the development machine, a quarter of its CPU, with
+# 80 fewer page faults (docs/pipeline.md, One bsub per job). build and
+# runc-linked rewrite their outputs so (dd, one 64 MiB write at a time).
+REWRITE = for f in $(1); do dd if="$$f" of="$$f.tmp" bs=64M status=none && chmod --reference="$$f" "$$f.tmp" && mv -f "$$f.tmp" "$$f" || exit 1; done
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(STATIC))
 	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(NODELET_TAGS)' -o $(BIN)/ ./cmd/nodelet
+	@$(call REWRITE,$(addprefix $(BIN)/,$(CMDS)))
 	@$(MAKE) --no-print-directory slurm-links
 
 # Slurm's commands are links to troupe-slurm (which acts as the command
@@ -182,6 +192,7 @@ runc-linked:
 	$(GO) mod download github.com/opencontainers/runc
 	cd "$$($(GO) list -m -f '{{.Dir}}' github.com/opencontainers/runc)" && \
 		GOFLAGS=-mod=mod CGO_ENABLED=1 $(GO) build -trimpath -tags '$(SECCOMP_TAG)' -o $(CURDIR)/$(BIN)/runc-linked .
+	@$(call REWRITE,$(BIN)/runc-linked)
 
 # The session burst benchmark (docs/pipeline.md, Cluster sessions at
 # once): SESSIONS cluster sessions of SIZE containers submitted in one

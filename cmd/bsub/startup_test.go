@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -94,4 +95,23 @@ func BenchmarkStartupSubmit(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchExec(b, bin, "--addr", s.Addr, path)
+}
+
+// TestOneP: bsub runs on one P, unless GOMAXPROCS in the environment
+// sets the number.
+func TestOneP(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
+	runtime.GOMAXPROCS(2)
+	t.Setenv("GOMAXPROCS", "")
+	oneP()
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Errorf("GOMAXPROCS unset: %d Ps, want 1", n)
+	}
+	runtime.GOMAXPROCS(2)
+	t.Setenv("GOMAXPROCS", "2")
+	oneP()
+	if n := runtime.GOMAXPROCS(0); n != 2 {
+		t.Errorf("GOMAXPROCS=2 in the environment: %d Ps, want 2", n)
+	}
 }
