@@ -94,10 +94,10 @@ func (s *lifecycle) Check(ctx context.Context, req api.SubmitRequest) (api.Submi
 // ListJobs answers the jobs q picks, as views, in id order.
 func (s *lifecycle) ListJobs(ctx context.Context, w httpapi.Wait, q httpapi.JobsQuery) (uint64, iter.Seq[api.Job]) {
 	v, idx := s.block(ctx, w)
-	jobs := candidates(v, &q)
 	if q.Array != 0 {
-		jobs = arrayElements(v, q.Array)
+		return idx, s.listElements(ctx, v, &q)
 	}
+	jobs := candidates(v, &q)
 	return idx, func(yield func(api.Job) bool) {
 		n := 0
 		for j := range jobs {
@@ -113,6 +113,68 @@ func (s *lifecycle) ListJobs(ctx context.Context, w httpapi.Wait, q httpapi.Jobs
 			n++
 		}
 	}
+}
+
+// listElements answers the elements of job array q.Array that q picks,
+// in index order: each as the state shows it (state.Snapshot.ElementView),
+// and one that left the state for the accounting store (an ended
+// element leaves as soon as the store holds it) from its last run's
+// record there while it ended within keep_ended, as long as a plain
+// job stays listed after its end. The store is read only when the
+// array has such an element, for its records that ended since.
+func (s *lifecycle) listElements(ctx context.Context, v *state.Snapshot, q *httpapi.JobsQuery) iter.Seq[api.Job] {
+	return func(yield func(api.Job) bool) {
+		p := v.Job(q.Array)
+		if p == nil || p.Array == nil {
+			return
+		}
+		var stored map[int]api.Job // read at the first element the state no longer holds
+		n := 0
+		for pos := range p.Array.Count {
+			idx := p.Array.Indices.At(pos)
+			var j api.Job
+			if e, ok := v.ElementView(p, idx); ok {
+				if !matchJob(q, e) {
+					continue
+				}
+				j = s.view(v, e)
+			} else {
+				if stored == nil {
+					stored = s.ledger.storedElements(ctx, p.ID)
+				}
+				h, ok := stored[idx]
+				if !ok || !matchFields(q, h.ID, h.User, h.Partition, h.State) {
+					continue
+				}
+				j = h
+			}
+			if q.Limit > 0 && n == q.Limit || !yield(j) {
+				return
+			}
+			n++
+		}
+	}
+}
+
+// storedElements are the elements of job array id that ended within
+// keep_ended, by index, as their last run's record in the accounting
+// store shows them (api.JobFromHistory). A store that fails is logged:
+// the answer then shows what the state holds.
+func (s *ledger) storedElements(ctx context.Context, id uint64) map[int]api.Job {
+	out := map[int]api.Job{}
+	f := api.HistoryFilter{IDs: []uint64{id}, EndedFrom: s.cfg.Clock().Add(-s.cfg.KeepEnded)}
+	err := s.acct.Each(ctx, f, func(h api.HistoryJob) error {
+		if h.ArrayID == id {
+			if prev, ok := out[h.ArrayIndex]; !ok || h.Requeues >= prev.Requeues {
+				out[h.ArrayIndex] = api.JobFromHistory(h)
+			}
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Error("reading job array elements from the accounting store", "array", id, "err", err)
+	}
+	return out
 }
 
 // arrayElements are the elements of job array id in index order, as

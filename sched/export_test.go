@@ -407,4 +407,27 @@ func TestEndedElementLeavesOnceStored(t *testing.T) {
 	if len(got) != 2 || seen[2] != api.JobCancelled || seen[250] != api.JobCancelled {
 		t.Fatalf("bhist %d: %+v, want elements 2 and 250 CANCELLED from the store", r.JobID, got)
 	}
+	// The array's listing (bqueue -a --array) still shows them, from the
+	// store, in index order, for as long as a plain job stays listed
+	// after its end; then no more.
+	list, err := c.ArrayElements(ctx, r.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Jobs) != 300 {
+		t.Fatalf("the array's listing has %d elements, want 300", len(list.Jobs))
+	}
+	for i, j := range list.Jobs {
+		want := api.JobPending
+		if i+1 == 2 || i+1 == 250 {
+			want = api.JobCancelled
+		}
+		if j.ArrayID != r.JobID || j.ArrayIndex != i+1 || j.State != want {
+			t.Fatalf("listed element %d: %d[%d] %s, want %d[%d] %s", i, j.ArrayID, j.ArrayIndex, j.State, r.JobID, i+1, want)
+		}
+	}
+	clock.Add(2 * time.Hour)
+	if list, err = c.ArrayElements(ctx, r.JobID); err != nil || len(list.Jobs) != 298 {
+		t.Fatalf("the array's listing past keep_ended has %d elements (%v), want 298", len(list.Jobs), err)
+	}
 }

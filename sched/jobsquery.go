@@ -16,13 +16,19 @@ import (
 // matchJob reports whether j passes q's filters other than After and
 // Limit.
 func matchJob(q *httpapi.JobsQuery, j *state.Job) bool {
-	if q.NoEnded && j.State.Terminal() && !slices.Contains(q.States, j.State) {
+	return matchFields(q, j.ID, j.User, j.Partition, j.State)
+}
+
+// matchFields is matchJob on the fields it reads, for a job the state
+// no longer holds.
+func matchFields(q *httpapi.JobsQuery, id uint64, user, partition string, st api.JobState) bool {
+	if q.NoEnded && st.Terminal() && !slices.Contains(q.States, st) {
 		return false
 	}
-	return (q.After == 0 || j.ID > q.After) &&
-		(len(q.Users) == 0 || slices.Contains(q.Users, j.User)) &&
-		(len(q.Partitions) == 0 || slices.Contains(q.Partitions, j.Partition)) &&
-		(len(q.States) == 0 || slices.Contains(q.States, j.State))
+	return (q.After == 0 || id > q.After) &&
+		(len(q.Users) == 0 || slices.Contains(q.Users, user)) &&
+		(len(q.Partitions) == 0 || slices.Contains(q.Partitions, partition)) &&
+		(len(q.States) == 0 || slices.Contains(q.States, st))
 }
 
 // candidates are the jobs q's filters pick from, in id order, read by

@@ -43,7 +43,8 @@ import (
 //
 // Roles reach each other only through the pointers they are given:
 // fleet asks access for a node's credential, scheduler asks fleet for the
-// silent nodes, lifecycle asks scheduler for a pending job's estimates,
+// silent nodes, lifecycle asks scheduler for a pending job's estimates
+// and ledger for a job array's elements gone to the accounting store,
 // ledger holds placements back through scheduler after a restore.
 
 // replica is what every role shares: the replicated state and the raft
@@ -68,6 +69,7 @@ type lifecycle struct {
 	reports groupCommit[state.Report, []state.Started] // nodelet reports waiting to share a raft entry
 	submits groupCommit[*state.Job, state.Submitted]   // single submits waiting to share a raft entry
 	loop    *scheduler                                 // the last pass's estimates and ranks, for the views
+	ledger  *ledger                                    // an array's ended elements gone to the accounting store
 }
 
 // fleet is the nodes as the leader knows them.

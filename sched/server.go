@@ -251,12 +251,13 @@ func newServer(cfg Config, st *state.Store, rl *raftlog.Log, acct *accounting.St
 	tokens := &access{replica: r}
 	nodes := &fleet{replica: r, access: tokens, seen: map[string]time.Time{}, leadSince: cfg.Clock()}
 	loop := &scheduler{replica: r, fleet: nodes, starts: map[uint64]time.Time{}}
-	jobs := &lifecycle{replica: r, loop: loop}
+	books := &ledger{replica: r, acct: acct, exp: exporter{done: map[accounting.Key]bool{}, conflict: map[accounting.Key]bool{}}}
+	jobs := &lifecycle{replica: r, loop: loop, ledger: books}
 	jobs.reports = groupCommit[state.Report, []state.Started]{commit: jobs.commitReports,
 		maxItems: maxReportBatch, maxWeight: maxReportUpdates, weight: func(r state.Report) int { return len(r.Updates) }}
 	jobs.submits = groupCommit[*state.Job, state.Submitted]{commit: jobs.commitSubmits, maxItems: maxSubmitGroup}
 	s := &Server{replica: r, lifecycle: jobs, fleet: nodes, scheduler: loop, access: tokens,
-		ledger:   &ledger{replica: r, acct: acct, exp: exporter{done: map[accounting.Key]bool{}, conflict: map[accounting.Key]bool{}}},
+		ledger:   books,
 		sessions: &sessions{replica: r, streams: newStreams(cfg)},
 		calendar: &calendar{replica: r}}
 	r.metrics = newMetrics(s)

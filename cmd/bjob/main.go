@@ -66,7 +66,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		case last == nil:
 			return cli.Fail(stderr, prog, fmt.Errorf("job %s: not found", id))
 		default:
-			j = cli.JobFromHistory(*last)
+			j = api.JobFromHistory(*last)
 		}
 	}
 	if err != nil {

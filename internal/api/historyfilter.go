@@ -52,3 +52,21 @@ func (f *HistoryFilter) picks(h *HistoryJob) bool {
 	}
 	return h.ArrayID != 0 && slices.Contains(f.Elements, JobRef{ID: h.ArrayID, Index: h.ArrayIndex, Element: true})
 }
+
+// JobFromHistory is a job that has left schedd's state, as bjob and a
+// job array's listing show it from its record in the accounting store:
+// who, where, state, exit code, times, usage and each container's end;
+// the spec is not kept there.
+func JobFromHistory(h HistoryJob) Job {
+	j := Job{ID: h.ID, Name: h.Name, User: h.User, UID: h.UID, Partition: h.Partition, Account: h.Account,
+		Requeues: h.Requeues, State: h.State, Reason: h.Reason, ExitCode: h.ExitCode,
+		Submitted: h.Submitted, Started: h.Started, Ended: h.Ended, CPUTime: h.CPUTime, MemPeak: h.MemPeak,
+		ArrayID: h.ArrayID, ArrayIndex: h.ArrayIndex}
+	for _, c := range h.Containers {
+		k := Container{Node: c.Node, State: c.State, ExitCode: c.ExitCode,
+			Message: c.Message, CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended}
+		k.Host = c.Host
+		j.Containers = append(j.Containers, k)
+	}
+	return j
+}

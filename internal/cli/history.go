@@ -113,21 +113,3 @@ func printable(s string) string {
 		return r
 	}, s)
 }
-
-// JobFromHistory is a job that has left schedd's state, as bjob shows
-// it from its record in the accounting store: who, where, state, exit
-// code, times, usage and each container's end; the spec is not kept
-// there.
-func JobFromHistory(h api.HistoryJob) api.Job {
-	j := api.Job{ID: h.ID, Name: h.Name, User: h.User, UID: h.UID, Partition: h.Partition, Account: h.Account,
-		Requeues: h.Requeues, State: h.State, Reason: h.Reason, ExitCode: h.ExitCode,
-		Submitted: h.Submitted, Started: h.Started, Ended: h.Ended, CPUTime: h.CPUTime, MemPeak: h.MemPeak,
-		ArrayID: h.ArrayID, ArrayIndex: h.ArrayIndex}
-	for _, c := range h.Containers {
-		k := api.Container{Node: c.Node, State: c.State, ExitCode: c.ExitCode,
-			Message: c.Message, CPUTime: c.CPUTime, MemPeak: c.MemPeak, Ended: c.Ended}
-		k.Host = c.Host
-		j.Containers = append(j.Containers, k)
-	}
-	return j
-}
