@@ -82,6 +82,15 @@ job "sweep" {
 		t.Errorf("element 3 started at %s, before elements 1 (%s) and 2 (%s) ended: max_running 2", e3.Started, e1.Ended, e2.Ended)
 	}
 
+	// bjobs of the array's id: its elements, each a job of that id, as
+	// LSF's; they have ended and left for the accounting store.
+	out, errOut, code = c.run(dir, "bjobs", "-noheader", "-o", "jobid stat name", strconv.FormatUint(id, 10))
+	for idx := 1; idx <= 3; idx++ {
+		if want := fmt.Sprintf("%d DONE sweep[%d]", id, idx); code != 0 || !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+			t.Errorf("bjobs %d lacks %q: exit %d %s\n%s", id, want, code, errOut, out)
+		}
+	}
+
 	// bjob of one element; bhist of the array.
 	out, errOut, code = c.run(dir, "bjob", fmt.Sprintf("%d[2]", id))
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("Job %d[2]: sweep", id)) || !strings.Contains(out, "COMPLETED") {

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/cli"
+	"github.com/troupe-hpc/troupe/internal/client"
 )
 
 const prog = "bjobs"
@@ -138,7 +140,7 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	var list api.JobList
 	if len(ids) > 0 {
-		list, err = c.Jobs(ctx, 0, 0) // each id among every job, finished or not
+		list, err = jobsOf(ctx, c, ids)
 	} else {
 		// Schedd picks the user's (by its user index), the queue's and,
 		// unless finished ones are asked for, the unfinished jobs; the
@@ -203,6 +205,37 @@ func run(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return cli.Fail(stderr, prog, err)
 	}
 	return code
+}
+
+// jobsOf asks schedd for each job ids names, finished or not, and for a
+// job array its elements that have come up (those that have not wait
+// behind the array's own row): one answer per id, whatever the number
+// of other jobs. An id schedd does not know is left out.
+func jobsOf(ctx context.Context, c *client.Client, ids []uint64) (api.JobList, error) {
+	var list api.JobList
+	for _, id := range ids {
+		j, _, err := c.JobRef(ctx, api.JobRef{ID: id}, 0, 0)
+		switch {
+		case client.IsNotFound(err):
+			continue
+		case err != nil:
+			return list, err
+		}
+		list.Jobs = append(list.Jobs, j)
+		if j.Array == nil {
+			continue
+		}
+		es, err := c.ArrayElements(ctx, id)
+		if err != nil {
+			return list, err
+		}
+		for _, e := range es.Jobs {
+			if e.ID != 0 { // an element without a row yet shows in the array's
+				list.Jobs = append(list.Jobs, e)
+			}
+		}
+	}
+	return list, nil
 }
 
 // serverQuery is what schedd filters the list on (GET /v1/jobs): the

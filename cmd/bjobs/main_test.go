@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os/user"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,12 +19,25 @@ var queries []string
 func runBjobs(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	s := clitest.NewSchedd(t)
-	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+	all := func() []api.Job {
 		jobs := clitest.Jobs()
 		me, _ := user.Current()
 		mine := clitest.Job(3)
 		mine.ID, mine.User, mine.Name = 30, me.Username, "Snakemake_rule_a___(run1)"
-		jobs = append(jobs, mine)
+		return append(jobs, mine)
+	}
+	s.Handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		queries = append(queries, r.URL.Path)
+		for _, j := range all() {
+			if strconv.FormatUint(j.ID, 10) == r.PathValue("id") {
+				clitest.JSON(w, http.StatusOK, 7, j)
+				return
+			}
+		}
+		clitest.Error(w, http.StatusNotFound, "job "+r.PathValue("id")+" not found")
+	})
+	s.Handle("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		jobs := all()
 		queries = append(queries, r.URL.RawQuery)
 		// As schedd filters: user, partition, ended=false.
 		q := r.URL.Query()
@@ -189,8 +203,8 @@ func TestHostsOption(t *testing.T) {
 
 // TestBjobsAsksSchedd: bjobs's list is filtered by schedd (the user,
 // by default the caller; the queue; the unfinished jobs unless -a or
-// -d), not fetched whole and filtered here; job ids still look among
-// every job.
+// -d), not fetched whole and filtered here; each job id is asked for
+// alone, whatever its state or user.
 func TestBjobsAsksSchedd(t *testing.T) {
 	me, _ := user.Current()
 	for _, c := range []struct {
@@ -202,12 +216,12 @@ func TestBjobsAsksSchedd(t *testing.T) {
 		{[]string{"-u", "carol", "-a"}, "user=carol"},
 		{[]string{"-u", "all", "-d", "-q", "cpu"}, "partition=cpu"},
 		{[]string{"-u", "all", "-r"}, "ended=false"},
-		{[]string{"12"}, ""},
+		{[]string{"12"}, "/v1/jobs/12"},
 	} {
 		queries = nil
 		runBjobs(t, c.args...)
 		if len(queries) != 1 || queries[0] != c.want {
-			t.Errorf("bjobs %q asked GET /v1/jobs?%q, want %q", c.args, queries, c.want)
+			t.Errorf("bjobs %q asked schedd %q, want %q", c.args, queries, c.want)
 		}
 	}
 }
