@@ -177,23 +177,6 @@ func (s *ledger) storedElements(ctx context.Context, id uint64) map[int]api.Job 
 	return out
 }
 
-// arrayElements are the elements of job array id in index order, as
-// answers show them (state.Snapshot.ElementView); none when id is not
-// an array.
-func arrayElements(v *state.Snapshot, id uint64) iter.Seq[*state.Job] {
-	return func(yield func(*state.Job) bool) {
-		p := v.Job(id)
-		if p == nil || p.Array == nil {
-			return
-		}
-		for pos := range p.Array.Count {
-			if e, ok := v.ElementView(p, p.Array.Indices.At(pos)); ok && !yield(e) {
-				return
-			}
-		}
-	}
-}
-
 // Job answers the job ref names: a whole job array, or one element.
 func (s *lifecycle) Job(ctx context.Context, w httpapi.Wait, ref api.JobRef) (api.Job, uint64, error) {
 	v, idx := s.block(ctx, w)
