@@ -7,8 +7,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/troupe-hpc/troupe/accounting"
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/procfs"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/jobspec/wire"
 )
@@ -165,20 +164,14 @@ func TestAccountingSurvivesKill(t *testing.T) {
 	t.Logf("store held %d jobs at the kill, %d after the restart", len(before), len(seen))
 }
 
-// rssKiB is a process's resident set (VmRSS) in KiB.
+// rssKiB is a process's resident set in KiB.
 func rssKiB(t *testing.T, pid int) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := procfs.Read(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return n
-		}
-	}
-	return 0
+	return int(st.RSS) * os.Getpagesize() >> 10
 }
 
 // TestEndedJobsFootprint measures what 20,000 ended jobs cost schedd

@@ -8,7 +8,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/auth"
 	"github.com/troupe-hpc/troupe/internal/eventually"
+	"github.com/troupe-hpc/troupe/internal/procfs"
 	"github.com/troupe-hpc/troupe/jobspec"
 	"github.com/troupe-hpc/troupe/jobspec/wire"
 	"github.com/troupe-hpc/troupe/sched/httpapi"
@@ -33,17 +33,11 @@ func heapLive() uint64 {
 
 // vmRSS is this process's resident set (0 where /proc cannot tell).
 func vmRSS() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
+	st, err := procfs.Self()
 	if err != nil {
 		return 0
 	}
-	for l := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return st.RSS * uint64(os.Getpagesize())
 }
 
 // BenchmarkQueuedServerMemory is schedd's memory for a backlog: a

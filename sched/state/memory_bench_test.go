@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/troupe-hpc/troupe/internal/lifecycle"
+	"github.com/troupe-hpc/troupe/internal/procfs"
 )
 
 // scaleRow is a queued one-container job as admission makes it of
@@ -43,17 +44,11 @@ func heapLive() uint64 {
 
 // vmRSS is this process's resident set (0 where /proc cannot tell).
 func vmRSS() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
+	st, err := procfs.Self()
 	if err != nil {
 		return 0
 	}
-	for l := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return st.RSS * uint64(os.Getpagesize())
 }
 
 // writeHeapProfile writes the heap's profile to file: what is live
