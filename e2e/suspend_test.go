@@ -171,6 +171,9 @@ job "gang" {
 		if out, _, _ := c.run(dir, "troupe-slurm", "squeue", "-h", "-j", id, "-o", "%t"); strings.TrimSpace(out) != "S" {
 			t.Errorf("squeue %%t %q, want S", out)
 		}
+		if out, _, _ := c.run(dir, "bqueue", "-s", "S", "-O", "jobid"); strings.Join(strings.Fields(out), " ") != "JOBID "+id {
+			t.Errorf("bqueue -s S: %q, want the suspended job %s alone", out, id)
+		}
 		if out, _, _ := c.run(dir, "bqueue", "-O", "jobid,state,reason"); !strings.Contains(out, "SUSPENDED") || !strings.Contains(out, "suspended by root") {
 			t.Errorf("bqueue: %q, want SUSPENDED and its reason", out)
 		}

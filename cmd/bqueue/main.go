@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -139,7 +140,12 @@ func serverQuery(f cli.JobFilter) url.Values {
 		q.Add("partition", p)
 	}
 	for _, st := range f.States {
-		q.Add("state", string(st))
+		if st == cli.JobSuspended {
+			st = api.JobRunning // schedd's state of a suspended job; the filter picks them here
+		}
+		if !slices.Contains(q["state"], string(st)) {
+			q.Add("state", string(st))
+		}
 	}
 	if !f.Ended {
 		q.Set("ended", "false")

@@ -223,6 +223,8 @@ func TestServerQuery(t *testing.T) {
 		{[]string{"-u", "all"}, "ended=false"},
 		{[]string{"-u", "bob", "-p", "gpu,cpu"}, "ended=false&partition=gpu&partition=cpu&user=bob"},
 		{[]string{"-s", "PEND,DONE"}, "ended=false&state=PENDING&state=COMPLETED"},
+		// A suspended job is RUNNING to schedd; bqueue keeps the frozen ones.
+		{[]string{"-s", "S,R"}, "ended=false&state=RUNNING"},
 		{[]string{"-A", "phys"}, "ended=false"}, // accounts: matched by bqueue
 	} {
 		s := queueSchedd(t)

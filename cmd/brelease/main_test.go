@@ -103,7 +103,7 @@ func TestArgs(t *testing.T) {
 		errs string
 	}{
 		{nil, "brelease: missing job id (or -u, -t, -p, -J to choose jobs)"},
-		{[]string{"-t", "SLEEPY"}, `brelease: -t: unknown job state "SLEEPY"; use PENDING, HELD, SCHEDULED, PREPARING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL or PREEMPTED (or LSF's PEND, RUN, DONE, EXIT, or Slurm's PD, R, CD, F, CA, TO, NF, PR)`},
+		{[]string{"-t", "SLEEPY"}, `brelease: -t: unknown job state "SLEEPY"; use PENDING, HELD, SCHEDULED, PREPARING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL or PREEMPTED (or LSF's PEND, RUN, SSUSP, DONE, EXIT, or Slurm's PD, R, S, CD, F, CA, TO, NF, PR)`},
 		{[]string{"12", "0"}, `brelease: invalid job id "0": want a number such as 42, or an array element such as 42[5]`},
 		{[]string{"-s", "KILL", "12"}, "brelease: flag provided but not defined: -s"},
 	}

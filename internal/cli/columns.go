@@ -246,7 +246,8 @@ func (f JobFilter) Match(j api.Job) bool {
 	}
 	in := func(list []string, v string) bool { return len(list) == 0 || slices.Contains(list, v) }
 	return (in(f.Users, j.User) || slices.Contains(f.Users, "all")) && in(f.Partitions, j.Partition) && in(f.Accounts, JobAccount(j)) &&
-		in(f.Names, j.Name) && (len(f.States) == 0 || slices.Contains(f.States, j.State))
+		in(f.Names, j.Name) && (len(f.States) == 0 || slices.Contains(f.States, j.State) ||
+		j.Suspended != nil && slices.Contains(f.States, JobSuspended))
 }
 
 // Filter returns the jobs that pass, in the order given (never nil).
@@ -271,11 +272,18 @@ func SplitList(s string) []string {
 	return out
 }
 
+// JobSuspended is not one of troupe's job states: in a state filter it
+// picks the running jobs whose containers are frozen (a preemption in
+// suspend mode, badmin jsuspend), which Slurm shows as S (SUSPENDED) and
+// LSF as SSUSP. They stay RUNNING, and a filter naming RUNNING picks
+// them too.
+const JobSuspended api.JobState = "SUSPENDED"
+
 // stateAliases are LSF's and Slurm's short state names.
 var stateAliases = map[string]api.JobState{
 	"PD": api.JobPending, "PEND": api.JobPending, "PSUSP": api.JobHeld, "HOLD": api.JobHeld, "RH": api.JobHeld,
 	"R": api.JobRunning, "RUN": api.JobRunning, "CF": api.JobPreparing, "CONFIGURING": api.JobPreparing,
-	"S": api.JobScheduled, "CD": api.JobCompleted, "DONE": api.JobCompleted, "F": api.JobFailed,
+	"S": JobSuspended, "SUSPENDED": JobSuspended, "SSUSP": JobSuspended, "CD": api.JobCompleted, "DONE": api.JobCompleted, "F": api.JobFailed,
 	"EXIT": api.JobFailed, "CA": api.JobCancelled, "TO": api.JobTimeout, "NF": api.JobNodeFail,
 	"PR": api.JobPreempted,
 }
@@ -285,8 +293,9 @@ var AllStates = []api.JobState{api.JobPending, api.JobHeld, api.JobScheduled, ap
 	api.JobCompleted, api.JobFailed, api.JobCancelled, api.JobTimeout, api.JobNodeFail, api.JobPreempted}
 
 // ParseStates reads a comma-separated list of job states: the full names
-// (case-insensitive), LSF's (PEND, RUN, DONE, EXIT) or Slurm's short codes
-// (PD, R, CD, F, CA, TO, NF, PR).
+// (case-insensitive), LSF's (PEND, RUN, SSUSP, DONE, EXIT) or Slurm's
+// short codes (PD, R, S, CD, F, CA, TO, NF, PR); SUSPENDED, S and SSUSP
+// are JobSuspended.
 func ParseStates(s string) ([]api.JobState, error) {
 	var out []api.JobState
 	for _, p := range SplitList(s) {
@@ -300,7 +309,7 @@ func ParseStates(s string) ([]api.JobState, error) {
 			for i, a := range AllStates {
 				names[i] = string(a)
 			}
-			return nil, fmt.Errorf("unknown job state %q; use %s (or LSF's PEND, RUN, DONE, EXIT, or Slurm's PD, R, CD, F, CA, TO, NF, PR)", p, orList(names))
+			return nil, fmt.Errorf("unknown job state %q; use %s (or LSF's PEND, RUN, SSUSP, DONE, EXIT, or Slurm's PD, R, S, CD, F, CA, TO, NF, PR)", p, orList(names))
 		}
 		if !slices.Contains(out, st) {
 			out = append(out, st)
