@@ -20,6 +20,7 @@ import (
 
 	"github.com/troupe-hpc/troupe/internal/api"
 	"github.com/troupe-hpc/troupe/internal/client"
+	"github.com/troupe-hpc/troupe/internal/eventually"
 	"github.com/troupe-hpc/troupe/internal/freeport"
 )
 
@@ -334,11 +335,10 @@ func diff(b, a cpuTicks) cpuTicks {
 	return cpuTicks{b.schedd - a.schedd, b.nodelet - a.nodelet, b.reaped - a.reaped, b.machine - a.machine}
 }
 
-// waitPrinted polls until every file of paths holds a first line.
+// waitPrinted waits until every file of paths holds a first line.
 func waitPrinted(b *testing.B, paths []string, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
 	done := map[string]bool{}
-	for len(done) < len(paths) {
+	eventually.NoError(b, timeout, "every container's first output", func() error {
 		for _, p := range paths {
 			if !done[p] {
 				if _, ok := firstOutput(p); ok {
@@ -346,28 +346,24 @@ func waitPrinted(b *testing.B, paths []string, timeout time.Duration) {
 				}
 			}
 		}
-		if len(done) == len(paths) {
-			return
+		if len(done) < len(paths) {
+			return fmt.Errorf("%d of %d containers printed", len(done), len(paths))
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d containers printed after %v", len(done), len(paths), timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
-// waitAllRunning polls schedd until each job of ids has started (its
+// waitAllRunning waits until schedd has each job of ids started (its
 // containers all reported running).
 func waitAllRunning(b *testing.B, cli *client.Client, ids []uint64, timeout time.Duration) {
 	want := map[uint64]bool{}
 	for _, id := range ids {
 		want[id] = true
 	}
-	deadline := time.Now().Add(timeout)
-	for {
+	eventually.NoError(b, timeout, "every session started", func() error {
 		l, err := cli.Jobs(context.Background(), 0, 0)
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
 		started := 0
 		for _, j := range l.Jobs {
@@ -375,14 +371,11 @@ func waitAllRunning(b *testing.B, cli *client.Client, ids []uint64, timeout time
 				started++
 			}
 		}
-		if started == len(ids) {
-			return
+		if started < len(ids) {
+			return fmt.Errorf("%d of %d jobs started", started, len(ids))
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d jobs started after %v", started, len(ids), timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // envInt is the environment's whole number name, at least least; def

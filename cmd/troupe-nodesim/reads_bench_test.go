@@ -85,17 +85,7 @@ func BenchmarkReads(b *testing.B) {
 		b.Fatal(err)
 	}
 	bin := readBinaries(b, dir)
-	log, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer log.Close()
-	b.Cleanup(func() {
-		if b.Failed() {
-			out, _ := os.ReadFile(log.Name())
-			b.Logf("schedd and troupe-nodesim log (last 4 KiB):\n%s", out[max(0, len(out)-4096):])
-		}
-	})
+	log := benchLog(b, dir)
 	row := func(name, format string, args ...any) {
 		fmt.Printf("%-46s %s\n", name, fmt.Sprintf(format, args...))
 	}

@@ -388,17 +388,7 @@ func BenchmarkScale(b *testing.B) {
 	}
 	dir := b.TempDir()
 	bin := benchBinaries(b, dir)
-	log, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer log.Close()
-	b.Cleanup(func() {
-		if b.Failed() {
-			out, _ := os.ReadFile(log.Name())
-			b.Logf("schedd and troupe-nodesim log (last 4 KiB):\n%s", out[max(0, len(out)-4096):])
-		}
-	})
+	log := benchLog(b, dir)
 	// Each figure is printed as soon as it is measured: a run that fails
 	// later keeps what it had.
 	row := func(name, format string, args ...any) {
@@ -595,4 +585,21 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(gang.steady, "gangs/s")
 	b.ReportMetric(float64(idleList.Microseconds())/1000, "bqueue-ms")
 	b.ReportMetric(float64(peakRSS)/(1<<20), "peak-MiB")
+}
+
+// benchLog is the log file in dir that a benchmark's schedd and
+// troupe-nodesim write to; a failed run shows its last 4 KiB.
+func benchLog(b *testing.B, dir string) *os.File {
+	log, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if b.Failed() {
+			out, _ := os.ReadFile(log.Name())
+			b.Logf("schedd and troupe-nodesim log (last 4 KiB):\n%s", out[max(0, len(out)-4096):])
+		}
+		log.Close()
+	})
+	return log
 }
